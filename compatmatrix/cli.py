@@ -1,0 +1,157 @@
+"""``compat``: wiring only. Parse the command line, call the core, render, return the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Optional
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from . import __version__
+from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError
+from .matrix.load import load_matrix
+from .matrix.model import Component, Matrix
+from .render import dump_json, make_console, matrix_json, matrix_rows, outcome_json, render_matrix, render_outcome
+from .resolve import build_request, resolve
+from .target import Platform, PythonTarget
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors end with exit 2 and one line that says how to get help."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_TOOL_ERROR, f"compat: error: {message}. Run '{self.prog} --help' for the options.\n")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON (versioned schema) instead of tables")
+    parser.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
+    parser.add_argument(
+        "--matrix",
+        metavar="PATH",
+        default=os.environ.get("COMPAT_MATRIX"),
+        help="read this matrix file instead of the bundled one (also: COMPAT_MATRIX)",
+    )
+
+
+def _target(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--python", metavar="PATH", help="resolve for this interpreter (its version and platform are probed)")
+    group.add_argument("--python-version", metavar="X.Y", help="resolve for this CPython version (default: the running one)")
+    parser.add_argument("--platform", metavar="TAG", help="PEP 425 platform tag (default: the target interpreter's)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="compat",
+        description="Resolve, install and validate CPU PyTorch DDP stacks from a sourced compatibility matrix.",
+    )
+    parser.add_argument("--version", action="version", version=f"compat {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    resolve_cmd = commands.add_parser(
+        "resolve",
+        help="find the newest consistent set of torch / IPEX / oneccl_bind_pt / transformers / accelerate",
+        description=(
+            "Find the newest consistent set for a Python and platform, and the index each package comes from. "
+            "Exit 0 when a set exists, 1 when none does (with the reasons and the nearest sets that work), 2 on usage errors."
+        ),
+    )
+    resolve_cmd.add_argument(
+        "requirements",
+        nargs="*",
+        metavar="REQUIREMENT",
+        help="constraints such as 'torch==1.12.1' or 'transformers<4.40'; naming a package also asks for it "
+        "(names: torch, intel-extension-for-pytorch|ipex, oneccl-bind-pt|ccl, transformers, accelerate)",
+    )
+    resolve_cmd.add_argument("--profile", metavar="NAME", help="named set of packages: ddp-ccl (default), ipex, ccl, stock")
+    resolve_cmd.add_argument("--with", dest="with_", metavar="LIST", default="", help="comma-separated packages to include, e.g. ipex,ccl,transformers")
+    _target(resolve_cmd)
+    _common(resolve_cmd)
+
+    matrix_cmd = commands.add_parser(
+        "matrix",
+        help="show the curated matrix (releases, pairings, Python coverage, sources)",
+        description="Show the curated matrix, optionally filtered.",
+    )
+    matrix_cmd.add_argument("--package", action="append", metavar="NAME", help="only this package (repeatable): torch, ipex, ccl, transformers, accelerate")
+    matrix_cmd.add_argument("--python-version", metavar="X.Y", help="only releases with wheels (or Requires-Python) for this Python")
+    matrix_cmd.add_argument("--torch", metavar="SPEC", help="only releases that pair with a torch matching SPEC, e.g. '==2.7.0' or '>=2.5'")
+    matrix_cmd.add_argument("--sources", action="store_true", help="show each entry's sources")
+    _common(matrix_cmd)
+    return parser
+
+
+def _target_from(args: argparse.Namespace) -> tuple[PythonTarget, Platform]:
+    platform = Platform.from_tag(args.platform) if args.platform else None
+    if args.python:
+        from .environment.interpreter import query_interpreter
+
+        info = query_interpreter(args.python)
+        return info.python_target(f"--python {info.executable}"), platform or info.platform
+    if args.python_version:
+        return PythonTarget.parse(args.python_version), platform or Platform.current()
+    return PythonTarget.running(), platform or Platform.current()
+
+
+def _load(args: argparse.Namespace) -> Matrix:
+    return load_matrix(args.matrix)
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    matrix = _load(args)
+    python, platform = _target_from(args)
+    with_components = [name.strip() for name in args.with_.split(",") if name.strip()]
+    request = build_request(matrix, python, platform, args.profile, with_components, args.requirements)
+    outcome = resolve(matrix, request)
+    if args.json:
+        print(dump_json(outcome_json(outcome)))
+    else:
+        render_outcome(make_console(args.no_color), outcome)
+    return EXIT_OK if outcome.ok else EXIT_PROBLEMS
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    matrix = _load(args)
+    try:
+        packages = [Component.from_name(name) for name in args.package] if args.package else list(Component)
+    except KeyError as exc:
+        raise UsageError(f"{exc.args[0]!r} is not a package in the matrix.", "Use torch, ipex, ccl, transformers or accelerate.") from None
+    python = PythonTarget.parse(args.python_version).version if args.python_version else None
+    try:
+        torch = SpecifierSet(args.torch) if args.torch else None
+    except InvalidSpecifier:
+        raise UsageError(f"'{args.torch}' is not a version specifier.", "Write it like '==2.7.0' or '>=2.5,<2.8'.") from None
+    rows = matrix_rows(matrix, packages, python, torch)
+    if args.json:
+        print(dump_json(matrix_json(matrix, rows)))
+    else:
+        render_matrix(make_console(args.no_color), matrix, rows, args.sources)
+    return EXIT_OK
+
+
+COMMANDS = {"resolve": cmd_resolve, "matrix": cmd_matrix}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CompatError as exc:
+        console = make_console(getattr(args, "no_color", False), stderr=True)
+        console.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True) if False else None
+        sys.stderr.write(f"compat: error: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("compat: interrupted.\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

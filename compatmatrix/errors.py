@@ -1,0 +1,43 @@
+"""Errors the tool reports as one sentence plus the fix, and the exit codes they map to."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_TOOL_ERROR = 2
+
+
+class CompatError(Exception):
+    """An error of use or of the tool itself (exit 2): ``message`` says what, ``fix`` says what to do."""
+
+    exit_code = EXIT_TOOL_ERROR
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.fix}".strip()
+
+
+class UsageError(CompatError):
+    """The command line asks for something that cannot be understood."""
+
+
+class MatrixError(CompatError):
+    """The matrix file is malformed or inconsistent; names the file, the entry and the field."""
+
+    def __init__(self, path: str, where: str, field: str, problem: str, fix: str = "") -> None:
+        location = f"{path}: {where}" if where else path
+        if field:
+            location += f", field '{field}'"
+        super().__init__(f"{location}: {problem}", fix or "Correct the matrix entry (see docs/MATRIX.md).")
+        self.path = path
+        self.where = where
+        self.field = field
+        self.problem = problem
+
+
+class InterpreterError(CompatError):
+    """A target interpreter could not be run or inspected."""

@@ -1,0 +1,108 @@
+"""What the resolver resolves for: a CPython version and a platform (PEP 425 platform tag)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import sysconfig
+from dataclasses import dataclass
+from typing import Optional
+
+from packaging.version import InvalidVersion, Version
+
+from .errors import UsageError
+
+_MANYLINUX = re.compile(r"^(manylinux\d*|manylinux_\d+_\d+|linux|musllinux_\d+_\d+)_(?P<arch>.+)$")
+_MACOS = re.compile(r"^macosx_\d+_\d+_(?P<arch>.+)$")
+_PYTHON_VERSION = re.compile(r"^(?:python|py|cp)?(?P<major>\d)\.?(?P<minor>\d{1,2})(?:\.(?P<micro>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A platform, from a PEP 425 tag (``manylinux_2_28_x86_64``, ``macosx_14_0_arm64``, ``win_amd64``)."""
+
+    tag: str
+    system: str  # linux, macos, windows, unknown
+    machine: str
+    libc: str  # glibc, musl, "" when not Linux
+
+    @classmethod
+    def from_tag(cls, tag: str) -> "Platform":
+        normal = tag.strip().lower().replace("-", "_").replace(".", "_")
+        match = _MANYLINUX.match(normal)
+        if match:
+            libc = "musl" if normal.startswith("musllinux") else "glibc"
+            return cls(tag=normal, system="linux", machine=match.group("arch"), libc=libc)
+        match = _MACOS.match(normal)
+        if match:
+            return cls(tag=normal, system="macos", machine=match.group("arch"), libc="")
+        if normal in ("win_amd64", "win32", "win_arm64"):
+            machine = {"win_amd64": "x86_64", "win32": "x86", "win_arm64": "arm64"}[normal]
+            return cls(tag=normal, system="windows", machine=machine, libc="")
+        raise UsageError(
+            f"'{tag}' is not a platform tag compatmatrix understands.",
+            "Use a PEP 425 platform tag such as manylinux_2_28_x86_64, linux_x86_64 or macosx_14_0_arm64.",
+        )
+
+    @classmethod
+    def current(cls) -> "Platform":
+        return cls.from_tag(sysconfig.get_platform())
+
+    def unsupported_reason(self) -> Optional[str]:
+        """Why the Intel CPU stack cannot be installed here, or None on Linux x86_64 with glibc."""
+        if self.system != "linux":
+            return (
+                f"{self.tag} is not Linux: Intel Extension for PyTorch and oneccl_bind_pt publish CPU wheels "
+                "for Linux x86_64 only, and compatmatrix curates Linux x86_64 wheels only."
+            )
+        if self.machine not in ("x86_64", "amd64"):
+            return (
+                f"{self.tag} is a {self.machine} platform: Intel Extension for PyTorch and oneccl_bind_pt "
+                "publish CPU wheels for x86_64 only."
+            )
+        if self.libc == "musl":
+            return (
+                f"{self.tag} is a musl platform: torch, IPEX and oneccl_bind_pt wheels are built for glibc "
+                "(manylinux) only."
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class PythonTarget:
+    """The CPython the set is for: ``version`` is major.minor; ``full`` when an interpreter told us."""
+
+    version: Version
+    full: Optional[Version]
+    origin: str  # "running interpreter", "--python-version 3.11", "--python /path"
+
+    @property
+    def label(self) -> str:
+        return f"{self.version.major}.{self.version.minor}"
+
+    @property
+    def for_requires_python(self) -> Version:
+        """The version to test a ``Requires-Python`` specifier with."""
+        return self.full or Version(f"{self.label}.0")
+
+    @classmethod
+    def parse(cls, text: str, origin: Optional[str] = None) -> "PythonTarget":
+        match = _PYTHON_VERSION.match(text.strip())
+        if not match:
+            raise UsageError(f"'{text}' is not a Python version.", "Pass --python-version as X.Y, for example 3.11.")
+        major, minor, micro = match.group("major"), match.group("minor"), match.group("micro")
+        try:
+            version = Version(f"{major}.{minor}")
+            full = Version(f"{major}.{minor}.{micro}") if micro is not None else None
+        except InvalidVersion:  # pragma: no cover - the regex admits only digits
+            raise UsageError(f"'{text}' is not a Python version.", "Pass --python-version as X.Y.") from None
+        return cls(version=version, full=full, origin=origin or f"--python-version {text}")
+
+    @classmethod
+    def running(cls) -> "PythonTarget":
+        info = sys.version_info
+        return cls(
+            version=Version(f"{info.major}.{info.minor}"),
+            full=Version(f"{info.major}.{info.minor}.{info.micro}"),
+            origin=f"running interpreter {sys.executable}",
+        )
