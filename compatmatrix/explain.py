@@ -80,10 +80,7 @@ def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component
         ]
     scope = f"matching {spec_text(component, spec)} " if spec is not None else ""
     out = [f"No {label} release {scope}can be used for Python {request.python.label}:"]
-    distinct = list(dict.fromkeys(r.reason for r in other))
-    out.extend(f"  {reason}" for reason in distinct[:MAX_LISTED])
-    if len(distinct) > MAX_LISTED:
-        out.append(f"  ... and {len(other) - MAX_LISTED} older releases for the same kinds of reason.")
+    out.extend(f"  {line}" for line in _grouped(other))
     if spec is not None:
         usable, _ = candidates(matrix, component, request.python, None, request.features)
         if usable:
@@ -92,6 +89,27 @@ def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component
                 f"{versions_text([c.version for c in usable], limit=4)}."
             )
     return out
+
+
+_KIND_ORDER = ("feature", "python", "requires-python", "yanked")
+
+
+def _grouped(rejections: Sequence[Rejection]) -> list[str]:
+    """One line per kind of rejection, with the releases it covers and the most telling example.
+
+    For Python problems the example is the oldest release (the one that comes closest to fitting);
+    for the rest it is the newest.
+    """
+    lines = []
+    kinds = sorted({r.kind for r in rejections}, key=lambda k: _KIND_ORDER.index(k) if k in _KIND_ORDER else 99)
+    for kind in kinds:
+        group = sorted((r for r in rejections if r.kind == kind), key=lambda r: r.version)
+        example = group[0] if kind in ("python", "requires-python") else group[-1]
+        if len(group) == 1:
+            lines.append(example.reason)
+            continue
+        lines.append(f"{len(group)} releases ({group[0].version} to {group[-1].version}) for this kind of reason: {example.reason}")
+    return lines
 
 
 def _pairing_reasons(matrix: Matrix, request: Request, table: CandidateTable) -> list[str]:
@@ -116,7 +134,10 @@ def _pairing_reasons(matrix: Matrix, request: Request, table: CandidateTable) ->
     for component, versions in fits.items():
         common &= versions
     if not common:
-        parts = [f"{c.label} fits torch {versions_text(sorted(v), limit=4)}" for c, v in fits.items()]
+        parts = [
+            f"{c.label} {versions_text([k.version for k in table.kept[c]], limit=3)} fits torch {versions_text(sorted(v), limit=4)}"
+            for c, v in fits.items()
+        ]
         return [f"No allowed torch release fits every package: {'; '.join(parts)}."]
     # Torch is not the problem: transformers and accelerate do not fit each other.
     if Component.TRANSFORMERS in request.components and Component.ACCELERATE in request.components:
@@ -286,22 +307,26 @@ def _candidate_for(table: CandidateTable, component: Component, version: Version
 
 
 def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[str]:
-    """End-of-life status, unverified facts and next steps that go with a chosen set."""
+    """End-of-life status, the unverified facts the answer rests on, and the next step for oneCCL."""
     out = []
     for component, pick in picks.items():
         eol = matrix.eol_of(component.distribution)
         if eol is not None:
-            out.append(f"{component.label} is {eol.status} (last release {eol.last_release}): {eol.advice}")
-        release = pick.release
-        if not release.provenance.verified:
-            out.append(f"{pick}: not verified against its source ({release.provenance.note or 'see the matrix'}).")
+            since = f" since {eol.date}" if eol.date else ""
+            out.append(f"{component.label} is {eol.status}{since}; {eol.advice}")
+    for component, pick in picks.items():
+        unverified = []
+        if not pick.release.provenance.verified:
+            unverified.append("the release entry")
         if pick.wheels is not None and not pick.wheels.provenance.verified:
-            out.append(
-                f"{pick}: its Python {'/'.join(sorted({str(v) for v in pick.wheels.python}, key=Version))} coverage on "
-                f"{pick.host.id} is not verified ({pick.wheels.provenance.note or 'index not reachable when curated'})."
-            )
+            unverified.append(f"its Python coverage on {pick.host.id}")
         if not pick.host.provenance.verified:
-            out.append(f"{pick}: host {pick.host.id} ({pick.host.url}) is not verified ({pick.host.provenance.note}).")
+            unverified.append(f"the host {pick.host.url}")
+        if unverified:
+            out.append(
+                f"{pick}: not verified against a live source: {', '.join(unverified)} "
+                f"(compat matrix --package {component.distribution} --sources)."
+            )
     ccl = picks.get(Component.CCL)
     if ccl is not None and isinstance(ccl.release, CclRelease):
         release = ccl.release

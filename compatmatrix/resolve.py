@@ -111,7 +111,8 @@ def build_request(
             specifiers[component] = specifiers[component] & requirement.specifier if component in specifiers else requirement.specifier
     if Component.TRANSFORMERS in components:
         components.add(Component.ACCELERATE)  # the Trainer needs accelerate
-    if Component.CCL in components:
+    if Component.CCL in components and not any(package != "torch" for package, _ in features):
+        # No profile said which library features it needs: ask for the ones ccl needs.
         features += [f for f in matrix.policy.features_with_ccl if Component.from_name(f[0]) in components]
     return Request(
         python=python,
@@ -153,10 +154,10 @@ def complete_set(table: CandidateTable, torch: Candidate, components: Sequence[C
     picks = {Component.TORCH: torch}
     for component in (Component.IPEX, Component.CCL):
         if component in components:
-            match = next((c for c in table.kept[component] if pair_problem(c, torch) is None), None)
-            if match is None:
+            fitting = [c for c in table.kept[component] if pair_problem(c, torch) is None]
+            if not fitting:
                 return None
-            picks[component] = match
+            picks[component] = max(fitting, key=lambda c: preference(c, torch))
     want_transformers = Component.TRANSFORMERS in components
     if Component.ACCELERATE in components:
         accelerates = [a for a in table.kept[Component.ACCELERATE] if pair_problem(a, torch) is None]
@@ -180,6 +181,16 @@ def complete_set(table: CandidateTable, torch: Candidate, components: Sequence[C
             return None
         picks[Component.ACCELERATE] = accelerates[0]
     return {c: picks[c] for c in COMPONENT_ORDER if c in picks}
+
+
+def preference(candidate: Candidate, torch: Candidate) -> tuple:
+    """Among releases that fit ``torch``: the one built for exactly that torch first, then the newest.
+
+    IPEX's import check accepts any torch of the same major.minor, but a release built against
+    torch 1.13.1 next to torch 1.13.0 is a needless risk when a build for 1.13.0 exists.
+    """
+    built_for = getattr(candidate.release, "torch", None)
+    return (built_for == torch.version, candidate.version)
 
 
 def search(table: CandidateTable, request: Request) -> Optional[dict[Component, Candidate]]:

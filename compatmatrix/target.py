@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError
 
-_MANYLINUX = re.compile(r"^(manylinux\d*|manylinux_\d+_\d+|linux|musllinux_\d+_\d+)_(?P<arch>.+)$")
+_MANYLINUX = re.compile(r"^(manylinux_\d+_\d+|musllinux_\d+_\d+|manylinux\d*|linux)_(?P<arch>.+)$")
 _MACOS = re.compile(r"^macosx_\d+_\d+_(?P<arch>.+)$")
 _PYTHON_VERSION = re.compile(r"^(?:python|py|cp)?(?P<major>\d)\.?(?P<minor>\d{1,2})(?:\.(?P<micro>\d+))?$")
 
