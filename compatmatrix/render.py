@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .matrix.model import COMPONENT_ORDER, Component, LibraryLine, Matrix
+from .matrix.model import COMPONENT_ORDER, Component, Matrix
 from .resolve import Conflict, Outcome, Resolution
-from .rules import Candidate, python_list
+from .rules import Candidate, ipex_accepts_torch, python_list
 
 JSON_SCHEMA_VERSION = 1
 
@@ -180,7 +180,7 @@ def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[
             {"version": str(r.version), "module": r.module, "torch": str(r.torch), "torch_accepts": str(r.torch_accepts),
              "guard": r.guard, "released": r.released, "wheels": _wheels_json(r.wheels), **_provenance_json(r.provenance)}
             for r in matrix.ipex
-            if any(python_ok(w.python) for w in r.wheels) and (torch is None or any(r.torch_accepts.contains(t.version) and torch_ok(t.version) for t in matrix.torch))
+            if any(python_ok(w.python) for w in r.wheels) and (torch is None or any(ipex_accepts_torch(r, t.version) and torch_ok(t.version) for t in matrix.torch))
         ]
     if Component.CCL in packages:
         rows[Component.CCL.distribution] = [

@@ -256,6 +256,12 @@ class Matrix:
     eol: tuple[EndOfLife, ...]
     source_path: str = field(default="", compare=False)
 
+    def __repr__(self) -> str:
+        return (
+            f"Matrix({self.source_path or 'in memory'}: {len(self.torch)} torch, {len(self.ipex)} IPEX, "
+            f"{len(self.ccl)} oneccl_bind_pt, {len(self.transformers)} transformers lines, {len(self.accelerate)} accelerate lines)"
+        )
+
     def feature(self, package: str, name: str) -> Feature:
         for feature in self.features:
             if feature.package == package and feature.name == name:
