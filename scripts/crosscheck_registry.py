@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Cross-check the matrix's registry facts against the live PyPI listing.
+
+For every package the matrix takes from PyPI (torch, intel-extension-for-pytorch, transformers,
+accelerate, torchvision, torchaudio) this compares, release by release:
+
+* that the release exists on the registry,
+* the CPython versions with a Linux x86_64 wheel (manylinux/linux tags, free-threaded builds left out),
+* the yanked flag (a release counts as yanked when every one of its files is),
+* for transformers/accelerate lines: the list of releases, the yanked ones, and Requires-Python.
+
+Every disagreement is printed (``DISAGREE ...``) and makes the exit code 1. Releases on the registry
+that the matrix does not know yet are printed as ``NEW ...`` and do not fail the check.
+``--record`` writes today's date into ``registry_checked`` in the matrix when the check passes.
+
+Exit codes: 0 all facts agree, 1 disagreements, 2 the registry could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import requests
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from compatmatrix.matrix import load_matrix  # noqa: E402
+from compatmatrix.matrix.model import LibraryLine, Matrix  # noqa: E402
+
+DEFAULT_PYPI = "https://pypi.org/pypi"
+
+
+class RegistryError(Exception):
+    pass
+
+
+def fetch_project(session: requests.Session, base: str, name: str, timeout: float) -> dict:
+    url = f"{base.rstrip('/')}/{name}/json"
+    try:
+        response = session.get(url, timeout=timeout)
+    except requests.RequestException as exc:
+        raise RegistryError(f"{url} could not be read ({exc.__class__.__name__}: {exc})") from None
+    if response.status_code != 200:
+        raise RegistryError(f"{url} answered HTTP {response.status_code}")
+    return response.json()
+
+
+def linux_x86_64_pythons(files: Iterable[dict]) -> set[Version]:
+    """CPython X.Y versions with a Linux x86_64 wheel among a release's files."""
+    found = set()
+    for entry in files:
+        filename = entry.get("filename", "")
+        if not filename.endswith(".whl"):
+            continue
+        try:
+            _, _, _, tags = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        for tag in tags:
+            if not (tag.platform.endswith("x86_64") and "linux" in tag.platform):
+                continue
+            match = re.fullmatch(r"cp3(\d+)", tag.interpreter)
+            if match and not tag.abi.endswith("t"):
+                found.add(Version(f"3.{match.group(1)}"))
+    return found
+
+
+def release_facts(project: dict) -> dict[Version, dict]:
+    facts = {}
+    for text, files in project.get("releases", {}).items():
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if not files:
+            continue
+        facts[version] = {
+            "python": linux_x86_64_pythons(files),
+            "yanked": all(f.get("yanked", False) for f in files),
+            "requires_python": next((f.get("requires_python") for f in files if f.get("requires_python")), None),
+        }
+    return facts
+
+
+def _pythons(versions) -> str:
+    return ", ".join(f"3.{v.minor}" for v in sorted(versions)) or "none"
+
+
+def check_binary(name: str, releases, registry: dict[Version, dict], report: "Report", pypi_host: str = "pypi") -> None:
+    """torch / IPEX: the PyPI wheel facts of each release."""
+    known = set()
+    for release in releases:
+        known.add(release.version)
+        wheels = next((w for w in release.wheels if w.host == pypi_host), None)
+        facts = registry.get(release.version)
+        if wheels is None:
+            if facts is not None and facts["python"]:
+                report.disagree(f"{name} {release.version}: PyPI has Linux x86_64 wheels for {_pythons(facts['python'])}, the matrix lists no PyPI wheels")
+            continue
+        if facts is None:
+            report.disagree(f"{name} {release.version}: the matrix lists PyPI wheels, PyPI has no such release")
+            continue
+        report.checked += 1
+        if facts["python"] != set(wheels.python):
+            report.disagree(f"{name} {release.version}: PyPI wheels are for Python {_pythons(facts['python'])}, the matrix says {_pythons(wheels.python)}")
+        if facts["yanked"] != wheels.yanked:
+            report.disagree(f"{name} {release.version}: PyPI yanked={facts['yanked']}, the matrix says yanked={wheels.yanked}")
+    _new(name, known, registry, report)
+
+
+def check_companions(name: str, releases, registry: dict[Version, dict], report: "Report") -> None:
+    known = set()
+    for release in releases:
+        known.add(release.version)
+        facts = registry.get(release.version)
+        if facts is None:
+            report.disagree(f"{name} {release.version}: PyPI has no such release")
+            continue
+        report.checked += 1
+        if facts["python"] != set(release.python):
+            report.disagree(f"{name} {release.version}: PyPI wheels are for Python {_pythons(facts['python'])}, the matrix says {_pythons(release.python)}")
+    _new(name, known, registry, report)
+
+
+def check_lines(name: str, lines: Iterable[LibraryLine], registry: dict[Version, dict], report: "Report") -> None:
+    known = set()
+    for line in lines:
+        on_registry = sorted(
+            (v for v in registry if v.release[:2] == line.line.release[:2] and not v.is_prerelease and not v.is_devrelease),
+            reverse=True,
+        )
+        known.update(on_registry)
+        report.checked += 1
+        if list(line.versions) != on_registry:
+            missing = sorted(set(on_registry) - set(line.versions))
+            extra = sorted(set(line.versions) - set(on_registry))
+            report.disagree(f"{name} {line.line}.*: releases differ (on PyPI only: {', '.join(map(str, missing)) or '-'}; in the matrix only: {', '.join(map(str, extra)) or '-'})")
+            continue
+        yanked = {v for v in on_registry if registry[v]["yanked"]}
+        if yanked != set(line.yanked):
+            report.disagree(f"{name} {line.line}.*: yanked on PyPI: {', '.join(map(str, sorted(yanked))) or 'none'}; the matrix says {', '.join(map(str, sorted(line.yanked))) or 'none'}")
+        requires = registry[line.latest]["requires_python"]
+        if (requires or None) != (str(line.requires_python) if line.requires_python is not None else None):
+            from packaging.specifiers import SpecifierSet
+
+            if requires is None or line.requires_python is None or SpecifierSet(requires) != line.requires_python:
+                report.disagree(f"{name} {line.latest}: PyPI Requires-Python is {requires!r}, the matrix says {str(line.requires_python or '')!r}")
+    _new(name, known, registry, report)
+
+
+def _new(name: str, known: set[Version], registry: dict[Version, dict], report: "Report") -> None:
+    if not known:
+        return
+    oldest = min(known)
+    for version in sorted(registry):
+        if version > oldest and version not in known and not version.is_prerelease and not version.is_devrelease and not registry[version]["yanked"]:
+            report.new.append(f"{name} {version}: on PyPI, not in the matrix yet")
+
+
+class Report:
+    def __init__(self) -> None:
+        self.disagreements: list[str] = []
+        self.new: list[str] = []
+        self.checked = 0
+
+    def disagree(self, line: str) -> None:
+        self.disagreements.append(line)
+
+
+def crosscheck(matrix: Matrix, base: str, timeout: float) -> Report:
+    report = Report()
+    with requests.Session() as session:
+        registry = {name: release_facts(fetch_project(session, base, name, timeout)) for name in
+                    ("torch", "intel-extension-for-pytorch", "transformers", "accelerate", "torchvision", "torchaudio")}
+    check_binary("torch", matrix.torch, registry["torch"], report)
+    check_binary("intel-extension-for-pytorch", matrix.ipex, registry["intel-extension-for-pytorch"], report)
+    check_companions("torchvision", matrix.torchvision, registry["torchvision"], report)
+    check_companions("torchaudio", matrix.torchaudio, registry["torchaudio"], report)
+    check_lines("transformers", matrix.transformers, registry["transformers"], report)
+    check_lines("accelerate", matrix.accelerate, registry["accelerate"], report)
+    return report
+
+
+def record(matrix_path: Path, today: str) -> None:
+    text = matrix_path.read_text(encoding="utf-8")
+    updated, count = re.subn(r'(?m)^registry_checked = ".*"$', f'registry_checked = "{today}"', text, count=1)
+    if count != 1:
+        raise SystemExit(f"crosscheck: {matrix_path} has no top-level registry_checked line to update.")
+    matrix_path.write_text(updated, encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--matrix", type=Path, default=ROOT / "data" / "matrix.toml")
+    parser.add_argument("--pypi-url", default=DEFAULT_PYPI, help=f"PyPI JSON API base (default {DEFAULT_PYPI})")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    parser.add_argument("--record", action="store_true", help="write today's date into registry_checked when everything agrees")
+    args = parser.parse_args(argv)
+    matrix = load_matrix(args.matrix)
+    try:
+        report = crosscheck(matrix, args.pypi_url, args.timeout)
+    except RegistryError as exc:
+        print(f"crosscheck: error: {exc}. Check the network or pass --pypi-url.", file=sys.stderr)
+        return 2
+    for line in report.disagreements:
+        print(f"DISAGREE {line}")
+    for line in report.new:
+        print(f"NEW      {line}")
+    print(f"{report.checked} releases/lines checked, {len(report.disagreements)} disagreements, {len(report.new)} new upstream releases")
+    if report.disagreements:
+        return 1
+    if args.record:
+        today = datetime.date.today().isoformat()
+        record(args.matrix, today)
+        print(f"recorded registry_checked = {today} in {args.matrix}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
