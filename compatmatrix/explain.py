@@ -131,7 +131,7 @@ def _pairing_reasons(matrix: Matrix, request: Request, table: CandidateTable) ->
         return reasons
     # Each component fits some torch on its own, but not all on the same one.
     common = set(torch_versions)
-    for component, versions in fits.items():
+    for versions in fits.values():
         common &= versions
     if not common:
         parts = [
@@ -309,7 +309,7 @@ def _candidate_for(table: CandidateTable, component: Component, version: Version
 def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[str]:
     """End-of-life status, the unverified facts the answer rests on, and the next step for oneCCL."""
     out = []
-    for component, pick in picks.items():
+    for component in picks:
         eol = matrix.eol_of(component.distribution)
         if eol is not None:
             since = f" since {eol.date}" if eol.date else ""

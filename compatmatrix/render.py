@@ -41,6 +41,13 @@ def _index_json(candidate: Candidate) -> dict[str, Any]:
     }
 
 
+def _sources(candidate: Candidate) -> list[str]:
+    sources = list(candidate.release.provenance.sources)
+    if candidate.wheels is not None:
+        sources += [s for s in candidate.wheels.provenance.sources if s not in sources]
+    return sources
+
+
 def _picks_json(picks: Mapping[Component, Candidate]) -> dict[str, str]:
     return {c.distribution: str(picks[c].version) for c in COMPONENT_ORDER if c in picks}
 
@@ -73,8 +80,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         data["explanation"] = list(outcome.reasons)
         data["notes"] = list(outcome.notes)
         data["sources"] = {
-            c.distribution: list(picks[c].release.provenance.sources)
-            + (list(picks[c].wheels.provenance.sources) if picks[c].wheels else [])
+            c.distribution: _sources(picks[c])
             for c in COMPONENT_ORDER
             if c in picks
         }
@@ -193,13 +199,13 @@ def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[
         if component not in packages:
             continue
         rows[component.distribution] = [
-            {"line": str(l.line), "latest": str(l.latest), "requires_python": str(l.requires_python or ""),
-             "torch_min": str(l.torch_min or ""), "accelerate_min": str(l.accelerate_min or ""),
-             "features": [f.name for f in matrix.features_of(component.distribution) if f.present_in(l.latest)],
-             **_provenance_json(l.provenance)}
-            for l in lines
-            if (python is None or l.requires_python is None or l.requires_python.contains(Version(f"{python}.0")))
-            and (torch is None or l.torch_min is None or any(torch_ok(t.version) and t.version >= l.torch_min for t in matrix.torch))
+            {"line": str(line.line), "latest": str(line.latest), "requires_python": str(line.requires_python or ""),
+             "torch_min": str(line.torch_min or ""), "accelerate_min": str(line.accelerate_min or ""),
+             "features": [f.name for f in matrix.features_of(component.distribution) if f.present_in(line.latest)],
+             **_provenance_json(line.provenance)}
+            for line in lines
+            if (python is None or line.requires_python is None or line.requires_python.contains(Version(f"{python}.0")))
+            and (torch is None or line.torch_min is None or any(torch_ok(t.version) and t.version >= line.torch_min for t in matrix.torch))
         ]
     return rows
 

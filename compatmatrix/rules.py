@@ -76,6 +76,14 @@ def spec_text(component: Component, spec: SpecifierSet) -> str:
     return f"{component.label}{spec}"
 
 
+_OPERATOR_ORDER = {">=": 0, ">": 1, "~=": 2, "==": 3, "===": 4, "!=": 5, "<": 6, "<=": 7}
+
+
+def range_text(spec: SpecifierSet) -> str:
+    """A specifier set written lower bound first (``>=4.29.0,<5.1.0``), as people read ranges."""
+    return ",".join(str(s) for s in sorted(spec, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 9), s.version)))
+
+
 def python_list(pythons) -> str:
     if not pythons:
         return "none"
@@ -84,13 +92,14 @@ def python_list(pythons) -> str:
 
 def releases_of(matrix: Matrix, component: Component) -> Sequence[Release]:
     """Every release (or library line) of a component, newest first."""
-    return {
+    table: dict[Component, Sequence[Release]] = {
         Component.TORCH: matrix.torch,
         Component.IPEX: matrix.ipex,
         Component.CCL: matrix.ccl,
         Component.TRANSFORMERS: matrix.transformers,
         Component.ACCELERATE: matrix.accelerate,
-    }[component]
+    }
+    return table[component]
 
 
 def all_versions(matrix: Matrix, component: Component) -> list[Version]:
@@ -158,7 +167,10 @@ def candidates(
             rejected.append(Rejection(component, release.version, "user", f"you asked for {spec_text(component, spec)}"))
             continue
         outcome = _wheel_candidate(matrix, component, release, python, pinned)
-        (kept if isinstance(outcome, Candidate) else rejected).append(outcome)
+        if isinstance(outcome, Candidate):
+            kept.append(outcome)
+        else:
+            rejected.append(outcome)
     return kept, rejected
 
 
@@ -192,9 +204,7 @@ def _library_candidates(
             continue
         missing = next((f for f in wanted if not f.present_in(version)), None)
         if missing is not None:
-            rejected.append(
-                Rejection(component, version, "feature", f"{package} {version} {missing.description} only in {missing.versions}")
-            )
+            rejected.append(Rejection(component, version, "feature", f"only {package}{range_text(missing.versions)} {missing.description}"))
             continue
         if version in line.yanked and not pinned:
             rejected.append(
@@ -215,7 +225,7 @@ def pair_problem(a: Candidate, b: Candidate) -> Optional[str]:
         return torch_pair_problem(other.component, other.release, other.version, torch.version)
     transformers = by_component.get(Component.TRANSFORMERS)
     accelerate = by_component.get(Component.ACCELERATE)
-    if transformers is not None and accelerate is not None:
+    if transformers is not None and accelerate is not None and isinstance(transformers.release, LibraryLine):
         return transformers_accelerate_problem(transformers.release, transformers.version, accelerate.version)
     return None
 

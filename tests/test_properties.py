@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from compatmatrix.matrix.model import Component
 from compatmatrix.resolve import Resolution, resolve
 
 from .conftest import ROOT, make_request

@@ -84,23 +84,27 @@ class _Entry:
             return default
         return self.table[key]
 
-    def str(self, key: str, default: Any = _MISSING) -> str:
+    def text(self, key: str, default: Any = _MISSING) -> str:
         value = self.raw(key, default)
         if not isinstance(value, str):
             raise self.error(key, f"must be a string, found {value!r}")
         return value
 
-    def bool(self, key: str, default: Any = _MISSING) -> bool:
+    def flag(self, key: str, default: Any = _MISSING) -> bool:
         value = self.raw(key, default)
         if not isinstance(value, bool):
             raise self.error(key, f"must be true or false, found {value!r}")
         return value
 
-    def version(self, key: str, default: Any = _MISSING) -> Optional[Version]:
-        value = self.raw(key, default)
+    def version(self, key: str) -> Version:
+        value = self.raw(key)
         if value is None or value == "":
-            if default is _MISSING:
-                raise self.error(key, "must not be empty")
+            raise self.error(key, "must not be empty")
+        return self._parse_version(key, value)
+
+    def optional_version(self, key: str) -> Optional[Version]:
+        value = self.raw(key, None)
+        if value is None or value == "":
             return None
         return self._parse_version(key, value)
 
@@ -118,8 +122,13 @@ class _Entry:
             raise self.error(key, f"must be a list of versions, found {value!r}")
         return tuple(self._parse_version(key, item) for item in value)
 
-    def spec(self, key: str, default: Any = _MISSING) -> Optional[SpecifierSet]:
-        value = self.raw(key, default)
+    def spec(self, key: str) -> SpecifierSet:
+        spec = self.optional_spec(key, required=True)
+        assert spec is not None
+        return spec
+
+    def optional_spec(self, key: str, required: bool = False) -> Optional[SpecifierSet]:
+        value = self.raw(key) if required else self.raw(key, None)
         if value is None:
             return None
         if not isinstance(value, str):
@@ -154,7 +163,7 @@ class _Entry:
         sources = self.str_list("source")
         if not sources or not all(s.strip() for s in sources):
             raise self.error("source", "is empty: every fact in the matrix carries its source")
-        return Provenance(sources=sources, verified=self.bool("verified", True), note=self.str("note", ""))
+        return Provenance(sources=sources, verified=self.flag("verified", True), note=self.text("note", ""))
 
     def tables(self, key: str, describe) -> list["_Entry"]:
         value = self.raw(key, [])
@@ -181,7 +190,7 @@ def _wheels(entry: _Entry, hosts: dict[str, Host]) -> tuple[WheelSet, ...]:
     result = []
     seen = set()
     for sub in entry.tables("wheels", lambda i, t: f"wheels #{i + 1}"):
-        host = sub.str("host")
+        host = sub.text("host")
         if host not in hosts:
             raise sub.error("host", f"{host!r} is not a host defined under [hosts]", f"Define [hosts.{host}] or use one of: {', '.join(sorted(hosts))}.")
         if host in seen:
@@ -191,9 +200,9 @@ def _wheels(entry: _Entry, hosts: dict[str, Host]) -> tuple[WheelSet, ...]:
             WheelSet(
                 host=host,
                 python=sub.pythons("python"),
-                local_label=sub.str("local_label", ""),
-                yanked=sub.bool("yanked", False),
-                yanked_reason=sub.str("yanked_reason", ""),
+                local_label=sub.text("local_label", ""),
+                yanked=sub.flag("yanked", False),
+                yanked_reason=sub.text("yanked_reason", ""),
                 provenance=sub.provenance(),
             )
         )
@@ -224,19 +233,19 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     schema = root.raw("schema_version")
     if schema != SUPPORTED_SCHEMA:
         raise root.error("schema_version", f"is {schema!r}; this compatmatrix reads schema {SUPPORTED_SCHEMA}", "Upgrade compatmatrix or use a matching matrix.")
-    registry_checked = root.str("registry_checked", "")
+    registry_checked = root.text("registry_checked", "")
 
     hosts: dict[str, Host] = {}
     for host_id, table in root.raw("hosts").items():
         entry = _Entry(path, f"[hosts.{host_id}]", table)
-        style = entry.str("style")
+        style = entry.text("style")
         if style not in _HOST_STYLES:
             raise entry.error("style", f"{style!r} is not one of {', '.join(_HOST_STYLES)}")
         hosts[host_id] = Host(
             id=host_id,
-            url=entry.str("url"),
+            url=entry.text("url"),
             style=style,
-            description=entry.str("description", ""),
+            description=entry.text("description", ""),
             provenance=entry.provenance(),
         )
         entry.done()
@@ -247,8 +256,8 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             TorchRelease(
                 version=entry.version("version"),
                 wheels=_wheels(entry, hosts),
-                requires_python=entry.spec("requires_python", None),
-                released=entry.str("released", ""),
+                requires_python=entry.optional_spec("requires_python"),
+                released=entry.text("released", ""),
                 provenance=entry.provenance(),
             )
         )
@@ -271,12 +280,12 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         ipex_releases.append(
             IpexRelease(
                 version=entry.version("version"),
-                distribution=entry.str("distribution"),
-                module=entry.str("module"),
+                distribution=entry.text("distribution"),
+                module=entry.text("module"),
                 torch=torch,
                 torch_accepts=accepts,
-                guard=entry.str("guard"),
-                released=entry.str("released", ""),
+                guard=entry.text("guard"),
+                released=entry.text("released", ""),
                 wheels=_wheels(entry, hosts),
                 provenance=entry.provenance(),
             )
@@ -289,13 +298,13 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         ccl_releases.append(
             CclRelease(
                 version=entry.version("version"),
-                distribution=entry.str("distribution"),
-                module=entry.str("module"),
+                distribution=entry.text("distribution"),
+                module=entry.text("module"),
                 torch=known_torch(entry, "torch"),
-                has_cwd=entry.bool("has_cwd"),
-                setvars=entry.str("setvars"),
-                oneccl=entry.str("oneccl", ""),
-                released=entry.str("released", ""),
+                has_cwd=entry.flag("has_cwd"),
+                setvars=entry.text("setvars"),
+                oneccl=entry.text("oneccl", ""),
+                released=entry.text("released", ""),
                 wheels=_wheels(entry, hosts),
                 provenance=entry.provenance(),
             )
@@ -338,27 +347,27 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
                     line=line,
                     versions=tuple(sorted(versions, reverse=True)),
                     yanked=yanked,
-                    requires_python=entry.spec("requires_python", None),
-                    torch_min=entry.version("torch_min", None),
-                    accelerate_min=entry.version("accelerate_min", None) if package == "transformers" else None,
+                    requires_python=entry.optional_spec("requires_python"),
+                    torch_min=entry.optional_version("torch_min"),
+                    accelerate_min=entry.optional_version("accelerate_min") if package == "transformers" else None,
                     provenance=entry.provenance(),
                 )
             )
             entry.done()
-        _check_unique(path, package, (l.line for l in parsed))
+        _check_unique(path, package, (entry.line for entry in parsed))
 
     features = []
     for entry in root.tables("feature", lambda i, t: f"[[feature]] {t.get('package', '?')}:{t.get('name', '#' + str(i + 1))}" if isinstance(t, dict) else f"[[feature]] #{i + 1}"):
-        package = entry.str("package")
+        package = entry.text("package")
         if package not in _FEATURE_PACKAGES:
             raise entry.error("package", f"{package!r} is not one of {', '.join(_FEATURE_PACKAGES)}")
         features.append(
             Feature(
                 package=package,
-                name=entry.str("name"),
+                name=entry.text("name"),
                 versions=entry.spec("versions"),
-                description=entry.str("description"),
-                evidence=entry.str("evidence", ""),
+                description=entry.text("description"),
+                evidence=entry.text("evidence", ""),
                 provenance=entry.provenance(),
             )
         )
@@ -388,7 +397,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     missing = [c.distribution for c in Component if c not in preference]
     if missing:
         raise preference_entry.error(missing[0], "is required but missing")
-    default_profile = policy_entry.str("default_profile")
+    default_profile = policy_entry.text("default_profile")
     ccl_features = []
     for item in policy_entry.str_list("features_with_ccl", []):
         package, _, feature_name = item.partition(":")
@@ -409,7 +418,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             if (package, feature_name) not in feature_keys:
                 raise entry.error("features", f"{item!r} names no [[feature]] entry")
             wanted_features.append((package, feature_name))
-        profiles[name] = Profile(name=name, description=entry.str("description"), components=components, features=tuple(wanted_features))
+        profiles[name] = Profile(name=name, description=entry.text("description"), components=components, features=tuple(wanted_features))
         entry.done()
     if default_profile not in profiles:
         raise policy_entry.error("default_profile", f"{default_profile!r} is not a profile under [profiles]")
@@ -421,28 +430,28 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     }
     eol = []
     for entry in root.tables("eol", _describe("eol", "package")):
-        package = entry.str("package")
+        package = entry.text("package")
         last = entry.version("last_release")
         if package in release_versions and last not in release_versions[package]:
             raise entry.error("last_release", f"{last} is not a {package} release in the matrix")
         eol.append(
             EndOfLife(
                 package=package,
-                status=entry.str("status"),
+                status=entry.text("status"),
                 last_release=last,
-                date=entry.str("date", ""),
-                statement=entry.str("statement"),
-                advice=entry.str("advice"),
+                date=entry.text("date", ""),
+                statement=entry.text("statement"),
+                advice=entry.text("advice"),
                 provenance=entry.provenance(),
             )
         )
         entry.done()
     root.done()
 
-    for releases in (torch_releases, ipex_releases, ccl_releases):
-        for release in releases:
-            if not release.wheels:
-                raise MatrixError(path, f"release {release.version}", "wheels", "lists no host with wheels")
+    binary: list[Union[TorchRelease, IpexRelease, CclRelease]] = [*torch_releases, *ipex_releases, *ccl_releases]
+    for release in binary:
+        if not release.wheels:
+            raise MatrixError(path, f"release {release.version}", "wheels", "lists no host with wheels")
 
     return Matrix(
         schema_version=schema,
@@ -460,8 +469,8 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         ccl=_newest_first(ccl_releases),
         torchvision=_newest_first(companions["torchvision"]),
         torchaudio=_newest_first(companions["torchaudio"]),
-        transformers=_newest_first(lines["transformers"], key=lambda l: l.line),
-        accelerate=_newest_first(lines["accelerate"], key=lambda l: l.line),
+        transformers=_newest_first(lines["transformers"], key=lambda line: line.line),
+        accelerate=_newest_first(lines["accelerate"], key=lambda line: line.line),
         features=tuple(features),
         eol=tuple(eol),
         source_path=path,
@@ -480,7 +489,7 @@ def bundled_matrix_text() -> str:
     """The matrix shipped inside the installed package (``compatmatrix/data/matrix.toml``)."""
     from importlib.resources import files
 
-    return files("compatmatrix").joinpath("data", "matrix.toml").read_text(encoding="utf-8")
+    return files("compatmatrix").joinpath("data").joinpath("matrix.toml").read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=1)
