@@ -84,6 +84,30 @@ def build_parser() -> argparse.ArgumentParser:
     matrix_cmd.add_argument("--torch", metavar="SPEC", help="only releases that pair with a torch matching SPEC, e.g. '==2.7.0' or '>=2.5'")
     matrix_cmd.add_argument("--sources", action="store_true", help="show each entry's sources")
     _common(matrix_cmd)
+
+    _checks_parser(
+        commands,
+        "doctor",
+        "inspect an environment: installed set vs the matrix, oneCCL setup, runtime settings, isolated import probes",
+        "Inspect an environment and name the cause and the fix of every problem. Imports of the stack run in child "
+        "processes with a timeout. Exit 0 no failure, 1 failures, 2 tool error.",
+    )
+    _checks_parser(
+        commands,
+        "check",
+        "the fast static subset of doctor (no imports), for pre-commit and CI",
+        "The static checks of compat doctor (nothing of the stack is imported). Exit 0 clean, 1 problems, 2 tool error.",
+    )
+    env_cmd = commands.add_parser(
+        "env",
+        help="print the exports of the bindings' setvars.sh plus LD_PRELOAD and thread settings: eval \"$(compat env)\"",
+        description="Print what sourcing the oneCCL bindings' setvars.sh would export, plus recommended LD_PRELOAD (only paths "
+        "that exist), OMP_NUM_THREADS and CCL_WORKER_COUNT for the ranks per node.",
+    )
+    env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
+    env_cmd.add_argument("--ranks-per-node", type=int, default=2, metavar="N")
+    env_cmd.add_argument("--python", metavar="PATH", help="the interpreter whose bindings to use (default: the running one)")
+    _common(env_cmd)
     return parser
 
 
@@ -135,7 +159,70 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"resolve": cmd_resolve, "matrix": cmd_matrix}
+def _checks_parser(commands, name: str, help_text: str, description: str) -> argparse.ArgumentParser:
+    parser = commands.add_parser(name, help=help_text, description=description)
+    parser.add_argument("--python", metavar="PATH", help="inspect this interpreter's environment (default: the running one)")
+    parser.add_argument("--ranks-per-node", type=int, default=2, metavar="N", help="ranks you launch per node (default 2), for the thread checks")
+    parser.add_argument("--bf16", action="store_true", help="you intend to train in bf16 (checks the CPU supports it natively)")
+    parser.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks or areas (repeatable)")
+    parser.add_argument("--skip", action="append", default=[], metavar="ID", help="skip these checks or areas (repeatable)")
+    parser.add_argument("--list", action="store_true", help="list the checks and exit")
+    parser.add_argument("--verbose", action="store_true", help="show the evidence of passing checks too")
+    _common(parser)
+    return parser
+
+
+def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> int:
+    from .checks.finding import Context, Options, all_checks, run_checks, select, unknown_names
+    from .environment.snapshot import take_snapshot
+    from .render import findings_json, render_check_list, render_findings
+
+    checks = all_checks()
+    if args.list:
+        render_check_list(make_console(args.no_color), select(checks, static_only=static_only))
+        return EXIT_OK
+    unknown = unknown_names(args.only + args.skip)
+    if unknown:
+        raise UsageError(f"'{unknown[0]}' is not a check id or area.", f"Run 'compat {command} --list' for the ids.")
+    if args.ranks_per_node < 1:
+        raise UsageError("--ranks-per-node must be at least 1.", "Pass the number of ranks you start on each node.")
+    matrix = _load(args)
+    snapshot = take_snapshot(args.python)
+    context = Context(matrix, snapshot, Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16))
+    findings = run_checks(select(checks, args.only, args.skip, static_only=static_only), context)
+    if args.json:
+        print(dump_json(findings_json(command, snapshot, findings)))
+    else:
+        render_findings(make_console(args.no_color), command, snapshot, findings, args.verbose)
+    return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    return _run_checks(args, "doctor", static_only=False)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    return _run_checks(args, "check", static_only=True)
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from .checks.finding import Context, Options
+    from .environment.snapshot import take_snapshot
+    from .shell_env import format_env, plan_env
+
+    if args.ranks_per_node < 1:
+        raise UsageError("--ranks-per-node must be at least 1.", "Pass the number of ranks you start on each node.")
+    snapshot = take_snapshot(args.python)
+    context = Context(_load(args), snapshot, Options(ranks_per_node=args.ranks_per_node))
+    plan = plan_env(context, args.ranks_per_node)
+    if args.json:
+        print(dump_json({"schema_version": 1, "command": "env", "python": snapshot.executable, "exports": dict(plan.exports), "comments": list(plan.comments)}))
+    else:
+        sys.stdout.write(format_env(plan, args.shell))
+    return EXIT_OK
+
+
+COMMANDS = {"resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -144,8 +231,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except CompatError as exc:
-        console = make_console(getattr(args, "no_color", False), stderr=True)
-        console.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True) if False else None
         sys.stderr.write(f"compat: error: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
         return exc.exit_code
     except KeyboardInterrupt:

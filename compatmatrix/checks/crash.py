@@ -1,0 +1,82 @@
+"""Classify how a child process that imported part of the stack ended. Pure: exit code + output in, verdict out."""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from typing import Optional
+
+_SIGNALS = {s.value: s.name for s in signal.Signals}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # ok, hang, ipex-guard, undefined-symbol, abi-abort, illegal-instruction, missing-libccl, missing-library, not-installed, signal, error
+    summary: str
+    detail: tuple[str, ...] = ()
+    fix: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+
+def describe_exit(returncode: Optional[int]) -> str:
+    if returncode is None:
+        return "no exit status (killed after the timeout)"
+    if returncode < 0:
+        return f"killed by signal {_SIGNALS.get(-returncode, -returncode)}"
+    return f"exit status {returncode}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: bool, what: str, timeout: float = 0.0) -> Verdict:
+    """What happened when a child process imported ``what``."""
+    output = f"{stdout}\n{stderr}"
+    ending = describe_exit(returncode)
+    if timed_out:
+        return Verdict("hang", f"importing {what} did not finish within {timeout:g} s", (ending, _last_line(output) or "no output"),
+                       "Something blocks at import (a lock, a network call, a waiting MPI/oneCCL init): run the import by hand with PYTHONFAULTHANDLER=1.")
+    guard = re.search(r"needs to work with PyTorch ([0-9.*]+)", output)
+    if guard:
+        series = guard.group(1)
+        found = re.search(r"but PyTorch (\S+) is found", output)
+        installed = found.group(1) if found else "another version"
+        if "module 'os' has no attribute 'exit'" in stderr:
+            ending_text = "and then crashed with AttributeError: module 'os' has no attribute 'exit' (the 2.6-2.8 guard calls os.exit)"
+        elif returncode == 127:
+            ending_text = "and exited with status 127"
+        else:
+            ending_text = f"and ended hard ({ending})"
+        return Verdict("ipex-guard", f"IPEX's version check refused torch {installed}: it needs PyTorch {series}", (f"IPEX printed its 'needs to work with PyTorch {series}' message {ending_text}",),
+                       f"Install a torch {series} (or the IPEX built for torch {installed})")
+    symbol = re.search(r"undefined symbol: (\S+)", output)
+    if symbol:
+        return Verdict("undefined-symbol", f"importing {what} failed: undefined symbol {symbol.group(1)}", (_last_line(stderr),),
+                       f"{what} was built against a different torch: install the pair the matrix gives (compat check shows it).")
+    if "Mismatch in kernel C++ signatures" in output:
+        return Verdict("abi-abort", f"importing {what} aborted: 'Mismatch in kernel C++ signatures' ({ending})", (_last_line(stderr),),
+                       f"{what} registers kernels for a different torch: install the pair the matrix gives (compat check shows it).")
+    if returncode is not None and (returncode == -signal.SIGILL or returncode == 128 + signal.SIGILL):
+        return Verdict("illegal-instruction", f"importing {what} hit an illegal instruction (SIGILL)", (ending,),
+                       "This CPU lacks an instruction set the build needs (IPEX needs AVX2; some builds AVX-512): run on a newer CPU or use stock PyTorch.")
+    missing_lib = re.search(r"(lib[\w.+-]+\.so[.\d]*): cannot open shared object file", output)
+    if missing_lib:
+        name = missing_lib.group(1)
+        if name.startswith("libccl.so"):
+            return Verdict("missing-libccl", f"importing {what} failed: {name} cannot be found", (_last_line(stderr),),
+                           "The oneCCL runtime is not on the library path: eval \"$(compat env)\" (or source the bindings' env/setvars.sh); reinstall oneccl_bind_pt if it persists.")
+        return Verdict("missing-library", f"importing {what} failed: {name} cannot be found", (_last_line(stderr),), f"Install the package that provides {name} or put its directory on LD_LIBRARY_PATH.")
+    not_installed = re.search(r"No module named '([\w.]+)'", output)
+    if not_installed and returncode not in (0, None):
+        return Verdict("not-installed", f"{not_installed.group(1)} is not installed", (_last_line(stderr),), f"pip install the {what} release compat resolve gives")
+    if returncode is not None and returncode < 0:
+        return Verdict("signal", f"importing {what} was {ending}", (_last_line(stderr) or "no output",), "Run the import by hand with PYTHONFAULTHANDLER=1 to see where it dies.")
+    if returncode != 0:
+        return Verdict("error", f"importing {what} failed ({ending}): {_last_line(stderr) or _last_line(stdout) or 'no output'}", (), "Read the error above; compat check lists pairing problems that cause most import failures.")
+    return Verdict("ok", f"{what} imports")

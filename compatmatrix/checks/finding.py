@@ -1,0 +1,137 @@
+"""Finding, the check registry, and the context checks read from."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..environment.snapshot import EnvSnapshot
+from ..matrix.model import Matrix
+
+
+class Status(enum.Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+
+    @property
+    def word(self) -> str:
+        return self.value.upper()
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    status: Status
+    summary: str
+    evidence: tuple[str, ...] = ()
+    fix: str = ""
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "area": self.area,
+            "status": self.status.value,
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "fix": self.fix,
+        }
+
+
+@dataclass
+class Options:
+    ranks_per_node: int = 2
+    bf16: bool = False
+    import_timeout: float = 120.0
+
+
+@dataclass
+class Context:
+    """What every check may read. Expensive facts (the setvars diff) are computed once, on demand."""
+
+    matrix: Matrix
+    snapshot: EnvSnapshot
+    options: Options = field(default_factory=Options)
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def once(self, key: str, compute: Callable[[], Any]) -> Any:
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+
+CheckFn = Callable[[Context], Finding]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    description: str
+    static: bool  # False: runs the stack in a child process (doctor only)
+    run: CheckFn
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+REGISTRY: dict[str, Check] = {}
+
+
+def check(id: str, description: str, static: bool = True) -> Callable[[CheckFn], CheckFn]:
+    """Register a check under a stable id (``area.name``)."""
+
+    def register(fn: CheckFn) -> CheckFn:
+        if id in REGISTRY:
+            raise ValueError(f"check id {id} registered twice")
+        REGISTRY[id] = Check(id, description, static, fn)
+        return fn
+
+    return register
+
+
+def all_checks() -> list[Check]:
+    from . import imports, oneccl_env, packages, runtime  # noqa: F401  (registration)
+
+    return list(REGISTRY.values())
+
+
+def select(checks: Iterable[Check], only: Sequence[str] = (), skip: Sequence[str] = (), static_only: bool = False) -> list[Check]:
+    """Filter by ids or areas (``packages`` selects every ``packages.*`` check)."""
+
+    def matches(c: Check, names: Sequence[str]) -> bool:
+        return any(c.id == n or c.area == n for n in names)
+
+    chosen = [c for c in checks if (not static_only or c.static)]
+    if only:
+        chosen = [c for c in chosen if matches(c, only)]
+    return [c for c in chosen if not matches(c, skip)]
+
+
+def unknown_names(names: Sequence[str]) -> list[str]:
+    ids = {c.id for c in all_checks()} | {c.area for c in all_checks()}
+    return [n for n in names if n not in ids]
+
+
+def run_checks(checks: Iterable[Check], context: Context) -> list[Finding]:
+    findings = []
+    for item in checks:
+        try:
+            finding = item.run(context)
+        except Exception as exc:  # a check must never take the doctor down with it
+            finding = Finding(item.id, Status.FAIL, f"the check itself failed: {exc.__class__.__name__}: {exc}", fix="Report this as a compatmatrix bug.")
+        findings.append(finding)
+    return findings
+
+
+def worst(findings: Iterable[Finding]) -> Optional[Status]:
+    order = [Status.FAIL, Status.WARN, Status.PASS, Status.SKIP]
+    statuses = {f.status for f in findings}
+    return next((s for s in order if s in statuses), None)

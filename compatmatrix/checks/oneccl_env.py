@@ -1,0 +1,215 @@
+"""The oneCCL environment: what the bindings' setvars.sh sets, against the environment we run in."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..matrix.model import CclRelease
+from .finding import Context, Finding, Status, check
+
+SOURCE_TIMEOUT_S = 30.0
+PATH_LISTS = ("PATH", "LD_LIBRARY_PATH", "FI_PROVIDER_PATH", "CPATH", "LIBRARY_PATH", "MANPATH", "CMAKE_PREFIX_PATH", "PKG_CONFIG_PATH")
+KEYS = ("CCL_ROOT", "I_MPI_ROOT", "FI_PROVIDER_PATH", "LD_LIBRARY_PATH", "PATH", "CCL_CONFIGURATION", "CPATH", "LIBRARY_PATH")
+BINDING_MODULES = ("oneccl_bindings_for_pytorch", "torch_ccl")
+
+
+@dataclass(frozen=True)
+class Bindings:
+    module: str
+    directory: Path
+    release: Optional[CclRelease]
+
+    @property
+    def setvars(self) -> Path:
+        relative = self.release.setvars if self.release is not None else "env/setvars.sh"
+        return self.directory / relative
+
+    def bundled_mpirun(self) -> Optional[Path]:
+        for candidate in (self.directory / "opt" / "mpi" / "bin" / "mpirun", self.directory / "bin" / "mpirun"):
+            if candidate.exists():
+                return candidate
+        return None
+
+
+@dataclass(frozen=True)
+class SetvarsResult:
+    path: Path
+    ok: bool
+    error: str = ""
+    after: Mapping[str, str] = field(default_factory=dict)
+    missing: Mapping[str, str] = field(default_factory=dict)  # key -> what is missing (entries or value)
+    exports: Mapping[str, str] = field(default_factory=dict)  # key -> value after sourcing, for every key it changes
+
+
+def find_bindings(ctx: Context) -> Optional[Bindings]:
+    from .packages import CCL_NAMES
+
+    for module in BINDING_MODULES:
+        directory = ctx.snapshot.modules.get(module)
+        if directory:
+            dist = ctx.snapshot.get(*CCL_NAMES)
+            release = ctx.matrix.ccl_release(dist.public_version) if dist is not None and dist.public_version is not None else None
+            return Bindings(module, Path(directory), release)
+    return None
+
+
+def source_setvars(path: Path, env: Mapping[str, str], timeout: float = SOURCE_TIMEOUT_S) -> tuple[Optional[dict[str, str]], str]:
+    """The environment after ``source path`` in a clean bash (no profile, no rc, no arguments)."""
+    script = 'f="$1"; set --; source "$f" >/dev/null 2>&1 </dev/null; env -0'
+    try:
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-c", script, "compat-setvars", str(path)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=dict(env),
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"sourcing {path} did not finish within {timeout:.0f} s"
+    except OSError as exc:
+        return None, f"bash cannot be run ({exc.strerror})"
+    if done.returncode != 0:
+        return None, f"sourcing {path} failed (exit {done.returncode})"
+    after = {}
+    for item in done.stdout.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            after[key.decode(errors="replace")] = value.decode(errors="replace")
+    return after, ""
+
+
+def _entries(value: str) -> list[str]:
+    return [e for e in value.split(":") if e]
+
+
+def diff_environment(before: Mapping[str, str], after: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(missing, exports): what ``before`` lacks of ``after``, and the values ``after`` changes."""
+    missing, exports = {}, {}
+    for key in sorted(set(after) | set(before)):
+        new, old = after.get(key), before.get(key)
+        if new == old or new is None or key in ("_", "SHLVL", "PWD", "OLDPWD"):
+            continue
+        exports[key] = new
+        if key in PATH_LISTS:
+            lacking = [e for e in _entries(new) if e not in _entries(old or "")]
+            if lacking:
+                missing[key] = ":".join(lacking)
+        else:
+            missing[key] = new
+    return missing, exports
+
+
+def setvars_result(ctx: Context) -> Optional[SetvarsResult]:
+    def compute() -> Optional[SetvarsResult]:
+        bindings = find_bindings(ctx)
+        if bindings is None:
+            return None
+        path = bindings.setvars
+        if not path.is_file():
+            return SetvarsResult(path, ok=False, error=f"{path} does not exist")
+        before = dict(os.environ)
+        after, error = source_setvars(path, before)
+        if after is None:
+            return SetvarsResult(path, ok=False, error=error)
+        missing, exports = diff_environment(before, after)
+        return SetvarsResult(path, ok=True, after=after, missing=missing, exports=exports)
+
+    return ctx.once("setvars", compute)
+
+
+def _fix(ctx: Context, path: Path) -> str:
+    return f'eval "$(compat env{_python_arg(ctx)})"   (or: source {path})'
+
+
+def _python_arg(ctx: Context) -> str:
+    import sys
+
+    return "" if os.path.abspath(ctx.snapshot.executable) == os.path.abspath(sys.executable) else f" --python {ctx.snapshot.executable}"
+
+
+@check("oneccl.setvars", "the bindings' setvars.sh has been sourced in this environment")
+def setvars_sourced(ctx: Context) -> Finding:
+    cid = "oneccl.setvars"
+    result = setvars_result(ctx)
+    if result is None:
+        return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
+    if not result.ok:
+        return Finding(cid, Status.FAIL, f"setvars.sh cannot be used: {result.error}", fix="Reinstall oneccl_bind_pt: its env/setvars.sh is part of the wheel.")
+    wanted = [k for k in KEYS if k in result.missing]
+    if not wanted:
+        return Finding(cid, Status.PASS, f"{result.path} has been sourced", tuple(f"{k} is set" for k in KEYS if k in result.after and k in os.environ)[:4])
+    evidence = tuple(f"{key}: missing {result.missing[key]}" for key in wanted)
+    return Finding(cid, Status.FAIL, f"the oneCCL environment is not set up: {', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing", evidence, _fix(ctx, result.path))
+
+
+@check("oneccl.fi-provider", "FI_PROVIDER_PATH holds libfabric providers")
+def fi_provider(ctx: Context) -> Finding:
+    cid = "oneccl.fi-provider"
+    result = setvars_result(ctx)
+    if result is None or not result.ok:
+        return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed" if result is None else "setvars.sh cannot be used")
+    value = result.after.get("FI_PROVIDER_PATH") or os.environ.get("FI_PROVIDER_PATH", "")
+    if not value:
+        return Finding(cid, Status.SKIP, "setvars.sh does not set FI_PROVIDER_PATH (this bindings release uses its own default)")
+    holding, empty = [], []
+    for entry in _entries(value):
+        directory = Path(entry)
+        providers = sorted(p.name for p in directory.glob("lib*-fi.so")) if directory.is_dir() else []
+        (holding if providers else empty).append(f"{entry}: {', '.join(providers) if providers else 'no providers' if directory.is_dir() else 'does not exist'}")
+    if not holding:
+        return Finding(cid, Status.FAIL, "no FI_PROVIDER_PATH entry holds a libfabric provider", tuple(empty),
+                       "Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers), then " + _fix(ctx, result.path))
+    return Finding(cid, Status.PASS, f"{len(holding)} FI_PROVIDER_PATH entr{'y holds' if len(holding) == 1 else 'ies hold'} providers", tuple(holding + empty))
+
+
+@check("oneccl.mpirun", "mpirun on PATH is the one bundled with the bindings")
+def mpirun(ctx: Context) -> Finding:
+    cid = "oneccl.mpirun"
+    bindings = find_bindings(ctx)
+    if bindings is None:
+        return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
+    bundled = bindings.bundled_mpirun()
+    current = ctx.snapshot.which.get("mpirun")
+    if bundled is None:
+        return Finding(cid, Status.SKIP, "these bindings bundle no mpirun", (f"mpirun on PATH: {current or 'none'}",))
+    if current and os.path.realpath(current) == os.path.realpath(bundled):
+        return Finding(cid, Status.PASS, f"mpirun is the bundled Intel MPI ({bundled})")
+    summary = f"mpirun on PATH is {current}, not the bundled {bundled}" if current else f"no mpirun on PATH; the bindings bundle {bundled}"
+    return Finding(cid, Status.WARN, summary, ("an MPI other than the bundled Intel MPI may not set up oneCCL's transport the same way",), _fix(ctx, bindings.setvars))
+
+
+def _site_packages_of_other_env(entry: str, prefix: str) -> bool:
+    real = os.path.realpath(entry)
+    return "site-packages" in real.split(os.sep) and not real.startswith(os.path.realpath(prefix) + os.sep)
+
+
+@check("oneccl.stale-prefix", "no oneCCL/MPI paths from another environment or a oneAPI install shadow the wheel's")
+def stale_prefix(ctx: Context) -> Finding:
+    cid = "oneccl.stale-prefix"
+    bindings = find_bindings(ctx)
+    if bindings is None:
+        return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
+    own = os.path.realpath(bindings.directory)
+    problems = []
+    for key in ("CCL_ROOT", "I_MPI_ROOT"):
+        value = os.environ.get(key)
+        if value and not os.path.realpath(value).startswith(own):
+            problems.append(f"{key}={value} is not inside {bindings.directory}")
+    for key in ("LD_LIBRARY_PATH", "FI_PROVIDER_PATH"):
+        for entry in _entries(os.environ.get(key, "")):
+            inside = os.path.realpath(entry).startswith(own)
+            if _site_packages_of_other_env(entry, ctx.snapshot.prefix):
+                problems.append(f"{key} entry {entry} belongs to another Python environment")
+            elif not inside and (any(Path(entry).glob("libccl.so*")) or any(Path(entry).glob("libmpi.so.12*"))):
+                problems.append(f"{key} entry {entry} holds its own libccl/libmpi, which shadows the wheel's")
+    if problems:
+        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:]),
+                       f"Start from a clean shell (or unset the variables above), then {_fix(ctx, bindings.setvars)}")
+    return Finding(cid, Status.PASS, "no stale oneCCL/MPI prefixes in the environment")
+

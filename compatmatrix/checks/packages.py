@@ -1,0 +1,284 @@
+"""The installed tuple against the matrix: pairings, library gates, duplicates, builds, end of life."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from packaging.version import Version
+
+from ..environment.snapshot import Distribution
+from ..matrix.model import CclRelease, Component, IpexRelease, LibraryLine
+from ..rules import ipex_accepts_torch, ipex_torch_phrase, python_list, range_text
+from .finding import Context, Finding, Status, check
+
+IPEX_NAMES = ("intel-extension-for-pytorch", "torch-ipex")
+CCL_NAMES = ("oneccl-bind-pt", "torch-ccl")
+
+GUARD_EFFECT = {
+    "os_exit": "importing it prints 'needs to work with PyTorch {series}' and then fails with AttributeError: module 'os' has no attribute 'exit'",
+    "exit127": "importing it prints 'needs to work with PyTorch {series}' and exits the process with status 127",
+    "exit127_after_C": "importing it loads its C extension first (which may fail with an undefined symbol) and then exits with status 127",
+    "none": "it has no import check: a mismatch shows up later as an undefined symbol or a crash",
+}
+
+
+def torch_dist(ctx: Context) -> Optional[Distribution]:
+    return ctx.snapshot.get("torch")
+
+
+def torch_version(ctx: Context) -> Optional[Version]:
+    dist = torch_dist(ctx)
+    return dist.public_version if dist else None
+
+
+def _line(lines: tuple[LibraryLine, ...], version: Version) -> Optional[LibraryLine]:
+    for line in lines:
+        if version in line.versions or line.line.release[:2] == version.release[:2]:
+            return line
+    return None
+
+
+def _host_hint(ctx: Context, component: Component, release) -> str:
+    """`pip install` flags for the first host (in preference order) with a wheel for this Python."""
+    by_host = {w.host: w for w in release.wheels}
+    for host_id in ctx.matrix.policy.host_preference[component]:
+        wheels = by_host.get(host_id)
+        if wheels and wheels.has_python(ctx.snapshot.python_minor):
+            host = ctx.matrix.hosts[host_id]
+            return "" if host_id == "pypi" else f" {host.pip_flag} {host.url}"
+    return ""
+
+
+@check("packages.torch-installed", "torch is installed (and which build)")
+def torch_installed(ctx: Context) -> Finding:
+    dist = torch_dist(ctx)
+    if dist is None:
+        return Finding(
+            "packages.torch-installed",
+            Status.FAIL,
+            f"torch is not installed for {ctx.snapshot.executable}",
+            fix="Install the set `compat resolve` gives for this Python, or point --python at your training environment's interpreter.",
+        )
+    return Finding("packages.torch-installed", Status.PASS, f"torch {dist.raw_version}", (dist.path,))
+
+
+@check("packages.ipex-torch", "IPEX's import check accepts the installed torch")
+def ipex_torch(ctx: Context) -> Finding:
+    cid = "packages.ipex-torch"
+    dist = ctx.snapshot.get(*IPEX_NAMES)
+    torch = torch_version(ctx)
+    if dist is None:
+        return Finding(cid, Status.SKIP, "intel-extension-for-pytorch is not installed")
+    if torch is None or dist.public_version is None:
+        return Finding(cid, Status.SKIP, "torch is not installed" if torch is None else f"unreadable IPEX version {dist.raw_version!r}")
+    release = ctx.matrix.ipex_release(dist.public_version)
+    if release is None:
+        return Finding(cid, Status.WARN, f"intel-extension-for-pytorch {dist.raw_version} is not in the matrix", (dist.path,), "Upgrade compatmatrix, or check the pairing by hand.")
+    if ipex_accepts_torch(release, torch):
+        exact = "" if release.torch == torch else f" (built for {release.torch}; its import check accepts {torch})"
+        return Finding(cid, Status.PASS, f"intel-extension-for-pytorch {release.version} fits torch {torch}{exact}")
+    series = f"{release.torch.major}.{release.torch.minor}.*"
+    evidence = (
+        f"intel-extension-for-pytorch {release.version} {ipex_torch_phrase(release)}",
+        GUARD_EFFECT.get(release.guard, release.guard).format(series=series),
+        f"source: {release.provenance.sources[0]}",
+    )
+    matching = [r for r in ctx.matrix.ipex if ipex_accepts_torch(r, torch) and any(w.has_python(ctx.snapshot.python_minor) for w in r.wheels)]
+    if matching:
+        best = max(matching, key=lambda r: (r.torch == torch, r.version))
+        fix = f"pip install {best.distribution}=={best.version}{_host_hint(ctx, Component.IPEX, best)}  (the IPEX for torch {torch}), or pip install torch=={release.torch}"
+    else:
+        fix = f"No IPEX release fits torch {torch}; pip install torch=={release.torch} (the torch IPEX {release.version} was built for), or drop IPEX (see compat resolve --profile stock)."
+    return Finding(cid, Status.FAIL, f"intel-extension-for-pytorch {release.version} does not work with torch {torch}", evidence, fix)
+
+
+@check("packages.ccl-torch", "oneccl_bind_pt is built for exactly the installed torch")
+def ccl_torch(ctx: Context) -> Finding:
+    cid = "packages.ccl-torch"
+    dist = ctx.snapshot.get(*CCL_NAMES)
+    torch = torch_version(ctx)
+    if dist is None:
+        return Finding(cid, Status.SKIP, "oneccl_bind_pt is not installed")
+    if torch is None or dist.public_version is None:
+        return Finding(cid, Status.SKIP, "torch is not installed" if torch is None else f"unreadable oneccl_bind_pt version {dist.raw_version!r}")
+    release = ctx.matrix.ccl_release(dist.public_version)
+    if release is None:
+        return Finding(cid, Status.WARN, f"oneccl_bind_pt {dist.raw_version} is not in the matrix", (dist.path,), "Upgrade compatmatrix, or check the pairing by hand.")
+    if release.torch == torch:
+        return Finding(cid, Status.PASS, f"oneccl_bind_pt {release.version} is built for torch {torch}", (f"module {release.module}, bundled oneCCL {release.oneccl}",))
+    partner: Optional[CclRelease] = next((r for r in ctx.matrix.ccl if r.torch == torch), None)
+    evidence = [
+        f"oneccl_bind_pt {release.version} is built for torch {release.torch} only",
+        "a mismatch fails at import with 'undefined symbol' or aborts with 'Mismatch in kernel C++ signatures'",
+        f"source: {release.provenance.sources[0]}",
+    ]
+    if partner is not None:
+        evidence.append(f"torch {torch} pairs with oneccl_bind_pt {partner.version}")
+        fix = f"pip install oneccl_bind_pt=={partner.version}{_host_hint(ctx, Component.CCL, partner)}  (or pip install torch=={release.torch})"
+    else:
+        fix = f"No oneccl_bind_pt release is built for torch {torch}: pip install torch=={release.torch}, or use the gloo backend (compat resolve --profile stock)."
+    return Finding(cid, Status.FAIL, f"oneccl_bind_pt {release.version} does not work with torch {torch}", tuple(evidence), fix)
+
+
+def _companion(ctx: Context, package: str) -> Finding:
+    cid = f"packages.{package}-torch"
+    dist = ctx.snapshot.get(package)
+    torch = torch_version(ctx)
+    if dist is None or torch is None:
+        return Finding(cid, Status.SKIP, f"{package} is not installed" if dist is None else "torch is not installed")
+    releases = ctx.matrix.torchvision if package == "torchvision" else ctx.matrix.torchaudio
+    release = next((r for r in releases if r.version == dist.public_version), None)
+    if release is None:
+        return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
+    if release.torch == torch:
+        return Finding(cid, Status.PASS, f"{package} {release.version} pins torch {torch}")
+    partner = next((r for r in releases if r.torch == torch), None)
+    fix = f"pip install {package}=={partner.version}" if partner else f"No {package} release pins torch {torch}; uninstall it or pip install torch=={release.torch}"
+    return Finding(cid, Status.FAIL, f"{package} {release.version} pins torch {release.torch}, but torch {torch} is installed", (f"source: {release.provenance.sources[0]}",), fix)
+
+
+@check("packages.torchvision-torch", "torchvision pins the installed torch")
+def torchvision_torch(ctx: Context) -> Finding:
+    return _companion(ctx, "torchvision")
+
+
+@check("packages.torchaudio-torch", "torchaudio pins the installed torch")
+def torchaudio_torch(ctx: Context) -> Finding:
+    return _companion(ctx, "torchaudio")
+
+
+@check("packages.transformers-torch", "transformers and accelerate support the installed torch")
+def transformers_torch(ctx: Context) -> Finding:
+    cid = "packages.transformers-torch"
+    torch = torch_version(ctx)
+    problems, evidence = [], []
+    checked = False
+    for package, lines in (("transformers", ctx.matrix.transformers), ("accelerate", ctx.matrix.accelerate)):
+        dist = ctx.snapshot.get(package)
+        if dist is None or dist.public_version is None or torch is None:
+            continue
+        line = _line(lines, dist.public_version)
+        if line is None:
+            evidence.append(f"{package} {dist.raw_version} is not in the matrix")
+            continue
+        checked = True
+        if line.torch_min is not None and torch < line.torch_min:
+            problems.append(f"{package} {dist.raw_version} needs torch >= {line.torch_min}, torch {torch} is installed")
+        if package == "transformers" and line.accelerate_min is not None:
+            accelerate = ctx.snapshot.get("accelerate")
+            if accelerate is None:
+                problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which is not installed")
+            elif accelerate.public_version is not None and accelerate.public_version < line.accelerate_min:
+                problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, accelerate {accelerate.raw_version} is installed")
+    if problems:
+        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + evidence), "pip install the versions `compat resolve --profile stock torch==" + str(torch) + "` gives")
+    if not checked:
+        return Finding(cid, Status.SKIP if not evidence else Status.WARN, "transformers / accelerate are not installed" if not evidence else evidence[0], tuple(evidence))
+    return Finding(cid, Status.PASS, "transformers / accelerate support the installed torch", tuple(evidence))
+
+
+@check("packages.ccl-trainer", "the installed transformers and accelerate can still use the ccl backend")
+def ccl_trainer(ctx: Context) -> Finding:
+    cid = "packages.ccl-trainer"
+    if ctx.snapshot.get(*CCL_NAMES) is None:
+        return Finding(cid, Status.SKIP, "oneccl_bind_pt is not installed")
+    transformers = ctx.snapshot.get("transformers")
+    if transformers is None or transformers.public_version is None:
+        return Finding(cid, Status.SKIP, "transformers is not installed")
+    version = transformers.public_version
+    feature = {f.name: f for f in ctx.matrix.features_of("transformers")}
+    accel = {f.name: f for f in ctx.matrix.features_of("accelerate")}
+    if feature["ddp_backend_ccl"].present_in(version):
+        accelerate = ctx.snapshot.get("accelerate")
+        works = accel["ddp_backend_ccl_works"]
+        if accelerate is None or accelerate.public_version is None:
+            return Finding(cid, Status.FAIL, f"transformers {version} hands --ddp_backend ccl to accelerate, which is not installed", fix="pip install 'accelerate" + range_text(works.versions) + "'")
+        if not works.present_in(accelerate.public_version):
+            removed = accel.get("ccl_removed")
+            why = (
+                "accelerate >= 1.13 has no oneCCL path: 'Your assigned backend ccl is not available, please use gloo'"
+                if removed is not None and removed.present_in(accelerate.public_version)
+                else f"only accelerate{range_text(works.versions)} {works.description}"
+            )
+            return Finding(cid, Status.FAIL, f"accelerate {accelerate.raw_version} cannot run --ddp_backend ccl", (why, f"source: {works.provenance.sources[0]}"),
+                           f"pip install 'accelerate{range_text(works.versions)}' (newest that works: compat resolve --profile ddp-ccl)")
+        return Finding(cid, Status.PASS, f"transformers {version} accepts --ddp_backend ccl and accelerate {accelerate.raw_version} honours it")
+    if feature["xpu_backend_arg"].present_in(version):
+        return Finding(cid, Status.PASS, f"transformers {version} takes the older --xpu_backend ccl (not --ddp_backend)")
+    ccl_range = range_text(feature["ddp_backend_ccl"].versions)
+    return Finding(cid, Status.FAIL, f"transformers {version} does not accept --ddp_backend ccl",
+                   (f"only transformers{ccl_range} accepts it; 5.1 and later replaced ccl with xccl (Intel GPUs)",),
+                   f"pip install 'transformers{ccl_range}' 'accelerate<1.13', or train with --ddp_backend gloo (compat resolve --profile stock)")
+
+
+@check("packages.cuda-build", "no CUDA build of torch next to the Intel CPU packages")
+def cuda_build(ctx: Context) -> Finding:
+    cid = "packages.cuda-build"
+    dist = torch_dist(ctx)
+    if dist is None:
+        return Finding(cid, Status.SKIP, "torch is not installed")
+    version = dist.version
+    nvidia = [d for d in ctx.snapshot.distributions if d.canonical.startswith("nvidia-")]
+    cuda_label = version is not None and version.local is not None and version.local.startswith("cu")
+    intel = ctx.snapshot.get(*IPEX_NAMES) or ctx.snapshot.get(*CCL_NAMES)
+    if not (cuda_label or nvidia):
+        return Finding(cid, Status.PASS, f"torch {dist.raw_version} is a CPU build" if version and version.local == "cpu" else f"torch {dist.raw_version} brings no CUDA packages")
+    evidence = tuple([f"torch {dist.raw_version}"] + [f"{d.name} {d.raw_version}" for d in nvidia[:5]] + ([f"... {len(nvidia) - 5} more nvidia-* packages"] if len(nvidia) > 5 else []))
+    fix = f"pip install --force-reinstall torch=={dist.public_version} --index-url https://download.pytorch.org/whl/cpu, then pip uninstall the nvidia-* packages"
+    if intel is None:
+        return Finding(cid, Status.PASS, f"torch {dist.raw_version} is a CUDA build (no Intel CPU packages installed)", evidence)
+    return Finding(cid, Status.WARN, f"torch {dist.raw_version} is a CUDA build next to {intel.name}: several GB of CUDA libraries a CPU node does not use", evidence, fix)
+
+
+@check("packages.duplicates", "no distribution is installed twice")
+def duplicates(ctx: Context) -> Finding:
+    cid = "packages.duplicates"
+    seen: dict[str, list[Distribution]] = {}
+    for dist in ctx.snapshot.distributions:
+        seen.setdefault(dist.canonical, []).append(dist)
+    doubled = {name: copies for name, copies in seen.items() if len(copies) > 1}
+    if not doubled:
+        return Finding(cid, Status.PASS, f"{len(seen)} distributions, each installed once")
+    evidence = tuple(f"{name}: " + "; ".join(f"{d.raw_version} at {d.path}" for d in copies) for name, copies in sorted(doubled.items()))
+    first = sorted(doubled)[0]
+    return Finding(cid, Status.FAIL, f"{len(doubled)} distribution(s) installed more than once: {', '.join(sorted(doubled))}", evidence,
+                   f"Remove the stale copy (the one import does not use), e.g. delete {doubled[first][-1].path} or run pip uninstall {first} until none is left, then reinstall one.")
+
+
+@check("packages.python-support", "the installed Intel packages have wheels for this Python")
+def python_support(ctx: Context) -> Finding:
+    cid = "packages.python-support"
+    python = ctx.snapshot.python_minor
+    problems, seen = [], []
+    for names, finder in ((IPEX_NAMES, ctx.matrix.ipex_release), (CCL_NAMES, ctx.matrix.ccl_release)):
+        dist = ctx.snapshot.get(*names)
+        if dist is None or dist.public_version is None:
+            continue
+        release: Optional[IpexRelease | CclRelease] = finder(dist.public_version)
+        if release is None:
+            continue
+        seen.append(f"{dist.name} {release.version}")
+        if not any(w.has_python(python) for w in release.wheels):
+            coverage = "; ".join(f"{w.host}: {python_list(w.python)}" for w in release.wheels)
+            problems.append(f"{dist.name} {release.version} has no published wheel for Python {python} ({coverage})")
+    if problems:
+        return Finding(cid, Status.WARN, problems[0], tuple(problems[1:]) + ("a wheel that is not published for this Python was built locally or mis-tagged",),
+                       "Use a Python the release was published for (compat resolve --python-version X.Y shows which).")
+    if not seen:
+        return Finding(cid, Status.SKIP, "no Intel packages installed")
+    return Finding(cid, Status.PASS, f"{', '.join(seen)}: published for Python {python}")
+
+
+@check("packages.eol", "end-of-life packages, with the migration path")
+def end_of_life(ctx: Context) -> Finding:
+    cid = "packages.eol"
+    notes = []
+    for names, package in ((IPEX_NAMES, "intel-extension-for-pytorch"), (CCL_NAMES, "oneccl-bind-pt")):
+        dist = ctx.snapshot.get(*names)
+        eol = ctx.matrix.eol_of(package)
+        if dist is not None and eol is not None:
+            notes.append((dist, eol))
+    if not notes:
+        return Finding(cid, Status.PASS, "no end-of-life packages installed")
+    evidence = tuple(f"{dist.name} {dist.raw_version}: {eol.status}{' since ' + eol.date if eol.date else ''}, last release {eol.last_release}" for dist, eol in notes)
+    return Finding(cid, Status.WARN, " and ".join(f"{dist.name} is {eol.status}" for dist, eol in notes), evidence, notes[0][1].advice)

@@ -1,0 +1,208 @@
+# Environment probe: run BY the target interpreter (python -c <this source>).
+# Standard library only; must run on Python 3.6 to 3.15. It never imports the stack (torch, IPEX,
+# the oneCCL bindings): it reads dist-info metadata and /proc and /sys, and prints one JSON object.
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import sysconfig
+
+PROBE_VERSION = 1
+
+ENV_PREFIXES = (
+    "OMP_", "KMP_", "CCL_", "I_MPI_", "FI_", "PMI_", "OMPI_", "MPI_", "ATL_", "TORCH_", "IPEX_", "DNNL_", "ONEDNN_",
+    "MASTER_", "LOCAL_", "GROUP_", "NPROC", "HF_", "TRANSFORMERS_", "ACCELERATE_",
+)
+ENV_NAMES = (
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
+    "MKL_NUM_THREADS", "VIRTUAL_ENV", "CONDA_PREFIX", "CPATH", "LIBRARY_PATH",
+)
+CPU_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8")
+BINDING_MODULES = ("oneccl_bindings_for_pytorch", "torch_ccl")
+
+
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_metadata(path):
+    """Name and Version from a METADATA / PKG-INFO file (RFC 822 headers)."""
+    name = version = None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    break
+                if line.startswith("Name:") and name is None:
+                    name = line[5:].strip()
+                elif line.startswith("Version:") and version is None:
+                    version = line[8:].strip()
+    except OSError:
+        return None, None
+    return name, version
+
+
+def read_text(path, limit=65536):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
+
+
+def distributions(paths):
+    found = []
+    seen_dirs = set()
+    for entry in paths:
+        if not entry or not os.path.isdir(entry):
+            continue
+        real = os.path.realpath(entry)
+        if real in seen_dirs:
+            continue
+        seen_dirs.add(real)
+        try:
+            names = sorted(os.listdir(entry))
+        except OSError:
+            continue
+        for item in names:
+            full = os.path.join(entry, item)
+            if item.endswith(".dist-info"):
+                meta = os.path.join(full, "METADATA")
+            elif item.endswith(".egg-info"):
+                meta = os.path.join(full, "PKG-INFO") if os.path.isdir(full) else full
+            else:
+                continue
+            name, version = read_metadata(meta)
+            if not name or not version:
+                continue
+            record = {"name": name, "canonical": canonical(name), "version": version, "path": full, "site": entry}
+            installer = read_text(os.path.join(full, "INSTALLER"), 200) if os.path.isdir(full) else None
+            if installer:
+                record["installer"] = installer.strip()
+            direct_url = read_text(os.path.join(full, "direct_url.json")) if os.path.isdir(full) else None
+            if direct_url:
+                try:
+                    record["direct_url"] = json.loads(direct_url)
+                except ValueError:
+                    pass
+            found.append(record)
+    return found
+
+
+def module_dirs(paths):
+    """Where the binding packages live (directory exists), without importing them."""
+    result = {}
+    for module in BINDING_MODULES + ("torch", "intel_extension_for_pytorch"):
+        for entry in paths:
+            candidate = os.path.join(entry, module)
+            if entry and os.path.isfile(os.path.join(candidate, "__init__.py")):
+                result[module] = candidate
+                break
+    return result
+
+
+def cpu_info():
+    info = {"model": "", "flags": [], "sockets": None, "cores": None, "logical": os.cpu_count()}
+    model = ""
+    text = read_text("/proc/cpuinfo", 4 * 1024 * 1024) or ""
+    flags = set()
+    physical = set()
+    cores = set()
+    current_physical = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        value = value.strip()
+        if key == "model name" and not model:
+            model = value
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+        elif key == "physical id":
+            current_physical = value
+            physical.add(value)
+        elif key == "core id":
+            cores.add((current_physical, value))
+    info["model"] = model or platform.processor()
+    info["flags"] = sorted(f for f in CPU_FLAGS if f in flags)
+    info["sockets"] = len(physical) or None
+    info["cores"] = len(cores) or None
+    nodes = []
+    try:
+        nodes = [n for n in os.listdir("/sys/devices/system/node") if re.match(r"node\d+$", n)]
+    except OSError:
+        pass
+    info["numa_nodes"] = len(nodes) or None
+    return info
+
+
+def allowed_cpus():
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = list(range(os.cpu_count() or 1))
+    quota = None
+    text = read_text("/sys/fs/cgroup/cpu.max", 200)
+    if text:
+        parts = text.split()
+        if len(parts) == 2 and parts[0] != "max":
+            try:
+                quota = float(parts[0]) / float(parts[1])
+            except ValueError:
+                quota = None
+    return {"affinity": cpus, "count": len(cpus), "cgroup_quota": quota}
+
+
+def shm_info():
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return {"total_bytes": stat.f_frsize * stat.f_blocks, "free_bytes": stat.f_frsize * stat.f_bavail}
+
+
+def main():
+    paths = [p for p in sys.path if p]  # '' is the working directory of `python -c`, not the environment
+    purelib = sysconfig.get_paths().get("purelib")
+    platlib = sysconfig.get_paths().get("platlib")
+    for p in (purelib, platlib):
+        if p and p not in paths:
+            paths.append(p)
+    libc_name, libc_version = platform.libc_ver()
+    env = {}
+    for key, value in os.environ.items():
+        if key in ENV_NAMES or key.startswith(ENV_PREFIXES):
+            env[key] = value
+    report = {
+        "probe": PROBE_VERSION,
+        "python": {
+            "executable": sys.executable,
+            "version": "%d.%d.%d" % sys.version_info[:3],
+            "implementation": sys.implementation.name,
+            "prefix": sys.prefix,
+            "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+            "purelib": purelib,
+            "path": paths,
+        },
+        "platform": {
+            "tag": sysconfig.get_platform(),
+            "system": platform.system(),
+            "machine": platform.machine(),
+            "libc": libc_name,
+            "libc_version": libc_version,
+        },
+        "cpu": cpu_info(),
+        "allowed_cpus": allowed_cpus(),
+        "shm": shm_info(),
+        "env": env,
+        "distributions": distributions(paths),
+        "modules": module_dirs(paths),
+        "which": {"mpirun": shutil.which("mpirun"), "bash": shutil.which("bash"), "torchrun": shutil.which("torchrun")},
+    }
+    sys.stdout.write(json.dumps(report))
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Run the environment probe and parse what it says into an :class:`EnvSnapshot`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import InterpreterError
+from ..target import Platform
+from .interpreter import _resolve_executable
+
+PROBE_PATH = Path(__file__).with_name("env_probe.py")
+PROBE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    canonical: str
+    raw_version: str
+    path: str
+    site: str
+    installer: str = ""
+    direct_url: Optional[Mapping[str, Any]] = None
+
+    @property
+    def version(self) -> Optional[Version]:
+        try:
+            return Version(self.raw_version)
+        except InvalidVersion:
+            return None
+
+    @property
+    def public_version(self) -> Optional[Version]:
+        version = self.version
+        return Version(version.public) if version is not None else None
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    model: str
+    flags: frozenset[str]
+    sockets: Optional[int]
+    cores: Optional[int]
+    logical: Optional[int]
+    numa_nodes: Optional[int]
+
+
+@dataclass(frozen=True)
+class EnvSnapshot:
+    executable: str
+    python: Version
+    prefix: str
+    purelib: str
+    paths: tuple[str, ...]
+    platform: Platform
+    libc_version: str
+    cpu: CpuInfo
+    allowed_cpus: int
+    cgroup_quota: Optional[float]
+    shm_bytes: Optional[int]
+    env: Mapping[str, str]
+    distributions: tuple[Distribution, ...]
+    modules: Mapping[str, str]
+    which: Mapping[str, Optional[str]]
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def python_minor(self) -> Version:
+        return Version(f"{self.python.major}.{self.python.minor}")
+
+    def all_of(self, name: str) -> list[Distribution]:
+        """Every installed copy of a distribution, in sys.path order."""
+        wanted = canonicalize_name(name)
+        return [d for d in self.distributions if d.canonical == wanted]
+
+    def get(self, *names: str) -> Optional[Distribution]:
+        """The copy an import would find (first on sys.path) of the first name that is installed."""
+        for name in names:
+            found = self.all_of(name)
+            if found:
+                return found[0]
+        return None
+
+
+def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+    """The probe's JSON. ``python=None`` probes the running interpreter in this process (no child needed:
+    the probe is stdlib-only and imports nothing of the stack)."""
+    if python is None:
+        from . import env_probe
+
+        saved = sys.argv
+        try:
+            sys.argv = [str(PROBE_PATH)]
+            report = env_probe_report(env_probe)
+        finally:
+            sys.argv = saved
+        return report
+    executable = _resolve_executable(python)
+    try:
+        done = subprocess.run(
+            # No -I / -S: the probe must see what `import` sees in that environment (site, .pth files,
+            # PYTHONPATH, user site). `-c` with the source keeps this package's directory off sys.path.
+            [executable, "-c", PROBE_PATH.read_text(encoding="utf-8")],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            env=dict(env) if env is not None else None,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise InterpreterError(f"'{executable}' did not finish the environment probe within {timeout:.0f} s.", "Check that the interpreter starts.") from None
+    except OSError as exc:
+        raise InterpreterError(f"'{executable}' cannot be run ({exc.strerror}).", "Pass the path of a Python interpreter with --python.") from None
+    if done.returncode != 0:
+        last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        raise InterpreterError(f"'{executable}' failed the environment probe (exit {done.returncode}: {last}).", "Pass a Python 3.6+ interpreter with --python.")
+    try:
+        return json.loads(done.stdout.decode(errors="replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise InterpreterError(f"'{executable}' answered the environment probe with something unreadable.", "Pass a CPython interpreter with --python.") from None
+
+
+def env_probe_report(module) -> dict[str, Any]:
+    import io
+
+    buffer = io.StringIO()
+    saved = sys.stdout
+    try:
+        sys.stdout = buffer
+        module.main()
+    finally:
+        sys.stdout = saved
+    return json.loads(buffer.getvalue())
+
+
+def parse_snapshot(report: Mapping[str, Any]) -> EnvSnapshot:
+    python = report["python"]
+    platform = report["platform"]
+    tag = str(platform["tag"]).replace("-", "_").replace(".", "_")
+    cpu = report.get("cpu") or {}
+    allowed = report.get("allowed_cpus") or {}
+    shm = report.get("shm") or {}
+    return EnvSnapshot(
+        executable=python["executable"],
+        python=Version(python["version"]),
+        prefix=python["prefix"],
+        purelib=python.get("purelib") or "",
+        paths=tuple(python.get("path") or ()),
+        platform=Platform.from_tag(tag),
+        libc_version=platform.get("libc_version") or "",
+        cpu=CpuInfo(
+            model=cpu.get("model") or "",
+            flags=frozenset(cpu.get("flags") or ()),
+            sockets=cpu.get("sockets"),
+            cores=cpu.get("cores"),
+            logical=cpu.get("logical"),
+            numa_nodes=cpu.get("numa_nodes"),
+        ),
+        allowed_cpus=int(allowed.get("count") or cpu.get("logical") or 1),
+        cgroup_quota=allowed.get("cgroup_quota"),
+        shm_bytes=shm.get("total_bytes"),
+        env=dict(report.get("env") or {}),
+        distributions=tuple(
+            Distribution(
+                name=d["name"],
+                canonical=d["canonical"],
+                raw_version=d["version"],
+                path=d["path"],
+                site=d["site"],
+                installer=d.get("installer", ""),
+                direct_url=d.get("direct_url"),
+            )
+            for d in report.get("distributions") or ()
+        ),
+        modules=dict(report.get("modules") or {}),
+        which=dict(report.get("which") or {}),
+        raw=report,
+    )
+
+
+def take_snapshot(python: Optional[str] = None) -> EnvSnapshot:
+    """Probe ``python`` (default: the running interpreter) and parse the answer."""
+    # Compare paths without resolving symlinks: every venv's python links to the same base binary.
+    if python is not None and os.path.abspath(_resolve_executable(python)) == os.path.abspath(sys.executable):
+        python = None
+    return parse_snapshot(run_probe(python))
+
