@@ -168,6 +168,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
     parser.add_argument("--skip", action="append", default=[], metavar="ID", help="skip these checks or areas (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--verbose", action="store_true", help="show the evidence of passing checks too")
+    if name == "doctor":
+        parser.add_argument("--import-timeout", type=float, default=120.0, metavar="S", help="seconds each import probe may take (default 120)")
     _common(parser)
     return parser
 
@@ -188,7 +190,8 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
         raise UsageError("--ranks-per-node must be at least 1.", "Pass the number of ranks you start on each node.")
     matrix = _load(args)
     snapshot = take_snapshot(args.python)
-    context = Context(matrix, snapshot, Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16))
+    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16, import_timeout=getattr(args, "import_timeout", 120.0))
+    context = Context(matrix, snapshot, options)
     findings = run_checks(select(checks, args.only, args.skip, static_only=static_only), context)
     if args.json:
         print(dump_json(findings_json(command, snapshot, findings)))

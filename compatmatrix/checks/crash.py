@@ -55,7 +55,7 @@ def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: boo
             ending_text = f"and ended hard ({ending})"
         return Verdict("ipex-guard", f"IPEX's version check refused torch {installed}: it needs PyTorch {series}", (f"IPEX printed its 'needs to work with PyTorch {series}' message {ending_text}",),
                        f"Install a torch {series} (or the IPEX built for torch {installed})")
-    symbol = re.search(r"undefined symbol: (\S+)", output)
+    symbol = re.search(r"undefined symbol: ([\w.@$]+)", output)
     if symbol:
         return Verdict("undefined-symbol", f"importing {what} failed: undefined symbol {symbol.group(1)}", (_last_line(stderr),),
                        f"{what} was built against a different torch: install the pair the matrix gives (compat check shows it).")

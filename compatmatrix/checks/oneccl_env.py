@@ -157,7 +157,8 @@ def fi_provider(ctx: Context) -> Finding:
     value = result.after.get("FI_PROVIDER_PATH") or os.environ.get("FI_PROVIDER_PATH", "")
     if not value:
         return Finding(cid, Status.SKIP, "setvars.sh does not set FI_PROVIDER_PATH (this bindings release uses its own default)")
-    holding, empty = [], []
+    holding: list[str] = []
+    empty: list[str] = []
     for entry in _entries(value):
         directory = Path(entry)
         providers = sorted(p.name for p in directory.glob("lib*-fi.so")) if directory.is_dir() else []

@@ -1,0 +1,60 @@
+"""Real virtual environments with real packages from the registry, built once and cached.
+
+Each environment is keyed by its Python and requirement list; a marker file records the spec, so a
+changed spec rebuilds it. The cache lives in $COMPAT_TEST_CACHE (default ~/.cache/compatmatrix-tests)
+and holds only what the registry serves; delete it to rebuild from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CACHE = Path(os.environ.get("COMPAT_TEST_CACHE") or Path.home() / ".cache" / "compatmatrix-tests")
+BUILD_TIMEOUT_S = 1800
+
+# name -> (requirements, extra pip arguments)
+SPECS = {
+    # torch 2.13.0 is the local CPU wheel (pip's find-links); IPEX 2.8.0 accepts only torch 2.8.*: a real mismatch
+    "torch213-ipex280": (["torch==2.13.0", "intel-extension-for-pytorch==2.8.0"], []),
+    # IPEX 2.5.0 (yanked on PyPI, installable when pinned) has the older exit(127) guard
+    "torch213-ipex250": (["torch==2.13.0", "intel-extension-for-pytorch==2.5.0"], []),
+    # the real clean IPEX set; torch 2.8.0 from PyPI is the CUDA build (~7 GB with its nvidia-* packages)
+    "torch280-ipex280": (["torch==2.8.0", "intel-extension-for-pytorch==2.8.0"], []),
+}
+
+
+def real_env(name: str, python: str = sys.executable) -> Path:
+    """The interpreter of a cached real environment, building it first if needed."""
+    requirements, extra = SPECS[name]
+    target = CACHE / name
+    marker = target / ".compat-test-env.json"
+    spec = {"python": os.path.realpath(python), "requirements": requirements, "extra": extra}
+    interpreter = target / "bin" / "python"
+    if marker.exists() and interpreter.exists():
+        try:
+            if json.loads(marker.read_text()) == spec:
+                return interpreter
+        except ValueError:
+            pass
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([python, "-m", "venv", str(target)], check=True, timeout=300)
+    done = subprocess.run(
+        [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *extra, *requirements],
+        capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(target, ignore_errors=True)
+        raise RuntimeError(f"building the real environment {name} failed:\n{done.stderr[-3000:]}")
+    marker.write_text(json.dumps(spec))
+    return interpreter
+
+
+if __name__ == "__main__":  # python -m tests.real_envs NAME...: build ahead of a test run
+    for env_name in sys.argv[1:] or list(SPECS):
+        print(env_name, real_env(env_name), flush=True)

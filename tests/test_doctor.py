@@ -1,0 +1,353 @@
+"""compat doctor / check / env against FIXTURE environments (tests/fixture_envs.py).
+
+Real venvs made with real interpreters; the distributions and modules in them are fixtures that
+reproduce pairings and crash modes which cannot be installed on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from .conftest import ROOT, pyenv_python, run_compat
+from .fixture_envs import FixtureEnv
+
+SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "findings-v1.json").read_text())
+CLEAN_ENV = {k: "" for k in ("LD_PRELOAD", "CCL_ROOT", "I_MPI_ROOT", "FI_PROVIDER_PATH", "OMP_NUM_THREADS", "CCL_WORKER_COUNT")}
+
+
+def clean_environ(extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    env.update(extra or {})
+    return env
+
+
+def compat_json(command, python, *args, env=None, code=None, timeout=180):
+    done = subprocess.run(
+        [sys.executable, "-m", "compatmatrix", command, "--json", "--python", str(python), *args],
+        capture_output=True, text=True, timeout=timeout, env=clean_environ(env), check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, SCHEMA)
+    if code is not None:
+        assert done.returncode == code, json.dumps(data, indent=1)
+    return {c["id"]: c for c in data["checks"]}, data
+
+
+def python_or_skip(minor):
+    python = pyenv_python(minor)
+    if python is None:
+        pytest.skip(f"no pyenv CPython 3.{minor} on this machine")
+    return python
+
+
+# --- the probe on old and new interpreters -------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("minor, torch, ccl, module", [("6", "1.10.0", "1.10.0", "torch_ccl"), ("13", "2.7.0", "2.7.0", "oneccl_bindings_for_pytorch")])
+def test_probe_runs_under_old_and_new_python(tmp_path, minor, torch, ccl, module):
+    env = FixtureEnv(tmp_path / "env", python_or_skip(minor)).torch(torch).bindings(ccl, module=module)
+    checks, data = compat_json("check", env.python)
+    assert data["python_version"].startswith(f"3.{minor}.")
+    assert checks["packages.torch-installed"]["status"] == "pass"
+    assert checks["packages.ccl-torch"]["status"] == "pass"
+    assert checks["packages.python-support"]["status"] == "pass"
+    assert checks["oneccl.setvars"]["status"] == "fail"  # the fixture bindings ship env/setvars.sh, not sourced
+
+
+# --- pairings ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "torch, ccl, status, text",
+    [
+        ("1.12.1", "1.12.0", "fail", "pip install oneccl_bind_pt==1.12.100 -f https://developer.intel.com/ipex-whl-stable"),
+        ("1.12.0", "1.12.0", "pass", "oneccl_bind_pt 1.12.0 is built for torch 1.12.0"),
+        ("1.12.1", "1.12.100", "pass", "oneccl_bind_pt 1.12.100 is built for torch 1.12.1"),
+        ("1.12.0", "1.12.100", "fail", "pip install oneccl_bind_pt==1.12.0 -f https://developer.intel.com/ipex-whl-stable"),
+        ("1.13.1", "1.13.0", "fail", "No oneccl_bind_pt release is built for torch 1.13.1"),
+    ],
+)
+def test_oneccl_pairing_rules(tmp_path, torch, ccl, status, text):
+    env = FixtureEnv(tmp_path / "env", python_or_skip("10")).torch(torch).bindings(ccl)
+    checks, _ = compat_json("check", env.python, "--only", "packages.ccl-torch")
+    finding = checks["packages.ccl-torch"]
+    assert finding["status"] == status
+    assert text in finding["summary"] + finding["fix"]
+
+
+def test_ipex_pairing_names_the_guard_and_the_fix(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.8.0").ipex("2.7.0")
+    checks, _ = compat_json("check", env.python, code=1)
+    finding = checks["packages.ipex-torch"]
+    assert finding["status"] == "fail"
+    assert finding["summary"] == "intel-extension-for-pytorch 2.7.0 does not work with torch 2.8.0"
+    assert any("module 'os' has no attribute 'exit'" in e for e in finding["evidence"])
+    assert "intel-extension-for-pytorch==2.8.0" in finding["fix"]
+
+
+def test_companion_pin(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.8.0")
+    env.dist("torchvision", "0.22.0")
+    checks, _ = compat_json("check", env.python, "--only", "packages")
+    assert checks["packages.torchvision-torch"]["status"] == "fail"
+    assert checks["packages.torchvision-torch"]["fix"] == "pip install torchvision==0.23.0"
+
+
+@pytest.mark.parametrize(
+    "transformers, accelerate, status, text",
+    [
+        ("5.23.0", "1.15.0", "fail", "transformers 5.23.0 does not accept --ddp_backend ccl"),
+        ("5.0.0", "1.15.0", "fail", "accelerate 1.15.0 cannot run --ddp_backend ccl"),
+        ("5.0.0", "1.12.0", "pass", "transformers 5.0.0 accepts --ddp_backend ccl and accelerate 1.12.0 honours it"),
+        ("4.28.1", "0.18.0", "pass", "older --xpu_backend ccl"),
+        ("4.30.2", "0.29.1", "fail", "accelerate 0.29.1 cannot run --ddp_backend ccl"),
+    ],
+)
+def test_transformers_and_accelerate_gates_for_ccl(tmp_path, transformers, accelerate, status, text):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
+    env.dist("transformers", transformers)
+    env.dist("accelerate", accelerate)
+    checks, _ = compat_json("check", env.python, "--only", "packages.ccl-trainer")
+    assert checks["packages.ccl-trainer"]["status"] == status
+    assert text in checks["packages.ccl-trainer"]["summary"]
+
+
+def test_transformers_needs_newer_torch_and_accelerate(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.1.0")
+    env.dist("transformers", "5.23.0")
+    env.dist("accelerate", "0.30.0")
+    checks, _ = compat_json("check", env.python, "--only", "packages.transformers-torch")
+    finding = checks["packages.transformers-torch"]
+    assert finding["status"] == "fail"
+    assert finding["summary"] == "transformers 5.23.0 needs torch >= 2.6, torch 2.1.0 is installed"
+    assert "accelerate >= 1.1.0" in " ".join(finding["evidence"])
+
+
+def test_cuda_build_next_to_intel_packages(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.8.0").ipex("2.8.0")
+    env.dist("nvidia-cublas-cu12", "12.8.4.1")
+    checks, _ = compat_json("check", env.python, "--only", "packages.cuda-build")
+    assert checks["packages.cuda-build"]["status"] == "warn"
+    assert "--index-url https://download.pytorch.org/whl/cpu" in checks["packages.cuda-build"]["fix"]
+
+
+def test_duplicate_installs(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    other = tmp_path / "other-site"
+    env.dist("torch", "2.6.0", site=other)
+    (env.site / "zz-other.pth").write_text(str(other) + "\n")
+    checks, _ = compat_json("check", env.python, "--only", "packages.duplicates", code=1)
+    finding = checks["packages.duplicates"]
+    assert finding["summary"].endswith(": torch")
+    assert "2.7.0 at" in finding["evidence"][0] and "2.6.0 at" in finding["evidence"][0]
+
+
+def test_python_without_wheels_for_the_installed_release(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("1.12.0").bindings("1.12.0")  # this venv is Python 3.11; 1.12.0 has 3.7-3.10
+    checks, _ = compat_json("check", env.python, "--only", "packages.python-support")
+    assert checks["packages.python-support"]["status"] == "warn"
+    assert "oneccl-bind-pt 1.12.0 has no published wheel for Python 3.11" in checks["packages.python-support"]["summary"]
+
+
+def test_end_of_life_advice(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").ipex("2.7.0").bindings("2.7.0")
+    checks, _ = compat_json("check", env.python, "--only", "packages.eol")
+    assert checks["packages.eol"]["status"] == "warn"
+    assert "compat resolve --profile stock" in checks["packages.eol"]["fix"]
+
+
+# --- crash modes of the import probes -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ending, kind_text",
+    [
+        ("os_exit", "module 'os' has no attribute 'exit'"),
+        ("exit127", "exited with status 127"),
+        ("hard_exit", "ended hard (exit status 1)"),
+    ],
+)
+def test_ipex_guard_endings(tmp_path, ending, kind_text):
+    env = FixtureEnv(tmp_path / "env").torch("2.8.0").ipex("2.7.0", ending=ending)
+    checks, data = compat_json("doctor", env.python, "--only", "imports", code=1)
+    finding = checks["imports.ipex"]
+    assert finding["status"] == "fail"
+    assert finding["summary"] == "IPEX's version check refused torch 2.8.0: it needs PyTorch 2.7.*"
+    assert kind_text in " ".join(finding["evidence"])
+    assert checks["imports.torch"]["status"] == "pass"
+
+
+def test_illegal_instruction(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").ipex("2.7.0", ending="sigill")
+    checks, _ = compat_json("doctor", env.python, "--only", "imports.ipex", code=1)
+    assert checks["imports.ipex"]["summary"] == "importing intel_extension_for_pytorch hit an illegal instruction (SIGILL)"
+
+
+@pytest.mark.parametrize(
+    "ending, summary",
+    [
+        ("undefined_symbol", "importing oneccl_bindings_for_pytorch failed: undefined symbol _ZN3c1019UndefinedTensorImpl10_singletonE"),
+        ("abi_abort", "importing oneccl_bindings_for_pytorch aborted: 'Mismatch in kernel C++ signatures' (killed by signal SIGABRT)"),
+        ("missing_libccl", "importing oneccl_bindings_for_pytorch failed: libccl.so.1 cannot be found"),
+        ("no_register", "oneccl_bindings_for_pytorch imports but the ccl backend is not registered"),
+        ("ok", "oneccl_bindings_for_pytorch imports and registers the ccl backend"),
+    ],
+)
+def test_binding_crash_modes(tmp_path, ending, summary):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0", ending=ending)
+    checks, _ = compat_json("doctor", env.python, "--only", "imports.ccl")
+    assert checks["imports.ccl"]["summary"] == summary
+    assert checks["imports.ccl"]["status"] == ("pass" if ending == "ok" else "fail")
+
+
+def test_hanging_import_is_killed_and_reported(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0", ending="hang")
+    checks, _ = compat_json("doctor", env.python, "--only", "imports.ccl", "--import-timeout", "3", code=1)
+    assert checks["imports.ccl"]["summary"] == "importing oneccl_bindings_for_pytorch did not finish within 3 s"
+    left = subprocess.run(["pgrep", "-f", str(env.python)], capture_output=True, text=True, check=False)
+    assert left.stdout.strip() == "", "the hanging child must be gone"
+
+
+def test_doctor_survives_when_torch_itself_cannot_import(tmp_path):
+    env = FixtureEnv(tmp_path / "env")
+    env.dist("torch", "2.7.0")
+    env.module("torch/__init__.py", "raise ImportError('libtorch_cpu.so: cannot open shared object file: No such file or directory')\n")
+    env.ipex("2.7.0")
+    checks, data = compat_json("doctor", env.python, code=1)
+    assert checks["imports.torch"]["summary"] == "importing torch failed: libtorch_cpu.so cannot be found"
+    assert checks["imports.ipex"]["status"] == "fail"
+    assert checks["packages.ipex-torch"]["status"] == "pass"  # the static part still ran
+
+
+def test_static_paths_never_import_the_stack_in_compat_itself(tmp_path):
+    log = tmp_path / "imports.log"
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").ipex("2.7.0").bindings("2.7.0")
+    env.module("torch/__init__.py", f"""
+        import os
+        with open({str(log)!r}, "a") as handle:
+            handle.write(str(os.getpid()) + "\\n")
+        __version__ = "2.7.0"
+        class version:
+            cuda = None
+        from . import distributed
+    """)
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "doctor", "--json", "--python", str(env.python)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_environ())
+    process.communicate(timeout=180)
+    pids = set(log.read_text().split())
+    assert pids, "the import probes ran torch in child processes"
+    assert str(process.pid) not in pids
+    log.unlink()
+    subprocess.run([sys.executable, "-m", "compatmatrix", "check", "--python", str(env.python)], capture_output=True, timeout=120, env=clean_environ(), check=False)
+    assert not log.exists(), "compat check imports nothing of the stack, not even in a child"
+
+
+# --- the oneCCL environment and compat env --------------------------------------------------------
+
+
+def test_setvars_missing_then_compat_env_fixes_it(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
+    checks, _ = compat_json("check", env.python, "--only", "oneccl", code=1)
+    finding = checks["oneccl.setvars"]
+    assert finding["status"] == "fail"
+    assert "CCL_ROOT" in finding["summary"] and "I_MPI_ROOT" in finding["summary"] and "FI_PROVIDER_PATH" in finding["summary"]
+    assert finding["fix"].startswith('eval "$(compat env --python ')
+    assert checks["oneccl.mpirun"]["status"] == "warn"
+    # eval "$(compat env)" in bash, then check again in that environment
+    script = f'eval "$({sys.executable} -m compatmatrix env --python {env.python})" && {sys.executable} -m compatmatrix check --json --only oneccl --python {env.python}'
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True, timeout=120, env=clean_environ(), check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+    assert after["oneccl.setvars"]["status"] == "pass"
+    assert after["oneccl.fi-provider"]["status"] == "pass" and "libtcp-fi.so" in " ".join(after["oneccl.fi-provider"]["evidence"])
+    assert after["oneccl.mpirun"]["status"] == "pass"
+    assert after["oneccl.stale-prefix"]["status"] == "pass"
+
+
+def test_compat_env_output_for_each_shell(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
+    site = env.site / "oneccl_bindings_for_pytorch"
+    bash = run_compat("env", "--python", str(env.python), "--ranks-per-node", "1", env_extra=clean_environ())
+    assert bash.returncode == 0, bash.stderr
+    assert f"export CCL_ROOT={site}" in bash.stdout
+    assert "export CCL_WORKER_COUNT=1" in bash.stdout
+    cpus = len(os.sched_getaffinity(0))
+    assert f"export OMP_NUM_THREADS={max(1, cpus - 1)}" in bash.stdout
+    fish = run_compat("env", "--shell", "fish", "--python", str(env.python), env_extra=clean_environ())
+    assert f"set -gx CCL_ROOT '{site}'" in fish.stdout
+    assert "set -gx PATH " in fish.stdout and "export" not in fish.stdout
+
+
+def test_compat_env_without_bindings_is_a_clear_error(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    done = run_compat("env", "--python", str(env.python))
+    assert done.returncode == 2
+    assert "The oneCCL bindings (oneccl_bindings_for_pytorch / torch_ccl) are not installed" in done.stderr
+    assert "compat resolve torch==<your torch> ccl" in done.stderr
+
+
+def test_stale_prefix_from_another_environment(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
+    other = FixtureEnv(tmp_path / "old").torch("2.6.0").bindings("2.6.0")
+    stale = str(other.site / "oneccl_bindings_for_pytorch" / "lib")
+    checks, _ = compat_json("check", env.python, "--only", "oneccl.stale-prefix", env={"LD_LIBRARY_PATH": stale, "CCL_ROOT": str(other.site / "oneccl_bindings_for_pytorch")}, code=1)
+    finding = checks["oneccl.stale-prefix"]
+    assert "CCL_ROOT=" in finding["summary"] and "is not inside" in finding["summary"]
+    assert any("belongs to another Python environment" in e for e in finding["evidence"])
+
+
+# --- runtime -----------------------------------------------------------------------------------
+
+
+def test_ld_preload_entries(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    text_file = tmp_path / "libfake.so"
+    text_file.write_text("not a library")
+    checks, _ = compat_json("check", env.python, "--only", "runtime.ld-preload", env={"LD_PRELOAD": f"/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.5.9:{text_file}"}, code=1)
+    finding = checks["runtime.ld-preload"]
+    assert finding["summary"] == "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.5.9 does not exist"
+    assert f"{text_file} is not an ELF shared library" in finding["evidence"]
+
+
+def test_thread_oversubscription(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    cpus = len(os.sched_getaffinity(0))
+    checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", "2", env={"OMP_NUM_THREADS": str(cpus), "CCL_WORKER_COUNT": "1"}, code=1)
+    assert checks["runtime.threads"]["summary"] == f"2 ranks x (OMP_NUM_THREADS={cpus} + CCL_WORKER_COUNT=1) = {2 * (cpus + 1)} threads on {cpus} CPUs"
+    checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", "1", env={"OMP_NUM_THREADS": "1", "CCL_WORKER_COUNT": "0"}, code=0)
+    assert checks["runtime.threads"]["status"] == "pass"
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+
+def test_list_only_skip_and_unknown_ids(tmp_path):
+    listed = run_compat("check", "--list", env_extra={"COLUMNS": "200"})
+    assert listed.returncode == 0 and "packages.ccl-torch" in listed.stdout and "imports.ccl" not in listed.stdout
+    assert "imports.ccl" in run_compat("doctor", "--list", env_extra={"COLUMNS": "200"}).stdout
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    checks, _ = compat_json("check", env.python, "--only", "runtime", "--skip", "runtime.shm")
+    assert set(checks) == {"runtime.ld-preload", "runtime.threads", "runtime.isa"}
+    bad = run_compat("check", "--only", "packages.nope")
+    assert bad.returncode == 2 and "'packages.nope' is not a check id or area" in bad.stderr
+
+
+def test_human_output_groups_by_area_with_words(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("1.12.1").bindings("1.12.0")
+    done = run_compat("check", "--python", str(env.python), env_extra={"NO_COLOR": "1", "COLUMNS": "200", **clean_environ()})
+    assert done.returncode == 1
+    out = done.stdout
+    assert "\npackages\n" in out and "\noneccl\n" in out and "\nruntime\n" in out
+    assert "FAIL packages.ccl-torch: oneccl_bind_pt 1.12.0 does not work with torch 1.12.1" in out
+    assert "fix: pip install oneccl_bind_pt==1.12.100" in out
+    assert "FAIL:" in out.splitlines()[-1]
+    assert "\x1b[" not in out
