@@ -14,7 +14,7 @@ from . import __version__
 from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError
 from .matrix.load import load_matrix
 from .matrix.model import Component, Matrix
-from .render import dump_json, make_console, matrix_json, matrix_rows, outcome_json, render_matrix, render_outcome
+from .render import EXIT_BROKEN_PIPE, dump_json, make_console, matrix_json, matrix_rows, outcome_json, render_matrix, render_outcome
 from .resolve import build_request, resolve
 from .target import Platform, PythonTarget
 
@@ -239,6 +239,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("compat: interrupted.\n")
         return 130
+    except BrokenPipeError:
+        # The reader went away (`compat resolve --json | head`): not "problems found".
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,11 +8,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .matrix.model import COMPONENT_ORDER, CclRelease, Component, IpexRelease, LibraryLine, Matrix
 from .resolve import Alternative, CandidateTable, Request, Resolution, complete_set, resolve
-from .rules import Candidate, Rejection, all_versions, candidates, ipex_torch_phrase, pair_problem, releases_of, spec_text
+from .rules import (
+    Candidate,
+    Rejection,
+    all_versions,
+    candidates,
+    ccl_torch_phrase,
+    ipex_torch_phrase,
+    is_pin,
+    pair_problem,
+    releases_of,
+    spec_text,
+    yanked_wheels,
+)
 
 MAX_LISTED = 3
 MAX_ALTERNATIVES = 4
@@ -29,12 +42,55 @@ def _rejection_index(table: CandidateTable) -> dict[tuple[Component, Version], R
     return {(r.component, r.version): r for rejected in table.rejected.values() for r in rejected}
 
 
+def distance(a: Version, b: Version) -> tuple:
+    """How far two versions are apart, release segment by segment (major first)."""
+    ra, rb = a.release + (0,) * 4, b.release + (0,) * 4
+    return tuple(abs(x - y) for x, y in zip(ra[:4], rb[:4]))
+
+
+def by_nearness(versions: Sequence[Version], target: Version) -> list[Version]:
+    """Releases nearest to ``target`` first: the same major.minor, then by position in release order
+    (a step down before a step up)."""
+    ordered = sorted(set(versions))
+    position = sum(1 for v in ordered if v < target)
+
+    def key(version: Version) -> tuple:
+        index = ordered.index(version)
+        steps = position - index if version < target else index - position + 1
+        return (version.release[:2] != target.release[:2], steps, version > target)
+
+    return sorted((v for v in ordered if v != target), key=key)
+
+
+def _torch_of(candidate: Candidate) -> Optional[Version]:
+    release = candidate.release
+    if isinstance(release, (IpexRelease, CclRelease)):
+        return release.torch
+    if isinstance(release, LibraryLine):
+        return release.torch_min
+    return None
+
+
+def nearest_first(items: Sequence[Candidate], torches: Sequence[Version]) -> list[Candidate]:
+    """Candidates ordered by how close the torch they need is to the allowed torch releases."""
+    if not torches:
+        return list(items)
+
+    def key(candidate: Candidate) -> tuple:
+        needed = _torch_of(candidate)
+        if needed is None:
+            return ((99,), -candidate.version.release[0])
+        return (min(distance(needed, t) for t in torches), tuple(-x for x in candidate.version.release))
+
+    return sorted(items, key=key)
+
+
 def _needs_torch(component: Component, candidate: Candidate) -> str:
     release = candidate.release
     if isinstance(release, IpexRelease):
         return f"intel-extension-for-pytorch {candidate.version} {ipex_torch_phrase(release)}"
     if isinstance(release, CclRelease):
-        return f"oneccl_bind_pt {candidate.version} is built for torch {release.torch} only"
+        return f"oneccl_bind_pt {candidate.version} {ccl_torch_phrase(release)}"
     if isinstance(release, LibraryLine) and release.torch_min is not None:
         return f"{release.package} {candidate.version} needs torch >= {release.torch_min}"
     return f"{component.label} {candidate.version} fits no allowed torch"
@@ -79,15 +135,13 @@ def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component
             f"the matrix knows {label} {known[-1]} to {known[0]}."
         ]
     scope = f"matching {spec_text(component, spec)} " if spec is not None else ""
-    out = [f"No {label} release {scope}can be used for Python {request.python.label}:"]
+    python_bound = any(r.kind in ("python", "requires-python") for r in other)
+    out = [f"No {label} release {scope}can be used" + (f" for Python {request.python.label}:" if python_bound else " here:")]
     out.extend(f"  {line}" for line in _grouped(other))
     if spec is not None:
         usable, _ = candidates(matrix, component, request.python, None, request.features)
         if usable:
-            out.append(
-                f"{label} releases usable with Python {request.python.label}: "
-                f"{versions_text([c.version for c in usable], limit=4)}."
-            )
+            out.append(f"  (without {spec_text(component, spec)}, these would do: {versions_text([c.version for c in usable], limit=4)})")
     return out
 
 
@@ -160,7 +214,7 @@ def _explain_torch_mismatch(
     torch_versions: Sequence[Version],
 ) -> list[str]:
     out = []
-    for candidate in table.kept[component][:MAX_LISTED]:
+    for candidate in nearest_first(table.kept[component], torch_versions)[:MAX_LISTED]:
         needed = _torch_versions_for(matrix, candidate)
         why = [rejections[(Component.TORCH, v)].reason for v in needed if (Component.TORCH, v) in rejections]
         sentence = _needs_torch(component, candidate)
@@ -170,7 +224,7 @@ def _explain_torch_mismatch(
             sentence += "; " + "; ".join(dict.fromkeys(why))
         out.append(sentence + ".")
     if len(table.kept[component]) > MAX_LISTED:
-        out.append(f"... and {len(table.kept[component]) - MAX_LISTED} older {component.label} releases fit no allowed torch either.")
+        out.append(f"... and {len(table.kept[component]) - MAX_LISTED} other {component.label} releases fit no allowed torch either.")
     for torch in torch_versions[:2]:
         partners = [r for r in releases_of(matrix, component) if _release_fits_torch(component, r, torch)]
         if not partners:
@@ -193,22 +247,69 @@ def _release_fits_torch(component: Component, release, torch: Version) -> bool:
     return torch_pair_problem(component, release, version, torch) is None
 
 
-def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
-    """The nearest requests that do resolve: one constraint dropped, another Python, a package left out."""
-    found: list[Alternative] = []
+MAX_REPLACEMENT_TRIES = 12
 
-    def attempt(change: str, changed: Request) -> None:
+
+def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
+    """The nearest requests that resolve: a pin moved to the nearest release that works, a constraint
+    dropped, a yanked release pinned, another Python, the sibling profile, a package left out."""
+    found: list[Alternative] = []
+    seen: set = set()
+
+    def attempt(change: str, changed: Request) -> bool:
         if len(found) >= MAX_ALTERNATIVES:
-            return
+            return False
         outcome = resolve(matrix, changed, explain=False)
         if isinstance(outcome, Resolution):
-            found.append(Alternative(change, outcome))
+            key = (changed.python.version, tuple(sorted((c.distribution, str(p.version)) for c, p in outcome.picks.items())))
+            if key not in seen:
+                seen.add(key)
+                found.append(Alternative(change, outcome))
+            return True
+        return False
 
+    for component in request.ordered_components:
+        spec = request.spec(component)
+        if spec is None:
+            continue
+        remaining = {c: s for c, s in request.specifiers.items() if c is not component}
+        if is_pin(spec):
+            pinned = Version(next(iter(spec)).version)
+            others = by_nearness(all_versions(matrix, component), pinned)
+            for version in others[:MAX_REPLACEMENT_TRIES]:
+                replaced = dict(remaining)
+                replaced[component] = SpecifierSet(f"=={version}")
+                if attempt(f"change {spec_text(component, spec)} to {component.label}=={version}", request.replace(specifiers=replaced)):
+                    break
+    table = None
+    for component in request.ordered_components:
+        if is_pin(request.spec(component)):
+            continue
+        if table is None:
+            from .resolve import candidate_table
+
+            table = candidate_table(matrix, request)
+        if table.kept[component]:
+            continue
+        yanked = [r for r in table.rejected[component] if r.kind == "yanked"]
+        for rejection in sorted(yanked, key=lambda r: r.version, reverse=True)[:3]:
+            pinned_spec = dict(request.specifiers)
+            pinned_spec[component] = SpecifierSet(f"=={rejection.version}")
+            if attempt(f"pin {component.label}=={rejection.version} ({rejection.reason.split('; pin')[0]})", request.replace(specifiers=pinned_spec)):
+                break
     for component in request.ordered_components:
         spec = request.spec(component)
         if spec is not None:
             remaining = {c: s for c, s in request.specifiers.items() if c is not component}
             attempt(f"drop the constraint {spec_text(component, spec)}", request.replace(specifiers=remaining))
+    if request.profile is not None:
+        sibling = {"ddp-ccl": "ddp-ccl-legacy", "ddp-ccl-legacy": "ddp-ccl"}.get(request.profile)
+        if sibling in matrix.profiles:
+            profile = matrix.profiles[sibling]
+            attempt(
+                f"use --profile {sibling} ({profile.description.split(':')[0]})",
+                request.replace(profile=sibling, features=profile.features, components=request.components | profile.components),
+            )
     low, high = matrix.policy.python_range
     pythons = [Version(f"3.{minor}") for minor in range(low.minor, high.minor + 1)]
     pythons = sorted(
@@ -217,13 +318,12 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
     )
     python_found = 0
     for python in pythons:
-        if python_found == 2:
+        if python_found == 2 or len(found) >= MAX_ALTERNATIVES:
             break
-        before = len(found)
         from .target import PythonTarget
 
-        attempt(f"use Python {python}", request.replace(python=PythonTarget(python, None, f"alternative Python {python}")))
-        python_found += len(found) - before
+        if attempt(f"use Python {python}", request.replace(python=PythonTarget(python, None, f"alternative Python {python}"))):
+            python_found += 1
     if not found:
         for component in (Component.CCL, Component.IPEX):
             if component in request.components:
@@ -280,7 +380,7 @@ def _why_not(
                 continue
             fitting = [c for c in table.kept[other] if pair_problem(c, candidate) is None]
             if not fitting:
-                example = table.kept[other][0]
+                example = nearest_first(table.kept[other], [candidate.version])[0]
                 return f"no allowed {other.label} release pairs with it ({pair_problem(example, candidate)})"
         if complete_set(table, candidate, request.ordered_components) is None:
             return "transformers and accelerate have no pair that fits it"
@@ -291,6 +391,12 @@ def _why_not(
         problem = pair_problem(candidate, pick)
         if problem:
             return problem
+    chosen_torch = picks.get(Component.TORCH)
+    if component is Component.IPEX and chosen_torch is not None and isinstance(candidate.release, IpexRelease):
+        return (
+            f"it is built for torch {candidate.release.torch}, while {picks[component].version} is built for the chosen "
+            f"torch {chosen_torch.version} (the exact build is preferred)"
+        )
     if component is Component.TRANSFORMERS:
         return "no allowed accelerate release fits it together with the chosen torch"
     return "not chosen"  # pragma: no cover
@@ -327,7 +433,20 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[str]:
                 f"{pick}: not verified against a live source: {', '.join(unverified)} "
                 f"(compat matrix --package {component.distribution} --sources)."
             )
+    for component, pick in picks.items():
+        yanked = yanked_wheels(pick.release)
+        if yanked is not None:
+            why = f": {yanked.yanked_reason}" if yanked.yanked_reason else ""
+            out.append(f"{pick} is yanked on {yanked.host}{why} (used because you pinned it).")
+    ipex, torch = picks.get(Component.IPEX), picks.get(Component.TORCH)
+    if ipex is not None and torch is not None and isinstance(ipex.release, IpexRelease) and ipex.release.torch != torch.version:
+        out.append(
+            f"{ipex} was built against torch {ipex.release.torch}; its import check accepts torch {torch.version}. "
+            f"Pin torch=={ipex.release.torch} to match the build exactly."
+        )
     ccl = picks.get(Component.CCL)
+    if ccl is not None and Component.ACCELERATE in picks:
+        out.append("export CCL_WORKER_COUNT=1 (or more) before launching: without it accelerate quietly picks gloo instead of ccl.")
     if ccl is not None and isinstance(ccl.release, CclRelease):
         release = ccl.release
         if release.has_cwd:
@@ -335,4 +454,19 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[str]:
         else:
             locate = f'$(python -c "import torch, {release.module}, os; print(os.path.dirname({release.module}.__file__))")'
         out.append(f"After installing, set up oneCCL: source {locate}/{release.setvars}")
+    return out
+
+
+def yanked_newer_notes(table: CandidateTable, picks: Mapping[Component, Candidate]) -> list[str]:
+    """Newer releases skipped only because PyPI yanked them: say so, and how to pin one anyway."""
+    out = []
+    for component, pick in picks.items():
+        newer = sorted((r for r in table.rejected.get(component, ()) if r.kind == "yanked" and r.version > pick.version), key=lambda r: r.version)
+        if newer:
+            reason = newer[-1].reason.split(" is yanked on ", 1)[1].split("; pin", 1)[0]
+            span = f"{newer[0].version} to {newer[-1].version}" if len(newer) > 1 else str(newer[0].version)
+            out.append(
+                f"newer {component.label} releases ({span}) are yanked on {reason}: they were skipped; "
+                f"to use one anyway, pin it: compat resolve {component.label}=={newer[-1].version} ..."
+            )
     return out

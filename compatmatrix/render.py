@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -14,14 +16,25 @@ from rich.table import Table
 
 from .matrix.model import COMPONENT_ORDER, Component, Matrix
 from .resolve import Conflict, Outcome, Resolution
-from .rules import Candidate, ipex_accepts_torch, python_list
+from .rules import Candidate, ipex_accepts_torch, python_list, yanked_wheels
 
 JSON_SCHEMA_VERSION = 1
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports it: not "problems found" (1)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # The reader went away (`compat matrix | head`). rich would exit 1, our "problems found".
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(EXIT_BROKEN_PIPE)
+
+
 def make_console(no_color: bool = False, stderr: bool = False) -> Console:
     # rich already honours NO_COLOR and only colours a terminal; --no-color forces it off.
-    return Console(no_color=no_color or None, stderr=stderr, highlight=False, soft_wrap=False)
+    return _Console(no_color=no_color or None, stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def dump_json(data: Mapping[str, Any]) -> str:
@@ -72,13 +85,19 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         "alternatives": [],
         "unsupported": False,
         "sources": {},
+        "yanked": {},
     }
     if isinstance(outcome, Resolution):
         picks = outcome.picks
         data["packages"] = _picks_json(picks)
         data["indexes"] = {c.distribution: _index_json(picks[c]) for c in COMPONENT_ORDER if c in picks}
         data["explanation"] = list(outcome.reasons)
-        data["notes"] = list(outcome.notes)
+        data["notes"] = list(request.notes) + list(outcome.notes)
+        data["yanked"] = {
+            c.distribution: (yanked.yanked_reason or "yanked")
+            for c in COMPONENT_ORDER
+            if c in picks and (yanked := yanked_wheels(picks[c].release)) is not None
+        }
         data["sources"] = {
             c.distribution: _sources(picks[c])
             for c in COMPONENT_ORDER
@@ -86,9 +105,17 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         }
     else:
         data["explanation"] = list(outcome.reasons)
+        data["notes"] = list(request.notes)
         data["unsupported"] = outcome.unsupported
         data["alternatives"] = [
-            {"change": alt.change, "python": alt.resolution.request.python.label, "packages": _picks_json(alt.resolution.picks)}
+            {
+                "change": alt.change,
+                "python": alt.resolution.request.python.label,
+                "profile": alt.resolution.request.profile,
+                "constraints": {c.distribution: str(s) for c, s in alt.resolution.request.specifiers.items()},
+                "packages": _picks_json(alt.resolution.picks),
+                "indexes": {c.distribution: _index_json(alt.resolution.picks[c]) for c in COMPONENT_ORDER if c in alt.resolution.picks},
+            }
             for alt in outcome.alternatives
         ]
     return data
@@ -107,6 +134,8 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
     if constraints:
         header += f" · {constraints}"
     console.print(escape(header), style="dim")
+    for note in request.notes:
+        console.print(f"  note: {escape(note)}", style="dim")
     if isinstance(outcome, Resolution):
         console.print("[bold green]OK[/] a consistent set exists:")
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")

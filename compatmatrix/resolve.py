@@ -32,6 +32,7 @@ class Request:
     specifiers: Mapping[Component, SpecifierSet] = field(default_factory=lambda: MappingProxyType({}))
     features: tuple[tuple[str, str], ...] = ()
     profile: Optional[str] = None
+    notes: tuple[str, ...] = ()  # how the request was read (local labels dropped, no profile, ...)
 
     def spec(self, component: Component) -> Optional[SpecifierSet]:
         return self.specifiers.get(component)
@@ -88,8 +89,13 @@ def build_request(
     with_components = list(with_components)
     requirements = list(requirements)
 
+    notes: list[str] = []
     if profile is None and not with_components and not requirements:
         profile = matrix.policy.default_profile
+    elif profile is None:
+        notes.append(
+            f"no profile: resolving only the packages named (and torch); add --profile {matrix.policy.default_profile} for the full stack"
+        )
     if profile is not None:
         if profile not in matrix.profiles:
             raise UsageError(f"'{profile}' is not a profile.", f"Use one of: {', '.join(sorted(matrix.profiles))}.")
@@ -107,8 +113,11 @@ def build_request(
             raise UsageError(f"'{text}' has a URL, marker or extras, which compat resolve does not take.", "Give a name and a version specifier only.")
         component = _component(requirement.name)
         components.add(component)
-        if requirement.specifier:
-            specifiers[component] = specifiers[component] & requirement.specifier if component in specifiers else requirement.specifier
+        specifier, label_note = _without_local_labels(component, requirement.specifier)
+        if label_note:
+            notes.append(label_note)
+        if specifier:
+            specifiers[component] = specifiers[component] & specifier if component in specifiers else specifier
     if Component.TRANSFORMERS in components:
         components.add(Component.ACCELERATE)  # the Trainer needs accelerate
     if Component.CCL in components and not any(package != "torch" for package, _ in features):
@@ -121,6 +130,25 @@ def build_request(
         specifiers=MappingProxyType(specifiers),
         features=tuple(dict.fromkeys(features)),
         profile=profile,
+        notes=tuple(notes),
+    )
+
+
+def _without_local_labels(component: Component, spec: SpecifierSet) -> tuple[SpecifierSet, str]:
+    """``torch==1.12.1+cpu`` -> ``torch==1.12.1``: the label names a build, which the host choice already makes."""
+    if not any("+" in s.version for s in spec):
+        return spec, ""
+    parts = []
+    for single in spec:
+        version = single.version
+        if "+" in version:
+            public, _, label = version.partition("+")
+            version = public
+        parts.append(f"{single.operator}{version}")
+    stripped = SpecifierSet(",".join(parts))
+    return stripped, (
+        f"{component.label}{spec} is read as {component.label}{stripped}: the local label (+{label}) names a build; "
+        "compat takes each package's CPU build from its host (see the 'from' column)"
     )
 
 
@@ -227,5 +255,5 @@ def resolve(matrix: Matrix, request: Request, *, explain: bool = True) -> Outcom
     return dataclasses.replace(
         resolution,
         reasons=tuple(explanations.pick_reasons(matrix, request, table, picks)),
-        notes=tuple(explanations.notes(matrix, picks)),
+        notes=tuple(explanations.notes(matrix, picks) + explanations.yanked_newer_notes(table, picks)),
     )

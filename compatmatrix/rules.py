@@ -110,6 +110,11 @@ def all_versions(matrix: Matrix, component: Component) -> list[Version]:
     return sorted(versions, reverse=True)
 
 
+def yanked_wheels(release) -> Optional[WheelSet]:
+    """The wheel set that marks this release yanked (PyPI), or None."""
+    return next((w for w in getattr(release, "wheels", ()) if w.yanked), None)
+
+
 def _wheel_candidate(
     matrix: Matrix,
     component: Component,
@@ -120,25 +125,22 @@ def _wheel_candidate(
     by_host = {w.host: w for w in release.wheels}
     order = [h for h in matrix.policy.host_preference[component] if h in by_host]
     order += [h for h in by_host if h not in order]
-    yanked_hosts = []
+    yanked = yanked_wheels(release)
     for host_id in order:
         wheels = by_host[host_id]
         if not wheels.has_python(python.version):
             continue
-        if wheels.yanked and not pinned:
-            yanked_hosts.append(wheels)
-            continue
+        if yanked is not None and not pinned:
+            # Yanked is a property of the version, not of one host: the same build on another
+            # host is no better. Only an explicit == pin takes it.
+            why = f" ({yanked.yanked_reason})" if yanked.yanked_reason else ""
+            return Rejection(
+                component,
+                release.version,
+                "yanked",
+                f"{component.label} {release.version} is yanked on {yanked.host}{why}; pin {component.label}=={release.version} to use it anyway",
+            )
         return Candidate(component, release.version, release, matrix.hosts[host_id], wheels)
-    if yanked_hosts:
-        why = yanked_hosts[0].yanked_reason
-        return Rejection(
-            component,
-            release.version,
-            "yanked",
-            f"{component.label} {release.version} is yanked on {yanked_hosts[0].host}"
-            + (f" ({why})" if why else "")
-            + f"; pin {component.label}=={release.version} to use it anyway",
-        )
     coverage = "; ".join(f"{w.host}: {python_list(w.python)}" for w in release.wheels)
     return Rejection(
         component,
@@ -237,8 +239,8 @@ def torch_pair_problem(component: Component, release: Release, version: Version,
             return f"intel-extension-for-pytorch {version} {ipex_torch_phrase(release)}, not torch {torch}"
         return None
     if isinstance(release, CclRelease):
-        if torch != release.torch:
-            return f"oneccl_bind_pt {version} is built for torch {release.torch} only, not torch {torch}"
+        if torch not in release.torch_versions:
+            return f"oneccl_bind_pt {version} {ccl_torch_phrase(release)}, not torch {torch}"
         return None
     if isinstance(release, LibraryLine):
         if release.torch_min is not None and torch < release.torch_min:
@@ -257,6 +259,13 @@ def ipex_torch_phrase(release: IpexRelease) -> str:
     if str(release.torch_accepts):
         return f"is built for torch {release.torch} and its import check accepts only torch{release.torch_accepts}"
     return f"is built for torch {release.torch} and works only with torch {series} (it has no import check)"
+
+
+def ccl_torch_phrase(release: CclRelease) -> str:
+    if release.torch_also:
+        also = ", ".join(str(v) for v in release.torch_also)
+        return f"is built for torch {release.torch} only (Intel also ships it with torch {also})"
+    return f"is built for torch {release.torch} only"
 
 
 def transformers_accelerate_problem(line: LibraryLine, version: Version, accelerate: Version) -> Optional[str]:

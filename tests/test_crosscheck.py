@@ -24,7 +24,7 @@ def fixture_registry():
     """FIXTURE listing that agrees with tests/fixtures/mini_matrix.toml."""
     return {
         "torch": {"releases": {v: [wheel("torch", v, m) for m in (8, 9, 10)] for v in ("1.12.0", "1.12.1")}},
-        "intel-extension-for-pytorch": {"releases": {"1.12.100": [wheel("intel_extension_for_pytorch", "1.12.100", m) for m in (8, 9, 10)]}},
+        "intel-extension-for-pytorch": {"releases": {v: [wheel("intel_extension_for_pytorch", v, m) for m in (8, 9, 10)] for v in ("1.12.100", "1.12.300")}},
         "transformers": {"releases": {
             "4.30.0": [{"filename": "transformers-4.30.0-py3-none-any.whl", "yanked": False, "requires_python": ">=3.8"}],
             "4.30.1": [{"filename": "transformers-4.30.1-py3-none-any.whl", "yanked": False, "requires_python": ">=3.8"}],

@@ -48,7 +48,8 @@ def binary_candidates(name, python, spec):
         version = Version(entry["version"])
         if not allowed(spec, version):
             continue
-        if any(python in w["python"] and (not w.get("yanked", False) or pinned(spec)) for w in entry["wheels"]):
+        yanked = any(w.get("yanked", False) for w in entry["wheels"])  # yanked anywhere: the version is yanked
+        if any(python in w["python"] for w in entry["wheels"]) and (not yanked or pinned(spec)):
             out.append((version, entry))
     return sorted(out, key=lambda item: item[0], reverse=True)
 
@@ -78,7 +79,7 @@ def fits(name, entry, version, chosen) -> bool:
         built = Version(entry["torch"])
         return torch.release[:2] == built.release[:2] and SpecifierSet(entry["torch_accepts"]).contains(torch, prereleases=True)
     if name == "oneccl-bind-pt":
-        return torch == Version(entry["torch"])
+        return torch in {Version(entry["torch"]), *(Version(v) for v in entry.get("torch_also", []))}
     if entry.get("torch_min") and torch < Version(entry["torch_min"]):
         return False
     if name == "accelerate" and "transformers" in chosen:
@@ -134,10 +135,14 @@ def _versions(name):
     return sorted({e["version"] for e in RAW[RAW_KEY[name]]}, key=Version)
 
 
+PROFILES = [None, "ddp-ccl", "ddp-ccl-legacy", "ipex", "ccl", "stock"]
+
+
 @st.composite
 def requests(draw):
     python = draw(st.sampled_from([f"3.{m}" for m in range(6, 15)]))
-    components = draw(st.sampled_from(COMPONENT_SETS))
+    profile = draw(st.sampled_from(PROFILES))
+    components = draw(st.sampled_from(COMPONENT_SETS)) if profile is None else tuple(sorted(RAW["profiles"][profile]["components"]))
     requirements = []
     for name in components:
         if draw(st.integers(0, 2)) == 0:  # a third of the time, constrain this package
@@ -148,11 +153,14 @@ def requests(draw):
             requirements.append(f"{name}{op}{version}")
         else:
             requirements.append(name)
-    return python, requirements
+    return python, requirements, profile
 
 
-def _check(matrix, python, requirements):
-    request = make_request(matrix, python, *requirements)
+def _check(matrix, python, requirements, profile=None):
+    request = make_request(matrix, python, *requirements, profile=profile)
+    if profile is not None:  # the profile's features, read from the raw TOML
+        expected_features = {tuple(f.split(":")) for f in RAW["profiles"][profile].get("features", [])}
+        assert set(request.features) == expected_features
     outcome = resolve(matrix, request, explain=False)
     specs = {c.distribution: s for c, s in request.specifiers.items()}
     expected = brute_force(python, {c.distribution for c in request.components}, specs, request.features)
@@ -186,8 +194,8 @@ def test_resolver_agrees_with_brute_force(matrix, args):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(args=requests())
 def test_conflicts_are_explained_and_alternatives_really_resolve(matrix, args):
-    python, requirements = args
-    outcome = resolve(matrix, make_request(matrix, python, *requirements))
+    python, requirements, profile = args
+    outcome = resolve(matrix, make_request(matrix, python, *requirements, profile=profile))
     if outcome.ok:
         assert len(outcome.reasons) == len(outcome.picks)
         return

@@ -75,6 +75,7 @@ def test_pinned_release_without_a_wheel_for_this_python_is_explained(matrix):
     assert "oneccl_bind_pt 1.12.0 has no wheel for Python 3.11" in text
     assert "3.7, 3.8, 3.9, 3.10" in text
     changes = [a.change for a in outcome.alternatives]
+    assert changes[0] == "change oneccl_bind_pt==1.12.0 to oneccl_bind_pt==2.0.0"  # the nearest release with a 3.11 wheel
     assert "drop the constraint oneccl_bind_pt==1.12.0" in changes
     assert "use Python 3.10" in changes
     python_310 = next(a for a in outcome.alternatives if a.change == "use Python 3.10")
@@ -89,8 +90,8 @@ def test_mismatched_pins_explain_the_1_12_trap(matrix):
         "torch 1.12.1 pairs with oneccl_bind_pt 1.12.100, but you asked for oneccl_bind_pt==1.12.0.",
     )
     alternatives = {a.change: versions(a.resolution) for a in outcome.alternatives}
-    assert alternatives["drop the constraint torch==1.12.1"] == {"torch": "1.12.0", "oneccl-bind-pt": "1.12.0"}
-    assert alternatives["drop the constraint oneccl_bind_pt==1.12.0"] == {"torch": "1.12.1", "oneccl-bind-pt": "1.12.100"}
+    assert alternatives["change torch==1.12.1 to torch==1.12.0"] == {"torch": "1.12.0", "oneccl-bind-pt": "1.12.0"}
+    assert alternatives["change oneccl_bind_pt==1.12.0 to oneccl_bind_pt==1.12.100"] == {"torch": "1.12.1", "oneccl-bind-pt": "1.12.100"}
 
 
 def test_ipex_and_ccl_that_need_different_torch(matrix):
@@ -102,7 +103,8 @@ def test_ipex_and_ccl_that_need_different_torch(matrix):
         "oneccl_bind_pt 2.0.0 fits torch 2.0.0."
     )
     changes = [a.change for a in outcome.alternatives]
-    assert changes[:2] == ["drop the constraint intel-extension-for-pytorch==2.1.100", "drop the constraint oneccl_bind_pt==2.0.0"]
+    assert changes[0] == "change intel-extension-for-pytorch==2.1.100 to intel-extension-for-pytorch==2.0.100"
+    assert "change oneccl_bind_pt==2.0.0 to oneccl_bind_pt==2.1.0" in changes
 
 
 @pytest.mark.parametrize(
@@ -116,27 +118,86 @@ def test_non_linux_x86_64_platforms_are_not_supported(matrix, tag):
 
 
 def test_yanked_release_only_when_pinned(matrix):
-    # Every PyPI file of IPEX 2.5.0 is yanked; the Intel index still serves it.
+    # Every PyPI file of IPEX 2.5.0 is yanked "for security."; the same build on Intel's index is no better.
     unpinned = resolve(matrix, make_request(matrix, "3.11", "ipex>=2.5,<2.6"))
-    assert versions(unpinned)["intel-extension-for-pytorch"] == "2.5.0"
-    assert unpinned.picks[IPEX].host.id == "intel-cpu-us"
+    assert isinstance(unpinned, Conflict)
+    assert "intel-extension-for-pytorch 2.5.0 is yanked on pypi (for security.)" in "\n".join(unpinned.reasons)
+    assert unpinned.alternatives[0].change.startswith("pin intel-extension-for-pytorch==2.5.0")
     pinned = resolve(matrix, make_request(matrix, "3.11", "ipex==2.5.0"))
+    assert versions(pinned)["intel-extension-for-pytorch"] == "2.5.0"
     assert pinned.picks[IPEX].host.id == "pypi"
-    yanked_tf = next(line for line in matrix.transformers if line.yanked)
-    version = sorted(yanked_tf.yanked)[0]
-    outcome = resolve(matrix, make_request(matrix, "3.11", f"transformers=={version}", profile="stock"))
-    if isinstance(outcome, Resolution):
-        assert outcome.picks[TF].version == version
-    unpinned_line = resolve(matrix, make_request(matrix, "3.11", f"transformers>={version},<={version}", profile="stock"))
-    assert isinstance(unpinned_line, Conflict)
-    assert "yanked" in "\n".join(unpinned_line.reasons)
+    assert "intel-extension-for-pytorch 2.5.0 is yanked on pypi: for security. (used because you pinned it)." in pinned.notes
 
 
-def test_ipex_prefers_the_build_for_the_exact_torch(matrix):
-    got = versions(resolve(matrix, make_request(matrix, "3.7", "torch==1.13.0", profile="ipex")))
-    assert got["intel-extension-for-pytorch"] == "1.13.0"  # 1.13.100 is built for torch 1.13.1
-    got = versions(resolve(matrix, make_request(matrix, "3.7", "torch==1.13.1", profile="ipex")))
-    assert got["intel-extension-for-pytorch"] == "1.13.100"
+def test_yanked_transformers_release_only_when_pinned(matrix):
+    line = next(line for line in matrix.transformers if line.yanked and line.requires_python.contains(Version("3.11.0")))
+    version = sorted(line.yanked)[0]
+    pinned = resolve(matrix, make_request(matrix, "3.11", f"transformers=={version}", profile="stock"))
+    assert versions(pinned)["transformers"] == str(version)
+    ranged = resolve(matrix, make_request(matrix, "3.11", f"transformers>={version},<={version}", profile="stock"))
+    assert isinstance(ranged, Conflict)
+    assert f"transformers {version} is yanked on PyPI" in "\n".join(ranged.reasons)
+
+
+def test_newer_yanked_releases_are_named_with_the_pin_to_use(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.8", profile="ddp-ccl"))
+    assert versions(outcome)["intel-extension-for-pytorch"] == "1.10.0"  # never on PyPI, so never yanked there
+    assert any(n.startswith("newer intel-extension-for-pytorch releases (1.10.100 to 2.4.0) are yanked on pypi (for security.)") for n in outcome.notes)
+    pinned = resolve(matrix, make_request(matrix, "3.8", "intel-extension-for-pytorch==2.4.0", profile="ddp-ccl"))
+    assert versions(pinned)["torch"] == "2.4.0" and versions(pinned)["oneccl-bind-pt"] == "2.4.0"
+
+
+def test_ipex_prefers_the_build_for_the_exact_torch(mini_matrix):
+    # FIXTURE matrix: IPEX 1.12.100 is built for torch 1.12.0, 1.12.300 for 1.12.1; both accept 1.12.*
+    got = versions(resolve(mini_matrix, make_request(mini_matrix, "3.9", "torch==1.12.0", profile=None, with_=("ipex",))))
+    assert got["intel-extension-for-pytorch"] == "1.12.100"
+    got = versions(resolve(mini_matrix, make_request(mini_matrix, "3.9", "torch==1.12.1", with_=("ipex",))))
+    assert got["intel-extension-for-pytorch"] == "1.12.300"
+
+
+def test_pinned_ipex_with_a_newer_torch_patch_says_so(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.11", "ipex==2.3.0"))
+    assert versions(outcome)["torch"] == "2.3.1"
+    assert any("was built against torch 2.3.0; its import check accepts torch 2.3.1. Pin torch==2.3.0" in n for n in outcome.notes)
+
+
+def test_local_version_labels_are_read_as_builds(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.9", "torch==1.12.1+cpu", "ccl"))
+    assert versions(outcome) == {"torch": "1.12.1", "oneccl-bind-pt": "1.12.100"}
+    assert any("torch==1.12.1+cpu is read as torch==1.12.1" in n for n in outcome.request.notes)
+
+
+def test_nearest_change_for_a_pin_that_has_no_partner(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.11", "torch==2.0.1", "ccl"))
+    assert isinstance(outcome, Conflict)
+    assert outcome.reasons[0] == "oneccl_bind_pt 2.0.0 is built for torch 2.0.0 only; you asked for torch==2.0.1."
+    assert outcome.alternatives[0].change == "change torch==2.0.1 to torch==2.0.0"
+    assert versions(outcome.alternatives[0].resolution) == {"torch": "2.0.0", "oneccl-bind-pt": "2.0.0"}
+    outcome = resolve(matrix, make_request(matrix, "3.9", "torch==1.13.1", "ccl"))
+    assert outcome.alternatives[0].change == "change torch==1.13.1 to torch==1.13.0"
+
+
+def test_oneccl_2_1_0_also_pairs_with_torch_2_1_1(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.10", "torch==2.1.1", "ipex==2.1.100", "ccl"))
+    assert versions(outcome) == {"torch": "2.1.1", "intel-extension-for-pytorch": "2.1.100", "oneccl-bind-pt": "2.1.0"}
+
+
+def test_legacy_profile_only_takes_transformers_that_set_up_ccl_themselves(matrix):
+    for python in ("3.6", "3.9", "3.11"):
+        outcome = resolve(matrix, make_request(matrix, python, profile="ddp-ccl-legacy"))
+        if isinstance(outcome, Resolution):
+            assert outcome.picks[TF].version < Version("4.29")
+
+
+def test_ccl_sets_name_the_ccl_worker_count_step(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.11", profile="ddp-ccl"))
+    assert any(n.startswith("export CCL_WORKER_COUNT=1") for n in outcome.notes)
+
+
+def test_requirements_without_a_profile_say_so(matrix):
+    request = make_request(matrix, "3.11", "transformers<4.40")
+    assert request.profile is None
+    assert request.notes[0].startswith("no profile: resolving only the packages named")
 
 
 def test_stock_profile_has_no_intel_packages(matrix):
@@ -154,6 +215,8 @@ def test_every_python_and_profile_gets_a_consistent_set_or_reasons(matrix, pytho
         assert set_problems(outcome.picks) == []
         assert all(p.wheels is None or p.wheels.has_python(Version(python)) for p in outcome.picks.values())
         assert len(outcome.reasons) == len(outcome.picks)
+        for package, feature in matrix.profiles[profile].features:  # the profile's features hold for the picks
+            assert matrix.feature(package, feature).present_in(outcome.picks[Component.from_name(package)].version)
     else:
         assert outcome.reasons and all(r.strip() for r in outcome.reasons)
 
@@ -161,9 +224,9 @@ def test_every_python_and_profile_gets_a_consistent_set_or_reasons(matrix, pytho
 @pytest.mark.parametrize(
     "python, profile, expected",
     [
-        ("3.6", "ddp-ccl-legacy", {"torch": "1.10.0", "oneccl-bind-pt": "1.10.0"}),
-        ("3.7", "ddp-ccl", {"torch": "1.13.0", "oneccl-bind-pt": "1.13.0", "transformers": "4.30.2"}),
-        ("3.8", "ddp-ccl", {"torch": "2.4.0", "oneccl-bind-pt": "2.4.0"}),
+        ("3.6", "ddp-ccl-legacy", {"torch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.18.0"}),
+        ("3.7", "ddp-ccl", {"torch": "1.10.0", "intel-extension-for-pytorch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.30.2"}),
+        ("3.8", "ddp-ccl", {"torch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.36.2"}),
         ("3.9", "ddp-ccl", {"torch": "2.7.0", "transformers": "4.57.6", "accelerate": "1.10.1"}),
         ("3.12", "ipex", {"torch": "2.8.0", "intel-extension-for-pytorch": "2.8.0"}),
         ("3.13", "ccl", {"torch": "2.7.0", "oneccl-bind-pt": "2.7.0"}),
@@ -180,7 +243,7 @@ def test_python_3_6_ddp_ccl_is_explained(matrix):
     text = "\n".join(outcome.reasons)
     assert "only transformers>=4.29.0,<5.1.0 accepts --ddp_backend ccl" in text
     assert "requires Python >=3.7" in text
-    assert [a.change for a in outcome.alternatives][0] == "use Python 3.7"
+    assert [a.change for a in outcome.alternatives][:2] == ["use --profile ddp-ccl-legacy (the older guides' stack)", "use Python 3.7"]
 
 
 def test_resolution_is_deterministic(matrix):

@@ -8,7 +8,7 @@ from packaging.version import Version
 
 from ..environment.snapshot import Distribution
 from ..matrix.model import CclRelease, Component, IpexRelease, LibraryLine
-from ..rules import ipex_accepts_torch, ipex_torch_phrase, python_list, range_text
+from ..rules import ccl_torch_phrase, ipex_accepts_torch, ipex_torch_phrase, python_list, range_text
 from .finding import Context, Finding, Status, check
 
 IPEX_NAMES = ("intel-extension-for-pytorch", "torch-ipex")
@@ -104,11 +104,11 @@ def ccl_torch(ctx: Context) -> Finding:
     release = ctx.matrix.ccl_release(dist.public_version)
     if release is None:
         return Finding(cid, Status.WARN, f"oneccl_bind_pt {dist.raw_version} is not in the matrix", (dist.path,), "Upgrade compatmatrix, or check the pairing by hand.")
-    if release.torch == torch:
+    if torch in release.torch_versions:
         return Finding(cid, Status.PASS, f"oneccl_bind_pt {release.version} is built for torch {torch}", (f"module {release.module}, bundled oneCCL {release.oneccl}",))
-    partner: Optional[CclRelease] = next((r for r in ctx.matrix.ccl if r.torch == torch), None)
+    partner: Optional[CclRelease] = next((r for r in ctx.matrix.ccl if torch in r.torch_versions), None)
     evidence = [
-        f"oneccl_bind_pt {release.version} is built for torch {release.torch} only",
+        f"oneccl_bind_pt {release.version} {ccl_torch_phrase(release)}",
         "a mismatch fails at import with 'undefined symbol' or aborts with 'Mismatch in kernel C++ signatures'",
         f"source: {release.provenance.sources[0]}",
     ]

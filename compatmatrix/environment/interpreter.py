@@ -76,8 +76,8 @@ def query_interpreter(path: str, timeout: float = PROBE_TIMEOUT_S) -> Interprete
         platform = Platform.from_tag(tag)
         if platform.system == "linux" and data.get("libc") not in ("glibc", ""):
             platform = Platform(tag=platform.tag, system="linux", machine=platform.machine, libc=str(data["libc"]))
-    except (ValueError, KeyError, IndexError, InvalidVersion) as exc:
-        raise InterpreterError(f"'{executable}' answered the probe with something unreadable ({exc}).", "Pass the path of a CPython interpreter with --python.") from None
+    except (ValueError, KeyError, IndexError, InvalidVersion):
+        raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to the probe is not what a Python 3.6+ prints).", "Pass the path of a CPython interpreter with --python.") from None
     if implementation != "cpython":
         raise InterpreterError(
             f"'{executable}' is {implementation}, not CPython: torch, IPEX and oneccl_bind_pt publish CPython wheels only.",

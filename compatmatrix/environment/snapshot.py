@@ -127,7 +127,7 @@ def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = N
     try:
         return json.loads(done.stdout.decode(errors="replace").strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise InterpreterError(f"'{executable}' answered the environment probe with something unreadable.", "Pass a CPython interpreter with --python.") from None
+        raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to the environment probe is unreadable).", "Pass a CPython interpreter with --python.") from None
 
 
 def env_probe_report(module) -> dict[str, Any]:

@@ -307,6 +307,7 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
                 released=entry.text("released", ""),
                 wheels=_wheels(entry, hosts),
                 provenance=entry.provenance(),
+                torch_also=tuple(_known_torch_list(entry, "torch_also", torch_versions)),
             )
         )
         entry.done()
@@ -475,6 +476,14 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         eol=tuple(eol),
         source_path=path,
     )
+
+
+def _known_torch_list(entry: _Entry, key: str, torch_versions: set[Version]) -> list[Version]:
+    versions = list(entry.versions(key))
+    for version in versions:
+        if version not in torch_versions:
+            raise entry.error(key, f"{version} is not a torch release in the matrix", "Add a [[torch]] entry for it or correct the pairing.")
+    return versions
 
 
 def _component(entry: _Entry, name: str, key: Optional[str] = None) -> Component:

@@ -154,13 +154,19 @@ class CclRelease:
     version: Version
     distribution: str
     module: str
-    torch: Version  # the one torch version the prebuilt wheel works with
+    torch: Version  # the torch version the prebuilt wheel is built for
     has_cwd: bool
     setvars: str  # path of setvars.sh relative to the module directory
     oneccl: str  # bundled oneCCL version
     released: str
     wheels: tuple[WheelSet, ...]
     provenance: Provenance
+    torch_also: tuple[Version, ...] = ()  # other torch versions Intel shipped it with (sourced)
+
+    @property
+    def torch_versions(self) -> tuple[Version, ...]:
+        """Every torch this prebuilt wheel works with: exactly the one it is built for, plus sourced exceptions."""
+        return (self.torch, *self.torch_also)
 
 
 @dataclass(frozen=True)
