@@ -433,7 +433,7 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[str]:
                 f"{pick}: not verified against a live source: {', '.join(unverified)} "
                 f"(compat matrix --package {component.distribution} --sources)."
             )
-    for component, pick in picks.items():
+    for pick in picks.values():
         yanked = yanked_wheels(pick.release)
         if yanked is not None:
             why = f": {yanked.yanked_reason}" if yanked.yanked_reason else ""
