@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
     env_cmd.add_argument("--ranks-per-node", type=int, default=2, metavar="N")
-    env_cmd.add_argument("--python", metavar="PATH", help="the interpreter whose bindings to use (default: the running one)")
+    env_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None,
+                         help="the interpreter whose bindings to use (default: $COMPAT_PYTHON, else the running one)")
     _common(env_cmd)
     return parser
 
@@ -161,7 +162,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def _checks_parser(commands, name: str, help_text: str, description: str) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=help_text, description=description)
-    parser.add_argument("--python", metavar="PATH", help="inspect this interpreter's environment (default: the running one)")
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        default=os.environ.get("COMPAT_PYTHON") or None,
+        help="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
+    )
     parser.add_argument("--ranks-per-node", type=int, default=2, metavar="N", help="ranks you launch per node (default 2), for the thread checks")
     parser.add_argument("--bf16", action="store_true", help="you intend to train in bf16 (checks the CPU supports it natively)")
     parser.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks or areas (repeatable)")

@@ -7,6 +7,7 @@ and holds only what the registry serves; delete it to rebuild from scratch.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -25,11 +26,20 @@ SPECS = {
     "torch213-ipex250": (["torch==2.13.0", "intel-extension-for-pytorch==2.5.0"], []),
     # the real clean IPEX set; torch 2.8.0 from PyPI is the CUDA build (~7 GB with its nvidia-* packages)
     "torch280-ipex280": (["torch==2.8.0", "intel-extension-for-pytorch==2.8.0"], []),
+    # stock PyTorch (the local CPU wheel) + the newest transformers/accelerate: the migration target
+    "torch213-stock": (["torch==2.13.0", "transformers==5.23.0", "accelerate==1.15.0"], []),
 }
 
 
 def real_env(name: str, python: str = sys.executable) -> Path:
-    """The interpreter of a cached real environment, building it first if needed."""
+    """The interpreter of a cached real environment, building it first if needed (one builder at a time)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _real_env(name, python)
+
+
+def _real_env(name: str, python: str) -> Path:
     requirements, extra = SPECS[name]
     target = CACHE / name
     marker = target / ".compat-test-env.json"

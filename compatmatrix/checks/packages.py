@@ -88,7 +88,9 @@ def ipex_torch(ctx: Context) -> Finding:
         best = max(matching, key=lambda r: (r.torch == torch, r.version))
         fix = f"pip install {best.distribution}=={best.version}{_host_hint(ctx, Component.IPEX, best)}  (the IPEX for torch {torch}), or pip install torch=={release.torch}"
     else:
-        fix = f"No IPEX release fits torch {torch}; pip install torch=={release.torch} (the torch IPEX {release.version} was built for), or drop IPEX (see compat resolve --profile stock)."
+        torch_release = ctx.matrix.torch_release(release.torch)
+        hint = _host_hint(ctx, Component.TORCH, torch_release) if torch_release is not None else ""
+        fix = f"No IPEX release fits torch {torch}: pip install torch=={release.torch}{hint} (the torch IPEX {release.version} was built for), or drop IPEX (compat resolve --profile stock)."
     return Finding(cid, Status.FAIL, f"intel-extension-for-pytorch {release.version} does not work with torch {torch}", evidence, fix)
 
 
