@@ -14,8 +14,7 @@ from . import __version__
 from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError
 from .matrix.load import load_matrix
 from .matrix.model import Component, Matrix
-from .render import EXIT_BROKEN_PIPE, dump_json, make_console, matrix_json, matrix_rows, outcome_json, render_matrix, render_outcome
-from .resolve import build_request, resolve
+from .render import EXIT_BROKEN_PIPE, dump_json, make_console
 from .target import Platform, PythonTarget
 
 
@@ -129,6 +128,9 @@ def _load(args: argparse.Namespace) -> Matrix:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
+    from .render import outcome_json, render_outcome
+    from .resolve import build_request, resolve
+
     matrix = _load(args)
     python, platform = _target_from(args)
     with_components = [name.strip() for name in args.with_.split(",") if name.strip()]
@@ -142,6 +144,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from .render import matrix_json, matrix_rows, render_matrix
+
     matrix = _load(args)
     try:
         packages = [Component.from_name(name) for name in args.package] if args.package else list(Component)

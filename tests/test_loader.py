@@ -104,3 +104,27 @@ def test_missing_matrix_file_exits_2(tmp_path: Path):
 
 def test_load_matrix_from_path_equals_bundled(matrix):
     assert load_matrix(ROOT / "data" / "matrix.toml") == matrix
+
+
+def test_parsed_matrix_cache(tmp_path, monkeypatch):
+    from compatmatrix.matrix import load as loader
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("COMPAT_NO_CACHE", raising=False)
+    source = tmp_path / "matrix.toml"
+    source.write_text(MINI)
+    first = load_matrix(source)
+    (cached,) = (tmp_path / "compatmatrix").glob("matrix-*.pickle")
+    assert load_matrix(source) == first
+    cached.write_bytes(b"not a pickle")  # a damaged cache is ignored and rewritten
+    assert load_matrix(source) == first
+    assert cached.read_bytes() != b"not a pickle"
+    source.write_text(MINI.replace('registry_checked = "fixture"', 'registry_checked = "changed"'))
+    assert load_matrix(source).registry_checked == "changed"  # the key follows the text
+    broken = tmp_path / "broken.toml"
+    broken.write_text(_broken("schema_version = 1", "schema_version = 7"))
+    with pytest.raises(MatrixError):
+        load_matrix(broken)
+    assert len(list((tmp_path / "compatmatrix").glob("matrix-*.pickle"))) == 2  # nothing cached for the broken one
+    monkeypatch.setenv("COMPAT_NO_CACHE", "1")
+    assert loader.cache_dir() is None
