@@ -11,10 +11,10 @@ from typing import Optional
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from . import __version__
+from .console import EXIT_BROKEN_PIPE, dump_json, make_console
 from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError
 from .matrix.load import load_matrix
 from .matrix.model import Component, Matrix
-from .render import EXIT_BROKEN_PIPE, dump_json, make_console
 from .target import Platform, PythonTarget
 
 
@@ -187,7 +187,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
 def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> int:
     from .checks.finding import Context, Options, all_checks, run_checks, select, unknown_names
     from .environment.snapshot import take_snapshot
-    from .render import findings_json, render_check_list, render_findings
+    from .render_findings import findings_json, render_check_list, render_findings
 
     checks = all_checks()
     if args.list:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -14,35 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .console import JSON_SCHEMA_VERSION
 from .matrix.model import COMPONENT_ORDER, Component, Matrix
 from .resolve import Conflict, Outcome, Resolution
 from .rules import Candidate, ipex_accepts_torch, python_list, yanked_wheels
-
-JSON_SCHEMA_VERSION = 1
-
-
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports it: not "problems found" (1)
-
-
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        # The reader went away (`compat matrix | head`). rich would exit 1, our "problems found".
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(EXIT_BROKEN_PIPE)
-
-
-def make_console(no_color: bool = False, stderr: bool = False) -> Console:
-    # rich already honours NO_COLOR and only colours a terminal; --no-color forces it off.
-    stream = sys.stderr if stderr else sys.stdout
-    # Logs (CI, pre-commit) are read later and searched: do not wrap them at rich's 80-column default.
-    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
-    return _Console(no_color=no_color or None, stderr=stderr, highlight=False, soft_wrap=False, width=width)
-
-
-def dump_json(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, indent=2, sort_keys=False)
-
 
 # --- resolve ---------------------------------------------------------------------------------
 
@@ -308,51 +280,3 @@ def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict
         console.print(escape(f"{entry.package}: {entry.status}, last release {entry.last_release}. {entry.advice}"), style="yellow")
     checked = matrix.registry_checked or "never"
     console.print(f"Registry facts last cross-checked against PyPI: {checked}", style="dim")
-
-
-# --- doctor / check ----------------------------------------------------------------------------
-
-_STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
-
-
-def findings_json(command: str, snapshot, findings) -> dict[str, Any]:
-    counts = {status: sum(1 for f in findings if f.status.value == status) for status in ("pass", "warn", "fail", "skip")}
-    return {
-        "schema_version": JSON_SCHEMA_VERSION,
-        "command": command,
-        "ok": counts["fail"] == 0,
-        "python": snapshot.executable,
-        "python_version": str(snapshot.python),
-        "platform": snapshot.platform.tag,
-        "summary": counts,
-        "checks": [f.to_json() for f in findings],
-    }
-
-
-def render_findings(console: Console, command: str, snapshot, findings, verbose: bool = False) -> None:
-    console.print(escape(f"compat {command} · {snapshot.executable} (Python {snapshot.python}) · {snapshot.platform.tag}"), style="dim")
-    area = None
-    for finding in findings:
-        if finding.area != area:
-            area = finding.area
-            console.print(f"\n[bold]{area}[/]")
-        style = _STATUS_STYLE[finding.status.value]
-        console.print(f"  [{style}]{finding.status.word:<4}[/] {escape(finding.id)}: {escape(finding.summary)}")
-        if finding.status.value in ("fail", "warn") or verbose:
-            for line in finding.evidence:
-                console.print(f"         {escape(line)}", style="dim")
-            if finding.fix and finding.status.value in ("fail", "warn"):
-                console.print(f"         fix: {escape(finding.fix)}", style="cyan")
-    counts = {status: sum(1 for f in findings if f.status.value == status) for status in ("pass", "warn", "fail", "skip")}
-    verdict = "[bold red]FAIL[/]" if counts["fail"] else "[bold yellow]OK with warnings[/]" if counts["warn"] else "[bold green]OK[/]"
-    console.print(f"\n{verdict}: {counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped")
-
-
-def render_check_list(console: Console, checks) -> None:
-    table = Table(show_edge=False, box=None, header_style="bold")
-    table.add_column("id")
-    table.add_column("kind")
-    table.add_column("what it checks")
-    for item in checks:
-        table.add_row(item.id, "static" if item.static else "import probe", escape(item.description))
-    console.print(table)

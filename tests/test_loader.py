@@ -128,3 +128,12 @@ def test_parsed_matrix_cache(tmp_path, monkeypatch):
     assert len(list((tmp_path / "compatmatrix").glob("matrix-*.pickle"))) == 2  # nothing cached for the broken one
     monkeypatch.setenv("COMPAT_NO_CACHE", "1")
     assert loader.cache_dir() is None
+
+
+@pytest.mark.parametrize("name", ["Oneccl_Bind.PT", "intel_extension_for_pytorch", "torch", "A-_.b"])
+def test_canonical_name_matches_packaging(name):
+    from packaging.utils import canonicalize_name
+
+    from compatmatrix.names import canonical_name
+
+    assert canonical_name(name) == canonicalize_name(name)

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import InterpreterError
+from ..names import canonical_name
 from ..target import Platform
 from .interpreter import _resolve_executable
 
@@ -80,7 +80,7 @@ class EnvSnapshot:
 
     def all_of(self, name: str) -> list[Distribution]:
         """Every installed copy of a distribution, in sys.path order."""
-        wanted = canonicalize_name(name)
+        wanted = canonical_name(name)
         return [d for d in self.distributions if d.canonical == wanted]
 
     def get(self, *names: str) -> Optional[Distribution]:

@@ -540,9 +540,9 @@ def parse_matrix_cached(text: str, path: str) -> Matrix:
     matrix = parse_matrix(text, path)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as handle:
-            pickle.dump(matrix, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(handle.name, file)
+        with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as out:
+            pickle.dump(matrix, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(out.name, file)
     except OSError:
         pass
     return matrix

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from ..names import canonical_name
 
 
 class Component(enum.Enum):
@@ -42,7 +43,7 @@ class Component(enum.Enum):
 
         Raises ``KeyError`` for names the matrix does not cover.
         """
-        return _ALIASES[canonicalize_name(name)]
+        return _ALIASES[canonical_name(name)]
 
 
 _LABELS = {
@@ -54,7 +55,7 @@ _LABELS = {
 }
 
 _ALIASES = {
-    canonicalize_name(alias): component
+    canonical_name(alias): component
     for component, aliases in {
         Component.TORCH: ("torch", "pytorch"),
         Component.IPEX: (

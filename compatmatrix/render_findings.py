@@ -1,0 +1,57 @@
+"""Human and JSON output of compat doctor / compat check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from .console import JSON_SCHEMA_VERSION
+
+_STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def findings_json(command: str, snapshot, findings) -> dict[str, Any]:
+    counts = {status: sum(1 for f in findings if f.status.value == status) for status in ("pass", "warn", "fail", "skip")}
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "command": command,
+        "ok": counts["fail"] == 0,
+        "python": snapshot.executable,
+        "python_version": str(snapshot.python),
+        "platform": snapshot.platform.tag,
+        "summary": counts,
+        "checks": [f.to_json() for f in findings],
+    }
+
+
+def render_findings(console: Console, command: str, snapshot, findings, verbose: bool = False) -> None:
+    console.print(escape(f"compat {command} · {snapshot.executable} (Python {snapshot.python}) · {snapshot.platform.tag}"), style="dim")
+    area = None
+    for finding in findings:
+        if finding.area != area:
+            area = finding.area
+            console.print(f"\n[bold]{area}[/]")
+        style = _STATUS_STYLE[finding.status.value]
+        console.print(f"  [{style}]{finding.status.word:<4}[/] {escape(finding.id)}: {escape(finding.summary)}")
+        if finding.status.value in ("fail", "warn") or verbose:
+            for line in finding.evidence:
+                console.print(f"         {escape(line)}", style="dim")
+            if finding.fix and finding.status.value in ("fail", "warn"):
+                console.print(f"         fix: {escape(finding.fix)}", style="cyan")
+    counts = {status: sum(1 for f in findings if f.status.value == status) for status in ("pass", "warn", "fail", "skip")}
+    verdict = "[bold red]FAIL[/]" if counts["fail"] else "[bold yellow]OK with warnings[/]" if counts["warn"] else "[bold green]OK[/]"
+    console.print(f"\n{verdict}: {counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped")
+
+
+def render_check_list(console: Console, checks) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False, box=None, header_style="bold")
+    table.add_column("id")
+    table.add_column("kind")
+    table.add_column("what it checks")
+    for item in checks:
+        table.add_row(item.id, "static" if item.static else "import probe", escape(item.description))
+    console.print(table)
