@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Optional
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -42,6 +43,16 @@ def _target(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--python", metavar="PATH", help="resolve for this interpreter (its version and platform are probed)")
     group.add_argument("--python-version", metavar="X.Y", help="resolve for this CPython version (default: the running one)")
     parser.add_argument("--platform", metavar="TAG", help="PEP 425 platform tag (default: the target interpreter's)")
+
+
+def _resolve_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("requirements", nargs="*", metavar="REQUIREMENT", help="constraints such as 'torch==2.7.0' (as for compat resolve)")
+    parser.add_argument("--profile", metavar="NAME", help="ddp-ccl (default), ddp-ccl-legacy, ipex, ccl, stock")
+    parser.add_argument("--with", dest="with_", metavar="LIST", default="", help="comma-separated packages to include")
+    parser.add_argument("--index", action="append", default=[], metavar="HOST=URL",
+                        help="where a host's wheels are (a mirror, a PEP 503 index, a local folder); HOST is a matrix host id "
+                        "such as pypi, pytorch-cpu, intel-cpu-us (also COMPAT_INDEX_<HOST> and the [indexes] table of ~/.config/compatmatrix/config.toml)")
+    parser.add_argument("--require-hashes", action="store_true", help="refuse any wheel without a sha256 published by its index")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,6 +108,39 @@ def build_parser() -> argparse.ArgumentParser:
         "the fast static subset of doctor (no imports), for pre-commit and CI",
         "The static checks of compat doctor (nothing of the stack is imported). Exit 0 clean, 1 problems, 2 tool error.",
     )
+    install_cmd = commands.add_parser(
+        "install",
+        help="install the resolved set into an environment, all of it or nothing",
+        description="Resolve, then install the set into the target environment: each package from its own host (sha256 checked), "
+        "dependencies from PyPI or its mirror, a snapshot taken first and restored if anything fails or is interrupted, "
+        "then the result verified. Exit 0 installed and verified, 1 refused/failed/verification failed, 2 usage error.",
+    )
+    _resolve_args(install_cmd)
+    install_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None, help="install into this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
+    install_cmd.add_argument("--yes", action="store_true", help="allow replacing installed versions (torch included)")
+    install_cmd.add_argument("--dry-run", action="store_true", help="show the plan; change nothing, fetch nothing")
+    install_cmd.add_argument("--installer", choices=["pip", "uv", "auto"], default="pip", help="pip (default), uv, or auto (uv when on PATH)")
+    install_cmd.add_argument("--print", dest="print_", choices=["requirements", "constraints", "pip-command"], help="print the plan in this form and exit")
+    install_cmd.add_argument("--python-version", metavar="X.Y", help="with --dry-run / --print: plan for this Python instead of an interpreter")
+    install_cmd.add_argument("--platform", metavar="TAG", help="with --dry-run / --print: plan for this platform tag")
+    install_cmd.add_argument("--offline", action="store_true", help="no network: take everything from --wheelhouse")
+    install_cmd.add_argument("--wheelhouse", metavar="DIR", help="a folder made by compat download")
+    install_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch from PyPI (the CUDA build, several GB more) instead of the PyTorch CPU index")
+    _common(install_cmd)
+
+    download_cmd = commands.add_parser(
+        "download",
+        help="build a wheelhouse (planned wheels + dependencies) for another machine",
+        description="Resolve for a target Python and platform and download every wheel it needs into DIR; "
+        "then `compat install --offline --wheelhouse DIR` installs with no network.",
+    )
+    _resolve_args(download_cmd)
+    download_cmd.add_argument("-d", "--dest", required=True, metavar="DIR")
+    download_cmd.add_argument("--python-version", metavar="X.Y", help="the target machine's Python (default: the running one)")
+    download_cmd.add_argument("--platform", metavar="TAG", help="the target machine's platform tag (default: this one)")
+    download_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch from PyPI instead of the PyTorch CPU index")
+    _common(download_cmd)
+
     env_cmd = commands.add_parser(
         "env",
         help="print the exports of the bindings' setvars.sh plus LD_PRELOAD and thread settings: eval \"$(compat env)\"",
@@ -235,7 +279,137 @@ def cmd_env(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env}
+def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform):
+    """Resolve for the target and turn the answer into an install plan; a conflict is exit 1 with the reasons."""
+    from .install.indexes import configure_indexes
+    from .install.plan import make_plan
+    from .render import render_outcome
+    from .resolve import Conflict, build_request, resolve
+
+    matrix = _load(args)
+    with_components = [name.strip() for name in args.with_.split(",") if name.strip()]
+    request = build_request(matrix, python, platform, args.profile, with_components, args.requirements)
+    outcome = resolve(matrix, request)
+    if isinstance(outcome, Conflict):
+        render_outcome(make_console(args.no_color, stderr=True), outcome)
+        raise _NoSet()
+    locations = configure_indexes(matrix, args.index)
+    if getattr(args, "wheelhouse", None):
+        from .install.service import offline_locations
+
+        locations = offline_locations(locations, Path(args.wheelhouse))
+    if args.torch_from_pypi:
+        from .matrix.model import Component
+
+        pick = outcome.picks[Component.TORCH]
+        pypi = next((w for w in getattr(pick.release, "wheels", ()) if w.host == "pypi"), None)
+        if pypi is not None and pypi.has_python(python.version):
+            import dataclasses
+
+            picks = dict(outcome.picks)
+            picks[Component.TORCH] = dataclasses.replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
+            outcome = dataclasses.replace(outcome, picks=picks)
+    return matrix, outcome, make_plan(outcome, locations)
+
+
+class _NoSet(Exception):
+    pass
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from .environment.snapshot import take_snapshot
+    from .install.plan import WheelTarget
+    from .install.runner import InstallError
+    from .install.service import InstallOptions, describe_findings, install, located_hashes, pip_command_text, requirements_text, target_of
+
+    if args.offline and not args.wheelhouse:
+        raise UsageError("--offline needs --wheelhouse DIR.", "Make one with compat download -d DIR, then pass --wheelhouse DIR.")
+    planning_only = args.dry_run or args.print_
+    if (args.python_version or args.platform) and not planning_only:
+        raise UsageError("--python-version and --platform only go with --dry-run or --print.", "To install, pass --python PATH of the target interpreter.")
+    snapshot = None
+    if args.python_version:
+        python = PythonTarget.parse(args.python_version)
+        platform = Platform.from_tag(args.platform) if args.platform else Platform.current()
+    else:
+        snapshot = take_snapshot(args.python)
+        python = PythonTarget(snapshot.python_minor, snapshot.python, f"--python {snapshot.executable}")
+        platform = Platform.from_tag(args.platform) if args.platform else snapshot.platform
+    try:
+        matrix, outcome, plan = _plan_for(args, python, platform)
+    except _NoSet:
+        return EXIT_PROBLEMS
+    if args.print_:
+        target = target_of(snapshot) if snapshot is not None else WheelTarget(python.version, platform)
+        if args.print_ == "pip-command":
+            print(pip_command_text(plan))
+        else:
+            hashes = located_hashes(plan, target, args.require_hashes) if args.print_ == "requirements" else {}
+            sys.stdout.write(requirements_text(plan, hashes, args.print_))
+        return EXIT_OK
+    def say(line: str) -> None:
+        if not args.json:
+            sys.stderr.write(line + "\n")
+
+    say(f"compat install: Python {python.label} ({python.origin}) · {platform.tag}")
+    for package in plan.packages:
+        say(f"  plan: {package.pin:<45} from {package.location.host_id} {package.location.url}")
+    if args.dry_run:
+        if args.json:
+            print(dump_json({"schema_version": 1, "command": "install", "dry_run": True, "python": python.label,
+                             "packages": {p.component.distribution: p.pin for p in plan.packages},
+                             "hosts": {p.component.distribution: p.location.url for p in plan.packages}}))
+        return EXIT_OK
+    assert snapshot is not None
+    options = InstallOptions(yes=args.yes, installer=args.installer, require_hashes=args.require_hashes,
+                             offline_dir=Path(args.wheelhouse) if args.offline else None, allow_pypi_torch=args.torch_from_pypi, say=say)
+    try:
+        result = install(matrix, plan, snapshot, options)
+    except InstallError as exc:
+        if args.json:
+            print(dump_json({"schema_version": 1, "command": "install", "ok": False, "state": exc.state, "error": exc.message, "fix": exc.fix}))
+        else:
+            sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
+        return EXIT_PROBLEMS
+    lines = describe_findings(result.findings)
+    if args.json:
+        print(dump_json({"schema_version": 1, "command": "install", "ok": result.ok, "state": "installed", "installer": result.installer,
+                         "changes": [{"name": c.name, "before": c.before, "after": c.after, "kind": c.kind} for c in result.changes],
+                         "checks": [f.to_json() for f in result.findings]}))
+    else:
+        say("verification:")
+        for line in lines:
+            say(f"  {line}")
+        say("OK: installed and verified" if result.ok else "FAIL: installed, but the verification above failed")
+    return EXIT_OK if result.ok else EXIT_PROBLEMS
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    from .install.plan import WheelTarget
+    from .install.runner import InstallError
+    from .install.service import InstallOptions, download
+
+    python = PythonTarget.parse(args.python_version) if args.python_version else PythonTarget.running()
+    platform = Platform.from_tag(args.platform) if args.platform else Platform.current()
+    try:
+        _, _, plan = _plan_for(args, python, platform)
+    except _NoSet:
+        return EXIT_PROBLEMS
+    try:
+        files = download(plan, WheelTarget(python.version, platform), Path(args.dest), sys.executable, InstallOptions(require_hashes=args.require_hashes))
+    except InstallError as exc:
+        sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
+        return EXIT_PROBLEMS
+    if args.json:
+        print(dump_json({"schema_version": 1, "command": "download", "dest": str(Path(args.dest).resolve()), "files": [f.name for f in files],
+                         "packages": {p.component.distribution: p.pin for p in plan.packages}}))
+    else:
+        print(f"{len(files)} wheels in {args.dest} for Python {python.label} on {platform.tag}; install them with:")
+        print(f"  compat install --offline --wheelhouse {args.dest} {' '.join(args.requirements)}".rstrip() + (f" --profile {args.profile}" if args.profile else ""))
+    return EXIT_OK
+
+
+COMMANDS = {"install": cmd_install, "download": cmd_download, "resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -183,6 +183,7 @@ def main():
             "prefix": sys.prefix,
             "base_prefix": getattr(sys, "base_prefix", sys.prefix),
             "purelib": purelib,
+            "scripts": sysconfig.get_paths().get("scripts"),
             "path": paths,
         },
         "platform": {

@@ -61,6 +61,7 @@ class EnvSnapshot:
     python: Version
     prefix: str
     purelib: str
+    scripts: str
     paths: tuple[str, ...]
     platform: Platform
     libc_version: str
@@ -82,6 +83,13 @@ class EnvSnapshot:
         """Every installed copy of a distribution, in sys.path order."""
         wanted = canonical_name(name)
         return [d for d in self.distributions if d.canonical == wanted]
+
+    def versions(self) -> dict[str, str]:
+        """canonical name -> version of the copy an import finds, for every installed distribution."""
+        found: dict[str, str] = {}
+        for dist in self.distributions:
+            found.setdefault(dist.canonical, dist.raw_version)
+        return found
 
     def get(self, *names: str) -> Optional[Distribution]:
         """The copy an import would find (first on sys.path) of the first name that is installed."""
@@ -155,6 +163,7 @@ def parse_snapshot(report: Mapping[str, Any]) -> EnvSnapshot:
         python=Version(python["version"]),
         prefix=python["prefix"],
         purelib=python.get("purelib") or "",
+        scripts=python.get("scripts") or "",
         paths=tuple(python.get("path") or ()),
         platform=Platform.from_tag(tag),
         libc_version=platform.get("libc_version") or "",

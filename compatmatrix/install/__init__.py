@@ -1,0 +1,1 @@
+"""Turn a resolution into an installed environment: indexes, wheel files, plan, installer, restore."""

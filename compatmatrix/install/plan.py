@@ -1,0 +1,121 @@
+"""Resolution + where the hosts are -> InstallPlan: one pinned wheel per package, from its own host. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from ..matrix.model import COMPONENT_ORDER, CclRelease, Component, IpexRelease
+from ..resolve import Resolution
+from ..target import Platform
+from .indexes import IndexLocation, Link
+
+_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_x86_64$")
+_LEGACY_MANYLINUX = {"manylinux1_x86_64": (2, 5), "manylinux2010_x86_64": (2, 12), "manylinux2014_x86_64": (2, 17)}
+
+
+@dataclass(frozen=True)
+class WheelTarget:
+    python: Version  # 3.11
+    platform: Platform
+    glibc: Optional[tuple[int, int]] = None  # None: any manylinux level is taken
+
+
+def glibc_of(text: str) -> Optional[tuple[int, int]]:
+    match = re.match(r"^(\d+)\.(\d+)", text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def wheel_fits(filename: str, target: WheelTarget) -> bool:
+    try:
+        _, _, _, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return False
+    cp = f"cp{target.python.major}{target.python.minor}"
+    for tag in tags:
+        interpreter_ok = tag.interpreter in (cp, f"py{target.python.major}", f"py{target.python.major}{target.python.minor}")
+        abi3_ok = tag.abi == "abi3" and tag.interpreter.startswith("cp3") and int(tag.interpreter[3:] or 0) <= target.python.minor
+        abi_ok = tag.abi in ("none", cp) or abi3_ok
+        if not (interpreter_ok or abi3_ok) or not abi_ok:
+            continue
+        if tag.platform == "any" or tag.platform == "linux_x86_64":
+            return True
+        level = _LEGACY_MANYLINUX.get(tag.platform)
+        match = _MANYLINUX.match(tag.platform)
+        if match:
+            level = (int(match.group(1)), int(match.group(2)))
+        if level is not None and (target.glibc is None or level <= target.glibc):
+            return True
+    return False
+
+
+def _specificity(filename: str) -> int:
+    return 0 if "-none-any" in filename else 1
+
+
+def pick_link(links: Sequence[Link], version: Version, local_label: str, target: WheelTarget) -> Optional[Link]:
+    """The wheel of exactly ``version`` (+ the host's local label) that fits the target, most specific first."""
+    label = local_label.lstrip("+")
+    fitting = []
+    for link in links:
+        try:
+            _, file_version, _, _ = parse_wheel_filename(link.filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if Version(file_version.public) != version or (file_version.local or "") != label:
+            continue
+        if wheel_fits(link.filename, target):
+            fitting.append(link)
+    return max(fitting, key=lambda link: _specificity(link.filename), default=None)
+
+
+@dataclass(frozen=True)
+class PlannedPackage:
+    component: Component
+    distribution: str
+    version: Version
+    local_label: str
+    location: IndexLocation
+
+    @property
+    def pin(self) -> str:
+        return f"{self.distribution}=={self.version}{self.local_label}"
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    resolution: Resolution
+    packages: tuple[PlannedPackage, ...]
+    dependency_index: IndexLocation  # where dependencies of the planned wheels come from (PyPI or its mirror)
+
+    def package(self, component: Component) -> PlannedPackage:
+        return next(p for p in self.packages if p.component is component)
+
+
+def distribution_of(component: Component, release) -> str:
+    if isinstance(release, (IpexRelease, CclRelease)):
+        return release.distribution
+    return component.distribution
+
+
+def make_plan(resolution: Resolution, locations: Mapping[str, IndexLocation]) -> InstallPlan:
+    packages = []
+    for component in COMPONENT_ORDER:
+        pick = resolution.picks.get(component)
+        if pick is None:
+            continue
+        packages.append(
+            PlannedPackage(
+                component=component,
+                distribution=distribution_of(component, pick.release),
+                version=pick.version,
+                local_label=pick.local_label,
+                location=locations[pick.host.id],
+            )
+        )
+    return InstallPlan(resolution, tuple(packages), locations["pypi"])

@@ -1,0 +1,226 @@
+"""compat install / compat download / --print: the steps in order, each one able to stop with nothing changed."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import requests
+
+from ..checks.finding import Context, Finding, Options, Status, all_checks, run_checks, select
+from ..environment.snapshot import EnvSnapshot, take_snapshot
+from ..matrix.model import Matrix
+from .indexes import IndexLocation, check_reachable, env_name
+from .plan import InstallPlan, WheelTarget, glibc_of
+from .runner import (
+    Change,
+    InstallError,
+    changes,
+    discard,
+    download_dependencies,
+    fetch,
+    installer_command,
+    installer_env,
+    locate,
+    pip_report,
+    restore,
+    run_installer,
+    write_lock,
+)
+from .runner import take_snapshot as snapshot_folders
+
+
+def _stderr_line(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+@dataclass
+class InstallOptions:
+    yes: bool = False
+    installer: str = "auto"  # pip, uv, auto (uv when on PATH, else pip)
+    require_hashes: bool = False
+    offline_dir: Optional[Path] = None
+    allow_pypi_torch: bool = False
+    say: Callable[[str], None] = field(default=_stderr_line)
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    changes: tuple[Change, ...]
+    findings: tuple[Finding, ...]
+    installer: str
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.status is Status.FAIL for f in self.findings)
+
+
+def target_of(snapshot: EnvSnapshot) -> WheelTarget:
+    return WheelTarget(snapshot.python_minor, snapshot.platform, glibc_of(snapshot.libc_version))
+
+
+def preflight(session: requests.Session, plan: InstallPlan, options: InstallOptions) -> None:
+    """Every host the plan uses answers, before anything is touched."""
+    if options.offline_dir is not None:
+        return
+    locations = {p.location.host_id: p.location for p in plan.packages}
+    locations[plan.dependency_index.host_id] = plan.dependency_index
+    problems = check_reachable(session, locations, list(locations))
+    if not problems:
+        return
+    host_id, why = next(iter(problems.items()))
+    location = locations[host_id]
+    fix = f"Pass --index {host_id}=URL (or set {env_name(host_id)}) to use a mirror or a local folder of wheels."
+    if host_id == "pytorch-cpu":
+        fix += " Or pass --torch-from-pypi to take PyPI's torch instead (the CUDA build: several GB more)."
+    raise InstallError(f"{location.url} ({host_id}, from {location.origin}) cannot be reached ({why}); nothing was changed.", fix)
+
+
+def choose_installer(requested: str) -> str:
+    if requested == "auto":
+        return "uv" if shutil.which("uv") else "pip"
+    return requested
+
+
+def install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: InstallOptions) -> InstallResult:
+    """Install ``plan`` into the environment of ``snapshot``: all of it, or (on any failure) none of it."""
+    say = options.say
+    target = target_of(snapshot)
+    installer = choose_installer(options.installer)
+    with requests.Session() as session, tempfile.TemporaryDirectory(prefix="compat-install-") as work:
+        folder = Path(work)
+        preflight(session, plan, options)
+        located = locate(session, plan, target)
+        for package, link in located.items():
+            say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
+        fetched = fetch(session, located, folder, options.require_hashes)
+        items = pip_report(snapshot.executable, [f.path for f in fetched], plan.dependency_index, options.offline_dir)
+        planned = changes(items, snapshot.versions())
+        replaced = [c for c in planned if c.before is not None and c.before != c.after]
+        for change in planned:
+            say(f"  {change.kind:<10} {change.name} {change.before + ' -> ' if change.before else ''}{change.after}")
+        if replaced and not options.yes:
+            listed = ", ".join(f"{c.name} {c.before} -> {c.after}" for c in replaced)
+            raise InstallError(f"The install would replace {listed}; refused without --yes. Nothing was changed.", "Re-run with --yes to replace them.")
+        if not planned:
+            say("  nothing to change: the planned set is installed")
+        lock = folder / "compat-lock.txt"
+        hashed = write_lock(lock, fetched, items)
+        if options.require_hashes and not hashed:
+            missing = [i.name for i in items if not i.sha256 and i.name not in {f.package.distribution for f in fetched}]
+            raise InstallError(f"No verified hash is known for {', '.join(missing)}; --require-hashes refuses. Nothing was changed.", "Use an index that publishes hashes, or drop --require-hashes.")
+        folders = [folder]
+        if options.offline_dir is not None:
+            folders.append(options.offline_dir)
+        elif planned:
+            download_dependencies(snapshot.executable, items, fetched, folder, plan.dependency_index)
+        command = installer_command(installer, snapshot.executable, lock, folders, options.require_hashes)
+        if planned:
+            saved = snapshot_folders([Path(snapshot.purelib), Path(snapshot.scripts)])
+            try:
+                code, output = run_installer(command, installer_env(snapshot.executable))
+            except KeyboardInterrupt:
+                restore(saved)
+                raise InstallError("Interrupted: the installer was stopped and the environment was restored to what it was before.", "Run compat install again when ready.", state="restored") from None
+            except Exception as exc:
+                restore(saved)
+                raise InstallError(f"The installer failed ({exc.__class__.__name__}); the environment was restored to what it was before.", "See the output above.", state="restored") from None
+            if code != 0:
+                restore(saved)
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+                raise InstallError(f"{installer} {how}; the environment was restored to what it was before.", "See the installer's output above.", state="restored")
+            discard(saved)
+    after = take_snapshot(snapshot.executable)
+    findings = verify(matrix, after)
+    return InstallResult(tuple(planned), tuple(findings), installer)
+
+
+def verify(matrix: Matrix, snapshot: EnvSnapshot) -> list[Finding]:
+    """The static package checks and an isolated import of each installed part of the stack."""
+    context = Context(matrix, snapshot, Options())
+    return run_checks(select(all_checks(), only=["packages", "imports"]), context)
+
+
+def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pip: str, options: InstallOptions) -> list[Path]:
+    """A wheelhouse: the planned wheels from their own hosts plus every dependency, for ``target``."""
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with requests.Session() as session:
+        preflight(session, plan, options)
+        located = locate(session, plan, target)
+        fetched = fetch(session, located, folder, options.require_hashes)
+    platforms = [target.platform.tag] if not target.platform.tag.startswith(("linux_", "manylinux")) else [
+        "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"]
+    command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(folder), "--only-binary", ":all:",
+               "--python-version", f"{target.python.major}.{target.python.minor}", "--implementation", "cp",
+               *[arg for p in platforms for arg in ("--platform", p)], "--index-url", plan.dependency_index.url,
+               *[str(f.path) for f in fetched]]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, stdin=subprocess.DEVNULL, env=installer_env(python_for_pip), check=False)
+    if done.returncode != 0:
+        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-3:]
+        raise InstallError("pip could not download the dependencies: " + " | ".join(last), "Check the dependency index (--index pypi=URL).")
+    return sorted(folder.glob("*.whl"))
+
+
+def pip_command_text(plan: InstallPlan) -> str:
+    """The conventional one-line pip command for the plan (for Dockerfiles that do not run compat).
+
+    It lists every host with --extra-index-url / -f, so pip may take a name from any of them: compat
+    install avoids that by fetching each package from its own host."""
+    args = ["pip", "install", "--index-url", plan.dependency_index.url]
+    for location in dict.fromkeys(p.location for p in plan.packages if p.location.host_id != plan.dependency_index.host_id):
+        args += ["-f", location.url] if location.style == "find-links" else ["--extra-index-url", location.url]
+    args += [p.pin for p in plan.packages]
+    return " ".join(_quote(a) for a in args)
+
+
+def requirements_text(plan: InstallPlan, hashes: dict[str, str], kind: str) -> str:
+    lines = [f"# compat install plan: Python {plan.resolution.request.python.label}, {plan.resolution.request.platform.tag}"]
+    if kind == "requirements":
+        lines.append(f"--index-url {plan.dependency_index.url}")
+        for location in dict.fromkeys(p.location for p in plan.packages if p.location.host_id != plan.dependency_index.host_id):
+            lines.append(f"{'--find-links' if location.style == 'find-links' else '--extra-index-url'} {location.url}")
+    for package in plan.packages:
+        pin = package.pin if kind == "requirements" else f"{package.distribution}=={package.version}{package.local_label}"
+        sha = hashes.get(package.distribution)
+        lines.append(f"{pin} --hash=sha256:{sha}" if sha and kind == "requirements" else pin)
+    return "\n".join(lines) + "\n"
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+def located_hashes(plan: InstallPlan, target: WheelTarget, require: bool) -> dict[str, str]:
+    """sha256 of each planned wheel as its host publishes it (network); {} when a host cannot be read."""
+    from .indexes import IndexUnreachable
+
+    with requests.Session() as session:
+        try:
+            located = locate(session, plan, target)
+        except (InstallError, IndexUnreachable):
+            if require:
+                raise
+            return {}
+    hashes = {p.distribution: link.sha256 for p, link in located.items() if link.sha256}
+    if require and len(hashes) != len(plan.packages):
+        missing = [p.pin for p in plan.packages if p.distribution not in hashes]
+        raise InstallError(f"No verified hash is published for {', '.join(missing)}; --require-hashes refuses.", "Use an index that publishes sha256 hashes.")
+    return hashes
+
+
+def offline_locations(locations: dict[str, IndexLocation], wheelhouse: Path) -> dict[str, IndexLocation]:
+    url = str(wheelhouse.resolve())
+    return {host_id: IndexLocation(host_id, url, "find-links", "--wheelhouse") for host_id in locations}
+
+
+def describe_findings(findings: Sequence[Finding]) -> list[str]:
+    return [f"{f.status.word} {f.id}: {f.summary}" for f in findings if f.status is not Status.SKIP]

@@ -1,0 +1,153 @@
+"""FIXTURE wheels and a FIXTURE package index served on 127.0.0.1.
+
+The wheels are tiny, made-up packages NAMED like the real ones (torch, intel-extension-for-pytorch,
+oneccl_bind_pt, transformers, accelerate) in versions that mirror real pairs, so compat's plan,
+host assignment and installer can be tested without the real (unreachable or multi-GB) files.
+Each wheel installs one module whose __init__ says FIXTURE. The server speaks PEP 503 (per-host
+/simple/<project>/ pages with #sha256 fragments) and serves find-links pages, and can be told to
+slow down, fail, or serve a file that does not match its published hash.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Optional
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+TORCH_SOURCE = """
+class version:
+    cuda = None
+    debug = False
+from . import distributed
+"""
+TORCH_DISTRIBUTED_SOURCE = """# FIXTURE torch.distributed
+class Backend:
+    backend_list = ["gloo"]
+    @classmethod
+    def register_backend(cls, name, func, devices=None):
+        cls.backend_list.append(name)
+def is_backend_available(name):
+    return name in Backend.backend_list
+"""
+CCL_SOURCE = """
+import os
+import torch
+cwd = os.path.dirname(os.path.abspath(__file__))
+torch.distributed.Backend.register_backend("ccl", None, devices=["cpu"])
+"""
+
+
+def build_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any", requires: tuple[str, ...] = (),
+                module: Optional[str] = None, extra_files: int = 0, init_source: str = "", files_extra: Optional[dict[str, str]] = None) -> Path:
+    """A valid wheel: METADATA, WHEEL, RECORD and a FIXTURE module (``extra_files`` pads it out)."""
+    dist = name.replace("-", "_")
+    module = module or dist.lower()
+    wheel_name = f"{dist}-{version}-{tag}.whl"
+    info = f"{dist}-{version}.dist-info"
+    files: dict[str, bytes] = {
+        f"{module}/__init__.py": (f"# FIXTURE package built by tests/fixture_index.py, not the real {name}\n__version__ = {version!r}\n" + init_source).encode(),
+        **{path: text.encode() for path, text in (files_extra or {}).items()},
+        f"{info}/METADATA": ("Metadata-Version: 2.1\n" f"Name: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires) + "\n").encode(),
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: compatmatrix-tests\nRoot-Is-Purelib: {'true' if tag.endswith('any') else 'false'}\nTag: {tag}\n".encode(),
+    }
+    for i in range(extra_files):
+        files[f"{module}/data/f{i:05d}.txt"] = b"x" * 512
+    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in files.items()) + f"{info}/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / wheel_name
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file_path, data in files.items():
+            archive.writestr(file_path, data)
+        archive.writestr(f"{info}/RECORD", record)
+    return path
+
+
+@dataclass
+class FixtureIndex:
+    """hosts: host id -> list of wheel paths; 'find-links' hosts get one flat page."""
+
+    root: Path
+    hosts: dict[str, list[Path]] = field(default_factory=dict)
+    styles: dict[str, str] = field(default_factory=dict)
+    slow: dict[str, float] = field(default_factory=dict)  # filename -> seconds to sleep before serving
+    corrupt: set[str] = field(default_factory=set)  # filenames served with altered bytes
+    down: set[str] = field(default_factory=set)  # host ids answering 503
+    url: str = ""
+
+    def add(self, host: str, wheel: Path, style: str = "index") -> None:
+        self.hosts.setdefault(host, []).append(wheel)
+        self.styles[host] = style
+
+    def host_url(self, host: str) -> str:
+        return f"{self.url}/{host}/" if self.styles.get(host) == "find-links" else f"{self.url}/{host}/simple"
+
+    def index_args(self) -> list[str]:
+        return [arg for host in self.hosts for arg in ("--index", f"{host}={self.host_url(host)}")]
+
+
+def _page(links: list[tuple[str, str]]) -> bytes:
+    body = "".join(f'<a href="{href}">{text}</a><br/>\n' for href, text in links)
+    return f"<!DOCTYPE html><html><body>\n{body}</body></html>\n".encode()
+
+
+def serve(index: FixtureIndex):
+    """Start the server; returns (server, thread). Stop with server.shutdown()."""
+
+    def sha(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, status: int, body: bytes, kind: str = "text/html") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802
+            parts = [p for p in self.path.split("?")[0].split("/") if p]
+            if not parts or parts[0] not in index.hosts:
+                return self._send(404, b"not found")
+            host = parts[0]
+            if host in index.down:
+                return self._send(503, b"down")
+            wheels = {w.name: w for w in index.hosts[host]}
+            if parts[-2:-1] == ["files"] or (len(parts) >= 2 and parts[1] == "files"):
+                name = parts[-1]
+                if name not in wheels:
+                    return self._send(404, b"no such file")
+                time.sleep(index.slow.get(name, 0))
+                data = wheels[name].read_bytes()
+                if name in index.corrupt:
+                    data = data[:-10] + b"0123456789"
+                return self._send(200, data, "application/octet-stream")
+            if index.styles.get(host) == "find-links":
+                return self._send(200, _page([(f"files/{n}#sha256={sha(w)}", n) for n, w in sorted(wheels.items())]))
+            if len(parts) == 2 and parts[1] == "simple":
+                projects = sorted({n.split("-")[0].lower().replace("_", "-") for n in wheels})
+                return self._send(200, _page([(f"{p}/", p) for p in projects]))
+            if len(parts) == 3 and parts[1] == "simple":
+                project = parts[2].lower().replace("_", "-")
+                mine = [(f"../../files/{n}#sha256={sha(w)}", n) for n, w in sorted(wheels.items()) if n.split("-")[0].lower().replace("_", "-") == project]
+                return self._send(200, _page(mine)) if mine else self._send(404, b"no such project")
+            return self._send(404, b"not found")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    index.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread

@@ -1,0 +1,270 @@
+"""compat install / download against a FIXTURE package index on 127.0.0.1 (tests/fixture_index.py).
+
+Real pip, real venvs, real HTTP; FIXTURE wheels named like the real packages, in versions that
+mirror real pairs (torch 1.12.0/1.12.1 with oneccl_bind_pt 1.12.0/1.12.100 on a find-links page of
+the 1.12 era; the 2.7 stack on the index hosts of its era).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import pyenv_python
+from .fixture_index import CCL_SOURCE, TORCH_DISTRIBUTED_SOURCE, TORCH_SOURCE, FixtureIndex, build_wheel, serve
+
+pytestmark = pytest.mark.integration
+
+CP311 = "cp311-cp311-manylinux_2_28_x86_64"
+CP310 = "cp310-cp310-manylinux2014_x86_64"
+
+
+def torch_wheel(folder, version, tag):
+    return build_wheel(folder, "torch", version, tag, requires=("filelock",), init_source=TORCH_SOURCE,
+                       files_extra={"torch/distributed/__init__.py": TORCH_DISTRIBUTED_SOURCE})
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    wheels = tmp_path_factory.mktemp("wheels")
+    fixture = FixtureIndex(tmp_path_factory.mktemp("index"))
+    for version, tag in (("1.12.0+cpu", CP310), ("1.12.1+cpu", CP310), ("2.7.0+cpu", CP311), ("2.8.0+cpu", CP310)):
+        fixture.add("pytorch-cpu", torch_wheel(wheels / "torch" / version, version, tag))
+    fixture.add("pypi", build_wheel(wheels, "filelock", "3.0.0"))
+    fixture.add("pypi", build_wheel(wheels, "intel-extension-for-pytorch", "2.7.0", CP311, module="intel_extension_for_pytorch"))
+    fixture.add("pypi", build_wheel(wheels, "intel-extension-for-pytorch", "2.8.0", CP311, module="intel_extension_for_pytorch"))
+    fixture.add("pypi", build_wheel(wheels, "transformers", "5.0.0", requires=("filelock",)))
+    fixture.add("pypi", build_wheel(wheels, "accelerate", "1.12.0", requires=("torch>=2.0.0",), extra_files=3000))
+    fixture.add("intel-cpu-us", build_wheel(wheels / "ccl27", "oneccl_bind_pt", "2.7.0+cpu", CP311, module="oneccl_bindings_for_pytorch", init_source=CCL_SOURCE))
+    for version in ("1.12.0+cpu", "1.12.100+cpu"):
+        fixture.add("intel-whl-stable", build_wheel(wheels / f"ccl{version}", "oneccl_bind_pt", version, CP310, module="oneccl_bindings_for_pytorch", init_source=CCL_SOURCE), style="find-links")
+    server, _ = serve(fixture)
+    yield fixture
+    server.shutdown()
+    server.server_close()
+
+
+def make_venv(path: Path, python: str = sys.executable) -> Path:
+    subprocess.run([python, "-m", "venv", str(path)], check=True, timeout=300)
+    return path / "bin" / "python"
+
+
+@pytest.fixture
+def venv311(tmp_path):
+    return make_venv(tmp_path / "venv")
+
+
+def freeze(python: Path) -> list[str]:
+    """pip freeze --all, names in PEP 503 form."""
+    from compatmatrix.names import canonical_name
+
+    done = subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True, timeout=120, check=True)
+    return sorted(canonical_name(line.split("==")[0]) + "==" + line.split("==")[1] if "==" in line else line for line in done.stdout.split())
+
+
+def compat(*args, env=None, timeout=600):
+    full_env = dict(os.environ, NO_COLOR="1", **(env or {}))
+    full_env.pop("COMPAT_PYTHON", None)
+    return subprocess.run([sys.executable, "-m", "compatmatrix", *args], capture_output=True, text=True, timeout=timeout, env=full_env, check=False)
+
+
+def test_install_the_ddp_ccl_set_from_the_hosts_of_its_era(index, venv311):
+    done = compat("install", "--python", str(venv311), "--json", *index.index_args())
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    assert data["state"] == "installed" and data["ok"] is True
+    installed = freeze(venv311)
+    for pin in ("torch==2.7.0+cpu", "intel-extension-for-pytorch==2.7.0", "oneccl-bind-pt==2.7.0+cpu", "transformers==5.0.0", "accelerate==1.12.0", "filelock==3.0.0"):
+        assert pin in installed, installed
+    assert not any("@ file" in line for line in installed)  # installed by name, not as direct URLs
+    checks = {c["id"]: c for c in data["checks"]}
+    assert checks["packages.ccl-torch"]["status"] == "pass"
+    assert checks["imports.ccl"]["summary"] == "oneccl_bindings_for_pytorch imports and registers the ccl backend"
+    # a second run changes nothing
+    again = compat("install", "--python", str(venv311), "--json", *index.index_args())
+    assert again.returncode == 0 and json.loads(again.stdout)["changes"] == []
+
+
+def test_the_1_12_trap_takes_1_12_100_from_the_find_links_page(index, tmp_path):
+    python = pyenv_python("10")
+    if python is None:
+        pytest.skip("no pyenv CPython 3.10")
+    target = make_venv(tmp_path / "venv310", python)
+    done = compat("install", "--python", str(target), "torch==1.12.1", "ccl", *index.index_args())
+    assert done.returncode == 0, done.stdout + done.stderr
+    installed = freeze(target)
+    assert "torch==1.12.1+cpu" in installed and "oneccl-bind-pt==1.12.100+cpu" in installed
+
+
+def test_unreachable_index_changes_nothing(index, venv311):
+    before = freeze(venv311)
+    done = compat("install", "--python", str(venv311), *index.index_args(), "--index", "pytorch-cpu=http://127.0.0.1:9/simple")
+    assert done.returncode == 1
+    assert "http://127.0.0.1:9/simple (pytorch-cpu, from --index) cannot be reached" in done.stderr
+    assert "--torch-from-pypi" in done.stderr and "COMPAT_INDEX_PYTORCH_CPU" in done.stderr
+    assert freeze(venv311) == before
+
+
+def test_version_without_a_wheel_for_this_python_is_refused_before_any_change(index, venv311):
+    before = freeze(venv311)
+    done = compat("install", "--python", str(venv311), "--profile", "ipex", *index.index_args())  # torch 2.8.0: only a cp310 wheel here
+    assert done.returncode == 1
+    assert "has no wheel of torch==2.8.0+cpu for Python 3.11" in done.stderr
+    assert freeze(venv311) == before
+    done = compat("install", "--python", str(venv311), "torch==1.12.1", "ccl", *index.index_args())  # the matrix knows: no 3.11 wheels
+    assert done.returncode == 1 and "has no wheel for Python 3.11" in done.stderr
+    assert freeze(venv311) == before
+
+
+def test_hash_mismatch_is_refused(index, venv311):
+    before = freeze(venv311)
+    name = next(w.name for w in index.hosts["pytorch-cpu"] if "2.7.0" in w.name)
+    index.corrupt.add(name)
+    try:
+        done = compat("install", "--python", str(venv311), *index.index_args())
+    finally:
+        index.corrupt.discard(name)
+    assert done.returncode == 1
+    assert "does not match the sha256 its index publishes" in done.stderr
+    assert freeze(venv311) == before
+
+
+def test_replacing_a_pinned_torch_needs_yes(index, venv311, tmp_path):
+    # the user installed torch 2.8.0 by hand; the ddp-ccl set needs torch 2.7.0
+    mine = torch_wheel(tmp_path / "mine", "2.8.0+cpu", CP311)
+    subprocess.run([str(venv311), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--find-links", str(mine.parent), "torch==2.8.0+cpu"],
+                   check=True, timeout=120, capture_output=True)
+    before = freeze(venv311)
+    assert "torch==2.8.0+cpu" in before
+    done = compat("install", "--python", str(venv311), *index.index_args())
+    assert done.returncode == 1
+    assert "would replace torch 2.8.0+cpu -> 2.7.0+cpu; refused without --yes. Nothing was changed." in done.stderr
+    assert freeze(venv311) == before
+    done = compat("install", "--python", str(venv311), "--yes", *index.index_args())
+    assert done.returncode == 0, done.stderr
+    assert "torch==2.7.0+cpu" in freeze(venv311)
+
+
+def test_installer_killed_midway_is_restored(index, venv311):
+    base = compat("install", "--python", str(venv311), "torch==2.7.0", *index.index_args())
+    assert base.returncode == 0, base.stderr
+    before = freeze(venv311)
+    site = Path(subprocess.run([str(venv311), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "install", "--python", str(venv311), "--profile", "ddp-ccl", *index.index_args()],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = False
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if (site / "accelerate" / "data").is_dir():  # pip is writing accelerate's 3000 files
+            for child in _children(process.pid):
+                os.kill(child, signal.SIGKILL)
+                killed = True
+            break
+        time.sleep(0.005)
+    out, err = process.communicate(timeout=300)
+    assert killed, "pip finished before it could be killed: " + err[-500:]
+    assert process.returncode == 1
+    assert "killed by signal 9; the environment was restored to what it was before" in err
+    assert freeze(venv311) == before
+    assert not (site / "accelerate").exists()
+    assert not list(site.parent.glob(".compat-snapshot-*"))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("python", ["3.8", "3.10", "3.11", "3.12"])
+def test_dry_run_and_print_match_the_resolver(python):
+    resolved = json.loads(compat("resolve", "--json", "--python-version", python).stdout)
+    dry = compat("install", "--dry-run", "--json", "--python-version", python)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)["packages"]
+    assert {name: pin.split("==")[1].split("+")[0] for name, pin in plan.items()} == resolved["packages"]
+    constraints = compat("install", "--print", "constraints", "--python-version", python).stdout.splitlines()
+    assert [line.split("==")[1].split("+")[0] for line in constraints[1:]] == list(resolved["packages"].values())
+    command = compat("install", "--print", "pip-command", "--python-version", python).stdout
+    args = shlex.split(command)
+    assert args[:4] == ["pip", "install", "--index-url", "https://pypi.org/simple/"]
+    for name, index_info in resolved["indexes"].items():
+        if index_info["host"] != "pypi":
+            assert index_info["url"] in args
+
+
+def test_print_requirements_with_the_hashes_the_hosts_publish(index):
+    done = compat("install", "--print", "requirements", "--python-version", "3.11", "--require-hashes", *index.index_args())
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    torch_line = next(line for line in lines if line.startswith("torch=="))
+    wheel = next(w for w in index.hosts["pytorch-cpu"] if "2.7.0" in w.name)
+    import hashlib
+
+    assert torch_line == f"torch==2.7.0+cpu --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}"
+    assert f"--extra-index-url {index.host_url('pytorch-cpu')}" in lines
+
+
+def test_require_hashes_refuses_a_folder_without_hashes(index, venv311, tmp_path):
+    folder = tmp_path / "ccl-folder"
+    folder.mkdir()
+    ccl = next(w for w in index.hosts["intel-cpu-us"])
+    (folder / ccl.name).write_bytes(ccl.read_bytes())
+    before = freeze(venv311)
+    done = compat("install", "--python", str(venv311), "--require-hashes", *index.index_args(), "--index", f"intel-cpu-us={folder}")
+    assert done.returncode == 1
+    assert "gives no sha256 for oneccl_bind_pt-2.7.0+cpu" in done.stderr
+    assert freeze(venv311) == before
+
+
+def test_download_then_install_offline(index, tmp_path):
+    house = tmp_path / "wheelhouse"
+    done = compat("download", "-d", str(house), "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", *index.index_args())
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = sorted(p.name.split("-")[0] for p in house.glob("*.whl"))
+    assert names == ["accelerate", "filelock", "intel_extension_for_pytorch", "oneccl_bind_pt", "torch", "transformers"]
+    target = make_venv(tmp_path / "offline")
+    saved = dict(index.hosts)
+    index.down.update(saved)  # every host now answers 503: the install must not need them
+    try:
+        done = compat("install", "--python", str(target), "--offline", "--wheelhouse", str(house))
+    finally:
+        index.down.clear()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "oneccl-bind-pt==2.7.0+cpu" in freeze(target)
+
+
+def test_uv_installer_gives_the_same_result(index, venv311):
+    import shutil
+
+    if shutil.which("uv") is None:
+        pytest.skip("uv is not installed")
+    done = compat("install", "--python", str(venv311), "--installer", "uv", "--json", *index.index_args())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["installer"] == "uv"
+    installed = freeze(venv311)
+    assert "torch==2.7.0+cpu" in installed and "oneccl-bind-pt==2.7.0+cpu" in installed
+
+
+def test_indexes_from_environment_and_config_file(index, venv311, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("[indexes]\n" + "\n".join(f'{host} = "{index.host_url(host)}"' for host in index.hosts if host != "pytorch-cpu") + "\n")
+    env = {"COMPAT_CONFIG": str(config), "COMPAT_INDEX_PYTORCH_CPU": index.host_url("pytorch-cpu")}
+    done = compat("install", "--python", str(venv311), "torch==2.7.0", "--with", "ipex", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "intel-extension-for-pytorch==2.7.0" in freeze(venv311)
