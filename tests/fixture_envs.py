@@ -16,6 +16,17 @@ from typing import Optional
 
 FIXTURE_HEADER = "# FIXTURE module written by tests/fixture_envs.py: not the real package.\n"
 
+SETVARS_SOURCE = """\
+# FIXTURE setvars.sh written by compatmatrix's tests (shape of oneCCL 2021.x's)
+CCL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CCL_ROOT
+export I_MPI_ROOT="$CCL_ROOT/opt/mpi"
+export FI_PROVIDER_PATH="$I_MPI_ROOT/libfabric/lib/prov:/usr/lib64/libfabric"
+export LD_LIBRARY_PATH="$CCL_ROOT/lib:$I_MPI_ROOT/libfabric/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$I_MPI_ROOT/bin${PATH:+:$PATH}"
+export CCL_CONFIGURATION=cpu
+"""
+
 
 class FixtureEnv:
     def __init__(self, root: Path, python: str = sys.executable) -> None:
@@ -100,14 +111,5 @@ class FixtureEnv:
             mpirun.write_text("#!/bin/sh\n# FIXTURE mpirun\nexit 0\n")
             mpirun.chmod(0o755)
             (root / "env").mkdir(exist_ok=True)
-            (root / "env" / "setvars.sh").write_text(textwrap.dedent("""\
-                # FIXTURE setvars.sh written by tests/fixture_envs.py (shape of oneCCL 2021.x's)
-                CCL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-                export CCL_ROOT
-                export I_MPI_ROOT="$CCL_ROOT/opt/mpi"
-                export FI_PROVIDER_PATH="$I_MPI_ROOT/libfabric/lib/prov:/usr/lib64/libfabric"
-                export LD_LIBRARY_PATH="$CCL_ROOT/lib:$I_MPI_ROOT/libfabric/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-                export PATH="$I_MPI_ROOT/bin${PATH:+:$PATH}"
-                export CCL_CONFIGURATION=cpu
-            """))
+            (root / "env" / "setvars.sh").write_text(SETVARS_SOURCE)
         return self

@@ -19,12 +19,18 @@ from pathlib import Path
 import pytest
 
 from .conftest import pyenv_python
+from .fixture_envs import SETVARS_SOURCE
 from .fixture_index import CCL_SOURCE, TORCH_DISTRIBUTED_SOURCE, TORCH_SOURCE, FixtureIndex, build_wheel, serve
 
 pytestmark = pytest.mark.integration
 
 CP311 = "cp311-cp311-manylinux_2_28_x86_64"
 CP310 = "cp310-cp310-manylinux2014_x86_64"
+CCL_FILES = {  # FIXTURE: the layout of the real bindings' wheel, without oneCCL itself
+    "oneccl_bindings_for_pytorch/env/setvars.sh": SETVARS_SOURCE,
+    "oneccl_bindings_for_pytorch/opt/mpi/libfabric/lib/prov/libtcp-fi.so": "FIXTURE provider",
+    "oneccl_bindings_for_pytorch/lib/.keep": "",
+}
 
 
 def torch_wheel(folder, version, tag):
@@ -43,9 +49,9 @@ def index(tmp_path_factory):
     fixture.add("pypi", build_wheel(wheels, "intel-extension-for-pytorch", "2.8.0", CP311, module="intel_extension_for_pytorch"))
     fixture.add("pypi", build_wheel(wheels, "transformers", "5.0.0", requires=("filelock",)))
     fixture.add("pypi", build_wheel(wheels, "accelerate", "1.12.0", requires=("torch>=2.0.0",), extra_files=3000))
-    fixture.add("intel-cpu-us", build_wheel(wheels / "ccl27", "oneccl_bind_pt", "2.7.0+cpu", CP311, module="oneccl_bindings_for_pytorch", init_source=CCL_SOURCE))
+    fixture.add("intel-cpu-us", build_wheel(wheels / "ccl27", "oneccl_bind_pt", "2.7.0+cpu", CP311, module="oneccl_bindings_for_pytorch", init_source=CCL_SOURCE, files_extra=CCL_FILES))
     for version in ("1.12.0+cpu", "1.12.100+cpu"):
-        fixture.add("intel-whl-stable", build_wheel(wheels / f"ccl{version}", "oneccl_bind_pt", version, CP310, module="oneccl_bindings_for_pytorch", init_source=CCL_SOURCE), style="find-links")
+        fixture.add("intel-whl-stable", build_wheel(wheels / f"ccl{version}", "oneccl_bind_pt", version, CP310, module="oneccl_bindings_for_pytorch", init_source=CCL_SOURCE, files_extra=CCL_FILES), style="find-links")
     server, _ = serve(fixture)
     yield fixture
     server.shutdown()
@@ -203,7 +209,7 @@ def test_dry_run_and_print_match_the_resolver(python):
     command = compat("install", "--print", "pip-command", "--python-version", python).stdout
     args = shlex.split(command)
     assert args[:4] == ["pip", "install", "--index-url", "https://pypi.org/simple/"]
-    for name, index_info in resolved["indexes"].items():
+    for index_info in resolved["indexes"].values():
         if index_info["host"] != "pypi":
             assert index_info["url"] in args
 
@@ -250,10 +256,10 @@ def test_download_then_install_offline(index, tmp_path):
 
 
 def test_uv_installer_gives_the_same_result(index, venv311):
-    import shutil
+    from compatmatrix.install.runner import uv_binary
 
-    if shutil.which("uv") is None:
-        pytest.skip("uv is not installed")
+    if uv_binary() is None:
+        pytest.skip("uv is not installed (pip install uv)")
     done = compat("install", "--python", str(venv311), "--installer", "uv", "--json", *index.index_args())
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["installer"] == "uv"

@@ -242,11 +242,27 @@ def write_lock(path: Path, fetched: Sequence[FetchedWheel], items: Sequence[Repo
     return hashed
 
 
+def uv_binary() -> Optional[str]:
+    """uv on PATH, next to this interpreter, or the one the `uv` Python package ships."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "uv"
+    if beside.exists():
+        return str(beside)
+    try:
+        from uv import find_uv_bin  # type: ignore[import-not-found]
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return None
+
+
 def installer_command(installer: str, python: str, lock: Path, folders: Sequence[Path], require_hashes: bool) -> list[str]:
     """Install exactly the lock, from local folders only (no index can step in at this point)."""
     links = [arg for folder in folders for arg in ("--find-links", str(folder))]
     if installer == "uv":
-        uv = shutil.which("uv")
+        uv = uv_binary()
         if uv is None:
             raise InstallError("uv is not installed; nothing was changed.", "pip install uv, or use --installer pip.")
         command = [uv, "pip", "install", "--no-config", "--python", python, "--no-deps", "--no-index", *links, "-r", str(lock)]

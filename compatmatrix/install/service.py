@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from .runner import (
     pip_report,
     restore,
     run_installer,
+    uv_binary,
     write_lock,
 )
 from .runner import take_snapshot as snapshot_folders
@@ -83,7 +83,7 @@ def preflight(session: requests.Session, plan: InstallPlan, options: InstallOpti
 
 def choose_installer(requested: str) -> str:
     if requested == "auto":
-        return "uv" if shutil.which("uv") else "pip"
+        return "uv" if uv_binary() else "pip"
     return requested
 
 
