@@ -14,6 +14,8 @@ import textwrap
 from pathlib import Path
 from typing import Optional
 
+from .fixture_index import TORCH_DISTRIBUTED_SOURCE, TORCH_SOURCE
+
 FIXTURE_HEADER = "# FIXTURE module written by tests/fixture_envs.py: not the real package.\n"
 
 SETVARS_SOURCE = """\
@@ -55,24 +57,8 @@ class FixtureEnv:
 
     def torch(self, version: str = "2.7.0") -> "FixtureEnv":
         self.dist("torch", version)
-        self.module("torch/__init__.py", f"""
-            __version__ = "{version}"
-            class version:
-                cuda = None
-                debug = False
-            from . import distributed
-        """)
-        self.module("torch/distributed/__init__.py", """
-            class Backend:
-                backend_list = ["gloo"]
-                @classmethod
-                def register_backend(cls, name, func, devices=None):
-                    cls.backend_list.append(name)
-            def is_backend_available(name):
-                return name in Backend.backend_list
-            def is_available():
-                return True
-        """)
+        self.module("torch/__init__.py", f"__version__ = {version!r}\n" + TORCH_SOURCE)
+        self.module("torch/distributed/__init__.py", TORCH_DISTRIBUTED_SOURCE)
         return self
 
     def ipex(self, version: str = "2.7.0", ending: str = "ok", series: str = "2.7.*") -> "FixtureEnv":

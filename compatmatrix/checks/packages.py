@@ -49,6 +49,20 @@ def _host_hint(ctx: Context, component: Component, release) -> str:
     return ""
 
 
+def _installed_with_torch(ctx: Context, cid: str, names: tuple[str, ...], label: str, finder):
+    """(installed torch, the matrix entry of the installed package), or the SKIP/WARN finding that ends the check."""
+    dist = ctx.snapshot.get(*names)
+    torch = torch_version(ctx)
+    if dist is None:
+        return Finding(cid, Status.SKIP, f"{label} is not installed")
+    if torch is None or dist.public_version is None:
+        return Finding(cid, Status.SKIP, "torch is not installed" if torch is None else f"unreadable {label} version {dist.raw_version!r}")
+    release = finder(dist.public_version)
+    if release is None:
+        return Finding(cid, Status.WARN, f"{label} {dist.raw_version} is not in the matrix", (dist.path,), "Upgrade compatmatrix, or check the pairing by hand.")
+    return torch, release
+
+
 @check("packages.torch-installed", "torch is installed (and which build)")
 def torch_installed(ctx: Context) -> Finding:
     dist = torch_dist(ctx)
@@ -65,15 +79,10 @@ def torch_installed(ctx: Context) -> Finding:
 @check("packages.ipex-torch", "IPEX's import check accepts the installed torch")
 def ipex_torch(ctx: Context) -> Finding:
     cid = "packages.ipex-torch"
-    dist = ctx.snapshot.get(*IPEX_NAMES)
-    torch = torch_version(ctx)
-    if dist is None:
-        return Finding(cid, Status.SKIP, "intel-extension-for-pytorch is not installed")
-    if torch is None or dist.public_version is None:
-        return Finding(cid, Status.SKIP, "torch is not installed" if torch is None else f"unreadable IPEX version {dist.raw_version!r}")
-    release = ctx.matrix.ipex_release(dist.public_version)
-    if release is None:
-        return Finding(cid, Status.WARN, f"intel-extension-for-pytorch {dist.raw_version} is not in the matrix", (dist.path,), "Upgrade compatmatrix, or check the pairing by hand.")
+    found = _installed_with_torch(ctx, cid, IPEX_NAMES, "intel-extension-for-pytorch", ctx.matrix.ipex_release)
+    if isinstance(found, Finding):
+        return found
+    torch, release = found
     if ipex_accepts_torch(release, torch):
         exact = "" if release.torch == torch else f" (built for {release.torch}; its import check accepts {torch})"
         return Finding(cid, Status.PASS, f"intel-extension-for-pytorch {release.version} fits torch {torch}{exact}")
@@ -97,15 +106,10 @@ def ipex_torch(ctx: Context) -> Finding:
 @check("packages.ccl-torch", "oneccl_bind_pt is built for exactly the installed torch")
 def ccl_torch(ctx: Context) -> Finding:
     cid = "packages.ccl-torch"
-    dist = ctx.snapshot.get(*CCL_NAMES)
-    torch = torch_version(ctx)
-    if dist is None:
-        return Finding(cid, Status.SKIP, "oneccl_bind_pt is not installed")
-    if torch is None or dist.public_version is None:
-        return Finding(cid, Status.SKIP, "torch is not installed" if torch is None else f"unreadable oneccl_bind_pt version {dist.raw_version!r}")
-    release = ctx.matrix.ccl_release(dist.public_version)
-    if release is None:
-        return Finding(cid, Status.WARN, f"oneccl_bind_pt {dist.raw_version} is not in the matrix", (dist.path,), "Upgrade compatmatrix, or check the pairing by hand.")
+    found = _installed_with_torch(ctx, cid, CCL_NAMES, "oneccl_bind_pt", ctx.matrix.ccl_release)
+    if isinstance(found, Finding):
+        return found
+    torch, release = found
     if torch in release.torch_versions:
         return Finding(cid, Status.PASS, f"oneccl_bind_pt {release.version} is built for torch {torch}", (f"module {release.module}, bundled oneCCL {release.oneccl}",))
     partner: Optional[CclRelease] = next((r for r in ctx.matrix.ccl if torch in r.torch_versions), None)

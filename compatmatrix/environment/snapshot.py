@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,10 +12,9 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ..errors import InterpreterError
 from ..names import canonical_name
 from ..target import Platform
-from .interpreter import _resolve_executable
+from .interpreter import _resolve_executable, run_json_probe
 
 PROBE_PATH = Path(__file__).with_name("env_probe.py")
 PROBE_TIMEOUT_S = 60.0
@@ -114,28 +112,9 @@ def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = N
             sys.argv = saved
         return report
     executable = _resolve_executable(python)
-    try:
-        done = subprocess.run(
-            # No -I / -S: the probe must see what `import` sees in that environment (site, .pth files,
-            # PYTHONPATH, user site). `-c` with the source keeps this package's directory off sys.path.
-            [executable, "-c", PROBE_PATH.read_text(encoding="utf-8")],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            env=dict(env) if env is not None else None,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise InterpreterError(f"'{executable}' did not finish the environment probe within {timeout:.0f} s.", "Check that the interpreter starts.") from None
-    except OSError as exc:
-        raise InterpreterError(f"'{executable}' cannot be run ({exc.strerror}).", "Pass the path of a Python interpreter with --python.") from None
-    if done.returncode != 0:
-        last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        raise InterpreterError(f"'{executable}' failed the environment probe (exit {done.returncode}: {last}).", "Pass a Python 3.6+ interpreter with --python.")
-    try:
-        return json.loads(done.stdout.decode(errors="replace").strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to the environment probe is unreadable).", "Pass a CPython interpreter with --python.") from None
+    # No -I / -S: the probe must see what `import` sees in that environment (site, .pth files,
+    # PYTHONPATH, user site). `-c` with the source keeps this package's directory off sys.path.
+    return run_json_probe(executable, ["-c", PROBE_PATH.read_text(encoding="utf-8")], "the environment probe", timeout, env)
 
 
 def env_probe_report(module) -> dict[str, Any]:
