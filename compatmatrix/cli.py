@@ -141,6 +141,19 @@ def build_parser() -> argparse.ArgumentParser:
     download_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch from PyPI instead of the PyTorch CPU index")
     _common(download_cmd)
 
+    translate_cmd = commands.add_parser(
+        "translate",
+        help="rewrite a training command from the guides for the installed transformers / accelerate",
+        description="Rewrite a training command line (--xpu_backend/--ddp_backend, --no_cuda/--use_cpu, --use_ipex, --bf16) "
+        "for the installed transformers and accelerate, explaining each change. Exit 1 when the command cannot work with them "
+        "at all (for example ccl with transformers >= 5.1).",
+    )
+    translate_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None, help="read the installed versions from this interpreter")
+    translate_cmd.add_argument("--transformers", metavar="VERSION", help="translate for this transformers version instead of the installed one")
+    translate_cmd.add_argument("--accelerate", metavar="VERSION", help="translate for this accelerate version instead of the installed one")
+    translate_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command line, after --")
+    _common(translate_cmd)
+
     env_cmd = commands.add_parser(
         "env",
         help="print the exports of the bindings' setvars.sh plus LD_PRELOAD and thread settings: eval \"$(compat env)\"",
@@ -409,7 +422,54 @@ def cmd_download(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"install": cmd_install, "download": cmd_download, "resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env}
+def cmd_translate(args: argparse.Namespace) -> int:
+    import shlex
+
+    from packaging.version import InvalidVersion, Version
+
+    from .translate import translate
+
+    command = args.training_command[1:] if args.training_command[:1] == ["--"] else args.training_command
+    if not command:
+        raise UsageError("No command line to translate.", "Write it after --, e.g. compat translate -- python run_qa.py --no_cuda --ddp_backend ccl")
+    versions = {}
+    for name in ("transformers", "accelerate"):
+        given = getattr(args, name)
+        if given:
+            try:
+                versions[name] = Version(given)
+            except InvalidVersion:
+                raise UsageError(f"'{given}' is not a version.", f"Pass --{name} X.Y.Z.") from None
+    if "transformers" not in versions or "accelerate" not in versions:
+        from .environment.snapshot import take_snapshot
+
+        snapshot = take_snapshot(args.python)
+        for name in ("transformers", "accelerate"):
+            dist = snapshot.get(name)
+            if name not in versions and dist is not None and dist.public_version is not None:
+                versions[name] = dist.public_version
+    if "transformers" not in versions:
+        raise UsageError("transformers is not installed in the target environment.", "Pass --python PATH of your training environment, or --transformers X.Y.Z.")
+    result = translate(_load(args), command, versions["transformers"], versions.get("accelerate"))
+    if args.json:
+        print(dump_json({"schema_version": 1, "command": "translate", "transformers": str(result.transformers),
+                         "accelerate": str(result.accelerate) if result.accelerate else None, "argv": list(result.argv),
+                         "edits": [{"before": e.before, "after": e.after, "why": e.why} for e in result.edits],
+                         "warnings": list(result.warnings), "blocking": list(result.blocking)}))
+    else:
+        accelerate = f" / accelerate {result.accelerate}" if result.accelerate else ""
+        print(f"# for transformers {result.transformers}{accelerate}")
+        print(shlex.join(result.argv))
+        for edit in result.edits:
+            print(f"# {edit.before} -> {edit.after or '(dropped)'}: {edit.why}")
+        for line in result.blocking:
+            print(f"# CANNOT WORK: {line}")
+        for line in result.warnings:
+            print(f"# note: {line}")
+    return EXIT_PROBLEMS if result.blocking else EXIT_OK
+
+
+COMMANDS = {"translate": cmd_translate, "install": cmd_install, "download": cmd_download, "resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

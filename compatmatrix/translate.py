@@ -1,0 +1,168 @@
+"""Rewrite a training command line from the guides for the installed transformers / accelerate. Pure.
+
+The flags changed over the years: `--xpu_backend` became `--ddp_backend` (4.29, removed 4.32),
+`--no_cuda` became `--use_cpu` (4.32, removed 5.0), `--use_ipex` went away (4.57), bf16 on CPU needs
+`--use_cpu` again from 4.52, and ccl itself is gone from transformers 5.1 and accelerate 1.13.
+Every rule here reads its version range from the matrix's [[feature]] entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from packaging.version import Version
+
+from .matrix.model import Matrix
+from .rules import range_text
+
+_BOOL_WORDS = {"true", "false", "1", "0", "yes", "no"}
+_BOOLEAN_FLAGS = ("--no_cuda", "--use_cpu", "--use_ipex", "--bf16")
+
+
+@dataclass(frozen=True)
+class Edit:
+    before: str
+    after: str  # "" when the flag is dropped
+    why: str
+
+
+@dataclass(frozen=True)
+class Translation:
+    argv: tuple[str, ...]
+    edits: tuple[Edit, ...]
+    warnings: tuple[str, ...]
+    blocking: tuple[str, ...]  # why the command cannot work with these versions at all
+    transformers: Version
+    accelerate: Optional[Version]
+
+
+@dataclass
+class _Flag:
+    name: str
+    value: Optional[str]  # None for a bare boolean flag
+    tokens: list[str]  # what it was written as
+
+
+def _parse(argv: Sequence[str]) -> list[object]:
+    """Tokens, with the flags we translate grouped with their value."""
+    items: list[object] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        name, eq, inline = token.partition("=")
+        if name in ("--xpu_backend", "--ddp_backend"):
+            if eq:
+                items.append(_Flag(name, inline, [token]))
+            elif i + 1 < len(argv):
+                items.append(_Flag(name, argv[i + 1], [token, argv[i + 1]]))
+                i += 1
+            else:
+                items.append(_Flag(name, None, [token]))
+        elif name in _BOOLEAN_FLAGS:
+            if eq:
+                items.append(_Flag(name, inline, [token]))
+            elif i + 1 < len(argv) and argv[i + 1].lower() in _BOOL_WORDS:
+                items.append(_Flag(name, argv[i + 1], [token, argv[i + 1]]))
+                i += 1
+            else:
+                items.append(_Flag(name, None, [token]))
+        else:
+            items.append(token)
+        i += 1
+    return items
+
+
+def _on(flag: _Flag) -> bool:
+    return flag.value is None or flag.value.lower() in ("true", "1", "yes")
+
+
+def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accelerate: Optional[Version]) -> Translation:
+    feature = {f.name: f for f in matrix.features_of("transformers")}
+    accel = {f.name: f for f in matrix.features_of("accelerate")}
+
+    def has(name: str) -> bool:
+        return feature[name].present_in(transformers)
+
+    def when(name: str) -> str:
+        return f"transformers{range_text(feature[name].versions)}"
+
+    items = _parse(argv)
+    edits: list[Edit] = []
+    warnings: list[str] = []
+    blocking: list[str] = []
+    out: list[str] = []
+    flags = [i for i in items if isinstance(i, _Flag)]
+    wants_cpu = any(f.name in ("--no_cuda", "--use_cpu") and _on(f) for f in flags)
+    backend = next((f.value for f in flags if f.name in ("--xpu_backend", "--ddp_backend")), None)
+    cpu_flag_written = False
+
+    for item in items:
+        if not isinstance(item, _Flag):
+            out.append(str(item))
+            continue
+        written = " ".join(item.tokens)
+        if item.name in ("--xpu_backend", "--ddp_backend"):
+            value = item.value or ""
+            if has("ddp_backend_arg"):
+                new = ["--ddp_backend", value]
+                why = f"--xpu_backend was renamed --ddp_backend ({when('ddp_backend_arg')})" if item.name == "--xpu_backend" else ""
+            elif has("xpu_backend_arg"):
+                new = ["--xpu_backend", value]
+                why = f"transformers {transformers} has no --ddp_backend yet; it takes --xpu_backend ({when('xpu_backend_arg')})" if item.name == "--ddp_backend" else ""
+            else:
+                new = list(item.tokens)
+                why = ""
+                blocking.append(f"transformers {transformers} has neither --ddp_backend nor --xpu_backend: it cannot choose a CPU backend from the command line")
+            if value == "ccl" and not has("ddp_backend_ccl") and not has("xpu_backend_arg"):
+                blocking.append(
+                    f"transformers {transformers} no longer accepts ccl ({when('ddp_backend_ccl')} does): "
+                    "use --ddp_backend gloo on stock PyTorch, or the pinned set that still has ccl: compat resolve --profile ddp-ccl"
+                )
+            out += new
+            if why:
+                edits.append(Edit(written, " ".join(new), why))
+            continue
+        if item.name in ("--no_cuda", "--use_cpu"):
+            if not _on(item):
+                out += item.tokens
+                continue
+            if cpu_flag_written:
+                edits.append(Edit(written, "", "the CPU flag is already given"))
+                continue
+            cpu_flag_written = True
+            if has("use_cpu_arg"):
+                new = ["--use_cpu"]
+                why = f"--no_cuda was replaced by --use_cpu ({when('use_cpu_arg')}; --no_cuda is gone from 5.0)" if item.name == "--no_cuda" else ""
+            else:
+                new = ["--no_cuda"]
+                why = f"transformers {transformers} has no --use_cpu yet ({when('use_cpu_arg')} does)" if item.name == "--use_cpu" else ""
+            out += new
+            if why or item.value is not None:
+                edits.append(Edit(written, " ".join(new), why or "a bare flag is enough"))
+            continue
+        if item.name == "--use_ipex":
+            if has("use_ipex_arg"):
+                out += item.tokens
+            elif _on(item):
+                edits.append(Edit(written, "", f"--use_ipex was removed ({when('use_ipex_arg')} have it): apply ipex.optimize(model, optimizer) in the script, or stay on transformers <4.57"))
+            continue
+        if item.name == "--bf16":
+            out += item.tokens
+            if _on(item) and feature.get("bf16_cpu_requires_use_cpu") and feature["bf16_cpu_requires_use_cpu"].present_in(transformers) and not wants_cpu:
+                out.append("--use_cpu")
+                cpu_flag_written = True
+                edits.append(Edit(written, f"{written} --use_cpu", f"bf16 on a CPU needs --use_cpu ({when('bf16_cpu_requires_use_cpu')})"))
+            continue
+
+    if backend == "ccl":
+        uses_accelerate = has("ddp_backend_forwarded_to_accelerate") if "ddp_backend_forwarded_to_accelerate" in feature else True
+        works = accel.get("ddp_backend_ccl_works")
+        if uses_accelerate and accelerate is not None and works is not None and not works.present_in(accelerate):
+            blocking.append(
+                f"accelerate {accelerate} cannot run ccl (only accelerate{range_text(works.versions)} {works.description}): "
+                "pip install the set compat resolve --profile ddp-ccl gives, or train with --ddp_backend gloo"
+            )
+        warnings.append("ccl also needs the oneCCL environment and CCL_WORKER_COUNT>=1: eval \"$(compat env)\"")
+    return Translation(tuple(out), tuple(edits), tuple(warnings), tuple(blocking), transformers, accelerate)
