@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     install_cmd.add_argument("--offline", action="store_true", help="no network: take everything from --wheelhouse")
     install_cmd.add_argument("--wheelhouse", metavar="DIR", help="a folder made by compat download")
     install_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch from PyPI (the CUDA build, several GB more) instead of the PyTorch CPU index")
+    recovery = install_cmd.add_mutually_exclusive_group()
+    recovery.add_argument("--restore", action="store_true", help="put back the environment an interrupted compat install left half-done")
+    recovery.add_argument("--discard-snapshot", action="store_true", help="keep the environment an interrupted install left, drop its snapshot")
     _common(install_cmd)
 
     download_cmd = commands.add_parser(
@@ -337,6 +340,15 @@ def cmd_install(args: argparse.Namespace) -> int:
 
     if args.offline and not args.wheelhouse:
         raise UsageError("--offline needs --wheelhouse DIR.", "Make one with compat download -d DIR, then pass --wheelhouse DIR.")
+    if args.restore or args.discard_snapshot:
+        from .install.service import recover
+
+        try:
+            print(recover(take_snapshot(args.python), restore_it=args.restore))
+        except InstallError as exc:
+            sys.stderr.write(f"compat: {exc.message}\n")
+            return EXIT_PROBLEMS
+        return EXIT_OK
     planning_only = args.dry_run or args.print_
     if (args.python_version or args.platform) and not planning_only:
         raise UsageError("--python-version and --platform only go with --dry-run or --print.", "To install, pass --python PATH of the target interpreter.")

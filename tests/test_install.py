@@ -274,3 +274,37 @@ def test_indexes_from_environment_and_config_file(index, venv311, tmp_path):
     done = compat("install", "--python", str(venv311), "torch==2.7.0", "--with", "ipex", env=env)
     assert done.returncode == 0, done.stderr
     assert "intel-extension-for-pytorch==2.7.0" in freeze(venv311)
+
+
+def test_compat_itself_killed_midway_leaves_a_journal_and_restore_puts_things_back(index, venv311):
+    base = compat("install", "--python", str(venv311), "torch==2.7.0", *index.index_args())
+    assert base.returncode == 0, base.stderr
+    before = freeze(venv311)
+    site = Path(subprocess.run([str(venv311), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "install", "--python", str(venv311), "--profile", "ddp-ccl", *index.index_args()],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    installer = []
+    while time.monotonic() < deadline and process.poll() is None:
+        if (site / "accelerate" / "data").is_dir():
+            installer = _children(process.pid)
+            process.kill()  # compat itself, SIGKILL: no chance to clean up
+            break
+        time.sleep(0.005)
+    process.communicate(timeout=60)
+    assert installer, "compat finished before it could be killed"
+    for pid in installer:  # the installer dies with compat (PR_SET_PDEATHSIG), it does not finish on its own
+        for _ in range(200):
+            if not Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists(), "the installer outlived compat"
+    refused = compat("install", "--python", str(venv311), *index.index_args())
+    assert refused.returncode == 1
+    assert "was stopped before it finished" in refused.stderr and "--restore" in refused.stderr
+    restored = compat("install", "--restore", "--python", str(venv311))
+    assert restored.returncode == 0, restored.stderr
+    assert freeze(venv311) == before
+    assert not (site / "accelerate").exists()
+    assert not list(site.parent.glob(".compat-snapshot-*")) and not list(site.parent.glob(".compat-install-journal.json"))
+    assert compat("install", "--restore", "--python", str(venv311)).returncode == 1  # nothing left to restore

@@ -271,14 +271,23 @@ def installer_command(installer: str, python: str, lock: Path, folders: Sequence
     return command + (["--require-hashes"] if require_hashes else [])
 
 
+JOURNAL_NAME = ".compat-install-journal.json"
+
+
 @dataclass(frozen=True)
 class Snapshot:
     folders: tuple[tuple[Path, Path], ...]  # (live folder, hard-linked copy)
     root: Path
+    journal: Path  # says an install is under way; outlives a compat that was killed
+    pid: int = 0
+
+
+def journal_path(purelib: Path) -> Path:
+    return Path(purelib).resolve().parent / JOURNAL_NAME
 
 
 def take_snapshot(folders: Sequence[Path]) -> Snapshot:
-    """Hard-link copies of ``folders`` next to them (same file system, so links work)."""
+    """Hard-link copies of ``folders`` next to them (same file system, so links work), and a journal."""
     pairs = []
     live = [Path(f) for f in dict.fromkeys(str(Path(f).resolve()) for f in folders) if Path(f).is_dir()]
     root = Path(tempfile.mkdtemp(prefix=".compat-snapshot-", dir=live[0].parent if live else None))
@@ -286,7 +295,29 @@ def take_snapshot(folders: Sequence[Path]) -> Snapshot:
         copy = root / f"{index}-{folder.name}"
         shutil.copytree(folder, copy, symlinks=True, copy_function=os.link)
         pairs.append((folder, copy))
-    return Snapshot(tuple(pairs), root)
+    journal = journal_path(live[0]) if live else root / JOURNAL_NAME
+    snapshot = Snapshot(tuple(pairs), root, journal, os.getpid())
+    journal.write_text(json.dumps({"pid": snapshot.pid, "started": time.time(), "root": str(root),
+                                   "folders": [[str(a), str(b)] for a, b in pairs]}))
+    return snapshot
+
+
+def interrupted_install(purelib: Path) -> Optional[Snapshot]:
+    """The snapshot of an earlier install whose compat process is gone, if one was left behind."""
+    path = journal_path(purelib)
+    try:
+        data = json.loads(path.read_text())
+        pid = int(data["pid"])
+        snapshot = Snapshot(tuple((Path(a), Path(b)) for a, b in data["folders"]), Path(data["root"]), path, pid)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+        return None  # that install is still running
+    except ProcessLookupError:
+        return snapshot
+    except PermissionError:
+        return None
 
 
 def restore(snapshot: Snapshot) -> None:
@@ -297,15 +328,29 @@ def restore(snapshot: Snapshot) -> None:
         os.rename(copy, live)
         shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(snapshot.root, ignore_errors=True)
+    snapshot.journal.unlink(missing_ok=True)
 
 
 def discard(snapshot: Snapshot) -> None:
     shutil.rmtree(snapshot.root, ignore_errors=True)
+    snapshot.journal.unlink(missing_ok=True)
+
+
+def _die_with_parent() -> None:
+    """In the installer's child process: get SIGKILL when compat dies, so no installer outlives it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def run_installer(command: Sequence[str], env: Mapping[str, str], timeout: float = INSTALL_TIMEOUT_S) -> tuple[int, str]:
     """Run the installer in its own process group; on timeout or Ctrl-C the whole group is killed."""
-    process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=dict(env))
+    process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True, env=dict(env), preexec_fn=_die_with_parent)
     output: list[str] = []
     deadline = time.monotonic() + timeout
     try:

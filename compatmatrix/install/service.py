@@ -25,6 +25,7 @@ from .runner import (
     fetch,
     installer_command,
     installer_env,
+    interrupted_install,
     locate,
     pip_report,
     restore,
@@ -90,6 +91,14 @@ def choose_installer(requested: str) -> str:
 def install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: InstallOptions) -> InstallResult:
     """Install ``plan`` into the environment of ``snapshot``: all of it, or (on any failure) none of it."""
     say = options.say
+    left = interrupted_install(Path(snapshot.purelib))
+    if left is not None:
+        raise InstallError(
+            f"An earlier compat install into {snapshot.prefix} was stopped before it finished (process {left.pid} is gone); "
+            "the environment may be half-installed. Nothing was changed.",
+            f"Run compat install --restore --python {snapshot.executable} to put back the state from before it, "
+            "or --discard-snapshot to keep the environment as it is now.",
+        )
     target = target_of(snapshot)
     installer = choose_installer(options.installer)
     with requests.Session() as session, tempfile.TemporaryDirectory(prefix="compat-install-") as work:
@@ -224,3 +233,15 @@ def offline_locations(locations: dict[str, IndexLocation], wheelhouse: Path) -> 
 
 def describe_findings(findings: Sequence[Finding]) -> list[str]:
     return [f"{f.status.word} {f.id}: {f.summary}" for f in findings if f.status is not Status.SKIP]
+
+
+def recover(snapshot: EnvSnapshot, restore_it: bool) -> str:
+    """--restore / --discard-snapshot: deal with what an interrupted install left behind."""
+    left = interrupted_install(Path(snapshot.purelib))
+    if left is None:
+        raise InstallError(f"No interrupted compat install was found for {snapshot.prefix}; nothing to do.", "")
+    if restore_it:
+        restore(left)
+        return f"restored {snapshot.prefix} to the state before the interrupted install"
+    discard(left)
+    return f"kept {snapshot.prefix} as it is and removed the interrupted install's snapshot"
