@@ -308,3 +308,25 @@ def test_compat_itself_killed_midway_leaves_a_journal_and_restore_puts_things_ba
     assert not (site / "accelerate").exists()
     assert not list(site.parent.glob(".compat-snapshot-*")) and not list(site.parent.glob(".compat-install-journal.json"))
     assert compat("install", "--restore", "--python", str(venv311)).returncode == 1  # nothing left to restore
+
+
+def test_failed_verification_is_exit_1(tmp_path, venv311):
+    # FIXTURE index whose IPEX 2.7.0 dies at import the way a real version-check failure does
+    wheels = tmp_path / "wheels"
+    broken = FixtureIndex(tmp_path / "broken-index")
+    broken.add("pytorch-cpu", torch_wheel(wheels / "torch", "2.7.0+cpu", CP311))
+    broken.add("pypi", build_wheel(wheels, "filelock", "3.0.0"))
+    guard = "import os\nprint('ERROR! Intel(R) Extension for PyTorch* needs to work with PyTorch 2.6.*, but PyTorch 2.7.0 is found.')\nos.exit(127)\n"
+    broken.add("pypi", build_wheel(wheels, "intel-extension-for-pytorch", "2.7.0", CP311, module="intel_extension_for_pytorch", init_source=guard))
+    server, _ = serve(broken)
+    try:
+        done = compat("install", "--python", str(venv311), "--json", "torch==2.7.0", "--with", "ipex", *broken.index_args())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert data["state"] == "installed" and data["ok"] is False
+    checks = {c["id"]: c for c in data["checks"]}
+    assert checks["imports.ipex"]["status"] == "fail"
+    assert "module 'os' has no attribute 'exit'" in " ".join(checks["imports.ipex"]["evidence"])
