@@ -14,7 +14,7 @@ from rich.table import Table
 from .console import JSON_SCHEMA_VERSION
 from .matrix.model import COMPONENT_ORDER, Component, Matrix
 from .resolve import Conflict, Outcome, Resolution
-from .rules import Candidate, ipex_accepts_torch, python_list, yanked_wheels
+from .rules import Candidate, ipex_accepts_torch, python_list, range_text, yanked_wheels
 
 # --- resolve ---------------------------------------------------------------------------------
 
@@ -122,7 +122,8 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
                 continue
             pick = outcome.picks[component]
             label = f" ({pick.local_label})" if pick.local_label else ""
-            table.add_row(component.distribution, str(pick.version), escape(f"{pick.host.id}  {pick.host.pip_flag} {pick.host.url}{label}"))
+            source = "pypi" if pick.host.id == "pypi" else f"{pick.host.id}  {pick.host.pip_flag} {pick.host.url}{label}"
+            table.add_row(component.distribution, str(pick.version), escape(source))
         console.print(table)
         if outcome.reasons:
             console.print("\n[bold]Why these versions[/]")
@@ -205,13 +206,25 @@ def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[
         rows[component.distribution] = [
             {"line": str(line.line), "latest": str(line.latest), "requires_python": str(line.requires_python or ""),
              "torch_min": str(line.torch_min or ""), "accelerate_min": str(line.accelerate_min or ""),
-             "features": [f.name for f in matrix.features_of(component.distribution) if f.present_in(line.latest)],
+             "features": _line_features(matrix, component, line),
              **_provenance_json(line.provenance)}
             for line in lines
             if (python is None or line.requires_python is None or line.requires_python.contains(Version(f"{python}.0")))
             and (torch is None or line.torch_min is None or any(torch_ok(t.version) and t.version >= line.torch_min for t in matrix.torch))
         ]
     return rows
+
+
+def _line_features(matrix: Matrix, component: Component, line) -> list[str]:
+    """Features of a line: the name when every release has it, name (range) when only some do."""
+    out = []
+    for feature in matrix.features_of(component.distribution):
+        having = [v for v in line.versions if feature.present_in(v)]
+        if len(having) == len(line.versions):
+            out.append(feature.name)
+        elif having:
+            out.append(f"{feature.name} ({range_text(feature.versions)})")
+    return out
 
 
 def matrix_json(matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:

@@ -166,3 +166,10 @@ def test_not_a_python_interpreter():
     done = run_compat("resolve", "--python", "/usr/bin/true")
     assert done.returncode == 2
     assert "'/usr/bin/true' is not a Python interpreter" in done.stderr
+
+
+def test_matrix_marks_features_that_hold_for_part_of_a_line():
+    rows = json.loads(run_compat("matrix", "--json", "--package", "accelerate").stdout)["releases"]["accelerate"]
+    line = next(r for r in rows if r["line"] == "0.29")
+    assert "ddp_backend_ccl_works (>=0.20.0,!=0.29.0,!=0.29.1,!=0.29.2,<1.13.0)" in line["features"]  # 0.29.0-0.29.2 are broken
+    assert "ddp_backend_ccl_works" in next(r for r in rows if r["line"] == "1.12")["features"]
