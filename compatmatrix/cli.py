@@ -334,9 +334,8 @@ class _NoSet(Exception):
 
 def cmd_install(args: argparse.Namespace) -> int:
     from .environment.snapshot import take_snapshot
-    from .install.plan import WheelTarget
     from .install.runner import InstallError
-    from .install.service import InstallOptions, describe_findings, install, located_hashes, pip_command_text, requirements_text, target_of
+    from .install.service import InstallOptions, describe_findings, install, pip_command_text, requirements_text
 
     if args.offline and not args.wheelhouse:
         raise UsageError("--offline needs --wheelhouse DIR.", "Make one with compat download -d DIR, then pass --wheelhouse DIR.")
@@ -365,12 +364,13 @@ def cmd_install(args: argparse.Namespace) -> int:
     except _NoSet:
         return EXIT_PROBLEMS
     if args.print_:
-        target = target_of(snapshot) if snapshot is not None else WheelTarget(python.version, platform)
         if args.print_ == "pip-command":
             print(pip_command_text(plan))
+        elif args.require_hashes:
+            raise UsageError("A hash-pinned requirements file needs every dependency's hash, which --print cannot know.",
+                             "Run compat download -d DIR --require-hashes: it writes DIR/compat-wheelhouse.lock with all of them.")
         else:
-            hashes = located_hashes(plan, target, args.require_hashes) if args.print_ == "requirements" else {}
-            sys.stdout.write(requirements_text(plan, hashes, args.print_))
+            sys.stdout.write(requirements_text(plan, args.print_))
         return EXIT_OK
     def say(line: str) -> None:
         if not args.json:
@@ -392,7 +392,8 @@ def cmd_install(args: argparse.Namespace) -> int:
         result = install(matrix, plan, snapshot, options)
     except InstallError as exc:
         if args.json:
-            print(dump_json({"schema_version": 1, "command": "install", "ok": False, "state": exc.state, "error": exc.message, "fix": exc.fix}))
+            print(dump_json({"schema_version": 1, "command": "install", "ok": False, "state": exc.state, "error": exc.message, "fix": exc.fix,
+                             "checks": [f.to_json() for f in exc.findings]}))
         else:
             sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
         return EXIT_PROBLEMS

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import threading
 import time
+import urllib.parse
 import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -118,7 +119,7 @@ def serve(index: FixtureIndex):
             self.wfile.write(body)
 
         def do_GET(self):  # noqa: N802
-            parts = [p for p in self.path.split("?")[0].split("/") if p]
+            parts = [urllib.parse.unquote(p) for p in self.path.split("?")[0].split("/") if p]
             if not parts or parts[0] not in index.hosts:
                 return self._send(404, b"not found")
             host = parts[0]

@@ -350,3 +350,41 @@ def test_human_output_groups_by_area_with_words(tmp_path):
     assert "fix: pip install oneccl_bind_pt==1.12.100" in out
     assert "FAIL:" in out.splitlines()[-1]
     assert "\x1b[" not in out
+
+
+def test_shadowed_copies_are_normal_but_two_in_one_folder_are_not(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    other = tmp_path / "base-site"
+    env.dist("filelock", "3.0.0")
+    env.dist("filelock", "3.0.0", site=other)  # like a venv over its base interpreter
+    (env.site / "zz-base.pth").write_text(str(other) + "\n")
+    checks, _ = compat_json("check", env.python, "--only", "packages.duplicates", code=0)
+    assert "filelock: 3.0.0 at" in " ".join(checks["packages.duplicates"]["evidence"])
+    (env.site / "filelock-3.1.0.dist-info").mkdir()  # a half-done upgrade: two dist-infos side by side
+    (env.site / "filelock-3.1.0.dist-info" / "METADATA").write_text("Name: filelock\nVersion: 3.1.0\n\n")
+    checks, _ = compat_json("check", env.python, "--only", "packages.duplicates", code=1)
+    assert checks["packages.duplicates"]["summary"].endswith(": filelock")
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_compat_env_settings_pass_compat_check(tmp_path, ranks):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
+    script = (f'eval "$({sys.executable} -m compatmatrix env --python {env.python} --ranks-per-node {ranks})" && '
+              f"{sys.executable} -m compatmatrix check --json --python {env.python} --ranks-per-node {ranks} --only runtime.threads --only oneccl")
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True, timeout=120, env=clean_environ(), check=False)
+    checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["runtime.threads"]["status"] != "fail", checks["runtime.threads"]
+    assert checks["oneccl.setvars"]["status"] == "pass"
+
+
+def test_bindings_in_the_user_site_are_not_stale(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    user_site = tmp_path / "user-site"
+    # the user site holds the bindings; the venv reaches it through a .pth (as site does for --user)
+    env.dist("oneccl-bind-pt", "2.7.0", site=user_site)
+    (env.site / "zz-user.pth").write_text(str(user_site) + "\n")
+    module = user_site / "oneccl_bindings_for_pytorch"
+    (module / "lib").mkdir(parents=True)
+    (module / "__init__.py").write_text("# FIXTURE\n")
+    checks, _ = compat_json("check", env.python, "--only", "oneccl.stale-prefix", env={"LD_LIBRARY_PATH": str(module / "lib"), "CCL_ROOT": str(module)})
+    assert checks["oneccl.stale-prefix"]["status"] == "pass"

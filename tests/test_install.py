@@ -214,16 +214,19 @@ def test_dry_run_and_print_match_the_resolver(python):
             assert index_info["url"] in args
 
 
-def test_print_requirements_with_the_hashes_the_hosts_publish(index):
-    done = compat("install", "--print", "requirements", "--python-version", "3.11", "--require-hashes", *index.index_args())
+def test_printed_requirements_install_with_plain_pip(index, venv311):
+    done = compat("install", "--print", "requirements", "--python-version", "3.11", *index.index_args())
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    torch_line = next(line for line in lines if line.startswith("torch=="))
-    wheel = next(w for w in index.hosts["pytorch-cpu"] if "2.7.0" in w.name)
-    import hashlib
-
-    assert torch_line == f"torch==2.7.0+cpu --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}"
-    assert f"--extra-index-url {index.host_url('pytorch-cpu')}" in lines
+    assert "--hash=" not in done.stdout  # pip would then demand hashes for every dependency
+    requirements = venv311.parent.parent / "requirements.txt"
+    requirements.write_text(done.stdout)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull  # only the indexes the file names
+    installed = subprocess.run([str(venv311), "-m", "pip", "install", "--quiet", "-r", str(requirements)], capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert installed.returncode == 0, installed.stderr
+    assert {"torch==2.7.0+cpu", "oneccl-bind-pt==2.7.0+cpu", "transformers==5.0.0"} <= set(freeze(venv311))
+    refused = compat("install", "--print", "requirements", "--require-hashes", "--python-version", "3.11")
+    assert refused.returncode == 2 and "compat download" in refused.stderr
 
 
 def test_require_hashes_refuses_a_folder_without_hashes(index, venv311, tmp_path):
@@ -319,6 +322,7 @@ def test_failed_verification_is_exit_1(tmp_path, venv311):
     guard = "import os\nprint('ERROR! Intel(R) Extension for PyTorch* needs to work with PyTorch 2.6.*, but PyTorch 2.7.0 is found.')\nos.exit(127)\n"
     broken.add("pypi", build_wheel(wheels, "intel-extension-for-pytorch", "2.7.0", CP311, module="intel_extension_for_pytorch", init_source=guard))
     server, _ = serve(broken)
+    before = freeze(venv311)
     try:
         done = compat("install", "--python", str(venv311), "--json", "torch==2.7.0", "--with", "ipex", *broken.index_args())
     finally:
@@ -326,7 +330,54 @@ def test_failed_verification_is_exit_1(tmp_path, venv311):
         server.server_close()
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
-    assert data["state"] == "installed" and data["ok"] is False
+    assert data["state"] == "restored" and data["ok"] is False  # a set that does not work is not left behind
+    assert freeze(venv311) == before
     checks = {c["id"]: c for c in data["checks"]}
     assert checks["imports.ipex"]["status"] == "fail"
     assert "module 'os' has no attribute 'exit'" in " ".join(checks["imports.ipex"]["evidence"])
+
+
+def test_target_without_pip_is_planned_with_compats_own_pip(index, tmp_path):
+    target = tmp_path / "nopip"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True, timeout=300)
+    python = target / "bin" / "python"
+    done = compat("install", "--python", str(python), "torch==2.7.0", "--installer", "uv", *index.index_args())
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "list", "--format", "freeze"], capture_output=True, text=True, timeout=120, check=True)
+    assert "torch==2.7.0+cpu" in listed.stdout
+
+
+def test_offline_wheelhouse_is_checked_against_its_lock(index, tmp_path):
+    house = tmp_path / "house"
+    assert compat("download", "-d", str(house), "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "torch==2.7.0", *index.index_args()).returncode == 0
+    assert (house / "compat-wheelhouse.lock").exists()
+    target = make_venv(tmp_path / "v")
+    done = compat("install", "--python", str(target), "--offline", "--wheelhouse", str(house), "--require-hashes", "torch==2.7.0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    other = make_venv(tmp_path / "v2")
+    wheel = next(house.glob("filelock-*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"tampered")
+    done = compat("install", "--python", str(other), "--offline", "--wheelhouse", str(house), "torch==2.7.0")
+    assert done.returncode == 1 and "does not match the wheelhouse's compat-wheelhouse.lock" in done.stderr
+    assert freeze(other) == freeze(make_venv(tmp_path / "v3"))
+
+
+def test_one_install_at_a_time_per_environment(index, venv311):
+    import fcntl
+
+    site = Path(subprocess.run([str(venv311), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    with open(site.parent / ".compat-install.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = compat("install", "--python", str(venv311), "torch==2.7.0", *index.index_args())
+    assert done.returncode == 1 and "Another compat install into" in done.stderr
+
+
+def test_restore_with_a_missing_snapshot_touches_nothing(venv311):
+    site = Path(subprocess.run([str(venv311), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    gone = site.parent / ".compat-snapshot-gone"
+    (site.parent / ".compat-install-journal.json").write_text(json.dumps({"pid": 999999, "pid_start": "1", "started": 0, "root": str(gone), "folders": [[str(site), str(gone / "0-site-packages")]]}))
+    before = freeze(venv311)
+    done = compat("install", "--restore", "--python", str(venv311))
+    assert done.returncode == 1 and "The snapshot to restore is incomplete" in done.stderr
+    assert site.is_dir() and freeze(venv311) == before
+    assert compat("install", "--discard-snapshot", "--python", str(venv311)).returncode == 0

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -61,6 +62,7 @@ def run_import(python: str, code: str, what: str, timeout: float) -> ImportResul
         stderr=subprocess.PIPE,
         start_new_session=True,
         env=dict(os.environ, PYTHONFAULTHANDLER="1"),
+        cwd=tempfile.gettempdir(),  # `python -c` puts the working directory first on sys.path: not the caller's checkout
     )
     timed_out = False
     try:

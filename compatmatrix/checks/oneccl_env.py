@@ -185,9 +185,22 @@ def mpirun(ctx: Context) -> Finding:
     return Finding(cid, Status.WARN, summary, ("an MPI other than the bundled Intel MPI may not set up oneCCL's transport the same way",), _fix(ctx, bindings.setvars))
 
 
-def _site_packages_of_other_env(entry: str, prefix: str) -> bool:
+def _inside(path: str, folder: str) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    try:
+        return os.path.commonpath([real, root]) == root
+    except ValueError:
+        return False
+
+
+def _site_packages_of_other_env(entry: str, paths) -> bool:
+    """A site-packages folder that is not on the target interpreter's sys.path."""
     real = os.path.realpath(entry)
-    return "site-packages" in real.split(os.sep) and not real.startswith(os.path.realpath(prefix) + os.sep)
+    parts = real.split(os.sep)
+    if "site-packages" not in parts:
+        return False
+    site = os.sep.join(parts[: parts.index("site-packages") + 1])
+    return not any(os.path.realpath(p) == site for p in paths)
 
 
 @check("oneccl.stale-prefix", "no oneCCL/MPI paths from another environment or a oneAPI install shadow the wheel's")
@@ -196,16 +209,18 @@ def stale_prefix(ctx: Context) -> Finding:
     bindings = find_bindings(ctx)
     if bindings is None:
         return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
-    own = os.path.realpath(bindings.directory)
+    own = str(bindings.directory)
     problems = []
     for key in ("CCL_ROOT", "I_MPI_ROOT"):
         value = os.environ.get(key)
-        if value and not os.path.realpath(value).startswith(own):
+        if value and not _inside(value, own):
             problems.append(f"{key}={value} is not inside {bindings.directory}")
     for key in ("LD_LIBRARY_PATH", "FI_PROVIDER_PATH"):
         for entry in _entries(os.environ.get(key, "")):
-            inside = os.path.realpath(entry).startswith(own)
-            if _site_packages_of_other_env(entry, ctx.snapshot.prefix):
+            inside = _inside(entry, own)
+            if inside:
+                continue  # the wheel's own folders are never stale
+            if _site_packages_of_other_env(entry, ctx.snapshot.paths):
                 problems.append(f"{key} entry {entry} belongs to another Python environment")
             elif not inside and (any(Path(entry).glob("libccl.so*")) or any(Path(entry).glob("libmpi.so.12*"))):
                 problems.append(f"{key} entry {entry} holds its own libccl/libmpi, which shadows the wheel's")

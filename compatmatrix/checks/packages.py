@@ -236,19 +236,36 @@ def cuda_build(ctx: Context) -> Finding:
     return Finding(cid, Status.WARN, f"torch {dist.raw_version} is a CUDA build next to {intel.name}: several GB of CUDA libraries a CPU node does not use", evidence, fix)
 
 
-@check("packages.duplicates", "no distribution is installed twice")
+STACK = ("torch", "intel-extension-for-pytorch", "torch-ipex", "oneccl-bind-pt", "torch-ccl", "transformers", "accelerate", "torchvision", "torchaudio")
+
+
+@check("packages.duplicates", "no distribution is installed twice where it matters")
 def duplicates(ctx: Context) -> Finding:
+    """Two copies in one folder (a half-done upgrade) fail; a stack package shadowed by another version
+    elsewhere on sys.path fails; other shadowed copies (a venv over its base, user site) are normal."""
     cid = "packages.duplicates"
     seen: dict[str, list[Distribution]] = {}
     for dist in ctx.snapshot.distributions:
         seen.setdefault(dist.canonical, []).append(dist)
-    doubled = {name: copies for name, copies in seen.items() if len(copies) > 1}
-    if not doubled:
-        return Finding(cid, Status.PASS, f"{len(seen)} distributions, each installed once")
-    evidence = tuple(f"{name}: " + "; ".join(f"{d.raw_version} at {d.path}" for d in copies) for name, copies in sorted(doubled.items()))
-    first = sorted(doubled)[0]
-    return Finding(cid, Status.FAIL, f"{len(doubled)} distribution(s) installed more than once: {', '.join(sorted(doubled))}", evidence,
-                   f"Remove the stale copy (the one import does not use), e.g. delete {doubled[first][-1].path} or run pip uninstall {first} until none is left, then reinstall one.")
+    broken, shadowed = [], []
+    for name, copies in sorted(seen.items()):
+        if len(copies) < 2:
+            continue
+        folders = [d.site for d in copies]
+        versions = {d.raw_version for d in copies}
+        if len(set(folders)) < len(folders) or (name in STACK and len(versions) > 1):
+            broken.append((name, copies))
+        else:
+            shadowed.append((name, copies))
+    notes = tuple(f"{name}: {copies[0].raw_version} at {copies[0].site} shadows {', '.join(d.raw_version + ' at ' + d.site for d in copies[1:])}" for name, copies in shadowed)
+    if not broken:
+        return Finding(cid, Status.PASS, f"{len(seen)} distributions; none installed twice where it matters", notes)
+    evidence = tuple(f"{name}: " + "; ".join(f"{d.raw_version} at {d.path}" for d in copies) for name, copies in broken) + notes
+    name, copies = broken[0]
+    inside = [d for d in copies[1:] if d.site.startswith(ctx.snapshot.prefix)]
+    target = inside[-1].path if inside else copies[-1].path
+    return Finding(cid, Status.FAIL, f"{len(broken)} distribution(s) installed twice where it matters: {', '.join(n for n, _ in broken)}", evidence,
+                   f"Remove the copy import does not use ({target}), or reinstall: {ctx.snapshot.executable} -m pip install --force-reinstall --no-deps {name}=={copies[0].raw_version}")
 
 
 @check("packages.python-support", "the installed Intel packages have wheels for this Python")

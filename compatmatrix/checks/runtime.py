@@ -99,9 +99,14 @@ def threads(ctx: Context) -> Finding:
         return Finding(cid, Status.PASS, "OMP_NUM_THREADS is not set (one rank uses every allowed CPU)", evidence)
     assert isinstance(omp, int)
     used = (omp + workers_n) * ranks
+    summary = f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n}) = {used} threads on {cpus} CPUs"
+    if used > cpus and (1 + workers_n) * ranks > cpus and omp == 1:
+        # no setting fits: this is already the least a rank can use
+        return Finding(cid, Status.WARN, summary + ": more ranks than CPUs can carry even at one thread each", evidence,
+                       f"Start fewer ranks per node (at most {max(1, cpus // (1 + workers_n))} here), or run on more CPUs.")
     if used > cpus:
-        return Finding(cid, Status.FAIL, f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n}) = {used} threads on {cpus} CPUs", evidence, fix)
-    return Finding(cid, Status.PASS, f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n}) = {used} threads on {cpus} CPUs", evidence)
+        return Finding(cid, Status.FAIL, summary, evidence, fix)
+    return Finding(cid, Status.PASS, summary, evidence)
 
 
 @check("runtime.isa", "the CPU has what IPEX and bf16 need")

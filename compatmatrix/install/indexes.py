@@ -185,13 +185,31 @@ def project_links(session: requests.Session, location: IndexLocation, project: s
             if location.local_path.is_dir():
                 return []
             raise IndexUnreachable(location.url, "no such folder")
-        return [Link(p.name, p.resolve().as_uri(), None, None, False) for p in sorted(folder.glob("*.whl")) if _project_of(p.name) == wanted]
+        hashes = read_wheelhouse_lock(folder)
+        return [Link(p.name, p.resolve().as_uri(), hashes.get(p.name), None, False) for p in sorted(folder.glob("*.whl")) if _project_of(p.name) == wanted]
     if location.style == "index":
         url = location.url.rstrip("/") + f"/{wanted}/"
         page = _get(session, url, timeout)
         return parse_links(page, url)
     page = _get(session, location.url, timeout)
     return [link for link in parse_links(page, location.url) if _project_of(link.filename) == wanted]
+
+
+WHEELHOUSE_LOCK = "compat-wheelhouse.lock"
+
+
+def read_wheelhouse_lock(folder: Path) -> dict[str, str]:
+    """filename -> sha256 from a wheelhouse's lock (the `sha256sum` format compat download writes)."""
+    try:
+        text = (folder / WHEELHOUSE_LOCK).read_text()
+    except OSError:
+        return {}
+    hashes = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and not line.startswith("#"):
+            hashes[parts[1]] = parts[0]
+    return hashes
 
 
 def _project_of(filename: str) -> str:
@@ -208,9 +226,12 @@ def check_reachable(session: requests.Session, locations: Mapping[str, IndexLoca
                 problems[host_id] = f"{location.local_path} is not a folder"
             continue
         try:
-            response = session.get(location.url, timeout=timeout, headers={"Accept": "text/html"})
-            if response.status_code >= 500:
-                problems[host_id] = f"HTTP {response.status_code}"
+            # headers only: PyPI's root page alone is ~40 MB
+            with session.get(location.url, timeout=timeout, headers={"Accept": "text/html"}, stream=True) as response:
+                if response.status_code >= 500:
+                    problems[host_id] = f"HTTP {response.status_code}"
+                elif response.status_code in (401, 403):
+                    problems[host_id] = f"HTTP {response.status_code}: the index wants credentials"
         except requests.RequestException as exc:
             problems[host_id] = exc.__class__.__name__
     return problems

@@ -11,6 +11,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from ..matrix.model import COMPONENT_ORDER, CclRelease, Component, IpexRelease
+from ..names import canonical_name
 from ..resolve import Resolution
 from ..target import Platform
 from .indexes import IndexLocation, Link
@@ -40,7 +41,7 @@ def wheel_fits(filename: str, target: WheelTarget) -> bool:
     for tag in tags:
         interpreter_ok = tag.interpreter in (cp, f"py{target.python.major}", f"py{target.python.major}{target.python.minor}")
         abi3_ok = tag.abi == "abi3" and tag.interpreter.startswith("cp3") and int(tag.interpreter[3:] or 0) <= target.python.minor
-        abi_ok = tag.abi in ("none", cp) or abi3_ok
+        abi_ok = tag.abi in ("none", cp) or abi3_ok or (target.python.minor <= 7 and tag.abi == cp + "m")  # CPython <= 3.7 ABI tags end in m
         if not (interpreter_ok or abi3_ok) or not abi_ok:
             continue
         if tag.platform == "any" or tag.platform == "linux_x86_64":
@@ -58,15 +59,17 @@ def _specificity(filename: str) -> int:
     return 0 if "-none-any" in filename else 1
 
 
-def pick_link(links: Sequence[Link], version: Version, local_label: str, target: WheelTarget) -> Optional[Link]:
-    """The wheel of exactly ``version`` (+ the host's local label) that fits the target, most specific first."""
+def pick_link(links: Sequence[Link], version: Version, local_label: str, target: WheelTarget, project: str = "") -> Optional[Link]:
+    """The wheel of ``project`` in exactly ``version`` (+ the host's local label) that fits the target, most specific first."""
     label = local_label.lstrip("+")
     fitting = []
     for link in links:
         try:
-            _, file_version, _, _ = parse_wheel_filename(link.filename)
+            file_project, file_version, _, _ = parse_wheel_filename(link.filename)
         except (InvalidWheelFilename, InvalidVersion):
             continue
+        if project and canonical_name(file_project) != canonical_name(project):
+            continue  # a project page listing another project's file is not taken
         if Version(file_version.public) != version or (file_version.local or "") != label:
             continue
         if wheel_fits(link.filename, target):

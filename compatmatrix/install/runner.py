@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TextIO
 
 import requests
 from packaging.version import InvalidVersion, Version
@@ -45,9 +45,10 @@ class InstallError(CompatError):
 
     exit_code = 1
 
-    def __init__(self, message: str, fix: str = "", state: str = "unchanged") -> None:
+    def __init__(self, message: str, fix: str = "", state: str = "unchanged", findings: tuple = ()) -> None:
         super().__init__(message, fix)
         self.state = state
+        self.findings = findings
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def locate(session: requests.Session, plan: InstallPlan, target: WheelTarget) ->
                 f"{exc.url} ({package.location.host_id}, the host of {package.distribution}) cannot be reached ({exc.why}); nothing was changed.",
                 f"Pass --index {package.location.host_id}=URL (or set COMPAT_INDEX_{package.location.host_id.upper().replace('-', '_')}) to use a mirror or a local folder of wheels.",
             ) from None
-        link = pick_link(links, package.version, package.local_label, target)
+        link = pick_link(links, package.version, package.local_label, target, package.distribution)
         if link is None:
             offered = sorted({lk.filename for lk in links})[:6]
             raise InstallError(
@@ -127,12 +128,43 @@ _INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "P
                     "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_NO_INDEX")
 
 
+MIN_PIP = Version("22.2")  # install --dry-run --report
+
+
+def _pip_version(argv: Sequence[str]) -> Optional[Version]:
+    try:
+        done = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    parts = done.stdout.split()
+    try:
+        return Version(parts[1]) if done.returncode == 0 and len(parts) > 1 else None
+    except InvalidVersion:
+        return None
+
+
+def pip_for(python: str) -> list[str]:
+    """How to run a pip that can plan for ``python``: its own pip when new enough, else compat's own pip
+    driving it (pip --python, pip >= 22.3). Checked before anything is downloaded."""
+    own = _pip_version([python, "-m", "pip"])
+    if own is not None and own >= MIN_PIP:
+        return [python, "-m", "pip"]
+    ours = _pip_version([sys.executable, "-m", "pip"])
+    if ours is not None and ours >= Version("22.3"):
+        probe = subprocess.run([sys.executable, "-m", "pip", "--python", python, "--version"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+        if probe.returncode == 0:
+            return [sys.executable, "-m", "pip", "--python", python]
+    found = f"pip {own}" if own is not None else "no pip"
+    raise InstallError(f"{python} has {found}, and compat needs pip >= {MIN_PIP} there to plan the install; nothing was changed.",
+                       f"Run {python} -m ensurepip && {python} -m pip install -U pip, then run this again.")
+
+
 def installer_env(python: str) -> dict[str, str]:
     """The environment pip/uv run with: no index from the user's configuration (an extra index there could
     shadow any name), but the transport settings kept (CA bundle, proxy, timeouts, trusted hosts)."""
     env = {k: v for k, v in os.environ.items() if k not in _INDEX_VARIABLES}
     try:
-        done = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+        done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
         listing = done.stdout
     except (OSError, subprocess.TimeoutExpired):
         listing = ""
@@ -155,19 +187,20 @@ class ReportItem:
     requested: bool
 
 
-def pip_report(python: str, files: Sequence[Path], dependency_index: IndexLocation, offline_dir: Optional[Path]) -> list[ReportItem]:
+def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependency_index: IndexLocation, offline_dir: Optional[Path]) -> list[ReportItem]:
     """What pip would install (the planned files and their missing dependencies), with hashes."""
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
         report_path = out.name
     try:
-        command = [python, "-m", "pip", "install", "--dry-run", "--quiet", "--disable-pip-version-check", "--report", report_path, *_index_args(dependency_index, offline_dir), *map(str, files)]
+        command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", "--report", report_path, *_index_args(dependency_index, offline_dir), *map(str, files)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=DRY_RUN_TIMEOUT_S, stdin=subprocess.DEVNULL, env=installer_env(python), check=False)
         except subprocess.TimeoutExpired:
             raise InstallError(f"pip took longer than {DRY_RUN_TIMEOUT_S:.0f} s to resolve the dependencies; nothing was changed.", "Check the dependency index.") from None
         if done.returncode != 0:
             last = [line for line in done.stderr.strip().splitlines() if line.strip()][-3:]
-            raise InstallError("pip cannot resolve the dependencies of the planned set; nothing was changed: " + " | ".join(last), "Read pip's message above; compat resolve shows the set.")
+            raise InstallError("pip cannot resolve the dependencies of the planned set, so nothing was changed (pip said: " + " | ".join(last) + ").",
+                               "Check the dependency index (--index pypi=URL); compat resolve shows the planned set.")
         report = json.loads(Path(report_path).read_text() or "{}")
     finally:
         os.unlink(report_path)
@@ -209,7 +242,7 @@ def changes(items: Sequence[ReportItem], installed: Mapping[str, str]) -> list[C
     return [Change(item.name, installed.get(canonical_name(item.name)), item.version) for item in items]
 
 
-def download_dependencies(python: str, items: Sequence[ReportItem], planned: Sequence[FetchedWheel], folder: Path, dependency_index: IndexLocation) -> None:
+def download_dependencies(pip: Sequence[str], python: str, items: Sequence[ReportItem], planned: Sequence[FetchedWheel], folder: Path, dependency_index: IndexLocation) -> None:
     """Put every dependency pip reported into ``folder`` (pip's own cache and hash checks apply)."""
     names = {canonical_name(f.package.distribution) for f in planned}
     wanted = [i for i in items if canonical_name(i.name) not in names]
@@ -218,7 +251,7 @@ def download_dependencies(python: str, items: Sequence[ReportItem], planned: Seq
     requirements = folder / "compat-dependencies.txt"
     hashed = all(i.sha256 for i in wanted)
     requirements.write_text("".join(f"{i.name}=={i.version}" + (f" --hash=sha256:{i.sha256}" if hashed else "") + "\n" for i in wanted))
-    command = [python, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check", "--dest", str(folder), *_index_args(dependency_index, None), "-r", str(requirements)]
+    command = [*pip, "download", "--no-deps", "--quiet", "--disable-pip-version-check", "--dest", str(folder), *_index_args(dependency_index, None), "-r", str(requirements)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S * 4, stdin=subprocess.DEVNULL, env=installer_env(python), check=False)
     except subprocess.TimeoutExpired:
@@ -258,7 +291,7 @@ def uv_binary() -> Optional[str]:
         return None
 
 
-def installer_command(installer: str, python: str, lock: Path, folders: Sequence[Path], require_hashes: bool) -> list[str]:
+def installer_command(installer: str, pip: Sequence[str], python: str, lock: Path, folders: Sequence[Path], require_hashes: bool) -> list[str]:
     """Install exactly the lock, from local folders only (no index can step in at this point)."""
     links = [arg for folder in folders for arg in ("--find-links", str(folder))]
     if installer == "uv":
@@ -267,7 +300,7 @@ def installer_command(installer: str, python: str, lock: Path, folders: Sequence
             raise InstallError("uv is not installed; nothing was changed.", "pip install uv, or use --installer pip.")
         command = [uv, "pip", "install", "--no-config", "--python", python, "--no-deps", "--no-index", *links, "-r", str(lock)]
     else:
-        command = [python, "-m", "pip", "install", "--no-deps", "--no-index", *links, "--disable-pip-version-check", "--no-input", "-r", str(lock)]
+        command = [*pip, "install", "--no-deps", "--no-index", *links, "--disable-pip-version-check", "--no-input", "-r", str(lock)]
     return command + (["--require-hashes"] if require_hashes else [])
 
 
@@ -286,19 +319,56 @@ def journal_path(purelib: Path) -> Path:
     return Path(purelib).resolve().parent / JOURNAL_NAME
 
 
+def process_start(pid: int) -> Optional[str]:
+    """The start time of a process (field 22 of /proc/PID/stat): a PID with another start time is another process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class EnvironmentLock:
+    """One compat install at a time per environment (fcntl lock next to site-packages)."""
+
+    def __init__(self, purelib: Path) -> None:
+        self.path = Path(purelib).resolve().parent / ".compat-install.lock"
+        self.handle: Optional[TextIO] = None
+
+    def __enter__(self) -> "EnvironmentLock":
+        import fcntl
+
+        handle = open(self.path, "w")
+        self.handle = handle
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise InstallError(f"Another compat install into {self.path.parent} is running; nothing was changed.", "Wait for it to finish, then run this again.") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+
 def take_snapshot(folders: Sequence[Path]) -> Snapshot:
     """Hard-link copies of ``folders`` next to them (same file system, so links work), and a journal."""
     pairs = []
     live = [Path(f) for f in dict.fromkeys(str(Path(f).resolve()) for f in folders) if Path(f).is_dir()]
     root = Path(tempfile.mkdtemp(prefix=".compat-snapshot-", dir=live[0].parent if live else None))
-    for index, folder in enumerate(live):
-        copy = root / f"{index}-{folder.name}"
-        shutil.copytree(folder, copy, symlinks=True, copy_function=os.link)
-        pairs.append((folder, copy))
+    try:
+        for index, folder in enumerate(live):
+            copy = root / f"{index}-{folder.name}"
+            shutil.copytree(folder, copy, symlinks=True, copy_function=os.link)
+            pairs.append((folder, copy))
+    except (OSError, shutil.Error) as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        raise InstallError(f"The environment cannot be snapshotted before installing ({exc}); nothing was changed.",
+                           "compat needs site-packages and the scripts folder on one file system it can write to.") from None
     journal = journal_path(live[0]) if live else root / JOURNAL_NAME
     snapshot = Snapshot(tuple(pairs), root, journal, os.getpid())
-    journal.write_text(json.dumps({"pid": snapshot.pid, "started": time.time(), "root": str(root),
-                                   "folders": [[str(a), str(b)] for a, b in pairs]}))
+    journal.write_text(json.dumps({"pid": snapshot.pid, "pid_start": process_start(snapshot.pid), "started": time.time(),
+                                   "root": str(root), "folders": [[str(a), str(b)] for a, b in pairs]}))
     return snapshot
 
 
@@ -311,24 +381,38 @@ def interrupted_install(purelib: Path) -> Optional[Snapshot]:
         snapshot = Snapshot(tuple((Path(a), Path(b)) for a, b in data["folders"]), Path(data["root"]), path, pid)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    try:
-        os.kill(pid, 0)
+    recorded = data.get("pid_start")
+    alive = process_start(pid)
+    if alive is not None and (recorded is None or alive == recorded) and pid != os.getpid():
         return None  # that install is still running
-    except ProcessLookupError:
-        return snapshot
-    except PermissionError:
-        return None
+    return snapshot
 
 
 def restore(snapshot: Snapshot) -> None:
-    """Put the copies back in place of the live folders."""
+    """Put the copies back in place of the live folders: every copy is checked first, trash is deleted
+    last, and a failure half-way says exactly where each folder is."""
+    missing = [str(copy) for _, copy in snapshot.folders if not copy.is_dir()]
+    if missing:
+        raise InstallError(f"The snapshot to restore is incomplete ({', '.join(missing)} is gone); the environment was left as it is.",
+                           "Reinstall the environment, or run compat install --discard-snapshot to clear the journal.", state="unknown")
+    trash = []
     for live, copy in snapshot.folders:
-        trash = live.with_name(live.name + f".compat-trash-{os.getpid()}")
-        os.rename(live, trash)
-        os.rename(copy, live)
-        shutil.rmtree(trash, ignore_errors=True)
-    shutil.rmtree(snapshot.root, ignore_errors=True)
+        moved = live.with_name(live.name + f".compat-trash-{os.getpid()}")
+        try:
+            os.rename(live, moved)
+            try:
+                os.rename(copy, live)
+            except OSError:
+                os.rename(moved, live)  # put the current one back
+                raise
+        except OSError as exc:
+            raise InstallError(f"Restoring {live} failed ({exc.strerror}); the saved copy is at {copy}.",
+                               f"Move it back by hand: rm -rf {live} && mv {copy} {live}", state="unknown") from None
+        trash.append(moved)
     snapshot.journal.unlink(missing_ok=True)
+    for moved in trash:
+        shutil.rmtree(moved, ignore_errors=True)
+    shutil.rmtree(snapshot.root, ignore_errors=True)
 
 
 def discard(snapshot: Snapshot) -> None:

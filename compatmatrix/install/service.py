@@ -14,10 +14,12 @@ import requests
 from ..checks.finding import Context, Finding, Options, Status, all_checks, run_checks, select
 from ..environment.snapshot import EnvSnapshot, take_snapshot
 from ..matrix.model import Matrix
+from ..names import canonical_name
 from .indexes import IndexLocation, check_reachable, env_name
 from .plan import InstallPlan, WheelTarget, glibc_of
 from .runner import (
     Change,
+    EnvironmentLock,
     InstallError,
     changes,
     discard,
@@ -27,6 +29,7 @@ from .runner import (
     installer_env,
     interrupted_install,
     locate,
+    pip_for,
     pip_report,
     restore,
     run_installer,
@@ -90,6 +93,11 @@ def choose_installer(requested: str) -> str:
 
 def install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: InstallOptions) -> InstallResult:
     """Install ``plan`` into the environment of ``snapshot``: all of it, or (on any failure) none of it."""
+    with EnvironmentLock(Path(snapshot.purelib)):
+        return _install(matrix, plan, snapshot, options)
+
+
+def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: InstallOptions) -> InstallResult:
     say = options.say
     left = interrupted_install(Path(snapshot.purelib))
     if left is not None:
@@ -101,6 +109,9 @@ def install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: I
         )
     target = target_of(snapshot)
     installer = choose_installer(options.installer)
+    pip = pip_for(snapshot.executable)  # before anything is downloaded
+    if options.offline_dir is not None:
+        check_wheelhouse(options.offline_dir, options.require_hashes)
     with requests.Session() as session, tempfile.TemporaryDirectory(prefix="compat-install-") as work:
         folder = Path(work)
         preflight(session, plan, options)
@@ -108,7 +119,7 @@ def install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: I
         for package, link in located.items():
             say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
         fetched = fetch(session, located, folder, options.require_hashes)
-        items = pip_report(snapshot.executable, [f.path for f in fetched], plan.dependency_index, options.offline_dir)
+        items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index, options.offline_dir)
         planned = changes(items, snapshot.versions())
         replaced = [c for c in planned if c.before is not None and c.before != c.after]
         for change in planned:
@@ -121,32 +132,66 @@ def install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: I
         lock = folder / "compat-lock.txt"
         hashed = write_lock(lock, fetched, items)
         if options.require_hashes and not hashed:
-            missing = [i.name for i in items if not i.sha256 and i.name not in {f.package.distribution for f in fetched}]
+            planned_names = {canonical_name(f.package.distribution) for f in fetched}
+            missing = [i.name for i in items if not i.sha256 and canonical_name(i.name) not in planned_names]
             raise InstallError(f"No verified hash is known for {', '.join(missing)}; --require-hashes refuses. Nothing was changed.", "Use an index that publishes hashes, or drop --require-hashes.")
         folders = [folder]
         if options.offline_dir is not None:
             folders.append(options.offline_dir)
         elif planned:
-            download_dependencies(snapshot.executable, items, fetched, folder, plan.dependency_index)
-        command = installer_command(installer, snapshot.executable, lock, folders, options.require_hashes)
-        if planned:
-            saved = snapshot_folders([Path(snapshot.purelib), Path(snapshot.scripts)])
+            download_dependencies(pip, snapshot.executable, items, fetched, folder, plan.dependency_index)
+        command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes)
+        if not planned:
+            after = take_snapshot(snapshot.executable)
+            return InstallResult((), tuple(verify(matrix, after)), installer)
+        saved = snapshot_folders([Path(snapshot.purelib), Path(snapshot.scripts)])
+        with _signals_interrupt():
             try:
                 code, output = run_installer(command, installer_env(snapshot.executable))
             except KeyboardInterrupt:
                 restore(saved)
                 raise InstallError("Interrupted: the installer was stopped and the environment was restored to what it was before.", "Run compat install again when ready.", state="restored") from None
+            except InstallError:
+                raise
             except Exception as exc:
                 restore(saved)
                 raise InstallError(f"The installer failed ({exc.__class__.__name__}); the environment was restored to what it was before.", "See the output above.", state="restored") from None
-            if code != 0:
-                restore(saved)
-                how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-                raise InstallError(f"{installer} {how}; the environment was restored to what it was before.", "See the installer's output above.", state="restored")
-            discard(saved)
-    after = take_snapshot(snapshot.executable)
-    findings = verify(matrix, after)
+        if code != 0:
+            restore(saved)
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            raise InstallError(f"{installer} {how}; the environment was restored to what it was before.", "See the installer's output above.", state="restored")
+        after = take_snapshot(snapshot.executable)
+        findings = verify(matrix, after)
+        failed = [f for f in findings if f.status is Status.FAIL]
+        if failed:
+            restore(saved)
+            raise InstallError(
+                f"The installed set failed verification ({failed[0].id}: {failed[0].summary}); the environment was restored to what it was before.",
+                failed[0].fix or "compat doctor shows the details.", state="restored", findings=tuple(findings))
+        discard(saved)
     return InstallResult(tuple(planned), tuple(findings), installer)
+
+
+class _signals_interrupt:
+    """SIGTERM / SIGHUP (a cancelled CI job, docker stop, a closed terminal) take the same path as Ctrl-C."""
+
+    def __enter__(self):
+        import signal
+
+        self.saved = {}
+        for number in (signal.SIGTERM, signal.SIGHUP):
+            self.saved[number] = signal.signal(number, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        import signal
+
+        for number, handler in self.saved.items():
+            signal.signal(number, handler)
 
 
 def verify(matrix: Matrix, snapshot: EnvSnapshot) -> list[Finding]:
@@ -174,7 +219,39 @@ def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pi
     if done.returncode != 0:
         last = [line for line in done.stderr.strip().splitlines() if line.strip()][-3:]
         raise InstallError("pip could not download the dependencies: " + " | ".join(last), "Check the dependency index (--index pypi=URL).")
-    return sorted(folder.glob("*.whl"))
+    files = sorted(folder.glob("*.whl"))
+    write_wheelhouse_lock(folder, files)
+    return files
+
+
+def write_wheelhouse_lock(folder: Path, files: Sequence[Path]) -> None:
+    """sha256 of every wheel, in `sha256sum` format: `compat install --offline` checks the folder against it
+    (and `sha256sum -c compat-wheelhouse.lock` works too)."""
+    from .indexes import WHEELHOUSE_LOCK
+    from .runner import sha256_of
+
+    lines = ["# written by compat download: the sha256 of every wheel in this folder"]
+    lines += [f"{sha256_of(path)}  {path.name}" for path in files]
+    (folder / WHEELHOUSE_LOCK).write_text("\n".join(lines) + "\n")
+
+
+def check_wheelhouse(folder: Path, require: bool) -> None:
+    """Every wheel in an offline wheelhouse matches the lock compat download wrote."""
+    from .indexes import WHEELHOUSE_LOCK, read_wheelhouse_lock
+    from .runner import sha256_of
+
+    hashes = read_wheelhouse_lock(folder)
+    if not hashes:
+        if require:
+            raise InstallError(f"{folder} has no {WHEELHOUSE_LOCK}; --require-hashes refuses an unverified wheelhouse. Nothing was changed.",
+                               "Make the wheelhouse with compat download, which writes the lock.")
+        return
+    for path in sorted(folder.glob("*.whl")):
+        expected = hashes.get(path.name)
+        if expected is None or sha256_of(path) != expected:
+            why = "is not in" if expected is None else "does not match"
+            raise InstallError(f"{path.name} {why} the wheelhouse's {WHEELHOUSE_LOCK}; refused, nothing was changed.",
+                               "The folder was changed after compat download: make it again.")
 
 
 def pip_command_text(plan: InstallPlan) -> str:
@@ -189,16 +266,18 @@ def pip_command_text(plan: InstallPlan) -> str:
     return " ".join(_quote(a) for a in args)
 
 
-def requirements_text(plan: InstallPlan, hashes: dict[str, str], kind: str) -> str:
+def requirements_text(plan: InstallPlan, kind: str) -> str:
+    """Pins for pip. No hashes: one hash line makes pip demand hashes for every dependency too, and the
+    full closure is known only to an install or a download (compat download writes a hashed lock)."""
     lines = [f"# compat install plan: Python {plan.resolution.request.python.label}, {plan.resolution.request.platform.tag}"]
+    if kind == "requirements":
+        lines.append("# no --hash lines: pip would then need hashes for every dependency; compat download -d DIR writes them all")
     if kind == "requirements":
         lines.append(f"--index-url {plan.dependency_index.url}")
         for location in dict.fromkeys(p.location for p in plan.packages if p.location.host_id != plan.dependency_index.host_id):
             lines.append(f"{'--find-links' if location.style == 'find-links' else '--extra-index-url'} {location.url}")
     for package in plan.packages:
-        pin = package.pin if kind == "requirements" else f"{package.distribution}=={package.version}{package.local_label}"
-        sha = hashes.get(package.distribution)
-        lines.append(f"{pin} --hash=sha256:{sha}" if sha and kind == "requirements" else pin)
+        lines.append(package.pin)
     return "\n".join(lines) + "\n"
 
 
@@ -206,24 +285,6 @@ def _quote(arg: str) -> str:
     import shlex
 
     return shlex.quote(arg)
-
-
-def located_hashes(plan: InstallPlan, target: WheelTarget, require: bool) -> dict[str, str]:
-    """sha256 of each planned wheel as its host publishes it (network); {} when a host cannot be read."""
-    from .indexes import IndexUnreachable
-
-    with requests.Session() as session:
-        try:
-            located = locate(session, plan, target)
-        except (InstallError, IndexUnreachable):
-            if require:
-                raise
-            return {}
-    hashes = {p.distribution: link.sha256 for p, link in located.items() if link.sha256}
-    if require and len(hashes) != len(plan.packages):
-        missing = [p.pin for p in plan.packages if p.distribution not in hashes]
-        raise InstallError(f"No verified hash is published for {', '.join(missing)}; --require-hashes refuses.", "Use an index that publishes sha256 hashes.")
-    return hashes
 
 
 def offline_locations(locations: dict[str, IndexLocation], wheelhouse: Path) -> dict[str, IndexLocation]:

@@ -1,0 +1,45 @@
+"""Pure parts of the install plan: which wheel file fits which target."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from compatmatrix.install.indexes import Link
+from compatmatrix.install.plan import WheelTarget, pick_link, wheel_fits
+from compatmatrix.target import Platform
+
+LINUX = Platform.from_tag("linux_x86_64")
+
+
+@pytest.mark.parametrize(
+    "filename, python, glibc, fits",
+    [
+        ("torch-1.10.0+cpu-cp37-cp37m-linux_x86_64.whl", "3.7", None, True),  # CPython <= 3.7 ABI tag
+        ("torch-1.10.0+cpu-cp36-cp36m-linux_x86_64.whl", "3.6", None, True),
+        ("torch-1.10.0+cpu-cp37-cp37m-linux_x86_64.whl", "3.8", None, False),
+        ("torch-2.7.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "3.11", (2, 28), True),
+        ("torch-2.7.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "3.11", (2, 17), False),  # glibc too old
+        ("torch-2.7.0-cp311-cp311-manylinux2014_x86_64.whl", "3.11", (2, 17), True),
+        ("x-1.0-cp38-abi3-manylinux2014_x86_64.whl", "3.11", None, True),
+        ("x-1.0-cp312-abi3-manylinux2014_x86_64.whl", "3.11", None, False),
+        ("transformers-5.0.0-py3-none-any.whl", "3.10", None, True),
+        ("torch-2.7.0-cp311-cp311-macosx_11_0_arm64.whl", "3.11", None, False),
+        ("torch-2.7.0-cp311-cp311-manylinux_2_28_aarch64.whl", "3.11", None, False),
+    ],
+)
+def test_wheel_fits(filename, python, glibc, fits):
+    assert wheel_fits(filename, WheelTarget(Version(python), LINUX, glibc)) is fits
+
+
+def test_pick_link_takes_exactly_the_version_label_and_project():
+    target = WheelTarget(Version("3.11"), LINUX)
+    links = [Link(name, f"https://h/{name}", None, None, False) for name in (
+        "torch-2.7.0-cp311-cp311-manylinux_2_28_x86_64.whl",       # no +cpu label
+        "torch-2.7.1+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",   # another version
+        "evil-2.7.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",    # another project on torch's page
+        "torch-2.7.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+    )]
+    chosen = pick_link(links, Version("2.7.0"), "+cpu", target, "torch")
+    assert chosen is not None and chosen.filename == "torch-2.7.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert pick_link(links[2:3], Version("2.7.0"), "+cpu", target, "torch") is None
