@@ -388,3 +388,12 @@ def test_bindings_in_the_user_site_are_not_stale(tmp_path):
     (module / "__init__.py").write_text("# FIXTURE\n")
     checks, _ = compat_json("check", env.python, "--only", "oneccl.stale-prefix", env={"LD_LIBRARY_PATH": str(module / "lib"), "CCL_ROOT": str(module)})
     assert checks["oneccl.stale-prefix"]["status"] == "pass"
+
+
+def test_cgroup_quota_caps_the_cpus():
+    from compatmatrix.environment.snapshot import _effective_cpus
+
+    assert _effective_cpus(64, 4.0) == 4  # docker run --cpus=4 on a 64-core node
+    assert _effective_cpus(64, 2.5) == 3
+    assert _effective_cpus(2, 8.0) == 2
+    assert _effective_cpus(16, None) == 16

@@ -143,7 +143,7 @@ def allowed_cpus():
     except (AttributeError, OSError):
         cpus = list(range(os.cpu_count() or 1))
     quota = None
-    text = read_text("/sys/fs/cgroup/cpu.max", 200)
+    text = read_text("/sys/fs/cgroup/cpu.max", 200)  # cgroup v2: "<quota> <period>" or "max <period>"
     if text:
         parts = text.split()
         if len(parts) == 2 and parts[0] != "max":
@@ -151,6 +151,14 @@ def allowed_cpus():
                 quota = float(parts[0]) / float(parts[1])
             except ValueError:
                 quota = None
+    else:  # cgroup v1
+        q = read_text("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", 50)
+        period = read_text("/sys/fs/cgroup/cpu/cpu.cfs_period_us", 50)
+        try:
+            if q and period and int(q) > 0:
+                quota = float(q) / float(period)
+        except ValueError:
+            quota = None
     return {"affinity": cpus, "count": len(cpus), "cgroup_quota": quota}
 
 

@@ -154,7 +154,7 @@ def parse_snapshot(report: Mapping[str, Any]) -> EnvSnapshot:
             logical=cpu.get("logical"),
             numa_nodes=cpu.get("numa_nodes"),
         ),
-        allowed_cpus=int(allowed.get("count") or cpu.get("logical") or 1),
+        allowed_cpus=_effective_cpus(int(allowed.get("count") or cpu.get("logical") or 1), allowed.get("cgroup_quota")),
         cgroup_quota=allowed.get("cgroup_quota"),
         shm_bytes=shm.get("total_bytes"),
         env=dict(report.get("env") or {}),
@@ -174,6 +174,15 @@ def parse_snapshot(report: Mapping[str, Any]) -> EnvSnapshot:
         which=dict(report.get("which") or {}),
         raw=report,
     )
+
+
+def _effective_cpus(affinity: int, quota: Optional[float]) -> int:
+    """The CPUs a process may really use: its affinity, capped by a cgroup CPU quota (docker --cpus, k8s limits)."""
+    import math
+
+    if quota:
+        return max(1, min(affinity, math.ceil(quota)))
+    return affinity
 
 
 def take_snapshot(python: Optional[str] = None) -> EnvSnapshot:
