@@ -160,21 +160,10 @@ def test_replacing_a_pinned_torch_needs_yes(index, venv311, tmp_path):
 
 
 def test_installer_killed_midway_is_restored(index, venv311):
-    base = compat("install", "--python", str(venv311), "torch==2.7.0", *index.index_args())
-    assert base.returncode == 0, base.stderr
-    before = freeze(venv311)
-    site = Path(subprocess.run([str(venv311), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
-    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "install", "--python", str(venv311), "--profile", "ddp-ccl", *index.index_args()],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killed = False
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if (site / "accelerate" / "data").is_dir():  # pip is writing accelerate's 3000 files
-            for child in _children(process.pid):
-                os.kill(child, signal.SIGKILL)
-                killed = True
-            break
-        time.sleep(0.005)
+    before, site, process, children = _start_and_catch_pip_writing(index, venv311)
+    for child in children:
+        os.kill(child, signal.SIGKILL)
+    killed = bool(children)
     out, err = process.communicate(timeout=300)
     assert killed, "pip finished before it could be killed: " + err[-500:]
     assert process.returncode == 1
@@ -182,6 +171,23 @@ def test_installer_killed_midway_is_restored(index, venv311):
     assert freeze(venv311) == before
     assert not (site / "accelerate").exists()
     assert not list(site.parent.glob(".compat-snapshot-*"))
+
+
+def _start_and_catch_pip_writing(index, venv311):
+    """torch installed first; then a ddp-ccl install, caught while pip writes accelerate's 3000 files.
+    Returns (freeze before, site-packages, the compat process, its child processes at that moment)."""
+    base = compat("install", "--python", str(venv311), "torch==2.7.0", *index.index_args())
+    assert base.returncode == 0, base.stderr
+    before = freeze(venv311)
+    site = Path(subprocess.run([str(venv311), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "install", "--python", str(venv311), "--profile", "ddp-ccl", *index.index_args()],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if (site / "accelerate" / "data").is_dir():
+            return before, site, process, _children(process.pid)
+        time.sleep(0.005)
+    return before, site, process, []
 
 
 def _children(pid: int) -> list[int]:
@@ -280,20 +286,8 @@ def test_indexes_from_environment_and_config_file(index, venv311, tmp_path):
 
 
 def test_compat_itself_killed_midway_leaves_a_journal_and_restore_puts_things_back(index, venv311):
-    base = compat("install", "--python", str(venv311), "torch==2.7.0", *index.index_args())
-    assert base.returncode == 0, base.stderr
-    before = freeze(venv311)
-    site = Path(subprocess.run([str(venv311), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
-    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "install", "--python", str(venv311), "--profile", "ddp-ccl", *index.index_args()],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    installer = []
-    while time.monotonic() < deadline and process.poll() is None:
-        if (site / "accelerate" / "data").is_dir():
-            installer = _children(process.pid)
-            process.kill()  # compat itself, SIGKILL: no chance to clean up
-            break
-        time.sleep(0.005)
+    before, site, process, installer = _start_and_catch_pip_writing(index, venv311)
+    process.kill()  # compat itself, SIGKILL: no chance to clean up
     process.communicate(timeout=60)
     assert installer, "compat finished before it could be killed"
     for pid in installer:  # the installer dies with compat (PR_SET_PDEATHSIG), it does not finish on its own
