@@ -319,12 +319,14 @@ def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform
 
         pick = outcome.picks[Component.TORCH]
         pypi = next((w for w in getattr(pick.release, "wheels", ()) if w.host == "pypi"), None)
-        if pypi is not None and pypi.has_python(python.version):
-            import dataclasses
+        if pypi is None or not pypi.has_python(python.version):
+            raise UsageError(f"PyPI has no torch {pick.version} wheel for Python {python.label}, so --torch-from-pypi cannot help.",
+                             "Use a mirror of the PyTorch CPU index: --index pytorch-cpu=URL (or a local folder of wheels).")
+        import dataclasses
 
-            picks = dict(outcome.picks)
-            picks[Component.TORCH] = dataclasses.replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
-            outcome = dataclasses.replace(outcome, picks=picks)
+        picks = dict(outcome.picks)
+        picks[Component.TORCH] = dataclasses.replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
+        outcome = dataclasses.replace(outcome, picks=picks)
     return matrix, outcome, make_plan(outcome, locations)
 
 
@@ -379,6 +381,18 @@ def cmd_install(args: argparse.Namespace) -> int:
     say(f"compat install: Python {python.label} ({python.origin}) · {platform.tag}")
     for package in plan.packages:
         say(f"  plan: {package.pin:<45} from {package.location.host_id} {package.location.url}")
+    if args.dry_run and snapshot is not None:
+        installed = snapshot.versions()
+        from .names import canonical_name
+
+        for package in plan.packages:
+            before = installed.get(canonical_name(package.distribution))
+            after = f"{package.version}{package.local_label}"
+            if before is None:
+                say(f"  would install {package.distribution} {after}")
+            elif before != after:
+                say(f"  would replace {package.distribution} {before} -> {after} (needs --yes)")
+        say("  (dependencies are planned by pip at install time; this is the planned set only)")
     if args.dry_run:
         if args.json:
             print(dump_json({"schema_version": 1, "command": "install", "dry_run": True, "python": python.label,
@@ -431,7 +445,11 @@ def cmd_download(args: argparse.Namespace) -> int:
                          "packages": {p.component.distribution: p.pin for p in plan.packages}}))
     else:
         print(f"{len(files)} wheels in {args.dest} for Python {python.label} on {platform.tag}; install them with:")
-        print(f"  compat install --offline --wheelhouse {args.dest} {' '.join(args.requirements)}".rstrip() + (f" --profile {args.profile}" if args.profile else ""))
+        import shlex
+
+        again = [*args.requirements] + (["--profile", args.profile] if args.profile else []) + (["--with", args.with_] if args.with_ else [])
+        again += ["--torch-from-pypi"] if args.torch_from_pypi else []
+        print("  " + shlex.join(["compat", "install", "--offline", "--wheelhouse", args.dest, *again]))
     return EXIT_OK
 
 

@@ -136,7 +136,7 @@ def test_cuda_build_next_to_intel_packages(tmp_path):
     env.dist("nvidia-cublas-cu12", "12.8.4.1")
     checks, _ = compat_json("check", env.python, "--only", "packages.cuda-build")
     assert checks["packages.cuda-build"]["status"] == "warn"
-    assert "--index-url https://download.pytorch.org/whl/cpu" in checks["packages.cuda-build"]["fix"]
+    assert "compat install --yes" in checks["packages.cuda-build"]["fix"] and "pip uninstall -y nvidia-cublas-cu12" in checks["packages.cuda-build"]["fix"]
 
 
 def test_duplicate_installs(tmp_path):
@@ -397,3 +397,20 @@ def test_cgroup_quota_caps_the_cpus():
     assert _effective_cpus(64, 2.5) == 3
     assert _effective_cpus(2, 8.0) == 2
     assert _effective_cpus(16, None) == 16
+
+
+def test_unreadable_torch_version_is_a_warning(tmp_path):
+    env = FixtureEnv(tmp_path / "env")
+    env.dist("torch", "not.a.version!!")
+    checks, _ = compat_json("check", env.python, "--only", "packages.torch-installed")
+    assert checks["packages.torch-installed"]["status"] == "warn"
+    assert "unreadable version" in checks["packages.torch-installed"]["summary"]
+
+
+def test_install_dry_run_shows_what_would_change(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.8.0")
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "install", "--dry-run", "--python", str(env.python), "--profile", "ccl"],
+                          capture_output=True, text=True, timeout=120, env=clean_environ(), check=False)
+    assert done.returncode == 0, done.stderr
+    assert "would replace torch 2.8.0 -> 2.7.0+cpu (needs --yes)" in done.stderr
+    assert "would install oneccl-bind-pt 2.7.0+cpu" in done.stderr

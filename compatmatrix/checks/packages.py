@@ -73,6 +73,9 @@ def torch_installed(ctx: Context) -> Finding:
             f"torch is not installed for {ctx.snapshot.executable}",
             fix="Install the set `compat resolve` gives for this Python, or point --python at your training environment's interpreter.",
         )
+    if dist.version is None:
+        return Finding("packages.torch-installed", Status.WARN, f"torch's metadata has an unreadable version {dist.raw_version!r}", (dist.path,),
+                       f"Reinstall torch: {ctx.snapshot.executable} -m pip install --force-reinstall --no-deps torch==<the version you want>")
     return Finding("packages.torch-installed", Status.PASS, f"torch {dist.raw_version}", (dist.path,))
 
 
@@ -230,7 +233,9 @@ def cuda_build(ctx: Context) -> Finding:
     if not (cuda_label or nvidia):
         return Finding(cid, Status.PASS, f"torch {dist.raw_version} is a CPU build" if version and version.local == "cpu" else f"torch {dist.raw_version} brings no CUDA packages")
     evidence = tuple([f"torch {dist.raw_version}"] + [f"{d.name} {d.raw_version}" for d in nvidia[:5]] + ([f"... {len(nvidia) - 5} more nvidia-* packages"] if len(nvidia) > 5 else []))
-    fix = f"pip install --force-reinstall torch=={dist.public_version} --index-url https://download.pytorch.org/whl/cpu, then pip uninstall the nvidia-* packages"
+    py = ctx.snapshot.executable
+    fix = (f"compat install --yes --python {py} torch=={dist.public_version} (takes the +cpu build), then "
+           f"{py} -m pip uninstall -y " + " ".join(d.name for d in nvidia))
     if intel is None:
         return Finding(cid, Status.PASS, f"torch {dist.raw_version} is a CUDA build (no Intel CPU packages installed)", evidence)
     return Finding(cid, Status.WARN, f"torch {dist.raw_version} is a CUDA build next to {intel.name}: several GB of CUDA libraries a CPU node does not use", evidence, fix)
