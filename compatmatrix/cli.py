@@ -401,7 +401,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         return EXIT_OK
     assert snapshot is not None
     options = InstallOptions(yes=args.yes, installer=args.installer, require_hashes=args.require_hashes,
-                             offline_dir=Path(args.wheelhouse) if args.offline else None, allow_pypi_torch=args.torch_from_pypi, say=say)
+                             offline_dir=Path(args.wheelhouse) if args.offline else None, say=say)
     try:
         result = install(matrix, plan, snapshot, options)
     except InstallError as exc:

@@ -14,7 +14,7 @@ from typing import Optional
 import requests
 
 from ..errors import CompatError
-from ..matrix.model import Host, Matrix
+from ..matrix.model import Matrix
 from ..names import canonical_name
 
 TIMEOUT_S = 10.0
@@ -236,6 +236,3 @@ def check_reachable(session: requests.Session, locations: Mapping[str, IndexLoca
             problems[host_id] = exc.__class__.__name__
     return problems
 
-
-def host_for(matrix: Matrix, host_id: str) -> Host:
-    return matrix.hosts[host_id]

@@ -432,23 +432,30 @@ def _die_with_parent() -> None:
 
 
 def run_installer(command: Sequence[str], env: Mapping[str, str], timeout: float = INSTALL_TIMEOUT_S) -> tuple[int, str]:
-    """Run the installer in its own process group; on timeout or Ctrl-C the whole group is killed."""
+    """Run the installer in its own process group, echoing its output; on timeout or Ctrl-C the whole
+    group is killed. The deadline holds even when the installer prints nothing (a thread reads)."""
+    import threading
+
     process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True, env=dict(env), preexec_fn=_die_with_parent)
     output: list[str] = []
-    deadline = time.monotonic() + timeout
-    try:
+
+    def forward() -> None:
         assert process.stdout is not None
         for raw in process.stdout:
             line = raw.decode(errors="replace")
             output.append(line)
             sys.stderr.write(line)
-            if time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(list(command), timeout)
-        return process.wait(timeout=max(1.0, deadline - time.monotonic())), "".join(output)
+
+    reader = threading.Thread(target=forward, daemon=True)
+    reader.start()
+    try:
+        code = process.wait(timeout=timeout)
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
         _kill_group(process)
         raise
+    reader.join(timeout=30)
+    return code, "".join(output)
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -49,7 +49,6 @@ class InstallOptions:
     installer: str = "auto"  # pip, uv, auto (uv when on PATH, else pip)
     require_hashes: bool = False
     offline_dir: Optional[Path] = None
-    allow_pypi_torch: bool = False
     say: Callable[[str], None] = field(default=_stderr_line)
 
 
