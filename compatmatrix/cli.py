@@ -232,7 +232,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
         default=os.environ.get("COMPAT_PYTHON") or None,
         help="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
     )
-    parser.add_argument("--ranks-per-node", type=int, default=2, metavar="N", help="ranks you launch per node (default 2), for the thread checks")
+    parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=int, default=2, metavar="N",
+                        help="ranks you launch per node (default 2): for the thread checks, and the ranks --live starts")
     parser.add_argument("--bf16", action="store_true", help="you intend to train in bf16 (checks the CPU supports it natively)")
     parser.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks or areas (repeatable)")
     parser.add_argument("--skip", action="append", default=[], metavar="ID", help="skip these checks or areas (repeatable)")
@@ -240,6 +241,22 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
     parser.add_argument("--verbose", action="store_true", help="show the evidence of passing checks too")
     if name == "doctor":
         parser.add_argument("--import-timeout", type=float, default=120.0, metavar="S", help="seconds each import probe may take (default 120)")
+        live = parser.add_argument_group("live validation (--live)")
+        live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
+        live.add_argument("--launcher", choices=["spawn", "torchrun", "mpirun"], default="spawn", help="how the ranks start (default spawn: compat starts them)")
+        live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
+        live.add_argument("--live-timeout", type=float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
+        live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
+        live.add_argument("--steps", type=int, default=3, metavar="K", help="Trainer steps (default 3)")
+        live.add_argument("--nnodes", type=int, default=1, metavar="N", help="nodes in the run (torchrun/spawn: run compat doctor --live on each)")
+        live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
+        live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
+        live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
+        live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each)")
+        live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
+        live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
+        live.add_argument("--no-rank-env", action="store_true",
+                          help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
     _common(parser)
     return parser
 
@@ -253,21 +270,57 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
     if args.list:
         render_check_list(make_console(args.no_color), select(checks, static_only=static_only))
         return EXIT_OK
-    unknown = unknown_names(args.only + args.skip)
+    live_named = [n for n in args.only + args.skip if n == "live" or n.startswith("live.")]
+    if live_named and not getattr(args, "live", False):
+        raise UsageError(f"'{live_named[0]}' is a live check: it needs compat doctor --live.", "Add --live.")
+    unknown = unknown_names([n for n in args.only + args.skip if n not in live_named])
     if unknown:
         raise UsageError(f"'{unknown[0]}' is not a check id or area.", f"Run 'compat {command} --list' for the ids.")
     if args.ranks_per_node < 1:
         raise UsageError("--ranks-per-node must be at least 1.", "Pass the number of ranks you start on each node.")
+    live_options = _live_options(args) if getattr(args, "live", False) else None
     matrix = _load(args)
     snapshot = take_snapshot(args.python)
     options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16, import_timeout=getattr(args, "import_timeout", 120.0))
     context = Context(matrix, snapshot, options)
-    findings = run_checks(select(checks, args.only, args.skip, static_only=static_only), context)
+    only = [n for n in args.only if n not in live_named]
+    chosen = select(checks, only, args.skip, static_only=static_only) if only or not args.only else []
+    if live_options is not None and not any(n.startswith("imports") for n in args.only):
+        chosen = [c for c in chosen if c.static]  # every rank imports the stack itself: live.imports reports it
+    findings = run_checks(chosen, context)
+    live = None
+    if live_options is not None:
+        from .live.service import run_live
+
+        live = run_live(context, live_options)
+        findings += live.findings
     if args.json:
-        print(dump_json(findings_json(command, snapshot, findings)))
+        document = findings_json(command, snapshot, findings)
+        if live is not None:
+            document["live"] = live.details
+        print(dump_json(document))
     else:
-        render_findings(make_console(args.no_color), command, snapshot, findings, args.verbose)
+        render_findings(make_console(args.no_color), command, snapshot, findings, args.verbose, live.details if live else None)
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
+
+
+def _live_options(args: argparse.Namespace):
+    from .live.launch import Topology
+    from .live.service import LiveOptions
+
+    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+        raise UsageError("--node-rank must be between 0 and --nnodes - 1.", "Pass --nnodes N and a --node-rank below N.")
+    if args.live_timeout <= 0 or args.steps < 1:
+        raise UsageError("--live-timeout and --steps must be positive.", "Pass e.g. --live-timeout 120 --steps 3.")
+    if args.hostfile and args.launcher != "mpirun":
+        raise UsageError("--hostfile goes with --launcher mpirun.", "Add --launcher mpirun, or use --nnodes/--node-rank/--master-addr with torchrun.")
+    if args.no_rank_env and args.launcher == "torchrun":
+        raise UsageError("--no-rank-env cannot apply to torchrun: torchrun always sets RANK/WORLD_SIZE.", "Use --launcher spawn or mpirun.")
+    if args.master_port is not None and not 0 < args.master_port < 65536:
+        raise UsageError("--master-port must be between 1 and 65535.", "Pass a free TCP port, e.g. 29500.")
+    topology = Topology(args.ranks_per_node, args.nnodes, args.node_rank, args.master_addr, args.master_port, args.hostfile)
+    return LiveOptions(launcher=args.launcher, topology=topology, backend=args.backend, timeout=args.live_timeout, trainer=not args.no_trainer,
+                       steps=args.steps, mpirun=args.mpirun, rank_env=not args.no_rank_env, run_dir=args.run_dir)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from rich.console import Console
 from rich.markup import escape
@@ -26,8 +26,13 @@ def findings_json(command: str, snapshot, findings) -> dict[str, Any]:
     }
 
 
-def render_findings(console: Console, command: str, snapshot, findings, verbose: bool = False) -> None:
+def render_findings(console: Console, command: str, snapshot, findings, verbose: bool = False, live: Optional[dict[str, Any]] = None) -> None:
     console.print(escape(f"compat {command} · {snapshot.executable} (Python {snapshot.python}) · {snapshot.platform.tag}"), style="dim")
+    if live and live.get("launcher"):
+        backend = live.get("backend") or "no backend"
+        if live.get("backend_is_fixture"):
+            backend += " (TEST FIXTURE, not oneCCL)"
+        console.print(escape(f"live: {live['launcher']} ({live.get('flavor')}), {backend}, world size {live.get('world_size')}, {live.get('seconds', 0):.1f} s"), style="dim")
     area = None
     for finding in findings:
         if finding.area != area:
@@ -40,6 +45,15 @@ def render_findings(console: Console, command: str, snapshot, findings, verbose:
                 console.print(f"         {escape(line)}", style="dim")
             if finding.fix and finding.status.value in ("fail", "warn"):
                 console.print(f"         fix: {escape(finding.fix)}", style="cyan")
+    if live and verbose:
+        for rank in live.get("ranks", []):
+            name = f"rank {rank['rank']}" if rank["rank"] is not None else f"pid {rank['pid']}"
+            console.print(f"\n[bold]{escape(name)}[/] output (stage {escape(str(rank['stage']))}):")
+            console.print(escape(rank["output"].rstrip() or "(nothing)"), style="dim", highlight=False)
+        for process in live.get("launcher_processes", []):
+            if process["output"].strip():
+                console.print(f"\n[bold]launcher[/] output ({escape(' '.join(process['command'][:3]))} ...):")
+                console.print(escape(process["output"].rstrip()), style="dim", highlight=False)
     counts = {status: sum(1 for f in findings if f.status.value == status) for status in ("pass", "warn", "fail", "skip")}
     verdict = "[bold red]FAIL[/]" if counts["fail"] else "[bold yellow]OK with warnings[/]" if counts["warn"] else "[bold green]OK[/]"
     console.print(f"\n{verdict}: {counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped")

@@ -25,9 +25,13 @@ SPECS = {
     # IPEX 2.5.0 (yanked on PyPI, installable when pinned) has the older exit(127) guard
     "torch213-ipex250": (["torch==2.13.0", "intel-extension-for-pytorch==2.5.0"], []),
     # the real clean IPEX set; torch 2.8.0 from PyPI is the CUDA build (~7 GB with its nvidia-* packages)
-    "torch280-ipex280": (["torch==2.8.0", "intel-extension-for-pytorch==2.8.0"], []),
+    # plus the last transformers with --use_ipex (4.56) and an accelerate that still runs ccl (<1.13): the live Trainer probe
+    # applies IPEX through the Trainer here
+    "torch280-ipex280": (["torch==2.8.0", "intel-extension-for-pytorch==2.8.0", "transformers==4.56.2", "accelerate==1.10.1"], []),
     # stock PyTorch (the local CPU wheel) + the newest transformers/accelerate: the migration target
     "torch213-stock": (["torch==2.13.0", "transformers==5.23.0", "accelerate==1.15.0"], []),
+    # Intel MPI's runtime from PyPI: a real mpirun (hydra) that sets PMI_RANK / PMI_SIZE / MPI_LOCALRANKID
+    "impi": (["impi-rt==2021.18.1"], []),
 }
 
 

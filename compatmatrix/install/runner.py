@@ -32,6 +32,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import CompatError
 from ..names import canonical_name
+from ..processes import die_with_parent
 from .indexes import IndexLocation, IndexUnreachable, Link, project_links
 from .plan import InstallPlan, PlannedPackage, WheelTarget, pick_link
 
@@ -420,24 +421,13 @@ def discard(snapshot: Snapshot) -> None:
     snapshot.journal.unlink(missing_ok=True)
 
 
-def _die_with_parent() -> None:
-    """In the installer's child process: get SIGKILL when compat dies, so no installer outlives it."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def run_installer(command: Sequence[str], env: Mapping[str, str], timeout: float = INSTALL_TIMEOUT_S) -> tuple[int, str]:
     """Run the installer in its own process group, echoing its output; on timeout or Ctrl-C the whole
     group is killed. The deadline holds even when the installer prints nothing (a thread reads)."""
     import threading
 
     process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True, env=dict(env), preexec_fn=_die_with_parent)
+                               start_new_session=True, env=dict(env), preexec_fn=die_with_parent)
     output: list[str] = []
 
     def forward() -> None:

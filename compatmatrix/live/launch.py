@@ -1,0 +1,200 @@
+"""Turn a launcher choice into the processes to start: argument lists and environments, nothing run here but
+``mpirun --version`` (to tell Intel MPI from Open MPI) and a socket bind (to pick a free port).
+
+spawn    compat starts the ranks itself with RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT
+torchrun ``python -m torch.distributed.run`` of the target interpreter (static rendezvous at MASTER_ADDR:PORT)
+mpirun   Intel MPI (hydra) or Open MPI; the worker maps PMI_* / OMPI_COMM_WORLD_* to RANK / WORLD_SIZE / LOCAL_RANK
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+LAUNCHERS = ("spawn", "torchrun", "mpirun")
+LOOPBACK = "127.0.0.1"
+
+
+class LaunchError(Exception):
+    """The launcher cannot be used: one sentence, and the fix."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
+
+
+@dataclass(frozen=True)
+class Topology:
+    nproc_per_node: int = 2
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
+    hostfile: Optional[str] = None
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+
+@dataclass(frozen=True)
+class Launch:
+    launcher: str
+    flavor: str  # spawn, torchrun, intel-mpi, open-mpi, mpich
+    commands: tuple[tuple[str, ...], ...]  # one per process compat starts (spawn: one per rank)
+    envs: tuple[Mapping[str, str], ...]
+    master: str
+    expected_local: int  # ranks that should start on this node
+    world_size: int
+    notes: tuple[str, ...] = field(default=())
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host if host in (LOOPBACK, "localhost") else "", 0))
+        return int(sock.getsockname()[1])
+
+
+def read_hostfile(path: str) -> list[tuple[str, Optional[int]]]:
+    """Hosts in an mpirun hostfile: 'host', 'host:N', 'host slots=N' (Open MPI); comments and blanks skipped."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise LaunchError(f"cannot read the hostfile {path}: {exc.strerror}.", "Pass an existing file with one host per line.") from None
+    hosts: list[tuple[str, Optional[int]]] = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        name, _, count = words[0].partition(":")
+        slots = int(count) if count.isdigit() else None
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if key in ("slots", "max_slots") and value.isdigit():
+                slots = int(value)
+        hosts.append((name, slots))
+    if not hosts:
+        raise LaunchError(f"the hostfile {path} lists no hosts.", "Write one host name per line.")
+    return hosts
+
+
+def find_mpirun(python: str, explicit: Optional[str] = None) -> str:
+    if explicit:
+        found = shutil.which(explicit)
+        if not found:
+            raise LaunchError(f"--mpirun {explicit} is not an executable.", "Pass the path of mpirun.")
+        return found
+    beside = Path(python).parent / "mpirun"  # impi-rt puts it next to the interpreter of the environment
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("mpirun")
+    if found:
+        return found
+    raise LaunchError(
+        "no mpirun found (not next to the interpreter, not on PATH).",
+        "pip install impi-rt into the environment (Intel MPI), or install Open MPI, or pass --mpirun PATH.",
+    )
+
+
+def mpi_path(mpirun: str, path: str) -> str:
+    """PATH with mpirun's own folder first: Intel MPI's mpirun script runs mpiexec.hydra and hydra_pmi_proxy from PATH."""
+    folder = str(Path(mpirun).parent)
+    return os.pathsep.join([folder] + [p for p in path.split(os.pathsep) if p and p != folder])
+
+
+def mpi_flavor(mpirun: str, timeout: float = 20.0) -> str:
+    try:
+        env = dict(os.environ, PATH=mpi_path(mpirun, os.environ.get("PATH", "")))
+        done = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"{mpirun} --version did not answer ({exc.__class__.__name__}).", "Check the MPI installation, or pass --mpirun PATH.") from None
+    text = done.stdout + done.stderr
+    if "Intel(R) MPI" in text or "Intel MPI" in text:
+        return "intel-mpi"
+    if "Open MPI" in text or "OpenRTE" in text or "PRRTE" in text:
+        return "open-mpi"
+    if "HYDRA" in text or "MPICH" in text:
+        return "mpich"
+    raise LaunchError(f"{mpirun} is neither Intel MPI, MPICH nor Open MPI.", "Pass --mpirun with the path of one of those.")
+
+
+def plan_launch(
+    launcher: str,
+    python: str,
+    worker: Sequence[str],
+    topology: Topology,
+    base_env: Mapping[str, str],
+    threads_per_rank: int,
+    mpirun: Optional[str] = None,
+    rank_env: bool = True,
+) -> Launch:
+    """The processes to start for ``launcher``. ``worker`` is the worker script and its arguments.
+
+    ``rank_env=False`` starts the ranks without RANK / WORLD_SIZE / LOCAL_RANK (and, under mpirun, without
+    mapping PMI_*): the mistake that makes every rank train alone, to see that the probe catches it.
+    """
+    if launcher not in LAUNCHERS:
+        raise LaunchError(f"unknown launcher {launcher}.", f"Use one of {', '.join(LAUNCHERS)}.")
+    hosts = read_hostfile(topology.hostfile) if topology.hostfile else None
+    addr = topology.master_addr or (hosts[0][0] if hosts else LOOPBACK)
+    if topology.nnodes > 1 and not topology.master_addr and launcher != "mpirun":
+        raise LaunchError("--nnodes > 1 needs --master-addr (the address of node 0 that every node can reach).",
+                          "Pass --master-addr HOST --master-port PORT, the same on every node.")
+    if topology.nnodes > 1 and not topology.master_port and launcher != "mpirun":
+        raise LaunchError("--nnodes > 1 needs --master-port (the same free port on every node).", "Pass --master-port PORT, e.g. 29500.")
+    port = topology.master_port or free_port(addr)
+    env = dict(base_env)
+    env.setdefault("OMP_NUM_THREADS", str(threads_per_rank))
+    env["MASTER_ADDR"] = addr
+    env["MASTER_PORT"] = str(port)
+    master = f"{addr}:{port}"
+    n = topology.nproc_per_node
+    world = topology.world_size
+    if launcher == "spawn":
+        commands, envs = [], []
+        for local in range(n):
+            rank_vars = {}
+            if rank_env:
+                rank = topology.node_rank * n + local
+                rank_vars = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(n),
+                             "GROUP_RANK": str(topology.node_rank)}
+            commands.append((python, *worker))
+            envs.append({**env, **rank_vars})
+        return Launch("spawn", "spawn", tuple(commands), tuple(envs), master, n, world)
+    if launcher == "torchrun":
+        command = (python, "-m", "torch.distributed.run", "--nnodes", str(topology.nnodes), "--nproc-per-node", str(n),
+                   "--node-rank", str(topology.node_rank), "--master-addr", addr, "--master-port", str(port), *worker)
+        return Launch("torchrun", "torchrun", (command,), (env,), master, n, world)
+    binary = find_mpirun(python, mpirun)
+    flavor = mpi_flavor(binary)
+    env["PATH"] = mpi_path(binary, env.get("PATH", ""))
+    worker_args = list(worker) + (["--map-mpi"] if rank_env else [])
+    if topology.hostfile and hosts is not None:
+        world = n * len(hosts)
+    names = ["MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"]
+    if flavor == "open-mpi":
+        command = [binary, "-np", str(world), "--oversubscribe"]
+        if os.geteuid() == 0:
+            command.append("--allow-run-as-root")
+        if topology.hostfile:
+            command += ["--hostfile", topology.hostfile, "--map-by", f"ppr:{n}:node"]
+        for name in names:
+            command += ["-x", name]
+        command += ["-x", "PYTHONPATH"] if "PYTHONPATH" in env else []
+    else:  # hydra: Intel MPI and MPICH pass the whole environment to local ranks; -genv reaches the remote ones too
+        command = [binary, "-n", str(world), "-ppn", str(n)]
+        if topology.hostfile:
+            command += ["-f", topology.hostfile]
+        for name in names:
+            command += ["-genv", name, env[name]]
+    command += [python, *worker_args]
+    notes = (f"{flavor}: the worker maps PMI_RANK/PMI_SIZE/MPI_LOCALRANKID or OMPI_COMM_WORLD_* to RANK/WORLD_SIZE/LOCAL_RANK",) if rank_env else ()
+    local_ranks = n if topology.hostfile else world
+    return Launch("mpirun", flavor, (tuple(command),), (env,), master, local_ranks, world, notes)

@@ -1,0 +1,162 @@
+"""compat doctor --live: plan the probe from the snapshot and the matrix, launch it, supervise it, report it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..checks.finding import Context, Finding, Status
+from ..checks.packages import CCL_NAMES, IPEX_NAMES
+from ..translate import translate
+from .launch import Launch, LaunchError, Topology, plan_launch
+from .report import Expectation, live_findings, rank_outputs, read_ranks
+from .supervise import new_run_id, supervise
+
+WORKER = Path(__file__).with_name("worker.py")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    launcher: str = "spawn"
+    topology: Topology = field(default_factory=Topology)
+    backend: str = "auto"  # auto: ccl when the bindings import and register it, else gloo
+    timeout: float = 120.0
+    trainer: bool = True
+    steps: int = 3
+    per_device_batch: int = 4
+    mpirun: Optional[str] = None
+    rank_env: bool = True  # False reproduces the every-rank-trains-alone launch
+    run_dir: Optional[str] = None  # multi-node mpirun: a folder every node sees at the same path
+
+
+@dataclass(frozen=True)
+class TrainerPlan:
+    flags: dict[str, Any]
+    backend_flag: Optional[str]  # ddp_backend / xpu_backend: the worker fills in the backend it chose
+    ipex_mode: str
+    ccl_blocked: tuple[str, ...]
+    skip_reason: str = ""
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    findings: list[Finding]
+    details: dict[str, Any]
+
+
+def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
+    """TrainingArguments flags for the installed transformers/accelerate, from the matrix (via compat translate)."""
+    if not options.trainer:
+        return TrainerPlan({}, None, "none", (), "the Trainer probe was not asked for (--no-trainer)")
+    transformers = ctx.snapshot.get("transformers")
+    if transformers is None or transformers.public_version is None:
+        return TrainerPlan({}, None, "none", (), "transformers is not installed")
+    accelerate = ctx.snapshot.get("accelerate")
+    version = transformers.public_version
+    has_ipex = ctx.snapshot.get(*IPEX_NAMES) is not None
+    use_ipex_in_trainer = has_ipex and ctx.matrix.feature("transformers", "use_ipex_arg").present_in(version)
+    argv = ["--use_cpu", "--ddp_backend", "ccl"]
+    if use_ipex_in_trainer:
+        argv.append("--use_ipex")
+    if BF16_FLAGS[0] in ctx.snapshot.cpu.flags or BF16_FLAGS[1] in ctx.snapshot.cpu.flags:
+        argv.append("--bf16")
+    translation = translate(ctx.matrix, argv, version, accelerate.public_version if accelerate else None)
+    flags: dict[str, Any] = {}
+    backend_flag = None
+    tokens = list(translation.argv)
+    while tokens:
+        token = tokens.pop(0)
+        if token in ("--ddp_backend", "--xpu_backend"):
+            backend_flag = token[2:]
+            tokens.pop(0)
+        elif token.startswith("--"):
+            flags[token[2:]] = True
+    ipex_mode = "trainer" if use_ipex_in_trainer else "direct" if has_ipex else "none"
+    return TrainerPlan(flags, backend_flag, ipex_mode, translation.blocking)
+
+
+def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan: TrainerPlan, ipex: bool) -> list[str]:
+    import json
+
+    args = [str(run_dir / "worker.py"), "--run-dir", str(run_dir), "--expect-world", str(options.topology.world_size),
+            "--backend", options.backend, "--init-timeout", f"{init_timeout:g}", "--steps", str(options.steps), "--batch", str(options.per_device_batch)]
+    if ipex:
+        args.append("--ipex")
+    if not plan.skip_reason:
+        flags = dict(plan.flags)
+        if plan.backend_flag:
+            flags["__backend_flag__"] = plan.backend_flag
+            flags["__ccl_blocked__"] = bool(plan.ccl_blocked)
+        args += ["--trainer", "--trainer-flags", json.dumps(flags), "--ipex-mode", plan.ipex_mode]
+    return args
+
+
+def worker_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    return env
+
+
+def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
+    snapshot = ctx.snapshot
+    plan = plan_trainer(ctx, options)
+    ipex = snapshot.get(*IPEX_NAMES) is not None
+    init_timeout = min(60.0, max(5.0, options.timeout / 2))
+    threads = max(1, snapshot.allowed_cpus // max(1, options.topology.nproc_per_node))
+    own_dir = options.run_dir is None
+    run_dir = Path(tempfile.mkdtemp(prefix="compat-live-")) if own_dir else Path(options.run_dir or "")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
+        try:
+            launch = plan_launch(options.launcher, snapshot.executable, _worker_args(run_dir, options, init_timeout, plan, ipex),
+                                 options.topology, worker_environment(), threads, options.mpirun, options.rank_env)
+        except LaunchError as exc:
+            finding = Finding("live.launch", Status.FAIL, str(exc), (), exc.fix)
+            return LiveResult([finding], {"launcher": options.launcher, "error": str(exc)})
+        supervised = supervise(launch.commands, launch.envs, run_dir, options.timeout, new_run_id())
+        ends_by_pid = {end.pid: end.returncode for end in supervised.ends} if launch.launcher == "spawn" else {}
+        ranks = read_ranks(run_dir, ends_by_pid)
+        expect = Expectation(
+            world_size=launch.world_size, trainer=not plan.skip_reason, steps=options.steps, per_device_batch=options.per_device_batch,
+            backend=options.backend, ccl_installed=snapshot.get(*CCL_NAMES) is not None, ccl_trainer_blocked=plan.ccl_blocked if _chose_ccl(ranks) else (),
+            timeout=options.timeout, init_timeout=init_timeout, trainer_flags=plan.flags, ipex_mode=plan.ipex_mode if ipex else "none",
+        )
+        findings = live_findings(launch, supervised, ranks, expect)
+        if plan.skip_reason:
+            findings = [Finding("live.trainer", Status.SKIP, plan.skip_reason) if f.id == "live.trainer" else f for f in findings]
+        details = _details(launch, supervised, ranks, plan)
+        return LiveResult(findings, details)
+    finally:
+        if own_dir:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _chose_ccl(ranks) -> bool:
+    return any(r.status.get("backend") == "ccl" for r in ranks)
+
+
+def _details(launch: Launch, supervised, ranks, plan: TrainerPlan) -> dict[str, Any]:
+    backends = sorted({str(r.status.get("backend")) for r in ranks if "backend" in r.status})
+    fixture = any(((r.status.get("imports") or {}).get("ccl") or {}).get("fixture") for r in ranks)
+    return {
+        "launcher": launch.launcher,
+        "flavor": launch.flavor,
+        "world_size": launch.world_size,
+        "master": launch.master,
+        "backend": backends[0] if len(backends) == 1 else None,
+        "backend_is_fixture": bool(fixture),
+        "seconds": round(supervised.seconds, 3),
+        "timed_out": supervised.timed_out,
+        "trainer_flags": plan.flags,
+        "ipex_mode": plan.ipex_mode,
+        "bandwidth": next((r.status.get("bandwidth") for r in ranks if r.status.get("bandwidth")), None),
+        "memcpy": next((r.status.get("memcpy") for r in ranks if r.status.get("memcpy")), None),
+        **rank_outputs(ranks, supervised),
+    }

@@ -1,0 +1,165 @@
+"""Start the launch's processes, hold them to a hard deadline, and leave nothing running.
+
+Every process compat starts runs in a session of its own and carries COMPAT_LIVE_RUN=<id> in its environment,
+which its children (torchrun's workers, mpirun's hydra proxies and ranks) inherit. At the end -- success,
+failure or timeout -- every process still carrying the id is found in /proc and killed, so a rank that
+escaped its process group (a daemonised proxy, a setsid) is not left behind either.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..processes import die_with_parent
+
+RUN_ID_VAR = "COMPAT_LIVE_RUN"
+
+
+@dataclass(frozen=True)
+class ProcessEnd:
+    command: tuple[str, ...]
+    pid: int
+    returncode: Optional[int]  # None: still running at the deadline, then killed
+    log: str  # what it printed (the launcher's own output; ranks write their own logs)
+
+
+@dataclass(frozen=True)
+class Supervised:
+    run_id: str
+    ends: tuple[ProcessEnd, ...]
+    timed_out: bool
+    stopped_early: bool  # a process failed and compat stopped the others (spawn), as torchrun does
+    seconds: float
+    dumped_stacks: bool  # SIGUSR1 sent to the ranks before killing them
+    leftovers: tuple[int, ...]  # pids still alive after the sweep (should be empty)
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def tagged_processes(run_id: str) -> list[int]:
+    """Pids of live processes whose environment carries this run's id (readable ones: our own)."""
+    marker = f"{RUN_ID_VAR}={run_id}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                environ = handle.read()
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and marker in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def rank_pids(run_dir: Path) -> list[int]:
+    """The ranks' pids, from the status files the workers write first thing (proc-<pid>.json)."""
+    pids = []
+    for path in run_dir.glob("proc-*.json"):
+        number = path.stem.split("-", 1)[1]
+        if number.isdigit():
+            pids.append(int(number))
+    return sorted(pids)
+
+
+def _signal_all(pids: Sequence[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def sweep(run_id: str, groups: Sequence[int], wait: float = 5.0) -> tuple[int, ...]:
+    """Kill everything left of the run: TERM the groups and tagged processes, then KILL what is still there."""
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    _signal_all(tagged_processes(run_id), signal.SIGTERM)
+    deadline = time.monotonic() + min(2.0, wait)
+    while time.monotonic() < deadline and tagged_processes(run_id):
+        time.sleep(0.05)
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + wait
+    left = tagged_processes(run_id)
+    while left and time.monotonic() < deadline:
+        _signal_all(left, signal.SIGKILL)
+        time.sleep(0.05)
+        left = tagged_processes(run_id)
+    return tuple(left)
+
+
+def supervise(
+    commands: Sequence[Sequence[str]],
+    envs: Sequence[Mapping[str, str]],
+    run_dir: Path,
+    timeout: float,
+    run_id: str,
+    grace_after_failure: float = 3.0,
+    stack_dump_wait: float = 1.0,
+) -> Supervised:
+    """Run ``commands`` together until all end or ``timeout`` seconds pass; then make sure none is left."""
+    started = time.monotonic()
+    processes = []
+    logs = []
+    for index, (command, env) in enumerate(zip(commands, envs)):
+        log_path = run_dir / f"launcher-{index}.log"
+        logs.append(log_path)
+        with open(log_path, "wb") as log:
+            processes.append(subprocess.Popen(
+                list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=str(run_dir), preexec_fn=die_with_parent,
+            ))
+    deadline = started + timeout
+    timed_out = stopped_early = dumped = False
+    failed_at: Optional[float] = None
+    while True:
+        codes = [p.poll() for p in processes]
+        if all(code is not None for code in codes):
+            break
+        now = time.monotonic()
+        if failed_at is None and any(code not in (None, 0) for code in codes):
+            failed_at = now  # one rank failed: the others may wait for it forever
+        if failed_at is not None and now - failed_at > grace_after_failure:
+            stopped_early = True
+            break
+        if now >= deadline:
+            timed_out = True
+            break
+        time.sleep(0.05)
+    codes_at_stop = [p.poll() for p in processes]
+    if timed_out or stopped_early:
+        ranks = [pid for pid in rank_pids(run_dir) if pid in set(tagged_processes(run_id))]
+        if ranks:
+            _signal_all(ranks, signal.SIGUSR1)  # the worker's faulthandler writes every thread's stack to its log
+            dumped = True
+            time.sleep(stack_dump_wait)
+    leftovers = sweep(run_id, [p.pid for p in processes])
+    for process in processes:
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    ends = []
+    for process, command, log_path, code in zip(processes, commands, logs, codes_at_stop):
+        ends.append(ProcessEnd(tuple(command), process.pid, code, log_path.read_text(errors="replace")[-20000:]))
+    return Supervised(run_id, tuple(ends), timed_out, stopped_early, time.monotonic() - started, dumped, leftovers)

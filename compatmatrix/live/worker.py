@@ -1,0 +1,438 @@
+"""One rank of compat doctor --live. Run by the *target* interpreter, never imported by compat.
+
+Standard library only at module level (Python 3.6+); torch, IPEX, the oneCCL bindings and transformers are
+imported inside the stages. Each process writes what it did to ``<run-dir>/proc-<pid>.json`` (rewritten
+atomically after every stage, so a rank that dies or hangs still leaves its last stage behind) and sends its
+own stdout/stderr to ``<run-dir>/proc-<pid>.log``. compat reads those files; nothing is parsed from the
+launcher's output. SIGUSR1 dumps every thread's stack into the log (compat sends it before killing a hung run).
+
+Test hook: COMPAT_LIVE_FIXTURE_FAULT=KIND:RANK makes that rank misbehave on purpose -- ``sleep`` (never joins),
+``exit`` (exits with status 3 before joining) or ``stall`` (joins, then never enters the collective). Only the
+test suite sets it.
+"""
+
+import argparse
+import faulthandler
+import gc
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+STATUS = {}
+_STATUS_PATH = None
+
+MPI_RANK_VARS = (
+    # (rank, world size, local rank) as each MPI sets them
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),  # Intel MPI, MPICH (hydra)
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),  # Open MPI
+    ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK"),  # MVAPICH2
+)
+
+
+def save(**fields):
+    STATUS.update(fields)
+    STATUS["updated"] = time.time()
+    tmp = _STATUS_PATH + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(STATUS, handle)
+    os.replace(tmp, _STATUS_PATH)
+
+
+def stage(name):
+    STATUS.setdefault("stages", []).append([name, round(time.time() - STATUS["started"], 3)])
+    save(stage=name)
+    sys.stderr.write("compat-live: stage %s\n" % name)
+    sys.stderr.flush()
+
+
+def rank_variables(map_mpi):
+    """RANK / WORLD_SIZE / LOCAL_RANK as the launcher gave them; with --map-mpi, filled from the MPI's own variables."""
+    source = "RANK/WORLD_SIZE" if "RANK" in os.environ and "WORLD_SIZE" in os.environ else None
+    if source is None and map_mpi:
+        for rank_var, size_var, local_var in MPI_RANK_VARS:
+            if rank_var in os.environ and size_var in os.environ:
+                os.environ["RANK"] = os.environ[rank_var]
+                os.environ["WORLD_SIZE"] = os.environ[size_var]
+                os.environ["LOCAL_RANK"] = os.environ.get(local_var, os.environ[rank_var])
+                source = "%s/%s" % (rank_var, size_var)
+                break
+    if source is None:
+        return None, None, None, None
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    os.environ.setdefault("LOCAL_RANK", str(local))
+    return rank, world, local, source
+
+
+def fixture_fault(rank, when):
+    spec = os.environ.get("COMPAT_LIVE_FIXTURE_FAULT", "")
+    if not spec or rank is None:
+        return
+    kind, _, who = spec.partition(":")
+    if who != str(rank):
+        return
+    if kind == "sleep" and when == "before-init":
+        save(fixture_fault="sleep before joining")
+        while True:
+            time.sleep(3600)
+    if kind == "exit" and when == "before-init":
+        save(fixture_fault="exit 3 before joining")
+        sys.stderr.flush()
+        os._exit(3)
+    if kind == "stall" and when == "before-collective":
+        save(fixture_fault="stall before the first collective")
+        while True:
+            time.sleep(3600)
+
+
+def import_stack(args):
+    import torch
+
+    imports = {"torch": {"version": torch.__version__, "ok": True}}
+    save(imports=imports, torch=torch.__version__)
+    if args.ipex:
+        stage("import:intel_extension_for_pytorch")
+        try:
+            import intel_extension_for_pytorch as ipex
+
+            imports["ipex"] = {"module": "intel_extension_for_pytorch", "version": getattr(ipex, "__version__", "?"), "ok": True}
+        except Exception as exc:  # a Python-level failure; a hard exit ends the process and compat classifies the log
+            imports["ipex"] = {"module": "intel_extension_for_pytorch", "ok": False, "error": "%s: %s" % (exc.__class__.__name__, exc)}
+        save(imports=imports)
+    ccl = None
+    if args.backend in ("auto", "ccl"):
+        for module in ("oneccl_bindings_for_pytorch", "torch_ccl"):
+            stage("import:" + module)
+            try:
+                bindings = __import__(module)
+            except ImportError as exc:
+                if getattr(exc, "name", None) == module:  # simply not installed
+                    continue
+                imports["ccl"] = {"module": module, "ok": False, "error": "%s: %s" % (exc.__class__.__name__, exc)}
+                break
+            except Exception as exc:
+                imports["ccl"] = {"module": module, "ok": False, "error": "%s: %s" % (exc.__class__.__name__, exc)}
+                break
+            ccl = {
+                "module": module,
+                "ok": True,
+                "version": getattr(bindings, "__version__", None),
+                "cwd": getattr(bindings, "cwd", None),
+                "fixture": getattr(bindings, "COMPAT_TEST_FIXTURE", None),
+                "registered": backend_registered("ccl"),
+            }
+            imports["ccl"] = ccl
+            break
+        save(imports=imports)
+    return imports
+
+
+def backend_registered(name):
+    import torch.distributed as dist
+
+    try:
+        return bool(dist.is_backend_available(name))
+    except Exception:
+        backend = getattr(dist, "Backend", None)
+        return name in getattr(backend, "backend_list", []) or name in getattr(backend, "_plugins", {})
+
+
+def choose_backend(args, imports):
+    ccl = imports.get("ccl")
+    if args.backend == "gloo":
+        return "gloo", "asked for gloo"
+    if ccl and ccl.get("ok") and ccl.get("registered"):
+        why = "%s imports and registers the ccl backend" % ccl["module"]
+        if ccl.get("fixture"):
+            why += " (a TEST FIXTURE on top of gloo, not oneCCL)"
+        return "ccl", why
+    if args.backend == "ccl":
+        return None, "ccl was asked for but no oneCCL bindings import and register it"
+    if ccl and not ccl.get("ok"):
+        return "gloo", "%s failed to import (%s), so gloo" % (ccl["module"], ccl.get("error"))
+    if ccl:
+        return "gloo", "%s imports but does not register ccl, so gloo" % ccl["module"]
+    return "gloo", "no oneCCL bindings are installed, so gloo"
+
+
+def allreduce_checks(dist, torch, world):
+    results = {}
+    n = 1 << 16
+    base = torch.arange(n, dtype=torch.float32) % 1024
+    tensor = base * (dist.get_rank() + 1)
+    dist.all_reduce(tensor)
+    expected = base * (world * (world + 1) // 2)
+    wrong = int((tensor != expected).sum())
+    results["fp32"] = {"ok": wrong == 0, "elements": n, "wrong": wrong}
+    try:
+        base16 = (torch.arange(n) % 16).to(torch.bfloat16)
+        tensor16 = base16 * (dist.get_rank() + 1)
+        dist.all_reduce(tensor16)
+        expected16 = base16 * (world * (world + 1) // 2)
+        wrong16 = int((tensor16 != expected16).sum())
+        results["bf16"] = {"ok": wrong16 == 0, "elements": n, "wrong": wrong16}
+    except (RuntimeError, TypeError, ValueError) as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        results["bf16"] = {"ok": None, "unsupported": True, "error": text[:300]}
+    return results
+
+
+def bandwidth(dist, torch, world, sizes_mib):
+    rows = []
+    for mib in sizes_mib:
+        count = mib * (1 << 20) // 4
+        tensor = torch.ones(count, dtype=torch.float32)
+        dist.all_reduce(tensor)  # warm up this size
+        iterations = 10 if mib <= 1 else 5 if mib <= 16 else 3
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(iterations):
+            dist.all_reduce(tensor)
+        elapsed = torch.tensor([(time.perf_counter() - start) / iterations], dtype=torch.float64)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
+        seconds = float(elapsed[0])
+        algbw = count * 4 / seconds
+        rows.append({"mib": mib, "seconds": seconds, "algbw": algbw, "busbw": algbw * 2 * (world - 1) / world, "iterations": iterations})
+        del tensor
+    return rows
+
+
+def memcpy_bandwidth(dist, torch, mib=64):
+    """Every rank copies at once, one thread each: the memory bandwidth the ranks share."""
+    count = mib * (1 << 20) // 4
+    src = torch.ones(count, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        dst.copy_(src)
+        dist.barrier()
+        best = None
+        for _ in range(5):
+            start = time.perf_counter()
+            dst.copy_(src)
+            spent = time.perf_counter() - start
+            best = spent if best is None else min(best, spent)
+    finally:
+        torch.set_num_threads(threads)
+    total = torch.tensor([count * 4 / best], dtype=torch.float64)
+    dist.all_reduce(total)
+    return {"mib": mib, "per_rank": count * 4 / best, "all_ranks": float(total[0])}
+
+
+def digest(torch, model):
+    sha = hashlib.sha256()
+    for name, param in sorted(model.named_parameters()):
+        data = param.detach().to(torch.float32).contiguous().reshape(-1)
+        try:
+            sha.update(data.numpy().tobytes())
+        except Exception:  # torch without numpy
+            sha.update(repr(data.tolist()).encode())
+    return sha.hexdigest()
+
+
+def trainer_probe(args, torch, imports, backend):
+    import dataclasses
+
+    import transformers
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+
+    info = {"transformers": transformers.__version__, "steps_wanted": args.steps, "per_device_batch": args.batch}
+    try:
+        import accelerate
+
+        info["accelerate"] = accelerate.__version__
+    except Exception:
+        info["accelerate"] = None
+    save(trainer=info)
+
+    seen_rows = []
+
+    class ProbeModel(GPT2LMHeadModel):
+        def forward(self, input_ids=None, attention_mask=None, labels=None):
+            if self.training:
+                seen_rows.append([int(v) for v in input_ids[:, 0].tolist()])
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+
+    class Samples(torch.utils.data.Dataset):
+        def __init__(self, count, length):
+            generator = torch.Generator().manual_seed(7)
+            self.rows = torch.randint(64, 128, (count, length), generator=generator)
+            self.rows[:, 0] = torch.arange(count)  # the first token names the sample
+
+        def __len__(self):
+            return len(self.rows)
+
+        def __getitem__(self, index):
+            row = self.rows[index]
+            return {"input_ids": row, "attention_mask": torch.ones_like(row), "labels": row.clone()}
+
+    step_times = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            step_times.append(time.perf_counter() - self.start)
+
+    losses = []
+
+    class Losses(TrainerCallback):
+        def on_log(self, _args, _state, _control, logs=None, **k):
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+
+    torch.manual_seed(1234)
+    config = GPT2Config(vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=2)
+    model = ProbeModel(config)
+    fields = {f.name for f in dataclasses.fields(TrainingArguments)}
+    wanted = {
+        "output_dir": os.path.join(args.run_dir, "trainer-%d" % os.getpid()),
+        "per_device_train_batch_size": args.batch,
+        "max_steps": args.steps,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "disable_tqdm": True,
+        "seed": 1234,
+        "dataloader_num_workers": 0,
+        "remove_unused_columns": False,
+        "ddp_find_unused_parameters": False,  # set explicitly: DDP warns on every rank otherwise
+        "average_tokens_across_devices": False,  # transformers 5.x: otherwise the loss scales with the world size
+    }
+    kwargs = {k: v for k, v in wanted.items() if k in fields}
+    flags = json.loads(args.trainer_flags)
+    backend_flag = flags.pop("__backend_flag__", None)
+    ccl_blocked = flags.pop("__ccl_blocked__", False)
+    if backend_flag:
+        # the backend this run proved; when this transformers/accelerate cannot take ccl, the step runs on gloo
+        flags[backend_flag] = "gloo" if (backend != "gloo" and ccl_blocked) else (backend or "gloo")
+    kwargs.update(flags)
+    info["flags"] = flags
+    info["dropped"] = sorted(k for k in wanted if k not in fields)
+    optimizers = (None, None)
+    if args.ipex_mode == "direct":
+        import intel_extension_for_pytorch as ipex
+
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        model.train()
+        model, optimizer = ipex.optimize(model, optimizer=optimizer, dtype=torch.bfloat16 if flags.get("bf16") else torch.float32)
+        optimizers = (optimizer, None)
+        info["ipex"] = "applied with ipex.optimize(model, optimizer) before the Trainer"
+    elif args.ipex_mode == "trainer":
+        info["ipex"] = "applied by the Trainer (use_ipex=True)"
+    save(trainer=info)
+    stage("trainer:arguments")
+    training_args = TrainingArguments(**kwargs)
+    info["world_size"] = int(training_args.world_size)
+    info["process_index"] = int(getattr(training_args, "process_index", 0))
+    info["parallel_mode"] = str(getattr(training_args, "parallel_mode", ""))
+    save(trainer=info)
+    stage("trainer:train")
+    trainer = Trainer(model=model, args=training_args, train_dataset=Samples(64, 16), callbacks=[Timer(), Losses()], optimizers=optimizers)
+    started = time.perf_counter()
+    trainer.train()
+    info["train_seconds"] = time.perf_counter() - started
+    info["steps_done"] = int(trainer.state.global_step)
+    info["step_seconds"] = step_times
+    info["losses"] = losses
+    info["rows_per_step"] = seen_rows
+    info["train_batch_size"] = int(getattr(trainer, "_train_batch_size", args.batch) or args.batch)
+    unwrapped = trainer.model.module if hasattr(trainer.model, "module") else trainer.model
+    info["wrapped_in"] = type(trainer.model_wrapped).__name__ if hasattr(trainer, "model_wrapped") else None
+    info["params_sha256"] = digest(torch, unwrapped)
+    if args.ipex_mode == "trainer":
+        info["ipex_applied"] = bool(getattr(training_args, "use_ipex", False))
+    save(trainer=info)
+    # The shutdown trick: drop the trainer and model, collect, barrier, then destroy the group. Without it gloo's
+    # background thread can abort the interpreter at exit ("terminate called without an active exception").
+    del trainer, model, unwrapped
+    gc.collect()
+
+
+def main():
+    global _STATUS_PATH
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--expect-world", type=int, required=True)
+    parser.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto")
+    parser.add_argument("--map-mpi", action="store_true")
+    parser.add_argument("--init-timeout", type=float, default=30.0)
+    parser.add_argument("--sizes-mib", default="1,16,64")
+    parser.add_argument("--ipex", action="store_true")
+    parser.add_argument("--ipex-mode", choices=["none", "trainer", "direct"], default="none")
+    parser.add_argument("--trainer", action="store_true")
+    parser.add_argument("--trainer-flags", default="{}")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=4)
+    args = parser.parse_args()
+
+    pid = os.getpid()
+    _STATUS_PATH = os.path.join(args.run_dir, "proc-%d.json" % pid)
+    log = os.open(os.path.join(args.run_dir, "proc-%d.log" % pid), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    STATUS.update({"pid": pid, "started": time.time(), "host": os.uname()[1], "python": sys.version.split()[0]})
+    rank, world, local, source = rank_variables(args.map_mpi)
+    STATUS.update({"rank": rank, "world_size_env": world, "local_rank": local, "rank_source": source,
+                   "master": "%s:%s" % (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))})
+    stage("start")
+    try:
+        stage("import:torch")
+        imports = import_stack(args)
+        import torch
+        import torch.distributed as dist
+
+        if imports.get("ipex") and not imports["ipex"]["ok"]:
+            save(error={"type": "ImportError", "message": imports["ipex"]["error"], "traceback": ""})
+            raise SystemExit(4)
+        backend, why = choose_backend(args, imports)
+        save(backend=backend, backend_reason=why)
+        if backend is None:
+            save(error={"type": "BackendUnavailable", "message": why, "traceback": ""})
+            raise SystemExit(5)
+        if rank is not None:
+            fixture_fault(rank, "before-init")
+            stage("init")
+            import datetime
+
+            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.init_timeout))
+            save(world_size=dist.get_world_size(), group_rank=dist.get_rank())
+            fixture_fault(rank, "before-collective")
+            stage("allreduce")
+            save(allreduce=allreduce_checks(dist, torch, dist.get_world_size()))
+            stage("bandwidth")
+            sizes = [int(s) for s in args.sizes_mib.split(",") if s]
+            save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes), memcpy=memcpy_bandwidth(dist, torch))
+        else:
+            save(world_size=None)
+        if args.trainer:
+            stage("trainer")
+            trainer_probe(args, torch, imports, backend)
+        if dist.is_available() and dist.is_initialized():
+            stage("shutdown")
+            dist.barrier()
+            dist.destroy_process_group()
+        stage("done")
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        save(error={"type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-6000:]})
+        traceback.print_exc()
+        sys.stderr.flush()
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
