@@ -82,6 +82,9 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]]) -> list[
 
 
 def _tail(text: str, lines: int = 4) -> str:
+    """The last lines a rank printed itself, without the stack dump compat asked for."""
+    dump = re.search(r"^(?:Current thread|Thread) 0x", text, re.MULTILINE)
+    text = text[: dump.start()] if dump else text
     kept = [line.rstrip() for line in text.splitlines() if line.strip() and not line.startswith("compat-live: stage")]
     return " | ".join(kept[-lines:]) if kept else "no output"
 
@@ -237,9 +240,11 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     if failed:
         error = failed[0].error or {}
         message = str(error.get("message", "")).strip().splitlines()
+        fix = "compat translate -- <your command> shows the flags this transformers takes; compat check lists version problems."
+        if re.search(r"backend ccl is not ava", str(error.get("message", ""))) and not expect.ccl_trainer_blocked:
+            fix = "accelerate picks ccl only when CCL_WORKER_COUNT is 1 or more: eval \"$(compat env)\" (or export CCL_WORKER_COUNT=1) and run again."
         return Finding(cid, Status.FAIL, f"{failed[0].name}: the Trainer step failed: {error.get('type')}: {message[0] if message else ''}",
-                       tuple(evidence) + (f"at stage {failed[0].stage}",),
-                       "compat translate -- <your command> shows the flags this transformers takes; compat check lists version problems.")
+                       tuple(evidence) + (f"at stage {failed[0].stage}",), fix)
     finished = [r for r in records if "steps_done" in r.status["trainer"]]
     if len(finished) < len(records):
         return Finding(cid, Status.SKIP, "the Trainer step did not finish on every rank (see live.hang / live.ranks)")
@@ -261,7 +266,7 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         if len(set(rows)) != len(rows):
             problems.append(f"step {index + 1}: the ranks trained on the same samples ({len(rows) - len(set(rows))} repeated): the data is not sharded")
             break
-    sizes = {len(rows) for rows in per_step.values()}
+    sizes = {len(set(rows)) for rows in per_step.values()}
     if local == expect.world_size and sizes != {want}:
         problems.append(f"effective batch {sorted(sizes)} samples per step, expected {expect.per_device_batch} per device x {expect.world_size} ranks = {want}")
     elif sizes:
@@ -271,6 +276,8 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         problems.append(f"the parameters differ between ranks after {expect.steps} steps ({len(digests)} different sha256): gradients were not averaged")
     if expect.ipex_mode != "none":
         evidence.append(f"IPEX: {info.get('ipex')}")
+        if not all(r.status["trainer"].get("ipex_optimized") for r in finished):
+            problems.append("IPEX is installed but the trained model was not optimized by it (no params_attr left by ipex.optimize)")
     times = info.get("step_seconds") or []
     if times:
         later = times[1:] or times
@@ -299,9 +306,11 @@ _HANG_CAUSES = {
 
 
 def _phase(stage: str) -> str:
-    if stage in ("start",) or stage.startswith("import"):
-        return "import" if stage.startswith("import") else "launcher"
-    if stage == "init":
+    if stage.startswith("import"):
+        return "import"
+    if stage == "start":
+        return "launcher"
+    if stage in ("backend", "init"):
         return "init"
     return "collective"
 
@@ -311,7 +320,11 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     waited = [r for r in ranks if r.error and re.search(r"[Tt]imed? ?out|timeout|clients joined", str(r.error.get("message", "")))]
     unfinished = [r for r in ranks if not r.done and not r.error]
     missing = max(0, expected_local - len(ranks))
+    exited = [r for r in ranks if not r.done and not r.error and r.returncode not in (None, 0)]
     hung = supervised.timed_out or bool(waited) or (supervised.stopped_early and bool(unfinished)) or (supervised.timed_out and missing)
+    if exited and not supervised.timed_out and not waited:
+        return Finding(cid, Status.SKIP, f"not a hang: {exited[0].name} exited early (see live.ranks); compat stopped the ranks waiting for it",
+                       tuple(f"{r.name}: stopped at stage {r.stage}" for r in unfinished if r not in exited))
     if not hung:
         return Finding(cid, Status.PASS, f"no hang: every rank ended by itself in {supervised.seconds:.1f} s (hard timeout {expect.timeout:g} s)")
     evidence = []

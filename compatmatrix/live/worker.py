@@ -227,7 +227,7 @@ def memcpy_bandwidth(dist, torch, mib=64):
 
 def digest(torch, model):
     sha = hashlib.sha256()
-    for name, param in sorted(model.named_parameters()):
+    for _name, param in sorted(model.named_parameters(), key=lambda item: item[0]):
         data = param.detach().to(torch.float32).contiguous().reshape(-1)
         try:
             sha.update(data.numpy().tobytes())
@@ -311,8 +311,9 @@ def trainer_probe(args, torch, imports, backend):
     flags = json.loads(args.trainer_flags)
     backend_flag = flags.pop("__backend_flag__", None)
     ccl_blocked = flags.pop("__ccl_blocked__", False)
-    if backend_flag:
-        # the backend this run proved; when this transformers/accelerate cannot take ccl, the step runs on gloo
+    if backend_flag and STATUS.get("world_size"):
+        # the backend this run proved; when this transformers/accelerate cannot take ccl, the step runs on gloo.
+        # A process that formed no group (no rank variables) passes no backend: it trains as the script would, alone.
         flags[backend_flag] = "gloo" if (backend != "gloo" and ccl_blocked) else (backend or "gloo")
     kwargs.update(flags)
     info["flags"] = flags
@@ -348,8 +349,11 @@ def trainer_probe(args, torch, imports, backend):
     unwrapped = trainer.model.module if hasattr(trainer.model, "module") else trainer.model
     info["wrapped_in"] = type(trainer.model_wrapped).__name__ if hasattr(trainer, "model_wrapped") else None
     info["params_sha256"] = digest(torch, unwrapped)
-    if args.ipex_mode == "trainer":
-        info["ipex_applied"] = bool(getattr(training_args, "use_ipex", False))
+    if args.ipex_mode != "none":
+        # ipex.optimize leaves params_attr on the module it optimized (in place under the Trainer)
+        wrapped = getattr(trainer, "model_wrapped", None)
+        inner = getattr(wrapped, "module", wrapped)
+        info["ipex_optimized"] = any(hasattr(m, "params_attr") for m in (unwrapped, inner, trainer.model) if m is not None)
     save(trainer=info)
     # The shutdown trick: drop the trainer and model, collect, barrier, then destroy the group. Without it gloo's
     # background thread can abort the interpreter at exit ("terminate called without an active exception").
@@ -399,6 +403,7 @@ def main():
             raise SystemExit(4)
         backend, why = choose_backend(args, imports)
         save(backend=backend, backend_reason=why)
+        stage("backend")
         if backend is None:
             save(error={"type": "BackendUnavailable", "message": why, "traceback": ""})
             raise SystemExit(5)
@@ -409,6 +414,7 @@ def main():
 
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.init_timeout))
             save(world_size=dist.get_world_size(), group_rank=dist.get_rank())
+            stage("joined")
             fixture_fault(rank, "before-collective")
             stage("allreduce")
             save(allreduce=allreduce_checks(dist, torch, dist.get_world_size()))
@@ -431,7 +437,7 @@ def main():
         save(error={"type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-6000:]})
         traceback.print_exc()
         sys.stderr.flush()
-        raise SystemExit(1)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
