@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from packaging.version import Version
+
 from ..checks.finding import Context, Finding, Status
 from ..checks.packages import CCL_NAMES, IPEX_NAMES
 from ..translate import translate
@@ -41,6 +43,7 @@ class TrainerPlan:
     ipex_mode: str
     ccl_blocked: tuple[str, ...]
     skip_reason: str = ""
+    ipex_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
     accelerate = ctx.snapshot.get("accelerate")
     version = transformers.public_version
     has_ipex = ctx.snapshot.get(*IPEX_NAMES) is not None
-    use_ipex_in_trainer = has_ipex and ctx.matrix.feature("transformers", "use_ipex_arg").present_in(version)
+    use_ipex_in_trainer, ipex_note = trainer_applies_ipex(ctx, version, accelerate.public_version if accelerate else None) if has_ipex else (False, "")
     argv = ["--use_cpu", "--ddp_backend", "ccl"]
     if use_ipex_in_trainer:
         argv.append("--use_ipex")
@@ -77,7 +80,24 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
         elif token.startswith("--"):
             flags[token[2:]] = True
     ipex_mode = "trainer" if use_ipex_in_trainer else "direct" if has_ipex else "none"
-    return TrainerPlan(flags, backend_flag, ipex_mode, translation.blocking)
+    return TrainerPlan(flags, backend_flag, ipex_mode, translation.blocking, ipex_note=ipex_note)
+
+
+def trainer_applies_ipex(ctx: Context, transformers: Version, accelerate: Optional[Version]) -> tuple[bool, str]:
+    """Does --use_ipex make this Trainer run ipex.optimize? Else the probe applies it directly, and says why."""
+    matrix = ctx.matrix
+    if not matrix.feature("transformers", "use_ipex_arg").present_in(transformers):
+        return False, f"transformers {transformers} has no --use_ipex: ipex.optimize(model, optimizer) applied directly"
+    if matrix.feature("transformers", "trainer_applies_ipex").present_in(transformers):
+        return True, f"transformers {transformers}: the Trainer applies IPEX itself (--use_ipex)"
+    if accelerate is None or not matrix.feature("accelerate", "ipex_prepare").present_in(accelerate):
+        return False, f"transformers {transformers} leaves IPEX to accelerate, and accelerate {accelerate} has no IPEX support: ipex.optimize applied directly"
+    torch = ctx.snapshot.get("torch")
+    torch_version = torch.public_version if torch else None
+    if matrix.feature("accelerate", "ipex_prepare_only_below_torch_2_7").present_in(accelerate) and torch_version is not None and torch_version >= Version("2.7.0"):
+        return False, (f"--use_ipex does nothing here: accelerate {accelerate} applies IPEX only below torch 2.7.0 and torch is {torch_version}; "
+                       "ipex.optimize(model, optimizer) applied directly, as your script must")
+    return True, f"accelerate {accelerate} applies IPEX in prepare() (--use_ipex)"
 
 
 def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan: TrainerPlan, ipex: bool) -> list[str]:
@@ -127,6 +147,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             world_size=launch.world_size, trainer=not plan.skip_reason, steps=options.steps, per_device_batch=options.per_device_batch,
             backend=options.backend, ccl_installed=snapshot.get(*CCL_NAMES) is not None, ccl_trainer_blocked=plan.ccl_blocked if _chose_ccl(ranks) else (),
             timeout=options.timeout, init_timeout=init_timeout, trainer_flags=plan.flags, ipex_mode=plan.ipex_mode if ipex else "none",
+            ipex_note=plan.ipex_note,
         )
         findings = live_findings(launch, supervised, ranks, expect)
         if plan.skip_reason:
@@ -156,6 +177,7 @@ def _details(launch: Launch, supervised, ranks, plan: TrainerPlan) -> dict[str, 
         "timed_out": supervised.timed_out,
         "trainer_flags": plan.flags,
         "ipex_mode": plan.ipex_mode,
+        "ipex_note": plan.ipex_note,
         "bandwidth": next((r.status.get("bandwidth") for r in ranks if r.status.get("bandwidth")), None),
         "memcpy": next((r.status.get("memcpy") for r in ranks if r.status.get("memcpy")), None),
         **rank_outputs(ranks, supervised),

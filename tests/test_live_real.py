@@ -1,0 +1,223 @@
+"""compat doctor --live with REAL ranks: the local torch 2.13 CPU wheel with transformers 5.23 / accelerate 1.15
+from the registry, real torch 2.8 + IPEX 2.8 with transformers 4.56, and Intel MPI's real mpirun from impi-rt.
+
+Each run is checked from the outside as well: every process compat starts inherits COMPAT_TEST_TREE_MARK, and
+after compat returns no live process in /proc may carry it (no orphans, whatever compat itself believes).
+The only test double is the FIXTURE ccl backend of tests/fixture_ccl.py (gloo under the name ccl), and the
+tests assert that compat labels it as a fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from .fixture_ccl import fixture_ccl_path
+from .real_envs import real_env
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def stock():
+    return real_env("torch213-stock")
+
+
+@pytest.fixture(scope="session")
+def ipex_env():
+    return real_env("torch280-ipex280")
+
+
+@pytest.fixture(scope="session")
+def mpirun():
+    return str(real_env("impi").parent / "mpirun")
+
+
+def marked_processes(mark: str) -> list[int]:
+    needle = f"COMPAT_TEST_TREE_MARK={mark}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                    if needle in handle.read().split(b"\0"):
+                        with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                            if stat.read().rsplit(b")", 1)[-1].split()[0] != b"Z":
+                                found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def live(python, *args, env_extra=None, timeout=300):
+    """Run compat doctor --live --json as a user would; return (exit code, checks by id, live details, seconds)."""
+    mark = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if k not in ("COMPAT_LIVE_FIXTURE_FAULT", "CCL_WORKER_COUNT", "PYTHONPATH")}
+    env.update({"COMPAT_TEST_TREE_MARK": mark, **(env_extra or {})})
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "doctor", "--live", "--json", "--only", "live", "--python", str(python), *args],
+                          capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    seconds = time.monotonic() - started
+    assert done.returncode in (0, 1), done.stderr
+    assert marked_processes(mark) == [], "processes of the run outlived compat"
+    data = json.loads(done.stdout)
+    return done.returncode, {c["id"]: c for c in data["checks"]}, data["live"], seconds
+
+
+def assert_passes(checks, launcher_text, backend_text="gloo"):
+    failed = {k: v for k, v in checks.items() if v["status"] == "fail"}
+    assert not failed, json.dumps(failed, indent=1)[:3000]
+    assert checks["live.launch"]["summary"].startswith(launcher_text)
+    assert checks["live.backend"]["summary"].startswith(backend_text)
+    assert checks["live.world"]["status"] == "pass"
+    assert checks["live.allreduce"]["status"] == "pass"
+    assert checks["live.trainer"]["status"] == "pass"
+    assert "world size 2, batch 8 per step, identical parameters on every rank" in checks["live.trainer"]["summary"]
+    assert checks["live.hang"]["status"] == "pass" and checks["live.ranks"]["status"] == "pass" and checks["live.cleanup"]["status"] == "pass"
+
+
+def test_spawn_passes_and_reports_bandwidth_next_to_memory_copy(stock):
+    code, checks, details, seconds = live(stock)
+    assert code == 0
+    assert_passes(checks, "spawn (spawn) started 2 of 2 ranks here, world size 2")
+    assert details["backend"] == "gloo" and details["backend_is_fixture"] is False
+    assert [row["mib"] for row in details["bandwidth"]] == [1, 16, 64]
+    assert all(row["busbw"] > 0 for row in details["bandwidth"]) and details["memcpy"]["all_ranks"] > details["bandwidth"][-1]["busbw"]
+    assert "of the ranks' memory-copy bandwidth" in checks["live.bandwidth"]["summary"]
+    assert details["trainer_flags"] == {"use_cpu": True}  # transformers 5.23: --use_cpu; the backend is the one the run proved
+    assert "TrainingArguments(ddp_backend=gloo use_cpu=True)" in " ".join(checks["live.trainer"]["evidence"])
+    assert {r["rank"] for r in details["ranks"]} == {0, 1} and all("compat-live: stage done" in r["output"] for r in details["ranks"])
+    assert seconds < 60
+
+
+def test_torchrun_passes(stock):
+    code, checks, details, _ = live(stock, "--launcher", "torchrun")
+    assert code == 0, checks
+    assert_passes(checks, "torchrun (torchrun) started 2 of 2 ranks here")
+    assert "rank variables from RANK/WORLD_SIZE" in checks["live.world"]["summary"]
+
+
+def test_intel_mpirun_passes_with_pmi_mapped(stock, mpirun):
+    code, checks, details, _ = live(stock, "--launcher", "mpirun", "--mpirun", mpirun)
+    assert code == 0, checks
+    assert_passes(checks, "mpirun (intel-mpi) started 2 of 2 ranks here")
+    assert "rank variables from PMI_RANK/PMI_SIZE" in checks["live.world"]["summary"]
+
+
+def test_ranks_without_rank_variables_are_caught_training_alone(stock):
+    code, checks, _, _ = live(stock, "--no-rank-env")
+    assert code == 1
+    assert checks["live.world"]["status"] == "fail" and "without RANK/WORLD_SIZE" in checks["live.world"]["summary"]
+    trainer = checks["live.trainer"]
+    assert trainer["status"] == "fail"
+    assert trainer["summary"] == "every rank trains alone: the Trainer saw world size 1, expected 2"
+    assert any("trained on the same samples" in e for e in trainer["evidence"])
+
+
+def test_mpirun_without_pmi_mapping_is_caught_too(stock, mpirun):
+    code, checks, _, _ = live(stock, "--launcher", "mpirun", "--mpirun", mpirun, "--no-rank-env", "--no-trainer")
+    assert code == 1
+    assert "2 of 2 processes started without RANK/WORLD_SIZE" in checks["live.world"]["summary"]
+
+
+def test_a_rank_that_never_joins_is_a_hang_within_the_timeout(stock):
+    code, checks, details, seconds = live(stock, "--live-timeout", "20", "--no-trainer", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "sleep:1"})
+    assert code == 1
+    hang = checks["live.hang"]
+    assert hang["status"] == "fail" and hang["summary"].startswith("hang: rank 0 timed out waiting for the other ranks")
+    assert "rank 1 stuck at stage backend" in hang["summary"]
+    evidence = " ".join(hang["evidence"])
+    assert "rank 1: last stage backend" in evidence and "stuck in fixture_fault (worker.py" in evidence  # its stack, dumped on SIGUSR1
+    assert "likely causes:" in evidence and "MASTER_ADDR:MASTER_PORT" in evidence
+    assert checks["live.cleanup"]["status"] == "pass"
+    assert seconds < 20 + 15
+
+
+def test_a_collective_that_never_returns_is_a_hang_killed_at_the_deadline(stock):
+    # rank 1 joins and then never enters the allreduce; the whole run is held to an 8 s hard limit
+    code, checks, details, seconds = live(stock, "--live-timeout", "8", "--no-trainer", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "stall:1"})
+    assert code == 1
+    hang = checks["live.hang"]
+    assert hang["status"] == "fail"
+    assert "rank 1 stuck at stage joined" in hang["summary"]
+    assert "a collective never returned" in " ".join(hang["evidence"])
+    assert seconds < 8 + 15
+
+
+def test_a_rank_that_exits_early_is_reported_and_the_rest_are_stopped(stock):
+    code, checks, _, seconds = live(stock, "--live-timeout", "60", "--no-trainer", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "exit:1"})
+    assert code == 1
+    assert checks["live.ranks"]["summary"] == "rank 1 exited early (exit status 3) at stage backend"
+    assert checks["live.hang"]["status"] == "skip"
+    assert seconds < 30  # compat stops the waiting rank 0 a few seconds after rank 1 died, not at the 60 s limit
+
+
+def test_fixture_ccl_is_chosen_labelled_and_blocked_for_the_trainer_on_transformers_5(stock, tmp_path):
+    code, checks, details, _ = live(stock, env_extra={"PYTHONPATH": str(fixture_ccl_path(tmp_path))})
+    assert details["backend"] == "ccl" and details["backend_is_fixture"] is True
+    assert checks["live.backend"]["summary"].startswith("ccl, FIXTURE:") and "not oneCCL" in checks["live.backend"]["summary"]
+    assert checks["live.allreduce"]["summary"].startswith("fp32 and bf16 allreduce on ccl is exact")
+    trainer = checks["live.trainer"]
+    assert code == 1 and trainer["status"] == "fail"
+    assert trainer["summary"].startswith("the Trainer cannot use ccl with transformers 5.23.0 / accelerate 1.15.0")
+    assert any("transformers 5.23.0 no longer accepts ccl" in e for e in trainer["evidence"])
+
+
+def test_real_ipex_applied_with_the_fixture_ccl_backend(ipex_env, tmp_path):
+    env = {"PYTHONPATH": str(fixture_ccl_path(tmp_path)), "CCL_WORKER_COUNT": "1"}
+    code, checks, details, _ = live(ipex_env, env_extra=env)
+    assert code == 0, checks
+    assert_passes(checks, "spawn (spawn) started 2 of 2 ranks here", backend_text="ccl, FIXTURE:")
+    assert "intel_extension_for_pytorch 2.8.0" in checks["live.imports"]["summary"]
+    # transformers 4.56 still takes --use_ipex, but leaves IPEX to accelerate, and accelerate 1.10 applies it only below
+    # torch 2.7 (a first run with use_ipex=True trained an unoptimized model): the probe applies ipex.optimize itself
+    assert details["ipex_mode"] == "direct" and "use_ipex" not in details["trainer_flags"]
+    assert "accelerate 1.10.1 applies IPEX only below torch 2.7.0" in details["ipex_note"]
+    assert checks["live.trainer"]["summary"].endswith("IPEX applied")  # params_attr left by ipex.optimize on every rank
+
+
+def test_accelerate_needs_ccl_worker_count_for_ccl(ipex_env, tmp_path):
+    # accelerate 1.10 picks ccl on CPU only with CCL_WORKER_COUNT >= 1: a real requirement the probe surfaces
+    code, checks, _, _ = live(ipex_env, env_extra={"PYTHONPATH": str(fixture_ccl_path(tmp_path))})
+    assert code == 1
+    assert "Your assigned backend ccl is not avaliable" in checks["live.trainer"]["summary"]
+    assert "CCL_WORKER_COUNT" in checks["live.trainer"]["fix"]
+
+
+def test_two_nodes_on_loopback_with_torchrun_agree(stock):
+    """Two compat runs as two nodes of one torchrun rendezvous (one rank each); their --json agree."""
+    port = str(_free_port())
+    common = ["--launcher", "torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", port]
+    nodes = []
+    for rank in ("0", "1"):
+        mark = uuid.uuid4().hex
+        command = [sys.executable, "-m", "compatmatrix", "doctor", "--live", "--json", "--only", "live", "--python", str(stock), *common, "--node-rank", rank]
+        nodes.append((mark, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COMPAT_TEST_TREE_MARK": mark})))
+    results = []
+    for mark, process in nodes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, out[-3000:] + err[-2000:]
+        assert marked_processes(mark) == []
+        results.append(json.loads(out))
+    for data in results:
+        checks = {c["id"]: c for c in data["checks"]}
+        assert checks["live.world"]["summary"] == "1 ranks here joined a group of 2 (rank variables from RANK/WORLD_SIZE)"
+        assert checks["live.trainer"]["status"] == "pass"
+    ranks = [data["live"]["ranks"][0] for data in results]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"]  # same weights on both nodes after the steps
+    assert results[0]["live"]["bandwidth"] == results[1]["live"]["bandwidth"]  # the slowest rank's time, agreed by allreduce
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
