@@ -15,13 +15,16 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 from .fixture_ccl import fixture_ccl_path
 from .real_envs import real_env
 
 pytestmark = pytest.mark.integration
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "findings-v1.json").read_text())
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +70,7 @@ def live(python, *args, env_extra=None, timeout=300):
     assert done.returncode in (0, 1), done.stderr
     assert marked_processes(mark) == [], "processes of the run outlived compat"
     data = json.loads(done.stdout)
+    jsonschema.validate(data, SCHEMA)
     return done.returncode, {c["id"]: c for c in data["checks"]}, data["live"], seconds
 
 

@@ -1,0 +1,278 @@
+"""compat doctor --live without torch: the launcher plans, the supervisor (real processes, real signals, real
+/proc), and the pure report over hand-written rank records."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compatmatrix.checks.finding import Context
+from compatmatrix.checks.finding import Status as S
+from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile
+from compatmatrix.live.report import Expectation, RankRecord, hang_finding, live_findings, stuck_frames, trainer_finding
+from compatmatrix.live.service import trainer_applies_ipex
+from compatmatrix.live.supervise import Supervised, supervise, tagged_processes
+
+WORKER = ["worker.py", "--run-dir", "/tmp/x"]
+
+
+def write_exe(path: Path, text: str) -> str:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+# --- launcher plans ---------------------------------------------------------------------------------
+
+
+def test_spawn_sets_rank_variables_and_a_loopback_master():
+    launch = plan_launch("spawn", "/py", WORKER, Topology(nproc_per_node=2), {"PATH": "/bin"}, threads_per_rank=1)
+    assert [c[0] for c in launch.commands] == ["/py", "/py"]
+    assert [(e["RANK"], e["LOCAL_RANK"], e["WORLD_SIZE"]) for e in launch.envs] == [("0", "0", "2"), ("1", "1", "2")]
+    assert {e["MASTER_ADDR"] for e in launch.envs} == {"127.0.0.1"} and int(launch.envs[0]["MASTER_PORT"]) > 0
+    assert launch.envs[0]["OMP_NUM_THREADS"] == "1"
+
+
+def test_spawn_on_node_one_of_two_numbers_its_ranks_after_node_zero():
+    topology = Topology(nproc_per_node=2, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=29500)
+    launch = plan_launch("spawn", "/py", WORKER, topology, {}, threads_per_rank=4)
+    assert [e["RANK"] for e in launch.envs] == ["2", "3"] and launch.envs[0]["WORLD_SIZE"] == "4"
+    assert launch.master == "10.0.0.1:29500"
+
+
+def test_without_rank_env_spawn_sets_no_rank_variables():
+    launch = plan_launch("spawn", "/py", WORKER, Topology(), {}, threads_per_rank=1, rank_env=False)
+    assert all("RANK" not in e and "WORLD_SIZE" not in e for e in launch.envs)
+
+
+def test_torchrun_is_the_target_interpreters_torch_distributed_run():
+    topology = Topology(nproc_per_node=2, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=29500)
+    launch = plan_launch("torchrun", "/env/bin/python", WORKER, topology, {}, threads_per_rank=1)
+    assert launch.commands == (("/env/bin/python", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "1",
+                                "--master-addr", "10.0.0.1", "--master-port", "29500", *WORKER),)
+
+
+@pytest.mark.parametrize("missing", ["--master-addr", "--master-port"])
+def test_multi_node_needs_an_agreed_master(missing):
+    topology = Topology(nnodes=2, master_addr=None if missing == "--master-addr" else "10.0.0.1", master_port=None if missing == "--master-port" else 29500)
+    with pytest.raises(LaunchError, match=missing):
+        plan_launch("torchrun", "/py", WORKER, topology, {}, threads_per_rank=1)
+
+
+def test_hostfile_forms(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# cluster\nnode1\nnode2:4\nnode3 slots=8\n\n")
+    assert read_hostfile(str(hostfile)) == [("node1", None), ("node2", 4), ("node3", 8)]
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing\n")
+    with pytest.raises(LaunchError, match="lists no hosts"):
+        read_hostfile(str(empty))
+
+
+def test_intel_mpi_command_maps_pmi_and_passes_the_master(tmp_path):
+    # FIXTURE mpirun: only answers --version like Intel MPI's (the real one is exercised in test_live_real.py)
+    mpirun = write_exe(tmp_path / "mpirun", "#!/bin/sh\necho 'Intel(R) MPI Library for Linux* OS, Version 2021.18'\n")
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\nnode2\n")
+    launch = plan_launch("mpirun", "/py", WORKER, Topology(nproc_per_node=2, hostfile=str(hostfile)), {"PATH": "/usr/bin"}, 1, mpirun=mpirun)
+    command = list(launch.commands[0])
+    assert launch.flavor == "intel-mpi" and launch.world_size == 4
+    assert command[:5] == [mpirun, "-n", "4", "-ppn", "2"] and command[5:7] == ["-f", str(hostfile)]
+    assert command[command.index("MASTER_ADDR") + 1] == "node1"  # the hostfile's first host
+    assert command[-5:] == ["/py", *WORKER, "--map-mpi"]
+    assert launch.envs[0]["PATH"].split(os.pathsep)[0] == str(tmp_path)  # Intel's mpirun finds mpiexec.hydra on PATH
+
+
+def test_open_mpi_command_exports_with_x(tmp_path):
+    mpirun = write_exe(tmp_path / "mpirun", "#!/bin/sh\necho 'mpirun (Open MPI) 4.1.4'\n")  # FIXTURE: --version only
+    launch = plan_launch("mpirun", "/py", WORKER, Topology(nproc_per_node=2), {}, 1, mpirun=mpirun)
+    command = list(launch.commands[0])
+    assert launch.flavor == "open-mpi" and command[:4] == [mpirun, "-np", "2", "--oversubscribe"]
+    assert ["-x", "MASTER_ADDR"] == command[command.index("MASTER_ADDR") - 1: command.index("MASTER_ADDR") + 1]
+
+
+def test_unknown_mpirun_and_missing_mpirun_are_one_sentence_with_a_fix(tmp_path):
+    other = write_exe(tmp_path / "mpirun", "#!/bin/sh\necho 'something else'\n")
+    with pytest.raises(LaunchError, match="neither Intel MPI, MPICH nor Open MPI"):
+        plan_launch("mpirun", "/py", WORKER, Topology(), {}, 1, mpirun=other)
+    with pytest.raises(LaunchError, match="not an executable") as raised:
+        plan_launch("mpirun", "/py", WORKER, Topology(), {}, 1, mpirun=str(tmp_path / "nope"))
+    assert raised.value.fix
+
+
+# --- the supervisor: real processes ------------------------------------------------------------------
+
+ESCAPER = """
+import os, subprocess, sys, time
+# a child that leaves the process group (setsid) and would outlive a plain killpg
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+open(os.path.join(sys.argv[1], "proc-%d.json" % os.getpid()), "w").write("{}")
+time.sleep(600)
+"""
+
+
+def test_timeout_kills_everything_including_a_grandchild_that_escaped_the_group(tmp_path):
+    script = tmp_path / "escaper.py"
+    script.write_text(ESCAPER)
+    env = dict(os.environ)
+    started = time.monotonic()
+    result = supervise([[sys.executable, str(script), str(tmp_path)]], [env], tmp_path, timeout=3, run_id="t" + os.urandom(6).hex(), stack_dump_wait=0.2)
+    assert result.timed_out and result.leftovers == ()
+    assert tagged_processes(result.run_id) == []
+    assert time.monotonic() - started < 3 + 10
+    assert result.ends[0].returncode is None  # it was still running at the deadline
+
+
+def test_a_failed_process_stops_the_others_after_a_grace_period(tmp_path):
+    env = dict(os.environ)
+    commands = [[sys.executable, "-c", "import sys; sys.exit(3)"], [sys.executable, "-c", "import time; time.sleep(600)"]]
+    result = supervise(commands, [env, env], tmp_path, timeout=60, run_id="g" + os.urandom(6).hex(), grace_after_failure=0.5, stack_dump_wait=0.1)
+    assert result.stopped_early and not result.timed_out and result.seconds < 15
+    assert [e.returncode for e in result.ends] == [3, None]
+    assert tagged_processes(result.run_id) == []
+
+
+def test_a_clean_run_ends_by_itself_and_keeps_the_launcher_output(tmp_path):
+    env = dict(os.environ)
+    result = supervise([[sys.executable, "-c", "print('hello from the launcher')"]], [env], tmp_path, timeout=30, run_id="c" + os.urandom(6).hex())
+    assert not result.timed_out and not result.stopped_early and result.ends[0].returncode == 0
+    assert "hello from the launcher" in result.ends[0].log
+
+
+# --- the report: pure ---------------------------------------------------------------------------------
+
+
+def rank(r, stage="done", returncode=0, **status):
+    base = {"rank": r, "stage": stage, "started": 0.0, "updated": 1.0, "world_size": 2, "rank_source": "RANK/WORLD_SIZE", "backend": "gloo",
+            "backend_reason": "no oneCCL bindings are installed, so gloo", "imports": {"torch": {"version": "2.13.0+cpu", "ok": True}}}
+    base.update(status)
+    return RankRecord(pid=1000 + (r or 0), status=base, log="compat-live: stage start\n", returncode=returncode)
+
+
+def trainer(rows, digest="abc", world=2, steps=3, **extra):
+    return {"transformers": "5.23.0", "accelerate": "1.15.0", "flags": {"use_cpu": True, "ddp_backend": "gloo"}, "world_size": world, "steps_done": steps,
+            "rows_per_step": rows, "params_sha256": digest, "step_seconds": [0.1, 0.02, 0.02], "losses": [4.9, 4.8, 4.7], **extra}
+
+
+EXPECT = Expectation(world_size=2, trainer=True, steps=3, per_device_batch=2, backend="auto", ccl_installed=False, timeout=60)
+ENDED = Supervised("x", (), False, False, 5.0, False, ())
+
+
+def test_a_good_trainer_step_passes():
+    ranks = [rank(0, trainer=trainer([[0, 1], [4, 5], [8, 9]])), rank(1, trainer=trainer([[2, 3], [6, 7], [10, 11]]))]
+    finding = trainer_finding(ranks, EXPECT)
+    assert finding.status is S.PASS and "world size 2, batch 4 per step, identical parameters on every rank" in finding.summary
+
+
+@pytest.mark.parametrize(
+    "second, expected",
+    [
+        (trainer([[2, 3], [6, 7], [10, 11]], digest="other"), "the parameters differ between ranks"),
+        (trainer([[0, 1], [4, 5], [8, 9]], world=1), "every rank trains alone: the Trainer saw world size"),
+        (trainer([[0, 1], [6, 7], [10, 11]]), "step 1: the ranks trained on the same samples"),
+        (trainer([[2, 3], [6, 7]], steps=2), "the Trainer took [2, 3] steps, expected 3"),
+    ],
+)
+def test_each_broken_invariant_fails_the_trainer_finding(second, expected):
+    first = trainer([[0, 1], [4, 5], [8, 9]], world=second["world_size"])
+    finding = trainer_finding([rank(0, trainer=first), rank(1, trainer=second)], EXPECT)
+    assert finding.status is S.FAIL
+    assert expected in " ".join((finding.summary, *finding.evidence))
+
+
+def test_ipex_asked_but_not_applied_fails():
+    expect = Expectation(**{**EXPECT.__dict__, "ipex_mode": "trainer"})
+    ranks = [rank(0, trainer=trainer([[0, 1], [4, 5], [8, 9]], ipex_optimized=True)), rank(1, trainer=trainer([[2, 3], [6, 7], [10, 11]], ipex_optimized=False))]
+    finding = trainer_finding(ranks, expect)
+    assert finding.status is S.FAIL and "not optimized" in finding.summary
+
+
+DUMP = '''compat-live: stage init
+Current thread 0x00007f (most recent call first):
+  File "/usr/lib/python3/site-packages/torch/distributed/rendezvous.py", line 199 in _create_c10d_store
+  File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 1892 in init_process_group
+  File "/tmp/run/worker.py", line 410 in main
+'''
+
+
+def test_stack_dump_gives_the_frames_and_not_the_tail():
+    assert stuck_frames(DUMP) == "_create_c10d_store (rendezvous.py:199) <- init_process_group (distributed_c10d.py:1892) <- main (worker.py:410)"
+
+
+def test_timeout_is_a_hang_naming_the_laggard_and_the_causes():
+    ranks = [RankRecord(1, {"rank": 0, "stage": "init", "started": 0, "updated": 2}, DUMP), RankRecord(2, {"rank": 1, "stage": "import:torch", "started": 0, "updated": 1}, "")]
+    supervised = Supervised("x", (), True, False, 30.0, True, ())
+    finding = hang_finding(ranks, supervised, EXPECT, 2)
+    assert finding.status is S.FAIL
+    assert finding.summary == "hang: the run did not finish within the 60 s timeout; rank 1 stuck at stage import:torch"
+    evidence = " ".join(finding.evidence)
+    assert "stuck in _create_c10d_store" in evidence and "hangs while importing" in evidence and "MASTER_ADDR:MASTER_PORT" in evidence
+
+
+def test_missing_ranks_point_at_the_launcher():
+    supervised = Supervised("x", (), True, False, 30.0, True, ())
+    finding = hang_finding([RankRecord(1, {"rank": 0, "stage": "init", "started": 0, "updated": 2}, "")], supervised, EXPECT, 2)
+    assert "1 rank(s) never started" in " ".join(finding.evidence) and "the launcher did not start every rank" in " ".join(finding.evidence)
+
+
+def test_an_abort_after_finishing_is_a_warning_not_a_failure():
+    ranks = [rank(0), RankRecord(1001, {**rank(1).status}, "terminate called without an active exception\n", returncode=-6)]
+    findings = {f.id: f for f in live_findings(_launch(), ENDED, ranks, Expectation(**{**EXPECT.__dict__, "trainer": False}))}
+    assert findings["live.ranks"].status is S.WARN and "killed by signal SIGABRT at interpreter exit" in findings["live.ranks"].summary
+    assert findings["live.hang"].status is S.PASS
+
+
+def test_survivors_fail_the_cleanup_finding():
+    supervised = Supervised("x", (), False, False, 5.0, False, (4242,))
+    findings = {f.id: f for f in live_findings(_launch(), supervised, [rank(0), rank(1)], Expectation(**{**EXPECT.__dict__, "trainer": False}))}
+    assert findings["live.cleanup"].status is S.FAIL and "pid 4242" in findings["live.cleanup"].evidence
+
+
+def test_a_fixture_ccl_backend_is_labelled_and_a_gloo_fallback_warns_when_bindings_are_installed():
+    fixture = {"ccl": {"module": "oneccl_bindings_for_pytorch", "ok": True, "fixture": "tests/fixture_ccl.py", "registered": True}}
+    ranks = [rank(r, backend="ccl", backend_reason="... (a TEST FIXTURE on top of gloo, not oneCCL)", imports=fixture) for r in (0, 1)]
+    findings = {f.id: f for f in live_findings(_launch(), ENDED, ranks, Expectation(**{**EXPECT.__dict__, "trainer": False}))}
+    assert findings["live.backend"].summary.startswith("ccl, FIXTURE:")
+    fallback = {f.id: f for f in live_findings(_launch(), ENDED, [rank(0), rank(1)], Expectation(**{**EXPECT.__dict__, "trainer": False, "ccl_installed": True}))}
+    assert fallback["live.backend"].status is S.WARN
+
+
+def _launch():
+    from compatmatrix.live.launch import Launch
+
+    return Launch("spawn", "spawn", ((sys.executable,),), ({},), "127.0.0.1:1", 2, 2)
+
+
+# --- which way IPEX is applied, from the matrix -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "transformers, accelerate, torch, through_trainer, words",
+    [
+        ("4.30.2", "0.20.3", "2.0.1", True, "the Trainer applies IPEX itself"),
+        ("4.52.4", "1.10.1", "2.8.0", True, "the Trainer applies IPEX itself"),
+        ("4.56.2", "1.7.0", "2.8.0", True, "accelerate 1.7.0 applies IPEX in prepare()"),
+        ("4.56.2", "1.10.1", "2.6.0", True, "accelerate 1.10.1 applies IPEX in prepare()"),
+        ("4.56.2", "1.10.1", "2.8.0", False, "--use_ipex does nothing here: accelerate 1.10.1 applies IPEX only below torch 2.7.0"),
+        ("4.56.2", "1.13.0", "2.6.0", False, "accelerate 1.13.0 has no IPEX support"),
+        ("5.23.0", "1.15.0", "2.8.0", False, "transformers 5.23.0 has no --use_ipex"),
+    ],
+)
+def test_trainer_applies_ipex_follows_the_matrix(matrix, transformers, accelerate, torch, through_trainer, words):
+    from packaging.version import Version
+
+    class Snapshot:
+        def get(self, *names):
+            class Dist:
+                public_version = Version(torch)
+
+            return Dist() if "torch" in names else None
+
+    ctx = Context(matrix, Snapshot())  # type: ignore[arg-type]
+    applies, note = trainer_applies_ipex(ctx, Version(transformers), Version(accelerate))
+    assert applies is through_trainer and words in note
