@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -112,6 +113,32 @@ def test_intel_mpirun_passes_with_pmi_mapped(stock, mpirun):
     assert code == 0, checks
     assert_passes(checks, "mpirun (intel-mpi) started 2 of 2 ranks here")
     assert "rank variables from PMI_RANK/PMI_SIZE" in checks["live.world"]["summary"]
+
+
+def test_intel_mpirun_with_a_hostfile(stock, mpirun, tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost\n")
+    code, checks, details, _ = live(stock, "--launcher", "mpirun", "--mpirun", mpirun, "--hostfile", str(hostfile), "--no-trainer")
+    assert code == 0, checks
+    assert details["master"].startswith("localhost:")  # MASTER_ADDR defaults to the hostfile's first host
+    assert checks["live.world"]["summary"] == "2 ranks here joined a group of 2 (rank variables from PMI_RANK/PMI_SIZE)"
+
+
+def open_mpi() -> str | None:
+    found = shutil.which("mpirun")
+    if not found:
+        return None
+    done = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    return found if "Open MPI" in done.stdout + done.stderr else None
+
+
+@pytest.mark.skipif(open_mpi() is None, reason="Open MPI is not installed (.ci/run installs Debian's openmpi-bin when it can)")
+def test_open_mpi_mpirun_passes_with_ompi_mapped(stock):
+    code, checks, details, _ = live(stock, "--launcher", "mpirun", "--mpirun", open_mpi())
+    assert code == 0, checks
+    assert details["flavor"] == "open-mpi"
+    assert_passes(checks, "mpirun (open-mpi) started 2 of 2 ranks here")
+    assert "rank variables from OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE" in checks["live.world"]["summary"]
 
 
 def test_ranks_without_rank_variables_are_caught_training_alone(stock):
