@@ -64,7 +64,8 @@ def main() -> int:
         wrapper = "import os, runpy; os.environ.update(RANK=os.environ['PMI_RANK'], WORLD_SIZE=os.environ['PMI_SIZE'], LOCAL_RANK=os.environ.get('MPI_LOCALRANKID', '0')); runpy.run_path(%r, run_name='__main__')" % bare_script
         return [mpirun, "-n", "2", "-genv", "MASTER_ADDR", "127.0.0.1", "-genv", "MASTER_PORT", str(free_port()), args.python, "-c", wrapper]
 
-    bare_env = dict(env, PATH=f"{Path(args.python).parent}{os.pathsep}{env.get('PATH', '')}")
+    launcher_dir = Path(args.mpirun).parent if args.mpirun else Path(args.python).parent  # Intel's mpirun runs mpiexec.hydra from PATH
+    bare_env = dict(env, PATH=f"{launcher_dir}{os.pathsep}{env.get('PATH', '')}")
     run(bare(), bare_env)  # warm the page cache for both
     run(compat, env, ok=(0, 1))
     bare_times, compat_times, fractions, reports = [], [], [], []
