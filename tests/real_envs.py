@@ -69,6 +69,37 @@ def _real_env(name: str, python: str) -> Path:
     return interpreter
 
 
+# name -> requirements installed with `pip install --no-deps --target`: real packages put first on PYTHONPATH to
+# shadow a cached environment's copy (cheaper than another 7 GB environment for one older release)
+OVERLAYS = {
+    # the last transformers whose Trainer applies IPEX itself (--use_ipex), with the tokenizers it requires
+    "transformers-4.52.4": ["transformers==4.52.4", "tokenizers>=0.21,<0.22"],
+}
+
+
+def real_overlay(name: str, python: Path) -> Path:
+    """A folder of real wheels' contents for PYTHONPATH, installed by ``python``'s pip (cached like the environments)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".overlay-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        target = CACHE / f"overlay-{name}"
+        marker = target / ".compat-test-overlay.json"
+        spec = {"python": str(python), "requirements": OVERLAYS[name]}
+        try:
+            if json.loads(marker.read_text()) == spec:
+                return target
+        except (OSError, ValueError):
+            pass
+        shutil.rmtree(target, ignore_errors=True)
+        done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target", str(target), *OVERLAYS[name]],
+                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            shutil.rmtree(target, ignore_errors=True)
+            raise RuntimeError(f"building the overlay {name} failed:\n{done.stderr[-3000:]}")
+        marker.write_text(json.dumps(spec))
+        return target
+
+
 if __name__ == "__main__":  # python -m tests.real_envs NAME...: build ahead of a test run
     for env_name in sys.argv[1:] or list(SPECS):
         print(env_name, real_env(env_name), flush=True)

@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 from .fixture_ccl import fixture_ccl_path
-from .real_envs import real_env
+from .real_envs import real_env, real_overlay
 
 pytestmark = pytest.mark.integration
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "findings-v1.json").read_text())
@@ -211,6 +211,18 @@ def test_real_ipex_applied_with_the_fixture_ccl_backend(ipex_env, tmp_path):
     assert details["ipex_mode"] == "direct" and "use_ipex" not in details["trainer_flags"]
     assert "accelerate 1.10.1 applies IPEX only below torch 2.7.0" in details["ipex_note"]
     assert checks["live.trainer"]["summary"].endswith("IPEX applied")  # params_attr left by ipex.optimize on every rank
+
+
+def test_real_ipex_applied_by_the_trainer_itself_on_transformers_4_52(ipex_env, tmp_path):
+    # real transformers 4.52.4 (its Trainer still calls ipex.optimize for --use_ipex) shadows the env's 4.56.2
+    overlay = real_overlay("transformers-4.52.4", ipex_env)
+    env = {"PYTHONPATH": os.pathsep.join([str(overlay), str(fixture_ccl_path(tmp_path))]), "CCL_WORKER_COUNT": "1"}
+    code, checks, details, _ = live(ipex_env, env_extra=env)
+    assert code == 0, checks
+    assert details["ipex_mode"] == "trainer" and details["trainer_flags"]["use_ipex"] is True
+    assert "transformers 4.52.4: the Trainer applies IPEX itself" in details["ipex_note"]
+    assert "TrainingArguments(ddp_backend=ccl use_cpu=True use_ipex=True)" in " ".join(checks["live.trainer"]["evidence"])
+    assert checks["live.trainer"]["summary"].endswith("IPEX applied")  # ipex.optimize's params_attr on the trained model, every rank
 
 
 def test_accelerate_needs_ccl_worker_count_for_ccl(ipex_env, tmp_path):
