@@ -564,9 +564,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except CompatError as exc:
         sys.stderr.write(f"compat: error: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
         return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("compat: interrupted.\n")
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C; the live supervisor also turns SIGTERM/SIGHUP into this, after cleaning up
+        terminated = exc.__class__.__name__ == "Terminated"
+        sys.stderr.write(f"compat: {'terminated' if terminated else 'interrupted'}; nothing of the run is left running.\n"
+                         if getattr(args, "live", False) else "compat: interrupted.\n")
+        return 143 if terminated else 130
     except BrokenPipeError:
         # The reader went away (`compat resolve --json | head`): not "problems found".
         devnull = os.open(os.devnull, os.O_WRONLY)

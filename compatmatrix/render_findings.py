@@ -28,7 +28,7 @@ def findings_json(command: str, snapshot, findings) -> dict[str, Any]:
 
 def render_findings(console: Console, command: str, snapshot, findings, verbose: bool = False, live: Optional[dict[str, Any]] = None) -> None:
     console.print(escape(f"compat {command} · {snapshot.executable} (Python {snapshot.python}) · {snapshot.platform.tag}"), style="dim")
-    if live and live.get("launcher"):
+    if live and live.get("launcher") and not live.get("error"):
         backend = live.get("backend") or "no backend"
         if live.get("backend_is_fixture"):
             backend += " (TEST FIXTURE, not oneCCL)"

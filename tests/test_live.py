@@ -276,3 +276,29 @@ def test_trainer_applies_ipex_follows_the_matrix(matrix, transformers, accelerat
     ctx = Context(matrix, Snapshot())  # type: ignore[arg-type]
     applies, note = trainer_applies_ipex(ctx, Version(transformers), Version(accelerate))
     assert applies is through_trainer and words in note
+
+
+def test_live_without_torch_fails_in_one_sentence_without_launching():
+    from .conftest import run_compat
+
+    done = run_compat("doctor", "--live", "--only", "live", "--python", sys.executable, "--json")
+    assert done.returncode == 1, done.stderr
+    import json
+
+    data = json.loads(done.stdout)
+    (launch,) = data["checks"]
+    assert launch["id"] == "live.launch" and launch["status"] == "fail"
+    assert launch["summary"].startswith("torch is not installed in ") and "compat install" in launch["fix"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--live", "--hostfile", "h"], "--hostfile goes with --launcher mpirun"),
+    (["--live", "--launcher", "torchrun", "--no-rank-env"], "torchrun always sets RANK/WORLD_SIZE"),
+    (["--live", "--nnodes", "2", "--node-rank", "2"], "--node-rank must be between 0 and --nnodes - 1"),
+    (["--only", "live"], "it needs compat doctor --live"),
+])
+def test_live_usage_errors_exit_2(argv, words):
+    from .conftest import run_compat
+
+    done = run_compat("doctor", *argv)
+    assert done.returncode == 2 and words in done.stderr

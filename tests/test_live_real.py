@@ -189,6 +189,24 @@ def test_a_rank_that_exits_early_is_reported_and_the_rest_are_stopped(stock):
     assert seconds < 30  # compat stops the waiting rank 0 a few seconds after rank 1 died, not at the 60 s limit
 
 
+def test_sigterm_to_compat_mid_run_leaves_nothing_running(stock):
+    """compat is stopped (SIGTERM) while torchrun's ranks are busy: it cleans up, exits 143, and no process is left."""
+    import signal
+
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "COMPAT_TEST_TREE_MARK": mark}
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "doctor", "--live", "--only", "live", "--launcher", "torchrun", "--python", str(stock)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(marked_processes(mark)) < 4:  # compat, torchrun, two ranks
+        time.sleep(0.2)
+    assert len(marked_processes(mark)) >= 4
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143 and "nothing of the run is left running" in err
+    assert marked_processes(mark) == []
+
+
 def test_fixture_ccl_is_chosen_labelled_and_blocked_for_the_trainer_on_transformers_5(stock, tmp_path):
     code, checks, details, _ = live(stock, env_extra={"PYTHONPATH": str(fixture_ccl_path(tmp_path))})
     assert details["backend"] == "ccl" and details["backend_is_fixture"] is True

@@ -122,6 +122,11 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Find
     cid = "live.imports"
     for record in ranks:
         stage = record.stage
+        if stage.startswith("import:") and record.error:  # a Python-level import error (e.g. torch missing, undefined symbol)
+            what = stage.split(":", 1)[1]
+            error = record.error
+            verdict = classify(1, "", f"{record.log}\n{error.get('type')}: {error.get('message')}", False, what)
+            return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail, verdict.fix)
         if stage.startswith("import:") and not record.error:
             what = stage.split(":", 1)[1]
             timed_out = supervised.timed_out or supervised.stopped_early

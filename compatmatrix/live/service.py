@@ -129,9 +129,14 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     ipex = snapshot.get(*IPEX_NAMES) is not None
     init_timeout = min(60.0, max(5.0, options.timeout / 2))
     threads = max(1, snapshot.allowed_cpus // max(1, options.topology.nproc_per_node))
-    own_dir = options.run_dir is None
-    run_dir = Path(tempfile.mkdtemp(prefix="compat-live-")) if own_dir else Path(options.run_dir or "")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if snapshot.get("torch") is None:
+        finding = Finding("live.launch", Status.FAIL, f"torch is not installed in {snapshot.prefix}: there is nothing to launch",
+                          (), "Install the set compat resolve gives (compat install), or point --python at the environment you train in.")
+        return LiveResult([finding], {"launcher": options.launcher, "error": finding.summary})
+    if options.run_dir:
+        Path(options.run_dir).mkdir(parents=True, exist_ok=True)
+    # a fresh folder per run, inside --run-dir when given (multi-node mpirun: a path every node sees)
+    run_dir = Path(tempfile.mkdtemp(prefix="compat-live-", dir=options.run_dir))
     try:
         shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
         try:
@@ -155,8 +160,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
         details = _details(launch, supervised, ranks, plan)
         return LiveResult(findings, details)
     finally:
-        if own_dir:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _chose_ccl(ranks) -> bool:

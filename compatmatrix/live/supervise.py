@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..processes import die_with_parent
 
@@ -108,6 +108,45 @@ def sweep(run_id: str, groups: Sequence[int], wait: float = 5.0) -> tuple[int, .
     return tuple(left)
 
 
+class Terminated(KeyboardInterrupt):
+    """compat got SIGTERM or SIGHUP while ranks were running."""
+
+
+def _raise_on_termination() -> dict[int, Any]:
+    def handler(signum, _frame):
+        raise Terminated(f"signal {signal.Signals(signum).name}")
+
+    previous: dict[int, Any] = {}
+    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not the main thread: the default handlers stay (PDEATHSIG still takes the direct children)
+        pass
+    return previous
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    for sig, old in previous.items():
+        signal.signal(sig, old)
+
+
+def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_failure: float) -> tuple[bool, bool]:
+    """Until all end (False, False), the deadline passes (True, _), or one failed and the grace ran out (_, True)."""
+    failed_at: Optional[float] = None
+    while True:
+        codes = [p.poll() for p in processes]
+        if all(code is not None for code in codes):
+            return False, False
+        now = time.monotonic()
+        if failed_at is None and any(code not in (None, 0) for code in codes):
+            failed_at = now  # one rank failed: the others may wait for it forever
+        if failed_at is not None and now - failed_at > grace_after_failure:
+            return False, True
+        if now >= deadline:
+            return True, False
+        time.sleep(0.05)
+
+
 def supervise(
     commands: Sequence[Sequence[str]],
     envs: Sequence[Mapping[str, str]],
@@ -119,33 +158,25 @@ def supervise(
 ) -> Supervised:
     """Run ``commands`` together until all end or ``timeout`` seconds pass; then make sure none is left."""
     started = time.monotonic()
-    processes = []
+    processes: list[subprocess.Popen] = []
     logs = []
-    for index, (command, env) in enumerate(zip(commands, envs)):
-        log_path = run_dir / f"launcher-{index}.log"
-        logs.append(log_path)
-        with open(log_path, "wb") as log:
-            processes.append(subprocess.Popen(
-                list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=str(run_dir), preexec_fn=die_with_parent,
-            ))
-    deadline = started + timeout
-    timed_out = stopped_early = dumped = False
-    failed_at: Optional[float] = None
-    while True:
-        codes = [p.poll() for p in processes]
-        if all(code is not None for code in codes):
-            break
-        now = time.monotonic()
-        if failed_at is None and any(code not in (None, 0) for code in codes):
-            failed_at = now  # one rank failed: the others may wait for it forever
-        if failed_at is not None and now - failed_at > grace_after_failure:
-            stopped_early = True
-            break
-        if now >= deadline:
-            timed_out = True
-            break
-        time.sleep(0.05)
+    previous = _raise_on_termination()
+    try:
+        for index, (command, env) in enumerate(zip(commands, envs)):
+            log_path = run_dir / f"launcher-{index}.log"
+            logs.append(log_path)
+            with open(log_path, "wb") as log:
+                processes.append(subprocess.Popen(
+                    list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True, cwd=str(run_dir), preexec_fn=die_with_parent,
+                ))
+        timed_out, stopped_early = _wait(processes, started + timeout, grace_after_failure)
+    except BaseException:  # Ctrl-C, SIGTERM/SIGHUP (turned into an exception), a failed Popen: leave nothing behind
+        sweep(run_id, [p.pid for p in processes])
+        raise
+    finally:
+        _restore(previous)
+    dumped = False
     codes_at_stop = [p.poll() for p in processes]
     if timed_out or stopped_early:
         ranks = [pid for pid in rank_pids(run_dir) if pid in set(tagged_processes(run_id))]
