@@ -524,17 +524,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
                 versions[name] = Version(given)
             except InvalidVersion:
                 raise UsageError(f"'{given}' is not a version.", f"Pass --{name} X.Y.Z.") from None
-    if "transformers" not in versions or "accelerate" not in versions:
+    if "transformers" not in versions or "accelerate" not in versions or args.python:
         from .environment.snapshot import take_snapshot
 
         snapshot = take_snapshot(args.python)
-        for name in ("transformers", "accelerate"):
+        for name in ("transformers", "accelerate", "torch"):
             dist = snapshot.get(name)
             if name not in versions and dist is not None and dist.public_version is not None:
                 versions[name] = dist.public_version
     if "transformers" not in versions:
         raise UsageError("transformers is not installed in the target environment.", "Pass --python PATH of your training environment, or --transformers X.Y.Z.")
-    result = translate(_load(args), command, versions["transformers"], versions.get("accelerate"))
+    result = translate(_load(args), command, versions["transformers"], versions.get("accelerate"), versions.get("torch"))
     if args.json:
         print(dump_json({"schema_version": 1, "command": "translate", "transformers": str(result.transformers),
                          "accelerate": str(result.accelerate) if result.accelerate else None, "argv": list(result.argv),

@@ -78,7 +78,29 @@ def _on(flag: _Flag) -> bool:
     return flag.value is None or flag.value.lower() in ("true", "1", "yes")
 
 
-def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accelerate: Optional[Version]) -> Translation:
+def ipex_through_trainer(matrix: Matrix, transformers: Version, accelerate: Optional[Version], torch: Optional[Version]) -> tuple[bool, str]:
+    """Does --use_ipex make this Trainer run ipex.optimize? With the reason, either way.
+
+    transformers < 4.53 calls ipex.optimize itself; later versions leave it to accelerate, which has it from
+    0.20 to 1.12, and from 1.8 only below torch 2.7 (so with IPEX 2.7/2.8 the flag silently does nothing).
+    """
+    if not matrix.feature("transformers", "use_ipex_arg").present_in(transformers):
+        return False, f"transformers {transformers} has no --use_ipex"
+    if matrix.feature("transformers", "trainer_applies_ipex").present_in(transformers):
+        return True, f"transformers {transformers}: the Trainer applies IPEX itself (--use_ipex)"
+    if accelerate is None:
+        return False, f"transformers {transformers} leaves IPEX to accelerate, which is not installed"
+    if not matrix.feature("accelerate", "ipex_prepare").present_in(accelerate):
+        return False, f"transformers {transformers} leaves IPEX to accelerate, and accelerate {accelerate} has no IPEX support"
+    if matrix.feature("accelerate", "ipex_prepare_only_below_torch_2_7").present_in(accelerate):
+        if torch is None:
+            return False, f"accelerate {accelerate} applies IPEX only below torch 2.7.0 (with IPEX 2.7/2.8 --use_ipex does nothing)"
+        if torch >= Version("2.7.0"):
+            return False, f"--use_ipex does nothing here: accelerate {accelerate} applies IPEX only below torch 2.7.0 and torch is {torch}"
+    return True, f"accelerate {accelerate} applies IPEX in prepare() (--use_ipex)"
+
+
+def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accelerate: Optional[Version], torch: Optional[Version] = None) -> Translation:
     feature = {f.name: f for f in matrix.features_of("transformers")}
     accel = {f.name: f for f in matrix.features_of("accelerate")}
 
@@ -145,6 +167,9 @@ def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accele
         if item.name == "--use_ipex":
             if has("use_ipex_arg"):
                 out += item.tokens
+                applies, why_not = ipex_through_trainer(matrix, transformers, accelerate, torch)
+                if _on(item) and not applies:
+                    warnings.append(f"{why_not}: apply ipex.optimize(model, optimizer) in the script to get IPEX")
             elif _on(item):
                 edits.append(Edit(written, "", f"--use_ipex was removed ({when('use_ipex_arg')} have it): apply ipex.optimize(model, optimizer) in the script, or stay on transformers <4.57"))
             continue

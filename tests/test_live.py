@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from compatmatrix.checks.finding import Context
 from compatmatrix.checks.finding import Status as S
 from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile
 from compatmatrix.live.report import Expectation, RankRecord, hang_finding, live_findings, stuck_frames, trainer_finding
-from compatmatrix.live.service import trainer_applies_ipex
 from compatmatrix.live.supervise import Supervised, supervise, tagged_processes
+from compatmatrix.translate import ipex_through_trainer
 
 WORKER = ["worker.py", "--run-dir", "/tmp/x"]
 
@@ -259,46 +258,26 @@ def _launch():
         ("4.56.2", "1.7.0", "2.8.0", True, "accelerate 1.7.0 applies IPEX in prepare()"),
         ("4.56.2", "1.10.1", "2.6.0", True, "accelerate 1.10.1 applies IPEX in prepare()"),
         ("4.56.2", "1.10.1", "2.8.0", False, "--use_ipex does nothing here: accelerate 1.10.1 applies IPEX only below torch 2.7.0"),
+        ("4.56.2", "1.10.1", None, False, "accelerate 1.10.1 applies IPEX only below torch 2.7.0"),
         ("4.56.2", "1.13.0", "2.6.0", False, "accelerate 1.13.0 has no IPEX support"),
         ("5.23.0", "1.15.0", "2.8.0", False, "transformers 5.23.0 has no --use_ipex"),
     ],
 )
-def test_trainer_applies_ipex_follows_the_matrix(matrix, transformers, accelerate, torch, through_trainer, words):
+def test_ipex_through_trainer_follows_the_matrix(matrix, transformers, accelerate, torch, through_trainer, words):
     from packaging.version import Version
 
-    class Snapshot:
-        def get(self, *names):
-            class Dist:
-                public_version = Version(torch)
-
-            return Dist() if "torch" in names else None
-
-    ctx = Context(matrix, Snapshot())  # type: ignore[arg-type]
-    applies, note = trainer_applies_ipex(ctx, Version(transformers), Version(accelerate))
+    applies, note = ipex_through_trainer(matrix, Version(transformers), Version(accelerate), Version(torch) if torch else None)
     assert applies is through_trainer and words in note
 
 
-def test_live_without_torch_fails_in_one_sentence_without_launching():
-    from .conftest import run_compat
+def test_translate_warns_when_use_ipex_is_accepted_but_does_nothing(matrix):
+    from packaging.version import Version
 
-    done = run_compat("doctor", "--live", "--only", "live", "--python", sys.executable, "--json")
-    assert done.returncode == 1, done.stderr
-    import json
+    from compatmatrix.translate import translate
 
-    data = json.loads(done.stdout)
-    (launch,) = data["checks"]
-    assert launch["id"] == "live.launch" and launch["status"] == "fail"
-    assert launch["summary"].startswith("torch is not installed in ") and "compat install" in launch["fix"]
-
-
-@pytest.mark.parametrize("argv, words", [
-    (["--live", "--hostfile", "h"], "--hostfile goes with --launcher mpirun"),
-    (["--live", "--launcher", "torchrun", "--no-rank-env"], "torchrun always sets RANK/WORLD_SIZE"),
-    (["--live", "--nnodes", "2", "--node-rank", "2"], "--node-rank must be between 0 and --nnodes - 1"),
-    (["--only", "live"], "it needs compat doctor --live"),
-])
-def test_live_usage_errors_exit_2(argv, words):
-    from .conftest import run_compat
-
-    done = run_compat("doctor", *argv)
-    assert done.returncode == 2 and words in done.stderr
+    argv = ["python", "train.py", "--use_cpu", "--use_ipex", "--ddp_backend", "ccl"]
+    quiet = translate(matrix, argv, Version("4.52.4"), Version("1.10.1"), Version("2.8.0"))
+    assert "--use_ipex" in quiet.argv and not any("ipex" in w for w in quiet.warnings)
+    silent = translate(matrix, argv, Version("4.56.2"), Version("1.10.1"), Version("2.8.0"))
+    assert "--use_ipex" in silent.argv
+    assert any(w.startswith("--use_ipex does nothing here: accelerate 1.10.1 applies IPEX only below torch 2.7.0") for w in silent.warnings)

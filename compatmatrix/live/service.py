@@ -9,11 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from packaging.version import Version
-
 from ..checks.finding import Context, Finding, Status
 from ..checks.packages import CCL_NAMES, IPEX_NAMES
-from ..translate import translate
+from ..translate import ipex_through_trainer, translate
 from .launch import Launch, LaunchError, Topology, plan_launch
 from .report import Expectation, live_findings, rank_outputs, read_ranks
 from .supervise import new_run_id, supervise
@@ -62,13 +60,17 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
     accelerate = ctx.snapshot.get("accelerate")
     version = transformers.public_version
     has_ipex = ctx.snapshot.get(*IPEX_NAMES) is not None
-    use_ipex_in_trainer, ipex_note = trainer_applies_ipex(ctx, version, accelerate.public_version if accelerate else None) if has_ipex else (False, "")
+    torch = ctx.snapshot.get("torch")
+    use_ipex_in_trainer, ipex_note = ipex_through_trainer(ctx.matrix, version, accelerate.public_version if accelerate else None,
+                                                          torch.public_version if torch else None) if has_ipex else (False, "")
+    if has_ipex and not use_ipex_in_trainer:
+        ipex_note += ": ipex.optimize(model, optimizer) applied directly, as your script must"
     argv = ["--use_cpu", "--ddp_backend", "ccl"]
     if use_ipex_in_trainer:
         argv.append("--use_ipex")
     if BF16_FLAGS[0] in ctx.snapshot.cpu.flags or BF16_FLAGS[1] in ctx.snapshot.cpu.flags:
         argv.append("--bf16")
-    translation = translate(ctx.matrix, argv, version, accelerate.public_version if accelerate else None)
+    translation = translate(ctx.matrix, argv, version, accelerate.public_version if accelerate else None, torch.public_version if torch else None)
     flags: dict[str, Any] = {}
     backend_flag = None
     tokens = list(translation.argv)
@@ -81,23 +83,6 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
             flags[token[2:]] = True
     ipex_mode = "trainer" if use_ipex_in_trainer else "direct" if has_ipex else "none"
     return TrainerPlan(flags, backend_flag, ipex_mode, translation.blocking, ipex_note=ipex_note)
-
-
-def trainer_applies_ipex(ctx: Context, transformers: Version, accelerate: Optional[Version]) -> tuple[bool, str]:
-    """Does --use_ipex make this Trainer run ipex.optimize? Else the probe applies it directly, and says why."""
-    matrix = ctx.matrix
-    if not matrix.feature("transformers", "use_ipex_arg").present_in(transformers):
-        return False, f"transformers {transformers} has no --use_ipex: ipex.optimize(model, optimizer) applied directly"
-    if matrix.feature("transformers", "trainer_applies_ipex").present_in(transformers):
-        return True, f"transformers {transformers}: the Trainer applies IPEX itself (--use_ipex)"
-    if accelerate is None or not matrix.feature("accelerate", "ipex_prepare").present_in(accelerate):
-        return False, f"transformers {transformers} leaves IPEX to accelerate, and accelerate {accelerate} has no IPEX support: ipex.optimize applied directly"
-    torch = ctx.snapshot.get("torch")
-    torch_version = torch.public_version if torch else None
-    if matrix.feature("accelerate", "ipex_prepare_only_below_torch_2_7").present_in(accelerate) and torch_version is not None and torch_version >= Version("2.7.0"):
-        return False, (f"--use_ipex does nothing here: accelerate {accelerate} applies IPEX only below torch 2.7.0 and torch is {torch_version}; "
-                       "ipex.optimize(model, optimizer) applied directly, as your script must")
-    return True, f"accelerate {accelerate} applies IPEX in prepare() (--use_ipex)"
 
 
 def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan: TrainerPlan, ipex: bool) -> list[str]:
