@@ -281,3 +281,59 @@ def test_translate_warns_when_use_ipex_is_accepted_but_does_nothing(matrix):
     silent = translate(matrix, argv, Version("4.56.2"), Version("1.10.1"), Version("2.8.0"))
     assert "--use_ipex" in silent.argv
     assert any(w.startswith("--use_ipex does nothing here: accelerate 1.10.1 applies IPEX only below torch 2.7.0") for w in silent.warnings)
+
+
+# --- the Trainer's flags for the installed versions (plan_trainer) ---------------------------------------------
+
+
+class _Dist:
+    def __init__(self, version):
+        from packaging.version import Version
+
+        self.public_version = Version(version)
+
+
+class _Snapshot:
+    """A stand-in for EnvSnapshot with just what plan_trainer reads: installed versions and CPU flags."""
+
+    def __init__(self, cpu_flags=(), **versions):
+        self.versions = versions
+        self.cpu = type("Cpu", (), {"flags": frozenset(cpu_flags)})()
+
+    def get(self, *names):
+        for name in names:
+            key = name.replace("-", "_")
+            if key in self.versions:
+                return _Dist(self.versions[key])
+        return None
+
+
+@pytest.mark.parametrize(
+    "versions, cpu_flags, flags, backend_flag, blocked",
+    [
+        ({"transformers": "4.28.1", "accelerate": "0.18.0", "torch": "1.13.1"}, (), {"no_cuda": True}, "xpu_backend", False),
+        ({"transformers": "4.30.2", "accelerate": "0.20.3", "torch": "2.0.1"}, (), {"no_cuda": True}, "ddp_backend", False),
+        ({"transformers": "4.56.2", "accelerate": "1.10.1", "torch": "2.8.0"}, ("avx512_bf16",), {"use_cpu": True, "bf16": True}, "ddp_backend", False),
+        ({"transformers": "5.23.0", "accelerate": "1.15.0", "torch": "2.13.0"}, ("amx_bf16",), {"use_cpu": True, "bf16": True}, "ddp_backend", True),
+        ({"transformers": "5.23.0", "accelerate": "1.15.0", "torch": "2.13.0"}, ("avx2",), {"use_cpu": True}, "ddp_backend", True),
+    ],
+)
+def test_trainer_flags_follow_the_installed_transformers(matrix, versions, cpu_flags, flags, backend_flag, blocked):
+    from compatmatrix.checks.finding import Context
+    from compatmatrix.live.service import LiveOptions, plan_trainer
+
+    plan = plan_trainer(Context(matrix, _Snapshot(cpu_flags, **versions)), LiveOptions())  # type: ignore[arg-type]
+    assert plan.flags == flags and plan.backend_flag == backend_flag and bool(plan.ccl_blocked) is blocked
+    assert plan.ipex_mode == "none"
+
+
+def test_trainer_plan_with_ipex_picks_the_path_that_really_applies_it(matrix):
+    from compatmatrix.checks.finding import Context
+    from compatmatrix.live.service import LiveOptions, plan_trainer
+
+    old = plan_trainer(Context(matrix, _Snapshot(transformers="4.52.4", accelerate="1.10.1", torch="2.8.0", intel_extension_for_pytorch="2.8.0")), LiveOptions())
+    assert old.ipex_mode == "trainer" and old.flags["use_ipex"] is True
+    new = plan_trainer(Context(matrix, _Snapshot(transformers="4.56.2", accelerate="1.10.1", torch="2.8.0", intel_extension_for_pytorch="2.8.0")), LiveOptions())
+    assert new.ipex_mode == "direct" and "use_ipex" not in new.flags and new.ipex_note.endswith("applied directly, as your script must")
+    none = plan_trainer(Context(matrix, _Snapshot(torch="2.8.0")), LiveOptions())
+    assert none.skip_reason == "transformers is not installed"
