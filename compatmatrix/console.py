@@ -27,7 +27,8 @@ def make_console(no_color: bool = False, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     # Logs (CI, pre-commit) are read later and searched: do not wrap them at rich's 80-column default.
     width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
-    return _Console(no_color=no_color or None, stderr=stderr, highlight=False, soft_wrap=False, width=width)
+    # emoji=False: stage names such as "trainer:train:" must not turn into pictures
+    return _Console(no_color=no_color or None, stderr=stderr, highlight=False, soft_wrap=False, width=width, emoji=False)
 
 
 def dump_json(data: Mapping[str, Any]) -> str:

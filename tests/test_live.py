@@ -52,8 +52,9 @@ def test_without_rank_env_spawn_sets_no_rank_variables():
 def test_torchrun_is_the_target_interpreters_torch_distributed_run():
     topology = Topology(nproc_per_node=2, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=29500)
     launch = plan_launch("torchrun", "/env/bin/python", WORKER, topology, {}, threads_per_rank=1)
-    assert launch.commands == (("/env/bin/python", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "1",
-                                "--master-addr", "10.0.0.1", "--master-port", "29500", *WORKER),)
+    # underscore spellings: torch < 2.0 knows only those
+    assert launch.commands == (("/env/bin/python", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "1",
+                                "--master_addr", "10.0.0.1", "--master_port", "29500", *WORKER),)
 
 
 @pytest.mark.parametrize("missing", ["--master-addr", "--master-port"])

@@ -161,8 +161,9 @@ def test_a_rank_that_never_joins_is_a_hang_within_the_timeout(stock):
     code, checks, details, seconds = live(stock, "--live-timeout", "20", "--no-trainer", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "sleep:1"})
     assert code == 1
     hang = checks["live.hang"]
-    assert hang["status"] == "fail" and hang["summary"].startswith("hang: rank 0 timed out waiting for the other ranks")
-    assert "rank 1 stuck at stage backend" in hang["summary"]
+    # rank 0's own rendezvous timeout (15 s) and compat's deadline are close: either way it is a hang that names rank 1
+    assert hang["status"] == "fail" and hang["summary"].startswith("hang: ")
+    assert hang["summary"].endswith("rank 1 stuck at stage backend")
     evidence = " ".join(hang["evidence"])
     assert "rank 1: last stage backend" in evidence and "stuck in fixture_fault (worker.py" in evidence  # its stack, dumped on SIGUSR1
     assert "likely causes:" in evidence and "MASTER_ADDR:MASTER_PORT" in evidence

@@ -55,6 +55,17 @@ class Launch:
     notes: tuple[str, ...] = field(default=())
 
 
+# Set by a launcher for its own children: inherited from compat's caller (a SLURM job, a torchrun, a shell that
+# exported them) they would override what this run's launcher gives each rank.
+_RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+                   "MASTER_ADDR", "MASTER_PORT", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
+_RANK_PREFIXES = ("TORCHELASTIC_", "OMPI_COMM_WORLD_", "MV2_COMM_WORLD_")
+
+
+def inherited_rank_variable(name: str) -> bool:
+    return name in _RANK_VARIABLES or name.startswith(_RANK_PREFIXES)
+
+
 def free_port(host: str = LOOPBACK) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host if host in (LOOPBACK, "localhost") else "", 0))
@@ -150,7 +161,7 @@ def plan_launch(
     if topology.nnodes > 1 and not topology.master_port and launcher != "mpirun":
         raise LaunchError("--nnodes > 1 needs --master-port (the same free port on every node).", "Pass --master-port PORT, e.g. 29500.")
     port = topology.master_port or free_port(addr)
-    env = dict(base_env)
+    env = {k: v for k, v in base_env.items() if not inherited_rank_variable(k)}
     env.setdefault("OMP_NUM_THREADS", str(threads_per_rank))
     env["MASTER_ADDR"] = addr
     env["MASTER_PORT"] = str(port)
@@ -169,8 +180,9 @@ def plan_launch(
             envs.append({**env, **rank_vars})
         return Launch("spawn", "spawn", tuple(commands), tuple(envs), master, n, world)
     if launcher == "torchrun":
-        command = (python, "-m", "torch.distributed.run", "--nnodes", str(topology.nnodes), "--nproc-per-node", str(n),
-                   "--node-rank", str(topology.node_rank), "--master-addr", addr, "--master-port", str(port), *worker)
+        # the underscore spellings: torch < 2.0 knows only those, later versions take both
+        command = (python, "-m", "torch.distributed.run", "--nnodes", str(topology.nnodes), "--nproc_per_node", str(n),
+                   "--node_rank", str(topology.node_rank), "--master_addr", addr, "--master_port", str(port), *worker)
         return Launch("torchrun", "torchrun", (command,), (env,), master, n, world)
     binary = find_mpirun(python, mpirun)
     flavor = mpi_flavor(binary)
@@ -196,5 +208,7 @@ def plan_launch(
             command += ["-genv", name, env[name]]
     command += [python, *worker_args]
     notes = (f"{flavor}: the worker maps PMI_RANK/PMI_SIZE/MPI_LOCALRANKID or OMPI_COMM_WORLD_* to RANK/WORLD_SIZE/LOCAL_RANK",) if rank_env else ()
+    if hosts and not topology.master_port and addr not in (LOOPBACK, "localhost"):
+        notes += (f"MASTER_PORT {port} was free on this node, not necessarily on {addr}: pass --master-port to choose one",)
     local_ranks = n if topology.hostfile else world
     return Launch("mpirun", flavor, (tuple(command),), (env,), master, local_ranks, world, notes)

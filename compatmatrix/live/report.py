@@ -7,6 +7,7 @@ here, from the files, so it works even when the ranks never formed a group.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,21 +66,43 @@ class Expectation:
     ipex_note: str = ""
 
 
-def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]]) -> list[RankRecord]:
+PEER_GONE = re.compile(r"[Cc]onnection (closed|reset) by peer|Broken pipe|peer closed|Socket closed|recv.*failed", re.IGNORECASE)
+TIMED_OUT = re.compile(r"[Tt]imed? ?out|timeout|clients joined")
+
+
+def launcher_exit_codes(log: str) -> dict[int, int]:
+    """Per-rank exit codes (pid -> code, negative for a signal) that torchrun or Intel MPI print when a rank fails."""
+    codes: dict[int, int] = {}
+    for code, pid in re.findall(r"exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", log):  # torchrun's error summary
+        codes[int(pid)] = int(code)
+    for pid, exit_code, signal_number in re.findall(r"PID (\d+) RUNNING AT \S+\s*\n=\s*(?:EXIT CODE: (\d+)|KILLED BY SIGNAL: (\d+))", log):  # hydra
+        codes[int(pid)] = int(exit_code) if exit_code else -int(signal_number)
+    return codes
+
+
+def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher_log: str = "") -> list[RankRecord]:
+    from .supervise import status_files
+
+    reported = launcher_exit_codes(launcher_log)
     records = []
-    for path in sorted(run_dir.glob("proc-*.json")):
-        pid_text = path.stem.split("-", 1)[1]
-        if not pid_text.isdigit():
-            continue
-        pid = int(pid_text)
+    for _host, pid, path in status_files(run_dir):
         try:
             status = json.loads(path.read_text())
         except (OSError, ValueError):
             status = {"stage": "unreadable status"}
-        log_path = run_dir / f"proc-{pid}.log"
+        log_path = path.with_suffix(".log")
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
-        records.append(RankRecord(pid, status, log[-50000:], ends_by_pid.get(pid)))
+        code = ends_by_pid.get(pid)
+        records.append(RankRecord(pid, status, log[-50000:], code if code is not None else reported.get(pid)))
     return sorted(records, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid))
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """One line of an exception message: its first sentence, capped."""
+    line = next((part.strip() for part in str(text).splitlines() if part.strip()), "")
+    match = re.match(r"(.+?[.!?])(\s|$)", line)
+    sentence = match.group(1) if match else line
+    return sentence if len(sentence) <= limit else sentence[: limit - 3] + "..."
 
 
 def _tail(text: str, lines: int = 4) -> str:
@@ -129,8 +152,14 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Find
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail, verdict.fix)
         if stage.startswith("import:") and not record.error:
             what = stage.split(":", 1)[1]
-            timed_out = supervised.timed_out or supervised.stopped_early
-            verdict = classify(record.returncode if record.returncode is not None else (None if timed_out else 1), "", record.log, timed_out and record.returncode is None, what)
+            if record.returncode is None and (supervised.timed_out or supervised.stopped_early):
+                if supervised.timed_out:  # still importing at the deadline
+                    verdict = classify(None, "", record.log, True, what, supervised.seconds)
+                    return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
+                continue  # stopped by compat or the launcher because another rank failed: not this import's fault
+            if record.returncode is None:
+                continue  # no exit status known (a launcher that did not report it): see live.ranks
+            verdict = classify(record.returncode, "", record.log, False, what)
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
         imports = record.status.get("imports") or {}
         for key in ("ipex", "ccl"):
@@ -174,10 +203,25 @@ def backend_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
 def world_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     cid = "live.world"
     without = [r for r in ranks if r.status.get("rank") is None]
+    trainer_worlds = {(r.status.get("trainer") or {}).get("world_size") for r in ranks}
+    if without and trainer_worlds == {expect.world_size}:  # accelerate maps PMI_*/OMPI_* itself: the Trainer is fine
+        return Finding(cid, Status.WARN, f"{len(without)} of {len(ranks)} processes got no RANK/WORLD_SIZE: a plain torch.distributed script would be on its own; "
+                       f"the Trainer (accelerate) mapped the launcher's variables itself and formed a group of {expect.world_size}",
+                       tuple(f"pid {r.pid}: no RANK/WORLD_SIZE" for r in without),
+                       "Map PMI_RANK/PMI_SIZE (or OMPI_COMM_WORLD_*) to RANK/WORLD_SIZE/LOCAL_RANK in the job script for code that calls init_process_group itself.")
     if without:
         return Finding(cid, Status.FAIL, f"{len(without)} of {len(ranks)} processes started without RANK/WORLD_SIZE: no process group can form, each rank is on its own",
                        tuple(f"pid {r.pid}: no RANK/WORLD_SIZE, no PMI_RANK/OMPI_COMM_WORLD_RANK mapped" for r in without),
                        "Launch with torchrun, or with mpirun and map PMI_RANK/PMI_SIZE (or OMPI_COMM_WORLD_*) to RANK/WORLD_SIZE/LOCAL_RANK, and set MASTER_ADDR/MASTER_PORT.")
+    claimed: dict[int, int] = {}
+    for record in ranks:
+        if record.rank is not None:
+            claimed[record.rank] = claimed.get(record.rank, 0) + 1
+    twice = sorted(r for r, n in claimed.items() if n > 1)
+    if twice:
+        return Finding(cid, Status.FAIL, f"{claimed[twice[0]]} processes claim rank {twice[0]}: the rank variables are wrong",
+                       tuple(f"pid {r.pid}: rank {r.rank} from {r.status.get('rank_source')}" for r in ranks if r.rank in twice),
+                       "Check what sets RANK in the job (an exported RANK/WORLD_SIZE overrides the launcher's); compat clears them for its own run.")
     joined = [r for r in ranks if r.status.get("world_size")]
     if not joined:
         return Finding(cid, Status.SKIP, "no rank formed a process group (see live.hang / live.ranks)")
@@ -249,7 +293,10 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         fix = "compat translate -- <your command> shows the flags this transformers takes; compat check lists version problems."
         if re.search(r"backend ccl is not ava", str(error.get("message", ""))) and not expect.ccl_trainer_blocked:
             fix = "accelerate picks ccl only when CCL_WORKER_COUNT is 1 or more: eval \"$(compat env)\" (or export CCL_WORKER_COUNT=1) and run again."
-        return Finding(cid, Status.FAIL, f"{failed[0].name}: the Trainer step failed: {error.get('type')}: {message[0] if message else ''}",
+        crashed = [r for r in records if not r.done and not r.error and r.returncode not in (None, 0)]
+        if crashed or all(PEER_GONE.search(str((r.error or {}).get("message", ""))) for r in failed):
+            return Finding(cid, Status.SKIP, "the Trainer step did not finish because a rank died (see live.ranks)")
+        return Finding(cid, Status.FAIL, f"{failed[0].name}: the Trainer step failed: {error.get('type')}: {first_sentence(message[0] if message else '')}",
                        tuple(evidence) + (f"at stage {failed[0].stage}",), fix)
     finished = [r for r in records if "steps_done" in r.status["trainer"]]
     if len(finished) < len(records):
@@ -277,9 +324,17 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         problems.append(f"effective batch {sorted(sizes)} samples per step, expected {expect.per_device_batch} per device x {expect.world_size} ranks = {want}")
     elif sizes:
         evidence.append(f"effective batch: {expect.per_device_batch} per device x {expect.world_size} ranks = {want} samples per step; {local} ranks here trained on {max(sizes)} distinct samples per step")
+    first_losses = [r.status["trainer"]["losses"][0] for r in finished if r.status["trainer"].get("losses")]
+    if first_losses:
+        expected_loss = math.log(128)  # an untrained model over the probe's 128-token vocabulary
+        if not 0.85 * expected_loss <= first_losses[0] <= 1.15 * expected_loss:
+            problems.append(f"the first logged loss is {first_losses[0]:.3f}, expected about ln(128) = {expected_loss:.3f} for the untrained model "
+                            f"({first_losses[0] / expected_loss:.2f}x): the loss is scaled (transformers 5.x: set average_tokens_across_devices=False)")
     digests = {r.status["trainer"].get("params_sha256") for r in finished}
     if len(digests) != 1:
         problems.append(f"the parameters differ between ranks after {expect.steps} steps ({len(digests)} different sha256): gradients were not averaged")
+    if info.get("own_group"):
+        evidence.append(f"the Trainer formed its own process group ({info.get('parallel_mode', '').replace('ParallelMode.', '')}), as in a training script")
     if expect.ipex_mode != "none":
         evidence.append(f"IPEX: {expect.ipex_note or info.get('ipex')}")
         if not all(r.status["trainer"].get("ipex_optimized") for r in finished):
@@ -311,6 +366,15 @@ _HANG_CAUSES = {
 }
 
 
+STAGES = ("start", "import", "backend", "init", "joined", "allreduce", "bandwidth", "trainer", "trainer:arguments", "trainer:train", "shutdown", "done")
+
+
+def _stage_index(stage: str) -> int:
+    """How far a rank got (import:<module> stages count as one)."""
+    name = "import" if stage.startswith("import:") else stage
+    return STAGES.index(name) if name in STAGES else -1
+
+
 def _phase(stage: str) -> str:
     if stage.startswith("import"):
         return "import"
@@ -326,13 +390,20 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     waited = [r for r in ranks if r.error and re.search(r"[Tt]imed? ?out|timeout|clients joined", str(r.error.get("message", "")))]
     unfinished = [r for r in ranks if not r.done and not r.error]
     missing = max(0, expected_local - len(ranks))
-    exited = [r for r in ranks if not r.done and not r.error and r.returncode not in (None, 0)]
-    hung = supervised.timed_out or bool(waited) or (supervised.stopped_early and bool(unfinished)) or (supervised.timed_out and missing)
+    exited = [r for r in ranks if not r.done and not r.error and (r.returncode not in (None, 0) or r.pid in supervised.died)]
+    failed = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
+    hung = supervised.timed_out or bool(waited) or (supervised.stopped_early and bool(unfinished) and not failed) or (supervised.timed_out and missing)
+    if (exited or failed) and not supervised.timed_out and not waited:
+        first = sorted(exited + failed, key=_root_cause_order)[0]
+        return Finding(cid, Status.SKIP, f"not a hang: {first.name} {'ended early' if first in exited else 'failed'} (see live.ranks); the ranks waiting for it were stopped",
+                       tuple(f"{r.name}: stopped at stage {r.stage}" for r in unfinished if r not in exited))
     if exited and not supervised.timed_out and not waited:
         return Finding(cid, Status.SKIP, f"not a hang: {exited[0].name} exited early (see live.ranks); compat stopped the ranks waiting for it",
                        tuple(f"{r.name}: stopped at stage {r.stage}" for r in unfinished if r not in exited))
-    if not hung:
+    if not hung and ranks and all(r.done for r in ranks):
         return Finding(cid, Status.PASS, f"no hang: every rank ended by itself in {supervised.seconds:.1f} s (hard timeout {expect.timeout:g} s)")
+    if not hung:
+        return Finding(cid, Status.SKIP, "not a hang: the ranks ended before the deadline without finishing (see live.ranks)")
     evidence = []
     phases = set()
     for record in ranks:
@@ -352,37 +423,76 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     if missing:
         evidence.append(f"{missing} rank(s) never started (no status written)")
         phases.add("launcher")
-    laggards = [r for r in unfinished if _phase(r.stage) in ("launcher", "import")] or unfinished
+    behind = min((_stage_index(r.stage) for r in unfinished), default=0)
+    laggards = [r for r in unfinished if _stage_index(r.stage) == behind]
     if supervised.timed_out:
         summary = f"hang: the run did not finish within the {expect.timeout:g} s timeout"
     elif waited:
         summary = f"hang: {waited[0].name} timed out waiting for the other ranks ({expect.init_timeout:g} s)"
     else:
         summary = "hang: a rank failed and the others waited for it"
-    if laggards:
+    if laggards and len(laggards) < len(ranks):
         summary += f"; {', '.join(r.name for r in laggards)} stuck at stage {laggards[0].stage}"
+    elif laggards:
+        summary += f"; every rank stuck at stage {laggards[0].stage}"
     causes = "; ".join(_HANG_CAUSES[p] for p in ("launcher", "import", "init", "collective") if p in phases) or _HANG_CAUSES["collective"]
     evidence.append(f"likely causes: {causes}")
     return Finding(cid, Status.FAIL, summary, tuple(evidence), "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again.")
 
 
+def _root_cause_order(record: RankRecord) -> int:
+    """Who to blame first: a rank that died on its own (a crash, an exit), then one seen gone with no exit status,
+    then a Python error, then a rank a launcher stopped (SIGTERM/SIGKILL), last one whose peer went away."""
+    if not record.done and not record.error:
+        if record.returncode is None:
+            return 1
+        return 3 if record.returncode in (-15, -9) else 0
+    if record.error and not PEER_GONE.search(str(record.error.get("message", ""))):
+        return 2
+    return 4
+
+
 def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Finding:
-    """Did every rank finish, and end cleanly? A rank that failed on its own (not a hang) is reported here."""
+    """Did every rank finish, and end cleanly? A rank that failed on its own (not a hang) is reported here, the
+    rank that died first named before the ones that only lost their peer."""
     cid = "live.ranks"
-    errors = [r for r in ranks if r.error and not re.search(r"[Tt]imed? ?out|timeout|clients joined", str(r.error.get("message", "")))]
+    errors = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
     early = [r for r in ranks if not r.done and not r.error and r.returncode not in (None, 0)]
-    if errors:
-        record = errors[0]
-        error = record.error or {}
-        message = str(error.get("message", "")).strip().splitlines()
-        return Finding(cid, Status.FAIL, f"{record.name} failed at stage {record.stage}: {error.get('type')}: {message[0] if message else ''}",
-                       tuple(f"{r.name}: {str((r.error or {}).get('traceback', '')).strip().splitlines()[-1:] or ''}" for r in errors),
-                       "Read the error above (--verbose shows each rank's output).")
-    if early:
-        record = early[0]
-        return Finding(cid, Status.FAIL, f"{record.name} exited early ({describe_exit(record.returncode)}) at stage {record.stage}",
-                       tuple(f"{r.name}: {describe_exit(r.returncode)} at stage {r.stage}; last output: {_tail(r.log, 3)}" for r in early),
-                       "Run with --verbose to see that rank's output.")
+    died = [r for r in ranks if not r.done and not r.error and r.returncode is None and r.pid in supervised.died]
+    culprits = sorted(early + errors + died, key=_root_cause_order)
+    launcher_failed = [end for end in supervised.ends if end.returncode not in (None, 0)]
+    if culprits:
+        record = culprits[0]
+        evidence = []
+        for other in culprits:
+            if other.error:
+                evidence.append(f"{other.name}: {other.error.get('type')}: {first_sentence(other.error.get('message', ''))} at stage {other.stage}")
+            elif other.returncode is None:
+                evidence.append(f"{other.name}: gone at stage {other.stage}, exit status not reported; last output: {_tail(other.log, 3)}")
+            else:
+                evidence.append(f"{other.name}: {describe_exit(other.returncode)} at stage {other.stage}; last output: {_tail(other.log, 3)}")
+        evidence += [f"launcher: {describe_exit(end.returncode)}" for end in launcher_failed]
+        if record.returncode is None and not record.error:
+            how = f"; the launcher ended with {describe_exit(launcher_failed[0].returncode)}" if launcher_failed else ""
+            return Finding(cid, Status.FAIL, f"{record.name} ended at stage {record.stage} without an error of its own (crashed, exited or was killed){how}",
+                           tuple(evidence), "Run with --verbose for that rank's output.")
+        if record.error:
+            error = record.error
+            return Finding(cid, Status.FAIL, f"{record.name} failed at stage {record.stage}: {error.get('type')}: {first_sentence(error.get('message', ''))}",
+                           tuple(evidence), "Run with --verbose for that rank's full output and traceback.")
+        signal_death = record.returncode is not None and record.returncode < 0
+        return Finding(cid, Status.FAIL, f"{record.name} {'was ' + describe_exit(record.returncode) if signal_death else 'exited early (' + describe_exit(record.returncode) + ')'} at stage {record.stage}",
+                       tuple(evidence),
+                       "A crash in native code: run with --verbose for its output and check the installed set with compat check." if signal_death
+                       else "Run with --verbose to see that rank's output.")
+    vanished = [r for r in ranks if not r.done and not r.error and r.returncode is None and (r.pid in supervised.died or not supervised.stopped_early)]
+    if vanished and not supervised.timed_out:
+        record = vanished[0]
+        how = f"; the launcher ended with {describe_exit(launcher_failed[0].returncode)}" if launcher_failed else ""
+        return Finding(cid, Status.FAIL, f"{record.name} ended at stage {record.stage} without an error of its own (crashed, exited or was killed){how}",
+                       tuple(f"{r.name}: last stage {r.stage}; last output: {_tail(r.log, 3)}" for r in vanished)
+                       + tuple(f"launcher: {_tail(end.log, 4)}" for end in launcher_failed),
+                       "Run with --verbose for each rank's output and the launcher's report.")
     if not ranks or not all(r.done for r in ranks):
         return Finding(cid, Status.SKIP, "not every rank finished (see live.hang)")
     aborted = [r for r in ranks if r.returncode not in (None, 0)]
@@ -390,9 +500,8 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Findin
         return Finding(cid, Status.WARN, f"{aborted[0].name} finished every stage, then ended with {describe_exit(aborted[0].returncode)} at interpreter exit",
                        tuple(f"{r.name}: {_tail(r.log, 2)}" for r in aborted),
                        "A known gloo shutdown race: in your script drop the trainer and model, gc.collect(), barrier, then destroy_process_group().")
-    launcher_codes = {end.returncode for end in supervised.ends}
-    if launcher_codes - {0}:
-        code = next(c for c in launcher_codes if c != 0)
+    if launcher_failed:
+        code = launcher_failed[0].returncode
         return Finding(cid, Status.WARN, f"every rank finished, but the launcher ended with {describe_exit(code)}",
                        tuple(_tail(end.log, 3) for end in supervised.ends), "Run with --verbose to see the launcher's output.")
     return Finding(cid, Status.PASS, f"all {len(ranks)} ranks here finished every stage and exited 0")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -17,6 +18,23 @@ from .report import Expectation, live_findings, rank_outputs, read_ranks
 from .supervise import new_run_id, supervise
 
 WORKER = Path(__file__).with_name("worker.py")
+SELF_DEADLINE_SLACK_S = 30.0  # a rank ends itself this long after the hard limit, should compat be gone (SIGKILL, OOM)
+
+
+def init_timeout_for(timeout: float) -> float:
+    """The ranks' own rendezvous/collective timeout: half the hard limit, at least 15 s, at most 60 s."""
+    return min(60.0, max(15.0, timeout / 2))
+
+
+def trainer_port(options: LiveOptions) -> int:
+    """The Trainer forms its own group after the allreduce one: on the next port when the user fixed one (every node
+    computes the same), else on another free port."""
+    from .launch import LOOPBACK, free_port
+
+    topology = options.topology
+    if topology.master_port:
+        return topology.master_port + 1
+    return free_port(topology.master_addr or LOOPBACK)
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
@@ -85,11 +103,12 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
     return TrainerPlan(flags, backend_flag, ipex_mode, translation.blocking, ipex_note=ipex_note)
 
 
-def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan: TrainerPlan, ipex: bool) -> list[str]:
+def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan: TrainerPlan, ipex: bool, deadline: float) -> list[str]:
     import json
 
     args = [str(run_dir / "worker.py"), "--run-dir", str(run_dir), "--expect-world", str(options.topology.world_size),
-            "--backend", options.backend, "--init-timeout", f"{init_timeout:g}", "--steps", str(options.steps), "--batch", str(options.per_device_batch)]
+            "--backend", options.backend, "--init-timeout", f"{init_timeout:g}", "--steps", str(options.steps), "--batch", str(options.per_device_batch),
+            "--deadline", f"{deadline:.0f}", "--trainer-port", str(trainer_port(options))]
     if ipex:
         args.append("--ipex")
     if not plan.skip_reason:
@@ -102,6 +121,7 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
 
 
 def worker_environment() -> dict[str, str]:
+    """compat's environment for the ranks, offline; rank variables inherited from the caller are dropped by plan_launch."""
     env = dict(os.environ)
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                 "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
@@ -112,7 +132,8 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     snapshot = ctx.snapshot
     plan = plan_trainer(ctx, options)
     ipex = snapshot.get(*IPEX_NAMES) is not None
-    init_timeout = min(60.0, max(5.0, options.timeout / 2))
+    init_timeout = init_timeout_for(options.timeout)
+    deadline = time.time() + options.timeout + SELF_DEADLINE_SLACK_S
     threads = max(1, snapshot.allowed_cpus // max(1, options.topology.nproc_per_node))
     if snapshot.get("torch") is None:
         finding = Finding("live.launch", Status.FAIL, f"torch is not installed in {snapshot.prefix}: there is nothing to launch",
@@ -125,14 +146,14 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     try:
         shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
         try:
-            launch = plan_launch(options.launcher, snapshot.executable, _worker_args(run_dir, options, init_timeout, plan, ipex),
+            launch = plan_launch(options.launcher, snapshot.executable, _worker_args(run_dir, options, init_timeout, plan, ipex, deadline),
                                  options.topology, worker_environment(), threads, options.mpirun, options.rank_env)
         except LaunchError as exc:
             finding = Finding("live.launch", Status.FAIL, str(exc), (), exc.fix)
             return LiveResult([finding], {"launcher": options.launcher, "error": str(exc)})
         supervised = supervise(launch.commands, launch.envs, run_dir, options.timeout, new_run_id())
         ends_by_pid = {end.pid: end.returncode for end in supervised.ends} if launch.launcher == "spawn" else {}
-        ranks = read_ranks(run_dir, ends_by_pid)
+        ranks = read_ranks(run_dir, ends_by_pid, "\n".join(end.log for end in supervised.ends))
         expect = Expectation(
             world_size=launch.world_size, trainer=not plan.skip_reason, steps=options.steps, per_device_batch=options.per_device_batch,
             backend=options.backend, ccl_installed=snapshot.get(*CCL_NAMES) is not None, ccl_trainer_blocked=plan.ccl_blocked if _chose_ccl(ranks) else (),

@@ -40,6 +40,7 @@ class Supervised:
     seconds: float
     dumped_stacks: bool  # SIGUSR1 sent to the ranks before killing them
     leftovers: tuple[int, ...]  # pids still alive after the sweep (should be empty)
+    died: tuple[int, ...] = ()  # ranks seen gone before finishing, without an error of their own (crashed or killed)
 
 
 def new_run_id() -> str:
@@ -65,14 +66,20 @@ def tagged_processes(run_id: str) -> list[int]:
     return [pid for pid in found if pid != os.getpid()]
 
 
-def rank_pids(run_dir: Path) -> list[int]:
-    """The ranks' pids, from the status files the workers write first thing (proc-<pid>.json)."""
-    pids = []
+def status_files(run_dir: Path) -> list[tuple[str, int, Path]]:
+    """(host, pid, path) of the status files the ranks write first thing: proc-<host>-<pid>.json."""
+    found = []
     for path in run_dir.glob("proc-*.json"):
-        number = path.stem.split("-", 1)[1]
+        host, _, number = path.stem[len("proc-"):].rpartition("-")
         if number.isdigit():
-            pids.append(int(number))
-    return sorted(pids)
+            found.append((host, int(number), path))
+    return sorted(found)
+
+
+def rank_pids(run_dir: Path) -> list[int]:
+    """The pids of the ranks on this host (a shared --run-dir also holds other nodes' files)."""
+    here = os.uname()[1]
+    return [pid for host, pid, _ in status_files(run_dir) if host == here]
 
 
 def _signal_all(pids: Sequence[int], sig: int) -> None:
@@ -91,7 +98,7 @@ def sweep(run_id: str, groups: Sequence[int], wait: float = 5.0) -> tuple[int, .
         except (ProcessLookupError, PermissionError):
             pass
     _signal_all(tagged_processes(run_id), signal.SIGTERM)
-    deadline = time.monotonic() + min(2.0, wait)
+    deadline = time.monotonic() + min(1.0, wait)
     while time.monotonic() < deadline and tagged_processes(run_id):
         time.sleep(0.05)
     for group in groups:
@@ -130,20 +137,71 @@ def _restore(previous: dict[int, Any]) -> None:
         signal.signal(sig, old)
 
 
-def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_failure: float) -> tuple[bool, bool]:
-    """Until all end (False, False), the deadline passes (True, _), or one failed and the grace ran out (_, True)."""
+CLEANUP_BUDGET_S = 4.0
+
+
+def _sweep_unbothered(run_id: str, groups: Sequence[int]) -> tuple[int, ...]:
+    """sweep() with TERM/HUP/INT held back, so a second signal cannot cut the cleanup short."""
+    held = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (ValueError, OSError):
+        held = set()
+    try:
+        return sweep(run_id, groups, wait=3.0)
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def dead_ranks(run_dir: Path) -> list[int]:
+    """Ranks on this host whose process is gone although their record says neither done nor failed: they died
+    (a signal, os._exit, a launcher's kill). Under torchrun and mpirun they are not compat's children, so this is
+    how compat notices them."""
+    import json
+
+    here = os.uname()[1]
+    dead = []
+    for host, pid, path in status_files(run_dir):
+        if host != here or _alive(pid):
+            continue
+        try:
+            status = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if status.get("stage") != "done" and "error" not in status:
+            dead.append(pid)
+    return dead
+
+
+def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_failure: float, run_dir: Path) -> tuple[bool, bool, tuple[int, ...]]:
+    """Until all end (False, False), the deadline passes (True, _), or a process or rank failed and the grace ran
+    out (_, True); with the ranks seen dying on the way."""
     failed_at: Optional[float] = None
+    dead: set[int] = set()
+    last_look = 0.0
     while True:
         codes = [p.poll() for p in processes]
         if all(code is not None for code in codes):
-            return False, False
+            return False, False, tuple(sorted(dead | set(dead_ranks(run_dir))))
         now = time.monotonic()
-        if failed_at is None and any(code not in (None, 0) for code in codes):
+        if now - last_look > 0.25:
+            dead.update(dead_ranks(run_dir))
+            last_look = now
+        if failed_at is None and (dead or any(code not in (None, 0) for code in codes)):
             failed_at = now  # one rank failed: the others may wait for it forever
         if failed_at is not None and now - failed_at > grace_after_failure:
-            return False, True
+            return False, True, tuple(sorted(dead))
         if now >= deadline:
-            return True, False
+            return True, False, tuple(sorted(dead))
         time.sleep(0.05)
 
 
@@ -154,13 +212,14 @@ def supervise(
     timeout: float,
     run_id: str,
     grace_after_failure: float = 3.0,
-    stack_dump_wait: float = 1.0,
+    stack_dump_wait: float = 0.7,
 ) -> Supervised:
     """Run ``commands`` together until all end or ``timeout`` seconds pass; then make sure none is left."""
     started = time.monotonic()
     processes: list[subprocess.Popen] = []
     logs = []
     previous = _raise_on_termination()
+    wait_until = started + max(timeout * 0.8, timeout - CLEANUP_BUDGET_S)  # the stack dump and the sweep fit in the limit
     try:
         for index, (command, env) in enumerate(zip(commands, envs)):
             log_path = run_dir / f"launcher-{index}.log"
@@ -170,21 +229,21 @@ def supervise(
                     list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True, cwd=str(run_dir), preexec_fn=die_with_parent,
                 ))
-        timed_out, stopped_early = _wait(processes, started + timeout, grace_after_failure)
+        timed_out, stopped_early, died = _wait(processes, wait_until, grace_after_failure, run_dir)
+        dumped = False
+        codes_at_stop = [p.poll() for p in processes]
+        if timed_out or stopped_early:
+            ranks = [pid for pid in rank_pids(run_dir) if pid in set(tagged_processes(run_id))]
+            if ranks:
+                _signal_all(ranks, signal.SIGUSR1)  # the worker's faulthandler writes every thread's stack to its log
+                dumped = True
+                time.sleep(stack_dump_wait)
     except BaseException:  # Ctrl-C, SIGTERM/SIGHUP (turned into an exception), a failed Popen: leave nothing behind
-        sweep(run_id, [p.pid for p in processes])
-        raise
-    finally:
+        _sweep_unbothered(run_id, [p.pid for p in processes])
         _restore(previous)
-    dumped = False
-    codes_at_stop = [p.poll() for p in processes]
-    if timed_out or stopped_early:
-        ranks = [pid for pid in rank_pids(run_dir) if pid in set(tagged_processes(run_id))]
-        if ranks:
-            _signal_all(ranks, signal.SIGUSR1)  # the worker's faulthandler writes every thread's stack to its log
-            dumped = True
-            time.sleep(stack_dump_wait)
-    leftovers = sweep(run_id, [p.pid for p in processes])
+        raise
+    leftovers = _sweep_unbothered(run_id, [p.pid for p in processes])
+    _restore(previous)  # a SIGTERM that came during the sweep is raised here, after it
     for process in processes:
         try:
             process.wait(timeout=5)
@@ -193,4 +252,4 @@ def supervise(
     ends = []
     for process, command, log_path, code in zip(processes, commands, logs, codes_at_stop):
         ends.append(ProcessEnd(tuple(command), process.pid, code, log_path.read_text(errors="replace")[-20000:]))
-    return Supervised(run_id, tuple(ends), timed_out, stopped_early, time.monotonic() - started, dumped, leftovers)
+    return Supervised(run_id, tuple(ends), timed_out, stopped_early, time.monotonic() - started, dumped, leftovers, died)

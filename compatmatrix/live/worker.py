@@ -50,9 +50,9 @@ def stage(name):
 
 
 def rank_variables(map_mpi):
-    """RANK / WORLD_SIZE / LOCAL_RANK as the launcher gave them; with --map-mpi, filled from the MPI's own variables."""
+    """RANK / WORLD_SIZE / LOCAL_RANK as the launcher gave them; with --map-mpi, from the MPI's own variables (they win)."""
     source = "RANK/WORLD_SIZE" if "RANK" in os.environ and "WORLD_SIZE" in os.environ else None
-    if source is None and map_mpi:
+    if map_mpi:
         for rank_var, size_var, local_var in MPI_RANK_VARS:
             if rank_var in os.environ and size_var in os.environ:
                 os.environ["RANK"] = os.environ[rank_var]
@@ -88,6 +88,10 @@ def fixture_fault(rank, when):
         save(fixture_fault="stall before the first collective")
         while True:
             time.sleep(3600)
+    if kind == "segv" and when == "trainer":
+        save(fixture_fault="SIGSEGV at the Trainer stage")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSEGV)
 
 
 def import_stack(args):
@@ -137,9 +141,11 @@ def backend_registered(name):
 
     try:
         return bool(dist.is_backend_available(name))
-    except Exception:
+    except Exception:  # torch < 2.0: torch_ccl registers Backend._plugins["CCL"] and Backend.CCL
         backend = getattr(dist, "Backend", None)
-        return name in getattr(backend, "backend_list", []) or name in getattr(backend, "_plugins", {})
+        plugins = getattr(backend, "_plugins", {})
+        return (name in getattr(backend, "backend_list", []) or name in plugins or name.upper() in plugins
+                or hasattr(backend, name.upper()))
 
 
 def choose_backend(args, imports):
@@ -170,15 +176,17 @@ def allreduce_checks(dist, torch, world):
     wrong = int((tensor != expected).sum())
     results["fp32"] = {"ok": wrong == 0, "elements": n, "wrong": wrong}
     try:
-        base16 = (torch.arange(n) % 16).to(torch.bfloat16)
-        tensor16 = base16 * (dist.get_rank() + 1)
+        # 0/1 per rank, so every partial sum is an integer <= world: exact in bf16 (8 bits) in any reduction order
+        index = torch.arange(n)
+        tensor16 = ((index + dist.get_rank()) % 2).to(torch.bfloat16)
         dist.all_reduce(tensor16)
-        expected16 = base16 * (world * (world + 1) // 2)
+        expected16 = sum(((index + r) % 2) for r in range(world)).to(torch.bfloat16)
         wrong16 = int((tensor16 != expected16).sum())
         results["bf16"] = {"ok": wrong16 == 0, "elements": n, "wrong": wrong16}
     except (RuntimeError, TypeError, ValueError) as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         results["bf16"] = {"ok": None, "unsupported": True, "error": text[:300]}
+        dist.barrier()  # a backend that refused bf16 must still work for the rest; if not, this raises here
     return results
 
 
@@ -253,11 +261,19 @@ def trainer_probe(args, torch, imports, backend):
 
     seen_rows = []
 
+    import inspect
+
+    parent_takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(GPT2LMHeadModel.forward).parameters.values())
+
     class ProbeModel(GPT2LMHeadModel):
-        def forward(self, input_ids=None, attention_mask=None, labels=None):
+        def forward(self, input_ids=None, attention_mask=None, labels=None, **kwargs):
             if self.training:
                 seen_rows.append([int(v) for v in input_ids[:, 0].tolist()])
-            return super().forward(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, labels=labels, **kwargs)
+
+    if not parent_takes_kwargs:  # keep the Trainer from passing loss kwargs (num_items_in_batch) the model cannot take
+        ProbeModel.forward.__signature__ = inspect.Signature(list(inspect.signature(ProbeModel.forward).parameters.values())[:4])
+    info["loss_kwargs"] = parent_takes_kwargs
 
     class Samples(torch.utils.data.Dataset):
         def __init__(self, count, length):
@@ -305,6 +321,7 @@ def trainer_probe(args, torch, imports, backend):
         "dataloader_num_workers": 0,
         "remove_unused_columns": False,
         "ddp_find_unused_parameters": False,  # set explicitly: DDP warns on every rank otherwise
+        "ddp_timeout": int(args.init_timeout),  # the Trainer's own rendezvous may not wait 30 minutes for a dead rank
         "average_tokens_across_devices": False,  # transformers 5.x: otherwise the loss scales with the world size
     }
     kwargs = {k: v for k, v in wanted.items() if k in fields}
@@ -330,8 +347,16 @@ def trainer_probe(args, torch, imports, backend):
     elif args.ipex_mode == "trainer":
         info["ipex"] = "applied by the Trainer (use_ipex=True)"
     save(trainer=info)
+    if args.trainer_port:
+        # the Trainer (accelerate) sets up its own process group, on its own port, as in a training script
+        os.environ["MASTER_PORT"] = str(args.trainer_port)
+        os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
     stage("trainer:arguments")
+    import torch.distributed as dist
+
+    grouped_before = dist.is_available() and dist.is_initialized()
     training_args = TrainingArguments(**kwargs)
+    info["own_group"] = (not grouped_before) and dist.is_available() and dist.is_initialized()
     info["world_size"] = int(training_args.world_size)
     info["process_index"] = int(getattr(training_args, "process_index", 0))
     info["parallel_mode"] = str(getattr(training_args, "parallel_mode", ""))
@@ -361,6 +386,31 @@ def trainer_probe(args, torch, imports, backend):
     gc.collect()
 
 
+def die_with_parent():
+    """SIGKILL this rank when its parent (compat, torchrun's agent, MPI's proxy) dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def self_deadline(deadline):
+    """Whatever happens to compat, a rank does not outlive the run's hard limit (plus compat's own cleanup time)."""
+    import threading
+
+    def expire():
+        time.sleep(max(0.0, deadline - time.time()))
+        sys.stderr.write("compat-live: the run's deadline passed; this rank ends itself\n")
+        sys.stderr.flush()
+        os._exit(124)
+
+    thread = threading.Thread(target=expire, name="compat-live-deadline")
+    thread.daemon = True
+    thread.start()
+
+
 def main():
     global _STATUS_PATH
     parser = argparse.ArgumentParser()
@@ -376,18 +426,24 @@ def main():
     parser.add_argument("--trainer-flags", default="{}")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--trainer-port", type=int, default=0)
+    parser.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: the rank ends itself after this")
     args = parser.parse_args()
 
+    die_with_parent()
+    if args.deadline:
+        self_deadline(args.deadline)
     pid = os.getpid()
-    _STATUS_PATH = os.path.join(args.run_dir, "proc-%d.json" % pid)
-    log = os.open(os.path.join(args.run_dir, "proc-%d.log" % pid), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    host = os.uname()[1]
+    _STATUS_PATH = os.path.join(args.run_dir, "proc-%s-%d.json" % (host, pid))
+    log = os.open(os.path.join(args.run_dir, "proc-%s-%d.log" % (host, pid)), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(log, 1)
     os.dup2(log, 2)
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    STATUS.update({"pid": pid, "started": time.time(), "host": os.uname()[1], "python": sys.version.split()[0]})
+    STATUS.update({"pid": pid, "started": time.time(), "host": host, "python": sys.version.split()[0]})
     rank, world, local, source = rank_variables(args.map_mpi)
     STATUS.update({"rank": rank, "world_size_env": world, "local_rank": local, "rank_source": source,
                    "master": "%s:%s" % (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))})
@@ -421,10 +477,14 @@ def main():
             stage("bandwidth")
             sizes = [int(s) for s in args.sizes_mib.split(",") if s]
             save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes), memcpy=memcpy_bandwidth(dist, torch))
+            if args.trainer:
+                dist.barrier()
+                dist.destroy_process_group()  # the Trainer must form its own group, as it does in a real script
         else:
             save(world_size=None)
         if args.trainer:
             stage("trainer")
+            fixture_fault(rank, "trainer")
             trainer_probe(args, torch, imports, backend)
         if dist.is_available() and dist.is_initialized():
             stage("shutdown")
