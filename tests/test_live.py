@@ -338,3 +338,81 @@ def test_trainer_plan_with_ipex_picks_the_path_that_really_applies_it(matrix):
     assert new.ipex_mode == "direct" and "use_ipex" not in new.flags and new.ipex_note.endswith("applied directly, as your script must")
     none = plan_trainer(Context(matrix, _Snapshot(torch="2.8.0")), LiveOptions())
     assert none.skip_reason == "transformers is not installed"
+
+
+# --- what the launchers report, and how messages are cut --------------------------------------------------------
+
+TORCHRUN_REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 5151)  (SIGTERM)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : 3 (pid: 5152)
+"""
+# as Intel MPI's mpirun printed it here (impi-rt 2021.18.1)
+HYDRA_REPORT = ("\n=====\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 0 PID 6478 RUNNING AT vm\n=   KILLED BY SIGNAL: 15 (Terminated)\n"
+                "=====\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 1 PID 6479 RUNNING AT vm\n=   KILLED BY SIGNAL: 11 (Segmentation fault)\n"
+                "=   RANK 2 PID 7000 RUNNING AT vm\n=   EXIT CODE: 9\n")
+
+
+def test_exit_codes_from_the_launchers_reports():
+    from compatmatrix.live.report import launcher_exit_codes
+
+    assert launcher_exit_codes(TORCHRUN_REPORT) == {5151: -15, 5152: 3}
+    assert launcher_exit_codes(HYDRA_REPORT) == {6478: -15, 6479: -11, 7000: 9}
+    assert launcher_exit_codes("nothing here") == {}
+
+
+def test_the_rank_that_died_is_named_before_the_one_the_launcher_stopped():
+    ranks = [rank(0, stage="init", returncode=-15), rank(1, stage="trainer", returncode=-11)]
+    findings = {f.id: f for f in live_findings(_launch(), Supervised("x", (), False, True, 5.0, True, ()), ranks, EXPECT)}
+    assert findings["live.ranks"].summary == "rank 1 was killed by signal SIGSEGV at stage trainer"
+    assert findings["live.hang"].summary.startswith("not a hang: rank 1 ended early")
+
+
+def test_a_peer_error_is_not_blamed_over_the_rank_that_crashed():
+    peer = rank(0, stage="trainer:train", error={"type": "RuntimeError", "message": "Connection closed by peer [127.0.0.1]:1234. Good luck!"})
+    gone = RankRecord(1001, {**rank(1, stage="trainer").status}, "", returncode=None)
+    findings = {f.id: f for f in live_findings(_launch(), Supervised("x", (), False, True, 5.0, True, (), died=(1001,)), [peer, gone], EXPECT)}
+    assert findings["live.ranks"].summary.startswith("rank 1 ended at stage trainer without an error of its own")
+    assert findings["live.trainer"].status is S.SKIP
+
+
+def test_a_rank_gone_without_any_record_of_why_is_never_a_pass():
+    # under a launcher that reports nothing: not done, no error, no exit code, the launcher failed
+    gone = RankRecord(1001, {**rank(1, stage="allreduce").status}, "", returncode=None)
+    supervised = Supervised("x", (_end(1),), False, False, 5.0, False, ())
+    findings = {f.id: f for f in live_findings(_launch(), supervised, [rank(0), gone], Expectation(**{**EXPECT.__dict__, "trainer": False}))}
+    assert findings["live.ranks"].status is S.FAIL and "rank 1 ended at stage allreduce" in findings["live.ranks"].summary
+    assert findings["live.hang"].status is not S.PASS
+
+
+def _end(code):
+    from compatmatrix.live.supervise import ProcessEnd
+
+    return ProcessEnd(("torchrun",), 99, code, "")
+
+
+def test_two_processes_claiming_one_rank_fail_the_world_finding():
+    findings = {f.id: f for f in live_findings(_launch(), ENDED, [rank(0), rank(0)], Expectation(**{**EXPECT.__dict__, "trainer": False}))}
+    assert findings["live.world"].status is S.FAIL and findings["live.world"].summary == "2 processes claim rank 0: the rank variables are wrong"
+
+
+def test_a_loss_scaled_by_the_world_size_fails():
+    rows = ([[0, 1], [4, 5], [8, 9]], [[2, 3], [6, 7], [10, 11]])
+    doubled = [rank(r, trainer=trainer(rows[r], losses=[9.7, 9.6, 9.5])) for r in (0, 1)]
+    finding = trainer_finding(doubled, EXPECT)
+    assert finding.status is S.FAIL and "expected about ln(128) = 4.852" in finding.summary and "average_tokens_across_devices" in finding.summary
+
+
+def test_messages_are_cut_to_their_first_sentence():
+    from compatmatrix.live.report import first_sentence
+
+    assert first_sentence("Connection closed by peer [127.0.0.1]:5. Good luck! 🏖️") == "Connection closed by peer [127.0.0.1]:5."
+    assert first_sentence("\n\nno full stop here") == "no full stop here"
+    assert len(first_sentence("x" * 500)) == 160

@@ -72,7 +72,18 @@ def live(python, *args, env_extra=None, timeout=300):
     assert marked_processes(mark) == [], "processes of the run outlived compat"
     data = json.loads(done.stdout)
     jsonschema.validate(data, SCHEMA)
+    # and by pid, not only by the marker: every rank and launcher process compat reported is gone
+    pids = [r["pid"] for r in data["live"].get("ranks", [])] + [p["pid"] for p in data["live"].get("launcher_processes", [])]
+    assert [pid for pid in pids if alive(pid)] == []
     return done.returncode, {c["id"]: c for c in data["checks"]}, data["live"], seconds
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return False
 
 
 def assert_passes(checks, launcher_text, backend_text="gloo"):
@@ -151,10 +162,49 @@ def test_ranks_without_rank_variables_are_caught_training_alone(stock):
     assert any("trained on the same samples" in e for e in trainer["evidence"])
 
 
-def test_mpirun_without_pmi_mapping_is_caught_too(stock, mpirun):
-    code, checks, _, _ = live(stock, "--launcher", "mpirun", "--mpirun", mpirun, "--no-rank-env", "--no-trainer")
+def test_mpirun_without_pmi_mapping_is_caught_for_scripts_but_accelerate_maps_it_itself(stock, mpirun):
+    code, checks, _, _ = live(stock, "--launcher", "mpirun", "--mpirun", mpirun, "--no-rank-env")
+    world = checks["live.world"]
+    # a plain torch.distributed script would be alone; the Trainer (accelerate 1.15) reads PMI_RANK/PMI_SIZE itself
+    assert world["status"] == "warn" and world["summary"].startswith("2 of 2 processes got no RANK/WORLD_SIZE")
+    assert checks["live.trainer"]["status"] == "pass" and code == 0
+
+
+def test_rank_variables_inherited_from_the_callers_shell_do_not_leak_into_the_ranks(stock, mpirun):
+    code, checks, _, _ = live(stock, "--launcher", "mpirun", "--mpirun", mpirun, "--no-trainer",
+                              env_extra={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_PORT": "1"})
+    assert code == 0, checks
+    assert checks["live.world"]["summary"] == "2 ranks here joined a group of 2 (rank variables from PMI_RANK/PMI_SIZE)"
+
+
+@pytest.mark.parametrize("launcher, summary", [
+    ("torchrun", "rank 1 exited early (exit status 3) at stage backend"),  # torchrun reports each rank's exit code
+    ("mpirun", "rank 1 ended at stage backend without an error of its own (crashed, exited or was killed)"),  # hydra does not, /proc tells
+])
+def test_a_rank_that_exits_early_under_a_launcher_is_named(stock, mpirun, launcher, summary):
+    code, checks, _, seconds = live(stock, "--launcher", launcher, "--mpirun", mpirun, "--live-timeout", "60", "--no-trainer",
+                                    env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "exit:1"})
     assert code == 1
-    assert "2 of 2 processes started without RANK/WORLD_SIZE" in checks["live.world"]["summary"]
+    assert checks["live.ranks"]["summary"] == summary
+    assert checks["live.hang"]["summary"].startswith("not a hang: rank 1 ended early")
+    assert seconds < 30
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_a_rank_that_never_joins_under_a_launcher_is_a_hang(stock, mpirun, launcher):
+    code, checks, _, seconds = live(stock, "--launcher", launcher, "--mpirun", mpirun, "--live-timeout", "20", "--no-trainer",
+                                    env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "sleep:1"})
+    assert code == 1
+    assert checks["live.hang"]["status"] == "fail" and checks["live.hang"]["summary"].endswith("rank 1 stuck at stage backend")
+    assert seconds < 20 + 10
+
+
+def test_a_rank_crashing_in_the_trainer_under_torchrun_fails_the_run(stock):
+    """A SIGSEGV leaves no Python error behind: the rank's exit code comes from torchrun's report."""
+    code, checks, _, _ = live(stock, "--launcher", "torchrun", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "segv:1"})
+    assert code == 1
+    assert checks["live.ranks"]["summary"] == "rank 1 was killed by signal SIGSEGV at stage trainer"
+    assert "Segmentation fault" in " ".join(checks["live.ranks"]["evidence"])
 
 
 def test_a_rank_that_never_joins_is_a_hang_within_the_timeout(stock):
