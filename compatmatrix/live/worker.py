@@ -69,29 +69,30 @@ def rank_variables(map_mpi):
     return rank, world, local, source
 
 
+FIXTURE_FAULTS = {  # (kind, where) -> what the rank does; test hook only (COMPAT_LIVE_FIXTURE_FAULT=KIND:RANK)
+    ("sleep", "before-init"): "sleep before joining",
+    ("exit", "before-init"): "exit 3 before joining",
+    ("stall", "before-collective"): "stall before the first collective",
+    ("segv", "trainer"): "SIGSEGV at the Trainer stage",
+}
+
+
 def fixture_fault(rank, when):
     spec = os.environ.get("COMPAT_LIVE_FIXTURE_FAULT", "")
     if not spec or rank is None:
         return
     kind, _, who = spec.partition(":")
-    if who != str(rank):
+    what = FIXTURE_FAULTS.get((kind, when))
+    if who != str(rank) or what is None:
         return
-    if kind == "sleep" and when == "before-init":
-        save(fixture_fault="sleep before joining")
-        while True:
-            time.sleep(3600)
-    if kind == "exit" and when == "before-init":
-        save(fixture_fault="exit 3 before joining")
-        sys.stderr.flush()
+    save(fixture_fault=what)
+    sys.stderr.flush()
+    if kind == "exit":
         os._exit(3)
-    if kind == "stall" and when == "before-collective":
-        save(fixture_fault="stall before the first collective")
-        while True:
-            time.sleep(3600)
-    if kind == "segv" and when == "trainer":
-        save(fixture_fault="SIGSEGV at the Trainer stage")
-        sys.stderr.flush()
+    if kind == "segv":
         os.kill(os.getpid(), signal.SIGSEGV)
+    while True:  # sleep, stall: never join / never enter the collective
+        time.sleep(3600)
 
 
 def import_stack(args):
