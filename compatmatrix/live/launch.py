@@ -181,9 +181,9 @@ def plan_launch(
         return Launch("spawn", "spawn", tuple(commands), tuple(envs), master, n, world)
     if launcher == "torchrun":
         # the underscore spellings: torch < 2.0 knows only those, later versions take both
-        command = (python, "-m", "torch.distributed.run", "--nnodes", str(topology.nnodes), "--nproc_per_node", str(n),
-                   "--node_rank", str(topology.node_rank), "--master_addr", addr, "--master_port", str(port), *worker)
-        return Launch("torchrun", "torchrun", (command,), (env,), master, n, world)
+        torchrun = (python, "-m", "torch.distributed.run", "--nnodes", str(topology.nnodes), "--nproc_per_node", str(n),
+                    "--node_rank", str(topology.node_rank), "--master_addr", addr, "--master_port", str(port), *worker)
+        return Launch("torchrun", "torchrun", (torchrun,), (env,), master, n, world)
     binary = find_mpirun(python, mpirun)
     flavor = mpi_flavor(binary)
     env["PATH"] = mpi_path(binary, env.get("PATH", ""))
@@ -191,6 +191,7 @@ def plan_launch(
     if topology.hostfile and hosts is not None:
         world = n * len(hosts)
     names = ["MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"]
+    command: list[str]
     if flavor == "open-mpi":
         command = [binary, "-np", str(world), "--oversubscribe"]
         if os.geteuid() == 0:
@@ -207,7 +208,7 @@ def plan_launch(
         for name in names:
             command += ["-genv", name, env[name]]
     command += [python, *worker_args]
-    notes = (f"{flavor}: the worker maps PMI_RANK/PMI_SIZE/MPI_LOCALRANKID or OMPI_COMM_WORLD_* to RANK/WORLD_SIZE/LOCAL_RANK",) if rank_env else ()
+    notes: tuple[str, ...] = (f"{flavor}: the worker maps PMI_RANK/PMI_SIZE/MPI_LOCALRANKID or OMPI_COMM_WORLD_* to RANK/WORLD_SIZE/LOCAL_RANK",) if rank_env else ()
     if hosts and not topology.master_port and addr not in (LOOPBACK, "localhost"):
         notes += (f"MASTER_PORT {port} was free on this node, not necessarily on {addr}: pass --master-port to choose one",)
     local_ranks = n if topology.hostfile else world

@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 
-STATUS = {}
+STATUS = {}  # type: dict
 _STATUS_PATH = None
 
 MPI_RANK_VARS = (
