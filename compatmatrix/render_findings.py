@@ -68,4 +68,21 @@ def render_check_list(console: Console, checks) -> None:
     table.add_column("what it checks")
     for item in checks:
         table.add_row(item.id, "static" if item.static else "import probe", escape(item.description))
+    if any(not item.static for item in checks):  # doctor: the live area too
+        for cid, description in LIVE_CHECKS:
+            table.add_row(cid, "--live", description)
     console.print(table)
+
+
+LIVE_CHECKS = (
+    ("live.launch", "the launcher (spawn, torchrun, mpirun) started every rank"),
+    ("live.imports", "every rank imports torch, IPEX and the oneCCL bindings"),
+    ("live.backend", "which backend the ranks used (ccl when the bindings register it, else gloo) and why"),
+    ("live.world", "the ranks got their rank variables and formed one group of the expected size"),
+    ("live.allreduce", "fp32 and bf16 allreduce results are exact"),
+    ("live.bandwidth", "allreduce bandwidth at 1/16/64 MiB next to the memory-copy bandwidth"),
+    ("live.trainer", "a short Trainer run: world size, batch per step, identical parameters, loss scale, IPEX applied"),
+    ("live.hang", "no rank hung (a rank that never joins, a collective that never returns)"),
+    ("live.ranks", "every rank finished and exited cleanly; the rank that failed first is named"),
+    ("live.cleanup", "no process of the run is left"),
+)

@@ -416,3 +416,15 @@ def test_messages_are_cut_to_their_first_sentence():
     assert first_sentence("Connection closed by peer [127.0.0.1]:5. Good luck! 🏖️") == "Connection closed by peer [127.0.0.1]:5."
     assert first_sentence("\n\nno full stop here") == "no full stop here"
     assert len(first_sentence("x" * 500)) == 160
+
+
+def test_every_live_finding_is_listed_by_doctor_list():
+    from compatmatrix.render_findings import LIVE_CHECKS
+
+    from .conftest import run_compat
+
+    produced = {f.id for f in live_findings(_launch(), ENDED, [rank(0), rank(1)], EXPECT)}
+    assert produced == {cid for cid, _ in LIVE_CHECKS}
+    listed = run_compat("doctor", "--list").stdout
+    assert all(cid in listed for cid in produced)
+    assert "live." not in run_compat("check", "--list").stdout
