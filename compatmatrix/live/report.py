@@ -387,18 +387,15 @@ def _phase(stage: str) -> str:
 
 def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Expectation, expected_local: int) -> Finding:
     cid = "live.hang"
-    waited = [r for r in ranks if r.error and re.search(r"[Tt]imed? ?out|timeout|clients joined", str(r.error.get("message", "")))]
+    waited = [r for r in ranks if r.error and TIMED_OUT.search(str(r.error.get("message", "")))]
     unfinished = [r for r in ranks if not r.done and not r.error]
     missing = max(0, expected_local - len(ranks))
     exited = [r for r in ranks if not r.done and not r.error and (r.returncode not in (None, 0) or r.pid in supervised.died)]
     failed = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
-    hung = supervised.timed_out or bool(waited) or (supervised.stopped_early and bool(unfinished) and not failed) or (supervised.timed_out and missing)
+    hung = supervised.timed_out or bool(waited) or (supervised.stopped_early and bool(unfinished) and not failed)
     if (exited or failed) and not supervised.timed_out and not waited:
         first = sorted(exited + failed, key=_root_cause_order)[0]
         return Finding(cid, Status.SKIP, f"not a hang: {first.name} {'ended early' if first in exited else 'failed'} (see live.ranks); the ranks waiting for it were stopped",
-                       tuple(f"{r.name}: stopped at stage {r.stage}" for r in unfinished if r not in exited))
-    if exited and not supervised.timed_out and not waited:
-        return Finding(cid, Status.SKIP, f"not a hang: {exited[0].name} exited early (see live.ranks); compat stopped the ranks waiting for it",
                        tuple(f"{r.name}: stopped at stage {r.stage}" for r in unfinished if r not in exited))
     if not hung and ranks and all(r.done for r in ranks):
         return Finding(cid, Status.PASS, f"no hang: every rank ended by itself in {supervised.seconds:.1f} s (hard timeout {expect.timeout:g} s)")
@@ -411,7 +408,7 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
         when = record.status.get("updated", 0) - record.status.get("started", 0)
         line = f"{record.name}: last stage {record.stage} (at {when:.1f} s)"
         if record.error:
-            line += f", ended with {record.error.get('type')}: {str(record.error.get('message', '')).splitlines()[0][:200] if record.error.get('message') else ''}"
+            line += f", ended with {record.error.get('type')}: {first_sentence(record.error.get('message', ''), 200)}"
         elif record.status.get("fixture_fault"):
             line += f", FIXTURE fault: {record.status['fixture_fault']}"
         if frames:
