@@ -53,7 +53,7 @@ def test_torchrun_is_the_target_interpreters_torch_distributed_run():
     topology = Topology(nproc_per_node=2, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=29500)
     launch = plan_launch("torchrun", "/env/bin/python", WORKER, topology, {}, threads_per_rank=1)
     # underscore spellings: torch < 2.0 knows only those
-    assert launch.commands == (("/env/bin/python", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "1",
+    assert launch.commands == (("/env/bin/python", "-m", "torch.distributed.run", "--max_restarts", "0", "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "1",
                                 "--master_addr", "10.0.0.1", "--master_port", "29500", *WORKER),)
 
 
@@ -428,3 +428,36 @@ def test_every_live_finding_is_listed_by_doctor_list():
     listed = run_compat("doctor", "--list").stdout
     assert all(cid in listed for cid in produced)
     assert "live." not in run_compat("check", "--list").stdout
+
+
+OPEN_MPI_SIGNAL = "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 11 (Segmentation fault).\n"
+OPEN_MPI_EXIT = ("mpirun detected that one or more processes exited with non-zero status, thus causing\nthe job to be terminated. "
+                 "The first process to do so was:\n\n  Process name: [[23445,1],1]\n  Exit code:    3\n")
+
+
+def test_the_launchers_first_failure():
+    from compatmatrix.live.report import launcher_first_failure
+
+    assert launcher_first_failure(TORCHRUN_REPORT) == ("pid", 5152, 3)
+    assert launcher_first_failure(OPEN_MPI_SIGNAL) == ("rank", 1, -11)  # Open MPI names ranks (its PID is 0 here)
+    assert launcher_first_failure(OPEN_MPI_EXIT) == ("rank", 1, 3)
+    assert launcher_first_failure(HYDRA_REPORT) is None
+
+
+def test_a_rank_compat_stopped_is_never_the_root_cause_and_an_oom_kill_is():
+    oom = rank(1, stage="trainer", returncode=-9)
+    stopped = RankRecord(1000, {**rank(0, stage="trainer:train").status}, "", returncode=None)
+    supervised = Supervised("x", (), False, True, 5.0, True, (), died=(1001,), stopped=(1000,))
+    findings = {f.id: f for f in live_findings(_launch(), supervised, [stopped, oom], EXPECT)}
+    assert findings["live.ranks"].summary == "rank 1 was killed by signal SIGKILL at stage trainer"
+
+
+def test_more_ranks_than_asked_for_fail_the_launch_finding():
+    findings = {f.id: f for f in live_findings(_launch(), ENDED, [rank(0), rank(1), rank(2)], Expectation(**{**EXPECT.__dict__, "trainer": False}))}
+    assert findings["live.launch"].status is S.FAIL and "started 3 of 2 ranks" in findings["live.launch"].summary
+
+
+def test_an_unfinished_rank_never_lets_the_run_pass():
+    quiet = RankRecord(1001, {**rank(1, stage="allreduce").status}, "", returncode=None)
+    findings = live_findings(_launch(), ENDED, [rank(0), quiet], Expectation(**{**EXPECT.__dict__, "trainer": False}))
+    assert any(f.status is S.FAIL for f in findings)

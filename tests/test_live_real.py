@@ -199,6 +199,54 @@ def test_a_rank_that_never_joins_under_a_launcher_is_a_hang(stock, mpirun, launc
     assert seconds < 20 + 10
 
 
+def test_a_rank_that_exits_0_before_finishing_fails_the_run(stock):
+    code, checks, _, _ = live(stock, env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "exit0:1"})
+    assert code == 1
+    assert checks["live.ranks"]["summary"] == "rank 1 exited with status 0 at stage trainer before finishing"
+
+
+def test_torchrun_options_inherited_from_kubeflow_do_not_restart_the_ranks(stock):
+    code, checks, _, _ = live(stock, "--launcher", "torchrun", "--no-trainer",
+                              env_extra={"PET_MAX_RESTARTS": "3", "COMPAT_LIVE_FIXTURE_FAULT": "exit:1"})
+    assert code == 1
+    assert checks["live.launch"]["summary"].startswith("torchrun (torchrun) started 2 of 2 ranks")
+    assert checks["live.ranks"]["summary"] == "rank 1 exited early (exit status 3) at stage backend"
+
+
+@pytest.mark.skipif(open_mpi() is None, reason="Open MPI is not installed")
+@pytest.mark.parametrize("fault, summary", [
+    ("exit:1", "rank 1 exited early (exit status 3) at stage backend"),
+    ("segv:1", "rank 1 was killed by signal SIGSEGV at stage trainer"),
+])
+def test_open_mpi_names_the_rank_that_failed(stock, fault, summary):
+    code, checks, _, _ = live(stock, "--launcher", "mpirun", "--mpirun", open_mpi(), env_extra={"COMPAT_LIVE_FIXTURE_FAULT": fault})
+    assert code == 1
+    assert checks["live.ranks"]["summary"] == summary  # from Open MPI's own report, which names ranks, not pids
+
+
+def test_sigkill_to_compat_under_intel_mpirun_leaves_nothing_for_long(stock, mpirun):
+    """Intel's mpirun is a shell script: the ranks watch compat's pid and end themselves when it is gone."""
+    import signal
+
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "COMPAT_TEST_TREE_MARK": mark, "COMPAT_LIVE_FIXTURE_FAULT": "sleep:1"}
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "doctor", "--live", "--only", "live", "--launcher", "mpirun", "--mpirun", mpirun,
+                                "--no-trainer", "--python", str(stock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(marked_processes(mark)) < 5:  # compat, mpirun, hydra, proxy, ranks
+        time.sleep(0.2)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and marked_processes(mark):
+        time.sleep(0.25)
+    left = marked_processes(mark)
+    for pid in left:  # do not leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
 def test_a_rank_crashing_in_the_trainer_under_torchrun_fails_the_run(stock):
     """A SIGSEGV leaves no Python error behind: the rank's exit code comes from torchrun's report."""
     code, checks, _, _ = live(stock, "--launcher", "torchrun", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "segv:1"})

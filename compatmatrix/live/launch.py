@@ -57,9 +57,11 @@ class Launch:
 
 # Set by a launcher for its own children: inherited from compat's caller (a SLURM job, a torchrun, a shell that
 # exported them) they would override what this run's launcher gives each rank.
+# Also a surrounding MPI job's wiring (PMI_FD/PORT/ID, PMIx, Open MPI's ess/orte) and torchrun's PET_* option
+# defaults (Kubeflow sets PET_MAX_RESTARTS, PET_RDZV_*): compat's launcher must start from a clean slate.
 _RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
-                   "MASTER_ADDR", "MASTER_PORT", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
-_RANK_PREFIXES = ("TORCHELASTIC_", "OMPI_COMM_WORLD_", "MV2_COMM_WORLD_")
+                   "MASTER_ADDR", "MASTER_PORT", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "OMPI_UNIVERSE_SIZE")
+_RANK_PREFIXES = ("TORCHELASTIC_", "OMPI_COMM_WORLD_", "MV2_COMM_WORLD_", "PMI_", "PMIX_", "PET_", "OMPI_MCA_ess", "OMPI_MCA_orte_", "OMPI_MCA_pmix")
 
 
 def inherited_rank_variable(name: str) -> bool:
@@ -181,7 +183,7 @@ def plan_launch(
         return Launch("spawn", "spawn", tuple(commands), tuple(envs), master, n, world)
     if launcher == "torchrun":
         # the underscore spellings: torch < 2.0 knows only those, later versions take both
-        torchrun = (python, "-m", "torch.distributed.run", "--nnodes", str(topology.nnodes), "--nproc_per_node", str(n),
+        torchrun = (python, "-m", "torch.distributed.run", "--max_restarts", "0", "--nnodes", str(topology.nnodes), "--nproc_per_node", str(n),
                     "--node_rank", str(topology.node_rank), "--master_addr", addr, "--master_port", str(port), *worker)
         return Launch("torchrun", "torchrun", (torchrun,), (env,), master, n, world)
     binary = find_mpirun(python, mpirun)

@@ -80,10 +80,26 @@ def launcher_exit_codes(log: str) -> dict[int, int]:
     return codes
 
 
+def launcher_first_failure(log: str) -> Optional[tuple[str, int, Optional[int]]]:
+    """The rank the launcher saw fail first: ("pid", n, code) from torchrun's "Root Cause" block, or ("rank", n, code)
+    from Open MPI, which names ranks, not pids."""
+    root = re.search(r"Root Cause \(first observed failure\):.*?exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", log, re.DOTALL)
+    if root:
+        return ("pid", int(root.group(2)), int(root.group(1)))
+    signalled = re.search(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", log)
+    if signalled:
+        return ("rank", int(signalled.group(1)), -int(signalled.group(2)))
+    exited = re.search(r"Process name: \[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(\d+)", log)
+    if exited:
+        return ("rank", int(exited.group(1)), int(exited.group(2)))
+    return None
+
+
 def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher_log: str = "") -> list[RankRecord]:
     from .supervise import status_files
 
     reported = launcher_exit_codes(launcher_log)
+    first = launcher_first_failure(launcher_log)
     records = []
     for _host, pid, path in status_files(run_dir):
         try:
@@ -93,7 +109,13 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher
         log_path = path.with_suffix(".log")
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         code = ends_by_pid.get(pid)
-        records.append(RankRecord(pid, status, log[-50000:], code if code is not None else reported.get(pid)))
+        if code is None:
+            code = reported.get(pid)
+        if code is None and first is not None and first[0] == "rank" and status.get("rank") == first[1]:
+            code = first[2]
+        if first is not None and ((first[0] == "pid" and first[1] == pid) or (first[0] == "rank" and status.get("rank") == first[1])):
+            status = {**status, "launcher_first_failure": True}
+        records.append(RankRecord(pid, status, log[-50000:], code))
     return sorted(records, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid))
 
 
@@ -136,6 +158,9 @@ def launch_finding(launch: Launch, supervised: Supervised, ranks: Sequence[RankR
                        evidence + ((f"launcher output: {logs}",) if logs else ()),
                        "Run the command above by hand; for mpirun check that the MPI can start processes here (hostfile, ssh), for torchrun that torch is installed.")
     summary = f"{launch.launcher} ({launch.flavor}) started {len(ranks)} of {launch.expected_local} ranks here, world size {launch.world_size}, master {launch.master}"
+    if len(ranks) > launch.expected_local:
+        return Finding(cid, Status.FAIL, summary, evidence,
+                       "More processes ran than ranks were asked for: the launcher restarted them or started extra ones (torchrun: PET_MAX_RESTARTS; mpirun: -n / the hostfile).")
     if len(ranks) < launch.expected_local:
         return Finding(cid, Status.FAIL, summary, evidence, "The launcher started fewer ranks than asked: check --nproc-per-node, the hostfile and the launcher's output (--verbose).")
     return Finding(cid, Status.PASS, summary, evidence)
@@ -157,8 +182,8 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Find
                     verdict = classify(None, "", record.log, True, what, supervised.seconds)
                     return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
                 continue  # stopped by compat or the launcher because another rank failed: not this import's fault
-            if record.returncode is None:
-                continue  # no exit status known (a launcher that did not report it): see live.ranks
+            if record.returncode is None or record.returncode in (-15, -9) or record.pid in supervised.stopped:
+                continue  # no exit status known, or stopped by the launcher or compat: see live.ranks
             verdict = classify(record.returncode, "", record.log, False, what)
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
         imports = record.status.get("imports") or {}
@@ -390,11 +415,11 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     waited = [r for r in ranks if r.error and TIMED_OUT.search(str(r.error.get("message", "")))]
     unfinished = [r for r in ranks if not r.done and not r.error]
     missing = max(0, expected_local - len(ranks))
-    exited = [r for r in ranks if not r.done and not r.error and (r.returncode not in (None, 0) or r.pid in supervised.died)]
+    exited = [r for r in ranks if not r.done and not r.error and (r.returncode is not None or r.pid in supervised.died)]
     failed = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
     hung = supervised.timed_out or bool(waited) or (supervised.stopped_early and bool(unfinished) and not failed)
     if (exited or failed) and not supervised.timed_out and not waited:
-        first = sorted(exited + failed, key=_root_cause_order)[0]
+        first = sorted(exited + failed, key=lambda r: _root_cause_order(r, supervised))[0]
         return Finding(cid, Status.SKIP, f"not a hang: {first.name} {'ended early' if first in exited else 'failed'} (see live.ranks); the ranks waiting for it were stopped",
                        tuple(f"{r.name}: stopped at stage {r.stage}" for r in unfinished if r not in exited))
     if not hung and ranks and all(r.done for r in ranks):
@@ -437,16 +462,23 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     return Finding(cid, Status.FAIL, summary, tuple(evidence), "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again.")
 
 
-def _root_cause_order(record: RankRecord) -> int:
-    """Who to blame first: a rank that died on its own (a crash, an exit), then one seen gone with no exit status,
-    then a Python error, then a rank a launcher stopped (SIGTERM/SIGKILL), last one whose peer went away."""
+def _root_cause_order(record: RankRecord, supervised: Optional[Supervised] = None) -> tuple[int, int]:
+    """Who to blame first: the rank the launcher saw fail first; a rank that died on its own (a crash, an exit, the
+    OOM killer's SIGKILL); a Python error; a rank seen gone with no exit status (earliest first); a rank a launcher
+    stopped (SIGTERM); one whose peer went away; last, a rank compat itself stopped."""
+    died = list(supervised.died) if supervised else []
+    order = died.index(record.pid) if record.pid in died else len(died)
+    if supervised is not None and record.pid in supervised.stopped and not record.error:
+        return (9, order)
+    if record.status.get("launcher_first_failure"):
+        return (0, order)
     if not record.done and not record.error:
         if record.returncode is None:
-            return 1
-        return 3 if record.returncode in (-15, -9) else 0
+            return (3, order)
+        return (4, order) if record.returncode == -15 else (1, order)
     if record.error and not PEER_GONE.search(str(record.error.get("message", ""))):
-        return 2
-    return 4
+        return (2, order)
+    return (5, order)
 
 
 def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Finding:
@@ -454,9 +486,9 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Findin
     rank that died first named before the ones that only lost their peer."""
     cid = "live.ranks"
     errors = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
-    early = [r for r in ranks if not r.done and not r.error and r.returncode not in (None, 0)]
+    early = [r for r in ranks if not r.done and not r.error and r.returncode is not None]
     died = [r for r in ranks if not r.done and not r.error and r.returncode is None and r.pid in supervised.died]
-    culprits = sorted(early + errors + died, key=_root_cause_order)
+    culprits = sorted(early + errors + died, key=lambda r: _root_cause_order(r, supervised))
     launcher_failed = [end for end in supervised.ends if end.returncode not in (None, 0)]
     if culprits:
         record = culprits[0]
@@ -478,6 +510,9 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Findin
             return Finding(cid, Status.FAIL, f"{record.name} failed at stage {record.stage}: {error.get('type')}: {first_sentence(error.get('message', ''))}",
                            tuple(evidence), "Run with --verbose for that rank's full output and traceback.")
         signal_death = record.returncode is not None and record.returncode < 0
+        if record.returncode == 0:
+            return Finding(cid, Status.FAIL, f"{record.name} exited with status 0 at stage {record.stage} before finishing",
+                           tuple(evidence), "Something in that rank called exit(0) early (a library, a sys.exit in a callback): run with --verbose for its output.")
         return Finding(cid, Status.FAIL, f"{record.name} {'was ' + describe_exit(record.returncode) if signal_death else 'exited early (' + describe_exit(record.returncode) + ')'} at stage {record.stage}",
                        tuple(evidence),
                        "A crash in native code: run with --verbose for its output and check the installed set with compat check." if signal_death
@@ -527,6 +562,13 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
     findings.append(hang_finding(ranks, supervised, expect, launch.expected_local))
     findings.append(ranks_finding(ranks, supervised))
     findings.append(cleanup_finding(supervised))
+    unfinished = [r for r in ranks if not r.done]
+    if unfinished and not any(f.status is Status.FAIL for f in findings):  # a run where a rank did not finish never passes
+        record = unfinished[0]
+        findings = [f for f in findings if f.id != "live.ranks"] + [Finding(
+            "live.ranks", Status.FAIL, f"{record.name} did not finish (last stage {record.stage}) and nothing else explains why",
+            tuple(f"{r.name}: last stage {r.stage}, {describe_exit(r.returncode) if r.returncode is not None else 'exit status unknown'}; last output: {_tail(r.log, 3)}"
+                  for r in unfinished), "Run with --verbose for each rank's output.")]
     return findings
 
 

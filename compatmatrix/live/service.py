@@ -21,6 +21,16 @@ WORKER = Path(__file__).with_name("worker.py")
 SELF_DEADLINE_SLACK_S = 30.0  # a rank ends itself this long after the hard limit, should compat be gone (SIGKILL, OOM)
 
 
+def own_identity() -> str:
+    """HOST:PID:STARTTIME of this compat process, for the ranks to watch (a pid alone could be reused)."""
+    pid = os.getpid()
+    try:
+        start = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()[19].decode()
+    except (OSError, IndexError):
+        start = ""
+    return f"{os.uname()[1]}:{pid}:{start}"
+
+
 def init_timeout_for(timeout: float) -> float:
     """The ranks' own rendezvous/collective timeout: half the hard limit, at least 15 s, at most 60 s."""
     return min(60.0, max(15.0, timeout / 2))
@@ -108,7 +118,7 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
 
     args = [str(run_dir / "worker.py"), "--run-dir", str(run_dir), "--expect-world", str(options.topology.world_size),
             "--backend", options.backend, "--init-timeout", f"{init_timeout:g}", "--steps", str(options.steps), "--batch", str(options.per_device_batch),
-            "--deadline", f"{deadline:.0f}", "--trainer-port", str(trainer_port(options))]
+            "--deadline", f"{deadline:.0f}", "--trainer-port", str(trainer_port(options)), "--watch", own_identity()]
     if ipex:
         args.append("--ipex")
     if not plan.skip_reason:

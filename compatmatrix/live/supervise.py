@@ -40,7 +40,8 @@ class Supervised:
     seconds: float
     dumped_stacks: bool  # SIGUSR1 sent to the ranks before killing them
     leftovers: tuple[int, ...]  # pids still alive after the sweep (should be empty)
-    died: tuple[int, ...] = ()  # ranks seen gone before finishing, without an error of their own (crashed or killed)
+    died: tuple[int, ...] = ()  # ranks seen gone before finishing, without an error of their own, in the order seen
+    stopped: tuple[int, ...] = ()  # ranks compat itself stopped (still running when the run was cut short)
 
 
 def new_run_id() -> str:
@@ -182,26 +183,46 @@ def dead_ranks(run_dir: Path) -> list[int]:
     return dead
 
 
+def failed_ranks(run_dir: Path) -> list[int]:
+    """Ranks on this host that recorded an error (they may still be alive, stuck in teardown)."""
+    import json
+
+    here = os.uname()[1]
+    failed = []
+    for host, pid, path in status_files(run_dir):
+        if host != here:
+            continue
+        try:
+            if "error" in json.loads(path.read_text()):
+                failed.append(pid)
+        except (OSError, ValueError):
+            continue
+    return failed
+
+
 def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_failure: float, run_dir: Path) -> tuple[bool, bool, tuple[int, ...]]:
     """Until all end (False, False), the deadline passes (True, _), or a process or rank failed and the grace ran
     out (_, True); with the ranks seen dying on the way."""
     failed_at: Optional[float] = None
-    dead: set[int] = set()
+    dead: dict[int, None] = {}  # insertion order = the order they were seen dead
+    errored = False
     last_look = 0.0
     while True:
         codes = [p.poll() for p in processes]
         if all(code is not None for code in codes):
-            return False, False, tuple(sorted(dead | set(dead_ranks(run_dir))))
+            dead.update(dict.fromkeys(dead_ranks(run_dir)))
+            return False, False, tuple(dead)
         now = time.monotonic()
-        if now - last_look > 0.25:
-            dead.update(dead_ranks(run_dir))
+        if now - last_look > 0.1:
+            dead.update(dict.fromkeys(dead_ranks(run_dir)))
+            errored = errored or bool(failed_ranks(run_dir))
             last_look = now
-        if failed_at is None and (dead or any(code not in (None, 0) for code in codes)):
+        if failed_at is None and (dead or errored or any(code not in (None, 0) for code in codes)):
             failed_at = now  # one rank failed: the others may wait for it forever
         if failed_at is not None and now - failed_at > grace_after_failure:
-            return False, True, tuple(sorted(dead))
+            return False, True, tuple(dead)
         if now >= deadline:
-            return True, False, tuple(sorted(dead))
+            return True, False, tuple(dead)
         time.sleep(0.05)
 
 
@@ -232,8 +253,10 @@ def supervise(
         timed_out, stopped_early, died = _wait(processes, wait_until, grace_after_failure, run_dir)
         dumped = False
         codes_at_stop = [p.poll() for p in processes]
+        stopped: list[int] = []
         if timed_out or stopped_early:
             ranks = [pid for pid in rank_pids(run_dir) if pid in set(tagged_processes(run_id))]
+            stopped = ranks
             if ranks:
                 _signal_all(ranks, signal.SIGUSR1)  # the worker's faulthandler writes every thread's stack to its log
                 dumped = True
@@ -252,4 +275,4 @@ def supervise(
     ends = []
     for process, command, log_path, code in zip(processes, commands, logs, codes_at_stop):
         ends.append(ProcessEnd(tuple(command), process.pid, code, log_path.read_text(errors="replace")[-20000:]))
-    return Supervised(run_id, tuple(ends), timed_out, stopped_early, time.monotonic() - started, dumped, leftovers, died)
+    return Supervised(run_id, tuple(ends), timed_out, stopped_early, time.monotonic() - started, dumped, leftovers, died, tuple(stopped))

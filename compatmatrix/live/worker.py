@@ -7,8 +7,8 @@ own stdout/stderr to ``<run-dir>/proc-<pid>.log``. compat reads those files; not
 launcher's output. SIGUSR1 dumps every thread's stack into the log (compat sends it before killing a hung run).
 
 Test hook: COMPAT_LIVE_FIXTURE_FAULT=KIND:RANK makes that rank misbehave on purpose -- ``sleep`` (never joins),
-``exit`` (exits with status 3 before joining) or ``stall`` (joins, then never enters the collective). Only the
-test suite sets it.
+``exit`` (exits with status 3 before joining), ``stall`` (joins, then never enters the collective), ``segv``
+(SIGSEGV at the Trainer stage) or ``exit0`` (exit status 0 at the Trainer stage). Only the test suite sets it.
 """
 
 import argparse
@@ -74,6 +74,7 @@ FIXTURE_FAULTS = {  # (kind, where) -> what the rank does; test hook only (COMPA
     ("exit", "before-init"): "exit 3 before joining",
     ("stall", "before-collective"): "stall before the first collective",
     ("segv", "trainer"): "SIGSEGV at the Trainer stage",
+    ("exit0", "trainer"): "os._exit(0) at the Trainer stage",
 }
 
 
@@ -87,8 +88,8 @@ def fixture_fault(rank, when):
         return
     save(fixture_fault=what)
     sys.stderr.flush()
-    if kind == "exit":
-        os._exit(3)
+    if kind in ("exit", "exit0"):
+        os._exit(3 if kind == "exit" else 0)
     if kind == "segv":
         os.kill(os.getpid(), signal.SIGSEGV)
     while True:  # sleep, stall: never join / never enter the collective
@@ -398,16 +399,39 @@ def die_with_parent():
 
 
 def self_deadline(deadline):
-    """Whatever happens to compat, a rank does not outlive the run's hard limit (plus compat's own cleanup time)."""
+    """Whatever happens to compat, a rank does not outlive the run's hard limit (plus compat's own cleanup time).
+    SIGALRM with the default action: the kernel ends the process even if it is stuck in C holding the GIL."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, int(deadline - time.time()) + 1))
+
+
+def process_start(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def watch_compat(spec):
+    """End this rank soon after compat is gone (SIGKILL, OOM) even when a launcher sits between them (Intel's mpirun
+    is a shell script, so PR_SET_PDEATHSIG reaches only it). Only on compat's own host."""
     import threading
 
-    def expire():
-        time.sleep(max(0.0, deadline - time.time()))
-        sys.stderr.write("compat-live: the run's deadline passed; this rank ends itself\n")
-        sys.stderr.flush()
-        os._exit(124)
+    host, _, rest = spec.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != os.uname()[1] or not pid_text.isdigit():
+        return
+    pid = int(pid_text)
 
-    thread = threading.Thread(target=expire, name="compat-live-deadline")
+    def watch():
+        while process_start(pid) == start:
+            time.sleep(1.0)
+        sys.stderr.write("compat-live: compat (pid %d) is gone; this rank ends itself\n" % pid)
+        sys.stderr.flush()
+        os._exit(125)
+
+    thread = threading.Thread(target=watch, name="compat-live-watch")
     thread.daemon = True
     thread.start()
 
@@ -429,11 +453,14 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--trainer-port", type=int, default=0)
     parser.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: the rank ends itself after this")
+    parser.add_argument("--watch", default="", help="HOST:PID:STARTTIME of compat: the rank ends itself when it is gone")
     args = parser.parse_args()
 
     die_with_parent()
     if args.deadline:
         self_deadline(args.deadline)
+    if args.watch:
+        watch_compat(args.watch)
     pid = os.getpid()
     host = os.uname()[1]
     _STATUS_PATH = os.path.join(args.run_dir, "proc-%s-%d.json" % (host, pid))
@@ -492,7 +519,9 @@ def main():
             dist.barrier()
             dist.destroy_process_group()
         stage("done")
-    except SystemExit:
+    except SystemExit as exc:
+        if "error" not in STATUS:  # not one of ours (those record their error first): something called exit() mid-stage
+            save(error={"type": "SystemExit", "message": "exit(%r) was called at stage %s" % (exc.code, STATUS.get("stage")), "traceback": traceback.format_exc()[-6000:]})
         raise
     except BaseException as exc:
         save(error={"type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-6000:]})
