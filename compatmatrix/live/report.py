@@ -305,6 +305,8 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         return Finding(cid, Status.SKIP, "the Trainer probe was not asked for (--no-trainer)")
     records = [r for r in ranks if r.status.get("trainer")]
     if not records:
+        if any(r.stage.startswith("trainer") for r in ranks):
+            return Finding(cid, Status.SKIP, "the Trainer step did not start on every rank (see live.ranks / live.hang)")
         return Finding(cid, Status.SKIP, "no rank reached the Trainer step")
     info = records[0].status["trainer"]
     flags = " ".join(f"{k}={v}" for k, v in sorted((info.get("flags") or {}).items()))
