@@ -38,13 +38,14 @@ def init_timeout_for(timeout: float) -> float:
 
 def trainer_port(options: LiveOptions) -> int:
     """The Trainer forms its own group after the allreduce one: on the next port when the user fixed one (every node
-    computes the same), else on another free port."""
-    from .launch import LOOPBACK, free_port
-
+    computes the same; firewalls can be opened for both), else 0: rank 0 picks a free one at that moment and sends
+    it to the others over the first group."""
     topology = options.topology
     if topology.master_port:
+        if topology.master_port >= 65535:
+            return topology.master_port - 1
         return topology.master_port + 1
-    return free_port(topology.master_addr or LOOPBACK)
+    return 0
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 

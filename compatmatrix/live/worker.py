@@ -388,6 +388,18 @@ def trainer_probe(args, torch, imports, backend):
     gc.collect()
 
 
+def agree_on_port(dist, torch):
+    import socket
+
+    port = torch.zeros(1, dtype=torch.int64)
+    if dist.get_rank() == 0:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("", 0))
+            port[0] = sock.getsockname()[1]
+    dist.broadcast(port, 0)
+    return int(port[0])
+
+
 def die_with_parent():
     """SIGKILL this rank when its parent (compat, torchrun's agent, MPI's proxy) dies, even by SIGKILL."""
     try:
@@ -506,6 +518,8 @@ def main():
             sizes = [int(s) for s in args.sizes_mib.split(",") if s]
             save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes), memcpy=memcpy_bandwidth(dist, torch))
             if args.trainer:
+                if not args.trainer_port:  # rank 0 picks a free port now and tells the others: no window for a clash
+                    args.trainer_port = agree_on_port(dist, torch)
                 dist.barrier()
                 dist.destroy_process_group()  # the Trainer must form its own group, as it does in a real script
         else:
