@@ -57,3 +57,34 @@ def pyenv_python(minor: str) -> str | None:
         if entry.name.startswith(f"3.{minor}.") and (entry / "bin" / "python").exists():
             return str(entry / "bin" / "python")
     return None
+
+
+# The cached real environments (tests/real_envs.py), shared by the doctor and live tests. Built on first use.
+
+
+@pytest.fixture(scope="session")
+def ipex280_torch213():
+    from .real_envs import real_env
+
+    return real_env("torch213-ipex280")
+
+
+@pytest.fixture(scope="session")
+def ipex250_torch213():
+    from .real_envs import real_env
+
+    return real_env("torch213-ipex250")
+
+
+@pytest.fixture(scope="session")
+def ipex280_torch280():
+    from .real_envs import real_env
+
+    return real_env("torch280-ipex280")
+
+
+@pytest.fixture(scope="session")
+def stock_torch213():
+    from .real_envs import real_env
+
+    return real_env("torch213-stock")

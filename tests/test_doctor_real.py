@@ -12,8 +12,6 @@ import sys
 
 import pytest
 
-from .real_envs import real_env
-
 pytestmark = pytest.mark.integration
 
 
@@ -23,26 +21,6 @@ def compat(command, python, *args, timeout=600):
     assert done.returncode in (0, 1), done.stderr
     data = json.loads(done.stdout)
     return done.returncode, {c["id"]: c for c in data["checks"]}
-
-
-@pytest.fixture(scope="session")
-def ipex280_torch213():
-    return real_env("torch213-ipex280")
-
-
-@pytest.fixture(scope="session")
-def ipex250_torch213():
-    return real_env("torch213-ipex250")
-
-
-@pytest.fixture(scope="session")
-def ipex280_torch280():
-    return real_env("torch280-ipex280")
-
-
-@pytest.fixture(scope="session")
-def stock_torch213():
-    return real_env("torch213-stock")
 
 
 def test_real_mismatch_is_flagged_statically_before_any_import(ipex280_torch213):

@@ -29,13 +29,13 @@ SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "sch
 
 
 @pytest.fixture(scope="session")
-def stock():
-    return real_env("torch213-stock")
+def stock(stock_torch213):
+    return stock_torch213
 
 
 @pytest.fixture(scope="session")
-def ipex_env():
-    return real_env("torch280-ipex280")
+def ipex_env(ipex280_torch280):
+    return ipex280_torch280
 
 
 @pytest.fixture(scope="session")
