@@ -247,6 +247,25 @@ def test_sigkill_to_compat_under_intel_mpirun_leaves_nothing_for_long(stock, mpi
     assert left == []
 
 
+def test_a_rank_ends_itself_at_its_own_deadline_even_without_compat(stock, tmp_path):
+    """The last line of defence: run the worker by hand (no compat, no launcher) with a rank that sleeps forever;
+    the kernel's SIGALRM ends it at --deadline."""
+    import signal
+
+    from compatmatrix.live.service import WORKER
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPAT_")}
+    env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+                "COMPAT_LIVE_FIXTURE_FAULT": "sleep:0"})
+    started = time.monotonic()
+    done = subprocess.run([str(stock), str(WORKER), "--run-dir", str(tmp_path), "--expect-world", "1", "--deadline", f"{time.time() + 6:.0f}"],
+                          env=env, timeout=60, check=False, cwd=str(tmp_path))
+    assert done.returncode == -signal.SIGALRM
+    assert time.monotonic() - started < 20
+    (status,) = [json.loads(p.read_text()) for p in tmp_path.glob("proc-*.json")]
+    assert status["fixture_fault"] == "sleep before joining"
+
+
 def test_a_rank_crashing_in_the_trainer_under_torchrun_fails_the_run(stock):
     """A SIGSEGV leaves no Python error behind: the rank's exit code comes from torchrun's report."""
     code, checks, _, _ = live(stock, "--launcher", "torchrun", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "segv:1"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -115,8 +116,6 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
 
 
 def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan: TrainerPlan, ipex: bool, deadline: float) -> list[str]:
-    import json
-
     args = [str(run_dir / "worker.py"), "--run-dir", str(run_dir), "--expect-world", str(options.topology.world_size),
             "--backend", options.backend, "--init-timeout", f"{init_timeout:g}", "--steps", str(options.steps), "--batch", str(options.per_device_batch),
             "--deadline", f"{deadline:.0f}", "--trainer-port", str(trainer_port(options)), "--watch", own_identity()]

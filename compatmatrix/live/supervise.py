@@ -58,11 +58,9 @@ def tagged_processes(run_id: str) -> list[int]:
         try:
             with open(f"/proc/{entry.name}/environ", "rb") as handle:
                 environ = handle.read()
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[-1].split()[0]
         except OSError:
             continue
-        if state != b"Z" and marker in environ.split(b"\0"):
+        if marker in environ.split(b"\0") and _alive(int(entry.name)):
             found.append(int(entry.name))
     return [pid for pid in found if pid != os.getpid()]
 
@@ -163,41 +161,26 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def dead_ranks(run_dir: Path) -> list[int]:
-    """Ranks on this host whose process is gone although their record says neither done nor failed: they died
-    (a signal, os._exit, a launcher's kill). Under torchrun and mpirun they are not compat's children, so this is
-    how compat notices them."""
+def rank_outcomes(run_dir: Path) -> tuple[list[int], list[int]]:
+    """(dead, failed) ranks on this host. Dead: the process is gone although its record says neither done nor
+    failed (a signal, os._exit, a launcher's kill; under torchrun and mpirun the ranks are not compat's children,
+    so this is how compat notices). Failed: the rank recorded an error (it may still be alive, stuck in teardown)."""
     import json
 
     here = os.uname()[1]
-    dead = []
+    dead, failed = [], []
     for host, pid, path in status_files(run_dir):
-        if host != here or _alive(pid):
+        if host != here:
             continue
         try:
             status = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if status.get("stage") != "done" and "error" not in status:
+        if "error" in status:
+            failed.append(pid)
+        elif status.get("stage") != "done" and not _alive(pid):
             dead.append(pid)
-    return dead
-
-
-def failed_ranks(run_dir: Path) -> list[int]:
-    """Ranks on this host that recorded an error (they may still be alive, stuck in teardown)."""
-    import json
-
-    here = os.uname()[1]
-    failed = []
-    for host, pid, path in status_files(run_dir):
-        if host != here:
-            continue
-        try:
-            if "error" in json.loads(path.read_text()):
-                failed.append(pid)
-        except (OSError, ValueError):
-            continue
-    return failed
+    return dead, failed
 
 
 def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_failure: float, run_dir: Path) -> tuple[bool, bool, tuple[int, ...]]:
@@ -210,12 +193,13 @@ def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_fa
     while True:
         codes = [p.poll() for p in processes]
         if all(code is not None for code in codes):
-            dead.update(dict.fromkeys(dead_ranks(run_dir)))
+            dead.update(dict.fromkeys(rank_outcomes(run_dir)[0]))
             return False, False, tuple(dead)
         now = time.monotonic()
         if now - last_look > 0.1:
-            dead.update(dict.fromkeys(dead_ranks(run_dir)))
-            errored = errored or bool(failed_ranks(run_dir))
+            newly_dead, failed = rank_outcomes(run_dir)
+            dead.update(dict.fromkeys(newly_dead))
+            errored = errored or bool(failed)
             last_look = now
         if failed_at is None and (dead or errored or any(code not in (None, 0) for code in codes)):
             failed_at = now  # one rank failed: the others may wait for it forever
