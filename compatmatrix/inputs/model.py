@@ -1,0 +1,75 @@
+"""What a requirements file, a freeze list or a pylock.toml says, as frozen values (no I/O here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from packaging.markers import Marker
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from ..errors import CompatError
+
+
+class InputError(CompatError):
+    """A requirements/lock file that cannot be read as pip would read it: names the file and line (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a line came from: the file and the line number (1-based, the first line of a continued line)."""
+
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+@dataclass(frozen=True)
+class IndexLine:
+    """An index option of a file: --index-url, --extra-index-url, -f/--find-links or --no-index."""
+
+    kind: str  # "index-url" | "extra-index-url" | "find-links" | "no-index"
+    url: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class InputRequirement:
+    """One requirement as written: the name in any spelling, the specifier, marker, extras, URL and hashes."""
+
+    name: str  # as written (intel_extension_for_pytorch, oneccl-bind-pt, torch_ccl, ...)
+    specifier: SpecifierSet
+    origin: Origin
+    marker: Optional[Marker] = None
+    extras: frozenset[str] = frozenset()
+    url: str = ""  # name @ URL, or a bare wheel URL / path
+    hashes: tuple[str, ...] = ()  # "sha256:<hex>" as written (--hash or a pylock entry)
+    constraint: bool = False  # from a -c file: limits versions, does not ask for the package
+    index: str = ""  # pylock: the index the lock names for this package
+    local_label: str = ""  # "+cpu", "+xpu", ... taken from the pin or the wheel file name
+
+    @property
+    def pinned(self) -> Optional[Version]:
+        """The version of an exact pin (== X or === X, or a wheel URL's version), else None."""
+        items = list(self.specifier)
+        if len(items) == 1 and items[0].operator in ("==", "===") and not items[0].version.endswith(".*"):
+            try:
+                return Version(items[0].version)
+            except ValueError:
+                return None
+        return None
+
+
+@dataclass(frozen=True)
+class InputSet:
+    """Everything the files said, in file order, with the options that apply to all of them."""
+
+    requirements: tuple[InputRequirement, ...]
+    indexes: tuple[IndexLine, ...] = ()
+    pre: bool = False
+    files: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = field(default=())  # lines read but not applying to the target (markers), with why
+    kind: str = "requirements"  # "requirements" | "freeze" | "pylock"

@@ -1,0 +1,185 @@
+"""compatmatrix.inputs: pip's requirements format as pip reads it, freeze lists and PEP 751 pylock.toml (pure unit tests)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from packaging.version import Version
+
+from compatmatrix.inputs import InputError, read_inputs
+from compatmatrix.inputs.read import logical_lines
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def pins(inputs):
+    return {r.name: str(r.specifier) for r in inputs.requirements}
+
+
+def test_comments_continuations_and_env_vars_as_pip_reads_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("IPEX_VERSION", "2.3.0")
+    path = write(tmp_path, "r.txt", """\
+        # a comment
+        torch==2.3.0 \\
+            # a comment line ends the continuation (pip)
+        intel_extension_for_pytorch==${IPEX_VERSION}  # trailing comment
+        oneccl-bind-pt\\
+        ==2.3.0
+        """)
+    inputs = read_inputs([str(path)])
+    assert pins(inputs) == {"torch": "==2.3.0", "intel_extension_for_pytorch": "==2.3.0", "oneccl-bind-pt": "==2.3.0"}
+    assert [r.origin.line for r in inputs.requirements] == [2, 4, 5]
+
+
+def test_index_lines_are_read_with_their_origin(tmp_path):
+    path = write(tmp_path, "r.txt", """\
+        -f https://download.pytorch.org/whl/torch_stable.html
+        --extra-index-url https://pytorch-extension.intel.com/release-whl/stable/cpu/us/
+        --index-url=https://pypi.org/simple
+        -fhttps://developer.intel.com/ipex-whl-stable-cpu
+        --pre
+        --trusted-host pypi.org
+        torch==1.12.1+cpu
+        """)
+    inputs = read_inputs([str(path)])
+    assert [(i.kind, i.url, i.origin.line) for i in inputs.indexes] == [
+        ("find-links", "https://download.pytorch.org/whl/torch_stable.html", 1),
+        ("extra-index-url", "https://pytorch-extension.intel.com/release-whl/stable/cpu/us/", 2),
+        ("index-url", "https://pypi.org/simple", 3),
+        ("find-links", "https://developer.intel.com/ipex-whl-stable-cpu", 4),
+    ]
+    assert inputs.pre is True
+    torch = inputs.requirements[0]
+    assert torch.pinned == Version("1.12.1+cpu") and torch.local_label == "+cpu"
+
+
+def test_includes_are_relative_to_the_including_file_and_constraints_are_marked(tmp_path):
+    write(tmp_path, "sub/base.txt", "torch==2.7.0\n-c constraints.txt\n")
+    write(tmp_path, "sub/constraints.txt", "transformers<4.50\n")
+    top = write(tmp_path, "top.txt", "-r sub/base.txt\naccelerate\n")
+    inputs = read_inputs([str(top)])
+    assert [(r.name, r.constraint) for r in inputs.requirements] == [("torch", False), ("transformers", True), ("accelerate", False)]
+    assert inputs.requirements[0].origin.path.endswith("sub/base.txt")
+
+
+def test_an_include_loop_is_refused_by_name(tmp_path):
+    write(tmp_path, "a.txt", "-r b.txt\n")
+    write(tmp_path, "b.txt", "-r a.txt\n")
+    with pytest.raises(InputError, match="includes itself"):
+        read_inputs([str(tmp_path / "a.txt")])
+
+
+def test_a_remote_include_is_not_downloaded(tmp_path):
+    path = write(tmp_path, "r.txt", "-r https://example.invalid/requirements.txt\n")
+    with pytest.raises(InputError, match="names a remote file, which compat does not download"):
+        read_inputs([str(path)])
+
+
+def test_markers_are_evaluated_for_the_target_python(tmp_path):
+    path = write(tmp_path, "r.txt", """\
+        torch==1.13.1; python_version < "3.11"
+        torch==2.3.0; python_version >= "3.11"
+        pywin32==306; sys_platform == "win32"
+        """)
+    old = read_inputs([str(path)], python=Version("3.10"))
+    new = read_inputs([str(path)], python=Version("3.12"))
+    assert pins(old) == {"torch": "==1.13.1"} and pins(new) == {"torch": "==2.3.0"}
+    assert any("pywin32 does not apply to Python 3.12" in line for line in new.skipped)
+
+
+def test_hashes_extras_and_names_in_any_spelling(tmp_path):
+    path = write(tmp_path, "r.txt", """\
+        transformers[torch]==4.30.2 --hash=sha256:ABCDEF0123 \\
+            --hash sha256:abcdef0124
+        torch-ipex~=1.12.0
+        oneccl_bind_pt==2.0.*
+        """)
+    inputs = read_inputs([str(path)])
+    transformers = inputs.requirements[0]
+    assert transformers.extras == frozenset({"torch"}) and transformers.hashes == ("sha256:abcdef0123", "sha256:abcdef0124")
+    assert pins(inputs)["torch-ipex"] == "~=1.12.0" and pins(inputs)["oneccl_bind_pt"] == "==2.0.*"
+
+
+def test_url_requirements_take_version_and_label_from_the_wheel_name(tmp_path):
+    path = write(tmp_path, "r.txt", """\
+        oneccl_bind_pt @ https://example.invalid/xpu/oneccl_bind_pt-2.5.0%2Bxpu-cp310-cp310-linux_x86_64.whl
+        https://example.invalid/cpu/intel_extension_for_pytorch-1.10.0%2Bcpu-cp38-cp38-linux_x86_64.whl
+        """)
+    ccl, ipex = read_inputs([str(path)]).requirements
+    assert (ccl.name, ccl.pinned, ccl.local_label) == ("oneccl_bind_pt", Version("2.5.0+xpu"), "+xpu")
+    assert (ipex.name, ipex.pinned, ipex.local_label) == ("intel_extension_for_pytorch", Version("1.10.0+cpu"), "+cpu")
+
+
+def test_pip_freeze_output_is_recognised(tmp_path):
+    path = write(tmp_path, "freeze.txt", "torch==2.8.0\nintel_extension_for_pytorch==2.8.0\n-e git+https://example.invalid/x.git@abc#egg=mytrainer\n")
+    inputs = read_inputs([str(path)])
+    assert inputs.kind == "freeze"
+    assert inputs.requirements[-1].name == "mytrainer" and inputs.requirements[-1].url.startswith("git+")
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("torch==>1", "is not a requirement pip accepts"),
+        ("--frobnicate", "is not an option of pip's requirements format"),
+        ("torch==2.7.0 --hash=md5", "is not ALGORITHM:HEX"),
+        ("torch==2.7.0 --no-such-option", "is not an option pip takes after a requirement"),
+        ("-r", "needs a value"),
+        ("--index-url 'https://unclosed", "cannot be split into words"),
+        ("torch 'unclosed", "is not a requirement pip accepts"),
+    ],
+)
+def test_bad_lines_name_the_file_and_line(tmp_path, line, message):
+    path = write(tmp_path, "r.txt", f"# first\n{line}\n")
+    with pytest.raises(InputError, match=message) as caught:
+        read_inputs([str(path)])
+    assert f"{path}:2" in caught.value.message
+
+
+def test_missing_and_binary_files_are_one_sentence(tmp_path):
+    with pytest.raises(InputError, match="is not a readable file"):
+        read_inputs([str(tmp_path / "nope.txt")])
+    binary = tmp_path / "bin.txt"
+    binary.write_bytes(b"torch==2.7.0\n\xff\xfe\n")
+    with pytest.raises(InputError, match="is not UTF-8"):
+        read_inputs([str(binary)])
+
+
+def test_pylock_entries_become_exact_pins_with_index_and_hashes(tmp_path):
+    path = write(tmp_path, "pylock.toml", """\
+        lock-version = "1.0"
+        created-by = "test"
+        [[packages]]
+        name = "torch"
+        version = "2.7.0+cpu"
+        index = "https://download.pytorch.org/whl/cpu"
+        [[packages.wheels]]
+        url = "https://download.pytorch.org/whl/cpu/torch-2.7.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+        hashes = {sha256 = "AB12"}
+        [[packages]]
+        name = "numpy"
+        version = "2.1.0"
+        marker = "python_version >= '3.10'"
+        """)
+    inputs = read_inputs([str(path)], python=Version("3.9"))
+    assert inputs.kind == "pylock"
+    torch, = inputs.requirements
+    assert torch.pinned == Version("2.7.0+cpu") and torch.local_label == "+cpu" and torch.hashes == ("sha256:ab12",)
+    assert torch.index == "https://download.pytorch.org/whl/cpu"
+    assert any("numpy does not apply" in s for s in inputs.skipped)
+
+
+def test_a_file_that_is_not_a_lock_is_refused(tmp_path):
+    path = write(tmp_path, "pylock.toml", "[tool]\nx = 1\n")
+    with pytest.raises(InputError, match="not a PEP 751 lock file"):
+        read_inputs([str(path)])
+
+
+def test_logical_lines_keep_the_first_line_number():
+    assert logical_lines("a \\\nb\n\n# c\nd") == [(1, "a b"), (5, "d")]
