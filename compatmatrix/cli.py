@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from . import __version__
 from .console import EXIT_BROKEN_PIPE, dump_json, make_console
-from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError
+from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError, shown
 from .matrix.load import load_matrix
 from .matrix.model import Component, Matrix
 from .target import Platform, PythonTarget
@@ -25,6 +26,30 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
         self.print_usage(sys.stderr)
         self.exit(EXIT_TOOL_ERROR, f"compat: error: {message}. Run '{self.prog} --help' for the options.\n")
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number of seconds above 0 (0, negatives, nan and inf are usage errors)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be a finite number of seconds above 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
+    return value
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -164,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         "that exist), OMP_NUM_THREADS and CCL_WORKER_COUNT for the ranks per node.",
     )
     env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
-    env_cmd.add_argument("--ranks-per-node", type=int, default=2, metavar="N")
+    env_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N")
     env_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None,
                          help="the interpreter whose bindings to use (default: $COMPAT_PYTHON, else the running one)")
     _common(env_cmd)
@@ -184,6 +209,8 @@ def _target_from(args: argparse.Namespace) -> tuple[PythonTarget, Platform]:
 
 
 def _load(args: argparse.Namespace) -> Matrix:
+    if args.matrix is not None and ("\x00" in args.matrix or not args.matrix.strip()):
+        raise UsageError(f"--matrix '{shown(args.matrix)}' is not a file name.", "Pass the path of a matrix TOML file, or leave --matrix out for the bundled one.")
     return load_matrix(args.matrix)
 
 
@@ -215,7 +242,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     try:
         torch = SpecifierSet(args.torch) if args.torch else None
     except InvalidSpecifier:
-        raise UsageError(f"'{args.torch}' is not a version specifier.", "Write it like '==2.7.0' or '>=2.5,<2.8'.") from None
+        raise UsageError(f"'{shown(args.torch)}' is not a version specifier.", "Write it like '==2.7.0' or '>=2.5,<2.8'.") from None
+    if torch is not None:
+        from .resolve import check_specifier_versions
+
+        check_specifier_versions(args.torch, torch)
     rows = matrix_rows(matrix, packages, python, torch)
     if args.json:
         print(dump_json(matrix_json(matrix, rows)))
@@ -232,23 +263,26 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
         default=os.environ.get("COMPAT_PYTHON") or None,
         help="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
     )
-    parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=int, default=2, metavar="N",
+    parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
                         help="ranks you launch per node (default 2): for the thread checks, and the ranks --live starts")
-    parser.add_argument("--bf16", action="store_true", help="you intend to train in bf16 (checks the CPU supports it natively)")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                        help="--bf16: you intend to train in bf16 (checks the CPU supports it natively; --live then trains in bf16, emulated "
+                        "where the CPU has no native bf16); --no-bf16: the live Trainer step stays fp32; default: --live uses bf16 when the CPU has "
+                        "avx512_bf16 or AMX")
     parser.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks or areas (repeatable)")
     parser.add_argument("--skip", action="append", default=[], metavar="ID", help="skip these checks or areas (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--verbose", action="store_true", help="show the evidence of passing checks too")
     if name == "doctor":
-        parser.add_argument("--import-timeout", type=float, default=120.0, metavar="S", help="seconds each import probe may take (default 120)")
+        parser.add_argument("--import-timeout", type=positive_float, default=120.0, metavar="S", help="seconds each import probe may take (default 120)")
         live = parser.add_argument_group("live validation (--live)")
         live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
         live.add_argument("--launcher", choices=["spawn", "torchrun", "mpirun"], default="spawn", help="how the ranks start (default spawn: compat starts them)")
         live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
-        live.add_argument("--live-timeout", type=float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
+        live.add_argument("--live-timeout", type=positive_float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
         live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
-        live.add_argument("--steps", type=int, default=3, metavar="K", help="Trainer steps (default 3)")
-        live.add_argument("--nnodes", type=int, default=1, metavar="N", help="nodes in the run (torchrun/spawn: run compat doctor --live on each)")
+        live.add_argument("--steps", type=positive_int, default=3, metavar="K", help="Trainer steps (default 3)")
+        live.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="nodes in the run (torchrun/spawn: run compat doctor --live on each)")
         live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
         live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
         live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
@@ -281,7 +315,7 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
     live_options = _live_options(args) if getattr(args, "live", False) else None
     matrix = _load(args)
     snapshot = take_snapshot(args.python)
-    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16, import_timeout=getattr(args, "import_timeout", 120.0))
+    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=getattr(args, "import_timeout", 120.0))
     context = Context(matrix, snapshot, options)
     only = [n for n in args.only if n not in live_named]
     chosen = select(checks, only, args.skip, static_only=static_only) if only or not args.only else []
@@ -318,9 +352,13 @@ def _live_options(args: argparse.Namespace):
         raise UsageError("--no-rank-env cannot apply to torchrun: torchrun always sets RANK/WORLD_SIZE.", "Use --launcher spawn or mpirun.")
     if args.master_port is not None and not 0 < args.master_port < 65536:
         raise UsageError("--master-port must be between 1 and 65535.", "Pass a free TCP port, e.g. 29500.")
+    if args.run_dir and os.path.exists(args.run_dir) and not os.path.isdir(args.run_dir):
+        raise UsageError(f"--run-dir {args.run_dir} is not a folder.", "Pass a folder (it is created if missing) that every node sees at the same path.")
+    if args.hostfile and not os.path.isfile(args.hostfile):
+        raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
     topology = Topology(args.ranks_per_node, args.nnodes, args.node_rank, args.master_addr, args.master_port, args.hostfile)
     return LiveOptions(launcher=args.launcher, topology=topology, backend=args.backend, timeout=args.live_timeout, trainer=not args.no_trainer,
-                       steps=args.steps, mpirun=args.mpirun, rank_env=not args.no_rank_env, run_dir=args.run_dir)
+                       steps=args.steps, mpirun=args.mpirun, rank_env=not args.no_rank_env, run_dir=args.run_dir, bf16=args.bf16)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -522,8 +560,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         if given:
             try:
                 versions[name] = Version(given)
-            except InvalidVersion:
-                raise UsageError(f"'{given}' is not a version.", f"Pass --{name} X.Y.Z.") from None
+            except (InvalidVersion, ValueError):  # ValueError: more digits than int() takes
+                raise UsageError(f"'{shown(given)}' is not a version.", f"Pass --{name} X.Y.Z.") from None
     if "transformers" not in versions or "accelerate" not in versions or args.python:
         from .environment.snapshot import take_snapshot
 
@@ -556,24 +594,98 @@ def cmd_translate(args: argparse.Namespace) -> int:
 COMMANDS = {"translate": cmd_translate, "install": cmd_install, "download": cmd_download, "resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env}
 
 
+BUG_REPORT_DIR_ENV = "COMPAT_CRASH_DIR"  # where the traceback of an unexpected error is written (default: the temp folder)
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUOT}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run one command. Whatever happens, the user gets one sentence and an exit code in {0, 1, 2} (130/143 for
+    Ctrl-C/SIGTERM, 141 for a closed pipe), never a traceback: an unexpected error is a bug, written to a report file."""
+    if sys.stdout is None or sys.stderr is None:  # `compat resolve >&-`: the shell closed the descriptor
+        if sys.stderr is not None:
+            sys.stderr.write("compat: error: standard output is closed, so compat has nowhere to write. Redirect it (> FILE or > /dev/null) instead of closing it.\n")
+        return EXIT_TOOL_ERROR
+    args = argparse.Namespace(command=None)
     try:
-        return COMMANDS[args.command](args)
+        args = build_parser().parse_args(argv)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's shutdown
+        return code
+    except SystemExit as exc:  # argparse: --help, --version and usage errors
+        if exc.code in (0, None) and _stdout_broken():
+            _silence_stdout()
+            _say_error("compat: error: cannot write the output. Free space or redirect the output elsewhere.")
+            return EXIT_TOOL_ERROR
+        raise
     except CompatError as exc:
-        sys.stderr.write(f"compat: error: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
+        _say_error(f"compat: error: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C; the live supervisor also turns SIGTERM/SIGHUP into this, after cleaning up
         terminated = exc.__class__.__name__ == "Terminated"
-        sys.stderr.write(f"compat: {'terminated' if terminated else 'interrupted'}; nothing of the run is left running.\n"
-                         if getattr(args, "live", False) else "compat: interrupted.\n")
+        _say_error(f"compat: {'terminated' if terminated else 'interrupted'}; nothing of the run is left running."
+                   if getattr(args, "live", False) else "compat: interrupted.")
         return 143 if terminated else 130
     except BrokenPipeError:
         # The reader went away (`compat resolve --json | head`): not "problems found".
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno in _OUTPUT_ERRNOS and _stdout_broken():
+            _silence_stdout()
+            _say_error(f"compat: error: cannot write the output ({exc.strerror}). Free space or redirect the output elsewhere.")
+            return EXIT_TOOL_ERROR
+        return _unexpected(exc, args)
+    except Exception as exc:  # noqa: BLE001 - the last guard: a bug must still end in one sentence
+        return _unexpected(exc, args)
+
+
+def _say_error(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _stdout_broken() -> bool:
+    """Whether writing to standard output fails now (a full disk, a closed descriptor)."""
+    try:
+        sys.stdout.write("")
+        sys.stdout.flush()
+        return False
+    except (OSError, ValueError):
+        return True
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _unexpected(exc: BaseException, args: argparse.Namespace) -> int:
+    """An exception nobody expected: write the traceback to a file and tell the user where, in one sentence."""
+    import tempfile
+    import time
+    import traceback
+
+    report = ""
+    try:
+        folder = os.environ.get(BUG_REPORT_DIR_ENV) or tempfile.gettempdir()
+        handle, report = tempfile.mkstemp(prefix=f"compat-crash-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt", dir=folder)
+        with os.fdopen(handle, "w", encoding="utf-8", errors="replace") as out:
+            out.write(f"compat {__version__} on Python {sys.version.split()[0]}\ncommand: {sys.argv!r}\n\n")
+            out.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    except OSError:
+        report = ""
+    where = f"the details are in {report}" if report else "no report file could be written"
+    message = str(exc).splitlines()[0][:200] if str(exc).strip() else ""
+    _say_error(f"compat: internal error in '{getattr(args, 'command', '?')}' ({type(exc).__name__}{': ' + message if message else ''}); {where}. "
+               "This is a bug in compat: please report it with that file attached.")
+    return EXIT_TOOL_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

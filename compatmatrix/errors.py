@@ -41,3 +41,9 @@ class MatrixError(CompatError):
 
 class InterpreterError(CompatError):
     """A target interpreter could not be run or inspected."""
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """User input quoted in an error message, cut so a 10,000-character argument cannot flood the terminal."""
+    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= limit else text[: limit - 3] + "..."

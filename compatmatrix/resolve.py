@@ -17,8 +17,9 @@ from typing import Optional, Union
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
 
-from .errors import UsageError
+from .errors import UsageError, shown
 from .matrix.model import COMPONENT_ORDER, Component, Matrix
 from .rules import Candidate, Rejection, candidates, pair_problem
 from .target import Platform, PythonTarget
@@ -108,9 +109,10 @@ def build_request(
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
-            raise UsageError(f"'{text}' is not a valid requirement ({exc}).", "Write requirements like 'torch==2.7.0' or 'transformers<4.50'.") from None
+            raise UsageError(f"'{shown(text)}' is not a valid requirement ({shown(str(exc), 120)}).", "Write requirements like 'torch==2.7.0' or 'transformers<4.50'.") from None
         if requirement.url or requirement.marker or requirement.extras:
-            raise UsageError(f"'{text}' has a URL, marker or extras, which compat resolve does not take.", "Give a name and a version specifier only.")
+            raise UsageError(f"'{shown(text)}' has a URL, marker or extras, which compat resolve does not take.", "Give a name and a version specifier only.")
+        check_specifier_versions(text, requirement.specifier)
         component = _component(requirement.name)
         components.add(component)
         specifier, label_note = _without_local_labels(component, requirement.specifier)
@@ -132,6 +134,18 @@ def build_request(
         profile=profile,
         notes=tuple(notes),
     )
+
+
+def check_specifier_versions(text: str, spec: SpecifierSet) -> None:
+    """Every version in a requirement must be one compat can compare: no '===' (string equality), nothing unreadable."""
+    for item in spec:
+        if item.operator == "===":
+            raise UsageError(f"'{shown(text)}' uses '===', which compares strings, not versions.", "Write '==' with a version, e.g. 'torch==2.7.0'.")
+        version = item.version[:-2] if item.version.endswith(".*") else item.version
+        try:
+            Version(version)
+        except (InvalidVersion, ValueError):  # ValueError: a number too long for int() (over 4300 digits)
+            raise UsageError(f"'{shown(version, 40)}' in a requirement is not a version compat can compare.", "Write a version like 2.7.0.") from None
 
 
 def _without_local_labels(component: Component, spec: SpecifierSet) -> tuple[SpecifierSet, str]:

@@ -10,7 +10,7 @@ from typing import Optional
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import UsageError
+from .errors import UsageError, shown
 
 _MANYLINUX = re.compile(r"^(manylinux_\d+_\d+|musllinux_\d+_\d+|manylinux\d*|linux)_(?P<arch>.+)$")
 _MACOS = re.compile(r"^macosx_\d+_\d+_(?P<arch>.+)$")
@@ -89,13 +89,13 @@ class PythonTarget:
     def parse(cls, text: str, origin: Optional[str] = None) -> "PythonTarget":
         match = _PYTHON_VERSION.match(text.strip())
         if not match:
-            raise UsageError(f"'{text}' is not a Python version.", "Pass --python-version as X.Y, for example 3.11.")
+            raise UsageError(f"'{shown(text)}' is not a Python version.", "Pass --python-version as X.Y, for example 3.11.")
         major, minor, micro = match.group("major"), match.group("minor"), match.group("micro")
         try:
             version = Version(f"{major}.{minor}")
             full = Version(f"{major}.{minor}.{micro}") if micro is not None else None
-        except InvalidVersion:  # pragma: no cover - the regex admits only digits
-            raise UsageError(f"'{text}' is not a Python version.", "Pass --python-version as X.Y.") from None
+        except (InvalidVersion, ValueError):  # ValueError: more digits than int() takes
+            raise UsageError(f"'{shown(text)}' is not a Python version.", "Pass --python-version as X.Y.") from None
         return cls(version=version, full=full, origin=origin or f"--python-version {text}")
 
     @classmethod

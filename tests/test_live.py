@@ -328,6 +328,26 @@ def test_trainer_flags_follow_the_installed_transformers(matrix, versions, cpu_f
     assert plan.ipex_mode == "none"
 
 
+@pytest.mark.parametrize(
+    "cpu_flags, asked, on, why",
+    [
+        (("avx2",), None, False, "off: this CPU has no avx512_bf16 or amx_bf16"),
+        (("avx512_bf16",), None, True, "on: this CPU has native bf16 (avx512_bf16)"),
+        (("amx_bf16", "avx512_bf16"), False, False, "off (--no-bf16)"),
+        (("avx2",), True, True, "on (--bf16): this CPU has no native bf16, so it is emulated"),
+        (("amx_bf16",), True, True, "on (--bf16): native on this CPU (amx_bf16)"),
+    ],
+)
+def test_bf16_of_the_live_trainer_step_follows_the_cpu_unless_forced(matrix, cpu_flags, asked, on, why):
+    """The same plan on every machine: the CPU flags are given, not read from the machine running the test."""
+    from compatmatrix.checks.finding import Context
+    from compatmatrix.live.service import LiveOptions, plan_trainer
+
+    snapshot = _Snapshot(cpu_flags, transformers="5.23.0", accelerate="1.15.0", torch="2.13.0")
+    plan = plan_trainer(Context(matrix, snapshot), LiveOptions(bf16=asked))  # type: ignore[arg-type]
+    assert plan.flags.get("bf16", False) is on and plan.bf16_why.startswith(why)
+
+
 def test_trainer_plan_with_ipex_picks_the_path_that_really_applies_it(matrix):
     from compatmatrix.checks.finding import Context
     from compatmatrix.live.service import LiveOptions, plan_trainer
@@ -408,6 +428,14 @@ def test_a_loss_scaled_by_the_world_size_fails():
     doubled = [rank(r, trainer=trainer(rows[r], losses=[9.7, 9.6, 9.5])) for r in (0, 1)]
     finding = trainer_finding(doubled, EXPECT)
     assert finding.status is S.FAIL and "expected about ln(128) = 4.852" in finding.summary and "average_tokens_across_devices" in finding.summary
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_loss_fails_the_trainer_step(bad):
+    rows = ([[0, 1], [4, 5], [8, 9]], [[2, 3], [6, 7], [10, 11]])
+    diverged = [rank(r, trainer=trainer(rows[r], losses=[4.85, bad, 4.8])) for r in (0, 1)]
+    finding = trainer_finding(diverged, EXPECT)
+    assert finding.status is S.FAIL and f"the Trainer logged a loss of {bad}" in finding.summary
 
 
 def test_messages_are_cut_to_their_first_sentence():

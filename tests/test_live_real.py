@@ -43,6 +43,37 @@ def mpirun():
     return str(real_env("impi").parent / "mpirun")
 
 
+def native_bf16() -> bool:
+    """Whether this CPU has native bf16, read the way compat's probe reads it: the expectations follow the machine."""
+    from compatmatrix.environment.snapshot import take_snapshot
+
+    return bool(set(take_snapshot(None).cpu.flags) & {"avx512_bf16", "amx_bf16"})
+
+
+NATIVE_BF16 = native_bf16()
+NO_NATIVE_BF16 = "this CPU has no avx512_bf16/amx_bf16: the native bf16 Trainer step runs only on such a CPU (the forced and fp32 paths are tested here)"
+
+
+def expected_flags(**flags) -> dict:
+    """The Trainer flags of a default run (bf16 is added on a CPU with native bf16)."""
+    return {**flags, **({"bf16": True} if NATIVE_BF16 else {})}
+
+
+def arguments_text(flags: dict, backend: str) -> str:
+    """The TrainingArguments(...) evidence line, as live/report writes it (sorted keys)."""
+    items = {**flags, "ddp_backend": backend}
+    return "TrainingArguments(" + " ".join(f"{k}={v}" for k, v in sorted(items.items())) + ")"
+
+
+def assert_real_bf16_step(checks, details):
+    """A real bf16 Trainer step: it passed, every logged loss is finite, the parameters are identical on every rank."""
+    assert details["bf16"]["on"] is True and checks["live.trainer"]["status"] == "pass", checks["live.trainer"]
+    assert details["trainer_flags"]["bf16"] is True
+    losses = [x for rank in details["ranks"] for x in rank["losses"]]
+    assert losses and all(isinstance(x, float) and x == x and abs(x) != float("inf") for x in losses), losses
+    assert len({rank["params_sha256"] for rank in details["ranks"]}) == 1 and details["ranks"][0]["params_sha256"]
+
+
 def marked_processes(mark: str) -> list[int]:
     needle = f"COMPAT_TEST_TREE_MARK={mark}".encode()
     found = []
@@ -106,10 +137,29 @@ def test_spawn_passes_and_reports_bandwidth_next_to_memory_copy(stock):
     assert [row["mib"] for row in details["bandwidth"]] == [1, 16, 64]
     assert all(row["busbw"] > 0 for row in details["bandwidth"]) and details["memcpy"]["all_ranks"] > details["bandwidth"][-1]["busbw"]
     assert "of the ranks' memory-copy bandwidth" in checks["live.bandwidth"]["summary"]
-    assert details["trainer_flags"] == {"use_cpu": True}  # transformers 5.23: --use_cpu; the backend is the one the run proved
-    assert "TrainingArguments(ddp_backend=gloo use_cpu=True)" in " ".join(checks["live.trainer"]["evidence"])
+    # transformers 5.23: --use_cpu; --bf16 where this CPU has native bf16; the backend is the one the run proved
+    assert details["trainer_flags"] == expected_flags(use_cpu=True)
+    assert details["bf16"]["on"] is NATIVE_BF16
+    assert arguments_text(details["trainer_flags"], "gloo") in " ".join(checks["live.trainer"]["evidence"])
     assert {r["rank"] for r in details["ranks"]} == {0, 1} and all("compat-live: stage done" in r["output"] for r in details["ranks"])
     assert seconds < 60
+
+
+def test_no_bf16_keeps_the_trainer_step_in_fp32_on_any_cpu(stock):
+    code, checks, details, _ = live(stock, "--no-bf16")
+    assert code == 0, checks
+    assert details["trainer_flags"] == {"use_cpu": True}
+    assert details["bf16"] == {"on": False, "why": "off (--no-bf16)"}
+    assert "bf16 off (--no-bf16)" in checks["live.trainer"]["evidence"]
+    assert "TrainingArguments(ddp_backend=gloo use_cpu=True)" in " ".join(checks["live.trainer"]["evidence"])
+
+
+def test_bf16_forced_on_trains_in_bf16_natively_or_emulated(stock):
+    """--bf16 trains the step in bf16 on every CPU: natively where it can, emulated elsewhere (and compat says which)."""
+    code, checks, details, _ = live(stock, "--bf16")
+    assert code == 0, checks
+    assert_real_bf16_step(checks, details)
+    assert details["bf16"]["why"].startswith("on (--bf16): " + ("native on this CPU" if NATIVE_BF16 else "this CPU has no native bf16"))
 
 
 def test_torchrun_passes(stock):
@@ -355,10 +405,29 @@ def test_real_ipex_applied_by_the_trainer_itself_on_transformers_4_52(ipex_env, 
     env = {"PYTHONPATH": os.pathsep.join([str(overlay), str(fixture_ccl_path(tmp_path))]), "CCL_WORKER_COUNT": "1"}
     code, checks, details, _ = live(ipex_env, env_extra=env)
     assert code == 0, checks
-    assert details["ipex_mode"] == "trainer" and details["trainer_flags"]["use_ipex"] is True
+    assert details["ipex_mode"] == "trainer" and details["trainer_flags"] == expected_flags(use_cpu=True, use_ipex=True)
     assert "transformers 4.52.4: the Trainer applies IPEX itself" in details["ipex_note"]
-    assert "TrainingArguments(ddp_backend=ccl use_cpu=True use_ipex=True)" in " ".join(checks["live.trainer"]["evidence"])
+    assert arguments_text(details["trainer_flags"], "ccl") in " ".join(checks["live.trainer"]["evidence"])
     assert checks["live.trainer"]["summary"].endswith("IPEX applied")  # ipex.optimize's params_attr on the trained model, every rank
+
+
+def test_real_ipex_fp32_trainer_step_with_no_bf16(ipex_env, tmp_path):
+    env = {"PYTHONPATH": str(fixture_ccl_path(tmp_path)), "CCL_WORKER_COUNT": "1"}
+    code, checks, details, _ = live(ipex_env, "--no-bf16", env_extra=env)
+    assert code == 0, checks
+    assert details["bf16"]["on"] is False and "bf16" not in details["trainer_flags"]
+    assert checks["live.trainer"]["summary"].endswith("IPEX applied")
+
+
+@pytest.mark.skipif(not NATIVE_BF16, reason=NO_NATIVE_BF16)
+def test_real_ipex_bf16_trainer_step_on_a_native_bf16_cpu(ipex_env, tmp_path):
+    """Real IPEX 2.8 + torch 2.8: ipex.optimize(dtype=bfloat16) and the Trainer's bf16 autocast on a CPU with native bf16."""
+    env = {"PYTHONPATH": str(fixture_ccl_path(tmp_path)), "CCL_WORKER_COUNT": "1"}
+    code, checks, details, _ = live(ipex_env, "--bf16", env_extra=env)
+    assert code == 0, checks
+    assert_real_bf16_step(checks, details)
+    assert details["ipex_mode"] == "direct" and checks["live.trainer"]["summary"].endswith("IPEX applied")
+    assert details["bf16"]["why"].startswith("on (--bf16): native on this CPU")
 
 
 def test_accelerate_needs_ccl_worker_count_for_ccl(ipex_env, tmp_path):

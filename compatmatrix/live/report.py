@@ -64,6 +64,7 @@ class Expectation:
     trainer_flags: Mapping[str, Any] = field(default_factory=dict)
     ipex_mode: str = "none"
     ipex_note: str = ""
+    bf16_why: str = ""  # whether the Trainer step trained in bf16, and why (CPU flags or --bf16/--no-bf16)
 
 
 PEER_GONE = re.compile(r"[Cc]onnection (closed|reset) by peer|Broken pipe|peer closed|Socket closed|recv.*failed", re.IGNORECASE)
@@ -351,8 +352,12 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         problems.append(f"effective batch {sorted(sizes)} samples per step, expected {expect.per_device_batch} per device x {expect.world_size} ranks = {want}")
     elif sizes:
         evidence.append(f"effective batch: {expect.per_device_batch} per device x {expect.world_size} ranks = {want} samples per step; {local} ranks here trained on {max(sizes)} distinct samples per step")
+    bad_losses = sorted({f"{x}" for r in finished for x in (r.status["trainer"].get("losses") or []) if not math.isfinite(x)})
+    if bad_losses:
+        precision = "bf16" if expect.trainer_flags.get("bf16") else "fp32"
+        problems.append(f"the Trainer logged a loss of {', '.join(bad_losses)} in {precision}: training diverged or the kernels are broken on this CPU")
     first_losses = [r.status["trainer"]["losses"][0] for r in finished if r.status["trainer"].get("losses")]
-    if first_losses:
+    if first_losses and math.isfinite(first_losses[0]):
         expected_loss = math.log(128)  # an untrained model over the probe's 128-token vocabulary
         if not 0.85 * expected_loss <= first_losses[0] <= 1.15 * expected_loss:
             problems.append(f"the first logged loss is {first_losses[0]:.3f}, expected about ln(128) = {expected_loss:.3f} for the untrained model "
@@ -366,6 +371,8 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         evidence.append(f"IPEX: {expect.ipex_note or info.get('ipex')}")
         if not all(r.status["trainer"].get("ipex_optimized") for r in finished):
             problems.append("IPEX is installed but the trained model was not optimized by it (no params_attr left by ipex.optimize)")
+    if expect.bf16_why:
+        evidence.append(f"bf16 {expect.bf16_why}")
     times = info.get("step_seconds") or []
     if times:
         later = times[1:] or times
@@ -579,6 +586,7 @@ def rank_outputs(ranks: Sequence[RankRecord], supervised: Supervised, limit: int
     return {
         "ranks": [{"rank": r.rank, "pid": r.pid, "stage": r.stage, "returncode": r.returncode, "stages": r.status.get("stages", []),
                    "error": r.error, "params_sha256": (r.status.get("trainer") or {}).get("params_sha256"),
+                   "losses": [x if math.isfinite(x) else str(x) for x in (r.status.get("trainer") or {}).get("losses") or []],
                    "output": r.log[-limit:]} for r in ranks],
         "launcher_processes": [{"command": list(e.command), "pid": e.pid, "returncode": e.returncode, "output": e.log[-limit:]} for e in supervised.ends],
     }

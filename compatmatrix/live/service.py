@@ -47,7 +47,21 @@ def trainer_port(options: LiveOptions) -> int:
             return topology.master_port - 1
         return topology.master_port + 1
     return 0
+
+
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def bf16_choice(cpu_flags, asked: Optional[bool]) -> tuple[bool, str]:
+    """Whether the live Trainer step trains in bf16, and why: forced by --bf16 / --no-bf16, else native bf16 on this CPU."""
+    native = sorted(set(cpu_flags) & set(BF16_FLAGS))
+    if asked is False:
+        return False, "off (--no-bf16)"
+    if asked is True:
+        return True, "on (--bf16)" + (f": native on this CPU ({', '.join(native)})" if native else ": this CPU has no native bf16, so it is emulated (slow)")
+    if native:
+        return True, f"on: this CPU has native bf16 ({', '.join(native)}); --no-bf16 trains in fp32"
+    return False, "off: this CPU has no avx512_bf16 or amx_bf16; --bf16 forces it (emulated)"
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,7 @@ class LiveOptions:
     mpirun: Optional[str] = None
     rank_env: bool = True  # False reproduces the every-rank-trains-alone launch
     run_dir: Optional[str] = None  # multi-node mpirun: a folder every node sees at the same path
+    bf16: Optional[bool] = None  # the Trainer step in bf16: None = when the CPU has native bf16, True/False forced
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,7 @@ class TrainerPlan:
     ccl_blocked: tuple[str, ...]
     skip_reason: str = ""
     ipex_note: str = ""
+    bf16_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,7 +114,8 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
     argv = ["--use_cpu", "--ddp_backend", "ccl"]
     if use_ipex_in_trainer:
         argv.append("--use_ipex")
-    if BF16_FLAGS[0] in ctx.snapshot.cpu.flags or BF16_FLAGS[1] in ctx.snapshot.cpu.flags:
+    bf16, bf16_why = bf16_choice(ctx.snapshot.cpu.flags, options.bf16)
+    if bf16:
         argv.append("--bf16")
     translation = translate(ctx.matrix, argv, version, accelerate.public_version if accelerate else None, torch.public_version if torch else None)
     flags: dict[str, Any] = {}
@@ -112,7 +129,7 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
         elif token.startswith("--"):
             flags[token[2:]] = True
     ipex_mode = "trainer" if use_ipex_in_trainer else "direct" if has_ipex else "none"
-    return TrainerPlan(flags, backend_flag, ipex_mode, translation.blocking, ipex_note=ipex_note)
+    return TrainerPlan(flags, backend_flag, ipex_mode, translation.blocking, ipex_note=ipex_note, bf16_why=bf16_why)
 
 
 def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan: TrainerPlan, ipex: bool, deadline: float) -> list[str]:
@@ -168,7 +185,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             world_size=launch.world_size, trainer=not plan.skip_reason, steps=options.steps, per_device_batch=options.per_device_batch,
             backend=options.backend, ccl_installed=snapshot.get(*CCL_NAMES) is not None, ccl_trainer_blocked=plan.ccl_blocked if _chose_ccl(ranks) else (),
             timeout=options.timeout, init_timeout=init_timeout, trainer_flags=plan.flags, ipex_mode=plan.ipex_mode if ipex else "none",
-            ipex_note=plan.ipex_note,
+            ipex_note=plan.ipex_note, bf16_why=plan.bf16_why,
         )
         findings = live_findings(launch, supervised, ranks, expect)
         if plan.skip_reason:
@@ -196,6 +213,7 @@ def _details(launch: Launch, supervised, ranks, plan: TrainerPlan) -> dict[str, 
         "seconds": round(supervised.seconds, 3),
         "timed_out": supervised.timed_out,
         "trainer_flags": plan.flags,
+        "bf16": {"on": bool(plan.flags.get("bf16")), "why": plan.bf16_why} if plan.bf16_why else None,
         "ipex_mode": plan.ipex_mode,
         "ipex_note": plan.ipex_note,
         "bandwidth": next((r.status.get("bandwidth") for r in ranks if r.status.get("bandwidth")), None),
