@@ -52,7 +52,8 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPAT_")}
     env.update({"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     bare_script = str(ROOT / "bench" / "bare_live.py")
-    compat = [sys.executable, "-m", "compatmatrix", "doctor", "--live", "--json", "--python", args.python, "--launcher", args.launcher]
+    # --no-bf16: the bare script trains in fp32, so compat must too, or the ratio would depend on the CPU
+    compat = [sys.executable, "-m", "compatmatrix", "doctor", "--live", "--json", "--no-bf16", "--python", args.python, "--launcher", args.launcher]
     if args.mpirun:
         compat += ["--mpirun", args.mpirun]
 
