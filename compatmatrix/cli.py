@@ -78,6 +78,9 @@ def _resolve_args(parser: argparse.ArgumentParser) -> None:
                         help="where a host's wheels are (a mirror, a PEP 503 index, a local folder); HOST is a matrix host id "
                         "such as pypi, pytorch-cpu, intel-cpu-us (also COMPAT_INDEX_<HOST> and the [indexes] table of ~/.config/compatmatrix/config.toml)")
     parser.add_argument("--require-hashes", action="store_true", help="refuse any wheel without a sha256 published by its index")
+    parser.add_argument("--allow-unverified", action="store_true",
+                        help="install (or download) wheels whose index publishes no sha256 (or only an md5), and a wheelhouse without its lock, "
+                        "unchecked; each is named. Without it they are refused; with --require-hashes always refused")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -438,8 +441,8 @@ def cmd_install(args: argparse.Namespace) -> int:
         try:
             print(recover(take_snapshot(args.python), restore_it=args.restore))
         except InstallError as exc:
-            sys.stderr.write(f"compat: {exc.message}\n")
-            return EXIT_PROBLEMS
+            sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
+            return exc.exit_code
         return EXIT_OK
     planning_only = args.dry_run or args.print_
     if (args.python_version or args.platform) and not planning_only:
@@ -491,7 +494,7 @@ def cmd_install(args: argparse.Namespace) -> int:
                              "hosts": {p.component.distribution: p.location.url for p in plan.packages}}))
         return EXIT_OK
     assert snapshot is not None
-    options = InstallOptions(yes=args.yes, installer=args.installer, require_hashes=args.require_hashes,
+    options = InstallOptions(yes=args.yes, installer=args.installer, require_hashes=args.require_hashes, allow_unverified=args.allow_unverified,
                              offline_dir=Path(args.wheelhouse) if args.offline else None, say=say)
     try:
         result = install(matrix, plan, snapshot, options)
@@ -501,7 +504,7 @@ def cmd_install(args: argparse.Namespace) -> int:
                              "checks": [f.to_json() for f in exc.findings]}))
         else:
             sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
-        return EXIT_PROBLEMS
+        return exc.exit_code
     lines = describe_findings(result.findings)
     if args.json:
         print(dump_json({"schema_version": 1, "command": "install", "ok": result.ok, "state": "installed", "installer": result.installer,
@@ -527,10 +530,12 @@ def cmd_download(args: argparse.Namespace) -> int:
     except _NoSet:
         return EXIT_PROBLEMS
     try:
-        files = download(plan, WheelTarget(python.version, platform), Path(args.dest), sys.executable, InstallOptions(require_hashes=args.require_hashes))
+        options = InstallOptions(require_hashes=args.require_hashes, allow_unverified=args.allow_unverified,
+                                 say=(lambda line: None) if args.json else (lambda line: sys.stderr.write(line + "\n")))
+        files = download(plan, WheelTarget(python.version, platform), Path(args.dest), sys.executable, options)
     except InstallError as exc:
         sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
-        return EXIT_PROBLEMS
+        return exc.exit_code
     if args.json:
         print(dump_json({"schema_version": 1, "command": "download", "dest": str(Path(args.dest).resolve()), "files": [f.name for f in files],
                          "packages": {p.component.distribution: p.pin for p in plan.packages}}))
@@ -612,9 +617,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's shutdown
         return code
     except SystemExit as exc:  # argparse: --help, --version and usage errors
-        if exc.code in (0, None) and _stdout_broken():
+        broken = _stdout_broken() if exc.code in (0, None) else None
+        if broken is not None:
             _silence_stdout()
-            _say_error("compat: error: cannot write the output. Free space or redirect the output elsewhere.")
+            _say_error(f"compat: error: cannot write the output ({broken}). Free space or redirect the output elsewhere.")
             return EXIT_TOOL_ERROR
         raise
     except CompatError as exc:
@@ -630,7 +636,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except OSError as exc:
-        if exc.errno in _OUTPUT_ERRNOS and _stdout_broken():
+        if exc.errno in _OUTPUT_ERRNOS and _stdout_broken() is not None:
             _silence_stdout()
             _say_error(f"compat: error: cannot write the output ({exc.strerror}). Free space or redirect the output elsewhere.")
             return EXIT_TOOL_ERROR
@@ -647,14 +653,16 @@ def _say_error(line: str) -> None:
         pass
 
 
-def _stdout_broken() -> bool:
-    """Whether writing to standard output fails now (a full disk, a closed descriptor)."""
+def _stdout_broken() -> Optional[str]:
+    """Why writing to standard output fails now (a full disk, a closed descriptor), or None when it works."""
     try:
         sys.stdout.write("")
         sys.stdout.flush()
-        return False
-    except (OSError, ValueError):
-        return True
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    except ValueError as exc:
+        return str(exc)
 
 
 def _silence_stdout() -> None:
