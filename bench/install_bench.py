@@ -55,7 +55,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="compat-install-bench-") as work:
         base = Path(work)
-        index = ["--index", f"pytorch-cpu={args.torch_dir}"]
+        index = ["--index", f"pytorch-cpu={args.torch_dir}", "--allow-unverified"]  # a plain folder publishes no sha256
         # warm caches
         timed(compat + ["install", "--yes", "--python", str(fresh_venv(base, "warm")), "--profile", "stock", "torch==2.13.0", *index])
         if uv:

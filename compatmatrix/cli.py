@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(names: torch, intel-extension-for-pytorch|ipex, oneccl-bind-pt|ccl, transformers, accelerate)",
     )
     resolve_cmd.add_argument("--profile", metavar="NAME", help="named set of packages: ddp-ccl (default), ipex, ccl, stock")
-    resolve_cmd.add_argument("--with", dest="with_", metavar="LIST", default="", help="comma-separated packages to include, e.g. ipex,ccl,transformers")
+    resolve_cmd.add_argument("--with", dest="with_", metavar="LIST", default="", help="comma-separated packages to include, e.g. ipex,ccl,transformers or torchvision,torchaudio")
     _target(resolve_cmd)
     _common(resolve_cmd)
 
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="show the curated matrix (releases, pairings, Python coverage, sources)",
         description="Show the curated matrix, optionally filtered.",
     )
-    matrix_cmd.add_argument("--package", action="append", metavar="NAME", help="only this package (repeatable): torch, ipex, ccl, transformers, accelerate")
+    matrix_cmd.add_argument("--package", action="append", metavar="NAME", help="only this package (repeatable): torch, ipex, ccl, torchvision, torchaudio, transformers, accelerate")
     matrix_cmd.add_argument("--python-version", metavar="X.Y", help="only releases with wheels (or Requires-Python) for this Python")
     matrix_cmd.add_argument("--torch", metavar="SPEC", help="only releases that pair with a torch matching SPEC, e.g. '==2.7.0' or '>=2.5'")
     matrix_cmd.add_argument("--sources", action="store_true", help="show each entry's sources")
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     install_cmd.add_argument("--platform", metavar="TAG", help="with --dry-run / --print: plan for this platform tag")
     install_cmd.add_argument("--offline", action="store_true", help="no network: take everything from --wheelhouse")
     install_cmd.add_argument("--wheelhouse", metavar="DIR", help="a folder made by compat download")
-    install_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch from PyPI (the CUDA build, several GB more) instead of the PyTorch CPU index")
+    install_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch (and torchvision, torchaudio) from PyPI (the CUDA build, several GB more) instead of the PyTorch CPU index")
     recovery = install_cmd.add_mutually_exclusive_group()
     recovery.add_argument("--restore", action="store_true", help="put back the environment an interrupted compat install left half-done")
     recovery.add_argument("--discard-snapshot", action="store_true", help="keep the environment an interrupted install left, drop its snapshot")
@@ -240,7 +240,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     try:
         packages = [Component.from_name(name) for name in args.package] if args.package else list(Component)
     except KeyError as exc:
-        raise UsageError(f"{exc.args[0]!r} is not a package in the matrix.", "Use torch, ipex, ccl, transformers or accelerate.") from None
+        raise UsageError(f"{exc.args[0]!r} is not a package in the matrix.", "Use torch, ipex, ccl, torchvision, torchaudio, transformers or accelerate.") from None
     python = PythonTarget.parse(args.python_version).version if args.python_version else None
     try:
         torch = SpecifierSet(args.torch) if args.torch else None
@@ -409,17 +409,20 @@ def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform
 
         locations = offline_locations(locations, Path(args.wheelhouse))
     if args.torch_from_pypi:
-        from .matrix.model import Component
-
-        pick = outcome.picks[Component.TORCH]
-        pypi = next((w for w in getattr(pick.release, "wheels", ()) if w.host == "pypi"), None)
-        if pypi is None or not pypi.has_python(python.version):
-            raise UsageError(f"PyPI has no torch {pick.version} wheel for Python {python.label}, so --torch-from-pypi cannot help.",
-                             "Use a mirror of the PyTorch CPU index: --index pytorch-cpu=URL (or a local folder of wheels).")
         import dataclasses
 
+        from .matrix.model import Component
+
         picks = dict(outcome.picks)
-        picks[Component.TORCH] = dataclasses.replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
+        for component in (Component.TORCH, Component.TORCHVISION, Component.TORCHAUDIO):  # one build: all from PyPI
+            pick = outcome.picks.get(component)
+            if pick is None:
+                continue
+            pypi = next((w for w in pick.release.wheels if w.host == "pypi"), None)
+            if pypi is None or not pypi.has_python(python.version):
+                raise UsageError(f"PyPI has no {component.label} {pick.version} wheel for Python {python.label}, so --torch-from-pypi cannot help.",
+                                 "Use a mirror of the PyTorch CPU index: --index pytorch-cpu=URL (or a local folder of wheels).")
+            picks[component] = dataclasses.replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
         outcome = dataclasses.replace(outcome, picks=picks)
     return matrix, outcome, make_plan(outcome, locations)
 

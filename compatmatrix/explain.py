@@ -1,41 +1,273 @@
-"""Plain-sentence explanations: why a set was chosen, why no set exists, what would work instead.
+"""Why a set was chosen, why no set exists, what would work instead, what to know about it: as data.
 
-Pure functions over the matrix, the request and the candidate table the resolver built.
+Pure functions over the matrix, the request and the candidate table the resolver built.  They return
+the frozen records defined here (:class:`~compatmatrix.record.Record`s), which hold the rejections and
+releases they are about;
+:mod:`compatmatrix.sentences` writes their sentences, once.  Nothing here builds or reads a sentence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Optional
+from typing import ClassVar, Optional, Union
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .matrix.model import COMPONENT_ORDER, CclRelease, Component, IpexRelease, LibraryLine, Matrix
-from .resolve import Alternative, CandidateTable, Request, Resolution, complete_set, resolve
-from .rules import (
-    Candidate,
-    Rejection,
-    all_versions,
-    candidates,
-    ccl_torch_phrase,
-    ipex_torch_phrase,
-    is_pin,
-    pair_problem,
-    releases_of,
-    spec_text,
-    yanked_wheels,
-)
+from .matrix.model import COMPONENT_ORDER, CclRelease, Component, EndOfLife, IpexRelease, Matrix, Yank
+from .record import Record
+from .resolve import Alternative, CandidateTable, Request, Resolution, best_in_group, complete_set, groups, preference, resolve
+from .rules import Candidate, PairRule, Rejected, Rejection, Yanked, candidates, fits, is_pin, pair_problem, rules_between
+from .target import PythonTarget
 
 MAX_LISTED = 3
 MAX_ALTERNATIVES = 4
 
+# --- the records ---------------------------------------------------------------------------------
+# ``depth`` 1 marks a detail line under the reason before it.
 
-def versions_text(versions: Sequence[Version], limit: int = 6) -> str:
-    ordered = sorted(set(versions), reverse=True)
-    if len(ordered) <= limit:
-        return ", ".join(str(v) for v in ordered)
-    return ", ".join(str(v) for v in ordered[:limit]) + f", ... ({len(ordered)} in all)"
+
+class Unsupported(Record):
+    """The platform is not one the matrix speaks for (the sentence comes from the platform check)."""
+
+    text: str
+    depth: ClassVar[int] = 0
+
+
+class PythonOutsideRange(Record):
+    low: Version
+    high: Version
+    python: str
+    depth: ClassVar[int] = 0
+
+
+class NoneMatches(Record):
+    """No release of the component matches the user's constraint at all."""
+
+    component: Component
+    spec: SpecifierSet
+    oldest: Version
+    newest: Version
+    depth: ClassVar[int] = 0
+
+
+class NoneUsable(Record):
+    """Every release (matching ``spec``) is ruled out by unary rules; ``python`` when some are about the Python."""
+
+    component: Component
+    spec: Optional[SpecifierSet]
+    python: Optional[str]
+    depth: ClassVar[int] = 0
+
+
+class RejectionGroup(Record):
+    """Releases ruled out for the same kind of reason, with the most telling example."""
+
+    rejections: tuple[Rejection, ...]  # oldest first
+    example: Rejection
+    depth: ClassVar[int] = 1
+
+
+class WouldDo(Record):
+    """Without the user's constraint, these releases would be usable."""
+
+    component: Component
+    spec: SpecifierSet
+    versions: tuple[Version, ...]
+    depth: ClassVar[int] = 1
+
+
+class FitsNoTorch(Record):
+    """A candidate that pairs with no allowed torch: the torch releases it pairs with, and why each is out."""
+
+    candidate: Candidate
+    rule: Optional[PairRule]  # the rule that states what it needs of torch
+    torches: tuple[Version, ...]
+    torch_rejections: tuple[Rejection, ...]
+    depth: ClassVar[int] = 0
+
+
+class MoreFitNoTorch(Record):
+    component: Component
+    count: int
+    depth: ClassVar[int] = 0
+
+
+class NoPartnerForTorch(Record):
+    component: Component
+    torch: Version
+    depth: ClassVar[int] = 0
+
+
+class TorchPairsWith(Record):
+    """``torch`` pairs with this release of ``component``; ``rejection`` when a unary rule rules it out."""
+
+    torch: Version
+    component: Component
+    version: Version
+    rejection: Optional[Rejection]
+    depth: ClassVar[int] = 0
+
+
+class NoCommonTorch(Record):
+    """Each component fits some torch, but no torch fits them all: (component, its candidates, the torches it fits)."""
+
+    fits: tuple[tuple[Component, tuple[Version, ...], tuple[Version, ...]], ...]
+    depth: ClassVar[int] = 0
+
+
+class PartnerBreak(Record):
+    """Torch is not the problem: a rule between two other components, against the newest allowed partner."""
+
+    rejected: Rejected
+    newest_partner: Version
+    depth: ClassVar[int] = 0
+
+
+class NoConsistentCombination(Record):
+    depth: ClassVar[int] = 0
+
+
+ConflictReason = Union[
+    Unsupported, PythonOutsideRange, NoneMatches, NoneUsable, RejectionGroup, WouldDo, FitsNoTorch, MoreFitNoTorch,
+    NoPartnerForTorch, TorchPairsWith, NoCommonTorch, PartnerBreak, NoConsistentCombination,
+]
+
+# Why the next newer release of a pick was not taken (beside a Rejection or a Rejected):
+
+
+class NotInRequest(Record):
+    pass
+
+
+class NoPartnerForThisTorch(Record):
+    """No allowed release of ``component`` pairs with this torch; ``example`` is the nearest one's rejection."""
+
+    component: Component
+    example: Rejected
+
+
+class GroupHasNoSet(Record):
+    """The components of a group (transformers and accelerate) have no assignment that fits this torch."""
+
+    group: tuple[Component, ...]
+
+
+class ExactBuildPreferred(Record):
+    candidate: Candidate
+    built_for: Version
+    chosen: Version
+    torch: Version
+
+
+class NoPartnerTogether(Record):
+    """No release of ``partners`` fits this one together with the chosen torch."""
+
+    partners: tuple[Component, ...]
+
+
+class NotChosen(Record):
+    pass
+
+
+WhyNot = Union[Rejection, Rejected, NotInRequest, NoPartnerForThisTorch, GroupHasNoSet, ExactBuildPreferred, NoPartnerTogether, NotChosen]
+
+
+class Newest(Record):
+    candidate: Candidate
+
+
+class NewerRuledOut(Record):
+    candidate: Candidate
+    newer: int  # how many newer releases the matrix knows
+    next_version: Version
+    why: WhyNot
+    newest: Optional[Version]  # the newest in the matrix, when it is not the next one
+
+
+PickReason = Union[Newest, NewerRuledOut]
+
+# Notes on a resolution:
+
+
+class EolNote(Record):
+    component: Component
+    eol: EndOfLife
+
+
+class UnverifiedNote(Record):
+    candidate: Candidate
+    entry: bool  # the release entry itself
+    coverage_host: Optional[str]  # its Python coverage on this host
+    host_url: Optional[str]  # the host
+
+
+class YankedPinNote(Record):
+    candidate: Candidate
+    yank: Yank
+
+
+class OffBuildNote(Record):
+    """IPEX built against another torch of the series than the chosen one (its import check accepts it)."""
+
+    candidate: Candidate
+    built_for: Version
+    torch: Version
+
+
+class CclWorkerCountNote(Record):
+    pass
+
+
+class SetvarsNote(Record):
+    release: CclRelease
+
+
+class YankedNewerNote(Record):
+    """Newer releases skipped only because they are yanked (oldest first)."""
+
+    component: Component
+    versions: tuple[Version, ...]
+    yank: Yank
+
+
+Note = Union[EolNote, UnverifiedNote, YankedPinNote, OffBuildNote, CclWorkerCountNote, SetvarsNote, YankedNewerNote]
+
+# Changes to the request that resolve:
+
+
+class MovePin(Record):
+    component: Component
+    spec: SpecifierSet
+    version: Version
+
+
+class PinYanked(Record):
+    rejection: Rejection  # its cause is Yanked
+
+
+class DropConstraint(Record):
+    component: Component
+    spec: SpecifierSet
+
+
+class UseProfile(Record):
+    name: str
+    description: str
+
+
+class UsePython(Record):
+    version: Version
+
+
+class LeaveOut(Record):
+    component: Component
+
+
+Change = Union[MovePin, PinYanked, DropConstraint, UseProfile, UsePython, LeaveOut]
+
+
+# --- helpers -------------------------------------------------------------------------------------
 
 
 def _rejection_index(table: CandidateTable) -> dict[tuple[Component, Version], Rejection]:
@@ -63,12 +295,9 @@ def by_nearness(versions: Sequence[Version], target: Version) -> list[Version]:
 
 
 def _torch_of(candidate: Candidate) -> Optional[Version]:
+    """The torch a release is built for (or the least it needs), where it says."""
     release = candidate.release
-    if isinstance(release, (IpexRelease, CclRelease)):
-        return release.torch
-    if isinstance(release, LibraryLine):
-        return release.torch_min
-    return None
+    return getattr(release, "torch", None) or getattr(release, "torch_min", None)
 
 
 def nearest_first(items: Sequence[Candidate], torches: Sequence[Version]) -> list[Candidate]:
@@ -85,123 +314,107 @@ def nearest_first(items: Sequence[Candidate], torches: Sequence[Version]) -> lis
     return sorted(items, key=key)
 
 
-def _needs_torch(component: Component, candidate: Candidate) -> str:
-    release = candidate.release
-    if isinstance(release, IpexRelease):
-        return f"intel-extension-for-pytorch {candidate.version} {ipex_torch_phrase(release)}"
-    if isinstance(release, CclRelease):
-        return f"oneccl_bind_pt {candidate.version} {ccl_torch_phrase(release)}"
-    if isinstance(release, LibraryLine) and release.torch_min is not None:
-        return f"{release.package} {candidate.version} needs torch >= {release.torch_min}"
-    return f"{component.label} {candidate.version} fits no allowed torch"
+def _torch_rule(component: Component) -> Optional[PairRule]:
+    """The first rule in which ``component`` states what it needs of torch."""
+    return next((r for r in rules_between(component, Component.TORCH) if r.subject is component), None)
 
 
 def _torch_versions_for(matrix: Matrix, candidate: Candidate) -> list[Version]:
     """The torch releases in the matrix that ``candidate`` pairs with."""
-    return [t.version for t in matrix.torch if pair_problem_for_torch(candidate, t.version) is None]
+    return [
+        t.version for t in matrix.releases[Component.TORCH]
+        if fits(candidate.component, candidate.release, candidate.version, Component.TORCH, t.version)
+    ]
 
 
-def pair_problem_for_torch(candidate: Candidate, torch: Version) -> Optional[str]:
-    from .rules import torch_pair_problem
-
-    return torch_pair_problem(candidate.component, candidate.release, candidate.version, torch)
+# --- why no set ----------------------------------------------------------------------------------
 
 
-def conflict_reasons(matrix: Matrix, request: Request, table: CandidateTable) -> list[str]:
-    """Sentences that rule out every candidate set, most fundamental first."""
-    reasons: list[str] = []
+def conflict_reasons(matrix: Matrix, request: Request, table: CandidateTable) -> list[ConflictReason]:
+    """What rules out every candidate set, most fundamental first."""
+    reasons: list[ConflictReason] = []
     low, high = matrix.policy.python_range
     if not (low <= request.python.version <= high):
-        reasons.append(
-            f"The matrix covers Python {low}–{high}; Python {request.python.label} is outside it, so no curated release fits it."
-        )
+        reasons.append(PythonOutsideRange(low, high, request.python.label))
     empty = [c for c in request.ordered_components if not table.kept[c]]
     for component in empty:
         reasons.extend(_no_candidate_reasons(matrix, request, component, table.rejected[component]))
     if empty:
         return reasons
     reasons.extend(_pairing_reasons(matrix, request, table))
-    return reasons or ["No combination of the allowed releases is consistent."]
+    return reasons or [NoConsistentCombination()]
 
 
-def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component, rejected: Sequence[Rejection]) -> list[str]:
+def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component, rejected: Sequence[Rejection]) -> list[ConflictReason]:
     spec = request.spec(component)
-    label = component.label
     other = [r for r in rejected if r.kind != "user"]
     if spec is not None and not other:
-        known = all_versions(matrix, component)
-        return [
-            f"No {label} release in the matrix matches {spec_text(component, spec)}; "
-            f"the matrix knows {label} {known[-1]} to {known[0]}."
-        ]
-    scope = f"matching {spec_text(component, spec)} " if spec is not None else ""
+        known = matrix.versions(component)
+        return [NoneMatches(component, spec, known[-1], known[0])]
     python_bound = any(r.kind in ("python", "requires-python") for r in other)
-    out = [f"No {label} release {scope}can be used" + (f" for Python {request.python.label}:" if python_bound else " here:")]
-    out.extend(f"  {line}" for line in _grouped(other))
+    out: list[ConflictReason] = [NoneUsable(component, spec, request.python.label if python_bound else None)]
+    out.extend(_grouped(other))
     if spec is not None:
         usable, _ = candidates(matrix, component, request.python, None, request.features)
         if usable:
-            out.append(f"  (without {spec_text(component, spec)}, these would do: {versions_text([c.version for c in usable], limit=4)})")
+            out.append(WouldDo(component, spec, tuple(c.version for c in usable)))
     return out
 
 
 _KIND_ORDER = ("feature", "python", "requires-python", "yanked")
 
 
-def _grouped(rejections: Sequence[Rejection]) -> list[str]:
-    """One line per kind of rejection, with the releases it covers and the most telling example.
+def _grouped(rejections: Sequence[Rejection]) -> list[ConflictReason]:
+    """One group per kind of rejection, with the releases it covers and the most telling example.
 
     For Python problems the example is the oldest release (the one that comes closest to fitting);
     for the rest it is the newest.
     """
-    lines = []
+    out: list[ConflictReason] = []
     kinds = sorted({r.kind for r in rejections}, key=lambda k: _KIND_ORDER.index(k) if k in _KIND_ORDER else 99)
     for kind in kinds:
         group = sorted((r for r in rejections if r.kind == kind), key=lambda r: r.version)
         example = group[0] if kind in ("python", "requires-python") else group[-1]
-        if len(group) == 1:
-            lines.append(example.reason)
-            continue
-        lines.append(f"{len(group)} releases ({group[0].version} to {group[-1].version}) for this kind of reason: {example.reason}")
-    return lines
+        out.append(RejectionGroup(tuple(group), example))
+    return out
 
 
-def _pairing_reasons(matrix: Matrix, request: Request, table: CandidateTable) -> list[str]:
+def _pairing_reasons(matrix: Matrix, request: Request, table: CandidateTable) -> list[ConflictReason]:
     rejections = _rejection_index(table)
     torches = table.kept[Component.TORCH]
     torch_versions = [t.version for t in torches]
-    reasons: list[str] = []
-    fits: dict[Component, set[Version]] = {}
+    reasons: list[ConflictReason] = []
+    fitting: dict[Component, set[Version]] = {}
     for component in request.ordered_components:
         if component is Component.TORCH:
             continue
-        fits[component] = {
+        fitting[component] = {
             t.version for t in torches if any(pair_problem(c, t) is None for c in table.kept[component])
         }
-        if fits[component]:
+        if fitting[component]:
             continue
         reasons.extend(_explain_torch_mismatch(matrix, request, component, table, rejections, torch_versions))
     if reasons:
         return reasons
     # Each component fits some torch on its own, but not all on the same one.
     common = set(torch_versions)
-    for versions in fits.values():
+    for versions in fitting.values():
         common &= versions
     if not common:
-        parts = [
-            f"{c.label} {versions_text([k.version for k in table.kept[c]], limit=3)} fits torch {versions_text(sorted(v), limit=4)}"
-            for c, v in fits.items()
-        ]
-        return [f"No allowed torch release fits every package: {'; '.join(parts)}."]
-    # Torch is not the problem: transformers and accelerate do not fit each other.
-    if Component.TRANSFORMERS in request.components and Component.ACCELERATE in request.components:
-        torch = next(t for t in torches if t.version in common)
-        transformers = [c for c in table.kept[Component.TRANSFORMERS] if pair_problem(c, torch) is None]
-        accelerates = [c for c in table.kept[Component.ACCELERATE] if pair_problem(c, torch) is None]
-        for candidate in transformers[:MAX_LISTED]:
-            problem = pair_problem(candidate, accelerates[0]) if accelerates else None
-            if problem:
-                reasons.append(f"{problem}; the newest allowed accelerate is {accelerates[0].version}.")
+        return [NoCommonTorch(tuple((c, tuple(k.version for k in table.kept[c]), tuple(sorted(v))) for c, v in fitting.items()))]
+    # Torch is not the problem: the rules between the other components are.
+    torch = next(t for t in torches if t.version in common)
+    for group in groups(tuple(request.ordered_components)):
+        for subject in group:
+            for partner in group:
+                if not any(r.subject is subject for r in rules_between(subject, partner)):
+                    continue
+                subjects = [c for c in table.kept[subject] if pair_problem(c, torch) is None]
+                partners = [c for c in table.kept[partner] if pair_problem(c, torch) is None]
+                for candidate in subjects[:MAX_LISTED]:
+                    problem = pair_problem(candidate, partners[0]) if partners else None
+                    if problem:
+                        reasons.append(PartnerBreak(problem, partners[0].version))
     return reasons
 
 
@@ -212,42 +425,30 @@ def _explain_torch_mismatch(
     table: CandidateTable,
     rejections: Mapping[tuple[Component, Version], Rejection],
     torch_versions: Sequence[Version],
-) -> list[str]:
-    out = []
+) -> list[ConflictReason]:
+    out: list[ConflictReason] = []
+    rule = _torch_rule(component)
     for candidate in nearest_first(table.kept[component], torch_versions)[:MAX_LISTED]:
         needed = _torch_versions_for(matrix, candidate)
-        why = [rejections[(Component.TORCH, v)].reason for v in needed if (Component.TORCH, v) in rejections]
-        sentence = _needs_torch(component, candidate)
-        if not needed:
-            sentence += "; the matrix has no such torch release"
-        elif why:
-            sentence += "; " + "; ".join(dict.fromkeys(why))
-        out.append(sentence + ".")
+        why = tuple(rejections[(Component.TORCH, v)] for v in needed if (Component.TORCH, v) in rejections)
+        out.append(FitsNoTorch(candidate, rule, tuple(needed), why))
     if len(table.kept[component]) > MAX_LISTED:
-        out.append(f"... and {len(table.kept[component]) - MAX_LISTED} other {component.label} releases fit no allowed torch either.")
+        out.append(MoreFitNoTorch(component, len(table.kept[component]) - MAX_LISTED))
     for torch in torch_versions[:2]:
-        partners = [r for r in releases_of(matrix, component) if _release_fits_torch(component, r, torch)]
+        partners = [r for r in matrix.releases[component] if fits(component, r, r.version, Component.TORCH, torch)]
         if not partners:
-            out.append(f"No {component.label} release in the matrix pairs with torch {torch}.")
+            out.append(NoPartnerForTorch(component, torch))
             continue
-        newest = partners[0]
-        version = newest.latest if isinstance(newest, LibraryLine) else newest.version
-        sentence = f"torch {torch} pairs with {component.label} {version}"
-        rejection = rejections.get((component, version))
-        if rejection is not None:
-            sentence += f", but {rejection.reason}"
-        out.append(sentence + ".")
+        version = partners[0].version
+        out.append(TorchPairsWith(torch, component, version, rejections.get((component, version))))
     return out
 
 
-def _release_fits_torch(component: Component, release, torch: Version) -> bool:
-    from .rules import torch_pair_problem
-
-    version = release.latest if isinstance(release, LibraryLine) else release.version
-    return torch_pair_problem(component, release, version, torch) is None
-
+# --- what would work instead ---------------------------------------------------------------------
 
 MAX_REPLACEMENT_TRIES = 12
+#: The components "leave out" tries dropping, in order, when nothing nearer works.
+_OPTIONAL = (Component.CCL, Component.IPEX, Component.TORCHVISION, Component.TORCHAUDIO)
 
 
 def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
@@ -256,7 +457,7 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
     found: list[Alternative] = []
     seen: set = set()
 
-    def attempt(change: str, changed: Request) -> bool:
+    def attempt(change: Change, changed: Request) -> bool:
         if len(found) >= MAX_ALTERNATIVES:
             return False
         outcome = resolve(matrix, changed, explain=False)
@@ -275,11 +476,11 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
         remaining = {c: s for c, s in request.specifiers.items() if c is not component}
         if is_pin(spec):
             pinned = Version(next(iter(spec)).version)
-            others = by_nearness(all_versions(matrix, component), pinned)
+            others = by_nearness(matrix.versions(component), pinned)
             for version in others[:MAX_REPLACEMENT_TRIES]:
                 replaced = dict(remaining)
                 replaced[component] = SpecifierSet(f"=={version}")
-                if attempt(f"change {spec_text(component, spec)} to {component.label}=={version}", request.replace(specifiers=replaced)):
+                if attempt(MovePin(component, spec, version), request.replace(specifiers=replaced)):
                     break
     table = None
     for component in request.ordered_components:
@@ -295,19 +496,19 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
         for rejection in sorted(yanked, key=lambda r: r.version, reverse=True)[:3]:
             pinned_spec = dict(request.specifiers)
             pinned_spec[component] = SpecifierSet(f"=={rejection.version}")
-            if attempt(f"pin {component.label}=={rejection.version} ({rejection.reason.split('; pin')[0]})", request.replace(specifiers=pinned_spec)):
+            if attempt(PinYanked(rejection), request.replace(specifiers=pinned_spec)):
                 break
     for component in request.ordered_components:
         spec = request.spec(component)
         if spec is not None:
             remaining = {c: s for c, s in request.specifiers.items() if c is not component}
-            attempt(f"drop the constraint {spec_text(component, spec)}", request.replace(specifiers=remaining))
+            attempt(DropConstraint(component, spec), request.replace(specifiers=remaining))
     if request.profile is not None:
         sibling = {"ddp-ccl": "ddp-ccl-legacy", "ddp-ccl-legacy": "ddp-ccl"}.get(request.profile)
         if sibling in matrix.profiles:
             profile = matrix.profiles[sibling]
             attempt(
-                f"use --profile {sibling} ({profile.description.split(':')[0]})",
+                UseProfile(sibling, profile.description),
                 request.replace(profile=sibling, features=profile.features, components=request.components | profile.components),
             )
     low, high = matrix.policy.python_range
@@ -320,42 +521,40 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
     for python in pythons:
         if python_found == 2 or len(found) >= MAX_ALTERNATIVES:
             break
-        from .target import PythonTarget
-
-        if attempt(f"use Python {python}", request.replace(python=PythonTarget(python, None, f"alternative Python {python}"))):
+        if attempt(UsePython(python), request.replace(python=PythonTarget(python, None, f"alternative Python {python}"))):
             python_found += 1
     if not found:
-        for component in (Component.CCL, Component.IPEX):
+        for component in _OPTIONAL:
             if component in request.components:
                 remaining = {c: s for c, s in request.specifiers.items() if c is not component}
                 features = tuple(f for f in request.features if f not in matrix.policy.features_with_ccl or component is not Component.CCL)
                 attempt(
-                    f"leave out {component.label}",
+                    LeaveOut(component),
                     request.replace(components=request.components - {component}, specifiers=remaining, features=features),
                 )
     return found
 
 
+# --- why these versions --------------------------------------------------------------------------
+
+
 def pick_reasons(
     matrix: Matrix, request: Request, table: CandidateTable, picks: Mapping[Component, Candidate]
-) -> list[str]:
-    """One sentence per chosen package: it is the newest, or why the next newer release is not."""
+) -> list[PickReason]:
+    """One record per chosen package: it is the newest, or why the next newer release is not."""
     rejections = _rejection_index(table)
-    out = []
+    out: list[PickReason] = []
     for component in COMPONENT_ORDER:
         if component not in picks:
             continue
         chosen = picks[component]
-        newer = sorted(v for v in all_versions(matrix, component) if v > chosen.version)
+        newer = sorted(v for v in matrix.versions(component) if v > chosen.version)
         if not newer:
-            out.append(f"{chosen}: the newest {component.label} in the matrix.")
+            out.append(Newest(chosen))
             continue
         nxt = newer[0]
         why = _why_not(matrix, request, table, picks, rejections, component, nxt)
-        sentence = f"{chosen}: {len(newer)} newer release{'s' if len(newer) > 1 else ''} ruled out; the next, {nxt}: {why}"
-        if newer[-1] != nxt:
-            sentence += f" (newest in the matrix: {newer[-1]})"
-        out.append(sentence + ".")
+        out.append(NewerRuledOut(chosen, len(newer), nxt, why, newer[-1] if newer[-1] != nxt else None))
     return out
 
 
@@ -367,13 +566,13 @@ def _why_not(
     rejections: Mapping[tuple[Component, Version], Rejection],
     component: Component,
     version: Version,
-) -> str:
+) -> WhyNot:
     rejection = rejections.get((component, version))
     if rejection is not None:
-        return rejection.reason
+        return rejection
     candidate = _candidate_for(table, component, version)
     if candidate is None:
-        return "not allowed by the request"
+        return NotInRequest()
     if component is Component.TORCH:
         for other in request.ordered_components:
             if other is Component.TORCH:
@@ -381,10 +580,14 @@ def _why_not(
             fitting = [c for c in table.kept[other] if pair_problem(c, candidate) is None]
             if not fitting:
                 example = nearest_first(table.kept[other], [candidate.version])[0]
-                return f"no allowed {other.label} release pairs with it ({pair_problem(example, candidate)})"
+                problem = pair_problem(example, candidate)
+                assert problem is not None
+                return NoPartnerForThisTorch(other, problem)
         if complete_set(table, candidate, request.ordered_components) is None:
-            return "transformers and accelerate have no pair that fits it"
-        return "not chosen"  # pragma: no cover - a torch with a full set would have been picked
+            for group in groups(tuple(request.ordered_components)):
+                if best_in_group(table, candidate, group) is None:
+                    return GroupHasNoSet(group)
+        return NotChosen()  # pragma: no cover - a torch with a full set would have been picked
     for other, pick in picks.items():
         if other is component:
             continue
@@ -392,81 +595,61 @@ def _why_not(
         if problem:
             return problem
     chosen_torch = picks.get(Component.TORCH)
-    if component is Component.IPEX and chosen_torch is not None and isinstance(candidate.release, IpexRelease):
-        return (
-            f"it is built for torch {candidate.release.torch}, while {picks[component].version} is built for the chosen "
-            f"torch {chosen_torch.version} (the exact build is preferred)"
-        )
-    if component is Component.TRANSFORMERS:
-        return "no allowed accelerate release fits it together with the chosen torch"
-    return "not chosen"  # pragma: no cover
+    built_for = getattr(candidate.release, "torch", None)
+    if chosen_torch is not None and built_for is not None and preference(candidate, chosen_torch) < preference(picks[component], chosen_torch):
+        return ExactBuildPreferred(candidate, built_for, picks[component].version, chosen_torch.version)
+    group = next((g for g in groups(tuple(request.ordered_components)) if component in g), ())
+    partners = tuple(c for c in group if c is not component)
+    if partners and any(r.subject is component for p in partners for r in rules_between(component, p)):
+        return NoPartnerTogether(partners)
+    return NotChosen()  # pragma: no cover
 
 
 def _candidate_for(table: CandidateTable, component: Component, version: Version) -> Optional[Candidate]:
     for candidate in table.kept.get(component, ()):
-        if candidate.version == version:
-            return candidate
-        release = candidate.release
-        if isinstance(release, LibraryLine) and version in release.versions:
-            return candidate  # same line, same facts
+        if version in candidate.release.versions:
+            return candidate  # the same entry (a library line: same line, same facts)
     return None
 
 
-def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[str]:
+# --- what to know about the set ------------------------------------------------------------------
+
+
+def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[Note]:
     """End-of-life status, the unverified facts the answer rests on, and the next step for oneCCL."""
-    out = []
+    out: list[Note] = []
     for component in picks:
         eol = matrix.eol_of(component.distribution)
         if eol is not None:
-            since = f" since {eol.date}" if eol.date else ""
-            out.append(f"{component.label} is {eol.status}{since}; {eol.advice}")
-    for component, pick in picks.items():
-        unverified = []
-        if not pick.release.provenance.verified:
-            unverified.append("the release entry")
-        if pick.wheels is not None and not pick.wheels.provenance.verified:
-            unverified.append(f"its Python coverage on {pick.host.id}")
-        if not pick.host.provenance.verified:
-            unverified.append(f"the host {pick.host.url}")
-        if unverified:
-            out.append(
-                f"{pick}: not verified against a live source: {', '.join(unverified)} "
-                f"(compat matrix --package {component.distribution} --sources)."
-            )
+            out.append(EolNote(component, eol))
     for pick in picks.values():
-        yanked = yanked_wheels(pick.release)
-        if yanked is not None:
-            why = f": {yanked.yanked_reason}" if yanked.yanked_reason else ""
-            out.append(f"{pick} is yanked on {yanked.host}{why} (used because you pinned it).")
+        entry = not pick.release.provenance.verified
+        coverage = pick.host.id if pick.wheels is not None and not pick.wheels.provenance.verified else None
+        host = pick.host.url if not pick.host.provenance.verified else None
+        if entry or coverage or host:
+            out.append(UnverifiedNote(pick, entry, coverage, host))
+    for pick in picks.values():
+        yank = pick.release.yank(pick.version)
+        if yank is not None:
+            out.append(YankedPinNote(pick, yank))
     ipex, torch = picks.get(Component.IPEX), picks.get(Component.TORCH)
     if ipex is not None and torch is not None and isinstance(ipex.release, IpexRelease) and ipex.release.torch != torch.version:
-        out.append(
-            f"{ipex} was built against torch {ipex.release.torch}; its import check accepts torch {torch.version}. "
-            f"Pin torch=={ipex.release.torch} to match the build exactly."
-        )
+        out.append(OffBuildNote(ipex, ipex.release.torch, torch.version))
     ccl = picks.get(Component.CCL)
     if ccl is not None and Component.ACCELERATE in picks:
-        out.append("export CCL_WORKER_COUNT=1 (or more) before launching: without it accelerate quietly picks gloo instead of ccl.")
+        out.append(CclWorkerCountNote())
     if ccl is not None and isinstance(ccl.release, CclRelease):
-        release = ccl.release
-        if release.has_cwd:
-            locate = f'$(python -c "from {release.module} import cwd; print(cwd)")'
-        else:
-            locate = f'$(python -c "import torch, {release.module}, os; print(os.path.dirname({release.module}.__file__))")'
-        out.append(f"After installing, set up oneCCL: source {locate}/{release.setvars}")
+        out.append(SetvarsNote(ccl.release))
     return out
 
 
-def yanked_newer_notes(table: CandidateTable, picks: Mapping[Component, Candidate]) -> list[str]:
-    """Newer releases skipped only because PyPI yanked them: say so, and how to pin one anyway."""
-    out = []
+def yanked_newer_notes(table: CandidateTable, picks: Mapping[Component, Candidate]) -> list[Note]:
+    """Newer releases skipped only because they are yanked: say so, and how to pin one anyway."""
+    out: list[Note] = []
     for component, pick in picks.items():
         newer = sorted((r for r in table.rejected.get(component, ()) if r.kind == "yanked" and r.version > pick.version), key=lambda r: r.version)
-        if newer:
-            reason = newer[-1].reason.split(" is yanked on ", 1)[1].split("; pin", 1)[0]
-            span = f"{newer[0].version} to {newer[-1].version}" if len(newer) > 1 else str(newer[0].version)
-            out.append(
-                f"newer {component.label} releases ({span}) are yanked on {reason}: they were skipped; "
-                f"to use one anyway, pin it: compat resolve {component.label}=={newer[-1].version} ..."
-            )
+        cause = newer[-1].cause if newer else None
+        if isinstance(cause, Yanked):
+            out.append(YankedNewerNote(component, tuple(r.version for r in newer), cause.yank))
     return out
+

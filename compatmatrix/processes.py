@@ -1,8 +1,21 @@
-"""Small process helpers shared by the installer runner and the live supervisor."""
+"""Small process helpers shared by the installer runner and the live supervisor: children that die with
+compat (PR_SET_PDEATHSIG), bounded runs in a process group of their own, and SIGINT / SIGTERM / SIGHUP
+turned into KeyboardInterrupt, with sections that hold them back until a critical step is done.
+
+Side effects: starts processes and kills their process groups; reads /proc (kill_children); installs
+signal handlers while an ``Interruptions`` block is active (restored afterwards).
+"""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import FrameType
+from typing import Optional
 
 
 def die_with_parent() -> None:
@@ -14,3 +27,105 @@ def die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the process group a child leads (start_new_session=True), then reap the child (bounded)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_bounded(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+    """Run ``argv`` to the end with its output captured (text), in a session of its own with PR_SET_PDEATHSIG.
+    Past ``timeout`` seconds (subprocess.TimeoutExpired), or on any exception here (Ctrl-C), the whole
+    process group is killed before the exception goes on."""
+    process = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                               env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except BaseException:
+        kill_group(process)
+        try:
+            process.communicate(timeout=5)
+        except (subprocess.TimeoutExpired, ValueError, OSError):
+            pass
+        raise
+    return subprocess.CompletedProcess(list(argv), process.returncode, out, err)
+
+
+def kill_children() -> list[int]:
+    """SIGKILL every child of this process (and the process group each one leads): what an interrupted step
+    started through code that does not clean up after a KeyboardInterrupt. Returns their pids; reaping
+    them is left to their Popen objects (a zombie holds nothing)."""
+    me = os.getpid()
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and int(fields[1]) == me and fields[0] != b"Z":
+            pid, group = int(entry), int(fields[2])
+            try:
+                if group == pid:
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            killed.append(pid)
+    return killed
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (docker stop, a cancelled CI job, a closed terminal): handled like Ctrl-C."""
+
+
+class Interruptions:
+    """Inside the block, SIGINT raises KeyboardInterrupt and SIGTERM / SIGHUP raise Terminated, except within
+    ``held()``, where the signal is remembered and raised when the held section ends (or dropped)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: Optional[int] = None
+        self.saved: dict[int, object] = {}
+
+    def __enter__(self) -> "Interruptions":
+        if threading.current_thread() is threading.main_thread():
+            for number in self.SIGNALS:
+                self.saved[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self.saved.items():
+            signal.signal(number, handler)  # type: ignore[arg-type]
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self.depth:
+            self.pending = signum
+            return
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+    @contextmanager
+    def held(self, drop: bool = False) -> Iterator[None]:
+        """Signals wait until the section ends; then they are raised, or (``drop``) forgotten."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+        if self.depth == 0 and self.pending is not None:
+            signum, self.pending = self.pending, None
+            if not drop:
+                raise KeyboardInterrupt if signum == signal.SIGINT else Terminated

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from .console import JSON_SCHEMA_VERSION
-from .matrix.model import COMPONENT_ORDER, Component, Matrix
+from .matrix.model import COMPONENT_ORDER, Component, LibraryLine, Matrix
 from .resolve import Conflict, Outcome, Resolution
-from .rules import Candidate, ipex_accepts_torch, python_list, range_text, yanked_wheels
+from .rules import Candidate, fits
+from .sentences import depth, python_list, range_text, sentence
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # --- resolve ---------------------------------------------------------------------------------
 
@@ -69,9 +70,9 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         data["explanation"] = list(outcome.reasons)
         data["notes"] = list(request.notes) + list(outcome.notes)
         data["yanked"] = {
-            c.distribution: (yanked.yanked_reason or "yanked")
+            c.distribution: (yank.reason or "yanked")
             for c in COMPONENT_ORDER
-            if c in picks and (yanked := yanked_wheels(picks[c].release)) is not None
+            if c in picks and (yank := picks[c].release.yank(picks[c].version)) is not None
         }
         data["sources"] = {
             c.distribution: _sources(picks[c])
@@ -101,6 +102,10 @@ def _set_text(picks: Mapping[Component, Candidate]) -> str:
 
 
 def render_outcome(console: Console, outcome: Outcome) -> None:
+    # rich's tables and markup are imported here: --json output needs neither (~4 ms of start-up)
+    from rich.markup import escape
+    from rich.table import Table
+
     request = outcome.request
     constraints = " ".join(f"{c.label}{s}" for c, s in request.specifiers.items())
     header = f"Python {request.python.label} ({request.python.origin}) · {request.platform.tag}"
@@ -139,8 +144,8 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
         console.print("[bold red]NOT SUPPORTED[/] " + escape(outcome.reasons[0]))
         return
     console.print("[bold red]NO SET[/] no consistent set exists, because:")
-    for reason in outcome.reasons:
-        console.print(f"  x {escape(reason)}" if not reason.startswith("  ") else f"    {escape(reason.strip())}")
+    for item in outcome.explanation:
+        console.print(f"    {escape(sentence(item))}" if depth(item) else f"  x {escape(sentence(item))}")
     if outcome.alternatives:
         console.print("\n[bold]What would work[/]")
         for alt in outcome.alternatives:
@@ -169,48 +174,56 @@ def _provenance_json(provenance) -> dict[str, Any]:
     return {"sources": list(provenance.sources), "verified": provenance.verified, "note": provenance.note}
 
 
+def _release_row(component: Component, release: Any) -> dict[str, Any]:
+    """One release as ``compat matrix`` shows it (the same dict for JSON and the tables)."""
+    if isinstance(release, LibraryLine):
+        return {"line": str(release.line), "latest": str(release.latest), "requires_python": str(release.requires_python or ""),
+                "torch_min": str(release.torch_min or ""), "accelerate_min": str(release.accelerate_min or "")}
+    row: dict[str, Any] = {"version": str(release.version)}
+    if component is Component.TORCH:
+        row.update(requires_python=str(release.requires_python or ""), released=release.released)
+    elif component is Component.IPEX:
+        row.update(module=release.module, torch=str(release.torch), torch_accepts=str(release.torch_accepts), guard=release.guard, released=release.released)
+    elif component is Component.CCL:
+        row.update(module=release.module, torch=str(release.torch), has_cwd=release.has_cwd, setvars=release.setvars, oneccl=release.oneccl,
+                   released=release.released)
+    elif getattr(release, "torch", None) is not None:  # torchvision, torchaudio: the torch they pin
+        row.update(torch=str(release.torch))
+    row["wheels"] = _wheels_json(release.wheels)
+    return row
+
+
 def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[Version], torch: Optional[SpecifierSet]) -> dict[str, list[dict[str, Any]]]:
-    """The releases ``compat matrix`` lists, filtered, as plain dicts (shared by JSON and the tables)."""
+    """The releases ``compat matrix`` lists, filtered, as plain dicts (shared by JSON and the tables).
 
-    def python_ok(pythons) -> bool:
-        return python is None or python in pythons
+    ``python``: releases with a wheel for it (library lines: whose Requires-Python admits it);
+    ``torch``: releases that pair with some torch in that range.
+    """
+    torches = [t.version for t in matrix.releases[Component.TORCH] if torch is None or torch.contains(t.version, prereleases=True)]
 
-    def torch_ok(version: Version) -> bool:
-        return torch is None or torch.contains(version, prereleases=True)
+    def python_ok(release: Any) -> bool:
+        if python is None:
+            return True
+        if release.wheels:
+            return any(w.has_python(python) for w in release.wheels)
+        return release.requires_python is None or release.requires_python.contains(Version(f"{python}.0"))
+
+    def torch_ok(component: Component, release: Any) -> bool:
+        if torch is None:
+            return True
+        if component is Component.TORCH:
+            return release.version in torches
+        return any(fits(component, release, release.version, Component.TORCH, t) for t in torches)
 
     rows: dict[str, list[dict[str, Any]]] = {}
-    if Component.TORCH in packages:
-        rows["torch"] = [
-            {"version": str(r.version), "requires_python": str(r.requires_python or ""), "released": r.released,
-             "wheels": _wheels_json(r.wheels), **_provenance_json(r.provenance)}
-            for r in matrix.torch
-            if torch_ok(r.version) and any(python_ok(w.python) for w in r.wheels)
-        ]
-    if Component.IPEX in packages:
-        rows[Component.IPEX.distribution] = [
-            {"version": str(r.version), "module": r.module, "torch": str(r.torch), "torch_accepts": str(r.torch_accepts),
-             "guard": r.guard, "released": r.released, "wheels": _wheels_json(r.wheels), **_provenance_json(r.provenance)}
-            for r in matrix.ipex
-            if any(python_ok(w.python) for w in r.wheels) and (torch is None or any(ipex_accepts_torch(r, t.version) and torch_ok(t.version) for t in matrix.torch))
-        ]
-    if Component.CCL in packages:
-        rows[Component.CCL.distribution] = [
-            {"version": str(r.version), "module": r.module, "torch": str(r.torch), "has_cwd": r.has_cwd, "setvars": r.setvars,
-             "oneccl": r.oneccl, "released": r.released, "wheels": _wheels_json(r.wheels), **_provenance_json(r.provenance)}
-            for r in matrix.ccl
-            if torch_ok(r.torch) and any(python_ok(w.python) for w in r.wheels)
-        ]
-    for component, lines in ((Component.TRANSFORMERS, matrix.transformers), (Component.ACCELERATE, matrix.accelerate)):
+    for component in COMPONENT_ORDER:
         if component not in packages:
             continue
         rows[component.distribution] = [
-            {"line": str(line.line), "latest": str(line.latest), "requires_python": str(line.requires_python or ""),
-             "torch_min": str(line.torch_min or ""), "accelerate_min": str(line.accelerate_min or ""),
-             "features": _line_features(matrix, component, line),
-             **_provenance_json(line.provenance)}
-            for line in lines
-            if (python is None or line.requires_python is None or line.requires_python.contains(Version(f"{python}.0")))
-            and (torch is None or line.torch_min is None or any(torch_ok(t.version) and t.version >= line.torch_min for t in matrix.torch))
+            {**_release_row(component, r), **({"features": _line_features(matrix, component, r)} if isinstance(r, LibraryLine) else {}),
+             **_provenance_json(r.provenance)}
+            for r in matrix.releases[component]
+            if python_ok(r) and torch_ok(component, r)
         ]
     return rows
 
@@ -258,30 +271,42 @@ def _coverage(wheels: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+#: The tables of ``compat matrix``: title, then (column, cell) per column.
+_TABLES: dict[str, tuple[str, list[tuple[str, Callable[[dict[str, Any]], str]]]]] = {
+    "torch": ("torch", [("version", lambda e: e["version"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
+                        ("released", lambda e: e["released"])]),
+    Component.IPEX.distribution: ("intel-extension-for-pytorch", [
+        ("version", lambda e: e["version"]), ("built for torch", lambda e: e["torch"]), ("import check accepts", lambda e: e["torch_accepts"]),
+        ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])), ("module", lambda e: e["module"])]),
+    Component.CCL.distribution: ("oneccl_bind_pt", [
+        ("version", lambda e: e["version"]), ("torch (exact)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
+        ("module", lambda e: e["module"]), ("oneCCL", lambda e: e["oneccl"])]),
+    Component.TORCHVISION.distribution: ("torchvision", [
+        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
+    Component.TORCHAUDIO.distribution: ("torchaudio", [
+        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
+    Component.TRANSFORMERS.distribution: ("transformers", [
+        ("line", lambda e: e["line"]), ("latest", lambda e: e["latest"]), ("requires python", lambda e: e["requires_python"]),
+        ("torch >=", lambda e: e["torch_min"]), ("accelerate >=", lambda e: e["accelerate_min"]), ("features", lambda e: ", ".join(e["features"]))]),
+    Component.ACCELERATE.distribution: ("accelerate", [
+        ("line", lambda e: e["line"]), ("latest", lambda e: e["latest"]), ("requires python", lambda e: e["requires_python"]),
+        ("torch >=", lambda e: e["torch_min"]), ("features", lambda e: ", ".join(e["features"]))]),
+}
+
+
 def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], show_sources: bool) -> None:
-    titles = {
-        "torch": ("torch", ["version", "python wheels (host: versions)", "released"]),
-        Component.IPEX.distribution: ("intel-extension-for-pytorch", ["version", "built for torch", "import check accepts", "python wheels (host: versions)", "module"]),
-        Component.CCL.distribution: ("oneccl_bind_pt", ["version", "torch (exact)", "python wheels (host: versions)", "module", "oneCCL"]),
-        Component.TRANSFORMERS.distribution: ("transformers", ["line", "latest", "requires python", "torch >=", "accelerate >=", "features"]),
-        Component.ACCELERATE.distribution: ("accelerate", ["line", "latest", "requires python", "torch >=", "features"]),
-    }
+    from rich.markup import escape  # imported here: see render_outcome
+    from rich.table import Table
+
     for key, entries in rows.items():
-        title, columns = titles[key]
+        title, columns = _TABLES.get(key, (key, _TABLES["torch"][1][:2]))  # a component without its own columns: version, wheels
         table = Table(title=f"{title} ({len(entries)})", title_justify="left", header_style="bold", show_lines=False)
-        for column in columns + (["source"] if show_sources else []):
+        for column, _ in columns:
             table.add_column(column)
+        if show_sources:
+            table.add_column("source")
         for e in entries:
-            if key == "torch":
-                cells = [e["version"], _coverage(e["wheels"]), e["released"]]
-            elif key == Component.IPEX.distribution:
-                cells = [e["version"], e["torch"], e["torch_accepts"], _coverage(e["wheels"]), e["module"]]
-            elif key == Component.CCL.distribution:
-                cells = [e["version"], e["torch"], _coverage(e["wheels"]), e["module"], e["oneccl"]]
-            elif key == Component.TRANSFORMERS.distribution:
-                cells = [e["line"], e["latest"], e["requires_python"], e["torch_min"], e["accelerate_min"], ", ".join(e["features"])]
-            else:
-                cells = [e["line"], e["latest"], e["requires_python"], e["torch_min"], ", ".join(e["features"])]
+            cells = [cell(e) for _, cell in columns]
             if not e["verified"]:
                 cells[0] += " ?"
             if show_sources:

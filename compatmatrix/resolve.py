@@ -1,27 +1,32 @@
 """Request -> the newest consistent set, or a Conflict that says why none exists.
 
 "Newest" is lexicographic in :data:`~compatmatrix.matrix.model.COMPONENT_ORDER`: the newest torch
-for which a full set exists, then the newest IPEX for that torch, then oneccl_bind_pt, transformers,
-accelerate.  The rules form a tree (IPEX, oneccl_bind_pt, transformers and accelerate each pair
-with torch; accelerate also pairs with transformers), so trying torch releases newest-first and
-taking the newest fitting release of each other component is complete and deterministic.
+for which a full set exists, then the newest IPEX for that torch, then oneccl_bind_pt, torchvision,
+torchaudio, transformers, accelerate.  Every other component pairs with torch
+(:data:`~compatmatrix.rules.PAIR_RULES`); the rules between the others split them into independent
+groups (transformers with accelerate; each of the rest alone).  So trying torch releases
+newest-first and, for each, the best assignment of each group (a small backtracking search inside
+the group) is complete and deterministic.
+
+The outcome carries typed explanations (:mod:`compatmatrix.explain` builds them); ``reasons`` and
+``notes`` are their sentences, written by :mod:`compatmatrix.sentences`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError, shown
 from .matrix.model import COMPONENT_ORDER, Component, Matrix
-from .rules import Candidate, Rejection, candidates, pair_problem
+from .rules import PAIR_RULES, Candidate, Rejection, candidates, pair_problem
 from .target import Platform, PythonTarget
 
 
@@ -50,26 +55,51 @@ class Request:
 class Resolution:
     request: Request
     picks: Mapping[Component, Candidate]
-    reasons: tuple[str, ...] = ()  # why each pick is the newest that fits
-    notes: tuple[str, ...] = ()  # end-of-life, unverified facts the answer rests on
+    explanation: tuple[Any, ...] = ()  # explain.PickReason per pick: why it is the newest that fits
+    remarks: tuple[Any, ...] = ()  # explain's notes: end-of-life, unverified facts the answer rests on, next steps
 
     ok = True
+
+    @functools.cached_property
+    def reasons(self) -> tuple[str, ...]:
+        from .sentences import sentences
+
+        return sentences(self.explanation)
+
+    @functools.cached_property
+    def notes(self) -> tuple[str, ...]:
+        from .sentences import sentences
+
+        return sentences(self.remarks)
 
 
 @dataclass(frozen=True)
 class Alternative:
-    change: str  # "drop the constraint torch==1.12.1", "use Python 3.10"
+    edit: Any  # explain's change to the request: MovePin, PinYanked, DropConstraint, UseProfile, UsePython, LeaveOut
     resolution: Resolution
+
+    @property
+    def change(self) -> str:
+        """"drop the constraint torch==1.12.1", "use Python 3.10"."""
+        from .sentences import sentence
+
+        return sentence(self.edit)
 
 
 @dataclass(frozen=True)
 class Conflict:
     request: Request
-    reasons: tuple[str, ...]
+    explanation: tuple[Any, ...]  # explain's reasons, most fundamental first
     alternatives: tuple[Alternative, ...] = ()
     unsupported: bool = False
 
     ok = False
+
+    @functools.cached_property
+    def reasons(self) -> tuple[str, ...]:
+        from .sentences import sentences
+
+        return sentences(self.explanation)
 
 
 Outcome = Union[Resolution, Conflict]
@@ -106,12 +136,7 @@ def build_request(
     for name in with_components:
         components.add(_component(name))
     for text in requirements:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement as exc:
-            raise UsageError(f"'{shown(text)}' is not a valid requirement ({shown(str(exc), 120)}).", "Write requirements like 'torch==2.7.0' or 'transformers<4.50'.") from None
-        if requirement.url or requirement.marker or requirement.extras:
-            raise UsageError(f"'{shown(text)}' has a URL, marker or extras, which compat resolve does not take.", "Give a name and a version specifier only.")
+        requirement = _requirement(text)
         check_specifier_versions(text, requirement.specifier)
         component = _component(requirement.name)
         components.add(component)
@@ -134,6 +159,20 @@ def build_request(
         profile=profile,
         notes=tuple(notes),
     )
+
+
+def _requirement(text: str) -> Any:
+    """A name and a version specifier (PEP 508, no URL, marker or extras), or the UsageError that says why not."""
+    # imported here: packaging's requirement parser costs ~3.5 ms of start-up, and a profile alone needs none
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        raise UsageError(f"'{shown(text)}' is not a valid requirement ({shown(str(exc), 120)}).", "Write requirements like 'torch==2.7.0' or 'transformers<4.50'.") from None
+    if requirement.url or requirement.marker or requirement.extras:
+        raise UsageError(f"'{shown(text)}' has a URL, marker or extras, which compat resolve does not take.", "Give a name and a version specifier only.")
+    return requirement
 
 
 def check_specifier_versions(text: str, spec: SpecifierSet) -> None:
@@ -192,37 +231,58 @@ def candidate_table(matrix: Matrix, request: Request) -> CandidateTable:
 
 
 def complete_set(table: CandidateTable, torch: Candidate, components: Sequence[Component]) -> Optional[dict[Component, Candidate]]:
-    """The newest set built on ``torch``, or None when some component has nothing that fits it."""
+    """The newest set built on ``torch``, or None when some group of components has nothing that fits it."""
     picks = {Component.TORCH: torch}
-    for component in (Component.IPEX, Component.CCL):
-        if component in components:
-            fitting = [c for c in table.kept[component] if pair_problem(c, torch) is None]
-            if not fitting:
-                return None
-            picks[component] = max(fitting, key=lambda c: preference(c, torch))
-    want_transformers = Component.TRANSFORMERS in components
-    if Component.ACCELERATE in components:
-        accelerates = [a for a in table.kept[Component.ACCELERATE] if pair_problem(a, torch) is None]
-    else:
-        accelerates = []
-    if want_transformers:
-        for transformers in table.kept[Component.TRANSFORMERS]:
-            if pair_problem(transformers, torch) is not None:
-                continue
-            if Component.ACCELERATE in components:
-                accelerate = next((a for a in accelerates if pair_problem(transformers, a) is None), None)
-                if accelerate is None:
-                    continue
-                picks[Component.ACCELERATE] = accelerate
-            picks[Component.TRANSFORMERS] = transformers
-            break
-        else:
+    for group in groups(tuple(components)):
+        chosen = best_in_group(table, torch, group)
+        if chosen is None:
             return None
-    elif Component.ACCELERATE in components:
-        if not accelerates:
-            return None
-        picks[Component.ACCELERATE] = accelerates[0]
+        picks.update(chosen)
     return {c: picks[c] for c in COMPONENT_ORDER if c in picks}
+
+
+@functools.lru_cache(maxsize=64)
+def groups(components: tuple[Component, ...]) -> tuple[tuple[Component, ...], ...]:
+    """The components other than torch, split into groups no pair rule connects (each in COMPONENT_ORDER).
+
+    Given torch, groups are independent: the newest set is the newest assignment of each group.
+    """
+    others = [c for c in COMPONENT_ORDER if c in components and c is not Component.TORCH]
+    group_of = {c: {c} for c in others}
+    for rule in PAIR_RULES:
+        if rule.subject in group_of and rule.partner in group_of and group_of[rule.subject] is not group_of[rule.partner]:
+            merged = group_of[rule.subject] | group_of[rule.partner]
+            for c in merged:
+                group_of[c] = merged
+    seen: list[set[Component]] = []
+    for c in others:
+        if not any(group_of[c] is g for g in seen):
+            seen.append(group_of[c])
+    return tuple(tuple(c for c in others if c in g) for g in seen)
+
+
+def best_in_group(table: CandidateTable, torch: Candidate, group: Sequence[Component]) -> Optional[dict[Component, Candidate]]:
+    """The best assignment of ``group`` next to ``torch`` (each component's candidates in order of
+    :func:`preference`, backtracking over the rules inside the group), or None."""
+    if len(group) == 1:  # the common case: no rule inside the group, the best fitting candidate
+        (component,) = group
+        best = max((c for c in table.kept[component] if pair_problem(c, torch) is None), key=lambda c: preference(c, torch), default=None)
+        return None if best is None else {component: best}
+    pools = [sorted((c for c in table.kept[component] if pair_problem(c, torch) is None), key=lambda c: preference(c, torch), reverse=True) for component in group]
+    chosen: dict[Component, Candidate] = {}
+
+    def walk(i: int) -> bool:
+        if i == len(pools):
+            return True
+        for candidate in pools[i]:
+            if all(pair_problem(candidate, other) is None for other in chosen.values()):
+                chosen[candidate.component] = candidate
+                if walk(i + 1):
+                    return True
+                del chosen[candidate.component]
+        return False
+
+    return dict(chosen) if walk(0) else None
 
 
 def preference(candidate: Candidate, torch: Candidate) -> tuple:
@@ -252,7 +312,7 @@ def resolve(matrix: Matrix, request: Request, *, explain: bool = True) -> Outcom
 
     unsupported = request.platform.unsupported_reason()
     if unsupported:
-        return Conflict(request, (unsupported,), unsupported=True)
+        return Conflict(request, (explanations.Unsupported(unsupported),), unsupported=True)
     table = candidate_table(matrix, request)
     picks = search(table, request)
     if picks is None:
@@ -268,6 +328,6 @@ def resolve(matrix: Matrix, request: Request, *, explain: bool = True) -> Outcom
         return resolution
     return dataclasses.replace(
         resolution,
-        reasons=tuple(explanations.pick_reasons(matrix, request, table, picks)),
-        notes=tuple(explanations.notes(matrix, picks) + explanations.yanked_newer_notes(table, picks)),
+        explanation=tuple(explanations.pick_reasons(matrix, request, table, picks)),
+        remarks=tuple(explanations.notes(matrix, picks) + explanations.yanked_newer_notes(table, picks)),
     )

@@ -1,4 +1,7 @@
-"""`compat env`: the exports that replace `python -c '... import cwd'` + `source setvars.sh`, plus runtime settings."""
+"""`compat env`: the exports that replace `python -c '... import cwd'` + `source setvars.sh`, plus runtime settings.
+
+Side effects: none of its own; the setvars.sh it reads is sourced by checks/oneccl_env.py (a bash child).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .checks.finding import Context
-from .checks.oneccl_env import find_bindings, setvars_result
+from .checks.oneccl_env import find_bindings, setvars_fix, setvars_result
 from .checks.runtime import preload_candidates, preload_entries
 from .errors import CompatError
 
@@ -30,8 +33,9 @@ def plan_env(ctx: Context, ranks_per_node: int) -> EnvPlan:
         )
     result = setvars_result(ctx)
     assert result is not None
-    if not result.ok:
-        raise CompatError(f"The bindings' setvars.sh cannot be used: {result.error}.", "Reinstall oneccl_bind_pt; env/setvars.sh is part of the wheel.")
+    if not result.ok:  # no half environment to eval: exit 2 with the reason and the script's last words
+        said = f" (it said: {' | '.join(result.output[-2:])})" if result.output else ""
+        raise CompatError(f"The bindings' setvars.sh cannot be used: {result.error}{said}.", setvars_fix(result.path))
     exports = dict(result.exports)
     comments = [f"oneCCL environment from {result.path} ({bindings.module})"]
     candidates = preload_candidates(ctx.snapshot.prefix)

@@ -15,7 +15,7 @@ from typing import Optional
 from packaging.version import Version
 
 from .matrix.model import Matrix
-from .rules import range_text
+from .sentences import range_text
 
 _BOOL_WORDS = {"true", "false", "1", "0", "yes", "no"}
 _BOOLEAN_FLAGS = ("--no_cuda", "--use_cpu", "--use_ipex", "--bf16")

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from compatmatrix.matrix import load_matrix  # noqa: E402
-from compatmatrix.matrix.model import LibraryLine, Matrix  # noqa: E402
+from compatmatrix.matrix.model import Component, LibraryLine, Matrix  # noqa: E402
 
 DEFAULT_PYPI = "https://pypi.org/pypi"
 
@@ -95,7 +95,7 @@ def _pythons(versions) -> str:
 
 
 def check_binary(name: str, releases, registry: dict[Version, dict], report: "Report", pypi_host: str = "pypi") -> None:
-    """torch / IPEX: the PyPI wheel facts of each release."""
+    """torch / IPEX / torchvision / torchaudio: the PyPI wheel facts of each release."""
     known = set()
     for release in releases:
         known.add(release.version)
@@ -113,20 +113,6 @@ def check_binary(name: str, releases, registry: dict[Version, dict], report: "Re
             report.disagree(f"{name} {release.version}: PyPI wheels are for Python {_pythons(facts['python'])}, the matrix says {_pythons(wheels.python)}")
         if facts["yanked"] != wheels.yanked:
             report.disagree(f"{name} {release.version}: PyPI yanked={facts['yanked']}, the matrix says yanked={wheels.yanked}")
-    _new(name, known, registry, report)
-
-
-def check_companions(name: str, releases, registry: dict[Version, dict], report: "Report") -> None:
-    known = set()
-    for release in releases:
-        known.add(release.version)
-        facts = registry.get(release.version)
-        if facts is None:
-            report.disagree(f"{name} {release.version}: PyPI has no such release")
-            continue
-        report.checked += 1
-        if facts["python"] != set(release.python):
-            report.disagree(f"{name} {release.version}: PyPI wheels are for Python {_pythons(facts['python'])}, the matrix says {_pythons(release.python)}")
     _new(name, known, registry, report)
 
 
@@ -180,12 +166,10 @@ def crosscheck(matrix: Matrix, base: str, timeout: float) -> Report:
     with requests.Session() as session:
         registry = {name: release_facts(fetch_project(session, base, name, timeout)) for name in
                     ("torch", "intel-extension-for-pytorch", "transformers", "accelerate", "torchvision", "torchaudio")}
-    check_binary("torch", matrix.torch, registry["torch"], report)
-    check_binary("intel-extension-for-pytorch", matrix.ipex, registry["intel-extension-for-pytorch"], report)
-    check_companions("torchvision", matrix.torchvision, registry["torchvision"], report)
-    check_companions("torchaudio", matrix.torchaudio, registry["torchaudio"], report)
-    check_lines("transformers", matrix.transformers, registry["transformers"], report)
-    check_lines("accelerate", matrix.accelerate, registry["accelerate"], report)
+    for component in (Component.TORCH, Component.IPEX, Component.TORCHVISION, Component.TORCHAUDIO):
+        check_binary(component.distribution, matrix.releases[component], registry[component.distribution], report)
+    for component in (Component.TRANSFORMERS, Component.ACCELERATE):
+        check_lines(component.distribution, matrix.releases[component], registry[component.distribution], report)  # type: ignore[arg-type]
     return report
 
 

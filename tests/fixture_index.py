@@ -5,7 +5,10 @@ oneccl_bind_pt, transformers, accelerate) in versions that mirror real pairs, so
 host assignment and installer can be tested without the real (unreachable or multi-GB) files.
 Each wheel installs one module whose __init__ says FIXTURE. The server speaks PEP 503 (per-host
 /simple/<project>/ pages with #sha256 fragments) and serves find-links pages, and can be told to
-slow down, fail, or serve a file that does not match its published hash.
+slow down, fail, or serve a file that does not match its published hash. For the fault tests it can
+also trickle a response one byte a second (bounded: it gives up by itself after ``trickle_for``
+seconds), publish no hash / an md5 only / an uppercase sha256, pad its pages, and send a wheel with
+no Content-Length followed by junk.
 """
 
 from __future__ import annotations
@@ -86,6 +89,11 @@ class FixtureIndex:
     slow: dict[str, float] = field(default_factory=dict)  # filename -> seconds to sleep before serving
     corrupt: set[str] = field(default_factory=set)  # filenames served with altered bytes
     down: set[str] = field(default_factory=set)  # host ids answering 503
+    trickle: set[str] = field(default_factory=set)  # "root:<host>", "page:<host>", "file:<filename>": one byte a second
+    trickle_for: float = 40.0  # a trickled response stops after this many seconds, finished or not
+    hashes: dict[str, str] = field(default_factory=dict)  # host -> "sha256" (default), "none", "md5", "upper"
+    pad_pages: dict[str, int] = field(default_factory=dict)  # host -> bytes of padding in its project pages
+    unsized: dict[str, int] = field(default_factory=dict)  # filename -> junk bytes appended; sent with no Content-Length
     url: str = ""
 
     def add(self, host: str, wheel: Path, style: str = "index") -> None:
@@ -104,19 +112,51 @@ def _page(links: list[tuple[str, str]]) -> bytes:
     return f"<!DOCTYPE html><html><body>\n{body}</body></html>\n".encode()
 
 
+def _fragment(style: str, path: Path) -> str:
+    data = path.read_bytes()
+    if style == "none":
+        return ""
+    if style == "md5":
+        return "#md5=" + hashlib.md5(data).hexdigest()  # noqa: S324 - what an old index publishes
+    digest = hashlib.sha256(data).hexdigest()
+    return "#sha256=" + (digest.upper() if style == "upper" else digest)
+
+
+def _project(filename: str) -> str:
+    return filename.split("-")[0].lower().replace("_", "-")
+
+
 def serve(index: FixtureIndex):
     """Start the server; returns (server, thread). Stop with server.shutdown()."""
 
-    def sha(path: Path) -> str:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-
     class Handler(BaseHTTPRequestHandler):
-        def _send(self, status: int, body: bytes, kind: str = "text/html") -> None:
+        def _send(self, status: int, body: bytes, kind: str = "text/html", trickle: bool = False, sized: bool = True) -> None:
+            head = f"HTTP/1.0 {status} X\r\nContent-Type: {kind}\r\n" + (f"Content-Length: {len(body)}\r\n" if sized else "") + "\r\n"
+            if trickle:
+                return self._trickle(head.encode() + body)
             self.send_response(status)
             self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
+            if sized:
+                self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up (a size cap): fine
+
+        def _trickle(self, raw: bytes) -> None:
+            """One byte a second, status line and headers included; bounded by index.trickle_for."""
+            end = time.monotonic() + index.trickle_for
+            for i in range(len(raw)):
+                if time.monotonic() > end:
+                    break
+                try:
+                    self.wfile.write(raw[i:i + 1])
+                    self.wfile.flush()
+                except OSError:
+                    break  # the client gave up
+                time.sleep(1.0)
+            self.close_connection = True
 
         def do_GET(self):  # noqa: N802
             parts = [urllib.parse.unquote(p) for p in self.path.split("?")[0].split("/") if p]
@@ -126,6 +166,7 @@ def serve(index: FixtureIndex):
             if host in index.down:
                 return self._send(503, b"down")
             wheels = {w.name: w for w in index.hosts[host]}
+            style = index.hashes.get(host, "sha256")
             if parts[-2:-1] == ["files"] or (len(parts) >= 2 and parts[1] == "files"):
                 name = parts[-1]
                 if name not in wheels:
@@ -134,16 +175,23 @@ def serve(index: FixtureIndex):
                 data = wheels[name].read_bytes()
                 if name in index.corrupt:
                     data = data[:-10] + b"0123456789"
-                return self._send(200, data, "application/octet-stream")
+                if name in index.unsized:
+                    return self._send(200, data + b"\0" * index.unsized[name], "application/octet-stream", sized=False)
+                return self._send(200, data, "application/octet-stream", trickle=f"file:{name}" in index.trickle)
+            root = f"root:{host}" in index.trickle
             if index.styles.get(host) == "find-links":
-                return self._send(200, _page([(f"files/{n}#sha256={sha(w)}", n) for n, w in sorted(wheels.items())]))
+                return self._send(200, _page([(f"files/{n}{_fragment(style, w)}", n) for n, w in sorted(wheels.items())]), trickle=root)
             if len(parts) == 2 and parts[1] == "simple":
-                projects = sorted({n.split("-")[0].lower().replace("_", "-") for n in wheels})
-                return self._send(200, _page([(f"{p}/", p) for p in projects]))
+                projects = sorted({_project(n) for n in wheels})
+                return self._send(200, _page([(f"{p}/", p) for p in projects]), trickle=root)
             if len(parts) == 3 and parts[1] == "simple":
                 project = parts[2].lower().replace("_", "-")
-                mine = [(f"../../files/{n}#sha256={sha(w)}", n) for n, w in sorted(wheels.items()) if n.split("-")[0].lower().replace("_", "-") == project]
-                return self._send(200, _page(mine)) if mine else self._send(404, b"no such project")
+                mine = [(f"../../files/{n}{_fragment(style, w)}", n) for n, w in sorted(wheels.items()) if _project(n) == project]
+                if not mine:
+                    return self._send(404, b"no such project")
+                pad = index.pad_pages.get(host, 0)
+                body = _page(mine) + (b"<!--" + b"p" * pad + b"-->" if pad else b"")
+                return self._send(200, body, trickle=f"page:{host}" in index.trickle)
             return self._send(404, b"not found")
 
         def log_message(self, *args):

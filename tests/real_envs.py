@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .clean_env import base_env
+
 CACHE = Path(os.environ.get("COMPAT_TEST_CACHE") or Path.home() / ".cache" / "compatmatrix-tests")
 BUILD_TIMEOUT_S = 1800
 
@@ -35,8 +37,28 @@ SPECS = {
 }
 
 
+class RealEnvUnavailable(RuntimeError):
+    """A real environment cannot be built on this machine for a reason that is not a defect (the tests skip)."""
+
+
+# requirements that come from a local wheel (pip's find-links), not from the registry: not every machine or Python has it
+LOCAL_WHEELS = ("torch==2.13.0",)
+
+
+def local_wheel_or_skip(python: str, requirement: str) -> None:
+    """Raise RealEnvUnavailable unless ``python``'s pip finds ``requirement`` without any index (find-links only)."""
+    done = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed", "--no-index", "--quiet",
+                           "--disable-pip-version-check", requirement], capture_output=True, text=True, timeout=300, env=base_env(), check=False)
+    if done.returncode != 0:
+        version = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True, timeout=60, check=False)
+        lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
+        raise RealEnvUnavailable(f"{requirement} (the local CPU wheel these tests use, found through pip's find-links) is not available for "
+                                 f"Python {version.stdout.strip() or '?'} on this machine: {lines[-1]}")
+
+
 def real_env(name: str, python: str = sys.executable) -> Path:
-    """The interpreter of a cached real environment, building it first if needed (one builder at a time)."""
+    """The interpreter of a cached real environment, building it first if needed (one builder at a time).
+    Raises RealEnvUnavailable when a local wheel it needs is not on this machine (or not for this Python)."""
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -55,12 +77,15 @@ def _real_env(name: str, python: str) -> Path:
                 return interpreter
         except ValueError:
             pass
+    for requirement in requirements:
+        if requirement in LOCAL_WHEELS:
+            local_wheel_or_skip(python, requirement)
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([python, "-m", "venv", str(target)], check=True, timeout=300)
+    subprocess.run([python, "-m", "venv", str(target)], check=True, timeout=300, env=base_env())
     done = subprocess.run(
         [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *extra, *requirements],
-        capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False,
+        capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False, env=base_env(),
     )
     if done.returncode != 0:
         shutil.rmtree(target, ignore_errors=True)
@@ -92,7 +117,7 @@ def real_overlay(name: str, python: Path) -> Path:
             pass
         shutil.rmtree(target, ignore_errors=True)
         done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target", str(target), *OVERLAYS[name]],
-                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False, env=base_env())
         if done.returncode != 0:
             shutil.rmtree(target, ignore_errors=True)
             raise RuntimeError(f"building the overlay {name} failed:\n{done.stderr[-3000:]}")

@@ -95,20 +95,30 @@ def test_forced_colour_terminal_gets_colour_unless_no_color():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("minor, expect", [("6", {"ok": False}), ("13", {"ok": True, "torch": "2.7.0"}), ("10", {"ok": True, "torch": "2.7.0"})])
-def test_python_path_probes_the_real_interpreter(minor, expect):
-    python = pyenv_python(minor)
-    if python is None:
-        pytest.skip(f"no pyenv CPython 3.{minor} on this machine")
-    data = resolve_json("--python", python)
-    assert data["python"] == f"3.{minor}"
+def test_python_path_probes_the_real_interpreter(tmp_path):
+    """--python runs the probe with that interpreter (a fresh venv of the running one) and answers as --python-version does."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    data = resolve_json("--python", str(venv / "bin" / "python"))
+    assert data["python"] == running
     assert data["python_origin"].startswith("--python ")
     assert data["platform"] == "linux_x86_64"
-    assert data["ok"] is expect["ok"]
-    if expect["ok"]:
-        assert data["packages"]["torch"] == expect["torch"]
-    else:
-        assert "use Python 3.7" in [a["change"] for a in data["alternatives"]]
+    by_version = resolve_json("--python-version", running)
+    assert data["ok"] is by_version["ok"] and data["packages"] == by_version["packages"]
+
+
+@pytest.mark.integration
+def test_python_path_probes_an_old_interpreter():
+    """The probe is stdlib-only Python 3.6 code: pyenv's CPython 3.6 (the oldest it supports) is the point here."""
+    python = pyenv_python("6")
+    if python is None:
+        pytest.skip("no pyenv CPython 3.6 on this machine (the oldest Python the probe supports is what this test runs)")
+    data = resolve_json("--python", python)
+    assert data["python"] == "3.6"
+    assert data["python_origin"].startswith("--python ")
+    assert data["ok"] is False
+    assert "use Python 3.7" in [a["change"] for a in data["alternatives"]]
 
 
 def test_matrix_json_lists_everything_with_sources():
@@ -173,3 +183,21 @@ def test_matrix_marks_features_that_hold_for_part_of_a_line():
     line = next(r for r in rows if r["line"] == "0.29")
     assert "ddp_backend_ccl_works (>=0.20.0,!=0.29.0,!=0.29.1,!=0.29.2,<1.13.0)" in line["features"]  # 0.29.0-0.29.2 are broken
     assert "ddp_backend_ccl_works" in next(r for r in rows if r["line"] == "1.12")["features"]
+
+
+def test_resolve_and_install_plan_torchvision_and_torchaudio():
+    data = resolve_json("--python-version", "3.11", "torch==2.7.0", "torchvision", "--with", "torchaudio", code=0)
+    assert data["components"] == ["torch", "torchvision", "torchaudio"]
+    assert data["packages"] == {"torch": "2.7.0", "torchvision": "0.22.0", "torchaudio": "2.7.0"}
+    assert {name: (i["host"], i["local_label"]) for name, i in data["indexes"].items()} == {name: ("pytorch-cpu", "+cpu") for name in data["packages"]}
+    assert data["sources"]["torchvision"][0] == "registry:pypi/torchvision/0.22.0"
+    done = run_compat("install", "--print", "requirements", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+                      "torch==2.7.0", "torchvision", "torchaudio")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-3:] == ["torch==2.7.0+cpu", "torchvision==0.22.0+cpu", "torchaudio==2.7.0+cpu"]
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in done.stdout
+    pypi = run_compat("install", "--print", "requirements", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+                      "torch==2.7.0", "torchvision", "--torch-from-pypi")
+    assert pypi.stdout.splitlines()[-2:] == ["torch==2.7.0", "torchvision==0.22.0"]  # one build: both from PyPI
+    rows = json.loads(run_compat("matrix", "--json", "--package", "torchvision", "--torch", "==2.7.0").stdout)["releases"]
+    assert [(r["version"], r["torch"]) for r in rows["torchvision"]] == [("0.22.0", "2.7.0")]

@@ -5,7 +5,6 @@ Dockerfile's commands stop working."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from .clean_env import base_env
 from .conftest import ROOT
 from .test_install import index  # noqa: F401  (the FIXTURE index fixture)
 
@@ -37,8 +37,7 @@ def test_dockerfile_install_steps_work_in_a_fresh_venv(index, tmp_path):  # noqa
     assert len(runs) == 3 and "compat install" in runs[0] and "compat env" in runs[1] and "compat check" in runs[2]
     train = tmp_path / "train"
     subprocess.run([sys.executable, "-m", "venv", str(train)], check=True, timeout=300)
-    env = dict(os.environ, NO_COLOR="1", PROFILE="ddp-ccl", RANKS_PER_NODE="1")  # the Dockerfile's ARG defaults
-    env.pop("COMPAT_PYTHON", None)
+    env = base_env({"NO_COLOR": "1", "PROFILE": "ddp-ccl", "RANKS_PER_NODE": "1"})  # the Dockerfile's ARG defaults; no COMPAT_* of the CI shell
     for host in index.hosts:
         env["COMPAT_INDEX_" + host.upper().replace("-", "_")] = index.host_url(host)
     compat = f"{shlex.quote(sys.executable)} -m compatmatrix"

@@ -7,24 +7,30 @@ reproduce pairings and crash modes which cannot be installed on this machine.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import jsonschema
 import pytest
 
+from .clean_env import base_env
 from .conftest import ROOT, pyenv_python, run_compat
 from .fixture_envs import FixtureEnv
 
 SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "findings-v1.json").read_text())
-CLEAN_ENV = {k: "" for k in ("LD_PRELOAD", "CCL_ROOT", "I_MPI_ROOT", "FI_PROVIDER_PATH", "OMP_NUM_THREADS", "CCL_WORKER_COUNT")}
+RUNNING_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def clean_environ(extra=None):
-    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-    env.update(extra or {})
-    return env
+    """The scrubbed base environment (tests/clean_env.py: no LD_PRELOAD, CCL_*, I_MPI_*, FI_*, OMP_*, ... of the CI shell)."""
+    return base_env(extra)
+
+
+def allowed_cpus() -> int:
+    """The CPUs compat counts for this process: affinity capped by the cgroup quota, read by compat's own probe."""
+    from compatmatrix.environment.snapshot import take_snapshot
+
+    return take_snapshot(None).allowed_cpus
 
 
 def compat_json(command, python, *args, env=None, code=None, timeout=180):
@@ -51,14 +57,21 @@ def python_or_skip(minor):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("minor, torch, ccl, module", [("6", "1.10.0", "1.10.0", "torch_ccl"), ("13", "2.7.0", "2.7.0", "oneccl_bindings_for_pytorch")])
-def test_probe_runs_under_old_and_new_python(tmp_path, minor, torch, ccl, module):
-    env = FixtureEnv(tmp_path / "env", python_or_skip(minor)).torch(torch).bindings(ccl, module=module)
+@pytest.mark.parametrize("minor, torch, ccl, module", [
+    ("6", "1.10.0", "1.10.0", "torch_ccl"),  # the oldest Python the probe supports: pyenv's 3.6, the point of this case
+    (None, "2.7.0", "2.7.0", "oneccl_bindings_for_pytorch"),  # the running interpreter, whichever it is
+])
+def test_probe_runs_under_old_and_new_python(tmp_path, matrix, minor, torch, ccl, module):
+    from packaging.version import Version
+
+    python = python_or_skip(minor) if minor else sys.executable
+    env = FixtureEnv(tmp_path / "env", python).torch(torch).bindings(ccl, module=module)
     checks, data = compat_json("check", env.python)
-    assert data["python_version"].startswith(f"3.{minor}.")
+    assert data["python_version"].startswith(f"3.{minor}." if minor else f"{RUNNING_PYTHON}.")
     assert checks["packages.torch-installed"]["status"] == "pass"
     assert checks["packages.ccl-torch"]["status"] == "pass"
-    assert checks["packages.python-support"]["status"] == "pass"
+    published = any(w.has_python(Version(f"3.{minor}" if minor else RUNNING_PYTHON)) for w in matrix.ccl_release(Version(ccl)).wheels)
+    assert checks["packages.python-support"]["status"] == ("pass" if published else "warn")
     assert checks["oneccl.setvars"]["status"] == "fail"  # the fixture bindings ship env/setvars.sh, not sourced
 
 
@@ -68,19 +81,47 @@ def test_probe_runs_under_old_and_new_python(tmp_path, minor, torch, ccl, module
 @pytest.mark.parametrize(
     "torch, ccl, status, text",
     [
-        ("1.12.1", "1.12.0", "fail", "pip install oneccl_bind_pt==1.12.100 -f https://developer.intel.com/ipex-whl-stable"),
+        ("1.12.1", "1.12.0", "fail", "pip install oneccl_bind_pt==1.12.100"),
         ("1.12.0", "1.12.0", "pass", "oneccl_bind_pt 1.12.0 is built for torch 1.12.0"),
         ("1.12.1", "1.12.100", "pass", "oneccl_bind_pt 1.12.100 is built for torch 1.12.1"),
-        ("1.12.0", "1.12.100", "fail", "pip install oneccl_bind_pt==1.12.0 -f https://developer.intel.com/ipex-whl-stable"),
+        ("1.12.0", "1.12.100", "fail", "pip install oneccl_bind_pt==1.12.0"),
         ("1.13.1", "1.13.0", "fail", "No oneccl_bind_pt release is built for torch 1.13.1"),
     ],
 )
 def test_oneccl_pairing_rules(tmp_path, torch, ccl, status, text):
-    env = FixtureEnv(tmp_path / "env", python_or_skip("10")).torch(torch).bindings(ccl)
+    # the pairing rule reads the installed versions only: any interpreter will do (the fixture venv is the running one's);
+    # the index the fix names depends on the Python (test_pairing_fix_names_the_find_links_page_of_the_1_12_era)
+    env = FixtureEnv(tmp_path / "env").torch(torch).bindings(ccl)
     checks, _ = compat_json("check", env.python, "--only", "packages.ccl-torch")
     finding = checks["packages.ccl-torch"]
     assert finding["status"] == status
     assert text in finding["summary"] + finding["fix"]
+
+
+def python_with_wheels_of(release):
+    """An interpreter the release has published wheels for: the running one when it is, else pyenv's; None if neither."""
+    from packaging.version import Version
+
+    if any(w.has_python(Version(RUNNING_PYTHON)) for w in release.wheels):
+        return sys.executable
+    for minor in ("10", "9", "8", "7"):
+        if any(w.has_python(Version(f"3.{minor}")) for w in release.wheels) and pyenv_python(minor):
+            return pyenv_python(minor)
+    return None
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("torch, ccl, partner", [("1.12.1", "1.12.0", "1.12.100"), ("1.12.0", "1.12.100", "1.12.0")])
+def test_pairing_fix_names_the_find_links_page_of_the_1_12_era(tmp_path, matrix, torch, ccl, partner):
+    """The fix names the host of the partner's wheel, which exists only for Python 3.7-3.10: a Python of that range is the point."""
+    from packaging.version import Version
+
+    python = python_with_wheels_of(matrix.ccl_release(Version(partner)))
+    if python is None:
+        pytest.skip(f"oneccl_bind_pt {partner} has wheels for Python 3.7-3.10 only; neither the running Python {RUNNING_PYTHON} nor a pyenv one is in that range")
+    env = FixtureEnv(tmp_path / "env", python).torch(torch).bindings(ccl)
+    checks, _ = compat_json("check", env.python, "--only", "packages.ccl-torch")
+    assert f"pip install oneccl_bind_pt=={partner} -f https://developer.intel.com/ipex-whl-stable" in checks["packages.ccl-torch"]["fix"]
 
 
 def test_ipex_pairing_names_the_guard_and_the_fix(tmp_path):
@@ -150,11 +191,20 @@ def test_duplicate_installs(tmp_path):
     assert "2.7.0 at" in finding["evidence"][0] and "2.6.0 at" in finding["evidence"][0]
 
 
-def test_python_without_wheels_for_the_installed_release(tmp_path):
-    env = FixtureEnv(tmp_path / "env").torch("1.12.0").bindings("1.12.0")  # this venv is Python 3.11; 1.12.0 has 3.7-3.10
+def test_python_without_wheels_for_the_installed_release(tmp_path, matrix):
+    from packaging.version import Version
+
+    from compatmatrix.matrix.model import Component
+
+    # a release with no published wheel for the running Python (1.12.0, 3.7-3.10 only, where it applies)
+    unpublished = [r for r in matrix.releases[Component.CCL] if not any(w.has_python(Version(RUNNING_PYTHON)) for w in r.wheels)]
+    if not unpublished:
+        pytest.skip(f"every oneccl_bind_pt release in the matrix has a wheel for Python {RUNNING_PYTHON}")
+    release = next((r for r in unpublished if str(r.version) == "1.12.0"), unpublished[0])
+    env = FixtureEnv(tmp_path / "env").torch(str(release.torch)).bindings(str(release.version))
     checks, _ = compat_json("check", env.python, "--only", "packages.python-support")
     assert checks["packages.python-support"]["status"] == "warn"
-    assert "oneccl-bind-pt 1.12.0 has no published wheel for Python 3.11" in checks["packages.python-support"]["summary"]
+    assert f"oneccl-bind-pt {release.version} has no published wheel for Python {RUNNING_PYTHON}" in checks["packages.python-support"]["summary"]
 
 
 def test_end_of_life_advice(tmp_path):
@@ -275,13 +325,13 @@ def test_setvars_missing_then_compat_env_fixes_it(tmp_path):
 def test_compat_env_output_for_each_shell(tmp_path):
     env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
     site = env.site / "oneccl_bindings_for_pytorch"
-    bash = run_compat("env", "--python", str(env.python), "--ranks-per-node", "1", env_extra=clean_environ())
+    bash = run_compat("env", "--python", str(env.python), "--ranks-per-node", "1")
     assert bash.returncode == 0, bash.stderr
     assert f"export CCL_ROOT={site}" in bash.stdout
     assert "export CCL_WORKER_COUNT=1" in bash.stdout
-    cpus = len(os.sched_getaffinity(0))
+    cpus = allowed_cpus()  # affinity and cgroup quota, as compat counts them
     assert f"export OMP_NUM_THREADS={max(1, cpus - 1)}" in bash.stdout
-    fish = run_compat("env", "--shell", "fish", "--python", str(env.python), env_extra=clean_environ())
+    fish = run_compat("env", "--shell", "fish", "--python", str(env.python))
     assert f"set -gx CCL_ROOT '{site}'" in fish.stdout
     assert "set -gx PATH " in fish.stdout and "export" not in fish.stdout
 
@@ -311,17 +361,24 @@ def test_ld_preload_entries(tmp_path):
     env = FixtureEnv(tmp_path / "env").torch("2.7.0")
     text_file = tmp_path / "libfake.so"
     text_file.write_text("not a library")
-    checks, _ = compat_json("check", env.python, "--only", "runtime.ld-preload", env={"LD_PRELOAD": f"/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.5.9:{text_file}"}, code=1)
+    missing = tmp_path / "gone" / "libtcmalloc.so.4.5.9"  # under tmp_path: missing on every machine
+    checks, _ = compat_json("check", env.python, "--only", "runtime.ld-preload", env={"LD_PRELOAD": f"{missing}:{text_file}"}, code=1)
     finding = checks["runtime.ld-preload"]
-    assert finding["summary"] == "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.5.9 does not exist"
+    assert finding["summary"] == f"{missing} does not exist"
     assert f"{text_file} is not an ELF shared library" in finding["evidence"]
 
 
 def test_thread_oversubscription(tmp_path):
     env = FixtureEnv(tmp_path / "env").torch("2.7.0")
-    cpus = len(os.sched_getaffinity(0))
-    checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", "2", env={"OMP_NUM_THREADS": str(cpus), "CCL_WORKER_COUNT": "1"}, code=1)
-    assert checks["runtime.threads"]["summary"] == f"2 ranks x (OMP_NUM_THREADS={cpus} + CCL_WORKER_COUNT=1) = {2 * (cpus + 1)} threads on {cpus} CPUs"
+    cpus = allowed_cpus()  # affinity and cgroup quota, as compat counts them; the values below fit 1 CPU as well as 64
+    omp = cpus + 1  # one thread more than there are CPUs, with one rank: oversubscribed on any machine
+    checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", "1", env={"OMP_NUM_THREADS": str(omp), "CCL_WORKER_COUNT": "1"}, code=1)
+    assert checks["runtime.threads"]["status"] == "fail"
+    assert checks["runtime.threads"]["summary"] == f"1 ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT=1) = {omp + 1} threads on {cpus} CPUs"
+    # more ranks than CPUs even at one thread each: no OMP_NUM_THREADS fits, a warning that says so
+    checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", str(cpus + 1), env={"OMP_NUM_THREADS": "1", "CCL_WORKER_COUNT": "0"})
+    assert checks["runtime.threads"]["status"] == "warn"
+    assert checks["runtime.threads"]["summary"].endswith("more ranks than CPUs can carry even at one thread each")
     checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", "1", env={"OMP_NUM_THREADS": "1", "CCL_WORKER_COUNT": "0"}, code=0)
     assert checks["runtime.threads"]["status"] == "pass"
 
@@ -342,7 +399,7 @@ def test_list_only_skip_and_unknown_ids(tmp_path):
 
 def test_human_output_groups_by_area_with_words(tmp_path):
     env = FixtureEnv(tmp_path / "env").torch("1.12.1").bindings("1.12.0")
-    done = run_compat("check", "--python", str(env.python), env_extra={"NO_COLOR": "1", "COLUMNS": "200", **clean_environ()})
+    done = run_compat("check", "--python", str(env.python), env_extra={"NO_COLOR": "1", "COLUMNS": "200"})
     assert done.returncode == 1
     out = done.stdout
     assert "\npackages\n" in out and "\noneccl\n" in out and "\nruntime\n" in out

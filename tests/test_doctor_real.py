@@ -12,12 +12,14 @@ import sys
 
 import pytest
 
+from .clean_env import base_env
+
 pytestmark = pytest.mark.integration
 
 
 def compat(command, python, *args, timeout=600):
     done = subprocess.run([sys.executable, "-m", "compatmatrix", command, "--json", "--python", str(python), *args],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+                          capture_output=True, text=True, timeout=timeout, check=False, env=base_env())
     assert done.returncode in (0, 1), done.stderr
     data = json.loads(done.stdout)
     return done.returncode, {c["id"]: c for c in data["checks"]}

@@ -43,3 +43,19 @@ def test_pick_link_takes_exactly_the_version_label_and_project():
     chosen = pick_link(links, Version("2.7.0"), "+cpu", target, "torch")
     assert chosen is not None and chosen.filename == "torch-2.7.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     assert pick_link(links[2:3], Version("2.7.0"), "+cpu", target, "torch") is None
+
+
+def test_plan_takes_torchvision_and_torchaudio_from_torchs_host(matrix):
+    from compatmatrix.install.indexes import IndexLocation
+    from compatmatrix.install.plan import make_plan
+    from compatmatrix.matrix.model import Component
+    from compatmatrix.resolve import resolve
+
+    from .conftest import make_request
+
+    outcome = resolve(matrix, make_request(matrix, "3.11", "torch==2.7.0", "torchvision", "torchaudio"), explain=False)
+    locations = {h.id: IndexLocation(h.id, h.url, h.style, "matrix") for h in matrix.hosts.values()}
+    plan = make_plan(outcome, locations)
+    assert [p.pin for p in plan.packages] == ["torch==2.7.0+cpu", "torchvision==0.22.0+cpu", "torchaudio==2.7.0+cpu"]
+    assert {p.location.host_id for p in plan.packages} == {"pytorch-cpu"}
+    assert plan.package(Component.TORCHVISION).distribution == "torchvision"

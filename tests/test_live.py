@@ -88,11 +88,17 @@ def test_intel_mpi_command_maps_pmi_and_passes_the_master(tmp_path):
     assert launch.envs[0]["PATH"].split(os.pathsep)[0] == str(tmp_path)  # Intel's mpirun finds mpiexec.hydra on PATH
 
 
-def test_open_mpi_command_exports_with_x(tmp_path):
+@pytest.mark.parametrize("euid", [0, 1000])  # root in a container, a user on a cluster: both forced, whoever runs the tests
+def test_open_mpi_command_exports_with_x(tmp_path, monkeypatch, euid):
     mpirun = write_exe(tmp_path / "mpirun", "#!/bin/sh\necho 'mpirun (Open MPI) 4.1.4'\n")  # FIXTURE: --version only
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
     launch = plan_launch("mpirun", "/py", WORKER, Topology(nproc_per_node=2), {}, 1, mpirun=mpirun)
     command = list(launch.commands[0])
     assert launch.flavor == "open-mpi" and command[:4] == [mpirun, "-np", "2", "--oversubscribe"]
+    # Open MPI refuses to run as root without --allow-run-as-root; compat adds it only then
+    assert ("--allow-run-as-root" in command) is (euid == 0)
+    if euid == 0:
+        assert command[4] == "--allow-run-as-root"
     assert ["-x", "MASTER_ADDR"] == command[command.index("MASTER_ADDR") - 1: command.index("MASTER_ADDR") + 1]
 
 
@@ -109,22 +115,33 @@ def test_unknown_mpirun_and_missing_mpirun_are_one_sentence_with_a_fix(tmp_path)
 
 ESCAPER = """
 import os, subprocess, sys, time
-# a child that leaves the process group (setsid) and would outlive a plain killpg
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+# a child that leaves the process group (setsid) and would outlive a plain killpg; it writes its pid once it runs
+grandchild = os.path.join(sys.argv[1], "grandchild.pid")
+subprocess.Popen([sys.executable, "-c", "import os, sys, time; open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.replace(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(600)", grandchild],
+                 start_new_session=True)
 open(os.path.join(sys.argv[1], "proc-%d.json" % os.getpid()), "w").write("{}")
 time.sleep(600)
 """
+ESCAPER_TIMEOUT_S = 8.0  # both interpreters start well within it on a loaded 1-CPU machine; the test asserts they did
 
 
 def test_timeout_kills_everything_including_a_grandchild_that_escaped_the_group(tmp_path):
+    from .procs import MARK_VARIABLE, marked, new_mark
+
     script = tmp_path / "escaper.py"
     script.write_text(ESCAPER)
-    env = dict(os.environ)
+    mark = new_mark()  # inherited by the child and the grandchild: found in /proc whatever their group or session
+    env = dict(os.environ, **{MARK_VARIABLE: mark})
     started = time.monotonic()
-    result = supervise([[sys.executable, str(script), str(tmp_path)]], [env], tmp_path, timeout=3, run_id="t" + os.urandom(6).hex(), stack_dump_wait=0.2)
+    result = supervise([[sys.executable, str(script), str(tmp_path)]], [env], tmp_path, timeout=ESCAPER_TIMEOUT_S, run_id="t" + os.urandom(6).hex(), stack_dump_wait=0.2)
+    # the escape really happened before the deadline: the child wrote its record, the grandchild (in its own session) its pid
+    assert list(tmp_path.glob("proc-*.json")), "the child never started: nothing escaped"
+    assert (tmp_path / "grandchild.pid").exists(), "the grandchild never started: nothing escaped"
+    grandchild = int((tmp_path / "grandchild.pid").read_text())
     assert result.timed_out and result.leftovers == ()
     assert tagged_processes(result.run_id) == []
-    assert time.monotonic() - started < 3 + 10
+    assert grandchild not in marked(mark) and marked(mark) == [], "the grandchild that left the process group outlived the run"
+    assert time.monotonic() - started < ESCAPER_TIMEOUT_S + 10
     assert result.ends[0].returncode is None  # it was still running at the deadline
 
 

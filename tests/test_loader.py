@@ -11,6 +11,7 @@ from packaging.version import Version
 from compatmatrix.errors import MatrixError
 from compatmatrix.matrix import load_matrix, parse_matrix
 from compatmatrix.matrix.load import bundled_matrix_text
+from compatmatrix.matrix.model import COMPONENT_ORDER, Component
 
 from .conftest import FIXTURES, ROOT, run_compat
 
@@ -22,8 +23,8 @@ def test_bundled_matrix_is_the_repo_matrix():
 
 
 def test_real_matrix_loads_and_covers_the_issue_scope(matrix):
-    ipex = {str(r.version) for r in matrix.ipex}
-    ccl = {str(r.version) for r in matrix.ccl}
+    ipex = {str(r.version) for r in matrix.releases[Component.IPEX]}
+    ccl = {str(r.version) for r in matrix.releases[Component.CCL]}
     assert {"1.8.0", "1.10.100", "1.11.200", "1.12.300", "1.13.100", "2.0.100", "2.1.100", "2.3.100", "2.8.0"} <= ipex
     assert {"1.10.0", "1.11.0", "1.12.0", "1.12.100", "1.13.0", "2.0.0", "2.7.0"} <= ccl
     assert matrix.ccl_release(Version("1.12.0")).torch == Version("1.12.0")
@@ -36,16 +37,18 @@ def test_real_matrix_loads_and_covers_the_issue_scope(matrix):
 
 
 def test_every_fact_carries_a_source(matrix):
-    entries = [*matrix.torch, *matrix.ipex, *matrix.ccl, *matrix.transformers, *matrix.accelerate, *matrix.features, *matrix.eol]
-    entries += [w for r in (*matrix.torch, *matrix.ipex, *matrix.ccl) for w in r.wheels]
+    releases = [r for c in COMPONENT_ORDER for r in matrix.releases[c]]
+    entries = [*releases, *matrix.features, *matrix.eol]
+    entries += [w for r in releases for w in r.wheels]
     assert all(e.provenance.sources and all(s.strip() for s in e.provenance.sources) for e in entries)
     # unverified facts say why
     assert all(e.provenance.note for e in entries if not e.provenance.verified)
 
 
 def test_pairings_point_at_real_releases(matrix):
-    torch = {r.version for r in matrix.torch}
-    assert all(r.torch in torch for r in (*matrix.ipex, *matrix.ccl, *matrix.torchvision, *matrix.torchaudio))
+    torch = {r.version for r in matrix.releases[Component.TORCH]}
+    pinned = (Component.IPEX, Component.CCL, Component.TORCHVISION, Component.TORCHAUDIO)
+    assert all(r.torch in torch for c in pinned for r in matrix.releases[c])
 
 
 def _broken(old: str, new: str, count: int = 1) -> str:
@@ -84,7 +87,7 @@ def test_broken_matrix_names_entry_and_field(text, message):
 
 
 def test_fixture_matrix_loads(mini_matrix):
-    assert [str(r.version) for r in mini_matrix.ccl] == ["1.12.100", "1.12.0"]
+    assert [str(r.version) for r in mini_matrix.releases[Component.CCL]] == ["1.12.100", "1.12.0"]
 
 
 def test_broken_matrix_on_the_command_line_exits_2(tmp_path: Path):
@@ -114,7 +117,7 @@ def test_parsed_matrix_cache(tmp_path, monkeypatch):
     source = tmp_path / "matrix.toml"
     source.write_text(MINI)
     first = load_matrix(source)
-    (cached,) = (tmp_path / "compatmatrix").glob("matrix-*.pickle")
+    (cached,) = (tmp_path / "compatmatrix").glob("matrix-*.json")
     assert load_matrix(source) == first
     cached.write_bytes(b"not a pickle")  # a damaged cache is ignored and rewritten
     assert load_matrix(source) == first
@@ -125,7 +128,7 @@ def test_parsed_matrix_cache(tmp_path, monkeypatch):
     broken.write_text(_broken("schema_version = 1", "schema_version = 7"))
     with pytest.raises(MatrixError):
         load_matrix(broken)
-    assert len(list((tmp_path / "compatmatrix").glob("matrix-*.pickle"))) == 2  # nothing cached for the broken one
+    assert len(list((tmp_path / "compatmatrix").glob("matrix-*.json"))) == 2  # nothing cached for the broken one
     monkeypatch.setenv("COMPAT_NO_CACHE", "1")
     assert loader.cache_dir() is None
 
@@ -137,3 +140,33 @@ def test_canonical_name_matches_packaging(name):
     from compatmatrix.names import canonical_name
 
     assert canonical_name(name) == canonicalize_name(name)
+
+
+VISION = '\n[[torchvision]]\nversion = "0.13.1"\ntorch = "1.12.1"\npython = ["3.8", "3.9"]\nsource = "fixture"\n'
+VISION_PREFERENCE = ('accelerate = ["pypi"]\n', 'accelerate = ["pypi"]\ntorchvision = ["pypi"]\n')
+
+
+def test_companion_short_form_is_its_pypi_wheels():
+    matrix = parse_matrix(_broken(*VISION_PREFERENCE) + VISION, path="vision.toml")
+    (release,) = matrix.releases[Component.TORCHVISION]
+    (wheels,) = release.wheels
+    assert (release.torch, release.distribution, wheels.host, wheels.local_label) == (Version("1.12.1"), "torchvision", "pypi", "")
+    assert wheels.python == {Version("3.8"), Version("3.9")} and wheels.provenance == release.provenance
+    assert matrix.releases[Component.TORCHAUDIO] == ()
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (MINI + VISION, r"\[policy\.host_preference\], field 'torchvision': is required but missing"),
+        (_broken(*VISION_PREFERENCE) + VISION.replace('torch = "1.12.1"', 'torch = "1.12.9"'),
+         r"\[\[torchvision\]\] 0\.13\.1, field 'torch': 1\.12\.9 is not a torch release in the matrix"),
+        (_broken(*VISION_PREFERENCE) + VISION + '[[torchvision.wheels]]\nhost = "pypi"\npython = ["3.8"]\nsource = "fixture"\n',
+         r"\[\[torchvision\]\] 0\.13\.1, field 'python': is given next to \[\[torchvision\.wheels\]\]"),
+    ],
+    ids=["missing-host-preference", "pairing-to-missing-torch", "python-and-wheels"],
+)
+def test_broken_companion_names_entry_and_field(text, message):
+    with pytest.raises(MatrixError) as caught:
+        parse_matrix(text, path="broken.toml")
+    assert re.search(message, caught.value.message), caught.value.message

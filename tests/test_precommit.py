@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from .clean_env import base_env
 from .conftest import ROOT
 from .fixture_envs import FixtureEnv
 
@@ -31,9 +31,7 @@ def project(tmp_path_factory):
 
 
 def try_repo(project: Path, home: Path, env_extra=None):
-    env = dict(os.environ, PRE_COMMIT_HOME=str(home), NO_COLOR="1", **(env_extra or {}))
-    env.pop("COMPAT_PYTHON", None)
-    env.update(env_extra or {})
+    env = base_env({"PRE_COMMIT_HOME": str(home), "NO_COLOR": "1", **(env_extra or {})})  # no COMPAT_PYTHON, OMP_* ... of the CI shell
     return subprocess.run([*_pre_commit(), "try-repo", str(ROOT), "compat-check", "--all-files", "--verbose"],
                           cwd=project, capture_output=True, text=True, timeout=900, env=env, check=False)
 

@@ -26,8 +26,12 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 RAW = tomllib.loads((ROOT / "data" / "matrix.toml").read_text())
-ORDER = ["torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "transformers", "accelerate"]
-RAW_KEY = {"torch": "torch", "intel-extension-for-pytorch": "ipex", "oneccl-bind-pt": "oneccl_bind_pt", "transformers": "transformers", "accelerate": "accelerate"}
+ORDER = ["torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "torchvision", "torchaudio", "transformers", "accelerate"]
+RAW_KEY = {
+    "torch": "torch", "intel-extension-for-pytorch": "ipex", "oneccl-bind-pt": "oneccl_bind_pt", "torchvision": "torchvision",
+    "torchaudio": "torchaudio", "transformers": "transformers", "accelerate": "accelerate",
+}
+LIBRARIES = ("transformers", "accelerate")
 FEATURES = {(f["package"], f["name"]): SpecifierSet(f["versions"]) for f in RAW["feature"]}
 
 
@@ -42,16 +46,31 @@ def allowed(spec, version) -> bool:
     return spec is None or spec.contains(version, prereleases=True)
 
 
+def wheels(entry):
+    """An entry's wheel sets; the short form `python = [...]` (torchvision, torchaudio) means PyPI wheels."""
+    return entry["wheels"] if "wheels" in entry else [{"host": "pypi", "python": entry["python"]}]
+
+
 def binary_candidates(name, python, spec):
     out = []
     for entry in RAW[RAW_KEY[name]]:
         version = Version(entry["version"])
         if not allowed(spec, version):
             continue
-        yanked = any(w.get("yanked", False) for w in entry["wheels"])  # yanked anywhere: the version is yanked
-        if any(python in w["python"] for w in entry["wheels"]) and (not yanked or pinned(spec)):
+        yanked = any(w.get("yanked", False) for w in wheels(entry))  # yanked anywhere: the version is yanked
+        if any(python in w["python"] for w in wheels(entry)) and (not yanked or pinned(spec)):
             out.append((version, entry))
     return sorted(out, key=lambda item: item[0], reverse=True)
+
+
+def expected_host(name, entry, python):
+    """The first host in the policy's order (then the others, as listed) with a wheel for this Python, and its label."""
+    by_host = {w["host"]: w for w in wheels(entry)}
+    preferred = RAW["policy"]["host_preference"][name]
+    for host in [h for h in preferred if h in by_host] + [h for h in by_host if h not in preferred]:
+        if python in by_host[host]["python"]:
+            return host, by_host[host].get("local_label", "")
+    raise AssertionError(f"{name} {entry['version']} has no wheel for {python}")
 
 
 def library_candidates(name, python, spec, features):
@@ -80,6 +99,8 @@ def fits(name, entry, version, chosen) -> bool:
         return torch.release[:2] == built.release[:2] and SpecifierSet(entry["torch_accepts"]).contains(torch, prereleases=True)
     if name == "oneccl-bind-pt":
         return torch in {Version(entry["torch"]), *(Version(v) for v in entry.get("torch_also", []))}
+    if name in ("torchvision", "torchaudio"):  # each release pins exactly one torch
+        return torch == Version(entry["torch"])
     if entry.get("torch_min") and torch < Version(entry["torch_min"]):
         return False
     if name == "accelerate" and "transformers" in chosen:
@@ -94,7 +115,7 @@ def brute_force(python, components, specs, features):
     names = [n for n in ORDER if n in components]
     pools = {}
     for name in names:
-        if name in ("transformers", "accelerate"):
+        if name in LIBRARIES:
             pools[name] = library_candidates(name, python, specs.get(name), features)
         else:
             pools[name] = binary_candidates(name, python, specs.get(name))
@@ -126,11 +147,16 @@ COMPONENT_SETS = [
     ("torch", "transformers", "accelerate"),
     ("torch", "oneccl-bind-pt", "transformers", "accelerate"),
     ("torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "transformers", "accelerate"),
+    ("torch", "torchvision"),
+    ("torch", "torchaudio"),
+    ("torch", "torchvision", "torchaudio"),
+    ("torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "torchvision", "torchaudio", "transformers", "accelerate"),
 ]
+COMPANION_SETS = [(), (), ("torchvision",), ("torchaudio",), ("torchvision", "torchaudio")]  # added to a profile
 
 
 def _versions(name):
-    if name in ("transformers", "accelerate"):
+    if name in LIBRARIES:
         return sorted({v for line in RAW[name] for v in line["versions"]}, key=Version)
     return sorted({e["version"] for e in RAW[RAW_KEY[name]]}, key=Version)
 
@@ -142,7 +168,10 @@ PROFILES = [None, "ddp-ccl", "ddp-ccl-legacy", "ipex", "ccl", "stock"]
 def requests(draw):
     python = draw(st.sampled_from([f"3.{m}" for m in range(6, 15)]))
     profile = draw(st.sampled_from(PROFILES))
-    components = draw(st.sampled_from(COMPONENT_SETS)) if profile is None else tuple(sorted(RAW["profiles"][profile]["components"]))
+    if profile is None:
+        components = draw(st.sampled_from(COMPONENT_SETS))
+    else:
+        components = tuple(sorted(RAW["profiles"][profile]["components"])) + draw(st.sampled_from(COMPANION_SETS))
     requirements = []
     for name in components:
         if draw(st.integers(0, 2)) == 0:  # a third of the time, constrain this package
@@ -177,12 +206,19 @@ def _check(matrix, python, requirements, profile=None):
             continue
         pool = (
             library_candidates(name, python, specs.get(name), request.features)
-            if name in ("transformers", "accelerate")
+            if name in LIBRARIES
             else binary_candidates(name, python, specs.get(name))
         )
         entry = next(e for v, e in pool if v == got[name])
         assert name == "torch" or fits(name, entry, got[name], chosen)
         chosen[name] = (got[name], entry)
+        # and each binary comes from the first host in the policy's order with a wheel for this Python (torchvision and
+        # torchaudio from where torch comes from, +cpu builds included)
+        pick = outcome.picks[next(c for c in outcome.picks if c.distribution == name)]
+        if name not in LIBRARIES:
+            assert (pick.host.id, pick.local_label) == expected_host(name, entry, python)
+        else:
+            assert pick.host.id == RAW["policy"]["host_preference"][name][0] and pick.local_label == ""
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -214,6 +250,11 @@ def test_conflicts_are_explained_and_alternatives_really_resolve(matrix, args):
         ("3.6", ["torch", "intel-extension-for-pytorch"]),
         ("3.13", ["torch", "transformers", "accelerate"]),
         ("3.14", ["torch", "intel-extension-for-pytorch"]),
+        ("3.11", ["torch==2.7.0", "torchvision", "torchaudio"]),
+        ("3.11", ["torch", "torchaudio"]),  # torchaudio stops at 2.10.0: torch 2.11 and later have no partner
+        ("3.9", ["torch==1.9.0", "torchvision", "torchaudio"]),  # torchaudio 0.9.0: PyPI only
+        ("3.15", ["torch", "torchvision"]),  # no torchvision for torch 2.15 / Python 3.15
+        ("3.13", ["torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "torchvision", "torchaudio", "transformers", "accelerate"]),
     ],
 )
 def test_brute_force_examples(matrix, python, requirements):

@@ -130,7 +130,7 @@ def test_yanked_release_only_when_pinned(matrix):
 
 
 def test_yanked_transformers_release_only_when_pinned(matrix):
-    line = next(line for line in matrix.transformers if line.yanked and line.requires_python.contains(Version("3.11.0")))
+    line = next(line for line in matrix.releases[TF] if line.yanked and line.requires_python.contains(Version("3.11.0")))
     version = sorted(line.yanked)[0]
     pinned = resolve(matrix, make_request(matrix, "3.11", f"transformers=={version}", profile="stock"))
     assert versions(pinned)["transformers"] == str(version)
@@ -270,3 +270,58 @@ def test_requirement_that_matches_no_release(matrix):
     outcome = resolve(matrix, make_request(matrix, "3.11", "oneccl_bind_pt==2.8.0"))
     assert isinstance(outcome, Conflict)
     assert outcome.reasons[0].startswith("No oneccl_bind_pt release in the matrix matches oneccl_bind_pt==2.8.0; the matrix knows oneccl_bind_pt 1.10.0 to 2.7.0.")
+
+
+# --- torchvision / torchaudio: each release pins exactly one torch; the +cpu build from torch's host ---------------
+
+
+@pytest.mark.parametrize(
+    "python, requirements, expected",
+    [
+        ("3.11", ("torch==2.7.0", "torchvision"), {"torch": "2.7.0", "torchvision": "0.22.0"}),
+        ("3.11", ("torch==2.7.0", "torchvision", "torchaudio"), {"torch": "2.7.0", "torchvision": "0.22.0", "torchaudio": "2.7.0"}),
+        ("3.10", ("torch==2.0.0", "torchaudio"), {"torch": "2.0.0", "torchaudio": "2.0.1"}),  # two torchaudio releases pin 2.0.0
+        ("3.10", ("torchvision==0.13.1",), {"torch": "1.12.1", "torchvision": "0.13.1"}),  # the pin decides torch
+    ],
+)
+def test_companions_pin_exactly_one_torch(matrix, python, requirements, expected):
+    outcome = resolve(matrix, make_request(matrix, python, *requirements))
+    assert versions(outcome) == expected
+    for component in (Component.TORCHVISION, Component.TORCHAUDIO):
+        if component in outcome.picks:
+            pick = outcome.picks[component]
+            assert (pick.host.id, pick.local_label) == (outcome.picks[T].host.id, outcome.picks[T].local_label) == ("pytorch-cpu", "+cpu")
+
+
+def test_with_torchvision_and_torchaudio_takes_the_newest_torch_both_pin(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.11", with_=("torchvision", "torchaudio")))
+    assert versions(outcome) == {"torch": "2.10.0", "torchvision": "0.25.0", "torchaudio": "2.10.0"}
+    assert outcome.reasons[0].startswith(
+        "torch 2.10.0: 7 newer releases ruled out; the next, 2.11.0: no allowed torchaudio release pairs with it "
+        "(torchaudio 2.10.0 pins torch 2.10.0, not torch 2.11.0)"
+    )
+
+
+def test_old_torchaudio_comes_from_pypi_next_to_the_cpu_torch(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.9", "torch==1.9.0", "torchvision", "torchaudio"))
+    assert versions(outcome) == {"torch": "1.9.0", "torchvision": "0.10.0", "torchaudio": "0.9.0"}
+    assert outcome.picks[Component.TORCHVISION].local_label == "+cpu"
+    assert (outcome.picks[Component.TORCHAUDIO].host.id, outcome.picks[Component.TORCHAUDIO].local_label) == ("pypi", "")
+
+
+def test_a_torch_without_torchvision_is_explained(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.12", "torch==2.14.1", "torchvision"))
+    assert isinstance(outcome, Conflict)
+    assert outcome.reasons[0] == "torchvision 0.29.0 pins torch 2.14.0; you asked for torch==2.14.1."
+    assert "No torchvision release in the matrix pairs with torch 2.14.1." in outcome.reasons
+    assert outcome.alternatives[0].change == "change torch==2.14.1 to torch==2.14.0"
+    assert versions(outcome.alternatives[0].resolution) == {"torch": "2.14.0", "torchvision": "0.29.0"}
+
+
+def test_companions_with_the_full_stack(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.11", "torchvision", "torchaudio", profile="ddp-ccl"))
+    assert versions(outcome) == {
+        "torch": "2.7.0", "intel-extension-for-pytorch": "2.7.0", "oneccl-bind-pt": "2.7.0", "torchvision": "0.22.0",
+        "torchaudio": "2.7.0", "transformers": "5.0.0", "accelerate": "1.12.0",
+    }
+    assert set_problems(outcome.picks) == []

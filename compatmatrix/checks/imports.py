@@ -2,18 +2,18 @@
 
 The doctor never imports torch, IPEX or the bindings itself: a broken stack can abort, hang or
 hit an illegal instruction, and the doctor has to survive that to report it.
+Side effects: child processes (environment/child.py: own process group, die with compat, killed as a group).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..environment.child import run_child
 from .crash import Verdict, classify
 from .finding import Context, Finding, Status, check
 from .packages import CCL_NAMES, IPEX_NAMES
@@ -54,27 +54,15 @@ class ImportResult:
 
 
 def run_import(python: str, code: str, what: str, timeout: float) -> ImportResult:
-    """Run ``code`` with ``python`` in its own process group; kill the whole group on timeout."""
-    process = subprocess.Popen(
-        [python, "-c", code],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=dict(os.environ, PYTHONFAULTHANDLER="1"),
-        cwd=tempfile.gettempdir(),  # `python -c` puts the working directory first on sys.path: not the caller's checkout
-    )
-    timed_out = False
+    """Run ``code`` with ``python`` in its own process group (dies with compat); the whole group is killed on
+    timeout, on Ctrl-C and on SIGTERM (which then ends compat with 143)."""
     try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = process.communicate(timeout=30)
-    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+        ended = run_child([python, "-c", code], timeout, env=dict(os.environ, PYTHONFAULTHANDLER="1"),
+                          cwd=tempfile.gettempdir())  # `python -c` puts the working directory first on sys.path: not the caller's checkout
+    except OSError as exc:
+        verdict = Verdict("error", f"importing {what} could not start: {python} cannot be run ({exc.strerror})", (), "Pass a working interpreter with --python.")
+        return ImportResult(verdict, None, "", None)
+    stdout, stderr = ended.stdout.decode(errors="replace"), ended.stderr.decode(errors="replace")
     data = None
     for line in stdout.splitlines():
         if line.startswith(MARK):
@@ -82,11 +70,10 @@ def run_import(python: str, code: str, what: str, timeout: float) -> ImportResul
                 data = json.loads(line[len(MARK):])
             except ValueError:
                 data = None
-    returncode = None if timed_out else process.returncode
-    verdict = classify(returncode, stdout, stderr, timed_out, what, timeout)
+    verdict = classify(ended.returncode, stdout, stderr, ended.timed_out, what, timeout)
     if verdict.ok and data is None:  # exited 0 without reaching the end of the probe
         verdict = Verdict("error", f"importing {what} ended early (exit 0 before the probe finished)", (stderr.strip()[-300:],))
-    return ImportResult(verdict, data, stderr, returncode)
+    return ImportResult(verdict, data, stderr, ended.returncode)
 
 
 def _finding(cid: str, result: ImportResult, ok_summary: str) -> Finding:

@@ -1,18 +1,40 @@
-"""The oneCCL environment: what the bindings' setvars.sh sets, against the environment we run in."""
+"""The oneCCL environment: what the bindings' setvars.sh sets, against the environment we run in.
+
+Side effects: sources setvars.sh in ``bash --noprofile --norc`` (environment/child.py: its own process group,
+dies with compat, the whole group killed on timeout, Ctrl-C and SIGTERM; a watchdog in that group kills it
+when compat is gone, even by SIGKILL).
+"""
 
 from __future__ import annotations
 
 import os
-import subprocess
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ..environment.child import env_timeout, run_child
 from ..matrix.model import CclRelease
+from .crash import describe_exit
 from .finding import Context, Finding, Status, check
 
 SOURCE_TIMEOUT_S = 30.0
+TIMEOUT_ENV = "COMPAT_SETVARS_TIMEOUT"  # lowers (or raises) the limit, for tests and slow file systems
+OUTPUT_LINES = 5
+# $1 the script, $2 the word printed once sourcing has returned, $3 the lifeline: a pipe whose other end only
+# compat holds. The watchdog (started twice removed, so a `wait` in setvars.sh does not wait for it) kills the
+# whole process group when the pipe closes (compat ended, even by SIGKILL): nothing setvars.sh started outlives
+# compat. The script's own output goes to stderr, to be quoted when it fails.
+WRAPPER = """\
+__compat_setvars="$1"; __compat_done="$2"; __compat_lifeline="$3"; set --
+( ( read -r -u "$__compat_lifeline" __compat_line; kill -KILL 0 ) </dev/null >/dev/null 2>&1 & )
+eval "exec $__compat_lifeline<&-"
+source "$__compat_setvars" </dev/null 1>&2
+__compat_status=$?
+printf '%s %s\\0' "$__compat_done" "$__compat_status"
+env -0
+"""
 PATH_LISTS = ("PATH", "LD_LIBRARY_PATH", "FI_PROVIDER_PATH", "CPATH", "LIBRARY_PATH", "MANPATH", "CMAKE_PREFIX_PATH", "PKG_CONFIG_PATH")
 KEYS = ("CCL_ROOT", "I_MPI_ROOT", "FI_PROVIDER_PATH", "LD_LIBRARY_PATH", "PATH", "CCL_CONFIGURATION", "CPATH", "LIBRARY_PATH")
 BINDING_MODULES = ("oneccl_bindings_for_pytorch", "torch_ccl")
@@ -37,10 +59,20 @@ class Bindings:
 
 
 @dataclass(frozen=True)
+class Sourced:
+    """How sourcing setvars.sh went: the environment afterwards, or why there is none."""
+
+    after: Optional[dict[str, str]]
+    error: str = ""  # a clause: "sourcing PATH failed (exit status 3)"
+    output: tuple[str, ...] = ()  # the script's last lines of output (stdout and stderr)
+
+
+@dataclass(frozen=True)
 class SetvarsResult:
     path: Path
     ok: bool
     error: str = ""
+    output: tuple[str, ...] = ()  # when it failed: the script's last lines of output
     after: Mapping[str, str] = field(default_factory=dict)
     missing: Mapping[str, str] = field(default_factory=dict)  # key -> what is missing (entries or value)
     exports: Mapping[str, str] = field(default_factory=dict)  # key -> value after sourcing, for every key it changes
@@ -58,30 +90,47 @@ def find_bindings(ctx: Context) -> Optional[Bindings]:
     return None
 
 
-def source_setvars(path: Path, env: Mapping[str, str], timeout: float = SOURCE_TIMEOUT_S) -> tuple[Optional[dict[str, str]], str]:
-    """The environment after ``source path`` in a clean bash (no profile, no rc, no arguments)."""
-    script = 'f="$1"; set --; source "$f" >/dev/null 2>&1 </dev/null; env -0'
+def setvars_timeout() -> float:
+    """30 s, or $COMPAT_SETVARS_TIMEOUT when that is a finite number above 0."""
+    return env_timeout(TIMEOUT_ENV, SOURCE_TIMEOUT_S)
+
+
+def source_setvars(path: Path, env: Mapping[str, str], timeout: Optional[float] = None) -> Sourced:
+    """The environment after ``source path`` in a clean bash (no profile, no rc, no arguments); a script that
+    fails, exits or hangs gives no environment, the reason and its last lines of output."""
+    limit = setvars_timeout() if timeout is None else timeout
+    done_word = f"COMPAT-SETVARS-DONE-{secrets.token_hex(8)}"
+    lifeline_read, lifeline_write = os.pipe()
     try:
-        done = subprocess.run(
-            ["bash", "--noprofile", "--norc", "-c", script, "compat-setvars", str(path)],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            env=dict(env),
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"sourcing {path} did not finish within {timeout:.0f} s"
+        ended = run_child(["bash", "--noprofile", "--norc", "-c", WRAPPER, "compat-setvars", str(path), done_word, str(lifeline_read)],
+                          limit, env=env, pass_fds=(lifeline_read,))
     except OSError as exc:
-        return None, f"bash cannot be run ({exc.strerror})"
-    if done.returncode != 0:
-        return None, f"sourcing {path} failed (exit {done.returncode})"
+        return Sourced(None, f"bash cannot be run ({exc.strerror})")
+    finally:
+        os.close(lifeline_read)
+        os.close(lifeline_write)
+    output = _last_lines(ended.stderr)
+    if ended.timed_out:
+        return Sourced(None, f"sourcing {path} did not finish within {limit:g} s", output)
+    items = ended.stdout.split(b"\0")
+    marker = done_word.encode() + b" "
+    position = next((i for i, item in enumerate(items) if item.startswith(marker)), None)
+    if position is None:
+        return Sourced(None, f"sourcing {path} exited ({describe_exit(ended.returncode)}) before it finished", output)
+    status = items[position][len(marker):].decode(errors="replace")
+    if status != "0":
+        return Sourced(None, f"sourcing {path} failed (exit status {status})", output)
     after = {}
-    for item in done.stdout.split(b"\0"):
+    for item in items[position + 1:]:
         key, sep, value = item.partition(b"=")
         if sep:
             after[key.decode(errors="replace")] = value.decode(errors="replace")
-    return after, ""
+    return Sourced(after, "", output)
+
+
+def _last_lines(data: bytes) -> tuple[str, ...]:
+    lines = [line.strip() for line in data.decode(errors="replace").splitlines() if line.strip()]
+    return tuple(line if len(line) <= 200 else line[:197] + "..." for line in lines[-OUTPUT_LINES:])
 
 
 def _entries(value: str) -> list[str]:
@@ -114,13 +163,20 @@ def setvars_result(ctx: Context) -> Optional[SetvarsResult]:
         if not path.is_file():
             return SetvarsResult(path, ok=False, error=f"{path} does not exist")
         before = dict(os.environ)
-        after, error = source_setvars(path, before)
-        if after is None:
-            return SetvarsResult(path, ok=False, error=error)
-        missing, exports = diff_environment(before, after)
+        sourced = source_setvars(path, before)
+        if sourced.after is None:
+            return SetvarsResult(path, ok=False, error=sourced.error, output=sourced.output)
+        missing, exports = diff_environment(before, sourced.after)
+        after = sourced.after
         return SetvarsResult(path, ok=True, after=after, missing=missing, exports=exports)
 
     return ctx.once("setvars", compute)
+
+
+def setvars_fix(path: Path) -> str:
+    if not path.is_file():
+        return "Reinstall oneccl_bind_pt: its env/setvars.sh is part of the wheel."
+    return f"Run bash -x {path} to see where it stops; if the script is damaged, reinstall oneccl_bind_pt (env/setvars.sh is part of the wheel)."
 
 
 def _fix(ctx: Context, path: Path) -> str:
@@ -140,7 +196,8 @@ def setvars_sourced(ctx: Context) -> Finding:
     if result is None:
         return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
     if not result.ok:
-        return Finding(cid, Status.FAIL, f"setvars.sh cannot be used: {result.error}", fix="Reinstall oneccl_bind_pt: its env/setvars.sh is part of the wheel.")
+        evidence = tuple(f"setvars.sh said: {line}" for line in result.output)
+        return Finding(cid, Status.FAIL, f"setvars.sh cannot be used: {result.error}", evidence, setvars_fix(result.path))
     wanted = [k for k in KEYS if k in result.missing]
     if not wanted:
         return Finding(cid, Status.PASS, f"{result.path} has been sourced", tuple(f"{k} is set" for k in KEYS if k in result.after and k in os.environ)[:4])

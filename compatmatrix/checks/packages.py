@@ -8,7 +8,8 @@ from packaging.version import Version
 
 from ..environment.snapshot import Distribution
 from ..matrix.model import CclRelease, Component, IpexRelease, LibraryLine
-from ..rules import ccl_torch_phrase, ipex_accepts_torch, ipex_torch_phrase, python_list, range_text
+from ..rules import fits, problem_with
+from ..sentences import ccl_torch_phrase, ipex_torch_phrase, python_list, range_text
 from .finding import Context, Finding, Status, check
 
 IPEX_NAMES = ("intel-extension-for-pytorch", "torch-ipex")
@@ -31,11 +32,16 @@ def torch_version(ctx: Context) -> Optional[Version]:
     return dist.public_version if dist else None
 
 
-def _line(lines: tuple[LibraryLine, ...], version: Version) -> Optional[LibraryLine]:
-    for line in lines:
-        if version in line.versions or line.line.release[:2] == version.release[:2]:
+def _line(ctx: Context, component: Component, version: Version) -> Optional[LibraryLine]:
+    for line in ctx.matrix.releases[component]:
+        if isinstance(line, LibraryLine) and (version in line.versions or line.line.release[:2] == version.release[:2]):
             return line
     return None
+
+
+def _fits_torch(component: Component, release, torch: Version) -> bool:
+    """The resolver's own pair rules between this release and torch."""
+    return fits(component, release, release.version, Component.TORCH, torch)
 
 
 def _host_hint(ctx: Context, component: Component, release) -> str:
@@ -86,7 +92,7 @@ def ipex_torch(ctx: Context) -> Finding:
     if isinstance(found, Finding):
         return found
     torch, release = found
-    if ipex_accepts_torch(release, torch):
+    if _fits_torch(Component.IPEX, release, torch):
         exact = "" if release.torch == torch else f" (built for {release.torch}; its import check accepts {torch})"
         return Finding(cid, Status.PASS, f"intel-extension-for-pytorch {release.version} fits torch {torch}{exact}")
     series = f"{release.torch.major}.{release.torch.minor}.*"
@@ -95,9 +101,9 @@ def ipex_torch(ctx: Context) -> Finding:
         GUARD_EFFECT.get(release.guard, release.guard).format(series=series),
         f"source: {release.provenance.sources[0]}",
     )
-    matching = [r for r in ctx.matrix.ipex if ipex_accepts_torch(r, torch) and any(w.has_python(ctx.snapshot.python_minor) for w in r.wheels)]
+    matching = [r for r in ctx.matrix.releases[Component.IPEX] if _fits_torch(Component.IPEX, r, torch) and any(w.has_python(ctx.snapshot.python_minor) for w in r.wheels)]
     if matching:
-        best = max(matching, key=lambda r: (r.torch == torch, r.version))
+        best: IpexRelease = max(matching, key=lambda r: (r.torch == torch, r.version))  # type: ignore[assignment]
         fix = f"pip install {best.distribution}=={best.version}{_host_hint(ctx, Component.IPEX, best)}  (the IPEX for torch {torch}), or pip install torch=={release.torch}"
     else:
         torch_release = ctx.matrix.torch_release(release.torch)
@@ -113,9 +119,9 @@ def ccl_torch(ctx: Context) -> Finding:
     if isinstance(found, Finding):
         return found
     torch, release = found
-    if torch in release.torch_versions:
+    if _fits_torch(Component.CCL, release, torch):
         return Finding(cid, Status.PASS, f"oneccl_bind_pt {release.version} is built for torch {torch}", (f"module {release.module}, bundled oneCCL {release.oneccl}",))
-    partner: Optional[CclRelease] = next((r for r in ctx.matrix.ccl if torch in r.torch_versions), None)
+    partner: Optional[CclRelease] = next((r for r in ctx.matrix.releases[Component.CCL] if _fits_torch(Component.CCL, r, torch)), None)  # type: ignore[misc]
     evidence = [
         f"oneccl_bind_pt {release.version} {ccl_torch_phrase(release)}",
         "a mismatch fails at import with 'undefined symbol' or aborts with 'Mismatch in kernel C++ signatures'",
@@ -129,31 +135,31 @@ def ccl_torch(ctx: Context) -> Finding:
     return Finding(cid, Status.FAIL, f"oneccl_bind_pt {release.version} does not work with torch {torch}", tuple(evidence), fix)
 
 
-def _companion(ctx: Context, package: str) -> Finding:
+def _companion(ctx: Context, component: Component) -> Finding:
+    package = component.distribution
     cid = f"packages.{package}-torch"
     dist = ctx.snapshot.get(package)
     torch = torch_version(ctx)
     if dist is None or torch is None:
         return Finding(cid, Status.SKIP, f"{package} is not installed" if dist is None else "torch is not installed")
-    releases = ctx.matrix.torchvision if package == "torchvision" else ctx.matrix.torchaudio
-    release = next((r for r in releases if r.version == dist.public_version), None)
+    release = ctx.matrix.release(component, dist.public_version) if dist.public_version is not None else None
     if release is None:
         return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
-    if release.torch == torch:
+    if _fits_torch(component, release, torch):
         return Finding(cid, Status.PASS, f"{package} {release.version} pins torch {torch}")
-    partner = next((r for r in releases if r.torch == torch), None)
+    partner = next((r for r in ctx.matrix.releases[component] if _fits_torch(component, r, torch)), None)
     fix = f"pip install {package}=={partner.version}" if partner else f"No {package} release pins torch {torch}; uninstall it or pip install torch=={release.torch}"
     return Finding(cid, Status.FAIL, f"{package} {release.version} pins torch {release.torch}, but torch {torch} is installed", (f"source: {release.provenance.sources[0]}",), fix)
 
 
 @check("packages.torchvision-torch", "torchvision pins the installed torch")
 def torchvision_torch(ctx: Context) -> Finding:
-    return _companion(ctx, "torchvision")
+    return _companion(ctx, Component.TORCHVISION)
 
 
 @check("packages.torchaudio-torch", "torchaudio pins the installed torch")
 def torchaudio_torch(ctx: Context) -> Finding:
-    return _companion(ctx, "torchaudio")
+    return _companion(ctx, Component.TORCHAUDIO)
 
 
 @check("packages.transformers-torch", "transformers and accelerate support the installed torch")
@@ -162,22 +168,23 @@ def transformers_torch(ctx: Context) -> Finding:
     torch = torch_version(ctx)
     problems, evidence = [], []
     checked = False
-    for package, lines in (("transformers", ctx.matrix.transformers), ("accelerate", ctx.matrix.accelerate)):
+    for component in (Component.TRANSFORMERS, Component.ACCELERATE):
+        package = component.distribution
         dist = ctx.snapshot.get(package)
         if dist is None or dist.public_version is None or torch is None:
             continue
-        line = _line(lines, dist.public_version)
+        line = _line(ctx, component, dist.public_version)
         if line is None:
             evidence.append(f"{package} {dist.raw_version} is not in the matrix")
             continue
         checked = True
-        if line.torch_min is not None and torch < line.torch_min:
+        if problem_with(component, line, dist.public_version, Component.TORCH, torch) is not None:
             problems.append(f"{package} {dist.raw_version} needs torch >= {line.torch_min}, torch {torch} is installed")
-        if package == "transformers" and line.accelerate_min is not None:
+        if component is Component.TRANSFORMERS and line.accelerate_min is not None:
             accelerate = ctx.snapshot.get("accelerate")
             if accelerate is None:
                 problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which is not installed")
-            elif accelerate.public_version is not None and accelerate.public_version < line.accelerate_min:
+            elif accelerate.public_version is not None and problem_with(component, line, dist.public_version, Component.ACCELERATE, accelerate.public_version):
                 problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, accelerate {accelerate.raw_version} is installed")
     if problems:
         return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + evidence), "pip install the versions `compat resolve --profile stock torch==" + str(torch) + "` gives")

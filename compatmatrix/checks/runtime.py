@@ -1,10 +1,14 @@
-"""Runtime settings: LD_PRELOAD, threads per rank against the CPUs allowed, CPU features, /dev/shm."""
+"""Runtime settings: LD_PRELOAD, threads per rank against the CPUs allowed, CPU features, /dev/shm.
+
+Side effects: reads files (library folders, the first bytes of LD_PRELOAD entries); nothing else.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
+from typing import Optional
 
 from .finding import Context, Finding, Status, check
 
@@ -69,14 +73,30 @@ def ld_preload(ctx: Context) -> Finding:
     return Finding(cid, Status.FAIL, bad[0], tuple(bad[1:]) + tuple(f"available: {p}" for p in found), fix)
 
 
-def _int_env(ctx: Context, key: str):
-    value = ctx.snapshot.env.get(key)
-    if value is None:
+_THREAD_LIST = re.compile(r"^\s*\+?[0-9]+\s*(,\s*\+?[0-9]+\s*)*$")
+
+
+def first_level_threads(value: str) -> Optional[int]:
+    """OMP_NUM_THREADS as OpenMP reads it: a positive count, or a comma-separated list of them, one per nesting
+    level (``4,2``); the first level is what each rank starts. None when OpenMP would not accept it."""
+    if not _THREAD_LIST.fullmatch(value):
         return None
-    try:
-        return int(value)
-    except ValueError:
-        return value
+    levels = [int(part) for part in value.split(",")]
+    return levels[0] if all(level >= 1 for level in levels) else None
+
+
+def _worker_count(value: str) -> Optional[int]:
+    """CCL_WORKER_COUNT: a whole number, 0 or more."""
+    text = value.strip()
+    return int(text) if re.fullmatch(r"\+?[0-9]+", text) else None
+
+
+def _bad_count(key: str, value: str) -> Finding:
+    if key == "OMP_NUM_THREADS":
+        summary = f"OMP_NUM_THREADS={value!r} is not a thread count: OpenMP takes a whole number above 0, or a comma-separated list of them for nested levels (4,2)"
+    else:
+        summary = f"CCL_WORKER_COUNT={value!r} is not a worker count: oneCCL takes a whole number, 0 or more"
+    return Finding("runtime.threads", Status.FAIL, summary, fix=f"export {key}=<a whole number>   (compat env prints the value for this machine)")
 
 
 @check("runtime.threads", "OMP_NUM_THREADS x ranks and CCL_WORKER_COUNT fit the CPUs this process may use")
@@ -84,11 +104,14 @@ def threads(ctx: Context) -> Finding:
     cid = "runtime.threads"
     cpus = ctx.snapshot.allowed_cpus
     ranks = max(1, ctx.options.ranks_per_node)
-    omp = _int_env(ctx, "OMP_NUM_THREADS")
-    workers = _int_env(ctx, "CCL_WORKER_COUNT")
-    for key, value in (("OMP_NUM_THREADS", omp), ("CCL_WORKER_COUNT", workers)):
-        if isinstance(value, str) or (isinstance(value, int) and value < (1 if key == "OMP_NUM_THREADS" else 0)):
-            return Finding(cid, Status.FAIL, f"{key}={value} is not a valid count", fix=f"export {key}=<a whole number>")
+    omp_text = ctx.snapshot.env.get("OMP_NUM_THREADS")
+    workers_text = ctx.snapshot.env.get("CCL_WORKER_COUNT")
+    omp = first_level_threads(omp_text) if omp_text is not None else None
+    workers = _worker_count(workers_text) if workers_text is not None else None
+    if omp_text is not None and omp is None:
+        return _bad_count("OMP_NUM_THREADS", omp_text)
+    if workers_text is not None and workers is None:
+        return _bad_count("CCL_WORKER_COUNT", workers_text)
     workers_n = workers if isinstance(workers, int) else 0
     recommended = max(1, cpus // ranks - workers_n)
     fix = f"export OMP_NUM_THREADS={recommended}" + ("" if workers is not None else " CCL_WORKER_COUNT=1") + f"   (for {ranks} ranks on {cpus} CPUs; compat env --ranks-per-node {ranks})"
@@ -97,8 +120,9 @@ def threads(ctx: Context) -> Finding:
         if ranks > 1:
             return Finding(cid, Status.WARN, f"OMP_NUM_THREADS is not set: each of {ranks} ranks will start {cpus} threads on {cpus} CPUs", evidence, fix)
         return Finding(cid, Status.PASS, "OMP_NUM_THREADS is not set (one rank uses every allowed CPU)", evidence)
-    assert isinstance(omp, int)
     used = (omp + workers_n) * ranks
+    if omp_text is not None and "," in omp_text:
+        evidence += (f"OMP_NUM_THREADS={omp_text.strip()} sets nested levels: each rank starts {omp} threads at the first level",)
     summary = f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n}) = {used} threads on {cpus} CPUs"
     if used > cpus and (1 + workers_n) * ranks > cpus and omp == 1:
         # no setting fits: this is already the least a rank can use
@@ -124,8 +148,16 @@ def isa(ctx: Context) -> Finding:
     bf16_native = bool(flags & {"avx512_bf16", "amx_bf16"})
     if ctx.options.bf16 and not bf16_native:
         return Finding(cid, Status.WARN, f"bf16 was asked for, but {model} has no avx512_bf16 or amx_bf16: bf16 will be emulated and slow", evidence, "Train in fp32 here (drop --bf16), or use a CPU with AVX512-BF16 / AMX (Cooper Lake, Sapphire Rapids or newer).")
-    summary = "native bf16 (" + ", ".join(sorted(flags & {"avx512_bf16", "amx_bf16"})) + ")" if bf16_native else "AVX2" + (" and AVX-512" if "avx512f" in flags else "") + ", no native bf16"
-    return Finding(cid, Status.PASS, summary, evidence)
+    return Finding(cid, Status.PASS, isa_summary(flags), evidence)
+
+
+def isa_summary(flags) -> str:
+    """What the CPU has, in words: native bf16 (which), else its widest vector ISA, and no native bf16."""
+    native = sorted(set(flags) & {"avx512_bf16", "amx_bf16"})
+    if native:
+        return f"native bf16 ({', '.join(native)})"
+    vectors = [name for flag, name in (("avx2", "AVX2"), ("avx512f", "AVX-512")) if flag in flags]
+    return (" and ".join(vectors) if vectors else "no AVX2 or AVX-512") + ", no native bf16"
 
 
 @check("runtime.shm", "/dev/shm is large enough for multi-process data loading and collectives")

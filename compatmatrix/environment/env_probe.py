@@ -1,6 +1,8 @@
-# Environment probe: run BY the target interpreter (python -c <this source>).
+# Environment probe: run BY the target interpreter (python -c <this source> --answer FILE).
 # Standard library only; must run on Python 3.6 to 3.15. It never imports the stack (torch, IPEX,
-# the oneCCL bindings): it reads dist-info metadata and /proc and /sys, and prints one JSON object.
+# the oneCCL bindings): it reads dist-info metadata and /proc and /sys, and writes one JSON object into
+# FILE (written whole, then renamed into place: stdout may carry anything a sitecustomize or a wrapper
+# prints); without --answer it prints the object. Side effects: that one file.
 import json
 import os
 import platform
@@ -170,7 +172,8 @@ def shm_info():
     return {"total_bytes": stat.f_frsize * stat.f_blocks, "free_bytes": stat.f_frsize * stat.f_bavail}
 
 
-def main():
+def report():
+    """Everything compat wants to know about this interpreter's environment, as JSON-ready data."""
     paths = [p for p in sys.path if p]  # '' is the working directory of `python -c`, not the environment
     purelib = sysconfig.get_paths().get("purelib")
     platlib = sysconfig.get_paths().get("platlib")
@@ -182,7 +185,7 @@ def main():
     for key, value in os.environ.items():
         if key in ENV_NAMES or key.startswith(ENV_PREFIXES):
             env[key] = value
-    report = {
+    return {
         "probe": PROBE_VERSION,
         "python": {
             "executable": sys.executable,
@@ -209,8 +212,21 @@ def main():
         "modules": module_dirs(paths),
         "which": {"mpirun": shutil.which("mpirun"), "bash": shutil.which("bash"), "torchrun": shutil.which("torchrun")},
     }
-    sys.stdout.write(json.dumps(report))
-    sys.stdout.write("\n")
+
+
+def answer(data, argv):
+    text = json.dumps(data)
+    if "--answer" in argv[:-1]:
+        path = argv[argv.index("--answer") + 1]
+        with open(path + ".part", "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.rename(path + ".part", path)
+    else:
+        sys.stdout.write(text + "\n")
+
+
+def main():
+    answer(report(), sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -1,21 +1,31 @@
-"""Ask another interpreter what it is, by running a small stdlib-only probe with it."""
+"""Ask another interpreter what it is, by running a small stdlib-only probe with it.
+
+Side effects: runs the interpreter as a child (environment/child.py: own process group, dies with compat,
+killed as a group on timeout and interruption); the probe writes its answer into a file in a private
+temporary folder that compat names (``--answer PATH``), so whatever the interpreter prints is ignored.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ..errors import InterpreterError
+from ..errors import CompatError, InterpreterError, shown
 from ..target import Platform, PythonTarget
+from .child import env_timeout, run_child
 
 PROBE_TIMEOUT_S = 30.0
+TIMEOUT_ENV = "COMPAT_PROBE_TIMEOUT"  # lowers (or raises) every probe's limit, for tests and slow file systems
+ANSWER_LIMIT = 64 << 20  # bytes; a real answer is a few hundred kB at most
 PROBE_PATH = Path(__file__).with_name("interpreter_probe.py")
+_FIX = "Pass the path of a CPython 3.6+ interpreter with --python."
 
 
 @dataclass(frozen=True)
@@ -45,32 +55,50 @@ def _resolve_executable(path: str) -> str:
     return found
 
 
+def probe_timeout(default: float) -> float:
+    """``default``, or $COMPAT_PROBE_TIMEOUT when that is a finite number above 0."""
+    return env_timeout(TIMEOUT_ENV, default)
+
+
 def run_json_probe(executable: str, args: list[str], what: str, timeout: float, env=None) -> dict:
-    """Run ``executable args`` and parse the JSON object on the last line of its output; every failure
-    becomes one InterpreterError sentence."""
+    """Run ``executable args --answer FILE`` and read the JSON object the probe wrote into FILE; every failure
+    becomes one InterpreterError sentence. Output on stdout (wrappers, sitecustomize, .pth hooks) is ignored."""
+    program = os.path.abspath(executable)
+    with tempfile.TemporaryDirectory(prefix="compat-probe-") as folder:
+        answer = os.path.join(folder, "answer.json")
+        try:
+            ended = run_child([program, *args, "--answer", answer], timeout, env=env, cwd=folder)
+        except OSError as exc:
+            raise InterpreterError(f"'{executable}' cannot be run ({exc.strerror}).", _FIX) from None
+        if ended.timed_out:
+            raise InterpreterError(f"'{executable}' did not finish {what} within {timeout:g} s.", "Check that it is a working Python interpreter (it was stopped, with everything it started).")
+        if ended.returncode != 0:
+            last = (ended.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise InterpreterError(f"'{executable}' failed {what} (exit {ended.returncode}: {shown(last, 200)}).", _FIX)
+        return _read_answer(executable, answer, what)
+
+
+def _read_answer(executable: str, path: str, what: str) -> dict:
+    """The probe's JSON object from ``path`` (written whole, then renamed into place, so it is all or nothing)."""
     try:
-        done = subprocess.run([executable, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
-                              env=dict(env) if env is not None else None, check=False)
-    except subprocess.TimeoutExpired:
-        raise InterpreterError(f"'{executable}' did not finish {what} within {timeout:.0f} s.", "Check that it is a working Python interpreter.") from None
-    except OSError as exc:
-        raise InterpreterError(f"'{executable}' cannot be run ({exc.strerror}).", "Pass the path of a Python interpreter with --python.") from None
-    if done.returncode != 0:
-        last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        raise InterpreterError(f"'{executable}' failed {what} (exit {done.returncode}: {last}).", "Pass the path of a Python 3.6+ interpreter with --python.")
-    try:
-        data = json.loads(done.stdout.decode(errors="replace").strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        if os.path.getsize(path) > ANSWER_LIMIT:
+            raise InterpreterError(f"'{executable}' answered {what} with more than {ANSWER_LIMIT >> 20} MB, which no Python 3.6+ probe writes.", _FIX)
+        with open(path, encoding="utf-8") as handle:
+            data: Any = json.load(handle)
+    except FileNotFoundError:
+        raise InterpreterError(f"'{executable}' is not a Python interpreter: it exited without answering {what}, which any Python 3.6+ does.", _FIX) from None
+    except (OSError, ValueError, RecursionError):  # ValueError: not JSON, not UTF-8
         data = None
     if not isinstance(data, dict):
-        raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to {what} is not what a Python 3.6+ prints).", "Pass the path of a CPython interpreter with --python.")
+        raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to {what} is not what a Python 3.6+ writes).", _FIX)
     return data
 
 
-def query_interpreter(path: str, timeout: float = PROBE_TIMEOUT_S) -> InterpreterInfo:
+def query_interpreter(path: str, timeout: Optional[float] = None) -> InterpreterInfo:
     """Run the probe with ``path`` (``-I -S``: no user site, no site-packages imports) and parse its answer."""
     executable = _resolve_executable(path)
-    data = run_json_probe(executable, ["-I", "-S", "-c", PROBE_PATH.read_text(encoding="utf-8")], "the probe", timeout)
+    limit = probe_timeout(PROBE_TIMEOUT_S) if timeout is None else timeout
+    data = run_json_probe(executable, ["-I", "-S", "-c", PROBE_PATH.read_text(encoding="utf-8")], "the probe", limit)
     try:
         version = Version(data["version"])
         implementation = str(data["implementation"])
@@ -78,11 +106,11 @@ def query_interpreter(path: str, timeout: float = PROBE_TIMEOUT_S) -> Interprete
         platform = Platform.from_tag(tag)
         if platform.system == "linux" and data.get("libc") not in ("glibc", ""):
             platform = Platform(tag=platform.tag, system="linux", machine=platform.machine, libc=str(data["libc"]))
-    except (ValueError, KeyError, TypeError, InvalidVersion):
-        raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to the probe is not what a Python 3.6+ prints).", "Pass the path of a CPython interpreter with --python.") from None
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidVersion, CompatError):  # CompatError: a platform tag compat cannot read
+        raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to the probe is not what a Python 3.6+ writes).", _FIX) from None
     if implementation != "cpython":
         raise InterpreterError(
-            f"'{executable}' is {implementation}, not CPython: torch, IPEX and oneccl_bind_pt publish CPython wheels only.",
+            f"'{executable}' is {shown(implementation)}, not CPython: torch, IPEX and oneccl_bind_pt publish CPython wheels only.",
             "Pass a CPython interpreter with --python.",
         )
     return InterpreterInfo(

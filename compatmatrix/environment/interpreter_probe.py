@@ -1,9 +1,23 @@
-# Run BY the target interpreter (python -I -S this_file): stdlib only, Python 3.6 to 3.15.
-# Prints one JSON object describing the interpreter. Keep it free of f-string features newer than 3.6.
+# Run BY the target interpreter (python -I -S -c <this source> --answer FILE): stdlib only, Python 3.6 to 3.15.
+# Writes one JSON object describing the interpreter into FILE (written whole, then renamed into place), so
+# nothing the interpreter or a wrapper prints can be taken for the answer; without --answer it prints it.
+# Keep it free of f-string features newer than 3.6.
 import json
+import os
 import platform
 import sys
 import sysconfig
+
+
+def answer(report, argv):
+    text = json.dumps(report)
+    if "--answer" in argv[:-1]:
+        path = argv[argv.index("--answer") + 1]
+        with open(path + ".part", "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.rename(path + ".part", path)
+    else:
+        sys.stdout.write(text + "\n")
 
 
 def main():
@@ -22,8 +36,7 @@ def main():
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
     }
-    sys.stdout.write(json.dumps(info))
-    sys.stdout.write("\n")
+    answer(info, sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""Run the environment probe and parse what it says into an :class:`EnvSnapshot`."""
+"""Run the environment probe and parse what it says into an :class:`EnvSnapshot`.
+
+Side effects: for another interpreter, a child process (environment/interpreter.py: the answer comes back in a
+private file, the child dies with compat); for the running interpreter, none (the probe runs in-process).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,10 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
+from ..errors import CompatError, InterpreterError
 from ..names import canonical_name
 from ..target import Platform
-from .interpreter import _resolve_executable, run_json_probe
+from .interpreter import _resolve_executable, probe_timeout, run_json_probe
 
 PROBE_PATH = Path(__file__).with_name("env_probe.py")
 PROBE_TIMEOUT_S = 60.0
@@ -98,36 +103,18 @@ class EnvSnapshot:
         return None
 
 
-def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> dict[str, Any]:
     """The probe's JSON. ``python=None`` probes the running interpreter in this process (no child needed:
     the probe is stdlib-only and imports nothing of the stack)."""
     if python is None:
         from . import env_probe
 
-        saved = sys.argv
-        try:
-            sys.argv = [str(PROBE_PATH)]
-            report = env_probe_report(env_probe)
-        finally:
-            sys.argv = saved
-        return report
+        return json.loads(json.dumps(env_probe.report()))  # the same plain data a child's answer gives
     executable = _resolve_executable(python)
+    limit = probe_timeout(PROBE_TIMEOUT_S) if timeout is None else timeout
     # No -I / -S: the probe must see what `import` sees in that environment (site, .pth files,
     # PYTHONPATH, user site). `-c` with the source keeps this package's directory off sys.path.
-    return run_json_probe(executable, ["-c", PROBE_PATH.read_text(encoding="utf-8")], "the environment probe", timeout, env)
-
-
-def env_probe_report(module) -> dict[str, Any]:
-    import io
-
-    buffer = io.StringIO()
-    saved = sys.stdout
-    try:
-        sys.stdout = buffer
-        module.main()
-    finally:
-        sys.stdout = saved
-    return json.loads(buffer.getvalue())
+    return run_json_probe(executable, ["-c", PROBE_PATH.read_text(encoding="utf-8")], "the environment probe", limit, env)
 
 
 def parse_snapshot(report: Mapping[str, Any]) -> EnvSnapshot:
@@ -190,5 +177,10 @@ def take_snapshot(python: Optional[str] = None) -> EnvSnapshot:
     # Compare paths without resolving symlinks: every venv's python links to the same base binary.
     if python is not None and os.path.abspath(_resolve_executable(python)) == os.path.abspath(sys.executable):
         python = None
-    return parse_snapshot(run_probe(python))
+    report = run_probe(python)
+    try:
+        return parse_snapshot(report)
+    except (KeyError, TypeError, ValueError, AttributeError, CompatError) as exc:  # an answer that is JSON but not the probe's
+        raise InterpreterError(f"'{python or sys.executable}' answered the environment probe with data compat cannot read ({type(exc).__name__}).",
+                               "Pass the path of a CPython 3.6+ interpreter with --python.") from None
 

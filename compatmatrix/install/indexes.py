@@ -1,10 +1,18 @@
-"""Where each host's wheels really are (configurable), and reading their PEP 503 / find-links pages."""
+"""Where each host's wheels really are (configurable), and reading their PEP 503 / find-links pages.
+
+URLs from the command line, the environment and the config file are checked here (a control character, an
+unknown scheme or a malformed host is a usage error naming the flag). Pages are read under an overall
+deadline and a size cap (limits.py); sha256 fragments are normalised to lowercase; a remote page cannot
+point at local files (file:// links on an http(s) page are ignored).
+
+Side effects: network (index pages), reading local folders.
+"""
 
 from __future__ import annotations
 
 import html.parser
 import os
-import sys
+import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,21 +21,24 @@ from typing import Optional
 
 import requests
 
-from ..errors import CompatError
+from ..errors import CompatError, shown
 from ..matrix.model import Matrix
 from ..names import canonical_name
+from .limits import DeadlineExceeded, Limits, deadline, limits, mib
 
 TIMEOUT_S = 10.0
 CONFIG_ENV = "COMPAT_CONFIG"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
 class Link:
     filename: str
     url: str
-    sha256: Optional[str]
+    sha256: Optional[str]  # lowercase hex, from the page's #sha256= fragment (or the folder's lock)
     requires_python: Optional[str]
     yanked: bool
+    other_hash: Optional[str] = None  # the algorithm of a fragment that is not sha256 (md5 on old indexes)
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,24 @@ def env_name(host_id: str) -> str:
     return "COMPAT_INDEX_" + host_id.upper().replace("-", "_")
 
 
+def checked_url(url: str, host_id: str, origin: str) -> str:
+    """``url`` if compat can use it as a host's location; a usage error naming where it came from otherwise."""
+    example = f"Write it like --index {host_id}=https://mirror.example/simple (or a local folder)."
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise CompatError(f"The URL given for {host_id} ({origin}) contains a control character (a newline?): '{shown(url)}'; refused.", example)
+    try:
+        parsed = urllib.parse.urlparse(url)
+        port = parsed.port  # ValueError for a port that is not a number in 0..65535
+    except ValueError as exc:
+        raise CompatError(f"'{shown(url)}' given for {host_id} ({origin}) is not a valid URL ({exc}).", example) from None
+    if parsed.scheme in ("http", "https"):
+        if not parsed.hostname or any(c.isspace() for c in url) or port == 0:
+            raise CompatError(f"'{shown(url)}' given for {host_id} ({origin}) has no valid host name or port.", example)
+    elif parsed.scheme not in ("", "file"):
+        raise CompatError(f"'{shown(url)}' given for {host_id} ({origin}) uses {parsed.scheme}://, which compat does not read.", example)
+    return url
+
+
 def _config_file() -> Optional[Path]:
     explicit = os.environ.get(CONFIG_ENV)
     if explicit:
@@ -62,18 +91,28 @@ def _config_file() -> Optional[Path]:
     return candidate if candidate.exists() else None
 
 
+_HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_CONFIG_EXAMPLE = 'Write it like: [indexes]\\npytorch-cpu = "https://mirror.example/whl/cpu"'
+
+
 def _read_config(path: Path) -> dict[str, str]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    """The [indexes] table of the config file; every problem is one CompatError naming the file (exit 2)."""
+    from ..matrix.load import TomlProblem, read_toml_file
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CompatError(f"The config file {path} cannot be read ({exc}).", "Fix it or point COMPAT_CONFIG elsewhere.") from None
+        data = read_toml_file(path)
+    except OSError as exc:
+        raise CompatError(f"The config file {path} cannot be read ({exc.strerror or exc}).", "Fix it or point COMPAT_CONFIG elsewhere.") from None
+    except TomlProblem as exc:
+        raise CompatError(f"The config file {path} {exc}.", "Fix it or point COMPAT_CONFIG elsewhere.") from None
     indexes = data.get("indexes", {})
-    if not isinstance(indexes, dict) or not all(isinstance(v, str) for v in indexes.values()):
-        raise CompatError(f"{path}: [indexes] must map host ids to URLs.", 'Write it like: [indexes]\\npytorch-cpu = "https://mirror.example/whl/cpu"')
+    if not isinstance(indexes, dict):
+        raise CompatError(f"{path}: [indexes] must map host ids to URLs, but it is {'an array' if isinstance(indexes, list) else type(indexes).__name__}.", _CONFIG_EXAMPLE)
+    for host_id, url in indexes.items():
+        if not _HOST_ID.fullmatch(host_id):
+            raise CompatError(f"{path}: [indexes] key '{shown(host_id)}' is not a host id.", "Use a host id of the matrix, such as pypi or pytorch-cpu.")
+        if not isinstance(url, str) or not url.strip() or any(c in url for c in "\0\r\n"):
+            raise CompatError(f"{path}: [indexes] {host_id} must be a URL or a folder, in quotes on one line.", _CONFIG_EXAMPLE)
     return dict(indexes)
 
 
@@ -85,14 +124,17 @@ def configure_indexes(matrix: Matrix, overrides: Sequence[str] = ()) -> dict[str
 
     def put(host_id: str, url: str, origin: str) -> None:
         if host_id not in matrix.hosts:
-            raise CompatError(f"'{host_id}' is not a host in the matrix ({origin}).", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
-        url = url.strip()
+            raise CompatError(f"'{shown(host_id)}' is not a host in the matrix ({origin}).", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
+        url = checked_url(url.strip(), host_id, origin)
         style = matrix.hosts[host_id].style
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme in ("", "file"):
             folder = Path(urllib.parse.unquote(parsed.path)) if parsed.scheme == "file" else Path(url)
-            if folder.is_dir() and not (folder / "index.html").exists() and not any(p.is_dir() for p in folder.iterdir()):
-                style = "find-links"  # a plain folder of wheels
+            try:
+                if folder.is_dir() and not (folder / "index.html").exists() and not any(p.is_dir() for p in folder.iterdir()):
+                    style = "find-links"  # a plain folder of wheels
+            except OSError:
+                pass  # unreadable: the preflight says so
         locations[host_id] = IndexLocation(host_id, url, style, origin)
 
     config = _config_file()
@@ -106,7 +148,7 @@ def configure_indexes(matrix: Matrix, overrides: Sequence[str] = ()) -> dict[str
     for item in overrides:
         host_id, sep, url = item.partition("=")
         if not sep or not url:
-            raise CompatError(f"'--index {item}' is not HOST=URL.", "Write it like --index pytorch-cpu=https://mirror.example/whl/cpu")
+            raise CompatError(f"'--index {shown(item)}' is not HOST=URL.", "Write it like --index pytorch-cpu=https://mirror.example/whl/cpu")
         put(host_id.strip(), url, "--index")
     return locations
 
@@ -132,39 +174,64 @@ class _Anchors(html.parser.HTMLParser):
             self._current = None
 
 
+def _hash_of(fragment: str) -> tuple[Optional[str], Optional[str]]:
+    """(sha256 in lowercase, or None; the algorithm of another hash given instead, or None)."""
+    values = urllib.parse.parse_qs(fragment)
+    sha = (values.get("sha256") or [""])[0].strip().lower()
+    if _SHA256.match(sha):
+        return sha, None
+    other = next((name for name in values if name in ("md5", "sha1", "sha224", "sha384", "sha512")), None)
+    return None, other
+
+
 def parse_links(page: str, base_url: str) -> list[Link]:
-    """Wheel links of a PEP 503 project page or a find-links page (sha256 from the URL fragment)."""
+    """Wheel links of a PEP 503 project page or a find-links page (sha256 from the URL fragment). A remote page
+    cannot point at local files: links to another scheme than http(s) are dropped."""
     parser = _Anchors()
     parser.feed(page)
+    remote = urllib.parse.urlparse(base_url).scheme in ("http", "https")
     links = []
     for anchor in parser.links:
         href = anchor.get("href")
         if not href:
             continue
-        url = urllib.parse.urljoin(base_url, href)
-        parsed = urllib.parse.urlparse(url)
-        filename = urllib.parse.unquote(parsed.path.rsplit("/", 1)[-1])
-        if not filename.endswith(".whl"):
+        try:
+            url = urllib.parse.urljoin(base_url, href)
+            parsed = urllib.parse.urlparse(url)
+        except ValueError:
+            continue  # a malformed link is not a wheel compat can take
+        if remote and parsed.scheme not in ("http", "https"):
             continue
-        sha256 = None
-        fragment = urllib.parse.parse_qs(parsed.fragment)
-        if "sha256" in fragment:
-            sha256 = fragment["sha256"][0]
+        filename = urllib.parse.unquote(parsed.path.rsplit("/", 1)[-1])
+        if not filename.endswith(".whl") or "/" in filename or any(ord(c) < 32 for c in filename):
+            continue  # not a wheel, or a name that could not be a file in the work folder
+        sha256, other = _hash_of(parsed.fragment)
         links.append(Link(filename, urllib.parse.urlunparse(parsed._replace(fragment="")), sha256,
-                          anchor.get("data-requires-python"), "data-yanked" in anchor))
+                          anchor.get("data-requires-python"), "data-yanked" in anchor, other))
     return links
 
 
-def _get(session: requests.Session, url: str, timeout: float) -> str:
+def _get(session: requests.Session, url: str, lim: Limits) -> str:
+    """A page, whole, within the page deadline and under the page size cap ("" for a 404)."""
     try:
-        response = session.get(url, timeout=timeout, headers={"Accept": "text/html"})
+        with deadline(lim.page_s), session.get(url, timeout=(TIMEOUT_S, lim.read_s), headers={"Accept": "text/html"}, stream=True) as response:
+            if response.status_code == 404:
+                return ""
+            if response.status_code != 200:
+                raise IndexUnreachable(url, f"HTTP {response.status_code}")
+            length = response.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) > lim.page_bytes:
+                raise IndexRefused(url, f"the page is larger than {mib(lim.page_bytes)}")
+            body = bytearray()
+            for chunk in response.iter_content(1 << 16):
+                body += chunk
+                if len(body) > lim.page_bytes:
+                    raise IndexRefused(url, f"the page is larger than {mib(lim.page_bytes)}")
+            return body.decode(response.encoding or "utf-8", errors="replace")
+    except DeadlineExceeded as exc:
+        raise IndexUnreachable(url, f"no complete answer within {exc.seconds:.0f} s") from None
     except requests.RequestException as exc:
         raise IndexUnreachable(url, f"{exc.__class__.__name__}") from None
-    if response.status_code == 404:
-        return ""
-    if response.status_code != 200:
-        raise IndexUnreachable(url, f"HTTP {response.status_code}")
-    return response.text
 
 
 class IndexUnreachable(CompatError):
@@ -174,10 +241,17 @@ class IndexUnreachable(CompatError):
         self.why = why
 
 
+class IndexRefused(IndexUnreachable):
+    """The host answered with something compat does not read (a page over the size cap)."""
+
+
 def project_links(session: requests.Session, location: IndexLocation, project: str, timeout: float = TIMEOUT_S) -> list[Link]:
-    """Every wheel the location offers for ``project`` (names compared as PEP 503 names)."""
+    """Every wheel the location offers for ``project`` (names compared as PEP 503 names). A local folder's hashes
+    come from its compat-wheelhouse.lock, if it has one."""
     wanted = canonical_name(project)
     if location.is_local:
+        from .wheelhouse import read_lock
+
         folder = location.local_path
         if location.style == "index":
             folder = folder / wanted
@@ -185,31 +259,14 @@ def project_links(session: requests.Session, location: IndexLocation, project: s
             if location.local_path.is_dir():
                 return []
             raise IndexUnreachable(location.url, "no such folder")
-        hashes = read_wheelhouse_lock(folder)
-        return [Link(p.name, p.resolve().as_uri(), hashes.get(p.name), None, False) for p in sorted(folder.glob("*.whl")) if _project_of(p.name) == wanted]
+        hashes = read_lock(folder) or {}
+        return [Link(p.name, p.absolute().as_uri(), hashes.get(p.name), None, False) for p in sorted(folder.glob("*.whl")) if _project_of(p.name) == wanted]
+    lim = limits()
     if location.style == "index":
         url = location.url.rstrip("/") + f"/{wanted}/"
-        page = _get(session, url, timeout)
-        return parse_links(page, url)
-    page = _get(session, location.url, timeout)
+        return parse_links(_get(session, url, lim), url)
+    page = _get(session, location.url, lim)
     return [link for link in parse_links(page, location.url) if _project_of(link.filename) == wanted]
-
-
-WHEELHOUSE_LOCK = "compat-wheelhouse.lock"
-
-
-def read_wheelhouse_lock(folder: Path) -> dict[str, str]:
-    """filename -> sha256 from a wheelhouse's lock (the `sha256sum` format compat download writes)."""
-    try:
-        text = (folder / WHEELHOUSE_LOCK).read_text()
-    except OSError:
-        return {}
-    hashes = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and not line.startswith("#"):
-            hashes[parts[1]] = parts[0]
-    return hashes
 
 
 def _project_of(filename: str) -> str:
@@ -217,9 +274,14 @@ def _project_of(filename: str) -> str:
 
 
 def check_reachable(session: requests.Session, locations: Mapping[str, IndexLocation], host_ids: Sequence[str], timeout: float = TIMEOUT_S) -> dict[str, str]:
-    """host id -> why it cannot be reached, for every host in ``host_ids`` that does not answer."""
+    """host id -> why it cannot be reached, for every host in ``host_ids`` that does not answer (each within
+    the preflight deadline, headers only)."""
+    from .checkpoints import checkpoint
+
     problems = {}
+    lim = limits()
     for host_id in dict.fromkeys(host_ids):
+        checkpoint("preflight")
         location = locations[host_id]
         if location.is_local:
             if not location.local_path.is_dir():
@@ -227,12 +289,13 @@ def check_reachable(session: requests.Session, locations: Mapping[str, IndexLoca
             continue
         try:
             # headers only: PyPI's root page alone is ~40 MB
-            with session.get(location.url, timeout=timeout, headers={"Accept": "text/html"}, stream=True) as response:
+            with deadline(lim.preflight_s), session.get(location.url, timeout=(timeout, lim.read_s), headers={"Accept": "text/html"}, stream=True) as response:
                 if response.status_code >= 500:
                     problems[host_id] = f"HTTP {response.status_code}"
                 elif response.status_code in (401, 403):
                     problems[host_id] = f"HTTP {response.status_code}: the index wants credentials"
+        except DeadlineExceeded as exc:
+            problems[host_id] = f"no complete answer within {exc.seconds:.0f} s"
         except requests.RequestException as exc:
             problems[host_id] = exc.__class__.__name__
     return problems
-

@@ -10,7 +10,7 @@ from typing import Optional
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ..matrix.model import COMPONENT_ORDER, CclRelease, Component, IpexRelease
+from ..matrix.model import COMPONENT_ORDER, Component, Release
 from ..names import canonical_name
 from ..resolve import Resolution
 from ..target import Platform
@@ -100,10 +100,9 @@ class InstallPlan:
         return next(p for p in self.packages if p.component is component)
 
 
-def distribution_of(component: Component, release) -> str:
-    if isinstance(release, (IpexRelease, CclRelease)):
-        return release.distribution
-    return component.distribution
+def distribution_of(component: Component, release: Release) -> str:
+    """The distribution to install (IPEX and the bindings were published under other names in some releases)."""
+    return release.distribution
 
 
 def make_plan(resolution: Resolution, locations: Mapping[str, IndexLocation]) -> InstallPlan:

@@ -1,7 +1,19 @@
-"""compat install / compat download / --print: the steps in order, each one able to stop with nothing changed."""
+"""compat install / compat download / --print: the steps in order, each one able to stop with nothing changed.
+
+install: refuse on a journal left by a killed install (or a journal that names foreign paths); clear orphan
+snapshots; check the environment is writable; stage an offline wheelhouse (locked files only); preflight;
+fetch each planned wheel from its host (hash-checked); pip's dry-run plan; every dependency's hash checked
+against its index; download; snapshot (transaction.py); install; verify; commit. SIGINT, SIGTERM and SIGHUP
+anywhere take the path of Ctrl-C: children killed, temp folders removed, the snapshot put back once it exists;
+the restore and the commit themselves hold signals until they are done.
+
+Side effects: network, temp folders, child processes, the target environment's folders (through the transaction).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -15,28 +27,46 @@ from ..checks.finding import Context, Finding, Options, Status, all_checks, run_
 from ..environment.snapshot import EnvSnapshot, take_snapshot
 from ..matrix.model import Matrix
 from ..names import canonical_name
+from ..processes import Interruptions, Terminated, kill_children, run_bounded
+from .checkpoints import checkpoint
+from .errors import InstallError, InstallInputError
+from .files import sha256_of
 from .indexes import IndexLocation, check_reachable, env_name
+from .limits import limits
 from .plan import InstallPlan, WheelTarget, glibc_of
 from .runner import (
+    ONLY_BINARY,
     Change,
-    EnvironmentLock,
-    InstallError,
+    FetchedWheel,
+    ReportItem,
     changes,
-    discard,
+    confirm_hashes,
     download_dependencies,
     fetch,
     installer_command,
     installer_env,
-    interrupted_install,
+    links_of,
     locate,
     pip_for,
     pip_report,
-    restore,
     run_installer,
     uv_binary,
     write_lock,
 )
-from .runner import take_snapshot as snapshot_folders
+from .transaction import (
+    EnvFolders,
+    EnvironmentLock,
+    Snapshot,
+    check_writable,
+    commit,
+    interrupted_install,
+    orphan_snapshots,
+    remove_tree,
+    restore,
+)
+from .transaction import take_snapshot as snapshot_folders
+from .wheelhouse import stage
+from .wheelhouse import write_lock as write_wheelhouse_lock
 
 
 def _stderr_line(line: str) -> None:
@@ -48,6 +78,7 @@ class InstallOptions:
     yes: bool = False
     installer: str = "auto"  # pip, uv, auto (uv when on PATH, else pip)
     require_hashes: bool = False
+    allow_unverified: bool = False  # install wheels whose index publishes no sha256 (never with require_hashes)
     offline_dir: Optional[Path] = None
     say: Callable[[str], None] = field(default=_stderr_line)
 
@@ -65,6 +96,10 @@ class InstallResult:
 
 def target_of(snapshot: EnvSnapshot) -> WheelTarget:
     return WheelTarget(snapshot.python_minor, snapshot.platform, glibc_of(snapshot.libc_version))
+
+
+def env_folders(snapshot: EnvSnapshot) -> EnvFolders:
+    return EnvFolders.of(snapshot.prefix, snapshot.purelib, snapshot.scripts)
 
 
 def preflight(session: requests.Session, plan: InstallPlan, options: InstallOptions) -> None:
@@ -91,14 +126,14 @@ def choose_installer(requested: str) -> str:
 
 
 def install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: InstallOptions) -> InstallResult:
-    """Install ``plan`` into the environment of ``snapshot``: all of it, or (on any failure) none of it."""
-    with EnvironmentLock(Path(snapshot.purelib)):
-        return _install(matrix, plan, snapshot, options)
+    """Install ``plan`` into the environment of ``snapshot``: all of it, or (on any failure or interruption) none of it."""
+    env = env_folders(snapshot)
+    with Interruptions() as signals, EnvironmentLock(env):
+        return _install(matrix, plan, snapshot, env, options, signals)
 
 
-def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: InstallOptions) -> InstallResult:
-    say = options.say
-    left = interrupted_install(Path(snapshot.purelib))
+def _refuse_interrupted(env: EnvFolders, snapshot: EnvSnapshot) -> None:
+    left = interrupted_install(env)
     if left is not None:
         raise InstallError(
             f"An earlier compat install into {snapshot.prefix} was stopped before it finished (process {left.pid} is gone); "
@@ -106,19 +141,64 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: 
             f"Run compat install --restore --python {snapshot.executable} to put back the state from before it, "
             "or --discard-snapshot to keep the environment as it is now.",
         )
+
+
+def _clear_orphans(env: EnvFolders, say: Callable[[str], None]) -> None:
+    """Snapshots no journal refers to: a kill before the journal was written or after the commit point."""
+    for orphan in orphan_snapshots(env):
+        remove_tree(orphan, "cleanup")
+        say(f"  removed {orphan.name}: a snapshot left by an earlier install that was killed (no journal refers to it)")
+
+
+def _relocated(plan: InstallPlan, folder: Path) -> InstallPlan:
+    """The plan with every host replaced by ``folder`` (the staged wheelhouse)."""
+    def moved(location: IndexLocation) -> IndexLocation:
+        return IndexLocation(location.host_id, str(folder), "find-links", "--wheelhouse")
+
+    packages = tuple(dataclasses.replace(p, location=moved(p.location)) for p in plan.packages)
+    return dataclasses.replace(plan, packages=packages, dependency_index=moved(plan.dependency_index))
+
+
+def check_dependency_hashes(items: Sequence[ReportItem], fetched: Sequence[FetchedWheel], where: IndexLocation, options: InstallOptions) -> None:
+    """Dependencies whose index publishes no sha256: refused with --require-hashes, or unless --allow-unverified."""
+    planned = {canonical_name(f.package.distribution) for f in fetched}
+    unverified = [i for i in items if not i.verified and canonical_name(i.name) not in planned]
+    if not unverified:
+        return
+    names = ", ".join(f"{i.name} {i.version}" for i in unverified)
+    if options.require_hashes:
+        raise InstallError(f"No verified hash is known for {names} ({where.url} publishes no sha256 for them); --require-hashes refuses. Nothing was changed.",
+                           "Use an index that publishes hashes, or drop --require-hashes.")
+    if not options.allow_unverified:
+        raise InstallError(f"{where.url} publishes no sha256 for {names}, so they cannot be checked; refused, nothing was changed.",
+                           "Use a dependency index that publishes sha256 hashes (--index pypi=URL), or pass --allow-unverified to install them unchecked.")
+    options.say(f"  unverified: {names} (no sha256 from {where.host_id}; --allow-unverified)")
+
+
+def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFolders, options: InstallOptions, signals: Interruptions) -> InstallResult:
+    say = options.say
+    _refuse_interrupted(env, snapshot)
+    _clear_orphans(env, say)
+    check_writable(env)
     target = target_of(snapshot)
     installer = choose_installer(options.installer)
     pip = pip_for(snapshot.executable)  # before anything is downloaded
-    if options.offline_dir is not None:
-        check_wheelhouse(options.offline_dir, options.require_hashes)
     with requests.Session() as session, tempfile.TemporaryDirectory(prefix="compat-install-") as work:
         folder = Path(work)
+        folders = [folder]
+        if options.offline_dir is not None:
+            staged = folder / "wheelhouse"
+            stage(options.offline_dir, staged, options.allow_unverified, options.require_hashes, say)
+            plan = _relocated(plan, staged)
+            folders.append(staged)
         preflight(session, plan, options)
         located = locate(session, plan, target)
         for package, link in located.items():
             say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
-        fetched = fetch(session, located, folder, options.require_hashes)
-        items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index, options.offline_dir)
+        fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, say)
+        items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index)
+        items = confirm_hashes(session, items, [canonical_name(f.package.distribution) for f in fetched], plan.dependency_index)
+        check_dependency_hashes(items, fetched, plan.dependency_index, options)
         planned = changes(items, snapshot.versions())
         replaced = [c for c in planned if c.before is not None and c.before != c.after]
         for change in planned:
@@ -128,69 +208,79 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: 
             raise InstallError(f"The install would replace {listed}; refused without --yes. Nothing was changed.", "Re-run with --yes to replace them.")
         if not planned:
             say("  nothing to change: the planned set is installed")
+            return InstallResult((), tuple(_verify_installed(matrix, snapshot.executable)), installer)
         lock = folder / "compat-lock.txt"
-        hashed = write_lock(lock, fetched, items)
-        if options.require_hashes and not hashed:
-            planned_names = {canonical_name(f.package.distribution) for f in fetched}
-            missing = [i.name for i in items if not i.sha256 and canonical_name(i.name) not in planned_names]
-            raise InstallError(f"No verified hash is known for {', '.join(missing)}; --require-hashes refuses. Nothing was changed.", "Use an index that publishes hashes, or drop --require-hashes.")
-        folders = [folder]
-        if options.offline_dir is not None:
-            folders.append(options.offline_dir)
-        elif planned:
+        write_lock(lock, fetched, items)
+        if options.offline_dir is None:
             download_dependencies(pip, snapshot.executable, items, fetched, folder, plan.dependency_index)
         command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes)
-        if not planned:
-            after = take_snapshot(snapshot.executable)
-            return InstallResult((), tuple(verify(matrix, after)), installer)
-        saved = snapshot_folders([Path(snapshot.purelib), Path(snapshot.scripts)])
-        with _signals_interrupt():
-            try:
-                code, output = run_installer(command, installer_env(snapshot.executable))
-            except KeyboardInterrupt:
-                restore(saved)
-                raise InstallError("Interrupted: the installer was stopped and the environment was restored to what it was before.", "Run compat install again when ready.", state="restored") from None
-            except InstallError:
-                raise
-            except Exception as exc:
-                restore(saved)
-                raise InstallError(f"The installer failed ({exc.__class__.__name__}); the environment was restored to what it was before.", "See the output above.", state="restored") from None
-        if code != 0:
-            restore(saved)
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-            raise InstallError(f"{installer} {how}; the environment was restored to what it was before.", "See the installer's output above.", state="restored")
-        after = take_snapshot(snapshot.executable)
-        findings = verify(matrix, after)
-        failed = [f for f in findings if f.status is Status.FAIL]
-        if failed:
-            restore(saved)
-            raise InstallError(
-                f"The installed set failed verification ({failed[0].id}: {failed[0].summary}); the environment was restored to what it was before.",
-                failed[0].fix or "compat doctor shows the details.", state="restored", findings=tuple(findings))
-        discard(saved)
+        saved = snapshot_folders(env)
+        findings = _apply(saved, command, installer, matrix, snapshot, signals, say)
     return InstallResult(tuple(planned), tuple(findings), installer)
 
 
-class _signals_interrupt:
-    """SIGTERM / SIGHUP (a cancelled CI job, docker stop, a closed terminal) take the same path as Ctrl-C."""
+class _Undo(Exception):
+    """The installed set must not stay: put the snapshot back and say why."""
 
-    def __enter__(self):
-        import signal
+    def __init__(self, message: str, fix: str, findings: tuple = ()) -> None:
+        super().__init__(message)
+        self.message, self.fix, self.findings = message, fix, findings
 
-        self.saved = {}
-        for number in (signal.SIGTERM, signal.SIGHUP):
-            self.saved[number] = signal.signal(number, self._raise)
-        return self
 
-    @staticmethod
-    def _raise(signum, frame):
-        raise KeyboardInterrupt
+def _installer_failed(installer: str, code: int, output: str, where: Path) -> _Undo:
+    if "No space left on device" in output or "[Errno 28]" in output:
+        return _Undo(f"{installer} ran out of disk space in {where} (No space left on device)", f"Free space on the disk of {where} (df -h {where}), then run this again.")
+    return _Undo(f"{installer} " + (f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"), "See the installer's output above.")
 
-    def __exit__(self, *exc):
-        import signal
 
-        for number, handler in self.saved.items():
-            signal.signal(number, handler)
+def _apply(saved: Snapshot, command: Sequence[str], installer: str, matrix: Matrix, snapshot: EnvSnapshot, signals: Interruptions,
+           say: Callable[[str], None]) -> list[Finding]:
+    """Run the installer and verify; on failure or interruption put the snapshot back; else commit."""
+    try:
+        code, output = run_installer(command, installer_env(snapshot.executable))
+        if code != 0:
+            raise _installer_failed(installer, code, output, Path(snapshot.purelib))
+        say("  verifying the installed set (the package checks and an isolated import of each part)")
+        findings = _verify_installed(matrix, snapshot.executable)
+        failed = [f for f in findings if f.status is Status.FAIL]
+        if failed:
+            raise _Undo(f"The installed set failed verification ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor shows the details.", tuple(findings))
+    except _Undo as undo:
+        _rollback(saved, signals)
+        raise InstallError(f"{undo.message}; the environment was restored to what it was before.", undo.fix, state="restored", findings=undo.findings) from None
+    except KeyboardInterrupt as exc:
+        kill_children()  # what the verification started (its import probes run in sessions of their own)
+        _rollback(saved, signals)
+        how = "terminated (SIGTERM/SIGHUP)" if isinstance(exc, Terminated) else "interrupted"
+        raise InstallError(f"The install was {how}: the installer and the verification were stopped and the environment was restored to what it was before.",
+                           "Run compat install again when ready.", state="restored") from None
+    except subprocess.TimeoutExpired as exc:
+        _rollback(saved, signals)
+        raise InstallError(f"{installer} did not finish within {exc.timeout:.0f} s and was stopped; the environment was restored to what it was before.",
+                           "See the installer's output above.", state="restored") from None
+    except Exception as exc:  # noqa: BLE001 - whatever failed, the half-installed set must not stay
+        _rollback(saved, signals)
+        raise InstallError(f"The install failed ({exc.__class__.__name__}: {str(exc)[:200]}); the environment was restored to what it was before.",
+                           "See the output above.", state="restored") from None
+    with signals.held(drop=True):
+        gone = commit(saved)
+    if not gone:
+        say(f"  note: {saved.root} could not be deleted completely; the next compat install removes it")
+    return findings
+
+
+def _rollback(saved: Snapshot, signals: Interruptions) -> None:
+    with signals.held(drop=True):
+        restore(saved)
+
+
+def _verify_installed(matrix: Matrix, executable: str) -> list[Finding]:
+    checkpoint("verify")
+    after = take_snapshot(executable)
+    checkpoint("verify")
+    findings = verify(matrix, after)
+    checkpoint("verify")
+    return findings
 
 
 def verify(matrix: Matrix, snapshot: EnvSnapshot) -> list[Finding]:
@@ -199,58 +289,67 @@ def verify(matrix: Matrix, snapshot: EnvSnapshot) -> list[Finding]:
     return run_checks(select(all_checks(), only=["packages", "imports"]), context)
 
 
-def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pip: str, options: InstallOptions) -> list[Path]:
-    """A wheelhouse: the planned wheels from their own hosts plus every dependency, for ``target``."""
-    import subprocess
+def _prepare_dest(folder: Path) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise InstallInputError(f"{folder} is a file, not a folder; nothing was downloaded.", "Pass -d a folder (it is created if missing).")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InstallInputError(f"The folder {folder} cannot be created ({exc.strerror}); nothing was downloaded.", "Pass -d a folder you can write to.") from None
 
-    folder.mkdir(parents=True, exist_ok=True)
-    with requests.Session() as session:
+
+def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pip: str, options: InstallOptions) -> list[Path]:
+    """A wheelhouse: the planned wheels from their own hosts plus every dependency, for ``target``, and its lock."""
+    _prepare_dest(folder)
+    with Interruptions(), requests.Session() as session:
         preflight(session, plan, options)
         located = locate(session, plan, target)
-        fetched = fetch(session, located, folder, options.require_hashes)
-    platforms = [target.platform.tag] if not target.platform.tag.startswith(("linux_", "manylinux")) else [
-        "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"]
-    command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(folder), "--only-binary", ":all:",
-               "--python-version", f"{target.python.major}.{target.python.minor}", "--implementation", "cp",
-               *[arg for p in platforms for arg in ("--platform", p)], "--index-url", plan.dependency_index.url,
-               *[str(f.path) for f in fetched]]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, stdin=subprocess.DEVNULL, env=installer_env(python_for_pip), check=False)
-    if done.returncode != 0:
-        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-3:]
-        raise InstallError("pip could not download the dependencies: " + " | ".join(last), "Check the dependency index (--index pypi=URL).")
-    files = sorted(folder.glob("*.whl"))
-    write_wheelhouse_lock(folder, files)
+        fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, options.say)
+        platforms = [target.platform.tag] if not target.platform.tag.startswith(("linux_", "manylinux")) else [
+            "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"]
+        index_args = ["--no-index", "--find-links", str(plan.dependency_index.local_path)] if plan.dependency_index.is_local else ["--index-url", plan.dependency_index.url]
+        command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(folder), *ONLY_BINARY,
+                   "--python-version", f"{target.python.major}.{target.python.minor}", "--implementation", "cp",
+                   *[arg for p in platforms for arg in ("--platform", p)], *index_args, *[str(f.path) for f in fetched]]
+        seconds = limits().pip_s
+        try:
+            done = run_bounded(command, timeout=seconds, env=installer_env(python_for_pip))
+        except subprocess.TimeoutExpired:
+            raise InstallError(f"pip did not finish downloading the dependencies within {seconds:.0f} s; no lock was written.", "Check the dependency index (--index pypi=URL), or retry.") from None
+        if done.returncode != 0:
+            last = [line for line in done.stderr.strip().splitlines() if line.strip()][-3:]
+            raise InstallError("pip could not download the dependencies: " + " | ".join(last), "Check the dependency index (--index pypi=URL).")
+        files = sorted(p for p in folder.glob("*.whl") if p.is_file())
+        _confirm_wheelhouse(session, plan, files, fetched, options)
+    write_wheelhouse_lock(folder, files, {f.path.name: f.sha256 for f in fetched})
     return files
 
 
-def write_wheelhouse_lock(folder: Path, files: Sequence[Path]) -> None:
-    """sha256 of every wheel, in `sha256sum` format: `compat install --offline` checks the folder against it
-    (and `sha256sum -c compat-wheelhouse.lock` works too)."""
-    from .indexes import WHEELHOUSE_LOCK
-    from .runner import sha256_of
-
-    lines = ["# written by compat download: the sha256 of every wheel in this folder"]
-    lines += [f"{sha256_of(path)}  {path.name}" for path in files]
-    (folder / WHEELHOUSE_LOCK).write_text("\n".join(lines) + "\n")
-
-
-def check_wheelhouse(folder: Path, require: bool) -> None:
-    """Every wheel in an offline wheelhouse matches the lock compat download wrote."""
-    from .indexes import WHEELHOUSE_LOCK, read_wheelhouse_lock
-    from .runner import sha256_of
-
-    hashes = read_wheelhouse_lock(folder)
-    if not hashes:
-        if require:
-            raise InstallError(f"{folder} has no {WHEELHOUSE_LOCK}; --require-hashes refuses an unverified wheelhouse. Nothing was changed.",
-                               "Make the wheelhouse with compat download, which writes the lock.")
+def _confirm_wheelhouse(session: requests.Session, plan: InstallPlan, files: Sequence[Path], fetched: Sequence[FetchedWheel], options: InstallOptions) -> None:
+    """Each dependency pip downloaded matches the sha256 its index publishes (unpublished: the same policy as install)."""
+    ours = {f.path.name for f in fetched}
+    index = plan.dependency_index
+    pages: dict[str, dict[str, str]] = {}
+    unverified = []
+    for path in files:
+        if path.name in ours:
+            continue
+        project = canonical_name(path.name.split("-", 1)[0])
+        if project not in pages:
+            pages[project] = {link.filename: link.sha256 or "" for link in links_of(session, index, project, project)}
+        published = pages[project].get(path.name) or None
+        if published is None:
+            unverified.append(path.name)
+        elif sha256_of(path) != published:
+            raise InstallError(f"{path.name} does not match the sha256 {index.url} publishes; refused, no lock was written.",
+                               "The file was altered or the index is broken: delete it and download again.")
+    if not unverified:
         return
-    for path in sorted(folder.glob("*.whl")):
-        expected = hashes.get(path.name)
-        if expected is None or sha256_of(path) != expected:
-            why = "is not in" if expected is None else "does not match"
-            raise InstallError(f"{path.name} {why} the wheelhouse's {WHEELHOUSE_LOCK}; refused, nothing was changed.",
-                               "The folder was changed after compat download: make it again.")
+    listed = ", ".join(unverified)
+    if options.require_hashes or not options.allow_unverified:
+        raise InstallError(f"{index.url} publishes no sha256 for {listed}; refused, no lock was written.",
+                           "Use a dependency index that publishes sha256 hashes (--index pypi=URL)" + ("." if options.require_hashes else ", or pass --allow-unverified."))
+    options.say(f"  unverified: {listed} (no sha256 from {index.host_id}; --allow-unverified)")
 
 
 def pip_command_text(plan: InstallPlan) -> str:
@@ -296,12 +395,18 @@ def describe_findings(findings: Sequence[Finding]) -> list[str]:
 
 
 def recover(snapshot: EnvSnapshot, restore_it: bool) -> str:
-    """--restore / --discard-snapshot: deal with what an interrupted install left behind."""
-    left = interrupted_install(Path(snapshot.purelib))
-    if left is None:
-        raise InstallError(f"No interrupted compat install was found for {snapshot.prefix}; nothing to do.", "")
-    if restore_it:
-        restore(left)
-        return f"restored {snapshot.prefix} to the state before the interrupted install"
-    discard(left)
-    return f"kept {snapshot.prefix} as it is and removed the interrupted install's snapshot"
+    """--restore / --discard-snapshot: deal with what an interrupted install left behind (the journal checked
+    first; the restore or the deletion holds signals until it is done, and resumes if it was killed)."""
+    env = env_folders(snapshot)
+    with Interruptions() as signals, EnvironmentLock(env):
+        left = interrupted_install(env)
+        if left is None:
+            for orphan in orphan_snapshots(env):
+                remove_tree(orphan, "cleanup")
+            raise InstallError(f"No interrupted compat install was found for {snapshot.prefix}; nothing to do.", "")
+        with signals.held(drop=True):
+            if restore_it:
+                restore(left)
+                return f"restored {snapshot.prefix} to the state before the interrupted install"
+            commit(left, "discard")
+        return f"kept {snapshot.prefix} as it is and removed the interrupted install's snapshot"

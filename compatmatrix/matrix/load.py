@@ -1,27 +1,34 @@
 """Read ``matrix.toml`` into :class:`~compatmatrix.matrix.model.Matrix`, validating as it goes.
 
 Every problem is reported as a :class:`~compatmatrix.errors.MatrixError` that names the file,
-the entry (``[[oneccl_bind_pt]] 1.12.100``) and the field, so a broken edit is found at once.
+the entry (``[[oneccl_bind_pt]] 1.12.100``) and the field, so a broken edit is found at once; no
+other exception leaves the loader, whatever the file holds.
+
+Side effects: reads the matrix file; reads and writes the cache folder ($XDG_CACHE_HOME/compatmatrix:
+the parsed TOML document as JSON, data only, validated again on every load).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
-import pickle
 import re
+import reprlib
+import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..errors import MatrixError
+from ..errors import MatrixError, shown
 from .model import (
+    COMPONENT_ORDER,
     CclRelease,
     CompanionRelease,
     Component,
@@ -34,6 +41,7 @@ from .model import (
     Policy,
     Profile,
     Provenance,
+    Release,
     TorchRelease,
     WheelSet,
 )
@@ -47,23 +55,31 @@ SUPPORTED_SCHEMA = 1
 _MISSING = object()
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 _HOST_STYLES = ("index", "find-links")
-_TOP_LEVEL = {
-    "schema_version",
-    "registry_checked",
-    "policy",
-    "profiles",
-    "hosts",
-    "torch",
-    "ipex",
-    "oneccl_bind_pt",
-    "torchvision",
-    "torchaudio",
-    "transformers",
-    "accelerate",
-    "feature",
-    "eol",
-}
+_TOP_LEVEL = {"schema_version", "registry_checked", "policy", "profiles", "hosts", "feature", "eol", *(c.table for c in COMPONENT_ORDER)}
 _FEATURE_PACKAGES = ("transformers", "accelerate")
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxstring, _SHOW.maxother, _SHOW.maxlist, _SHOW.maxdict = 2, 60, 60, 4, 4
+
+
+def _show(value: Any) -> str:
+    """A value from the file, quoted in a message: cut, and safe for any depth or size."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**40:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return _SHOW.repr(value)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return f"{type(value).__name__} {_show(value)}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _version(text: str) -> Version:
+    """Version(text), once per distinct string (the matrix repeats the same few hundred versions)."""
+    return Version(text)
 
 
 class _Entry:
@@ -78,7 +94,7 @@ class _Entry:
         self.used: set[str] = set()
 
     def error(self, key: str, problem: str, fix: str = "") -> MatrixError:
-        return MatrixError(self.path, self.where, key, problem, fix)
+        return MatrixError(self.path, self.where, shown(key), problem, fix)
 
     def raw(self, key: str, default: Any = _MISSING) -> Any:
         self.used.add(key)
@@ -91,13 +107,13 @@ class _Entry:
     def text(self, key: str, default: Any = _MISSING) -> str:
         value = self.raw(key, default)
         if not isinstance(value, str):
-            raise self.error(key, f"must be a string, found {value!r}")
+            raise self.error(key, f"must be a string, found {_show(value)}")
         return value
 
     def flag(self, key: str, default: Any = _MISSING) -> bool:
         value = self.raw(key, default)
         if not isinstance(value, bool):
-            raise self.error(key, f"must be true or false, found {value!r}")
+            raise self.error(key, f"must be true or false, found {_show(value)}")
         return value
 
     def version(self, key: str) -> Version:
@@ -114,16 +130,16 @@ class _Entry:
 
     def _parse_version(self, key: str, value: Any) -> Version:
         if not isinstance(value, str):
-            raise self.error(key, f"must be a version string, found {value!r}")
+            raise self.error(key, f"must be a version string, found {_show(value)}")
         try:
-            return Version(value)
-        except InvalidVersion:
-            raise self.error(key, f"{value!r} is not a valid PEP 440 version") from None
+            return _version(value)
+        except (InvalidVersion, ValueError):  # ValueError: a number longer than int() reads
+            raise self.error(key, f"{_show(value)} is not a valid PEP 440 version") from None
 
     def versions(self, key: str) -> tuple[Version, ...]:
         value = self.raw(key, [])
         if not isinstance(value, list):
-            raise self.error(key, f"must be a list of versions, found {value!r}")
+            raise self.error(key, f"must be a list of versions, found {_show(value)}")
         return tuple(self._parse_version(key, item) for item in value)
 
     def spec(self, key: str) -> SpecifierSet:
@@ -136,21 +152,29 @@ class _Entry:
         if value is None:
             return None
         if not isinstance(value, str):
-            raise self.error(key, f"must be a PEP 440 specifier string, found {value!r}")
+            raise self.error(key, f"must be a PEP 440 specifier string, found {_show(value)}")
         try:
-            return SpecifierSet(value)
-        except InvalidSpecifier:
-            raise self.error(key, f"{value!r} is not a valid PEP 440 specifier") from None
+            spec = SpecifierSet(value)
+        except (InvalidSpecifier, ValueError):
+            raise self.error(key, f"{_show(value)} is not a valid PEP 440 specifier") from None
+        for item in spec:
+            if item.operator == "===":
+                raise self.error(key, f"{_show(value)} uses '===', which compares strings, not versions", "Write '==' with a version.")
+            try:
+                _version(item.version[:-2] if item.version.endswith(".*") else item.version)
+            except (InvalidVersion, ValueError):
+                raise self.error(key, f"{_show(value)} holds a version compat cannot compare") from None
+        return spec
 
     def pythons(self, key: str) -> frozenset[Version]:
         value = self.raw(key)
         if not isinstance(value, list):
-            raise self.error(key, f"must be a list like [\"3.10\", \"3.11\"], found {value!r}")
+            raise self.error(key, f"must be a list like [\"3.10\", \"3.11\"], found {_show(value)}")
         result = []
         for item in value:
             if not isinstance(item, str) or not _PYTHON_RE.match(item):
-                raise self.error(key, f"{item!r} is not a CPython version of the form 3.X")
-            result.append(Version(item))
+                raise self.error(key, f"{_show(item)} is not a CPython version of the form 3.X")
+            result.append(_version(item))
         if len(set(result)) != len(result):
             raise self.error(key, "lists a Python version twice")
         return frozenset(result)
@@ -160,7 +184,7 @@ class _Entry:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(key, f"must be a string or a list of strings, found {value!r}")
+            raise self.error(key, f"must be a string or a list of strings, found {_show(value)}")
         return tuple(value)
 
     def provenance(self) -> Provenance:
@@ -169,10 +193,17 @@ class _Entry:
             raise self.error("source", "is empty: every fact in the matrix carries its source")
         return Provenance(sources=sources, verified=self.flag("verified", True), note=self.text("note", ""))
 
+    def named_tables(self, key: str) -> dict[str, Any]:
+        """``[key.<name>]`` tables: a TOML table of tables, by name."""
+        value = self.raw(key)
+        if not isinstance(value, dict):
+            raise self.error(key, f"must be a table of [{key}.<name>] tables, found {_kind(value)}")
+        return value
+
     def tables(self, key: str, describe) -> list["_Entry"]:
         value = self.raw(key, [])
         if not isinstance(value, list):
-            raise self.error(key, "must be an array of tables ([[...]])")
+            raise self.error(key, f"must be an array of tables ([[{key}]]), found {_kind(value)}")
         return [_Entry(self.path, f"{self.where} > {describe(i, item)}", item) for i, item in enumerate(value)]
 
     def done(self) -> None:
@@ -184,7 +215,7 @@ class _Entry:
 def _describe(kind: str, key: str = "version"):
     def describe(index: int, table: Any) -> str:
         if isinstance(table, dict) and isinstance(table.get(key), str):
-            return f"[[{kind}]] {table[key]}"
+            return f"[[{kind}]] {shown(table[key], 40)}"
         return f"[[{kind}]] #{index + 1}"
 
     return describe
@@ -196,9 +227,9 @@ def _wheels(entry: _Entry, hosts: dict[str, Host]) -> tuple[WheelSet, ...]:
     for sub in entry.tables("wheels", lambda i, t: f"wheels #{i + 1}"):
         host = sub.text("host")
         if host not in hosts:
-            raise sub.error("host", f"{host!r} is not a host defined under [hosts]", f"Define [hosts.{host}] or use one of: {', '.join(sorted(hosts))}.")
+            raise sub.error("host", f"{_show(host)} is not a host defined under [hosts]", f"Define [hosts.{shown(host)}] or use one of: {', '.join(sorted(hosts))}.")
         if host in seen:
-            raise sub.error("host", f"{host!r} is listed twice for this release")
+            raise sub.error("host", f"{_show(host)} is listed twice for this release")
         seen.add(host)
         result.append(
             WheelSet(
@@ -212,6 +243,12 @@ def _wheels(entry: _Entry, hosts: dict[str, Host]) -> tuple[WheelSet, ...]:
         )
         sub.done()
     return tuple(result)
+
+
+def _describe_feature(index: int, table: Any) -> str:
+    if isinstance(table, dict) and isinstance(table.get("package"), str) and isinstance(table.get("name"), str):
+        return f"[[feature]] {shown(table['package'], 30)}:{shown(table['name'], 40)}"
+    return f"[[feature]] #{index + 1}"
 
 
 def _check_unique(path: str, kind: str, versions: Iterable[Version]) -> None:
@@ -229,22 +266,35 @@ def _newest_first(items: Sequence, key=lambda item: item.version) -> tuple:
 def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     """Parse and validate matrix TOML text; raises :class:`MatrixError`."""
     try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise MatrixError(path, "", "", f"is not valid TOML ({exc})", "Fix the TOML syntax.") from None
+        document = parse_toml(text)
+    except TomlProblem as exc:
+        raise MatrixError(path, "", "", str(exc), "Fix the TOML syntax.") from None
+    return parse_document(document, path)
 
+
+def parse_document(document: Any, path: str = "matrix.toml") -> Matrix:
+    """Validate a parsed TOML document (from the file, or from the cache) into a Matrix; raises MatrixError only."""
+    try:
+        return _build(document, path)
+    except MatrixError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as exc:  # a shape no check foresaw
+        raise MatrixError(path, "", "", f"holds a value of an unexpected type or size ({type(exc).__name__}: {shown(str(exc), 80)})") from None
+
+
+def _build(document: Any, path: str) -> Matrix:
     root = _Entry(path, "top level", document)
     schema = root.raw("schema_version")
-    if schema != SUPPORTED_SCHEMA:
-        raise root.error("schema_version", f"is {schema!r}; this compatmatrix reads schema {SUPPORTED_SCHEMA}", "Upgrade compatmatrix or use a matching matrix.")
+    if type(schema) is not int or schema != SUPPORTED_SCHEMA:
+        raise root.error("schema_version", f"is {_show(schema)}; this compatmatrix reads schema {SUPPORTED_SCHEMA}", "Upgrade compatmatrix or use a matching matrix.")
     registry_checked = root.text("registry_checked", "")
 
     hosts: dict[str, Host] = {}
-    for host_id, table in root.raw("hosts").items():
-        entry = _Entry(path, f"[hosts.{host_id}]", table)
+    for host_id, table in root.named_tables("hosts").items():
+        entry = _Entry(path, f"[hosts.{shown(host_id)}]", table)
         style = entry.text("style")
         if style not in _HOST_STYLES:
-            raise entry.error("style", f"{style!r} is not one of {', '.join(_HOST_STYLES)}")
+            raise entry.error("style", f"{_show(style)} is not one of {', '.join(_HOST_STYLES)}")
         hosts[host_id] = Host(
             id=host_id,
             url=entry.text("url"),
@@ -254,118 +304,25 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         )
         entry.done()
 
-    torch_releases = []
-    for entry in root.tables("torch", _describe("torch")):
-        torch_releases.append(
-            TorchRelease(
-                version=entry.version("version"),
-                wheels=_wheels(entry, hosts),
-                requires_python=entry.optional_spec("requires_python"),
-                released=entry.text("released", ""),
-                provenance=entry.provenance(),
-            )
-        )
-        entry.done()
+    releases: dict[Component, tuple[Release, ...]] = {}
+    torch_releases = [_torch_release(entry, hosts) for entry in root.tables("torch", _describe("torch"))]
     _check_unique(path, "torch", (r.version for r in torch_releases))
+    releases[Component.TORCH] = _newest_first(torch_releases)
     torch_versions = {r.version for r in torch_releases}
-
-    def known_torch(entry: _Entry, key: str) -> Version:
-        version = entry.version(key)
-        if version not in torch_versions:
-            raise entry.error(key, f"{version} is not a torch release in the matrix", "Add a [[torch]] entry for it or correct the pairing.")
-        return version
-
-    ipex_releases = []
-    for entry in root.tables("ipex", _describe("ipex")):
-        torch = known_torch(entry, "torch")
-        accepts = entry.spec("torch_accepts")
-        if not accepts.contains(torch, prereleases=True):
-            raise entry.error("torch_accepts", f"{accepts} does not accept torch {torch}, the version this release was built for")
-        ipex_releases.append(
-            IpexRelease(
-                version=entry.version("version"),
-                distribution=entry.text("distribution"),
-                module=entry.text("module"),
-                torch=torch,
-                torch_accepts=accepts,
-                guard=entry.text("guard"),
-                released=entry.text("released", ""),
-                wheels=_wheels(entry, hosts),
-                provenance=entry.provenance(),
-            )
-        )
-        entry.done()
-    _check_unique(path, "ipex", (r.version for r in ipex_releases))
-
-    ccl_releases = []
-    for entry in root.tables("oneccl_bind_pt", _describe("oneccl_bind_pt")):
-        ccl_releases.append(
-            CclRelease(
-                version=entry.version("version"),
-                distribution=entry.text("distribution"),
-                module=entry.text("module"),
-                torch=known_torch(entry, "torch"),
-                has_cwd=entry.flag("has_cwd"),
-                setvars=entry.text("setvars"),
-                oneccl=entry.text("oneccl", ""),
-                released=entry.text("released", ""),
-                wheels=_wheels(entry, hosts),
-                provenance=entry.provenance(),
-                torch_also=tuple(_known_torch_list(entry, "torch_also", torch_versions)),
-            )
-        )
-        entry.done()
-    _check_unique(path, "oneccl_bind_pt", (r.version for r in ccl_releases))
-
-    companions: dict[str, list[CompanionRelease]] = {"torchvision": [], "torchaudio": []}
-    for package, releases in companions.items():
-        for entry in root.tables(package, _describe(package)):
-            releases.append(
-                CompanionRelease(
-                    package=package,
-                    version=entry.version("version"),
-                    torch=known_torch(entry, "torch"),
-                    python=entry.pythons("python"),
-                    provenance=entry.provenance(),
-                )
-            )
-            entry.done()
-        _check_unique(path, package, (r.version for r in releases))
-
-    lines: dict[str, list[LibraryLine]] = {"transformers": [], "accelerate": []}
-    for package, parsed in lines.items():
-        for entry in root.tables(package, _describe(package, "line")):
-            line = entry.version("line")
-            versions = entry.versions("versions")
-            if not versions:
-                raise entry.error("versions", "must list at least one release of the line")
-            for version in versions:
-                if version.release[:2] != line.release[:2]:
-                    raise entry.error("versions", f"{version} does not belong to the {line} line")
-            yanked = frozenset(entry.versions("yanked"))
-            if not yanked <= set(versions):
-                stray = sorted(yanked - set(versions))[0]
-                raise entry.error("yanked", f"{stray} is not listed in 'versions'")
-            parsed.append(
-                LibraryLine(
-                    package=package,
-                    line=line,
-                    versions=tuple(sorted(versions, reverse=True)),
-                    yanked=yanked,
-                    requires_python=entry.optional_spec("requires_python"),
-                    torch_min=entry.optional_version("torch_min"),
-                    accelerate_min=entry.optional_version("accelerate_min") if package == "transformers" else None,
-                    provenance=entry.provenance(),
-                )
-            )
-            entry.done()
-        _check_unique(path, package, (entry.line for entry in parsed))
+    for component in COMPONENT_ORDER:
+        if component is Component.TORCH:
+            continue
+        table = component.table
+        parse = _PARSERS[component]
+        parsed = [parse(entry, hosts, torch_versions, table) for entry in root.tables(table, _describe(table, _KEY.get(component, "version")))]
+        _check_unique(path, table, (r.line if isinstance(r, LibraryLine) else r.version for r in parsed))
+        releases[component] = _newest_first(parsed)
 
     features = []
-    for entry in root.tables("feature", lambda i, t: f"[[feature]] {t.get('package', '?')}:{t.get('name', '#' + str(i + 1))}" if isinstance(t, dict) else f"[[feature]] #{i + 1}"):
+    for entry in root.tables("feature", _describe_feature):
         package = entry.text("package")
         if package not in _FEATURE_PACKAGES:
-            raise entry.error("package", f"{package!r} is not one of {', '.join(_FEATURE_PACKAGES)}")
+            raise entry.error("package", f"{_show(package)} is not one of {', '.join(_FEATURE_PACKAGES)}")
         features.append(
             Feature(
                 package=package,
@@ -396,10 +353,10 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             raise preference_entry.error(name, "must name at least one host")
         for host_id in host_ids:
             if host_id not in hosts:
-                raise preference_entry.error(name, f"{host_id!r} is not a host defined under [hosts]")
+                raise preference_entry.error(name, f"{_show(host_id)} is not a host defined under [hosts]")
         preference[component] = host_ids
     preference_entry.done()
-    missing = [c.distribution for c in Component if c not in preference]
+    missing = [c.distribution for c in COMPONENT_ORDER if c not in preference and releases[c]]
     if missing:
         raise preference_entry.error(missing[0], "is required but missing")
     default_profile = policy_entry.text("default_profile")
@@ -407,13 +364,13 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
     for item in policy_entry.str_list("features_with_ccl", []):
         package, _, feature_name = item.partition(":")
         if (package, feature_name) not in feature_keys:
-            raise policy_entry.error("features_with_ccl", f"{item!r} names no [[feature]] entry")
+            raise policy_entry.error("features_with_ccl", f"{_show(item)} names no [[feature]] entry")
         ccl_features.append((package, feature_name))
     policy_entry.done()
 
     profiles: dict[str, Profile] = {}
-    for name, table in root.raw("profiles").items():
-        entry = _Entry(path, f"[profiles.{name}]", table)
+    for name, table in root.named_tables("profiles").items():
+        entry = _Entry(path, f"[profiles.{shown(name)}]", table)
         components = frozenset(_component(entry, c, key="components") for c in entry.str_list("components"))
         if Component.TORCH not in components:
             raise entry.error("components", "must include torch")
@@ -421,18 +378,14 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         for item in entry.str_list("features", []):
             package, _, feature_name = item.partition(":")
             if (package, feature_name) not in feature_keys:
-                raise entry.error("features", f"{item!r} names no [[feature]] entry")
+                raise entry.error("features", f"{_show(item)} names no [[feature]] entry")
             wanted_features.append((package, feature_name))
         profiles[name] = Profile(name=name, description=entry.text("description"), components=components, features=tuple(wanted_features))
         entry.done()
     if default_profile not in profiles:
-        raise policy_entry.error("default_profile", f"{default_profile!r} is not a profile under [profiles]")
+        raise policy_entry.error("default_profile", f"{_show(default_profile)} is not a profile under [profiles]")
 
-    release_versions = {
-        "torch": torch_versions,
-        Component.IPEX.distribution: {r.version for r in ipex_releases},
-        Component.CCL.distribution: {r.version for r in ccl_releases},
-    }
+    release_versions = {c.distribution: {v for r in releases[c] for v in r.versions} for c in COMPONENT_ORDER if not _KEY.get(c)}
     eol = []
     for entry in root.tables("eol", _describe("eol", "package")):
         package = entry.text("package")
@@ -453,10 +406,10 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
         entry.done()
     root.done()
 
-    binary: list[Union[TorchRelease, IpexRelease, CclRelease]] = [*torch_releases, *ipex_releases, *ccl_releases]
-    for release in binary:
-        if not release.wheels:
-            raise MatrixError(path, f"release {release.version}", "wheels", "lists no host with wheels")
+    for component in COMPONENT_ORDER:
+        for release in releases[component]:
+            if not release.wheels and not isinstance(release, LibraryLine):
+                raise MatrixError(path, f"release {release.version}", "wheels", "lists no host with wheels")
 
     return Matrix(
         schema_version=schema,
@@ -469,17 +422,127 @@ def parse_matrix(text: str, path: str = "matrix.toml") -> Matrix:
             features_with_ccl=tuple(ccl_features),
         ),
         profiles=profiles,
-        torch=_newest_first(torch_releases),
-        ipex=_newest_first(ipex_releases),
-        ccl=_newest_first(ccl_releases),
-        torchvision=_newest_first(companions["torchvision"]),
-        torchaudio=_newest_first(companions["torchaudio"]),
-        transformers=_newest_first(lines["transformers"], key=lambda line: line.line),
-        accelerate=_newest_first(lines["accelerate"], key=lambda line: line.line),
+        releases=releases,
         features=tuple(features),
         eol=tuple(eol),
         source_path=path,
     )
+
+
+# --- one parser per kind of [[table]] entry: (entry, hosts, torch versions, table name) -> release ---------------
+
+
+def _torch_release(entry: _Entry, hosts: dict[str, Host]) -> TorchRelease:
+    release = TorchRelease(
+        version=entry.version("version"),
+        wheels=_wheels(entry, hosts),
+        requires_python=entry.optional_spec("requires_python"),
+        released=entry.text("released", ""),
+        provenance=entry.provenance(),
+    )
+    entry.done()
+    return release
+
+
+def _known_torch(entry: _Entry, key: str, torch_versions: set[Version]) -> Version:
+    version = entry.version(key)
+    if version not in torch_versions:
+        raise entry.error(key, f"{version} is not a torch release in the matrix", "Add a [[torch]] entry for it or correct the pairing.")
+    return version
+
+
+def _ipex_release(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> IpexRelease:
+    torch = _known_torch(entry, "torch", torch_versions)
+    accepts = entry.spec("torch_accepts")
+    if not accepts.contains(torch, prereleases=True):
+        raise entry.error("torch_accepts", f"{accepts} does not accept torch {torch}, the version this release was built for")
+    release = IpexRelease(
+        version=entry.version("version"),
+        distribution=entry.text("distribution"),
+        module=entry.text("module"),
+        torch=torch,
+        torch_accepts=accepts,
+        guard=entry.text("guard"),
+        released=entry.text("released", ""),
+        wheels=_wheels(entry, hosts),
+        provenance=entry.provenance(),
+    )
+    entry.done()
+    return release
+
+
+def _ccl_release(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> CclRelease:
+    release = CclRelease(
+        version=entry.version("version"),
+        distribution=entry.text("distribution"),
+        module=entry.text("module"),
+        torch=_known_torch(entry, "torch", torch_versions),
+        has_cwd=entry.flag("has_cwd"),
+        setvars=entry.text("setvars"),
+        oneccl=entry.text("oneccl", ""),
+        released=entry.text("released", ""),
+        wheels=_wheels(entry, hosts),
+        provenance=entry.provenance(),
+        torch_also=tuple(_known_torch_list(entry, "torch_also", torch_versions)),
+    )
+    entry.done()
+    return release
+
+
+def _companion_release(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> CompanionRelease:
+    """torchvision / torchaudio: ``[[<table>.wheels]]`` like torch, or (the short form) ``python``: the PyPI wheels."""
+    version = entry.version("version")
+    torch = _known_torch(entry, "torch", torch_versions)
+    provenance = entry.provenance()
+    if "python" in entry.table:
+        if "wheels" in entry.table:
+            raise entry.error("python", f"is given next to [[{table}.wheels]]", f"List the PyPI wheels as a [[{table}.wheels]] entry with host = \"pypi\".")
+        if "pypi" not in hosts:
+            raise entry.error("python", "names PyPI wheels, but there is no [hosts.pypi]")
+        wheels: tuple[WheelSet, ...] = (WheelSet("pypi", entry.pythons("python"), "", False, "", provenance),)
+    else:
+        wheels = _wheels(entry, hosts)
+    entry.done()
+    return CompanionRelease(package=table, version=version, torch=torch, wheels=wheels, provenance=provenance)
+
+
+def _library_line(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> LibraryLine:
+    line = entry.version("line")
+    versions = entry.versions("versions")
+    if not versions:
+        raise entry.error("versions", "must list at least one release of the line")
+    for version in versions:
+        if version.release[:2] != line.release[:2]:
+            raise entry.error("versions", f"{version} does not belong to the {line} line")
+    yanked = frozenset(entry.versions("yanked"))
+    if not yanked <= set(versions):
+        stray = sorted(yanked - set(versions))[0]
+        raise entry.error("yanked", f"{stray} is not listed in 'versions'")
+    parsed = LibraryLine(
+        package=table,
+        line=line,
+        versions=tuple(sorted(versions, reverse=True)),
+        yanked=yanked,
+        requires_python=entry.optional_spec("requires_python"),
+        torch_min=entry.optional_version("torch_min"),
+        accelerate_min=entry.optional_version("accelerate_min") if table == "transformers" else None,
+        provenance=entry.provenance(),
+    )
+    entry.done()
+    return parsed
+
+
+#: How each component's [[table]] entries are read (torch is read first: the others pair with it).
+_PARSERS: dict[Component, Callable[[_Entry, dict[str, Host], set[Version], str], Release]] = {
+    Component.IPEX: _ipex_release,
+    Component.CCL: _ccl_release,
+    Component.TORCHVISION: _companion_release,
+    Component.TORCHAUDIO: _companion_release,
+    Component.TRANSFORMERS: _library_line,
+    Component.ACCELERATE: _library_line,
+}
+#: The key that names an entry, where it is not "version" (library entries are minor lines).
+_KEY = {Component.TRANSFORMERS: "line", Component.ACCELERATE: "line"}
 
 
 def _known_torch_list(entry: _Entry, key: str, torch_versions: set[Version]) -> list[Version]:
@@ -495,7 +558,7 @@ def _component(entry: _Entry, name: str, key: Optional[str] = None) -> Component
         return Component.from_name(name)
     except KeyError:
         known = ", ".join(c.distribution for c in Component)
-        raise entry.error(key or name, f"{name!r} is not a component ({known})") from None
+        raise entry.error(key or name, f"{_show(name)} is not a component ({known})") from None
 
 
 def bundled_matrix_text() -> str:
@@ -503,6 +566,52 @@ def bundled_matrix_text() -> str:
     from importlib.resources import files
 
     return files("compatmatrix").joinpath("data").joinpath("matrix.toml").read_text(encoding="utf-8")
+
+
+# --- reading TOML files (the matrix, and install/indexes.py's config file) ---------------------------------------
+
+MAX_FILE_BYTES = 64 << 20  # no matrix or config file comes near this; /dev/zero must not fill the memory
+
+
+class TomlProblem(ValueError):
+    """Why a TOML file cannot be used, as a clause that follows the file's name ("is not UTF-8 text (...)")."""
+
+
+def read_text_file(path: Union[str, Path]) -> str:
+    """A file's text (UTF-8, at most MAX_FILE_BYTES); raises OSError, or TomlProblem naming what is wrong."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except ValueError:  # a NUL byte in the name
+        raise TomlProblem("is not a file name compat can open (it holds a NUL byte)") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise TomlProblem(f"is larger than {MAX_FILE_BYTES >> 20} MB, which no matrix or config file is")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TomlProblem(f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """tomllib.loads, with every way it can fail turned into a TomlProblem."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TomlProblem(f"is not valid TOML ({shown(str(exc), 120)})") from None
+    except RecursionError:
+        raise TomlProblem("nests too deeply (arrays or tables inside each other, deeper than compat reads)") from None
+    except ValueError as exc:  # a number with more digits than int() takes
+        raise TomlProblem(f"holds a number too long to read ({shown(str(exc), 80)})") from None
+
+
+def read_toml_file(path: Union[str, Path]) -> dict[str, Any]:
+    """A TOML file's document; raises OSError (cannot be opened) or TomlProblem."""
+    return parse_toml(read_text_file(path))
+
+
+# --- the cache of parsed documents ----------------------------------------------------------------------------
+
+CACHE_FORMAT = 1
 
 
 def cache_dir() -> Optional[Path]:
@@ -513,39 +622,102 @@ def cache_dir() -> Optional[Path]:
     return Path(base) / "compatmatrix"
 
 
-def _cache_key(text: str, path: str) -> str:
-    """Changes with the matrix text and with the code that turns it into objects."""
-    digest = hashlib.sha256(text.encode("utf-8"))
-    for module in ("model.py", "load.py"):
-        digest.update(Path(__file__).with_name(module).read_bytes())
-    digest.update(f"{sys.version_info[:2]}|{path}".encode())
-    return digest.hexdigest()[:32]
+def _compat_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _cache_file(directory: Path, digest: str) -> Path:
+    """Named after the format, compat's version and the matrix text: any change is a different file."""
+    key = hashlib.sha256(f"{CACHE_FORMAT}|{_compat_version()}|{digest}".encode()).hexdigest()[:32]
+    return directory / f"matrix-{key}.json"
 
 
 def parse_matrix_cached(text: str, path: str) -> Matrix:
-    """parse_matrix, with the result pickled next to the user's other caches (parsing takes ~0.1 s,
-    a pickle ~5 ms: it matters for `compat check` in a pre-commit hook). Any cache problem falls back
-    to parsing; a matrix that fails validation is never cached."""
+    """parse_matrix, with the parsed TOML document kept as JSON in the user's cache folder.
+
+    Reading TOML (pure Python) is most of the cost of loading; JSON is read by C code, and it is data only:
+    a planted file cannot run anything. The cached document goes through the same validation as one read
+    from the file, every time. A cache that is missing, corrupt, for other text, not a regular file or
+    writable by others is ignored silently, and the file is read instead."""
     directory = cache_dir()
     if directory is None:
         return parse_matrix(text, path)
-    file = directory / f"matrix-{_cache_key(text, path)}.pickle"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    file = _cache_file(directory, digest)
+    cached = _read_cache(directory, file, digest, limit=4 * len(text) + (1 << 16))
+    if cached is not None:
+        try:
+            return parse_document(cached, path)
+        except MatrixError:
+            pass  # not what this text gives: read the text
     try:
-        with open(file, "rb") as handle:
-            cached = pickle.load(handle)
-        if isinstance(cached, Matrix):
-            return cached
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-        pass
-    matrix = parse_matrix(text, path)
+        document = parse_toml(text)
+    except TomlProblem as exc:
+        raise MatrixError(path, "", "", str(exc), "Fix the TOML syntax.") from None
+    matrix = parse_document(document, path)  # only a document that validates is cached
+    _write_cache(directory, file, digest, document)
+    return matrix
+
+
+def _private(info: os.stat_result) -> bool:
+    """Owned by this user and writable by nobody else."""
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _read_cache(directory: Path, file: Path, digest: str, limit: int) -> Optional[dict[str, Any]]:
+    """The cached document for ``digest``, or None for any problem at all."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as out:
-            pickle.dump(matrix, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(out.name, file)
+        folder = os.lstat(directory)
+        if not stat.S_ISDIR(folder.st_mode) or not _private(folder):
+            return None
+        handle = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
+    except OSError:
+        return None
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode) or not _private(info) or info.st_size > limit:
+            return None
+        data = os.read(handle, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    try:
+        cached = json.loads(data)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, a number too long, nested too deep
+        return None
+    if not isinstance(cached, dict) or cached.get("format") != CACHE_FORMAT or cached.get("compat") != _compat_version() or cached.get("sha256") != digest:
+        return None
+    document = cached.get("document")
+    return document if isinstance(document, dict) else None
+
+
+def _write_cache(directory: Path, file: Path, digest: str, document: dict[str, Any]) -> None:
+    """Best effort: a private folder, a private file (mkstemp: 0600), replaced atomically."""
+    try:
+        payload = json.dumps({"format": CACHE_FORMAT, "compat": _compat_version(), "sha256": digest, "document": document}, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):  # a TOML date: JSON has none (and a valid matrix has none)
+        return
+    temporary = None
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(os.lstat(directory)) or not directory.is_dir():
+            return
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, prefix=".matrix-", suffix=".tmp", delete=False) as out:
+            temporary = out.name
+            out.write(payload)
+        os.replace(temporary, file)
+        temporary = None
     except OSError:
         pass
-    return matrix
+    finally:
+        if temporary is not None:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
 
 
 @functools.lru_cache(maxsize=1)
@@ -554,12 +726,14 @@ def _bundled() -> Matrix:
 
 
 def load_matrix(path: Union[str, Path, None] = None) -> Matrix:
-    """Load the bundled matrix, or the one at ``path``."""
+    """Load the bundled matrix, or the one at ``path`` (reads the file; the cache folder as above)."""
     if path is None:
         return _bundled()
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text_file(file)
     except OSError as exc:
-        raise MatrixError(str(file), "", "", f"cannot be read ({exc.strerror})", "Pass an existing matrix file with --matrix.") from None
+        raise MatrixError(str(file), "", "", f"cannot be read ({exc.strerror or exc})", "Pass an existing matrix file with --matrix.") from None
+    except TomlProblem as exc:
+        raise MatrixError(str(file), "", "", str(exc), "Save it as UTF-8 TOML (see docs/MATRIX.md).") from None
     return parse_matrix_cached(text, path=str(file))

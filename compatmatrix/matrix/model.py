@@ -3,6 +3,10 @@
 Everything here is plain data: versions are :class:`packaging.version.Version`, ranges are
 :class:`packaging.specifiers.SpecifierSet`.  Nothing in this module reads files or talks to
 the network; :mod:`compatmatrix.matrix.load` builds these objects from ``data/matrix.toml``.
+
+Components are data: :data:`COMPONENTS` says what each one is called and where its releases live in
+the TOML, :attr:`Matrix.releases` holds every component's releases (newest first), and every release
+class implements :class:`Release`, the view the rules take of it.
 """
 
 from __future__ import annotations
@@ -10,20 +14,28 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Protocol
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..names import canonical_name
+from ..record import Record
 
 
 class Component(enum.Enum):
-    """A package the resolver can choose a version for."""
+    """A package the resolver can choose a version for.
+
+    The definition order is the order in which the resolver maximises versions (a newer torch beats a
+    newer IPEX, and so on) and the order of every listing.  What else there is to know about a
+    component is in :data:`COMPONENTS`.
+    """
 
     TORCH = "torch"
     IPEX = "intel-extension-for-pytorch"
     CCL = "oneccl-bind-pt"
+    TORCHVISION = "torchvision"
+    TORCHAUDIO = "torchaudio"
     TRANSFORMERS = "transformers"
     ACCELERATE = "accelerate"
 
@@ -35,7 +47,12 @@ class Component(enum.Enum):
     @property
     def label(self) -> str:
         """The name people use in sentences."""
-        return _LABELS[self]
+        return COMPONENTS[self].label
+
+    @property
+    def table(self) -> str:
+        """The ``[[table]]`` of matrix.toml that holds its releases."""
+        return COMPONENTS[self].table
 
     @classmethod
     def from_name(cls, name: str) -> "Component":
@@ -46,47 +63,47 @@ class Component(enum.Enum):
         return _ALIASES[canonical_name(name)]
 
 
-_LABELS = {
-    Component.TORCH: "torch",
-    Component.IPEX: "intel-extension-for-pytorch",
-    Component.CCL: "oneccl_bind_pt",
-    Component.TRANSFORMERS: "transformers",
-    Component.ACCELERATE: "accelerate",
+class ComponentInfo(Record):
+    """The names of a component and where matrix.toml keeps its releases."""
+
+    label: str
+    table: str
+    aliases: tuple[str, ...]
+
+
+COMPONENTS: dict[Component, ComponentInfo] = {
+    Component.TORCH: ComponentInfo("torch", "torch", ("pytorch",)),
+    Component.IPEX: ComponentInfo(
+        "intel-extension-for-pytorch", "ipex", ("intel_extension_for_pytorch", "ipex", "torch-ipex", "torch_ipex")
+    ),
+    Component.CCL: ComponentInfo(
+        "oneccl_bind_pt", "oneccl_bind_pt", ("oneccl_bind_pt", "oneccl_bindings_for_pytorch", "torch-ccl", "torch_ccl", "ccl")
+    ),
+    Component.TORCHVISION: ComponentInfo("torchvision", "torchvision", ()),
+    Component.TORCHAUDIO: ComponentInfo("torchaudio", "torchaudio", ()),
+    Component.TRANSFORMERS: ComponentInfo("transformers", "transformers", ()),
+    Component.ACCELERATE: ComponentInfo("accelerate", "accelerate", ()),
 }
 
 _ALIASES = {
     canonical_name(alias): component
-    for component, aliases in {
-        Component.TORCH: ("torch", "pytorch"),
-        Component.IPEX: (
-            "intel-extension-for-pytorch",
-            "intel_extension_for_pytorch",
-            "ipex",
-            "torch-ipex",
-            "torch_ipex",
-        ),
-        Component.CCL: (
-            "oneccl-bind-pt",
-            "oneccl_bind_pt",
-            "oneccl_bindings_for_pytorch",
-            "torch-ccl",
-            "torch_ccl",
-            "ccl",
-        ),
-        Component.TRANSFORMERS: ("transformers",),
-        Component.ACCELERATE: ("accelerate",),
-    }.items()
-    for alias in aliases
+    for component, info in COMPONENTS.items()
+    for alias in (component.value, *info.aliases)
 }
 
 #: The order in which the resolver maximises versions: a newer torch beats a newer IPEX, and so on.
-COMPONENT_ORDER: tuple[Component, ...] = (
-    Component.TORCH,
-    Component.IPEX,
-    Component.CCL,
-    Component.TRANSFORMERS,
-    Component.ACCELERATE,
-)
+COMPONENT_ORDER: tuple[Component, ...] = tuple(Component)
+
+#: How a pairing fact is known.  The set is open (the matrix's curation may name more); these are the
+#: levels the rules use today, with what each one means.
+EVIDENCE: dict[str, str] = {
+    "built-for": "the release is built against exactly this partner (its binary, its pinned requirement)",
+    "import-guard": "the release checks the partner's version when it is imported or used, and refuses others",
+    "declared": "the release's metadata states the range it needs",
+    "reported-working": "the vendor ships or reports the pair as working, though the release is not built for it",
+    "documented-break": "a source documents that the pair fails",
+    "unverified": "the fact could not be checked against its source",
+}
 
 
 @dataclass(frozen=True)
@@ -128,17 +145,75 @@ class WheelSet:
         return python in self.python
 
 
+class Yank(Record):
+    """A release withdrawn from its index: on ``host`` (None: the package index of a pure-Python line, PyPI)."""
+
+    host: Optional[str]
+    reason: str
+
+
+class Release(Protocol):
+    """What the rules see of any release entry (torch, IPEX, oneccl_bind_pt, torchvision, a library line).
+
+    An entry speaks for one release, or for every release of a minor line (``versions``).  Entries
+    with ``wheels`` are binary: the hosts and CPython versions say where they can be installed from.
+    Entries without (pure-Python lines) come from the component's first host, for every Python their
+    ``requires_python`` admits.
+    """
+
+    @property
+    def version(self) -> Version: ...  # the release (a line: its newest release)
+
+    @property
+    def versions(self) -> tuple[Version, ...]: ...  # every release the entry speaks for, newest first
+
+    @property
+    def distribution(self) -> str: ...  # the distribution to install
+
+    @property
+    def wheels(self) -> tuple[WheelSet, ...]: ...
+
+    @property
+    def requires_python(self) -> Optional[SpecifierSet]: ...
+
+    @property
+    def provenance(self) -> Provenance: ...
+
+    def yank(self, version: Version) -> Optional[Yank]: ...
+
+
+class _Binary:
+    """Shared by the release entries that stand for one release with wheels on hosts."""
+
+    version: Version
+    wheels: tuple[WheelSet, ...]
+
+    @property
+    def versions(self) -> tuple[Version, ...]:
+        return (self.version,)
+
+    def yank(self, version: Version) -> Optional[Yank]:
+        """Yanked is a property of the version, not of one host: a yanked file anywhere marks it."""
+        if version != self.version:
+            return None
+        return next((Yank(w.host, w.yanked_reason) for w in self.wheels if w.yanked), None)
+
+
 @dataclass(frozen=True)
-class TorchRelease:
+class TorchRelease(_Binary):
     version: Version
     wheels: tuple[WheelSet, ...]
     requires_python: Optional[SpecifierSet]
     released: str
     provenance: Provenance
 
+    @property
+    def distribution(self) -> str:
+        return Component.TORCH.distribution
+
 
 @dataclass(frozen=True)
-class IpexRelease:
+class IpexRelease(_Binary):
     version: Version
     distribution: str
     module: str
@@ -149,9 +224,11 @@ class IpexRelease:
     wheels: tuple[WheelSet, ...]
     provenance: Provenance
 
+    requires_python = None
+
 
 @dataclass(frozen=True)
-class CclRelease:
+class CclRelease(_Binary):
     version: Version
     distribution: str
     module: str
@@ -164,6 +241,8 @@ class CclRelease:
     provenance: Provenance
     torch_also: tuple[Version, ...] = ()  # other torch versions Intel shipped it with (sourced)
 
+    requires_python = None
+
     @property
     def torch_versions(self) -> tuple[Version, ...]:
         """Every torch this prebuilt wheel works with: exactly the one it is built for, plus sourced exceptions."""
@@ -171,14 +250,20 @@ class CclRelease:
 
 
 @dataclass(frozen=True)
-class CompanionRelease:
+class CompanionRelease(_Binary):
     """torchvision / torchaudio: each release pins exactly one torch."""
 
     package: str
     version: Version
     torch: Version
-    python: frozenset[Version]
+    wheels: tuple[WheelSet, ...]
     provenance: Provenance
+
+    requires_python = None
+
+    @property
+    def distribution(self) -> str:
+        return self.package
 
 
 @dataclass(frozen=True)
@@ -194,9 +279,22 @@ class LibraryLine:
     accelerate_min: Optional[Version]
     provenance: Provenance
 
+    wheels: tuple[WheelSet, ...] = ()  # pure Python: one wheel for every Python, from the component's first host
+
     @property
     def latest(self) -> Version:
         return self.versions[0]
+
+    @property
+    def version(self) -> Version:
+        return self.latest
+
+    @property
+    def distribution(self) -> str:
+        return self.package
+
+    def yank(self, version: Version) -> Optional[Yank]:
+        return Yank(None, "") if version in self.yanked else None
 
 
 @dataclass(frozen=True)
@@ -252,22 +350,22 @@ class Matrix:
     hosts: dict[str, Host]
     policy: Policy
     profiles: dict[str, Profile]
-    torch: tuple[TorchRelease, ...]
-    ipex: tuple[IpexRelease, ...]
-    ccl: tuple[CclRelease, ...]
-    torchvision: tuple[CompanionRelease, ...]
-    torchaudio: tuple[CompanionRelease, ...]
-    transformers: tuple[LibraryLine, ...]
-    accelerate: tuple[LibraryLine, ...]
+    releases: dict[Component, tuple[Release, ...]]  # every component, newest first
     features: tuple[Feature, ...]
     eol: tuple[EndOfLife, ...]
     source_path: str = field(default="", compare=False)
 
     def __repr__(self) -> str:
-        return (
-            f"Matrix({self.source_path or 'in memory'}: {len(self.torch)} torch, {len(self.ipex)} IPEX, "
-            f"{len(self.ccl)} oneccl_bind_pt, {len(self.transformers)} transformers lines, {len(self.accelerate)} accelerate lines)"
-        )
+        counts = ", ".join(f"{len(self.releases[c])} {c.label}" for c in COMPONENT_ORDER)
+        return f"Matrix({self.source_path or 'in memory'}: {counts})"
+
+    def versions(self, component: Component) -> list[Version]:
+        """Every known release of a component, newest first (library lines expanded)."""
+        return sorted((v for release in self.releases[component] for v in release.versions), reverse=True)
+
+    def release(self, component: Component, version: Version) -> Optional[Release]:
+        """The entry that speaks for ``version`` (for a library line: the line that lists it)."""
+        return _find(self.releases[component], version)
 
     def feature(self, package: str, name: str) -> Feature:
         for feature in self.features:
@@ -284,18 +382,20 @@ class Matrix:
                 return entry
         return None
 
+    # Typed finders for callers that read a component's own fields (IPEX's guard, the bindings' module).
+
     def torch_release(self, version: Version) -> Optional[TorchRelease]:
-        return _find(self.torch, version)
+        return _find(self.releases[Component.TORCH], version)  # type: ignore[return-value]
 
     def ipex_release(self, version: Version) -> Optional[IpexRelease]:
-        return _find(self.ipex, version)
+        return _find(self.releases[Component.IPEX], version)  # type: ignore[return-value]
 
     def ccl_release(self, version: Version) -> Optional[CclRelease]:
-        return _find(self.ccl, version)
+        return _find(self.releases[Component.CCL], version)  # type: ignore[return-value]
 
 
-def _find(releases: Iterable, version: Version):
+def _find(releases: Iterable[Release], version: Version) -> Optional[Release]:
     for release in releases:
-        if release.version == version:
+        if version in release.versions:
             return release
     return None

@@ -1,0 +1,298 @@
+"""Every sentence about rejections, explanations, notes and alternatives, written once, from their types.
+
+:mod:`compatmatrix.rules` and :mod:`compatmatrix.explain` return frozen records; this module is the
+only place that turns them into words (`compat resolve`'s reasons, notes and "what would work", the
+phrases `compat check` quotes).  Nothing parses these sentences back.  Pure.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from .matrix.model import CclRelease, Component, IpexRelease, Yank
+from .rules import MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, UserConstraint, Yanked
+
+if TYPE_CHECKING:  # explain is imported when the first record is written: `compat check` needs only the phrases
+    from . import explain as x
+
+# --- small pieces --------------------------------------------------------------------------------
+
+
+def spec_text(component: Component, spec: SpecifierSet) -> str:
+    return f"{component.label}{spec}"
+
+
+_OPERATOR_ORDER = {">=": 0, ">": 1, "~=": 2, "==": 3, "===": 4, "!=": 5, "<": 6, "<=": 7}
+
+
+def range_text(spec: SpecifierSet) -> str:
+    """A specifier set written lower bound first (``>=4.29.0,<5.1.0``), as people read ranges."""
+    return ",".join(str(s) for s in sorted(spec, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 9), s.version)))
+
+
+def python_list(pythons: Iterable[Version]) -> str:
+    ordered = sorted(pythons)
+    if not ordered:
+        return "none"
+    return ", ".join(f"{v.major}.{v.minor}" for v in ordered)
+
+
+def versions_text(versions: Sequence[Version], limit: int = 6) -> str:
+    ordered = sorted(set(versions), reverse=True)
+    if len(ordered) <= limit:
+        return ", ".join(str(v) for v in ordered)
+    return ", ".join(str(v) for v in ordered[:limit]) + f", ... ({len(ordered)} in all)"
+
+
+def _and(components: Sequence[Component]) -> str:
+    labels = [c.label for c in components]
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def where_yanked(yank: Yank) -> str:
+    """"pypi (for security.)", "PyPI"."""
+    return (yank.host or "PyPI") + (f" ({yank.reason})" if yank.reason else "")
+
+
+def yanked_clause(component: Component, version: Version, yank: Yank) -> str:
+    return f"{component.label} {version} is yanked on {where_yanked(yank)}"
+
+
+# --- what a release needs of its partner, per pair rule ----------------------------------------
+
+
+def ipex_torch_phrase(release: IpexRelease) -> str:
+    series = f"{release.torch.major}.{release.torch.minor}.*"
+    if str(release.torch_accepts):
+        return f"is built for torch {release.torch} and its import check accepts only torch{release.torch_accepts}"
+    return f"is built for torch {release.torch} and works only with torch {series} (it has no import check)"
+
+
+def ccl_torch_phrase(release: CclRelease) -> str:
+    if release.torch_also:
+        also = ", ".join(str(v) for v in release.torch_also)
+        return f"is built for torch {release.torch} only (Intel also ships it with torch {also})"
+    return f"is built for torch {release.torch} only"
+
+
+def _needs(minimum_of: str, partner: str, suffix: str = "") -> Callable[[Any], Optional[str]]:
+    def phrase(release: Any) -> Optional[str]:
+        minimum = getattr(release, minimum_of)
+        return None if minimum is None else f"needs {partner} >= {minimum}{suffix}"
+
+    return phrase
+
+
+#: What the subject's release needs of its partner, by rule name ("is built for torch 2.7.0 only").
+REQUIREMENT: dict[str, Callable[[Any], Optional[str]]] = {
+    "ipex-import-check": ipex_torch_phrase,
+    "ipex-torch-series": ipex_torch_phrase,
+    "ccl-torch": ccl_torch_phrase,
+    "torchvision-torch": lambda release: f"pins torch {release.torch}",
+    "torchaudio-torch": lambda release: f"pins torch {release.torch}",
+    "transformers-torch": _needs("torch_min", "torch"),
+    "accelerate-torch": _needs("torch_min", "torch"),
+    "transformers-accelerate": _needs("accelerate_min", "accelerate", " for its Trainer"),
+}
+
+
+def requirement(rule: PairRule, release: Any) -> Optional[str]:
+    phrase = REQUIREMENT.get(rule.name)
+    return phrase(release) if phrase is not None else f"does not meet {rule.name} ({rule.source})"
+
+
+# --- rejections ----------------------------------------------------------------------------------
+
+
+def rejection_sentence(rejection: Rejection) -> str:
+    """Why a unary rule dropped a release ("intel-extension-for-pytorch 2.5.0 is yanked on pypi ...")."""
+    component, version, cause = rejection.component, rejection.version, rejection.cause
+    if isinstance(cause, UserConstraint):
+        return f"you asked for {spec_text(component, cause.spec)}"
+    if isinstance(cause, NoWheel):
+        coverage = "; ".join(f"{w.host}: {python_list(w.python)}" for w in cause.wheels)
+        return f"{component.label} {version} has no wheel for Python {cause.python.label} ({coverage})"
+    if isinstance(cause, RequiresPython):
+        return f"{component.distribution} {cause.line}.* requires Python {cause.spec}"
+    if isinstance(cause, MissingFeature):
+        return f"only {component.distribution}{range_text(cause.feature.versions)} {cause.feature.description}"
+    if isinstance(cause, Yanked):
+        return f"{yanked_clause(component, version, cause.yank)}; pin {component.label}=={version} to use it anyway"
+    raise TypeError(f"no sentence for {cause!r}")  # pragma: no cover
+
+
+def rejected_sentence(rejected: Rejected) -> str:
+    """Why a pair rule rules a release out next to a partner ("oneccl_bind_pt 1.12.0 is built for torch 1.12.0 only, not torch 1.12.1")."""
+    needs = requirement(rejected.rule, rejected.release)
+    return f"{rejected.component.label} {rejected.version} {needs}, not {rejected.partner.label} {rejected.partner_version}"
+
+
+# --- explanations, notes, changes ----------------------------------------------------------------
+
+
+def _fits_no_torch(item: x.FitsNoTorch) -> str:
+    candidate = item.candidate
+    needs = requirement(item.rule, candidate.release) if item.rule is not None else None
+    text = f"{candidate.component.label} {candidate.version} {needs or 'fits no allowed torch'}"
+    if not item.torches:
+        text += "; the matrix has no such torch release"
+    elif item.torch_rejections:
+        text += "; " + "; ".join(dict.fromkeys(rejection_sentence(r) for r in item.torch_rejections))
+    return text + "."
+
+
+def _none_usable(item: x.NoneUsable) -> str:
+    scope = f"matching {spec_text(item.component, item.spec)} " if item.spec is not None else ""
+    return f"No {item.component.label} release {scope}can be used" + (f" for Python {item.python}:" if item.python else " here:")
+
+
+def _group(item: x.RejectionGroup) -> str:
+    example = rejection_sentence(item.example)
+    if len(item.rejections) == 1:
+        return example
+    first, last = item.rejections[0].version, item.rejections[-1].version
+    return f"{len(item.rejections)} releases ({first} to {last}) for this kind of reason: {example}"
+
+
+def _torch_pairs_with(item: x.TorchPairsWith) -> str:
+    text = f"torch {item.torch} pairs with {item.component.label} {item.version}"
+    if item.rejection is not None:
+        text += f", but {rejection_sentence(item.rejection)}"
+    return text + "."
+
+
+def _no_common_torch(item: x.NoCommonTorch) -> str:
+    parts = [f"{c.label} {versions_text(kept, limit=3)} fits torch {versions_text(torches, limit=4)}" for c, kept, torches in item.fits]
+    return f"No allowed torch release fits every package: {'; '.join(parts)}."
+
+
+def _newer_ruled_out(item: x.NewerRuledOut) -> str:
+    plural = "s" if item.newer > 1 else ""
+    text = f"{item.candidate}: {item.newer} newer release{plural} ruled out; the next, {item.next_version}: {sentence(item.why)}"
+    if item.newest is not None:
+        text += f" (newest in the matrix: {item.newest})"
+    return text + "."
+
+
+def _unverified(item: x.UnverifiedNote) -> str:
+    parts = []
+    if item.entry:
+        parts.append("the release entry")
+    if item.coverage_host:
+        parts.append(f"its Python coverage on {item.coverage_host}")
+    if item.host_url:
+        parts.append(f"the host {item.host_url}")
+    return (
+        f"{item.candidate}: not verified against a live source: {', '.join(parts)} "
+        f"(compat matrix --package {item.candidate.component.distribution} --sources)."
+    )
+
+
+def _setvars(item: x.SetvarsNote) -> str:
+    release = item.release
+    if release.has_cwd:
+        locate = f'$(python -c "from {release.module} import cwd; print(cwd)")'
+    else:
+        locate = f'$(python -c "import torch, {release.module}, os; print(os.path.dirname({release.module}.__file__))")'
+    return f"After installing, set up oneCCL: source {locate}/{release.setvars}"
+
+
+def _yanked_newer(item: x.YankedNewerNote) -> str:
+    first, last = item.versions[0], item.versions[-1]
+    span = f"{first} to {last}" if len(item.versions) > 1 else str(first)
+    label = item.component.label
+    return (
+        f"newer {label} releases ({span}) are yanked on {where_yanked(item.yank)}: they were skipped; "
+        f"to use one anyway, pin it: compat resolve {label}=={last} ..."
+    )
+
+
+def _pin_yanked(item: x.PinYanked) -> str:
+    rejection = item.rejection
+    assert isinstance(rejection.cause, Yanked)
+    return f"pin {rejection.component.label}=={rejection.version} ({yanked_clause(rejection.component, rejection.version, rejection.cause.yank)})"
+
+
+@functools.lru_cache(maxsize=None)
+def _writers() -> dict[type, Callable[[Any], str]]:
+    """One writer per record type."""
+    from . import explain as x
+
+    return {
+        # why no set
+        x.Unsupported: lambda item: item.text,
+        x.PythonOutsideRange: lambda item: (
+            f"The matrix covers Python {item.low}–{item.high}; Python {item.python} is outside it, so no curated release fits it."
+        ),
+        x.NoneMatches: lambda item: (
+            f"No {item.component.label} release in the matrix matches {spec_text(item.component, item.spec)}; "
+            f"the matrix knows {item.component.label} {item.oldest} to {item.newest}."
+        ),
+        x.NoneUsable: _none_usable,
+        x.RejectionGroup: _group,
+        x.WouldDo: lambda item: f"(without {spec_text(item.component, item.spec)}, these would do: {versions_text(item.versions, limit=4)})",
+        x.FitsNoTorch: _fits_no_torch,
+        x.MoreFitNoTorch: lambda item: f"... and {item.count} other {item.component.label} releases fit no allowed torch either.",
+        x.NoPartnerForTorch: lambda item: f"No {item.component.label} release in the matrix pairs with torch {item.torch}.",
+        x.TorchPairsWith: _torch_pairs_with,
+        x.NoCommonTorch: _no_common_torch,
+        x.PartnerBreak: lambda item: f"{rejected_sentence(item.rejected)}; the newest allowed {item.rejected.partner.label} is {item.newest_partner}.",
+        x.NoConsistentCombination: lambda item: "No combination of the allowed releases is consistent.",
+        # why these versions
+        x.Newest: lambda item: f"{item.candidate}: the newest {item.candidate.component.label} in the matrix.",
+        x.NewerRuledOut: _newer_ruled_out,
+        # notes
+        x.EolNote: lambda item: f"{item.component.label} is {item.eol.status}{' since ' + item.eol.date if item.eol.date else ''}; {item.eol.advice}",
+        x.UnverifiedNote: _unverified,
+        x.YankedPinNote: lambda item: (
+            f"{item.candidate} is yanked on {item.yank.host or 'PyPI'}{': ' + item.yank.reason if item.yank.reason else ''} (used because you pinned it)."
+        ),
+        x.OffBuildNote: lambda item: (
+            f"{item.candidate} was built against torch {item.built_for}; its import check accepts torch {item.torch}. "
+            f"Pin torch=={item.built_for} to match the build exactly."
+        ),
+        x.CclWorkerCountNote: lambda item: (
+            "export CCL_WORKER_COUNT=1 (or more) before launching: without it accelerate quietly picks gloo instead of ccl."
+        ),
+        x.SetvarsNote: _setvars,
+        x.YankedNewerNote: _yanked_newer,
+        # what would work
+        x.MovePin: lambda item: f"change {spec_text(item.component, item.spec)} to {item.component.label}=={item.version}",
+        x.PinYanked: _pin_yanked,
+        x.DropConstraint: lambda item: f"drop the constraint {spec_text(item.component, item.spec)}",
+        x.UseProfile: lambda item: f"use --profile {item.name} ({item.description.partition(':')[0]})",
+        x.UsePython: lambda item: f"use Python {item.version}",
+        x.LeaveOut: lambda item: f"leave out {item.component.label}",
+        # why the next newer release was not taken (inside NewerRuledOut)
+        x.NotInRequest: lambda why: "not allowed by the request",
+        x.NoPartnerForThisTorch: lambda why: f"no allowed {why.component.label} release pairs with it ({rejected_sentence(why.example)})",
+        x.GroupHasNoSet: lambda why: f"{_and(why.group)} have no pair that fits it",
+        x.ExactBuildPreferred: lambda why: (
+            f"it is built for torch {why.built_for}, while {why.chosen} is built for the chosen torch {why.torch} (the exact build is preferred)"
+        ),
+        x.NoPartnerTogether: lambda why: f"no allowed {_and(why.partners)} release fits it together with the chosen torch",
+        x.NotChosen: lambda why: "not chosen",
+        # rejections, where they stand alone
+        Rejection: rejection_sentence,
+        Rejected: rejected_sentence,
+    }
+
+
+def sentence(item: Any) -> str:
+    """The sentence for one record."""
+    return _writers()[type(item)](item)
+
+
+def depth(item: Any) -> int:
+    """0 for a reason, 1 for a detail line under the reason before it."""
+    return getattr(item, "depth", 0)
+
+
+def sentences(items: Iterable[Any]) -> tuple[str, ...]:
+    """The lines of an explanation: detail lines indented by two spaces (as in the JSON output)."""
+    return tuple("  " * depth(item) + sentence(item) for item in items)
