@@ -70,8 +70,15 @@ def _target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", metavar="TAG", help="PEP 425 platform tag (default: the target interpreter's)")
 
 
+def _requirement_files(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-r", "--requirement", dest="requirement_files", action="append", default=[], metavar="FILE",
+                        help="read requirements from FILE: pip's requirements format as pip reads it (with its -r/-c includes and index lines), "
+                        "a pip freeze list, or a PEP 751 pylock.toml; repeatable, combines with REQUIREMENTs")
+
+
 def _resolve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("requirements", nargs="*", metavar="REQUIREMENT", help="constraints such as 'torch==2.7.0' (as for compat resolve)")
+    _requirement_files(parser)
     parser.add_argument("--profile", metavar="NAME", help="ddp-ccl (default), ddp-ccl-legacy, ipex, ccl, stock")
     parser.add_argument("--with", dest="with_", metavar="LIST", default="", help="comma-separated packages to include")
     parser.add_argument("--index", action="append", default=[], metavar="HOST=URL",
@@ -109,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resolve_cmd.add_argument("--profile", metavar="NAME", help="named set of packages: ddp-ccl (default), ipex, ccl, stock")
     resolve_cmd.add_argument("--with", dest="with_", metavar="LIST", default="", help="comma-separated packages to include, e.g. ipex,ccl,transformers or torchvision,torchaudio")
+    _requirement_files(resolve_cmd)
     _target(resolve_cmd)
     _common(resolve_cmd)
 
@@ -217,17 +225,45 @@ def _load(args: argparse.Namespace) -> Matrix:
     return load_matrix(args.matrix)
 
 
+def _file_request(args: argparse.Namespace, matrix: Matrix, python: PythonTarget):
+    """The -r files, read for the target Python, or None without any."""
+    if not getattr(args, "requirement_files", None):
+        return None
+    from .inputs import read_inputs
+    from .inputs.request import file_request
+
+    return file_request(matrix, read_inputs(args.requirement_files, python.version))
+
+
+def _request(args: argparse.Namespace, matrix: Matrix, python: PythonTarget, platform: Platform):
+    """The resolver's request from the command line and the -r files together; (request, file request or None)."""
+    from .resolve import build_request, with_constraints
+
+    files = _file_request(args, matrix, python)
+    with_components = [name.strip() for name in args.with_.split(",") if name.strip()]
+    requirements = list(args.requirements) + list(files.requirements if files else ())
+    request = build_request(matrix, python, platform, args.profile, with_components, requirements)
+    if files is not None:
+        request = with_constraints(request, files.constraints)
+        request = request.replace(notes=request.notes + tuple(f"warning: {w}" for w in files.index_warnings) + files.notes
+                                  + tuple(f"passed through untouched (not resolved by compat): {line}" for line in files.passthrough_lines))
+    return request, files
+
+
 def cmd_resolve(args: argparse.Namespace) -> int:
     from .render import outcome_json, render_outcome
-    from .resolve import build_request, resolve
+    from .resolve import resolve
 
     matrix = _load(args)
     python, platform = _target_from(args)
-    with_components = [name.strip() for name in args.with_.split(",") if name.strip()]
-    request = build_request(matrix, python, platform, args.profile, with_components, args.requirements)
+    request, files = _request(args, matrix, python, platform)
     outcome = resolve(matrix, request)
     if args.json:
-        print(dump_json(outcome_json(outcome)))
+        document = outcome_json(outcome)
+        if files is not None:
+            document["passthrough"] = list(files.passthrough_lines)
+            document["files"] = list(args.requirement_files)
+        print(dump_json(document))
     else:
         render_outcome(make_console(args.no_color), outcome)
     return EXIT_OK if outcome.ok else EXIT_PROBLEMS
@@ -266,6 +302,12 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
         default=os.environ.get("COMPAT_PYTHON") or None,
         help="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
     )
+    if name == "check":
+        parser.add_argument("-r", "--requirement", dest="requirement_files", action="append", default=[], metavar="FILE",
+                            help="check the pins of FILE instead of an environment (a requirements file, pip freeze list or pylock.toml): "
+                            "the CI gate before anything is installed; only the package checks apply")
+        parser.add_argument("--python-version", metavar="X.Y", help="with -r: the Python the files are for (default: the running one)")
+        parser.add_argument("--platform", metavar="TAG", help="with -r: the platform tag (default: this machine's)")
     parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
                         help="ranks you launch per node (default 2): for the thread checks, and the ranks --live starts")
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
@@ -317,14 +359,26 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
         raise UsageError("--ranks-per-node must be at least 1.", "Pass the number of ranks you start on each node.")
     live_options = _live_options(args) if getattr(args, "live", False) else None
     matrix = _load(args)
-    snapshot = take_snapshot(args.python)
+    files = None
+    if getattr(args, "requirement_files", None):
+        snapshot, files = _pinned_snapshot(args, matrix)
+    else:
+        if getattr(args, "python_version", None) or getattr(args, "platform", None):
+            raise UsageError("--python-version and --platform go with -r FILE.", "To check an environment, pass --python PATH of its interpreter.")
+        snapshot = take_snapshot(args.python)
     options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=getattr(args, "import_timeout", 120.0))
     context = Context(matrix, snapshot, options)
     only = [n for n in args.only if n not in live_named]
     chosen = select(checks, only, args.skip, static_only=static_only) if only or not args.only else []
     if live_options is not None and not any(n.startswith("imports") for n in args.only):
         chosen = [c for c in chosen if c.static]  # every rank imports the stack itself: live.imports reports it
+    if files is not None:
+        chosen = [c for c in chosen if c.id.startswith("packages.")]  # no machine and no shell: only the pins can be judged
     findings = run_checks(chosen, context)
+    if files is not None:
+        from .inputs.check import file_findings
+
+        findings = file_findings(args.requirement_files, files, findings)
     live = None
     if live_options is not None:
         from .live.service import run_live
@@ -339,6 +393,19 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
     else:
         render_findings(make_console(args.no_color), command, snapshot, findings, args.verbose, live.details if live else None)
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
+
+
+def _pinned_snapshot(args: argparse.Namespace, matrix: Matrix):
+    """compat check -r: an environment made of the files' exact pins (nothing installed, no machine)."""
+    from .environment.from_pins import snapshot_from_pins
+
+    if args.python:
+        raise UsageError("-r checks files, --python an environment: give one of them.", "Drop --python to check the files' pins.")
+    python = PythonTarget.parse(args.python_version) if args.python_version else PythonTarget.running()
+    platform = Platform.from_tag(args.platform) if args.platform else Platform.current()
+    files = _file_request(args, matrix, python)
+    origin = ", ".join(args.requirement_files)
+    return snapshot_from_pins(files.pinned, python.version, platform, origin), files
 
 
 def _live_options(args: argparse.Namespace):
@@ -394,11 +461,10 @@ def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform
     from .install.indexes import configure_indexes
     from .install.plan import make_plan
     from .render import render_outcome
-    from .resolve import Conflict, build_request, resolve
+    from .resolve import Conflict, resolve
 
     matrix = _load(args)
-    with_components = [name.strip() for name in args.with_.split(",") if name.strip()]
-    request = build_request(matrix, python, platform, args.profile, with_components, args.requirements)
+    request, files = _request(args, matrix, python, platform)
     outcome = resolve(matrix, request)
     if isinstance(outcome, Conflict):
         render_outcome(make_console(args.no_color, stderr=True), outcome)
@@ -424,7 +490,12 @@ def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform
                                  "Use a mirror of the PyTorch CPU index: --index pytorch-cpu=URL (or a local folder of wheels).")
             picks[component] = dataclasses.replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
         outcome = dataclasses.replace(outcome, picks=picks)
-    return matrix, outcome, make_plan(outcome, locations)
+    plan = make_plan(outcome, locations)
+    if files is not None and files.passthrough:
+        import dataclasses
+
+        plan = dataclasses.replace(plan, passthrough=files.passthrough_lines)
+    return matrix, outcome, plan
 
 
 class _NoSet(Exception):

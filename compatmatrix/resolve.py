@@ -187,6 +187,22 @@ def check_specifier_versions(text: str, spec: SpecifierSet) -> None:
             raise UsageError(f"'{shown(version, 40)}' in a requirement is not a version compat can compare.", "Write a version like 2.7.0.") from None
 
 
+def with_constraints(request: Request, constraints: Mapping[Component, SpecifierSet]) -> Request:
+    """Add constraints (pip's -c files) to a request: they limit the versions of packages the request already asks
+    for, and ask for nothing new."""
+    specifiers = dict(request.specifiers)
+    notes = list(request.notes)
+    for component, spec in constraints.items():
+        if component not in request.components:
+            continue
+        stripped, note = _without_local_labels(component, spec)
+        if note:
+            notes.append(note)
+        if stripped:
+            specifiers[component] = specifiers[component] & stripped if component in specifiers else stripped
+    return request.replace(specifiers=MappingProxyType(specifiers), notes=tuple(dict.fromkeys(notes)))
+
+
 def _without_local_labels(component: Component, spec: SpecifierSet) -> tuple[SpecifierSet, str]:
     """``torch==1.12.1+cpu`` -> ``torch==1.12.1``: the label names a build, which the host choice already makes."""
     if not any("+" in s.version for s in spec):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from compatmatrix.inputs import InputError, read_inputs
@@ -183,3 +184,50 @@ def test_a_file_that_is_not_a_lock_is_refused(tmp_path):
 
 def test_logical_lines_keep_the_first_line_number():
     assert logical_lines("a \\\nb\n\n# c\nd") == [(1, "a b"), (5, "d")]
+
+
+# --- from files to the resolver's request (compatmatrix.inputs.request) ---------------------------------------
+
+
+def test_modelled_pins_go_to_the_resolver_constraints_limit_and_the_rest_passes_through(tmp_path, matrix):
+    from compatmatrix.inputs.request import file_request
+    from compatmatrix.matrix.model import Component
+
+    write(tmp_path, "c.txt", "transformers<4.50\nnumpy<2\n")
+    path = write(tmp_path, "r.txt", "-c c.txt\ntorch-ipex==2.3.0\ntransformers[torch]\nnumpy==1.26.4\ndatasets>=2\n")
+    files = file_request(matrix, read_inputs([str(path)]))
+    assert files.requirements == ("torch-ipex==2.3.0", "transformers")
+    assert files.constraints == {Component.TRANSFORMERS: SpecifierSet("<4.50")}
+    assert files.passthrough_lines == ("numpy==1.26.4", "datasets>=2")
+    assert any("extras [torch] of transformers are left to pip" in note for note in files.notes)
+    assert files.pinned == {"torch-ipex": "2.3.0", "numpy": "1.26.4"}
+
+
+def test_an_index_that_cannot_serve_a_pin_is_said(tmp_path, matrix):
+    from compatmatrix.inputs.request import file_request
+
+    # oneccl_bind_pt 2.3.0 lives on Intel's index only; a file that names only the PyTorch CPU index cannot get it
+    path = write(tmp_path, "r.txt", "--index-url https://download.pytorch.org/whl/cpu\ntorch==2.3.0\noneccl_bind_pt==2.3.0\n")
+    files = file_request(matrix, read_inputs([str(path)]))
+    assert any("none of the file's indexes (pytorch-cpu) has oneccl_bind_pt 2.3.0" in w and "intel-cpu-us" in w for w in files.index_warnings)
+    assert not any("torch 2.3.0" in w for w in files.index_warnings)
+
+
+def test_an_extra_index_exposes_a_name_pypi_does_not_have(tmp_path, matrix):
+    from compatmatrix.inputs.request import file_request
+
+    path = write(tmp_path, "r.txt", "--extra-index-url https://pytorch-extension.intel.com/release-whl/stable/cpu/us/\noneccl_bind_pt==2.3.0\n"
+                                    "intel-extension-for-pytorch==2.3.0\n")
+    files = file_request(matrix, read_inputs([str(path)]))
+    confusion = [w for w in files.index_warnings if "dependency confusion" in w]
+    assert len(confusion) == 1 and "oneccl_bind_pt is not on PyPI" in confusion[0]  # IPEX is on PyPI itself: no warning for it
+    assert any("is the matrix host 'intel-cpu-us'" in note for note in files.notes)
+
+
+def test_an_unknown_index_is_named_and_no_guess_is_made(tmp_path, matrix):
+    from compatmatrix.inputs.request import file_request
+
+    path = write(tmp_path, "r.txt", "--index-url https://mirror.example.invalid/simple\noneccl_bind_pt==2.3.0\n")
+    files = file_request(matrix, read_inputs([str(path)]))
+    assert files.index_warnings == ()  # a private mirror may well serve it: compat does not guess
+    assert any("is not a host in the matrix" in note for note in files.notes)

@@ -279,6 +279,8 @@ def _label_of(specifier: SpecifierSet) -> str:
 
 
 def _is_bare_location(text: str) -> bool:
+    if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*@", text):
+        return False  # name @ URL: PEP 508
     return bool(re.match(r"^[a-z][a-z0-9+.-]*://", text, re.IGNORECASE)) or text.startswith((".", "/")) or text.endswith((".whl", ".zip", ".tar.gz"))
 
 

@@ -95,6 +95,7 @@ class InstallPlan:
     resolution: Resolution
     packages: tuple[PlannedPackage, ...]
     dependency_index: IndexLocation  # where dependencies of the planned wheels come from (PyPI or its mirror)
+    passthrough: tuple[str, ...] = ()  # requirements compat does not model (from -r files): pip plans them as written, from the dependency index
 
     def package(self, component: Component) -> PlannedPackage:
         return next(p for p in self.packages if p.component is component)

@@ -279,15 +279,15 @@ def _last_lines(text: str, count: int) -> str:
     return " | ".join([line for line in text.strip().splitlines() if line.strip()][-count:])
 
 
-def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependency_index: IndexLocation) -> list[ReportItem]:
-    """What pip would install (the planned files and their missing dependencies), with hashes."""
+def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependency_index: IndexLocation, passthrough: Sequence[str] = ()) -> list[ReportItem]:
+    """What pip would install (the planned files, the pass-through requirements and their missing dependencies), with hashes."""
     checkpoint("plan")
     seconds = limits().pip_s
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
         report_path = out.name
     try:
         command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", *ONLY_BINARY, "--report", report_path,
-                   *_index_args(dependency_index), *map(str, files)]
+                   *_index_args(dependency_index), *map(str, files), *passthrough]
         try:
             done = run_bounded(command, timeout=seconds, env=installer_env(python))
         except subprocess.TimeoutExpired:

@@ -196,7 +196,7 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
         for package, link in located.items():
             say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
         fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, say)
-        items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index)
+        items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index, plan.passthrough)
         items = confirm_hashes(session, items, [canonical_name(f.package.distribution) for f in fetched], plan.dependency_index)
         check_dependency_hashes(items, fetched, plan.dependency_index, options)
         planned = changes(items, snapshot.versions())
@@ -310,7 +310,7 @@ def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pi
         index_args = ["--no-index", "--find-links", str(plan.dependency_index.local_path)] if plan.dependency_index.is_local else ["--index-url", plan.dependency_index.url]
         command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(folder), *ONLY_BINARY,
                    "--python-version", f"{target.python.major}.{target.python.minor}", "--implementation", "cp",
-                   *[arg for p in platforms for arg in ("--platform", p)], *index_args, *[str(f.path) for f in fetched]]
+                   *[arg for p in platforms for arg in ("--platform", p)], *index_args, *[str(f.path) for f in fetched], *plan.passthrough]
         seconds = limits().pip_s
         try:
             done = run_bounded(command, timeout=seconds, env=installer_env(python_for_pip))
@@ -360,7 +360,7 @@ def pip_command_text(plan: InstallPlan) -> str:
     args = ["pip", "install", "--index-url", plan.dependency_index.url]
     for location in dict.fromkeys(p.location for p in plan.packages if p.location.host_id != plan.dependency_index.host_id):
         args += ["-f", location.url] if location.style == "find-links" else ["--extra-index-url", location.url]
-    args += [p.pin for p in plan.packages]
+    args += [p.pin for p in plan.packages] + list(plan.passthrough)
     return " ".join(_quote(a) for a in args)
 
 
@@ -376,6 +376,9 @@ def requirements_text(plan: InstallPlan, kind: str) -> str:
             lines.append(f"{'--find-links' if location.style == 'find-links' else '--extra-index-url'} {location.url}")
     for package in plan.packages:
         lines.append(package.pin)
+    if plan.passthrough:
+        lines.append("# not resolved by compat, passed through as written:")
+        lines += list(plan.passthrough)
     return "\n".join(lines) + "\n"
 
 

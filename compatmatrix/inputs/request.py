@@ -1,0 +1,161 @@
+"""From what files say to what the resolver asks: modelled pins become requirements, `-c` lines constraints, the
+rest is passed through untouched, and the files' index lines are judged against the matrix's hosts.
+
+Pure: the matrix and an InputSet in, a FileRequest out (no I/O).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+from urllib.parse import urlsplit
+
+from packaging.specifiers import SpecifierSet
+
+from ..matrix.model import Component, Matrix
+from ..names import canonical_name
+from .model import IndexLine, InputRequirement, InputSet
+
+
+@dataclass(frozen=True)
+class FileRequest:
+    """The resolver's part of the files, and what compat does with the rest."""
+
+    requirements: tuple[str, ...]  # modelled packages as name+specifier, for resolve.build_request
+    constraints: Mapping[Component, SpecifierSet] = field(default_factory=dict)  # from -c files: limit, do not ask
+    passthrough: tuple[InputRequirement, ...] = ()  # packages compat does not model: installed as written
+    notes: tuple[str, ...] = ()  # how the files were read (extras, markers, editable lines, index lines)
+    index_warnings: tuple[str, ...] = ()  # a file's index that cannot serve a pin; names exposed to shadowing
+    pinned: Mapping[str, str] = field(default_factory=dict)  # canonical name -> exact version (label kept), every pinned line
+
+    @property
+    def passthrough_lines(self) -> tuple[str, ...]:
+        """The pass-through requirements as pip requirement lines (markers already evaluated for the target)."""
+        return tuple(_line(r) for r in self.passthrough)
+
+
+def component_of(name: str) -> Optional[Component]:
+    try:
+        return Component.from_name(name)
+    except KeyError:
+        return None
+
+
+def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
+    requirements: list[str] = []
+    constraints: dict[Component, SpecifierSet] = {}
+    passthrough: list[InputRequirement] = []
+    notes: list[str] = list(inputs.skipped)
+    pinned: dict[str, str] = {}
+    for item in inputs.requirements:
+        if item.pinned is not None:
+            pinned[canonical_name(item.name)] = str(item.pinned)
+        component = component_of(item.name)
+        if component is None:
+            if not item.constraint:
+                passthrough.append(item)
+            continue
+        if item.extras:
+            notes.append(f"{item.origin}: the extras [{','.join(sorted(item.extras))}] of {item.name} are left to pip (compat resolves the package itself)")
+        if item.url and item.pinned is None:
+            notes.append(f"{item.origin}: {item.name} comes from {item.url}, whose version compat cannot read; compat resolves {component.label} from the matrix instead")
+        if item.constraint:
+            if item.specifier:
+                constraints[component] = constraints[component] & item.specifier if component in constraints else item.specifier
+            continue
+        requirements.append(f"{item.name}{item.specifier}")
+    indexes = index_findings(matrix, inputs.indexes, inputs.requirements)
+    notes += indexes.notes
+    return FileRequest(tuple(requirements), constraints, tuple(passthrough), tuple(notes), indexes.warnings, pinned)
+
+
+def _line(requirement: InputRequirement) -> str:
+    if requirement.url:
+        return f"{requirement.name} @ {requirement.url}" if "://" in requirement.url else requirement.url
+    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+    return f"{requirement.name}{extras}{requirement.specifier}"
+
+
+# --- index lines ----------------------------------------------------------------------------------------------
+
+
+def normalise_url(url: str) -> str:
+    """scheme-less, lower-case host, no trailing slash: the form two spellings of one index share."""
+    parts = urlsplit(url.strip())
+    return f"{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+@dataclass(frozen=True)
+class IndexFindings:
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def host_of(matrix: Matrix, url: str) -> Optional[str]:
+    """The matrix host id an index URL names (the host's own URL, however spelled), or None."""
+    wanted = normalise_url(url)
+    for host_id, host in matrix.hosts.items():
+        if normalise_url(host.url) == wanted:
+            return host_id
+    return None
+
+
+def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Iterable[InputRequirement]) -> IndexFindings:
+    """What the files' own index lines mean: which matrix host each names, a pin none of them can serve, and a name
+    only an extra index has (any project registered under that name on PyPI would compete with it: dependency confusion)."""
+    notes: list[str] = []
+    warnings: list[str] = []
+    known: set[str] = set()
+    unknown: list[IndexLine] = []
+    replaces_pypi = any(line.kind in ("index-url", "no-index") for line in lines)
+    extra_index = [line for line in lines if line.kind == "extra-index-url"]
+    for line in lines:
+        if line.kind == "no-index":
+            continue
+        host = host_of(matrix, line.url)
+        if host is None:
+            unknown.append(line)
+            notes.append(f"{line.origin}: {_flag(line)} {line.url} is not a host in the matrix; compat takes each package from its own host "
+                         "instead (--index HOST=URL points a host at a mirror)")
+        else:
+            known.add(host)
+            notes.append(f"{line.origin}: {_flag(line)} {line.url} is the matrix host '{host}'")
+    sources = set(known) | (set() if replaces_pypi else {"pypi"})
+    for item in requirements:
+        component = component_of(item.name)
+        if component is None or item.constraint:
+            continue
+        hosts = _hosts_with(matrix, component, item)
+        if item.pinned is not None and hosts and not unknown and not (hosts & sources) and not item.url:
+            warnings.append(f"{item.origin}: none of the file's indexes ({', '.join(sorted(sources)) or 'none'}) has {component.label} {item.pinned}: "
+                            f"pip would stop with 'No matching distribution'; it is on {', '.join(sorted(hosts))}, where compat takes it from")
+        if extra_index and not replaces_pypi and not _on_pypi(matrix, component):
+            warnings.append(f"{item.origin}: {component.label} is not on PyPI, yet pip asks PyPI too (--extra-index-url adds to it, "
+                            f"{extra_index[0].origin}): a project registered under that name there would compete with it (dependency confusion); "
+                            "compat takes it from its own host only")
+    return IndexFindings(tuple(notes), tuple(dict.fromkeys(warnings)))
+
+
+def _flag(line: IndexLine) -> str:
+    return {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "-f"}.get(line.kind, line.kind)
+
+
+def _hosts_with(matrix: Matrix, component: Component, item: InputRequirement) -> set[str]:
+    """The hosts that have the pinned release (any Python), from the matrix; empty when the matrix has no such release."""
+    if item.pinned is None:
+        return set()
+    public = item.pinned.public
+    for release in matrix.releases.get(component, ()):
+        if public in {str(v) for v in getattr(release, "versions", (release.version,))}:
+            wheels = getattr(release, "wheels", ()) or ()
+            return {w.host for w in wheels} if wheels else set(matrix.policy.host_preference.get(component, ()))
+    return set()
+
+
+def _on_pypi(matrix: Matrix, component: Component) -> bool:
+    """Whether PyPI serves the package: a pure-Python library (no wheel sets) comes from its preferred hosts."""
+    releases = matrix.releases.get(component, ())
+    if releases and not any(getattr(release, "wheels", ()) for release in releases):
+        return "pypi" in matrix.policy.host_preference.get(component, ())
+    return any(wheels.host == "pypi" for release in matrix.releases.get(component, ()) for wheels in (getattr(release, "wheels", ()) or ()))
