@@ -102,3 +102,29 @@ def ipex280_torch280():
 @pytest.fixture(scope="session")
 def stock_torch213():
     return real_env_or_skip("torch213-stock")
+
+
+# The FIXTURE stack index and the template venv the install fault tests start from (tests/install_helpers.py).
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """The FIXTURE stack index, served on 127.0.0.1 for the module."""
+    from .install_helpers import served, stack_index
+
+    with served(stack_index(tmp_path_factory.mktemp("stack"))) as index:
+        yield index
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    from .install_helpers import template_venv
+
+    return template_venv(tmp_path_factory.mktemp("template") / "venv")
+
+
+@pytest.fixture
+def venv(template, tmp_path):
+    from .install_helpers import copy_venv
+
+    return copy_venv(template, tmp_path / "venv")

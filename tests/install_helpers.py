@@ -11,22 +11,19 @@ import functools
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
-import uuid
 from pathlib import Path
 from typing import Optional
 
 from .fixture_index import TORCH_DISTRIBUTED_SOURCE, TORCH_SOURCE, FixtureIndex, build_wheel
+from .procs import MARK_VARIABLE, cmdline, kill_marked, marked, new_mark, wait_until  # noqa: F401 (re-exported for the install tests)
 
 RUNNING_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the venvs the tests install into are the running Python's
 _CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
 CP_HERE = f"{_CP}-{_CP}-manylinux_2_28_x86_64"  # FIXTURE wheels are built for the running Python
 PLATFORM = ("--python-version", RUNNING_PYTHON, "--platform", "manylinux_2_28_x86_64")
 TORCH_270 = f"torch-2.7.0+cpu-{CP_HERE}.whl"
-MARK_VARIABLE = "COMPAT_TEST_MARK"  # every child compat starts inherits it: found in /proc/*/environ
 
 
 STACK = ("torch==2.7.0", "--with", "ipex")
@@ -168,73 +165,16 @@ def diff(a: dict[str, tuple], b: dict[str, tuple], limit: int = 8) -> str:
     return f"{len(changed)} entries differ, e.g. {changed[:limit]}"
 
 
-def new_mark() -> str:
-    return uuid.uuid4().hex
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
-
-
-def marked(mark: str) -> list[int]:
-    """Live processes whose environment holds COMPAT_TEST_MARK=mark."""
-    wanted = f"{MARK_VARIABLE}={mark}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if wanted in environ and _alive(int(entry)):
-            found.append(int(entry))
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def survivors(mark: str, grace: float) -> list[str]:
     """The marked processes still alive after ``grace`` seconds (their command lines); kills them afterwards."""
-    end = time.monotonic() + grace
-    while time.monotonic() < end and marked(mark):
-        time.sleep(0.05)
+    wait_until(lambda: not marked(mark), grace)
     left = [f"{pid}: {cmdline(pid)[:160]}" for pid in marked(mark)]
     kill_marked(mark)
     return left
 
 
-def kill_marked(mark: str) -> None:
-    for _ in range(3):
-        pids = marked(mark)
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.1)
-
-
 def wait_for(predicate, timeout: float, interval: float = 0.02) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
+    return wait_until(predicate, timeout, interval) or bool(predicate())
 
 
 class served:
@@ -262,3 +202,4 @@ def template_venv(root: Path) -> Path:
     python = make_venv(root)
     pip_install_fixture(python, torch_wheel(root.parent / "template-wheels", "2.8.0+cpu"))
     return root
+

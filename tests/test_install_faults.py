@@ -21,7 +21,6 @@ from .install_helpers import (
     STACK,
     cmdline,
     compat,
-    copy_venv,
     diff,
     env_tree,
     kill_marked,
@@ -32,29 +31,12 @@ from .install_helpers import (
     stack_index,
     start_compat,
     survivors,
-    template_venv,
     wait_for,
 )
 
 pytestmark = pytest.mark.integration
 
 JOURNAL = ".compat-install-journal.json"
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with served(stack_index(tmp_path_factory.mktemp("stack"))) as index:
-        yield index
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    return template_venv(tmp_path_factory.mktemp("template") / "venv")
-
-
-@pytest.fixture
-def venv(template, tmp_path):
-    return copy_venv(template, tmp_path / "venv")
 
 
 def _leftovers(python: Path) -> list[str]:

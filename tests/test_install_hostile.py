@@ -34,29 +34,12 @@ from .install_helpers import (
     served,
     site_packages,
     stack_index,
-    template_venv,
     torch_wheel,
 )
 
 pytestmark = pytest.mark.integration
 
 FILELOCK = "filelock-3.0.0-py3-none-any.whl"
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with served(stack_index(tmp_path_factory.mktemp("stack"))) as index:
-        yield index
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    return template_venv(tmp_path_factory.mktemp("template") / "venv")
-
-
-@pytest.fixture
-def venv(template, tmp_path):
-    return copy_venv(template, tmp_path / "venv")
 
 
 @pytest.fixture(scope="module")

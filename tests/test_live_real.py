@@ -24,6 +24,7 @@ import pytest
 
 from .clean_env import base_env
 from .fixture_ccl import fixture_ccl_path
+from .procs import cmdline
 from .real_envs import real_env, real_overlay
 
 pytestmark = pytest.mark.integration
@@ -319,7 +320,7 @@ def test_sigkill_to_compat_under_intel_mpirun_leaves_nothing_for_long(stock, mpi
 
     def started():  # compat, mpirun/hydra, the proxy and both ranks (the worker's command line names worker.py)
         pids = marked_processes(mark)
-        return len(pids) >= 5 and len([pid for pid in pids if "worker.py" in _cmdline(pid)]) >= 2
+        return len(pids) >= 5 and len([pid for pid in pids if "worker.py" in cmdline(pid)]) >= 2
 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not started():
@@ -327,7 +328,7 @@ def test_sigkill_to_compat_under_intel_mpirun_leaves_nothing_for_long(stock, mpi
     if not started():
         process.kill()
         process.wait(timeout=30)
-    assert started(), f"the run never got both ranks going before the SIGKILL: {[_cmdline(pid) for pid in marked_processes(mark)]}"
+    assert started(), f"the run never got both ranks going before the SIGKILL: {[cmdline(pid) for pid in marked_processes(mark)]}"
     time.sleep(1.0)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
@@ -512,14 +513,6 @@ def test_two_nodes_on_loopback_with_torchrun_agree(stock):
     assert [r["rank"] for r in ranks] == [0, 1]
     assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"]  # same weights on both nodes after the steps
     assert results[0]["live"]["bandwidth"] == results[1]["live"]["bandwidth"]  # the slowest rank's time, agreed by allreduce
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _free_port() -> int:
