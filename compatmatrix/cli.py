@@ -201,9 +201,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
     env_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N")
+    env_cmd.add_argument("--launcher", choices=["torchrun", "spawn", "mpirun"],
+                         help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
     env_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None,
                          help="the interpreter whose bindings to use (default: $COMPAT_PYTHON, else the running one)")
     _common(env_cmd)
+
+    launch_cmd = commands.add_parser(
+        "launch",
+        help="start torchrun or mpirun with each rank bound to its own physical cores, threads and oneCCL workers planned",
+        description="Plan N ranks on this machine (physical cores, not hyperthreads; spread over NUMA nodes; oneCCL worker cores "
+        "set aside; the CPUs this process may use and its cgroup quota), then run the launcher with each rank bound to its cores "
+        "(its exit code is compat's), or print the command and environment with --print. Exit 2 when the ranks do not fit.",
+    )
+    launch_cmd.add_argument("--launcher", choices=["torchrun", "mpirun"], required=True, help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH)")
+    launch_cmd.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=positive_int, required=True, metavar="N", help="ranks on this node")
+    launch_cmd.add_argument("--ccl-workers", type=int, default=None, metavar="K",
+                            help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
+    launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
+    launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
+    launch_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None,
+                            help="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
+    launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
+    launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
+    launch_cmd.add_argument("--mpi-flavor", choices=["intel-mpi", "open-mpi", "mpich"], help="mpirun: which MPI it is (default: asked with mpirun --version)")
+    launch_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what each rank runs, after -- (a .py script gets the interpreter in front)")
     return parser
 
 
@@ -244,7 +266,7 @@ def _request(args: argparse.Namespace, matrix: Matrix, python: PythonTarget, pla
     requirements = list(args.requirements) + list(files.requirements if files else ())
     request = build_request(matrix, python, platform, args.profile, with_components, requirements)
     if files is not None:
-        request = with_constraints(request, files.constraints)
+        request = with_constraints(matrix, request, files.constraints)
         request = request.replace(notes=request.notes + tuple(f"warning: {w}" for w in files.index_warnings) + files.notes
                                   + tuple(f"passed through untouched (not resolved by compat): {line}" for line in files.passthrough_lines))
     return request, files
@@ -334,6 +356,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
         live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each)")
         live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
         live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
+        live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
+                          "$I_MPI_HYDRA_BOOTSTRAP_EXEC, $OMPI_MCA_plm_rsh_agent, else ssh); also for doctor --hostfile without --live")
         live.add_argument("--no-rank-env", action="store_true",
                           help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
     _common(parser)
@@ -349,6 +373,8 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
     if args.list:
         render_check_list(make_console(args.no_color), select(checks, static_only=static_only))
         return EXIT_OK
+    if getattr(args, "hostfile", None) and not getattr(args, "live", False):
+        return _run_hosts(args)
     live_named = [n for n in args.only + args.skip if n == "live" or n.startswith("live.")]
     if live_named and not getattr(args, "live", False):
         raise UsageError(f"'{live_named[0]}' is a live check: it needs compat doctor --live.", "Add --live.")
@@ -387,11 +413,41 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
         findings += live.findings
     if args.json:
         document = findings_json(command, snapshot, findings)
+        if files is None:  # this host's facts, for doctor --hostfile to compare hosts
+            from .hosts import host_facts
+
+            document["host"] = host_facts(snapshot, os.uname()[1])
         if live is not None:
             document["live"] = live.details
         print(dump_json(document))
     else:
         render_findings(make_console(args.no_color), command, snapshot, findings, args.verbose, live.details if live else None)
+    return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
+
+
+def _run_hosts(args: argparse.Namespace) -> int:
+    """compat doctor --hostfile FILE [--rsh PROG]: compat check on every host through the remote shell, and the differences."""
+    from .environment.snapshot import take_snapshot
+    from .hosts import collect, compare, remote_command
+    from .live.launch import LaunchError, read_hostfile, remote_shell
+    from .render_findings import findings_json, render_findings
+
+    if not os.path.isfile(args.hostfile):
+        raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
+    try:
+        hosts = list(dict.fromkeys(name for name, _ in read_hostfile(args.hostfile)))
+    except LaunchError as exc:
+        raise UsageError(str(exc), exc.fix) from None
+    rsh, source = remote_shell(os.environ, args.rsh)
+    answers = collect(hosts, rsh, remote_command(args.python, args.ranks_per_node), os.environ)
+    findings = compare(answers, rsh, source)
+    snapshot = take_snapshot(args.python)
+    if args.json:
+        document = findings_json("doctor", snapshot, findings)
+        document["hosts"] = {a.host: (a.document or {}).get("host") for a in answers}
+        print(dump_json(document))
+    else:
+        render_findings(make_console(args.no_color), "doctor", snapshot, findings, args.verbose)
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
 
 
@@ -426,9 +482,11 @@ def _live_options(args: argparse.Namespace):
         raise UsageError(f"--run-dir {args.run_dir} is not a folder.", "Pass a folder (it is created if missing) that every node sees at the same path.")
     if args.hostfile and not os.path.isfile(args.hostfile):
         raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
+    if args.rsh and args.launcher != "mpirun":
+        raise UsageError("--rsh with --live goes with --launcher mpirun (torchrun and spawn run one compat per node).", "Add --launcher mpirun --hostfile FILE.")
     topology = Topology(args.ranks_per_node, args.nnodes, args.node_rank, args.master_addr, args.master_port, args.hostfile)
     return LiveOptions(launcher=args.launcher, topology=topology, backend=args.backend, timeout=args.live_timeout, trainer=not args.no_trainer,
-                       steps=args.steps, mpirun=args.mpirun, rank_env=not args.no_rank_env, run_dir=args.run_dir, bf16=args.bf16)
+                       steps=args.steps, mpirun=args.mpirun, rank_env=not args.no_rank_env, run_dir=args.run_dir, bf16=args.bf16, rsh=args.rsh)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -448,12 +506,41 @@ def cmd_env(args: argparse.Namespace) -> int:
         raise UsageError("--ranks-per-node must be at least 1.", "Pass the number of ranks you start on each node.")
     snapshot = take_snapshot(args.python)
     context = Context(_load(args), snapshot, Options(ranks_per_node=args.ranks_per_node))
-    plan = plan_env(context, args.ranks_per_node)
+    plan = plan_env(context, args.ranks_per_node, args.launcher)
     if args.json:
         print(dump_json({"schema_version": 1, "command": "env", "python": snapshot.executable, "exports": dict(plan.exports), "comments": list(plan.comments)}))
     else:
         sys.stdout.write(format_env(plan, args.shell))
     return EXIT_OK
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from .placement.service import LaunchOptions, command_words, prepare
+
+    if args.json and not args.print_:
+        raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
+    if args.ccl_workers is not None and args.ccl_workers < 0:
+        raise UsageError("--ccl-workers must be 0 or more.", "Pass the oneCCL worker cores per rank, e.g. --ccl-workers 1.")
+    options = LaunchOptions(launcher=args.launcher, nproc_per_node=args.nproc_per_node, command=command_words(args.training_command),
+                            ccl_workers=args.ccl_workers, python=args.python, sysfs_root=args.sysfs_root, mpirun=args.mpirun,
+                            mpi_flavor=args.mpi_flavor, print_only=args.print_)
+    prepared = prepare(options, os.environ)
+    if args.print_:
+        from .placement.render import launch_json, launch_text
+
+        if args.json:
+            print(dump_json(launch_json(prepared.plan, prepared.invocation, prepared.rank_env, prepared.notes)))
+        else:
+            sys.stdout.write(launch_text(prepared.plan, prepared.invocation, prepared.notes))
+        return EXIT_OK
+    from .placement.render import summary_lines
+    from .placement.run import run_invocation
+
+    for line in summary_lines(prepared.plan, prepared.invocation, ()):
+        _say_error(f"compat launch: {line}")
+    _say_error(f"compat launch: {prepared.invocation.shell_line()}")
+    sys.stdout.flush()
+    return run_invocation(prepared.invocation, os.environ, say=_say_error)
 
 
 def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform):
@@ -670,7 +757,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if result.blocking else EXIT_OK
 
 
-COMMANDS = {"translate": cmd_translate, "install": cmd_install, "download": cmd_download, "resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env}
+COMMANDS = {"translate": cmd_translate, "install": cmd_install, "download": cmd_download, "resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env, "launch": cmd_launch}
 
 
 BUG_REPORT_DIR_ENV = "COMPAT_CRASH_DIR"  # where the traceback of an unexpected error is written (default: the temp folder)

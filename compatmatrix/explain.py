@@ -14,11 +14,39 @@ from typing import ClassVar, Optional, Union
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .matrix.model import COMPONENT_ORDER, CclRelease, Component, EndOfLife, IpexRelease, Matrix, Yank
+from .matrix.model import (
+    COMPONENT_ORDER,
+    PAIRING_RANK,
+    CclRelease,
+    Component,
+    EndOfLife,
+    IpexRelease,
+    IsaFloor,
+    KnownBad,
+    Matrix,
+    Pairing,
+    WheelSet,
+    Yank,
+)
 from .record import Record
 from .resolve import Alternative, CandidateTable, Request, Resolution, best_in_group, complete_set, groups, preference, resolve
-from .rules import Candidate, PairRule, Rejected, Rejection, Yanked, candidates, fits, is_pin, pair_problem, rules_between
-from .target import PythonTarget
+from .rules import (
+    Candidate,
+    PairRule,
+    Rejected,
+    Rejection,
+    Yanked,
+    candidates,
+    fits,
+    is_pin,
+    known_bad,
+    pair_problem,
+    pairing_evidence,
+    rules_between,
+    set_standing,
+    standing,
+)
+from .target import Platform, PythonTarget
 
 MAX_LISTED = 3
 MAX_ALTERNATIVES = 4
@@ -166,11 +194,36 @@ class NoPartnerTogether(Record):
     partners: tuple[Component, ...]
 
 
+class WeakerPairing(Record):
+    """A release that fits the chosen torch, but whose pairing with it is less well known than the chosen one's."""
+
+    candidate: Candidate
+    pairing: Optional[Pairing]
+    known_bad: Optional[KnownBad]
+    chosen: Candidate
+    chosen_pairing: Optional[Pairing]
+    torch: Version
+
+
+class WeakerSet(Record):
+    """A newer torch of the chosen series has a full set, but its weakest pairing (``pick`` with it) is less well
+    known than the chosen set's: within a series, evidence comes before the newer patch release."""
+
+    torch: Version
+    pick: Candidate
+    pairing: Optional[Pairing]
+    known_bad: Optional[KnownBad]
+    chosen_torch: Version
+
+
 class NotChosen(Record):
     pass
 
 
-WhyNot = Union[Rejection, Rejected, NotInRequest, NoPartnerForThisTorch, GroupHasNoSet, ExactBuildPreferred, NoPartnerTogether, NotChosen]
+WhyNot = Union[
+    Rejection, Rejected, NotInRequest, NoPartnerForThisTorch, GroupHasNoSet, ExactBuildPreferred, WeakerPairing, WeakerSet, NoPartnerTogether,
+    NotChosen,
+]
 
 
 class Newest(Record):
@@ -207,12 +260,50 @@ class YankedPinNote(Record):
     yank: Yank
 
 
+class YankedElsewhereNote(Record):
+    """The pick's wheel comes from a host that does not mark it yanked, while another host yanked the same release."""
+
+    candidate: Candidate
+    yank: Yank
+
+
 class OffBuildNote(Record):
     """IPEX built against another torch of the series than the chosen one (its import check accepts it)."""
 
     candidate: Candidate
     built_for: Version
     torch: Version
+
+
+class PairingNote(Record):
+    """A pick paired with torch on weaker evidence than built-for: reported working (with its source) or unverified;
+    ``built_for``: the torch its release is built for; ``partner``: the release of the component built for this torch,
+    if the matrix has one (the nearest verified pairings)."""
+
+    candidate: Candidate
+    pairing: Pairing
+    built_for: Version
+    partner: Optional[Version]
+
+
+class KnownBadNote(Record):
+    candidate: Candidate
+    known_bad: KnownBad
+
+
+class IsaFloorNote(Record):
+    """A pick that needs more than AVX2 (IPEX 1.10.x: AVX-512 builds; 1.12.0: its AVX2 path is broken)."""
+
+    candidate: Candidate
+    floor: IsaFloor
+
+
+class GlibcUnknownNote(Record):
+    """A pick whose wheel needs a glibc floor the platform tag does not state (linux_x86_64)."""
+
+    candidate: Candidate
+    wheels: WheelSet
+    platform: Platform
 
 
 class CclWorkerCountNote(Record):
@@ -231,7 +322,10 @@ class YankedNewerNote(Record):
     yank: Yank
 
 
-Note = Union[EolNote, UnverifiedNote, YankedPinNote, OffBuildNote, CclWorkerCountNote, SetvarsNote, YankedNewerNote]
+Note = Union[
+    EolNote, UnverifiedNote, YankedPinNote, YankedElsewhereNote, OffBuildNote, PairingNote, KnownBadNote, IsaFloorNote, GlibcUnknownNote, CclWorkerCountNote, SetvarsNote,
+    YankedNewerNote,
+]
 
 # Changes to the request that resolve:
 
@@ -314,6 +408,16 @@ def nearest_first(items: Sequence[Candidate], torches: Sequence[Version]) -> lis
     return sorted(items, key=key)
 
 
+def best_known_first(releases: Sequence, torch: Version) -> list:
+    """Releases that fit ``torch``, the best-known pairing first (built-for, reported-working, unverified), then the newest."""
+
+    def key(release) -> tuple:
+        pairing = pairing_evidence(release, torch)
+        return (PAIRING_RANK.get(pairing.evidence, 3) if pairing is not None else 0, tuple(-x for x in release.version.release))
+
+    return sorted(releases, key=key)
+
+
 def _torch_rule(component: Component) -> Optional[PairRule]:
     """The first rule in which ``component`` states what it needs of torch."""
     return next((r for r in rules_between(component, Component.TORCH) if r.subject is component), None)
@@ -351,30 +455,30 @@ def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component
     if spec is not None and not other:
         known = matrix.versions(component)
         return [NoneMatches(component, spec, known[-1], known[0])]
-    python_bound = any(r.kind in ("python", "requires-python") for r in other)
+    python_bound = any(r.kind in ("python", "requires-python", "platform") for r in other)
     out: list[ConflictReason] = [NoneUsable(component, spec, request.python.label if python_bound else None)]
     out.extend(_grouped(other))
     if spec is not None:
-        usable, _ = candidates(matrix, component, request.python, None, request.features)
+        usable, _ = candidates(matrix, component, request.python, None, request.features, request.platform)
         if usable:
             out.append(WouldDo(component, spec, tuple(c.version for c in usable)))
     return out
 
 
-_KIND_ORDER = ("feature", "python", "requires-python", "yanked")
+_KIND_ORDER = ("feature", "python", "platform", "requires-python", "yanked")
 
 
 def _grouped(rejections: Sequence[Rejection]) -> list[ConflictReason]:
     """One group per kind of rejection, with the releases it covers and the most telling example.
 
-    For Python problems the example is the oldest release (the one that comes closest to fitting);
+    For Python and glibc problems the example is the oldest release (the one that comes closest to fitting);
     for the rest it is the newest.
     """
     out: list[ConflictReason] = []
     kinds = sorted({r.kind for r in rejections}, key=lambda k: _KIND_ORDER.index(k) if k in _KIND_ORDER else 99)
     for kind in kinds:
         group = sorted((r for r in rejections if r.kind == kind), key=lambda r: r.version)
-        example = group[0] if kind in ("python", "requires-python") else group[-1]
+        example = group[0] if kind in ("python", "requires-python", "platform") else group[-1]
         out.append(RejectionGroup(tuple(group), example))
     return out
 
@@ -435,7 +539,7 @@ def _explain_torch_mismatch(
     if len(table.kept[component]) > MAX_LISTED:
         out.append(MoreFitNoTorch(component, len(table.kept[component]) - MAX_LISTED))
     for torch in torch_versions[:2]:
-        partners = [r for r in matrix.releases[component] if fits(component, r, r.version, Component.TORCH, torch)]
+        partners = best_known_first([r for r in matrix.releases[component] if fits(component, r, r.version, Component.TORCH, torch)], torch)
         if not partners:
             out.append(NoPartnerForTorch(component, torch))
             continue
@@ -477,11 +581,24 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
         if is_pin(spec):
             pinned = Version(next(iter(spec)).version)
             others = by_nearness(matrix.versions(component), pinned)
+            # the nearest release that resolves; but a set whose pairings are all built for their torch beats a nearer one
+            # that rests on a reported or unverified pairing (or a known-bad set), within the tries
+            fallback: Optional[tuple[Change, Request]] = None
             for version in others[:MAX_REPLACEMENT_TRIES]:
                 replaced = dict(remaining)
                 replaced[component] = SpecifierSet(f"=={version}")
-                if attempt(MovePin(component, spec, version), request.replace(specifiers=replaced)):
+                changed = request.replace(specifiers=replaced)
+                outcome = resolve(matrix, changed, explain=False)
+                if not isinstance(outcome, Resolution):
+                    continue
+                if set_standing(outcome.picks) == (0, 0):
+                    fallback = None
+                    attempt(MovePin(component, spec, version), changed)
                     break
+                if fallback is None:
+                    fallback = (MovePin(component, spec, version), changed)
+            if fallback is not None:
+                attempt(*fallback)
     table = None
     for component in request.ordered_components:
         if is_pin(request.spec(component)):
@@ -583,11 +700,19 @@ def _why_not(
                 problem = pair_problem(example, candidate)
                 assert problem is not None
                 return NoPartnerForThisTorch(other, problem)
-        if complete_set(table, candidate, request.ordered_components) is None:
+        full = complete_set(table, candidate, request.ordered_components)
+        if full is None:
             for group in groups(tuple(request.ordered_components)):
                 if best_in_group(table, candidate, group) is None:
                     return GroupHasNoSet(group)
-        return NotChosen()  # pragma: no cover - a torch with a full set would have been picked
+        else:
+            weakest = max((p for c, p in full.items() if c is not Component.TORCH), key=lambda p: standing(p, candidate), default=None)
+            if weakest is not None and set_standing(full) > set_standing(picks):
+                return WeakerSet(
+                    candidate.version, weakest, pairing_evidence(weakest.release, candidate.version),
+                    known_bad(weakest.release, weakest.version, candidate.version, candidate.local_label), picks[Component.TORCH].version,
+                )
+        return NotChosen()  # pragma: no cover - a torch with a full set of the same standing would have been picked
     for other, pick in picks.items():
         if other is component:
             continue
@@ -596,6 +721,13 @@ def _why_not(
             return problem
     chosen_torch = picks.get(Component.TORCH)
     built_for = getattr(candidate.release, "torch", None)
+    if chosen_torch is not None and standing(candidate, chosen_torch) > standing(picks[component], chosen_torch):
+        chosen = picks[component]
+        return WeakerPairing(
+            candidate, pairing_evidence(candidate.release, chosen_torch.version),
+            known_bad(candidate.release, candidate.version, chosen_torch.version, chosen_torch.local_label),
+            chosen, pairing_evidence(chosen.release, chosen_torch.version), chosen_torch.version,
+        )
     if chosen_torch is not None and built_for is not None and preference(candidate, chosen_torch) < preference(picks[component], chosen_torch):
         return ExactBuildPreferred(candidate, built_for, picks[component].version, chosen_torch.version)
     group = next((g for g in groups(tuple(request.ordered_components)) if component in g), ())
@@ -615,8 +747,9 @@ def _candidate_for(table: CandidateTable, component: Component, version: Version
 # --- what to know about the set ------------------------------------------------------------------
 
 
-def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[Note]:
-    """End-of-life status, the unverified facts the answer rests on, and the next step for oneCCL."""
+def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Optional[Platform] = None) -> list[Note]:
+    """End-of-life status, the unverified facts the answer rests on (unverified entries, pairings weaker than built-for,
+    known-bad sets), CPU and glibc floors to know about, and the next step for oneCCL."""
     out: list[Note] = []
     for component in picks:
         eol = matrix.eol_of(component.distribution)
@@ -630,11 +763,33 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[Note]:
             out.append(UnverifiedNote(pick, entry, coverage, host))
     for pick in picks.values():
         yank = pick.release.yank(pick.version)
-        if yank is not None:
-            out.append(YankedPinNote(pick, yank))
+        if yank is None:
+            continue
+        if pick.wheels is not None and not pick.wheels.yanked:
+            out.append(YankedElsewhereNote(pick, yank))
+        else:
+            chosen = Yank(pick.wheels.host, pick.wheels.yanked_reason) if pick.wheels is not None else yank
+            out.append(YankedPinNote(pick, chosen))
     ipex, torch = picks.get(Component.IPEX), picks.get(Component.TORCH)
     if ipex is not None and torch is not None and isinstance(ipex.release, IpexRelease) and ipex.release.torch != torch.version:
         out.append(OffBuildNote(ipex, ipex.release.torch, torch.version))
+    if torch is not None:
+        for component, pick in picks.items():
+            if component is Component.TORCH:
+                continue
+            pairing = pairing_evidence(pick.release, torch.version)
+            if pairing is not None and pairing.evidence != "built-for":
+                partner = next((r.version for r in matrix.releases[component] if getattr(r, "torch", None) == torch.version), None)
+                out.append(PairingNote(pick, pairing, pick.release.torch, partner))  # type: ignore[attr-defined]
+            bad = known_bad(pick.release, pick.version, torch.version, torch.local_label)
+            if bad is not None:
+                out.append(KnownBadNote(pick, bad))
+    if ipex is not None and isinstance(ipex.release, IpexRelease) and ipex.release.isa_min is not None and ipex.release.isa_min.level != "avx2":
+        out.append(IsaFloorNote(ipex, ipex.release.isa_min))
+    if platform is not None and platform.glibc is None and platform.libc == "glibc":
+        for pick in picks.values():
+            if pick.wheels is not None and pick.wheels.glibc_min is not None:
+                out.append(GlibcUnknownNote(pick, pick.wheels, platform))
     ccl = picks.get(Component.CCL)
     if ccl is not None and Component.ACCELERATE in picks:
         out.append(CclWorkerCountNote())

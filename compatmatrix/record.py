@@ -25,11 +25,13 @@ class Record:
 
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
+    _defaults: ClassVar[dict[str, Any]] = {}  # fields declared with a value (``fact: Optional[X] = None``), as in a dataclass
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = [name for name, kind in cls.__dict__.get("__annotations__", {}).items() if not str(kind).startswith(("ClassVar", "typing.ClassVar"))]
         cls._fields = cls._fields + tuple(own)
+        cls._defaults = {**cls._defaults, **{name: cls.__dict__[name] for name in own if name in cls.__dict__}}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         fields = self._fields
@@ -43,10 +45,10 @@ class Record:
             if name not in fields or name in values:
                 raise TypeError(f"{type(self).__name__}: unexpected or repeated field {name!r}")
             values[name] = value
-        missing = [name for name in fields if name not in values]
+        missing = [name for name in fields if name not in values and name not in self._defaults]
         if missing:
             raise TypeError(f"{type(self).__name__} is missing {', '.join(missing)}")
-        self.__dict__.update((name, values[name]) for name in fields)
+        self.__dict__.update((name, values[name] if name in values else self._defaults[name]) for name in fields)
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self._fields)

@@ -11,7 +11,7 @@ from packaging.version import Version
 from .console import JSON_SCHEMA_VERSION
 from .matrix.model import COMPONENT_ORDER, Component, LibraryLine, Matrix
 from .resolve import Conflict, Outcome, Resolution
-from .rules import Candidate, fits
+from .rules import Candidate, fits, known_bad, pairing_evidence
 from .sentences import depth, python_list, range_text, sentence
 
 if TYPE_CHECKING:
@@ -39,6 +39,31 @@ def _sources(candidate: Candidate) -> list[str]:
 
 def _picks_json(picks: Mapping[Component, Candidate]) -> dict[str, str]:
     return {c.distribution: str(picks[c].version) for c in COMPONENT_ORDER if c in picks}
+
+
+def _pairings_json(picks: Mapping[Component, Candidate]) -> dict[str, dict[str, Any]]:
+    """The graded pairings with torch (oneccl_bind_pt): built-for, reported-working or unverified, with their sources."""
+    torch = picks.get(Component.TORCH)
+    out: dict[str, dict[str, Any]] = {}
+    for component in COMPONENT_ORDER:
+        pick = picks.get(component)
+        pairing = pairing_evidence(pick.release, torch.version) if pick is not None and torch is not None and component is not Component.TORCH else None
+        if pairing is not None:
+            out[component.distribution] = {"torch": str(torch.version), "evidence": pairing.evidence,  # type: ignore[union-attr]
+                                           "sources": list(pairing.provenance.sources), "verified": pairing.provenance.verified}
+    return out
+
+
+def _known_bad_json(picks: Mapping[Component, Candidate]) -> list[dict[str, Any]]:
+    torch = picks.get(Component.TORCH)
+    out = []
+    for component in COMPONENT_ORDER:
+        pick = picks.get(component)
+        bad = known_bad(pick.release, pick.version, torch.version, torch.local_label) if pick is not None and torch is not None and component is not Component.TORCH else None
+        if bad is not None:
+            out.append({"torch": str(bad.torch), "package": component.distribution, "version": str(bad.version), "failure": bad.failure,
+                        "status": bad.status, "sources": list(bad.provenance.sources)})
+    return out
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -79,6 +104,8 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
             for c in COMPONENT_ORDER
             if c in picks
         }
+        data["pairings"] = _pairings_json(picks)
+        data["known_bad"] = _known_bad_json(picks)
     else:
         data["explanation"] = list(outcome.reasons)
         data["notes"] = list(request.notes)
@@ -164,6 +191,7 @@ def _wheels_json(wheels) -> list[dict[str, Any]]:
             "python": [f"{v.major}.{v.minor}" for v in sorted(w.python)],
             "local_label": w.local_label,
             "yanked": w.yanked,
+            "glibc_min": str(w.glibc_min) if w.glibc_min is not None else None,
             "verified": w.provenance.verified,
         }
         for w in wheels
@@ -183,10 +211,12 @@ def _release_row(component: Component, release: Any) -> dict[str, Any]:
     if component is Component.TORCH:
         row.update(requires_python=str(release.requires_python or ""), released=release.released)
     elif component is Component.IPEX:
-        row.update(module=release.module, torch=str(release.torch), torch_accepts=str(release.torch_accepts), guard=release.guard, released=release.released)
+        row.update(module=release.module, torch=str(release.torch), torch_accepts=str(release.torch_accepts), guard=release.guard, released=release.released,
+                   isa_min=release.isa_min.level if release.isa_min is not None else None)
     elif component is Component.CCL:
         row.update(module=release.module, torch=str(release.torch), has_cwd=release.has_cwd, setvars=release.setvars, oneccl=release.oneccl,
-                   released=release.released)
+                   released=release.released,
+                   pairings=[{"torch": str(p.torch), "evidence": p.evidence, **_provenance_json(p.provenance)} for p in release.pairings])
     elif getattr(release, "torch", None) is not None:  # torchvision, torchaudio: the torch they pin
         row.update(torch=str(release.torch))
     row["wheels"] = _wheels_json(release.wheels)
@@ -272,6 +302,12 @@ def _coverage(wheels: list[dict[str, Any]]) -> str:
 
 
 #: The tables of ``compat matrix``: title, then (column, cell) per column.
+def _pairings_text(row: Mapping[str, Any]) -> str:
+    """"2.5.1 reported-working; others unverified" (docs/MATRIX.md, Evidence)."""
+    stated = [f"{p['torch']} {p['evidence']}{'' if p['verified'] else '?'}" for p in row.get("pairings", [])]
+    return "; ".join(stated + ["others unverified"])
+
+
 _TABLES: dict[str, tuple[str, list[tuple[str, Callable[[dict[str, Any]], str]]]]] = {
     "torch": ("torch", [("version", lambda e: e["version"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
                         ("released", lambda e: e["released"])]),
@@ -279,7 +315,8 @@ _TABLES: dict[str, tuple[str, list[tuple[str, Callable[[dict[str, Any]], str]]]]
         ("version", lambda e: e["version"]), ("built for torch", lambda e: e["torch"]), ("import check accepts", lambda e: e["torch_accepts"]),
         ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])), ("module", lambda e: e["module"])]),
     Component.CCL.distribution: ("oneccl_bind_pt", [
-        ("version", lambda e: e["version"]), ("torch (exact)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
+        ("version", lambda e: e["version"]), ("built for torch", lambda e: e["torch"]), ("other torch of the series", _pairings_text),
+        ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
         ("module", lambda e: e["module"]), ("oneCCL", lambda e: e["oneccl"])]),
     Component.TORCHVISION.distribution: ("torchvision", [
         ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),

@@ -82,6 +82,7 @@ LIVE_CHECKS = (
     ("live.allreduce", "fp32 and bf16 allreduce results are exact"),
     ("live.bandwidth", "allreduce bandwidth at 1/16/64 MiB next to the memory-copy bandwidth"),
     ("live.trainer", "a short Trainer run: world size, batch per step, identical parameters, loss scale, IPEX applied"),
+    ("live.network", "host names, MASTER_ADDR and interface variables work between the hosts; compat reaches MASTER_ADDR:PORT when the group did not form"),
     ("live.hang", "no rank hung (a rank that never joins, a collective that never returns)"),
     ("live.ranks", "every rank finished and exited cleanly; the rank that failed first is named"),
     ("live.cleanup", "no process of the run is left"),

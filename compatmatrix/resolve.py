@@ -2,7 +2,11 @@
 
 "Newest" is lexicographic in :data:`~compatmatrix.matrix.model.COMPONENT_ORDER`: the newest torch
 for which a full set exists, then the newest IPEX for that torch, then oneccl_bind_pt, torchvision,
-torchaudio, transformers, accelerate.  Every other component pairs with torch
+torchaudio, transformers, accelerate.  Evidence refines it (docs/MATRIX.md, "Evidence"): torch is taken
+by major.minor series, newest first; within a series the set whose weakest graded pairing is best known
+wins (no [[known_bad]] set before a known-bad one, then built-for, reported-working, unverified), and
+only then the newer torch; each component's candidates next to a torch are ordered the same way (then
+the exact IPEX build, then the newest).  Every other component pairs with torch
 (:data:`~compatmatrix.rules.PAIR_RULES`); the rules between the others split them into independent
 groups (transformers with accelerate; each of the rest alone).  So trying torch releases
 newest-first and, for each, the best assignment of each group (a small backtracking search inside
@@ -26,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError, shown
 from .matrix.model import COMPONENT_ORDER, Component, Matrix
-from .rules import PAIR_RULES, Candidate, Rejection, candidates, pair_problem
+from .rules import PAIR_RULES, Candidate, Rejection, candidates, pair_problem, set_standing, standing
 from .target import Platform, PythonTarget
 
 
@@ -139,6 +143,7 @@ def build_request(
         requirement = _requirement(text)
         check_specifier_versions(text, requirement.specifier)
         component = _component(requirement.name)
+        refuse_device_pins(matrix, component, requirement.specifier)
         components.add(component)
         specifier, label_note = _without_local_labels(component, requirement.specifier)
         if label_note:
@@ -187,12 +192,13 @@ def check_specifier_versions(text: str, spec: SpecifierSet) -> None:
             raise UsageError(f"'{shown(version, 40)}' in a requirement is not a version compat can compare.", "Write a version like 2.7.0.") from None
 
 
-def with_constraints(request: Request, constraints: Mapping[Component, SpecifierSet]) -> Request:
+def with_constraints(matrix: Matrix, request: Request, constraints: Mapping[Component, SpecifierSet]) -> Request:
     """Add constraints (pip's -c files) to a request: they limit the versions of packages the request already asks
-    for, and ask for nothing new."""
+    for, and ask for nothing new. A constraint pinning an Intel GPU build is refused like a requirement."""
     specifiers = dict(request.specifiers)
     notes = list(request.notes)
     for component, spec in constraints.items():
+        refuse_device_pins(matrix, component, spec)
         if component not in request.components:
             continue
         stripped, note = _without_local_labels(component, spec)
@@ -201,6 +207,25 @@ def with_constraints(request: Request, constraints: Mapping[Component, Specifier
         if stripped:
             specifiers[component] = specifiers[component] & stripped if component in specifiers else stripped
     return request.replace(specifiers=MappingProxyType(specifiers), notes=tuple(dict.fromkeys(notes)))
+
+
+def refuse_device_pins(matrix: Matrix, component: Component, spec: SpecifierSet) -> None:
+    """A pin (``==``) of an Intel GPU build (``oneccl_bind_pt==2.5.0+xpu``, ``intel-extension-for-pytorch==2.1.10``)
+    is a UsageError: compat covers the CPU stack, and the CPU release of the same number is another build."""
+    from .devices import device_build
+
+    for item in spec:
+        if item.operator != "==" or item.version.endswith(".*"):
+            continue
+        try:
+            version = Version(item.version)
+        except (InvalidVersion, ValueError):
+            continue  # check_specifier_versions has said why
+        build = device_build(matrix, component, version)
+        if build is not None:
+            from .sentences import device_build_fix, device_build_sentence
+
+            raise UsageError(device_build_sentence(build) + ".", device_build_fix(build))
 
 
 def _without_local_labels(component: Component, spec: SpecifierSet) -> tuple[SpecifierSet, str]:
@@ -241,7 +266,7 @@ def candidate_table(matrix: Matrix, request: Request) -> CandidateTable:
     kept, rejected = {}, {}
     for component in request.ordered_components:
         kept[component], rejected[component] = candidates(
-            matrix, component, request.python, request.spec(component), request.features
+            matrix, component, request.python, request.spec(component), request.features, request.platform
         )
     return CandidateTable(kept, rejected)
 
@@ -302,23 +327,38 @@ def best_in_group(table: CandidateTable, torch: Candidate, group: Sequence[Compo
 
 
 def preference(candidate: Candidate, torch: Candidate) -> tuple:
-    """Among releases that fit ``torch``: the one built for exactly that torch first, then the newest.
+    """Among releases that fit ``torch`` (the larger the better): not a known-bad set, then the strongest evidence
+    of the pairing (built-for, reported-working, unverified), then the one built for exactly that torch, then the newest.
 
     IPEX's import check accepts any torch of the same major.minor, but a release built against
     torch 1.13.1 next to torch 1.13.0 is a needless risk when a build for 1.13.0 exists.
     """
+    bad, rank = standing(candidate, torch)
     built_for = getattr(candidate.release, "torch", None)
-    return (built_for == torch.version, candidate.version)
+    return (-bad, -rank, built_for == torch.version, candidate.version)
 
 
 def search(table: CandidateTable, request: Request) -> Optional[dict[Component, Candidate]]:
+    """The best set: torch series newest first; inside a series the set of the best standing, then the newest torch."""
     components = request.ordered_components
     if any(not table.kept[c] for c in components):
         return None
-    for torch in table.kept[Component.TORCH]:
-        picks = complete_set(table, torch, components)
-        if picks is not None:
-            return picks
+    torches = table.kept[Component.TORCH]
+    i = 0
+    while i < len(torches):
+        series = torches[i].version.release[:2]
+        best: Optional[dict[Component, Candidate]] = None
+        best_standing = (0, 0)
+        while i < len(torches) and torches[i].version.release[:2] == series:
+            if best is None or best_standing > (0, 0):  # a set built for its torch cannot be bettered by an older torch
+                picks = complete_set(table, torches[i], components)
+                if picks is not None:
+                    found = set_standing(picks)
+                    if best is None or found < best_standing:
+                        best, best_standing = picks, found
+            i += 1
+        if best is not None:
+            return best
     return None
 
 
@@ -345,5 +385,5 @@ def resolve(matrix: Matrix, request: Request, *, explain: bool = True) -> Outcom
     return dataclasses.replace(
         resolution,
         explanation=tuple(explanations.pick_reasons(matrix, request, table, picks)),
-        remarks=tuple(explanations.notes(matrix, picks) + explanations.yanked_newer_notes(table, picks)),
+        remarks=tuple(explanations.notes(matrix, picks, request.platform) + explanations.yanked_newer_notes(table, picks)),
     )

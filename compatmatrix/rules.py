@@ -3,13 +3,16 @@
 Two kinds of rule:
 
 * *unary*: can this release be installed at all for the target (the user's constraint, a wheel for
-  this Python on some host, not yanked unless pinned, the library features the profile needs)?
-  :func:`candidates` applies them and keeps a :class:`Rejection` for every release it drops, with a
-  typed cause: :class:`UserConstraint`, :class:`NoWheel`, :class:`RequiresPython`,
-  :class:`MissingFeature` or :class:`Yanked`.
+  this Python and this platform's glibc on some host, not yanked unless pinned, the library features the
+  profile needs)?  :func:`candidates` applies them and keeps a :class:`Rejection` for every release it
+  drops, with a typed cause: :class:`UserConstraint`, :class:`NoWheel`, :class:`GlibcTooOld`,
+  :class:`RequiresPython`, :class:`MissingFeature` or :class:`Yanked`.
 * *pairwise*: do two chosen releases work together?  Every such fact is a :class:`PairRule` in
   :data:`PAIR_RULES` (which two components, the predicate, its evidence and where its facts live);
   :func:`pair_problem` returns a :class:`Rejected` naming the rule, or ``None``.
+* *evidence* of a pairing the rules allow: :func:`pairing_evidence` (``built-for``, ``reported-working``,
+  ``unverified``) and :func:`known_bad` (a matched set a source reports failing); :func:`standing` ranks
+  them for the resolver, which prefers stronger evidence (docs/MATRIX.md, "Evidence").
 
 The resolver, the explanations and the environment checks all use these same objects.  Nothing here
 writes sentences: :mod:`compatmatrix.sentences` does, from these types.
@@ -25,16 +28,19 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .matrix.model import (
+    PAIRING_RANK,
     Component,
     Feature,
     Host,
+    KnownBad,
     Matrix,
+    Pairing,
     Release,
     WheelSet,
     Yank,
 )
 from .record import Record
-from .target import PythonTarget
+from .target import Platform, PythonTarget
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,14 @@ class NoWheel(Record):
     kind: ClassVar[str] = "python"
 
 
+class GlibcTooOld(Record):
+    """Wheels for the target Python exist, but each needs a newer glibc than the platform has (``wheels``: those)."""
+
+    platform: Platform
+    wheels: tuple[WheelSet, ...]
+    kind: ClassVar[str] = "platform"
+
+
 class RequiresPython(Record):
     """A pure-Python line whose Requires-Python excludes the target."""
 
@@ -95,7 +109,7 @@ class Yanked(Record):
     kind: ClassVar[str] = "yanked"
 
 
-Cause = Union[UserConstraint, NoWheel, RequiresPython, MissingFeature, Yanked]
+Cause = Union[UserConstraint, NoWheel, GlibcTooOld, RequiresPython, MissingFeature, Yanked]
 
 
 class Rejection(Record):
@@ -108,7 +122,7 @@ class Rejection(Record):
 
     @property
     def kind(self) -> str:
-        """user, python, requires-python, feature or yanked."""
+        """user, python, platform, requires-python, feature or yanked."""
         return self.cause.kind
 
 
@@ -126,12 +140,15 @@ def candidates(
     python: PythonTarget,
     spec: Optional[SpecifierSet],
     features: Sequence[tuple[str, str]] = (),
+    platform: Optional[Platform] = None,
 ) -> tuple[list[Candidate], list[Rejection]]:
     """Releases of ``component`` that pass every unary rule (newest first), and those that do not.
 
-    The rules, in order: the user's constraint, a wheel for this Python (a pure-Python line: its
-    Requires-Python), the profile's features, not yanked unless pinned.  Each entry yields at most one
-    candidate: its newest release that passes.  Everything the matrix knows about a library line
+    The rules, in order: the user's constraint, a wheel for this Python whose glibc floor the platform
+    meets (a pure-Python line: its Requires-Python), the profile's features, not yanked unless pinned (a
+    binary release counts as yanked when every host with such a wheel has it yanked: a yanked PyPI file
+    does not hide the same build on an Intel host that does not mark it, and the answer says so).  Each
+    entry yields at most one candidate: its newest release that passes.  Everything the matrix knows about a library line
     (Requires-Python, minimum torch, features) holds for every release of it, so an older release of
     the same line can never fit better.
     """
@@ -141,6 +158,7 @@ def candidates(
     wanted = [MissingFeature(matrix.feature(package, name)) for package, name in features if package == component.distribution]
     asked = UserConstraint(spec) if spec is not None else None
     requires = python.for_requires_python
+    glibc = platform.glibc if platform is not None else None
     for release in matrix.releases[component]:
         coverage: Optional[Cause] = None
         covered = False
@@ -149,43 +167,63 @@ def candidates(
                 cause: Optional[Cause] = asked
             else:
                 if not covered:  # the same for every release of the entry
-                    coverage, covered = _python_problem(release, python, requires), True
-                cause = coverage or _feature_or_yank(release, version, wanted, pinned)
+                    coverage, covered = _python_problem(release, python, requires, platform, glibc), True
+                cause = coverage or _feature_or_yank(release, version, wanted, pinned, python, glibc)
             if cause is not None:
                 rejected.append(Rejection(component, version, release, cause))
                 continue
-            kept.append(_candidate(matrix, component, release, version, python))
+            kept.append(_candidate(matrix, component, release, version, python, glibc))
             break
     return kept, rejected
 
 
-def _python_problem(release: Release, python: PythonTarget, requires: Version) -> Optional[Cause]:
-    """Binary entries: some host has a wheel for the target Python; pure-Python lines: Requires-Python admits it."""
+def _python_problem(release: Release, python: PythonTarget, requires: Version, platform: Optional[Platform], glibc: Optional[Version]) -> Optional[Cause]:
+    """Binary entries: some host has a wheel for the target Python that runs on the platform's glibc; pure-Python
+    lines: Requires-Python admits it."""
     if release.wheels:
-        return None if any(w.has_python(python.version) for w in release.wheels) else NoWheel(python, release.wheels)
+        for_python = [w for w in release.wheels if w.has_python(python.version)]
+        if not for_python:
+            return NoWheel(python, release.wheels)
+        if any(w.runs_on(glibc) for w in for_python):
+            return None
+        assert platform is not None  # a floor only bites with a known glibc
+        return GlibcTooOld(platform, tuple(for_python))
     if release.requires_python is not None and not release.requires_python.contains(requires, prereleases=True):
         return RequiresPython(Version(f"{release.version.major}.{release.version.minor}"), release.requires_python)
     return None
 
 
-def _feature_or_yank(release: Release, version: Version, features: Sequence[MissingFeature], pinned: bool) -> Optional[Cause]:
+def _usable(release: Release, python: PythonTarget, glibc: Optional[Version]) -> list[WheelSet]:
+    return [w for w in release.wheels if w.has_python(python.version) and w.runs_on(glibc)]
+
+
+def _feature_or_yank(release: Release, version: Version, features: Sequence[MissingFeature], pinned: bool,
+                     python: PythonTarget, glibc: Optional[Version]) -> Optional[Cause]:
     missing = next((f for f in features if not f.feature.present_in(version)), None)
     if missing is not None:
         return missing
-    # Yanked is a property of the version, not of one host: the same build on another host is no
-    # better. Only an explicit == pin takes it.
-    yank = None if pinned else release.yank(version)
+    if pinned:  # an explicit == pin takes a yanked release (PEP 592)
+        return None
+    if release.wheels:
+        # A binary is yanked for this target when every host with a usable wheel yanked it: pip, given that host,
+        # installs the copy it does not mark (the answer notes the yank elsewhere, with its reason).
+        usable = _usable(release, python, glibc)
+        yanked = [w for w in usable if w.yanked]
+        return Yanked(Yank(yanked[0].host, yanked[0].yanked_reason)) if usable and len(yanked) == len(usable) else None
+    yank = release.yank(version)
     return Yanked(yank) if yank is not None else None
 
 
-def _candidate(matrix: Matrix, component: Component, release: Release, version: Version, python: PythonTarget) -> Candidate:
-    """The release from the first host, in the component's order of preference (then as listed), with a wheel for this Python."""
+def _candidate(matrix: Matrix, component: Component, release: Release, version: Version, python: PythonTarget, glibc: Optional[Version] = None) -> Candidate:
+    """The release from the first host, in the component's order of preference (then as listed), with a wheel for this
+    Python that runs on the platform's glibc; a host that does not mark it yanked before one that does."""
     if not release.wheels:
         return Candidate(component, version, release, matrix.hosts[matrix.policy.host_preference[component][0]], None)
     by_host = {w.host: w for w in release.wheels}
     order = [h for h in matrix.policy.host_preference.get(component, ()) if h in by_host]
     order += [h for h in by_host if h not in order]
-    chosen = next(by_host[h] for h in order if by_host[h].has_python(python.version))
+    usable = [by_host[h] for h in order if by_host[h].has_python(python.version) and by_host[h].runs_on(glibc)]
+    chosen = next((w for w in usable if not w.yanked), usable[0])
     return Candidate(component, version, release, matrix.hosts[chosen.host], chosen)
 
 
@@ -207,12 +245,17 @@ class PairRule(Record):
     holds: Callable[[Any, Version, Version], bool]
     evidence: str
     source: str
+    #: Where a rejection's facts come from, when not from the release entry itself: (release, version, partner) ->
+    #: the Pairing that states it (a documented break); None: the release entry's provenance.
+    fact: Optional[Callable[[Any, Version, Version], Optional[Pairing]]] = None
 
     def check(self, release: Release, version: Version, partner_version: Version) -> Optional["Rejected"]:
         if self.holds(release, version, partner_version):
             return None
-        evidence = self.evidence if release.provenance.verified else "unverified"
-        return Rejected(self.subject, version, release, self.partner, partner_version, self, evidence, release.provenance.sources)
+        stated = self.fact(release, version, partner_version) if self.fact is not None else None
+        provenance = stated.provenance if stated is not None else release.provenance
+        evidence = self.evidence if provenance.verified else "unverified"
+        return Rejected(self.subject, version, release, self.partner, partner_version, self, evidence, provenance.sources)
 
 
 class Rejected(Record):
@@ -240,8 +283,17 @@ def _ipex_torch_series(release: Any, version: Version, torch: Version) -> bool:
     return bool(torch.release[:2] == release.torch.release[:2])
 
 
-def _ccl_built_for(release: Any, version: Version, torch: Version) -> bool:
-    return torch in release.torch_versions
+def _ccl_torch_series(release: Any, version: Version, torch: Version) -> bool:
+    return release.pairing_with(torch) is not None
+
+
+def _ccl_break(release: Any, version: Version, torch: Version) -> Optional[Pairing]:
+    pairing = release.pairing_with(torch)
+    return pairing if pairing is not None and pairing.evidence == "documented-break" else None
+
+
+def _ccl_no_break(release: Any, version: Version, torch: Version) -> bool:
+    return _ccl_break(release, version, torch) is None
 
 
 def _pins_torch(release: Any, version: Version, torch: Version) -> bool:
@@ -262,7 +314,11 @@ T, IPEX, CCL = Component.TORCH, Component.IPEX, Component.CCL
 PAIR_RULES: tuple[PairRule, ...] = (
     PairRule("ipex-import-check", IPEX, T, _ipex_import_check, "import-guard", "[[ipex]] torch_accepts (guard: how it fails)"),
     PairRule("ipex-torch-series", IPEX, T, _ipex_torch_series, "built-for", "[[ipex]] torch (the major.minor it is built for)"),
-    PairRule("ccl-torch", CCL, T, _ccl_built_for, "built-for", "[[oneccl_bind_pt]] torch, torch_also"),
+    PairRule(
+        "ccl-torch-series", CCL, T, _ccl_torch_series, "built-for",
+        "[[oneccl_bind_pt]] torch (the bindings are C++ built against one torch: another major.minor has another ABI)",
+    ),
+    PairRule("ccl-torch-break", CCL, T, _ccl_no_break, "documented-break", "[[oneccl_bind_pt.pairing]] evidence = \"documented-break\"", _ccl_break),
     PairRule("torchvision-torch", Component.TORCHVISION, T, _pins_torch, "built-for", "[[torchvision]] torch (its pinned requirement)"),
     PairRule("torchaudio-torch", Component.TORCHAUDIO, T, _pins_torch, "built-for", "[[torchaudio]] torch (its pinned requirement)"),
     PairRule("transformers-torch", Component.TRANSFORMERS, T, _torch_min, "declared", "[[transformers]] torch_min"),
@@ -320,3 +376,38 @@ def set_problems(picks: Mapping[Component, Candidate]) -> list[Rejected]:
             if problem:
                 problems.append(problem)
     return problems
+
+
+# --- evidence of the pairings the rules allow ----------------------------------------------------
+
+
+def pairing_evidence(release: Any, torch: Version) -> Optional[Pairing]:
+    """How ``release`` pairs with ``torch`` where the matrix grades it (oneccl_bind_pt: built-for, reported-working,
+    unverified, documented-break); None for releases whose pairing with torch is not graded (the pair rules alone
+    decide: IPEX's import check, companions' exact pins, libraries' minimums)."""
+    grade = getattr(release, "pairing_with", None)
+    return grade(torch) if grade is not None else None
+
+
+def known_bad(release: Any, version: Version, torch: Version, torch_label: Optional[str] = None) -> Optional[KnownBad]:
+    """The [[known_bad]] entry for ``version`` of ``release`` next to ``torch`` (and its build's local label), or None."""
+    for entry in getattr(release, "known_bad", ()):
+        if entry.matches(torch, torch_label, version):
+            return entry
+    return None
+
+
+def standing(candidate: Candidate, torch: Candidate) -> tuple[int, int]:
+    """How well ``candidate`` is known to pair with ``torch``, lower is better: (1 for a known-bad set else 0, the
+    pairing's rank: built-for 0, reported-working 1, unverified 2).  Ungraded pairings count as built-for."""
+    bad = known_bad(candidate.release, candidate.version, torch.version, torch.local_label)
+    pairing = pairing_evidence(candidate.release, torch.version)
+    return (1 if bad is not None else 0, PAIRING_RANK.get(pairing.evidence, 0) if pairing is not None else 0)
+
+
+def set_standing(picks: Mapping[Component, Candidate]) -> tuple[int, int]:
+    """The weakest standing of any package's pairing with the set's torch: (0, 0) when every pairing is built for it."""
+    torch = picks.get(Component.TORCH)
+    if torch is None:
+        return (0, 0)
+    return max((standing(pick, torch) for component, pick in picks.items() if component is not Component.TORCH), default=(0, 0))

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .matrix.model import CclRelease, Component, IpexRelease, Yank
-from .rules import MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, UserConstraint, Yanked
+from .matrix.model import CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, Yank
+from .rules import GlibcTooOld, MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, UserConstraint, Yanked
 
 if TYPE_CHECKING:  # explain is imported when the first record is written: `compat check` needs only the phrases
     from . import explain as x
+    from .devices import DeviceBuild
 
 # --- small pieces --------------------------------------------------------------------------------
 
@@ -74,10 +75,78 @@ def ipex_torch_phrase(release: IpexRelease) -> str:
 
 
 def ccl_torch_phrase(release: CclRelease) -> str:
-    if release.torch_also:
-        also = ", ".join(str(v) for v in release.torch_also)
-        return f"is built for torch {release.torch} only (Intel also ships it with torch {also})"
-    return f"is built for torch {release.torch} only"
+    """"is built for torch 2.5.0 and pairs only with torch 2.5.* (reported working with torch 2.5.1)"."""
+    series = f"{release.torch.major}.{release.torch.minor}.*"
+    known = []
+    for pairing in release.pairings:
+        if pairing.evidence == "reported-working":
+            known.append(f"reported working with torch {pairing.torch}")
+        elif pairing.evidence == "documented-break":
+            known.append(f"documented not to work with torch {pairing.torch}: {sources_text(pairing.provenance.sources)}")
+    extra = f" ({'; '.join(known)})" if known else ""
+    return f"is built for torch {release.torch} and pairs only with torch {series}{extra}"
+
+
+def sources_text(sources: Sequence[str], limit: int = 2) -> str:
+    """Sources as a reader follows them: the first two, then how many more."""
+    shown_sources = list(sources[:limit])
+    more = len(sources) - limit
+    return ", ".join(shown_sources) + (f" and {more} more" if more > 0 else "")
+
+
+def pairing_phrase(pairing: Pairing, detail: bool = False) -> str:
+    """How a pairing is known, as a clause that names its source: "reported working by https://...", "unverified (...)";
+    ``detail``: with the note of a report that could not be verified."""
+    if pairing.evidence == "built-for":
+        return "built for it"
+    if pairing.evidence == "reported-working":
+        if pairing.provenance.verified:
+            caveat = ""
+        elif detail and pairing.provenance.note:
+            caveat = f" (not verified: {pairing.provenance.note.rstrip('.')})"
+        else:
+            caveat = " (not verified)"
+        return f"reported working by {sources_text(pairing.provenance.sources)}{caveat}"
+    if pairing.evidence == "documented-break":
+        return f"documented not to work ({sources_text(pairing.provenance.sources)})"
+    return "unverified: no source says whether this pair works"
+
+
+def nearest_verified(component: Component, built_for: Any, version: Version, partner: Optional[Version]) -> str:
+    """"torch 2.5.0 with oneccl_bind_pt 2.5.0 (or oneccl_bind_pt 2.6.0, built for torch 2.6.0)"."""
+    text = f"torch {built_for} with {component.label} {version}"
+    return text + (f", or {component.label} {partner} (built for this torch)" if partner is not None else "")
+
+
+def known_bad_phrase(entry: KnownBad) -> str:
+    """"torch 2.1.0 with oneccl_bind_pt 2.1.0 is a known-bad set: <what fails> (open: <sources>)"."""
+    if entry.torch_label is None:
+        torch = f"torch {entry.torch}"
+    else:
+        torch = f"torch {entry.torch}{entry.torch_label}" if entry.torch_label else f"torch {entry.torch} (its unlabelled PyPI build)"
+    return (f"{torch} with {entry.component.label} {entry.version} is a known-bad set, reported failing: {entry.failure} "
+            f"({entry.status}: {sources_text(entry.provenance.sources)})")
+
+
+def isa_phrase(floor: IsaFloor) -> str:
+    return f"needs a CPU with {floor.name} ({', '.join(floor.flags)})"
+
+
+def device_build_sentence(build: "DeviceBuild") -> str:
+    """"oneccl_bind_pt 2.5.0+xpu is an XPU build; compatmatrix covers the CPU stack"."""
+    article = "an" if build.device == "XPU" else "a"
+    return f"{build.component.label} {build.version} is {article} {build.device} build; compatmatrix covers the CPU stack"
+
+
+def device_build_fix(build: "DeviceBuild") -> str:
+    label = build.component.label
+    article = "an" if build.device == "XPU" else "a"
+    where = f" (source: {sources_text(build.sources)})"
+    if build.cpu_release is not None:
+        return f"The CPU release of that number is {label} {build.cpu_release}: pin {label}=={build.cpu_release} (compat takes its CPU build){where}."
+    if build.cpu_series:
+        return f"{build.version.public} exists only as {article} {build.device} build; the CPU releases of the {build.version.major}.{build.version.minor} series are {versions_text(build.cpu_series, limit=4)}{where}."
+    return f"{build.version.public} exists only as {article} {build.device} build, and the matrix has no CPU release of that series{where}."
 
 
 def _needs(minimum_of: str, partner: str, suffix: str = "") -> Callable[[Any], Optional[str]]:
@@ -92,7 +161,8 @@ def _needs(minimum_of: str, partner: str, suffix: str = "") -> Callable[[Any], O
 REQUIREMENT: dict[str, Callable[[Any], Optional[str]]] = {
     "ipex-import-check": ipex_torch_phrase,
     "ipex-torch-series": ipex_torch_phrase,
-    "ccl-torch": ccl_torch_phrase,
+    "ccl-torch-series": ccl_torch_phrase,
+    "ccl-torch-break": ccl_torch_phrase,
     "torchvision-torch": lambda release: f"pins torch {release.torch}",
     "torchaudio-torch": lambda release: f"pins torch {release.torch}",
     "transformers-torch": _needs("torch_min", "torch"),
@@ -117,6 +187,9 @@ def rejection_sentence(rejection: Rejection) -> str:
     if isinstance(cause, NoWheel):
         coverage = "; ".join(f"{w.host}: {python_list(w.python)}" for w in cause.wheels)
         return f"{component.label} {version} has no wheel for Python {cause.python.label} ({coverage})"
+    if isinstance(cause, GlibcTooOld):
+        floors = "; ".join(f"{w.host}: glibc >= {w.glibc_min}" for w in cause.wheels)
+        return f"{component.label} {version}'s wheels for this Python need a newer glibc than {cause.platform.tag} has ({cause.platform.glibc_text}; {floors})"
     if isinstance(cause, RequiresPython):
         return f"{component.distribution} {cause.line}.* requires Python {cause.spec}"
     if isinstance(cause, MissingFeature):
@@ -127,7 +200,13 @@ def rejection_sentence(rejection: Rejection) -> str:
 
 
 def rejected_sentence(rejected: Rejected) -> str:
-    """Why a pair rule rules a release out next to a partner ("oneccl_bind_pt 1.12.0 is built for torch 1.12.0 only, not torch 1.12.1")."""
+    """Why a pair rule rules a release out next to a partner ("oneccl_bind_pt 2.5.0 is built for torch 2.5.0 and pairs only
+    with torch 2.5.*, not torch 2.7.0"; a documented break names its source)."""
+    if rejected.rule.evidence == "documented-break":
+        return (
+            f"{rejected.component.label} {rejected.version} is documented not to work with {rejected.partner.label} {rejected.partner_version} "
+            f"({sources_text(rejected.source)}; it is built for torch {rejected.release.torch})"
+        )
     needs = requirement(rejected.rule, rejected.release)
     return f"{rejected.component.label} {rejected.version} {needs}, not {rejected.partner.label} {rejected.partner_version}"
 
@@ -193,6 +272,41 @@ def _unverified(item: x.UnverifiedNote) -> str:
     )
 
 
+def _pairing_note(item: x.PairingNote) -> str:
+    candidate = item.candidate
+    return (
+        f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing, detail=True)} (it is built for torch {item.built_for}); "
+        f"the nearest verified (built-for) pairing: {nearest_verified(candidate.component, item.built_for, candidate.version, item.partner)}."
+    )
+
+
+def _weaker(pairing: Optional[Pairing], bad: Optional[KnownBad]) -> str:
+    if bad is not None:
+        return known_bad_phrase(bad)
+    if pairing is None:
+        return "its pairing is less well known"
+    return "unverified: no source says whether this pair works" if pairing.evidence == "unverified" else pairing_phrase(pairing)
+
+
+def _weaker_pairing(why: x.WeakerPairing) -> str:
+    chosen = "built for it" if why.chosen_pairing is None or why.chosen_pairing.evidence == "built-for" else pairing_phrase(why.chosen_pairing)
+    return f"with torch {why.torch} it is {_weaker(why.pairing, why.known_bad)}, while {why.chosen.version} is {chosen} (the better-known pairing is preferred)"
+
+
+def _weaker_set(why: x.WeakerSet) -> str:
+    return (
+        f"its set pairs {why.pick} with it only as {_weaker(why.pairing, why.known_bad)}; within the {why.torch.major}.{why.torch.minor} series "
+        f"a set that is better known is preferred (torch {why.chosen_torch})"
+    )
+
+
+def _glibc_unknown(item: x.GlibcUnknownNote) -> str:
+    return (
+        f"{item.candidate} from {item.wheels.host} needs glibc >= {item.wheels.glibc_min}; the platform {item.platform.tag} does not say which glibc "
+        f"the target has (pass a manylinux tag, e.g. --platform manylinux2014_x86_64, or --python with its interpreter)."
+    )
+
+
 def _setvars(item: x.SetvarsNote) -> str:
     release = item.release
     if release.has_cwd:
@@ -252,10 +366,21 @@ def _writers() -> dict[type, Callable[[Any], str]]:
         x.YankedPinNote: lambda item: (
             f"{item.candidate} is yanked on {item.yank.host or 'PyPI'}{': ' + item.yank.reason if item.yank.reason else ''} (used because you pinned it)."
         ),
+        x.YankedElsewhereNote: lambda item: (
+            f"{item.candidate} is yanked on {where_yanked(item.yank)}; compat takes it from {item.candidate.host.id}, which does not mark it "
+            f"yanked (the same build: the reason may hold for it too)."
+        ),
         x.OffBuildNote: lambda item: (
             f"{item.candidate} was built against torch {item.built_for}; its import check accepts torch {item.torch}. "
             f"Pin torch=={item.built_for} to match the build exactly."
         ),
+        x.PairingNote: _pairing_note,
+        x.KnownBadNote: lambda item: f"{item.candidate}: {known_bad_phrase(item.known_bad)}.",
+        x.IsaFloorNote: lambda item: (
+            f"{item.candidate} {isa_phrase(item.floor)}: it does not run on CPUs without them "
+            f"(source: {sources_text(item.floor.provenance.sources)}); compat check --python PATH checks the machine."
+        ),
+        x.GlibcUnknownNote: _glibc_unknown,
         x.CclWorkerCountNote: lambda item: (
             "export CCL_WORKER_COUNT=1 (or more) before launching: without it accelerate quietly picks gloo instead of ccl."
         ),
@@ -275,6 +400,8 @@ def _writers() -> dict[type, Callable[[Any], str]]:
         x.ExactBuildPreferred: lambda why: (
             f"it is built for torch {why.built_for}, while {why.chosen} is built for the chosen torch {why.torch} (the exact build is preferred)"
         ),
+        x.WeakerPairing: _weaker_pairing,
+        x.WeakerSet: _weaker_set,
         x.NoPartnerTogether: lambda why: f"no allowed {_and(why.partners)} release fits it together with the chosen torch",
         x.NotChosen: lambda why: "not chosen",
         # rejections, where they stand alone

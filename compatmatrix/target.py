@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 import sys
 import sysconfig
@@ -13,6 +15,9 @@ from packaging.version import InvalidVersion, Version
 from .errors import UsageError, shown
 
 _MANYLINUX = re.compile(r"^(manylinux_\d+_\d+|musllinux_\d+_\d+|manylinux\d*|linux)_(?P<arch>.+)$")
+_PEP600 = re.compile(r"^manylinux_(?P<major>\d+)_(?P<minor>\d+)_")
+#: The legacy manylinux tags and the glibc each promises (PEP 513, 571, 599).
+_LEGACY_GLIBC = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 _MACOS = re.compile(r"^macosx_\d+_\d+_(?P<arch>.+)$")
 _PYTHON_VERSION = re.compile(r"^(?:python|py|cp)?(?P<major>\d)\.?(?P<minor>\d{1,2})(?:\.(?P<micro>\d+))?$")
 
@@ -25,6 +30,7 @@ class Platform:
     system: str  # linux, macos, windows, unknown
     machine: str
     libc: str  # glibc, musl, "" when not Linux
+    glibc: Optional[Version] = None  # the glibc the target has (a manylinux tag's promise, or the machine's); None: not known
 
     @classmethod
     def from_tag(cls, tag: str) -> "Platform":
@@ -32,7 +38,7 @@ class Platform:
         match = _MANYLINUX.match(normal)
         if match:
             libc = "musl" if normal.startswith("musllinux") else "glibc"
-            return cls(tag=normal, system="linux", machine=match.group("arch"), libc=libc)
+            return cls(tag=normal, system="linux", machine=match.group("arch"), libc=libc, glibc=_tag_glibc(normal))
         match = _MACOS.match(normal)
         if match:
             return cls(tag=normal, system="macos", machine=match.group("arch"), libc="")
@@ -46,7 +52,23 @@ class Platform:
 
     @classmethod
     def current(cls) -> "Platform":
-        return cls.from_tag(sysconfig.get_platform())
+        """This machine's platform; on glibc Linux with the running C library's version (the tag does not say it)."""
+        platform = cls.from_tag(sysconfig.get_platform())
+        if platform.libc == "glibc" and platform.glibc is None:
+            platform = platform.with_glibc(_running_glibc())
+        return platform
+
+    def with_glibc(self, version: Optional[str]) -> "Platform":
+        """The same platform with the glibc an interpreter or the machine reported ("2.36"); unchanged for an unreadable one."""
+        try:
+            return dataclasses.replace(self, glibc=Version(version)) if version and self.libc == "glibc" else self
+        except (InvalidVersion, ValueError):
+            return self
+
+    @property
+    def glibc_text(self) -> str:
+        """"glibc 2.17", or "an unknown glibc"."""
+        return f"glibc {self.glibc}" if self.glibc is not None else "an unknown glibc"
 
     def unsupported_reason(self) -> Optional[str]:
         """Why the Intel CPU stack cannot be installed here, or None on Linux x86_64 with glibc."""
@@ -66,6 +88,25 @@ class Platform:
                 "(manylinux) only."
             )
         return None
+
+
+def _tag_glibc(tag: str) -> Optional[Version]:
+    """The glibc a manylinux tag promises (``manylinux_2_28_x86_64`` -> 2.28, ``manylinux2014_x86_64`` -> 2.17); None for ``linux_*``."""
+    match = _PEP600.match(tag)
+    if match:
+        return Version(f"{int(match.group('major'))}.{int(match.group('minor'))}")
+    legacy = re.match(r"^(manylinux(?:1|2010|2014))_", tag)
+    return Version(_LEGACY_GLIBC[legacy.group(1)]) if legacy else None
+
+
+def _running_glibc() -> Optional[str]:
+    """The C library this process runs on ("2.36"), from confstr; None when it is not glibc or cannot be read."""
+    try:
+        value = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, OSError, ValueError):
+        return None
+    name, _, version = value.partition(" ")
+    return version if name == "glibc" else None
 
 
 @dataclass(frozen=True)

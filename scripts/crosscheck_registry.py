@@ -6,7 +6,13 @@ accelerate, torchvision, torchaudio) this compares, release by release:
 
 * that the release exists on the registry,
 * the CPython versions with a Linux x86_64 wheel (manylinux/linux tags, free-threaded builds left out),
-* the yanked flag (a release counts as yanked when every one of its files is),
+* the yanked flag (a release counts as yanked when every one of its files is) and, for a yanked release,
+  the reason PyPI gives (torch, IPEX, torchvision and torchaudio alike),
+* the local label: PyPI files carry none (PEP 440 local versions are refused there), so a PyPI wheel set
+  in the matrix must say ``local_label = ""``; a filename with a label is reported too,
+* the glibc floor: where the matrix records ``glibc_min`` for a PyPI wheel set, it must be the floor of the
+  release's manylinux tags (the strictest of its Linux x86_64 files); where it records none and PyPI's
+  files need more than glibc 2.17, that is printed as ``FLOOR ...`` (news, not a failure),
 * for transformers/accelerate lines: the list of releases, the yanked ones, and Requires-Python.
 
 Every disagreement is printed (``DISAGREE ...``) and makes the exit code 1. Releases on the registry
@@ -53,6 +59,46 @@ def fetch_project(session: requests.Session, base: str, name: str, timeout: floa
     return response.json()
 
 
+_PEP600 = re.compile(r"^manylinux_(\d+)_(\d+)_")
+_LEGACY = {"manylinux1": Version("2.5"), "manylinux2010": Version("2.12"), "manylinux2014": Version("2.17")}
+
+
+def tag_glibc(platform: str) -> Version | None:
+    """The glibc a manylinux platform tag promises; None for others."""
+    match = _PEP600.match(platform)
+    if match:
+        return Version(f"{match.group(1)}.{match.group(2)}")
+    legacy = re.match(r"^(manylinux(?:1|2010|2014))_", platform)
+    return _LEGACY[legacy.group(1)] if legacy else None
+
+
+def glibc_floor(files: Iterable[dict]) -> Version | None:
+    """The strictest glibc floor among a release's Linux x86_64 CPython wheels: per file the lowest its tags accept."""
+    floors = []
+    for entry in files:
+        try:
+            _, _, _, tags = parse_wheel_filename(entry.get("filename", ""))
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        found = [tag_glibc(t.platform) for t in tags if t.platform.endswith("x86_64") and "linux" in t.platform and t.interpreter.startswith("cp")]
+        found = [f for f in found if f is not None]
+        if found:
+            floors.append(min(found))
+    return max(floors) if floors else None
+
+
+def local_labels(files: Iterable[dict]) -> set[str]:
+    """The local labels ("+cpu") of a release's wheel files (PyPI's: none)."""
+    labels = set()
+    for entry in files:
+        try:
+            _, version, _, _ = parse_wheel_filename(entry.get("filename", ""))
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        labels.add(f"+{version.local}" if version.local else "")
+    return labels
+
+
 def linux_x86_64_pythons(files: Iterable[dict]) -> set[Version]:
     """CPython X.Y versions with a Linux x86_64 wheel among a release's files."""
     found = set()
@@ -85,7 +131,10 @@ def release_facts(project: dict) -> dict[Version, dict]:
         facts[version] = {
             "python": linux_x86_64_pythons(files),
             "yanked": all(f.get("yanked", False) for f in files),
+            "yanked_reason": next((f.get("yanked_reason") for f in files if f.get("yanked") and f.get("yanked_reason")), "") or "",
             "requires_python": next((f.get("requires_python") for f in files if f.get("requires_python")), None),
+            "labels": local_labels(files),
+            "glibc": glibc_floor(files),
         }
     return facts
 
@@ -113,6 +162,17 @@ def check_binary(name: str, releases, registry: dict[Version, dict], report: "Re
             report.disagree(f"{name} {release.version}: PyPI wheels are for Python {_pythons(facts['python'])}, the matrix says {_pythons(wheels.python)}")
         if facts["yanked"] != wheels.yanked:
             report.disagree(f"{name} {release.version}: PyPI yanked={facts['yanked']}, the matrix says yanked={wheels.yanked}")
+        elif wheels.yanked and facts["yanked_reason"].strip() != wheels.yanked_reason.strip():
+            report.disagree(f"{name} {release.version}: PyPI's yank reason is {facts['yanked_reason']!r}, the matrix says {wheels.yanked_reason!r}")
+        labelled = sorted(label for label in facts["labels"] if label)
+        if wheels.local_label or labelled:
+            pypi = ", ".join(labelled) or "none (PyPI refuses local versions)"
+            report.disagree(f"{name} {release.version}: PyPI file labels: {pypi}; the matrix says local_label={wheels.local_label!r} for its PyPI wheels")
+        floor = facts["glibc"]
+        if wheels.glibc_min is not None and floor != wheels.glibc_min:
+            report.disagree(f"{name} {release.version}: PyPI's Linux x86_64 wheels need glibc >= {floor or 'unknown'}, the matrix says glibc_min={wheels.glibc_min}")
+        elif wheels.glibc_min is None and floor is not None and floor > Version("2.17"):
+            report.floors.append(f"{name} {release.version}: PyPI's Linux x86_64 wheels need glibc >= {floor}; the matrix records no glibc_min")
     _new(name, known, registry, report)
 
 
@@ -155,6 +215,7 @@ class Report:
     def __init__(self) -> None:
         self.disagreements: list[str] = []
         self.new: list[str] = []
+        self.floors: list[str] = []
         self.checked = 0
 
     def disagree(self, line: str) -> None:
@@ -198,7 +259,10 @@ def main(argv=None) -> int:
         print(f"DISAGREE {line}")
     for line in report.new:
         print(f"NEW      {line}")
-    print(f"{report.checked} releases/lines checked, {len(report.disagreements)} disagreements, {len(report.new)} new upstream releases")
+    for line in report.floors:
+        print(f"FLOOR    {line}")
+    print(f"{report.checked} releases/lines checked, {len(report.disagreements)} disagreements, {len(report.new)} new upstream releases, "
+          f"{len(report.floors)} glibc floors not recorded")
     if report.disagreements:
         return 1
     if args.record:

@@ -62,13 +62,16 @@ class FixtureEnv:
         return self
 
     def ipex(self, version: str = "2.7.0", ending: str = "ok", series: str = "2.7.*") -> "FixtureEnv":
-        """IPEX stand-in; ``ending``: ok, os_exit, exit127, hard_exit, sigill."""
+        """IPEX stand-in; ``ending``: ok, os_exit, exit127, exit127_v2_1 (the 2.1.x text), hard_exit, sigill."""
         self.dist("intel-extension-for-pytorch", version)
         message = f'print("ERROR! Intel(R) Extension for PyTorch* needs to work with PyTorch {series}, but PyTorch " + torch.__version__ + " is found. Please switch to the matching version and run again.")'
         body = {
             "ok": "",
             "os_exit": f"{message}\nos.exit(127)",
             "exit127": f"{message}\nexit(127)",
+            # the real v2.1.0+cpu / v2.1.100+cpu text: backslash continuations keep the indentation (7 and 11 spaces), "Intel®"
+            "exit127_v2_1": ('print("ERROR! Intel\\u00ae Extension for PyTorch* needs to work with PyTorch       ' + series
+                             + ', but PyTorch " + torch.__version__ + " is found. Please switch to the matching version           and run again.")\nexit(127)'),
             "hard_exit": f"{message}\nos._exit(1)",
             "sigill": "import signal\nos.kill(os.getpid(), signal.SIGILL)",
         }[ending]

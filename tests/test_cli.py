@@ -45,7 +45,8 @@ def test_resolve_json_conflict_exits_1_with_alternatives():
     data = resolve_json("--python-version", "3.10", "torch==1.12.1", "oneccl_bind_pt==1.12.0", code=1)
     assert data["ok"] is False and data["packages"] == {}
     assert data["constraints"] == {"torch": "==1.12.1", "oneccl-bind-pt": "==1.12.0"}
-    assert "oneccl_bind_pt 1.12.0 is built for torch 1.12.0 only; you asked for torch==1.12.1." in data["explanation"]
+    assert ("oneccl_bind_pt 1.12.0 is built for torch 1.12.0 and pairs only with torch 1.12.* "
+            "(documented not to work with torch 1.12.1: intel/torch-ccl@v1.12.0:README.md); you asked for torch==1.12.1.") in data["explanation"]
     change = next(a for a in data["alternatives"] if a["change"] == "change oneccl_bind_pt==1.12.0 to oneccl_bind_pt==1.12.100")
     assert change["packages"] == {"torch": "1.12.1", "oneccl-bind-pt": "1.12.100"}
     assert change["constraints"] == {"torch": "==1.12.1", "oneccl-bind-pt": "==1.12.100"}

@@ -103,3 +103,70 @@ def test_unreadable_registry_exits_2(tmp_path, pypi_server):
     done = run(FIXTURES / "mini_matrix.toml", url)
     assert done.returncode == 2
     assert "answered HTTP 503" in done.stderr
+
+
+# --- local labels, yank reasons, glibc floors; torchvision/torchaudio like torch ---------------------------------
+
+AUDIO = ('\n[[torchaudio]]\nversion = "0.12.1"\ntorch = "1.12.1"\nsource = "fixture"\n'
+         '[[torchaudio.wheels]]\nhost = "pypi"\npython = ["3.8", "3.9", "3.10"]\nsource = "fixture"\n')
+
+
+def edited_matrix(tmp_path, *edits, extra=""):
+    text = (FIXTURES / "mini_matrix.toml").read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path = tmp_path / "matrix.toml"
+    path.write_text(text + extra)
+    return path
+
+
+def test_labels_yank_reasons_and_glibc_floors_are_compared(tmp_path, pypi_server):
+    state, url = pypi_server
+    data = state["data"]
+    # torch 1.12.0: yanked on PyPI with a reason; the matrix says yanked with another reason
+    for entry in data["torch"]["releases"]["1.12.0"]:
+        entry.update(yanked=True, yanked_reason="broken build")
+    # torch 1.12.1: manylinux_2_28 only on PyPI, the matrix records no floor: news, not a failure
+    data["torch"]["releases"]["1.12.1"] = [
+        {"filename": f"torch-1.12.1-cp3{m}-cp3{m}-manylinux_2_28_x86_64.whl", "yanked": False, "requires_python": ">=3.8"} for m in (8, 9, 10)
+    ]
+    # torchaudio: yanked on PyPI, not in the matrix
+    data["torchaudio"]["releases"]["0.12.1"] = [dict(wheel("torchaudio", "0.12.1", m, yanked=True), yanked_reason="Contains an incorrect torch dependency")
+                                                for m in (8, 9, 10)]
+    matrix = edited_matrix(
+        tmp_path,
+        ('[[torch]]\nversion = "1.12.0"\nsource = "fixture"\n[[torch.wheels]]\nhost = "pypi"\npython = ["3.8", "3.9", "3.10"]\n',
+         '[[torch]]\nversion = "1.12.0"\nsource = "fixture"\n[[torch.wheels]]\nhost = "pypi"\npython = ["3.8", "3.9", "3.10"]\n'
+         'yanked = true\nyanked_reason = "bad build"\n'),
+        # IPEX 1.12.100's PyPI wheels: a '+cpu' label PyPI cannot have, and a glibc floor the files do not state
+        ('torch = "1.12.0"\ntorch_accepts = "==1.12.*"\nguard = "exit127"\nsource = "fixture"\n[[ipex.wheels]]\nhost = "pypi"\npython = ["3.8", "3.9", "3.10"]\n',
+         'torch = "1.12.0"\ntorch_accepts = "==1.12.*"\nguard = "exit127"\nsource = "fixture"\n[[ipex.wheels]]\nhost = "pypi"\npython = ["3.8", "3.9", "3.10"]\n'
+         'local_label = "+cpu"\nglibc_min = "2.28"\n'),
+        ('accelerate = ["pypi"]\n', 'accelerate = ["pypi"]\ntorchaudio = ["pypi"]\n'),
+        extra=AUDIO,
+    )
+    done = run(matrix, url)
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "DISAGREE torch 1.12.0: PyPI's yank reason is 'broken build', the matrix says 'bad build'" in out
+    assert "DISAGREE intel-extension-for-pytorch 1.12.100: PyPI file labels: none (PyPI refuses local versions); the matrix says local_label='+cpu'" in out
+    assert "DISAGREE intel-extension-for-pytorch 1.12.100: PyPI's Linux x86_64 wheels need glibc >= 2.17, the matrix says glibc_min=2.28" in out
+    assert "DISAGREE torchaudio 0.12.1: PyPI yanked=True, the matrix says yanked=False" in out
+    assert "FLOOR    torch 1.12.1: PyPI's Linux x86_64 wheels need glibc >= 2.28; the matrix records no glibc_min" in out
+    assert "4 disagreements" in out and "1 glibc floors not recorded" in out
+
+
+def test_recorded_floors_and_reasons_that_agree_pass(tmp_path, pypi_server):
+    state, url = pypi_server
+    for entry in state["data"]["torch"]["releases"]["1.12.0"]:
+        entry.update(yanked=True, yanked_reason="bad build")
+    matrix = edited_matrix(
+        tmp_path,
+        ('[[torch]]\nversion = "1.12.0"\nsource = "fixture"\n[[torch.wheels]]\nhost = "pypi"\npython = ["3.8", "3.9", "3.10"]\n',
+         '[[torch]]\nversion = "1.12.0"\nsource = "fixture"\n[[torch.wheels]]\nhost = "pypi"\npython = ["3.8", "3.9", "3.10"]\n'
+         'yanked = true\nyanked_reason = "bad build"\nglibc_min = "2.17"\n'),
+    )
+    done = run(matrix, url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 disagreements" in done.stdout and "0 glibc floors not recorded" in done.stdout

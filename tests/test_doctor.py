@@ -27,10 +27,24 @@ def clean_environ(extra=None):
 
 
 def allowed_cpus() -> int:
-    """The CPUs compat counts for this process: affinity capped by the cgroup quota, read by compat's own probe."""
+    """The physical cores compat counts for this process (hyperthreads not counted): affinity capped by the cgroup quota,
+    read by compat's own probe and counted by the plan compat launch binds by."""
     from compatmatrix.environment.snapshot import take_snapshot
+    from compatmatrix.placement.topology import machine_from_snapshot
 
-    return take_snapshot(None).allowed_cpus
+    return machine_from_snapshot(take_snapshot(None)).core_budget
+
+
+def allowed_threads() -> int:
+    """The CPUs, hyperthreads included, compat counts for this process (affinity capped by the cgroup quota)."""
+    from compatmatrix.environment.snapshot import take_snapshot
+    from compatmatrix.placement.topology import machine_from_snapshot
+
+    return machine_from_snapshot(take_snapshot(None)).thread_budget
+
+
+def cores_text(count: int) -> str:
+    return f"{count} physical core" + ("" if count == 1 else "s")
 
 
 def compat_json(command, python, *args, env=None, code=None, timeout=180):
@@ -81,11 +95,21 @@ def test_probe_runs_under_old_and_new_python(tmp_path, matrix, minor, torch, ccl
 @pytest.mark.parametrize(
     "torch, ccl, status, text",
     [
+        # a documented break: FAIL, with its source
         ("1.12.1", "1.12.0", "fail", "pip install oneccl_bind_pt==1.12.100"),
+        ("1.12.1", "1.12.0", "fail", "does not work with torch 1.12.1: documented not to work (intel/torch-ccl@v1.12.0:README.md)"),
         ("1.12.0", "1.12.0", "pass", "oneccl_bind_pt 1.12.0 is built for torch 1.12.0"),
         ("1.12.1", "1.12.100", "pass", "oneccl_bind_pt 1.12.100 is built for torch 1.12.1"),
-        ("1.12.0", "1.12.100", "fail", "pip install oneccl_bind_pt==1.12.0"),
-        ("1.13.1", "1.13.0", "fail", "No oneccl_bind_pt release is built for torch 1.13.1"),
+        # the same series without a source either way: WARN "unverified", naming the nearest verified pairing
+        ("1.12.0", "1.12.100", "warn", "pip install oneccl_bind_pt==1.12.0"),
+        ("1.12.0", "1.12.100", "warn", "oneccl_bind_pt 1.12.100 with torch 1.12.0: unverified"),
+        ("1.13.1", "1.13.0", "warn", "oneccl_bind_pt 1.13.0 with torch 1.13.1: unverified: no source says whether this pair works"),
+        ("1.13.1", "1.13.0", "warn", "pip install torch==1.13.0"),
+        # reported working: WARN with its source
+        ("2.0.1", "2.0.0", "warn", "oneccl_bind_pt 2.0.0 with torch 2.0.1: reported working by https://github.com/intel/torch-ccl/issues/53"),
+        ("2.5.1", "2.5.0", "warn", "reported working by intel/neural-compressor@2bb04d0d1c258aa589e2594684bc04d0b5687a3d"),
+        # another major.minor: FAIL (the C++ ABI differs)
+        ("2.8.0", "2.7.0", "fail", "another major.minor series, whose C++ ABI differs (rule ccl-torch-series)"),
     ],
 )
 def test_oneccl_pairing_rules(tmp_path, torch, ccl, status, text):
@@ -95,7 +119,9 @@ def test_oneccl_pairing_rules(tmp_path, torch, ccl, status, text):
     checks, _ = compat_json("check", env.python, "--only", "packages.ccl-torch")
     finding = checks["packages.ccl-torch"]
     assert finding["status"] == status
-    assert text in finding["summary"] + finding["fix"]
+    assert text in " ".join([finding["summary"], finding["fix"], *finding["evidence"]])
+    if status == "warn":
+        assert "the nearest verified (built-for) pairing: torch " in " ".join(finding["evidence"])
 
 
 def python_with_wheels_of(release):
@@ -215,6 +241,16 @@ def test_end_of_life_advice(tmp_path):
 
 
 # --- crash modes of the import probes -------------------------------------------------------------
+
+
+def test_the_real_2_1_guard_text_is_recognised(tmp_path):
+    """IPEX 2.1.0/2.1.100 print the guard with 7 spaces before the series and 11 before 'and run again.' (audit §7)."""
+    env = FixtureEnv(tmp_path / "env").torch("2.2.0+cpu").ipex("2.1.100", ending="exit127_v2_1", series="2.1.*")
+    checks, _ = compat_json("doctor", env.python, "--only", "imports", code=1)
+    finding = checks["imports.ipex"]
+    assert finding["status"] == "fail"
+    assert finding["summary"] == "IPEX's version check refused torch 2.2.0+cpu: it needs PyTorch 2.1.*"
+    assert "exited with status 127" in " ".join(finding["evidence"])
 
 
 @pytest.mark.parametrize(
@@ -371,14 +407,14 @@ def test_ld_preload_entries(tmp_path):
 def test_thread_oversubscription(tmp_path):
     env = FixtureEnv(tmp_path / "env").torch("2.7.0")
     cpus = allowed_cpus()  # affinity and cgroup quota, as compat counts them; the values below fit 1 CPU as well as 64
-    omp = cpus + 1  # one thread more than there are CPUs, with one rank: oversubscribed on any machine
+    omp = allowed_threads() + 1  # one thread more than there are CPUs (hyperthreads included), with one rank: oversubscribed on any machine
     checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", "1", env={"OMP_NUM_THREADS": str(omp), "CCL_WORKER_COUNT": "1"}, code=1)
     assert checks["runtime.threads"]["status"] == "fail"
-    assert checks["runtime.threads"]["summary"] == f"1 ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT=1) = {omp + 1} threads on {cpus} CPUs"
+    assert checks["runtime.threads"]["summary"] == f"1 ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT=1) = {omp + 1} threads on {cores_text(cpus)}"
     # more ranks than CPUs even at one thread each: no OMP_NUM_THREADS fits, a warning that says so
     checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", str(cpus + 1), env={"OMP_NUM_THREADS": "1", "CCL_WORKER_COUNT": "0"})
     assert checks["runtime.threads"]["status"] == "warn"
-    assert checks["runtime.threads"]["summary"].endswith("more ranks than CPUs can carry even at one thread each")
+    assert checks["runtime.threads"]["summary"].endswith("more ranks than physical cores can carry even at one thread each")
     checks, _ = compat_json("check", env.python, "--only", "runtime.threads", "--ranks-per-node", "1", env={"OMP_NUM_THREADS": "1", "CCL_WORKER_COUNT": "0"}, code=0)
     assert checks["runtime.threads"]["status"] == "pass"
 

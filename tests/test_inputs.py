@@ -200,7 +200,7 @@ def test_modelled_pins_go_to_the_resolver_constraints_limit_and_the_rest_passes_
     assert files.constraints == {Component.TRANSFORMERS: SpecifierSet("<4.50")}
     assert files.passthrough_lines == ("numpy==1.26.4", "datasets>=2")
     assert any("extras [torch] of transformers are left to pip" in note for note in files.notes)
-    assert files.pinned == {"torch-ipex": "2.3.0", "numpy": "1.26.4"}
+    assert files.pinned == {"torch-ipex": "2.3.0", "numpy": "1.26.4"}  # names as written
 
 
 def test_an_index_that_cannot_serve_a_pin_is_said(tmp_path, matrix):
@@ -231,3 +231,17 @@ def test_an_unknown_index_is_named_and_no_guess_is_made(tmp_path, matrix):
     files = file_request(matrix, read_inputs([str(path)]))
     assert files.index_warnings == ()  # a private mirror may well serve it: compat does not guess
     assert any("is not a host in the matrix" in note for note in files.notes)
+
+
+def test_a_constraint_pinning_a_gpu_build_is_refused(tmp_path, matrix):
+    from compatmatrix.errors import UsageError
+    from compatmatrix.inputs.request import file_request
+    from compatmatrix.resolve import build_request, with_constraints
+    from compatmatrix.target import Platform, PythonTarget
+
+    write(tmp_path, "c.txt", "oneccl_bind_pt==2.5.0+xpu\n")
+    path = write(tmp_path, "r.txt", "-c c.txt\noneccl_bind_pt\n")
+    files = file_request(matrix, read_inputs([str(path)]))
+    request = build_request(matrix, PythonTarget.parse("3.11"), Platform.from_tag("manylinux_2_28_x86_64"), None, (), files.requirements)
+    with pytest.raises(UsageError, match="XPU build"):
+        with_constraints(matrix, request, files.constraints)

@@ -40,6 +40,9 @@ def test_every_fact_carries_a_source(matrix):
     releases = [r for c in COMPONENT_ORDER for r in matrix.releases[c]]
     entries = [*releases, *matrix.features, *matrix.eol]
     entries += [w for r in releases for w in r.wheels]
+    entries += [p for r in releases for p in getattr(r, "pairings", ())]  # reported-working / documented-break pairings
+    entries += [r.isa_min for r in releases if getattr(r, "isa_min", None) is not None]
+    entries += [*matrix.known_bad, *matrix.device_builds, *matrix.hosts.values()]
     assert all(e.provenance.sources and all(s.strip() for s in e.provenance.sources) for e in entries)
     # unverified facts say why
     assert all(e.provenance.note for e in entries if not e.provenance.verified)

@@ -86,7 +86,8 @@ def test_mismatched_pins_explain_the_1_12_trap(matrix):
     outcome = resolve(matrix, make_request(matrix, "3.10", "torch==1.12.1", "oneccl_bind_pt==1.12.0"))
     assert isinstance(outcome, Conflict)
     assert outcome.reasons == (
-        "oneccl_bind_pt 1.12.0 is built for torch 1.12.0 only; you asked for torch==1.12.1.",
+        "oneccl_bind_pt 1.12.0 is built for torch 1.12.0 and pairs only with torch 1.12.* "
+        "(documented not to work with torch 1.12.1: intel/torch-ccl@v1.12.0:README.md); you asked for torch==1.12.1.",
         "torch 1.12.1 pairs with oneccl_bind_pt 1.12.100, but you asked for oneccl_bind_pt==1.12.0.",
     )
     alternatives = {a.change: versions(a.resolution) for a in outcome.alternatives}
@@ -100,7 +101,7 @@ def test_ipex_and_ccl_that_need_different_torch(matrix):
     text = "\n".join(outcome.reasons)
     assert text == (
         "No allowed torch release fits every package: intel-extension-for-pytorch 2.1.100 fits torch 2.1.2, 2.1.1, 2.1.0; "
-        "oneccl_bind_pt 2.0.0 fits torch 2.0.0."
+        "oneccl_bind_pt 2.0.0 fits torch 2.0.1, 2.0.0."
     )
     changes = [a.change for a in outcome.alternatives]
     assert changes[0] == "change intel-extension-for-pytorch==2.1.100 to intel-extension-for-pytorch==2.0.100"
@@ -118,15 +119,26 @@ def test_non_linux_x86_64_platforms_are_not_supported(matrix, tag):
 
 
 def test_yanked_release_only_when_pinned(matrix):
-    # Every PyPI file of IPEX 2.5.0 is yanked "for security."; the same build on Intel's index is no better.
-    unpinned = resolve(matrix, make_request(matrix, "3.11", "ipex>=2.5,<2.6"))
+    # Every PyPI file of IPEX 1.11.100 is yanked ("functional issues"), and no other host has it.
+    unpinned = resolve(matrix, make_request(matrix, "3.9", "ipex>=1.11.100,<1.11.200"))
     assert isinstance(unpinned, Conflict)
-    assert "intel-extension-for-pytorch 2.5.0 is yanked on pypi (for security.)" in "\n".join(unpinned.reasons)
-    assert unpinned.alternatives[0].change.startswith("pin intel-extension-for-pytorch==2.5.0")
-    pinned = resolve(matrix, make_request(matrix, "3.11", "ipex==2.5.0"))
-    assert versions(pinned)["intel-extension-for-pytorch"] == "2.5.0"
+    assert "intel-extension-for-pytorch 1.11.100 is yanked on pypi (functional issues)" in "\n".join(unpinned.reasons)
+    assert unpinned.alternatives[0].change.startswith("pin intel-extension-for-pytorch==1.11.100")
+    pinned = resolve(matrix, make_request(matrix, "3.9", "ipex==1.11.100"))
+    assert versions(pinned)["intel-extension-for-pytorch"] == "1.11.100"
     assert pinned.picks[IPEX].host.id == "pypi"
-    assert "intel-extension-for-pytorch 2.5.0 is yanked on pypi: for security. (used because you pinned it)." in pinned.notes
+    assert "intel-extension-for-pytorch 1.11.100 is yanked on pypi: functional issues (used because you pinned it)." in pinned.notes
+
+
+def test_a_release_yanked_on_pypi_comes_from_a_host_that_does_not_mark_it(matrix):
+    # IPEX 2.5.0: every PyPI file yanked "for security."; intel-cpu-us serves the same build unmarked, as pip would take it
+    outcome = resolve(matrix, make_request(matrix, "3.11", "ipex>=2.5,<2.6"))
+    assert versions(outcome)["intel-extension-for-pytorch"] == "2.5.0"
+    assert (outcome.picks[IPEX].host.id, outcome.picks[IPEX].local_label) == ("intel-cpu-us", "+cpu")
+    assert ("intel-extension-for-pytorch 2.5.0 is yanked on pypi (for security.); compat takes it from intel-cpu-us, which does not mark it yanked "
+            "(the same build: the reason may hold for it too).") in outcome.notes
+    pinned = resolve(matrix, make_request(matrix, "3.11", "ipex==2.5.0"))
+    assert pinned.picks[IPEX].host.id == "intel-cpu-us"  # a pin, too, takes the copy no host yanked
 
 
 def test_yanked_transformers_release_only_when_pinned(matrix):
@@ -140,11 +152,12 @@ def test_yanked_transformers_release_only_when_pinned(matrix):
 
 
 def test_newer_yanked_releases_are_named_with_the_pin_to_use(matrix):
-    outcome = resolve(matrix, make_request(matrix, "3.8", profile="ddp-ccl"))
-    assert versions(outcome)["intel-extension-for-pytorch"] == "1.10.0"  # never on PyPI, so never yanked there
-    assert any(n.startswith("newer intel-extension-for-pytorch releases (1.10.100 to 2.4.0) are yanked on pypi (for security.)") for n in outcome.notes)
-    pinned = resolve(matrix, make_request(matrix, "3.8", "intel-extension-for-pytorch==2.4.0", profile="ddp-ccl"))
-    assert versions(pinned)["torch"] == "2.4.0" and versions(pinned)["oneccl-bind-pt"] == "2.4.0"
+    outcome = resolve(matrix, make_request(matrix, "3.9", "intel-extension-for-pytorch<1.12.300"))
+    assert versions(outcome)["intel-extension-for-pytorch"] == "1.12.100"  # 1.12.200 exists only as yanked PyPI files
+    assert "newer intel-extension-for-pytorch releases (1.12.200) are yanked on pypi: they were skipped; to use one anyway, pin it: " \
+           "compat resolve intel-extension-for-pytorch==1.12.200 ..." in outcome.notes
+    pinned = resolve(matrix, make_request(matrix, "3.9", "intel-extension-for-pytorch==1.12.200"))
+    assert versions(pinned)["intel-extension-for-pytorch"] == "1.12.200"
 
 
 def test_ipex_prefers_the_build_for_the_exact_torch(mini_matrix):
@@ -168,13 +181,98 @@ def test_local_version_labels_are_read_as_builds(matrix):
 
 
 def test_nearest_change_for_a_pin_that_has_no_partner(matrix):
-    outcome = resolve(matrix, make_request(matrix, "3.11", "torch==2.0.1", "ccl"))
+    # no oneccl_bind_pt of the 2.8 series: another major.minor is refused (its C++ ABI differs)
+    outcome = resolve(matrix, make_request(matrix, "3.11", "torch==2.8.0", "ccl"))
     assert isinstance(outcome, Conflict)
-    assert outcome.reasons[0] == "oneccl_bind_pt 2.0.0 is built for torch 2.0.0 only; you asked for torch==2.0.1."
-    assert outcome.alternatives[0].change == "change torch==2.0.1 to torch==2.0.0"
-    assert versions(outcome.alternatives[0].resolution) == {"torch": "2.0.0", "oneccl-bind-pt": "2.0.0"}
+    assert outcome.reasons[0] == (
+        "oneccl_bind_pt 2.7.0 is built for torch 2.7.0 and pairs only with torch 2.7.* (reported working with torch 2.7.1); you asked for torch==2.8.0."
+    )
+    # the nearest pin, 2.7.1, rests on a reported (and inferred) pairing: the built-for 2.7.0 is offered instead
+    assert outcome.alternatives[0].change == "change torch==2.8.0 to torch==2.7.0"
+    assert versions(outcome.alternatives[0].resolution) == {"torch": "2.7.0", "oneccl-bind-pt": "2.7.0"}
+
+
+# --- evidence levels: built-for, reported-working (cited), unverified (allowed, with a warning), documented-break -----
+
+
+def test_reported_working_pairing_is_allowed_with_its_source_and_the_nearest_verified_pairing(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.11", "torch==2.0.1", "ccl"))
+    assert versions(outcome) == {"torch": "2.0.1", "oneccl-bind-pt": "2.0.0"}
+    (note,) = [n for n in outcome.notes if "reported working" in n]
+    assert note == (
+        "oneccl_bind_pt 2.0.0 with torch 2.0.1: reported working by https://github.com/intel/torch-ccl/issues/53 (it is built for torch 2.0.0); "
+        "the nearest verified (built-for) pairing: torch 2.0.0 with oneccl_bind_pt 2.0.0."
+    )
+    outcome = resolve(matrix, make_request(matrix, "3.10", "torch==2.5.1", "ccl"))
+    assert versions(outcome) == {"torch": "2.5.1", "oneccl-bind-pt": "2.5.0"}
+    assert any("reported working by intel/neural-compressor@2bb04d0d1c258aa589e2594684bc04d0b5687a3d:.azure-pipelines/scripts/install_nc.sh" in n for n in outcome.notes)
+
+
+def test_inferred_report_says_so(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.11", "torch==2.7.1", "ccl"))
+    assert versions(outcome) == {"torch": "2.7.1", "oneccl-bind-pt": "2.7.0"}
+    (note,) = [n for n in outcome.notes if "reported working" in n]
+    assert "not verified: oneccl version inferred" in note and "torch 2.7.0 with oneccl_bind_pt 2.7.0" in note
+
+
+def test_unverified_pairing_of_the_same_series_is_allowed_with_a_warning(matrix):
     outcome = resolve(matrix, make_request(matrix, "3.9", "torch==1.13.1", "ccl"))
-    assert outcome.alternatives[0].change == "change torch==1.13.1 to torch==1.13.0"
+    assert versions(outcome) == {"torch": "1.13.1", "oneccl-bind-pt": "1.13.0"}
+    (note,) = [n for n in outcome.notes if "unverified" in n]
+    assert note == (
+        "oneccl_bind_pt 1.13.0 with torch 1.13.1: unverified: no source says whether this pair works (it is built for torch 1.13.0); "
+        "the nearest verified (built-for) pairing: torch 1.13.0 with oneccl_bind_pt 1.13.0."
+    )
+
+
+@pytest.mark.parametrize("python", ["3.7", "3.9", "3.10"])
+def test_within_a_series_built_for_beats_a_newer_torch(matrix, python):
+    """torch 1.13.1 / 2.5.1 / 2.7.1 are newer, but their oneccl_bind_pt pairing is unverified or only reported:
+    the set built for its torch is the answer, and the explanation says why the newer patch was not taken."""
+    outcome = resolve(matrix, make_request(matrix, python, "torch<1.14", profile="ccl"))
+    assert versions(outcome) == {"torch": "1.13.0", "oneccl-bind-pt": "1.13.0"}
+    assert re.fullmatch(
+        r"torch 1\.13\.0: \d+ newer releases ruled out; the next, 1\.13\.1: its set pairs oneccl_bind_pt 1\.13\.0 with it only as "
+        r"unverified: no source says whether this pair works; within the 1\.13 series a set that is better known is preferred \(torch 1\.13\.0\) "
+        r"\(newest in the matrix: 2\.15\.0\)\.", outcome.reasons[0],
+    ), outcome.reasons[0]
+    assert not any("unverified: no source" in n for n in outcome.notes)
+
+
+def test_the_exact_build_beats_a_newer_unverified_one_for_the_same_torch(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.10", "torch==1.12.0", "ccl"))
+    assert versions(outcome) == {"torch": "1.12.0", "oneccl-bind-pt": "1.12.0"}
+    assert outcome.reasons[1] == (
+        "oneccl_bind_pt 1.12.0: 10 newer releases ruled out; the next, 1.12.100: with torch 1.12.0 it is unverified: no source says whether this pair works, "
+        "while 1.12.0 is built for it (the better-known pairing is preferred) (newest in the matrix: 2.7.0)."
+    )
+    pinned = resolve(matrix, make_request(matrix, "3.10", "torch==1.12.0", "ccl==1.12.100"))
+    assert versions(pinned) == {"torch": "1.12.0", "oneccl-bind-pt": "1.12.100"}
+    assert any(n.startswith("oneccl_bind_pt 1.12.100 with torch 1.12.0: unverified: no source says whether this pair works") for n in pinned.notes)
+    assert any("the nearest verified (built-for) pairing: torch 1.12.1 with oneccl_bind_pt 1.12.100, or oneccl_bind_pt 1.12.0 (built for this torch)." in n
+               for n in pinned.notes)
+
+
+def test_known_bad_set_is_taken_only_when_nothing_else_of_its_series_works(matrix):
+    # torch 2.1: 2.1.0 + oneccl_bind_pt 2.1.0 is built for, but known bad (intel/torch-ccl#53); 2.1.1 is reported working
+    outcome = resolve(matrix, make_request(matrix, "3.10", "torch>=2.1,<2.2", profile="ccl"))
+    assert versions(outcome) == {"torch": "2.1.1", "oneccl-bind-pt": "2.1.0"}
+    assert re.match(r"torch 2\.1\.1: \d+ newer releases ruled out; the next, 2\.1\.2: its set pairs oneccl_bind_pt 2\.1\.0 with it only as unverified", outcome.reasons[0])
+    pinned = resolve(matrix, make_request(matrix, "3.10", "torch==2.1.0", "ccl"))
+    assert versions(pinned) == {"torch": "2.1.0", "oneccl-bind-pt": "2.1.0"}
+    (note,) = [n for n in pinned.notes if "known-bad" in n]
+    assert note == (
+        "oneccl_bind_pt 2.1.0: torch 2.1.0 with oneccl_bind_pt 2.1.0 is a known-bad set, reported failing: DDP with the ccl backend fails when fine-tuning through the "
+        "transformers Trainer on two nodes (mpirun), where torch 2.0.1 with oneccl_bind_pt 2.0.0 works "
+        "(open: https://github.com/intel/torch-ccl/issues/53, https://github.com/uxlfoundation/oneCCL/issues/100)."
+    )
+
+
+def test_known_bad_set_of_one_build_only(matrix):
+    # intel/torch-ccl#37: the segfault is with PyPI's unlabelled torch 1.12.0; compat takes the +cpu build from the CPU index
+    outcome = resolve(matrix, make_request(matrix, "3.10", "torch==1.12.0", "ccl==1.12.0"))
+    assert outcome.picks[T].local_label == "+cpu"
+    assert not any("known-bad" in n for n in outcome.notes)
 
 
 def test_oneccl_2_1_0_also_pairs_with_torch_2_1_1(matrix):
@@ -225,8 +323,10 @@ def test_every_python_and_profile_gets_a_consistent_set_or_reasons(matrix, pytho
     "python, profile, expected",
     [
         ("3.6", "ddp-ccl-legacy", {"torch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.18.0"}),
-        ("3.7", "ddp-ccl", {"torch": "1.10.0", "intel-extension-for-pytorch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.30.2"}),
-        ("3.8", "ddp-ccl", {"torch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.36.2"}),
+        # 3.7 / 3.8: the newest IPEX for them is yanked on PyPI but served unmarked by Intel's hosts (taken from there, with a note)
+        ("3.7", "ddp-ccl", {"torch": "1.13.0", "intel-extension-for-pytorch": "1.13.0", "oneccl-bind-pt": "1.13.0", "transformers": "4.30.2"}),
+        ("3.8", "ddp-ccl", {"torch": "2.4.0", "intel-extension-for-pytorch": "2.4.0", "oneccl-bind-pt": "2.4.0", "transformers": "4.46.3"}),
+        ("3.6", "ddp-ccl-legacy", {"torch": "1.10.0", "intel-extension-for-pytorch": "1.10.100", "oneccl-bind-pt": "1.10.0"}),
         ("3.9", "ddp-ccl", {"torch": "2.7.0", "transformers": "4.57.6", "accelerate": "1.10.1"}),
         ("3.12", "ipex", {"torch": "2.8.0", "intel-extension-for-pytorch": "2.8.0"}),
         ("3.13", "ccl", {"torch": "2.7.0", "oneccl-bind-pt": "2.7.0"}),

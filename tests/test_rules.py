@@ -94,8 +94,9 @@ def test_unary_rejections_are_typed(matrix):
     python = _rejections(matrix, CCL, "3.11")["1.12.0"]
     assert isinstance(python.cause, NoWheel) and python.kind == "python"
     assert {w.host for w in python.cause.wheels} and python.cause.python.label == "3.11"
-    yanked = _rejections(matrix, IPEX, "3.11")["2.5.0"]
-    assert yanked.cause == Yanked(Yank("pypi", "for security."))
+    yanked = _rejections(matrix, IPEX, "3.9")["1.11.100"]  # PyPI only (no document lists it on an Intel host)
+    assert yanked.cause == Yanked(Yank("pypi", "functional issues"))
+    assert "2.5.0" not in _rejections(matrix, IPEX, "3.11")  # yanked on PyPI, not on intel-cpu-us: a candidate from there
     requires = _rejections(matrix, TF, "3.6")["5.0.0"]
     assert isinstance(requires.cause, RequiresPython) and requires.cause.line == Version("5.0")
     feature = _rejections(matrix, TF, "3.11", features=(("transformers", "ddp_backend_ccl"),))["5.1.0"]
@@ -107,10 +108,17 @@ def test_pair_rejections_name_rule_evidence_and_source(matrix):
     torch, ccl, vision = (table.kept[c][0] for c in (T, CCL, TV))
     rejected = pair_problem(ccl, torch)
     assert rejected is not None and pair_problem(torch, ccl) == rejected  # either order
-    assert (rejected.rule.name, rejected.component, rejected.partner, rejected.partner_version) == ("ccl-torch", CCL, T, Version("1.12.1"))
-    assert (rejected.evidence, rejected.source) == ("built-for", ccl.release.provenance.sources)
+    # 1.12.0 next to torch 1.12.1 is a documented break: the rejection cites the pairing's own source, not the release's
+    assert (rejected.rule.name, rejected.component, rejected.partner, rejected.partner_version) == ("ccl-torch-break", CCL, T, Version("1.12.1"))
+    assert (rejected.evidence, rejected.source) == ("documented-break", ("intel/torch-ccl@v1.12.0:README.md",))
+    assert sentences.rejected_sentence(rejected) == (
+        "oneccl_bind_pt 1.12.0 is documented not to work with torch 1.12.1 (intel/torch-ccl@v1.12.0:README.md; it is built for torch 1.12.0)"
+    )
+    series = problem_with(CCL, ccl.release, ccl.version, T, Version("1.13.0"))  # another major.minor: the ABI rule
+    assert (series.rule.name, series.evidence, series.source) == ("ccl-torch-series", "built-for", ccl.release.provenance.sources)
     unchecked = dataclasses.replace(ccl.release, provenance=Provenance(("a README",), verified=False, note="not checked"))
-    assert problem_with(CCL, unchecked, unchecked.version, T, Version("1.12.1")).evidence == "unverified"
+    assert problem_with(CCL, unchecked, unchecked.version, T, Version("1.13.0")).evidence == "unverified"
+    assert problem_with(CCL, ccl.release, ccl.version, T, Version("1.12.1")) == rejected
     vision_rejected = pair_problem(vision, torch)
     assert (vision_rejected.rule.name, vision_rejected.evidence) == ("torchvision-torch", "built-for")
     assert sentences.rejected_sentence(vision_rejected) == "torchvision 0.13.0 pins torch 1.12.0, not torch 1.12.1"

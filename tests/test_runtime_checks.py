@@ -94,8 +94,60 @@ def test_bf16_asked_on_an_avx2_only_cpu_is_a_warning(matrix):
 def test_ipex_on_a_cpu_without_avx2_fails(matrix):
     finding = run(matrix, runtime.isa, snapshot(SANDY_BRIDGE_NO_AVX2, distributions=[IPEX]))
     assert finding.status is Status.FAIL
-    assert finding.summary == f"intel-extension-for-pytorch needs AVX2; {SANDY_BRIDGE_NO_AVX2[0]} does not have it"
-    assert "illegal instruction (SIGILL)" in " ".join(finding.evidence)
+    assert finding.summary == f"intel-extension-for-pytorch 2.8.0 needs a CPU with AVX2 (avx2); {SANDY_BRIDGE_NO_AVX2[0]} lacks avx2"
+    evidence = " ".join(finding.evidence)
+    assert "only works on machines with instruction sets equal or newer than AVX2" in evidence  # the release's own check
+    assert "source: intel/intel-extension-for-pytorch@v2.1.100+cpu:intel_extension_for_pytorch/cpu/utils/_cpu_isa.py" in evidence
+
+
+# The floor is the installed release's ([[ipex]] isa_min), not one rule for all: 1.10.x wheels are AVX-512 builds, 1.11 and
+# later dispatch at run time from AVX2, and 1.12.0's AVX2 path was broken (fixed in 1.12.100).
+SKYLAKE = ("Intel(R) Xeon(R) Gold 6148", probe_flags("avx avx2 avx512f avx512dq avx512cd avx512bw avx512vl"))
+
+
+def ipex_dist(version):
+    return Distribution("intel-extension-for-pytorch", "intel-extension-for-pytorch", version, f"/env/site/intel_extension_for_pytorch-{version}.dist-info", "/env/site")
+
+
+def torch_dist(version):
+    return Distribution("torch", "torch", version, f"/env/site/torch-{version}.dist-info", "/env/site")
+
+
+@pytest.mark.parametrize(
+    "ipex, cpu, status, text",
+    [
+        ("1.10.0", ZEN3_AVX2, Status.FAIL, "intel-extension-for-pytorch 1.10.0 needs a CPU with AVX-512 (avx512f, avx512bw, avx512vl, avx512dq); "
+                                           "AMD EPYC 7763 64-Core Processor lacks avx512f, avx512bw, avx512vl, avx512dq"),
+        ("1.10.100+cpu", ZEN3_AVX2, Status.FAIL, "intel-extension-for-pytorch 1.10.100 needs a CPU with AVX-512"),
+        ("1.10.0", SKYLAKE, Status.PASS, "AVX2 and AVX-512, no native bf16"),
+        ("1.10.0", SAPPHIRE_RAPIDS, Status.PASS, "native bf16 (amx_bf16, avx512_bf16)"),
+        ("1.11.0", ZEN3_AVX2, Status.PASS, "AVX2, no native bf16"),
+        ("1.12.0", ZEN3_AVX2, Status.FAIL, "intel-extension-for-pytorch 1.12.0 needs a CPU with AVX-512"),
+        ("1.12.0", SKYLAKE, Status.PASS, "AVX2 and AVX-512, no native bf16"),
+        ("1.12.100", ZEN3_AVX2, Status.PASS, "AVX2, no native bf16"),
+        ("2.8.0", ZEN4, Status.PASS, "native bf16 (avx512_bf16)"),
+        ("2.7.10+xpu", SANDY_BRIDGE_NO_AVX2, Status.PASS, "no AVX2 or AVX-512, no native bf16"),  # an XPU build: packages.ipex-torch fails it
+    ],
+)
+def test_isa_floor_is_the_installed_releases(matrix, ipex, cpu, status, text):
+    finding = run(matrix, runtime.isa, snapshot(cpu, distributions=[ipex_dist(ipex)]))
+    assert finding.status is status
+    assert finding.summary.startswith(text), finding.summary
+
+
+def test_the_1_12_0_failure_names_the_fixed_release_and_a_release_that_runs(matrix):
+    snap = dataclasses.replace(snapshot(ZEN3_AVX2, distributions=[ipex_dist("1.12.0"), torch_dist("1.12.0")]), python=Version("3.10.12"))
+    finding = run(matrix, runtime.isa, snap)
+    assert finding.status is Status.FAIL
+    assert "fix the AVX2 issue that blocks running on non-AVX512 platforms" in " ".join(finding.evidence)
+    assert "source: intel/intel-extension-for-pytorch@v1.12.100:docs/tutorials/releases.md" in finding.evidence
+    assert finding.fix.startswith("pip install intel-extension-for-pytorch==1.12.300 (runs on this CPU and pairs with torch 1.12.0)")
+
+
+def test_an_ipex_release_without_a_recorded_floor_on_a_cpu_without_avx2_is_a_warning(matrix):
+    for version in ("1.9.0", "2.99.0"):  # no isa_min recorded / not in the matrix
+        finding = run(matrix, runtime.isa, snapshot(SANDY_BRIDGE_NO_AVX2, distributions=[ipex_dist(version)]))
+        assert finding.status is Status.WARN and "the least any recorded IPEX release needs" in finding.summary
 
 
 def test_no_avx2_without_ipex_is_not_a_failure(matrix):
@@ -116,8 +168,10 @@ def test_threads_unset_one_rank_passes_and_several_ranks_warn(matrix):
     one = run(matrix, runtime.threads, snapshot(cpus=4), ranks_per_node=1)
     assert one.status is Status.PASS and one.summary == "OMP_NUM_THREADS is not set (one rank uses every allowed CPU)"
     two = run(matrix, runtime.threads, snapshot(cpus=4), ranks_per_node=2)
-    assert two.status is Status.WARN and two.summary == "OMP_NUM_THREADS is not set: each of 2 ranks will start 4 threads on 4 CPUs"
-    assert two.fix.startswith("export OMP_NUM_THREADS=2 CCL_WORKER_COUNT=1")
+    assert two.status is Status.WARN
+    assert two.summary == "OMP_NUM_THREADS is not set: each of 2 ranks will start 4 threads on 4 physical cores (under torchrun: 1 thread each)"
+    # 2 cores per rank: 1 OpenMP thread + 1 oneCCL worker (the old advice, OMP_NUM_THREADS=2 with a worker, made 6 threads on 4 CPUs)
+    assert two.fix.startswith("export OMP_NUM_THREADS=1 CCL_WORKER_COUNT=1   (for 2 ranks on 4 physical cores;")
 
 
 @pytest.mark.parametrize("cpus, omp, workers, ranks, status", [
@@ -131,16 +185,17 @@ def test_threads_times_ranks_against_the_cpus(matrix, cpus, omp, workers, ranks,
     finding = run(matrix, runtime.threads, snap, ranks_per_node=ranks)
     used = (omp + workers) * ranks
     assert finding.status is status
-    assert finding.summary == f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers}) = {used} threads on {cpus} CPUs"
+    cores = f"{cpus} physical core" + ("" if cpus == 1 else "s")  # a snapshot without a recorded topology: each CPU is a core
+    assert finding.summary == f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers}) = {used} threads on {cores}"
     if status is Status.FAIL:
-        assert finding.fix.startswith(f"export OMP_NUM_THREADS={max(1, cpus // ranks - workers)}   (for {ranks} ranks on {cpus} CPUs")
+        assert finding.fix.startswith(f"export OMP_NUM_THREADS={max(1, cpus // ranks - workers)}   (for {ranks} ranks on {cores};")
 
 
 def test_more_ranks_than_cpus_at_one_thread_each_is_a_warning_with_fewer_ranks(matrix):
     snap = snapshot(cpus=2, env={"OMP_NUM_THREADS": "1", "CCL_WORKER_COUNT": "1"})
     finding = run(matrix, runtime.threads, snap, ranks_per_node=2)
     assert finding.status is Status.WARN
-    assert finding.summary == "2 ranks x (OMP_NUM_THREADS=1 + CCL_WORKER_COUNT=1) = 4 threads on 2 CPUs: more ranks than CPUs can carry even at one thread each"
+    assert finding.summary == "2 ranks x (OMP_NUM_THREADS=1 + CCL_WORKER_COUNT=1) = 4 threads on 2 physical cores: more ranks than physical cores can carry even at one thread each"
     assert finding.fix.startswith("Start fewer ranks per node (at most 1 here)")
 
 
@@ -148,8 +203,8 @@ def test_a_cgroup_quota_is_what_counts(matrix):
     # docker run --cpus=4 on a 64-core node: the affinity says 64, the quota 4
     snap = snapshot(cpus=_effective_cpus(64, 4.0), quota=4.0, env={"OMP_NUM_THREADS": "8", "CCL_WORKER_COUNT": "0"})
     finding = run(matrix, runtime.threads, snap, ranks_per_node=1)
-    assert finding.status is Status.FAIL and finding.summary.endswith("= 8 threads on 4 CPUs")
-    assert "4 CPUs allowed for this process (cgroup quota 4)" in finding.evidence
+    assert finding.status is Status.FAIL and finding.summary.endswith("= 8 threads on 4 physical cores")
+    assert "4 physical cores allowed for this process (cgroup quota 4)" in finding.evidence
 
 
 # --- runtime.shm -----------------------------------------------------------------------------------------
@@ -234,6 +289,7 @@ def test_compat_env_threads_follow_the_allowed_cpus(bindings_context, monkeypatc
     from compatmatrix import shell_env
 
     monkeypatch.setattr(shell_env, "preload_candidates", lambda prefix: NONE_FOUND)
-    context = dataclasses.replace(bindings_context, snapshot=dataclasses.replace(bindings_context.snapshot, allowed_cpus=cpus), cache={})
+    # raw={}: no recorded topology, so the plan counts the snapshot's allowed CPUs as cores (tests/test_placement.py has real topologies)
+    context = dataclasses.replace(bindings_context, snapshot=dataclasses.replace(bindings_context.snapshot, allowed_cpus=cpus, raw={}), cache={})
     plan = shell_env.plan_env(context, ranks)
     assert plan.exports["CCL_WORKER_COUNT"] == "1" and plan.exports["OMP_NUM_THREADS"] == str(omp)

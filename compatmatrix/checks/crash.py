@@ -9,6 +9,12 @@ from typing import Optional
 
 _SIGNALS = {s.value: s.name for s in signal.Signals}
 
+# IPEX's torch-version guard, in every spelling it has printed: one space (1.12-2.0, 2.2-2.8), the 2.1.0/2.1.100 text
+# whose backslash continuations keep the next lines' indentation (7 spaces before "2.1.*", 11 before "and run again."),
+# "Intel(R)" or "Intel®", and the C++ check's "PyTorch/libtorch 2.1.*" (csrc/jit/initialization.cpp).
+_GUARD = re.compile(r"needs\s+to\s+work\s+with\s+PyTorch(?:/libtorch)?\s+([0-9][0-9.*]*)")
+_GUARD_FOUND = re.compile(r"but\s+PyTorch(?:/libtorch)?\s+(\S+)\s+is\s+found")
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -42,10 +48,10 @@ def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: boo
     if timed_out:
         return Verdict("hang", f"importing {what} did not finish within {timeout:g} s", (ending, _last_line(output) or "no output"),
                        "Something blocks at import (a lock, a network call, a waiting MPI/oneCCL init): run the import by hand with PYTHONFAULTHANDLER=1.")
-    guard = re.search(r"needs to work with PyTorch ([0-9.*]+)", output)
+    guard = _GUARD.search(output)
     if guard:
         series = guard.group(1)
-        found = re.search(r"but PyTorch (\S+) is found", output)
+        found = _GUARD_FOUND.search(output)
         installed = found.group(1) if found else "another version"
         if "module 'os' has no attribute 'exit'" in stderr:
             ending_text = "and then crashed with AttributeError: module 'os' has no attribute 'exit' (the 2.6-2.8 guard calls os.exit)"

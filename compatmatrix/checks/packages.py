@@ -1,4 +1,5 @@
-"""The installed tuple against the matrix: pairings, library gates, duplicates, builds, end of life."""
+"""The installed tuple against the matrix: pairings (with their evidence), known-bad sets, device builds, library gates,
+duplicates, builds, end of life."""
 
 from __future__ import annotations
 
@@ -6,10 +7,22 @@ from typing import Optional
 
 from packaging.version import Version
 
+from ..devices import DeviceBuild, device_build
 from ..environment.snapshot import Distribution
 from ..matrix.model import CclRelease, Component, IpexRelease, LibraryLine
-from ..rules import fits, problem_with
-from ..sentences import ccl_torch_phrase, ipex_torch_phrase, python_list, range_text
+from ..rules import fits, known_bad, pairing_evidence, problem_with
+from ..sentences import (
+    ccl_torch_phrase,
+    device_build_fix,
+    device_build_sentence,
+    ipex_torch_phrase,
+    known_bad_phrase,
+    nearest_verified,
+    pairing_phrase,
+    python_list,
+    range_text,
+    sources_text,
+)
 from .finding import Context, Finding, Status, check
 
 IPEX_NAMES = ("intel-extension-for-pytorch", "torch-ipex")
@@ -55,14 +68,39 @@ def _host_hint(ctx: Context, component: Component, release) -> str:
     return ""
 
 
-def _installed_with_torch(ctx: Context, cid: str, names: tuple[str, ...], label: str, finder):
-    """(installed torch, the matrix entry of the installed package), or the SKIP/WARN finding that ends the check."""
+def installed_device_build(ctx: Context, component: Component, dist: Optional[Distribution]) -> Optional[DeviceBuild]:
+    """The XPU/GPU build an installed distribution is, by its full version (label included), or None."""
+    if dist is None or dist.version is None:
+        return None
+    return device_build(ctx.matrix, component, dist.version)
+
+
+def _device_finding(cid: str, build: DeviceBuild, dist: Distribution) -> Finding:
+    return Finding(cid, Status.FAIL, device_build_sentence(build), (dist.path, f"source: {sources_text(build.sources)}"), device_build_fix(build))
+
+
+def _torch_label(ctx: Context) -> Optional[str]:
+    """The installed torch build's local label ("+cpu", "" for none), None when unreadable."""
+    dist = torch_dist(ctx)
+    version = dist.version if dist is not None else None
+    return None if version is None else (f"+{version.local}" if version.local else "")
+
+
+def _installed_with_torch(ctx: Context, cid: str, names: tuple[str, ...], label: str, finder, component: Component):
+    """(installed torch, the matrix entry of the installed package), or the finding that ends the check: SKIP/WARN,
+    or FAIL for an XPU/GPU build (never judged as the CPU release of the same number)."""
     dist = ctx.snapshot.get(*names)
     torch = torch_version(ctx)
     if dist is None:
         return Finding(cid, Status.SKIP, f"{label} is not installed")
+    device = installed_device_build(ctx, component, dist)
+    if device is not None:
+        return _device_finding(cid, device, dist)
     if torch is None or dist.public_version is None:
         return Finding(cid, Status.SKIP, "torch is not installed" if torch is None else f"unreadable {label} version {dist.raw_version!r}")
+    torch_device = installed_device_build(ctx, Component.TORCH, torch_dist(ctx))
+    if torch_device is not None:
+        return Finding(cid, Status.SKIP, f"{device_build_sentence(torch_device)}: its pairing with {label} is not judged (see packages.torch-installed)")
     release = finder(dist.public_version)
     if release is None:
         return Finding(cid, Status.WARN, f"{label} {dist.raw_version} is not in the matrix", (dist.path,), "Upgrade compatmatrix, or check the pairing by hand.")
@@ -82,13 +120,16 @@ def torch_installed(ctx: Context) -> Finding:
     if dist.version is None:
         return Finding("packages.torch-installed", Status.WARN, f"torch's metadata has an unreadable version {dist.raw_version!r}", (dist.path,),
                        f"Reinstall torch: {ctx.snapshot.executable} -m pip install --force-reinstall --no-deps torch==<the version you want>")
+    device = installed_device_build(ctx, Component.TORCH, dist)
+    if device is not None:
+        return _device_finding("packages.torch-installed", device, dist)
     return Finding("packages.torch-installed", Status.PASS, f"torch {dist.raw_version}", (dist.path,))
 
 
 @check("packages.ipex-torch", "IPEX's import check accepts the installed torch")
 def ipex_torch(ctx: Context) -> Finding:
     cid = "packages.ipex-torch"
-    found = _installed_with_torch(ctx, cid, IPEX_NAMES, "intel-extension-for-pytorch", ctx.matrix.ipex_release)
+    found = _installed_with_torch(ctx, cid, IPEX_NAMES, "intel-extension-for-pytorch", ctx.matrix.ipex_release, Component.IPEX)
     if isinstance(found, Finding):
         return found
     torch, release = found
@@ -112,27 +153,75 @@ def ipex_torch(ctx: Context) -> Finding:
     return Finding(cid, Status.FAIL, f"intel-extension-for-pytorch {release.version} does not work with torch {torch}", evidence, fix)
 
 
-@check("packages.ccl-torch", "oneccl_bind_pt is built for exactly the installed torch")
+@check("packages.ccl-torch", "oneccl_bind_pt pairs with the installed torch, and how that is known")
 def ccl_torch(ctx: Context) -> Finding:
+    """PASS built for the installed torch; WARN reported working (its source) or unverified (the same major.minor, no
+    source either way), naming the nearest verified pairing; FAIL a documented break (its source) or another major.minor."""
     cid = "packages.ccl-torch"
-    found = _installed_with_torch(ctx, cid, CCL_NAMES, "oneccl_bind_pt", ctx.matrix.ccl_release)
+    found = _installed_with_torch(ctx, cid, CCL_NAMES, "oneccl_bind_pt", ctx.matrix.ccl_release, Component.CCL)
     if isinstance(found, Finding):
         return found
     torch, release = found
-    if _fits_torch(Component.CCL, release, torch):
-        return Finding(cid, Status.PASS, f"oneccl_bind_pt {release.version} is built for torch {torch}", (f"module {release.module}, bundled oneCCL {release.oneccl}",))
-    partner: Optional[CclRelease] = next((r for r in ctx.matrix.releases[Component.CCL] if _fits_torch(Component.CCL, r, torch)), None)  # type: ignore[misc]
-    evidence = [
-        f"oneccl_bind_pt {release.version} {ccl_torch_phrase(release)}",
-        "a mismatch fails at import with 'undefined symbol' or aborts with 'Mismatch in kernel C++ signatures'",
-        f"source: {release.provenance.sources[0]}",
-    ]
-    if partner is not None:
-        evidence.append(f"torch {torch} pairs with oneccl_bind_pt {partner.version}")
-        fix = f"pip install oneccl_bind_pt=={partner.version}{_host_hint(ctx, Component.CCL, partner)}  (or pip install torch=={release.torch})"
+    built: Optional[CclRelease] = next((r for r in ctx.matrix.releases[Component.CCL] if r.torch == torch), None)  # type: ignore[misc, attr-defined]
+    pairing = pairing_evidence(release, torch)
+    module = f"module {release.module}, bundled oneCCL {release.oneccl}"
+    if pairing is not None and pairing.evidence == "built-for":
+        return Finding(cid, Status.PASS, f"oneccl_bind_pt {release.version} is built for torch {torch}", (module,))
+    nearest = nearest_verified(Component.CCL, release.torch, release.version, built.version if built is not None and built is not release else None)
+    if pairing is not None and pairing.evidence != "documented-break":
+        evidence = (
+            f"oneccl_bind_pt {release.version} {ccl_torch_phrase(release)}",
+            f"the nearest verified (built-for) pairing: {nearest}",
+            *(f"source: {s}" for s in pairing.provenance.sources[:2]),
+            module,
+        )
+        fix = (f"pip install oneccl_bind_pt=={built.version}{_host_hint(ctx, Component.CCL, built)}  (built for torch {torch})" if built is not None and built is not release
+               else f"pip install torch=={release.torch}  (the torch oneccl_bind_pt {release.version} is built for)")
+        return Finding(cid, Status.WARN, f"oneccl_bind_pt {release.version} with torch {torch}: {pairing_phrase(pairing, detail=True)}", evidence, fix)
+    if pairing is not None:  # a documented break
+        summary = f"oneccl_bind_pt {release.version} does not work with torch {torch}: {pairing_phrase(pairing)}"
+        evidence = [pairing.provenance.note] if pairing.provenance.note else []
+        evidence.append(f"source: {sources_text(pairing.provenance.sources)}")
+    else:
+        summary = f"oneccl_bind_pt {release.version} does not work with torch {torch}"
+        evidence = [
+            f"oneccl_bind_pt {release.version} {ccl_torch_phrase(release)}",
+            f"torch {torch} is of another major.minor series, whose C++ ABI differs (rule ccl-torch-series): a mismatch fails at import with "
+            "'undefined symbol' or aborts with 'Mismatch in kernel C++ signatures'",
+            f"source: {release.provenance.sources[0]}",
+        ]
+    if built is not None:
+        evidence.append(f"torch {torch} pairs with oneccl_bind_pt {built.version} (built for it)")
+        fix = f"pip install oneccl_bind_pt=={built.version}{_host_hint(ctx, Component.CCL, built)}  (or pip install torch=={release.torch})"
     else:
         fix = f"No oneccl_bind_pt release is built for torch {torch}: pip install torch=={release.torch}, or use the gloo backend (compat resolve --profile stock)."
-    return Finding(cid, Status.FAIL, f"oneccl_bind_pt {release.version} does not work with torch {torch}", tuple(evidence), fix)
+    return Finding(cid, Status.FAIL, summary, tuple(evidence), fix)
+
+
+@check("packages.known-bad", "the installed set is not one a source reports failing")
+def known_bad_sets(ctx: Context) -> Finding:
+    """WARN when the installed torch and a package form a [[known_bad]] set (with what fails and the source)."""
+    cid = "packages.known-bad"
+    torch = torch_version(ctx)
+    if torch is None:
+        return Finding(cid, Status.SKIP, "torch is not installed")
+    label = _torch_label(ctx)
+    hits = []
+    for component, names in ((Component.IPEX, IPEX_NAMES), (Component.CCL, CCL_NAMES), (Component.TORCHVISION, ("torchvision",)), (Component.TORCHAUDIO, ("torchaudio",))):
+        dist = ctx.snapshot.get(*names)
+        if dist is None or dist.public_version is None or installed_device_build(ctx, component, dist) is not None:
+            continue
+        release = ctx.matrix.release(component, dist.public_version)
+        bad = known_bad(release, dist.public_version, torch, label) if release is not None else None
+        if bad is not None:
+            hits.append(bad)
+    if not hits:
+        return Finding(cid, Status.PASS, f"no known-bad set among the installed packages ({len(ctx.matrix.known_bad)} in the matrix)")
+    first = hits[0]
+    evidence = tuple(known_bad_phrase(b) for b in hits[1:]) + tuple(n for n in (first.provenance.note,) if n)
+    return Finding(cid, Status.WARN, known_bad_phrase(first), evidence,
+                   f"Use another set of the series if you can (compat resolve torch=={torch.major}.{torch.minor}.* {first.component.distribution}); "
+                   "otherwise test the failing path before relying on it.")
 
 
 def _companion(ctx: Context, component: Component) -> Finding:
@@ -142,6 +231,9 @@ def _companion(ctx: Context, component: Component) -> Finding:
     torch = torch_version(ctx)
     if dist is None or torch is None:
         return Finding(cid, Status.SKIP, f"{package} is not installed" if dist is None else "torch is not installed")
+    device = installed_device_build(ctx, component, dist)
+    if device is not None:
+        return _device_finding(cid, device, dist)
     release = ctx.matrix.release(component, dist.public_version) if dist.public_version is not None else None
     if release is None:
         return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
@@ -285,10 +377,10 @@ def python_support(ctx: Context) -> Finding:
     cid = "packages.python-support"
     python = ctx.snapshot.python_minor
     problems, seen = [], []
-    for names, finder in ((IPEX_NAMES, ctx.matrix.ipex_release), (CCL_NAMES, ctx.matrix.ccl_release)):
+    for names, finder, component in ((IPEX_NAMES, ctx.matrix.ipex_release, Component.IPEX), (CCL_NAMES, ctx.matrix.ccl_release, Component.CCL)):
         dist = ctx.snapshot.get(*names)
-        if dist is None or dist.public_version is None:
-            continue
+        if dist is None or dist.public_version is None or installed_device_build(ctx, component, dist) is not None:
+            continue  # a device build: packages.ipex-torch / packages.ccl-torch say so
         release: Optional[IpexRelease | CclRelease] = finder(dist.public_version)
         if release is None:
             continue

@@ -99,10 +99,13 @@ def _bad_count(key: str, value: str) -> Finding:
     return Finding("runtime.threads", Status.FAIL, summary, fix=f"export {key}=<a whole number>   (compat env prints the value for this machine)")
 
 
-@check("runtime.threads", "OMP_NUM_THREADS x ranks and CCL_WORKER_COUNT fit the CPUs this process may use")
+@check("runtime.threads", "OMP_NUM_THREADS x ranks and CCL_WORKER_COUNT fit the physical cores this process may use")
 def threads(ctx: Context) -> Finding:
+    """Counted in physical cores, not hyperthreads, against the same plan compat launch binds by (placement/plan.py)."""
+    from ..placement.plan import thread_advice
+    from ..placement.topology import machine_from_snapshot, plural
+
     cid = "runtime.threads"
-    cpus = ctx.snapshot.allowed_cpus
     ranks = max(1, ctx.options.ranks_per_node)
     omp_text = ctx.snapshot.env.get("OMP_NUM_THREADS")
     workers_text = ctx.snapshot.env.get("CCL_WORKER_COUNT")
@@ -112,29 +115,45 @@ def threads(ctx: Context) -> Finding:
         return _bad_count("OMP_NUM_THREADS", omp_text)
     if workers_text is not None and workers is None:
         return _bad_count("CCL_WORKER_COUNT", workers_text)
-    workers_n = workers if isinstance(workers, int) else 0
-    recommended = max(1, cpus // ranks - workers_n)
-    fix = f"export OMP_NUM_THREADS={recommended}" + ("" if workers is not None else " CCL_WORKER_COUNT=1") + f"   (for {ranks} ranks on {cpus} CPUs; compat env --ranks-per-node {ranks})"
-    evidence = (f"{cpus} CPUs allowed for this process" + (f" (cgroup quota {ctx.snapshot.cgroup_quota:g})" if ctx.snapshot.cgroup_quota else ""), f"{ranks} ranks per node (--ranks-per-node)")
+    machine = machine_from_snapshot(ctx.snapshot)
+    advice = thread_advice(machine, ranks, workers if workers is not None else 1)
+    cores = advice.cores
+    workers_n = workers if workers is not None else 0
+    fix = (f"export OMP_NUM_THREADS={advice.omp_threads}" + ("" if workers is not None else f" CCL_WORKER_COUNT={advice.ccl_workers}")
+           + f"   (for {ranks} ranks on {plural(cores, 'physical core')}; compat launch --nproc-per-node {ranks} also binds each rank to its cores)")
+    hyper = f" ({advice.cpus} CPUs with hyperthreads)" if advice.cpus != cores else ""
+    evidence = (f"{plural(cores, 'physical core')}{hyper} allowed for this process"
+                + (f" (cgroup quota {ctx.snapshot.cgroup_quota:g})" if ctx.snapshot.cgroup_quota else ""), f"{ranks} ranks per node (--ranks-per-node)")
+    if advice.problem:
+        evidence += (advice.problem,)
     if omp is None:
         if ranks > 1:
-            return Finding(cid, Status.WARN, f"OMP_NUM_THREADS is not set: each of {ranks} ranks will start {cpus} threads on {cpus} CPUs", evidence, fix)
+            allowed = sum(len(core.threads) for core in machine.usable_cores)  # what OpenMP counts by default
+            return Finding(cid, Status.WARN, f"OMP_NUM_THREADS is not set: each of {ranks} ranks will start {allowed} threads on {plural(cores, 'physical core')}"
+                           " (under torchrun: 1 thread each)", evidence, fix)
         return Finding(cid, Status.PASS, "OMP_NUM_THREADS is not set (one rank uses every allowed CPU)", evidence)
     used = (omp + workers_n) * ranks
     if omp_text is not None and "," in omp_text:
         evidence += (f"OMP_NUM_THREADS={omp_text.strip()} sets nested levels: each rank starts {omp} threads at the first level",)
-    summary = f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n}) = {used} threads on {cpus} CPUs"
-    if used > cpus and (1 + workers_n) * ranks > cpus and omp == 1:
+    summary = f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n}) = {used} threads on {plural(cores, 'physical core')}"
+    if used > cores and (1 + workers_n) * ranks > cores and omp == 1:
         # no setting fits: this is already the least a rank can use
-        return Finding(cid, Status.WARN, summary + ": more ranks than CPUs can carry even at one thread each", evidence,
-                       f"Start fewer ranks per node (at most {max(1, cpus // (1 + workers_n))} here), or run on more CPUs.")
-    if used > cpus:
+        return Finding(cid, Status.WARN, summary + ": more ranks than physical cores can carry even at one thread each", evidence,
+                       f"Start fewer ranks per node (at most {max(1, cores // (1 + workers_n))} here), or run on more cores.")
+    if used > cores and used <= advice.cpus:
+        return Finding(cid, Status.WARN, summary + f": the threads share cores with their hyperthread siblings ({advice.cpus} CPUs)", evidence, fix)
+    if used > cores:
         return Finding(cid, Status.FAIL, summary, evidence, fix)
     return Finding(cid, Status.PASS, summary, evidence)
 
 
-@check("runtime.isa", "the CPU has what IPEX and bf16 need")
+@check("runtime.isa", "the CPU has the instruction set the installed IPEX release needs, and what bf16 needs")
 def isa(ctx: Context) -> Finding:
+    """The installed IPEX release's own floor ([[ipex]] isa_min: AVX-512 for 1.10.x and 1.12.0, AVX2 otherwise), not one
+    rule for every release; a release without a recorded floor is held to AVX2, the least any recorded release needs."""
+    from ..devices import device_build
+    from ..matrix.model import Component
+    from ..sentences import isa_phrase, sources_text
     from .packages import IPEX_NAMES
 
     cid = "runtime.isa"
@@ -142,13 +161,46 @@ def isa(ctx: Context) -> Finding:
     model = ctx.snapshot.cpu.model or "this CPU"
     evidence = (f"{model}: {', '.join(sorted(flags)) or 'no AVX2/AVX-512/AMX flags'}",)
     ipex = ctx.snapshot.get(*IPEX_NAMES)
-    if ipex is not None and "avx2" not in flags:
-        return Finding(cid, Status.FAIL, f"intel-extension-for-pytorch needs AVX2; {model} does not have it", evidence + ("importing IPEX ends with an illegal instruction (SIGILL)",),
-                       "Run on a CPU with AVX2 (AVX-512 or AMX for bf16), or uninstall IPEX and use stock PyTorch.")
+    if ipex is not None and ipex.version is not None and device_build(ctx.matrix, Component.IPEX, ipex.version) is None:
+        release = ctx.matrix.ipex_release(ipex.public_version) if ipex.public_version is not None else None
+        floor = release.isa_min if release is not None else None
+        name = f"intel-extension-for-pytorch {ipex.public_version}"
+        if floor is not None:
+            missing = [f for f in floor.flags if f not in flags]
+            if missing:
+                why = (floor.provenance.note,) if floor.provenance.note else ()
+                return Finding(cid, Status.FAIL, f"{name} {isa_phrase(floor)}; {model} lacks {', '.join(missing)}",
+                               evidence + why + (f"source: {sources_text(floor.provenance.sources)}",), _isa_fix(ctx, floor.level))
+        elif "avx2" not in flags:
+            unknown = "is not in the matrix" if release is None else "has no recorded CPU floor"
+            return Finding(cid, Status.WARN, f"{name} {unknown}, and {model} has no AVX2, the least any recorded IPEX release needs", evidence,
+                           _isa_fix(ctx, "avx2"))
     bf16_native = bool(flags & {"avx512_bf16", "amx_bf16"})
     if ctx.options.bf16 and not bf16_native:
         return Finding(cid, Status.WARN, f"bf16 was asked for, but {model} has no avx512_bf16 or amx_bf16: bf16 will be emulated and slow", evidence, "Train in fp32 here (drop --bf16), or use a CPU with AVX512-BF16 / AMX (Cooper Lake, Sapphire Rapids or newer).")
     return Finding(cid, Status.PASS, isa_summary(flags), evidence)
+
+
+def _isa_fix(ctx: Context, level: str) -> str:
+    """The newest IPEX release this CPU can run that pairs with the installed torch (by the matrix), else a general fix."""
+    from ..matrix.model import ISA_FLAGS, ISA_NAMES, Component, IpexRelease
+    from ..rules import fits
+
+    flags = ctx.snapshot.cpu.flags
+    dist = ctx.snapshot.get("torch")
+    torch = dist.public_version if dist is not None else None
+    runnable = [
+        r for r in ctx.matrix.releases[Component.IPEX]
+        if isinstance(r, IpexRelease) and r.isa_min is not None and all(f in flags for f in ISA_FLAGS[r.isa_min.level])
+        and torch is not None and fits(Component.IPEX, r, r.version, Component.TORCH, torch)
+        and any(w.has_python(ctx.snapshot.python_minor) for w in r.wheels)
+    ]
+    if runnable:
+        best = max(runnable, key=lambda r: r.version)
+        return f"pip install intel-extension-for-pytorch=={best.version} (runs on this CPU and pairs with torch {torch}), or run on a CPU with {ISA_NAMES[level]}."
+    if level == "avx2":
+        return "Run on a CPU with AVX2 (AVX-512 or AMX for bf16), or uninstall IPEX and use stock PyTorch."
+    return "Run on a CPU with AVX-512, install a newer IPEX that needs only AVX2 (compat resolve shows one for your Python), or uninstall IPEX and use stock PyTorch."
 
 
 def isa_summary(flags) -> str:

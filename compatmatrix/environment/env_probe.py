@@ -136,7 +136,127 @@ def cpu_info():
     except OSError:
         pass
     info["numa_nodes"] = len(nodes) or None
+    info["topology"] = cpu_topology()
     return info
+
+
+def cpu_list(text):
+    """A kernel CPU list ("0-27,56-83") as sorted numbers; None when the text is not one."""
+    found = set()
+    text = text.strip()
+    if not text:
+        return []
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            return None
+        first = int(low)
+        last = int(high) if dash else first
+        if last < first:
+            return None
+        found.update(range(first, last + 1))
+    return sorted(found)
+
+
+def _read_number(path):
+    text = read_text(path, 100)
+    try:
+        return int(text.strip()) if text is not None else None
+    except ValueError:
+        return None
+
+
+def cpu_topology(sys_root="/sys"):
+    """Sockets, physical cores, hyperthread siblings and NUMA nodes of the online CPUs, from sysfs.
+
+    ``sys_root`` is /sys or a recorded copy shaped like it (devices/system/cpu/online,
+    devices/system/cpu/cpuN/topology/{physical_package_id,core_id,thread_siblings_list},
+    devices/system/node/nodeN/cpulist). The answer is plain data; "problem" names the first file that is
+    missing or unreadable (then "cpus" is None and the reader falls back or refuses)."""
+    cpu_dir = os.path.join(sys_root, "devices", "system", "cpu")
+    text = read_text(os.path.join(cpu_dir, "online"), 65536)
+    online = cpu_list(text) if text is not None else None
+    answer = {"online": online, "cpus": None, "nodes": {}, "problem": None}
+    if not online:
+        answer["problem"] = "%s/online is missing or not a CPU list" % cpu_dir
+        return answer
+    cpus = []
+    for number in online:
+        base = os.path.join(cpu_dir, "cpu%d" % number, "topology")
+        package = _read_number(os.path.join(base, "physical_package_id"))
+        core = _read_number(os.path.join(base, "core_id"))
+        siblings_text = read_text(os.path.join(base, "thread_siblings_list"), 65536)
+        siblings = cpu_list(siblings_text) if siblings_text is not None else None
+        if package is None or core is None or not siblings:
+            missing = "physical_package_id" if package is None else "core_id" if core is None else "thread_siblings_list"
+            answer["problem"] = "%s/%s is missing or unreadable" % (base, missing)
+            return answer
+        cpus.append({"cpu": number, "package": package, "core": core, "siblings": siblings})
+    answer["cpus"] = cpus
+    node_dir = os.path.join(sys_root, "devices", "system", "node")
+    try:
+        entries = sorted(n for n in os.listdir(node_dir) if re.match(r"node\d+$", n))
+    except OSError:
+        entries = []
+    for entry in entries:
+        listed = read_text(os.path.join(node_dir, entry, "cpulist"), 65536)
+        members = cpu_list(listed) if listed is not None else None
+        if members is None:
+            answer["problem"] = "%s/%s/cpulist is missing or not a CPU list" % (node_dir, entry)
+            answer["nodes"] = {}
+            return answer
+        answer["nodes"][entry[4:]] = members
+    return answer
+
+
+def _quota_of(text_max, text_quota, text_period):
+    """CPUs a cgroup may use, from cpu.max (v2: "<quota> <period>" or "max <period>") or cfs_quota_us/cfs_period_us (v1)."""
+    try:
+        if text_max is not None:
+            parts = text_max.split()
+            if len(parts) == 2 and parts[0] != "max" and float(parts[1]) > 0:
+                return float(parts[0]) / float(parts[1])
+            return None
+        if text_quota and text_period and int(text_quota) > 0 and float(text_period) > 0:
+            return float(text_quota) / float(text_period)
+    except ValueError:
+        pass
+    return None
+
+
+def _own_cgroup_paths():
+    """This process's cgroup path per hierarchy, from /proc/self/cgroup: {"": v2 path, "cpu": v1 path}."""
+    paths = {}
+    for line in (read_text("/proc/self/cgroup", 65536) or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            paths[""] = parts[2]
+        elif "cpu" in parts[1].split(","):
+            paths["cpu"] = parts[2]
+    return paths
+
+
+def cgroup_quota(sys_root="/sys", own_path=True):
+    """The smallest CPU quota on the way from the cgroup root to this process's cgroup (cgroup v2, else v1), in
+    CPUs; None without a quota. ``own_path=False`` (a recorded sysfs copy) reads the root folders only."""
+    mounts = os.path.join(sys_root, "fs", "cgroup")
+    paths = _own_cgroup_paths() if own_path else {}
+    found = []
+    for hierarchy, folder, names in (("", mounts, ("cpu.max",)), ("cpu", os.path.join(mounts, "cpu"), ("cpu.cfs_quota_us", "cpu.cfs_period_us"))):
+        steps = [p for p in paths.get(hierarchy, "/").split("/") if p and p != ".."]
+        for depth in range(len(steps) + 1):
+            here = os.path.join(folder, *steps[:depth])
+            if len(names) == 1:
+                quota = _quota_of(read_text(os.path.join(here, names[0]), 200), None, None)
+            else:
+                quota = _quota_of(None, read_text(os.path.join(here, names[0]), 50), read_text(os.path.join(here, names[1]), 50))
+            if quota is not None:
+                found.append(quota)
+        if found:  # the v2 answer wins over a v1 mount seen through a hybrid layout
+            break
+    return min(found) if found else None
 
 
 def allowed_cpus():
@@ -144,24 +264,7 @@ def allowed_cpus():
         cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = list(range(os.cpu_count() or 1))
-    quota = None
-    text = read_text("/sys/fs/cgroup/cpu.max", 200)  # cgroup v2: "<quota> <period>" or "max <period>"
-    if text:
-        parts = text.split()
-        if len(parts) == 2 and parts[0] != "max":
-            try:
-                quota = float(parts[0]) / float(parts[1])
-            except ValueError:
-                quota = None
-    else:  # cgroup v1
-        q = read_text("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", 50)
-        period = read_text("/sys/fs/cgroup/cpu/cpu.cfs_period_us", 50)
-        try:
-            if q and period and int(q) > 0:
-                quota = float(q) / float(period)
-        except ValueError:
-            quota = None
-    return {"affinity": cpus, "count": len(cpus), "cgroup_quota": quota}
+    return {"affinity": cpus, "count": len(cpus), "cgroup_quota": cgroup_quota()}
 
 
 def shm_info():

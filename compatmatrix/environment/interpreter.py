@@ -106,6 +106,8 @@ def query_interpreter(path: str, timeout: Optional[float] = None) -> Interpreter
         platform = Platform.from_tag(tag)
         if platform.system == "linux" and data.get("libc") not in ("glibc", ""):
             platform = Platform(tag=platform.tag, system="linux", machine=platform.machine, libc=str(data["libc"]))
+        elif platform.libc == "glibc" and platform.glibc is None:
+            platform = platform.with_glibc(str(data.get("libc_version") or ""))  # the tag (linux_x86_64) does not say which glibc
     except (ValueError, KeyError, TypeError, AttributeError, InvalidVersion, CompatError):  # CompatError: a platform tag compat cannot read
         raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to the probe is not what a Python 3.6+ writes).", _FIX) from None
     if implementation != "cpython":

@@ -27,7 +27,7 @@ class FileRequest:
     passthrough: tuple[InputRequirement, ...] = ()  # packages compat does not model: installed as written
     notes: tuple[str, ...] = ()  # how the files were read (extras, markers, editable lines, index lines)
     index_warnings: tuple[str, ...] = ()  # a file's index that cannot serve a pin; names exposed to shadowing
-    pinned: Mapping[str, str] = field(default_factory=dict)  # canonical name -> exact version (label kept), every pinned line
+    pinned: Mapping[str, str] = field(default_factory=dict)  # name as written -> exact version (label kept), every pinned line
 
     @property
     def passthrough_lines(self) -> tuple[str, ...]:
@@ -49,8 +49,10 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
     notes: list[str] = list(inputs.skipped)
     pinned: dict[str, str] = {}
     for item in inputs.requirements:
-        if item.pinned is not None:
-            pinned[canonical_name(item.name)] = str(item.pinned)
+        if item.pinned is not None:  # the name as written (a dist-info says it so too); a later pin of the same project wins
+            for name in [n for n in pinned if canonical_name(n) == canonical_name(item.name)]:
+                del pinned[name]
+            pinned[item.name] = str(item.pinned)
         component = component_of(item.name)
         if component is None:
             if not item.constraint:

@@ -50,9 +50,10 @@ class Launch:
     commands: tuple[tuple[str, ...], ...]  # one per process compat starts (spawn: one per rank)
     envs: tuple[Mapping[str, str], ...]
     master: str
-    expected_local: int  # ranks that should start on this node
+    expected_local: int  # ranks whose records compat should find (this node's; every host's with an mpirun hostfile)
     world_size: int
     notes: tuple[str, ...] = field(default=())
+    hosts: tuple[str, ...] = field(default=())  # the hostfile's hosts (mpirun across hosts); empty: this node only
 
 
 # Set by a launcher for its own children: inherited from compat's caller (a SLURM job, a torchrun, a shell that
@@ -138,6 +139,30 @@ def mpi_flavor(mpirun: str, timeout: float = 20.0) -> str:
     raise LaunchError(f"{mpirun} is neither Intel MPI, MPICH nor Open MPI.", "Pass --mpirun with the path of one of those.")
 
 
+# where a user's remote shell for mpirun is set (honoured as they are: compat passes them to mpirun untouched)
+RSH_VARIABLES = ("I_MPI_HYDRA_BOOTSTRAP_EXEC", "HYDRA_LAUNCHER_EXEC", "OMPI_MCA_plm_rsh_agent")
+
+
+def remote_shell(env: Mapping[str, str], given: Optional[str] = None) -> tuple[str, str]:
+    """(program, where it comes from) of the remote shell that reaches other hosts: --rsh, then the MPI's own variables, then ssh."""
+    if given:
+        return given, "--rsh"
+    for name in RSH_VARIABLES:
+        if env.get(name):
+            return env[name], f"${name}"
+    return "ssh", "the default"
+
+
+def rsh_arguments(flavor: str, rsh: str) -> list[str]:
+    """mpirun's own options for the remote shell: hydra (Intel MPI) -bootstrap-exec, MPICH's hydra -launcher-exec, Open MPI's
+    plm_rsh_agent. Each calls it like ssh: PROG [options] HOST COMMAND..."""
+    if flavor == "open-mpi":
+        return ["--mca", "plm_rsh_agent", rsh]
+    if flavor == "intel-mpi":
+        return ["-bootstrap", "ssh", "-bootstrap-exec", rsh]
+    return ["-launcher", "ssh", "-launcher-exec", rsh]
+
+
 def plan_launch(
     launcher: str,
     python: str,
@@ -147,6 +172,7 @@ def plan_launch(
     threads_per_rank: int,
     mpirun: Optional[str] = None,
     rank_env: bool = True,
+    rsh: Optional[str] = None,
 ) -> Launch:
     """The processes to start for ``launcher``. ``worker`` is the worker script and its arguments.
 
@@ -200,6 +226,8 @@ def plan_launch(
             command.append("--allow-run-as-root")
         if topology.hostfile:
             command += ["--hostfile", topology.hostfile, "--map-by", f"ppr:{n}:node"]
+        if rsh:
+            command += rsh_arguments(flavor, rsh)
         for name in names:
             command += ["-x", name]
         command += ["-x", "PYTHONPATH"] if "PYTHONPATH" in env else []
@@ -207,11 +235,17 @@ def plan_launch(
         command = [binary, "-n", str(world), "-ppn", str(n)]
         if topology.hostfile:
             command += ["-f", topology.hostfile]
+        if rsh:
+            command += rsh_arguments(flavor, rsh)
         for name in names:
             command += ["-genv", name, env[name]]
     command += [python, *worker_args]
     notes: tuple[str, ...] = (f"{flavor}: the worker maps PMI_RANK/PMI_SIZE/MPI_LOCALRANKID or OMPI_COMM_WORLD_* to RANK/WORLD_SIZE/LOCAL_RANK",) if rank_env else ()
-    if hosts and not topology.master_port and addr not in (LOOPBACK, "localhost"):
+    if hosts and not topology.master_port and addr not in (LOOPBACK, "localhost", socket.gethostname()):
         notes += (f"MASTER_PORT {port} was free on this node, not necessarily on {addr}: pass --master-port to choose one",)
-    local_ranks = n if topology.hostfile else world
-    return Launch("mpirun", flavor, (tuple(command),), (env,), master, local_ranks, world, notes)
+    names_of_hosts = tuple(dict.fromkeys(name for name, _ in hosts)) if hosts else ()
+    if len(names_of_hosts) > 1 or rsh:
+        program, source = remote_shell(env, rsh)
+        notes += (f"remote shell: {program} ({source}), called like ssh: PROG [options] HOST COMMAND",)
+    # every rank writes its record into the run folder: with a hostfile, one that every host sees, so all of them are read here
+    return Launch("mpirun", flavor, (tuple(command),), (env,), master, world, world, notes, names_of_hosts)

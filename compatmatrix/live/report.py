@@ -28,14 +28,20 @@ class RankRecord:
     status: Mapping[str, Any]
     log: str
     returncode: Optional[int] = None  # known under spawn (one process per rank)
+    show_host: bool = False  # the run spans hosts: findings say on which one
 
     @property
     def rank(self) -> Optional[int]:
         return self.status.get("rank")
 
     @property
+    def host(self) -> str:
+        return str(self.status.get("host") or "?")
+
+    @property
     def name(self) -> str:
-        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid} (no rank)"
+        where = f" on {self.host}" if self.show_host else ""
+        return (f"rank {self.rank}" if self.rank is not None else f"pid {self.pid} (no rank)") + where
 
     @property
     def stage(self) -> str:
@@ -65,6 +71,8 @@ class Expectation:
     ipex_mode: str = "none"
     ipex_note: str = ""
     bf16_why: str = ""  # whether the Trainer step trained in bf16, and why (CPU flags or --bf16/--no-bf16)
+    multi_host: bool = False  # --nnodes > 1 or a hostfile with several hosts: addresses must work between hosts
+    reach: Mapping[str, Any] = field(default_factory=dict)  # compat's own look at MASTER_ADDR:PORT from this host (service.reach_master)
 
 
 PEER_GONE = re.compile(r"[Cc]onnection (closed|reset) by peer|Broken pipe|peer closed|Socket closed|recv.*failed", re.IGNORECASE)
@@ -96,7 +104,7 @@ def launcher_first_failure(log: str) -> Optional[tuple[str, int, Optional[int]]]
     return None
 
 
-def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher_log: str = "") -> list[RankRecord]:
+def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher_log: str = "", show_host: bool = False) -> list[RankRecord]:
     from .supervise import status_files
 
     reported = launcher_exit_codes(launcher_log)
@@ -107,6 +115,12 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher
             status = json.loads(path.read_text())
         except (OSError, ValueError):
             status = {"stage": "unreadable status"}
+        gone = path.with_suffix(".gone")  # the rank's own exit watcher (runs across hosts): when it ended
+        if gone.exists():
+            try:
+                status = {**status, "gone_at": float(json.loads(gone.read_text())["at"])}
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
         log_path = path.with_suffix(".log")
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         code = ends_by_pid.get(pid)
@@ -116,8 +130,14 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher
             code = first[2]
         if first is not None and ((first[0] == "pid" and first[1] == pid) or (first[0] == "rank" and status.get("rank") == first[1])):
             status = {**status, "launcher_first_failure": True}
-        records.append(RankRecord(pid, status, log[-50000:], code))
+        records.append(RankRecord(pid, status, log[-50000:], code, show_host))
     return sorted(records, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid))
+
+
+def where(ranks: Sequence[RankRecord]) -> str:
+    """'here', or 'on N hosts (a, b)' when the records come from several hosts (a shared run folder under mpirun)."""
+    hosts = sorted({r.host for r in ranks})
+    return f"on {len(hosts)} hosts ({', '.join(hosts)})" if len(hosts) > 1 else "here"
 
 
 def first_sentence(text: str, limit: int = 160) -> str:
@@ -150,6 +170,31 @@ def _gb(value: float) -> str:
     return f"{value / GB:.2f} GB/s"
 
 
+# how checks/crash.classify names a failure by what the process printed (the same words as the static import probes)
+_SIGNATURE_KINDS = frozenset({"ipex-guard", "undefined-symbol", "abi-abort", "illegal-instruction", "missing-libccl", "missing-library"})
+ATL_MPI = re.compile(r"atl_mpi\w*\.cpp\S*:?.*failed to initialize ATL|failed to initialize ATL", re.IGNORECASE)
+ATL_SENTENCE = ("oneCCL's MPI transport needs an MPI launcher: under torchrun/spawn set CCL_ATL_TRANSPORT=ofi "
+                "(and FI_PROVIDER_PATH to the bindings' libfabric providers)")
+ATL_FIX = "eval \"$(compat env --launcher torchrun)\" before launching (it exports both), or launch with mpirun, which the MPI transport expects."
+
+
+def known_cause(record: RankRecord) -> Optional[tuple[str, tuple[str, ...], str]]:
+    """(summary, detail, fix) when what a rank printed names the cause: an import that ended the way checks/crash.classify
+    recognises (the static probes' own words), or oneCCL's MPI transport started without an MPI launcher."""
+    error = record.error or {}
+    text = record.log + (f"\n{error.get('type', '')}: {error.get('message', '')}" if error else "")
+    if record.stage.startswith("import:"):
+        code = record.returncode if record.returncode is not None else (1 if record.error else -6)
+        verdict = classify(code, "", text, False, record.stage.split(":", 1)[1])
+        if verdict.kind in _SIGNATURE_KINDS:
+            return verdict.summary, verdict.detail, verdict.fix
+    atl = ATL_MPI.search(text)
+    if atl:
+        line = next((part.strip() for part in text.splitlines() if ATL_MPI.search(part)), atl.group(0))
+        return ATL_SENTENCE, (line,), ATL_FIX
+    return None
+
+
 def launch_finding(launch: Launch, supervised: Supervised, ranks: Sequence[RankRecord]) -> Finding:
     cid = "live.launch"
     evidence = tuple(" ".join(end.command) for end in supervised.ends[:1]) + launch.notes
@@ -158,11 +203,16 @@ def launch_finding(launch: Launch, supervised: Supervised, ranks: Sequence[RankR
         return Finding(cid, Status.FAIL, f"{launch.launcher} started no rank ({describe_exit(supervised.ends[0].returncode)})",
                        evidence + ((f"launcher output: {logs}",) if logs else ()),
                        "Run the command above by hand; for mpirun check that the MPI can start processes here (hostfile, ssh), for torchrun that torch is installed.")
-    summary = f"{launch.launcher} ({launch.flavor}) started {len(ranks)} of {launch.expected_local} ranks here, world size {launch.world_size}, master {launch.master}"
+    summary = f"{launch.launcher} ({launch.flavor}) started {len(ranks)} of {launch.expected_local} ranks {where(ranks)}, world size {launch.world_size}, master {launch.master}"
     if len(ranks) > launch.expected_local:
         return Finding(cid, Status.FAIL, summary, evidence,
                        "More processes ran than ranks were asked for: the launcher restarted them or started extra ones (torchrun: PET_MAX_RESTARTS; mpirun: -n / the hostfile).")
     if len(ranks) < launch.expected_local:
+        seen = {r.host for r in ranks}
+        if len(launch.hosts) > 1 and len(seen) == 1 and len(ranks) < launch.world_size:
+            return Finding(cid, Status.FAIL, summary, evidence + (f"records came only from {', '.join(sorted(seen))}; hosts in the hostfile: {', '.join(launch.hosts)}",),
+                           "The ranks on the other hosts wrote nothing into the run folder: pass --run-dir with a folder every host sees at the same path "
+                           "(a shared file system), or they did not start (the launcher's output, --verbose).")
         return Finding(cid, Status.FAIL, summary, evidence, "The launcher started fewer ranks than asked: check --nproc-per-node, the hostfile and the launcher's output (--verbose).")
     return Finding(cid, Status.PASS, summary, evidence)
 
@@ -178,6 +228,9 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Find
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail, verdict.fix)
         if stage.startswith("import:") and not record.error:
             what = stage.split(":", 1)[1]
+            cause = known_cause(record)
+            if cause is not None:  # its own output says why, whatever its exit status (unknown under a launcher)
+                return Finding(cid, Status.FAIL, f"{record.name}: {cause[0]}", cause[1] + (f"last output: {_tail(record.log)}",), cause[2])
             if record.returncode is None and (supervised.timed_out or supervised.stopped_early):
                 if supervised.timed_out:  # still importing at the deadline
                     verdict = classify(None, "", record.log, True, what, supervised.seconds)
@@ -256,7 +309,7 @@ def world_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
         return Finding(cid, Status.FAIL, f"the group has world size {', '.join(str(s) for s in sorted(sizes))}, expected {expect.world_size}",
                        tuple(f"{r.name}: world size {r.status['world_size']} (from {r.status.get('rank_source')})" for r in joined),
                        "Every rank must get the same WORLD_SIZE: check --nproc-per-node / --nnodes / the hostfile.")
-    return Finding(cid, Status.PASS, f"{len(joined)} ranks here joined a group of {expect.world_size} (rank variables from {joined[0].status.get('rank_source')})")
+    return Finding(cid, Status.PASS, f"{len(joined)} ranks {where(joined)} joined a group of {expect.world_size} (rank variables from {joined[0].status.get('rank_source')})")
 
 
 def allreduce_finding(ranks: Sequence[RankRecord]) -> Finding:
@@ -279,7 +332,7 @@ def allreduce_finding(ranks: Sequence[RankRecord]) -> Finding:
         return Finding(cid, Status.FAIL, f"allreduce on {backend} returned wrong sums", tuple(bad),
                        "A reduction that completes with wrong values points at the backend build (oneCCL/torch-ccl) or a mixed installation across nodes: reinstall the matrix's pair.")
     checked = "fp32" + ("" if notes else " and bf16")
-    summary = f"{checked} allreduce on {backend} is exact on all {len(done)} ranks here"
+    summary = f"{checked} allreduce on {backend} is exact on all {len(done)} ranks {where(done)}"
     return Finding(cid, Status.PASS, summary + (" (bf16 unsupported, see evidence)" if notes else ""), tuple(sorted(set(notes))))
 
 
@@ -365,8 +418,7 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     digests = {r.status["trainer"].get("params_sha256") for r in finished}
     if len(digests) != 1:
         problems.append(f"the parameters differ between ranks after {expect.steps} steps ({len(digests)} different sha256): gradients were not averaged")
-    if info.get("own_group"):
-        evidence.append(f"the Trainer formed its own process group ({info.get('parallel_mode', '').replace('ParallelMode.', '')}), as in a training script")
+    evidence += group_evidence(finished, problems)
     if expect.ipex_mode != "none":
         evidence.append(f"IPEX: {expect.ipex_note or info.get('ipex')}")
         if not all(r.status["trainer"].get("ipex_optimized") for r in finished):
@@ -385,9 +437,33 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     if expect.ipex_mode != "none":
         summary += ", IPEX applied"
     if expect.ccl_trainer_blocked:
-        return Finding(cid, Status.FAIL, f"the Trainer cannot use ccl with transformers {info.get('transformers')} / accelerate {info.get('accelerate')} (the step ran on gloo instead: {summary})",
+        return Finding(cid, Status.FAIL, f"the Trainer cannot use ccl with transformers {info.get('transformers')} / accelerate {info.get('accelerate')} "
+                       f"(it was given gloo and adopted the ccl group compat had formed: {summary})",
                        tuple(evidence), "pip install the set compat resolve --profile ddp-ccl gives, or train with --ddp_backend gloo on stock PyTorch.")
     return Finding(cid, Status.PASS, summary, tuple(evidence))
+
+
+def group_evidence(finished: Sequence[RankRecord], problems: list[str]) -> list[str]:
+    """One process group per process: who formed it, whether the Trainer adopted it, and whether a second one was made."""
+    groups = [r.status["trainer"].get("group") or {} for r in finished]
+    if not any(groups):
+        return []
+    twice = [(r, g) for r, g in zip(finished, groups) if (g.get("created") or 0) > 1]
+    if twice:
+        record, group = twice[0]
+        problems.append(f"{record.name} formed {group['created']} process groups in one process: the Trainer did not use the group that was there "
+                        "(oneCCL's MPI transport does not survive a second initialisation)")
+    group = groups[0]
+    backend = finished[0].status.get("group_backend") or finished[0].status.get("backend")
+    if group.get("made_by") == "compat" and group.get("adopted"):
+        line = f"one process group per process: formed with init_process_group({backend!r}) before TrainingArguments, and the Trainer adopted it"
+    elif group.get("made_by") == "trainer":
+        line = f"one process group per process: formed by the Trainer's own TrainingArguments ({backend}), the allreduce checks ran on it"
+    else:
+        line = f"process groups formed in this process: {group.get('created')}"
+    if all(g.get("ddp_on_it") for g in groups if "ddp_on_it" in g) and any("ddp_on_it" in g for g in groups):
+        line += "; DDP reduced the gradients on it"
+    return [line]
 
 
 _HANG_CAUSES = {
@@ -424,7 +500,7 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     waited = [r for r in ranks if r.error and TIMED_OUT.search(str(r.error.get("message", "")))]
     unfinished = [r for r in ranks if not r.done and not r.error]
     missing = max(0, expected_local - len(ranks))
-    exited = [r for r in ranks if not r.done and not r.error and (r.returncode is not None or r.pid in supervised.died)]
+    exited = [r for r in ranks if not r.done and not r.error and (r.returncode is not None or r.pid in supervised.died or _gone(r))]
     failed = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
     hung = supervised.timed_out or bool(waited) or (supervised.stopped_early and bool(unfinished) and not failed)
     if (exited or failed) and not supervised.timed_out and not waited:
@@ -471,12 +547,13 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     return Finding(cid, Status.FAIL, summary, tuple(evidence), "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again.")
 
 
-def _root_cause_order(record: RankRecord, supervised: Optional[Supervised] = None) -> tuple[int, int]:
+def _root_cause_order(record: RankRecord, supervised: Optional[Supervised] = None) -> tuple[int, float]:
     """Who to blame first: the rank the launcher saw fail first; a rank that died on its own (a crash, an exit, the
     OOM killer's SIGKILL); a Python error; a rank seen gone with no exit status (earliest first); a rank a launcher
     stopped (SIGTERM); one whose peer went away; last, a rank compat itself stopped."""
     died = list(supervised.died) if supervised else []
-    order = died.index(record.pid) if record.pid in died else len(died)
+    # ranks that wrote when they ended (runs across hosts) are ordered by that time; the others in the order compat saw them go
+    order = record.status["gone_at"] if "gone_at" in record.status else 1e12 + (died.index(record.pid) if record.pid in died else len(died))
     if supervised is not None and record.pid in supervised.stopped and not record.error:
         return (9, order)
     if record.status.get("launcher_first_failure"):
@@ -490,18 +567,24 @@ def _root_cause_order(record: RankRecord, supervised: Optional[Supervised] = Non
     return (5, order)
 
 
+def _gone(record: RankRecord) -> bool:
+    """The rank wrote that it ended (its exit watcher, runs across hosts) without finishing and without an error."""
+    return "gone_at" in record.status and not record.done and not record.error
+
+
 def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Finding:
     """Did every rank finish, and end cleanly? A rank that failed on its own (not a hang) is reported here, the
     rank that died first named before the ones that only lost their peer."""
     cid = "live.ranks"
     errors = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
     early = [r for r in ranks if not r.done and not r.error and r.returncode is not None]
-    died = [r for r in ranks if not r.done and not r.error and r.returncode is None and r.pid in supervised.died]
+    died = [r for r in ranks if not r.done and not r.error and r.returncode is None and (r.pid in supervised.died or _gone(r))]
     culprits = sorted(early + errors + died, key=lambda r: _root_cause_order(r, supervised))
     launcher_failed = [end for end in supervised.ends if end.returncode not in (None, 0)]
     if culprits:
         record = culprits[0]
         evidence = []
+        cause = known_cause(record)
         for other in culprits:
             if other.error:
                 evidence.append(f"{other.name}: {other.error.get('type')}: {first_sentence(other.error.get('message', ''))} at stage {other.stage}")
@@ -510,6 +593,9 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Findin
             else:
                 evidence.append(f"{other.name}: {describe_exit(other.returncode)} at stage {other.stage}; last output: {_tail(other.log, 3)}")
         evidence += [f"launcher: {describe_exit(end.returncode)}" for end in launcher_failed]
+        if cause is not None:
+            how = f"{'failed' if record.error else 'ended'} at stage {record.stage}"
+            return Finding(cid, Status.FAIL, f"{record.name} {how}: {cause[0]}", cause[1] + tuple(evidence), cause[2])
         if record.returncode is None and not record.error:
             how = f"; the launcher ended with {describe_exit(launcher_failed[0].returncode)}" if launcher_failed else ""
             return Finding(cid, Status.FAIL, f"{record.name} ended at stage {record.stage} without an error of its own (crashed, exited or was killed){how}",
@@ -545,7 +631,79 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Findin
         code = launcher_failed[0].returncode
         return Finding(cid, Status.WARN, f"every rank finished, but the launcher ended with {describe_exit(code)}",
                        tuple(_tail(end.log, 3) for end in supervised.ends), "Run with --verbose to see the launcher's output.")
-    return Finding(cid, Status.PASS, f"all {len(ranks)} ranks here finished every stage and exited 0")
+    return Finding(cid, Status.PASS, f"all {len(ranks)} ranks {where(ranks)} finished every stage and exited 0")
+
+
+LOOPBACK_PEER = re.compile(r"\[?(127\.\d+\.\d+\.\d+)\]?:\d+")
+
+
+def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
+    """Where the ranks listen and whom they reach, per host: interface variables that name no interface there, a host
+    name that resolves to loopback on its own host (gloo then gives the other hosts 127.x to connect to), MASTER_ADDR
+    resolving differently or not at all, and compat's own attempt to reach MASTER_ADDR:PORT when the group did not form."""
+    cid = "live.network"
+    by_host: dict[str, tuple[RankRecord, Mapping[str, Any]]] = {}
+    for record in ranks:
+        facts = record.status.get("network")
+        if facts:
+            by_host.setdefault(str(facts.get("host")), (record, facts))
+    reach = expect.reach or {}
+    if not by_host and not reach:
+        return Finding(cid, Status.SKIP, "no rank got as far as reading its network settings")
+    problems: list[tuple[str, str]] = []  # (sentence, fix)
+    warnings: list[tuple[str, str]] = []
+    evidence: list[str] = []
+    for host, (_record, facts) in sorted(by_host.items()):
+        own = ", ".join(item["address"] for item in facts.get("host_resolves", [])) or f"nothing ({facts.get('host_error', 'no address')})"
+        line = f"{host}: {host} -> {own}"
+        master = facts.get("master_addr")
+        if master:
+            there = ", ".join(item["address"] + (" (this host)" if item.get("local") else "") for item in facts.get("master_resolves", []))
+            line += f"; MASTER_ADDR {master} -> {there or 'nothing (' + facts.get('master_error', 'no address') + ')'}"
+            if not facts.get("master_resolves"):
+                problems.append((f"MASTER_ADDR {master} does not resolve on {host}", f"Make {master} resolve on every host (/etc/hosts or DNS), or pass its address."))
+        line += f"; interfaces {', '.join(facts.get('interfaces', []))}"
+        variables = facts.get("iface_variables") or {}
+        if variables:
+            line += "; " + " ".join(f"{k}={v}" for k, v in sorted(variables.items()))
+        evidence.append(line)
+        for name, value in sorted(variables.items()):
+            missing = [part for part in str(value).split(",") if part and part not in facts.get("interfaces", [])]
+            if missing:
+                problems.append((f"{name}={value} names no interface on {host} (it has {', '.join(facts.get('interfaces', []))})",
+                                 f"Set {name} to the interface that reaches the other hosts (the same name must exist on every host), or unset it."))
+        loopback = [item["address"] for item in facts.get("host_resolves", []) if item.get("loopback")]
+        if expect.multi_host and loopback and not variables.get("GLOO_SOCKET_IFNAME"):
+            sentence = f"{host} resolves its own name to {loopback[0]} (loopback): older gloo and other tools give the other hosts that address to reach it"
+            fix = (f"Map {host} to its cluster address in /etc/hosts (or DNS) on {host} (Debian's '127.0.1.1 {host}' line is the usual culprit), "
+                   "or set GLOO_SOCKET_IFNAME to the interface that reaches the other hosts.")
+            on_host = [r for r in ranks if r.host == host]
+            if on_host and all(r.status.get("world_size") for r in on_host):
+                warnings.append((sentence + " (this run's ranks still formed their group)", fix))  # torch 2.x's gloo copes; the name is still wrong
+            else:
+                problems.append((sentence, fix))
+    views = {host: tuple(sorted(item["address"] for item in facts.get("master_resolves", []))) for host, (_r, facts) in by_host.items() if facts.get("master_addr")}
+    if len(set(views.values())) > 1:
+        master = next(facts.get("master_addr") for _r, facts in by_host.values() if facts.get("master_addr"))
+        problems.append((f"MASTER_ADDR {master} resolves differently on the hosts: " + "; ".join(f"{', '.join(v) or 'nothing'} on {h}" for h, v in sorted(views.items())),
+                         "Make every host resolve the master's name to the same address (/etc/hosts or DNS), or pass --master-addr as an address."))
+    for record in ranks:  # a peer's address that is loopback: another host advertised 127.x (its own name resolves to loopback there)
+        message = str((record.error or {}).get("message", ""))
+        match = LOOPBACK_PEER.search(message)
+        if expect.multi_host and match and record.error:
+            problems.append((f"{record.name} was given {match.group(1)} to reach a peer: a loopback address, so some host resolves its own name to loopback",
+                             "On every host, map its own name to its cluster address (/etc/hosts or DNS), or set GLOO_SOCKET_IFNAME on every host."))
+            break
+    if reach:
+        evidence.append(f"compat on {reach.get('from')}: {reach.get('what')}")
+        if reach.get("problem"):
+            problems.append((reach["problem"], reach.get("fix", "")))
+    if problems:
+        return Finding(cid, Status.FAIL, problems[0][0], tuple(p for p, _ in problems[1:] + warnings) + tuple(evidence), problems[0][1])
+    if warnings:
+        return Finding(cid, Status.WARN, warnings[0][0], tuple(p for p, _ in warnings[1:]) + tuple(evidence), warnings[0][1])
+    hosts = sorted(by_host)
+    return Finding(cid, Status.PASS, f"{len(hosts)} host(s) ({', '.join(hosts)}): the names resolve and the interface variables name interfaces that exist", tuple(evidence))
 
 
 def cleanup_finding(supervised: Supervised) -> Finding:
@@ -568,6 +726,7 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
             bandwidth_finding(ranks),
             trainer_finding(ranks, expect),
         ]
+    findings.append(network_finding(ranks, expect))
     findings.append(hang_finding(ranks, supervised, expect, launch.expected_local))
     findings.append(ranks_finding(ranks, supervised))
     findings.append(cleanup_finding(supervised))
@@ -584,7 +743,8 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
 def rank_outputs(ranks: Sequence[RankRecord], supervised: Supervised, limit: int = 4000) -> dict[str, Any]:
     """Per-rank output for --json and --verbose."""
     return {
-        "ranks": [{"rank": r.rank, "pid": r.pid, "stage": r.stage, "returncode": r.returncode, "stages": r.status.get("stages", []),
+        "hosts": sorted({r.host for r in ranks if r.status.get("host")}),
+        "ranks": [{"rank": r.rank, "pid": r.pid, "host": r.status.get("host"), "stage": r.stage, "returncode": r.returncode, "stages": r.status.get("stages", []),
                    "error": r.error, "params_sha256": (r.status.get("trainer") or {}).get("params_sha256"),
                    "losses": [x if math.isfinite(x) else str(x) for x in (r.status.get("trainer") or {}).get("losses") or []],
                    "output": r.log[-limit:]} for r in ranks],

@@ -37,18 +37,6 @@ def init_timeout_for(timeout: float) -> float:
     return min(60.0, max(15.0, timeout / 2))
 
 
-def trainer_port(options: LiveOptions) -> int:
-    """The Trainer forms its own group after the allreduce one: on the next port when the user fixed one (every node
-    computes the same; firewalls can be opened for both), else 0: rank 0 picks a free one at that moment and sends
-    it to the others over the first group."""
-    topology = options.topology
-    if topology.master_port:
-        if topology.master_port >= 65535:
-            return topology.master_port - 1
-        return topology.master_port + 1
-    return 0
-
-
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
@@ -77,6 +65,7 @@ class LiveOptions:
     rank_env: bool = True  # False reproduces the every-rank-trains-alone launch
     run_dir: Optional[str] = None  # multi-node mpirun: a folder every node sees at the same path
     bf16: Optional[bool] = None  # the Trainer step in bf16: None = when the CPU has native bf16, True/False forced
+    rsh: Optional[str] = None  # mpirun across hosts: the remote shell (else the MPI's own variables, else ssh)
 
 
 @dataclass(frozen=True)
@@ -135,9 +124,11 @@ def plan_trainer(ctx: Context, options: LiveOptions) -> TrainerPlan:
 def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan: TrainerPlan, ipex: bool, deadline: float) -> list[str]:
     args = [str(run_dir / "worker.py"), "--run-dir", str(run_dir), "--expect-world", str(options.topology.world_size),
             "--backend", options.backend, "--init-timeout", f"{init_timeout:g}", "--steps", str(options.steps), "--batch", str(options.per_device_batch),
-            "--deadline", f"{deadline:.0f}", "--trainer-port", str(trainer_port(options)), "--watch", own_identity()]
+            "--deadline", f"{deadline:.0f}", "--watch", own_identity()]
     if ipex:
         args.append("--ipex")
+    if _across_hosts(options):
+        args.append("--watch-exit")  # compat cannot see the other hosts' processes: each rank says when it ended
     if not plan.skip_reason:
         flags = dict(plan.flags)
         if plan.backend_flag:
@@ -145,6 +136,19 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
             flags["__ccl_blocked__"] = bool(plan.ccl_blocked)
         args += ["--trainer", "--trainer-flags", json.dumps(flags), "--ipex-mode", plan.ipex_mode]
     return args
+
+
+def _across_hosts(options: LiveOptions) -> bool:
+    if options.topology.nnodes > 1:
+        return True
+    if options.topology.hostfile:
+        from .launch import read_hostfile
+
+        try:
+            return len({name for name, _ in read_hostfile(options.topology.hostfile)}) > 1
+        except LaunchError:
+            return False
+    return False
 
 
 def worker_environment() -> dict[str, str]:
@@ -174,18 +178,20 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
         shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
         try:
             launch = plan_launch(options.launcher, snapshot.executable, _worker_args(run_dir, options, init_timeout, plan, ipex, deadline),
-                                 options.topology, worker_environment(), threads, options.mpirun, options.rank_env)
+                                 options.topology, worker_environment(), threads, options.mpirun, options.rank_env, options.rsh)
         except LaunchError as exc:
             finding = Finding("live.launch", Status.FAIL, str(exc), (), exc.fix)
             return LiveResult([finding], {"launcher": options.launcher, "error": str(exc)})
         supervised = supervise(launch.commands, launch.envs, run_dir, options.timeout, new_run_id())
         ends_by_pid = {end.pid: end.returncode for end in supervised.ends} if launch.launcher == "spawn" else {}
-        ranks = read_ranks(run_dir, ends_by_pid, "\n".join(end.log for end in supervised.ends))
+        multi_host = options.topology.nnodes > 1 or len(launch.hosts) > 1
+        ranks = read_ranks(run_dir, ends_by_pid, "\n".join(end.log for end in supervised.ends), show_host=multi_host)
         expect = Expectation(
             world_size=launch.world_size, trainer=not plan.skip_reason, steps=options.steps, per_device_batch=options.per_device_batch,
             backend=options.backend, ccl_installed=snapshot.get(*CCL_NAMES) is not None, ccl_trainer_blocked=plan.ccl_blocked if _chose_ccl(ranks) else (),
             timeout=options.timeout, init_timeout=init_timeout, trainer_flags=plan.flags, ipex_mode=plan.ipex_mode if ipex else "none",
-            ipex_note=plan.ipex_note, bf16_why=plan.bf16_why,
+            ipex_note=plan.ipex_note, bf16_why=plan.bf16_why, multi_host=multi_host,
+            reach=reach_master(launch.master, supervised, ranks) if multi_host else {},
         )
         findings = live_findings(launch, supervised, ranks, expect)
         if plan.skip_reason:
@@ -194,6 +200,77 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
         return LiveResult(findings, details)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+REACH_TIMEOUT_S = 3.0
+
+
+def _addresses(name: str) -> list[str]:
+    import socket
+
+    try:
+        return sorted({info[4][0] for info in socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)})
+    except (OSError, UnicodeError):
+        return []
+
+
+def _own(address: str) -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((address, 0))
+        return True
+    except OSError:
+        return False
+
+
+def reach_master(master: str, supervised, ranks) -> dict[str, str]:
+    """When a run across hosts did not form its group in time (the deadline, a rank's rendezvous timeout, no rank at
+    all), compat itself tries MASTER_ADDR:PORT from this host, for the one fact the ranks cannot report: whether the
+    rendezvous can be reached from here, and if not, how it fails (refused, dropped, no route)."""
+    import errno
+    import socket
+
+    from .report import TIMED_OUT
+
+    waited = any(r.error and TIMED_OUT.search(str(r.error.get("message", ""))) for r in ranks)
+    joined = ranks and all(r.status.get("world_size") for r in ranks)
+    if joined or not (supervised.timed_out or waited or not ranks):
+        return {}
+    here = os.uname()[1]
+    addr, _, port_text = master.rpartition(":")
+    addresses = _addresses(addr)
+    if not addresses:
+        return {"from": here, "what": f"{addr} does not resolve here", "problem": f"MASTER_ADDR {addr} does not resolve on {here}",
+                "fix": f"Make {addr} resolve on every host (/etc/hosts or DNS), or pass --master-addr as an address."}
+    shown = f"{addr} ({', '.join(addresses)})"
+    if any(_own(a) for a in addresses):
+        return {"from": here, "what": f"{shown} is this host: the rendezvous was here, and not every host reached it",
+                "problem": f"the group did not form: a rank on another host did not join at the rendezvous {addr}:{port_text} on this host ({here}): "
+                           "it could not reach it, or it failed; that host's compat doctor --live names which",
+                "fix": f"On each other host: {addr} must resolve to {', '.join(addresses)}, port {port_text} must be open here (a firewall drops "
+                       "or refuses it otherwise), and compat doctor --live must run there with the same --master-addr/--master-port; "
+                       "its own live.network says what it saw."}
+    try:
+        with socket.create_connection((addresses[0], int(port_text)), timeout=REACH_TIMEOUT_S):
+            pass
+    except socket.timeout:
+        return {"from": here, "what": f"{shown} port {port_text}: no answer within {REACH_TIMEOUT_S:g} s",
+                "problem": f"from {here}, the rendezvous {addr}:{port_text} does not answer: a firewall on the way drops the packets (or {addr} resolves here to a wrong address)",
+                "fix": f"Open port {port_text} (and {port_text}+1 for a second job) on {addr} for the other hosts, and check that {addr} resolves to the same address on every host."}
+    except OSError as exc:
+        if exc.errno == errno.ECONNREFUSED:
+            what = "connection refused: nothing listens there (a wrong --master-port, or node 0's compat is not running yet or has ended)"
+            fix = "Start compat doctor --live on node 0 with the same --master-port, and the others within its timeout."
+        elif exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+            what = f"no route to host: {addresses[0]} is not {addr}'s address on this network (a stale /etc/hosts line or DNS entry on {here}?)"
+            fix = f"Make {addr} resolve on {here} to the address it has on the network the hosts share (/etc/hosts or DNS)."
+        else:
+            what = f"{exc.strerror or exc}"
+            fix = f"Check that {addr}:{port_text} can be reached from {here}."
+        return {"from": here, "what": f"{shown} port {port_text}: {what}", "problem": f"from {here}, the rendezvous {addr}:{port_text} cannot be reached: {what}", "fix": fix}
+    return {"from": here, "what": f"{shown} port {port_text} answers from here: the rendezvous is reachable"}
 
 
 def _chose_ccl(ranks) -> bool:

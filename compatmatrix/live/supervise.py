@@ -48,9 +48,10 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def tagged_processes(run_id: str) -> list[int]:
-    """Pids of live processes whose environment carries this run's id (readable ones: our own)."""
-    marker = f"{RUN_ID_VAR}={run_id}".encode()
+def tagged_processes(run_id: str, variable: str = RUN_ID_VAR) -> list[int]:
+    """Pids of live processes whose environment carries this run's id (readable ones: our own); ``variable`` names
+    the marker (compat launch tags its job with its own)."""
+    marker = f"{variable}={run_id}".encode()
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -89,16 +90,16 @@ def _signal_all(pids: Sequence[int], sig: int) -> None:
             pass
 
 
-def sweep(run_id: str, groups: Sequence[int], wait: float = 5.0) -> tuple[int, ...]:
+def sweep(run_id: str, groups: Sequence[int], wait: float = 5.0, variable: str = RUN_ID_VAR) -> tuple[int, ...]:
     """Kill everything left of the run: TERM the groups and tagged processes, then KILL what is still there."""
     for group in groups:
         try:
             os.killpg(group, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
-    _signal_all(tagged_processes(run_id), signal.SIGTERM)
+    _signal_all(tagged_processes(run_id, variable), signal.SIGTERM)
     deadline = time.monotonic() + min(1.0, wait)
-    while time.monotonic() < deadline and tagged_processes(run_id):
+    while time.monotonic() < deadline and tagged_processes(run_id, variable):
         time.sleep(0.05)
     for group in groups:
         try:
@@ -106,11 +107,11 @@ def sweep(run_id: str, groups: Sequence[int], wait: float = 5.0) -> tuple[int, .
         except (ProcessLookupError, PermissionError):
             pass
     deadline = time.monotonic() + wait
-    left = tagged_processes(run_id)
+    left = tagged_processes(run_id, variable)
     while left and time.monotonic() < deadline:
         _signal_all(left, signal.SIGKILL)
         time.sleep(0.05)
-        left = tagged_processes(run_id)
+        left = tagged_processes(run_id, variable)
     return tuple(left)
 
 

@@ -246,7 +246,32 @@ def digest(torch, model):
     return sha.hexdigest()
 
 
-def trainer_probe(args, torch, imports, backend):
+def trainer_makes_group(TrainingArguments):
+    """Whether this transformers' TrainingArguments calls init_process_group itself, unconditionally (the releases
+    before accelerate's PartialState, ~4.10-4.28): then the one group of the process must be the one it makes.
+    Later ones go through PartialState, which adopts a group that is already initialised."""
+    import inspect
+
+    member = TrainingArguments.__dict__.get("_setup_devices")
+    function = getattr(member, "func", None) or getattr(member, "fget", None) or member
+    try:
+        source = inspect.getsource(inspect.unwrap(function))
+    except (TypeError, OSError, ValueError):
+        return False
+    return "init_process_group" in source and "PartialState(" not in source
+
+
+def transformers_makes_group():
+    try:
+        from transformers import TrainingArguments
+    except Exception:  # reported at the Trainer stage, where it is imported again
+        return False
+    return trainer_makes_group(TrainingArguments)
+
+
+def prepare_trainer(args, torch, backend, grouped, in_init=False):
+    """The model, the TrainingArguments (which set up the distributed state: adopting the group compat formed, or,
+    for transformers that make their own, forming the one group of this process) and what the step records."""
     import dataclasses
 
     import transformers
@@ -330,7 +355,7 @@ def trainer_probe(args, torch, imports, backend):
     flags = json.loads(args.trainer_flags)
     backend_flag = flags.pop("__backend_flag__", None)
     ccl_blocked = flags.pop("__ccl_blocked__", False)
-    if backend_flag and STATUS.get("world_size"):
+    if backend_flag and grouped:
         # the backend this run proved; when this transformers/accelerate cannot take ccl, the step runs on gloo.
         # A process that formed no group (no rank variables) passes no backend: it trains as the script would, alone.
         flags[backend_flag] = "gloo" if (backend != "gloo" and ccl_blocked) else (backend or "gloo")
@@ -349,32 +374,52 @@ def trainer_probe(args, torch, imports, backend):
     elif args.ipex_mode == "trainer":
         info["ipex"] = "applied by the Trainer (use_ipex=True)"
     save(trainer=info)
-    if args.trainer_port:
-        # the Trainer (accelerate) sets up its own process group, on its own port, as in a training script
-        os.environ["MASTER_PORT"] = str(args.trainer_port)
-        os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
-    stage("trainer:arguments")
+    if not in_init:
+        stage("trainer:arguments")
     import torch.distributed as dist
 
-    grouped_before = dist.is_available() and dist.is_initialized()
+    before = default_group(dist)
+    created_before = GROUPS["created"]
     training_args = TrainingArguments(**kwargs)
-    info["own_group"] = (not grouped_before) and dist.is_available() and dist.is_initialized()
+    if in_init or not dist.is_initialized():
+        training_args.device  # noqa: B018 -- sets up the distributed state now, as the Trainer would on first use
+    after = default_group(dist)
+    info["group"] = {
+        "made_by": "trainer" if in_init else ("compat" if before is not None else ("trainer" if after is not None else None)),
+        "adopted": before is not None and after is before,  # the Trainer found the group initialised and used it
+        "created_by_trainer": GROUPS["created"] - created_before,
+    }
     info["world_size"] = int(training_args.world_size)
     info["process_index"] = int(getattr(training_args, "process_index", 0))
     info["parallel_mode"] = str(getattr(training_args, "parallel_mode", ""))
     save(trainer=info)
+    return {"info": info, "model": model, "training_args": training_args, "optimizers": optimizers, "Trainer": Trainer,
+            "dataset": Samples(64, 16), "callbacks": [Timer(), Losses()], "step_times": step_times, "losses": losses, "seen_rows": seen_rows}
+
+
+def run_trainer(args, torch, prepared):
+    """The Trainer's steps on the process group there is; what they did, for the report."""
+    import torch.distributed as dist
+
+    info = prepared["info"]
     stage("trainer:train")
-    trainer = Trainer(model=model, args=training_args, train_dataset=Samples(64, 16), callbacks=[Timer(), Losses()], optimizers=optimizers)
+    trainer = prepared["Trainer"](model=prepared["model"], args=prepared["training_args"], train_dataset=prepared["dataset"],
+                                  callbacks=prepared["callbacks"], optimizers=prepared["optimizers"])
     started = time.perf_counter()
     trainer.train()
     info["train_seconds"] = time.perf_counter() - started
     info["steps_done"] = int(trainer.state.global_step)
-    info["step_seconds"] = step_times
-    info["losses"] = losses
-    info["rows_per_step"] = seen_rows
+    info["step_seconds"] = prepared["step_times"]
+    info["losses"] = prepared["losses"]
+    info["rows_per_step"] = prepared["seen_rows"]
     info["train_batch_size"] = int(getattr(trainer, "_train_batch_size", args.batch) or args.batch)
     unwrapped = trainer.model.module if hasattr(trainer.model, "module") else trainer.model
     info["wrapped_in"] = type(trainer.model_wrapped).__name__ if hasattr(trainer, "model_wrapped") else None
+    ddp_group = getattr(getattr(trainer, "model_wrapped", None), "process_group", None)
+    if ddp_group is not None and info.get("group"):
+        info["group"]["ddp_on_it"] = ddp_group is default_group(dist)  # DDP reduced the gradients on that one group
+    if info.get("group") is not None:
+        info["group"]["created"] = GROUPS["created"]
     info["params_sha256"] = digest(torch, unwrapped)
     if args.ipex_mode != "none":
         # ipex.optimize leaves params_attr on the module it optimized (in place under the Trainer)
@@ -384,20 +429,121 @@ def trainer_probe(args, torch, imports, backend):
     save(trainer=info)
     # The shutdown trick: drop the trainer and model, collect, barrier, then destroy the group. Without it gloo's
     # background thread can abort the interpreter at exit ("terminate called without an active exception").
-    del trainer, model, unwrapped
+    prepared.clear()
+    del trainer, unwrapped
     gc.collect()
 
 
-def agree_on_port(dist, torch):
+GROUPS = {"created": 0}  # init_process_group calls in this process, whoever made them (compat, the Trainer, accelerate)
+
+
+def count_groups(dist):
+    """Count every init_process_group of this process: one group per process is the rule (oneCCL's MPI transport
+    does not survive a second one)."""
+    from torch.distributed import distributed_c10d
+
+    original = distributed_c10d.init_process_group
+    if getattr(original, "_compat_counted", False):
+        return
+
+    def counted(*a, **k):
+        GROUPS["created"] += 1
+        save(groups_created=GROUPS["created"])
+        return original(*a, **k)
+
+    counted._compat_counted = True
+    counted.__wrapped__ = original
+    distributed_c10d.init_process_group = counted
+    dist.init_process_group = counted
+
+
+def default_group(dist):
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    try:
+        return dist.distributed_c10d._get_default_group()
+    except Exception:
+        return getattr(dist.group, "WORLD", None)
+
+
+IFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "FI_TCP_IFACE", "CCL_KVS_IFACE", "I_MPI_HYDRA_IFACE")
+
+
+def resolve(name, limit=5.0):
+    """The addresses ``name`` resolves to here ([] when it does not), within ``limit`` seconds (a DNS that never answers)."""
+    import socket
+    import threading
+
+    found = {}
+
+    def lookup():
+        try:
+            found["addresses"] = sorted({info[4][0] for info in socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)})
+        except (OSError, UnicodeError) as exc:
+            found["error"] = str(exc)
+
+    thread = threading.Thread(target=lookup, name="compat-live-resolve")
+    thread.daemon = True
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        return {"addresses": [], "error": "no answer within %gs" % limit}
+    return found
+
+
+def bindable(address):
+    """Whether this host owns ``address`` (gloo's own test: it binds to the address its host name resolves to)."""
     import socket
 
-    port = torch.zeros(1, dtype=torch.int64)
-    if dist.get_rank() == 0:
+    try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("", 0))
-            port[0] = sock.getsockname()[1]
-    dist.broadcast(port, 0)
-    return int(port[0])
+            sock.bind((address, 0))
+        return True
+    except OSError:
+        return False
+
+
+def network_facts():
+    """What decides where this rank listens and whom it reaches: its host name and what it resolves to, MASTER_ADDR and
+    what it resolves to here, the interfaces, the interface variables. Read before any group forms."""
+    import socket
+
+    host = socket.gethostname()
+    facts = {"host": host, "interfaces": sorted(name for _, name in socket.if_nameindex()),
+             "iface_variables": {name: os.environ[name] for name in IFACE_VARIABLES if os.environ.get(name)}}
+    own = resolve(host)
+    facts["host_resolves"] = [{"address": a, "loopback": a.startswith("127."), "local": bindable(a)} for a in own.get("addresses", [])]
+    if own.get("error"):
+        facts["host_error"] = own["error"]
+    master = os.environ.get("MASTER_ADDR")
+    if master:
+        found = resolve(master)
+        facts["master_addr"] = master
+        facts["master_resolves"] = [{"address": a, "local": bindable(a)} for a in found.get("addresses", [])]
+        if found.get("error"):
+            facts["master_error"] = found["error"]
+    return facts
+
+
+def watch_own_exit(status_path):
+    """Across hosts compat cannot see a rank's process (another host's /proc) nor, under hydra, its exit status: a small
+    forked process waits for this rank to be gone (a pipe only this rank holds reaches EOF) and writes the time into
+    <status>.gone beside the record, on the shared run folder. Forked first thing, before torch is imported."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(write_end)
+            while os.read(read_end, 4096):
+                pass
+            gone = status_path[: -len(".json")] + ".gone"
+            with open(gone + ".tmp", "w") as handle:
+                json.dump({"at": time.time()}, handle)
+            os.replace(gone + ".tmp", gone)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    return write_end  # kept open (and out of exec'd children: pipes are close-on-exec) until this rank ends
 
 
 def die_with_parent():
@@ -463,9 +609,9 @@ def main():
     parser.add_argument("--trainer-flags", default="{}")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--trainer-port", type=int, default=0)
     parser.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: the rank ends itself after this")
     parser.add_argument("--watch", default="", help="HOST:PID:STARTTIME of compat: the rank ends itself when it is gone")
+    parser.add_argument("--watch-exit", action="store_true", help="write <record>.gone when this rank ends (runs across hosts)")
     args = parser.parse_args()
 
     die_with_parent()
@@ -476,6 +622,8 @@ def main():
     pid = os.getpid()
     host = os.uname()[1]
     _STATUS_PATH = os.path.join(args.run_dir, "proc-%s-%d.json" % (host, pid))
+    if args.watch_exit:
+        watch_own_exit(_STATUS_PATH)
     log = os.open(os.path.join(args.run_dir, "proc-%s-%d.log" % (host, pid)), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -489,6 +637,7 @@ def main():
                    "master": "%s:%s" % (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))})
     stage("start")
     try:
+        save(network=network_facts())
         stage("import:torch")
         imports = import_stack(args)
         import torch
@@ -503,13 +652,23 @@ def main():
         if backend is None:
             save(error={"type": "BackendUnavailable", "message": why, "traceback": ""})
             raise SystemExit(5)
+        count_groups(dist)
+        prepared = None
         if rank is not None:
             fixture_fault(rank, "before-init")
             stage("init")
             import datetime
 
-            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.init_timeout))
-            save(world_size=dist.get_world_size(), group_rank=dist.get_rank())
+            # ONE process group per process, as in a training script: compat forms it and the Trainer (accelerate's
+            # PartialState) adopts it; a transformers that forms its own unconditionally forms it here instead, and the
+            # collectives below run on that one. Never destroyed and formed again: oneCCL's MPI transport does not
+            # survive a second initialisation in one process.
+            if args.trainer and transformers_makes_group():
+                prepared = prepare_trainer(args, torch, backend, grouped=True, in_init=True)
+            else:
+                dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.init_timeout))
+            save(world_size=dist.get_world_size(), group_rank=dist.get_rank(), group_backend=str(dist.get_backend()),
+                 group_made_by="trainer" if prepared is not None else "compat")
             stage("joined")
             fixture_fault(rank, "before-collective")
             stage("allreduce")
@@ -517,17 +676,16 @@ def main():
             stage("bandwidth")
             sizes = [int(s) for s in args.sizes_mib.split(",") if s]
             save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes), memcpy=memcpy_bandwidth(dist, torch))
-            if args.trainer:
-                if not args.trainer_port:  # rank 0 picks a free port now and tells the others: no window for a clash
-                    args.trainer_port = agree_on_port(dist, torch)
-                dist.barrier()
-                dist.destroy_process_group()  # the Trainer must form its own group, as it does in a real script
+            dist.barrier()
         else:
             save(world_size=None)
         if args.trainer:
             stage("trainer")
             fixture_fault(rank, "trainer")
-            trainer_probe(args, torch, imports, backend)
+            if prepared is None:
+                prepared = prepare_trainer(args, torch, backend, grouped=rank is not None)
+            run_trainer(args, torch, prepared)
+            prepared = None
         if dist.is_available() and dist.is_initialized():
             stage("shutdown")
             dist.barrier()

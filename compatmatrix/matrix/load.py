@@ -10,6 +10,7 @@ the parsed TOML document as JSON, data only, validated again on every load).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -29,15 +30,21 @@ from packaging.version import InvalidVersion, Version
 from ..errors import MatrixError, shown
 from .model import (
     COMPONENT_ORDER,
+    ISA_FLAGS,
+    PAIRING_LEVELS,
     CclRelease,
     CompanionRelease,
     Component,
+    DeviceBuildEntry,
     EndOfLife,
     Feature,
     Host,
     IpexRelease,
+    IsaFloor,
+    KnownBad,
     LibraryLine,
     Matrix,
+    Pairing,
     Policy,
     Profile,
     Provenance,
@@ -55,7 +62,11 @@ SUPPORTED_SCHEMA = 1
 _MISSING = object()
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 _HOST_STYLES = ("index", "find-links")
-_TOP_LEVEL = {"schema_version", "registry_checked", "policy", "profiles", "hosts", "feature", "eol", *(c.table for c in COMPONENT_ORDER)}
+_TOP_LEVEL = {"schema_version", "registry_checked", "policy", "profiles", "hosts", "feature", "eol", "known_bad", "device_build", *(c.table for c in COMPONENT_ORDER)}
+_GLIBC_RE = re.compile(r"^2\.\d{1,2}$")
+_LABEL_RE = re.compile(r"^\+[a-z0-9]+(?:[._-][a-z0-9]+)*$")
+_DEVICES = ("XPU", "GPU")
+_KNOWN_BAD_STATUS = ("open", "closed", "unresolved")
 _FEATURE_PACKAGES = ("transformers", "accelerate")
 _SHOW = reprlib.Repr()
 _SHOW.maxlevel, _SHOW.maxstring, _SHOW.maxother, _SHOW.maxlist, _SHOW.maxdict = 2, 60, 60, 4, 4
@@ -239,10 +250,20 @@ def _wheels(entry: _Entry, hosts: dict[str, Host]) -> tuple[WheelSet, ...]:
                 yanked=sub.flag("yanked", False),
                 yanked_reason=sub.text("yanked_reason", ""),
                 provenance=sub.provenance(),
+                glibc_min=_glibc(sub, "glibc_min"),
             )
         )
         sub.done()
     return tuple(result)
+
+
+def _glibc(entry: _Entry, key: str) -> Optional[Version]:
+    value = entry.raw(key, None)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _GLIBC_RE.match(value):
+        raise entry.error(key, f"{_show(value)} is not a glibc version of the form 2.X", "Write the floor the wheel's manylinux tag names: manylinux2014 -> \"2.17\", manylinux_2_28 -> \"2.28\".")
+    return _version(value)
 
 
 def _describe_feature(index: int, table: Any) -> str:
@@ -301,8 +322,13 @@ def _build(document: Any, path: str) -> Matrix:
             style=style,
             description=entry.text("description", ""),
             provenance=entry.provenance(),
+            mirror_of=entry.text("mirror_of", ""),
+            documented_for=tuple(_component(entry, name, key="documented_for") for name in entry.str_list("documented_for", [])),
         )
         entry.done()
+    for host in hosts.values():
+        if host.mirror_of and (host.mirror_of not in hosts or host.mirror_of == host.id):
+            raise MatrixError(path, f"[hosts.{shown(host.id)}]", "mirror_of", f"{_show(host.mirror_of)} is not another host defined under [hosts]")
 
     releases: dict[Component, tuple[Release, ...]] = {}
     torch_releases = [_torch_release(entry, hosts) for entry in root.tables("torch", _describe("torch"))]
@@ -404,7 +430,10 @@ def _build(document: Any, path: str) -> Matrix:
             )
         )
         entry.done()
+    known_bad = [_known_bad(entry, releases) for entry in root.tables("known_bad", _describe_known_bad)]
+    device_builds = [_device_build(entry, releases) for entry in root.tables("device_build", _describe("device_build", "package"))]
     root.done()
+    releases = _with_known_bad(releases, known_bad)
 
     for component in COMPONENT_ORDER:
         for release in releases[component]:
@@ -426,6 +455,8 @@ def _build(document: Any, path: str) -> Matrix:
         features=tuple(features),
         eol=tuple(eol),
         source_path=path,
+        known_bad=tuple(known_bad),
+        device_builds=tuple(device_builds),
     )
 
 
@@ -466,27 +497,133 @@ def _ipex_release(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Ver
         released=entry.text("released", ""),
         wheels=_wheels(entry, hosts),
         provenance=entry.provenance(),
+        isa_min=_isa_floor(entry),
     )
     entry.done()
     return release
 
 
+def _isa_floor(entry: _Entry) -> Optional[IsaFloor]:
+    """``isa_min = { level = "avx512", source = "...", note = "..." }``: the least CPU instruction set, with its source."""
+    value = entry.raw("isa_min", None)
+    if value is None:
+        return None
+    sub = _Entry(entry.path, f"{entry.where} > isa_min", value)
+    level = sub.text("level")
+    if level not in ISA_FLAGS:
+        raise sub.error("level", f"{_show(level)} is not one of {', '.join(ISA_FLAGS)}")
+    floor = IsaFloor(level, sub.provenance())
+    sub.done()
+    return floor
+
+
 def _ccl_release(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> CclRelease:
+    torch = _known_torch(entry, "torch", torch_versions)
     release = CclRelease(
         version=entry.version("version"),
         distribution=entry.text("distribution"),
         module=entry.text("module"),
-        torch=_known_torch(entry, "torch", torch_versions),
+        torch=torch,
         has_cwd=entry.flag("has_cwd"),
         setvars=entry.text("setvars"),
         oneccl=entry.text("oneccl", ""),
         released=entry.text("released", ""),
         wheels=_wheels(entry, hosts),
         provenance=entry.provenance(),
-        torch_also=tuple(_known_torch_list(entry, "torch_also", torch_versions)),
+        pairings=_pairings(entry, torch, torch_versions, table),
     )
     entry.done()
     return release
+
+
+def _pairings(entry: _Entry, built_for: Version, torch_versions: set[Version], table: str) -> tuple[Pairing, ...]:
+    """``[[<table>.pairing]]``: what a source says about a torch of the same major.minor the release is not built for."""
+    result: list[Pairing] = []
+    for sub in entry.tables("pairing", lambda i, t: f"pairing #{i + 1}"):
+        torch = _known_torch(sub, "torch", torch_versions)
+        if torch == built_for:
+            raise sub.error("torch", f"{torch} is the torch this release is built for (its own 'torch' field)", "List only other torch releases here.")
+        if torch.release[:2] != built_for.release[:2]:
+            raise sub.error(
+                "torch", f"{torch} is not of the {built_for.major}.{built_for.minor} series this release is built for",
+                "A torch of another major.minor has a different C++ ABI and is always refused (rule ccl-torch-series); record only torch releases of the same series.",
+            )
+        if any(p.torch == torch for p in result):
+            raise sub.error("torch", f"{torch} is listed twice")
+        evidence = sub.text("evidence")
+        if evidence not in PAIRING_LEVELS:
+            raise sub.error("evidence", f"{_show(evidence)} is not one of {', '.join(PAIRING_LEVELS)}",
+                            "'built-for' is the entry's own 'torch'; any other torch of the series is 'unverified' without an entry; a reported failure of a matched set goes into [[known_bad]] (see docs/MATRIX.md).")
+        result.append(Pairing(torch, evidence, sub.provenance()))
+        sub.done()
+    return tuple(sorted(result, key=lambda p: p.torch, reverse=True))
+
+
+def _describe_known_bad(index: int, table: Any) -> str:
+    if isinstance(table, dict) and all(isinstance(table.get(k), str) for k in ("torch", "package", "version")):
+        return f"[[known_bad]] torch {shown(table['torch'], 20)} + {shown(table['package'], 30)} {shown(table['version'], 20)}"
+    return f"[[known_bad]] #{index + 1}"
+
+
+def _known_bad(entry: _Entry, releases: dict[Component, tuple[Release, ...]]) -> KnownBad:
+    torch = _known_torch(entry, "torch", {r.version for r in releases[Component.TORCH]})
+    label = entry.raw("torch_label", None)
+    if label is not None and (not isinstance(label, str) or (label and not _LABEL_RE.match(label))):
+        raise entry.error("torch_label", f"{_show(label)} is not a local label like \"+cpu\" (or \"\" for the unlabelled build)")
+    component = _component(entry, entry.text("package"), key="package")
+    if component is Component.TORCH or any(isinstance(r, LibraryLine) for r in releases[component]):
+        raise entry.error("package", f"{_show(entry.table['package'])} is not a binary package that pairs with torch", "Use intel-extension-for-pytorch, oneccl-bind-pt, torchvision or torchaudio.")
+    version = entry.version("version")
+    if not any(version in r.versions for r in releases[component]):
+        raise entry.error("version", f"{version} is not a {component.distribution} release in the matrix")
+    status = entry.text("status")
+    if status not in _KNOWN_BAD_STATUS:
+        raise entry.error("status", f"{_show(status)} is not one of {', '.join(_KNOWN_BAD_STATUS)}")
+    known = KnownBad(torch, label, component, version, entry.text("failure"), status, entry.provenance())
+    entry.done()
+    return known
+
+
+def _with_known_bad(releases: dict[Component, tuple[Release, ...]], known_bad: Sequence[KnownBad]) -> dict[Component, tuple[Release, ...]]:
+    """Each [[known_bad]] entry also on the release it names (the resolver's preference reads it there)."""
+    if not known_bad:
+        return releases
+    result = dict(releases)
+    for component in {k.component for k in known_bad}:
+        result[component] = tuple(
+            dataclasses.replace(r, known_bad=tuple(k for k in known_bad if k.component is component and k.version == r.version))  # type: ignore[type-var]
+            if any(k.component is component and k.version == r.version for k in known_bad) else r
+            for r in releases[component]
+        )
+    return result
+
+
+def _device_build(entry: _Entry, releases: dict[Component, tuple[Release, ...]]) -> DeviceBuildEntry:
+    component = _component(entry, entry.text("package"), key="package")
+    device = entry.text("device")
+    if device not in _DEVICES:
+        raise entry.error("device", f"{_show(device)} is not one of {', '.join(_DEVICES)}")
+    labels = entry.str_list("labels", [])
+    for label in labels:
+        if not _LABEL_RE.match(label):
+            raise entry.error("labels", f"{_show(label)} is not a local label like \"+xpu\"")
+        if label == "+cpu":
+            raise entry.error("labels", "'+cpu' is the CPU build's label")
+    versions = entry.versions("versions")
+    cpu = {v for r in releases[component] for v in r.versions}
+    for version in versions:
+        if version.local is not None:
+            raise entry.error("versions", f"{version} carries a local label; list labels under 'labels'")
+        if version in cpu:
+            raise entry.error("versions", f"{version} is a CPU release of {component.distribution} in the matrix", "A device build with the same number is told apart by its label: list the label instead.")
+    if not labels and not versions:
+        raise entry.error("labels", "is empty, and so is 'versions': the entry must say how to recognise the build")
+    hosts = entry.str_list("hosts", [])
+    if not all(h.startswith("https://") for h in hosts):
+        raise entry.error("hosts", "must list https:// URLs (the device builds' own pages, not compat hosts)")
+    built = DeviceBuildEntry(component, device, labels, frozenset(versions), hosts, entry.provenance())
+    entry.done()
+    return built
 
 
 def _companion_release(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> CompanionRelease:
@@ -543,14 +680,6 @@ _PARSERS: dict[Component, Callable[[_Entry, dict[str, Host], set[Version], str],
 }
 #: The key that names an entry, where it is not "version" (library entries are minor lines).
 _KEY = {Component.TRANSFORMERS: "line", Component.ACCELERATE: "line"}
-
-
-def _known_torch_list(entry: _Entry, key: str, torch_versions: set[Version]) -> list[Version]:
-    versions = list(entry.versions(key))
-    for version in versions:
-        if version not in torch_versions:
-            raise entry.error(key, f"{version} is not a torch release in the matrix", "Add a [[torch]] entry for it or correct the pairing.")
-    return versions
 
 
 def _component(entry: _Entry, name: str, key: Optional[str] = None) -> Component:

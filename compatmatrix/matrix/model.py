@@ -97,13 +97,27 @@ COMPONENT_ORDER: tuple[Component, ...] = tuple(Component)
 #: How a pairing fact is known.  The set is open (the matrix's curation may name more); these are the
 #: levels the rules use today, with what each one means.
 EVIDENCE: dict[str, str] = {
-    "built-for": "the release is built against exactly this partner (its binary, its pinned requirement)",
+    "built-for": "the release's own files name this partner: it is built against exactly it (its binary, its pinned requirement)",
     "import-guard": "the release checks the partner's version when it is imported or used, and refuses others",
     "declared": "the release's metadata states the range it needs",
-    "reported-working": "the vendor ships or reports the pair as working, though the release is not built for it",
+    "reported-working": "an issue, a pull request or a vendor's CI / dependency file pins the pair and reports it working, though the release is not built for it",
     "documented-break": "a source documents that the pair fails",
-    "unverified": "the fact could not be checked against its source",
+    "unverified": "no source either way (or the fact could not be checked against its source)",
 }
+
+#: The graded pairing levels, strongest first: the resolver prefers a stronger one (docs/MATRIX.md,
+#: "Evidence"); a documented break is never a pairing (the rules refuse it).
+PAIRING_RANK: dict[str, int] = {"built-for": 0, "reported-working": 1, "unverified": 2}
+#: The levels a [[<table>.pairing]] entry may state (built-for is the entry's own ``torch``; unverified is the default).
+PAIRING_LEVELS = ("reported-working", "documented-break")
+
+#: CPU instruction-set floors ([[ipex]] isa_min) and the /proc/cpuinfo flags each needs (the ones the release checks).
+ISA_FLAGS: dict[str, tuple[str, ...]] = {
+    "avx2": ("avx2",),
+    "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq"),
+}
+#: What to call them in sentences.
+ISA_NAMES: dict[str, str] = {"avx2": "AVX2", "avx512": "AVX-512"}
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,15 @@ class Provenance:
     note: str = ""
 
 
+def public(version: Version) -> Version:
+    """``2.5.0+xpu`` -> ``2.5.0`` (the version without its local label)."""
+    return Version(version.public) if version.local is not None else version
+
+
+#: The provenance of a derived "unverified" pairing: no source either way.
+_NO_SOURCE = Provenance(sources=(), verified=False, note="no source says whether this pair works")
+
+
 @dataclass(frozen=True)
 class Host:
     """A place wheels are downloaded from (a PEP 503 index or a find-links page)."""
@@ -124,6 +147,8 @@ class Host:
     style: str  # "index" (--index-url / --extra-index-url) or "find-links" (-f)
     description: str
     provenance: Provenance
+    mirror_of: str = ""  # the host it mirrors (its files are taken to be the same), "" for none
+    documented_for: tuple["Component", ...] = ()  # the packages its sources document it for (empty: not stated)
 
     @property
     def pip_flag(self) -> str:
@@ -140,9 +165,68 @@ class WheelSet:
     yanked: bool
     yanked_reason: str
     provenance: Provenance
+    glibc_min: Optional[Version] = None  # the oldest glibc its files run on (manylinux_2_28 -> 2.28); None: not recorded
 
     def has_python(self, python: Version) -> bool:
         return python in self.python
+
+    def runs_on(self, glibc: Optional[Version]) -> bool:
+        """Does the target's glibc meet the floor?  An unknown glibc or an unrecorded floor is not held against it."""
+        return self.glibc_min is None or glibc is None or glibc >= self.glibc_min
+
+
+class Pairing(Record):
+    """How one torch release pairs with a release that is not built for it: ``evidence`` is one of
+    :data:`PAIRING_LEVELS` (from the matrix) or ``built-for`` / ``unverified`` (derived); ``provenance`` its sources."""
+
+    torch: Version
+    evidence: str
+    provenance: Provenance
+
+
+class IsaFloor(Record):
+    """The least CPU instruction set a release runs on (``level``: a key of :data:`ISA_FLAGS`)."""
+
+    level: str
+    provenance: Provenance
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return ISA_FLAGS[self.level]
+
+    @property
+    def name(self) -> str:
+        return ISA_NAMES[self.level]
+
+
+class KnownBad(Record):
+    """A matched set a source reports failing: ``package`` ``version`` next to torch ``torch`` (only the torch build
+    with local label ``torch_label`` when that is not None; "" is the unlabelled PyPI build).  A warning, not a refusal."""
+
+    torch: Version
+    torch_label: Optional[str]
+    component: "Component"
+    version: Version
+    failure: str  # what fails, as a clause ("DDP through the transformers Trainer fails on two nodes")
+    status: str  # "open", "closed", "unresolved"
+    provenance: Provenance
+
+    def matches(self, torch: Version, torch_label: Optional[str], version: Version) -> bool:
+        """``torch_label``: the installed or chosen torch build's local label ("+cpu", "" for none; None when not known)."""
+        if public(torch) != self.torch or public(version) != self.version:
+            return False
+        return self.torch_label is None or torch_label is None or torch_label == self.torch_label
+
+
+class DeviceBuildEntry(Record):
+    """Builds of a package for Intel GPUs (XPU/GPU): never the CPU release of the same number (``[[device_build]]``)."""
+
+    component: "Component"
+    device: str  # "XPU" or "GPU"
+    labels: tuple[str, ...]  # local labels that mark the build ("+xpu"), matched exactly
+    versions: frozenset[Version]  # public versions that exist only as device builds
+    hosts: tuple[str, ...]  # URLs those builds are published on (not compat hosts)
+    provenance: Provenance
 
 
 class Yank(Record):
@@ -193,7 +277,8 @@ class _Binary:
         return (self.version,)
 
     def yank(self, version: Version) -> Optional[Yank]:
-        """Yanked is a property of the version, not of one host: a yanked file anywhere marks it."""
+        """The first host that yanked this release, or None.  Whether that rules it out for a target is the unary
+        rule's call (rules.candidates: only when every host with a usable wheel yanked it)."""
         if version != self.version:
             return None
         return next((Yank(w.host, w.yanked_reason) for w in self.wheels if w.yanked), None)
@@ -223,6 +308,8 @@ class IpexRelease(_Binary):
     released: str
     wheels: tuple[WheelSet, ...]
     provenance: Provenance
+    isa_min: Optional[IsaFloor] = None  # the least CPU instruction set it runs on (None: not recorded)
+    known_bad: tuple[KnownBad, ...] = ()  # matched sets with torch a source reports failing ([[known_bad]])
 
     requires_python = None
 
@@ -239,14 +326,23 @@ class CclRelease(_Binary):
     released: str
     wheels: tuple[WheelSet, ...]
     provenance: Provenance
-    torch_also: tuple[Version, ...] = ()  # other torch versions Intel shipped it with (sourced)
+    pairings: tuple[Pairing, ...] = ()  # torch releases it is not built for, with what a source says ([[oneccl_bind_pt.pairing]])
+    known_bad: tuple[KnownBad, ...] = ()  # matched sets with torch a source reports failing ([[known_bad]])
 
     requires_python = None
 
-    @property
-    def torch_versions(self) -> tuple[Version, ...]:
-        """Every torch this prebuilt wheel works with: exactly the one it is built for, plus sourced exceptions."""
-        return (self.torch, *self.torch_also)
+    def pairing_with(self, torch: Version) -> Optional[Pairing]:
+        """How this prebuilt wheel pairs with ``torch``: ``built-for`` its own torch; what a [[pairing]] entry says
+        (``reported-working``, ``documented-break``); ``unverified`` for any other torch of the same major.minor;
+        None for another major.minor (a different C++ ABI: the ``ccl-torch-series`` rule refuses it)."""
+        if torch == self.torch:
+            return Pairing(torch, "built-for", self.provenance)
+        if torch.release[:2] != self.torch.release[:2]:
+            return None
+        for pairing in self.pairings:
+            if pairing.torch == torch:
+                return pairing
+        return Pairing(torch, "unverified", _NO_SOURCE)
 
 
 @dataclass(frozen=True)
@@ -258,6 +354,7 @@ class CompanionRelease(_Binary):
     torch: Version
     wheels: tuple[WheelSet, ...]
     provenance: Provenance
+    known_bad: tuple[KnownBad, ...] = ()
 
     requires_python = None
 
@@ -354,6 +451,8 @@ class Matrix:
     features: tuple[Feature, ...]
     eol: tuple[EndOfLife, ...]
     source_path: str = field(default="", compare=False)
+    known_bad: tuple[KnownBad, ...] = ()  # also on the releases they name (release.known_bad)
+    device_builds: tuple[DeviceBuildEntry, ...] = ()
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{len(self.releases[c])} {c.label}" for c in COMPONENT_ORDER)

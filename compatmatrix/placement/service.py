@@ -1,0 +1,111 @@
+"""``compat launch``: the steps in order. Read the machine (the environment probe, or a recorded sysfs), plan the
+ranks, find the libraries and tools this machine has, compose the launcher command.
+
+Side effects: the environment probe (a child for --python), reading sysfs, ``mpirun --version``, PATH lookups.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import CompatError, UsageError
+from .environment import choose_preload, environment_notes, launch_environment
+from .launchers import Invocation, Tools, compose
+from .plan import PlacementError, Plan, plan_ranks
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    launcher: str  # torchrun | mpirun
+    nproc_per_node: int
+    command: tuple[str, ...]
+    ccl_workers: Optional[int] = None  # None: 1 per rank where the cores allow it, else 0
+    python: Optional[str] = None
+    sysfs_root: Optional[str] = None
+    mpirun: Optional[str] = None
+    mpi_flavor: Optional[str] = None
+    print_only: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    plan: Plan
+    invocation: Invocation
+    rank_env: Mapping[str, str]
+    notes: tuple[str, ...]
+
+
+def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
+    from ..checks.runtime import preload_candidates, preload_entries
+    from ..environment.snapshot import take_snapshot
+    from .topology import machine_from_snapshot
+
+    if not options.command:
+        raise UsageError("No command to launch.", "Write it after --, e.g. compat launch --launcher torchrun --nproc-per-node 2 -- train.py --bf16")
+    if options.sysfs_root and not options.print_only:
+        raise UsageError("--sysfs-root plans for a recorded machine, so it only goes with --print.", "Add --print, or drop --sysfs-root to run on this machine.")
+    snapshot = take_snapshot(options.python)
+    if options.sysfs_root:
+        from .sysfs import read_machine
+
+        machine = read_machine(options.sysfs_root)
+    else:
+        machine = machine_from_snapshot(snapshot)
+    plan, auto_note = _plan_with_workers(machine, options.nproc_per_node, options.ccl_workers)
+    preload = choose_preload(preload_candidates(snapshot.prefix), preload_entries(environ.get("LD_PRELOAD", "")))
+    rank_env = launch_environment(plan, preload)
+    notes = ([auto_note] if auto_note else []) + list(plan.notes) + list(environment_notes(plan, preload, environ))
+    if options.sysfs_root:
+        notes.append(f"planned for the machine recorded in {options.sysfs_root}; LD_PRELOAD, numactl/taskset and mpirun are this machine's")
+    tools = Tools(shutil.which("numactl", path=environ.get("PATH")), shutil.which("taskset", path=environ.get("PATH")))
+    python = snapshot.executable
+    flavor, mpirun = None, "mpirun"
+    if options.launcher == "torchrun":
+        if snapshot.get("torch") is None:
+            message = f"torch is not installed for {python}, and torchrun comes with it."
+            if not options.print_only:
+                raise CompatError(message, "Pass --python PATH of the environment you train in (or set COMPAT_PYTHON).")
+            notes.append(message)
+    else:
+        flavor, mpirun = _mpi(python, options)
+    invocation = compose(plan, rank_env, options.launcher, options.command, python, tools, flavor=flavor, mpirun=mpirun,
+                         path=environ.get("PATH", ""), as_root=os.geteuid() == 0)
+    return Prepared(plan, invocation, rank_env, tuple(notes) + invocation.notes)
+
+
+def _plan_with_workers(machine, ranks: int, ccl_workers: Optional[int]) -> tuple[Plan, str]:
+    """``ccl_workers`` None (the default): one oneCCL worker core per rank where the cores allow it, else none
+    (said in a note); a number given by the user is kept, and a plan that cannot hold it is an error."""
+    if ccl_workers is not None:
+        return plan_ranks(machine, ranks, ccl_workers), ""
+    try:
+        return plan_ranks(machine, ranks, 1), ""
+    except PlacementError:
+        plan = plan_ranks(machine, ranks, 0)
+        return plan, f"{ranks} ranks leave no core for a oneCCL worker each on this machine, so none is set aside (--ccl-workers 1 to insist)"
+
+
+def _mpi(python: str, options: LaunchOptions) -> tuple[str, str]:
+    from ..live.launch import LaunchError, find_mpirun, mpi_flavor
+
+    try:
+        mpirun = find_mpirun(python, options.mpirun)
+    except LaunchError as exc:
+        if options.print_only and options.mpi_flavor:
+            return options.mpi_flavor, options.mpirun or "mpirun"
+        raise CompatError(str(exc)[:1].upper() + str(exc)[1:], exc.fix + (" With --print, --mpi-flavor names the MPI without one here." if options.print_only else "")) from None
+    if options.mpi_flavor:
+        return options.mpi_flavor, mpirun
+    try:
+        return mpi_flavor(mpirun), mpirun
+    except LaunchError as exc:
+        raise CompatError(str(exc)[:1].upper() + str(exc)[1:], exc.fix + " Or name it with --mpi-flavor intel-mpi|open-mpi|mpich.") from None
+
+
+def command_words(words: Sequence[str]) -> tuple[str, ...]:
+    """argparse's REMAINDER with the leading -- dropped."""
+    return tuple(words[1:] if words[:1] == ["--"] else words)

@@ -1,0 +1,29 @@
+"""Read a machine from a folder shaped like /sys (a recorded copy, ``compat launch --sysfs-root DIR``): its CPU
+topology (devices/system/cpu, devices/system/node) and, when recorded, its cgroup quota (fs/cgroup/cpu.max, or
+fs/cgroup/cpu/cpu.cfs_quota_us + cpu.cfs_period_us). The recorded machine's own affinity is not in sysfs: every
+online CPU counts as allowed. The live machine comes from the environment probe instead (placement.topology
+.machine_from_snapshot), which reads /sys with the same function.
+
+Side effects: reads files under the folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..environment import env_probe
+from ..errors import UsageError
+from .topology import Machine, TopologyError, topology_from_probe
+
+
+def read_machine(sys_root: str) -> Machine:
+    root = Path(sys_root)
+    if not (root / "devices" / "system" / "cpu").is_dir():
+        raise UsageError(f"--sysfs-root {sys_root} has no devices/system/cpu folder: it is not shaped like /sys.",
+                         "Pass a folder holding devices/system/cpu/online, devices/system/cpu/cpuN/topology/ and devices/system/node/nodeN/cpulist (a copy of /sys).")
+    data = env_probe.cpu_topology(str(root))
+    try:
+        topology = topology_from_probe(data, str(root))
+    except TopologyError as exc:
+        raise UsageError(f"The topology recorded in {sys_root} cannot be read: {exc}.", "Record the files again from the machine's /sys (cp --parents keeps the layout).") from None
+    return Machine(topology, frozenset(topology.cpus), env_probe.cgroup_quota(str(root), own_path=False))

@@ -1,0 +1,261 @@
+"""compat doctor --live and compat doctor --hostfile across two REAL hosts made on this machine (tests/netns_hosts.py):
+network namespaces joined by a veth pair, each with its own host name, /etc/hosts, PID space and a remote shell of its
+own; the run folder and the environments sit on the file system both share. Real torch 2.13 + transformers 5.23 +
+accelerate 1.15 ranks (gloo), real torchrun, Intel MPI's real mpirun (impi-rt) starting the other host's ranks through
+that remote shell. Traffic goes only between the test's own namespaces and their loopback.
+
+After every run: nothing left on either host (the host's own PID space, from outside) and no process carrying the
+test's marker. Skips, with the reason, where namespaces cannot be made (not root, no CAP_NET_ADMIN, no iproute2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from .clean_env import base_env
+from .fixture_ccl import fixture_ccl_path
+from .netns_hosts import Cluster, HostSpec, NetnsUnavailable
+from .test_live_real import marked_processes
+
+pytestmark = pytest.mark.integration
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "findings-v1.json").read_text())
+FAULT_TIMEOUT = 30.0  # --live-timeout of the fault runs: the ranks' own rendezvous timeout is then 15 s
+
+
+@pytest.fixture
+def hosts(request):
+    """make(specs) -> a Cluster of node1 and node2, torn down after the test whatever happens."""
+    made = []
+
+    def make(specs=None):
+        try:
+            cluster = Cluster(specs=specs)
+        except NetnsUnavailable as exc:
+            pytest.skip(f"test hosts cannot be made here: {exc}")
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def stock(stock_torch213):
+    return stock_torch213
+
+
+@pytest.fixture(scope="module")
+def impi():
+    from .real_envs import real_env
+
+    return str(real_env("impi").parent / "mpirun")
+
+
+def compat_on(cluster, host, args, mark, env_extra=None):
+    env = base_env({"COMPAT_TEST_TREE_MARK": mark, **(env_extra or {})}, drop=("COMPAT_LIVE_FIXTURE_FAULT", "CCL_WORKER_COUNT", "PYTHONPATH"))
+    return cluster.popen(host, [sys.executable, "-m", "compatmatrix", *args], env)
+
+
+def finish(process, timeout=240):
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode in (0, 1), err[-3000:]
+    data = json.loads(out)
+    jsonschema.validate(data, SCHEMA)
+    return process.returncode, {c["id"]: c for c in data["checks"]}, data
+
+
+def assert_nothing_left(cluster, mark):
+    assert cluster.wait_idle(15) == {}, "processes left on a host"
+    assert marked_processes(mark) == [], "processes of the run outlived compat"
+
+
+def torchrun_on_both(cluster, python, nproc, port, mark, extra=(), env_by_host=None):
+    """One compat per host (node rank 0 on node1), started together; their (exit code, checks, document) and seconds."""
+    common = ["doctor", "--live", "--json", "--only", "live", "--launcher", "torchrun", "--nnodes", "2", "--nproc-per-node", str(nproc),
+              "--master-addr", "node1", "--master-port", str(port), *extra]
+    started = time.monotonic()
+    runs = [compat_on(cluster, host, [*common, "--python", str(python), "--node-rank", str(rank)], mark, (env_by_host or {}).get(host))
+            for rank, host in enumerate(("node1", "node2"))]
+    results = [finish(p) for p in runs]
+    return results, time.monotonic() - started
+
+
+def port() -> int:
+    return 29000 + uuid.uuid4().int % 2000  # inside the hosts' own namespaces: nothing else listens there
+
+
+# --- the same doctor on two hosts ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_torchrun_across_two_hosts_passes_with_the_same_parameters(hosts, stock, nproc):
+    cluster = hosts()
+    mark = uuid.uuid4().hex
+    results, _ = torchrun_on_both(cluster, stock, nproc, port(), mark)
+    for host, (code, checks, data) in zip(("node1", "node2"), results):
+        failed = {k: v["summary"] for k, v in checks.items() if v["status"] == "fail"}
+        assert code == 0 and not failed, failed
+        assert checks["live.world"]["summary"].startswith(f"{nproc} ranks here joined a group of {2 * nproc}")
+        assert checks["live.trainer"]["status"] == "pass"
+        assert data["live"]["hosts"] == [host] and {r["host"] for r in data["live"]["ranks"]} == {host}
+        assert checks["live.network"]["status"] == "pass" and "MASTER_ADDR node1 -> " in checks["live.network"]["evidence"][0]
+    ranks = [r for _, _, data in results for r in data["live"]["ranks"]]
+    assert sorted(r["rank"] for r in ranks) == list(range(2 * nproc))
+    assert len({r["params_sha256"] for r in ranks}) == 1 and ranks[0]["params_sha256"]  # same weights on every rank of both hosts
+    assert_nothing_left(cluster, mark)
+
+
+@pytest.mark.parametrize("how", ["--rsh", "I_MPI_HYDRA_BOOTSTRAP_EXEC"])
+def test_intel_mpirun_with_a_hostfile_starts_the_other_hosts_ranks_through_the_remote_shell(hosts, stock, impi, how):
+    cluster = hosts()
+    mark = uuid.uuid4().hex
+    shared = cluster.folder / "shared"
+    hostfile = cluster.folder / "hostfile"
+    hostfile.write_text("node1\nnode2\n")
+    rsh = ["--rsh", cluster.rsh] if how == "--rsh" else []
+    env = {} if how == "--rsh" else {"I_MPI_HYDRA_BOOTSTRAP": "ssh", "I_MPI_HYDRA_BOOTSTRAP_EXEC": cluster.rsh}
+    args = ["doctor", "--live", "--json", "--only", "live", "--python", str(stock), "--launcher", "mpirun", "--mpirun", impi,
+            "--hostfile", str(hostfile), "--nproc-per-node", "1", "--run-dir", str(shared), *rsh]
+    code, checks, data = finish(compat_on(cluster, "node1", args, mark, env))
+    assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
+    launch = checks["live.launch"]
+    assert launch["summary"].startswith("mpirun (intel-mpi) started 2 of 2 ranks on 2 hosts (node1, node2), world size 2")
+    assert ("-bootstrap-exec " + cluster.rsh in launch["evidence"][0]) is (how == "--rsh")  # the variables are left to Intel MPI itself
+    assert any(f"remote shell: {cluster.rsh} ({'--rsh' if how == '--rsh' else '$I_MPI_HYDRA_BOOTSTRAP_EXEC'})" in e for e in launch["evidence"])
+    assert checks["live.world"]["summary"] == "2 ranks on 2 hosts (node1, node2) joined a group of 2 (rank variables from PMI_RANK/PMI_SIZE)"
+    assert {(r["rank"], r["host"]) for r in data["live"]["ranks"]} == {(0, "node1"), (1, "node2")}
+    assert len({r["params_sha256"] for r in data["live"]["ranks"]}) == 1
+    assert_nothing_left(cluster, mark)
+
+
+# --- faults between hosts: a finding that names the host and the likely cause, within the deadline ----------------------
+
+
+def test_a_rank_dying_on_the_other_host_under_torchrun_is_named_on_both(hosts, stock):
+    cluster = hosts()
+    mark = uuid.uuid4().hex
+    p = port()
+    results, seconds = torchrun_on_both(cluster, stock, 1, p, mark, ("--no-trainer", "--live-timeout", f"{FAULT_TIMEOUT:g}"),
+                                        {"node2": {"COMPAT_LIVE_FIXTURE_FAULT": "exit:1"}})
+    (code1, node1, _), (code2, node2, _) = results
+    assert code1 == code2 == 1
+    assert node2["live.ranks"]["summary"] == "rank 1 on node2 exited early (exit status 3) at stage backend"
+    assert node1["live.network"]["summary"].startswith(f"the group did not form: a rank on another host did not join at the rendezvous node1:{p} on this host (node1)")
+    assert node1["live.hang"]["summary"].startswith("hang: rank 0 on node1 timed out waiting for the other ranks")
+    assert seconds < FAULT_TIMEOUT + 15
+    assert_nothing_left(cluster, mark)
+
+
+@pytest.mark.parametrize("fault, summary", [
+    ("exit:1", "rank 1 on node2 ended at stage backend without an error of its own (crashed, exited or was killed)"),  # hydra reports no exit status
+    ("segv:1", "rank 1 on node2 was killed by signal SIGSEGV at stage trainer"),
+])
+def test_a_rank_dying_on_the_other_host_under_intel_mpirun_is_named(hosts, stock, impi, fault, summary):
+    """compat cannot see node2's processes: the rank's own exit watcher (shared run folder) and hydra's report tell."""
+    cluster = hosts()
+    mark = uuid.uuid4().hex
+    hostfile = cluster.folder / "hostfile"
+    hostfile.write_text("node1\nnode2\n")
+    args = ["doctor", "--live", "--json", "--only", "live", "--python", str(stock), "--launcher", "mpirun", "--mpirun", impi, "--hostfile", str(hostfile),
+            "--nproc-per-node", "1", "--run-dir", str(cluster.folder / "shared"), "--rsh", cluster.rsh, "--live-timeout", f"{FAULT_TIMEOUT:g}"]
+    started = time.monotonic()
+    code, checks, _ = finish(compat_on(cluster, "node1", args, mark, {"COMPAT_LIVE_FIXTURE_FAULT": fault}))
+    assert code == 1 and checks["live.ranks"]["summary"].startswith(summary)
+    assert time.monotonic() - started < FAULT_TIMEOUT
+    assert_nothing_left(cluster, mark)
+
+
+def test_a_blocked_master_port_is_named_from_the_host_that_cannot_reach_it(hosts, stock):
+    cluster = hosts()
+    mark = uuid.uuid4().hex
+    p = port()
+    try:
+        cluster.block_port("node1", p)  # nft inside node1's namespace: drops every packet to the rendezvous port
+    except NetnsUnavailable as exc:
+        pytest.skip(str(exc))
+    results, seconds = torchrun_on_both(cluster, stock, 1, p, mark, ("--no-trainer", "--live-timeout", f"{FAULT_TIMEOUT:g}"))
+    (code1, node1, _), (code2, node2, _) = results
+    assert code1 == code2 == 1
+    assert node2["live.network"]["summary"] == (f"from node2, the rendezvous node1:{p} does not answer: a firewall on the way drops the packets "
+                                                "(or node1 resolves here to a wrong address)")
+    assert node1["live.network"]["summary"].startswith(f"the group did not form: a rank on another host did not join at the rendezvous node1:{p} on this host (node1)")
+    assert all(r["live.hang"]["status"] == "fail" for r in (node1, node2))
+    assert seconds < FAULT_TIMEOUT + 15
+    assert_nothing_left(cluster, mark)
+
+
+def test_an_interface_that_does_not_exist_is_named_with_its_host(hosts, stock):
+    cluster = hosts()
+    mark = uuid.uuid4().hex
+    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, ("--no-trainer", "--live-timeout", f"{FAULT_TIMEOUT:g}"),
+                                        {"node2": {"GLOO_SOCKET_IFNAME": "nonexistent"}})
+    (code1, node1, _), (code2, node2, _) = results
+    assert code1 == code2 == 1
+    assert node2["live.network"]["summary"] == "GLOO_SOCKET_IFNAME=nonexistent names no interface on node2 (it has eth0, lo)"
+    assert node2["live.ranks"]["summary"].startswith("rank 1 on node2 failed at stage init")
+    assert node1["live.network"]["status"] == "fail"
+    assert seconds < FAULT_TIMEOUT + 15
+    assert_nothing_left(cluster, mark)
+
+
+def test_a_master_name_that_resolves_differently_on_the_other_host_is_named(hosts, stock):
+    # node2's /etc/hosts has a stale line for node1 (an address off the test link: no packet leaves the namespace)
+    cluster = hosts({"node2": HostSpec(resolves={"node1": "10.213.0.99"})})
+    mark = uuid.uuid4().hex
+    p = port()
+    results, seconds = torchrun_on_both(cluster, stock, 1, p, mark, ("--no-trainer", "--live-timeout", f"{FAULT_TIMEOUT:g}"))
+    (code1, node1, _), (code2, node2, _) = results
+    assert code1 == code2 == 1
+    network = node2["live.network"]
+    assert network["summary"].startswith(f"from node2, the rendezvous node1:{p} cannot be reached: no route to host: 10.213.0.99 is not node1's address")
+    assert "on node2" in network["summary"] and network["fix"].startswith("Make node1 resolve on node2")
+    assert node1["live.network"]["evidence"][-1].startswith(f"compat on node1: node1 ({cluster.address('node1')}) is this host")
+    assert seconds < FAULT_TIMEOUT + 15
+    assert_nothing_left(cluster, mark)
+
+
+# --- compat doctor --hostfile: the static checks on every host, and what differs -------------------------------------------
+
+
+def test_preflight_on_identical_hosts_passes(hosts, stock):
+    cluster = hosts()
+    hostfile = cluster.folder / "hostfile"
+    hostfile.write_text("node1\nnode2\n")
+    code, checks, data = finish(compat_on(cluster, "node1", ["doctor", "--hostfile", str(hostfile), "--rsh", cluster.rsh, "--python", str(stock), "--json"],
+                                          uuid.uuid4().hex), timeout=120)
+    assert code == 0, checks
+    assert {k: v["status"] for k, v in checks.items()} == {"hosts.reach": "pass", "hosts.packages": "pass", "hosts.oneccl": "pass", "hosts.cpu": "pass"}
+    assert {h: v["name"] for h, v in data["hosts"].items()} == {"node1": "node1", "node2": "node2"}  # each answer came from its own host
+
+
+def test_preflight_names_every_difference_that_breaks_a_job(hosts, stock, tmp_path):
+    # node1: the FIXTURE ccl bindings on PYTHONPATH; node2: a torch 2.8.0 dist-info first on PYTHONPATH and a CPU without
+    # avx512_bf16/AMX (its /proc/cpuinfo); both given by the hosts' own remote shell, as a login environment would
+    fake = tmp_path / "site"
+    (fake / "torch-2.8.0.dist-info").mkdir(parents=True)
+    (fake / "torch-2.8.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.8.0\n\n")
+    cpuinfo = re.sub(r"\b(avx512_bf16|amx_bf16|amx_tile|amx_int8)\b", "", Path("/proc/cpuinfo").read_text())
+    bf16_here = bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", Path("/proc/cpuinfo").read_text()))
+    cluster = hosts({"node1": HostSpec(login_env={"PYTHONPATH": str(fixture_ccl_path(tmp_path))}),
+                     "node2": HostSpec(login_env={"PYTHONPATH": str(fake)}, cpuinfo=cpuinfo)})
+    hostfile = cluster.folder / "hostfile"
+    hostfile.write_text("node1 slots=2\nnode2 slots=2\n")
+    code, checks, data = finish(compat_on(cluster, "node1", ["doctor", "--hostfile", str(hostfile), "--rsh", cluster.rsh, "--python", str(stock), "--json"],
+                                          uuid.uuid4().hex), timeout=120)
+    found = [c for c in data["checks"] if c["status"] == "fail"]
+    summaries = [c["summary"] for c in found]
+    assert code == 1
+    assert "torch differs between the hosts: 2.13.0+cpu on node1; 2.8.0 on node2" in summaries
+    assert "the oneCCL bindings import on some hosts only: oneccl_bindings_for_pytorch on node1; none on node2" in summaries
+    if bf16_here:
+        assert "bf16 is native on node1 only (avx512_bf16), not on node2" in summaries or any(s.startswith("bf16 is native on node1 only") for s in summaries)
+    assert any(s.startswith("node2: packages.duplicates") for s in summaries)  # each host's own failures, named by host
