@@ -203,7 +203,8 @@ def launch_finding(launch: Launch, supervised: Supervised, ranks: Sequence[RankR
         return Finding(cid, Status.FAIL, f"{launch.launcher} started no rank ({describe_exit(supervised.ends[0].returncode)})",
                        evidence + ((f"launcher output: {logs}",) if logs else ()),
                        "Run the command above by hand; for mpirun check that the MPI can start processes here (hostfile, ssh), for torchrun that torch is installed.")
-    summary = f"{launch.launcher} ({launch.flavor}) started {len(ranks)} of {launch.expected_local} ranks {where(ranks)}, world size {launch.world_size}, master {launch.master}"
+    named = launch.launcher if launch.flavor in (None, launch.launcher) else f"{launch.launcher} ({launch.flavor})"
+    summary = f"{named} started {len(ranks)} of {launch.expected_local} ranks {where(ranks)}, world size {launch.world_size}, master {launch.master}"
     if len(ranks) > launch.expected_local:
         return Finding(cid, Status.FAIL, summary, evidence,
                        "More processes ran than ranks were asked for: the launcher restarted them or started extra ones (torchrun: PET_MAX_RESTARTS; mpirun: -n / the hostfile).")
