@@ -28,17 +28,42 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_TOOL_ERROR, f"compat: error: {message}. Run '{self.prog} --help' for the options.\n")
 
 
+MAX_SECONDS = 86400.0  # the longest timeout an option takes (a day); the helper children are capped there too
+
+
 def positive_float(text: str) -> float:
-    """argparse type: a finite number of seconds above 0 (0, negatives, nan and inf are usage errors)."""
+    """argparse type: a number of seconds above 0 and at most a day (0, negatives, nan, inf and more are usage errors)."""
     import math
 
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' is not a number of seconds") from None
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must be a finite number of seconds above 0")
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' must be a finite number of seconds above 0")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' is more than the maximum of {MAX_SECONDS:g} seconds (a day)")
     return value
+
+
+class _Bf16Action(argparse.BooleanOptionalAction):
+    """--bf16 / --no-bf16 that remembers both spellings it was given, so `--bf16 --no-bf16` is refused, not last-wins."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        super().__call__(parser, namespace, values, option_string)
+        seen = set(getattr(namespace, "bf16_given", ()) or ()) | {option_string}
+        namespace.bf16_given = tuple(sorted(seen))
+
+
+def _check_bf16(args: argparse.Namespace) -> None:
+    """--bf16 and --no-bf16 together contradict each other; --no-bf16 only means something for doctor --live."""
+    given = getattr(args, "bf16_given", ()) or ()
+    if len(given) > 1:
+        raise UsageError("--bf16 and --no-bf16 contradict each other.", "Pass one of them.")
+    if args.bf16 is False and not getattr(args, "live", False):
+        where = "compat doctor --live" if args.command == "doctor" else f"compat doctor --live, not compat {args.command}"
+        raise UsageError(f"--no-bf16 only keeps the live Trainer step in fp32: it goes with {where}.",
+                         "Drop --no-bf16 (without --bf16 the bf16 checks do not apply), or add --live to compat doctor.")
 
 
 def positive_int(text: str) -> int:
@@ -332,7 +357,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
         parser.add_argument("--platform", metavar="TAG", help="with -r: the platform tag (default: this machine's)")
     parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
                         help="ranks you launch per node (default 2): for the thread checks, and the ranks --live starts")
-    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+    parser.add_argument("--bf16", action=_Bf16Action, default=None,
                         help="--bf16: you intend to train in bf16 (checks the CPU supports it natively; --live then trains in bf16, emulated "
                         "where the CPU has no native bf16); --no-bf16: the live Trainer step stays fp32; default: --live uses bf16 when the CPU has "
                         "avx512_bf16 or AMX")
@@ -373,6 +398,7 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
     if args.list:
         render_check_list(make_console(args.no_color), select(checks, static_only=static_only))
         return EXIT_OK
+    _check_bf16(args)
     if getattr(args, "hostfile", None) and not getattr(args, "live", False):
         return _run_hosts(args)
     live_named = [n for n in args.only + args.skip if n == "live" or n.startswith("live.")]
@@ -560,6 +586,7 @@ def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform
     if getattr(args, "wheelhouse", None):
         from .install.service import offline_locations
 
+        _check_wheelhouse(args.wheelhouse)
         locations = offline_locations(locations, Path(args.wheelhouse))
     if args.torch_from_pypi:
         import dataclasses
@@ -585,6 +612,19 @@ def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform
     return matrix, outcome, plan
 
 
+def _check_wheelhouse(given: str) -> None:
+    """--wheelhouse must name a folder: a missing path, a file or a FIFO is unusable input (exit 2)."""
+    import stat
+
+    try:
+        mode = os.stat(given).st_mode
+        why = "" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a file"
+    except OSError as exc:
+        why = "missing" if exc.errno == errno.ENOENT else f"unreadable: {exc.strerror}"
+    if why:
+        raise UsageError(f"The wheelhouse {shown(given, 200)} is not a folder (it is {why}).", "Pass --wheelhouse DIR, a folder made by compat download -d DIR.")
+
+
 class _NoSet(Exception):
     pass
 
@@ -597,12 +637,15 @@ def cmd_install(args: argparse.Namespace) -> int:
     if args.offline and not args.wheelhouse:
         raise UsageError("--offline needs --wheelhouse DIR.", "Make one with compat download -d DIR, then pass --wheelhouse DIR.")
     if args.restore or args.discard_snapshot:
-        from .install.service import recover
+        from .install.service import recover, recover_without_interpreter
 
         try:
-            print(recover(take_snapshot(args.python), restore_it=args.restore))
+            if args.python and not os.path.exists(args.python):  # a restore killed between two renames can leave bin/ missing
+                print(recover_without_interpreter(args.python, restore_it=args.restore))
+            else:
+                print(recover(take_snapshot(args.python), restore_it=args.restore))
         except InstallError as exc:
-            sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
+            _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
             return exc.exit_code
         return EXIT_OK
     planning_only = args.dry_run or args.print_
@@ -629,9 +672,9 @@ def cmd_install(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(requirements_text(plan, args.print_))
         return EXIT_OK
-    def say(line: str) -> None:
+    def say(line: str) -> None:  # progress: a full or closed stderr must never fail the install
         if not args.json:
-            sys.stderr.write(line + "\n")
+            _say_error(line)
 
     say(f"compat install: Python {python.label} ({python.origin}) · {platform.tag}")
     for package in plan.packages:
@@ -664,7 +707,7 @@ def cmd_install(args: argparse.Namespace) -> int:
             print(dump_json({"schema_version": 1, "command": "install", "ok": False, "state": exc.state, "error": exc.message, "fix": exc.fix,
                              "checks": [f.to_json() for f in exc.findings]}))
         else:
-            sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
+            _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
         return exc.exit_code
     lines = describe_findings(result.findings)
     if args.json:
@@ -692,10 +735,10 @@ def cmd_download(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     try:
         options = InstallOptions(require_hashes=args.require_hashes, allow_unverified=args.allow_unverified,
-                                 say=(lambda line: None) if args.json else (lambda line: sys.stderr.write(line + "\n")))
+                                 say=(lambda line: None) if args.json else _say_error)
         files = download(plan, WheelTarget(python.version, platform), Path(args.dest), sys.executable, options)
     except InstallError as exc:
-        sys.stderr.write(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else "") + "\n")
+        _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
         return exc.exit_code
     if args.json:
         print(dump_json({"schema_version": 1, "command": "download", "dest": str(Path(args.dest).resolve()), "files": [f.name for f in files],
@@ -785,7 +828,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return EXIT_TOOL_ERROR
         raise
     except CompatError as exc:
-        _say_error(f"compat: error: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
+        message = exc.message if not exc.message or exc.message.endswith((".", "!", "?")) else exc.message + "."  # two sentences, not one run-on
+        _say_error(f"compat: error: {message}" + (f" {exc.fix}" if exc.fix else ""))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C; the live supervisor also turns SIGTERM/SIGHUP into this, after cleaning up
         terminated = exc.__class__.__name__ == "Terminated"

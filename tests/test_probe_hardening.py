@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -23,6 +22,8 @@ import pytest
 from .fixture_envs import FixtureEnv
 from .procs import MARK_VARIABLE, cmdline, kill_marked, marked, new_mark, wait_until
 from .test_doctor import clean_environ, compat_json
+
+COMPAT = Path(sys.executable).with_name("compat")  # the console script of this venv
 
 
 def compat(*args, env=None, cwd=None, timeout=120):
@@ -61,15 +62,21 @@ def test_import_probes_ignore_modules_planted_in_the_temp_folder(tmp_path):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     (cwd / "torch.py").write_text((planted / "torch.py").read_text())
-    checks, _ = compat_json("doctor", env.python, "--only", "imports", env={"TMPDIR": str(planted)}, code=0)
+    # the `compat` command as a user runs it (`python -m` would put the working directory on compat's own sys.path)
+    done = subprocess.run([str(COMPAT), "doctor", "--json", "--python", str(env.python), "--only", "imports"], capture_output=True, text=True,
+                          timeout=180, env=clean_environ({"TMPDIR": str(planted)}), cwd=str(cwd), check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
     assert not marker.exists(), marker.read_text()
     assert checks["imports.torch"]["status"] == "pass" and "torch 2.7.0 imports" in checks["imports.torch"]["summary"]
     assert checks["imports.ipex"]["status"] == "pass" and "with torch 2.7.0" in checks["imports.ipex"]["summary"]
     assert checks["imports.ccl"]["status"] == "pass", checks["imports.ccl"]
-    # the environment probe and the interpreter probe: `compat check` from a working directory holding planted modules
-    done = compat("check", "--json", "--python", str(env.python), env={"TMPDIR": str(planted)}, cwd=str(planted))
-    assert done.returncode in (0, 1), done.stderr
-    assert not marker.exists(), marker.read_text()
+    # the environment probe and the interpreter probe: `compat check` and `compat resolve` from the planted folder itself
+    for command in (["check", "--json"], ["resolve", "--json"]):
+        done = subprocess.run([str(COMPAT), *command, "--python", str(env.python)], capture_output=True, text=True, timeout=180,
+                              env=clean_environ({"TMPDIR": str(planted)}), cwd=str(planted), check=False)
+        assert done.returncode in (0, 1), done.stderr
+        assert not marker.exists(), marker.read_text()
     # nothing left behind in the temp folder (the private working folders are removed)
     assert sorted(p.name for p in planted.iterdir()) == sorted(f"{n}.py" for n in ("torch", "json", "intel_extension_for_pytorch", "oneccl_bindings_for_pytorch"))
 
@@ -243,12 +250,8 @@ def test_the_largest_timeouts_are_kept(tmp_path):
 
 def _setsid_ipex(tmp_path: Path, seconds: int, then: str = "") -> FixtureEnv:
     env = full_env(tmp_path)
-    env.module("intel_extension_for_pytorch/__init__.py", f"""\
-        import subprocess, torch
-        __version__ = "2.7.0+cpu"
-        subprocess.Popen(["setsid", "-f", "sleep", "{seconds}"])
-        {then}
-    """)
+    env.module("intel_extension_for_pytorch/__init__.py",
+               f'import subprocess, torch\n__version__ = "2.7.0+cpu"\nsubprocess.Popen(["setsid", "-f", "sleep", "{seconds}"])\n{then}\n')
     return env
 
 

@@ -25,15 +25,21 @@ OUTPUT_LINES = 5
 # $1 the script, $2 the word printed once sourcing has returned, $3 the lifeline: a pipe whose other end only
 # compat holds. The watchdog (started twice removed, so a `wait` in setvars.sh does not wait for it) kills the
 # whole process group when the pipe closes (compat ended, even by SIGKILL): nothing setvars.sh started outlives
-# compat. The script's own output goes to stderr, to be quoted when it fails.
+# compat. The script's own output goes to stderr, to be quoted when it fails. The environment afterwards is
+# written with bash builtins only (`builtin` skips functions the script defined): a script that empties or
+# replaces PATH cannot hide it (`env` would no longer be found). The same word with " end" closes the list, so a
+# list cut short is seen as such.
 WRAPPER = """\
 __compat_setvars="$1"; __compat_done="$2"; __compat_lifeline="$3"; set --
 ( ( read -r -u "$__compat_lifeline" __compat_line; kill -KILL 0 ) </dev/null >/dev/null 2>&1 & )
 eval "exec $__compat_lifeline<&-"
 source "$__compat_setvars" </dev/null 1>&2
 __compat_status=$?
-printf '%s %s\\0' "$__compat_done" "$__compat_status"
-env -0
+builtin printf '%s %s\\0' "$__compat_done" "$__compat_status"
+while IFS= builtin read -r __compat_name; do
+  builtin printf '%s=%s\\0' "$__compat_name" "${!__compat_name}"
+done < <(builtin compgen -e)
+builtin printf '%s end\\0' "$__compat_done"
 """
 PATH_LISTS = ("PATH", "LD_LIBRARY_PATH", "FI_PROVIDER_PATH", "CPATH", "LIBRARY_PATH", "MANPATH", "CMAKE_PREFIX_PATH", "PKG_CONFIG_PATH")
 KEYS = ("CCL_ROOT", "I_MPI_ROOT", "FI_PROVIDER_PATH", "LD_LIBRARY_PATH", "PATH", "CCL_CONFIGURATION", "CPATH", "LIBRARY_PATH")
@@ -120,12 +126,32 @@ def source_setvars(path: Path, env: Mapping[str, str], timeout: Optional[float] 
     status = items[position][len(marker):].decode(errors="replace")
     if status != "0":
         return Sourced(None, f"sourcing {path} failed (exit status {status})", output)
+    end = done_word.encode() + b" end"
+    if end not in items[position + 1:]:
+        return Sourced(None, f"the environment after sourcing {path} could not be read (the shell {describe_exit(ended.returncode)} while listing it)", output)
     after = {}
-    for item in items[position + 1:]:
+    for item in items[position + 1:items.index(end, position + 1)]:
         key, sep, value = item.partition(b"=")
         if sep:
             after[key.decode(errors="replace")] = value.decode(errors="replace")
+    broken = _broken_environment(path, env, after)
+    if broken:
+        return Sourced(None, broken, output)
     return Sourced(after, "", output)
+
+
+def _broken_environment(path: Path, before: Mapping[str, str], after: Mapping[str, str]) -> str:
+    """Why the environment ``path`` leaves behind would break the shell it is sourced in (no variables at all, PATH
+    unset, PATH entries removed: a setvars.sh only adds to PATH), or ""."""
+    if not after:
+        return f"sourcing {path} leaves no environment variables at all"
+    if "PATH" in before and "PATH" not in after:
+        return f"sourcing {path} unsets PATH"
+    lost = [e for e in _entries(before.get("PATH", "")) if e not in _entries(after.get("PATH", ""))]
+    if lost:
+        shown_lost = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        return f"sourcing {path} removes PATH entries the shell had ({shown_lost})"
+    return ""
 
 
 def _last_lines(data: bytes) -> tuple[str, ...]:

@@ -275,6 +275,14 @@ def shm_info():
     return {"total_bytes": stat.f_frsize * stat.f_blocks, "free_bytes": stat.f_frsize * stat.f_bavail}
 
 
+def headers_root():
+    """Where pip puts a wheel's .data/headers files (under a folder named after the project): in a virtual
+    environment <prefix>/include/site/pythonX.Y, else sysconfig's include folder (pip's own rule)."""
+    if sys.prefix != getattr(sys, "base_prefix", sys.prefix) or hasattr(sys, "real_prefix"):
+        return os.path.join(sys.prefix, "include", "site", "python%d.%d" % sys.version_info[:2])
+    return sysconfig.get_paths().get("include")
+
+
 def report():
     """Everything compat wants to know about this interpreter's environment, as JSON-ready data."""
     paths = [p for p in sys.path if p]  # '' is the working directory of `python -c`, not the environment
@@ -297,6 +305,9 @@ def report():
             "prefix": sys.prefix,
             "base_prefix": getattr(sys, "base_prefix", sys.prefix),
             "purelib": purelib,
+            "platlib": platlib,
+            "data": sysconfig.get_paths().get("data"),
+            "headers": headers_root(),
             "scripts": sysconfig.get_paths().get("scripts"),
             "path": paths,
         },

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,8 @@ def _resolve_executable(path: str) -> str:
     if os.sep in path or (os.altsep and os.altsep in path):
         if not Path(path).exists():
             raise InterpreterError(f"'{path}' does not exist.", "Pass the path of a Python interpreter with --python.")
+        if Path(path).is_dir():
+            raise InterpreterError(f"'{path}' is a directory, not a Python interpreter.", "Pass the interpreter inside it with --python, such as bin/python of a virtual environment.")
         return path
     found = shutil.which(path)
     if found is None:
@@ -56,7 +59,7 @@ def _resolve_executable(path: str) -> str:
 
 
 def probe_timeout(default: float) -> float:
-    """``default``, or $COMPAT_PROBE_TIMEOUT when that is a finite number above 0."""
+    """``default``, or $COMPAT_PROBE_TIMEOUT when that is a finite number above 0 (at most a day: child.MAX_TIMEOUT_S)."""
     return env_timeout(TIMEOUT_ENV, default)
 
 
@@ -74,8 +77,18 @@ def run_json_probe(executable: str, args: list[str], what: str, timeout: float, 
             raise InterpreterError(f"'{executable}' did not finish {what} within {timeout:g} s.", "Check that it is a working Python interpreter (it was stopped, with everything it started).")
         if ended.returncode != 0:
             last = (ended.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-            raise InterpreterError(f"'{executable}' failed {what} (exit {ended.returncode}: {shown(last, 200)}).", _FIX)
+            raise InterpreterError(f"'{executable}' failed {what} ({_ending(ended.returncode)}: {shown(last, 200)}).", _FIX)
         return _read_answer(executable, answer, what)
+
+
+def _ending(returncode: Optional[int]) -> str:
+    """'exit 3', or 'killed by SIGSEGV' for a child a signal ended (a negative status)."""
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
 
 
 def _read_answer(executable: str, path: str, what: str) -> dict:

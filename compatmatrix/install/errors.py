@@ -22,3 +22,11 @@ class InstallInputError(InstallError):
     that is a file, an environment compat cannot write to. Nothing was done."""
 
     exit_code = EXIT_TOOL_ERROR
+
+
+class InstallInterrupted(InstallError):
+    """SIGINT (exit 130) or SIGTERM/SIGHUP (exit 143) stopped the install; the environment was put back first."""
+
+    def __init__(self, message: str, fix: str, terminated: bool, state: str = "restored") -> None:
+        super().__init__(message, fix, state=state)
+        self.exit_code = 143 if terminated else 130

@@ -10,6 +10,7 @@ import errno
 import hashlib
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Optional
@@ -89,11 +90,16 @@ def read_chunks(handle: BinaryIO) -> Iterator[bytes]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the whole new one:
-    a temporary file next to it, fsync, rename, fsync of the folder."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the whole new one: a new
+    temporary file next to it (mkstemp: a random name, O_CREAT|O_EXCL, so a symlink planted there is never
+    followed), fsync, rename, fsync of the folder."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    tmp = Path(name)
     try:
-        with open(tmp, "w", encoding="utf-8") as out:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # what open(path, "w") would have made (mkstemp makes 0600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
@@ -102,6 +108,52 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+SMALL_CAP = 16 * (1 << 20)  # a journal or a manifest compat writes is far smaller
+
+
+class Unreadable(Exception):
+    """A small file compat wrote itself (a journal, a manifest) that is not what it wrote: in words."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}")
+        self.path = path
+        self.why = why
+
+
+def read_small(path: Path, cap: int = SMALL_CAP) -> str:
+    """The text of a small regular file, read without ever blocking or following a symlink: opened with
+    O_NOFOLLOW|O_NONBLOCK (a FIFO is seen for what it is), checked to be a regular file of at most ``cap``
+    bytes, then read. Unreadable (with the reason in words) otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise Unreadable(path, "is missing") from None
+    except OSError as exc:
+        why = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be opened ({exc.strerror})"
+        raise Unreadable(path, why) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a folder" if stat.S_ISDIR(info.st_mode) else "a device or socket"
+            raise Unreadable(path, f"is not a regular file (it is {kind})")
+        if info.st_size > cap:
+            raise Unreadable(path, f"is larger than {cap >> 20} MiB ({info.st_size} bytes), far more than compat ever writes there")
+        os.set_blocking(fd, True)
+        data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise Unreadable(path, f"is larger than {cap >> 20} MiB, far more than compat ever writes there")
+    return data.decode("utf-8", errors="replace")
+
+
+def safe_write(stream, text: str) -> None:
+    """Progress on stderr: a full disk or a closed descriptor there must never fail an install."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def fsync_dir(folder: Path) -> None:

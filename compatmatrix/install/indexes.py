@@ -3,7 +3,9 @@
 URLs from the command line, the environment and the config file are checked here (a control character, an
 unknown scheme or a malformed host is a usage error naming the flag). Pages are read under an overall
 deadline and a size cap (limits.py); sha256 fragments are normalised to lowercase; a remote page cannot
-point at local files (file:// links on an http(s) page are ignored).
+point at local files (file:// links on an http(s) page are ignored). Redirects are followed on the same host
+only (get_following): a page or a wheel redirected to another host, to a file:// URL, or in a loop is refused
+in words. A page whose charset is unknown is read as UTF-8; one the HTML parser cannot read is refused.
 
 Side effects: network (index pages), reading local folders.
 """
@@ -14,7 +16,8 @@ import html.parser
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -92,7 +95,7 @@ def _config_file() -> Optional[Path]:
 
 
 _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_CONFIG_EXAMPLE = 'Write it like: [indexes]\\npytorch-cpu = "https://mirror.example/whl/cpu"'
+_CONFIG_EXAMPLE = 'Write it like this, on two lines: [indexes] then pytorch-cpu = "https://mirror.example/whl/cpu".'
 
 
 def _read_config(path: Path) -> dict[str, str]:
@@ -188,7 +191,11 @@ def parse_links(page: str, base_url: str) -> list[Link]:
     """Wheel links of a PEP 503 project page or a find-links page (sha256 from the URL fragment). A remote page
     cannot point at local files: links to another scheme than http(s) are dropped."""
     parser = _Anchors()
-    parser.feed(page)
+    try:
+        parser.feed(page)
+        parser.close()
+    except Exception as exc:  # noqa: BLE001 - html.parser raises AssertionError (and others) on markup it cannot take
+        raise IndexRefused(base_url, f"the page cannot be read as an index page (the HTML parser stopped: {shown(str(exc), 80) or exc.__class__.__name__})") from None
     remote = urllib.parse.urlparse(base_url).scheme in ("http", "https")
     links = []
     for anchor in parser.links:
@@ -211,12 +218,67 @@ def parse_links(page: str, base_url: str) -> list[Link]:
     return links
 
 
-def _get(session: requests.Session, url: str, lim: Limits) -> str:
-    """A page, whole, within the page deadline and under the page size cap ("" for a 404)."""
+REDIRECTS = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 10
+
+
+def _host(url: str) -> tuple[str, Optional[int]]:
+    parsed = urllib.parse.urlparse(url)
+    default = {"http": 80, "https": 443}.get(parsed.scheme)
+    port = parsed.port or default
+    return (parsed.hostname or "").lower(), None if port == default else port
+
+
+@contextmanager
+def get_following(session: requests.Session, url: str, timeout: tuple[float, float], headers: Optional[Mapping[str, str]] = None) -> Iterator[requests.Response]:
+    """``session.get(url, stream=True)``, following redirects on the same host only: a redirect to another host
+    (CrossHostRedirect), to another scheme than http(s), in a loop or more than MAX_REDIRECTS times is
+    refused (IndexRefused, in words). The response's ``url`` is the final one."""
+    seen = [url]
+    current = url
+    while True:
+        response = session.get(current, timeout=timeout, headers=dict(headers or {}), stream=True, allow_redirects=False)
+        location = response.headers.get("Location")
+        if response.status_code not in REDIRECTS or not location:
+            break
+        response.close()
+        try:
+            target = urllib.parse.urljoin(current, location)
+            scheme = urllib.parse.urlparse(target).scheme
+            _host(target)
+        except ValueError:
+            raise IndexRefused(url, f"it redirects to '{shown(location)}', which is not a URL") from None
+        if scheme not in ("http", "https"):
+            raise IndexRefused(url, f"it redirects to {shown(target, 120)}, and compat never follows a redirect to a {scheme or 'relative'}:// URL")
+        if _host(target) != _host(url):
+            raise CrossHostRedirect(url, target)
+        if target in seen:
+            raise IndexRefused(url, f"it redirects in a loop ({' -> '.join(shown(u, 120) for u in [*seen[seen.index(target):], target])})")
+        if len(seen) > MAX_REDIRECTS:
+            raise IndexRefused(url, f"it redirects more than {MAX_REDIRECTS} times")
+        seen.append(target)
+        current = target
     try:
-        with deadline(lim.page_s), session.get(url, timeout=(TIMEOUT_S, lim.read_s), headers={"Accept": "text/html"}, stream=True) as response:
+        yield response
+    finally:
+        response.close()
+
+
+def _decode(body: bytes, encoding: Optional[str]) -> str:
+    """The page as text: in the charset it announces, or UTF-8 where that charset is unknown (charset=bogus-enc)."""
+    try:
+        return body.decode(encoding or "utf-8", errors="replace")
+    except LookupError:
+        return body.decode("utf-8", errors="replace")
+
+
+def _get(session: requests.Session, url: str, lim: Limits) -> tuple[str, str]:
+    """A page, whole, within the page deadline and under the page size cap ("" for a 404), and its final URL
+    (after same-host redirects: relative links are taken from there)."""
+    try:
+        with deadline(lim.page_s), get_following(session, url, (TIMEOUT_S, lim.read_s), {"Accept": "text/html"}) as response:
             if response.status_code == 404:
-                return ""
+                return "", url
             if response.status_code != 200:
                 raise IndexUnreachable(url, f"HTTP {response.status_code}")
             length = response.headers.get("Content-Length", "")
@@ -227,7 +289,7 @@ def _get(session: requests.Session, url: str, lim: Limits) -> str:
                 body += chunk
                 if len(body) > lim.page_bytes:
                     raise IndexRefused(url, f"the page is larger than {mib(lim.page_bytes)}")
-            return body.decode(response.encoding or "utf-8", errors="replace")
+            return _decode(bytes(body), response.encoding), response.url or url
     except DeadlineExceeded as exc:
         raise IndexUnreachable(url, f"no complete answer within {exc.seconds:.0f} s") from None
     except requests.RequestException as exc:
@@ -242,7 +304,17 @@ class IndexUnreachable(CompatError):
 
 
 class IndexRefused(IndexUnreachable):
-    """The host answered with something compat does not read (a page over the size cap)."""
+    """The host answered with something compat does not read (a page over the size cap, markup the HTML parser
+    cannot take, a redirect to a file:// URL or in a loop)."""
+
+
+class CrossHostRedirect(IndexRefused):
+    """A page or a wheel redirected to another host: compat takes each package from its configured host only."""
+
+    def __init__(self, url: str, target: str) -> None:
+        super().__init__(url, f"it redirects to {shown(target, 200)}, on another host, which compat does not follow "
+                              "(each package comes only from the host configured for it)")
+        self.target = target
 
 
 def project_links(session: requests.Session, location: IndexLocation, project: str, timeout: float = TIMEOUT_S) -> list[Link]:
@@ -263,10 +335,10 @@ def project_links(session: requests.Session, location: IndexLocation, project: s
         return [Link(p.name, p.absolute().as_uri(), hashes.get(p.name), None, False) for p in sorted(folder.glob("*.whl")) if _project_of(p.name) == wanted]
     lim = limits()
     if location.style == "index":
-        url = location.url.rstrip("/") + f"/{wanted}/"
-        return parse_links(_get(session, url, lim), url)
-    page = _get(session, location.url, lim)
-    return [link for link in parse_links(page, location.url) if _project_of(link.filename) == wanted]
+        page, final = _get(session, location.url.rstrip("/") + f"/{wanted}/", lim)
+        return parse_links(page, final)
+    page, final = _get(session, location.url, lim)
+    return [link for link in parse_links(page, final) if _project_of(link.filename) == wanted]
 
 
 def _project_of(filename: str) -> str:
@@ -289,13 +361,15 @@ def check_reachable(session: requests.Session, locations: Mapping[str, IndexLoca
             continue
         try:
             # headers only: PyPI's root page alone is ~40 MB
-            with deadline(lim.preflight_s), session.get(location.url, timeout=(timeout, lim.read_s), headers={"Accept": "text/html"}, stream=True) as response:
+            with deadline(lim.preflight_s), get_following(session, location.url, (timeout, lim.read_s), {"Accept": "text/html"}) as response:
                 if response.status_code >= 500:
                     problems[host_id] = f"HTTP {response.status_code}"
                 elif response.status_code in (401, 403):
                     problems[host_id] = f"HTTP {response.status_code}: the index wants credentials"
         except DeadlineExceeded as exc:
             problems[host_id] = f"no complete answer within {exc.seconds:.0f} s"
+        except IndexRefused as exc:
+            problems[host_id] = exc.why
         except requests.RequestException as exc:
             problems[host_id] = exc.__class__.__name__
     return problems

@@ -40,8 +40,8 @@ from ..names import canonical_name
 from ..processes import die_with_parent, kill_group, run_bounded
 from .checkpoints import checkpoint
 from .errors import InstallError, InstallInputError
-from .files import NotRegular, copy_hashing, disk_full, no_space, open_regular, read_chunks, refuse_not_regular, sha256_of
-from .indexes import IndexLocation, IndexRefused, IndexUnreachable, Link, project_links
+from .files import NotRegular, copy_hashing, disk_full, no_space, open_regular, read_chunks, refuse_not_regular, safe_write, sha256_of
+from .indexes import CrossHostRedirect, IndexLocation, IndexRefused, IndexUnreachable, Link, get_following, project_links
 from .limits import DeadlineExceeded, Limits, deadline, limits, mib
 from .plan import InstallPlan, PlannedPackage, WheelTarget, pick_link
 
@@ -69,11 +69,18 @@ def links_of(session: requests.Session, location: IndexLocation, project: str, w
     """project_links with its failures as one sentence each."""
     try:
         return project_links(session, location, project)
-    except IndexUnreachable as exc:
-        raise InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) cannot be reached ({exc.why}); nothing was changed.", _host_fix(location)) from None
+    except CrossHostRedirect as exc:
+        raise InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) is refused: {exc.why}; nothing was changed.",
+                           _redirect_fix(location.host_id, exc.target)) from None
     except IndexRefused as exc:
         raise InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) is refused: {exc.why}; nothing was changed.",
-                           "Check the index (a page that size is not a package index page), or use a mirror: " + _host_fix(location)) from None
+                           "Check the index (that is not a package index page compat can use), or use a mirror: " + _host_fix(location)) from None
+    except IndexUnreachable as exc:
+        raise InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) cannot be reached ({exc.why}); nothing was changed.", _host_fix(location)) from None
+
+
+def _redirect_fix(host_id: str, target: str) -> str:
+    return f"If that host is the right one, point --index {host_id}=URL at the final location ({target}) instead."
 
 
 def locate(session: requests.Session, plan: InstallPlan, target: WheelTarget) -> dict[PlannedPackage, Link]:
@@ -129,7 +136,7 @@ def fetch(session: requests.Session, located: Mapping[PlannedPackage, Link], fol
             if link.url.startswith("file:"):
                 actual = _copy_local(link, package, part, lim)
             else:
-                actual = _download(session, link, part, lim)
+                actual = _download(session, link, part, lim, package.location.host_id)
             os.replace(part, path)
         except OSError as exc:
             part.unlink(missing_ok=True)
@@ -158,10 +165,11 @@ def _copy_local(link: Link, package: PlannedPackage, part: Path, lim: Limits) ->
     return actual
 
 
-def _download(session: requests.Session, link: Link, part: Path, lim: Limits) -> str:
-    """One wheel over HTTP: an overall deadline, the size cap, never more than its Content-Length."""
+def _download(session: requests.Session, link: Link, part: Path, lim: Limits, host_id: str = "HOST") -> str:
+    """One wheel over HTTP: an overall deadline, the size cap, never more than its Content-Length; redirects
+    followed on the same host only."""
     try:
-        with deadline(lim.download_s), session.get(link.url, stream=True, timeout=(10, lim.read_s)) as response:
+        with deadline(lim.download_s), get_following(session, link.url, (10, lim.read_s)) as response:
             if response.status_code != 200:
                 raise InstallError(f"Downloading {link.url} failed (HTTP {response.status_code}); nothing was changed.", "Check the index, or retry.")
             cap = lim.wheel_bytes
@@ -178,6 +186,10 @@ def _download(session: requests.Session, link: Link, part: Path, lim: Limits) ->
     except DeadlineExceeded as exc:
         raise InstallError(f"Downloading {link.url} did not finish within {exc.seconds:.0f} s (the server is too slow); nothing was changed.",
                            "Check the network or the index (--index HOST=URL for a mirror), or retry.") from None
+    except CrossHostRedirect as exc:
+        raise InstallError(f"Downloading {link.url} is refused: {exc.why}; nothing was changed.", _redirect_fix(host_id, exc.target)) from None
+    except IndexRefused as exc:
+        raise InstallError(f"Downloading {link.url} is refused: {exc.why}; nothing was changed.", "Check the index, or use a mirror (--index HOST=URL).") from None
     except requests.RequestException as exc:
         raise InstallError(f"Downloading {link.url} failed ({exc.__class__.__name__}); nothing was changed.", "Check the network or the index, or retry.") from None
 
@@ -442,7 +454,7 @@ def run_installer(command: Sequence[str], env: Mapping[str, str], timeout: Optio
         for raw in process.stdout:
             line = raw.decode(errors="replace")
             output.append(line)
-            sys.stderr.write(line)
+            safe_write(sys.stderr, line)  # a full or closed stderr must not stop the reading (pip would block)
 
     reader = threading.Thread(target=forward, daemon=True)
     reader.start()

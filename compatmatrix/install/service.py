@@ -4,8 +4,12 @@ install: refuse on a journal left by a killed install (or a journal that names f
 snapshots; check the environment is writable; stage an offline wheelhouse (locked files only); preflight;
 fetch each planned wheel from its host (hash-checked); pip's dry-run plan; every dependency's hash checked
 against its index; download; snapshot (transaction.py); install; verify; commit. SIGINT, SIGTERM and SIGHUP
-anywhere take the path of Ctrl-C: children killed, temp folders removed, the snapshot put back once it exists;
-the restore and the commit themselves hold signals until they are done.
+anywhere take the path of Ctrl-C: children killed, temp folders removed, the snapshot put back once it exists,
+exit 130 (SIGINT) or 143 (SIGTERM, SIGHUP); the restore and the commit themselves hold signals until they are
+done, and nothing untrusted (the journal, the manifest) is read while they are held.
+
+The work folder (downloaded wheels) is ``compat-install-<pid>.<start>-*`` in the temp folder; one whose process
+is gone (a SIGKILL) is deleted by the next install.
 
 Side effects: network, temp folders, child processes, the target environment's folders (through the transaction).
 """
@@ -13,9 +17,13 @@ Side effects: network, temp folders, child processes, the target environment's f
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +37,8 @@ from ..matrix.model import Matrix
 from ..names import canonical_name
 from ..processes import Interruptions, Terminated, kill_children, run_bounded
 from .checkpoints import checkpoint
-from .errors import InstallError, InstallInputError
-from .files import sha256_of
+from .errors import InstallError, InstallInputError, InstallInterrupted
+from .files import safe_write, sha256_of
 from .indexes import IndexLocation, check_reachable, env_name
 from .limits import limits
 from .plan import InstallPlan, WheelTarget, glibc_of
@@ -57,10 +65,13 @@ from .transaction import (
     EnvFolders,
     EnvironmentLock,
     Snapshot,
+    already_restored,
+    check_restorable,
     check_writable,
     commit,
     interrupted_install,
     orphan_snapshots,
+    process_start,
     remove_tree,
     restore,
 )
@@ -70,7 +81,7 @@ from .wheelhouse import write_lock as write_wheelhouse_lock
 
 
 def _stderr_line(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    safe_write(sys.stderr, line + "\n")
 
 
 @dataclass
@@ -99,7 +110,45 @@ def target_of(snapshot: EnvSnapshot) -> WheelTarget:
 
 
 def env_folders(snapshot: EnvSnapshot) -> EnvFolders:
-    return EnvFolders.of(snapshot.prefix, snapshot.purelib, snapshot.scripts)
+    python = snapshot.raw.get("python") or {}
+    return EnvFolders.of(snapshot.prefix, snapshot.purelib, snapshot.scripts, python.get("platlib") or None, python.get("data") or None)
+
+
+WORK_PREFIX = "compat-install-"
+
+
+def _work_prefix() -> str:
+    """compat-install-<pid>.<start time>-: the next install can tell a work folder whose process is gone."""
+    return f"{WORK_PREFIX}{os.getpid()}.{process_start(os.getpid()) or 0}-"
+
+
+def clear_stale_work_folders(say: Callable[[str], None]) -> None:
+    """Delete the work folders (downloaded wheels) of earlier installs that were killed: this user's, in the temp
+    folder, named for a process that is gone (pid and start time)."""
+    folder = Path(tempfile.gettempdir())
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(WORK_PREFIX):
+            continue
+        owner, _, _ = entry.name[len(WORK_PREFIX):].partition("-")
+        pid, _, start = owner.partition(".")
+        try:
+            info = entry.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            continue
+        if not pid.isdigit():  # named by an older compat (no pid): only once it is a day old
+            if time.time() - info.st_mtime < 24 * 3600:
+                continue
+        elif process_start(int(pid)) == start:
+            continue  # that install is running
+        shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists():
+            say(f"  removed {entry}: the work folder of an earlier install that was killed")
 
 
 def preflight(session: requests.Session, plan: InstallPlan, options: InstallOptions) -> None:
@@ -113,6 +162,9 @@ def preflight(session: requests.Session, plan: InstallPlan, options: InstallOpti
         return
     host_id, why = next(iter(problems.items()))
     location = locations[host_id]
+    if why.startswith("it redirects"):
+        raise InstallError(f"{location.url} ({host_id}, from {location.origin}) is refused: {why}; nothing was changed.",
+                           f"If that host is the right one, point --index {host_id}=URL at the final location instead.")
     fix = f"Pass --index {host_id}=URL (or set {env_name(host_id)}) to use a mirror or a local folder of wheels."
     if host_id == "pytorch-cpu":
         fix += " Or pass --torch-from-pypi to take PyPI's torch instead (the CUDA build: several GB more)."
@@ -183,12 +235,15 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
     target = target_of(snapshot)
     installer = choose_installer(options.installer)
     pip = pip_for(snapshot.executable)  # before anything is downloaded
-    with requests.Session() as session, tempfile.TemporaryDirectory(prefix="compat-install-") as work:
+    clear_stale_work_folders(say)
+    unlocked = False
+    with requests.Session() as session, tempfile.TemporaryDirectory(prefix=_work_prefix()) as work:
         folder = Path(work)
         folders = [folder]
         if options.offline_dir is not None:
             staged = folder / "wheelhouse"
-            stage(options.offline_dir, staged, options.allow_unverified, options.require_hashes, say)
+            hashes = stage(options.offline_dir, staged, options.allow_unverified, options.require_hashes, say)
+            unlocked = not any(hashes.values())
             plan = _relocated(plan, staged)
             folders.append(staged)
         preflight(session, plan, options)
@@ -199,6 +254,8 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
         items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index, plan.passthrough)
         items = confirm_hashes(session, items, [canonical_name(f.package.distribution) for f in fetched], plan.dependency_index)
         check_dependency_hashes(items, fetched, plan.dependency_index, options)
+        if unlocked:
+            say(f"  unverified: {options.offline_dir} has no lock; the {len(items)} wheels used from it are installed unchecked (--allow-unverified)")
         planned = changes(items, snapshot.versions())
         replaced = [c for c in planned if c.before is not None and c.before != c.after]
         for change in planned:
@@ -214,9 +271,25 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
         if options.offline_dir is None:
             download_dependencies(pip, snapshot.executable, items, fetched, folder, plan.dependency_index)
         command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes)
-        saved = snapshot_folders(env)
+        data = _data_folders(env, snapshot, folders, planned, say)
+        saved = snapshot_folders(env, data)
         findings = _apply(saved, command, installer, matrix, snapshot, signals, say)
     return InstallResult(tuple(planned), tuple(findings), installer)
+
+
+def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path], planned: Sequence[Change], say: Callable[[str], None]) -> tuple[Path, ...]:
+    """The prefix's folders the wheels write data or header files into (or the replaced versions had files in):
+    snapshotted with site-packages, so a restore puts them back too. What no snapshot can hold is said."""
+    from .datafiles import install_targets
+
+    wheels = sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()})
+    replaced_names = {canonical_name(c.name) for c in planned if c.before is not None}
+    replaced = [(Path(d.path), Path(d.site)) for d in snapshot.distributions if d.canonical in replaced_names and d.path and d.site]
+    headers = (snapshot.raw.get("python") or {}).get("headers")
+    found = install_targets(env, wheels, Path(headers) if headers else None, replaced)
+    for path in found.uncovered[:10]:
+        say(f"  note: {path} is written or removed outside the folders compat snapshots; a restore would not put it back")
+    return found.folders
 
 
 class _Undo(Exception):
@@ -251,9 +324,10 @@ def _apply(saved: Snapshot, command: Sequence[str], installer: str, matrix: Matr
     except KeyboardInterrupt as exc:
         kill_children()  # what the verification started (its import probes run in sessions of their own)
         _rollback(saved, signals)
-        how = "terminated (SIGTERM/SIGHUP)" if isinstance(exc, Terminated) else "interrupted"
-        raise InstallError(f"The install was {how}: the installer and the verification were stopped and the environment was restored to what it was before.",
-                           "Run compat install again when ready.", state="restored") from None
+        terminated = isinstance(exc, Terminated)
+        how = "terminated (SIGTERM/SIGHUP)" if terminated else "interrupted (SIGINT)"
+        raise InstallInterrupted(f"The install was {how}: the installer and the verification were stopped and the environment was restored to what it was before.",
+                                 "Run compat install again when ready.", terminated) from None
     except subprocess.TimeoutExpired as exc:
         _rollback(saved, signals)
         raise InstallError(f"{installer} did not finish within {exc.timeout:.0f} s and was stopped; the environment was restored to what it was before.",
@@ -270,6 +344,8 @@ def _apply(saved: Snapshot, command: Sequence[str], installer: str, matrix: Matr
 
 
 def _rollback(saved: Snapshot, signals: Interruptions) -> None:
+    """Put the snapshot back, a second Ctrl-C notwithstanding. The manifest it checks first was written by this
+    process moments ago and is read with files.read_small, which cannot block (no FIFO, at most 16 MiB)."""
     with signals.held(drop=True):
         restore(saved)
 
@@ -290,12 +366,15 @@ def verify(matrix: Matrix, snapshot: EnvSnapshot) -> list[Finding]:
 
 
 def _prepare_dest(folder: Path) -> None:
-    if folder.exists() and not folder.is_dir():
-        raise InstallInputError(f"{folder} is a file, not a folder; nothing was downloaded.", "Pass -d a folder (it is created if missing).")
+    from ..errors import shown
+
+    name = shown(str(folder), 120)
     try:
+        if folder.exists() and not folder.is_dir():
+            raise InstallInputError(f"{name} is a file, not a folder; nothing was downloaded.", "Pass -d a folder (it is created if missing).")
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InstallInputError(f"The folder {folder} cannot be created ({exc.strerror}); nothing was downloaded.", "Pass -d a folder you can write to.") from None
+        raise InstallInputError(f"The folder {name} cannot be created ({exc.strerror}); nothing was downloaded.", "Pass -d a folder you can write to (with a shorter name, if it is too long).") from None
 
 
 def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pip: str, options: InstallOptions) -> list[Path]:
@@ -398,18 +477,63 @@ def describe_findings(findings: Sequence[Finding]) -> list[str]:
 
 
 def recover(snapshot: EnvSnapshot, restore_it: bool) -> str:
-    """--restore / --discard-snapshot: deal with what an interrupted install left behind (the journal checked
-    first; the restore or the deletion holds signals until it is done, and resumes if it was killed)."""
-    env = env_folders(snapshot)
+    """--restore / --discard-snapshot: deal with what an interrupted install left behind."""
+    return recover_env(env_folders(snapshot), snapshot.prefix, restore_it)
+
+
+def recover_env(env: EnvFolders, prefix: str, restore_it: bool) -> str:
+    """--restore / --discard-snapshot for ``env``. The journal and the manifest (untrusted) are read and checked
+    before any signal is held; then the restore or the deletion holds signals until it is done (it resumes if it
+    was killed), and a signal that came meanwhile ends compat with 130 / 143 once it is."""
     with Interruptions() as signals, EnvironmentLock(env):
         left = interrupted_install(env)
         if left is None:
-            for orphan in orphan_snapshots(env):
+            orphans = orphan_snapshots(env)
+            done = restore_it and bool(orphans) and all(already_restored(env, orphan) for orphan in orphans)
+            for orphan in orphans:
                 remove_tree(orphan, "cleanup")
-            raise InstallError(f"No interrupted compat install was found for {snapshot.prefix}; nothing to do.", "")
-        with signals.held(drop=True):
-            if restore_it:
-                restore(left)
-                return f"restored {snapshot.prefix} to the state before the interrupted install"
-            commit(left, "discard")
-        return f"kept {snapshot.prefix} as it is and removed the interrupted install's snapshot"
+            if done:
+                return f"{prefix} is already restored to the state before the interrupted install (an earlier --restore was stopped while deleting its snapshot, which is now removed)"
+            raise InstallError(f"No interrupted compat install was found for {prefix}; nothing to do.", "")
+        listings = check_restorable(left) if restore_it else None
+        try:
+            with signals.held():
+                if restore_it:
+                    restore(left, listings)
+                else:
+                    commit(left, "discard")
+        except KeyboardInterrupt as exc:
+            what = "restored to the state before the interrupted install" if restore_it else "kept as it is (the interrupted install's snapshot was removed)"
+            raise InstallInterrupted(f"compat was {'terminated' if isinstance(exc, Terminated) else 'interrupted'} during --{'restore' if restore_it else 'discard-snapshot'}, "
+                                     f"which it finished first: {prefix} was {what}.", "", isinstance(exc, Terminated)) from None
+        if restore_it:
+            return f"restored {prefix} to the state before the interrupted install"
+        return f"kept {prefix} as it is and removed the interrupted install's snapshot"
+
+
+def recover_without_interpreter(python: str, restore_it: bool) -> str:
+    """--restore / --discard-snapshot when ``python`` is gone (a kill between the two renames of a restore, on a
+    file system without RENAME_EXCHANGE, leaves the scripts folder missing): the environment is found from the
+    path (PREFIX/bin/python -> PREFIX) and the journal next to its site-packages, without running anything.
+    The folders come from the journal, each checked to be of that layout (PREFIX/lib*/pythonX.Y/site-packages,
+    the folder of ``python``, folders directly in PREFIX)."""
+    from .transaction import JOURNAL_NAME, read_journal
+
+    given = Path(os.path.abspath(python))
+    scripts, prefix = given.parent, given.parent.parent
+    fix = f"Pass --python the interpreter of the environment (it is missing: {given})."
+    journals = sorted({Path(os.path.realpath(p)) for p in prefix.glob(f"lib*/python*/{JOURNAL_NAME}")})  # lib64 is often a link to lib
+    if len(journals) != 1:
+        raise InstallInputError(f"{given} does not exist, and no interrupted compat install was found in {prefix} (no journal next to its site-packages); nothing was changed.", fix)
+    journal = journals[0]
+    data = read_journal(journal)
+    recorded = (data.get("env") or {}) if isinstance(data, dict) else {}
+    purelib = journal.parent / "site-packages"
+    platlib = None
+    if isinstance(recorded, dict) and isinstance(recorded.get("platlib"), str) and recorded["platlib"]:
+        candidate = Path(recorded["platlib"])
+        if candidate.name == "site-packages" and candidate.parent.parent.parent == Path(os.path.realpath(prefix)) and candidate.parent.parent.name.startswith("lib"):
+            platlib = str(candidate)
+    data_root = str(prefix) if isinstance(recorded, dict) and recorded.get("data") == os.path.realpath(prefix) else None
+    env = EnvFolders.of(str(prefix), str(purelib), str(scripts), platlib, data_root)
+    return recover_env(env, str(prefix), restore_it)

@@ -4,8 +4,10 @@ that keeps one install at a time per environment.
 Each step below is atomic, so a SIGKILL between any two leaves a state that ``compat install --restore`` or
 the next install can handle:
 
-1. snapshot: hard-link copies of site-packages and the scripts folder in ``.compat-snapshot-XXXX`` next to
-   site-packages (pip and uv unlink a file before writing it, so a hard link keeps the old contents); then
+1. snapshot: hard-link copies of site-packages, platlib (where it is another folder, as in RHEL/Fedora's lib64
+   layout), the scripts folder and the prefix's data folders the plan's wheels write into (share/, include/, ...;
+   one that does not exist yet is recorded as absent) in ``.compat-snapshot-XXXX`` next to site-packages (pip
+   and uv unlink a file before writing it, so a hard link keeps the old contents); then
    the snapshot's manifest (every relative path with its kind and size), written last and atomically; then
    the journal, atomically. Killed before the journal exists: the environment is untouched, and the next
    install deletes the orphan snapshot.
@@ -17,14 +19,18 @@ restore: the snapshot is checked against its manifest before the live tree is to
 swapped with its copy in one atomic step (renameat2 RENAME_EXCHANGE: the scripts folder, which holds the
 venv's python, is never missing); where the file system cannot exchange, the live folder is moved into the
 snapshot root and the copy moved into place. It resumes after a kill: a folder already swapped is
-recognised because it is the copy (same inodes as the manifest records). Then the journal is removed, then
-the snapshot root with the replaced folders is deleted.
+recognised because it is the copy (same inodes as the manifest records); a folder recorded as absent is moved
+into the snapshot root. Then the journal is removed, then the snapshot root with the replaced folders is deleted.
 
-The journal is not trusted: each live folder it names must be this environment's site-packages or scripts
-folder, its snapshot a ``.compat-snapshot-*`` folder next to site-packages (symlinks resolved), each copy
-directly inside it, all within the environment's prefix; otherwise nothing is moved or deleted.
+The journal and the manifest are not trusted: they are read without following a symlink or blocking on a FIFO,
+at most 16 MiB (files.read_small), before any signal is held. Each live folder the journal names must be one
+of this environment's own (site-packages, platlib, the scripts folder, or a folder directly in its data root),
+each at most once, its snapshot a ``.compat-snapshot-*`` folder next to site-packages (symlinks resolved on both
+sides: where compat itself puts it), and each copy exactly ``{index}-{name}`` directly inside it, as compat names
+them; otherwise nothing is moved or deleted.
 
-Side effects: creates, renames and deletes folders next to site-packages and the scripts folder; a lock file.
+Side effects: creates, renames and deletes folders next to site-packages, platlib, the scripts folder and the
+snapshotted data folders of the prefix; a lock file.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from typing import Any, Optional
 
 from .checkpoints import checkpoint
 from .errors import InstallError, InstallInputError
-from .files import fsync_dir, no_space, write_atomic
+from .files import Unreadable, fsync_dir, no_space, read_small, write_atomic
 
 JOURNAL_NAME = ".compat-install-journal.json"
 SNAPSHOT_PREFIX = ".compat-snapshot-"
@@ -53,15 +59,21 @@ LOCK_NAME = ".compat-install.lock"
 
 @dataclass(frozen=True)
 class EnvFolders:
-    """The folders of one environment an install changes, symlinks resolved."""
+    """The folders of one environment an install changes, symlinks resolved. ``data`` is the root pip writes a
+    wheel's .data/data files under (the prefix, for a venv); None where it is not known."""
 
     prefix: Path
     purelib: Path
     scripts: Path
+    platlib: Optional[Path] = None
+    data: Optional[Path] = None
 
     @classmethod
-    def of(cls, prefix: str, purelib: str, scripts: str) -> "EnvFolders":
-        return cls(Path(os.path.realpath(prefix)), Path(os.path.realpath(purelib)), Path(os.path.realpath(scripts or purelib)))
+    def of(cls, prefix: str, purelib: str, scripts: str, platlib: Optional[str] = None, data: Optional[str] = None) -> "EnvFolders":
+        def real(path: Optional[str]) -> Optional[Path]:
+            return Path(os.path.realpath(path)) if path else None
+
+        return cls(Path(os.path.realpath(prefix)), Path(os.path.realpath(purelib)), Path(os.path.realpath(scripts or purelib)), real(platlib), real(data))
 
     @property
     def parent(self) -> Path:
@@ -72,9 +84,19 @@ class EnvFolders:
     def journal(self) -> Path:
         return self.parent / JOURNAL_NAME
 
-    def live(self) -> list[Path]:
-        return [Path(f) for f in dict.fromkeys([str(self.purelib), str(self.scripts)]) if Path(f).is_dir()]
+    def own(self) -> list[Path]:
+        """site-packages, platlib and the scripts folder, each once (platlib is often site-packages itself)."""
+        return list(dict.fromkeys(p for p in (self.purelib, self.platlib, self.scripts) if p is not None))
 
+    def live(self) -> list[Path]:
+        return [f for f in self.own() if f.is_dir()]
+
+    def data_folder(self, folder: Path) -> bool:
+        """Whether ``folder`` may be snapshotted as a data folder: directly in the data root, holding none of
+        the environment's own folders or the snapshots (share/, include/, etc/, ...)."""
+        if self.data is None or folder.parent != self.data or folder.name.startswith("."):
+            return False
+        return not any(p == folder or folder in p.parents for p in [*self.own(), self.parent])
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -123,7 +145,7 @@ class EnvironmentLock:
 def check_writable(env: EnvFolders) -> None:
     """The folders an install writes and renames are writable (a read-only mount or an immutable folder is
     refused here, before anything is downloaded or touched)."""
-    for folder in dict.fromkeys([env.purelib, env.scripts, env.parent, env.scripts.parent]):
+    for folder in dict.fromkeys([*env.own(), env.parent, env.scripts.parent] + ([env.platlib.parent] if env.platlib else [])):
         if not folder.is_dir():
             continue
         why = ""
@@ -172,9 +194,10 @@ def _digest(entries: Sequence[str]) -> str:
 def _manifest(pairs: Sequence[tuple[Path, Path]]) -> dict[str, Any]:
     folders = []
     for live, copy in pairs:
-        entries = listing(copy)
-        folders.append({"live": str(live), "copy": copy.name, "count": len(entries), "digest": _digest(entries), "entries": entries})
-    return {"version": 1, "folders": folders}
+        absent = not os.path.lexists(copy)
+        entries = [] if absent else listing(copy)
+        folders.append({"live": str(live), "copy": copy.name, "absent": absent, "count": len(entries), "digest": _digest(entries), "entries": entries})
+    return {"version": 2, "folders": folders}
 
 
 def _link_tree(source: Path, dest: Path) -> None:
@@ -198,16 +221,18 @@ def _link_tree(source: Path, dest: Path) -> None:
         shutil.copystat(src_dir, dst_dir, follow_symlinks=False)
 
 
-def take_snapshot(env: EnvFolders) -> Snapshot:
-    """Hard-link copies of site-packages and the scripts folder, their manifest, then the journal."""
-    live = env.live()
+def take_snapshot(env: EnvFolders, data_folders: Sequence[Path] = ()) -> Snapshot:
+    """Hard-link copies of site-packages, platlib, the scripts folder and ``data_folders`` (one that does not
+    exist is recorded as absent: a restore removes what the install created there), their manifest, then the journal."""
+    live = list(dict.fromkeys([*env.live(), *data_folders]))
     root = Path(tempfile.mkdtemp(prefix=SNAPSHOT_PREFIX, dir=env.parent))
     journal_written = False
     try:
         pairs = []
         for index, folder in enumerate(live):
-            copy = root / f"{index}-{folder.name}"
-            _link_tree(folder, copy)
+            copy = root / copy_name(index, folder)
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                _link_tree(folder, copy)
             pairs.append((folder, copy))
         checkpoint("snapshot")
         write_atomic(root / MANIFEST_NAME, json.dumps(_manifest(pairs)))
@@ -223,10 +248,15 @@ def take_snapshot(env: EnvFolders) -> Snapshot:
             raise InstallError(f"No space left on device in {env.parent} while snapshotting the environment; nothing was changed.",
                                "Free space on that disk, then run this again.") from None
         raise InstallError(f"The environment cannot be snapshotted before installing ({exc.strerror}: {exc.filename}); nothing was changed.",
-                           "compat needs site-packages and the scripts folder on one file system it can write to.") from None
+                           "compat needs site-packages, platlib, the scripts folder and the data folders on one file system it can write to.") from None
     except BaseException:
         _abandon(root, env.journal if journal_written else None)
         raise
+
+
+def copy_name(index: int, live: Path) -> str:
+    """The name of the copy of the index-th folder in a snapshot root (the journal is checked against it)."""
+    return f"{index}-{live.name}"
 
 
 def _abandon(root: Path, journal: Optional[Path]) -> None:
@@ -237,7 +267,8 @@ def _abandon(root: Path, journal: Optional[Path]) -> None:
 
 
 def _journal_data(snapshot: Snapshot, env: EnvFolders) -> dict[str, Any]:
-    return {"version": 2, "pid": snapshot.pid, "pid_start": process_start(snapshot.pid), "started": time.time(), "prefix": str(env.prefix),
+    return {"version": 3, "pid": snapshot.pid, "pid_start": process_start(snapshot.pid), "started": time.time(), "prefix": str(env.prefix),
+            "env": {"purelib": str(env.purelib), "platlib": str(env.platlib or ""), "scripts": str(env.scripts), "data": str(env.data or "")},
             "root": str(snapshot.root), "folders": [[str(a), str(b)] for a, b in snapshot.folders]}
 
 
@@ -250,17 +281,24 @@ def interrupted_install(env: EnvFolders) -> Optional[Snapshot]:
     path = env.journal
     if not os.path.lexists(path):
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InstallInputError(f"The install journal {path} cannot be read ({exc.__class__.__name__}); nothing was moved or deleted.",
-                                f"If no compat install is running, look at it and remove it (rm {path}), then check the environment with compat check.") from None
+    data = read_journal(path)
     snapshot = _trusted(data, env, path)
     recorded = data.get("pid_start")
     alive = process_start(snapshot.pid)
     if alive is not None and (recorded is None or alive == recorded) and snapshot.pid != os.getpid():
         return None  # that install is still running
     return snapshot
+
+
+def read_journal(path: Path) -> object:
+    """The journal's JSON, read as untrusted input (no symlink, no FIFO, at most 16 MiB): InstallInputError otherwise."""
+    fix = f"If no compat install is running, look at it and remove it (rm {path}), then check the environment with compat check."
+    try:
+        return json.loads(read_small(path))
+    except Unreadable as exc:
+        raise InstallInputError(f"The install journal {exc.path} {exc.why}; nothing was moved or deleted.", fix) from None
+    except ValueError as exc:
+        raise InstallInputError(f"The install journal {path} cannot be read ({exc.__class__.__name__}); nothing was moved or deleted.", fix) from None
 
 
 def _untrusted(journal: Path, named: object, why: str) -> InstallInputError:
@@ -275,26 +313,25 @@ def _trusted(data: object, env: EnvFolders, journal: Path) -> Snapshot:
     real_root = Path(os.path.realpath(root))
     if not root.is_absolute() or os.path.islink(root):
         raise _untrusted(journal, root, "is a relative path or a symbolic link")
+    # where compat itself puts it: next to site-packages, both sides with symlinks resolved (site-packages may be a link)
     if real_root.parent != env.parent or not real_root.name.startswith(SNAPSHOT_PREFIX) or Path(os.path.normpath(root)) != real_root:
         raise _untrusted(journal, root, f"is not a {SNAPSHOT_PREFIX}* folder next to {env.purelib}")
-    if not _inside(real_root, env.prefix):
-        raise _untrusted(journal, root, f"is outside the environment {env.prefix}")
+    own = env.own()
     pairs: list[tuple[Path, Path]] = []
-    for entry in data["folders"]:
+    for index, entry in enumerate(data["folders"]):
         if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(p, str) for p in entry)):
             raise _untrusted(journal, entry, "is not a (folder, copy) pair")
         live, copy = Path(entry[0]), Path(entry[1])
         real_live = Path(os.path.realpath(live))
-        if not live.is_absolute() or real_live not in (env.purelib, env.scripts) or not _inside(real_live, env.prefix) or any(real_live == p for p, _ in pairs):
-            raise _untrusted(journal, live, f"is not this environment's site-packages or scripts folder (under {env.prefix})")
-        if not copy.is_absolute() or os.path.islink(copy) or Path(os.path.normpath(copy)).parent != real_root or Path(os.path.realpath(copy)).parent != real_root:
-            raise _untrusted(journal, copy, f"is not a folder directly inside the snapshot {root}")
-        pairs.append((real_live, Path(os.path.normpath(copy))))
+        if not live.is_absolute() or not (real_live in own or env.data_folder(real_live)) or Path(os.path.normpath(live)) != real_live:
+            raise _untrusted(journal, live, f"is not one of this environment's folders ({', '.join(map(str, own))}, or a folder directly in {env.data or env.prefix})")
+        if any(real_live == p for p, _ in pairs):
+            raise _untrusted(journal, live, "is named twice")
+        expected = real_root / copy_name(index, real_live)
+        if not copy.is_absolute() or os.path.islink(copy) or Path(os.path.normpath(copy)) != expected:
+            raise _untrusted(journal, copy, f"is not the copy compat makes of {real_live} ({expected})")
+        pairs.append((real_live, expected))
     return Snapshot(tuple(pairs), real_root, journal, data["pid"])
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
 
 
 # restore, commit, discard
@@ -310,10 +347,12 @@ def _read_manifest(snapshot: Snapshot) -> dict[str, Any]:
     if not snapshot.root.is_dir():
         raise _incomplete(f"{snapshot.root} is gone")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_small(path))
         folders = {str(f["live"]): f for f in data["folders"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        raise _incomplete(f"{path} is missing or unreadable, so the copy cannot be checked") from None
+    except Unreadable as exc:
+        raise _incomplete(f"its manifest {exc.path} {exc.why}, so the copy cannot be checked") from None
+    except (ValueError, KeyError, TypeError):
+        raise _incomplete(f"{path} is unreadable, so the copy cannot be checked") from None
     return folders
 
 
@@ -338,45 +377,94 @@ def _difference(folder: Path, expected: list[str]) -> str:
     return f"{len(changed)} entries of {folder} differ from the snapshot (replaced after it was taken), e.g. {changed[0]}"
 
 
-def _expected(snapshot: Snapshot) -> list[list[str]]:
-    """The manifest's listing of each folder's copy, in the journal's order (checked against its digest)."""
+@dataclass(frozen=True)
+class Expected:
+    """What the manifest says of one folder: its listing, or that it did not exist before the install."""
+
+    entries: list[str]
+    absent: bool = False
+
+
+def _expected(snapshot: Snapshot) -> list[Expected]:
+    """The manifest's listing of each folder's copy, in the journal's order (checked against its digest and the
+    journal's copy names)."""
     manifest = _read_manifest(snapshot)
     listings = []
-    for live, _ in snapshot.folders:
+    for live, copy in snapshot.folders:
         entry = manifest.get(str(live))
-        if entry is None or _digest(entry.get("entries", [])) != entry.get("digest"):
+        if not isinstance(entry, dict) or not isinstance(entry.get("entries"), list) or _digest(entry["entries"]) != entry.get("digest") \
+                or entry.get("copy") != copy.name:
             raise _incomplete(f"the manifest does not describe {live}")
-        listings.append(list(entry["entries"]))
+        absent = entry.get("absent") is True
+        if absent and entry["entries"]:
+            raise _incomplete(f"the manifest does not describe {live}")
+        listings.append(Expected(list(entry["entries"]), absent))
     return listings
 
 
-def check_restorable(snapshot: Snapshot) -> list[list[str]]:
+def check_restorable(snapshot: Snapshot) -> list[Expected]:
     """Each folder's copy is intact (or the folder is the copy already: swapped back by an interrupted restore);
-    checked before anything changes. Returns the manifest's listings."""
+    checked before anything changes, and before any signal is held (it reads the manifest, untrusted input).
+    Returns the manifest's listings, for restore()."""
     listings = _expected(snapshot)
     for (live, copy), expected in zip(snapshot.folders, listings):
-        if not (_matches(live, expected) or _matches(copy, expected)):
-            raise _incomplete(_difference(copy, expected))
+        if expected.absent:
+            continue
+        if not (_matches(live, expected.entries) or _matches(copy, expected.entries)):
+            raise _incomplete(_difference(copy, expected.entries))
     return listings
 
 
-def restore(snapshot: Snapshot) -> None:
-    """Put the copies back in place of the live folders (checked first; resumable after a kill)."""
-    listings = check_restorable(snapshot)
+def restore(snapshot: Snapshot, listings: Optional[list[Expected]] = None) -> None:
+    """Put the copies back in place of the live folders (checked first, unless check_restorable's ``listings``
+    are given; resumable after a kill). A folder that did not exist before the install is moved into the
+    snapshot root, to be deleted with it."""
+    if listings is None:
+        listings = check_restorable(snapshot)
     for index, ((live, copy), expected) in enumerate(zip(snapshot.folders, listings)):
-        if _matches(live, expected):
-            continue  # swapped back already
-        checkpoint("restore")
         try:
+            if expected.absent:
+                if os.path.lexists(live):
+                    checkpoint("restore")
+                    os.rename(live, _free_name(snapshot.root / f"replaced-{index}-{live.name}"))
+                continue
+            if _matches(live, expected.entries):
+                continue  # swapped back already
+            checkpoint("restore")
             if not os.path.lexists(live) or not exchange(live, copy):
                 _swap_by_renames(live, copy, snapshot.root / f"replaced-{index}-{live.name}")
         except OSError as exc:
+            if expected.absent:
+                raise InstallError(f"Removing {live}, which the install created, failed ({exc.strerror}); the rest was not restored yet.",
+                                   f"Remove it by hand (rm -rf {live}), then run compat install --restore again.", state="unknown") from None
             raise InstallError(f"Restoring {live} failed ({exc.strerror}); the saved copy is at {copy}.",
                                f"Move it back by hand: rm -rf {live} && mv {copy} {live}", state="unknown") from None
     checkpoint("restore")
     snapshot.journal.unlink(missing_ok=True)
     fsync_dir(snapshot.journal.parent)
     remove_tree(snapshot.root, "restore")
+
+
+def already_restored(env: EnvFolders, root: Path) -> bool:
+    """Whether ``root`` is what a restore leaves when killed after removing its journal: every live folder its
+    manifest names is this environment's own and is the copy (same inodes), every absent one is gone."""
+    try:
+        data = json.loads(read_small(root / MANIFEST_NAME))
+        folders = data["folders"]
+        if not isinstance(folders, list) or not folders:
+            return False
+        for entry in folders:
+            live = Path(entry["live"])
+            if not (live in env.own() or env.data_folder(live)) or _digest(entry["entries"]) != entry["digest"]:
+                return False
+            if entry.get("absent") is True:
+                if os.path.lexists(live):
+                    return False
+            elif not _matches(live, list(entry["entries"])):
+                return False
+    except (Unreadable, ValueError, KeyError, TypeError):
+        return False
+    return True
 
 
 def _swap_by_renames(live: Path, copy: Path, trash: Path) -> None:

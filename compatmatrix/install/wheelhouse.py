@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
 
-from .errors import InstallError
+from ..errors import shown
+from .errors import InstallError, InstallInputError
 from .files import NotRegular, copy_hashing, no_space, open_regular, read_chunks, refuse_not_regular, sha256_of, write_atomic
 from .limits import limits
 
@@ -37,6 +38,9 @@ def parse_lock(text: str, where: Path) -> dict[str, str]:
             continue
         digest, _, name = line.partition(" ")
         name = name[1:] if name[:1] in (" ", "*") else name
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            raise LockError(f"Line {number} of {where} names a file with a control character ('{shown(name)}'), which no wheel has; "
+                            "the wheelhouse cannot be checked, nothing was changed.", "Make the wheelhouse again with compat download.")
         if not _SHA256.match(digest) or not name or "/" in name or name.startswith(".") or not name.endswith(".whl"):
             raise LockError(f"Line {number} of {where} is not 'SHA256  FILE.whl'; the wheelhouse cannot be checked, nothing was changed.",
                             "Make the wheelhouse again with compat download.")
@@ -62,7 +66,7 @@ def stage(folder: Path, dest: Path, allow_unverified: bool, require_hashes: bool
     there. Returns filename -> sha256 ('' for unverified wheels, allowed only without a lock and with
     ``allow_unverified``)."""
     if not folder.is_dir():
-        raise InstallError(f"The wheelhouse {folder} is not a folder; nothing was changed.", "Pass --wheelhouse DIR, a folder made by compat download.")
+        raise InstallInputError(f"The wheelhouse {folder} is not a folder; nothing was changed.", "Pass --wheelhouse DIR, a folder made by compat download.")
     hashes = read_lock(folder)
     if hashes is None:
         if require_hashes or not allow_unverified:
@@ -70,7 +74,7 @@ def stage(folder: Path, dest: Path, allow_unverified: bool, require_hashes: bool
             raise InstallError(f"{folder} has no {WHEELHOUSE_LOCK}; {why}. Nothing was changed.",
                                "Make the wheelhouse with compat download, which writes the lock" + ("." if require_hashes else ", or pass --allow-unverified to install its wheels unchecked."))
         hashes = {p.name: "" for p in sorted(folder.iterdir()) if p.name.endswith(".whl")}
-        say(f"  unverified: {folder} has no {WHEELHOUSE_LOCK}; its {len(hashes)} wheels are installed unchecked (--allow-unverified)")
+        say(f"  unverified: {folder} has no {WHEELHOUSE_LOCK}; the wheels used from it are installed unchecked (--allow-unverified)")
     _refuse_strangers(folder, hashes)
     dest.mkdir(parents=True, exist_ok=True)
     staged = {}

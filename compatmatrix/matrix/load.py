@@ -11,6 +11,7 @@ the parsed TOML document as JSON, data only, validated again on every load).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import hashlib
 import json
@@ -706,13 +707,31 @@ class TomlProblem(ValueError):
     """Why a TOML file cannot be used, as a clause that follows the file's name ("is not UTF-8 text (...)")."""
 
 
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
 def read_text_file(path: Union[str, Path]) -> str:
-    """A file's text (UTF-8, at most MAX_FILE_BYTES); raises OSError, or TomlProblem naming what is wrong."""
+    """A regular file's text (UTF-8, at most MAX_FILE_BYTES); raises OSError, or TomlProblem naming what is wrong.
+    Opened without blocking and checked before reading: a FIFO (which would wait for a writer forever), a socket
+    or a device is refused; a symbolic link to a regular file is read."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except ValueError:  # a NUL byte in the name
         raise TomlProblem("is not a file name compat can open (it holds a NUL byte)") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+            raise TomlProblem(f"is {kind}, not a regular file")
+        os.set_blocking(fd, True)
+        handle, fd = os.fdopen(fd, "rb"), -1
+        with handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) > MAX_FILE_BYTES:
         raise TomlProblem(f"is larger than {MAX_FILE_BYTES >> 20} MB, which no matrix or config file is")
     try:
