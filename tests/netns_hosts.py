@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from .procs import _alive  # noqa: F401 (one /proc liveness rule for every test helper)
+
 DOOR = Path(__file__).with_name("netns_door.py")
 PREFIX = "cmt"
 COMMAND_TIMEOUT_S = 20.0
@@ -51,12 +53,6 @@ def _run(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S, check: bool = 
     return done
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
 
 
 def why_unavailable() -> Optional[str]:
