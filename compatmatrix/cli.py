@@ -481,7 +481,7 @@ def _pinned_snapshot(args: argparse.Namespace, matrix: Matrix):
     """compat check -r: an environment made of the files' exact pins (nothing installed, no machine)."""
     from .environment.from_pins import snapshot_from_pins
 
-    if args.python:
+    if args.python and args.python != os.environ.get("COMPAT_PYTHON"):  # an exported COMPAT_PYTHON (pre-commit) does not conflict
         raise UsageError("-r checks files, --python an environment: give one of them.", "Drop --python to check the files' pins.")
     python = PythonTarget.parse(args.python_version) if args.python_version else PythonTarget.running()
     platform = Platform.from_tag(args.platform) if args.platform else Platform.current()

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .checks.finding import Finding, Status
+from .environment.snapshot import NATIVE_BF16_FLAGS
 
 REMOTE_TIMEOUT_S = 120.0
 # a different version of any of these on two hosts of one job breaks it (DDP and oneCCL need the same build everywhere)
 STACK = ("torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "torch-ccl", "transformers", "accelerate", "torchvision", "torchaudio", "impi-rt")
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # oneCCL / libfabric / Intel MPI variables whose difference between hosts breaks the ranks' transport
 TRANSPORT_VARIABLES = ("CCL_ATL_TRANSPORT", "CCL_ATL_SHM", "CCL_CONFIGURATION", "FI_PROVIDER", "I_MPI_FABRICS", "I_MPI_OFI_PROVIDER")
 ENV_PREFIXES = ("CCL_", "FI_", "I_MPI_")
@@ -157,12 +157,12 @@ def _differences(good: Sequence[HostAnswer]) -> list[Finding]:
     if not breaking and not drift and len({tuple(v) for v in bindings.values()}) == 1:
         findings.append(Finding("hosts.oneccl", Status.PASS, f"the same oneCCL bindings and variables on {', '.join(names)}"))
     flags = {a.host: set(_facts(a).get("cpu_flags") or ()) for a in good}
-    native = {h: sorted(f & set(BF16_FLAGS)) for h, f in flags.items()}
+    native = {h: sorted(f & NATIVE_BF16_FLAGS) for h, f in flags.items()}
     if len({bool(v) for v in native.values()}) > 1:
         with_bf16 = [h for h, v in native.items() if v]
         without = [h for h, v in native.items() if not v]
         findings.append(Finding("hosts.cpu", Status.FAIL, f"bf16 is native on {', '.join(with_bf16)} only ({', '.join(native[with_bf16[0]])}), not on {', '.join(without)}",
-                                tuple(f"{h}: {', '.join(sorted(f & {'avx2', 'avx512f', 'avx512_core', *BF16_FLAGS})) or 'no avx2'}" for h, f in flags.items()),
+                                tuple(f"{h}: {', '.join(sorted(f & {'avx2', 'avx512f', 'avx512_core', *NATIVE_BF16_FLAGS})) or 'no avx2'}" for h, f in flags.items()),
                                 f"A bf16 job runs emulated on {', '.join(without)} and every step waits for it: train in fp32 (--no-bf16) or on hosts of one kind."))
     elif len({frozenset(f) for f in flags.values()}) > 1:
         findings.append(Finding("hosts.cpu", Status.WARN, "the hosts' CPUs differ (" + "; ".join(f"{h}: {len(f)} relevant flags" for h, f in flags.items()) + ")",

@@ -75,9 +75,9 @@ def assert_held_to_the_limit(seconds, limit):
 
 def native_bf16() -> bool:
     """Whether this CPU has native bf16, read the way compat's probe reads it: the expectations follow the machine."""
-    from compatmatrix.environment.snapshot import take_snapshot
+    from compatmatrix.environment.snapshot import NATIVE_BF16_FLAGS, take_snapshot
 
-    return bool(set(take_snapshot(None).cpu.flags) & {"avx512_bf16", "amx_bf16"})
+    return bool(set(take_snapshot(None).cpu.flags) & NATIVE_BF16_FLAGS)
 
 
 NATIVE_BF16 = native_bf16()

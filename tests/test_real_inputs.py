@@ -147,3 +147,15 @@ def test_check_r_agrees_with_check_on_a_metadata_only_environment_of_the_same_pi
             assert from_file[cid]["summary"] == from_env[cid]["summary"], (entry["name"], cid, from_file[cid]["summary"], from_env[cid]["summary"])
         compared += 1
     assert compared == len(MANIFEST)
+
+
+def test_check_r_is_not_refused_because_compat_python_is_exported(tmp_path):
+    """The pre-commit setup exports COMPAT_PYTHON; `compat check -r FILE` still checks the file (an explicit
+    --python of another interpreter is still refused)."""
+    entry = MANIFEST[0]
+    done = run_compat("check", "-r", str(DATA / entry["name"]), "--python-version", entry["python"], "--json",
+                      env_extra={"COMPAT_PYTHON": sys.executable})
+    assert done.returncode in (0, 1), done.stderr
+    assert json.loads(done.stdout)["checks"][0]["id"] == "input.files"
+    other = run_compat("check", "-r", str(DATA / entry["name"]), "--python", str(tmp_path / "python"), env_extra={"COMPAT_PYTHON": sys.executable})
+    assert other.returncode == 2 and "-r checks files, --python an environment" in other.stderr

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from ..environment.snapshot import NATIVE_BF16_FLAGS
 from .finding import Context, Finding, Status, check
 
 ALLOCATOR_PATTERNS = ("libtcmalloc.so*", "libtcmalloc_minimal.so*", "libjemalloc.so*", "libiomp5.so")
@@ -175,7 +176,7 @@ def isa(ctx: Context) -> Finding:
             unknown = "is not in the matrix" if release is None else "has no recorded CPU floor"
             return Finding(cid, Status.WARN, f"{name} {unknown}, and {model} has no AVX2, the least any recorded IPEX release needs", evidence,
                            _isa_fix(ctx, "avx2"))
-    bf16_native = bool(flags & {"avx512_bf16", "amx_bf16"})
+    bf16_native = bool(flags & NATIVE_BF16_FLAGS)
     if ctx.options.bf16 and not bf16_native:
         return Finding(cid, Status.WARN, f"bf16 was asked for, but {model} has no avx512_bf16 or amx_bf16: bf16 will be emulated and slow", evidence, "Train in fp32 here (drop --bf16), or use a CPU with AVX512-BF16 / AMX (Cooper Lake, Sapphire Rapids or newer).")
     return Finding(cid, Status.PASS, isa_summary(flags), evidence)
@@ -205,7 +206,7 @@ def _isa_fix(ctx: Context, level: str) -> str:
 
 def isa_summary(flags) -> str:
     """What the CPU has, in words: native bf16 (which), else its widest vector ISA, and no native bf16."""
-    native = sorted(set(flags) & {"avx512_bf16", "amx_bf16"})
+    native = sorted(set(flags) & NATIVE_BF16_FLAGS)
     if native:
         return f"native bf16 ({', '.join(native)})"
     vectors = [name for flag, name in (("avx2", "AVX2"), ("avx512f", "AVX-512")) if flag in flags]

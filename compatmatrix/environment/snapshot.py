@@ -48,6 +48,9 @@ class Distribution:
         return Version(version.public) if version is not None else None
 
 
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo flags of native bf16 (AVX512-BF16, AMX)
+
+
 @dataclass(frozen=True)
 class CpuInfo:
     model: str

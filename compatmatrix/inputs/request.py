@@ -12,6 +12,7 @@ from typing import Optional
 from urllib.parse import urlsplit
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from ..matrix.model import Component, Matrix
 from ..names import canonical_name
@@ -147,17 +148,16 @@ def _hosts_with(matrix: Matrix, component: Component, item: InputRequirement) ->
     """The hosts that have the pinned release (any Python), from the matrix; empty when the matrix has no such release."""
     if item.pinned is None:
         return set()
-    public = item.pinned.public
+    public = Version(item.pinned.public)
     for release in matrix.releases.get(component, ()):
-        if public in {str(v) for v in getattr(release, "versions", (release.version,))}:
-            wheels = getattr(release, "wheels", ()) or ()
-            return {w.host for w in wheels} if wheels else set(matrix.policy.host_preference.get(component, ()))
+        if public in release.versions:
+            return {w.host for w in release.wheels} if release.wheels else set(matrix.policy.host_preference.get(component, ()))
     return set()
 
 
 def _on_pypi(matrix: Matrix, component: Component) -> bool:
     """Whether PyPI serves the package: a pure-Python library (no wheel sets) comes from its preferred hosts."""
     releases = matrix.releases.get(component, ())
-    if releases and not any(getattr(release, "wheels", ()) for release in releases):
+    if releases and not any(release.wheels for release in releases):
         return "pypi" in matrix.policy.host_preference.get(component, ())
-    return any(wheels.host == "pypi" for release in matrix.releases.get(component, ()) for wheels in (getattr(release, "wheels", ()) or ()))
+    return any(wheels.host == "pypi" for release in releases for wheels in release.wheels)

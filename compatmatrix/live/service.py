@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from ..checks.finding import Context, Finding, Status
 from ..checks.packages import CCL_NAMES, IPEX_NAMES
+from ..environment.snapshot import NATIVE_BF16_FLAGS
 from ..translate import ipex_through_trainer, translate
 from .launch import Launch, LaunchError, Topology, plan_launch
 from .report import Expectation, live_findings, rank_outputs, read_ranks
@@ -37,12 +38,11 @@ def init_timeout_for(timeout: float) -> float:
     return min(60.0, max(15.0, timeout / 2))
 
 
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def bf16_choice(cpu_flags, asked: Optional[bool]) -> tuple[bool, str]:
     """Whether the live Trainer step trains in bf16, and why: forced by --bf16 / --no-bf16, else native bf16 on this CPU."""
-    native = sorted(set(cpu_flags) & set(BF16_FLAGS))
+    native = sorted(set(cpu_flags) & NATIVE_BF16_FLAGS)
     if asked is False:
         return False, "off (--no-bf16)"
     if asked is True:
