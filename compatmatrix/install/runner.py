@@ -44,6 +44,7 @@ from .files import NotRegular, copy_hashing, disk_full, no_space, open_regular, 
 from .indexes import CrossHostRedirect, IndexLocation, IndexRefused, IndexUnreachable, Link, get_following, project_links
 from .limits import DeadlineExceeded, Limits, deadline, limits, mib
 from .plan import InstallPlan, PlannedPackage, WheelTarget, pick_link
+from .trust import give_pip
 
 __all__ = ["InstallError", "InstallInputError", "sha256_of"]  # re-exported for callers of the old module
 
@@ -236,6 +237,7 @@ def installer_env(python: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if _kept(k)}
     for variable, value in _configured_transport():
         env.setdefault(variable, value)
+    give_pip(env)  # the CA bundle compat's own requests use (trust.py): PIP_CERT, nothing that outranks it inside pip
     env["PIP_CONFIG_FILE"] = os.devnull  # pip reads no configuration file at all (global, user, site)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PYTHONNOUSERSITE"] = "1"

@@ -76,6 +76,7 @@ from .transaction import (
     restore,
 )
 from .transaction import take_snapshot as snapshot_folders
+from .trust import trusted_session
 from .wheelhouse import stage
 from .wheelhouse import write_lock as write_wheelhouse_lock
 
@@ -237,7 +238,7 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
     pip = pip_for(snapshot.executable)  # before anything is downloaded
     clear_stale_work_folders(say)
     unlocked = False
-    with requests.Session() as session, tempfile.TemporaryDirectory(prefix=_work_prefix()) as work:
+    with trusted_session(say) as session, tempfile.TemporaryDirectory(prefix=_work_prefix()) as work:
         folder = Path(work)
         folders = [folder]
         if options.offline_dir is not None:
@@ -380,7 +381,7 @@ def _prepare_dest(folder: Path) -> None:
 def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pip: str, options: InstallOptions) -> list[Path]:
     """A wheelhouse: the planned wheels from their own hosts plus every dependency, for ``target``, and its lock."""
     _prepare_dest(folder)
-    with Interruptions(), requests.Session() as session:
+    with Interruptions(), trusted_session(options.say) as session:
         preflight(session, plan, options)
         located = locate(session, plan, target)
         fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, options.say)
