@@ -1,105 +1,150 @@
 """`compat env`: the exports that replace `python -c '... import cwd'` + `source setvars.sh`, plus runtime settings.
 
-Side effects: none of its own; the setvars.sh it reads is sourced by checks/oneccl_env.py (a bash child).
+Path lists (PATH, LD_LIBRARY_PATH, ...: oneccl_env.ADDITIVE) are written as additions joined to the value the shell has
+when it sources the file (`export PATH="/added${PATH:+:$PATH}"`), never as the value they had when compat ran: a file
+written during `docker build` must not undo the image's later `ENV PATH=...`. Without the oneCCL bindings (the stock
+profile, gloo) only LD_PRELOAD and the thread count are printed.
+
+Side effects: none of its own; the setvars.sh it reads is sourced by checks/oneccl_env.py (a bash child), a system
+oneCCL's libccl is found by reading ELF files (environment/linker.py), the interfaces read from /sys/class/net.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from .checks.finding import Context
-from .checks.oneccl_env import find_bindings, setvars_fix, setvars_result
+from .checks.oneccl_env import PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
 from .checks.runtime import preload_candidates, preload_entries
+from .environment.interfaces import up_interfaces
 from .errors import CompatError
 from .placement.environment import choose_preload
 from .placement.plan import thread_advice
 from .placement.topology import machine_from_snapshot
 
 SHELLS = ("bash", "zsh", "fish")
+__all__ = ["EnvPlan", "LAUNCHERS", "SHELLS", "format_env", "launcher_exports", "plan_env", "up_interfaces"]
 
 
 @dataclass(frozen=True)
 class EnvPlan:
-    exports: Mapping[str, str]
+    exports: Mapping[str, str]  # set outright
     comments: tuple[str, ...]
+    additions: Mapping[str, PathAddition] = field(default_factory=dict)  # joined to the value the sourcing shell has
+
+    def to_json(self, python: str) -> dict[str, Any]:
+        """The `compat env --json` document (schema_version 2: path lists moved from "exports" to "additions")."""
+        return {"schema_version": 2, "command": "env", "python": python, "exports": dict(self.exports),
+                "additions": {k: {"prepend": list(a.prepend), "append": list(a.append)} for k, a in self.additions.items()},
+                "comments": list(self.comments)}
 
 
 def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) -> EnvPlan:
     bindings = find_bindings(ctx)
+    exports: dict[str, str] = {}
+    additions: dict[str, PathAddition] = {}
+    comments: list[str] = []
     if bindings is None:
-        raise CompatError(
-            f"The oneCCL bindings (oneccl_bindings_for_pytorch / torch_ccl) are not installed for {ctx.snapshot.executable}.",
-            "Install the oneccl_bind_pt built for your torch (compat resolve torch==<your torch> ccl names it and its index), or pass --python.",
-        )
-    result = setvars_result(ctx)
-    assert result is not None
-    if not result.ok:  # no half environment to eval: exit 2 with the reason and the script's last words
-        said = f" (it said: {' | '.join(result.output[-2:])})" if result.output else ""
-        raise CompatError(f"The bindings' setvars.sh cannot be used: {result.error}{said}.", setvars_fix(result.path))
-    exports = dict(result.exports)
-    comments = [f"oneCCL environment from {result.path} ({bindings.module})"]
+        comments.append(f"no oneCCL bindings (oneccl_bindings_for_pytorch / torch_ccl) are installed for {ctx.snapshot.executable}: "
+                        "no oneCCL environment exported")
+    else:
+        result = setvars_result(ctx)
+        assert result is not None
+        if not result.ok:  # no half environment to eval: exit 2 with the reason and the script's last words
+            if result.system is not None and not result.system.found:
+                raise CompatError(f"{system_error(bindings.directory, result.system)}.", setvars_fix(result.path, result, _python_arg(ctx)))
+            said = f" (it said: {' | '.join(result.output[-2:])})" if result.output else ""
+            raise CompatError(f"The bindings' setvars.sh cannot be used: {result.error}{said}.", setvars_fix(result.path))
+        exports, additions = export_plan(result.before, result.exports)
+        comments.append(f"oneCCL environment {result.origin} ({bindings.module})")
+        comments += list(result.notes)
+        for key, added in additions.items():
+            if added.reordered:
+                comments.append(f"{key}: the script also moved or removed entries; only the entries it added are exported")
     preload = choose_preload(preload_candidates(ctx.snapshot.prefix), preload_entries(ctx.snapshot.env.get("LD_PRELOAD", "")))
     if preload.paths:
         exports["LD_PRELOAD"] = ":".join(preload.paths)
         comments.append("LD_PRELOAD: allocator / OpenMP libraries found on this machine (only paths that exist)")
     else:
         comments.append("LD_PRELOAD: no tcmalloc, jemalloc or libiomp5 found on this machine; none set")
-    workers = ctx.snapshot.env.get("CCL_WORKER_COUNT", "1")
-    try:
-        worker_count = max(0, int(workers))
-    except ValueError:
-        worker_count = 1
+    worker_count = 0
+    if bindings is not None:
+        try:
+            worker_count = max(0, int(ctx.snapshot.env.get("CCL_WORKER_COUNT", "1")))
+        except ValueError:
+            worker_count = 1
     # the same plan compat launch binds by and runtime.threads checks against: physical cores, not hyperthreads
     advice = thread_advice(machine_from_snapshot(ctx.snapshot), ranks_per_node, worker_count)
-    exports["CCL_WORKER_COUNT"] = str(advice.ccl_workers)
+    if bindings is not None:
+        exports["CCL_WORKER_COUNT"] = str(advice.ccl_workers)
     exports["OMP_NUM_THREADS"] = str(advice.omp_threads)
     hyper = f" ({advice.cpus} CPUs with hyperthreads)" if advice.cpus != advice.cores else ""
-    comments.append(f"threads: {advice.cores} physical cores{hyper} allowed, {ranks_per_node} ranks per node, {worker_count} oneCCL worker(s) per rank")
+    workers = f", {worker_count} oneCCL worker(s) per rank" if bindings is not None else ""
+    comments.append(f"threads: {advice.cores} physical cores{hyper} allowed, {ranks_per_node} ranks per node{workers}")
     if advice.problem:
         comments.append(f"threads: {advice.problem} The ranks will share cores; compat launch says what fits.")
     comments.append("no per-rank binding here (the same values for every rank): compat launch binds each rank to its own cores")
-    if launcher:
+    if launcher and bindings is None:
+        comments.append(f"launcher {launcher}: nothing added (no oneCCL bindings: the gloo backend needs no oneCCL settings)")
+    elif launcher:
+        assert bindings is not None
         extra, said = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces())
         exports.update(extra)
         comments += said
-    return EnvPlan(exports, tuple(comments))
+    return EnvPlan(exports, tuple(comments), additions)
 
 
 def _fish_quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _safe(text: str) -> bool:
+    return shlex.quote(text) == text  # nothing the shell would expand or split: it may stand inside double quotes
+
+
+def _sh_addition(key: str, added: PathAddition) -> list[str]:
+    """`export KEY="/a:/b${KEY:+:$KEY}"`: the added entries in front of (or after) the value KEY has when this runs;
+    entries with spaces, quotes or $ are single-quoted (shlex) next to the double-quoted expansion."""
+    lines = []
+    live_after, live_before = f"${{{key}:+:${key}}}", f"${{{key}:+${key}:}}"
+    if added.prepend:
+        text = ":".join(added.prepend)
+        lines.append(f'export {key}="{text}{live_after}"' if _safe(text) else f'export {key}={shlex.quote(text)}"{live_after}"')
+    if added.append:
+        text = ":".join(added.append)
+        lines.append(f'export {key}="{live_before}{text}"' if _safe(text) else f'export {key}="{live_before}"{shlex.quote(text)}')
+    return lines
+
+
+def _fish_addition(key: str, added: PathAddition) -> list[str]:
+    """fish (3.0 and later) keeps every variable whose name ends in PATH as a list, split and joined on ':'; its empty
+    entries (an empty value) are left out, as bash's ${KEY:+...} leaves out an empty value."""
+    lines = []
+    live = f"(string match -v -- '' ${key})"
+    if added.prepend:
+        lines.append(f"set -gx {key} {' '.join(_fish_quote(e) for e in added.prepend)} {live}")
+    if added.append:
+        lines.append(f"set -gx {key} {live} {' '.join(_fish_quote(e) for e in added.append)}")
+    return lines
+
+
 def format_env(plan: EnvPlan, shell: str) -> str:
     lines = [f"# {c}" for c in plan.comments]
+    for key, added in plan.additions.items():
+        lines += _fish_addition(key, added) if shell == "fish" else _sh_addition(key, added)
     for key, value in plan.exports.items():
         if shell == "fish":
-            if key == "PATH":
-                lines.append("set -gx PATH " + " ".join(_fish_quote(p) for p in value.split(":") if p))
-            else:
-                lines.append(f"set -gx {key} {_fish_quote(value)}")
+            lines.append(f"set -gx {key} {_fish_quote(value)}")
         else:
             lines.append(f"export {key}={shlex.quote(value)}")
     return "\n".join(lines) + "\n"
 
 
 LAUNCHERS = ("torchrun", "spawn", "mpirun")
-
-
-def up_interfaces(sys_net: str = "/sys/class/net") -> list[str]:
-    """Network interfaces that are up here (loopback's state is 'unknown'), by name."""
-    found = []
-    for entry in sorted(Path(sys_net).iterdir()) if Path(sys_net).is_dir() else []:
-        try:
-            state = (entry / "operstate").read_text().strip()
-        except OSError:
-            continue
-        if state in ("up", "unknown"):
-            found.append(entry.name)
-    return found
 
 
 def launcher_exports(launcher: str, exports: Mapping[str, str], env: Mapping[str, str], bindings_dir: Path,

@@ -154,9 +154,9 @@ def test_setvars_environment_is_read_with_builtins(tmp_path):
     setvars.write_text(setvars.read_text() + "# FIXTURE: shadows env\nenv() { return 7; }\n")
     done = compat("env", "--json", "--python", str(env.python))
     assert done.returncode == 0, done.stderr
-    exports = json.loads(done.stdout)["exports"]
-    assert exports["CCL_ROOT"] == str(env.site / "oneccl_bindings_for_pytorch")
-    assert exports["PATH"].startswith(str(env.site / "oneccl_bindings_for_pytorch" / "opt" / "mpi" / "bin") + ":")
+    answer = json.loads(done.stdout)
+    assert answer["exports"]["CCL_ROOT"] == str(env.site / "oneccl_bindings_for_pytorch")
+    assert answer["additions"]["PATH"]["prepend"] == [str(env.site / "oneccl_bindings_for_pytorch" / "opt" / "mpi" / "bin")]
 
 
 # --- M3: FIFOs are refused, not read forever ----------------------------------------------------------------------

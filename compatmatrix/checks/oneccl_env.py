@@ -1,8 +1,11 @@
-"""The oneCCL environment: what the bindings' setvars.sh sets, against the environment we run in.
+"""The oneCCL environment: what the bindings' setvars.sh sets, against the environment we run in. Bindings built against a
+system oneCCL (no env/setvars.sh of their own) are judged by the libccl their native code loads
+(environment/oneccl.py): that oneCCL's own env/vars.sh when it has one, else the exports it needs.
 
 Side effects: sources setvars.sh in ``bash --noprofile --norc`` (environment/child.py: its own process group,
 dies with compat, the whole group killed on timeout, Ctrl-C and SIGTERM; a watchdog in that group kills it
-when compat is gone, even by SIGKILL).
+when compat is gone, even by SIGKILL); reads ELF files and runs ``ldconfig -p`` for a system oneCCL
+(environment/linker.py); reads /sys/class/net for the key-value store's interface.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..environment.child import env_timeout, run_child
+from ..environment.child import MARK_VAR, env_timeout, run_child
+from ..environment.interfaces import up_interfaces
+from ..environment.linker import LibrarySearch
+from ..environment.oneccl import SystemOneccl, extra_places, locate
 from ..matrix.model import CclRelease
 from .crash import describe_exit
 from .finding import Context, Finding, Status, check
@@ -43,6 +49,11 @@ builtin printf '%s end\\0' "$__compat_done"
 """
 PATH_LISTS = ("PATH", "LD_LIBRARY_PATH", "FI_PROVIDER_PATH", "CPATH", "LIBRARY_PATH", "MANPATH", "CMAKE_PREFIX_PATH", "PKG_CONFIG_PATH")
 KEYS = ("CCL_ROOT", "I_MPI_ROOT", "FI_PROVIDER_PATH", "LD_LIBRARY_PATH", "PATH", "CCL_CONFIGURATION", "CPATH", "LIBRARY_PATH")
+# Path lists a setvars.sh (oneCCL's, Intel MPI's, a oneAPI component's) prepends or appends to: `compat env` exports only
+# the entries it added, joined to the value the shell has when it sources the file, never a copy of the value it had
+# when compat ran (a Dockerfile's later `ENV PATH=...` must survive). FI_PROVIDER_PATH is not one: Intel MPI's vars.sh
+# sets it outright (FI_PROVIDER_PATH=$I_MPI_ROOT/libfabric/lib/prov:/usr/lib64/libfabric), and so does compat env.
+ADDITIVE = ("PATH", "LD_LIBRARY_PATH", "CPATH", "LIBRARY_PATH", "MANPATH", "CMAKE_PREFIX_PATH", "PKG_CONFIG_PATH", "CLASSPATH")
 BINDING_MODULES = ("oneccl_bindings_for_pytorch", "torch_ccl")
 
 
@@ -75,13 +86,69 @@ class Sourced:
 
 @dataclass(frozen=True)
 class SetvarsResult:
-    path: Path
+    path: Path  # the script sourced (the bindings' setvars.sh, a system oneCCL's vars.sh), or the bindings' setvars.sh they lack
     ok: bool
     error: str = ""
     output: tuple[str, ...] = ()  # when it failed: the script's last lines of output
     after: Mapping[str, str] = field(default_factory=dict)
     missing: Mapping[str, str] = field(default_factory=dict)  # key -> what is missing (entries or value)
     exports: Mapping[str, str] = field(default_factory=dict)  # key -> value after sourcing, for every key it changes
+    before: Mapping[str, str] = field(default_factory=dict)  # the environment it was compared with
+    system: Optional[SystemOneccl] = None  # bindings without a setvars.sh of their own: the oneCCL they load
+    sourced: bool = True  # False: no script; compat's own exports for a system oneCCL (SystemOneccl.after)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def origin(self) -> str:
+        """Where the environment comes from, in words ("from <script>", "for the system oneCCL ...")."""
+        if self.system is None:
+            return f"from {self.path}"
+        located = self.system.located
+        library = "no libccl found" if located is None else f"{located.path}, found {'through' if located.loader else 'in'} {located.how}"
+        if self.sourced:
+            return f"from {self.path}, the script of the system oneCCL the bindings load ({library})"
+        return f"for the system oneCCL the bindings load ({library}): compat's own exports, as it has no env/vars.sh"
+
+
+@dataclass(frozen=True)
+class PathAddition:
+    """Entries a script added to a path list: ``prepend`` in front of the value the shell has, ``append`` after it."""
+
+    prepend: tuple[str, ...] = ()
+    append: tuple[str, ...] = ()
+    reordered: bool = False  # the script also moved or removed entries the shell had: only its new entries are kept
+
+
+def split_addition(old: Optional[str], new: str) -> Optional[PathAddition]:
+    """What a script added to a path list that was ``old`` (None: unset) and is ``new`` afterwards, in order: the value
+    before is found as one run of entries in the value after (the last such run: scripts prepend), what is in front of
+    it is prepended, what follows it appended. None when nothing was added."""
+    before, after = _entries(old or ""), _entries(new)
+    if not before:
+        return PathAddition(tuple(after)) if after else None
+    for start in range(len(after) - len(before), -1, -1):
+        if after[start:start + len(before)] == before:
+            prepend, append = tuple(after[:start]), tuple(after[start + len(before):])
+            return PathAddition(prepend, append) if prepend or append else None
+    kept = set(before)
+    first = next((i for i, e in enumerate(after) if e in kept), len(after))
+    prepend = tuple(e for e in after[:first] if e not in kept)
+    append = tuple(e for e in after[first:] if e not in kept)
+    return PathAddition(prepend, append, reordered=True) if prepend or append else None
+
+
+def export_plan(before: Mapping[str, str], exports: Mapping[str, str]) -> tuple[dict[str, str], dict[str, PathAddition]]:
+    """(values to set outright, additions to path lists) for the keys a script changed (``exports``: their values after)."""
+    plain: dict[str, str] = {}
+    additions: dict[str, PathAddition] = {}
+    for key, value in exports.items():
+        if key in ADDITIVE:
+            added = split_addition(before.get(key), value)
+            if added is not None:
+                additions[key] = added
+        else:
+            plain[key] = value
+    return plain, additions
 
 
 def find_bindings(ctx: Context) -> Optional[Bindings]:
@@ -168,7 +235,7 @@ def diff_environment(before: Mapping[str, str], after: Mapping[str, str]) -> tup
     missing, exports = {}, {}
     for key in sorted(set(after) | set(before)):
         new, old = after.get(key), before.get(key)
-        if new == old or new is None or key in ("_", "SHLVL", "PWD", "OLDPWD"):
+        if new == old or new is None or key in ("_", "SHLVL", "PWD", "OLDPWD", MARK_VAR):  # MARK_VAR: run_child's own marker, not the script's
             continue
         exports[key] = new
         if key in PATH_LISTS:
@@ -180,33 +247,88 @@ def diff_environment(before: Mapping[str, str], after: Mapping[str, str]) -> tup
     return missing, exports
 
 
+LIBRARY_SEARCH_KEY = "library-search"  # Context.cache key: a test may put its own LibrarySearch there
+INTERFACES_KEY = "up-interfaces"  # Context.cache key: a test may put its own list of interfaces there
+
+
+def library_search(ctx: Context) -> LibrarySearch:
+    """The loader's search for the target environment (its LD_LIBRARY_PATH, its interpreter's DT_RPATH, ldconfig's cache),
+    plus where a system oneCCL is installed without the loader looking there."""
+    def compute() -> LibrarySearch:
+        env = ctx.snapshot.env
+        data = (ctx.snapshot.raw.get("python") or {}).get("data") if ctx.snapshot.raw else None
+        return LibrarySearch(env.get("LD_LIBRARY_PATH", ""), ctx.snapshot.executable, extra=extra_places(ctx.snapshot.prefix, data, env))
+
+    return ctx.once(LIBRARY_SEARCH_KEY, compute)
+
+
+def system_oneccl(ctx: Context) -> Optional[SystemOneccl]:
+    """For bindings without an env/setvars.sh of their own: the oneCCL they load (None: no bindings, or they bundle one)."""
+    def compute() -> Optional[SystemOneccl]:
+        bindings = find_bindings(ctx)
+        if bindings is None or bindings.setvars.is_file():
+            return None
+        return locate(bindings.directory, library_search(ctx), ctx.snapshot.env)
+
+    return ctx.once("system-oneccl", compute)
+
+
+def _sourced(path: Path, before: Mapping[str, str], system: Optional[SystemOneccl] = None) -> SetvarsResult:
+    sourced = source_setvars(path, before)
+    if sourced.after is None:
+        return SetvarsResult(path, ok=False, error=sourced.error, output=sourced.output, before=before, system=system)
+    missing, exports = diff_environment(before, sourced.after)
+    return SetvarsResult(path, ok=True, after=sourced.after, missing=missing, exports=exports, before=before, system=system)
+
+
 def setvars_result(ctx: Context) -> Optional[SetvarsResult]:
     def compute() -> Optional[SetvarsResult]:
         bindings = find_bindings(ctx)
         if bindings is None:
             return None
         path = bindings.setvars
-        if not path.is_file():
-            return SetvarsResult(path, ok=False, error=f"{path} does not exist")
         before = dict(os.environ)
-        sourced = source_setvars(path, before)
-        if sourced.after is None:
-            return SetvarsResult(path, ok=False, error=sourced.error, output=sourced.output)
-        missing, exports = diff_environment(before, sourced.after)
-        after = sourced.after
-        return SetvarsResult(path, ok=True, after=after, missing=missing, exports=exports)
+        if path.is_file():
+            return _sourced(path, before)
+        system = system_oneccl(ctx)
+        assert system is not None
+        if not system.found:
+            return SetvarsResult(path, ok=False, error=f"{path} does not exist and no libccl the bindings load is found", before=before, system=system)
+        notes: tuple[str, ...] = ()
+        if system.script is not None:
+            result = _sourced(system.script, before, system)
+            if result.ok:
+                return result
+            notes = (f"{system.script} cannot be used ({result.error}): compat's own exports for that oneCCL instead",)
+        after = system.after(before)
+        missing, exports = diff_environment(before, after)
+        return SetvarsResult(path, ok=True, after=after, missing=missing, exports=exports, before=before, system=system, sourced=False, notes=notes)
 
     return ctx.once("setvars", compute)
 
 
-def setvars_fix(path: Path) -> str:
+SYSTEM_FIX = ("Install the oneCCL runtime the bindings were built against: pip install oneccl-cpu (the PyPI runtime, into this "
+              "environment's lib folder), or source <oneAPI>/setvars.sh (a oneAPI install), or export CCL_ROOT=<your oneCCL> "
+              "(its lib/ holds {name}); then eval \"$(compat env{python})\".")
+
+
+def setvars_fix(path: Path, result: Optional[SetvarsResult] = None, python_arg: str = "") -> str:
+    if result is not None and result.system is not None and not result.system.found:
+        return SYSTEM_FIX.format(name=result.system.name, python=python_arg)
     if not path.is_file():
         return "Reinstall oneccl_bind_pt: its env/setvars.sh is part of the wheel."
     return f"Run bash -x {path} to see where it stops; if the script is damaged, reinstall oneccl_bind_pt (env/setvars.sh is part of the wheel)."
 
 
-def _fix(ctx: Context, path: Path) -> str:
-    return f'eval "$(compat env{_python_arg(ctx)})"   (or: source {path})'
+def system_error(bindings_dir: Path, system: SystemOneccl) -> str:
+    """One sentence: the bindings carry no setvars.sh and no libccl they load is found."""
+    return (f"The oneCCL bindings at {bindings_dir} carry no env/setvars.sh (a build against a system oneCCL), and no "
+            f"{system.name} they load is found where the loader or compat looked")
+
+
+def _fix(ctx: Context, path: Optional[Path]) -> str:
+    also = f"   (or: source {path})" if path is not None and path.is_file() else ""
+    return f'eval "$(compat env{_python_arg(ctx)})"{also}'
 
 
 def _python_arg(ctx: Context) -> str:
@@ -215,12 +337,14 @@ def _python_arg(ctx: Context) -> str:
     return "" if os.path.abspath(ctx.snapshot.executable) == os.path.abspath(sys.executable) else f" --python {ctx.snapshot.executable}"
 
 
-@check("oneccl.setvars", "the bindings' setvars.sh has been sourced in this environment")
+@check("oneccl.setvars", "the oneCCL environment is set up: the bindings' setvars.sh sourced, or the system oneCCL they load found")
 def setvars_sourced(ctx: Context) -> Finding:
     cid = "oneccl.setvars"
     result = setvars_result(ctx)
     if result is None:
         return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
+    if result.system is not None:
+        return _system_finding(ctx, result, result.system)
     if not result.ok:
         evidence = tuple(f"setvars.sh said: {line}" for line in result.output)
         return Finding(cid, Status.FAIL, f"setvars.sh cannot be used: {result.error}", evidence, setvars_fix(result.path))
@@ -231,14 +355,57 @@ def setvars_sourced(ctx: Context) -> Finding:
     return Finding(cid, Status.FAIL, f"the oneCCL environment is not set up: {', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing", evidence, _fix(ctx, result.path))
 
 
+LOOKED_SHOWN = 10  # places searched, quoted in a finding's evidence
+
+
+def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -> Finding:
+    """Bindings without an env/setvars.sh (built against a system oneCCL): which libccl they load and how it was found.
+    FAIL only when none is found; WARN when the loader would not find it, cannot load its own needs, or the environment
+    compat env prints is not set; PASS otherwise."""
+    cid = "oneccl.setvars"
+    evidence = [system.named]
+    if len(system.chain) > 1:
+        evidence.append("loaded through: " + " -> ".join(system.chain))
+    evidence += list(system.unreadable)
+    shown = list(system.looked[:LOOKED_SHOWN]) + ([f"and {len(system.looked) - LOOKED_SHOWN} more places"] if len(system.looked) > LOOKED_SHOWN else [])
+    located = system.located
+    if located is None:
+        return Finding(cid, Status.FAIL, f"the bindings carry no env/setvars.sh (built against a system oneCCL) and no {system.name} they load is found",
+                       tuple(evidence + [f"looked in: {place}" for place in shown]), setvars_fix(result.path, result, _python_arg(ctx)))
+    evidence.append(f"found: {located.path} ({located.how})")
+    if system.root:
+        evidence.append(f"oneCCL root: {system.root}" + (f", with {system.script}" if system.script is not None else ""))
+    if system.providers:
+        evidence.append(f"libfabric providers: {system.providers}")
+    evidence += list(result.notes)
+    if not located.loader:
+        return Finding(cid, Status.WARN, f"the bindings load {system.name} from a system oneCCL found at {located.path} ({located.how}), "
+                       f"but the loader does not search there: LD_LIBRARY_PATH lacks {located.directory}", tuple(evidence), _fix(ctx, system.script))
+    if system.unresolved:
+        missing = ", ".join(system.unresolved)
+        return Finding(cid, Status.WARN, f"the system oneCCL {located.path} is found ({located.how}), but the loader cannot load it: "
+                       f"it needs {missing}, which {'is' if len(system.unresolved) == 1 else 'are'} not found",
+                       tuple(evidence), f"Put the folder that holds {system.unresolved[0]} on LD_LIBRARY_PATH, or install a oneCCL build whose lib folder has it.")
+    wanted = [k for k in KEYS if k in result.missing]
+    if wanted:
+        evidence += [f"{key}: missing {result.missing[key]}" for key in wanted]
+        return Finding(cid, Status.WARN, f"the bindings load the system oneCCL {located.path}, but its environment is not set up: "
+                       f"{', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing", tuple(evidence), _fix(ctx, system.script))
+    return Finding(cid, Status.PASS, f"the bindings load the system oneCCL {located.path} ({located.how})", tuple(evidence))
+
+
 @check("oneccl.fi-provider", "FI_PROVIDER_PATH holds libfabric providers")
 def fi_provider(ctx: Context) -> Finding:
     cid = "oneccl.fi-provider"
     result = setvars_result(ctx)
     if result is None or not result.ok:
-        return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed" if result is None else "setvars.sh cannot be used")
+        why = ("the oneCCL bindings are not installed" if result is None else "no libccl the bindings load is found" if result.system is not None
+               else "setvars.sh cannot be used")
+        return Finding(cid, Status.SKIP, why)
     value = result.after.get("FI_PROVIDER_PATH") or os.environ.get("FI_PROVIDER_PATH", "")
     if not value:
+        if result.system is not None:
+            return Finding(cid, Status.SKIP, "no libfabric provider folder found for the system oneCCL, and FI_PROVIDER_PATH is not set (libfabric uses its own default)")
         return Finding(cid, Status.SKIP, "setvars.sh does not set FI_PROVIDER_PATH (this bindings release uses its own default)")
     holding: list[str] = []
     empty: list[str] = []
@@ -247,8 +414,9 @@ def fi_provider(ctx: Context) -> Finding:
         providers = sorted(p.name for p in directory.glob("lib*-fi.so")) if directory.is_dir() else []
         (holding if providers else empty).append(f"{entry}: {', '.join(providers) if providers else 'no providers' if directory.is_dir() else 'does not exist'}")
     if not holding:
-        return Finding(cid, Status.FAIL, "no FI_PROVIDER_PATH entry holds a libfabric provider", tuple(empty),
-                       "Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers), then " + _fix(ctx, result.path))
+        where = ("pip install impi-rt (its lib folder holds the providers)" if result.system is not None
+                 else "Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers)")
+        return Finding(cid, Status.FAIL, "no FI_PROVIDER_PATH entry holds a libfabric provider", tuple(empty), f"{where}, then {_fix(ctx, result.path)}")
     return Finding(cid, Status.PASS, f"{len(holding)} FI_PROVIDER_PATH entr{'y holds' if len(holding) == 1 else 'ies hold'} providers", tuple(holding + empty))
 
 
@@ -292,17 +460,21 @@ def stale_prefix(ctx: Context) -> Finding:
     bindings = find_bindings(ctx)
     if bindings is None:
         return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
-    own = str(bindings.directory)
+    own = [str(bindings.directory)]
+    system = system_oneccl(ctx)
+    if system is not None and system.located is not None:  # a system oneCCL's own folders are the right ones for these bindings
+        own += [f for f in (system.root, system.located.directory, system.providers) if f]
+    where = bindings.directory if len(own) == 1 else f"{bindings.directory} or the system oneCCL they load ({', '.join(own[1:])})"
     problems = []
     for key in ("CCL_ROOT", "I_MPI_ROOT"):
         value = os.environ.get(key)
-        if value and not _inside(value, own):
-            problems.append(f"{key}={value} is not inside {bindings.directory}")
+        if value and not any(_inside(value, folder) for folder in own):
+            problems.append(f"{key}={value} is not inside {where}")
     for key in ("LD_LIBRARY_PATH", "FI_PROVIDER_PATH"):
         for entry in _entries(os.environ.get(key, "")):
-            inside = _inside(entry, own)
+            inside = any(_inside(entry, folder) for folder in own)
             if inside:
-                continue  # the wheel's own folders are never stale
+                continue  # the wheel's own folders (or the system oneCCL's) are never stale
             if _site_packages_of_other_env(entry, ctx.snapshot.paths):
                 problems.append(f"{key} entry {entry} belongs to another Python environment")
             elif not inside and (any(Path(entry).glob("libccl.so*")) or any(Path(entry).glob("libmpi.so.12*"))):
@@ -312,3 +484,28 @@ def stale_prefix(ctx: Context) -> Finding:
                        f"Start from a clean shell (or unset the variables above), then {_fix(ctx, bindings.setvars)}")
     return Finding(cid, Status.PASS, "no stale oneCCL/MPI prefixes in the environment")
 
+
+def kvs_iface_finding(installed: bool, interfaces: list[str], value: Optional[str]) -> Finding:
+    """oneCCL's key-value store (how the ranks find each other) binds to an interface other than lo unless CCL_KVS_IFACE
+    names one: where lo is the only interface up (a container without a network) it needs CCL_KVS_IFACE=lo."""
+    cid = "oneccl.kvs-iface"
+    if not installed:
+        return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
+    if not interfaces:
+        return Finding(cid, Status.SKIP, "no network interface was found up (/sys/class/net)")
+    up = f"interfaces up: {', '.join(interfaces)}"
+    if value:
+        if value in interfaces:
+            return Finding(cid, Status.PASS, f"CCL_KVS_IFACE={value}, an interface that is up", (up,))
+        return Finding(cid, Status.WARN, f"CCL_KVS_IFACE={value} is not an interface that is up here", (up,),
+                       f"export CCL_KVS_IFACE={next((i for i in interfaces if i != 'lo'), 'lo')}   (an interface that is up here)")
+    if interfaces == ["lo"]:
+        return Finding(cid, Status.WARN, "lo is the only network interface up and CCL_KVS_IFACE is not set: oneCCL's key-value store finds no interface",
+                       (up,), "export CCL_KVS_IFACE=lo   (compat env --launcher torchrun prints it)")
+    return Finding(cid, Status.PASS, "CCL_KVS_IFACE is not set; oneCCL's key-value store has an interface other than lo", (up,))
+
+
+@check("oneccl.kvs-iface", "oneCCL's key-value store has an interface to bind to (CCL_KVS_IFACE=lo where lo is the only one up)")
+def kvs_iface(ctx: Context) -> Finding:
+    interfaces = ctx.once(INTERFACES_KEY, up_interfaces)
+    return kvs_iface_finding(find_bindings(ctx) is not None, list(interfaces), ctx.snapshot.env.get("CCL_KVS_IFACE"))
