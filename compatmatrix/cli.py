@@ -7,17 +7,18 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Optional
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from typing import TYPE_CHECKING, Optional
 
 from . import __version__
 from .console import EXIT_BROKEN_PIPE, dump_json, make_console
 from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError, shown
-from .matrix.load import load_matrix
-from .matrix.model import Component, Matrix
-from .target import Platform, PythonTarget
+
+if TYPE_CHECKING:
+    from .matrix.model import Matrix
+    from .target import Platform, PythonTarget
+
+# The core (packaging, the matrix model, the resolver, the checks) is imported inside the commands that use it:
+# `compat --help`, `--version` and a usage error parse the command line only (tests/test_startup.py).
 
 
 class _Parser(argparse.ArgumentParser):
@@ -255,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _target_from(args: argparse.Namespace) -> tuple[PythonTarget, Platform]:
+    from .target import Platform, PythonTarget
+
     platform = Platform.from_tag(args.platform) if args.platform else None
     if args.python:
         from .environment.interpreter import query_interpreter
@@ -269,6 +272,8 @@ def _target_from(args: argparse.Namespace) -> tuple[PythonTarget, Platform]:
 def _load(args: argparse.Namespace) -> Matrix:
     if args.matrix is not None and ("\x00" in args.matrix or not args.matrix.strip()):
         raise UsageError(f"--matrix '{shown(args.matrix)}' is not a file name.", "Pass the path of a matrix TOML file, or leave --matrix out for the bundled one.")
+    from .matrix.load import load_matrix
+
     return load_matrix(args.matrix)
 
 
@@ -317,7 +322,11 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from .matrix.model import Component
     from .render import matrix_json, matrix_rows, render_matrix
+    from .target import PythonTarget
 
     matrix = _load(args)
     try:
@@ -417,7 +426,7 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
     else:
         if getattr(args, "python_version", None) or getattr(args, "platform", None):
             raise UsageError("--python-version and --platform go with -r FILE.", "To check an environment, pass --python PATH of its interpreter.")
-        snapshot = take_snapshot(args.python)
+        snapshot = take_snapshot(args.python, cached=True)  # the environment's facts, kept while its fingerprint holds
     options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=getattr(args, "import_timeout", 120.0))
     context = Context(matrix, snapshot, options)
     only = [n for n in args.only if n not in live_named]
@@ -480,6 +489,7 @@ def _run_hosts(args: argparse.Namespace) -> int:
 def _pinned_snapshot(args: argparse.Namespace, matrix: Matrix):
     """compat check -r: an environment made of the files' exact pins (nothing installed, no machine)."""
     from .environment.from_pins import snapshot_from_pins
+    from .target import Platform, PythonTarget
 
     if args.python and args.python != os.environ.get("COMPAT_PYTHON"):  # an exported COMPAT_PYTHON (pre-commit) does not conflict
         raise UsageError("-r checks files, --python an environment: give one of them.", "Drop --python to check the files' pins.")
@@ -534,7 +544,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     context = Context(_load(args), snapshot, Options(ranks_per_node=args.ranks_per_node))
     plan = plan_env(context, args.ranks_per_node, args.launcher)
     if args.json:
-        print(dump_json({"schema_version": 1, "command": "env", "python": snapshot.executable, "exports": dict(plan.exports), "comments": list(plan.comments)}))
+        print(dump_json(plan.to_json(snapshot.executable)))
     else:
         sys.stdout.write(format_env(plan, args.shell))
     return EXIT_OK
@@ -571,6 +581,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform):
     """Resolve for the target and turn the answer into an install plan; a conflict is exit 1 with the reasons."""
+    from pathlib import Path
+
     from .install.indexes import configure_indexes
     from .install.plan import make_plan
     from .render import render_outcome
@@ -589,9 +601,8 @@ def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform
         _check_wheelhouse(args.wheelhouse)
         locations = offline_locations(locations, Path(args.wheelhouse))
     if args.torch_from_pypi:
-        import dataclasses
-
         from .matrix.model import Component
+        from .record import replace
 
         picks = dict(outcome.picks)
         for component in (Component.TORCH, Component.TORCHVISION, Component.TORCHAUDIO):  # one build: all from PyPI
@@ -602,8 +613,8 @@ def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform
             if pypi is None or not pypi.has_python(python.version):
                 raise UsageError(f"PyPI has no {component.label} {pick.version} wheel for Python {python.label}, so --torch-from-pypi cannot help.",
                                  "Use a mirror of the PyTorch CPU index: --index pytorch-cpu=URL (or a local folder of wheels).")
-            picks[component] = dataclasses.replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
-        outcome = dataclasses.replace(outcome, picks=picks)
+            picks[component] = replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
+        outcome = replace(outcome, picks=picks)
     plan = make_plan(outcome, locations)
     if files is not None and files.passthrough:
         import dataclasses
@@ -630,9 +641,12 @@ class _NoSet(Exception):
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from .environment.snapshot import take_snapshot
     from .install.runner import InstallError
     from .install.service import InstallOptions, describe_findings, install, pip_command_text, requirements_text
+    from .target import Platform, PythonTarget
 
     if args.offline and not args.wheelhouse:
         raise UsageError("--offline needs --wheelhouse DIR.", "Make one with compat download -d DIR, then pass --wheelhouse DIR.")
@@ -723,9 +737,12 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from .install.plan import WheelTarget
     from .install.runner import InstallError
     from .install.service import InstallOptions, download
+    from .target import Platform, PythonTarget
 
     python = PythonTarget.parse(args.python_version) if args.python_version else PythonTarget.running()
     platform = Platform.from_tag(args.platform) if args.platform else Platform.current()
@@ -807,6 +824,13 @@ BUG_REPORT_DIR_ENV = "COMPAT_CRASH_DIR"  # where the traceback of an unexpected 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUOT}
 
 
+#: Commands that read, compute and print, start nothing that outlives them and clean nothing up at exit. Run as the
+#: program (``main()`` without arguments: the entry point, ``python -m compatmatrix``) they work with the cyclic
+#: garbage collector off (their objects live until the end: collecting would only scan them) and end with os._exit
+#: once their output is flushed: the interpreter's teardown would free the matrix object by object (~15 ms).
+SHORT_LIVED = frozenset({"resolve", "matrix", "check"})
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one command. Whatever happens, the user gets one sentence and an exit code in {0, 1, 2} (130/143 for
     Ctrl-C/SIGTERM, 141 for a closed pipe), never a traceback: an unexpected error is a bug, written to a report file."""
@@ -817,8 +841,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = argparse.Namespace(command=None)
     try:
         args = build_parser().parse_args(argv)
+        short = argv is None and args.command in SHORT_LIVED
+        if short:
+            import gc
+
+            gc.disable()
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's shutdown
+        if short:
+            _end_now(code)
         return code
     except SystemExit as exc:  # argparse: --help, --version and usage errors
         broken = _stdout_broken() if exc.code in (0, None) else None
@@ -848,6 +879,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _unexpected(exc, args)
     except Exception as exc:  # noqa: BLE001 - the last guard: a bug must still end in one sentence
         return _unexpected(exc, args)
+
+
+def _end_now(code: int) -> None:
+    """End the process with ``code`` now, its output written (see SHORT_LIVED); returns only if stderr cannot be
+    flushed (the normal exit then reports it as before)."""
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
 
 
 def _say_error(line: str) -> None:

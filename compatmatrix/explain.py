@@ -379,9 +379,10 @@ def by_nearness(versions: Sequence[Version], target: Version) -> list[Version]:
     (a step down before a step up)."""
     ordered = sorted(set(versions))
     position = sum(1 for v in ordered if v < target)
+    index_of = {version: index for index, version in enumerate(ordered)}  # not ordered.index(): quadratic in the matrix
 
     def key(version: Version) -> tuple:
-        index = ordered.index(version)
+        index = index_of[version]
         steps = position - index if version < target else index - position + 1
         return (version.release[:2] != target.release[:2], steps, version > target)
 

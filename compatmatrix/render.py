@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .console import JSON_SCHEMA_VERSION
+from .console import JSON_SCHEMA_VERSION, escape
 from .matrix.model import COMPONENT_ORDER, Component, LibraryLine, Matrix
 from .resolve import Conflict, Outcome, Resolution
 from .rules import Candidate, fits, known_bad, pairing_evidence
@@ -129,10 +129,7 @@ def _set_text(picks: Mapping[Component, Candidate]) -> str:
 
 
 def render_outcome(console: Console, outcome: Outcome) -> None:
-    # rich's tables and markup are imported here: --json output needs neither (~4 ms of start-up)
-    from rich.markup import escape
-    from rich.table import Table
-
+    # rich's tables are imported where one is printed: --json output and a conflict need none (start-up)
     request = outcome.request
     constraints = " ".join(f"{c.label}{s}" for c, s in request.specifiers.items())
     header = f"Python {request.python.label} ({request.python.origin}) · {request.platform.tag}"
@@ -145,6 +142,8 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
         console.print(f"  note: {escape(note)}", style="dim")
     if isinstance(outcome, Resolution):
         console.print("[bold green]OK[/] a consistent set exists:")
+        from rich.table import Table
+
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
         table.add_column("package")
         table.add_column("version")
@@ -332,8 +331,7 @@ _TABLES: dict[str, tuple[str, list[tuple[str, Callable[[dict[str, Any]], str]]]]
 
 
 def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], show_sources: bool) -> None:
-    from rich.markup import escape  # imported here: see render_outcome
-    from rich.table import Table
+    from rich.table import Table  # imported here: see render_outcome
 
     for key, entries in rows.items():
         title, columns = _TABLES.get(key, (key, _TABLES["torch"][1][:2]))  # a component without its own columns: version, wheels

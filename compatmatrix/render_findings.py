@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from rich.console import Console
-from rich.markup import escape
+from .console import JSON_SCHEMA_VERSION, escape
 
-from .console import JSON_SCHEMA_VERSION
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 

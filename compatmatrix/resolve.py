@@ -18,10 +18,8 @@ The outcome carries typed explanations (:mod:`compatmatrix.explain` builds them)
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Optional, Union
 
@@ -30,16 +28,16 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError, shown
 from .matrix.model import COMPONENT_ORDER, Component, Matrix
-from .rules import PAIR_RULES, Candidate, Rejection, candidates, pair_problem, set_standing, standing
+from .record import Record, replace
+from .rules import PAIR_RULES, Candidate, Rejection, candidates, pair_problem, set_standing, standing, usable
 from .target import Platform, PythonTarget
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(Record):
     python: PythonTarget
     platform: Platform
     components: frozenset[Component]
-    specifiers: Mapping[Component, SpecifierSet] = field(default_factory=lambda: MappingProxyType({}))
+    specifiers: Mapping[Component, SpecifierSet] = MappingProxyType({})  # read-only: one shared empty default
     features: tuple[tuple[str, str], ...] = ()
     profile: Optional[str] = None
     notes: tuple[str, ...] = ()  # how the request was read (local labels dropped, no profile, ...)
@@ -52,11 +50,10 @@ class Request:
         return [c for c in COMPONENT_ORDER if c in self.components]
 
     def replace(self, **changes) -> "Request":
-        return dataclasses.replace(self, **changes)
+        return replace(self, **changes)
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(Record):
     request: Request
     picks: Mapping[Component, Candidate]
     explanation: tuple[Any, ...] = ()  # explain.PickReason per pick: why it is the newest that fits
@@ -77,8 +74,7 @@ class Resolution:
         return sentences(self.remarks)
 
 
-@dataclass(frozen=True)
-class Alternative:
+class Alternative(Record):
     edit: Any  # explain's change to the request: MovePin, PinYanked, DropConstraint, UseProfile, UsePython, LeaveOut
     resolution: Resolution
 
@@ -90,8 +86,7 @@ class Alternative:
         return sentence(self.edit)
 
 
-@dataclass(frozen=True)
-class Conflict:
+class Conflict(Record):
     request: Request
     explanation: tuple[Any, ...]  # explain's reasons, most fundamental first
     alternatives: tuple[Alternative, ...] = ()
@@ -254,20 +249,25 @@ def _component(name: str) -> Component:
         raise UsageError(f"'{name}' is not a package compatmatrix resolves.", f"Use one of: {known} (or ipex, ccl).") from None
 
 
-@dataclass(frozen=True)
-class CandidateTable:
+class CandidateTable(Record):
     """The unary-filtered candidates and rejections of every wanted component."""
 
     kept: Mapping[Component, Sequence[Candidate]]
     rejected: Mapping[Component, Sequence[Rejection]]
 
 
-def candidate_table(matrix: Matrix, request: Request) -> CandidateTable:
+def candidate_table(matrix: Matrix, request: Request, rejections: bool = True) -> CandidateTable:
+    """Every wanted component's candidates; ``rejections=False``: what was dropped is left out (empty lists), for a
+    search that explains nothing."""
     kept, rejected = {}, {}
     for component in request.ordered_components:
-        kept[component], rejected[component] = candidates(
-            matrix, component, request.python, request.spec(component), request.features, request.platform
-        )
+        if rejections:
+            kept[component], rejected[component] = candidates(
+                matrix, component, request.python, request.spec(component), request.features, request.platform
+            )
+        else:
+            kept[component] = usable(matrix, component, request.python, request.spec(component), request.features, request.platform)
+            rejected[component] = []
     return CandidateTable(kept, rejected)
 
 
@@ -369,7 +369,7 @@ def resolve(matrix: Matrix, request: Request, *, explain: bool = True) -> Outcom
     unsupported = request.platform.unsupported_reason()
     if unsupported:
         return Conflict(request, (explanations.Unsupported(unsupported),), unsupported=True)
-    table = candidate_table(matrix, request)
+    table = candidate_table(matrix, request, rejections=explain)
     picks = search(table, request)
     if picks is None:
         if not explain:
@@ -382,7 +382,7 @@ def resolve(matrix: Matrix, request: Request, *, explain: bool = True) -> Outcom
     resolution = Resolution(request, MappingProxyType(picks))
     if not explain:
         return resolution
-    return dataclasses.replace(
+    return replace(
         resolution,
         explanation=tuple(explanations.pick_reasons(matrix, request, table, picks)),
         remarks=tuple(explanations.notes(matrix, picks, request.platform) + explanations.yanked_newer_notes(table, picks)),

@@ -20,8 +20,7 @@ writes sentences: :mod:`compatmatrix.sentences` does, from these types.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, ClassVar, Optional, Union
 
 from packaging.specifiers import SpecifierSet
@@ -43,9 +42,9 @@ from .record import Record
 from .target import Platform, PythonTarget
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A release that passed every unary rule, with the host it will come from (a dataclass: callers replace its host)."""
+class Candidate(Record):
+    """A release that passed every unary rule, with the host it will come from (callers replace its host:
+    record.replace)."""
 
     component: Component
     version: Version
@@ -134,6 +133,13 @@ def is_pin(spec: Optional[SpecifierSet]) -> bool:
     return single.operator in ("==", "===") and not single.version.endswith(".*")
 
 
+#: candidates() answers, per matrix object and arguments: (matrix, kept, rejected or None). The explanations ask the
+#: same question many times (alternatives() resolves up to ~80 changed requests, most of which differ in one
+#: constraint); each distinct question is answered once. The matrix is held, so its id() is not reused while a key.
+_ANSWERS: dict[tuple, tuple[Matrix, tuple[Candidate, ...], Optional[tuple[Rejection, ...]]]] = {}
+_ANSWERS_LIMIT = 1024
+
+
 def candidates(
     matrix: Matrix,
     component: Component,
@@ -151,30 +157,128 @@ def candidates(
     entry yields at most one candidate: its newest release that passes.  Everything the matrix knows about a library line
     (Requires-Python, minimum torch, features) holds for every release of it, so an older release of
     the same line can never fit better.
+
+    Pure: the same question about the same matrix object is answered once (new lists each call).
     """
+    kept, rejected = _answer(matrix, component, python, spec, tuple(features), platform, True)
+    assert rejected is not None
+    return list(kept), list(rejected)
+
+
+def usable(
+    matrix: Matrix,
+    component: Component,
+    python: PythonTarget,
+    spec: Optional[SpecifierSet],
+    features: Sequence[tuple[str, str]] = (),
+    platform: Optional[Platform] = None,
+) -> list[Candidate]:
+    """What :func:`candidates` keeps, without building a Rejection for what it drops (a search that explains nothing)."""
+    return list(_answer(matrix, component, python, spec, tuple(features), platform, False)[0])
+
+
+def _answer(matrix: Matrix, component: Component, python: PythonTarget, spec: Optional[SpecifierSet], features: tuple[tuple[str, str], ...],
+            platform: Optional[Platform], rejections: bool) -> tuple[tuple[Candidate, ...], Optional[tuple[Rejection, ...]]]:
+    key = (id(matrix), component, python, spec, features, platform)
+    known = _ANSWERS.get(key)
+    if known is None or known[0] is not matrix or (rejections and known[2] is None):
+        kept, rejected = _candidates(matrix, component, python, spec, features, platform, rejections)
+        if len(_ANSWERS) >= _ANSWERS_LIMIT:
+            _ANSWERS.clear()
+        known = _ANSWERS[key] = (matrix, tuple(kept), tuple(rejected) if rejections else None)
+    return known[1], known[2]
+
+
+def _candidates(matrix: Matrix, component: Component, python: PythonTarget, spec: Optional[SpecifierSet], features: Sequence[tuple[str, str]],
+                platform: Optional[Platform], rejections: bool) -> tuple[list[Candidate], list[Rejection]]:
+    """candidates(), computed; ``rejections=False`` leaves the rejected list empty (and skips the entries the user's
+    constraint rules out whole)."""
     kept: list[Candidate] = []
     rejected: list[Rejection] = []
     pinned = is_pin(spec)
     wanted = [MissingFeature(matrix.feature(package, name)) for package, name in features if package == component.distribution]
     asked = UserConstraint(spec) if spec is not None else None
+    admitted, entries = _admitted(matrix, component, spec)
     requires = python.for_requires_python
     glibc = platform.glibc if platform is not None else None
     for release in matrix.releases[component]:
+        if not rejections and entries is not None and id(release) not in entries:
+            continue
         coverage: Optional[Cause] = None
         covered = False
         for version in release.versions:
-            if spec is not None and not spec.contains(version, prereleases=True):
-                cause: Optional[Cause] = asked
-            else:
-                if not covered:  # the same for every release of the entry
-                    coverage, covered = _python_problem(release, python, requires, platform, glibc), True
-                cause = coverage or _feature_or_yank(release, version, wanted, pinned, python, glibc)
+            if admitted is not None and version not in admitted:  # the user's constraint rules it out
+                if rejections:
+                    rejected.append(Rejection(component, version, release, asked))
+                continue
+            if not covered:  # the same for every release of the entry
+                coverage, covered = _python_problem(release, python, requires, platform, glibc), True
+            cause = coverage or _feature_or_yank(release, version, wanted, pinned, python, glibc)
             if cause is not None:
-                rejected.append(Rejection(component, version, release, cause))
+                if rejections:
+                    rejected.append(Rejection(component, version, release, cause))
                 continue
             kept.append(_candidate(matrix, component, release, version, python, glibc))
             break
     return kept, rejected
+
+
+_ADMITTED: dict[tuple, tuple[Matrix, Optional[frozenset[Version]], Optional[frozenset[int]]]] = {}
+_BY_RELEASE: dict[tuple, tuple[Matrix, dict[tuple[int, ...], list[tuple[Version, Release]]]]] = {}
+
+
+def _admitted(matrix: Matrix, component: Component, spec: Optional[SpecifierSet]) -> tuple[Optional[frozenset[Version]], Optional[frozenset[int]]]:
+    """The versions of ``component`` that ``spec`` admits (pre-releases too: the user named them) and the id()s of the
+    entries that hold them; (None, None) without a spec. Once per matrix and spec.
+
+    An ``==X`` pin (the explanations try dozens) can only match a version with X's release numbers (trailing zeros
+    aside), so packaging is asked only about those."""
+    if spec is None:
+        return None, None
+    key = (id(matrix), component, spec)
+    known = _ADMITTED.get(key)
+    if known is None or known[0] is not matrix:
+        pool: Iterable[tuple[Version, Release]] = ((v, r) for r in matrix.releases[component] for v in r.versions)
+        single = tuple(spec)
+        if len(single) == 1 and single[0].operator == "==" and not single[0].version.endswith(".*"):
+            try:
+                pool = _by_release(matrix, component).get(_trimmed(Version(single[0].version).release), [])
+            except ValueError:  # InvalidVersion: packaging decides about every release
+                pass
+        hits = [(v, r) for v, r in pool if spec.contains(v, prereleases=True)]
+        if len(_ADMITTED) >= _ANSWERS_LIMIT:
+            _ADMITTED.clear()
+        known = _ADMITTED[key] = (matrix, frozenset(v for v, _ in hits), frozenset(id(r) for _, r in hits))
+    return known[1], known[2]
+
+
+def _by_release(matrix: Matrix, component: Component) -> dict[tuple[int, ...], list[tuple[Version, Release]]]:
+    """Every version of ``component`` (with its entry) by its release numbers without trailing zeros; once per matrix."""
+    key = (id(matrix), component)
+    known = _BY_RELEASE.get(key)
+    if known is None or known[0] is not matrix:
+        index: dict[tuple[int, ...], list[tuple[Version, Release]]] = {}
+        for release in matrix.releases[component]:
+            for version in release.versions:
+                index.setdefault(_trimmed(version.release), []).append((version, release))
+        if len(_BY_RELEASE) >= _ANSWERS_LIMIT:
+            _BY_RELEASE.clear()
+        known = _BY_RELEASE[key] = (matrix, index)
+    return known[1]
+
+
+def forget_answers() -> None:
+    """Drop every remembered answer (candidates, admitted versions): for measurements that must start cold."""
+    for memo in (_ANSWERS, _ADMITTED, _BY_RELEASE):
+        memo.clear()
+
+
+def _trimmed(release: tuple[int, ...]) -> tuple[int, ...]:
+    """A release tuple without trailing zeros: 2.1.0 and 2.1 are the same version."""
+    end = len(release)
+    while end > 1 and release[end - 1] == 0:
+        end -= 1
+    return release[:end]
 
 
 def _python_problem(release: Release, python: PythonTarget, requires: Version, platform: Optional[Platform], glibc: Optional[Version]) -> Optional[Cause]:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import sys
 import sysconfig
-from dataclasses import dataclass
 from typing import Optional
 
 from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError, shown
+from .record import Record, replace
 
 _MANYLINUX = re.compile(r"^(manylinux_\d+_\d+|musllinux_\d+_\d+|manylinux\d*|linux)_(?P<arch>.+)$")
 _PEP600 = re.compile(r"^manylinux_(?P<major>\d+)_(?P<minor>\d+)_")
@@ -22,8 +21,7 @@ _MACOS = re.compile(r"^macosx_\d+_\d+_(?P<arch>.+)$")
 _PYTHON_VERSION = re.compile(r"^(?:python|py|cp)?(?P<major>\d)\.?(?P<minor>\d{1,2})(?:\.(?P<micro>\d+))?$")
 
 
-@dataclass(frozen=True)
-class Platform:
+class Platform(Record):
     """A platform, from a PEP 425 tag (``manylinux_2_28_x86_64``, ``macosx_14_0_arm64``, ``win_amd64``)."""
 
     tag: str
@@ -61,7 +59,7 @@ class Platform:
     def with_glibc(self, version: Optional[str]) -> "Platform":
         """The same platform with the glibc an interpreter or the machine reported ("2.36"); unchanged for an unreadable one."""
         try:
-            return dataclasses.replace(self, glibc=Version(version)) if version and self.libc == "glibc" else self
+            return replace(self, glibc=Version(version)) if version and self.libc == "glibc" else self
         except (InvalidVersion, ValueError):
             return self
 
@@ -109,8 +107,7 @@ def _running_glibc() -> Optional[str]:
     return version if name == "glibc" else None
 
 
-@dataclass(frozen=True)
-class PythonTarget:
+class PythonTarget(Record):
     """The CPython the set is for: ``version`` is major.minor; ``full`` when an interpreter told us."""
 
     version: Version

@@ -16,10 +16,10 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..processes import die_with_parent
+from ..record import Record
 
 COLLECT_S = 5.0  # after a kill: how long to wait for the last output and the exit status
 MAX_TIMEOUT_S = 86400.0  # no helper child may be given more than a day (larger values overflow the OS's timers)
@@ -32,8 +32,7 @@ class Terminated(KeyboardInterrupt):
     """compat got SIGTERM or SIGHUP while a child ran; the child's process group has been killed."""
 
 
-@dataclass(frozen=True)
-class ChildResult:
+class ChildResult(Record):
     returncode: Optional[int]  # None: killed after the timeout
     stdout: bytes
     stderr: bytes

@@ -328,6 +328,55 @@ def report():
     }
 
 
+def watch(data):
+    """What the answer in ``data`` depends on besides the environment variables, for compat's cache of it
+    (environment/probe_cache.py): paths whose state (present or not, mtime, size, inode, mode) compat records and
+    compares before it reuses the answer. Only with --watch; never part of the answer itself."""
+    import site
+
+    python = data["python"]
+    paths = [sys.executable, os.path.realpath(sys.executable)]
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    paths += [os.path.join(here, "pyvenv.cfg"), os.path.join(os.path.dirname(here), "pyvenv.cfg")]
+    entries = list(python["path"])
+    paths += entries  # a folder's mtime changes when an entry (a dist-info, a .pth, a package) is added or removed
+    for entry in entries:
+        for name in ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize"):
+            paths.append(os.path.join(entry, name))
+        for module in BINDING_MODULES + ("torch", "intel_extension_for_pytorch"):
+            paths.append(os.path.join(entry, module, "__init__.py"))
+    sites = list(getattr(site, "getsitepackages", lambda: [])())
+    user_site = getattr(site, "USER_SITE", None) or (site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
+    if user_site:
+        sites.append(user_site)
+    paths += sites  # the user site counts when it exists: watched even while it does not
+    for folder in sites:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith(".pth"):
+                continue
+            pth = os.path.join(folder, name)
+            paths.append(pth)
+            text = read_text(pth) or ""
+            for line in text.splitlines():  # site adds a line's folder only when it exists
+                line = line.rstrip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    paths.append(os.path.join(folder, line))
+    for dist in data["distributions"]:
+        full = dist["path"]
+        paths.append(full)
+        if os.path.isdir(full):
+            paths += [os.path.join(full, name) for name in ("METADATA", "PKG-INFO", "INSTALLER", "direct_url.json")]
+    for folder in (data["env"].get("PATH") or os.defpath).split(os.pathsep):
+        if os.path.isabs(folder):  # a relative one is looked up in the probe's own fresh folder: nothing is there
+            paths.append(folder)
+    paths += [found for found in data["which"].values() if found]
+    return {"paths": paths, "user_site_enabled": bool(getattr(site, "ENABLE_USER_SITE", False))}
+
+
 def answer(data, argv):
     text = json.dumps(data)
     if "--answer" in argv[:-1]:
@@ -340,7 +389,10 @@ def answer(data, argv):
 
 
 def main():
-    answer(report(), sys.argv[1:])
+    data = report()
+    if "--watch" in sys.argv[1:]:
+        data["watch"] = watch(data)
+    answer(data, sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -12,13 +12,13 @@ import os
 import shutil
 import signal
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
 from ..errors import CompatError, InterpreterError, shown
+from ..record import Record
 from ..target import Platform, PythonTarget
 from .child import env_timeout, run_child
 
@@ -29,8 +29,7 @@ PROBE_PATH = Path(__file__).with_name("interpreter_probe.py")
 _FIX = "Pass the path of a CPython 3.6+ interpreter with --python."
 
 
-@dataclass(frozen=True)
-class InterpreterInfo:
+class InterpreterInfo(Record):
     executable: str
     version: Version
     implementation: str

@@ -10,14 +10,15 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
 from ..errors import CompatError, InterpreterError
 from ..names import canonical_name
+from ..record import Record
 from ..target import Platform
 from .interpreter import _resolve_executable, probe_timeout, run_json_probe
 
@@ -25,8 +26,7 @@ PROBE_PATH = Path(__file__).with_name("env_probe.py")
 PROBE_TIMEOUT_S = 60.0
 
 
-@dataclass(frozen=True)
-class Distribution:
+class Distribution(Record):
     name: str
     canonical: str
     raw_version: str
@@ -51,8 +51,7 @@ class Distribution:
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo flags of native bf16 (AVX512-BF16, AMX)
 
 
-@dataclass(frozen=True)
-class CpuInfo:
+class CpuInfo(Record):
     model: str
     flags: frozenset[str]
     sockets: Optional[int]
@@ -61,8 +60,7 @@ class CpuInfo:
     numa_nodes: Optional[int]
 
 
-@dataclass(frozen=True)
-class EnvSnapshot:
+class EnvSnapshot(Record):
     executable: str
     python: Version
     prefix: str
@@ -79,7 +77,12 @@ class EnvSnapshot:
     distributions: tuple[Distribution, ...]
     modules: Mapping[str, str]
     which: Mapping[str, Optional[str]]
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    raw: Mapping[str, Any] = MappingProxyType({})  # the probe's answer as it came: not compared, not shown
+
+    _uncompared = frozenset({"raw"})
+
+    def __repr__(self) -> str:
+        return "EnvSnapshot(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields if name != "raw") + ")"
 
     @property
     def python_minor(self) -> Version:
@@ -106,9 +109,11 @@ class EnvSnapshot:
         return None
 
 
-def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> dict[str, Any]:
+def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
+              watch: bool = False) -> dict[str, Any]:
     """The probe's JSON. ``python=None`` probes the running interpreter in this process (no child needed:
-    the probe is stdlib-only and imports nothing of the stack)."""
+    the probe is stdlib-only and imports nothing of the stack). ``watch``: the answer also lists what it depends
+    on ("watch", for environment/probe_cache.py)."""
     if python is None:
         from . import env_probe
 
@@ -117,7 +122,8 @@ def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = N
     limit = probe_timeout(PROBE_TIMEOUT_S) if timeout is None else timeout
     # No -I / -S: the probe must see what `import` sees in that environment (site, .pth files,
     # PYTHONPATH, user site). `-c` with the source keeps this package's directory off sys.path.
-    return run_json_probe(executable, ["-c", PROBE_PATH.read_text(encoding="utf-8")], "the environment probe", limit, env)
+    source = ["-c", PROBE_PATH.read_text(encoding="utf-8")] + (["--watch"] if watch else [])
+    return run_json_probe(executable, source, "the environment probe", limit, env)
 
 
 def parse_snapshot(report: Mapping[str, Any]) -> EnvSnapshot:
@@ -175,12 +181,30 @@ def _effective_cpus(affinity: int, quota: Optional[float]) -> int:
     return affinity
 
 
-def take_snapshot(python: Optional[str] = None) -> EnvSnapshot:
-    """Probe ``python`` (default: the running interpreter) and parse the answer."""
+def take_snapshot(python: Optional[str] = None, cached: bool = False) -> EnvSnapshot:
+    """Probe ``python`` (default: the running interpreter) and parse the answer.
+
+    ``cached``: for another interpreter, reuse the answer kept from an earlier probe while the environment's
+    fingerprint is unchanged (environment/probe_cache.py; the machine's facts are read afresh), else probe and keep
+    it. The static commands (compat check, doctor) ask for it; what installs into an environment does not."""
     # Compare paths without resolving symlinks: every venv's python links to the same base binary.
     if python is not None and os.path.abspath(_resolve_executable(python)) == os.path.abspath(sys.executable):
         python = None
-    report = run_probe(python)
+    if python is not None and cached:
+        from . import probe_cache
+
+        executable = os.path.abspath(_resolve_executable(python))
+        source = PROBE_PATH.read_text(encoding="utf-8")
+        kept = probe_cache.kept_report(executable, source)
+        if kept is not None:
+            try:
+                return parse_snapshot(kept)
+            except (KeyError, TypeError, ValueError, AttributeError, CompatError):
+                pass  # not a probe's answer after all: ask the interpreter
+        target = python
+        report = probe_cache.probe_and_keep(executable, source, lambda: run_probe(target, watch=True))
+    else:
+        report = run_probe(python)
     try:
         return parse_snapshot(report)
     except (KeyError, TypeError, ValueError, AttributeError, CompatError) as exc:  # an answer that is JSON but not the probe's

@@ -1,4 +1,4 @@
-"""The curated matrix: its model (frozen dataclasses) and its loader."""
+"""The curated matrix: its model (frozen records, compatmatrix.record) and its loader."""
 
 from .load import load_matrix, parse_matrix
 from .model import Component, Matrix

@@ -10,25 +10,22 @@ the parsed TOML document as JSON, data only, validated again on every load).
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import functools
-import hashlib
-import json
 import os
 import re
 import reprlib
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any, Optional, Union
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from .. import cachefiles
 from ..errors import MatrixError, shown
+from ..record import replace
 from .model import (
     COMPONENT_ORDER,
     ISA_FLAGS,
@@ -54,10 +51,8 @@ from .model import (
     WheelSet,
 )
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
+# Imported where used, not here (start-up, tests/test_startup.py): tomllib (a cached matrix is JSON), tempfile (only
+# to write the cache), hashlib (cachefiles.sha256), importlib.resources (bundled_matrix_text).
 
 SUPPORTED_SCHEMA = 1
 _MISSING = object()
@@ -592,7 +587,7 @@ def _with_known_bad(releases: dict[Component, tuple[Release, ...]], known_bad: S
     result = dict(releases)
     for component in {k.component for k in known_bad}:
         result[component] = tuple(
-            dataclasses.replace(r, known_bad=tuple(k for k in known_bad if k.component is component and k.version == r.version))  # type: ignore[type-var]
+            replace(r, known_bad=tuple(k for k in known_bad if k.component is component and k.version == r.version))  # type: ignore[type-var]
             if any(k.component is component and k.version == r.version for k in known_bad) else r
             for r in releases[component]
         )
@@ -692,7 +687,14 @@ def _component(entry: _Entry, name: str, key: Optional[str] = None) -> Component
 
 
 def bundled_matrix_text() -> str:
-    """The matrix shipped inside the installed package (``compatmatrix/data/matrix.toml``)."""
+    """The matrix shipped inside the installed package (``compatmatrix/data/matrix.toml``): read from the package's
+    folder (importlib.resources costs ~5 ms of start-up), through importlib.resources where the package is no folder
+    (a zip)."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "matrix.toml"), encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        pass
     from importlib.resources import files
 
     return files("compatmatrix").joinpath("data").joinpath("matrix.toml").read_text(encoding="utf-8")
@@ -710,7 +712,7 @@ class TomlProblem(ValueError):
 _NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
-def read_text_file(path: Union[str, Path]) -> str:
+def read_text_file(path: Union[str, os.PathLike]) -> str:
     """A regular file's text (UTF-8, at most MAX_FILE_BYTES); raises OSError, or TomlProblem naming what is wrong.
     Opened without blocking and checked before reading: a FIFO (which would wait for a writer forever), a socket
     or a device is refused; a symbolic link to a regular file is read."""
@@ -742,6 +744,10 @@ def read_text_file(path: Union[str, Path]) -> str:
 
 def parse_toml(text: str) -> dict[str, Any]:
     """tomllib.loads, with every way it can fail turned into a TomlProblem."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python < 3.11 only
+        import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -752,7 +758,7 @@ def parse_toml(text: str) -> dict[str, Any]:
         raise TomlProblem(f"holds a number too long to read ({shown(str(exc), 80)})") from None
 
 
-def read_toml_file(path: Union[str, Path]) -> dict[str, Any]:
+def read_toml_file(path: Union[str, os.PathLike]) -> dict[str, Any]:
     """A TOML file's document; raises OSError (cannot be opened) or TomlProblem."""
     return parse_toml(read_text_file(path))
 
@@ -762,12 +768,9 @@ def read_toml_file(path: Union[str, Path]) -> dict[str, Any]:
 CACHE_FORMAT = 1
 
 
-def cache_dir() -> Optional[Path]:
+def cache_dir() -> Optional[str]:
     """Where parsed matrices are kept ($XDG_CACHE_HOME/compatmatrix); None when COMPAT_NO_CACHE is set."""
-    if os.environ.get("COMPAT_NO_CACHE"):
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "compatmatrix"
+    return cachefiles.cache_dir()
 
 
 def _compat_version() -> str:
@@ -776,10 +779,10 @@ def _compat_version() -> str:
     return __version__
 
 
-def _cache_file(directory: Path, digest: str) -> Path:
+def _cache_name(digest: str) -> str:
     """Named after the format, compat's version and the matrix text: any change is a different file."""
-    key = hashlib.sha256(f"{CACHE_FORMAT}|{_compat_version()}|{digest}".encode()).hexdigest()[:32]
-    return directory / f"matrix-{key}.json"
+    key = cachefiles.sha256(f"{CACHE_FORMAT}|{_compat_version()}|{digest}".encode()).hexdigest()[:32]
+    return f"matrix-{key}.json"
 
 
 def parse_matrix_cached(text: str, path: str) -> Matrix:
@@ -788,13 +791,13 @@ def parse_matrix_cached(text: str, path: str) -> Matrix:
     Reading TOML (pure Python) is most of the cost of loading; JSON is read by C code, and it is data only:
     a planted file cannot run anything. The cached document goes through the same validation as one read
     from the file, every time. A cache that is missing, corrupt, for other text, not a regular file or
-    writable by others is ignored silently, and the file is read instead."""
+    writable by others is ignored silently, and the file is read instead (compatmatrix/cachefiles.py)."""
     directory = cache_dir()
     if directory is None:
         return parse_matrix(text, path)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    file = _cache_file(directory, digest)
-    cached = _read_cache(directory, file, digest, limit=4 * len(text) + (1 << 16))
+    digest = cachefiles.digest(text)
+    name = _cache_name(digest)
+    cached = _read_cache(directory, name, digest, limit=4 * len(text) + (1 << 16))
     if cached is not None:
         try:
             return parse_document(cached, path)
@@ -805,67 +808,17 @@ def parse_matrix_cached(text: str, path: str) -> Matrix:
     except TomlProblem as exc:
         raise MatrixError(path, "", "", str(exc), "Fix the TOML syntax.") from None
     matrix = parse_document(document, path)  # only a document that validates is cached
-    _write_cache(directory, file, digest, document)
+    cachefiles.write_json(directory, name, {"format": CACHE_FORMAT, "compat": _compat_version(), "sha256": digest, "document": document})
     return matrix
 
 
-def _private(info: os.stat_result) -> bool:
-    """Owned by this user and writable by nobody else."""
-    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
-def _read_cache(directory: Path, file: Path, digest: str, limit: int) -> Optional[dict[str, Any]]:
+def _read_cache(directory: str, name: str, digest: str, limit: int) -> Optional[dict[str, Any]]:
     """The cached document for ``digest``, or None for any problem at all."""
-    try:
-        folder = os.lstat(directory)
-        if not stat.S_ISDIR(folder.st_mode) or not _private(folder):
-            return None
-        handle = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
-    except OSError:
-        return None
-    try:
-        info = os.fstat(handle)
-        if not stat.S_ISREG(info.st_mode) or not _private(info) or info.st_size > limit:
-            return None
-        data = os.read(handle, limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(handle)
-    try:
-        cached = json.loads(data)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, a number too long, nested too deep
-        return None
+    cached = cachefiles.read_json(directory, name, limit)
     if not isinstance(cached, dict) or cached.get("format") != CACHE_FORMAT or cached.get("compat") != _compat_version() or cached.get("sha256") != digest:
         return None
     document = cached.get("document")
     return document if isinstance(document, dict) else None
-
-
-def _write_cache(directory: Path, file: Path, digest: str, document: dict[str, Any]) -> None:
-    """Best effort: a private folder, a private file (mkstemp: 0600), replaced atomically."""
-    try:
-        payload = json.dumps({"format": CACHE_FORMAT, "compat": _compat_version(), "sha256": digest, "document": document}, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):  # a TOML date: JSON has none (and a valid matrix has none)
-        return
-    temporary = None
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _private(os.lstat(directory)) or not directory.is_dir():
-            return
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, prefix=".matrix-", suffix=".tmp", delete=False) as out:
-            temporary = out.name
-            out.write(payload)
-        os.replace(temporary, file)
-        temporary = None
-    except OSError:
-        pass
-    finally:
-        if temporary is not None:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
 
 
 @functools.lru_cache(maxsize=1)
@@ -873,10 +826,12 @@ def _bundled() -> Matrix:
     return parse_matrix_cached(bundled_matrix_text(), path="compatmatrix/data/matrix.toml")
 
 
-def load_matrix(path: Union[str, Path, None] = None) -> Matrix:
+def load_matrix(path: Union[str, os.PathLike, None] = None) -> Matrix:
     """Load the bundled matrix, or the one at ``path`` (reads the file; the cache folder as above)."""
     if path is None:
         return _bundled()
+    from pathlib import Path  # its spelling of the path names the file in messages (start-up: only for --matrix)
+
     file = Path(path)
     try:
         text = read_text_file(file)

@@ -1,4 +1,4 @@
-"""The curated matrix as frozen value objects.
+"""The curated matrix as frozen value objects (:class:`~compatmatrix.record.Record`: cheap to define at start-up).
 
 Everything here is plain data: versions are :class:`packaging.version.Version`, ranges are
 :class:`packaging.specifiers.SpecifierSet`.  Nothing in this module reads files or talks to
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Optional, Protocol
 
 from packaging.specifiers import SpecifierSet
@@ -120,8 +119,7 @@ ISA_FLAGS: dict[str, tuple[str, ...]] = {
 ISA_NAMES: dict[str, str] = {"avx2": "AVX2", "avx512": "AVX-512"}
 
 
-@dataclass(frozen=True)
-class Provenance:
+class Provenance(Record):
     """Where a fact comes from, and whether it was checked against that source."""
 
     sources: tuple[str, ...]
@@ -138,8 +136,7 @@ def public(version: Version) -> Version:
 _NO_SOURCE = Provenance(sources=(), verified=False, note="no source says whether this pair works")
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(Record):
     """A place wheels are downloaded from (a PEP 503 index or a find-links page)."""
 
     id: str
@@ -155,8 +152,7 @@ class Host:
         return "-f" if self.style == "find-links" else "--extra-index-url"
 
 
-@dataclass(frozen=True)
-class WheelSet:
+class WheelSet(Record):
     """The CPython versions one release has Linux x86_64 wheels for on one host."""
 
     host: str
@@ -284,8 +280,7 @@ class _Binary:
         return next((Yank(w.host, w.yanked_reason) for w in self.wheels if w.yanked), None)
 
 
-@dataclass(frozen=True)
-class TorchRelease(_Binary):
+class TorchRelease(_Binary, Record):
     version: Version
     wheels: tuple[WheelSet, ...]
     requires_python: Optional[SpecifierSet]
@@ -297,8 +292,7 @@ class TorchRelease(_Binary):
         return Component.TORCH.distribution
 
 
-@dataclass(frozen=True)
-class IpexRelease(_Binary):
+class IpexRelease(_Binary, Record):
     version: Version
     distribution: str
     module: str
@@ -314,8 +308,7 @@ class IpexRelease(_Binary):
     requires_python = None
 
 
-@dataclass(frozen=True)
-class CclRelease(_Binary):
+class CclRelease(_Binary, Record):
     version: Version
     distribution: str
     module: str
@@ -345,8 +338,7 @@ class CclRelease(_Binary):
         return Pairing(torch, "unverified", _NO_SOURCE)
 
 
-@dataclass(frozen=True)
-class CompanionRelease(_Binary):
+class CompanionRelease(_Binary, Record):
     """torchvision / torchaudio: each release pins exactly one torch."""
 
     package: str
@@ -363,8 +355,7 @@ class CompanionRelease(_Binary):
         return self.package
 
 
-@dataclass(frozen=True)
-class LibraryLine:
+class LibraryLine(Record):
     """One minor line of a pure-Python library (transformers 4.29.*, accelerate 0.20.*)."""
 
     package: str
@@ -394,8 +385,7 @@ class LibraryLine:
         return Yank(None, "") if version in self.yanked else None
 
 
-@dataclass(frozen=True)
-class Feature:
+class Feature(Record):
     """A behaviour of a library that exists in a range of its versions (a flag, a backend)."""
 
     package: str
@@ -409,8 +399,7 @@ class Feature:
         return self.versions.contains(version, prereleases=True)
 
 
-@dataclass(frozen=True)
-class EndOfLife:
+class EndOfLife(Record):
     package: str
     status: str  # "archived", "deprecated"
     last_release: Version
@@ -420,8 +409,7 @@ class EndOfLife:
     provenance: Provenance
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(Record):
     """A named set of components plus the library features that set must support."""
 
     name: str
@@ -430,8 +418,7 @@ class Profile:
     features: tuple[tuple[str, str], ...]  # (package, feature name)
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(Record):
     """Which host each component is taken from, in order of preference."""
 
     host_preference: dict[Component, tuple[str, ...]]
@@ -440,8 +427,9 @@ class Policy:
     features_with_ccl: tuple[tuple[str, str], ...]  # what transformers/accelerate must support next to oneccl_bind_pt
 
 
-@dataclass(frozen=True)
-class Matrix:
+class Matrix(Record):
+    _uncompared = frozenset({"source_path"})
+
     schema_version: int
     registry_checked: str
     hosts: dict[str, Host]
@@ -450,7 +438,7 @@ class Matrix:
     releases: dict[Component, tuple[Release, ...]]  # every component, newest first
     features: tuple[Feature, ...]
     eol: tuple[EndOfLife, ...]
-    source_path: str = field(default="", compare=False)
+    source_path: str = ""  # not compared: the same matrix read from another path is equal
     known_bad: tuple[KnownBad, ...] = ()  # also on the releases they name (release.known_bad)
     device_builds: tuple[DeviceBuildEntry, ...] = ()
 

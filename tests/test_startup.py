@@ -1,0 +1,77 @@
+"""What compat's static commands import (python -X importtime, as a user runs them: not a terminal).
+
+Issue 15: rich only where rich must write (not for --json, --help, --version, nor for plain lines off a terminal),
+packaging not for --help, the TOML parser not when the parsed matrix is cached, and never torch or IPEX on the
+static paths. Import lists, not timings: the times themselves are bench/run.py's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .clean_env import base_env
+
+FIVE_PINS = ["torch==2.1.0", "intel-extension-for-pytorch==2.3.0", "oneccl-bind-pt==2.0.0", "transformers==4.30.0", "accelerate==0.20.0"]
+STACK = ("torch", "intel_extension_for_pytorch", "oneccl_bindings_for_pytorch", "torch_ccl", "transformers", "accelerate")
+
+
+def imported(*args: str, env_extra=None) -> set[str]:
+    """The modules `compat ARGS` imports, run twice (the first run warms the matrix cache and the bytecode)."""
+    env = base_env({"NO_COLOR": "1", "COLUMNS": None, "FORCE_COLOR": None, "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None,
+                    "PYTHONDONTWRITEBYTECODE": None, **(env_extra or {})})
+    argv = [sys.executable, "-X", "importtime", "-m", "compatmatrix", *args]
+    for _ in range(2):
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:") and line.count("|") == 2}
+
+
+def _top(names: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in names}
+
+
+@pytest.mark.parametrize("args", [
+    ("resolve", "--json", "--python-version", "3.11"),
+    ("resolve", "--python-version", "3.10", *FIVE_PINS),  # a conflict: plain lines, one wrapped
+    ("resolve", "--json", "--python-version", "3.10", *FIVE_PINS),
+    ("matrix", "--json"),
+    ("check", "--json"),
+    ("check",),
+    ("--help",),
+    ("--version",),
+    ("resolve", "--help"),
+])
+def test_no_rich_where_rich_writes_nothing(args):
+    modules = imported(*args)
+    assert "compatmatrix.cli" in modules
+    assert "rich" not in _top(modules)
+    assert not _top(modules) & set(STACK)
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",), ("resolve", "--help"), ("bogus",)])
+def test_the_command_line_alone_needs_no_core(args):
+    modules = imported(*args) if args != ("bogus",) else _imported_failing(*args)
+    assert not {"packaging", "rich", "tomllib", "dataclasses"} & _top(modules)
+    assert not {m for m in modules if m.startswith(("compatmatrix.matrix", "compatmatrix.resolve", "compatmatrix.checks"))}
+
+
+def _imported_failing(*args: str) -> set[str]:
+    env = base_env({"NO_COLOR": "1"})
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "compatmatrix", *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 2
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:") and line.count("|") == 2}
+
+
+def test_resolve_reads_no_toml_and_makes_no_dataclass():
+    modules = imported("resolve", "--json", "--python-version", "3.11")
+    assert "tomllib" not in modules and "tomli" not in modules  # the parsed matrix comes from the cache (JSON)
+    assert "dataclasses" not in modules  # records (compatmatrix.record) cost nothing to define
+    assert "importlib.resources" not in modules
+
+
+def test_tables_and_colour_still_come_from_rich():
+    assert "rich.table" in imported("matrix")
+    assert "rich" in _top(imported("resolve", "--python-version", "3.10", FIVE_PINS[0], env_extra={"FORCE_COLOR": "1"}))
