@@ -5,7 +5,11 @@ Debian 12 made with ``debootstrap`` (python3, python3-venv, ca-certificates; ``p
 ``python:3.11-slim``) and loaded with ``docker import``. The debootstrap folder is cached as a tar file in the tests'
 cache ($COMPAT_TEST_CACHE, tests/real_envs.py); the engine, its images and its containers are not: every session
 starts its own ``dockerd`` on a private socket with a private data folder, and ``close()`` removes the containers,
-the images, the daemon and the folder.
+the images, the daemon (which also stops when the test process dies: PR_SET_PDEATHSIG), the containerd it started
+and the folder; a folder left by a session that was killed is swept by the next one. The daemon reads an empty
+configuration file of its own (not /etc/docker/daemon.json) and, should the machine run a system containerd, keeps
+its containers in containerd namespaces of its own; dockerd still writes its key to /etc/docker/key.json and
+plugin sockets under /run/docker.
 
 The daemon runs with ``--bridge=none --iptables=false --ip6tables=false``: it makes no network, touches no firewall
 rule, and containers have either the host's network (``--network host``: builds reach the package registry and the
@@ -87,27 +91,42 @@ class DockerEngine:
         if why:
             raise DockerUnavailable(why)
         self.client = _client()
+        sweep_stale()
         # short paths: the socket path must fit in sun_path (108 bytes)
         self.root = Path(tempfile.mkdtemp(prefix="cmtd-", dir="/tmp"))
         self.socket = self.root / "d.sock"
         self.log = self.root / "dockerd.log"
-        argv = ["dockerd", "--bridge=none", "--iptables=false", "--ip6tables=false", "--storage-driver=overlay2",
-                "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "x"), "--pidfile", str(self.root / "d.pid"),
-                "--host", f"unix://{self.socket}"]
+        (self.root / "daemon.json").write_text("{}\n")  # not the machine's /etc/docker/daemon.json
+        space = f"cmt{os.getpid()}{self.root.name[-6:].lower()}"
+        argv = ["dockerd", "--config-file", str(self.root / "daemon.json"), "--bridge=none", "--iptables=false", "--ip6tables=false",
+                "--storage-driver=overlay2", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "x"),
+                "--pidfile", str(self.root / "d.pid"), "--host", f"unix://{self.socket}",
+                # a system containerd, if the machine runs one, keeps this engine's containers in namespaces of their own
+                "--containerd-namespace", space, "--containerd-plugins-namespace", space + "p"]
         with open(self.log, "wb") as log:
-            self.daemon = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            # dockerd gets SIGTERM when the test process dies (even by SIGKILL), and then stops its containers itself
+            self.daemon = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                           preexec_fn=_die_with_parent)
+        try:
+            self._wait_until_up()
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_until_up(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.daemon.poll() is not None:
                 said = self.log.read_text(errors="replace")[-1500:]
-                self._remove_root()
                 raise DockerUnavailable(f"dockerd exited with {self.daemon.returncode}: {said}")
-            done = self.docker("version", "--format", "{{.Server.Version}}", timeout=10, check=False)
+            try:
+                done = self.docker("version", "--format", "{{.Server.Version}}", timeout=10, check=False)
+            except subprocess.TimeoutExpired:
+                done = subprocess.CompletedProcess([], 1, "", "docker version timed out")
             if done.returncode == 0:
                 self.server_version = done.stdout.strip()
-                break
+                return
             if time.monotonic() > deadline:
-                self.close()
                 raise DockerUnavailable(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s: {done.stderr.strip()[-300:]}")
             time.sleep(0.5)
 
@@ -173,14 +192,55 @@ class DockerEngine:
                     break
                 except subprocess.TimeoutExpired:
                     continue
+        _kill_holders(self.root)  # containerd and its shims run in process groups of their own
         self._remove_root()
 
     def _remove_root(self) -> None:
-        # overlay mounts a killed daemon may have left: unmount before deleting (bounded)
-        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines() if str(self.root) in line.split()[1]]
-        for mount in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", "-l", mount], capture_output=True, timeout=30, check=False)
-        shutil.rmtree(self.root, ignore_errors=True)
+        _remove_folder(self.root)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _kill_holders(root: Path) -> None:
+    """SIGKILL every process whose command line names ``root`` (containerd, its shims): bounded, by /proc."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in line:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _remove_folder(root: Path) -> None:
+    # overlay and shm mounts a killed daemon may have left: unmount before deleting (bounded)
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines() if line.split()[1].startswith(str(root))]
+    for mount in sorted(mounts, key=len, reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True, timeout=30, check=False)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def sweep_stale() -> None:
+    """Engines of earlier sessions that died: a /tmp/cmtd-* folder whose dockerd is gone is unmounted and removed."""
+    for root in Path("/tmp").glob("cmtd-*"):
+        try:
+            pid = int((root / "d.pid").read_text().strip())
+            os.kill(pid, 0)
+            continue  # its dockerd is alive: another session's
+        except (OSError, ValueError):
+            pass
+        _kill_holders(root)
+        _remove_folder(root)
 
 
 def base_rootfs() -> Path:

@@ -175,8 +175,11 @@ def source_setvars(path: Path, env: Mapping[str, str], timeout: Optional[float] 
     done_word = f"COMPAT-SETVARS-DONE-{secrets.token_hex(8)}"
     lifeline_read, lifeline_write = os.pipe()
     try:
+        # a non-interactive bash sources $BASH_ENV (and sh-mode $ENV) even with --noprofile --norc: in an image whose
+        # BASH_ENV is compat env's own file, its exports would be taken for the script's
+        clean = {k: v for k, v in env.items() if k not in ("BASH_ENV", "ENV")}
         ended = run_child(["bash", "--noprofile", "--norc", "-c", WRAPPER, "compat-setvars", str(path), done_word, str(lifeline_read)],
-                          limit, env=env, pass_fds=(lifeline_read,))
+                          limit, env=clean, pass_fds=(lifeline_read,))
     except OSError as exc:
         return Sourced(None, f"bash cannot be run ({exc.strerror})")
     finally:

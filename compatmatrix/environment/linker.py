@@ -19,6 +19,7 @@ import platform
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -27,6 +28,9 @@ from .elf import ElfError, ElfInfo, elf_identity, read_elf
 
 LDCONFIG_TIMEOUT_S = 10.0
 MAX_OBJECTS = 64  # objects followed through DT_NEEDED inside one folder tree
+MAX_PLACES = 256  # distinct search folders per lookup (real objects have a handful)
+MAX_NEEDED = 256  # DT_NEEDED names followed per object (real libraries have about ten)
+SEARCH_BUDGET_S = 5.0  # the whole DT_NEEDED walk; a crafted tree ends with a sentence, not a hang
 _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$")
 _ORIGIN = re.compile(r"\$(?:ORIGIN\b|\{ORIGIN\})")
 
@@ -142,7 +146,10 @@ class LibrarySearch:
         found += [(entry, "LD_LIBRARY_PATH", True) for entry in self.ld_library_path if os.path.isabs(entry)]
         if requester is not None:
             found += self._expanded(requester, requester.runpath, "RUNPATH")
-        return found
+        unique: dict[str, tuple[str, str, bool]] = {}
+        for place in found:  # the loader looks in a folder once: the first mention counts
+            unique.setdefault(place[0], place)
+        return list(unique.values())[:MAX_PLACES]  # a crafted object cannot make the search unbounded
 
     def _expanded(self, owner: ElfInfo, entries: Sequence[str], kind: str) -> list[tuple[str, str, bool]]:
         origin = os.path.dirname(owner.path)
@@ -202,14 +209,20 @@ def find_needed(roots: Sequence[str], wanted: Callable[[str], bool], tree: str, 
         except ElfError as exc:
             unreadable.append(str(exc))
     real_tree = os.path.realpath(tree)
+    deadline = time.monotonic() + SEARCH_BUDGET_S
     while queue and len(seen) <= MAX_OBJECTS:
+        if time.monotonic() > deadline:
+            unreadable.append(f"the search stopped after {SEARCH_BUDGET_S:g} s: the objects under {tree} name too many libraries or search folders")
+            break
         info, ancestors = queue.pop(0)
-        for name in info.needed:
+        for name in info.needed[:MAX_NEEDED]:
             if wanted(name):
                 located, looked = search.find(name, info, ancestors)
                 chain = tuple(a.path for a in reversed(ancestors)) + (info.path,)
                 return Needed(name, info.path, chain, located, () if located is not None and located.loader else looked), tuple(unreadable)
-        for name in info.needed:
+        for name in info.needed[:MAX_NEEDED]:
+            if time.monotonic() > deadline:
+                break
             located, _ = search.find(name, info, ancestors, loader_only=True)
             if located is None:
                 continue
