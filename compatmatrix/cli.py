@@ -1,4 +1,12 @@
-"""``compat``: wiring only. Parse the command line, call the core, render, return the exit code."""
+"""``compat``: the command line. Parse it into typed arguments (options.py), call the core, render (render/), return the
+exit code (0 ok, 1 problems, 2 usage or tool error).
+
+Each command has a parser (``build_parser``), a builder that turns argparse's Namespace into its record
+(``_resolve_args_of`` ...: every check of the command line alone happens there; ``parse`` does both), and a ``cmd_*``
+function that only calls the core (planning.py, the services) and one of the render/ modules. Options several commands take are declared once:
+``_output_options``, ``_target_options`` (--python with $COMPAT_PYTHON as its default, --python-version, --platform),
+``_wanted_options`` (what to resolve) and ``_source_options`` (where wheels come from).
+"""
 
 from __future__ import annotations
 
@@ -7,26 +15,70 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from . import __version__
-from .console import EXIT_BROKEN_PIPE, dump_json, make_console
+from .console import EXIT_BROKEN_PIPE, make_console
 from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError, shown
 
 if TYPE_CHECKING:
     from .matrix.model import Matrix
-    from .target import Platform, PythonTarget
+    from .options import (
+        ChecksArgs,
+        DownloadArgs,
+        EnvArgs,
+        ExportArgs,
+        InstallArgs,
+        LaunchArgs,
+        MatrixArgs,
+        Output,
+        ResolveArgs,
+        Sources,
+        Target,
+        TranslateArgs,
+        Wanted,
+    )
+    from .planning import Planned
 
 # The core (packaging, the matrix model, the resolver, the checks) is imported inside the commands that use it:
 # `compat --help`, `--version` and a usage error parse the command line only (tests/test_startup.py).
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors end with exit 2 and one line that says how to get help."""
+    """argparse, but usage errors end with exit 2 and one line that says how to get help.
+
+    With ``command_after_dashes`` set (compat export), the words after the first ``--`` are kept apart as
+    ``training_command`` (None without ``--``) and the rest is parsed intermixed, so REQUIREMENTs may stand before or
+    after the options."""
+
+    command_after_dashes = False
+    _inner = False
+    #: adds the arguments on first use: a subcommand's many options (compat export's) cost nothing to the other commands
+    populate: Optional[Callable[[argparse.ArgumentParser], None]] = None
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
         self.print_usage(sys.stderr)
         self.exit(EXIT_TOOL_ERROR, f"compat: error: {message}. Run '{self.prog} --help' for the options.\n")
+
+    def ensure_arguments(self) -> argparse.ArgumentParser:
+        if self.populate is not None:
+            populate, self.populate = self.populate, None
+            populate(self)
+        return self
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self.ensure_arguments()
+        if not self.command_after_dashes or self._inner:  # parse_known_intermixed_args calls back in (Python < 3.12)
+            return super().parse_known_args(args, namespace)
+        words = list(sys.argv[1:] if args is None else args)
+        split = words.index("--") if "--" in words else len(words)
+        self._inner = True
+        try:
+            namespace, extras = self.parse_known_intermixed_args(words[:split], namespace)
+        finally:
+            self._inner = False
+        namespace.training_command = tuple(words[split + 1:]) if split < len(words) else None
+        return namespace, extras
 
 
 MAX_SECONDS = 86400.0  # the longest timeout an option takes (a day); the helper children are capped there too
@@ -47,6 +99,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' must be at least 1")
+    return value
+
+
 class _Bf16Action(argparse.BooleanOptionalAction):
     """--bf16 / --no-bf16 that remembers both spellings it was given, so `--bf16 --no-bf16` is refused, not last-wins."""
 
@@ -56,30 +119,13 @@ class _Bf16Action(argparse.BooleanOptionalAction):
         namespace.bf16_given = tuple(sorted(seen))
 
 
-def _check_bf16(args: argparse.Namespace) -> None:
-    """--bf16 and --no-bf16 together contradict each other; --no-bf16 only means something for doctor --live."""
-    given = getattr(args, "bf16_given", ()) or ()
-    if len(given) > 1:
-        raise UsageError("--bf16 and --no-bf16 contradict each other.", "Pass one of them.")
-    if args.bf16 is False and not getattr(args, "live", False):
-        where = "compat doctor --live" if args.command == "doctor" else f"compat doctor --live, not compat {args.command}"
-        raise UsageError(f"--no-bf16 only keeps the live Trainer step in fp32: it goes with {where}.",
-                         "Drop --no-bf16 (without --bf16 the bf16 checks do not apply), or add --live to compat doctor.")
+# --- the options several commands take: declared once ----------------------------------------------------------------
+
+PYTHON_ENV = "COMPAT_PYTHON"
 
 
-def positive_int(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
-    return value
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON (versioned schema) instead of tables")
+def _output_options(parser: argparse.ArgumentParser, json_help: str = "print machine-readable JSON (versioned schema) instead of tables") -> None:
+    parser.add_argument("--json", action="store_true", help=json_help)
     parser.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
     parser.add_argument(
         "--matrix",
@@ -89,11 +135,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _target(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--python", metavar="PATH", help="resolve for this interpreter (its version and platform are probed)")
-    group.add_argument("--python-version", metavar="X.Y", help="resolve for this CPython version (default: the running one)")
-    parser.add_argument("--platform", metavar="TAG", help="PEP 425 platform tag (default: the target interpreter's)")
+def _target_options(parser: argparse.ArgumentParser, *, python: Optional[str] = None, python_version: Optional[str] = None,
+                    platform: Optional[str] = None, exclusive: bool = False) -> None:
+    """The target interpreter, one definition for every command that takes it: ``--python PATH`` (its default,
+    $COMPAT_PYTHON, is read when the arguments are built, and yields to an explicit --python-version), ``--python-version
+    X.Y`` and ``--platform TAG``. Each command words the help for what it does with the target; an option without help
+    is not offered. ``exclusive``: --python and --python-version are one choice (resolve, export)."""
+    group = parser.add_mutually_exclusive_group() if exclusive and python and python_version else parser
+    if python:
+        group.add_argument("--python", metavar="PATH", help=python)
+    if python_version:
+        group.add_argument("--python-version", metavar="X.Y", help=python_version)
+    if platform:
+        parser.add_argument("--platform", metavar="TAG", help=platform)
 
 
 def _requirement_files(parser: argparse.ArgumentParser) -> None:
@@ -102,18 +156,36 @@ def _requirement_files(parser: argparse.ArgumentParser) -> None:
                         "a pip freeze list, or a PEP 751 pylock.toml; repeatable, combines with REQUIREMENTs")
 
 
-def _resolve_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("requirements", nargs="*", metavar="REQUIREMENT", help="constraints such as 'torch==2.7.0' (as for compat resolve)")
-    _requirement_files(parser)
-    parser.add_argument("--profile", metavar="NAME", help="ddp-ccl (default), ddp-ccl-legacy, ipex, ccl, stock")
-    parser.add_argument("--with", dest="with_", metavar="LIST", default="", help="comma-separated packages to include")
+def _wanted_options(parser: argparse.ArgumentParser, *, requirements: str = "constraints such as 'torch==2.7.0' (as for compat resolve)",
+                    profile: str = "ddp-ccl (default), ddp-ccl-legacy, ipex, ccl, stock", with_: str = "comma-separated packages to include",
+                    files_last: bool = False) -> None:
+    """What to resolve, as compat resolve takes it: REQUIREMENTs, -r FILE, --profile, --with (``files_last``: -r after
+    them, as compat resolve's help has always listed it)."""
+    parser.add_argument("requirements", nargs="*", metavar="REQUIREMENT", help=requirements)
+    if not files_last:
+        _requirement_files(parser)
+    parser.add_argument("--profile", metavar="NAME", help=profile)
+    parser.add_argument("--with", dest="with_", metavar="LIST", default="", help=with_)
+    if files_last:
+        _requirement_files(parser)
+
+
+def _source_options(parser: argparse.ArgumentParser, *, verification: bool = True) -> None:
+    """Where the planned wheels come from: --index (and with ``verification`` --require-hashes, --allow-unverified)."""
     parser.add_argument("--index", action="append", default=[], metavar="HOST=URL",
                         help="where a host's wheels are (a mirror, a PEP 503 index, a local folder); HOST is a matrix host id "
                         "such as pypi, pytorch-cpu, intel-cpu-us (also COMPAT_INDEX_<HOST> and the [indexes] table of ~/.config/compatmatrix/config.toml)")
-    parser.add_argument("--require-hashes", action="store_true", help="refuse any wheel without a sha256 published by its index")
-    parser.add_argument("--allow-unverified", action="store_true",
-                        help="install (or download) wheels whose index publishes no sha256 (or only an md5), and a wheelhouse without its lock, "
-                        "unchecked; each is named. Without it they are refused; with --require-hashes always refused")
+    if verification:
+        parser.add_argument("--require-hashes", action="store_true", help="refuse any wheel without a sha256 published by its index")
+        parser.add_argument("--allow-unverified", action="store_true",
+                            help="install (or download) wheels whose index publishes no sha256 (or only an md5), and a wheelhouse without its lock, "
+                            "unchecked; each is named. Without it they are refused; with --require-hashes always refused")
+
+
+def _resolve_args(parser: argparse.ArgumentParser) -> None:
+    """install and download: what to resolve and where the wheels come from."""
+    _wanted_options(parser)
+    _source_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,18 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
             "Exit 0 when a set exists, 1 when none does (with the reasons and the nearest sets that work), 2 on usage errors."
         ),
     )
-    resolve_cmd.add_argument(
-        "requirements",
-        nargs="*",
-        metavar="REQUIREMENT",
-        help="constraints such as 'torch==1.12.1' or 'transformers<4.40'; naming a package also asks for it "
-        "(names: torch, intel-extension-for-pytorch|ipex, oneccl-bind-pt|ccl, transformers, accelerate)",
-    )
-    resolve_cmd.add_argument("--profile", metavar="NAME", help="named set of packages: ddp-ccl (default), ipex, ccl, stock")
-    resolve_cmd.add_argument("--with", dest="with_", metavar="LIST", default="", help="comma-separated packages to include, e.g. ipex,ccl,transformers or torchvision,torchaudio")
-    _requirement_files(resolve_cmd)
-    _target(resolve_cmd)
-    _common(resolve_cmd)
+    _wanted_options(resolve_cmd, requirements="constraints such as 'torch==1.12.1' or 'transformers<4.40'; naming a package also asks for it "
+                    "(names: torch, intel-extension-for-pytorch|ipex, oneccl-bind-pt|ccl, transformers, accelerate)",
+                    profile="named set of packages: ddp-ccl (default), ipex, ccl, stock",
+                    with_="comma-separated packages to include, e.g. ipex,ccl,transformers or torchvision,torchaudio", files_last=True)
+    _target_options(resolve_cmd, exclusive=True,
+                    python="resolve for this interpreter (its version and platform are probed; default: $COMPAT_PYTHON, else the running one)",
+                    python_version="resolve for this CPython version (default: the running one)",
+                    platform="PEP 425 platform tag (default: the target interpreter's)")
+    _output_options(resolve_cmd)
+    resolve_cmd.set_defaults(build=_resolve_args_of)
 
     matrix_cmd = commands.add_parser(
         "matrix",
@@ -155,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     matrix_cmd.add_argument("--python-version", metavar="X.Y", help="only releases with wheels (or Requires-Python) for this Python")
     matrix_cmd.add_argument("--torch", metavar="SPEC", help="only releases that pair with a torch matching SPEC, e.g. '==2.7.0' or '>=2.5'")
     matrix_cmd.add_argument("--sources", action="store_true", help="show each entry's sources")
-    _common(matrix_cmd)
+    _output_options(matrix_cmd)
+    matrix_cmd.set_defaults(build=_matrix_args_of)
 
     _checks_parser(
         commands,
@@ -178,20 +249,22 @@ def build_parser() -> argparse.ArgumentParser:
         "then the result verified. Exit 0 installed and verified, 1 refused/failed/verification failed, 2 usage error.",
     )
     _resolve_args(install_cmd)
-    install_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None, help="install into this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
+    _target_options(install_cmd, python="install into this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
+                    python_version="with --dry-run / --print: plan for this Python instead of an interpreter",
+                    platform="with --dry-run / --print: plan for this platform tag")
     install_cmd.add_argument("--yes", action="store_true", help="allow replacing installed versions (torch included)")
     install_cmd.add_argument("--dry-run", action="store_true", help="show the plan; change nothing, fetch nothing")
     install_cmd.add_argument("--installer", choices=["pip", "uv", "auto"], default="pip", help="pip (default), uv, or auto (uv when on PATH)")
-    install_cmd.add_argument("--print", dest="print_", choices=["requirements", "constraints", "pip-command"], help="print the plan in this form and exit")
-    install_cmd.add_argument("--python-version", metavar="X.Y", help="with --dry-run / --print: plan for this Python instead of an interpreter")
-    install_cmd.add_argument("--platform", metavar="TAG", help="with --dry-run / --print: plan for this platform tag")
+    install_cmd.add_argument("--print", dest="print_", choices=["requirements", "constraints", "pip-command"],
+                             help="print the plan in this form and exit (the same as compat export requirements|constraints|pip-command)")
     install_cmd.add_argument("--offline", action="store_true", help="no network: take everything from --wheelhouse")
     install_cmd.add_argument("--wheelhouse", metavar="DIR", help="a folder made by compat download")
     install_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch (and torchvision, torchaudio) from PyPI (the CUDA build, several GB more) instead of the PyTorch CPU index")
     recovery = install_cmd.add_mutually_exclusive_group()
     recovery.add_argument("--restore", action="store_true", help="put back the environment an interrupted compat install left half-done")
     recovery.add_argument("--discard-snapshot", action="store_true", help="keep the environment an interrupted install left, drop its snapshot")
-    _common(install_cmd)
+    _output_options(install_cmd)
+    install_cmd.set_defaults(build=_install_args_of)
 
     download_cmd = commands.add_parser(
         "download",
@@ -201,10 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _resolve_args(download_cmd)
     download_cmd.add_argument("-d", "--dest", required=True, metavar="DIR")
-    download_cmd.add_argument("--python-version", metavar="X.Y", help="the target machine's Python (default: the running one)")
-    download_cmd.add_argument("--platform", metavar="TAG", help="the target machine's platform tag (default: this one)")
+    _target_options(download_cmd, python_version="the target machine's Python (default: the running one)",
+                    platform="the target machine's platform tag (default: this one)")
     download_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch from PyPI instead of the PyTorch CPU index")
-    _common(download_cmd)
+    _output_options(download_cmd)
+    download_cmd.set_defaults(build=_download_args_of)
 
     translate_cmd = commands.add_parser(
         "translate",
@@ -213,11 +287,12 @@ def build_parser() -> argparse.ArgumentParser:
         "for the installed transformers and accelerate, explaining each change. Exit 1 when the command cannot work with them "
         "at all (for example ccl with transformers >= 5.1).",
     )
-    translate_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None, help="read the installed versions from this interpreter")
+    _target_options(translate_cmd, python="read the installed versions from this interpreter (default: $COMPAT_PYTHON, else the running one)")
     translate_cmd.add_argument("--transformers", metavar="VERSION", help="translate for this transformers version instead of the installed one")
     translate_cmd.add_argument("--accelerate", metavar="VERSION", help="translate for this accelerate version instead of the installed one")
     translate_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command line, after --")
-    _common(translate_cmd)
+    _output_options(translate_cmd)
+    translate_cmd.set_defaults(build=_translate_args_of)
 
     env_cmd = commands.add_parser(
         "env",
@@ -229,9 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
     env_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N")
     env_cmd.add_argument("--launcher", choices=["torchrun", "spawn", "mpirun"],
                          help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
-    env_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None,
-                         help="the interpreter whose bindings to use (default: $COMPAT_PYTHON, else the running one)")
-    _common(env_cmd)
+    env_cmd.add_argument("--defaults", action="store_true",
+                         help="write the settings (OMP_NUM_THREADS, CCL_WORKER_COUNT, LD_PRELOAD, ...) as defaults that a value already set "
+                         "when the file is sourced overrides: for a file written during docker build, so a pod's or docker run -e value wins")
+    _target_options(env_cmd, python="the interpreter whose bindings to use (default: $COMPAT_PYTHON, else the running one)")
+    _output_options(env_cmd)
+    env_cmd.set_defaults(build=_env_args_of)
 
     launch_cmd = commands.add_parser(
         "launch",
@@ -246,124 +324,86 @@ def build_parser() -> argparse.ArgumentParser:
                             help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
     launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
     launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
-    launch_cmd.add_argument("--python", metavar="PATH", default=os.environ.get("COMPAT_PYTHON") or None,
-                            help="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
+    _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
     launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
     launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
     launch_cmd.add_argument("--mpi-flavor", choices=["intel-mpi", "open-mpi", "mpich"], help="mpirun: which MPI it is (default: asked with mpirun --version)")
     launch_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what each rank runs, after -- (a .py script gets the interpreter in front)")
+    launch_cmd.set_defaults(build=_launch_args_of)
+
+    _export_parser(commands)
     return parser
 
 
-def _target_from(args: argparse.Namespace) -> tuple[PythonTarget, Platform]:
-    from .target import Platform, PythonTarget
-
-    platform = Platform.from_tag(args.platform) if args.platform else None
-    if args.python:
-        from .environment.interpreter import query_interpreter
-
-        info = query_interpreter(args.python)
-        return info.python_target(f"--python {info.executable}"), platform or info.platform
-    if args.python_version:
-        return PythonTarget.parse(args.python_version), platform or Platform.current()
-    return PythonTarget.running(), platform or Platform.current()
+EXPORT_FORMATS = ("pytorchjob", "dockerfile", "requirements", "constraints", "pip-command", "pylock")
 
 
-def _load(args: argparse.Namespace) -> Matrix:
-    if args.matrix is not None and ("\x00" in args.matrix or not args.matrix.strip()):
-        raise UsageError(f"--matrix '{shown(args.matrix)}' is not a file name.", "Pass the path of a matrix TOML file, or leave --matrix out for the bundled one.")
-    from .matrix.load import load_matrix
-
-    return load_matrix(args.matrix)
-
-
-def _file_request(args: argparse.Namespace, matrix: Matrix, python: PythonTarget):
-    """The -r files, read for the target Python, or None without any."""
-    if not getattr(args, "requirement_files", None):
-        return None
-    from .inputs import read_inputs
-    from .inputs.request import file_request
-
-    return file_request(matrix, read_inputs(args.requirement_files, python.version))
-
-
-def _request(args: argparse.Namespace, matrix: Matrix, python: PythonTarget, platform: Platform):
-    """The resolver's request from the command line and the -r files together; (request, file request or None)."""
-    from .resolve import build_request, with_constraints
-
-    files = _file_request(args, matrix, python)
-    with_components = [name.strip() for name in args.with_.split(",") if name.strip()]
-    requirements = list(args.requirements) + list(files.requirements if files else ())
-    request = build_request(matrix, python, platform, args.profile, with_components, requirements)
-    if files is not None:
-        request = with_constraints(matrix, request, files.constraints)
-        request = request.replace(notes=request.notes + tuple(f"warning: {w}" for w in files.index_warnings) + files.notes
-                                  + tuple(f"passed through untouched (not resolved by compat): {line}" for line in files.passthrough_lines))
-    return request, files
+def _export_parser(commands) -> None:
+    export_cmd = commands.add_parser(
+        "export",
+        help="write the resolved set as a Kubernetes PyTorchJob, a Dockerfile, a requirements/constraints file, a pip command or a "
+        "pylock.toml; or check a hand-written manifest or Dockerfile (--validate FILE)",
+        usage="compat export {%s} [REQUIREMENT ...] [resolve options] [format options] [-- TRAINING COMMAND ...]\n"
+        "       compat export --validate FILE [--json] [resolve options | --python PATH]" % ",".join(EXPORT_FORMATS),
+        description="Resolve as compat resolve does, then write the set in FORMAT to standard output: pytorchjob (a Kubeflow "
+        "PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under torchrun), dockerfile (an image that "
+        "installs the set with compat install and checks it), requirements, constraints, pip-command (what compat install "
+        "--print printed), pylock (a PEP 751 pylock.toml of the set). --validate FILE checks a PyTorchJob/TrainJob manifest or a "
+        "Dockerfile against the rules the generated ones follow, for the transformers/accelerate/torch of --python's environment "
+        "or of the resolved set. Exit 0 written (--validate: no failure), 1 no consistent set, a training command that cannot work "
+        "with the set, or (--validate) failures; 2 usage error or an unreadable file.",
+    )
+    export_cmd.command_after_dashes = True
+    export_cmd.populate = _export_arguments
 
 
-def cmd_resolve(args: argparse.Namespace) -> int:
-    from .render import outcome_json, render_outcome
-    from .resolve import resolve
-
-    matrix = _load(args)
-    python, platform = _target_from(args)
-    request, files = _request(args, matrix, python, platform)
-    outcome = resolve(matrix, request)
-    if args.json:
-        document = outcome_json(outcome)
-        if files is not None:
-            document["passthrough"] = list(files.passthrough_lines)
-            document["files"] = list(args.requirement_files)
-        print(dump_json(document))
-    else:
-        render_outcome(make_console(args.no_color), outcome)
-    return EXIT_OK if outcome.ok else EXIT_PROBLEMS
-
-
-def cmd_matrix(args: argparse.Namespace) -> int:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    from .matrix.model import Component
-    from .render import matrix_json, matrix_rows, render_matrix
-    from .target import PythonTarget
-
-    matrix = _load(args)
-    try:
-        packages = [Component.from_name(name) for name in args.package] if args.package else list(Component)
-    except KeyError as exc:
-        raise UsageError(f"{exc.args[0]!r} is not a package in the matrix.", "Use torch, ipex, ccl, torchvision, torchaudio, transformers or accelerate.") from None
-    python = PythonTarget.parse(args.python_version).version if args.python_version else None
-    try:
-        torch = SpecifierSet(args.torch) if args.torch else None
-    except InvalidSpecifier:
-        raise UsageError(f"'{shown(args.torch)}' is not a version specifier.", "Write it like '==2.7.0' or '>=2.5,<2.8'.") from None
-    if torch is not None:
-        from .resolve import check_specifier_versions
-
-        check_specifier_versions(args.torch, torch)
-    rows = matrix_rows(matrix, packages, python, torch)
-    if args.json:
-        print(dump_json(matrix_json(matrix, rows)))
-    else:
-        render_matrix(make_console(args.no_color), matrix, rows, args.sources)
-    return EXIT_OK
+def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
+    export_cmd.add_argument("format", nargs="?", metavar="FORMAT", help="one of " + ", ".join(EXPORT_FORMATS))
+    _wanted_options(export_cmd)
+    _target_options(export_cmd, exclusive=True,
+                    python="resolve for this interpreter; with --validate: take the versions from its installed set (default: $COMPAT_PYTHON, "
+                    "else the running one's Python)",
+                    python_version="resolve for this CPython version (default: the running one)",
+                    platform="PEP 425 platform tag (default: the target interpreter's)")
+    _source_options(export_cmd, verification=False)
+    export_cmd.add_argument("--torch-from-pypi", action="store_true", help="take torch from PyPI instead of the PyTorch CPU index")
+    export_cmd.add_argument("--require-hashes", action="store_true", help="requirements: refused (as compat install --print), since the "
+                            "dependencies' hashes are known only to compat download")
+    export_cmd.add_argument("--validate", metavar="FILE", help="check this PyTorchJob/TrainJob manifest (YAML, several documents allowed) or "
+                            "Dockerfile (a FROM line) and print findings as compat doctor does; no FORMAT")
+    _output_options(export_cmd, json_help="with --validate: the findings as JSON (compatmatrix/schemas/export-validate-v1.json)")
+    job = export_cmd.add_argument_group("pytorchjob")
+    job.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="pods (nodes): a Master and N-1 Workers (default 1)")
+    job.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=positive_int, default=1, metavar="M",
+                     help="ranks per pod (default 1), started by torchrun")
+    job.add_argument("--image", metavar="IMG", help="the image that holds the set (compat export dockerfile writes its Dockerfile); required")
+    job.add_argument("--cpu", metavar="C", help="CPUs per pod, a Kubernetes quantity (8, 7500m): requests = limits; the thread plan follows it; required")
+    job.add_argument("--memory", metavar="M", help="memory per pod (16Gi): requests = limits; required")
+    job.add_argument("--name", default="compat-train", metavar="NAME", help="the job's name, a DNS-1035 label (default compat-train)")
+    job.add_argument("--namespace", metavar="NS", help="the job's namespace (default: none in the manifest)")
+    job.add_argument("--shm-size", default="2Gi", metavar="S", help="size of the Memory emptyDir mounted at /dev/shm (default 2Gi)")
+    job.add_argument("--threads-per-core", type=positive_int, default=1, metavar="K",
+                     help="2 when the pod's CPU units are hyperthreads of SMT nodes (the plan then counts physical cores); default 1")
+    job.add_argument("--no-preflight", action="store_true", help="no compat doctor --live in every pod before training")
+    job.add_argument("--trainer-v2", action="store_true", help="write a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1) instead")
+    docker = export_cmd.add_argument_group("dockerfile")
+    docker.add_argument("--base", metavar="IMG", help="the base image (default python:X.Y-slim for the resolved set's Python)")
+    docker.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="N", help="ranks per container, for compat env's thread settings (default 1)")
+    docker.add_argument("--wheelhouse", metavar="DIR", help="install offline from this compat download folder of the build context")
+    export_cmd.set_defaults(build=_export_args_of)
 
 
 def _checks_parser(commands, name: str, help_text: str, description: str) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=help_text, description=description)
-    parser.add_argument(
-        "--python",
-        metavar="PATH",
-        default=os.environ.get("COMPAT_PYTHON") or None,
-        help="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
-    )
     if name == "check":
+        _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
+                        python_version="with -r: the Python the files are for (default: the running one)",
+                        platform="with -r: the platform tag (default: this machine's)")
         parser.add_argument("-r", "--requirement", dest="requirement_files", action="append", default=[], metavar="FILE",
                             help="check the pins of FILE instead of an environment (a requirements file, pip freeze list or pylock.toml): "
                             "the CI gate before anything is installed; only the package checks apply")
-        parser.add_argument("--python-version", metavar="X.Y", help="with -r: the Python the files are for (default: the running one)")
-        parser.add_argument("--platform", metavar="TAG", help="with -r: the platform tag (default: this machine's)")
+    else:
+        _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
     parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
                         help="ranks you launch per node (default 2): for the thread checks, and the ranks --live starts")
     parser.add_argument("--bf16", action=_Bf16Action, default=None,
@@ -394,43 +434,268 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                           "$I_MPI_HYDRA_BOOTSTRAP_EXEC, $OMPI_MCA_plm_rsh_agent, else ssh); also for doctor --hostfile without --live")
         live.add_argument("--no-rank-env", action="store_true",
                           help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
-    _common(parser)
+    _output_options(parser)
+    parser.set_defaults(build=_checks_args_of)
     return parser
 
 
-def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> int:
+# --- argparse's Namespace -> the command's typed arguments (options.py) ------------------------------------------------
+
+
+def _output(ns: argparse.Namespace) -> Output:
+    from .options import Output
+
+    return Output(json=bool(getattr(ns, "json", False)), no_color=bool(getattr(ns, "no_color", False)), matrix=getattr(ns, "matrix", None))
+
+
+def _target(ns: argparse.Namespace) -> Target:
+    """The target options as given, --python defaulting to $COMPAT_PYTHON (only for commands that take --python)."""
+    from .options import Target
+
+    given = getattr(ns, "python", None)
+    python = given
+    if given is None and hasattr(ns, "python"):
+        python = os.environ.get(PYTHON_ENV) or None
+    return Target(python, given is not None, getattr(ns, "python_version", None), getattr(ns, "platform", None))
+
+
+def _wanted(ns: argparse.Namespace) -> Wanted:
+    from .options import Wanted
+
+    return Wanted(tuple(getattr(ns, "requirements", ()) or ()), tuple(ns.requirement_files), ns.profile,
+                  tuple(name.strip() for name in ns.with_.split(",") if name.strip()))
+
+
+def _sources(ns: argparse.Namespace, wheelhouse: Optional[str] = None) -> Sources:
+    from .options import Sources
+
+    return Sources(tuple(ns.index), bool(getattr(ns, "torch_from_pypi", False)), bool(getattr(ns, "require_hashes", False)),
+                   bool(getattr(ns, "allow_unverified", False)), wheelhouse)
+
+
+def _command_words(words: Optional[Sequence[str]]) -> tuple[str, ...]:
+    """argparse's REMAINDER with the leading -- dropped."""
+    words = list(words or ())
+    return tuple(words[1:] if words[:1] == ["--"] else words)
+
+
+def _resolve_args_of(ns: argparse.Namespace) -> ResolveArgs:
+    from .options import ResolveArgs
+
+    return ResolveArgs(_output(ns), _target(ns), _wanted(ns))
+
+
+def _matrix_args_of(ns: argparse.Namespace) -> MatrixArgs:
+    from .options import MatrixArgs
+
+    return MatrixArgs(_output(ns), tuple(ns.package or ()), ns.python_version, ns.torch, ns.sources)
+
+
+def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
+    from .options import ChecksArgs, LiveArgs
+
+    live = getattr(ns, "live", False)
+    given = getattr(ns, "bf16_given", ()) or ()
+    if not getattr(ns, "list", False):  # --list lists the checks whatever else was given
+        if len(given) > 1:
+            raise UsageError("--bf16 and --no-bf16 contradict each other.", "Pass one of them.")
+        if ns.bf16 is False and not live:
+            where = "compat doctor --live" if ns.command == "doctor" else f"compat doctor --live, not compat {ns.command}"
+            raise UsageError(f"--no-bf16 only keeps the live Trainer step in fp32: it goes with {where}.",
+                             "Drop --no-bf16 (without --bf16 the bf16 checks do not apply), or add --live to compat doctor.")
+    live_args = None
+    if live:
+        live_args = LiveArgs(ns.launcher, ns.backend, ns.live_timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
+                             ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env)
+    return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
+                      tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
+                      getattr(ns, "hostfile", None), getattr(ns, "rsh", None))
+
+
+def _install_args_of(ns: argparse.Namespace) -> InstallArgs:
+    from .options import InstallArgs
+
+    if ns.offline and not ns.wheelhouse:
+        raise UsageError("--offline needs --wheelhouse DIR.", "Make one with compat download -d DIR, then pass --wheelhouse DIR.")
+    return InstallArgs(_output(ns), _target(ns), _wanted(ns), _sources(ns, ns.wheelhouse), ns.yes, ns.dry_run, ns.installer, ns.print_,
+                       ns.offline, ns.restore, ns.discard_snapshot)
+
+
+def _download_args_of(ns: argparse.Namespace) -> DownloadArgs:
+    from .options import DownloadArgs
+
+    return DownloadArgs(_output(ns), _target(ns), _wanted(ns), _sources(ns), ns.dest)
+
+
+def _translate_args_of(ns: argparse.Namespace) -> TranslateArgs:
+    from .options import TranslateArgs
+
+    return TranslateArgs(_output(ns), _target(ns).python, ns.transformers, ns.accelerate, _command_words(ns.training_command))
+
+
+def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
+    from .options import EnvArgs
+
+    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults)
+
+
+def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
+    from .options import LaunchArgs
+
+    if ns.json and not ns.print_:
+        raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
+    if ns.ccl_workers is not None and ns.ccl_workers < 0:
+        raise UsageError("--ccl-workers must be 0 or more.", "Pass the oneCCL worker cores per rank, e.g. --ccl-workers 1.")
+    return LaunchArgs(ns.json, ns.launcher, ns.nproc_per_node, ns.ccl_workers, ns.print_, _target(ns).python, ns.sysfs_root, ns.mpirun,
+                      ns.mpi_flavor, _command_words(ns.training_command))
+
+
+#: the options of one export format; any other format (or --validate) given one of them is a usage error
+_FORMAT_OPTIONS = {
+    "pytorchjob": {"nnodes": 1, "nproc_per_node": 1, "image": None, "cpu": None, "memory": None, "name": "compat-train", "namespace": None,
+                   "shm_size": "2Gi", "threads_per_core": 1, "no_preflight": False, "trainer_v2": False},
+    "dockerfile": {"base": None, "ranks_per_node": 1, "wheelhouse": None},
+    "requirements": {"require_hashes": False},
+}
+
+
+def _export_args_of(ns: argparse.Namespace) -> ExportArgs:
+    from .options import DockerArgs, ExportArgs, JobArgs, Wanted
+
+    requirements = list(ns.requirements)
+    form = ns.format
+    if ns.validate is not None and form is not None and form not in EXPORT_FORMATS:
+        requirements.insert(0, form)  # the first REQUIREMENT, taken for FORMAT by argparse
+        form = None
+    if ns.validate is not None and form is not None:
+        raise UsageError(f"--validate checks a file; it takes no FORMAT ('{shown(form)}').", "Run compat export --validate FILE, or compat export FORMAT.")
+    if ns.validate is None and form is None:
+        raise UsageError("compat export needs a FORMAT or --validate FILE.", f"Name one of {', '.join(EXPORT_FORMATS)}, e.g. compat export requirements.")
+    if form is not None and form not in EXPORT_FORMATS:
+        raise UsageError(f"'{shown(form)}' is not an export format.", f"Name one of {', '.join(EXPORT_FORMATS)}.")
+    if ns.json and ns.validate is None:
+        raise UsageError("--json goes with --validate (the formats are their own output).", "Drop --json, or check a file with --validate FILE.")
+    for owner, options in _FORMAT_OPTIONS.items():
+        if owner == form or (owner == "requirements" and form in ("requirements", "constraints", "pip-command")):
+            continue
+        given = [name for name, default in options.items() if getattr(ns, name) != default]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise UsageError(f"{flag} goes with compat export {owner}" + (f", not {form}." if form else ", not --validate."),
+                             f"Drop {flag}, or export {owner}.")
+    if ns.training_command is not None and form != "pytorchjob":
+        raise UsageError("Only compat export pytorchjob takes a training command after --.", "Drop the words after --.")
+    job = JobArgs(ns.nnodes, ns.nproc_per_node, ns.image, ns.cpu, ns.memory, ns.name, ns.namespace, ns.shm_size, ns.threads_per_core,
+                  not ns.no_preflight, ns.trainer_v2, tuple(ns.training_command or ()))
+    docker = DockerArgs(ns.base, ns.ranks_per_node, ns.wheelhouse)
+    wanted = _wanted(ns)
+    return ExportArgs(_output(ns), _target(ns), Wanted(tuple(requirements), wanted.files, wanted.profile, wanted.with_), _sources(ns), form,
+                      ns.validate, job, docker)
+
+
+# --- the commands: typed arguments -> core -> render -> exit code -----------------------------------------------------
+
+
+def _say_conflict(no_color: bool, error) -> int:
+    """No consistent set for a command that needed one: the reasons and what would work, on stderr; exit 1."""
+    from .render.text import render_outcome
+
+    render_outcome(make_console(no_color, stderr=True), error.conflict)
+    return EXIT_PROBLEMS
+
+
+def cmd_resolve(args: ResolveArgs) -> int:
+    from .planning import ask, load, target_of
+    from .render import emit
+    from .resolve import resolve
+
+    matrix = load(args.output.matrix)
+    python, platform = target_of(args.target)
+    asked = ask(matrix, args.wanted, python, platform)
+    outcome = resolve(matrix, asked.request)
+    files = asked.files
+
+    def document() -> dict:
+        from .render.json import resolve_document
+
+        return resolve_document(outcome, args.wanted.files if files is not None else None, files.passthrough_lines if files is not None else ())
+
+    def text(console) -> None:
+        from .render.text import render_outcome
+
+        render_outcome(console, outcome)
+
+    emit(args.output.json, args.output.no_color, document, text)
+    return EXIT_OK if outcome.ok else EXIT_PROBLEMS
+
+
+def cmd_matrix(args: MatrixArgs) -> int:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from .matrix.model import Component
+    from .planning import load
+    from .render import emit
+    from .render.json import matrix_json, matrix_rows
+    from .target import PythonTarget
+
+    matrix = load(args.output.matrix)
+    try:
+        packages = [Component.from_name(name) for name in args.packages] if args.packages else list(Component)
+    except KeyError as exc:
+        raise UsageError(f"{exc.args[0]!r} is not a package in the matrix.", "Use torch, ipex, ccl, torchvision, torchaudio, transformers or accelerate.") from None
+    python = PythonTarget.parse(args.python_version).version if args.python_version else None
+    try:
+        torch = SpecifierSet(args.torch) if args.torch else None
+    except InvalidSpecifier:
+        raise UsageError(f"'{shown(args.torch or '')}' is not a version specifier.", "Write it like '==2.7.0' or '>=2.5,<2.8'.") from None
+    if torch is not None:
+        from .resolve import check_specifier_versions
+
+        check_specifier_versions(args.torch, torch)
+    rows = matrix_rows(matrix, packages, python, torch)
+
+    def text(console) -> None:
+        from .render.text import render_matrix
+
+        render_matrix(console, matrix, rows, args.sources)
+
+    emit(args.output.json, args.output.no_color, lambda: matrix_json(matrix, rows), text)
+    return EXIT_OK
+
+
+def _run_checks(args: ChecksArgs) -> int:
     from .checks.finding import Context, Options, all_checks, run_checks, select, unknown_names
     from .environment.snapshot import take_snapshot
-    from .render_findings import findings_json, render_check_list, render_findings
+    from .planning import load
 
+    static_only = args.command == "check"
     checks = all_checks()
-    if args.list:
-        render_check_list(make_console(args.no_color), select(checks, static_only=static_only))
+    if args.list_checks:
+        from .render.text import render_check_list
+
+        render_check_list(make_console(args.output.no_color), select(checks, static_only=static_only))
         return EXIT_OK
-    _check_bf16(args)
-    if getattr(args, "hostfile", None) and not getattr(args, "live", False):
+    if args.hostfile and args.live is None:
         return _run_hosts(args)
     live_named = [n for n in args.only + args.skip if n == "live" or n.startswith("live.")]
-    if live_named and not getattr(args, "live", False):
+    if live_named and args.live is None:
         raise UsageError(f"'{live_named[0]}' is a live check: it needs compat doctor --live.", "Add --live.")
     unknown = unknown_names([n for n in args.only + args.skip if n not in live_named])
     if unknown:
-        raise UsageError(f"'{unknown[0]}' is not a check id or area.", f"Run 'compat {command} --list' for the ids.")
-    if args.ranks_per_node < 1:
-        raise UsageError("--ranks-per-node must be at least 1.", "Pass the number of ranks you start on each node.")
-    live_options = _live_options(args) if getattr(args, "live", False) else None
-    matrix = _load(args)
+        raise UsageError(f"'{unknown[0]}' is not a check id or area.", f"Run 'compat {args.command} --list' for the ids.")
+    live_options = _live_options(args) if args.live is not None else None
+    matrix = load(args.output.matrix)
     files = None
-    if getattr(args, "requirement_files", None):
+    if args.files:
         snapshot, files = _pinned_snapshot(args, matrix)
     else:
-        if getattr(args, "python_version", None) or getattr(args, "platform", None):
+        if args.target.python_version or args.target.platform:
             raise UsageError("--python-version and --platform go with -r FILE.", "To check an environment, pass --python PATH of its interpreter.")
-        snapshot = take_snapshot(args.python, cached=True)  # the environment's facts, kept while its fingerprint holds
-    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=getattr(args, "import_timeout", 120.0))
+        snapshot = take_snapshot(args.target.python, cached=True)  # the environment's facts, kept while its fingerprint holds
+    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=args.import_timeout)
     context = Context(matrix, snapshot, options)
     only = [n for n in args.only if n not in live_named]
-    chosen = select(checks, only, args.skip, static_only=static_only) if only or not args.only else []
+    chosen = select(checks, only, list(args.skip), static_only=static_only) if only or not args.only else []
     if live_options is not None and not any(n.startswith("imports") for n in args.only):
         chosen = [c for c in chosen if c.static]  # every rank imports the stack itself: live.imports reports it
     if files is not None:
@@ -439,34 +704,47 @@ def _run_checks(args: argparse.Namespace, command: str, static_only: bool) -> in
     if files is not None:
         from .inputs.check import file_findings
 
-        findings = file_findings(args.requirement_files, files, findings)
+        findings = file_findings(list(args.files), files, findings)
     live = None
     if live_options is not None:
         from .live.service import run_live
 
         live = run_live(context, live_options)
         findings += live.findings
-    if args.json:
-        document = findings_json(command, snapshot, findings)
+
+    def document() -> dict:
+        from .render.json import findings_json
+
+        data = findings_json(args.command, snapshot, findings)
         if files is None:  # this host's facts, for doctor --hostfile to compare hosts
             from .hosts import host_facts
 
-            document["host"] = host_facts(snapshot, os.uname()[1])
+            data["host"] = host_facts(snapshot, os.uname()[1])
         if live is not None:
-            document["live"] = live.details
-        print(dump_json(document))
-    else:
-        render_findings(make_console(args.no_color), command, snapshot, findings, args.verbose, live.details if live else None)
+            data["live"] = live.details
+        return data
+
+    def text(console) -> None:
+        from .render.text import findings_header, render_findings
+
+        render_findings(console, findings_header(args.command, snapshot), findings, args.verbose, live.details if live else None)
+
+    from .render import emit
+
+    emit(args.output.json, args.output.no_color, document, text)
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
 
 
-def _run_hosts(args: argparse.Namespace) -> int:
+def _run_hosts(args: ChecksArgs) -> int:
     """compat doctor --hostfile FILE [--rsh PROG]: compat check on every host through the remote shell, and the differences."""
     from .environment.snapshot import take_snapshot
     from .hosts import collect, compare, remote_command
     from .live.launch import LaunchError, read_hostfile, remote_shell
-    from .render_findings import findings_json, render_findings
+    from .render import emit
+    from .render.json import findings_json
+    from .render.text import findings_header, render_findings
 
+    assert args.hostfile is not None
     if not os.path.isfile(args.hostfile):
         raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
     try:
@@ -474,99 +752,106 @@ def _run_hosts(args: argparse.Namespace) -> int:
     except LaunchError as exc:
         raise UsageError(str(exc), exc.fix) from None
     rsh, source = remote_shell(os.environ, args.rsh)
-    answers = collect(hosts, rsh, remote_command(args.python, args.ranks_per_node), os.environ)
+    answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node), os.environ)
     findings = compare(answers, rsh, source)
-    snapshot = take_snapshot(args.python)
-    if args.json:
-        document = findings_json("doctor", snapshot, findings)
-        document["hosts"] = {a.host: (a.document or {}).get("host") for a in answers}
-        print(dump_json(document))
-    else:
-        render_findings(make_console(args.no_color), "doctor", snapshot, findings, args.verbose)
+    snapshot = take_snapshot(args.target.python)
+
+    def document() -> dict:
+        data = findings_json("doctor", snapshot, findings)
+        data["hosts"] = {a.host: (a.document or {}).get("host") for a in answers}
+        return data
+
+    emit(args.output.json, args.output.no_color, document,
+         lambda console: render_findings(console, findings_header("doctor", snapshot), findings, args.verbose))
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
 
 
-def _pinned_snapshot(args: argparse.Namespace, matrix: Matrix):
+def _pinned_snapshot(args: ChecksArgs, matrix: Matrix):
     """compat check -r: an environment made of the files' exact pins (nothing installed, no machine)."""
     from .environment.from_pins import snapshot_from_pins
+    from .inputs import read_inputs
+    from .inputs.request import file_request
     from .target import Platform, PythonTarget
 
-    if args.python and args.python != os.environ.get("COMPAT_PYTHON"):  # an exported COMPAT_PYTHON (pre-commit) does not conflict
+    if args.target.python and args.target.python != os.environ.get(PYTHON_ENV):  # an exported COMPAT_PYTHON (pre-commit) does not conflict
         raise UsageError("-r checks files, --python an environment: give one of them.", "Drop --python to check the files' pins.")
-    python = PythonTarget.parse(args.python_version) if args.python_version else PythonTarget.running()
-    platform = Platform.from_tag(args.platform) if args.platform else Platform.current()
-    files = _file_request(args, matrix, python)
-    origin = ", ".join(args.requirement_files)
+    python = PythonTarget.parse(args.target.python_version) if args.target.python_version else PythonTarget.running()
+    platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
+    files = file_request(matrix, read_inputs(list(args.files), python.version))
+    origin = ", ".join(args.files)
     return snapshot_from_pins(files.pinned, python.version, platform, origin), files
 
 
-def _live_options(args: argparse.Namespace):
+def _live_options(args: ChecksArgs):
     from .live.launch import Topology
     from .live.service import LiveOptions
 
-    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+    live = args.live
+    assert live is not None
+    if live.nnodes < 1 or not 0 <= live.node_rank < live.nnodes:
         raise UsageError("--node-rank must be between 0 and --nnodes - 1.", "Pass --nnodes N and a --node-rank below N.")
-    if args.live_timeout <= 0 or args.steps < 1:
+    if live.timeout <= 0 or live.steps < 1:
         raise UsageError("--live-timeout and --steps must be positive.", "Pass e.g. --live-timeout 120 --steps 3.")
-    if args.hostfile and args.launcher != "mpirun":
+    if args.hostfile and live.launcher != "mpirun":
         raise UsageError("--hostfile goes with --launcher mpirun.", "Add --launcher mpirun, or use --nnodes/--node-rank/--master-addr with torchrun.")
-    if args.no_rank_env and args.launcher == "torchrun":
+    if not live.rank_env and live.launcher == "torchrun":
         raise UsageError("--no-rank-env cannot apply to torchrun: torchrun always sets RANK/WORLD_SIZE.", "Use --launcher spawn or mpirun.")
-    if args.master_port is not None and not 0 < args.master_port < 65536:
+    if live.master_port is not None and not 0 < live.master_port < 65536:
         raise UsageError("--master-port must be between 1 and 65535.", "Pass a free TCP port, e.g. 29500.")
-    if args.run_dir and os.path.exists(args.run_dir) and not os.path.isdir(args.run_dir):
-        raise UsageError(f"--run-dir {args.run_dir} is not a folder.", "Pass a folder (it is created if missing) that every node sees at the same path.")
+    if live.run_dir and os.path.exists(live.run_dir) and not os.path.isdir(live.run_dir):
+        raise UsageError(f"--run-dir {live.run_dir} is not a folder.", "Pass a folder (it is created if missing) that every node sees at the same path.")
     if args.hostfile and not os.path.isfile(args.hostfile):
         raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
-    if args.rsh and args.launcher != "mpirun":
+    if args.rsh and live.launcher != "mpirun":
         raise UsageError("--rsh with --live goes with --launcher mpirun (torchrun and spawn run one compat per node).", "Add --launcher mpirun --hostfile FILE.")
-    topology = Topology(args.ranks_per_node, args.nnodes, args.node_rank, args.master_addr, args.master_port, args.hostfile)
-    return LiveOptions(launcher=args.launcher, topology=topology, backend=args.backend, timeout=args.live_timeout, trainer=not args.no_trainer,
-                       steps=args.steps, mpirun=args.mpirun, rank_env=not args.no_rank_env, run_dir=args.run_dir, bf16=args.bf16, rsh=args.rsh)
+    topology = Topology(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
+    return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
+                       steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh)
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    return _run_checks(args, "doctor", static_only=False)
+def cmd_doctor(args: ChecksArgs) -> int:
+    return _run_checks(args)
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    return _run_checks(args, "check", static_only=True)
+def cmd_check(args: ChecksArgs) -> int:
+    return _run_checks(args)
 
 
-def cmd_env(args: argparse.Namespace) -> int:
+def cmd_env(args: EnvArgs) -> int:
     from .checks.finding import Context, Options
     from .environment.snapshot import take_snapshot
+    from .planning import load
     from .shell_env import format_env, plan_env
 
-    if args.ranks_per_node < 1:
-        raise UsageError("--ranks-per-node must be at least 1.", "Pass the number of ranks you start on each node.")
     snapshot = take_snapshot(args.python)
-    context = Context(_load(args), snapshot, Options(ranks_per_node=args.ranks_per_node))
+    context = Context(load(args.output.matrix), snapshot, Options(ranks_per_node=args.ranks_per_node))
     plan = plan_env(context, args.ranks_per_node, args.launcher)
-    if args.json:
-        print(dump_json(plan.to_json(snapshot.executable)))
+    if args.output.json:
+        from .console import dump_json
+        from .render.json import env_json
+
+        print(dump_json(env_json(plan, snapshot.executable)))
     else:
-        sys.stdout.write(format_env(plan, args.shell))
+        sys.stdout.write(format_env(plan, args.shell, defaults=args.defaults))
     return EXIT_OK
 
 
-def cmd_launch(args: argparse.Namespace) -> int:
-    from .placement.service import LaunchOptions, command_words, prepare
+def cmd_launch(args: LaunchArgs) -> int:
+    from .placement.service import LaunchOptions, prepare
 
-    if args.json and not args.print_:
-        raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
-    if args.ccl_workers is not None and args.ccl_workers < 0:
-        raise UsageError("--ccl-workers must be 0 or more.", "Pass the oneCCL worker cores per rank, e.g. --ccl-workers 1.")
-    options = LaunchOptions(launcher=args.launcher, nproc_per_node=args.nproc_per_node, command=command_words(args.training_command),
+    options = LaunchOptions(launcher=args.launcher, nproc_per_node=args.nproc_per_node, command=args.command,
                             ccl_workers=args.ccl_workers, python=args.python, sysfs_root=args.sysfs_root, mpirun=args.mpirun,
                             mpi_flavor=args.mpi_flavor, print_only=args.print_)
     prepared = prepare(options, os.environ)
     if args.print_:
-        from .placement.render import launch_json, launch_text
-
         if args.json:
-            print(dump_json(launch_json(prepared.plan, prepared.invocation, prepared.rank_env, prepared.notes)))
+            from .console import dump_json
+            from .render.json import launch_json
+
+            print(dump_json(launch_json(prepared)))
         else:
+            from .placement.render import launch_text
+
             sys.stdout.write(launch_text(prepared.plan, prepared.invocation, prepared.notes))
         return EXIT_OK
     from .placement.render import summary_lines
@@ -579,210 +864,148 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return run_invocation(prepared.invocation, os.environ, say=_say_error)
 
 
-def _plan_for(args: argparse.Namespace, python: PythonTarget, platform: Platform):
-    """Resolve for the target and turn the answer into an install plan; a conflict is exit 1 with the reasons."""
-    from pathlib import Path
+def _print_plan(planned: Planned, kind: str, require_hashes: bool) -> int:
+    """requirements | constraints | pip-command: compat export FORMAT, and compat install --print FORMAT (the same text)."""
+    from .render.requirements import plan_text
 
-    from .install.indexes import configure_indexes
-    from .install.plan import make_plan
-    from .render import render_outcome
-    from .resolve import Conflict, resolve
-
-    matrix = _load(args)
-    request, files = _request(args, matrix, python, platform)
-    outcome = resolve(matrix, request)
-    if isinstance(outcome, Conflict):
-        render_outcome(make_console(args.no_color, stderr=True), outcome)
-        raise _NoSet()
-    locations = configure_indexes(matrix, args.index)
-    if getattr(args, "wheelhouse", None):
-        from .install.service import offline_locations
-
-        _check_wheelhouse(args.wheelhouse)
-        locations = offline_locations(locations, Path(args.wheelhouse))
-    if args.torch_from_pypi:
-        from .matrix.model import Component
-        from .record import replace
-
-        picks = dict(outcome.picks)
-        for component in (Component.TORCH, Component.TORCHVISION, Component.TORCHAUDIO):  # one build: all from PyPI
-            pick = outcome.picks.get(component)
-            if pick is None:
-                continue
-            pypi = next((w for w in pick.release.wheels if w.host == "pypi"), None)
-            if pypi is None or not pypi.has_python(python.version):
-                raise UsageError(f"PyPI has no {component.label} {pick.version} wheel for Python {python.label}, so --torch-from-pypi cannot help.",
-                                 "Use a mirror of the PyTorch CPU index: --index pytorch-cpu=URL (or a local folder of wheels).")
-            picks[component] = replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
-        outcome = replace(outcome, picks=picks)
-    plan = make_plan(outcome, locations)
-    if files is not None and files.passthrough:
-        import dataclasses
-
-        plan = dataclasses.replace(plan, passthrough=files.passthrough_lines)
-    return matrix, outcome, plan
+    if require_hashes and kind != "pip-command":
+        raise UsageError("A hash-pinned requirements file needs every dependency's hash, which compat knows only once it has downloaded them.",
+                         "Run compat download -d DIR --require-hashes: it writes DIR/compat-wheelhouse.lock with all of them.")
+    sys.stdout.write(plan_text(planned.plan, kind))
+    return EXIT_OK
 
 
-def _check_wheelhouse(given: str) -> None:
-    """--wheelhouse must name a folder: a missing path, a file or a FIFO is unusable input (exit 2)."""
-    import stat
-
-    try:
-        mode = os.stat(given).st_mode
-        why = "" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a file"
-    except OSError as exc:
-        why = "missing" if exc.errno == errno.ENOENT else f"unreadable: {exc.strerror}"
-    if why:
-        raise UsageError(f"The wheelhouse {shown(given, 200)} is not a folder (it is {why}).", "Pass --wheelhouse DIR, a folder made by compat download -d DIR.")
-
-
-class _NoSet(Exception):
-    pass
-
-
-def cmd_install(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+def cmd_install(args: InstallArgs) -> int:
+    from .console import dump_json
     from .environment.snapshot import take_snapshot
     from .install.runner import InstallError
-    from .install.service import InstallOptions, describe_findings, install, pip_command_text, requirements_text
+    from .planning import NoSet, load, plan_for
+    from .render import json as documents
     from .target import Platform, PythonTarget
 
-    if args.offline and not args.wheelhouse:
-        raise UsageError("--offline needs --wheelhouse DIR.", "Make one with compat download -d DIR, then pass --wheelhouse DIR.")
+    as_json = args.output.json
+    python_path = args.target.python
     if args.restore or args.discard_snapshot:
         from .install.service import recover, recover_without_interpreter
 
         try:
-            if args.python and not os.path.exists(args.python):  # a restore killed between two renames can leave bin/ missing
-                print(recover_without_interpreter(args.python, restore_it=args.restore))
+            if python_path and not os.path.exists(python_path):  # a restore killed between two renames can leave bin/ missing
+                said = recover_without_interpreter(python_path, restore_it=args.restore)
             else:
-                print(recover(take_snapshot(args.python), restore_it=args.restore))
+                said = recover(take_snapshot(python_path), restore_it=args.restore)
         except InstallError as exc:
-            _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
+            if as_json:
+                print(dump_json(documents.install_error_json(exc)))
+            else:
+                _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
             return exc.exit_code
+        print(dump_json(documents.recover_json(said, args.restore)) if as_json else said)
         return EXIT_OK
     planning_only = args.dry_run or args.print_
-    if (args.python_version or args.platform) and not planning_only:
+    if (args.target.python_version or args.target.platform) and not planning_only:
         raise UsageError("--python-version and --platform only go with --dry-run or --print.", "To install, pass --python PATH of the target interpreter.")
     snapshot = None
-    if args.python_version:
-        python = PythonTarget.parse(args.python_version)
-        platform = Platform.from_tag(args.platform) if args.platform else Platform.current()
+    if args.target.python_version:
+        python = PythonTarget.parse(args.target.python_version)
+        platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
     else:
-        snapshot = take_snapshot(args.python)
+        snapshot = take_snapshot(python_path)
         python = PythonTarget(snapshot.python_minor, snapshot.python, f"--python {snapshot.executable}")
-        platform = Platform.from_tag(args.platform) if args.platform else snapshot.platform
+        platform = Platform.from_tag(args.target.platform) if args.target.platform else snapshot.platform
     try:
-        matrix, outcome, plan = _plan_for(args, python, platform)
-    except _NoSet:
-        return EXIT_PROBLEMS
+        planned = plan_for(load(args.output.matrix), args.wanted, args.sources, python, platform)
+    except NoSet as no_set:
+        return _say_conflict(args.output.no_color, no_set)
     if args.print_:
-        if args.print_ == "pip-command":
-            print(pip_command_text(plan))
-        elif args.require_hashes:
-            raise UsageError("A hash-pinned requirements file needs every dependency's hash, which --print cannot know.",
-                             "Run compat download -d DIR --require-hashes: it writes DIR/compat-wheelhouse.lock with all of them.")
-        else:
-            sys.stdout.write(requirements_text(plan, args.print_))
-        return EXIT_OK
+        return _print_plan(planned, args.print_, args.sources.require_hashes)
+    plan = planned.plan
+
     def say(line: str) -> None:  # progress: a full or closed stderr must never fail the install
-        if not args.json:
+        if not as_json:
             _say_error(line)
 
-    say(f"compat install: Python {python.label} ({python.origin}) · {platform.tag}")
-    for package in plan.packages:
-        say(f"  plan: {package.pin:<45} from {package.location.host_id} {package.location.url}")
-    if args.dry_run and snapshot is not None:
-        installed = snapshot.versions()
-        from .names import canonical_name
+    from .render.text import dry_run_lines, install_plan_lines, verification_lines
 
-        for package in plan.packages:
-            before = installed.get(canonical_name(package.distribution))
-            after = f"{package.version}{package.local_label}"
-            if before is None:
-                say(f"  would install {package.distribution} {after}")
-            elif before != after:
-                say(f"  would replace {package.distribution} {before} -> {after} (needs --yes)")
-        say("  (dependencies are planned by pip at install time; this is the planned set only)")
+    for line in install_plan_lines(python.label, python.origin, platform.tag, plan):
+        say(line)
     if args.dry_run:
-        if args.json:
-            print(dump_json({"schema_version": 1, "command": "install", "dry_run": True, "python": python.label,
-                             "packages": {p.component.distribution: p.pin for p in plan.packages},
-                             "hosts": {p.component.distribution: p.location.url for p in plan.packages}}))
+        if snapshot is not None:
+            for line in dry_run_lines(plan, snapshot.versions()):
+                say(line)
+        if as_json:
+            print(dump_json(documents.install_plan_json(python.label, plan)))
         return EXIT_OK
     assert snapshot is not None
-    options = InstallOptions(yes=args.yes, installer=args.installer, require_hashes=args.require_hashes, allow_unverified=args.allow_unverified,
-                             offline_dir=Path(args.wheelhouse) if args.offline else None, say=say)
+    from pathlib import Path
+
+    from .install.service import InstallOptions, install
+
+    options = InstallOptions(yes=args.yes, installer=args.installer, require_hashes=args.sources.require_hashes,
+                             allow_unverified=args.sources.allow_unverified,
+                             offline_dir=Path(args.sources.wheelhouse) if args.offline and args.sources.wheelhouse else None, say=say)
     try:
-        result = install(matrix, plan, snapshot, options)
+        result = install(planned.matrix, plan, snapshot, options)
     except InstallError as exc:
-        if args.json:
-            print(dump_json({"schema_version": 1, "command": "install", "ok": False, "state": exc.state, "error": exc.message, "fix": exc.fix,
-                             "checks": [f.to_json() for f in exc.findings]}))
+        if as_json:
+            print(dump_json(documents.install_error_json(exc)))
         else:
             _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
         return exc.exit_code
-    lines = describe_findings(result.findings)
-    if args.json:
-        print(dump_json({"schema_version": 1, "command": "install", "ok": result.ok, "state": "installed", "installer": result.installer,
-                         "changes": [{"name": c.name, "before": c.before, "after": c.after, "kind": c.kind} for c in result.changes],
-                         "checks": [f.to_json() for f in result.findings]}))
+    if as_json:
+        print(dump_json(documents.install_result_json(result)))
     else:
-        say("verification:")
-        for line in lines:
-            say(f"  {line}")
-        say("OK: installed and verified" if result.ok else "FAIL: installed, but the verification above failed")
+        for line in verification_lines(result.findings, result.ok):
+            say(line)
     return EXIT_OK if result.ok else EXIT_PROBLEMS
 
 
-def cmd_download(args: argparse.Namespace) -> int:
+def cmd_download(args: DownloadArgs) -> int:
     from pathlib import Path
 
     from .install.plan import WheelTarget
     from .install.runner import InstallError
     from .install.service import InstallOptions, download
+    from .planning import NoSet, load, plan_for
     from .target import Platform, PythonTarget
 
-    python = PythonTarget.parse(args.python_version) if args.python_version else PythonTarget.running()
-    platform = Platform.from_tag(args.platform) if args.platform else Platform.current()
+    python = PythonTarget.parse(args.target.python_version) if args.target.python_version else PythonTarget.running()
+    platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
     try:
-        _, _, plan = _plan_for(args, python, platform)
-    except _NoSet:
-        return EXIT_PROBLEMS
+        planned = plan_for(load(args.output.matrix), args.wanted, args.sources, python, platform)
+    except NoSet as no_set:
+        return _say_conflict(args.output.no_color, no_set)
     try:
-        options = InstallOptions(require_hashes=args.require_hashes, allow_unverified=args.allow_unverified,
-                                 say=(lambda line: None) if args.json else _say_error)
-        files = download(plan, WheelTarget(python.version, platform), Path(args.dest), sys.executable, options)
+        options = InstallOptions(require_hashes=args.sources.require_hashes, allow_unverified=args.sources.allow_unverified,
+                                 say=(lambda line: None) if args.output.json else _say_error)
+        files = download(planned.plan, WheelTarget(python.version, platform), Path(args.dest), sys.executable, options)
     except InstallError as exc:
         _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
         return exc.exit_code
-    if args.json:
-        print(dump_json({"schema_version": 1, "command": "download", "dest": str(Path(args.dest).resolve()), "files": [f.name for f in files],
-                         "packages": {p.component.distribution: p.pin for p in plan.packages}}))
-    else:
-        print(f"{len(files)} wheels in {args.dest} for Python {python.label} on {platform.tag}; install them with:")
-        import shlex
+    if args.output.json:
+        from .console import dump_json
+        from .render.json import download_json
 
-        again = [*args.requirements] + (["--profile", args.profile] if args.profile else []) + (["--with", args.with_] if args.with_ else [])
-        again += ["--torch-from-pypi"] if args.torch_from_pypi else []
-        print("  " + shlex.join(["compat", "install", "--offline", "--wheelhouse", args.dest, *again]))
+        print(dump_json(download_json(str(Path(args.dest).resolve()), files, planned.plan)))
+    else:
+        from .render.text import download_text
+
+        wanted = args.wanted
+        again = [*wanted.requirements] + (["--profile", wanted.profile] if wanted.profile else []) + (["--with", ",".join(wanted.with_)] if wanted.with_ else [])
+        again += ["--torch-from-pypi"] if args.sources.torch_from_pypi else []
+        sys.stdout.write(download_text(len(files), args.dest, python.label, platform.tag, again))
     return EXIT_OK
 
 
-def cmd_translate(args: argparse.Namespace) -> int:
-    import shlex
-
+def cmd_translate(args: TranslateArgs) -> int:
     from packaging.version import InvalidVersion, Version
 
+    from .planning import load
     from .translate import translate
 
-    command = args.training_command[1:] if args.training_command[:1] == ["--"] else args.training_command
-    if not command:
+    if not args.command:
         raise UsageError("No command line to translate.", "Write it after --, e.g. compat translate -- python run_qa.py --no_cuda --ddp_backend ccl")
     versions = {}
-    for name in ("transformers", "accelerate"):
-        given = getattr(args, name)
+    for name, given in (("transformers", args.transformers), ("accelerate", args.accelerate)):
         if given:
             try:
                 versions[name] = Version(given)
@@ -798,26 +1021,95 @@ def cmd_translate(args: argparse.Namespace) -> int:
                 versions[name] = dist.public_version
     if "transformers" not in versions:
         raise UsageError("transformers is not installed in the target environment.", "Pass --python PATH of your training environment, or --transformers X.Y.Z.")
-    result = translate(_load(args), command, versions["transformers"], versions.get("accelerate"), versions.get("torch"))
-    if args.json:
-        print(dump_json({"schema_version": 1, "command": "translate", "transformers": str(result.transformers),
-                         "accelerate": str(result.accelerate) if result.accelerate else None, "argv": list(result.argv),
-                         "edits": [{"before": e.before, "after": e.after, "why": e.why} for e in result.edits],
-                         "warnings": list(result.warnings), "blocking": list(result.blocking)}))
+    result = translate(load(args.output.matrix), args.command, versions["transformers"], versions.get("accelerate"), versions.get("torch"))
+    if args.output.json:
+        from .console import dump_json
+        from .render.json import translate_json
+
+        print(dump_json(translate_json(result)))
     else:
-        accelerate = f" / accelerate {result.accelerate}" if result.accelerate else ""
-        print(f"# for transformers {result.transformers}{accelerate}")
-        print(shlex.join(result.argv))
-        for edit in result.edits:
-            print(f"# {edit.before} -> {edit.after or '(dropped)'}: {edit.why}")
-        for line in result.blocking:
-            print(f"# CANNOT WORK: {line}")
-        for line in result.warnings:
-            print(f"# note: {line}")
+        from .render.text import translate_text
+
+        sys.stdout.write(translate_text(result))
     return EXIT_PROBLEMS if result.blocking else EXIT_OK
 
 
-COMMANDS = {"translate": cmd_translate, "install": cmd_install, "download": cmd_download, "resolve": cmd_resolve, "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env, "launch": cmd_launch}
+def cmd_export(args: ExportArgs) -> int:
+    from .planning import NoSet, load, plan_for, target_of
+
+    matrix = load(args.output.matrix)
+    if args.validate is not None:
+        return _export_validate(args, matrix)
+    python, platform = target_of(args.target)
+    try:
+        planned = plan_for(matrix, args.wanted, args.sources, python, platform)
+    except NoSet as no_set:
+        return _say_conflict(args.output.no_color, no_set)
+    assert args.format is not None
+    if args.format in ("requirements", "constraints", "pip-command"):
+        return _print_plan(planned, args.format, args.sources.require_hashes)
+    from .export import service
+
+    if args.format == "pytorchjob":
+        from .render.manifest import manifest_text
+
+        manifest = service.job_manifest(planned, args.job)
+        sys.stdout.write(manifest_text(manifest.document, manifest.notes))
+    elif args.format == "dockerfile":
+        sys.stdout.write(service.dockerfile(planned, args.docker))
+    else:
+        sys.stdout.write(service.pylock(planned))
+    return EXIT_OK
+
+
+def _export_validate(args: ExportArgs, matrix: Matrix) -> int:
+    """compat export --validate FILE: the file read and judged; the versions of --python's environment, else the resolved set's."""
+    from .export import service
+    from .planning import NoSet, plan_for, target_of
+    from .render import emit
+    from .render.json import validate_json
+    from .render.text import render_findings
+
+    assert args.validate is not None
+    text = service.read_file(args.validate)
+    versions: dict = {}
+    origin = ""
+    if not service.is_dockerfile(text):
+        interpreter = args.target.interpreter
+        if interpreter:
+            from .environment.snapshot import take_snapshot
+
+            snapshot = take_snapshot(interpreter)
+            versions = service.installed_versions(snapshot)
+            origin = f"installed in {snapshot.executable}"
+        else:
+            python, platform = target_of(args.target)
+            try:
+                planned = plan_for(matrix, args.wanted, args.sources, python, platform)
+            except NoSet as no_set:
+                return _say_conflict(args.output.no_color, no_set)
+            versions = service.resolved_versions(planned.outcome)
+            request = planned.outcome.request
+            origin = f"the set compat resolves for Python {request.python.label}" + (f", profile {request.profile}" if request.profile else "")
+    done = service.validate_text(args.validate, text, matrix, versions)
+    shown_versions = {name: str(v) if v is not None else None for name, v in versions.items()}
+    said = ", ".join(f"{name} {v}" for name, v in shown_versions.items() if v) or "no versions"
+    header = f"compat export --validate {args.validate} ({done.kind}) · {said}" + (f" ({origin})" if origin else "")
+    emit(args.output.json, args.output.no_color, lambda: validate_json(args.validate or "", done.kind, done.documents, shown_versions, origin, done.findings),
+         lambda console: render_findings(console, header, done.findings, False))
+    return EXIT_PROBLEMS if any(f.status.value == "fail" for f in done.findings) else EXIT_OK
+
+
+COMMANDS: dict[str, Callable[..., int]] = {"translate": cmd_translate, "install": cmd_install, "download": cmd_download, "resolve": cmd_resolve,
+                                           "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env, "launch": cmd_launch,
+                                           "export": cmd_export}
+
+
+def parse(argv: Optional[Sequence[str]] = None):
+    """The command line as the command's typed arguments (options.py); usage errors raise SystemExit (argparse) or
+    UsageError (the builders)."""
+    namespace = build_parser().parse_args(argv)
+    return namespace.build(namespace)
 
 
 BUG_REPORT_DIR_ENV = "COMPAT_CRASH_DIR"  # where the traceback of an unexpected error is written (default: the temp folder)
@@ -828,7 +1120,7 @@ _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUO
 #: program (``main()`` without arguments: the entry point, ``python -m compatmatrix``) they work with the cyclic
 #: garbage collector off (their objects live until the end: collecting would only scan them) and end with os._exit
 #: once their output is flushed: the interpreter's teardown would free the matrix object by object (~15 ms).
-SHORT_LIVED = frozenset({"resolve", "matrix", "check"})
+SHORT_LIVED = frozenset({"resolve", "matrix", "check", "export"})
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -846,7 +1138,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             import gc
 
             gc.disable()
-        code = COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args.build(args))  # the typed arguments (options.py); usage errors raise here
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not in the interpreter's shutdown
         if short:
             _end_now(code)

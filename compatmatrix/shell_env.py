@@ -2,8 +2,10 @@
 
 Path lists (PATH, LD_LIBRARY_PATH, ...: oneccl_env.ADDITIVE) are written as additions joined to the value the shell has
 when it sources the file (`export PATH="/added${PATH:+:$PATH}"`), never as the value they had when compat ran: a file
-written during `docker build` must not undo the image's later `ENV PATH=...`. Without the oneCCL bindings (the stock
-profile, gloo) only LD_PRELOAD and the thread count are printed.
+written during `docker build` must not undo the image's later `ENV PATH=...`. With `--defaults` the other settings
+(thread counts, LD_PRELOAD, the oneCCL variables) are written as defaults a value set at sourcing time overrides
+(`export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"`), so that file gives way to a pod's env or `docker run -e`.
+Without the oneCCL bindings (the stock profile, gloo) only LD_PRELOAD and the thread count are printed.
 
 Side effects: none of its own; the setvars.sh it reads is sourced by checks/oneccl_env.py (a bash child), a system
 oneCCL's libccl is found by reading ELF files (environment/linker.py), the interfaces read from /sys/class/net.
@@ -132,15 +134,29 @@ def _fish_addition(key: str, added: PathAddition) -> list[str]:
     return lines
 
 
-def format_env(plan: EnvPlan, shell: str) -> str:
+def _sh_default(key: str, value: str) -> str:
+    """`export KEY="${KEY:-value}"`: the value only where KEY is unset or empty when this runs; a value with spaces,
+    quotes or $ is set in a second step, single-quoted (shlex), so nothing in it is expanded."""
+    if _safe(value):
+        return f'export {key}="${{{key}:-{value}}}"'
+    return f'[ -n "${{{key}:-}}" ] || {key}={shlex.quote(value)}; export {key}'
+
+
+def format_env(plan: EnvPlan, shell: str, defaults: bool = False) -> str:
+    """The plan as bash/zsh or fish lines. ``defaults`` (compat env --defaults): the settings set outright (thread counts,
+    LD_PRELOAD, the oneCCL variables) are written as defaults that a value the sourcing shell already has overrides, so a
+    file written during docker build gives way to a pod's env or docker run -e; path lists are additions either way."""
     lines = [f"# {c}" for c in plan.comments]
+    if defaults and plan.exports:
+        lines.append("# --defaults: a value already set when this file is sourced is kept (docker run -e, a pod's env)")
     for key, added in plan.additions.items():
         lines += _fish_addition(key, added) if shell == "fish" else _sh_addition(key, added)
     for key, value in plan.exports.items():
         if shell == "fish":
-            lines.append(f"set -gx {key} {_fish_quote(value)}")
+            # `if`, not `set -q KEY; or set ...`: fish's set keeps the status before it, so that line would end the file with 1
+            lines.append(f'if test -z "${key}"; set -gx {key} {_fish_quote(value)}; end' if defaults else f"set -gx {key} {_fish_quote(value)}")
         else:
-            lines.append(f"export {key}={shlex.quote(value)}")
+            lines.append(_sh_default(key, value) if defaults else f"export {key}={shlex.quote(value)}")
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,7 @@ Every answer must be an exit code in {0, 1, 2} with no traceback and no "interna
 cli.main turns an unexpected exception into one sentence; reaching it here is a bug, so the test fails on it).
 The commands are called in-process (hypothesis needs hundreds of examples); a few named cases also run as a real
 subprocess, where the interpreter's own shutdown (flushing a full or closed stdout) is part of what is checked.
-Only commands that change nothing are fuzzed: resolve, matrix, check, translate, install --dry-run/--print, env --json.
+Only commands that change nothing are fuzzed: resolve, matrix, check, translate, install --dry-run/--print, env --json, export.
 """
 
 from __future__ import annotations
@@ -44,10 +44,13 @@ OPTIONS = {
     "install": ["--profile", "--with", "--python-version", "--platform", "--index"],
     "translate": ["--transformers", "--accelerate"],
     "env": ["--ranks-per-node", "--shell"],
+    "export": ["--profile", "--with", "--python-version", "--platform", "--index", "--nnodes", "--nproc-per-node", "--cpu", "--memory", "--name",
+               "--namespace", "--shm-size", "--threads-per-core", "--image", "--base", "--ranks-per-node"],
 }
 FIXED = {"install": ["--dry-run"], "env": ["--json"], "translate": ["--transformers", "4.30.2", "--accelerate", "0.20.3"]}
 FLAGS = {"resolve": ["--json"], "matrix": ["--json", "--sources"], "check": ["--json", "--bf16", "--no-bf16", "--verbose"],
-         "install": ["--json"], "translate": ["--json"], "env": ["--no-color"]}
+         "install": ["--json"], "translate": ["--json"], "env": ["--no-color", "--defaults"], "export": ["--json", "--no-preflight", "--trainer-v2"]}
+EXPORT_FORMATS = ["requirements", "constraints", "pip-command", "pylock", "dockerfile", "pytorchjob", "bogus"]
 
 
 @st.composite
@@ -57,8 +60,15 @@ def command_lines(draw):
     for _ in range(draw(st.integers(0, 3))):
         argv += [draw(st.sampled_from(OPTIONS[command])), draw(value())]
     argv += draw(st.lists(st.sampled_from(FLAGS[command]), max_size=2, unique=True))
-    if command in ("resolve", "install"):
+    if command == "export":
+        argv.insert(1, draw(st.sampled_from(EXPORT_FORMATS)))
+        if argv[1] == "pytorchjob" and draw(st.booleans()):
+            argv += ["--image", "registry.example/train:1", "--cpu", "4", "--memory", "8Gi"]
+    if command in ("resolve", "install", "export"):
         argv += draw(st.lists(requirement(), max_size=3))
+    if command == "export" and argv[1] == "pytorchjob":
+        argv += ["--", *draw(st.lists(st.sampled_from(["python", "train.py", "./run.sh", "-m", "--ddp_backend", "ccl", "--no_cuda", "--use_ipex", "-c"]),
+                                      max_size=5))]
     if command == "install" and draw(st.booleans()):
         argv += ["--python-version", "3.11"]
     if command == "translate":

@@ -206,3 +206,81 @@ def test_odd_entries_arrive_as_written_in_fish(tmp_path):
         assert values["LD_LIBRARY_PATH"] == ":".join(expected), live
         assert values["PATH"] == f"/opt/p:{BUILD_PATH}:/opt/tail"
         assert values["CCL_ROOT"] == "/opt/a b"
+
+
+# --- --defaults: a file written at build time gives way to the values of the run (docker run -e, a pod's env) -------
+
+DEFAULTS = EnvPlan({"OMP_NUM_THREADS": "4", "CCL_WORKER_COUNT": "1", "LD_PRELOAD": "/opt/a b/libtcmalloc.so:/d$HOME/x.so"}, ("FIXTURE plan",),
+                   {"PATH": PathAddition(("/opt/p",), ())})
+SETTINGS = ("OMP_NUM_THREADS", "CCL_WORKER_COUNT", "LD_PRELOAD", "PATH")
+
+
+def test_defaults_text():
+    lines = format_env(DEFAULTS, "bash", defaults=True).splitlines()
+    assert 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"' in lines
+    assert 'export CCL_WORKER_COUNT="${CCL_WORKER_COUNT:-1}"' in lines
+    assert "[ -n \"${LD_PRELOAD:-}\" ] || LD_PRELOAD='/opt/a b/libtcmalloc.so:/d$HOME/x.so'; export LD_PRELOAD" in lines
+    assert 'export PATH="/opt/p${PATH:+:$PATH}"' in lines  # path lists stay additions
+    fish = format_env(DEFAULTS, "fish", defaults=True).splitlines()
+    assert "if test -z \"$OMP_NUM_THREADS\"; set -gx OMP_NUM_THREADS '4'; end" in fish
+    assert "export OMP_NUM_THREADS=4" in format_env(DEFAULTS, "bash").splitlines()  # without --defaults: set outright, as before
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_defaults_keep_a_value_set_at_sourcing_time(tmp_path, shell):
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed here")
+    written = tmp_path / "env.sh"
+    written.write_text(format_env(DEFAULTS, shell, defaults=True))
+    kept = _source_in_bash(written, {"PATH": BUILD_PATH, "OMP_NUM_THREADS": "7", "LD_PRELOAD": "/pod/lib.so"}, show=SETTINGS, shell=shell)
+    assert kept["OMP_NUM_THREADS"] == "7" and kept["LD_PRELOAD"] == "/pod/lib.so"  # set: kept (docker run -e, the pod's env)
+    assert kept["CCL_WORKER_COUNT"] == "1"  # unset: the default
+    assert kept["PATH"] == f"/opt/p:{BUILD_PATH}"
+    unset = _source_in_bash(written, {"PATH": BUILD_PATH, "OMP_NUM_THREADS": ""}, show=SETTINGS, shell=shell)
+    assert unset["OMP_NUM_THREADS"] == "4"  # empty counts as unset (an empty OMP_NUM_THREADS is no setting)
+    assert unset["LD_PRELOAD"] == "/opt/a b/libtcmalloc.so:/d$HOME/x.so"  # written as is, nothing expanded
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed here (apt-get install fish); its text is unit-tested above")
+def test_defaults_keep_a_value_set_at_sourcing_time_in_fish(tmp_path):
+    written = tmp_path / "env.fish"
+    written.write_text(format_env(DEFAULTS, "fish", defaults=True))
+    environment = {k: v for k, v in base_env().items() if k not in SETTINGS}
+    printer = "; ".join(f"printf '%s=%s\\n' {k} \"${k}\"" for k in SETTINGS)  # builtins: the odd LD_PRELOAD is never loaded
+    for given, expected in (({"OMP_NUM_THREADS": "7", "LD_PRELOAD": "/pod/lib.so"}, ("7", "/pod/lib.so")), ({}, ("4", DEFAULTS.exports["LD_PRELOAD"])),
+                            ({"OMP_NUM_THREADS": ""}, ("4", DEFAULTS.exports["LD_PRELOAD"]))):
+        done = subprocess.run(["fish", "--no-config", "-c", f"source {written}; and {printer}"], capture_output=True, text=True, timeout=60,
+                              env={**environment, "PATH": BUILD_PATH, **given}, check=False)
+        assert done.returncode == 0, done.stderr  # the file ends with status 0: `source FILE; and ...` goes on
+        values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+        assert (values["OMP_NUM_THREADS"], values["LD_PRELOAD"]) == expected and values["CCL_WORKER_COUNT"] == "1"
+
+
+def test_compat_env_defaults_for_the_bindings_setvars(tmp_path):
+    """compat env --defaults with FIXTURE bindings: setvars' CCL_ROOT and the thread settings are defaults, the path lists
+    additions; sourced with the run's own values, those win."""
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
+    written = tmp_path / "compat-env.sh"
+    written.write_text(_compat_env(env.python, "--defaults", "--ranks-per-node", "1", env_extra={"PATH": BUILD_PATH}))
+    text = written.read_text()
+    assert 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-' in text and "export CCL_ROOT=" in text and "${CCL_ROOT:-" in text
+    run = _source_in_bash(written, {"PATH": BUILD_PATH, "OMP_NUM_THREADS": "3", "CCL_ROOT": "/pod/ccl"}, show=("OMP_NUM_THREADS", "CCL_ROOT", "CCL_WORKER_COUNT"))
+    assert run["OMP_NUM_THREADS"] == "3" and run["CCL_ROOT"] == "/pod/ccl" and int(run["CCL_WORKER_COUNT"]) >= 0
+    built = _source_in_bash(written, {"PATH": BUILD_PATH}, show=("OMP_NUM_THREADS", "CCL_ROOT"))
+    assert built["CCL_ROOT"] == str(env.site / "oneccl_bindings_for_pytorch") and int(built["OMP_NUM_THREADS"]) >= 1
+
+
+def test_bash_env_is_not_taken_for_the_scripts_exports(tmp_path):
+    """bash --noprofile --norc -c still sources $BASH_ENV: in an image whose BASH_ENV is compat env's own file, its
+    exports must not be reported as setvars.sh's (hostile review)."""
+    from compatmatrix.checks.oneccl_env import source_setvars
+
+    script = tmp_path / "setvars.sh"
+    script.write_text('export CCL_ROOT=/opt/ccl\nexport LD_LIBRARY_PATH="/opt/ccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\n')
+    bash_env = tmp_path / "compat-env.sh"
+    bash_env.write_text('export FOO_FROM_BASH_ENV=1\nexport LD_LIBRARY_PATH="/from/bashenv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\n')
+    before = {"PATH": "/usr/bin:/bin", "BASH_ENV": str(bash_env)}
+    sourced = source_setvars(script, before, timeout=60)
+    after = sourced.after
+    assert after is not None and after.get("CCL_ROOT") == "/opt/ccl"
+    assert "FOO_FROM_BASH_ENV" not in after and "/from/bashenv" not in after.get("LD_LIBRARY_PATH", "")

@@ -464,7 +464,7 @@ def test_messages_are_cut_to_their_first_sentence():
 
 
 def test_every_live_finding_is_listed_by_doctor_list():
-    from compatmatrix.render_findings import LIVE_CHECKS
+    from compatmatrix.render.text import LIVE_CHECKS
 
     from .conftest import run_compat
 

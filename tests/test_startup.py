@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from .clean_env import base_env
+from .conftest import ROOT
 
 FIVE_PINS = ["torch==2.1.0", "intel-extension-for-pytorch==2.3.0", "oneccl-bind-pt==2.0.0", "transformers==4.30.0", "accelerate==0.20.0"]
 STACK = ("torch", "intel_extension_for_pytorch", "oneccl_bindings_for_pytorch", "torch_ccl", "transformers", "accelerate")
@@ -43,6 +44,9 @@ def _top(names: set[str]) -> set[str]:
     ("--help",),
     ("--version",),
     ("resolve", "--help"),
+    ("export", "requirements", "--python-version", "3.11"),
+    ("export", "pylock", "--python-version", "3.11"),
+    ("export", "--validate", str(ROOT / "examples" / "Dockerfile"), "--json"),
 ])
 def test_no_rich_where_rich_writes_nothing(args):
     modules = imported(*args)
@@ -75,3 +79,22 @@ def test_resolve_reads_no_toml_and_makes_no_dataclass():
 def test_tables_and_colour_still_come_from_rich():
     assert "rich.table" in imported("matrix")
     assert "rich" in _top(imported("resolve", "--python-version", "3.10", FIVE_PINS[0], env_extra={"FORCE_COLOR": "1"}))
+
+
+@pytest.mark.parametrize("args", [
+    ("resolve", "--json", "--python-version", "3.11"),
+    ("check", "--json"),
+    ("matrix", "--json"),
+    ("export", "requirements", "--python-version", "3.11"),
+    ("export", "constraints", "--python-version", "3.11"),
+    ("export", "pip-command", "--python-version", "3.11"),
+    ("export", "pylock", "--python-version", "3.11"),
+    ("export", "dockerfile", "--python-version", "3.11"),
+])
+def test_yaml_only_where_a_manifest_is_written_or_read(args):
+    assert "yaml" not in _top(imported(*args))
+
+
+def test_the_manifest_paths_use_yaml():
+    assert "yaml" in _top(imported("export", "pytorchjob", "--python-version", "3.11", "--image", "i:1", "--cpu", "4", "--memory", "8Gi", "--", "t.py"))
+    assert "yaml" in _top(imported("export", "--validate", str(ROOT / "tests" / "data" / "export" / "seed_pytorchjob.yaml")))

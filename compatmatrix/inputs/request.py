@@ -130,8 +130,10 @@ def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Ite
         if component is None or item.constraint:
             continue
         hosts = _hosts_with(matrix, component, item)
-        if item.pinned is not None and hosts and not unknown and not (hosts & sources) and not item.url:
-            warnings.append(f"{item.origin}: none of the file's indexes ({', '.join(sorted(sources)) or 'none'}) has {component.label} {item.pinned}: "
+        # a pylock entry names its own index: that is where it comes from (one compat does not know, a mirror, is not judged)
+        own = {host_of(matrix, item.index)} - {None} if item.index else sources
+        if item.pinned is not None and hosts and not unknown and (own or not item.index) and not (hosts & own) and not item.url:
+            warnings.append(f"{item.origin}: none of the file's indexes ({', '.join(sorted(own)) or 'none'}) has {component.label} {item.pinned}: "
                             f"pip would stop with 'No matching distribution'; it is on {', '.join(sorted(hosts))}, where compat takes it from")
         if extra_index and not replaces_pypi and not _on_pypi(matrix, component):
             warnings.append(f"{item.origin}: {component.label} is not on PyPI, yet pip asks PyPI too (--extra-index-url adds to it, "

@@ -748,6 +748,7 @@ def rank_outputs(ranks: Sequence[RankRecord], supervised: Supervised, limit: int
         "ranks": [{"rank": r.rank, "pid": r.pid, "host": r.status.get("host"), "stage": r.stage, "returncode": r.returncode, "stages": r.status.get("stages", []),
                    "error": r.error, "params_sha256": (r.status.get("trainer") or {}).get("params_sha256"),
                    "losses": [x if math.isfinite(x) else str(x) for x in (r.status.get("trainer") or {}).get("losses") or []],
+                   "step_seconds": [float(x) for x in (r.status.get("trainer") or {}).get("step_seconds") or []],
                    "output": r.log[-limit:]} for r in ranks],
         "launcher_processes": [{"command": list(e.command), "pid": e.pid, "returncode": e.returncode, "output": e.log[-limit:]} for e in supervised.ends],
     }

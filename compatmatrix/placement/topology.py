@@ -52,6 +52,13 @@ class Topology:
         """``count`` CPUs and nothing else known: each its own core, one socket, no NUMA information."""
         return cls(tuple(Core((cpu,), 0, None) for cpu in range(max(1, count))), "flat")
 
+    @classmethod
+    def smt(cls, cores: int, threads_per_core: int) -> "Topology":
+        """``cores`` physical cores of ``threads_per_core`` hyperthreads each (siblings numbered as Linux does: core i has
+        CPUs i, i+cores, ...), one socket, no NUMA information: a pod's CPUs on an SMT node, where nothing else is known."""
+        cores, per = max(1, cores), max(1, threads_per_core)
+        return cls(tuple(Core(tuple(i + k * cores for k in range(per)), 0, None) for i in range(cores)), "flat")
+
 
 @dataclass(frozen=True)
 class Machine:

@@ -1,23 +1,29 @@
-"""Output: rich text for people (colour only on a terminal, NO_COLOR honoured), versioned JSON for machines."""
+"""Every ``--json`` document compat prints, built here and nowhere else; each has a versioned JSON Schema in
+compatmatrix/schemas/ (``SCHEMAS`` in this package's __init__), and tests/test_json_schemas.py runs every command's
+``--json`` against it.
+
+A document only grows: a new field is optional in its schema; renaming or removing one is a new ``schema_version``
+(``compat env`` is at 2). The core is imported inside each builder, so a command loads only what its own document
+needs. Pure.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-
-from .console import JSON_SCHEMA_VERSION, escape
-from .matrix.model import COMPONENT_ORDER, Component, LibraryLine, Matrix
-from .resolve import Conflict, Outcome, Resolution
-from .rules import Candidate, fits, known_bad, pairing_evidence
-from .sentences import depth, python_list, range_text, sentence
+from ..console import JSON_SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
-# --- resolve ---------------------------------------------------------------------------------
+    from ..checks.finding import Finding
+    from ..matrix.model import Component, Matrix
+    from ..resolve import Outcome
+    from ..rules import Candidate
+
+# --- compat resolve (resolve-v1.json) ---------------------------------------------------------------------------------
 
 
 def _index_json(candidate: Candidate) -> dict[str, Any]:
@@ -38,11 +44,16 @@ def _sources(candidate: Candidate) -> list[str]:
 
 
 def _picks_json(picks: Mapping[Component, Candidate]) -> dict[str, str]:
+    from ..matrix.model import COMPONENT_ORDER
+
     return {c.distribution: str(picks[c].version) for c in COMPONENT_ORDER if c in picks}
 
 
 def _pairings_json(picks: Mapping[Component, Candidate]) -> dict[str, dict[str, Any]]:
     """The graded pairings with torch (oneccl_bind_pt): built-for, reported-working or unverified, with their sources."""
+    from ..matrix.model import COMPONENT_ORDER, Component
+    from ..rules import pairing_evidence
+
     torch = picks.get(Component.TORCH)
     out: dict[str, dict[str, Any]] = {}
     for component in COMPONENT_ORDER:
@@ -55,6 +66,9 @@ def _pairings_json(picks: Mapping[Component, Candidate]) -> dict[str, dict[str, 
 
 
 def _known_bad_json(picks: Mapping[Component, Candidate]) -> list[dict[str, Any]]:
+    from ..matrix.model import COMPONENT_ORDER, Component
+    from ..rules import known_bad
+
     torch = picks.get(Component.TORCH)
     out = []
     for component in COMPONENT_ORDER:
@@ -67,6 +81,10 @@ def _known_bad_json(picks: Mapping[Component, Candidate]) -> list[dict[str, Any]
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    """``compat resolve --json`` for an answer (a set, or why there is none and what would work)."""
+    from ..matrix.model import COMPONENT_ORDER
+    from ..resolve import Resolution
+
     request = outcome.request
     data: dict[str, Any] = {
         "schema_version": JSON_SCHEMA_VERSION,
@@ -124,63 +142,16 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     return data
 
 
-def _set_text(picks: Mapping[Component, Candidate]) -> str:
-    return ", ".join(f"{c.label} {picks[c].version}" for c in COMPONENT_ORDER if c in picks)
+def resolve_document(outcome: Outcome, files: Optional[Sequence[str]] = None, passthrough: Sequence[str] = ()) -> dict[str, Any]:
+    """``compat resolve --json``: the answer, and with ``-r`` the files read and what passes through them untouched."""
+    document = outcome_json(outcome)
+    if files is not None:
+        document["passthrough"] = list(passthrough)
+        document["files"] = list(files)
+    return document
 
 
-def render_outcome(console: Console, outcome: Outcome) -> None:
-    # rich's tables are imported where one is printed: --json output and a conflict need none (start-up)
-    request = outcome.request
-    constraints = " ".join(f"{c.label}{s}" for c, s in request.specifiers.items())
-    header = f"Python {request.python.label} ({request.python.origin}) · {request.platform.tag}"
-    if request.profile:
-        header = f"profile {request.profile} · " + header
-    if constraints:
-        header += f" · {constraints}"
-    console.print(escape(header), style="dim")
-    for note in request.notes:
-        console.print(f"  note: {escape(note)}", style="dim")
-    if isinstance(outcome, Resolution):
-        console.print("[bold green]OK[/] a consistent set exists:")
-        from rich.table import Table
-
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        table.add_column("package")
-        table.add_column("version")
-        table.add_column("from")
-        for component in COMPONENT_ORDER:
-            if component not in outcome.picks:
-                continue
-            pick = outcome.picks[component]
-            label = f" ({pick.local_label})" if pick.local_label else ""
-            source = "pypi" if pick.host.id == "pypi" else f"{pick.host.id}  {pick.host.pip_flag} {pick.host.url}{label}"
-            table.add_row(component.distribution, str(pick.version), escape(source))
-        console.print(table)
-        if outcome.reasons:
-            console.print("\n[bold]Why these versions[/]")
-            for reason in outcome.reasons:
-                console.print(f"  - {escape(reason)}")
-        if outcome.notes:
-            console.print("\n[bold]Notes[/]")
-            for note in outcome.notes:
-                console.print(f"  ! {escape(note)}", style="yellow")
-        return
-    assert isinstance(outcome, Conflict)
-    if outcome.unsupported:
-        console.print("[bold red]NOT SUPPORTED[/] " + escape(outcome.reasons[0]))
-        return
-    console.print("[bold red]NO SET[/] no consistent set exists, because:")
-    for item in outcome.explanation:
-        console.print(f"    {escape(sentence(item))}" if depth(item) else f"  x {escape(sentence(item))}")
-    if outcome.alternatives:
-        console.print("\n[bold]What would work[/]")
-        for alt in outcome.alternatives:
-            console.print(f"  -> {escape(alt.change)}: {escape(_set_text(alt.resolution.picks))}", style="green")
-    else:
-        console.print("\nNo nearby change (one constraint dropped, another Python) gives a consistent set.")
-
-
-# --- matrix ----------------------------------------------------------------------------------
+# --- compat matrix (matrix-v1.json) -----------------------------------------------------------------------------------
 
 
 def _wheels_json(wheels) -> list[dict[str, Any]]:
@@ -203,6 +174,8 @@ def _provenance_json(provenance) -> dict[str, Any]:
 
 def _release_row(component: Component, release: Any) -> dict[str, Any]:
     """One release as ``compat matrix`` shows it (the same dict for JSON and the tables)."""
+    from ..matrix.model import Component, LibraryLine
+
     if isinstance(release, LibraryLine):
         return {"line": str(release.line), "latest": str(release.latest), "requires_python": str(release.requires_python or ""),
                 "torch_min": str(release.torch_min or ""), "accelerate_min": str(release.accelerate_min or "")}
@@ -223,11 +196,16 @@ def _release_row(component: Component, release: Any) -> dict[str, Any]:
 
 
 def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[Version], torch: Optional[SpecifierSet]) -> dict[str, list[dict[str, Any]]]:
-    """The releases ``compat matrix`` lists, filtered, as plain dicts (shared by JSON and the tables).
+    """The releases ``compat matrix`` lists, filtered, as plain dicts (shared by the JSON document and the tables).
 
     ``python``: releases with a wheel for it (library lines: whose Requires-Python admits it);
     ``torch``: releases that pair with some torch in that range.
     """
+    from packaging.version import Version
+
+    from ..matrix.model import COMPONENT_ORDER, Component, LibraryLine
+    from ..rules import fits
+
     torches = [t.version for t in matrix.releases[Component.TORCH] if torch is None or torch.contains(t.version, prereleases=True)]
 
     def python_ok(release: Any) -> bool:
@@ -259,6 +237,8 @@ def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[
 
 def _line_features(matrix: Matrix, component: Component, line) -> list[str]:
     """Features of a line: the name when every release has it, name (range) when only some do."""
+    from ..sentences import range_text
+
     out = []
     for feature in matrix.features_of(component.distribution):
         having = [v for v in line.versions if feature.present_in(v)]
@@ -270,6 +250,7 @@ def _line_features(matrix: Matrix, component: Component, line) -> list[str]:
 
 
 def matrix_json(matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """``compat matrix --json``: the (filtered) releases, hosts, profiles and end-of-life statements."""
     return {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": "matrix",
@@ -290,66 +271,101 @@ def matrix_json(matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]]) -> dic
     }
 
 
-def _coverage(wheels: list[dict[str, Any]]) -> str:
-    parts = []
-    for w in wheels:
-        pythons = [Version(p) for p in w["python"]]
-        mark = "" if w["verified"] else "?"
-        yanked = " yanked" if w["yanked"] else ""
-        parts.append(f"{w['host']}{mark}: {python_list(pythons)}{yanked}")
-    return "\n".join(parts)
+# --- findings: compat doctor / check (findings-v1.json), compat export --validate (export-validate-v1.json) --------------
 
 
-#: The tables of ``compat matrix``: title, then (column, cell) per column.
-def _pairings_text(row: Mapping[str, Any]) -> str:
-    """"2.5.1 reported-working; others unverified" (docs/MATRIX.md, Evidence)."""
-    stated = [f"{p['torch']} {p['evidence']}{'' if p['verified'] else '?'}" for p in row.get("pairings", [])]
-    return "; ".join(stated + ["others unverified"])
+def summary_counts(findings: Iterable[Finding]) -> dict[str, int]:
+    statuses = [f.status.value for f in findings]
+    return {status: statuses.count(status) for status in ("pass", "warn", "fail", "skip")}
 
 
-_TABLES: dict[str, tuple[str, list[tuple[str, Callable[[dict[str, Any]], str]]]]] = {
-    "torch": ("torch", [("version", lambda e: e["version"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
-                        ("released", lambda e: e["released"])]),
-    Component.IPEX.distribution: ("intel-extension-for-pytorch", [
-        ("version", lambda e: e["version"]), ("built for torch", lambda e: e["torch"]), ("import check accepts", lambda e: e["torch_accepts"]),
-        ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])), ("module", lambda e: e["module"])]),
-    Component.CCL.distribution: ("oneccl_bind_pt", [
-        ("version", lambda e: e["version"]), ("built for torch", lambda e: e["torch"]), ("other torch of the series", _pairings_text),
-        ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
-        ("module", lambda e: e["module"]), ("oneCCL", lambda e: e["oneccl"])]),
-    Component.TORCHVISION.distribution: ("torchvision", [
-        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
-    Component.TORCHAUDIO.distribution: ("torchaudio", [
-        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
-    Component.TRANSFORMERS.distribution: ("transformers", [
-        ("line", lambda e: e["line"]), ("latest", lambda e: e["latest"]), ("requires python", lambda e: e["requires_python"]),
-        ("torch >=", lambda e: e["torch_min"]), ("accelerate >=", lambda e: e["accelerate_min"]), ("features", lambda e: ", ".join(e["features"]))]),
-    Component.ACCELERATE.distribution: ("accelerate", [
-        ("line", lambda e: e["line"]), ("latest", lambda e: e["latest"]), ("requires python", lambda e: e["requires_python"]),
-        ("torch >=", lambda e: e["torch_min"]), ("features", lambda e: ", ".join(e["features"]))]),
-}
+def findings_json(command: str, snapshot, findings: Sequence[Finding]) -> dict[str, Any]:
+    """``compat doctor --json`` / ``compat check --json`` (the callers add "host", "hosts" and "live")."""
+    counts = summary_counts(findings)
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "command": command,
+        "ok": counts["fail"] == 0,
+        "python": snapshot.executable,
+        "python_version": str(snapshot.python),
+        "platform": snapshot.platform.tag,
+        "summary": counts,
+        "checks": [f.to_json() for f in findings],
+    }
 
 
-def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], show_sources: bool) -> None:
-    from rich.table import Table  # imported here: see render_outcome
+def validate_json(file: str, kind: str, documents: int, versions: Mapping[str, Optional[str]], versions_from: str,
+                  findings: Sequence[Finding]) -> dict[str, Any]:
+    """``compat export --validate FILE --json``: what the file is, the versions its training command was judged
+    against, and the findings (as doctor's)."""
+    counts = summary_counts(findings)
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "command": "export",
+        "validate": file,
+        "kind": kind,
+        "documents": documents,
+        "versions": dict(versions),
+        "versions_from": versions_from,
+        "ok": counts["fail"] == 0,
+        "summary": counts,
+        "checks": [f.to_json() for f in findings],
+    }
 
-    for key, entries in rows.items():
-        title, columns = _TABLES.get(key, (key, _TABLES["torch"][1][:2]))  # a component without its own columns: version, wheels
-        table = Table(title=f"{title} ({len(entries)})", title_justify="left", header_style="bold", show_lines=False)
-        for column, _ in columns:
-            table.add_column(column)
-        if show_sources:
-            table.add_column("source")
-        for e in entries:
-            cells = [cell(e) for _, cell in columns]
-            if not e["verified"]:
-                cells[0] += " ?"
-            if show_sources:
-                cells.append("\n".join(e["sources"]))
-            table.add_row(*(escape(c) for c in cells))
-        console.print(table)
-    console.print("? = not verified against its source (see the note in data/matrix.toml)", style="dim")
-    for entry in matrix.eol:
-        console.print(escape(f"{entry.package}: {entry.status}, last release {entry.last_release}. {entry.advice}"), style="yellow")
-    checked = matrix.registry_checked or "never"
-    console.print(f"Registry facts last cross-checked against PyPI: {checked}", style="dim")
+
+# --- compat install / download (install-v1.json, download-v1.json) --------------------------------------------------
+
+
+def install_plan_json(python: str, plan) -> dict[str, Any]:
+    """``compat install --dry-run --json``: the planned set and each package's host."""
+    return {"schema_version": JSON_SCHEMA_VERSION, "command": "install", "dry_run": True, "python": python,
+            "packages": {p.component.distribution: p.pin for p in plan.packages},
+            "hosts": {p.component.distribution: p.location.url for p in plan.packages}}
+
+
+def install_result_json(result) -> dict[str, Any]:
+    """``compat install --json``: installed (verified or not), what changed, the verification's findings."""
+    return {"schema_version": JSON_SCHEMA_VERSION, "command": "install", "ok": result.ok, "state": "installed", "installer": result.installer,
+            "changes": [{"name": c.name, "before": c.before, "after": c.after, "kind": c.kind} for c in result.changes],
+            "checks": [f.to_json() for f in result.findings]}
+
+
+def install_error_json(error) -> dict[str, Any]:
+    """``compat install --json`` refused or failed (the environment as ``state`` says), with the findings that said so."""
+    return {"schema_version": JSON_SCHEMA_VERSION, "command": "install", "ok": False, "state": error.state, "error": error.message, "fix": error.fix,
+            "checks": [f.to_json() for f in error.findings]}
+
+
+def recover_json(message: str, restore: bool) -> dict[str, Any]:
+    """``compat install --restore|--discard-snapshot --json``: what was done, in the sentence the text output prints."""
+    return {"schema_version": JSON_SCHEMA_VERSION, "command": "install", "ok": True, "state": "restored" if restore else "snapshot-discarded",
+            "message": message}
+
+
+def download_json(dest: str, files: Sequence[Any], plan) -> dict[str, Any]:
+    """``compat download --json``: the wheelhouse folder, its wheels, the planned pins."""
+    return {"schema_version": JSON_SCHEMA_VERSION, "command": "download", "dest": dest, "files": [f.name for f in files],
+            "packages": {p.component.distribution: p.pin for p in plan.packages}}
+
+
+# --- compat translate, env, launch ------------------------------------------------------------------------------------
+
+
+def translate_json(result) -> dict[str, Any]:
+    """``compat translate --json`` (translate-v1.json)."""
+    return {"schema_version": JSON_SCHEMA_VERSION, "command": "translate", "transformers": str(result.transformers),
+            "accelerate": str(result.accelerate) if result.accelerate else None, "argv": list(result.argv),
+            "edits": [{"before": e.before, "after": e.after, "why": e.why} for e in result.edits],
+            "warnings": list(result.warnings), "blocking": list(result.blocking)}
+
+
+def env_json(plan, python: str) -> dict[str, Any]:
+    """``compat env --json`` (env-v2.json: path lists under "additions")."""
+    return plan.to_json(python)
+
+
+def launch_json(prepared) -> dict[str, Any]:
+    """``compat launch --print --json`` (launch-v1.json), written by placement/render.py, which knows the plan."""
+    from ..placement.render import launch_json as plan_json
+
+    return plan_json(prepared.plan, prepared.invocation, prepared.rank_env, prepared.notes)

@@ -1,0 +1,245 @@
+"""Kubernetes manifests for a resolved training set: a Kubeflow PyTorchJob (kubeflow.org/v1) or a Kubeflow Trainer
+TrainJob (trainer.kubeflow.org/v1alpha1), as plain data (dicts); rendering to YAML is render/manifest.py's job.
+
+Pure: no I/O. What the objects carry, and why (kubeflow/training-operator at 374e88af, the v1 operator's last release
+line; TrainJob at a55f03a8):
+- N nodes = a ``Master`` (replicas exactly 1, which the operator's webhook requires) + ``Worker`` (N-1). Only with a
+  Master does the operator give every pod PET_MASTER_ADDR/PET_MASTER_PORT/PET_NODE_RANK, so ``torchrun`` needs no flags;
+  ``nprocPerNode`` is set explicitly (the default ``auto`` starts one rank per CPU on a CPU pod).
+- ``restartPolicy: Never`` on every replica: a failed rendezvous fails the job instead of restarting for ever
+  (OnFailure without a backoffLimit never stops); the container is named ``pytorch`` with the port
+  ``pytorchjob-port`` (23456, the operator's default master port).
+- ``/dev/shm`` is an ``emptyDir`` with ``medium: Memory`` and a ``sizeLimit``, and it is mounted (Intel's own chart
+  defines the volume and never mounts it); requests equal limits (Guaranteed QoS: the static CPU manager can pin).
+- The thread settings of ``compat launch``'s plan for the pod's CPUs; LD_PRELOAD is left to the image (its
+  compat-env.sh names only libraries the image has).
+- Before training, every pod runs ``compat doctor --live`` with the operator's rendezvous settings (its JSON goes to
+  the pod's log), so a broken image or network fails in seconds; then ``exec torchrun`` with the training command.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..placement.plan import thread_advice
+from ..placement.topology import Machine, Topology
+
+PYTORCHJOB_API = "kubeflow.org/v1"
+TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
+CONTAINER = "pytorch"  # the operator finds the master port and the exit code only in a container of this name
+PORT_NAME = "pytorchjob-port"
+PORT = 23456  # the operator's default master port
+TRAINER_PORT = 29500  # the Trainer's torch plugin sets PET_MASTER_PORT to this
+TRAINJOB_RUNTIME = "torch-distributed"  # the Trainer's default torch ClusterTrainingRuntime
+TRAINJOB_NODE_JOB = "trainer-node"  # the replicated job (and the container "trainer") the TrainJob's trainer applies to
+COMPAT = "/opt/compat/bin/compat"  # where examples/Dockerfile and compat export dockerfile put compat
+PYTHON = "/opt/train/bin/python"
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$")
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """What the user asked for; ``command`` is the training command each rank runs (after torchrun)."""
+
+    name: str
+    image: str
+    nnodes: int
+    nproc_per_node: int
+    cpu: str  # CPUs per pod (a Kubernetes quantity: "8", "7500m")
+    memory: str  # per pod ("16Gi")
+    command: tuple[str, ...]
+    namespace: Optional[str] = None
+    shm_size: str = "2Gi"
+    threads_per_core: int = 1  # 2: the pod's CPU units are hyperthreads of SMT nodes
+    ccl_workers: Optional[int] = None  # per rank; None: compat launch's default
+    preflight: bool = True  # compat doctor --live in every pod before training
+    compat: str = COMPAT
+    python: str = PYTHON
+    extra_env: tuple[tuple[str, str], ...] = ()
+    ccl: bool = False  # the set has the oneCCL bindings (CCL_WORKER_COUNT, worker cores set aside)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The object and what the user should know about it (rendered as comments above the YAML)."""
+
+    document: dict[str, Any]
+    notes: tuple[str, ...] = field(default=())
+
+
+class ShapeError(ValueError):
+    """A shape that cannot give a valid manifest (the message says which option and why)."""
+
+
+def cpu_count(quantity: str) -> float:
+    """CPUs of a Kubernetes CPU quantity ("8" -> 8.0, "7500m" -> 7.5)."""
+    if not QUANTITY.match(quantity) or quantity.endswith(("k", "Ki", "M", "Mi", "G", "Gi", "T", "Ti", "P", "Pi", "E", "Ei")):
+        raise ShapeError(f"--cpu {quantity!r} is not a CPU quantity (such as 8 or 7500m)")
+    value = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+    if value <= 0:
+        raise ShapeError(f"--cpu {quantity!r} must be more than 0")
+    return value
+
+
+def check_shape(shape: JobShape) -> None:
+    if not DNS1035.match(shape.name):
+        raise ShapeError(f"--name {shape.name!r} is not a DNS-1035 label (lower case letters, digits and '-', starting with a letter, at most 63)")
+    if shape.namespace is not None and not re.match(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", shape.namespace):
+        raise ShapeError(f"--namespace {shape.namespace!r} is not a DNS-1123 label")
+    if not QUANTITY.match(shape.memory):
+        raise ShapeError(f"--memory {shape.memory!r} is not a memory quantity (such as 16Gi)")
+    if not QUANTITY.match(shape.shm_size):
+        raise ShapeError(f"--shm-size {shape.shm_size!r} is not a memory quantity (such as 2Gi)")
+    if not shape.image.strip():
+        raise ShapeError("--image is empty")
+    if not shape.command:
+        raise ShapeError("no training command: give it after --, e.g. -- train.py --ddp_backend gloo")
+    cpu_count(shape.cpu)
+
+
+def pod_threads(shape: JobShape) -> dict[str, str]:
+    """compat launch's thread plan for ``nproc_per_node`` ranks on the pod's CPUs (its cgroup quota), as variables."""
+    cpus = cpu_count(shape.cpu)
+    whole = max(1, int(cpus))
+    per_core = max(1, shape.threads_per_core)
+    cores = max(1, whole // per_core)
+    topology = Topology.flat(cores * per_core) if per_core == 1 else Topology.smt(cores, per_core)
+    machine = Machine(topology, frozenset(topology.cpus), cpus)
+    workers = (1 if shape.ccl_workers is None else shape.ccl_workers) if shape.ccl else 0
+    advice = thread_advice(machine, shape.nproc_per_node, workers)
+    if advice.plan is None and shape.ccl_workers is None and workers:
+        advice = thread_advice(machine, shape.nproc_per_node, 0)  # compat launch's default: a worker core only where one fits
+    env = {"OMP_NUM_THREADS": str(advice.omp_threads)}
+    if shape.ccl:
+        env["CCL_WORKER_COUNT"] = str(max(1, advice.ccl_workers))
+    env.update({"KMP_BLOCKTIME": "1", "OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
+    return env
+
+
+def preflight_script(shape: JobShape, addr: str, port: str, nnodes: str, node_rank: str) -> list[str]:
+    """The lines that run compat doctor --live across the pods with the operator's rendezvous settings."""
+    argv = [shape.compat, "doctor", "--live", "--json", "--only", "live", "--python", shape.python, "--launcher", "torchrun",
+            "--nproc-per-node", str(shape.nproc_per_node)]
+    quoted = " ".join(shlex.quote(a) for a in argv)
+    return [
+        f'echo "compat preflight: node {node_rank} of {nnodes}, master {addr}:{port}" >&2',
+        f'{quoted} --nnodes "{nnodes}" --node-rank "{node_rank}" --master-addr "{addr}" --master-port "{port}"'
+        ' || { echo "compat preflight failed: see the JSON above; not training" >&2; exit 1; }',
+    ]
+
+
+def container_args(shape: JobShape, rendezvous: Mapping[str, str]) -> list[str]:
+    """``bash -c SCRIPT compat-job TRAINING...``: preflight (optional), then exec torchrun with the training command."""
+    lines = ["set -eu"]
+    if shape.preflight:
+        lines += preflight_script(shape, rendezvous["addr"], rendezvous["port"], rendezvous["nnodes"], rendezvous["node_rank"])
+    # --nproc_per_node: the spelling every torchrun takes (the dashed one only from torch 2.x)
+    lines.append('exec torchrun --nproc_per_node "' + str(shape.nproc_per_node) + '" "$@"')
+    return ["bash", "-c", "\n".join(lines), "compat-job", *shape.command]
+
+
+def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"name": key, "value": value} for key, value in env.items()]
+
+
+def _resources(shape: JobShape) -> dict[str, Any]:
+    amounts = {"cpu": shape.cpu, "memory": shape.memory}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def _pod_template(shape: JobShape, env: Mapping[str, str], args: list[str]) -> dict[str, Any]:
+    return {"spec": {
+        "containers": [{
+            "name": CONTAINER,
+            "image": shape.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": args[:1],
+            "args": args[1:],
+            "env": _env_list(env),
+            "ports": [{"name": PORT_NAME, "containerPort": PORT}],
+            "resources": _resources(shape),
+            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        }],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}}],
+    }}
+
+
+def _metadata(shape: JobShape) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": shape.name, "labels": {"app.kubernetes.io/managed-by": "compatmatrix"}}
+    if shape.namespace:
+        meta["namespace"] = shape.namespace
+    return meta
+
+
+def pytorchjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
+    check_shape(shape)
+    env = {**pod_threads(shape), **dict(shape.extra_env)}
+    # the operator sets these in every pod of a job with a Master (PET_* for torchrun, which reads them itself)
+    rendezvous = {"addr": "$PET_MASTER_ADDR", "port": "$PET_MASTER_PORT", "nnodes": "$PET_NNODES", "node_rank": "$PET_NODE_RANK"}
+    template = _pod_template(shape, env, container_args(shape, rendezvous))
+    replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template}}
+    if shape.nnodes > 1:
+        replicas["Worker"] = {"replicas": shape.nnodes - 1, "restartPolicy": "Never", "template": template}
+    document = {
+        "apiVersion": PYTORCHJOB_API,
+        "kind": "PyTorchJob",
+        "metadata": _metadata(shape),
+        "spec": {
+            "nprocPerNode": str(shape.nproc_per_node),
+            "runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0},
+            "pytorchReplicaSpecs": replicas,
+        },
+    }
+    said = [
+        f"{shape.nnodes} pods (Master 1" + (f" + Worker {shape.nnodes - 1}" if shape.nnodes > 1 else "") + f"), {shape.nproc_per_node} ranks each: "
+        f"world size {shape.nnodes * shape.nproc_per_node}",
+        f"threads per rank: OMP_NUM_THREADS={env['OMP_NUM_THREADS']} for {shape.cpu} CPUs per pod"
+        + (f" ({shape.threads_per_core} threads per core)" if shape.threads_per_core > 1 else " (CPU units counted as cores; --threads-per-core 2 on SMT nodes)"),
+        "restartPolicy Never, backoffLimit 0: a failed rendezvous fails the job instead of restarting for ever",
+        f"/dev/shm: emptyDir medium Memory, sizeLimit {shape.shm_size}, mounted; requests = limits (Guaranteed QoS)",
+    ]
+    if shape.preflight:
+        said.append(f"every pod runs {shape.compat} doctor --live first (the image must have compat there: compat export dockerfile puts it there)")
+    return Manifest(document, tuple(said) + tuple(notes))
+
+
+def trainjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
+    check_shape(shape)
+    env = {**pod_threads(shape), **dict(shape.extra_env)}
+    # the Trainer's torch plugin sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT
+    rendezvous = {"addr": "$PET_MASTER_ADDR", "port": "$PET_MASTER_PORT", "nnodes": "$PET_NNODES", "node_rank": "$PET_NODE_RANK"}
+    args = container_args(shape, rendezvous)
+    document = {
+        "apiVersion": TRAINJOB_API,
+        "kind": "TrainJob",
+        "metadata": _metadata(shape),
+        "spec": {
+            "runtimeRef": {"name": TRAINJOB_RUNTIME, "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+            "trainer": {
+                "image": shape.image,
+                "command": args[:1],
+                "args": args[1:],
+                "env": _env_list(env),
+                "numNodes": shape.nnodes,
+                "numProcPerNode": shape.nproc_per_node,
+                "resourcesPerNode": _resources(shape),
+            },
+            "podSpecOverrides": [{
+                "targetJobs": [{"name": TRAINJOB_NODE_JOB}],
+                "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}}],
+                "containers": [{"name": "trainer", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}],
+            }],
+        },
+    }
+    said = [
+        f"{shape.nnodes} nodes x {shape.nproc_per_node} ranks on the ClusterTrainingRuntime {TRAINJOB_RUNTIME}",
+        f"threads per rank: OMP_NUM_THREADS={env['OMP_NUM_THREADS']} for {shape.cpu} CPUs per node; requests = limits",
+        "/dev/shm comes from podSpecOverrides, which Kubeflow Trainer applies from 68d4ba12 (2025-06) on; with an older "
+        "Trainer, put the dshm volume in the runtime's pod template",
+    ]
+    return Manifest(document, tuple(said) + tuple(notes))

@@ -1,0 +1,230 @@
+"""``compat export``: from a resolved set (planning.Planned) and the typed arguments to the document each format
+writes, and ``--validate FILE``: a manifest or Dockerfile read, parsed and judged (export/validate.py).
+
+The builders (k8s.py, dockerfile.py, pylock.py) are pure; this module adds the decisions that need the set: the
+oneCCL bindings in the set give the job its ccl settings, the training command is translated for the resolved
+transformers/accelerate (a command that cannot work is refused, exit 1), a ``python`` in front of the script is
+dropped (torchrun runs the script itself), the hosts of the plan become the Dockerfile's mirror arguments.
+
+Side effects: ``--validate`` reads the file (a regular file, at most 4 MiB); ``--python`` is probed by the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..errors import EXIT_PROBLEMS, CompatError, UsageError, shown
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from ..checks.finding import Finding
+    from ..matrix.model import Matrix
+    from ..options import DockerArgs, JobArgs
+    from ..planning import Planned
+    from .k8s import Manifest
+
+MAX_FILE = 4 * 1024 * 1024  # a manifest or a Dockerfile larger than this is not one
+_PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
+_DOCKERFILE = re.compile(r"^FROM\s+\S", re.IGNORECASE | re.MULTILINE)  # an instruction at the start of a line; YAML has "key:" there
+
+
+class CannotWork(CompatError):
+    """The training command cannot work with the resolved set (exit 1, as compat translate)."""
+
+    exit_code = EXIT_PROBLEMS
+
+
+# --- pytorchjob / trainjob --------------------------------------------------------------------------------------------
+
+
+def training_command(command: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
+    """The words torchrun gets after its own options, and what was changed: a ``.py`` script or ``-m MODULE`` as given;
+    ``python SCRIPT.py`` without the interpreter (torchrun runs the script with the image's Python); anything else
+    (a shell script, a program) with ``--no_python``."""
+    words = list(command)
+    notes: list[str] = []
+    if not words:
+        raise UsageError("No training command.", "Write it after --, e.g. compat export pytorchjob --image IMG --cpu 8 --memory 16Gi -- train.py --ddp_backend gloo")
+    if os.path.basename(words[0]) == "torchrun" or words[:3] in (["python", "-m", "torch.distributed.run"], ["python3", "-m", "torch.distributed.run"]):
+        raise UsageError("The pods start torchrun themselves: the training command is what torchrun runs, not torchrun.",
+                         "Give the script after -- (compat export pytorchjob --nproc-per-node M -- train.py ...).")
+    if _PYTHON.match(words[0]) and len(words) > 1:
+        if words[1] == "-c":
+            raise UsageError("torchrun cannot run python -c CODE.", "Put the code in a script and pass the script after --.")
+        notes.append(f"training command: '{words[0]}' dropped: torchrun runs {words[1]} with the image's Python itself")
+        words = words[1:]
+    if not (words[0].endswith(".py") or words[0] in ("-m", "--module")):
+        notes.append(f"training command: {words[0]} is not a .py script, so torchrun runs it with --no_python")
+        words = ["--no_python", *words]
+    return tuple(words), notes
+
+
+def job_manifest(planned: Planned, job: JobArgs) -> Manifest:
+    """The PyTorchJob (or with --trainer-v2 the TrainJob) for the resolved set; refuses a training command that cannot
+    work with the set's transformers/accelerate (CannotWork) and a shape that cannot give a valid manifest (UsageError)."""
+    from ..matrix.model import Component
+    from ..translate import translate
+    from .k8s import JobShape, ShapeError, pytorchjob, trainjob
+
+    if not job.image:
+        raise UsageError("compat export pytorchjob needs --image: the image the set is installed in.",
+                         "Build one with compat export dockerfile and pass --image REGISTRY/NAME:TAG.")
+    if not job.cpu or not job.memory:
+        raise UsageError(f"compat export pytorchjob needs --{'cpu' if not job.cpu else 'memory'}: each pod's requests and limits (the thread plan follows the CPUs).",
+                         "Pass --cpu C --memory M, e.g. --cpu 8 --memory 16Gi.")
+    command, notes = training_command(job.command)
+    versions = resolved_versions(planned.outcome)
+    transformers, accelerate, torch = versions["transformers"], versions["accelerate"], versions["torch"]
+    if transformers is not None:
+        done = translate(planned.matrix, command, transformers, accelerate, torch)
+        if done.blocking:
+            raise CannotWork(f"The training command cannot work with the resolved set ({'; '.join(done.blocking)}).",
+                             "Resolve a set that still runs it (compat export pytorchjob --profile ddp-ccl ...), or change the command (--ddp_backend gloo).")
+        command = done.argv
+        notes += [f"training command for transformers {transformers}: {e.before} -> {e.after or '(dropped)'}: {e.why}" for e in done.edits]
+        notes += [f"note: {w}" for w in done.warnings]
+    else:
+        notes.append("no transformers in the set: the training command is used as written")
+    ccl = Component.CCL in planned.outcome.picks
+    extra = (("CCL_ATL_TRANSPORT", "ofi"),) if ccl else ()
+    if ccl:
+        notes.append("CCL_ATL_TRANSPORT=ofi: oneCCL's default MPI transport needs an MPI launcher, and the pods run torchrun")
+        notes.append("the oneCCL environment comes from the image's compat-env.sh, which bash -c reads through BASH_ENV (compat export "
+                     "dockerfile writes it with compat env --defaults, so the values of this manifest win)")
+    pins = ", ".join(p.pin for p in planned.plan.packages)
+    notes.append(f"the image must hold this set (Python {planned.plan.resolution.request.python.label}): {pins}; compat export dockerfile writes its Dockerfile")
+    shape = JobShape(name=job.name, image=job.image, nnodes=job.nnodes, nproc_per_node=job.nproc_per_node, cpu=job.cpu, memory=job.memory,
+                     command=command, namespace=job.namespace, shm_size=job.shm_size, threads_per_core=job.threads_per_core,
+                     preflight=job.preflight, extra_env=extra, ccl=ccl)
+    try:
+        return (trainjob if job.trainer_v2 else pytorchjob)(shape, notes)
+    except ShapeError as exc:
+        raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
+
+
+# --- dockerfile, pylock -----------------------------------------------------------------------------------------------
+
+
+def dockerfile(planned: Planned, docker: DockerArgs) -> str:
+    from ..render.dockerfile import dockerfile_text
+    from .dockerfile import dockerfile_shape, notes_for
+
+    shape = dockerfile_shape(planned.plan, planned.outcome.request.profile, docker.base, docker.ranks_per_node, docker.wheelhouse)
+    found = os.path.isdir(docker.wheelhouse) if docker.wheelhouse else None
+    return dockerfile_text(shape, notes_for(planned.plan, found))
+
+
+def pylock(planned: Planned) -> str:
+    from ..render.pylock import pylock_text
+    from .pylock import known_wheels, lock_data
+
+    inputs = planned.asked.inputs
+    data, left_out = lock_data(planned.plan, known_wheels(inputs.requirements) if inputs is not None else {})
+    request = planned.outcome.request
+    header = [
+        f"PEP 751 lock written by compat export pylock: Python {request.python.label}, {request.platform.tag}"
+        + (f", profile {request.profile}" if request.profile else ""),
+        "Only the resolved set: its dependencies are not included (pip or uv resolves them when installing); entries without",
+        "[[packages.wheels]] are exact pins with their index. compat download -d DIR writes the full hashed lock of every wheel",
+        "(DIR/compat-wheelhouse.lock). compat install -r pylock.toml and compat check -r pylock.toml read this file back.",
+    ]
+    if left_out:
+        header.append("left out (not exact pins): " + ", ".join(left_out))
+    return pylock_text(data, header)
+
+
+# --- --validate -------------------------------------------------------------------------------------------------------
+
+
+def read_file(path: str) -> str:
+    """The file's text: a regular file (a FIFO or a device is refused without blocking), at most MAX_FILE, UTF-8."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise UsageError(f"--validate {shown(path, 200)} cannot be read ({exc.strerror}).", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"--validate {shown(path, 200)} is not a regular file.", "Pass a Kubernetes manifest (YAML) or a Dockerfile.")
+    if info.st_size > MAX_FILE:
+        raise UsageError(f"--validate {shown(path, 200)} is {info.st_size} bytes, more than a manifest or Dockerfile ({MAX_FILE}).", "Pass the manifest or the Dockerfile itself.")
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_FILE + 1).decode("utf-8")
+    except OSError as exc:
+        raise UsageError(f"--validate {shown(path, 200)} cannot be read ({exc.strerror}).", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--validate {shown(path, 200)} is not UTF-8 text.", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+
+
+def is_dockerfile(text: str) -> bool:
+    """A FROM instruction at the start of a line: a Dockerfile (a YAML manifest has keys there, never FROM)."""
+    return bool(_DOCKERFILE.search(text))
+
+
+class Validated:
+    __slots__ = ("kind", "documents", "findings")
+
+    def __init__(self, kind: str, documents: int, findings: list[Finding]) -> None:
+        self.kind = kind  # dockerfile | pytorchjob | trainjob | manifest (several kinds, or none compat knows)
+        self.documents = documents
+        self.findings = findings
+
+
+def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, Optional[Version]]) -> Validated:
+    """The findings for a Dockerfile, or for every document of a YAML manifest file (prefixed with the document's kind
+    and name when there are several)."""
+    from ..checks.finding import Finding, Status
+    from .validate import validate_dockerfile, validate_manifest
+
+    if is_dockerfile(text):
+        return Validated("dockerfile", 1, validate_dockerfile(text))
+    from ..render.manifest import load_documents
+
+    try:
+        documents = load_documents(text)
+    except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and what PyYAML raises on odd input: not YAML, one sentence
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise UsageError(f"--validate {shown(path, 200)} is neither a Dockerfile (no FROM line) nor YAML ({problem}{line}).",
+                         "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.") from None
+    if not documents:
+        raise UsageError(f"--validate {shown(path, 200)} holds no YAML document and no FROM line.", "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.")
+    findings: list[Finding] = []
+    kinds = set()
+    for number, document in enumerate(documents, start=1):
+        if not isinstance(document, dict):
+            findings.append(Finding("export.kind", Status.FAIL, f"document {number} is a YAML {type(document).__name__}, not a Kubernetes object", (),
+                                    "Pass the manifest of the training job."))
+            continue
+        kinds.add(str(document.get("kind") or "").lower())
+        found = validate_manifest(document, matrix, versions.get("transformers"), versions.get("accelerate"), versions.get("torch"))
+        if len(documents) > 1:
+            name = (document.get("metadata") or {}).get("name") if isinstance(document.get("metadata"), dict) else None
+            label = f"{document.get('kind') or 'document'} {name or number}"
+            found = [Finding(f.id, f.status, f"{label}: {f.summary}", f.evidence, f.fix) for f in found]
+        findings += found
+    kind = kinds.pop() if len(kinds) == 1 and kinds <= {"pytorchjob", "trainjob"} else "manifest"
+    return Validated(kind, len(documents), findings)
+
+
+def installed_versions(snapshot) -> dict[str, Optional[Version]]:
+    """transformers, accelerate and torch as installed in an environment (None: not installed)."""
+    versions = {}
+    for name in ("transformers", "accelerate", "torch"):
+        dist = snapshot.get(name)
+        versions[name] = dist.public_version if dist is not None else None
+    return versions
+
+
+def resolved_versions(outcome: Any) -> dict[str, Optional[Version]]:
+    """transformers, accelerate and torch of a resolved set (None: not in it)."""
+    from ..matrix.model import Component
+
+    return {name: (pick.version if (pick := outcome.picks.get(Component.from_name(name))) is not None else None)
+            for name in ("transformers", "accelerate", "torch")}

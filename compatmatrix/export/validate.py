@@ -1,0 +1,250 @@
+"""``compat export --validate FILE``: a hand-written PyTorchJob, TrainJob or Dockerfile held to the rules the generated
+ones follow (export/k8s.py, export/dockerfile.py), as findings.
+
+Pure: takes the parsed document (or the Dockerfile's text) and the versions the training command will meet; the
+caller reads the file and parses YAML. Words live here because each rule is its own sentence.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Optional
+
+from packaging.version import Version
+
+from ..checks.finding import Finding, Status
+from ..matrix.model import Matrix
+from ..translate import translate
+from .k8s import CONTAINER, DNS1035, PYTORCHJOB_API, TRAINJOB_API
+
+
+def _containers(template: Any) -> list[dict[str, Any]]:
+    spec = (template or {}).get("spec") or {}
+    return [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+
+
+def _volumes(template: Any) -> list[dict[str, Any]]:
+    spec = (template or {}).get("spec") or {}
+    return [v for v in spec.get("volumes") or [] if isinstance(v, dict)]
+
+
+def _env(container: Mapping[str, Any]) -> dict[str, Optional[str]]:
+    found: dict[str, Optional[str]] = {}
+    for item in container.get("env") or []:
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            value = item.get("value")
+            found[item["name"]] = None if value is None and "valueFrom" not in item else str(value if value is not None else "<valueFrom>")
+    return found
+
+
+def _replicas(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    specs = ((doc.get("spec") or {}).get("pytorchReplicaSpecs")) or {}
+    return {name: spec for name, spec in specs.items() if isinstance(spec, dict)}
+
+
+def _command(container: Mapping[str, Any]) -> list[str]:
+    return [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+
+
+def _training_argv(argv: Sequence[str]) -> list[str]:
+    """The training script's own arguments inside a container command (after torchrun/python and a .py script), or []."""
+    joined = list(argv)
+    if len(joined) >= 3 and joined[0].endswith("bash") and joined[1] == "-c":  # bash -c 'script' name args...
+        try:
+            joined = shlex.split(joined[2]) + joined[4:]
+        except ValueError:
+            return []
+    for i, token in enumerate(joined):
+        if token.endswith(".py"):
+            return joined[i + 1:]
+    return []
+
+
+# a flag the target transformers rejects outright (its argument parser exits): the job fails at start
+_ARG_FEATURES = {"--no_cuda": "no_cuda_arg", "--use_cpu": "use_cpu_arg", "--use_ipex": "use_ipex_arg", "--xpu_backend": "xpu_backend_arg",
+                 "--ddp_backend": "ddp_backend_arg"}
+
+
+def _edit_status(matrix: Matrix, transformers: Version, before: str) -> Status:
+    flag = before.split()[0].split("=")[0] if before else ""
+    feature = {f.name: f for f in matrix.features_of("transformers")}.get(_ARG_FEATURES.get(flag, ""))
+    return Status.FAIL if feature is not None and not feature.present_in(transformers) else Status.WARN
+
+
+def _command_findings(cid: str, where: str, argv: Sequence[str], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version],
+                      torch: Optional[Version]) -> Iterator[Finding]:
+    if transformers is None:
+        yield Finding(cid, Status.SKIP, f"{where}the training command is not checked: no transformers version to check it against")
+        return
+    done = translate(matrix, argv, transformers, accelerate, torch)
+    for edit in done.edits:
+        status = _edit_status(matrix, transformers, edit.before)
+        said = "rejected by" if status is Status.FAIL else "to rewrite for"
+        yield Finding(cid, status, f"{where}{edit.before} → {edit.after or '(dropped)'}, {said} transformers {transformers}: {edit.why}",
+                      (), "compat translate -- <the command> rewrites it.")
+    for blocked in done.blocking:
+        yield Finding(cid, Status.FAIL, f"{where}{blocked}", (), "Pick versions where this command works (compat resolve), or change the backend.")
+
+
+def _shm(template: Any, container: Mapping[str, Any]) -> tuple[bool, bool, str]:
+    """(a Memory emptyDir volume exists, it is mounted at /dev/shm, its name)."""
+    memory = {v.get("name"): v for v in _volumes(template) if ((v.get("emptyDir") or {}).get("medium") == "Memory")}
+    mounts = [m for m in container.get("volumeMounts") or [] if isinstance(m, dict) and m.get("mountPath") == "/dev/shm"]
+    mounted = any(m.get("name") in memory for m in mounts)
+    return bool(memory), mounted, ", ".join(str(n) for n in memory) or "dshm"
+
+
+def validate_manifest(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version],
+                      torch: Optional[Version]) -> list[Finding]:
+    """The findings for one PyTorchJob or TrainJob; ``transformers`` None: its training command is not judged (SKIP)."""
+    kind, api = doc.get("kind"), doc.get("apiVersion")
+    if kind == "PyTorchJob" and api == PYTORCHJOB_API:
+        return list(_pytorchjob(doc, matrix, transformers, accelerate, torch))
+    if kind == "TrainJob" and api == TRAINJOB_API:
+        return list(_trainjob(doc, matrix, transformers, accelerate, torch))
+    return [Finding("export.kind", Status.FAIL, f"not a PyTorchJob ({PYTORCHJOB_API}) or TrainJob ({TRAINJOB_API}): kind {kind!r}, apiVersion {api!r}",
+                    (), "Pass the manifest of the training job.")]
+
+
+def _pytorchjob(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version], torch: Optional[Version]) -> Iterator[Finding]:
+    name = str((doc.get("metadata") or {}).get("name") or "")
+    yield (Finding("export.name", Status.PASS, f"name {name} is a DNS-1035 label") if DNS1035.match(name) else
+           Finding("export.name", Status.FAIL, f"name {name!r} is not a DNS-1035 label: the operator's webhook refuses it", (),
+                   "Use lower case letters, digits and '-', starting with a letter, at most 63 characters."))
+    replicas = _replicas(doc)
+    spec = doc.get("spec") or {}
+    unknown = sorted(set(replicas) - {"Master", "Worker"})
+    if unknown:
+        yield Finding("export.replicas", Status.FAIL, f"replica types {', '.join(unknown)}: the webhook accepts only Master and Worker (exact case)", (),
+                      "Rename them Master / Worker.")
+    master = replicas.get("Master")
+    elastic = spec.get("elasticPolicy")
+    if master is not None and master.get("replicas") != 1:
+        yield Finding("export.replicas", Status.FAIL, f"Master replicas is {master.get('replicas')!r}: the webhook requires exactly 1", (), "Set Master replicas: 1.")
+    if master is None and not elastic:
+        yield Finding("export.rendezvous", Status.FAIL, "no Master and no elasticPolicy: the operator gives the pods no master address or node rank, "
+                      "so every pod's torchrun starts alone as node 0", (), "Add a Master replica (replicas: 1) and Workers for the other nodes (compat export pytorchjob does).")
+    elif master is not None and elastic:
+        yield Finding("export.rendezvous", Status.WARN, "a Master together with an elasticPolicy: PET_NNODES counts the Workers only while PET_NODE_RANK counts the Master",
+                      (), "Use either a Master with Workers (static rendezvous) or Workers with an elasticPolicy.")
+    nproc = spec.get("nprocPerNode") or ((elastic or {}).get("nProcPerNode"))
+    if nproc in (None, "auto", "cpu"):
+        yield Finding("export.nproc", Status.WARN, f"nprocPerNode is {nproc or 'unset (auto)'}: on a CPU pod torchrun then starts one rank per CPU", (),
+                      "Set spec.nprocPerNode to the ranks each pod should run.")
+    for rtype, replica in sorted(replicas.items()):
+        yield from _replica(rtype, replica, matrix, transformers, accelerate, torch)
+
+
+def _replica(rtype: str, replica: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version],
+             torch: Optional[Version]) -> Iterator[Finding]:
+    template = replica.get("template") or {}
+    containers = _containers(template)
+    main = next((c for c in containers if c.get("name") == CONTAINER), None)
+    if main is None:
+        yield Finding(f"export.{rtype.lower()}-container", Status.FAIL, f"{rtype}: no container named {CONTAINER}: the operator reads the master port and the exit code only from it",
+                      (), f"Name the training container {CONTAINER}.")
+        return
+    image = str(main.get("image") or "")
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", image) or image.endswith(":") or image.startswith(":"):
+        yield Finding(f"export.{rtype.lower()}-image", Status.FAIL, f"{rtype}: image {image!r} is not an image reference", (),
+                      "Name the image the training set was installed in (compat export dockerfile builds one).")
+    policy = replica.get("restartPolicy", "OnFailure (the operator's default)")
+    if str(policy).startswith(("OnFailure", "Always")):
+        yield Finding(f"export.{rtype.lower()}-restart", Status.WARN, f"{rtype}: restartPolicy {policy}: a rendezvous that fails restarts for ever unless runPolicy.backoffLimit is set",
+                      (), "Use restartPolicy: Never (the job fails on the first failed pod), or set runPolicy.backoffLimit.")
+    has_volume, mounted, names = _shm(template, main)
+    if not mounted:
+        said = f"a Memory emptyDir ({names}) is defined but not mounted at /dev/shm" if has_volume else "no Memory emptyDir is mounted at /dev/shm"
+        yield Finding(f"export.{rtype.lower()}-shm", Status.FAIL, f"{rtype}: {said}: the container keeps the runtime's 64 MB /dev/shm", (),
+                      "Mount an emptyDir with medium: Memory (and a sizeLimit) at /dev/shm in the pytorch container.")
+    else:
+        yield Finding(f"export.{rtype.lower()}-shm", Status.PASS, f"{rtype}: /dev/shm is a Memory emptyDir")
+    resources = main.get("resources") or {}
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    differ = [k for k in ("cpu", "memory") if str(requests.get(k)) != str(limits.get(k))]
+    if differ or not limits:
+        shown = ", ".join(f"{k}: requests {requests.get(k)} / limits {limits.get(k)}" for k in (differ or ["cpu", "memory"]))
+        yield Finding(f"export.{rtype.lower()}-qos", Status.WARN, f"{rtype}: requests differ from limits ({shown}): not Guaranteed QoS, so the CPU manager cannot pin the ranks",
+                      (), "Set requests equal to limits for cpu and memory.")
+    env = _env(main)
+    threads = env.get("OMP_NUM_THREADS")
+    if "OMP_NUM_THREADS" in env and threads in (None, ""):
+        yield Finding(f"export.{rtype.lower()}-threads", Status.FAIL, f"{rtype}: OMP_NUM_THREADS is listed with no value", (),
+                      "Give it the value compat export pytorchjob computes for the pod's CPUs (or compat launch --print in the image).")
+    elif "OMP_NUM_THREADS" not in env:
+        yield Finding(f"export.{rtype.lower()}-threads", Status.WARN, f"{rtype}: OMP_NUM_THREADS is not set: torchrun sets it to 1 for every rank", (),
+                      "Set OMP_NUM_THREADS to the physical cores per rank.")
+    preload = env.get("LD_PRELOAD")
+    if preload and preload != "<valueFrom>":
+        yield Finding(f"export.{rtype.lower()}-preload", Status.WARN, f"{rtype}: LD_PRELOAD names fixed library paths ({preload}); a path the image lacks only prints an error per process",
+                      (), "Leave LD_PRELOAD to the image (compat env writes it from the libraries the image has).")
+    argv = _training_argv(_command(main))
+    if argv:
+        yield from _command_findings(f"export.{rtype.lower()}-command", f"{rtype}: ", argv, matrix, transformers, accelerate, torch)
+
+
+def _trainjob(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version], torch: Optional[Version]) -> Iterator[Finding]:
+    spec = doc.get("spec") or {}
+    trainer = spec.get("trainer") or {}
+    if not (spec.get("runtimeRef") or {}).get("name"):
+        yield Finding("export.runtime", Status.FAIL, "no runtimeRef.name", (), "Name the ClusterTrainingRuntime (torch-distributed).")
+    if trainer.get("numProcPerNode") in (None, "auto", "cpu"):
+        yield Finding("export.nproc", Status.WARN, "trainer.numProcPerNode is auto: on CPU nodes torchrun then starts one rank per CPU", (), "Set trainer.numProcPerNode.")
+    resources = trainer.get("resourcesPerNode") or {}
+    if (resources.get("requests") or {}) != (resources.get("limits") or {}) or not resources.get("limits"):
+        yield Finding("export.qos", Status.WARN, "resourcesPerNode: requests differ from limits (not Guaranteed QoS)", (), "Set requests equal to limits.")
+    argv = _training_argv([str(a) for a in (trainer.get("command") or []) + (trainer.get("args") or [])])
+    if argv:
+        yield from _command_findings("export.command", "", argv, matrix, transformers, accelerate, torch)
+
+
+_FROM = re.compile(r"^\s*FROM\s", re.IGNORECASE | re.MULTILINE)
+
+
+def _instructions(text: str) -> list[str]:
+    joined, out = "", []
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not joined and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        joined += line[:-1] + " " if line.endswith("\\") else line
+        if not line.endswith("\\"):
+            out.append(joined.strip())
+            joined = ""
+    return out
+
+
+def validate_dockerfile(text: str) -> list[Finding]:
+    steps = _instructions(text)
+    findings: list[Finding] = []
+    if not _FROM.search(text):
+        return [Finding("export.dockerfile", Status.FAIL, "no FROM instruction: not a Dockerfile", (), "Pass a Dockerfile.")]
+    runs = [s[4:] for s in steps if s.upper().startswith("RUN ")]
+    stack = ("intel-extension-for-pytorch", "intel_extension_for_pytorch", "oneccl_bind_pt", "oneccl-bind-pt", "torch")
+    for run in runs:
+        if re.search(r"\bpip3?\s+install\b", run) and any(re.search(rf"(^|\s){re.escape(p)}(\s|$|[<>=!~])", run) for p in stack):
+            unpinned = [p for p in stack if re.search(rf"(^|\s){re.escape(p)}(\s|$)", run)]
+            if unpinned:
+                findings.append(Finding("export.dockerfile-pins", Status.FAIL, f"pip installs {', '.join(unpinned)} without a version: pip pairs any torch with any IPEX/oneCCL build",
+                                        (run[:200],), "Install the set with compat install --yes <pins> (compat export dockerfile writes it)."))
+            else:
+                findings.append(Finding("export.dockerfile-pins", Status.WARN, "the stack is installed by pip, which does not check that torch, IPEX and oneCCL fit",
+                                        (run[:200],), "Run compat check after the install, or install with compat install."))
+    if not any("compat check" in r or "compat doctor" in r for r in runs):
+        findings.append(Finding("export.dockerfile-check", Status.WARN, "no compat check step: a mismatched set builds and fails at the first import", (),
+                                "Add RUN compat check --python <the training python> after the install."))
+    uses_ccl = "oneccl" in text.lower() or "ccl" in " ".join(runs).lower()
+    sources = any("setvars.sh" in s or "compat env" in s or "compat-env.sh" in s for s in steps)
+    if uses_ccl and not sources:
+        findings.append(Finding("export.dockerfile-setvars", Status.FAIL, "the oneCCL bindings are installed but nothing sources their setvars.sh for the container's commands",
+                                (), "Write compat env into a file, set ENV BASH_ENV to it and source it in the entrypoint (compat export dockerfile does)."))
+    frozen = [s for s in steps if re.search(r"(export|ENV)\s+(PATH|LD_LIBRARY_PATH)=", s) and "$PATH" not in s and "${PATH" not in s
+              and "$LD_LIBRARY_PATH" not in s and "${LD_LIBRARY_PATH" not in s]
+    for step in frozen:
+        findings.append(Finding("export.dockerfile-path", Status.WARN, "a PATH-like variable is set to a fixed value, dropping what the image and later steps add",
+                                (step[:200],), "Prepend to the variable (ENV PATH=/opt/venv/bin:${PATH})."))
+    if not findings:
+        findings.append(Finding("export.dockerfile", Status.PASS, "the Dockerfile installs through compat, checks the set and carries the oneCCL environment"))
+    return findings

@@ -1,0 +1,196 @@
+"""Typed command-line arguments: one record per command, built by cli.py's parser functions from argparse's
+Namespace (pipdeptree's ``Options``), so a command reads named, typed fields and never a Namespace.
+
+The groups several commands share are records of their own: ``Output`` (--json, --no-color, --matrix), ``Target``
+(the target interpreter: --python with $COMPAT_PYTHON as its default, --python-version, --platform; one definition in
+cli.py's ``_target_options``), ``Wanted`` (what to resolve: REQUIREMENTs, -r files, --profile, --with) and ``Sources``
+(where wheels come from: --index, --torch-from-pypi, --require-hashes, --allow-unverified, --wheelhouse).
+
+Records (compatmatrix.record), not dataclasses: they cost nothing to define, and ``compat resolve --json`` makes no
+dataclass (tests/test_startup.py). Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .record import Record
+
+
+class Output(Record):
+    json: bool
+    no_color: bool
+    matrix: Optional[str]  # --matrix, else $COMPAT_MATRIX; None: the bundled matrix
+
+
+class Target(Record):
+    """The interpreter (or Python and platform) a command works for."""
+
+    python: Optional[str]  # --python, else $COMPAT_PYTHON; None: the running interpreter
+    python_given: bool  # --python was on the command line (a $COMPAT_PYTHON default yields to --python-version)
+    python_version: Optional[str] = None
+    platform: Optional[str] = None
+
+    @property
+    def interpreter(self) -> Optional[str]:
+        """The interpreter to probe: --python; else $COMPAT_PYTHON, unless --python-version names the Python instead."""
+        if self.python_given:
+            return self.python
+        return None if self.python_version else self.python
+
+
+class Wanted(Record):
+    """What to resolve, as for compat resolve."""
+
+    requirements: tuple[str, ...]
+    files: tuple[str, ...]  # -r FILE
+    profile: Optional[str]
+    with_: tuple[str, ...]  # --with, split at commas
+
+
+class Sources(Record):
+    """Where the planned wheels come from."""
+
+    index: tuple[str, ...] = ()  # HOST=URL
+    torch_from_pypi: bool = False
+    require_hashes: bool = False
+    allow_unverified: bool = False
+    wheelhouse: Optional[str] = None  # the plan's hosts become this folder
+
+
+class ResolveArgs(Record):
+    output: Output
+    target: Target
+    wanted: Wanted
+
+
+class MatrixArgs(Record):
+    output: Output
+    packages: tuple[str, ...]
+    python_version: Optional[str]
+    torch: Optional[str]
+    sources: bool
+
+
+class LiveArgs(Record):
+    """compat doctor --live."""
+
+    launcher: str
+    backend: str
+    timeout: float
+    trainer: bool
+    steps: int
+    nnodes: int
+    node_rank: int
+    master_addr: Optional[str]
+    master_port: Optional[int]
+    mpirun: Optional[str]
+    run_dir: Optional[str]
+    rank_env: bool
+
+
+class ChecksArgs(Record):
+    """compat doctor / compat check."""
+
+    command: str  # doctor | check
+    output: Output
+    target: Target
+    files: tuple[str, ...]  # check -r FILE
+    ranks_per_node: int
+    bf16: Optional[bool]  # --bf16 / --no-bf16 / neither
+    only: tuple[str, ...]
+    skip: tuple[str, ...]
+    list_checks: bool
+    verbose: bool
+    import_timeout: float
+    live: Optional[LiveArgs]  # doctor --live
+    hostfile: Optional[str]
+    rsh: Optional[str]
+
+
+class InstallArgs(Record):
+    output: Output
+    target: Target
+    wanted: Wanted
+    sources: Sources
+    yes: bool
+    dry_run: bool
+    installer: str
+    print_: Optional[str]  # requirements | constraints | pip-command (the same text as compat export FORMAT)
+    offline: bool
+    restore: bool
+    discard_snapshot: bool
+
+
+class DownloadArgs(Record):
+    output: Output
+    target: Target
+    wanted: Wanted
+    sources: Sources
+    dest: str
+
+
+class TranslateArgs(Record):
+    output: Output
+    python: Optional[str]
+    transformers: Optional[str]
+    accelerate: Optional[str]
+    command: tuple[str, ...]
+
+
+class EnvArgs(Record):
+    output: Output
+    python: Optional[str]
+    shell: str
+    ranks_per_node: int
+    launcher: Optional[str]
+    defaults: bool  # --defaults: settings written as defaults a value set at sourcing time overrides
+
+
+class LaunchArgs(Record):
+    json: bool
+    launcher: str
+    nproc_per_node: int
+    ccl_workers: Optional[int]
+    print_: bool
+    python: Optional[str]
+    sysfs_root: Optional[str]
+    mpirun: Optional[str]
+    mpi_flavor: Optional[str]
+    command: tuple[str, ...]
+
+
+class JobArgs(Record):
+    """compat export pytorchjob."""
+
+    nnodes: int
+    nproc_per_node: int
+    image: Optional[str]
+    cpu: Optional[str]
+    memory: Optional[str]
+    name: str
+    namespace: Optional[str]
+    shm_size: str
+    threads_per_core: int
+    preflight: bool
+    trainer_v2: bool
+    command: tuple[str, ...]  # after --
+
+
+class DockerArgs(Record):
+    """compat export dockerfile."""
+
+    base: Optional[str]
+    ranks_per_node: int
+    wheelhouse: Optional[str]
+
+
+class ExportArgs(Record):
+    output: Output
+    target: Target
+    wanted: Wanted
+    sources: Sources
+    format: Optional[str]  # None with --validate
+    validate: Optional[str]  # --validate FILE
+    job: JobArgs
+    docker: DockerArgs

@@ -1,0 +1,161 @@
+"""From typed arguments (options.py) to the core's inputs and answers: the matrix, the target Python and platform, the
+resolver's request (the command line and the -r files together), and the install plan that resolve, install,
+download and export share.
+
+Side effects: reads the matrix and the -r files, probes a --python interpreter (a child process), reads the index
+configuration (config file, COMPAT_INDEX_*).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING, Any, Optional
+
+from .errors import UsageError, shown
+
+if TYPE_CHECKING:
+    from .inputs.model import InputSet
+    from .inputs.request import FileRequest
+    from .install.plan import InstallPlan
+    from .matrix.model import Matrix
+    from .options import Sources, Target, Wanted
+    from .resolve import Conflict, Outcome, Request
+    from .target import Platform, PythonTarget
+
+
+class NoSet(Exception):
+    """No consistent set: the conflict, for the caller to print (exit 1)."""
+
+    def __init__(self, conflict: Conflict) -> None:
+        super().__init__("no consistent set")
+        self.conflict = conflict
+
+
+def load(matrix_path: Optional[str]) -> Matrix:
+    """The bundled matrix, or --matrix / $COMPAT_MATRIX."""
+    if matrix_path is not None and ("\x00" in matrix_path or not matrix_path.strip()):
+        raise UsageError(f"--matrix '{shown(matrix_path)}' is not a file name.", "Pass the path of a matrix TOML file, or leave --matrix out for the bundled one.")
+    from .matrix.load import load_matrix
+
+    return load_matrix(matrix_path)
+
+
+def target_of(target: Target) -> tuple[PythonTarget, Platform]:
+    """The Python and platform to resolve for: --python's (probed), --python-version's, or the running interpreter's;
+    --platform overrides the platform."""
+    from .target import Platform, PythonTarget
+
+    platform = Platform.from_tag(target.platform) if target.platform else None
+    interpreter = target.interpreter
+    if interpreter:
+        from .environment.interpreter import query_interpreter
+
+        info = query_interpreter(interpreter)
+        return info.python_target(f"--python {info.executable}"), platform or info.platform
+    if target.python_version:
+        return PythonTarget.parse(target.python_version), platform or Platform.current()
+    return PythonTarget.running(), platform or Platform.current()
+
+
+class Asked:
+    """The resolver's request and what the -r files said (None without files)."""
+
+    __slots__ = ("request", "files", "inputs")
+
+    def __init__(self, request: Request, files: Optional[FileRequest], inputs: Optional[InputSet]) -> None:
+        self.request = request
+        self.files = files
+        self.inputs = inputs
+
+
+def ask(matrix: Matrix, wanted: Wanted, python: PythonTarget, platform: Platform) -> Asked:
+    """The resolver's request from the command line and the -r files together."""
+    from .resolve import build_request, with_constraints
+
+    inputs = files = None
+    if wanted.files:
+        from .inputs import read_inputs
+        from .inputs.request import file_request
+
+        inputs = read_inputs(list(wanted.files), python.version)
+        files = file_request(matrix, inputs)
+    requirements = list(wanted.requirements) + list(files.requirements if files else ())
+    request = build_request(matrix, python, platform, wanted.profile, list(wanted.with_), requirements)
+    if files is not None:
+        request = with_constraints(matrix, request, files.constraints)
+        request = request.replace(notes=request.notes + tuple(f"warning: {w}" for w in files.index_warnings) + files.notes
+                                  + tuple(f"passed through untouched (not resolved by compat): {line}" for line in files.passthrough_lines))
+    return Asked(request, files, inputs)
+
+
+class Planned:
+    """A resolved set turned into an install plan."""
+
+    __slots__ = ("matrix", "outcome", "plan", "asked")
+
+    def __init__(self, matrix: Matrix, outcome: Outcome, plan: InstallPlan, asked: Asked) -> None:
+        self.matrix = matrix
+        self.outcome = outcome
+        self.plan = plan
+        self.asked = asked
+
+
+def plan_for(matrix: Matrix, wanted: Wanted, sources: Sources, python: PythonTarget, platform: Platform) -> Planned:
+    """Resolve for the target and turn the answer into an install plan (each package from its own host, --index,
+    --wheelhouse and --torch-from-pypi applied); raises NoSet with the conflict when no set exists."""
+    from pathlib import Path
+
+    from .install.indexes import configure_indexes
+    from .install.plan import make_plan
+    from .resolve import Conflict, resolve
+
+    asked = ask(matrix, wanted, python, platform)
+    outcome = resolve(matrix, asked.request)
+    if isinstance(outcome, Conflict):
+        raise NoSet(outcome)
+    locations = configure_indexes(matrix, list(sources.index))
+    if sources.wheelhouse:
+        from .install.service import offline_locations
+
+        check_wheelhouse(sources.wheelhouse)
+        locations = offline_locations(locations, Path(sources.wheelhouse))
+    if sources.torch_from_pypi:
+        outcome = _torch_from_pypi(matrix, outcome, python)
+    plan = make_plan(outcome, locations)
+    if asked.files is not None and asked.files.passthrough:
+        import dataclasses
+
+        plan = dataclasses.replace(plan, passthrough=asked.files.passthrough_lines)
+    return Planned(matrix, outcome, plan, asked)
+
+
+def _torch_from_pypi(matrix: Matrix, outcome: Any, python: PythonTarget) -> Any:
+    """torch (and torchvision, torchaudio: one build) from PyPI instead of the PyTorch CPU index."""
+    from .matrix.model import Component
+    from .record import replace
+
+    picks = dict(outcome.picks)
+    for component in (Component.TORCH, Component.TORCHVISION, Component.TORCHAUDIO):
+        pick = outcome.picks.get(component)
+        if pick is None:
+            continue
+        pypi = next((w for w in pick.release.wheels if w.host == "pypi"), None)
+        if pypi is None or not pypi.has_python(python.version):
+            raise UsageError(f"PyPI has no {component.label} {pick.version} wheel for Python {python.label}, so --torch-from-pypi cannot help.",
+                             "Use a mirror of the PyTorch CPU index: --index pytorch-cpu=URL (or a local folder of wheels).")
+        picks[component] = replace(pick, host=matrix.hosts["pypi"], wheels=pypi)
+    return replace(outcome, picks=picks)
+
+
+def check_wheelhouse(given: str) -> None:
+    """--wheelhouse must name a folder: a missing path, a file or a FIFO is unusable input (exit 2)."""
+    import stat
+
+    try:
+        mode = os.stat(given).st_mode
+        why = "" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a file"
+    except OSError as exc:
+        why = "missing" if exc.errno == errno.ENOENT else f"unreadable: {exc.strerror}"
+    if why:
+        raise UsageError(f"The wheelhouse {shown(given, 200)} is not a folder (it is {why}).", "Pass --wheelhouse DIR, a folder made by compat download -d DIR.")

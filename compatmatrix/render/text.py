@@ -1,0 +1,293 @@
+"""What people read: the resolve and matrix tables, findings (doctor, check, export --validate), and the lines of
+translate, download and install. Everything goes through a console.TextConsole: colour only on a terminal (NO_COLOR,
+--no-color), and rich imported only for what needs it (tables, colour, lines it would wrap); tables import
+rich.table where one is printed. The JSON documents for the same answers are json.py's.
+
+Side effects: writes to the console it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..console import escape
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..checks.finding import Finding
+    from ..matrix.model import Component, Matrix
+    from ..resolve import Outcome
+    from ..rules import Candidate
+
+# --- compat resolve ---------------------------------------------------------------------------------------------------
+
+
+def _set_text(picks: Mapping[Component, Candidate]) -> str:
+    from ..matrix.model import COMPONENT_ORDER
+
+    return ", ".join(f"{c.label} {picks[c].version}" for c in COMPONENT_ORDER if c in picks)
+
+
+def render_outcome(console: Console, outcome: Outcome) -> None:
+    # rich's tables are imported where one is printed: --json output and a conflict need none (start-up)
+    from ..matrix.model import COMPONENT_ORDER
+    from ..resolve import Conflict, Resolution
+    from ..sentences import depth, sentence
+
+    request = outcome.request
+    constraints = " ".join(f"{c.label}{s}" for c, s in request.specifiers.items())
+    header = f"Python {request.python.label} ({request.python.origin}) · {request.platform.tag}"
+    if request.profile:
+        header = f"profile {request.profile} · " + header
+    if constraints:
+        header += f" · {constraints}"
+    console.print(escape(header), style="dim")
+    for note in request.notes:
+        console.print(f"  note: {escape(note)}", style="dim")
+    if isinstance(outcome, Resolution):
+        console.print("[bold green]OK[/] a consistent set exists:")
+        from rich.table import Table
+
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        table.add_column("package")
+        table.add_column("version")
+        table.add_column("from")
+        for component in COMPONENT_ORDER:
+            if component not in outcome.picks:
+                continue
+            pick = outcome.picks[component]
+            label = f" ({pick.local_label})" if pick.local_label else ""
+            source = "pypi" if pick.host.id == "pypi" else f"{pick.host.id}  {pick.host.pip_flag} {pick.host.url}{label}"
+            table.add_row(component.distribution, str(pick.version), escape(source))
+        console.print(table)
+        if outcome.reasons:
+            console.print("\n[bold]Why these versions[/]")
+            for reason in outcome.reasons:
+                console.print(f"  - {escape(reason)}")
+        if outcome.notes:
+            console.print("\n[bold]Notes[/]")
+            for note in outcome.notes:
+                console.print(f"  ! {escape(note)}", style="yellow")
+        return
+    assert isinstance(outcome, Conflict)
+    if outcome.unsupported:
+        console.print("[bold red]NOT SUPPORTED[/] " + escape(outcome.reasons[0]))
+        return
+    console.print("[bold red]NO SET[/] no consistent set exists, because:")
+    for item in outcome.explanation:
+        console.print(f"    {escape(sentence(item))}" if depth(item) else f"  x {escape(sentence(item))}")
+    if outcome.alternatives:
+        console.print("\n[bold]What would work[/]")
+        for alt in outcome.alternatives:
+            console.print(f"  -> {escape(alt.change)}: {escape(_set_text(alt.resolution.picks))}", style="green")
+    else:
+        console.print("\nNo nearby change (one constraint dropped, another Python) gives a consistent set.")
+
+
+# --- compat matrix ----------------------------------------------------------------------------------------------------
+
+
+def _coverage(wheels: list[dict[str, Any]]) -> str:
+    from packaging.version import Version
+
+    from ..sentences import python_list
+
+    parts = []
+    for w in wheels:
+        pythons = [Version(p) for p in w["python"]]
+        mark = "" if w["verified"] else "?"
+        yanked = " yanked" if w["yanked"] else ""
+        parts.append(f"{w['host']}{mark}: {python_list(pythons)}{yanked}")
+    return "\n".join(parts)
+
+
+def _pairings_text(row: Mapping[str, Any]) -> str:
+    """"2.5.1 reported-working; others unverified" (docs/MATRIX.md, Evidence)."""
+    stated = [f"{p['torch']} {p['evidence']}{'' if p['verified'] else '?'}" for p in row.get("pairings", [])]
+    return "; ".join(stated + ["others unverified"])
+
+
+_Columns = list[tuple[str, Callable[[dict[str, Any]], str]]]
+
+#: The tables of ``compat matrix``: per package (its distribution name), the title and (column, cell) per column.
+_TABLES: dict[str, tuple[str, _Columns]] = {
+    "torch": ("torch", [("version", lambda e: e["version"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
+                        ("released", lambda e: e["released"])]),
+    "intel-extension-for-pytorch": ("intel-extension-for-pytorch", [
+        ("version", lambda e: e["version"]), ("built for torch", lambda e: e["torch"]), ("import check accepts", lambda e: e["torch_accepts"]),
+        ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])), ("module", lambda e: e["module"])]),
+    "oneccl-bind-pt": ("oneccl_bind_pt", [
+        ("version", lambda e: e["version"]), ("built for torch", lambda e: e["torch"]), ("other torch of the series", _pairings_text),
+        ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
+        ("module", lambda e: e["module"]), ("oneCCL", lambda e: e["oneccl"])]),
+    "torchvision": ("torchvision", [
+        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
+    "torchaudio": ("torchaudio", [
+        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
+    "transformers": ("transformers", [
+        ("line", lambda e: e["line"]), ("latest", lambda e: e["latest"]), ("requires python", lambda e: e["requires_python"]),
+        ("torch >=", lambda e: e["torch_min"]), ("accelerate >=", lambda e: e["accelerate_min"]), ("features", lambda e: ", ".join(e["features"]))]),
+    "accelerate": ("accelerate", [
+        ("line", lambda e: e["line"]), ("latest", lambda e: e["latest"]), ("requires python", lambda e: e["requires_python"]),
+        ("torch >=", lambda e: e["torch_min"]), ("features", lambda e: ", ".join(e["features"]))]),
+}
+
+
+def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], show_sources: bool) -> None:
+    """The rows of json.matrix_rows as one table per package, then the end-of-life statements."""
+    from rich.table import Table  # imported here: see render_outcome
+
+    for key, entries in rows.items():
+        title, columns = _TABLES.get(key, (key, _TABLES["torch"][1][:2]))  # a component without its own columns: version, wheels
+        table = Table(title=f"{title} ({len(entries)})", title_justify="left", header_style="bold", show_lines=False)
+        for column, _ in columns:
+            table.add_column(column)
+        if show_sources:
+            table.add_column("source")
+        for e in entries:
+            cells = [cell(e) for _, cell in columns]
+            if not e["verified"]:
+                cells[0] += " ?"
+            if show_sources:
+                cells.append("\n".join(e["sources"]))
+            table.add_row(*(escape(c) for c in cells))
+        console.print(table)
+    console.print("? = not verified against its source (see the note in data/matrix.toml)", style="dim")
+    for entry in matrix.eol:
+        console.print(escape(f"{entry.package}: {entry.status}, last release {entry.last_release}. {entry.advice}"), style="yellow")
+    checked = matrix.registry_checked or "never"
+    console.print(f"Registry facts last cross-checked against PyPI: {checked}", style="dim")
+
+
+# --- findings: compat doctor / check, compat export --validate --------------------------------------------------------
+
+_STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def findings_header(command: str, snapshot) -> str:
+    """The first line of doctor's and check's report: what was inspected."""
+    return f"compat {command} · {snapshot.executable} (Python {snapshot.python}) · {snapshot.platform.tag}"
+
+
+def render_findings(console: Console, header: str, findings: Sequence[Finding], verbose: bool = False, live: Optional[dict[str, Any]] = None) -> None:
+    """Findings grouped by area (PASS/WARN/FAIL/SKIP, the evidence and the fix of what did not pass), then the verdict."""
+    console.print(escape(header), style="dim")
+    if live and live.get("launcher") and not live.get("error"):
+        backend = live.get("backend") or "no backend"
+        if live.get("backend_is_fixture"):
+            backend += " (TEST FIXTURE, not oneCCL)"
+        console.print(escape(f"live: {live['launcher']} ({live.get('flavor')}), {backend}, world size {live.get('world_size')}, {live.get('seconds', 0):.1f} s"), style="dim")
+    area = None
+    for finding in findings:
+        if finding.area != area:
+            area = finding.area
+            console.print(f"\n[bold]{area}[/]")
+        style = _STATUS_STYLE[finding.status.value]
+        console.print(f"  [{style}]{finding.status.word:<4}[/] {escape(finding.id)}: {escape(finding.summary)}")
+        if finding.status.value in ("fail", "warn") or verbose:
+            for line in finding.evidence:
+                console.print(f"         {escape(line)}", style="dim")
+            if finding.fix and finding.status.value in ("fail", "warn"):
+                console.print(f"         fix: {escape(finding.fix)}", style="cyan")
+    if live and verbose:
+        for rank in live.get("ranks", []):
+            name = f"rank {rank['rank']}" if rank["rank"] is not None else f"pid {rank['pid']}"
+            console.print(f"\n[bold]{escape(name)}[/] output (stage {escape(str(rank['stage']))}):")
+            console.print(escape(rank["output"].rstrip() or "(nothing)"), style="dim", highlight=False)
+        for process in live.get("launcher_processes", []):
+            if process["output"].strip():
+                console.print(f"\n[bold]launcher[/] output ({escape(' '.join(process['command'][:3]))} ...):")
+                console.print(escape(process["output"].rstrip()), style="dim", highlight=False)
+    from .json import summary_counts
+
+    counts = summary_counts(findings)
+    verdict = "[bold red]FAIL[/]" if counts["fail"] else "[bold yellow]OK with warnings[/]" if counts["warn"] else "[bold green]OK[/]"
+    console.print(f"\n{verdict}: {counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped")
+
+
+def render_check_list(console: Console, checks) -> None:
+    """``--list``: every check's id, kind and what it checks (doctor: the live ones too)."""
+    from rich.table import Table
+
+    table = Table(show_edge=False, box=None, header_style="bold")
+    table.add_column("id")
+    table.add_column("kind")
+    table.add_column("what it checks")
+    for item in checks:
+        table.add_row(item.id, "static" if item.static else "import probe", escape(item.description))
+    if any(not item.static for item in checks):  # doctor: the live area too
+        for cid, description in LIVE_CHECKS:
+            table.add_row(cid, "--live", description)
+    console.print(table)
+
+
+LIVE_CHECKS = (
+    ("live.launch", "the launcher (spawn, torchrun, mpirun) started every rank"),
+    ("live.imports", "every rank imports torch, IPEX and the oneCCL bindings"),
+    ("live.backend", "which backend the ranks used (ccl when the bindings register it, else gloo) and why"),
+    ("live.world", "the ranks got their rank variables and formed one group of the expected size"),
+    ("live.allreduce", "fp32 and bf16 allreduce results are exact"),
+    ("live.bandwidth", "allreduce bandwidth at 1/16/64 MiB next to the memory-copy bandwidth"),
+    ("live.trainer", "a short Trainer run: world size, batch per step, identical parameters, loss scale, IPEX applied"),
+    ("live.network", "host names, MASTER_ADDR and interface variables work between the hosts; compat reaches MASTER_ADDR:PORT when the group did not form"),
+    ("live.hang", "no rank hung (a rank that never joins, a collective that never returns)"),
+    ("live.ranks", "every rank finished and exited cleanly; the rank that failed first is named"),
+    ("live.cleanup", "no process of the run is left"),
+)
+
+
+# --- compat translate, download, install ------------------------------------------------------------------------------
+
+
+def translate_text(result) -> str:
+    """The translated command (shell-quoted: eval runs it) after one comment line, then each change, what cannot work
+    and the notes, as comments."""
+    import shlex
+
+    accelerate = f" / accelerate {result.accelerate}" if result.accelerate else ""
+    lines = [f"# for transformers {result.transformers}{accelerate}", shlex.join(result.argv)]
+    lines += [f"# {edit.before} -> {edit.after or '(dropped)'}: {edit.why}" for edit in result.edits]
+    lines += [f"# CANNOT WORK: {line}" for line in result.blocking]
+    lines += [f"# note: {line}" for line in result.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def download_text(count: int, dest: str, python: str, platform: str, again: Sequence[str]) -> str:
+    """What ``compat download`` made, and the command that installs it on the other machine."""
+    import shlex
+
+    return (f"{count} wheels in {dest} for Python {python} on {platform}; install them with:\n"
+            f"  {shlex.join(['compat', 'install', '--offline', '--wheelhouse', dest, *again])}\n")
+
+
+def install_plan_lines(python: str, origin: str, platform: str, plan) -> list[str]:
+    """``compat install``'s first lines (stderr): the target and each planned package with its host."""
+    lines = [f"compat install: Python {python} ({origin}) · {platform}"]
+    lines += [f"  plan: {package.pin:<45} from {package.location.host_id} {package.location.url}" for package in plan.packages]
+    return lines
+
+
+def dry_run_lines(plan, installed: Mapping[str, str]) -> list[str]:
+    """``compat install --dry-run``: what would be installed or replaced (``installed``: canonical name -> version)."""
+    from ..names import canonical_name
+
+    lines = []
+    for package in plan.packages:
+        before = installed.get(canonical_name(package.distribution))
+        after = f"{package.version}{package.local_label}"
+        if before is None:
+            lines.append(f"  would install {package.distribution} {after}")
+        elif before != after:
+            lines.append(f"  would replace {package.distribution} {before} -> {after} (needs --yes)")
+    lines.append("  (dependencies are planned by pip at install time; this is the planned set only)")
+    return lines
+
+
+def verification_lines(findings: Sequence[Finding], ok: bool) -> list[str]:
+    """``compat install``'s last lines: the verification's findings and the verdict."""
+    lines = ["verification:"]
+    lines += [f"  {f.status.word} {f.id}: {f.summary}" for f in findings if f.status.value != "skip"]
+    lines.append("OK: installed and verified" if ok else "FAIL: installed, but the verification above failed")
+    return lines
