@@ -4,6 +4,10 @@ The flags changed over the years: `--xpu_backend` became `--ddp_backend` (4.29, 
 `--no_cuda` became `--use_cpu` (4.32, removed 5.0), `--use_ipex` went away (4.57), bf16 on CPU needs
 `--use_cpu` again from 4.52, and ccl itself is gone from transformers 5.1 and accelerate 1.13.
 Every rule here reads its version range from the matrix's [[feature]] entries.
+
+``stock=True`` rewrites for a set without IPEX and the oneCCL bindings (compat migrate, the stock profile): ccl becomes
+gloo, ``--use_ipex`` goes, and ``--use_cpu`` is added where accelerate needs it to run several CPU processes as one
+job. Without it the command is translated for the versions only, ccl kept (and blocked where it cannot work).
 """
 
 from __future__ import annotations
@@ -100,7 +104,9 @@ def ipex_through_trainer(matrix: Matrix, transformers: Version, accelerate: Opti
     return True, f"accelerate {accelerate} applies IPEX in prepare() (--use_ipex)"
 
 
-def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accelerate: Optional[Version], torch: Optional[Version] = None) -> Translation:
+def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accelerate: Optional[Version], torch: Optional[Version] = None,
+              *, stock: bool = False) -> Translation:
+    """``stock``: the command will run on stock PyTorch (no IPEX, no oneCCL bindings): ccl -> gloo, --use_ipex dropped."""
     feature = {f.name: f for f in matrix.features_of("transformers")}
     accel = {f.name: f for f in matrix.features_of("accelerate")}
 
@@ -127,6 +133,13 @@ def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accele
         written = " ".join(item.tokens)
         if item.name in ("--xpu_backend", "--ddp_backend"):
             value = item.value or ""
+            if stock and value == "ccl":
+                new, why, blocked = _stock_backend(matrix, item.name, transformers, has, when)
+                out += new
+                edits.append(Edit(written, " ".join(new), why))
+                if blocked:
+                    blocking.append(blocked)
+                continue
             if has("ddp_backend_arg"):
                 new = ["--ddp_backend", value]
                 why = f"--xpu_backend was renamed --ddp_backend ({when('ddp_backend_arg')})" if item.name == "--xpu_backend" else ""
@@ -165,6 +178,9 @@ def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accele
                 edits.append(Edit(written, " ".join(new), why or "a bare flag is enough"))
             continue
         if item.name == "--use_ipex":
+            if stock:
+                edits.append(Edit(written, "", stock_no_ipex(matrix)))
+                continue
             if has("use_ipex_arg"):
                 out += item.tokens
                 applies, why_not = ipex_through_trainer(matrix, transformers, accelerate, torch)
@@ -181,7 +197,14 @@ def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accele
                 edits.append(Edit(written, f"{written} --use_cpu", f"bf16 on a CPU needs --use_cpu ({when('bf16_cpu_requires_use_cpu')})"))
             continue
 
-    if backend == "ccl":
+    cpu_flag_given = cpu_flag_written or any(f.name in ("--no_cuda", "--use_cpu") for f in flags)
+    if stock and backend is not None and not cpu_flag_given and has("use_cpu_arg"):
+        needs = accel.get("multi_cpu_requires_cpu_flag")
+        if accelerate is not None and needs is not None and needs.present_in(accelerate):
+            out.append("--use_cpu")
+            edits.append(Edit("", "--use_cpu", f"accelerate {accelerate} runs several CPU processes as one job only when told cpu=True (--use_cpu; "
+                                                f"accelerate{range_text(needs.versions)}): without it each rank trains alone"))
+    if backend == "ccl" and not stock:
         uses_accelerate = has("ddp_backend_forwarded_to_accelerate") if "ddp_backend_forwarded_to_accelerate" in feature else True
         works = accel.get("ddp_backend_ccl_works")
         if uses_accelerate and accelerate is not None and works is not None and not works.present_in(accelerate):
@@ -191,3 +214,32 @@ def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accele
             )
         warnings.append("ccl also needs the oneCCL environment and CCL_WORKER_COUNT>=1: eval \"$(compat env)\"")
     return Translation(tuple(out), tuple(edits), tuple(warnings), tuple(blocking), transformers, accelerate)
+
+
+def _last(matrix: Matrix, package: str) -> str:
+    eol = matrix.eol_of(package)
+    return f"{eol.status}, last CPU release {eol.last_release}" if eol is not None else "no longer released"
+
+
+def stock_no_ccl(matrix: Matrix) -> str:
+    """Why ccl goes when the set is stock PyTorch (shared with compat migrate)."""
+    return (f"ccl needs the oneCCL bindings (oneccl_bind_pt: {_last(matrix, 'oneccl-bind-pt')}), which stock PyTorch does not have; "
+            "gloo is stock PyTorch's CPU backend")
+
+
+def stock_no_ipex(matrix: Matrix) -> str:
+    """Why --use_ipex goes when the set is stock PyTorch (shared with compat migrate)."""
+    return (f"IPEX is not part of stock PyTorch ({_last(matrix, 'intel-extension-for-pytorch')}): stock PyTorch's own CPU path replaces it "
+            "(torch.compile; --bf16 for autocast on CPUs with native bf16)")
+
+
+def _stock_backend(matrix: Matrix, flag: str, transformers: Version, has, when) -> tuple[list[str], str, str]:
+    """A ccl backend flag rewritten for stock PyTorch: (the new tokens, why, why it cannot work at all or "")."""
+    why = stock_no_ccl(matrix)
+    if has("ddp_backend_arg"):
+        renamed = f"; --xpu_backend was renamed --ddp_backend ({when('ddp_backend_arg')})" if flag == "--xpu_backend" else ""
+        return ["--ddp_backend", "gloo"], why + renamed, ""
+    if has("xpu_backend_arg") and has("xpu_backend_gloo"):
+        return ["--xpu_backend", "gloo"], why + f" (--xpu_backend gloo: {when('xpu_backend_gloo')})", ""
+    return [], why, (f"transformers {transformers} sets up CPU DDP only with --xpu_backend mpi or ccl (gloo: {when('xpu_backend_gloo')}): "
+                     "stock PyTorch has neither (its wheels are not built with MPI); a newer Python gets a newer transformers")
