@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         InstallArgs,
         LaunchArgs,
         MatrixArgs,
+        MigrateArgs,
         Output,
         ResolveArgs,
         Sources,
@@ -294,6 +295,34 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(translate_cmd)
     translate_cmd.set_defaults(build=_translate_args_of)
 
+    migrate_cmd = commands.add_parser(
+        "migrate",
+        help="move an environment off IPEX and oneCCL to stock PyTorch: plan, rewrite the command, install, validate",
+        description="Plan the move from the installed set (or -r FILE) to the newest stock set for its Python (IPEX, the oneCCL "
+        "bindings and their runtime removed; torch, transformers, accelerate installed, each version with the resolver's reason), "
+        "rewrite the training command (ccl to gloo, --use_ipex dropped, mpirun to torchrun where it relied on oneCCL's MPI), list "
+        "the IPEX calls in --source scripts and the variables to unset. Without --dry-run (and with --yes) the set is installed in "
+        "one transaction and validated with compat doctor --live before it is committed; a failure restores the old set. Exit 0 "
+        "planned / migrated / nothing to change, 1 no stock set, a command that cannot work, or a failed install or validation "
+        "(restored), 2 usage error.",
+    )
+    _target_options(migrate_cmd, python="the environment to migrate (default: $COMPAT_PYTHON, else the running one)",
+                    python_version="with -r: the Python the pins are for (default: the running one)", platform="with -r: a PEP 425 platform tag")
+    _requirement_files(migrate_cmd)
+    migrate_cmd.add_argument("--dry-run", action="store_true", help="plan only: change nothing")
+    migrate_cmd.add_argument("--yes", action="store_true", help="apply without asking")
+    migrate_cmd.add_argument("--to-torch", metavar="SPEC", help="limit torch: 2.13.0, 2.13 or a range such as '>=2.10,<2.14'")
+    migrate_cmd.add_argument("--source", dest="sources", action="append", default=[], metavar="PATH",
+                             help="a training script (or a folder of them) to scan for IPEX / oneCCL calls (read, never imported or rewritten); repeatable")
+    migrate_cmd.add_argument("--compare", action="store_true", help="run the live doctor before and after and print bandwidth, step time and losses side by side")
+    migrate_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N", help="ranks of the live validation and of the thread settings (default 2)")
+    migrate_cmd.add_argument("--index", dest="indexes", action="append", default=[], metavar="HOST=URL", help="take HOST's packages from URL (as for compat install)")
+    migrate_cmd.add_argument("--installer", choices=["pip", "uv", "auto"], default="auto", help="pip, uv, or uv when it is there (default)")
+    migrate_cmd.add_argument("--live-timeout", type=positive_float, default=300.0, metavar="S", help="deadline of each live validation run (default 300 s)")
+    migrate_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the training command to rewrite, after --")
+    _output_options(migrate_cmd)
+    migrate_cmd.set_defaults(build=_migrate_args_of)
+
     env_cmd = commands.add_parser(
         "env",
         help="print the exports of the bindings' setvars.sh plus LD_PRELOAD and thread settings: eval \"$(compat env)\"",
@@ -531,6 +560,13 @@ def _translate_args_of(ns: argparse.Namespace) -> TranslateArgs:
     from .options import TranslateArgs
 
     return TranslateArgs(_output(ns), _target(ns).python, ns.transformers, ns.accelerate, _command_words(ns.training_command))
+
+
+def _migrate_args_of(ns: argparse.Namespace) -> MigrateArgs:
+    from .options import MigrateArgs
+
+    return MigrateArgs(_output(ns), _target(ns), tuple(ns.requirement_files), ns.dry_run, ns.yes, ns.to_torch, _command_words(ns.training_command),
+                       tuple(ns.sources), ns.compare, ns.ranks_per_node, tuple(ns.indexes), ns.installer, ns.live_timeout)
 
 
 def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
@@ -1100,9 +1136,30 @@ def _export_validate(args: ExportArgs, matrix: Matrix) -> int:
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in done.findings) else EXIT_OK
 
 
+def cmd_migrate(args: MigrateArgs) -> int:
+    from .migrate.service import MigrateOptions, run_migrate
+
+    target = args.target
+    options = MigrateOptions(python=None if args.requirement_files else target.interpreter, requirement_files=args.requirement_files,
+                             python_version=target.python_version, platform=target.platform, dry_run=args.dry_run, yes=args.yes,
+                             to_torch=args.to_torch, command=args.command, sources=args.sources, compare=args.compare,
+                             ranks_per_node=args.ranks_per_node, indexes=args.indexes, installer=args.installer,
+                             live_timeout=args.live_timeout, matrix=args.output.matrix)
+    code, document = run_migrate(options)
+    if args.output.json:
+        from .console import dump_json
+
+        print(dump_json(document))
+    else:
+        from .migrate.text import format_text
+
+        sys.stdout.write(format_text(document))
+    return code
+
+
 COMMANDS: dict[str, Callable[..., int]] = {"translate": cmd_translate, "install": cmd_install, "download": cmd_download, "resolve": cmd_resolve,
                                            "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env, "launch": cmd_launch,
-                                           "export": cmd_export}
+                                           "export": cmd_export, "migrate": cmd_migrate}
 
 
 def parse(argv: Optional[Sequence[str]] = None):

@@ -194,3 +194,22 @@ class ExportArgs(Record):
     validate: Optional[str]  # --validate FILE
     job: JobArgs
     docker: DockerArgs
+
+
+class MigrateArgs(Record):
+    """compat migrate: the output options and migrate's own options (migrate/service.MigrateOptions, built in the
+    command so that the parser needs nothing of migrate/)."""
+
+    output: Output
+    target: Target
+    requirement_files: tuple[str, ...]
+    dry_run: bool
+    yes: bool
+    to_torch: Optional[str]
+    command: tuple[str, ...]
+    sources: tuple[str, ...]
+    compare: bool
+    ranks_per_node: int
+    indexes: tuple[str, ...]
+    installer: str
+    live_timeout: float

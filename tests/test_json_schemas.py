@@ -125,6 +125,15 @@ def test_launch(topology):
     valid("launch", json.loads(done.stdout))
 
 
+def test_migrate(tmp_path):
+    pins = tmp_path / "requirements.txt"
+    pins.write_text("torch==2.8.0\nintel-extension-for-pytorch==2.8.0\ntransformers==4.56.2\naccelerate==1.10.1\n")
+    data = cli_json("migrate", "--json", "--dry-run", "-r", str(pins), "--python-version", "3.11", "--",
+                    "torchrun", "run_qa.py", "--no_cuda", "--ddp_backend", "ccl", "--use_ipex")
+    assert "intel-extension-for-pytorch" in [r["name"] for r in data["removals"]]
+    assert "ccl" not in data["command"] and "--use_ipex" not in data["command"]
+
+
 def test_export_validate():
     data = cli_json("export", "--validate", str(DATA / "export" / "seed_pytorchjob.yaml"), "--json", codes=(1,))
     assert data["kind"] == "pytorchjob"

@@ -24,7 +24,7 @@ from .clean_env import base_env
 from .conftest import ROOT, pyenv_python
 from .fixture_envs import FixtureEnv
 
-SCHEMA = json.loads((Path(__file__).resolve().parent / "data" / "migrate" / "migrate-v1.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "migrate-v1.json").read_text())
 LINUX = Platform.from_tag("manylinux_2_28_x86_64")
 QA = ["mpirun", "-n", "2", "-genv", "OMP_NUM_THREADS=23", "python3", "run_qa.py", "--output_dir", "/tmp/qa", "--no_cuda", "--ddp_backend", "ccl",
       "--use_ipex", "--bf16"]

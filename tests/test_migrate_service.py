@@ -19,7 +19,7 @@ from compatmatrix.migrate.text import format_text
 
 from .fixture_envs import FixtureEnv
 
-SCHEMA = json.loads((Path(__file__).resolve().parent / "data" / "migrate" / "migrate-v1.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "migrate-v1.json").read_text())
 COMMAND = ("mpirun", "-n", "2", "-genv", "OMP_NUM_THREADS=23", "python3", "run_qa.py", "--no_cuda", "--ddp_backend", "ccl", "--use_ipex")
 
 

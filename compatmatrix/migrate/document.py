@@ -1,5 +1,5 @@
-"""The ``compat migrate --json`` document (schema_version 1; JSON Schema: tests/data/migrate/migrate-v1.schema.json, to
-move to compatmatrix/schemas/migrate-v1.json) and the measured before/after comparison. Pure.
+"""The ``compat migrate --json`` document (schema_version 1; JSON Schema:
+compatmatrix/schemas/migrate-v1.json) and the measured before/after comparison. Pure.
 
 The document::
 

@@ -39,6 +39,7 @@ SCHEMAS: Mapping[str, str] = {
     "env": "env-v2.json",
     "launch": "launch-v1.json",
     "export": "export-validate-v1.json",
+    "migrate": "migrate-v1.json",
 }
 
 
