@@ -142,11 +142,17 @@ def _sh_default(key: str, value: str) -> str:
     return f'[ -n "${{{key}:-}}" ] || {key}={shlex.quote(value)}; export {key}'
 
 
+def _comment(text: str) -> str:
+    """One comment line: a path with a newline in it (an interpreter, a bindings folder) must not end the comment and
+    put the rest of it on a line the shell runs when the file is eval'd or sourced."""
+    return "".join(ch if ch.isprintable() or ch == "\t" else repr(ch)[1:-1] for ch in text)
+
+
 def format_env(plan: EnvPlan, shell: str, defaults: bool = False) -> str:
     """The plan as bash/zsh or fish lines. ``defaults`` (compat env --defaults): the settings set outright (thread counts,
     LD_PRELOAD, the oneCCL variables) are written as defaults that a value the sourcing shell already has overrides, so a
     file written during docker build gives way to a pod's env or docker run -e; path lists are additions either way."""
-    lines = [f"# {c}" for c in plan.comments]
+    lines = [f"# {_comment(c)}" for c in plan.comments]
     if defaults and plan.exports:
         lines.append("# --defaults: a value already set when this file is sourced is kept (docker run -e, a pod's env)")
     for key, added in plan.additions.items():

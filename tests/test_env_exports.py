@@ -284,3 +284,13 @@ def test_bash_env_is_not_taken_for_the_scripts_exports(tmp_path):
     after = sourced.after
     assert after is not None and after.get("CCL_ROOT") == "/opt/ccl"
     assert "FOO_FROM_BASH_ENV" not in after and "/from/bashenv" not in after.get("LD_LIBRARY_PATH", "")
+
+
+@pytest.mark.parametrize("shell", ["bash", "fish"])
+def test_a_newline_in_a_commented_path_cannot_run_as_a_command(shell):
+    """Comments carry paths (the interpreter, the bindings' folder): a newline in one must not start a line the shell
+    runs when the file is eval'd (hostile review: a venv folder named 'x\\ntouch PWNED\\n#')."""
+    plan = EnvPlan({"OMP_NUM_THREADS": "2"}, ("no oneCCL bindings are installed for /tmp/x\ntouch /tmp/PWNED\r\n#/venv/bin/python",), {})
+    text = format_env(plan, shell)
+    assert all(line.startswith(("#", "export ", "set ", "if ")) for line in text.splitlines()), text
+    assert "touch /tmp/PWNED" in text.splitlines()[0]  # still said, inside the comment
