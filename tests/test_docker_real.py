@@ -20,17 +20,15 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 import time
 import uuid
 
 import jsonschema
 import pytest
 
-from .clean_env import base_env
 from .conftest import ROOT
 from .docker_engine import DockerEngine, DockerUnavailable
-from .fixture_index import FixtureIndex, serve
+from .local_torch import local_torch_index
 from .test_install_real import pypi_unreachable
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
@@ -78,18 +76,8 @@ def engine():
 @pytest.fixture(scope="module")
 def torch_index(tmp_path_factory):
     """A local PEP 503 index on 127.0.0.1 serving this machine's real CPU torch wheel as the pytorch-cpu host."""
-    folder = tmp_path_factory.mktemp("torch-wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-index", "--quiet", "-d", str(folder), TORCH],
-                          capture_output=True, text=True, timeout=600, env=base_env(), check=False)
-    wheels = sorted(folder.glob("torch-*.whl"))
-    if done.returncode != 0 or not wheels:
-        pytest.skip(f"{TORCH} (the local CPU wheel, through pip's find-links) is not on this machine: {(done.stderr or done.stdout).strip()[-300:]}")
-    index = FixtureIndex(tmp_path_factory.mktemp("torch-index"))
-    index.add("pytorch-cpu", wheels[0])
-    server, _ = serve(index)
-    yield index
-    server.shutdown()
-    server.server_close()
+    with local_torch_index(tmp_path_factory.mktemp("torch-wheel"), tmp_path_factory.mktemp("torch-index"), TORCH) as index:
+        yield index
 
 
 @pytest.fixture(scope="module")

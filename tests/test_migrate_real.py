@@ -15,7 +15,6 @@ import dataclasses
 import json
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,8 +25,9 @@ from compatmatrix.migrate import MigrateOptions, run_migrate
 from compatmatrix.migrate.text import compare_lines, format_text
 
 from .clean_env import base_env
-from .fixture_index import FixtureIndex, serve
+from .fixture_index import FixtureIndex
 from .install_helpers import env_tree, loose
+from .local_torch import local_torch_index
 from .procs import MARK_VARIABLE, marked, new_mark
 from .test_install_real import pypi_unreachable
 
@@ -55,18 +55,8 @@ def torch_index(tmp_path_factory):
     why = pypi_unreachable()
     if why:
         pytest.skip(f"PyPI cannot be reached from this machine: {why}")
-    folder = tmp_path_factory.mktemp("torch-wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-index", "--quiet", "-d", str(folder), TORCH],
-                          capture_output=True, text=True, timeout=600, env=base_env(), check=False)
-    wheels = sorted(folder.glob("torch-*.whl"))
-    if done.returncode != 0 or not wheels:
-        pytest.skip(f"{TORCH} (the local CPU wheel, through pip's find-links) is not on this machine: {(done.stderr or done.stdout).strip()[-300:]}")
-    index = FixtureIndex(tmp_path_factory.mktemp("torch-index"))
-    index.add("pytorch-cpu", wheels[0])
-    server, _ = serve(index)
-    yield index
-    server.shutdown()
-    server.server_close()
+    with local_torch_index(tmp_path_factory.mktemp("torch-wheel"), tmp_path_factory.mktemp("torch-index"), TORCH) as index:
+        yield index
 
 
 def copy_env(python: Path, dest: Path) -> Path:
