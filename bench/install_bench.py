@@ -1,27 +1,41 @@
 #!/usr/bin/env python3
-"""compat install with pip and with uv for the same plan, against the raw installer doing the same install.
+"""compat install with pip and with uv for the same plan, against the raw installer doing the same install, and the
+ratios issue 15 sets goals for, all from one run.
 
-The plan: the `stock` profile with torch 2.13.0 (the CPU wheel in a local folder, --index pytorch-cpu=DIR)
-and transformers / accelerate (and their dependencies) from PyPI. Each row installs into a fresh venv;
-pip's and uv's caches are warmed first, so the rows compare installing, not downloading.
+Real packages (the default): the `stock` profile with torch 2.13.0 (this machine's CPU wheel, served with its sha256
+by a PEP 503 index on 127.0.0.1 that this script starts, as --index pytorch-cpu=URL; or the plain folder with
+--torch-from folder, which publishes no sha256 and needs --allow-unverified) and transformers / accelerate (and their
+dependencies) from PyPI. FIXTURE packages (--fixture): the tiny FIXTURE torch 2.7.0 + IPEX stack of the tests on a
+FIXTURE index on 127.0.0.1 (compat's own overhead, nearly nothing to install).
 
-    python bench/install_bench.py [--torch-dir /opt/wheels] [--runs 2]
+Each run installs into a fresh venv; pip's, uv's and compat's caches are warmed first, so the rows compare installing,
+not downloading. The runs of the four commands alternate (a load that changes over the run touches all of them).
+compat's summary line (``phases: ...``) gives the time of each of its phases.
+
+    python bench/install_bench.py [--runs 3] [--torch-dir /opt/wheels] [--torch-from index|folder] [--fixture]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
+import http.server
 import json
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+GOALS = ("compat uv >= 5x faster than compat pip", "compat uv <= 3x raw uv", "compat pip overhead <= 10% over raw pip")
 
 
 def fresh_venv(base: Path, name: str) -> Path:
@@ -31,13 +45,101 @@ def fresh_venv(base: Path, name: str) -> Path:
     return target / "bin" / "python"
 
 
-def timed(argv: list[str], timeout: float = 1800) -> float:
+def clean_env() -> dict[str, str]:
+    """No PIP_*/UV_* settings of this shell (PIP_FIND_LINKS would hand the raw installers a shortcut)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "COMPAT_"))}
+    env.update(NO_COLOR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    for keep in ("PIP_CERT", "UV_CACHE_DIR", "PIP_CACHE_DIR"):
+        if keep in os.environ:
+            env[keep] = os.environ[keep]
+    return env
+
+
+def timed(argv: list[str], timeout: float = 1800) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=clean_env(), stdin=subprocess.DEVNULL)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"bench: {' '.join(argv[:6])} ... failed:\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
-    return elapsed
+        raise SystemExit(f"bench: {' '.join(argv[:8])} ... failed:\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}")
+    return elapsed, done.stderr
+
+
+PHASE_LINE = re.compile(r"phases: (.*)$", re.M)
+
+
+def phases(stderr: str) -> dict[str, float]:
+    found = PHASE_LINE.findall(stderr)
+    if not found:
+        return {}
+    return {name: float(seconds) for name, seconds in re.findall(r"(\w+) ([\d.]+) s", found[-1])}
+
+
+def serve_torch_index(folder: Path, work: Path) -> str:
+    """A PEP 503 index (simple/torch/ with #sha256 fragments) of the torch wheels in ``folder``, on 127.0.0.1."""
+    root = work / "torch-index"
+    (root / "simple" / "torch").mkdir(parents=True)
+    (root / "files").mkdir()
+    links = []
+    for wheel in sorted(folder.glob("torch-*.whl")):
+        (root / "files" / wheel.name).symlink_to(wheel)
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        links.append(f'<a href="../../files/{wheel.name.replace("+", "%2B")}#sha256={digest}">{wheel.name}</a><br/>')
+    (root / "simple" / "torch" / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    (root / "simple" / "index.html").write_text('<!DOCTYPE html><html><body><a href="torch/">torch</a></body></html>\n')
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/simple"
+
+
+def real_cases(args, work: Path, uv: str | None) -> tuple[list[str], list[tuple[str, object]]]:
+    compat = [sys.executable, "-m", "compatmatrix"]
+    plan = json.loads(subprocess.run(compat + ["install", "--dry-run", "--json", "--python-version", "3.11", "--profile", "stock", "torch==2.13.0"],
+                                     capture_output=True, text=True, check=True, timeout=120).stdout)["packages"]
+    pins = list(plan.values())
+    if args.torch_from == "index":
+        url = serve_torch_index(Path(args.torch_dir), work)
+        index, raw_index = ["--index", f"pytorch-cpu={url}"], ["--extra-index-url", url]
+    else:
+        index, raw_index = ["--index", f"pytorch-cpu={args.torch_dir}", "--allow-unverified"], ["--find-links", args.torch_dir]  # a plain folder publishes no sha256
+    request = ["--profile", "stock", "torch==2.13.0"]
+    cases = [
+        ("compat install --installer pip", lambda py: compat + ["install", "--yes", "--python", str(py), *request, "--installer", "pip", *index]),
+        ("raw pip install (same pins)", lambda py: [str(py), "-m", "pip", "install", "--quiet", *raw_index, *pins]),
+    ]
+    if uv:
+        cases += [
+            ("compat install --installer uv", lambda py: compat + ["install", "--yes", "--python", str(py), *request, "--installer", "uv", *index]),
+            ("raw uv pip install (same pins)", lambda py: [uv, "pip", "install", "--python", str(py), *raw_index, *pins]),
+        ]
+    return pins, cases
+
+
+def fixture_cases(work: Path, uv: str | None) -> tuple[list[str], list[tuple[str, object]]]:
+    from tests.fixture_index import serve
+    from tests.install_helpers import STACK, stack_index
+
+    index = stack_index(work / "fixture")
+    serve(index)
+    compat = [sys.executable, "-m", "compatmatrix"]
+    pins = ["torch==2.7.0+cpu", "intel-extension-for-pytorch==2.7.0"]
+    raw_index = ["--index-url", index.host_url("pypi"), "--extra-index-url", index.host_url("pytorch-cpu")]
+    cases = [
+        ("compat install --installer pip", lambda py: compat + ["install", "--yes", "--python", str(py), *STACK, "--installer", "pip", *index.index_args()]),
+        ("raw pip install (same pins)", lambda py: [str(py), "-m", "pip", "install", "--quiet", *raw_index, *pins]),
+    ]
+    if uv:
+        cases += [
+            ("compat install --installer uv", lambda py: compat + ["install", "--yes", "--python", str(py), *STACK, "--installer", "uv", *index.index_args()]),
+            ("raw uv pip install (same pins)", lambda py: [uv, "pip", "install", "--python", str(py), *raw_index, *pins]),
+        ]
+    return pins, cases
 
 
 def main() -> int:
@@ -45,37 +147,45 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--torch-dir", default="/opt/wheels", help="folder holding the torch 2.13.0 CPU wheel")
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--torch-from", choices=["index", "folder"], default="index",
+                        help="serve that folder as a PEP 503 index with sha256 on 127.0.0.1 (default), or pass the plain folder")
+    parser.add_argument("--fixture", action="store_true", help="the FIXTURE stack of the tests instead of real packages")
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     uv = uv_binary()
-    compat = [sys.executable, "-m", "compatmatrix"]
-    plan = json.loads(subprocess.run(compat + ["install", "--dry-run", "--json", "--python-version", "3.11", "--profile", "stock", "torch==2.13.0"],
-                                     capture_output=True, text=True, check=True, timeout=120).stdout)["packages"]
-    pins = list(plan.values())
-    rows = []
+    rows: dict[str, list[float]] = {}
+    split: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="compat-install-bench-") as work:
         base = Path(work)
-        index = ["--index", f"pytorch-cpu={args.torch_dir}", "--allow-unverified"]  # a plain folder publishes no sha256
-        # warm caches
-        timed(compat + ["install", "--yes", "--python", str(fresh_venv(base, "warm")), "--profile", "stock", "torch==2.13.0", *index])
-        if uv:
-            timed([uv, "pip", "install", "--python", str(fresh_venv(base, "warm-uv")), "--find-links", args.torch_dir, *pins])
-        cases = [
-            ("compat install --installer pip", lambda py: compat + ["install", "--yes", "--python", str(py), "--profile", "stock", "torch==2.13.0", "--installer", "pip", *index]),
-            ("raw: pip install (same pins, --find-links for torch)", lambda py: [str(py), "-m", "pip", "install", "--quiet", "--find-links", args.torch_dir, *pins]),
-        ]
-        if uv:
-            cases += [
-                ("compat install --installer uv", lambda py: compat + ["install", "--yes", "--python", str(py), "--profile", "stock", "torch==2.13.0", "--installer", "uv", *index]),
-                ("raw: uv pip install (same pins)", lambda py: [uv, "pip", "install", "--python", str(py), "--find-links", args.torch_dir, *pins]),
-            ]
-        for name, command in cases:
-            times = [timed(command(fresh_venv(base, "run"))) for _ in range(args.runs)]
-            rows.append((name, times))
-    print(f"plan: {' '.join(pins)}\n")
+        pins, cases = fixture_cases(base, uv) if args.fixture else real_cases(args, base, uv)
+        for _name, command in cases:  # warm pip's, uv's and compat's caches
+            timed(command(fresh_venv(base, "warm")))
+        for _ in range(args.runs):
+            for name, command in cases:
+                seconds, stderr = timed(command(fresh_venv(base, "run")))
+                rows.setdefault(name, []).append(seconds)
+                if name.startswith("compat"):
+                    split.setdefault(name, []).append(phases(stderr))
+    median = {name: statistics.median(times) for name, times in rows.items()}
+    print(f"plan: {' '.join(pins)}{' (FIXTURE)' if args.fixture else ''}\n")
     print("| command | runs | median s | min s |\n|---|---:|---:|---:|")
-    for name, times in rows:
-        print(f"| {name} | {len(times)} | {statistics.median(times):.1f} | {min(times):.1f} |")
+    for name, times in rows.items():
+        print(f"| {name} | {len(times)} | {median[name]:.2f} | {min(times):.2f} |")
+    for name, runs in split.items():
+        names = [n for n in runs[0] if n != "total"]
+        print(f"\n{name}, its phases (median s): " + ", ".join(f"{n} {statistics.median(r.get(n, 0.0) for r in runs):.2f}" for n in names))
+    if args.fixture:
+        print("\n(FIXTURE: almost nothing to install, so these rows show compat's fixed cost; the goals are for real packages)")
+    pip_ratio = median["compat install --installer pip"] / median["raw pip install (same pins)"] - 1
+    print(f"\ncompat pip overhead over raw pip: {pip_ratio * 100:+.1f}% (goal <= 10%)")
+    if uv:
+        speed = median["compat install --installer pip"] / median["compat install --installer uv"]
+        raw = median["compat install --installer uv"] / median["raw uv pip install (same pins)"]
+        print(f"compat uv vs compat pip: {speed:.1f}x faster (goal >= 5x)")
+        print(f"compat uv vs raw uv: {raw:.1f}x (goal <= 3x)")
+        verify = statistics.median(r.get("verify", 0.0) for r in split["compat install --installer uv"])
+        print(f"compat uv without its verify phase vs raw uv: {(median['compat install --installer uv'] - verify) / median['raw uv pip install (same pins)']:.1f}x "
+              f"(the verify phase imports torch: {verify:.2f} s)")
     return 0
 
 

@@ -132,12 +132,15 @@ def serve(index: FixtureIndex):
     class Handler(BaseHTTPRequestHandler):
         def _send(self, status: int, body: bytes, kind: str = "text/html", trickle: bool = False, sized: bool = True) -> None:
             head = f"HTTP/1.0 {status} X\r\nContent-Type: {kind}\r\n" + (f"Content-Length: {len(body)}\r\n" if sized else "") + "\r\n"
+            length = len(body)
+            if self.command == "HEAD":  # what a GET would answer, without the body (uv asks before reading a wheel)
+                body = b""
             if trickle:
                 return self._trickle(head.encode() + body)
             self.send_response(status)
             self.send_header("Content-Type", kind)
             if sized:
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(length))
             self.end_headers()
             try:
                 self.wfile.write(body)
@@ -193,6 +196,8 @@ def serve(index: FixtureIndex):
                 body = _page(mine) + (b"<!--" + b"p" * pad + b"-->" if pad else b"")
                 return self._send(200, body, trickle=f"page:{host}" in index.trickle)
             return self._send(404, b"not found")
+
+        do_HEAD = do_GET  # noqa: N815
 
         def log_message(self, *args):
             pass

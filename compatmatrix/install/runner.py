@@ -1,6 +1,7 @@
-"""The side effects of an install other than the transaction (transaction.py): fetch each planned wheel from
-its own host, ask pip what would change, check every dependency's hash against its index, download the
-dependencies, run the installer.
+"""The side effects of an install other than the transaction (transaction.py) and the planners (planners.py): fetch
+each planned wheel from its own host, check every dependency's hash against its index (the index pages read side by
+side, each under its own deadline), download the dependencies (pip: through pip's cache, by URL; uv: compat itself,
+into its wheel store, store.py), run the installer.
 
 Why fetch the wheels ourselves: pip and uv take every index for every name (``--extra-index-url``), so
 an index could shadow a name it does not own (dependency confusion). compat downloads each planned
@@ -9,29 +10,29 @@ the installer local files only.
 
 Every child (pip, uv) runs in a process group of its own with PR_SET_PDEATHSIG and a deadline
 (processes.run_bounded); every network read runs under an overall deadline and a size cap (limits.py);
-pip and uv see no setting of the user's that changes where or what they install (installer_env); every
-pip call is --only-binary :all: (no build backend ever runs).
+pip and uv see no setting of the user's that changes where or what they install (installer_env, uv_env); every
+pip and uv call is --only-binary :all: (no build backend ever runs).
 
-Side effects: network (the hosts of the plan), files in the work folder, child processes.
+Side effects: network (the hosts of the plan), files in the work folder and the wheel store, child processes, threads
+reading index pages (daemon threads: one stuck past its deadline is left behind and ends with compat).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import requests
 from packaging.version import InvalidVersion, Version
@@ -44,7 +45,9 @@ from .files import NotRegular, copy_hashing, disk_full, no_space, open_regular, 
 from .indexes import CrossHostRedirect, IndexLocation, IndexRefused, IndexUnreachable, Link, get_following, project_links
 from .limits import DeadlineExceeded, Limits, deadline, limits, mib
 from .plan import InstallPlan, PlannedPackage, WheelTarget, pick_link
-from .trust import give_pip
+from .progress import Progress, silent
+from .store import WheelStore
+from .trust import give_pip, give_uv
 
 __all__ = ["InstallError", "InstallInputError", "sha256_of"]  # re-exported for callers of the old module
 
@@ -66,18 +69,88 @@ def _host_fix(location: IndexLocation) -> str:
     return f"Pass --index {location.host_id}=URL (or set COMPAT_INDEX_{location.host_id.upper().replace('-', '_')}) to use a mirror or a local folder of wheels."
 
 
+def _links_failed(exc: IndexUnreachable, location: IndexLocation, whose: str) -> InstallError:
+    """A page that could not be read, as one sentence naming the host and whose page it is."""
+    if isinstance(exc, CrossHostRedirect):
+        return InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) is refused: {exc.why}; nothing was changed.",
+                            _redirect_fix(location.host_id, exc.target))
+    if isinstance(exc, IndexRefused):
+        return InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) is refused: {exc.why}; nothing was changed.",
+                            "Check the index (that is not a package index page compat can use), or use a mirror: " + _host_fix(location))
+    return InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) cannot be reached ({exc.why}); nothing was changed.", _host_fix(location))
+
+
 def links_of(session: requests.Session, location: IndexLocation, project: str, whose: str) -> list[Link]:
     """project_links with its failures as one sentence each."""
     try:
         return project_links(session, location, project)
-    except CrossHostRedirect as exc:
-        raise InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) is refused: {exc.why}; nothing was changed.",
-                           _redirect_fix(location.host_id, exc.target)) from None
-    except IndexRefused as exc:
-        raise InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) is refused: {exc.why}; nothing was changed.",
-                           "Check the index (that is not a package index page compat can use), or use a mirror: " + _host_fix(location)) from None
     except IndexUnreachable as exc:
-        raise InstallError(f"{exc.url} ({location.host_id}, the host of {whose}) cannot be reached ({exc.why}); nothing was changed.", _host_fix(location)) from None
+        raise _links_failed(exc, location, whose) from None
+
+
+PAGE_WORKERS = 8
+
+
+def links_of_many(session: requests.Session, wanted: Sequence[tuple[IndexLocation, str, str]], phase: str = "plan") -> list[list[Link]]:
+    """links_of for many (location, project, whose) at once: the pages are read by up to PAGE_WORKERS threads, each
+    page within its own deadline (limits().page_s, kept by this thread: only the main thread takes SIGALRM), and the
+    first failure in the order given is raised as links_of raises it. A page left running past its deadline is
+    abandoned (daemon threads: they end with compat)."""
+    if len(wanted) <= 1:
+        return [links_of(session, location, project, whose) for location, project, whose in wanted]
+    for location, _, _ in wanted:
+        prepare = getattr(session, "prepare_for", None)  # the TLS decision, made once here rather than in a thread
+        if prepare is not None:
+            prepare(location.url)
+    seconds = limits().page_s
+    todo: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+    for number in range(len(wanted)):
+        todo.put(number)
+    finished: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+    results: dict[int, tuple[bool, Any]] = {}
+    started: dict[int, float] = {}
+
+    def work() -> None:
+        while True:
+            try:
+                number = todo.get_nowait()
+            except queue.Empty:
+                return
+            location, project, _ = wanted[number]
+            started[number] = time.monotonic()
+            try:
+                results[number] = (True, project_links(session, location, project))
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it in words
+                results[number] = (False, exc)
+            finished.put(number)
+
+    for _ in range(min(PAGE_WORKERS, len(wanted))):
+        threading.Thread(target=work, daemon=True, name="compat-index-page").start()
+    done: set[int] = set()
+    while len(done) < len(wanted):
+        try:
+            number: Optional[int] = finished.get(timeout=POLL_S)
+        except queue.Empty:
+            number = None
+        if number is None:
+            now = time.monotonic()
+            late = sorted(n for n, begun in list(started.items()) if n not in results and now - begun > seconds)
+            if late:
+                location, project, whose = wanted[late[0]]
+                url = location.url if location.is_local or location.style != "index" else location.url.rstrip("/") + f"/{canonical_name(project)}/"
+                raise _links_failed(IndexUnreachable(url, f"no complete answer within {seconds:.0f} s"), location, whose)
+            continue
+        done.add(number)
+        checkpoint(phase)
+    answers = []
+    for number, (location, _, whose) in enumerate(wanted):
+        ok, value = results[number]
+        if not ok:
+            if isinstance(value, IndexUnreachable):
+                raise _links_failed(value, location, whose)
+            raise value
+        answers.append(value)
+    return answers
 
 
 def _redirect_fix(host_id: str, target: str) -> str:
@@ -85,11 +158,11 @@ def _redirect_fix(host_id: str, target: str) -> str:
 
 
 def locate(session: requests.Session, plan: InstallPlan, target: WheelTarget) -> dict[PlannedPackage, Link]:
-    """The wheel file of every planned package, on its own host only."""
+    """The wheel file of every planned package, on its own host only (the pages read side by side)."""
     found = {}
-    for package in plan.packages:
+    pages = links_of_many(session, [(p.location, p.distribution, p.distribution) for p in plan.packages])
+    for package, links in zip(plan.packages, pages):
         checkpoint("plan")
-        links = links_of(session, package.location, package.distribution, package.distribution)
         link = pick_link(links, package.version, package.local_label, target, package.distribution)
         if link is None:
             offered = sorted({lk.filename for lk in links})[:6]
@@ -124,49 +197,65 @@ def check_unverified(package: PlannedPackage, link: Link, require_hashes: bool, 
 
 
 def fetch(session: requests.Session, located: Mapping[PlannedPackage, Link], folder: Path, require_hashes: bool,
-          allow_unverified: bool = False, say: Say = lambda line: None) -> list[FetchedWheel]:
-    """Download (or copy) each located wheel and check its sha256 before anything is installed."""
+          allow_unverified: bool = False, say: Say = lambda line: None, store: Optional[WheelStore] = None,
+          progress: Optional[Progress] = None) -> list[FetchedWheel]:
+    """Download (or copy) each located wheel and check its sha256 before anything is installed. With a ``store``, a
+    wheel the store holds under the published sha256 is taken from there, and a fetched one is kept there."""
     fetched = []
-    lim = limits()
     for package, link in located.items():
         checkpoint("fetch")
         check_unverified(package, link, require_hashes, allow_unverified, say)
-        path = folder / link.filename
-        part = folder / f".part-{link.filename}"
-        try:
-            if link.url.startswith("file:"):
-                actual = _copy_local(link, package, part, lim)
-            else:
-                actual = _download(session, link, part, lim, package.location.host_id)
-            os.replace(part, path)
-        except OSError as exc:
-            part.unlink(missing_ok=True)
-            if no_space(exc):
-                raise disk_full(folder, f"downloading {link.filename}") from None
-            raise InstallError(f"{link.filename} cannot be written to {folder} ({exc.strerror}); nothing was changed.", "Check that folder (or TMPDIR).") from None
-        if link.sha256 is not None and actual != link.sha256:
-            path.unlink(missing_ok=True)
-            raise InstallError(
-                f"{link.filename} from {package.location.url} does not match the sha256 its index publishes (expected {link.sha256[:16]}..., got {actual[:16]}...); refused, nothing was changed.",
-                "The file was altered or the index is broken: do not install it. Report it to the index owner.",
-            )
+        path, actual = fetch_file(session, link, package.location, folder, store, progress or silent(), f"from {package.location.host_id}")
         fetched.append(FetchedWheel(package, link, path, actual, link.sha256 is not None))
     return fetched
 
 
-def _copy_local(link: Link, package: PlannedPackage, part: Path, lim: Limits) -> str:
+def fetch_file(session: requests.Session, link: Link, location: IndexLocation, folder: Path, store: Optional[WheelStore], progress: Progress,
+               whose: str) -> tuple[Path, str]:
+    """One wheel: from the store when it holds the published sha256, else downloaded (or copied) into ``folder`` while
+    hashing, checked against the published sha256, and kept in the store. Returns (path, sha256)."""
+    if store is not None and link.sha256 is not None:
+        kept = store.get(link.sha256, link.filename, published_by=location.url)
+        if kept is not None:
+            return kept, link.sha256
+    lim = limits()
+    path = folder / link.filename
+    part = folder / f".part-{link.filename}"
+    try:
+        if link.url.startswith("file:"):
+            actual = _copy_local(link, whose, part, lim, progress)
+        else:
+            actual = _download(session, link, part, lim, location.host_id, progress)
+        os.replace(part, path)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        if no_space(exc):
+            raise disk_full(folder, f"downloading {link.filename}") from None
+        raise InstallError(f"{link.filename} cannot be written to {folder} ({exc.strerror}); nothing was changed.", "Check that folder (or TMPDIR).") from None
+    if link.sha256 is not None and actual != link.sha256:
+        path.unlink(missing_ok=True)
+        raise InstallError(
+            f"{link.filename} from {location.url} does not match the sha256 its index publishes (expected {link.sha256[:16]}..., got {actual[:16]}...); refused, nothing was changed.",
+            "The file was altered or the index is broken: do not install it. Report it to the index owner.",
+        )
+    if store is not None:
+        path = store.put(path, actual, location.url if link.sha256 is not None else None) or path
+    return path, actual
+
+
+def _copy_local(link: Link, whose: str, part: Path, lim: Limits, progress: Progress) -> str:
     source = Path(urllib.parse.unquote(urllib.parse.urlparse(link.url).path))
     try:
-        with open_regular(source) as handle:
-            actual, _ = copy_hashing(read_chunks(handle), part, lim.wheel_bytes, lambda: checkpoint("fetch"))
+        with open_regular(source) as handle, progress.transfer(link.filename, os.fstat(handle.fileno()).st_size) as transfer:
+            actual, _ = copy_hashing(transfer.counted(read_chunks(handle)), part, lim.wheel_bytes, lambda: checkpoint("fetch"))
     except NotRegular as exc:
-        raise refuse_not_regular(exc, f"from {package.location.host_id}") from None
+        raise refuse_not_regular(exc, whose) from None
     except OverflowError:
         raise InstallError(f"{source} is larger than {mib(lim.wheel_bytes)} (the wheel size cap); refused, nothing was changed.", "Check that folder.") from None
     return actual
 
 
-def _download(session: requests.Session, link: Link, part: Path, lim: Limits, host_id: str = "HOST") -> str:
+def _download(session: requests.Session, link: Link, part: Path, lim: Limits, host_id: str = "HOST", progress: Optional[Progress] = None) -> str:
     """One wheel over HTTP: an overall deadline, the size cap, never more than its Content-Length; redirects
     followed on the same host only."""
     try:
@@ -179,7 +268,8 @@ def _download(session: requests.Session, link: Link, part: Path, lim: Limits, ho
                 if int(length) > cap:
                     raise OverflowError(int(length))
                 cap = int(length)
-            actual, _ = copy_hashing(response.iter_content(1 << 20), part, cap, lambda: checkpoint("fetch"))
+            with (progress or silent()).transfer(link.filename, int(length) if length.isdigit() else None) as transfer:
+                actual, _ = copy_hashing(transfer.counted(response.iter_content(1 << 20)), part, cap, lambda: checkpoint("fetch"))
             return actual
     except OverflowError:
         raise InstallError(f"{link.url} is larger than {mib(lim.wheel_bytes)} (the wheel size cap) or than the size it announced; refused, nothing was changed.",
@@ -244,6 +334,16 @@ def installer_env(python: str) -> dict[str, str]:
     return env
 
 
+def uv_env(python: str) -> dict[str, str]:  # noqa: ARG001 - the same signature as installer_env
+    """The environment uv runs with: installer_env's allowlist without the PIP_* variables (uv reads none of them,
+    so pip's configuration is not asked unless compat's own TLS decision needs it), and the CA bundle compat uses
+    (trust.give_uv). uv itself runs with --no-config: no uv.toml is read."""
+    env = {k: v for k, v in os.environ.items() if _kept(k) and not k.startswith("PIP_")}
+    give_uv(env)
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
+
+
 MIN_PIP = Version("22.2")  # install --dry-run --report
 
 
@@ -281,48 +381,22 @@ def pip_for(python: str) -> list[str]:
 
 @dataclass(frozen=True)
 class ReportItem:
+    """One package of the planned closure, as the planner (pip or uv) gave it, then as compat checked and fetched it."""
+
     name: str
     version: str
-    url: str
-    sha256: Optional[str]  # as pip reports it (pip computes one when the index gives none)
+    url: str  # pip: the file it chose; uv: "" for a package of the index, the URL of a direct reference
+    sha256: Optional[str]  # pip: as it reports it (it computes one when the index gives none); uv: the index's, once confirmed
     requested: bool
     verified: bool = False  # the index (or the folder's lock) publishes this sha256
+    hashes: frozenset = frozenset()  # uv: the sha256 of every file of this version its index listed (or uv computed)
+    link: Optional[Link] = None  # the file compat takes, from the dependency index (confirm_hashes)
+    path: Optional[Path] = None  # where compat put it (fetch_dependencies)
+    direct: bool = False  # a direct reference (a pass-through URL), on no index
 
 
 def _last_lines(text: str, count: int) -> str:
     return " | ".join([line for line in text.strip().splitlines() if line.strip()][-count:])
-
-
-def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependency_index: IndexLocation, passthrough: Sequence[str] = ()) -> list[ReportItem]:
-    """What pip would install (the planned files, the pass-through requirements and their missing dependencies), with hashes."""
-    checkpoint("plan")
-    seconds = limits().pip_s
-    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
-        report_path = out.name
-    try:
-        command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", *ONLY_BINARY, "--report", report_path,
-                   *_index_args(dependency_index), *map(str, files), *passthrough]
-        try:
-            done = run_bounded(command, timeout=seconds, env=installer_env(python))
-        except subprocess.TimeoutExpired:
-            raise InstallError(f"pip did not finish planning the dependencies within {seconds:.0f} s (a slow or stuck index); nothing was changed.",
-                               "Check the dependency index (--index pypi=URL), or retry.") from None
-        if done.returncode != 0:
-            raise InstallError("pip cannot resolve the dependencies of the planned set, so nothing was changed (pip said: " + _last_lines(done.stderr, 3) + ").",
-                               "Check the dependency index (--index pypi=URL); compat resolve shows the planned set.")
-        report = json.loads(Path(report_path).read_text() or "{}")
-    finally:
-        os.unlink(report_path)
-    checkpoint("plan")
-    items = []
-    for entry in report.get("install", []):
-        metadata = entry.get("metadata", {})
-        download = entry.get("download_info", {})
-        archive = download.get("archive_info") or {}
-        sha = (archive.get("hashes") or {}).get("sha256") or (archive.get("hash", "").partition("sha256=")[2] or None)
-        items.append(ReportItem(metadata.get("name", "?"), metadata.get("version", "?"), download.get("url", ""), sha.lower() if sha else None,
-                                bool(entry.get("requested"))))
-    return items
 
 
 def _index_args(dependency_index: IndexLocation) -> list[str]:
@@ -331,28 +405,100 @@ def _index_args(dependency_index: IndexLocation) -> list[str]:
     return ["--index-url", dependency_index.url]
 
 
-def confirm_hashes(session: requests.Session, items: Sequence[ReportItem], planned: Iterable[str], dependency_index: IndexLocation) -> list[ReportItem]:
-    """Mark each dependency whose sha256 its index publishes (pip's report computes one when the index gives none,
-    so pip's hash alone proves nothing); a published hash that differs from pip's is refused."""
+def _filename(url: str) -> str:
+    return urllib.parse.unquote(urllib.parse.urlparse(url).path.rsplit("/", 1)[-1])
+
+
+def confirm_hashes(session: requests.Session, items: Sequence[ReportItem], planned: Iterable[str], dependency_index: IndexLocation,
+                   target: Optional[WheelTarget] = None, planner: str = "pip", store: Optional[WheelStore] = None) -> list[ReportItem]:
+    """Find each dependency's file on its index and mark the ones whose sha256 the index publishes (pip's report computes
+    one when the index gives none, and so does uv, so the planner's hash alone proves nothing). pip names the file it
+    chose; for uv, compat picks the file of that version that fits the target. A published hash that differs from the
+    planner's is refused. The index pages are read side by side. A direct reference (a pass-through URL) is on no index:
+    it stays unverified. With uv and a ``store``: a dependency the store holds under a sha256 uv lists for it again,
+    and which this index published when compat fetched it, is taken from the store without reading the page."""
     planned_names = set(planned)
-    pages: dict[str, dict[str, Link]] = {}
+    kept: dict[str, ReportItem] = {}
+    if planner == "uv" and store is not None and target is not None:
+        for item in items:
+            if canonical_name(item.name) not in planned_names and not item.direct:
+                found = _from_store(store, item, dependency_index, target)
+                if found is not None:
+                    kept[canonical_name(item.name)] = found
+    wanted = [i for i in items if canonical_name(i.name) not in planned_names and not i.direct and canonical_name(i.name) not in kept]
+    projects = list(dict.fromkeys(canonical_name(i.name) for i in wanted))
+    pages = dict(zip(projects, links_of_many(session, [(dependency_index, p, p) for p in projects])))
     confirmed = []
     for item in items:
-        if canonical_name(item.name) in planned_names:
+        name = canonical_name(item.name)
+        if name in planned_names:
             confirmed.append(item)
             continue
+        if item.direct:
+            link = Link(_filename(item.url), item.url, None, None, False)
+            confirmed.append(dataclasses.replace(item, link=link))
+            continue
         checkpoint("plan")
-        name = canonical_name(item.name)
-        if name not in pages:
-            pages[name] = {link.filename: link for link in links_of(session, dependency_index, item.name, item.name)}
-        filename = urllib.parse.unquote(urllib.parse.urlparse(item.url).path.rsplit("/", 1)[-1])
-        link = pages[name].get(filename)
+        if name in kept:
+            confirmed.append(kept[name])
+            continue
+        links = pages[name]
+        if planner == "uv":
+            link = _uv_pick(links, item, target)
+            if link is None:
+                shown_target = f" for Python {target.python} on {target.platform.tag}" if target is not None else ""
+                raise InstallError(f"{dependency_index.url} has no wheel of {item.name}=={item.version}{shown_target}, which uv planned from it; nothing was changed.",
+                                   "Check the dependency index (--index pypi=URL), or retry (the index may have changed meanwhile).")
+        else:
+            link = next((lk for lk in links if lk.filename == _filename(item.url)), None)
         published = link.sha256 if link is not None else None
-        if published is not None and item.sha256 is not None and published != item.sha256:
-            raise InstallError(f"{filename} as pip got it does not match the sha256 {dependency_index.url} publishes; refused, nothing was changed.",
+        filename = link.filename if link is not None else _filename(item.url)
+        differs = published is not None and (published not in item.hashes if planner == "uv" and item.hashes else item.sha256 is not None and published != item.sha256)
+        if differs:
+            raise InstallError(f"{filename} as {planner} got it does not match the sha256 {dependency_index.url} publishes; refused, nothing was changed.",
                                "The file was altered or the index is broken: do not install it. Report it to the index owner.")
-        confirmed.append(dataclasses.replace(item, verified=published is not None))
+        sha256 = published if planner == "uv" else item.sha256
+        confirmed.append(dataclasses.replace(item, verified=published is not None, link=link, sha256=sha256))
     return confirmed
+
+
+def _from_store(store: WheelStore, item: ReportItem, dependency_index: IndexLocation, target: WheelTarget) -> Optional[ReportItem]:
+    for sha256 in sorted(item.hashes):
+        path = store.published(sha256, dependency_index.url)
+        if path is None:
+            continue
+        link = Link(path.name, path.as_uri(), sha256, None, False)
+        if _uv_pick([link], item, target) is not None:
+            return dataclasses.replace(item, verified=True, sha256=sha256, link=link, path=path)
+    return None
+
+
+def _uv_pick(links: Sequence[Link], item: ReportItem, target: Optional[WheelTarget]) -> Optional[Link]:
+    """The file of the version uv planned that fits the target; among several, one whose sha256 uv listed."""
+    try:
+        version = Version(item.version)
+    except InvalidVersion:
+        return None
+    label = f"+{version.local}" if version.local else ""
+    public = Version(version.public)
+    if target is None:
+        return None
+    versions: dict[str, bool] = {}  # a page lists thousands of files: the version part of the name is compared first, each spelling once
+
+    def this_version(filename: str) -> bool:
+        spelled = filename.split("-")[1] if filename.count("-") >= 4 else ""
+        if spelled not in versions:
+            try:
+                versions[spelled] = Version(spelled) == version
+            except InvalidVersion:
+                versions[spelled] = False
+        return versions[spelled]
+
+    fitting = [lk for lk in links if this_version(lk.filename) and pick_link([lk], public, label, target, item.name) is not None]
+    listed = [lk for lk in fitting if lk.sha256 is not None and lk.sha256 in item.hashes]
+    if listed:
+        return pick_link(listed, public, label, target, item.name)
+    return pick_link(fitting, public, label, target, item.name)
 
 
 @dataclass(frozen=True)
@@ -375,8 +521,19 @@ def changes(items: Sequence[ReportItem], installed: Mapping[str, str]) -> list[C
     return [Change(item.name, installed.get(canonical_name(item.name)), item.version) for item in items]
 
 
+def same_version(before: Optional[str], after: str) -> bool:
+    if before is None:
+        return False
+    try:
+        return Version(before) == Version(after)
+    except InvalidVersion:
+        return before == after
+
+
 def download_dependencies(pip: Sequence[str], python: str, items: Sequence[ReportItem], planned: Sequence[FetchedWheel], folder: Path, dependency_index: IndexLocation) -> None:
-    """Put every dependency pip reported into ``folder`` (pinned to the hashes of the plan when all are known)."""
+    """Put every dependency pip reported into ``folder`` (pinned to the hashes of the plan when all are known), through
+    pip's own cache: each by the URL of the very file confirm_hashes found on the dependency index (pip then reads no
+    index page again, and its cache answers by URL)."""
     names = {canonical_name(f.package.distribution) for f in planned}
     wanted = [i for i in items if canonical_name(i.name) not in names]
     if not wanted:
@@ -384,7 +541,12 @@ def download_dependencies(pip: Sequence[str], python: str, items: Sequence[Repor
     checkpoint("fetch")
     requirements = folder / "compat-dependencies.txt"
     hashed = all(i.sha256 for i in wanted)
-    requirements.write_text("".join(f"{i.name}=={i.version}" + (f" --hash=sha256:{i.sha256}" if hashed else "") + "\n" for i in wanted))
+
+    def line(item: ReportItem) -> str:
+        url = item.link.url if item.link is not None else item.url
+        return (f"{item.name} @ {url}" if url else f"{item.name}=={item.version}") + (f" --hash=sha256:{item.sha256}" if hashed else "")
+
+    requirements.write_text("".join(line(i) + "\n" for i in wanted))
     seconds = limits().pip_s
     command = [*pip, "download", "--no-deps", "--quiet", "--disable-pip-version-check", *ONLY_BINARY, "--dest", str(folder),
                *_index_args(dependency_index), "-r", str(requirements)]
@@ -400,6 +562,26 @@ def download_dependencies(pip: Sequence[str], python: str, items: Sequence[Repor
         raise InstallError("Downloading the dependencies failed; nothing was changed: " + said, "Check the dependency index (--index pypi=URL).")
 
 
+def fetch_dependencies(session: requests.Session, items: Sequence[ReportItem], planned: Sequence[FetchedWheel], dependency_index: IndexLocation,
+                       folder: Path, store: Optional[WheelStore], progress: Progress) -> list[ReportItem]:
+    """compat's own download of every dependency (for uv): the file confirm_hashes took from the dependency index,
+    checked against the sha256 the index publishes, from the store when it holds it, kept there otherwise. The items
+    come back with the file's path and sha256."""
+    names = {canonical_name(f.package.distribution) for f in planned}
+    done = []
+    for item in items:
+        if canonical_name(item.name) in names or item.path is not None:  # planned, or taken from the store already
+            done.append(item)
+            continue
+        checkpoint("fetch")
+        direct = item.direct or item.link is None  # pip planned a file its index does not list (a pass-through URL)
+        link = item.link if item.link is not None else Link(_filename(item.url), item.url, None, None, False)
+        where = IndexLocation("url", item.url, "find-links", "a requirement") if direct else dependency_index
+        path, actual = fetch_file(session, link, where, folder, store, progress, f"a dependency from {where.host_id}")
+        done.append(dataclasses.replace(item, path=path, sha256=actual))
+    return done
+
+
 def write_lock(path: Path, fetched: Sequence[FetchedWheel], items: Sequence[ReportItem]) -> bool:
     """A requirements file naming exactly what will be installed, by name and version (so pip freeze
     reads as usual). Hashes on every line, or on none (pip checks all or nothing). Returns whether it
@@ -412,6 +594,7 @@ def write_lock(path: Path, fetched: Sequence[FetchedWheel], items: Sequence[Repo
     hashed = all(sha for _, sha in entries)
     path.write_text("".join((f"{req} --hash=sha256:{sha}" if hashed else req) + "\n" for req, sha in entries))
     return hashed
+
 
 
 def uv_binary() -> Optional[str]:

@@ -1,9 +1,10 @@
 """compat install / compat download / --print: the steps in order, each one able to stop with nothing changed.
 
 install: refuse on a journal left by a killed install (or a journal that names foreign paths); clear orphan
-snapshots; check the environment is writable; stage an offline wheelhouse (locked files only); preflight;
-fetch each planned wheel from its host (hash-checked); pip's dry-run plan; every dependency's hash checked
-against its index; download; snapshot (transaction.py); install; verify; commit. SIGINT, SIGTERM and SIGHUP
+snapshots; check the environment is writable; then the phases, each timed (progress.py): preflight (stage an offline
+wheelhouse, locked files only; every host answers); plan (fetch each planned wheel from its host, hash-checked; the
+installer's plan of the dependencies, planners.py: uv pip compile or pip's dry-run; every dependency's hash checked
+against its index); fetch (the dependencies); snapshot (transaction.py); install; verify; then commit. SIGINT, SIGTERM and SIGHUP
 anywhere take the path of Ctrl-C: children killed, temp folders removed, the snapshot put back once it exists,
 exit 130 (SIGINT) or 143 (SIGTERM, SIGHUP); the restore and the commit themselves hold signals until they are
 done, and nothing untrusted (the journal, the manifest) is read while they are held.
@@ -42,6 +43,8 @@ from .files import safe_write, sha256_of
 from .indexes import IndexLocation, check_reachable, env_name
 from .limits import limits
 from .plan import InstallPlan, WheelTarget, glibc_of
+from .planners import choose_planner, pip_report, uv_report
+from .progress import Progress, choose_display
 from .runner import (
     ONLY_BINARY,
     Change,
@@ -51,16 +54,19 @@ from .runner import (
     confirm_hashes,
     download_dependencies,
     fetch,
+    fetch_dependencies,
     installer_command,
     installer_env,
     links_of,
     locate,
     pip_for,
-    pip_report,
     run_installer,
+    same_version,
     uv_binary,
+    uv_env,
     write_lock,
 )
+from .store import WheelStore
 from .transaction import (
     EnvFolders,
     EnvironmentLock,
@@ -93,6 +99,8 @@ class InstallOptions:
     allow_unverified: bool = False  # install wheels whose index publishes no sha256 (never with require_hashes)
     offline_dir: Optional[Path] = None
     say: Callable[[str], None] = field(default=_stderr_line)
+    planner: str = "auto"  # uv, pip, auto (the installer: uv when it can plan for the target, planners.choose_planner; else pip)
+    display: str = "auto"  # progress.choose_display: auto (bars on a terminal, else lines through say), lines, bars, none
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,15 @@ def choose_installer(requested: str) -> str:
     return requested
 
 
+def _planner(requested: str, installer: str, target: WheelTarget) -> str:
+    """Who plans the dependencies: by default the installer itself (uv when it can plan for the target, else pip)."""
+    if requested == "auto":
+        return choose_planner(target.python) if installer == "uv" else "pip"
+    if requested == "uv" and uv_binary() is None:
+        raise InstallError("uv is not installed, so it cannot plan the install; nothing was changed.", "pip install uv, or plan with pip.")
+    return requested
+
+
 def install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, options: InstallOptions) -> InstallResult:
     """Install ``plan`` into the environment of ``snapshot``: all of it, or (on any failure or interruption) none of it."""
     env = env_folders(snapshot)
@@ -233,14 +250,40 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
     _refuse_interrupted(env, snapshot)
     _clear_orphans(env, say)
     check_writable(env)
-    target = target_of(snapshot)
     installer = choose_installer(options.installer)
-    pip = pip_for(snapshot.executable)  # before anything is downloaded
     clear_stale_work_folders(say)
+    progress = Progress(choose_display(options.display, say))
+    with progress, trusted_session(say) as session, tempfile.TemporaryDirectory(prefix=_work_prefix()) as work:
+        try:
+            return _steps(matrix, plan, snapshot, env, options, signals, session, Path(work), installer, progress)
+        finally:
+            progress.finish()
+
+
+def _store(installer: str, options: InstallOptions) -> Optional[WheelStore]:
+    """The wheel store, for uv (which keeps a local wheel unpacked in its cache by the file's path); pip has no such
+    cache, and gets every wheel fetched afresh into the work folder, as do offline installs."""
+    if installer != "uv" or options.offline_dir is not None:
+        return None
+    store = WheelStore.open()
+    if store is not None:
+        store.prune()
+    return store
+
+
+def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFolders, options: InstallOptions, signals: Interruptions,
+           session: requests.Session, folder: Path, installer: str, progress: Progress) -> InstallResult:
+    """The phases, each timed (progress): preflight (the planner and pip chosen, a wheelhouse staged, every host
+    answers), plan (the planned wheels located and fetched from their own hosts, the dependencies planned and their
+    hashes checked against their index), fetch (the dependencies), snapshot, install, verify."""
+    say = options.say
+    target = target_of(snapshot)
+    folders = [folder]
     unlocked = False
-    with trusted_session(say) as session, tempfile.TemporaryDirectory(prefix=_work_prefix()) as work:
-        folder = Path(work)
-        folders = [folder]
+    with progress.phase("preflight"):
+        planner = _planner(options.planner, installer, target)
+        pip = pip_for(snapshot.executable) if "pip" in (installer, planner) else []  # before anything is downloaded
+        store = _store(installer, options)
         if options.offline_dir is not None:
             staged = folder / "wheelhouse"
             hashes = stage(options.offline_dir, staged, options.allow_unverified, options.require_hashes, say)
@@ -248,33 +291,50 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
             plan = _relocated(plan, staged)
             folders.append(staged)
         preflight(session, plan, options)
+    installed = snapshot.versions()
+    with progress.phase("plan"):
         located = locate(session, plan, target)
         for package, link in located.items():
             say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
-        fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, say)
-        items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index, plan.passthrough)
-        items = confirm_hashes(session, items, [canonical_name(f.package.distribution) for f in fetched], plan.dependency_index)
+        fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, say, store, progress)
+        if planner == "uv":
+            uv = uv_binary() or "uv"
+            items = uv_report(uv, snapshot.executable, fetched, plan.dependency_index, plan.passthrough, installed, folder, options.offline_dir is not None)
+            items = [i for i in items if not same_version(installed.get(canonical_name(i.name)), i.version)]  # uv planned the whole closure
+        else:
+            items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index, plan.passthrough)
+        items = confirm_hashes(session, items, [canonical_name(f.package.distribution) for f in fetched], plan.dependency_index, target, planner, store)
         check_dependency_hashes(items, fetched, plan.dependency_index, options)
         if unlocked:
             say(f"  unverified: {options.offline_dir} has no lock; the {len(items)} wheels used from it are installed unchecked (--allow-unverified)")
-        planned = changes(items, snapshot.versions())
+        planned = changes(items, installed)
         replaced = [c for c in planned if c.before is not None and c.before != c.after]
         for change in planned:
             say(f"  {change.kind:<10} {change.name} {change.before + ' -> ' if change.before else ''}{change.after}")
         if replaced and not options.yes:
             listed = ", ".join(f"{c.name} {c.before} -> {c.after}" for c in replaced)
             raise InstallError(f"The install would replace {listed}; refused without --yes. Nothing was changed.", "Re-run with --yes to replace them.")
-        if not planned:
-            say("  nothing to change: the planned set is installed")
-            return InstallResult((), tuple(_verify_installed(matrix, snapshot.executable)), installer)
+    if not planned:
+        say("  nothing to change: the planned set is installed")
+        with progress.phase("verify"):
+            findings = _verify_installed(matrix, snapshot.executable)
+        return InstallResult((), tuple(findings), installer)
+    with progress.phase("fetch"):
+        if options.offline_dir is None:
+            if installer == "uv":
+                items = fetch_dependencies(session, items, fetched, plan.dependency_index, folder, store, progress)
+            else:
+                download_dependencies(pip, snapshot.executable, items, fetched, folder, plan.dependency_index)
         lock = folder / "compat-lock.txt"
         write_lock(lock, fetched, items)
-        if options.offline_dir is None:
-            download_dependencies(pip, snapshot.executable, items, fetched, folder, plan.dependency_index)
+        wanted = {canonical_name(i.name) for i in items}
+        wheels = [f.path for f in fetched if canonical_name(f.package.distribution) in wanted] + [i.path for i in items if i.path is not None]
+        folders = list(dict.fromkeys([*folders, *(p.parent for p in wheels)]))
         command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes)
+    with progress.phase("snapshot"):
         data = _data_folders(env, snapshot, folders, planned, say)
         saved = snapshot_folders(env, data)
-        findings = _apply(saved, command, installer, matrix, snapshot, signals, say)
+    findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress)
     return InstallResult(tuple(planned), tuple(findings), installer)
 
 
@@ -308,14 +368,16 @@ def _installer_failed(installer: str, code: int, output: str, where: Path) -> _U
 
 
 def _apply(saved: Snapshot, command: Sequence[str], installer: str, matrix: Matrix, snapshot: EnvSnapshot, signals: Interruptions,
-           say: Callable[[str], None]) -> list[Finding]:
+           say: Callable[[str], None], progress: Progress) -> list[Finding]:
     """Run the installer and verify; on failure or interruption put the snapshot back; else commit."""
     try:
-        code, output = run_installer(command, installer_env(snapshot.executable))
-        if code != 0:
-            raise _installer_failed(installer, code, output, Path(snapshot.purelib))
+        with progress.phase("install"):
+            code, output = run_installer(command, (uv_env if installer == "uv" else installer_env)(snapshot.executable))
+            if code != 0:
+                raise _installer_failed(installer, code, output, Path(snapshot.purelib))
         say("  verifying the installed set (the package checks and an isolated import of each part)")
-        findings = _verify_installed(matrix, snapshot.executable)
+        with progress.phase("verify"):
+            findings = _verify_installed(matrix, snapshot.executable)
         failed = [f for f in findings if f.status is Status.FAIL]
         if failed:
             raise _Undo(f"The installed set failed verification ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor shows the details.", tuple(findings))
@@ -384,7 +446,7 @@ def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pi
     with Interruptions(), trusted_session(options.say) as session:
         preflight(session, plan, options)
         located = locate(session, plan, target)
-        fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, options.say)
+        fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, options.say, None, Progress(choose_display("lines", options.say)))
         platforms = [target.platform.tag] if not target.platform.tag.startswith(("linux_", "manylinux")) else [
             "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"]
         index_args = ["--no-index", "--find-links", str(plan.dependency_index.local_path)] if plan.dependency_index.is_local else ["--index-url", plan.dependency_index.url]
@@ -433,39 +495,17 @@ def _confirm_wheelhouse(session: requests.Session, plan: InstallPlan, files: Seq
 
 
 def pip_command_text(plan: InstallPlan) -> str:
-    """The conventional one-line pip command for the plan (for Dockerfiles that do not run compat).
+    """The one-line pip command of the plan: render/requirements.py writes it (kept here for callers of this module)."""
+    from ..render.requirements import pip_command_text as text
 
-    It lists every host with --extra-index-url / -f, so pip may take a name from any of them: compat
-    install avoids that by fetching each package from its own host."""
-    args = ["pip", "install", "--index-url", plan.dependency_index.url]
-    for location in dict.fromkeys(p.location for p in plan.packages if p.location.host_id != plan.dependency_index.host_id):
-        args += ["-f", location.url] if location.style == "find-links" else ["--extra-index-url", location.url]
-    args += [p.pin for p in plan.packages] + list(plan.passthrough)
-    return " ".join(_quote(a) for a in args)
+    return text(plan)
 
 
 def requirements_text(plan: InstallPlan, kind: str) -> str:
-    """Pins for pip. No hashes: one hash line makes pip demand hashes for every dependency too, and the
-    full closure is known only to an install or a download (compat download writes a hashed lock)."""
-    lines = [f"# compat install plan: Python {plan.resolution.request.python.label}, {plan.resolution.request.platform.tag}"]
-    if kind == "requirements":
-        lines.append("# no --hash lines: pip would then need hashes for every dependency; compat download -d DIR writes them all")
-    if kind == "requirements":
-        lines.append(f"--index-url {plan.dependency_index.url}")
-        for location in dict.fromkeys(p.location for p in plan.packages if p.location.host_id != plan.dependency_index.host_id):
-            lines.append(f"{'--find-links' if location.style == 'find-links' else '--extra-index-url'} {location.url}")
-    for package in plan.packages:
-        lines.append(package.pin)
-    if plan.passthrough:
-        lines.append("# not resolved by compat, passed through as written:")
-        lines += list(plan.passthrough)
-    return "\n".join(lines) + "\n"
+    """The plan as a requirements or constraints file: render/requirements.py writes it (kept here for callers of this module)."""
+    from ..render.requirements import requirements_text as text
 
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
+    return text(plan, kind)
 
 
 def offline_locations(locations: dict[str, IndexLocation], wheelhouse: Path) -> dict[str, IndexLocation]:

@@ -10,7 +10,7 @@ The first of these that is set wins (an empty value counts as unset):
 
 A bundle named by 1-6 that is missing, unreadable, of the wrong kind (a folder for SSL_CERT_FILE) or holds no PEM
 certificate is refused in one sentence naming where it was set (TrustInputError, exit 2): never a quiet fallback to
-the next. The pip compat runs gets ``PIP_CERT`` = the bundle chosen, and no ``REQUESTS_CA_BUNDLE`` /
+the next. The pip compat runs gets ``PIP_CERT`` = the bundle chosen (and uv ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``: give_uv), and no ``REQUESTS_CA_BUNDLE`` /
 ``CURL_CA_BUNDLE`` (inside pip those would outrank PIP_CERT), so both sides check certificates against the same file
 (``give_pip``); with none named, on Linux, pip gets the system store's file (what truststore reads there), so a pip
 older than 24.2 does not fall back to certifi where compat uses the system store. A certificate that does not verify is one sentence naming the host, the trust used and the fix
@@ -188,6 +188,24 @@ def give_pip(env: dict[str, str], environ: Mapping[str, str] = os.environ, confi
         env.pop(variable, None)
 
 
+def give_uv(env: dict[str, str], environ: Mapping[str, str] = os.environ, config_cert: Callable[[], Optional[str]] = pip_config_cert,
+            default: Callable[[], Trust] = default_trust) -> None:
+    """The uv compat runs checks certificates against the same bundle as compat: SSL_CERT_FILE (a file) or SSL_CERT_DIR
+    (a folder) set to it, which uv reads instead of its built-in roots. With none named and the system trust store as
+    compat's default, on Linux uv is given that store's file; with certifi as compat's default uv keeps its own roots
+    (the same Mozilla list)."""
+    named = choose(environ, config_cert)
+    path = named.path if named is not None else system_bundle() if default().source == SYSTEM else None
+    if path is None:
+        return
+    if os.path.isdir(path):
+        env["SSL_CERT_DIR"] = path
+        env.pop("SSL_CERT_FILE", None)
+    else:
+        env["SSL_CERT_FILE"] = path
+        env.pop("SSL_CERT_DIR", None)
+
+
 class _ContextAdapter(requests.adapters.HTTPAdapter):
     """An HTTPAdapter whose connections (direct or through a proxy) verify with ``context`` (truststore's)."""
 
@@ -247,6 +265,11 @@ class TrustedSession(requests.Session):
             self.trust = trust
             self._say(f"  TLS: certificates checked against {trust.words}")
         return self.trust
+
+    def prepare_for(self, url: str) -> None:
+        """Make the TLS decision now if ``url`` is https (before pages are read from several threads at once)."""
+        if url.lower().startswith("https:"):
+            self._decided()
 
     def merge_environment_settings(self, url, proxies, stream, verify, cert):
         merged = super().merge_environment_settings(url, proxies, stream, verify, cert)
