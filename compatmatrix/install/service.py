@@ -101,6 +101,8 @@ class InstallOptions:
     say: Callable[[str], None] = field(default=_stderr_line)
     planner: str = "auto"  # uv, pip, auto (the installer: uv when it can plan for the target, planners.choose_planner; else pip)
     display: str = "auto"  # progress.choose_display: auto (bars on a terminal, else lines through say), lines, bars, none
+    remove: tuple[str, ...] = ()  # distributions uninstalled in the same transaction, after the installer (compat migrate)
+    before_commit: Optional[Callable[[], Sequence[Finding]]] = None  # after the verification, before the commit: a FAIL restores
 
 
 @dataclass(frozen=True)
@@ -314,7 +316,8 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         if replaced and not options.yes:
             listed = ", ".join(f"{c.name} {c.before} -> {c.after}" for c in replaced)
             raise InstallError(f"The install would replace {listed}; refused without --yes. Nothing was changed.", "Re-run with --yes to replace them.")
-    if not planned:
+    remove = tuple(n for n in options.remove if canonical_name(n) in installed)
+    if not planned and not remove:
         say("  nothing to change: the planned set is installed")
         with progress.phase("verify"):
             findings = _verify_installed(matrix, snapshot.executable)
@@ -330,21 +333,29 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         wanted = {canonical_name(i.name) for i in items}
         wheels = [f.path for f in fetched if canonical_name(f.package.distribution) in wanted] + [i.path for i in items if i.path is not None]
         folders = list(dict.fromkeys([*folders, *(p.parent for p in wheels)]))
-        command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes)
+        command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes) if planned else None
+    uninstall = uninstall_command(installer, pip, snapshot.executable, remove) if remove else None
     with progress.phase("snapshot"):
-        data = _data_folders(env, snapshot, folders, planned, say)
+        data = _data_folders(env, snapshot, folders, planned, say, remove)
         saved = snapshot_folders(env, data)
-    findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress)
+    findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress, uninstall, options.before_commit)
     return InstallResult(tuple(planned), tuple(findings), installer)
 
 
-def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path], planned: Sequence[Change], say: Callable[[str], None]) -> tuple[Path, ...]:
+def uninstall_command(installer: str, pip: Sequence[str], python: str, names: Sequence[str]) -> list[str]:
+    if installer == "uv":
+        return [uv_binary() or "uv", "pip", "uninstall", "--no-config", "--python", python, *names]
+    return [*(pip or pip_for(python)), "uninstall", "--yes", "--disable-pip-version-check", *names]
+
+
+def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path], planned: Sequence[Change], say: Callable[[str], None],
+                  removed: Sequence[str] = ()) -> tuple[Path, ...]:
     """The prefix's folders the wheels write data or header files into (or the replaced versions had files in):
     snapshotted with site-packages, so a restore puts them back too. What no snapshot can hold is said."""
     from .datafiles import install_targets
 
     wheels = sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()})
-    replaced_names = {canonical_name(c.name) for c in planned if c.before is not None}
+    replaced_names = {canonical_name(c.name) for c in planned if c.before is not None} | {canonical_name(n) for n in removed}
     replaced = [(Path(d.path), Path(d.site)) for d in snapshot.distributions if d.canonical in replaced_names and d.path and d.site]
     headers = (snapshot.raw.get("python") or {}).get("headers")
     found = install_targets(env, wheels, Path(headers) if headers else None, replaced)
@@ -367,20 +378,32 @@ def _installer_failed(installer: str, code: int, output: str, where: Path) -> _U
     return _Undo(f"{installer} " + (f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"), "See the installer's output above.")
 
 
-def _apply(saved: Snapshot, command: Sequence[str], installer: str, matrix: Matrix, snapshot: EnvSnapshot, signals: Interruptions,
-           say: Callable[[str], None], progress: Progress) -> list[Finding]:
-    """Run the installer and verify; on failure or interruption put the snapshot back; else commit."""
+def _apply(saved: Snapshot, command: Optional[Sequence[str]], installer: str, matrix: Matrix, snapshot: EnvSnapshot, signals: Interruptions,
+           say: Callable[[str], None], progress: Progress, uninstall: Optional[Sequence[str]] = None,
+           before_commit: Optional[Callable[[], Sequence[Finding]]] = None) -> list[Finding]:
+    """Run the installer (and the uninstall), verify, validate; on failure or interruption put the snapshot back; else commit."""
     try:
         with progress.phase("install"):
-            code, output = run_installer(command, (uv_env if installer == "uv" else installer_env)(snapshot.executable))
-            if code != 0:
-                raise _installer_failed(installer, code, output, Path(snapshot.purelib))
+            for step in (command, uninstall):
+                if step is None:
+                    continue
+                code, output = run_installer(step, (uv_env if installer == "uv" else installer_env)(snapshot.executable))
+                if code != 0:
+                    raise _installer_failed(installer, code, output, Path(snapshot.purelib))
         say("  verifying the installed set (the package checks and an isolated import of each part)")
         with progress.phase("verify"):
             findings = _verify_installed(matrix, snapshot.executable)
         failed = [f for f in findings if f.status is Status.FAIL]
         if failed:
             raise _Undo(f"The installed set failed verification ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor shows the details.", tuple(findings))
+        if before_commit is not None:
+            with progress.phase("validate"):
+                validation = list(before_commit())
+            findings = findings + validation
+            failed = [f for f in validation if f.status is Status.FAIL]
+            if failed:
+                raise _Undo(f"The installed set failed its validation ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor --live shows the details.",
+                            tuple(findings))
     except _Undo as undo:
         _rollback(saved, signals)
         raise InstallError(f"{undo.message}; the environment was restored to what it was before.", undo.fix, state="restored", findings=undo.findings) from None
