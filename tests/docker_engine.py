@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
+from compatmatrix.processes import die_with_parent
+
 from .real_envs import CACHE
 
 START_TIMEOUT_S = 60.0
@@ -106,7 +108,7 @@ class DockerEngine:
         with open(self.log, "wb") as log:
             # dockerd gets SIGTERM when the test process dies (even by SIGKILL), and then stops its containers itself
             self.daemon = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                           preexec_fn=_die_with_parent)
+                                           preexec_fn=die_with_parent)
         try:
             self._wait_until_up()
         except BaseException:
@@ -197,13 +199,6 @@ class DockerEngine:
 
     def _remove_root(self) -> None:
         _remove_folder(self.root)
-
-
-def _die_with_parent() -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _kill_holders(root: Path) -> None:

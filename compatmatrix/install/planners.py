@@ -80,14 +80,7 @@ def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependenc
     try:
         command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", *ONLY_BINARY, "--report", report_path,
                    *_index_args(dependency_index), *map(str, files), *passthrough]
-        try:
-            done = run_bounded(command, timeout=seconds, env=installer_env(python))
-        except subprocess.TimeoutExpired:
-            raise InstallError(f"pip did not finish planning the dependencies within {seconds:.0f} s (a slow or stuck index); nothing was changed.",
-                               "Check the dependency index (--index pypi=URL), or retry.") from None
-        if done.returncode != 0:
-            raise InstallError("pip cannot resolve the dependencies of the planned set, so nothing was changed (pip said: " + _last_lines(done.stderr, 3) + ").",
-                               "Check the dependency index (--index pypi=URL); compat resolve shows the planned set.")
+        _run_planner("pip", command, seconds, installer_env(python))
         report = json.loads(Path(report_path).read_text() or "{}")
     finally:
         os.unlink(report_path)
@@ -128,14 +121,7 @@ def uv_report(uv: str, python: str, fetched: Sequence[FetchedWheel], dependency_
     seconds = limits().pip_s
     command = [uv, "pip", "compile", "--no-config", "--quiet", "--color", "never", "--python", python, *ONLY_BINARY, "--generate-hashes",
                "--no-header", "--no-annotate", *_index_args(dependency_index), *(["--offline"] if offline else []), "-o", str(output), str(source)]
-    try:
-        done = run_bounded(command, timeout=seconds, env=uv_env(python))
-    except subprocess.TimeoutExpired:
-        raise InstallError(f"uv did not finish planning the dependencies within {seconds:.0f} s (a slow or stuck index); nothing was changed.",
-                           "Check the dependency index (--index pypi=URL), or retry.") from None
-    if done.returncode != 0:
-        raise InstallError("uv cannot resolve the dependencies of the planned set, so nothing was changed (uv said: " + _last_lines(done.stderr, 3) + ").",
-                           "Check the dependency index (--index pypi=URL); compat resolve shows the planned set.")
+    _run_planner("uv", command, seconds, uv_env(python))
     checkpoint("plan")
     return parse_compiled(output.read_text(), fetched)
 
@@ -195,3 +181,15 @@ def parse_compiled(text: str, fetched: Sequence[FetchedWheel]) -> list[ReportIte
                                "Report this, with the output of `uv --version`.")
         items.append(ReportItem(requirement.name, pins[0], "", None, False, hashes=hashes))
     return items
+
+
+def _run_planner(tool: str, command: list[str], seconds: float, env: dict[str, str]) -> None:
+    """Run the planner to the end within ``seconds``; a timeout or a failed resolution is one sentence plus the fix."""
+    try:
+        done = run_bounded(command, timeout=seconds, env=env)
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"{tool} did not finish planning the dependencies within {seconds:.0f} s (a slow or stuck index); nothing was changed.",
+                           "Check the dependency index (--index pypi=URL), or retry.") from None
+    if done.returncode != 0:
+        raise InstallError(f"{tool} cannot resolve the dependencies of the planned set, so nothing was changed ({tool} said: " + _last_lines(done.stderr, 3) + ").",
+                           "Check the dependency index (--index pypi=URL); compat resolve shows the planned set.")
