@@ -1,12 +1,13 @@
 """compat migrate for real: a copy of the real torch 2.8 + IPEX 2.8 environment (tests/real_envs.py, hard-linked: pip and
 uv unlink a file before writing it, and the install's own snapshot is hard links too, so the cached environment is
 never written through) moved to stock PyTorch -- torch 2.13.0+cpu from a local index serving this machine's CPU wheel
-as the PyTorch CPU host, transformers / accelerate and their dependencies from PyPI -- with the live doctor before and
+as the PyTorch CPU host, transformers / accelerate and their dependencies as the real PyPI wheels, downloaded once into the
+tests' cache and served on 127.0.0.1 too (tests/local_pypi.py) -- with the live doctor before and
 after (--compare); and a copy of torch 2.13 + IPEX 2.8 whose validation is made to fail (a rank killed by SIGSEGV in
 the Trainer step, the live worker's test hook), which must come back file for file.
 
-Slow (a real install: minutes) and needs PyPI: skipped, with the reason, where PyPI cannot be reached or the local torch
-wheel is missing, and while install/service.py cannot uninstall and validate inside its transaction.
+Slow (a real install: minutes); needs PyPI once, to fill the wheel cache: skipped, with the reason, where PyPI cannot be
+reached for that and nothing is cached, or the local torch wheel is missing, and while install/service.py cannot uninstall and validate inside its transaction.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from compatmatrix.migrate.text import compare_lines, format_text
 from .clean_env import base_env
 from .fixture_index import FixtureIndex
 from .install_helpers import env_tree, loose
+from .local_pypi import local_pypi_index
 from .local_torch import local_torch_index
 from .procs import MARK_VARIABLE, marked, new_mark
-from .test_install_real import pypi_unreachable
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
 TORCH = "torch==2.13.0"
+TARGET = (TORCH, "transformers==5.23.0", "accelerate==1.15.0")  # the set compat migrate plans (the matrix's newest)
 QA = ("mpirun", "-n", "2", "-genv", "OMP_NUM_THREADS=23", "python3", "run_qa.py", "--model_name_or_path", "google-bert/bert-large-uncased",
       "--output_dir", "/tmp/debug_squad/", "--no_cuda", "--ddp_backend", "ccl", "--use_ipex", "--bf16")
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "migrate-v1.json").read_text())
@@ -50,12 +52,12 @@ def skip_unless_the_installer_can() -> None:
 
 @pytest.fixture(scope="module")
 def torch_index(tmp_path_factory):
-    """A local PEP 503 index on 127.0.0.1 serving this machine's real CPU torch wheel as the pytorch-cpu host."""
+    """A local PEP 503 index on 127.0.0.1 serving this machine's real CPU torch wheel as the pytorch-cpu host and the
+    real PyPI wheels of the target set (downloaded once, tests/local_pypi.py) as the pypi host: the migration itself
+    talks only to 127.0.0.1."""
     skip_unless_the_installer_can()
-    why = pypi_unreachable()
-    if why:
-        pytest.skip(f"PyPI cannot be reached from this machine: {why}")
-    with local_torch_index(tmp_path_factory.mktemp("torch-wheel"), tmp_path_factory.mktemp("torch-index"), TORCH) as index:
+    with local_torch_index(tmp_path_factory.mktemp("torch-wheel"), tmp_path_factory.mktemp("torch-index"), TORCH) as index, \
+            local_pypi_index(TARGET, index.root, index=index, leave_out=("torch",)):
         yield index
 
 
@@ -78,7 +80,7 @@ def freeze(python: Path) -> dict[str, str]:
 
 def options(python: Path, index: FixtureIndex, **changes) -> MigrateOptions:
     lines: list[str] = []
-    base = MigrateOptions(python=str(python), yes=True, to_torch="2.13.0", command=QA, indexes=(f"pytorch-cpu={index.host_url('pytorch-cpu')}",),
+    base = MigrateOptions(python=str(python), yes=True, to_torch="2.13.0", command=QA, indexes=(f"pytorch-cpu={index.host_url('pytorch-cpu')}", f"pypi={index.host_url('pypi')}"),
                           live_timeout=600.0, say=lines.append)
     return dataclasses.replace(base, **changes)
 

@@ -190,6 +190,27 @@ def _run_planner(tool: str, command: list[str], seconds: float, env: dict[str, s
     except subprocess.TimeoutExpired:
         raise InstallError(f"{tool} did not finish planning the dependencies within {seconds:.0f} s (a slow or stuck index); nothing was changed.",
                            "Check the dependency index (--index pypi=URL), or retry.") from None
+    if done.returncode != 0 and unreachable(done.stderr):
+        raise InstallError(f"{tool} could not reach the dependency index while planning, so nothing was changed ({tool} said: "
+                           + _last_lines(_network_lines(done.stderr), 2) + ").",
+                           "Check the network and the proxy settings and retry (PIP_RETRIES / UV_HTTP_RETRIES allow more tries), or use a mirror (--index pypi=URL).")
     if done.returncode != 0:
         raise InstallError(f"{tool} cannot resolve the dependencies of the planned set, so nothing was changed ({tool} said: " + _last_lines(done.stderr, 3) + ").",
                            "Check the dependency index (--index pypi=URL); compat resolve shows the planned set.")
+
+
+# what pip (urllib3) and uv (reqwest/hyper) print when the index could not be reached at all, as opposed to a
+# requirement that no release satisfies
+_NETWORK_SIGNS = ("NewConnectionError", "ProxyError", "ConnectTimeoutError", "ReadTimeoutError", "Name or service not known",
+                  "Temporary failure in name resolution", "Connection refused", "Network is unreachable", "SSLError",
+                  "Max retries exceeded", "connection broken by", "dns error", "tcp connect error", "error sending request",
+                  "operation timed out", "Failed to fetch")
+
+
+def _network_lines(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if any(sign in line for sign in _NETWORK_SIGNS))
+
+
+def unreachable(stderr: str) -> bool:
+    """True when the planner's output shows it could not reach an index (the network, the proxy, DNS, TLS)."""
+    return bool(_network_lines(stderr))
