@@ -2,7 +2,9 @@
 
 Path lists (PATH, LD_LIBRARY_PATH, ...: oneccl_env.ADDITIVE) are written as additions joined to the value the shell has
 when it sources the file (`export PATH="/added${PATH:+:$PATH}"`), never as the value they had when compat ran: a file
-written during `docker build` must not undo the image's later `ENV PATH=...`. With `--defaults` the other settings
+written during `docker build` must not undo the image's later `ENV PATH=...`. Each addition is skipped when the value
+already holds it, so a file sourced twice (BASH_ENV and an entrypoint) adds its entries once; MANPATH keeps man's
+default search path (an empty entry) when it was unset. With `--defaults` the other settings
 (thread counts, LD_PRELOAD, the oneCCL variables) are written as defaults a value set at sourcing time overrides
 (`export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"`), so that file gives way to a pod's env or `docker run -e`.
 Without the oneCCL bindings (the stock profile, gloo) only LD_PRELOAD and the thread count are printed.
@@ -108,29 +110,51 @@ def _safe(text: str) -> bool:
     return shlex.quote(text) == text  # nothing the shell would expand or split: it may stand inside double quotes
 
 
+# MANPATH: an empty entry (a leading or trailing ':') stands for man's default search path, so an addition to an unset
+# MANPATH keeps that entry ("/added:"), as oneAPI's own setvars.sh does; without it man would find only the added pages
+KEEPS_EMPTY = frozenset({"MANPATH"})
+
+
+def _sh_guard(key: str, text: str) -> str:
+    """The `case` line that skips an addition already in KEY as one block, so sourcing the file twice (BASH_ENV and an
+    entrypoint, a nested shell) does not add the entries twice."""
+    block = f'":{text}:"' if _safe(text) else ":" + shlex.quote(text) + ":"
+    return f'case ":${{{key}-}}:" in *{block}*) ;; *)'
+
+
 def _sh_addition(key: str, added: PathAddition) -> list[str]:
-    """`export KEY="/a:/b${KEY:+:$KEY}"`: the added entries in front of (or after) the value KEY has when this runs;
-    entries with spaces, quotes or $ are single-quoted (shlex) next to the double-quoted expansion."""
+    """`export KEY="/a:/b${KEY:+:$KEY}"`: the added entries in front of (or after) the value KEY has when this runs, inside
+    a `case` that leaves KEY alone when it already holds them; entries with spaces, quotes or $ are single-quoted (shlex)
+    next to the double-quoted expansion."""
     lines = []
-    live_after, live_before = f"${{{key}:+:${key}}}", f"${{{key}:+${key}:}}"
+    keeps_empty = key in KEEPS_EMPTY
+    live_after = f":${{{key}}}" if keeps_empty else f"${{{key}:+:${key}}}"
+    live_before = f"${{{key}:-:}}${{{key}:+:}}" if keeps_empty else f"${{{key}:+${key}:}}"
     if added.prepend:
         text = ":".join(added.prepend)
-        lines.append(f'export {key}="{text}{live_after}"' if _safe(text) else f'export {key}={shlex.quote(text)}"{live_after}"')
+        lines += [_sh_guard(key, text),
+                  f'export {key}="{text}{live_after}"' if _safe(text) else f'export {key}={shlex.quote(text)}"{live_after}"', "esac"]
     if added.append:
         text = ":".join(added.append)
-        lines.append(f'export {key}="{live_before}{text}"' if _safe(text) else f'export {key}="{live_before}"{shlex.quote(text)}')
+        lines += [_sh_guard(key, text),
+                  f'export {key}="{live_before}{text}"' if _safe(text) else f'export {key}="{live_before}"{shlex.quote(text)}', "esac"]
     return lines
 
 
 def _fish_addition(key: str, added: PathAddition) -> list[str]:
     """fish (3.0 and later) keeps every variable whose name ends in PATH as a list, split and joined on ':'; its empty
-    entries (an empty value) are left out, as bash's ${KEY:+...} leaves out an empty value."""
+    entries (an empty value) are left out, as bash's ${KEY:+...} leaves out an empty value (MANPATH keeps them, and gets
+    one when it was unset). An addition whose entries KEY already holds is skipped."""
     lines = []
-    live = f"(string match -v -- '' ${key})"
-    if added.prepend:
-        lines.append(f"set -gx {key} {' '.join(_fish_quote(e) for e in added.prepend)} {live}")
-    if added.append:
-        lines.append(f"set -gx {key} {live} {' '.join(_fish_quote(e) for e in added.append)}")
+    if key in KEEPS_EMPTY:
+        live = f"(if set -q {key}; printf '%s\\n' ${key}; else; echo ''; end)"
+    else:
+        live = f"(string match -v -- '' ${key})"
+    for entries, line in ((added.prepend, f"set -gx {key} {' '.join(_fish_quote(e) for e in added.prepend)} {live}"),
+                          (added.append, f"set -gx {key} {live} {' '.join(_fish_quote(e) for e in added.append)}")):
+        if entries:
+            missing = "; or ".join(f"not contains -- {_fish_quote(e)} ${key}" for e in entries)
+            lines.append(f"if {missing}; {line}; end")
     return lines
 
 

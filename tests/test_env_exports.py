@@ -171,10 +171,11 @@ def test_bash_text():
 def test_fish_text():
     lines = format_env(PLAN, "fish").splitlines()
     assert lines[0] == "# FIXTURE plan"
-    assert "set -gx PATH '/opt/p' (string match -v -- '' $PATH)" in lines
-    assert "set -gx PATH (string match -v -- '' $PATH) '/opt/tail'" in lines
+    assert "if not contains -- '/opt/p' $PATH; set -gx PATH '/opt/p' (string match -v -- '' $PATH); end" in lines
+    assert "if not contains -- '/opt/tail' $PATH; set -gx PATH (string match -v -- '' $PATH) '/opt/tail'; end" in lines
+    odd_line = next(line for line in lines if "set -gx LD_LIBRARY_PATH '/opt/a b'" in line)
     assert ("set -gx LD_LIBRARY_PATH '/opt/a b' '/it\\'s' '/q\"uote' '/d$HOME' '/back\\\\slash' '/semi;colon' "
-            "(string match -v -- '' $LD_LIBRARY_PATH)") in lines
+            "(string match -v -- '' $LD_LIBRARY_PATH); end") in odd_line
     assert "set -gx CCL_ROOT '/opt/a b'" in lines
     assert not any(line.startswith("export") for line in lines)
 
@@ -206,6 +207,33 @@ def test_odd_entries_arrive_as_written_in_fish(tmp_path):
         assert values["LD_LIBRARY_PATH"] == ":".join(expected), live
         assert values["PATH"] == f"/opt/p:{BUILD_PATH}:/opt/tail"
         assert values["CCL_ROOT"] == "/opt/a b"
+
+
+# --- sourced twice (BASH_ENV and an entrypoint, a nested shell): the entries are added once -----------------------
+
+TWICE = EnvPlan({}, (), {"PATH": PathAddition(("/opt/p", "/opt/q"), ("/opt/tail",)), "LD_LIBRARY_PATH": PathAddition(ODD, ()),
+                         "MANPATH": PathAddition(("/opt/man",), ("/opt/m2",))})
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "dash", "fish"])
+def test_sourcing_the_file_twice_adds_each_entry_once(tmp_path, shell):
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed here")
+    written = tmp_path / "env"
+    written.write_text(format_env(TWICE, "fish" if shell == "fish" else "bash"))
+    base = {k: v for k, v in base_env().items() if k not in ("LD_LIBRARY_PATH", "MANPATH")}
+    if shell == "fish":
+        argv = ["fish", "--no-config", "-c", f"source {written}; source {written}; and env"]
+    else:
+        argv = [shell, "-c", f'. "{written}"; . "{written}"; env']
+    for live in ({"LD_LIBRARY_PATH": "/live", "MANPATH": "/m"}, {}):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**base, "PATH": BUILD_PATH, **live}, check=False)
+        assert done.returncode == 0, done.stderr
+        values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+        assert values["PATH"] == f"/opt/p:/opt/q:{BUILD_PATH}:/opt/tail"
+        assert values["LD_LIBRARY_PATH"] == ":".join([*ODD, *(["/live"] if live else [])])
+        # man reads an empty entry as its default search path: an unset MANPATH keeps it, as oneAPI's setvars.sh does
+        assert values["MANPATH"] == ("/opt/man:/m:/opt/m2" if live else "/opt/man::/opt/m2")
 
 
 # --- --defaults: a file written at build time gives way to the values of the run (docker run -e, a pod's env) -------
