@@ -309,3 +309,46 @@ def test_pip_cert_naming_a_missing_file_is_an_error_naming_pip_cert(https_index,
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"compat: PIP_CERT names {missing}, which does not exist; compat does not fall back to another CA bundle" in done.stderr
     assert "Point PIP_CERT at your CA bundle" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------- the system store alone, and where it is
+
+def test_the_system_store_is_not_widened_by_certifi(small_https_index, pki, monkeypatch):
+    """requests loads its default bundle (certifi) into any SSL context it is given; with the system store compat
+    trusts that store alone. The check: certifi's place is made to hold the test CA -- the request must still fail."""
+    pytest.importorskip("truststore")
+    import requests.adapters
+
+    url = small_https_index.host_url("pypi") + "/filelock/"
+    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", str(pki["ca"]))
+    with TrustedSession(None, lambda: Trust(SYSTEM, None)) as session, pytest.raises(TrustError):
+        session.get(url, timeout=30)
+    with TrustedSession(None, lambda: Trust(CERTIFI, str(pki["ca"]))) as session:  # the same file, named: trusted
+        assert session.get(url, timeout=30).status_code == 200
+
+
+def _paths(cafile, capath):
+    return ssl.DefaultVerifyPaths(cafile, capath, "SSL_CERT_FILE", cafile, "SSL_CERT_DIR", capath)
+
+
+def test_the_system_bundle_is_a_file_with_certificates_or_a_hashed_folder_else_none(tmp_path, pki, monkeypatch):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the system store is a file only on Linux")
+    empty = tmp_path / "certs"
+    empty.mkdir()
+    (tmp_path / "blank.pem").write_text("")
+    monkeypatch.setattr(trust, "_CA_FILES", ())
+    # an image without ca-certificates: OpenSSL's default file is missing or blank and its folder empty -> nothing
+    monkeypatch.setattr(ssl, "get_default_verify_paths", lambda: _paths(str(tmp_path / "missing.pem"), str(empty)))
+    assert trust.system_bundle() is None
+    monkeypatch.setattr(ssl, "get_default_verify_paths", lambda: _paths(str(tmp_path / "blank.pem"), str(empty)))
+    assert trust.system_bundle() is None
+    env: dict[str, str] = {}
+    trust.give_pip(env, {}, no_config, lambda: Trust(SYSTEM, None))
+    assert "PIP_CERT" not in env  # pip keeps its own default rather than an empty store
+    # a folder with a hashed link (what c_rehash / update-ca-certificates make) is a store
+    (empty / "0123abcd.0").symlink_to(pki["ca"])
+    assert trust.system_bundle() == str(empty)
+    # the distribution's bundle where OpenSSL's default is missing
+    monkeypatch.setattr(trust, "_CA_FILES", (str(tmp_path / "blank.pem"), str(pki["ca"])))
+    assert trust.system_bundle() == str(pki["ca"])

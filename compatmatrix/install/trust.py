@@ -165,11 +165,35 @@ def system_bundle() -> Optional[str]:
     if not sys.platform.startswith("linux"):
         return None
     paths = ssl.get_default_verify_paths()  # openssl_*: the built-in defaults, not what SSL_CERT_FILE/DIR say
-    if paths.openssl_cafile and os.path.isfile(paths.openssl_cafile):
-        return paths.openssl_cafile
-    if paths.openssl_capath and os.path.isdir(paths.openssl_capath):
+    for candidate in (paths.openssl_cafile, *_CA_FILES):
+        if candidate and _holds_a_certificate(candidate):
+            return candidate
+    if paths.openssl_capath and _hashed_folder(paths.openssl_capath):
         return paths.openssl_capath
-    return None
+    return None  # no usable system store (an image without ca-certificates): pip and uv keep their own defaults
+
+
+# where Linux distributions keep the system CA bundle when OpenSSL's compiled-in default is elsewhere (truststore's list)
+_CA_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem", "/etc/pki/tls/cacert.pem",
+             "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/cert.pem")
+
+
+def _holds_a_certificate(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return os.path.isfile(path) and b"-----BEGIN CERTIFICATE-----" in handle.read(1 << 20)
+    except OSError:
+        return False
+
+
+def _hashed_folder(path: str) -> bool:
+    """A folder OpenSSL can use as a CA path: it holds at least one hashed link (8 hex digits, '.', a digit)."""
+    try:
+        with os.scandir(path) as entries:
+            return any(len(e.name) >= 10 and e.name[8] == "." and e.name[9:].isdigit() and all(c in "0123456789abcdef" for c in e.name[:8])
+                       for e in entries)
+    except OSError:
+        return False
 
 
 def give_pip(env: dict[str, str], environ: Mapping[str, str] = os.environ, config_cert: Callable[[], Optional[str]] = pip_config_cert,
@@ -220,6 +244,12 @@ class _ContextAdapter(requests.adapters.HTTPAdapter):
     def proxy_manager_for(self, proxy, **proxy_kwargs):
         proxy_kwargs["ssl_context"] = self._context
         return super().proxy_manager_for(proxy, **proxy_kwargs)
+
+    def cert_verify(self, conn, url, verify, cert):
+        super().cert_verify(conn, url, verify, cert)
+        if verify is True:  # the system store alone: requests would load certifi's bundle into the context on top of it
+            conn.ca_certs = None
+            conn.ca_cert_dir = None
 
 
 def _verify_failure(exc: BaseException) -> Optional[str]:
