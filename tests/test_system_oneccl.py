@@ -446,6 +446,57 @@ def test_a_library_of_another_class_is_passed_over(tmp_path):
     assert located is not None and located.path == str(tmp_path / "b" / "libccl.so.1")
 
 
+def _as_another_user(work):
+    """``work()`` as a user who is not root (root reads every file): a forked child that drops to nobody when this
+    runs as root; the value comes back through a pipe."""
+    if os.geteuid() != 0:
+        return work()
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to nobody, run, write the answer, leave without running pytest's cleanup
+        code = 1
+        try:
+            os.close(reader)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(writer, json.dumps(work()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and data, "the child running as nobody failed"
+    return json.loads(data)
+
+
+def test_a_libccl_this_user_cannot_read_is_named_not_passed_over_in_silence():
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="compat-unreadable-"))  # in /tmp, open to every user: nobody must reach the file
+    try:
+        folder.chmod(0o755)
+        (folder / "lib").mkdir(mode=0o755)
+        requester = folder / "requester.so"
+        requester.write_bytes(_synthetic_elf(64, True, runpath=str(folder / "lib")))
+        requester.chmod(0o644)
+        hidden = folder / "lib" / "libccl.so.1"
+        hidden.write_bytes(_synthetic_elf(64, True))
+        hidden.chmod(0o000)
+
+        def find():
+            located, looked = LibrarySearch(ldconfig={}, system_dirs=()).find("libccl.so.1", read_elf(str(requester)))
+            return [located is not None, list(looked)]
+
+        found, looked = _as_another_user(find)
+        assert not found
+        assert f"{hidden} (there, but this user cannot read it: permission denied; the loader cannot open it either)" in looked
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # --- oneCCL's key-value store on a host whose only interface is lo -------------------------------------------------
 
 

@@ -165,13 +165,18 @@ class LibrarySearch:
         would), and the places looked at, in order."""
         identity = requester.identity if requester is not None else self.program.identity if self.program is not None else None
 
+        looked: list[str] = []
+
         def fits(path: str) -> bool:
-            found = elf_identity(path) if os.path.isfile(path) else None
+            if not os.path.isfile(path):
+                return False
+            found = elf_identity(path)
+            if found is None and not os.access(path, os.R_OK):  # there, but not for this user: said, not passed over in silence
+                looked.append(f"{path} (there, but this user cannot read it: permission denied; the loader cannot open it either)")
             return found is not None and (identity is None or found == identity)
 
-        looked: list[str] = []
         if "/" in name:  # a path, taken as it is
-            return (Located(name, name, "its own path", True) if fits(name) else None), (name,)
+            return (Located(name, name, "its own path", True) if fits(name) else None), (name, *looked)
         for folder, how, loader in self.places(requester, ancestors):
             looked.append(f"{folder} ({how})")
             candidate = os.path.join(folder, name)
