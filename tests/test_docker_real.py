@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import sys
 import time
 import uuid
 
 import jsonschema
 import pytest
 
+from .clean_env import base_env
 from .conftest import ROOT
 from .docker_engine import DockerEngine, DockerUnavailable
 from .local_torch import local_torch_index
@@ -179,3 +181,37 @@ def test_two_containers_train_together_as_two_nodes(engine, image):
             assert processes_left(engine, name) == [], name
     finally:
         engine.docker("rm", "-f", *names, timeout=60, check=False)
+
+
+# --- the Dockerfile `compat export dockerfile` writes, built as a user builds it ------------------------------------
+
+
+def test_the_generated_dockerfile_builds_and_its_image_checks(engine, torch_index, tmp_path):
+    """`compat export dockerfile --profile stock torch==2.13.0` into a build context with compat's wheel in compat-dist/
+    (the step its comment names), built for real: the build runs compat install, compat env and compat check itself,
+    so a build that ends is a checked image; then the exec-form and the interpreter the container's commands get."""
+    why = pypi_unreachable()
+    if why:
+        pytest.skip(f"PyPI cannot be reached from this machine: {why}")
+    context = tmp_path / "context"
+    context.mkdir()
+    written = subprocess.run([sys.executable, "-m", "compatmatrix", "export", "dockerfile", "--profile", "stock", TORCH],
+                             capture_output=True, text=True, timeout=120, env=base_env(), check=False)
+    assert written.returncode == 0, written.stderr
+    (context / "Dockerfile").write_text(written.stdout)
+    wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(context / "compat-dist"), str(ROOT)],
+                           capture_output=True, text=True, timeout=600, env=base_env(), check=False)
+    assert wheel.returncode == 0, wheel.stderr[-2000:]
+    tag = "compat-test-generated:latest"
+    started = time.monotonic()
+    engine.docker("build", "--network", "host", "-t", tag, "--build-arg", f"BASE={engine.base_image()}",
+                  "--build-arg", f"COMPAT_INDEX_PYTORCH_CPU={torch_index.host_url('pytorch-cpu')}", str(context), timeout=BUILD_TIMEOUT_S)
+    print(f"docker build of the generated Dockerfile: {time.monotonic() - started:.0f} s")
+    which = run_in(engine, tag, ["bash", "-c", "command -v python torchrun"])
+    assert which.returncode == 0 and which.stdout.split() == ["/opt/train/bin/python", "/opt/train/bin/torchrun"], which.stdout + which.stderr
+    # one rank per container: the generated file's default (RANKS_PER_NODE=1), which its thread settings were written for
+    done = run_in(engine, tag, [COMPAT, "check", "--python", TRAIN, "--ranks-per-node", "1", "--json"])
+    checks, _ = findings(done)
+    assert done.returncode == 0, {k: v["summary"] for k, v in checks.items() if v["status"] not in ("pass", "skip", "info")}
+    exec_form = run_in(engine, tag, ["torchrun", "--help"])
+    assert exec_form.returncode == 0, exec_form.stderr[-1000:]
