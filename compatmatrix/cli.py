@@ -256,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     install_cmd.add_argument("--yes", action="store_true", help="allow replacing installed versions (torch included)")
     install_cmd.add_argument("--dry-run", action="store_true", help="show the plan; change nothing, fetch nothing")
     install_cmd.add_argument("--installer", choices=["pip", "uv", "auto"], default="pip", help="pip (default), uv, or auto (uv when on PATH)")
+    install_cmd.add_argument("--planner", choices=["auto", "uv", "pip"], default="auto",
+                             help="what plans the dependencies: auto (default: uv when installing with uv and it can plan for the target), uv, or pip")
     install_cmd.add_argument("--print", dest="print_", choices=["requirements", "constraints", "pip-command"],
                              help="print the plan in this form and exit (the same as compat export requirements|constraints|pip-command)")
     install_cmd.add_argument("--offline", action="store_true", help="no network: take everything from --wheelhouse")
@@ -547,7 +549,7 @@ def _install_args_of(ns: argparse.Namespace) -> InstallArgs:
     if ns.offline and not ns.wheelhouse:
         raise UsageError("--offline needs --wheelhouse DIR.", "Make one with compat download -d DIR, then pass --wheelhouse DIR.")
     return InstallArgs(_output(ns), _target(ns), _wanted(ns), _sources(ns, ns.wheelhouse), ns.yes, ns.dry_run, ns.installer, ns.print_,
-                       ns.offline, ns.restore, ns.discard_snapshot)
+                       ns.offline, ns.restore, ns.discard_snapshot, ns.planner)
 
 
 def _download_args_of(ns: argparse.Namespace) -> DownloadArgs:
@@ -978,7 +980,8 @@ def cmd_install(args: InstallArgs) -> int:
 
     options = InstallOptions(yes=args.yes, installer=args.installer, require_hashes=args.sources.require_hashes,
                              allow_unverified=args.sources.allow_unverified,
-                             offline_dir=Path(args.sources.wheelhouse) if args.offline and args.sources.wheelhouse else None, say=say)
+                             offline_dir=Path(args.sources.wheelhouse) if args.offline and args.sources.wheelhouse else None, say=say,
+                             planner=args.planner, display="none" if as_json else "auto")  # --json: no bars, no lines, the document only
     try:
         result = install(planned.matrix, plan, snapshot, options)
     except InstallError as exc:

@@ -120,6 +120,7 @@ class InstallArgs(Record):
     offline: bool
     restore: bool
     discard_snapshot: bool
+    planner: str = "auto"  # auto | uv | pip: what plans the dependencies (install/service.py _planner)
 
 
 class DownloadArgs(Record):

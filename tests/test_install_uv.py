@@ -187,6 +187,18 @@ def test_what_uv_cannot_resolve_is_one_sentence_and_changes_nothing(venv, tmp_pa
 
 
 @pytest.mark.integration
+def test_the_planner_flag_chooses_who_plans_whatever_installs(venv, tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.7.0\nno-such-package-anywhere==1.0\n")
+    with served(stack_index(tmp_path / "index")) as index:
+        planned_by_pip = install(venv, index, "-r", str(requirements), "--planner", "pip", cache=tmp_path / "cache", request=())
+        planned_by_uv = compat("install", "--python", str(venv), "--yes", "--installer", "pip", "--planner", "uv", "-r", str(requirements),
+                               *index.index_args(), env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert planned_by_pip.returncode == 1 and "pip cannot resolve the dependencies of the planned set" in planned_by_pip.stderr, planned_by_pip.stderr[-2000:]
+    assert planned_by_uv.returncode == 1 and "uv cannot resolve the dependencies of the planned set" in planned_by_uv.stderr, planned_by_uv.stderr[-2000:]
+
+
+@pytest.mark.integration
 def test_uv_settings_in_the_environment_cannot_move_the_install(venv, tmp_path):
     constraint = tmp_path / "constraints.txt"
     constraint.write_text("filelock==9.9.9\n")
