@@ -1,7 +1,9 @@
-"""The parsed-matrix cache ($XDG_CACHE_HOME/compatmatrix) holds data, never code: whatever is planted there
-(a hostile pickle, corrupt or truncated JSON, JSON of another matrix, a FIFO, a file others may write) is
-ignored without a word and the answer stays what the matrix file says. The key follows the matrix text
-and compat's version.
+"""The validated-matrix cache ($XDG_CACHE_HOME/compatmatrix, compatmatrix/matrix/cache.py) holds data, never code:
+whatever is planted there (a hostile pickle, corrupt or truncated JSON, another matrix's file, a damaged model, a
+class from outside the model, a FIFO, a file others may write) is ignored without a word and the answer stays what
+the matrix file says. The key follows the matrix file's bytes (not its size or time stamps), compat's version and
+what else the model depends on; a matrix that does not validate is never kept; a cache folder compat cannot use
+changes nothing but the time.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
+from compatmatrix import cachefiles
 from compatmatrix.matrix import load_matrix
+from compatmatrix.matrix.model import Matrix
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, ROOT
 
 RESOLVE = ["resolve", "--json", "--python-version", "3.11"]
 
@@ -44,6 +49,32 @@ class _Plant:
 def cache_files(cache: Path) -> list[Path]:
     folder = cache / "compatmatrix"
     return sorted(p for p in folder.iterdir() if p.name.startswith("matrix-")) if folder.is_dir() else []
+
+
+def split(file: Path) -> tuple[dict, list]:
+    """A cache file's header and nodes."""
+    head, _, body = file.read_bytes().partition(b"\n")
+    return json.loads(head), json.loads(body)
+
+
+def rewrite(file: Path, nodes: list, header: Optional[dict] = None) -> None:
+    """The cache file with other nodes, and a check that matches them (what only a deliberate edit would do)."""
+    header = dict(header or split(file)[0])
+    body = json.dumps(nodes, separators=(",", ":"), ensure_ascii=False).encode()
+    header["check"] = cachefiles.blake2b(body).hexdigest()
+    file.write_bytes(json.dumps(header).encode() + b"\n" + body)
+    file.chmod(0o600)
+
+
+def plant_registry_checked(file: Path, value: str) -> None:
+    """Rewrite the cached Matrix's registry_checked (a well-formed file whose check matches)."""
+    header, nodes = split(file)
+    root = nodes.pop()
+    assert root[:2] == ["R", "Matrix"]
+    nodes.append(value)
+    root[2 + Matrix._fields.index("registry_checked")] = len(nodes) - 1
+    nodes.append(root)
+    rewrite(file, nodes, header)
 
 
 @pytest.fixture()
@@ -88,7 +119,36 @@ CORRUPT = {
     "huge-number": lambda good, tmp: b"1" * 5000,
     "another-matrix": lambda good, tmp: _other_matrix_cache(tmp),
     "pickle-of-a-dict": lambda good, tmp: pickle.dumps({"format": 1}),
+    "header-only": lambda good, tmp: good.partition(b"\n")[0],
+    "truncated-model": lambda good, tmp: good[:-7],
+    "one-byte-changed": lambda good, tmp: _flip_digit(good),
+    "deep-nesting-checked": lambda good, tmp: _with_body(good, b"[" * 100000 + b"]" * 100000),
+    "foreign-class-checked": lambda good, tmp: _checked(good, lambda nodes: nodes[:-1] + [["R", "Popen", 0]]),
+    "bad-reference-checked": lambda good, tmp: _checked(good, lambda nodes: nodes[:-1] + [nodes[-1][:2] + [10**9] * (len(nodes[-1]) - 2)]),
+    "missing-field-checked": lambda good, tmp: _checked(good, lambda nodes: nodes[:-1] + [nodes[-1][:-1]]),
+    "unknown-tag-checked": lambda good, tmp: _checked(good, lambda nodes: [["X", 1]] + nodes),
+    "not-a-matrix-checked": lambda good, tmp: _checked(good, lambda nodes: nodes + ["a string"]),
+    "a-float-checked": lambda good, tmp: _checked(good, lambda nodes: [1.5] + nodes),
+    "bad-version-checked": lambda good, tmp: _checked(good, lambda nodes: [["V", "not a version"]] + nodes),
+    "no-nodes-checked": lambda good, tmp: _checked(good, lambda nodes: []),
 }
+
+
+def _with_body(good: bytes, body: bytes) -> bytes:
+    header = json.loads(good.partition(b"\n")[0])
+    header["check"] = cachefiles.blake2b(body).hexdigest()
+    return json.dumps(header).encode() + b"\n" + body
+
+
+def _checked(good: bytes, change) -> bytes:
+    """A well-formed file (its check matches) whose model is damaged: as if written by someone on purpose."""
+    return _with_body(good, json.dumps(change(json.loads(good.partition(b"\n")[2]))).encode())
+
+
+def _flip_digit(good: bytes) -> bytes:
+    """One digit of a reference in the model changed: still JSON, no longer what was written."""
+    at = good.rindex(b",1")
+    return good[: at + 1] + b"2" + good[at + 2 :]
 
 
 @pytest.mark.parametrize("kind", sorted(CORRUPT))
@@ -113,9 +173,10 @@ def test_cache_that_is_a_fifo_does_not_hang_compat(cached):
 def test_cache_others_may_write_is_not_trusted(cached):
     cache, answer, files = cached
     for file in files:
-        data = json.loads(file.read_text())
-        data["document"]["registry_checked"] = "planted by someone else"
-        file.write_text(json.dumps(data))
+        plant_registry_checked(file, "planted by someone else")
+    done = compat("matrix", "--json", cache=cache)
+    assert "planted by someone else" in done.stdout  # the planted file is well formed: it is read while private
+    for file in files:
         file.chmod(0o666)
     done = compat("matrix", "--json", cache=cache)
     assert done.returncode == 0
@@ -133,13 +194,13 @@ def test_cache_is_json_private_and_keyed_by_text_and_version(tmp_path, monkeypat
     first = load_matrix(source)
     (file,) = cache_files(tmp_path / "cache")
     assert stat.S_IMODE(file.stat().st_mode) == 0o600
-    data = json.loads(file.read_text())  # plain data: nothing to execute
-    assert data["format"] == 1 and data["compat"] == compatmatrix.__version__
+    assert stat.S_IMODE(file.parent.stat().st_mode) == 0o700
+    header, nodes = split(file)  # plain data: nothing to execute
+    assert header["format"] == 2 and len(header["key"]) == 128
+    assert nodes[-1][:2] == ["R", "Matrix"]
     # a cache that says something else than the file, under the right name (written by this user): the next
     # version of compat does not read it, and a changed matrix text does not either
-    data["document"]["registry_checked"] = "from the cache"
-    file.write_text(json.dumps(data))
-    file.chmod(0o600)
+    plant_registry_checked(file, "from the cache")
     assert load_matrix(source).registry_checked == "from the cache"  # proof that the cache is read at all
     monkeypatch.setattr(compatmatrix, "__version__", "999.0")
     assert load_matrix(source) == first and load_matrix(source).registry_checked == first.registry_checked
@@ -148,3 +209,228 @@ def test_cache_is_json_private_and_keyed_by_text_and_version(tmp_path, monkeypat
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     source.write_text(text.replace('registry_checked = "fixture"', 'registry_checked = "edited"'))
     assert load_matrix(source).registry_checked == "edited"
+
+
+def _load_in_process(monkeypatch, cache: Path, path: Path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.delenv("COMPAT_NO_CACHE", raising=False)
+    return load_matrix(path)
+
+
+def test_one_byte_changed_with_size_and_time_kept_is_read_again(tmp_path, monkeypatch):
+    source = tmp_path / "matrix.toml"
+    text = (FIXTURES / "mini_matrix.toml").read_text()
+    source.write_text(text)
+    before = os.stat(source)
+    assert _load_in_process(monkeypatch, tmp_path / "cache", source).registry_checked == "fixture"
+    assert cache_files(tmp_path / "cache")
+    source.write_text(text.replace('registry_checked = "fixture"', 'registry_checked = "fixturE"'))
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(source)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert load_matrix(source).registry_checked == "fixturE"
+
+
+def test_a_matrix_that_stops_validating_is_reported_every_time(tmp_path):
+    """Cached while good; then broken at the same path (same size, same time): the error, never the old matrix."""
+    cache = tmp_path / "cache"
+    source = tmp_path / "matrix.toml"
+    text = (FIXTURES / "mini_matrix.toml").read_text()
+    source.write_text(text)
+    before = os.stat(source)
+    good = compat("resolve", "--json", "--python-version", "3.10", "--matrix", str(source), cache=cache)
+    assert good.returncode == 0, good.stderr
+    source.write_text(text.replace('version = "1.12.1"', 'version = "1.12.x"', 1))
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    expected = compat("resolve", "--python-version", "3.10", "--matrix", str(source), cache=tmp_path / "unused", no_cache=True)
+    assert expected.returncode == 2 and "1.12.x" in expected.stderr and "Traceback" not in expected.stderr
+    for _ in range(2):
+        done = compat("resolve", "--python-version", "3.10", "--matrix", str(source), cache=cache)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", expected.stderr)
+    assert len(cache_files(cache)) == 1  # only the good one was kept
+
+
+def test_broken_toml_is_reported_every_time(tmp_path):
+    cache = tmp_path / "cache"
+    source = tmp_path / "matrix.toml"
+    source.write_text("schema_version = 1\n[policy\n")
+    for _ in range(2):
+        done = compat("matrix", "--json", "--matrix", str(source), cache=cache)
+        assert done.returncode == 2 and "is not valid TOML" in done.stderr and "Fix the TOML syntax." in done.stderr
+    source.write_bytes(b"schema_version = 1\nregistry_checked = \"\xff\"\n")
+    done = compat("matrix", "--json", "--matrix", str(source), cache=cache)
+    assert done.returncode == 2 and "is not UTF-8 text (byte 0xff" in done.stderr and "Save it as UTF-8 TOML" in done.stderr
+    assert cache_files(cache) == []
+
+
+def _home_is_a_file(home: Path) -> None:
+    home.write_text("not a folder")
+
+
+def _folder_is_a_file(home: Path) -> None:
+    home.mkdir()
+    (home / "compatmatrix").write_text("not a folder")
+
+
+def _folder_others_may_write(home: Path) -> None:
+    (home / "compatmatrix").mkdir(parents=True)
+    (home / "compatmatrix").chmod(0o777)
+
+
+def _folder_of_another_user(home: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a folder to another user")
+    (home / "compatmatrix").mkdir(parents=True, mode=0o700)
+    os.chown(home / "compatmatrix", 65534, 65534)
+
+
+def _folder_read_only(home: Path) -> None:
+    (home / "compatmatrix").mkdir(parents=True, mode=0o500)
+    (home / "compatmatrix").chmod(0o500)  # root writes there anyway: then it is simply a cache that works
+
+
+UNUSABLE = {
+    "cache-home-is-a-file": _home_is_a_file,
+    "folder-is-a-file": _folder_is_a_file,
+    "folder-others-may-write": _folder_others_may_write,
+    "folder-of-another-user": _folder_of_another_user,
+    "folder-read-only": _folder_read_only,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNUSABLE))
+def test_a_cache_folder_compat_cannot_use_changes_nothing(tmp_path, kind):
+    baseline = compat(*RESOLVE, cache=tmp_path / "unused", no_cache=True)
+    home = tmp_path / "home"
+    UNUSABLE[kind](home)
+    for _ in range(2):
+        done = compat(*RESOLVE, cache=home)
+        assert (done.returncode, done.stdout, done.stderr) == (0, baseline.stdout, "")
+    if kind != "folder-read-only" and (home / "compatmatrix").is_dir():
+        assert cache_files(home) == []  # nothing written where compat would not read it
+
+
+def test_a_cache_that_cannot_be_written_changes_nothing(tmp_path, monkeypatch, mini_matrix):
+    """Writing fails (a full or read-only disk): the matrix is loaded all the same, every time."""
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", refuse)
+    for _ in range(2):
+        assert _load_in_process(monkeypatch, tmp_path / "cache", FIXTURES / "mini_matrix.toml") == mini_matrix
+    assert cache_files(tmp_path / "cache") == []
+
+
+def _scaled(tmp_path: Path, factor: int) -> Path:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.scale_matrix import write_scaled
+    finally:
+        sys.path.remove(str(ROOT))
+    return write_scaled(factor, tmp_path / f"matrix-x{factor}.toml")
+
+
+FIVE_PINS = ["torch==2.1.0", "intel-extension-for-pytorch==2.3.0", "oneccl-bind-pt==2.0.0", "transformers==4.30.0", "accelerate==0.20.0"]
+COMMANDS = [
+    ["resolve", "--json", "--python-version", "3.11"],
+    ["resolve", "--json", "--python-version", "3.10", *FIVE_PINS],
+    ["resolve", "--python-version", "3.10", *FIVE_PINS],
+    ["resolve", "--python-version", "3.10", "torch==1.12.1", "ccl==1.12.0"],
+    ["matrix", "--json"],
+]
+
+
+@pytest.mark.parametrize("factor", [None, 8])
+def test_answers_from_the_cache_are_the_answers_without_it(tmp_path, factor):
+    """Byte for byte: every command twice (the second from the cache) against the same command with every cache off,
+    for the bundled matrix and one eight times its size."""
+    extra = [] if factor is None else ["--matrix", str(_scaled(tmp_path, factor))]
+    cache = tmp_path / "cache"
+    for command in COMMANDS:
+        expected = compat(*command, *extra, cache=tmp_path / "unused", no_cache=True)
+        assert expected.returncode in (0, 1), expected.stderr
+        for _ in range(2):
+            done = compat(*command, *extra, cache=cache)
+            assert (done.returncode, done.stdout, done.stderr) == (expected.returncode, expected.stdout, expected.stderr), command
+    assert len(cache_files(cache)) == 1
+
+
+@pytest.mark.parametrize("name", ["bundled", "mini"])
+def test_the_model_survives_the_round_trip(name, matrix, mini_matrix):
+    """encode/decode give back an equal Matrix whose versions and ranges print as before."""
+    from compatmatrix.matrix import cache as matrix_cache
+    from compatmatrix.record import replace
+
+    original = {"bundled": matrix, "mini": mini_matrix}[name]
+    copy = matrix_cache.decode(json.loads(json.dumps(matrix_cache.encode(original))))
+    assert copy == original
+    assert repr(replace(copy, source_path="")) == repr(replace(original, source_path=""))  # every field, as printed
+
+
+def test_the_key_follows_what_the_model_depends_on(monkeypatch):
+    import packaging
+
+    from compatmatrix.matrix import cache as matrix_cache
+
+    data = (FIXTURES / "mini_matrix.toml").read_bytes()
+    base = matrix_cache.key(data)
+    assert matrix_cache.key(data) == base
+    assert matrix_cache.key(data.replace(b"fixture", b"fixturE")) != base
+    changes = [
+        (matrix_cache, "FORMAT", matrix_cache.FORMAT + 1),
+        (packaging, "__version__", "0.0"),
+        (matrix_cache, "_SOURCES", matrix_cache._SOURCES[:-1]),
+        (matrix_cache.model.Provenance, "_fields", ("sources",)),
+    ]
+    for owner, name, value in changes:
+        with monkeypatch.context() as patched:
+            patched.setattr(owner, name, value)
+            assert matrix_cache.key(data) != base, name
+
+
+def test_a_loader_edit_is_a_new_key(tmp_path, monkeypatch):
+    """The loader's source files are part of the key (development: an edited loader never reads an old model)."""
+    from compatmatrix.matrix import cache as matrix_cache
+
+    data = (FIXTURES / "mini_matrix.toml").read_bytes()
+    base = matrix_cache.key(data)
+    real_stat = os.stat
+
+    def touched(path, *args, **kwargs):
+        info = real_stat(path, *args, **kwargs)
+        if str(path).endswith("load.py"):
+            return os.stat_result((*info[:8], info.st_mtime + 1, info.st_ctime))
+        return info
+
+    monkeypatch.setattr(matrix_cache.os, "stat", touched)
+    assert matrix_cache.key(data) != base
+
+
+def test_old_cache_files_are_removed_when_one_is_written(tmp_path, monkeypatch):
+    folder = tmp_path / "cache" / "compatmatrix"
+    folder.mkdir(parents=True, mode=0o700)
+    old, recent, other = folder / "matrix-old.json", folder / "matrix-recent.json", folder / "probe-old.json"
+    for file in (old, recent, other):
+        file.write_text("{}")
+    month_ago = os.stat(old).st_mtime - 31 * 86400
+    for file in (old, other):
+        os.utime(file, (month_ago, month_ago))
+    _load_in_process(monkeypatch, tmp_path / "cache", FIXTURES / "mini_matrix.toml")
+    assert not old.exists() and recent.exists() and other.exists()
+    assert len(cache_files(tmp_path / "cache")) == 2
+
+
+@pytest.mark.parametrize("value", ["12", "relative/cache", "./x", ""])
+def test_a_relative_or_empty_xdg_cache_home_is_ignored(value, monkeypatch, tmp_path):
+    """The XDG spec: a relative path in XDG_CACHE_HOME is invalid and ignored (it would follow the working directory:
+    `XDG_CACHE_HOME=12 compat ...` once wrote a folder named 12 wherever compat ran)."""
+    from compatmatrix import cachefiles
+
+    monkeypatch.delenv("COMPAT_NO_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", value)
+    assert cachefiles.cache_dir() == os.path.join(str(tmp_path), ".cache", "compatmatrix")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "abs"))
+    assert cachefiles.cache_dir() == str(tmp_path / "abs" / "compatmatrix")

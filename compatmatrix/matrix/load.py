@@ -4,8 +4,8 @@ Every problem is reported as a :class:`~compatmatrix.errors.MatrixError` that na
 the entry (``[[oneccl_bind_pt]] 1.12.100``) and the field, so a broken edit is found at once; no
 other exception leaves the loader, whatever the file holds.
 
-Side effects: reads the matrix file; reads and writes the cache folder ($XDG_CACHE_HOME/compatmatrix:
-the parsed TOML document as JSON, data only, validated again on every load).
+Side effects: reads the matrix file; reads and writes the cache folder ($XDG_CACHE_HOME/compatmatrix: the
+validated matrix per file content, matrix/cache.py).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from .. import cachefiles
 from ..errors import MatrixError, shown
 from ..record import replace
+from . import cache
 from .model import (
     COMPONENT_ORDER,
     ISA_FLAGS,
@@ -52,7 +53,7 @@ from .model import (
 )
 
 # Imported where used, not here (start-up, tests/test_startup.py): tomllib (a cached matrix is JSON), tempfile (only
-# to write the cache), hashlib (cachefiles.sha256), importlib.resources (bundled_matrix_text).
+# to write the cache), importlib.resources (bundled_matrix_bytes, where the package is no folder).
 
 SUPPORTED_SCHEMA = 1
 _MISSING = object()
@@ -686,18 +687,23 @@ def _component(entry: _Entry, name: str, key: Optional[str] = None) -> Component
         raise entry.error(key or name, f"{_show(name)} is not a component ({known})") from None
 
 
-def bundled_matrix_text() -> str:
+def bundled_matrix_bytes() -> bytes:
     """The matrix shipped inside the installed package (``compatmatrix/data/matrix.toml``): read from the package's
     folder (importlib.resources costs ~5 ms of start-up), through importlib.resources where the package is no folder
     (a zip)."""
     try:
-        with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "matrix.toml"), encoding="utf-8") as handle:
+        with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "matrix.toml"), "rb") as handle:
             return handle.read()
     except OSError:
         pass
     from importlib.resources import files
 
-    return files("compatmatrix").joinpath("data").joinpath("matrix.toml").read_text(encoding="utf-8")
+    return files("compatmatrix").joinpath("data").joinpath("matrix.toml").read_bytes()
+
+
+def bundled_matrix_text() -> str:
+    """The bundled matrix's text."""
+    return bundled_matrix_bytes().decode("utf-8")
 
 
 # --- reading TOML files (the matrix, and install/indexes.py's config file) ---------------------------------------
@@ -712,8 +718,8 @@ class TomlProblem(ValueError):
 _NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
-def read_text_file(path: Union[str, os.PathLike]) -> str:
-    """A regular file's text (UTF-8, at most MAX_FILE_BYTES); raises OSError, or TomlProblem naming what is wrong.
+def read_file_bytes(path: Union[str, os.PathLike]) -> bytes:
+    """A regular file's bytes (at most MAX_FILE_BYTES); raises OSError, or TomlProblem naming what is wrong.
     Opened without blocking and checked before reading: a FIFO (which would wait for a writer forever), a socket
     or a device is refused; a symbolic link to a regular file is read."""
     try:
@@ -736,10 +742,21 @@ def read_text_file(path: Union[str, os.PathLike]) -> str:
             os.close(fd)
     if len(data) > MAX_FILE_BYTES:
         raise TomlProblem(f"is larger than {MAX_FILE_BYTES >> 20} MB, which no matrix or config file is")
+    return data
+
+
+def decode_text(data: bytes) -> str:
+    """A file's bytes as UTF-8 text; raises TomlProblem naming the first byte that is not."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TomlProblem(f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def read_text_file(path: Union[str, os.PathLike]) -> str:
+    """A regular file's text (UTF-8, at most MAX_FILE_BYTES); raises OSError, or TomlProblem naming what is wrong
+    (see read_file_bytes)."""
+    return decode_text(read_file_bytes(path))
 
 
 def parse_toml(text: str) -> dict[str, Any]:
@@ -763,67 +780,40 @@ def read_toml_file(path: Union[str, os.PathLike]) -> dict[str, Any]:
     return parse_toml(read_text_file(path))
 
 
-# --- the cache of parsed documents ----------------------------------------------------------------------------
-
-CACHE_FORMAT = 1
+# --- the cache of validated matrices (matrix/cache.py) -----------------------------------------------------------
 
 
 def cache_dir() -> Optional[str]:
-    """Where parsed matrices are kept ($XDG_CACHE_HOME/compatmatrix); None when COMPAT_NO_CACHE is set."""
+    """Where validated matrices are kept ($XDG_CACHE_HOME/compatmatrix); None when COMPAT_NO_CACHE is set."""
     return cachefiles.cache_dir()
 
 
-def _compat_version() -> str:
-    from .. import __version__
+def parse_matrix_cached(data: bytes, path: str, unreadable_fix: str) -> Matrix:
+    """The matrix in a file's bytes: from the cache when these bytes validated before (matrix/cache.py), else read
+    as UTF-8 TOML and validated (a TomlProblem of the text: a MatrixError with ``unreadable_fix``), and kept.
 
-    return __version__
-
-
-def _cache_name(digest: str) -> str:
-    """Named after the format, compat's version and the matrix text: any change is a different file."""
-    key = cachefiles.sha256(f"{CACHE_FORMAT}|{_compat_version()}|{digest}".encode()).hexdigest()[:32]
-    return f"matrix-{key}.json"
-
-
-def parse_matrix_cached(text: str, path: str) -> Matrix:
-    """parse_matrix, with the parsed TOML document kept as JSON in the user's cache folder.
-
-    Reading TOML (pure Python) is most of the cost of loading; JSON is read by C code, and it is data only:
-    a planted file cannot run anything. The cached document goes through the same validation as one read
-    from the file, every time. A cache that is missing, corrupt, for other text, not a regular file or
-    writable by others is ignored silently, and the file is read instead (compatmatrix/cachefiles.py)."""
+    Only a matrix that validates is kept, under a key of the bytes themselves: a changed file is read again,
+    a broken one is reported every time. A cache that is missing, damaged, for other bytes, not a regular file
+    or writable by others is ignored silently (compatmatrix/cachefiles.py)."""
     directory = cache_dir()
-    if directory is None:
-        return parse_matrix(text, path)
-    digest = cachefiles.digest(text)
-    name = _cache_name(digest)
-    cached = _read_cache(directory, name, digest, limit=4 * len(text) + (1 << 16))
-    if cached is not None:
-        try:
-            return parse_document(cached, path)
-        except MatrixError:
-            pass  # not what this text gives: read the text
+    cache_key = cache.key(data) if directory is not None else ""
+    if directory is not None:
+        cached = cache.read(directory, cache_key, path, limit=8 * len(data) + (1 << 20))
+        if cached is not None:
+            return cached
     try:
-        document = parse_toml(text)
+        text = decode_text(data)
     except TomlProblem as exc:
-        raise MatrixError(path, "", "", str(exc), "Fix the TOML syntax.") from None
-    matrix = parse_document(document, path)  # only a document that validates is cached
-    cachefiles.write_json(directory, name, {"format": CACHE_FORMAT, "compat": _compat_version(), "sha256": digest, "document": document})
+        raise MatrixError(path, "", "", str(exc), unreadable_fix) from None
+    matrix = parse_matrix(text, path)  # raises MatrixError: nothing is kept for a matrix that does not validate
+    if directory is not None:
+        cache.write(directory, cache_key, matrix)
     return matrix
-
-
-def _read_cache(directory: str, name: str, digest: str, limit: int) -> Optional[dict[str, Any]]:
-    """The cached document for ``digest``, or None for any problem at all."""
-    cached = cachefiles.read_json(directory, name, limit)
-    if not isinstance(cached, dict) or cached.get("format") != CACHE_FORMAT or cached.get("compat") != _compat_version() or cached.get("sha256") != digest:
-        return None
-    document = cached.get("document")
-    return document if isinstance(document, dict) else None
 
 
 @functools.lru_cache(maxsize=1)
 def _bundled() -> Matrix:
-    return parse_matrix_cached(bundled_matrix_text(), path="compatmatrix/data/matrix.toml")
+    return parse_matrix_cached(bundled_matrix_bytes(), "compatmatrix/data/matrix.toml", "Reinstall compatmatrix.")
 
 
 def load_matrix(path: Union[str, os.PathLike, None] = None) -> Matrix:
@@ -833,10 +823,11 @@ def load_matrix(path: Union[str, os.PathLike, None] = None) -> Matrix:
     from pathlib import Path  # its spelling of the path names the file in messages (start-up: only for --matrix)
 
     file = Path(path)
+    unreadable = "Save it as UTF-8 TOML (see docs/MATRIX.md)."
     try:
-        text = read_text_file(file)
+        data = read_file_bytes(file)
     except OSError as exc:
         raise MatrixError(str(file), "", "", f"cannot be read ({exc.strerror or exc})", "Pass an existing matrix file with --matrix.") from None
     except TomlProblem as exc:
-        raise MatrixError(str(file), "", "", str(exc), "Save it as UTF-8 TOML (see docs/MATRIX.md).") from None
-    return parse_matrix_cached(text, path=str(file))
+        raise MatrixError(str(file), "", "", str(exc), unreadable) from None
+    return parse_matrix_cached(data, str(file), unreadable)
