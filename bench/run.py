@@ -14,12 +14,16 @@ Goals (issue 15; ratios measured in one run, never timed tests):
   compat check --python ENV <= 2x the floor    compat resolve --json <= 2x    a five-pin conflict <= 2.5x
   resolve time grows at most linearly with the matrix: the resolver's own time (in-process, caches cold) for a
   matrix 8x the size (bench/scale_matrix.py) <= 8x; the whole `compat resolve --json --matrix` command <= 2x.
+  compat doctor --python ENV --json (static checks + the import probe, no --live) <= 1.1x the slowest single import
+  of the stack in ENV (`ENV -c "import intel_extension_for_pytorch"`; the bindings, else torch, when IPEX is absent).
 
-    python bench/run.py [--runs 9] [--env PYTHON] [--skip-wheel] [--skip-pip] [--quick]
+    python bench/run.py [--runs 9] [--env PYTHON] [--doctor-env PYTHON] [--skip-wheel] [--skip-pip] [--quick] [--only ROWS]
 
 --env names the interpreter of an environment with torch and transformers installed (default: the test suite's
 cached stock environment, tests/real_envs.py "torch213-stock", when it exists); without one the check rows are
-left out. The pip rows (pip check on ENV; `pip install --dry-run` of the set compat resolves, which asks PyPI)
+left out. --doctor-env names one with the real stack whose imports the doctor row measures (default: the cached
+"torch280-ipex280", torch 2.8 + IPEX 2.8, when it exists); without one that row is left out, with the reason.
+--only picks row groups (repeatable): base, check, resolve, scaling, doctor, pip. The pip rows (pip check on ENV; `pip install --dry-run` of the set compat resolves, which asks PyPI)
 are context, not goals; --skip-pip leaves the dry-run out.
 
 Side effects: a scratch venv and scaled matrices in a temporary folder (removed at the end); compat's caches in
@@ -179,6 +183,29 @@ print(json.dumps(out))
     return json.loads(done.stdout)
 
 
+# the parts of the stack, heaviest import first: the doctor row's baseline is the first one ENV has
+HEAVIEST = ("intel_extension_for_pytorch", "oneccl_bindings_for_pytorch", "torch_ccl", "torch")
+GROUPS = ("base", "check", "resolve", "scaling", "doctor", "pip")
+
+
+def heaviest_part(python: str, env: dict[str, str]) -> Optional[str]:
+    """The first module of HEAVIEST that ``python`` can find (found, not imported), None when none is there."""
+    code = f"import importlib.util as u; print(next((m for m in {HEAVIEST!r} if u.find_spec(m)), ''))"
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False)
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def doctor_row(install: Install, args: argparse.Namespace, env: dict[str, str]) -> Row:
+    """compat doctor --python ENV --json vs the slowest single import in ENV, in turn (A B A B ...)."""
+    python = args.doctor_env
+    module = heaviest_part(python, env)
+    if module is None:
+        raise SystemExit(f"bench: {python} has none of {', '.join(HEAVIEST)}: pass --doctor-env an environment with the stack")
+    a, b = paired(install.compat + ["doctor", "--python", python, "--json"], [python, "-c", f"import {module}"], args.runs, env)
+    name = f"compat doctor --python ENV --json: import probes (ENV: {Path(python).parents[1].name}) vs ENV -c 'import {module}'"
+    return Row(name, install.label, a, b, 1.1, "× import")
+
+
 def measure(install: Install, args: argparse.Namespace, scratch: Path, env: dict[str, str]) -> list[Row]:
     rows: list[Row] = []
     compat, floor, runs = install.compat, install.floor, args.runs
@@ -187,20 +214,31 @@ def measure(install: Install, args: argparse.Namespace, scratch: Path, env: dict
         a, b = paired(argv, floor, runs, row_env or env, env)
         rows.append(Row(name, install.label, a, b, goal))
 
-    rows.append(Row("python -c pass", install.label, *paired([install.python, "-c", "pass"], floor, runs, env)))
-    if args.env:
+    def wanted(group: str) -> bool:
+        return not args.only or group in args.only
+
+    if wanted("base"):
+        rows.append(Row("python -c pass", install.label, *paired([install.python, "-c", "pass"], floor, runs, env)))
+    if args.env and wanted("check"):
         goal_row(f"compat check --python ENV (ENV: {Path(args.env).parents[1].name})", compat + ["check", "--python", args.env], 2.0)
         if not args.quick:
             goal_row("compat check --python ENV, every cache off (COMPAT_NO_CACHE=1)", compat + ["check", "--python", args.env], None, dict(env, COMPAT_NO_CACHE="1"))
             goal_row("compat check --python ENV --json", compat + ["check", "--python", args.env, "--json"], None)
-    goal_row("compat resolve --json (ddp-ccl, Python 3.11)", compat + ["resolve", "--json", "--python-version", "3.11"], 2.0)
-    goal_row("compat resolve, five conflicting pins (Python 3.10, text)", compat + ["resolve", "--python-version", "3.10", *FIVE_PINS], 2.5)
-    if not args.quick:
+    if args.doctor_env and wanted("doctor"):
+        rows.append(doctor_row(install, args, env))
+    if not wanted("resolve") and not wanted("scaling"):
+        return rows
+    if wanted("resolve"):
+        goal_row("compat resolve --json (ddp-ccl, Python 3.11)", compat + ["resolve", "--json", "--python-version", "3.11"], 2.0)
+        goal_row("compat resolve, five conflicting pins (Python 3.10, text)", compat + ["resolve", "--python-version", "3.10", *FIVE_PINS], 2.5)
+    if not args.quick and wanted("resolve"):
         goal_row("compat resolve --json, five conflicting pins", compat + ["resolve", "--json", "--python-version", "3.10", *FIVE_PINS], None)
         goal_row("compat resolve (conflict + alternatives: torch==1.12.1 ccl==1.12.0)", compat + ["resolve", "--python-version", "3.10", "torch==1.12.1", "ccl==1.12.0"], None)
         goal_row("compat matrix --json", compat + ["matrix", "--json"], None)
         goal_row("compat matrix (tables)", compat + ["matrix"], None)
         goal_row("compat --help", compat + ["--help"], None)
+    if not wanted("scaling"):
+        return rows
     small, large = scratch / "matrix-x1.toml", scratch / f"matrix-x{SCALE}.toml"
     whole = [*compat, "resolve", "--json", "--python-version", "3.11", "--matrix"]
     a, b = paired(whole + [str(large)], whole + [str(small)], runs, env)
@@ -218,13 +256,21 @@ def main() -> int:
     parser.add_argument("--skip-wheel", action="store_true", help="measure the development venv only")
     parser.add_argument("--skip-pip", action="store_true", help="leave out pip install --dry-run (needs PyPI)")
     parser.add_argument("--quick", action="store_true", help="the goal rows only")
+    parser.add_argument("--doctor-env", metavar="PYTHON", help="interpreter of an environment with the real stack (torch, IPEX), for the doctor row")
+    parser.add_argument("--only", action="append", choices=GROUPS, default=[], help="measure only these row groups (repeatable)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    if args.env is None:
-        from tests.real_envs import CACHE
+    from tests.real_envs import CACHE
 
+    if args.env is None:
         candidate = CACHE / "torch213-stock" / "bin" / "python"
         args.env = str(candidate) if candidate.exists() else None
+    left_out = []
+    if args.doctor_env is None:
+        candidate = CACHE / "torch280-ipex280" / "bin" / "python"
+        args.doctor_env = str(candidate) if candidate.exists() else None
+        if args.doctor_env is None:
+            left_out.append(f"the doctor row: no --doctor-env and no cached {candidate.parents[1]} (tests/real_envs.py builds it)")
     from bench.scale_matrix import write_scaled
 
     env = _env()
@@ -241,9 +287,9 @@ def main() -> int:
         for install in installs:
             rows += measure(install, args, scratch, env)
         dev = installs[0]
-        if args.env:
+        if args.env and (not args.only or "pip" in args.only):
             rows.append(Row("ENV/bin/python -m pip check", "ENV", *paired([args.env, "-m", "pip", "check"], dev.floor, args.runs, env)))
-        if not args.skip_pip:
+        if not args.skip_pip and (not args.only or "pip" in args.only):
             resolved = subprocess.run(dev.compat + ["resolve", "--json", "--python-version", "3.11", "--profile", "ipex"], capture_output=True, text=True, timeout=120, check=True, env=env)
             pins = [f"{name}=={version}" for name, version in json.loads(resolved.stdout)["packages"].items()]
             with tempfile.TemporaryDirectory() as cache:
@@ -267,6 +313,8 @@ def main() -> int:
             failed += verdict == "FAIL"
         print(f"| {row.name} | {row.install} | {len(row.times)} | {statistics.median(row.times):.3f} | {floor} | {ratio_text} | {goal} | {verdict} |")
     print(f"\n{sum(1 for r in rows if r.goal is not None and r.ratio is not None)} goals measured, {failed} not met")
+    for reason in left_out:
+        print(f"left out: {reason}")
     return 0
 
 

@@ -446,7 +446,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--verbose", action="store_true", help="show the evidence of passing checks too")
     if name == "doctor":
-        parser.add_argument("--import-timeout", type=positive_float, default=120.0, metavar="S", help="seconds each import probe may take (default 120)")
+        parser.add_argument("--import-timeout", type=positive_float, default=120.0, metavar="S", help="seconds each part of the import probe (torch, IPEX, the bindings) may take (default 120)")
         live = parser.add_argument_group("live validation (--live)")
         live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
         live.add_argument("--launcher", choices=["spawn", "torchrun", "mpirun"], default="spawn", help="how the ranks start (default spawn: compat starts them)")

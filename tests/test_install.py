@@ -373,6 +373,31 @@ def test_failed_verification_is_exit_1(tmp_path, venv_here):
     assert "module 'os' has no attribute 'exit'" in " ".join(checks["imports.ipex"]["evidence"])
 
 
+def test_verification_imports_torch_once(tmp_path, venv_here):
+    """The check after the install imports torch, then IPEX, in ONE child (checks/imports.py), not once per part."""
+    wheels, log = tmp_path / "wheels", tmp_path / "imports.log"
+    note = ("import os\nif os.environ.get('COMPAT_TEST_IMPORT_LOG'):\n"
+            "    open(os.environ['COMPAT_TEST_IMPORT_LOG'], 'a').write('{part} ' + str(os.getpid()) + '\\n')\n")
+    logging = FixtureIndex(tmp_path / "logging-index")
+    logging.add("pytorch-cpu", build_wheel(wheels / "torch", "torch", "2.7.0+cpu", CP_HERE, requires=("filelock",), init_source=note.format(part="torch") + TORCH_SOURCE,
+                                           files_extra={"torch/distributed/__init__.py": TORCH_DISTRIBUTED_SOURCE}))
+    logging.add("pypi", build_wheel(wheels, "filelock", "3.0.0"))
+    logging.add("pypi", build_wheel(wheels, "intel-extension-for-pytorch", "2.7.0", CP_HERE, module="intel_extension_for_pytorch",
+                                    init_source=note.format(part="ipex") + "import torch\n"))
+    server, _ = serve(logging)
+    try:
+        done = compat("install", "--python", str(venv_here), "--json", "torch==2.7.0", "--with", "ipex", *logging.index_args(),
+                      env={"COMPAT_TEST_IMPORT_LOG": str(log)})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["imports.torch"]["status"] == "pass" and checks["imports.ipex"]["status"] == "pass", checks
+    seen = [line.split() for line in log.read_text().splitlines()]
+    assert [part for part, _ in seen] == ["torch", "ipex"] and len({pid for _, pid in seen}) == 1, seen
+
+
 def test_target_without_pip_is_planned_with_compats_own_pip(index, tmp_path):
     target = tmp_path / "nopip"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True, timeout=300)

@@ -60,6 +60,7 @@ class Context:
     snapshot: EnvSnapshot
     options: Options = field(default_factory=Options)
     cache: dict[str, Any] = field(default_factory=dict)
+    selected: frozenset[str] = frozenset()  # the ids of the checks this run evaluates (run_checks sets it); empty: all
 
     def once(self, key: str, compute: Callable[[], Any]) -> Any:
         if key not in self.cache:
@@ -121,6 +122,8 @@ def unknown_names(names: Sequence[str]) -> list[str]:
 
 
 def run_checks(checks: Iterable[Check], context: Context) -> list[Finding]:
+    checks = list(checks)
+    context.selected = frozenset(c.id for c in checks)  # what a shared probe needs to cover (checks/imports.py)
     findings = []
     for item in checks:
         try:

@@ -1,8 +1,22 @@
-"""Import each part of the stack in a child process with a timeout, and classify how it ended.
+"""Import the stack in a child process with a timeout, and classify how it ended.
 
 The doctor never imports torch, IPEX or the bindings itself: a broken stack can abort, hang or
 hit an illegal instruction, and the doctor has to survive that to report it.
-Side effects: child processes (environment/child.py: own process group, die with compat, killed as a group).
+
+One probe child imports the parts in the order a training script does (torch, then IPEX, then the oneCCL bindings;
+only the installed parts whose checks run), so torch is imported once. Before each part it writes the part's name
+("started") into its answer file, after it the answers of every part done so far. How the child ended is charged to
+the part in progress (the first part without an answer); the parts before it pass on their answers. The parts after
+it were not tried: after torch they cannot be (each needs torch: they fail, naming torch's failure); after another
+part each is imported again in a child of its own (torch, then that part), so a crashing IPEX does not hide the
+bindings' state. A child that ended badly after every part had answered (a crash at exit) cannot be charged to one
+part: then each part runs in a child of its own, as one import each.
+
+Timeouts: each part may take ``--import-timeout`` seconds from the moment it starts (torch's clock starts with the
+child, interpreter start-up included), watched through the answer file; the child as a whole gets that much per part
+(and a second), so one slow part cannot borrow another's time and a hang is charged to the part that hangs.
+Side effects: child processes (environment/child.py: own process group, die with compat, killed as a group), a
+private temp folder per child.
 """
 
 from __future__ import annotations
@@ -10,11 +24,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..environment.child import run_child
+from ..environment.child import MAX_TIMEOUT_S, ChildResult, run_child
 from .crash import Verdict, classify
 from .finding import Context, Finding, Status, check
 from .packages import CCL_NAMES, IPEX_NAMES
@@ -38,70 +55,224 @@ def _answer(data):
     os.rename(sys.argv[1] + ".part", sys.argv[1])
 """
 
-TORCH_CODE = PRELUDE + """
-import torch
-_answer({"version": torch.__version__, "cuda": getattr(torch.version, "cuda", None), "debug": bool(getattr(torch.version, "debug", False))})
-"""
+# The parts, named on the command line after the answer file as PART=MODULE, in order (python 3.6+, stdlib only).
+PROBE_CODE = PRELUDE + """
+import importlib
 
-IPEX_CODE = PRELUDE + """
-import torch
-import %(module)s as ipex
-_answer({"version": getattr(ipex, "__version__", "?"), "torch": torch.__version__})
-"""
+def _torch(module):
+    torch = importlib.import_module(module)
+    return {"version": torch.__version__, "cuda": getattr(torch.version, "cuda", None), "debug": bool(getattr(torch.version, "debug", False))}
 
-CCL_CODE = PRELUDE + """
-import torch
-import torch.distributed as dist
-import %(module)s as bindings
-registered = None
-try:
-    registered = bool(dist.is_backend_available("ccl"))
-except Exception:
-    backend = getattr(dist, "Backend", None)
-    registered = "ccl" in getattr(backend, "backend_list", []) or "ccl" in getattr(backend, "_plugins", {})
-_answer({"registered": registered, "cwd": getattr(bindings, "cwd", None), "torch": torch.__version__})
+def _ipex(module):
+    import torch
+    ipex = importlib.import_module(module)
+    return {"version": getattr(ipex, "__version__", "?"), "torch": torch.__version__}
+
+def _ccl(module):
+    import torch
+    import torch.distributed as dist
+    bindings = importlib.import_module(module)
+    registered = None
+    try:
+        registered = bool(dist.is_backend_available("ccl"))
+    except Exception:
+        backend = getattr(dist, "Backend", None)
+        registered = "ccl" in getattr(backend, "backend_list", []) or "ccl" in getattr(backend, "_plugins", {})
+    return {"registered": registered, "cwd": getattr(bindings, "cwd", None), "torch": torch.__version__}
+
+_done = {}
+for _spec in sys.argv[2:]:
+    _name, _module = _spec.split("=", 1)
+    _answer({"parts": _done, "started": _name})
+    _done[_name] = {"torch": _torch, "ipex": _ipex, "ccl": _ccl}[_name](_module)
+    _answer({"parts": _done, "started": None})
 """
 ANSWER_LIMIT = 1 << 20  # bytes; a real answer is under 1 kB
 
 
 @dataclass(frozen=True)
+class Part:
+    name: str  # torch, ipex, ccl: the key of its answer
+    module: str  # the module imported
+
+
+TORCH = Part("torch", "torch")
+
+
+@dataclass(frozen=True)
 class ImportResult:
+    """How importing one part went."""
+
     verdict: Verdict
     data: Optional[dict[str, Any]]
     stderr: str
     returncode: Optional[int]
 
 
-def run_import(python: str, code: str, what: str, timeout: float) -> ImportResult:
-    """Run ``code`` with ``python`` in its own process group (dies with compat), from a private empty folder that is
-    removed afterwards; the whole group, and what it started in other sessions, is killed on timeout, on Ctrl-C and
-    on SIGTERM (which then ends compat with 143). The probe's answer is read from a file in that folder."""
+@dataclass(frozen=True)
+class ProbeRun:
+    """One probe child: the answers of the parts it finished and how it ended (``ended`` None: it could not start)."""
+
+    parts: tuple[Part, ...]
+    answers: dict[str, dict[str, Any]]
+    ended: Optional[ChildResult]
+    error: str = ""  # why it could not start
+
+    @property
+    def charged(self) -> Optional[Part]:
+        """The part in progress when the child ended: the first without an answer (None: every part answered)."""
+        return next((p for p in self.parts if p.name not in self.answers), None)
+
+
+def run_probe(python: str, parts: Sequence[Part], timeout: float) -> ProbeRun:
+    """Import ``parts`` (torch first) in order in ONE child of ``python``, in its own process group (dies with compat),
+    from a private empty folder that is removed afterwards; the whole group, and what it started in other sessions,
+    is killed when a part takes more than ``timeout`` seconds, on Ctrl-C and on SIGTERM (which then ends compat with
+    143). The answers are read from a file in that folder."""
+    parts = tuple(parts)
     folder = tempfile.mkdtemp(prefix="compat-import-")  # mode 0700: nobody else can plant a module in it
     try:
         answer = os.path.join(folder, "answer.json")
+        clock = _PartClock(answer, [p.name for p in parts], timeout)
+        total = min(len(parts) * timeout + 1.0, MAX_TIMEOUT_S)
+        argv = [python, "-c", PROBE_CODE, answer, *(f"{p.name}={p.module}" for p in parts)]
         try:
-            ended = run_child([python, "-c", code, answer], timeout, env=dict(os.environ, PYTHONFAULTHANDLER="1"), cwd=folder)
+            ended = run_child(argv, total, env=dict(os.environ, PYTHONFAULTHANDLER="1"), cwd=folder, overdue=clock.overdue)
         except OSError as exc:
-            verdict = Verdict("error", f"importing {what} could not start: {python} cannot be run ({exc.strerror})", (), "Pass a working interpreter with --python.")
-            return ImportResult(verdict, None, "", None)
-        data = _read_answer(answer)
+            return ProbeRun(parts, {}, None, f"{python} cannot be run ({exc.strerror})")
+        data = _read_answer(answer) or {}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    stdout, stderr = ended.stdout.decode(errors="replace"), ended.stderr.decode(errors="replace")
-    verdict = classify(ended.returncode, stdout, stderr, ended.timed_out, what, timeout)
-    if verdict.ok and data is None:  # exited 0 without reaching the end of the probe
-        verdict = Verdict("error", f"importing {what} ended early (exit 0 before the probe finished)", (stderr.strip()[-300:],))
-    return ImportResult(verdict, data, stderr, ended.returncode)
+    answers = data.get("parts") if isinstance(data.get("parts"), dict) else {}
+    return ProbeRun(parts, {p.name: answers[p.name] for p in parts if isinstance(answers.get(p.name), dict)}, ended)
+
+
+class _PartClock:
+    """Each part's own time limit, from the "started" marker in the answer file (read while the child runs). The clock
+    only moves on to a later part: whatever the child writes there, the child as a whole keeps its total limit."""
+
+    def __init__(self, path: str, parts: Sequence[str], timeout: float) -> None:
+        self.path, self.parts, self.timeout = path, list(parts), timeout
+        self.current = 0
+        self.since = time.monotonic()  # the first part's clock starts with the child
+
+    def overdue(self) -> bool:
+        started = (_read_answer(self.path) or {}).get("started")
+        if started in self.parts[self.current + 1:]:
+            self.current, self.since = self.parts.index(started), time.monotonic()
+        return time.monotonic() - self.since > self.timeout
 
 
 def _read_answer(path: str) -> Optional[dict[str, Any]]:
-    """The JSON object the probe wrote, or None (no file: it did not get that far)."""
+    """The JSON object the probe wrote, or None (no file: it did not get that far; not a regular file: not an answer).
+    Opened without blocking or following a link: the child, which runs code of the environment, could put anything there."""
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
             data = json.loads(handle.read(ANSWER_LIMIT).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def part_results(run: ProbeRun, timeout: float) -> dict[str, Optional[ImportResult]]:
+    """Each part's result from one probe child; None for a part after the one the ending is charged to (not tried)."""
+    if run.ended is None:
+        return {p.name: ImportResult(Verdict("error", f"importing {p.module} could not start: {run.error}", (), "Pass a working interpreter with --python."),
+                                     None, "", None) for p in run.parts}
+    ended = run.ended
+    stdout, stderr = ended.stdout.decode(errors="replace"), ended.stderr.decode(errors="replace")
+    charged = run.charged or run.parts[-1]  # every part answered but the child ended badly: the last one (one part per child)
+    results: dict[str, Optional[ImportResult]] = {}
+    for part in run.parts:
+        if part.name in run.answers and part is not charged:
+            results[part.name] = ImportResult(Verdict("ok", f"{part.module} imports"), run.answers[part.name], "", ended.returncode)
+        elif part is charged:
+            verdict = classify(ended.returncode, stdout, stderr, ended.timed_out, part.module, timeout)
+            data = run.answers.get(part.name)
+            if verdict.ok and data is None:  # exited 0 without reaching the end of the probe
+                verdict = Verdict("error", f"importing {part.module} ended early (exit 0 before the probe finished)", (stderr.strip()[-300:],))
+            results[part.name] = ImportResult(verdict, data, stderr, ended.returncode)
+        else:
+            results[part.name] = None
+    return results
+
+
+def probe_stack(python: str, parts: Sequence[Part], timeout: float) -> dict[str, ImportResult]:
+    """Every part's result, torch imported once when all goes well (see the module's docstring for the rest)."""
+    parts = tuple(parts)
+    run = run_probe(python, parts, timeout)
+    if run.ended is not None and run.charged is None and len(parts) > 1 and (run.ended.returncode != 0 or run.ended.timed_out):
+        return {part.name: _alone(python, part, timeout) for part in parts}  # a bad ending after every import: whose is unknown
+    results = part_results(run, timeout)
+    torch = results[TORCH.name]
+    done: dict[str, ImportResult] = {}
+    for part in parts:
+        result = results[part.name]
+        if result is None:  # not tried: after torch failed it cannot be, after another part it is tried alone
+            result = _torch_failed(part, torch) if torch is not None and not torch.verdict.ok else _alone(python, part, timeout)
+        done[part.name] = result
+    return done
+
+
+def _alone(python: str, part: Part, timeout: float) -> ImportResult:
+    """``part`` in a child of its own (torch, then the part): that child's ending is the part's."""
+    results = part_results(run_probe(python, (TORCH,) if part == TORCH else (TORCH, part), timeout), timeout)
+    return results[part.name] or _torch_failed(part, results[TORCH.name])
+
+
+def _torch_failed(part: Part, torch: Optional[ImportResult]) -> ImportResult:
+    """A part that was not tried because importing torch, which it needs, failed first: a failure naming torch's."""
+    if torch is None:  # cannot happen: a part is only left untried after another part's (here: torch's) ending
+        return ImportResult(Verdict("error", f"importing {part.module} was not tried"), None, "", None)
+    cause = torch.verdict
+    return ImportResult(Verdict("not-tried", f"{part.module} was not tried: torch, which it imports first, fails ({cause.summary})", cause.detail, cause.fix),
+                        None, "", torch.returncode)  # torch's finding quotes its output
+
+
+def _parts(ctx: Context) -> list[Part]:
+    """What the probe imports: torch, then each installed part whose check runs, in a training script's order."""
+
+    def wanted(cid: str) -> bool:
+        return not ctx.selected or cid in ctx.selected
+
+    parts = [TORCH]
+    ipex, ccl = _ipex_module(ctx), _ccl_module(ctx)
+    if ipex and wanted("imports.ipex"):
+        parts.append(Part("ipex", ipex))
+    if ccl and wanted("imports.ccl"):
+        parts.append(Part("ccl", ccl))
+    return parts
+
+
+def _imports(ctx: Context, part: Part) -> ImportResult:
+    """The part's result from the one probe every import check shares (a part outside it: a child of its own)."""
+    python, timeout = ctx.snapshot.executable, ctx.options.import_timeout
+    results = ctx.once("imports:combined", lambda: probe_stack(python, _parts(ctx), timeout))
+    if part.name in results:
+        return results[part.name]
+    return ctx.once(f"imports:{part.name}", lambda: _alone(python, part, timeout))
+
+
+def _ipex_module(ctx: Context) -> Optional[str]:
+    dist = ctx.snapshot.get(*IPEX_NAMES)
+    if dist is None:
+        return None
+    release = ctx.matrix.ipex_release(dist.public_version) if dist.public_version else None
+    return release.module if release else "intel_extension_for_pytorch"
+
+
+def _ccl_module(ctx: Context) -> Optional[str]:
+    dist = ctx.snapshot.get(*CCL_NAMES)
+    if dist is None:
+        return None
+    release = ctx.matrix.ccl_release(dist.public_version) if dist.public_version else None
+    return release.module if release else ("oneccl_bindings_for_pytorch" if "oneccl_bindings_for_pytorch" in ctx.snapshot.modules else "torch_ccl")
 
 
 def _finding(cid: str, result: ImportResult, ok_summary: str) -> Finding:
@@ -112,16 +283,12 @@ def _finding(cid: str, result: ImportResult, ok_summary: str) -> Finding:
     return Finding(cid, Status.FAIL, verdict.summary, evidence, verdict.fix)
 
 
-def _imports(ctx: Context, key: str, code: str, what: str) -> ImportResult:
-    return ctx.once(f"import:{key}", lambda: run_import(ctx.snapshot.executable, code, what, ctx.options.import_timeout))
-
-
 @check("imports.torch", "torch imports in a child process", static=False)
 def import_torch(ctx: Context) -> Finding:
     cid = "imports.torch"
     if ctx.snapshot.get("torch") is None:
         return Finding(cid, Status.SKIP, "torch is not installed")
-    result = _imports(ctx, "torch", TORCH_CODE, "torch")
+    result = _imports(ctx, TORCH)
     data = result.data or {}
     return _finding(cid, result, f"torch {data.get('version')} imports" + (f" (CUDA {data['cuda']} build)" if data.get("cuda") else ""))
 
@@ -129,12 +296,10 @@ def import_torch(ctx: Context) -> Finding:
 @check("imports.ipex", "intel_extension_for_pytorch imports in a child process", static=False)
 def import_ipex(ctx: Context) -> Finding:
     cid = "imports.ipex"
-    dist = ctx.snapshot.get(*IPEX_NAMES)
-    if dist is None:
+    module = _ipex_module(ctx)
+    if module is None:
         return Finding(cid, Status.SKIP, "intel-extension-for-pytorch is not installed")
-    release = ctx.matrix.ipex_release(dist.public_version) if dist.public_version else None
-    module = release.module if release else "intel_extension_for_pytorch"
-    result = _imports(ctx, "ipex", IPEX_CODE % {"module": module}, module)
+    result = _imports(ctx, Part("ipex", module))
     data = result.data or {}
     return _finding(cid, result, f"{module} {data.get('version')} imports with torch {data.get('torch')}")
 
@@ -142,15 +307,13 @@ def import_ipex(ctx: Context) -> Finding:
 @check("imports.ccl", "the oneCCL bindings import and register the ccl backend", static=False)
 def import_ccl(ctx: Context) -> Finding:
     cid = "imports.ccl"
-    dist = ctx.snapshot.get(*CCL_NAMES)
-    if dist is None:
+    module = _ccl_module(ctx)
+    if module is None:
         return Finding(cid, Status.SKIP, "oneccl_bind_pt is not installed")
-    release = ctx.matrix.ccl_release(dist.public_version) if dist.public_version else None
-    module = release.module if release else ("oneccl_bindings_for_pytorch" if "oneccl_bindings_for_pytorch" in ctx.snapshot.modules else "torch_ccl")
-    result = _imports(ctx, "ccl", CCL_CODE % {"module": module}, module)
+    result = _imports(ctx, Part("ccl", module))
     finding = _finding(cid, result, f"{module} imports and registers the ccl backend")
     if finding.status is Status.PASS and not (result.data or {}).get("registered"):
         return Finding(cid, Status.FAIL, f"{module} imports but the ccl backend is not registered",
                        (f"torch.distributed.is_backend_available('ccl') is False after import {module}",),
-                       "Reinstall the oneccl_bind_pt built for this torch (compat check shows which).")
+                       "Reinstall the oneccl_bind_pt built for this torch (compat check shows it).")
     return finding

@@ -54,8 +54,11 @@ def env_timeout(name: str, default: float) -> float:
 
 
 def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
-              pass_fds: Sequence[int] = ()) -> ChildResult:
+              pass_fds: Sequence[int] = (), overdue: Optional[Callable[[], bool]] = None) -> ChildResult:
     """Run ``argv`` to the end or to ``timeout`` seconds, stdin closed, stdout/stderr captured.
+
+    ``overdue``, when given, is asked about every POLL_S seconds while the child runs (a child that reports its
+    progress: the import probe's per-part limits); True ends the child as the timeout does (``timed_out``).
 
     Raises OSError when it cannot be started, ValueError for a timeout that cannot be kept (nan, inf, <= 0),
     KeyboardInterrupt (or :class:`Terminated`) after killing the child's group when compat is interrupted.
@@ -81,7 +84,7 @@ def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, st
             )
         finally:
             _release_signals(mask)  # a signal that came meanwhile is raised here, with `process` known
-        return _wait(process, timeout, run_id)
+        return _wait(process, timeout, run_id, overdue)
     except BaseException:
         if process is not None:
             _kill_group(process, run_id)
@@ -91,14 +94,14 @@ def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, st
         _restore_handlers(previous)
 
 
-def _wait(process: subprocess.Popen, timeout: float, run_id: str) -> ChildResult:
-    """Until the child has ended and its output is read, or ``timeout``. A child that has ended while something it
-    started (in its group or, after setsid, outside it) still holds its pipes open has ended: that leftover is killed
-    and the output read, instead of waiting for the timeout."""
+def _wait(process: subprocess.Popen, timeout: float, run_id: str, overdue: Optional[Callable[[], bool]] = None) -> ChildResult:
+    """Until the child has ended and its output is read, or ``timeout`` (or ``overdue()``). A child that has ended while
+    something it started (in its group or, after setsid, outside it) still holds its pipes open has ended: that
+    leftover is killed and the output read, instead of waiting for the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or (overdue is not None and process.poll() is None and overdue()):
             _kill_group(process, run_id)
             out, err = _reap(process)
             return ChildResult(None, out, err, True)

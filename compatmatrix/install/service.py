@@ -193,7 +193,7 @@ def _planner(requested: str, installer: str, target: WheelTarget) -> str:
     if requested == "auto":
         return choose_planner(target.python) if installer == "uv" else "pip"
     if requested == "uv" and uv_binary() is None:
-        raise InstallError("uv is not installed, so it cannot plan the install; nothing was changed.", "pip install uv, or plan with pip.")
+        raise InstallError("uv is not installed, so it cannot plan the install; nothing was changed.", "pip install uv, or plan with pip (--planner pip).")
     return requested
 
 
@@ -446,7 +446,8 @@ def _verify_installed(matrix: Matrix, executable: str) -> list[Finding]:
 
 
 def verify(matrix: Matrix, snapshot: EnvSnapshot) -> list[Finding]:
-    """The static package checks and an isolated import of each installed part of the stack."""
+    """The static package checks and the import probe: one child imports the installed parts of the stack in turn,
+    torch once (checks/imports.py; a part after one that fails is tried in a child of its own)."""
     context = Context(matrix, snapshot, Options())
     return run_checks(select(all_checks(), only=["packages", "imports"]), context)
 
