@@ -27,6 +27,8 @@ def cache_dir() -> Optional[str]:
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):  # unset, empty or relative: the XDG spec says to ignore it (a relative one would follow the working directory)
         base = os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):  # a relative HOME: no cache rather than one wherever compat happens to run
+        return None
     return os.path.join(base, "compatmatrix")
 
 
@@ -128,7 +130,7 @@ def write_bytes(directory: str, name: str, data: bytes) -> None:
             out.write(data)
         os.replace(temporary, os.path.join(directory, name))
         temporary = None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: makedirs of a path thousands of folders deep
         pass
     finally:
         if temporary is not None:

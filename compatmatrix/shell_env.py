@@ -128,7 +128,7 @@ def _sh_addition(key: str, added: PathAddition) -> list[str]:
     next to the double-quoted expansion."""
     lines = []
     keeps_empty = key in KEEPS_EMPTY
-    live_after = f":${{{key}}}" if keeps_empty else f"${{{key}:+:${key}}}"
+    live_after = f":${{{key}-}}" if keeps_empty else f"${{{key}:+:${key}}}"  # `-`: a `set -u` shell with KEY unset does not stop
     live_before = f"${{{key}:-:}}${{{key}:+:}}" if keeps_empty else f"${{{key}:+${key}:}}"
     if added.prepend:
         text = ":".join(added.prepend)

@@ -225,7 +225,7 @@ def test_sourcing_the_file_twice_adds_each_entry_once(tmp_path, shell):
     if shell == "fish":
         argv = ["fish", "--no-config", "-c", f"source {written}; source {written}; and env"]
     else:
-        argv = [shell, "-c", f'. "{written}"; . "{written}"; env']
+        argv = [shell, "-c", f'set -eu; . "{written}"; . "{written}"; env']  # -u: an unset variable must not stop the shell
     for live in ({"LD_LIBRARY_PATH": "/live", "MANPATH": "/m"}, {}):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**base, "PATH": BUILD_PATH, **live}, check=False)
         assert done.returncode == 0, done.stderr

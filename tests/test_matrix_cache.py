@@ -434,3 +434,13 @@ def test_a_relative_or_empty_xdg_cache_home_is_ignored(value, monkeypatch, tmp_p
     assert cachefiles.cache_dir() == os.path.join(str(tmp_path), ".cache", "compatmatrix")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "abs"))
     assert cachefiles.cache_dir() == str(tmp_path / "abs" / "compatmatrix")
+    monkeypatch.setenv("XDG_CACHE_HOME", value)
+    monkeypatch.setenv("HOME", "relhome")  # and a relative HOME: no cache at all
+    assert cachefiles.cache_dir() is None
+
+
+def test_a_cache_folder_too_deep_to_make_is_skipped_silently(tmp_path):
+    from compatmatrix import cachefiles
+
+    deep = os.path.join(str(tmp_path), *(["x"] * 3000))
+    cachefiles.write_bytes(deep, "f.json", b"{}")  # no RecursionError, no exception: the cache is best effort

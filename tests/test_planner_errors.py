@@ -66,3 +66,42 @@ def test_real_pip_and_uv_at_a_closed_port_are_unreachable_and_a_missing_version_
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.integration
+def test_a_connection_pip_retried_and_then_read_is_not_an_unreachable_index(tmp_path):
+    """A blip pip recovered from (the first connection dropped, the page then read) must not hide the real answer:
+    no release satisfies the requirement."""
+    import http.server
+    import socket
+    import threading
+
+    requests_seen = {"n": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server API
+            requests_seen["n"] += 1
+            if requests_seen["n"] == 1:  # the blip: the first connection is dropped without an answer
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            body = b'<html><body><a href="/files/filelock-3.0.0-py3-none-any.whl">filelock-3.0.0-py3-none-any.whl</a></body></html>'
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        done = _pip(f"http://127.0.0.1:{server.server_address[1]}/simple", "filelock==9.9.9", tmp_path / "d")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert requests_seen["n"] >= 2 and "Retrying" in done.stderr, done.stderr[-1500:]
+    assert done.returncode != 0 and "(from versions: 3.0.0)" in done.stderr, done.stderr[-1500:]
+    assert not unreachable(done.stderr)

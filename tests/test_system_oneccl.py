@@ -493,6 +493,12 @@ def test_a_libccl_this_user_cannot_read_is_named_not_passed_over_in_silence():
         found, looked = _as_another_user(find)
         assert not found
         assert f"{hidden} (there, but this user cannot read it: permission denied; the loader cannot open it either)" in looked
+        # a folder this user may not search (a root install with umask 077): the file cannot even be seen
+        hidden.chmod(0o644)
+        (folder / "lib").chmod(0o700)
+        found, looked = _as_another_user(find)
+        assert not found
+        assert f"{folder / 'lib'} (this user cannot look inside it: permission denied; the loader cannot either)" in looked
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

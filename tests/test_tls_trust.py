@@ -115,6 +115,9 @@ def pki(tmp_path_factory):
     ca, ca_key = make_ca(folder, "ca")
     other, _ = make_ca(folder, "other-ca")
     cert, key = make_server_cert(folder, ca, ca_key)
+    # the folder as OpenSSL reads one (SSL_CERT_DIR, a CA path): the test CA under its subject hash, as c_rehash links it
+    subject_hash = subprocess.run(["openssl", "x509", "-hash", "-noout", "-in", str(ca)], capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    (folder / f"{subject_hash}.0").symlink_to(ca.name)
     return {"ca": ca, "other": other, "cert": cert, "key": key, "folder": folder}
 
 
@@ -185,7 +188,10 @@ def test_with_nothing_named_the_default_is_the_system_trust_store():
 def test_a_named_bundle_compat_cannot_use_is_refused_by_name(tmp_path, pki):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "junk.pem").write_text("not a certificate\n")
+    (tmp_path / "empty").mkdir()
     cases = {
+        ("SSL_CERT_DIR", str(tmp_path / "empty")): "SSL_CERT_DIR names {path}, which holds no hashed CA certificate",
+        ("REQUESTS_CA_BUNDLE", str(tmp_path / "empty")): "REQUESTS_CA_BUNDLE names {path}, which holds no hashed CA certificate",
         ("PIP_CERT", str(tmp_path / "missing.pem")): "PIP_CERT names {path}, which does not exist",
         ("SSL_CERT_FILE", str(tmp_path)): "SSL_CERT_FILE names {path}, which is a folder",
         ("SSL_CERT_DIR", str(pki["ca"])): "SSL_CERT_DIR names {path}, which is not a folder",

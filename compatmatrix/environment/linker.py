@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -168,15 +169,24 @@ class LibrarySearch:
         looked: list[str] = []
 
         def fits(path: str) -> bool:
-            if not os.path.isfile(path):
+            try:
+                is_file = stat.S_ISREG(os.stat(path).st_mode)
+            except PermissionError:  # a folder on the way that this user may not search: said, not passed over in silence
+                note = f"{os.path.dirname(path)} (this user cannot look inside it: permission denied; the loader cannot either)"
+                if note not in looked:
+                    looked.append(note)
+                return False
+            except (OSError, ValueError):
+                return False
+            if not is_file:
                 return False
             found = elf_identity(path)
-            if found is None and not os.access(path, os.R_OK):  # there, but not for this user: said, not passed over in silence
+            if found is None and not os.access(path, os.R_OK):  # there, but not for this user
                 looked.append(f"{path} (there, but this user cannot read it: permission denied; the loader cannot open it either)")
             return found is not None and (identity is None or found == identity)
 
         if "/" in name:  # a path, taken as it is
-            return (Located(name, name, "its own path", True) if fits(name) else None), (name, *looked)
+            return (Located(name, name, "its own path", True) if fits(name) else None), tuple(looked) or (name,)
         for folder, how, loader in self.places(requester, ancestors):
             looked.append(f"{folder} ({how})")
             candidate = os.path.join(folder, name)

@@ -78,7 +78,7 @@ def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependenc
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
         report_path = out.name
     try:
-        command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", *ONLY_BINARY, "--report", report_path,
+        command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", "--no-input", *ONLY_BINARY, "--report", report_path,
                    *_index_args(dependency_index), *map(str, files), *passthrough]
         _run_planner("pip", command, seconds, installer_env(python))
         report = json.loads(Path(report_path).read_text() or "{}")
@@ -192,7 +192,7 @@ def _run_planner(tool: str, command: list[str], seconds: float, env: dict[str, s
                            "Check the dependency index (--index pypi=URL), or retry.") from None
     if done.returncode != 0 and unreachable(done.stderr):
         raise InstallError(f"{tool} could not reach the dependency index while planning, so nothing was changed ({tool} said: "
-                           + _last_lines(_network_lines(done.stderr), 2) + ").",
+                           + _last_lines(_network_lines(done.stderr), 1) + " | " + _last_lines(done.stderr, 1) + ").",
                            "Check the network and the proxy settings and retry (PIP_RETRIES / UV_HTTP_RETRIES allow more tries), or use a mirror (--index pypi=URL).")
     if done.returncode != 0:
         raise InstallError(f"{tool} cannot resolve the dependencies of the planned set, so nothing was changed ({tool} said: " + _last_lines(done.stderr, 3) + ").",
@@ -212,5 +212,9 @@ def _network_lines(text: str) -> str:
 
 
 def unreachable(stderr: str) -> bool:
-    """True when the planner's output shows it could not reach an index (the network, the proxy, DNS, TLS)."""
-    return bool(_network_lines(stderr))
+    """True when the planner's output shows it could not reach an index (the network, the proxy, DNS, TLS) and that is
+    why it failed: not when pip retried a connection and then read the index anyway (it names the versions it saw), or
+    uv resolved against what it read ("No solution found")."""
+    if not _network_lines(stderr):
+        return False
+    return not (re.search(r"\(from versions: (?!none\))", stderr) or "No solution found" in stderr)

@@ -548,7 +548,7 @@ def download_dependencies(pip: Sequence[str], python: str, items: Sequence[Repor
 
     requirements.write_text("".join(line(i) + "\n" for i in wanted))
     seconds = limits().pip_s
-    command = [*pip, "download", "--no-deps", "--quiet", "--disable-pip-version-check", *ONLY_BINARY, "--dest", str(folder),
+    command = [*pip, "download", "--no-deps", "--quiet", "--disable-pip-version-check", "--no-input", *ONLY_BINARY, "--dest", str(folder),
                *_index_args(dependency_index), "-r", str(requirements)]
     try:
         done = run_bounded(command, timeout=seconds, env=installer_env(python))

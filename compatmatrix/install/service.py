@@ -474,7 +474,7 @@ def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pi
         platforms = [target.platform.tag] if not target.platform.tag.startswith(("linux_", "manylinux")) else [
             "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"]
         index_args = ["--no-index", "--find-links", str(plan.dependency_index.local_path)] if plan.dependency_index.is_local else ["--index-url", plan.dependency_index.url]
-        command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--dest", str(folder), *ONLY_BINARY,
+        command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-input", "--dest", str(folder), *ONLY_BINARY,
                    "--python-version", f"{target.python.major}.{target.python.minor}", "--implementation", "cp",
                    *[arg for p in platforms for arg in ("--platform", p)], *index_args, *[str(f.path) for f in fetched], *plan.passthrough]
         seconds = limits().pip_s

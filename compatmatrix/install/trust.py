@@ -120,6 +120,8 @@ def check(trust: Trust) -> None:
             raise refuse("is a folder, not a file (SSL_CERT_DIR takes a folder)")
         if not os.access(path, os.R_OK | os.X_OK):
             raise refuse("is a folder compat cannot read")
+        if not _hashed_folder(path):  # OpenSSL looks certificates up by their hashed names only
+            raise refuse("holds no hashed CA certificate (OpenSSL finds a folder's certificates only by hashed names: run c_rehash or openssl rehash on it)")
         return
     if trust.source == "SSL_CERT_DIR":
         raise refuse("is not a folder (SSL_CERT_FILE takes a file)")
