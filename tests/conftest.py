@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,12 @@ from compatmatrix.resolve import build_request
 from compatmatrix.target import Platform, PythonTarget
 
 from .clean_env import base_env, config_home, scrubbed, with_loopback
+
+# A CI runner (or a shell that started this session in the background with &) may hand pytest SIGINT ignored; an
+# ignored signal stays ignored across exec, so every compat the tests start would ignore Ctrl-C too and the tests that
+# interrupt compat would wait in vain. The tests start their processes with Python's own default instead.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -43,6 +50,12 @@ def scrubbed_environment(monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", config_home())
     for name in ("no_proxy", "NO_PROXY"):
         monkeypatch.setenv(name, with_loopback(os.environ.get(name, "")))
+    yield
+    # what compat reads once per process must not carry one in-process test's settings into the next (a test's
+    # PIP_PROXY=http://proxy:3128 sent a later real install's pip to a proxy that does not exist)
+    runner = sys.modules.get("compatmatrix.install.runner")
+    if runner is not None:
+        runner._configured_transport.cache_clear()
 
 
 def run_compat(*args, env_extra=None, drop=(), timeout=120):

@@ -313,6 +313,8 @@ def _configured_transport() -> tuple[tuple[str, str], ...]:
     found = []
     for line in listing.splitlines():
         key, _, value = line.partition("=")
+        if key.startswith(":env:"):  # a PIP_* variable, not a file: installer_env already passes those it keeps
+            continue
         name = key.split(".", 1)[-1].strip()
         if name in _TRANSPORT_KEYS and value:
             found.append(("PIP_" + name.upper().replace("-", "_"), value.strip().strip("'\"")))
