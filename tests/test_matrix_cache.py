@@ -161,6 +161,147 @@ def test_corrupt_cache_is_ignored_silently(cached, tmp_path, kind):
     assert done.stdout == answer and done.stderr == ""
 
 
+# --- files that are well formed (the check matches) but would make compat hang or fail: refused, the TOML is read ---
+
+
+def _shifted(nodes: list, extra: list) -> list:
+    """``extra`` (nodes referring to each other only) put before ``nodes``, whose references move along."""
+    n = len(extra)
+
+    def shift(node):
+        if type(node) is not list or node[0] in ("V", "S", "C"):
+            return node
+        if node[0] == "R":
+            return ["R", node[1], *[i + n for i in node[2:]]]
+        return [node[0], *[i + n for i in node[1:]]]
+
+    return extra + [shift(node) for node in nodes]
+
+
+def _hash_bomb(nodes: list) -> list:
+    """The reviewer's crafted file: 70 tuples, each holding the one before twice (2**70 values when expanded), in a
+    frozenset (hashing it visits every one)."""
+    return _shifted(nodes, [0, *[["t", i, i] for i in range(70)], ["f", 70]])
+
+
+def _versions_as_strings(nodes: list) -> list:
+    """The reviewer's crafted file: every Version a string (the resolver then compared a str with a Version)."""
+    return [node[1] if type(node) is list and node[0] == "V" else node for node in nodes]
+
+
+@pytest.mark.parametrize("craft", [_hash_bomb, _versions_as_strings], ids=["hash-bomb", "versions-as-strings"])
+def test_crafted_cache_is_refused_and_written_again(cached, craft):
+    from compatmatrix.matrix import cache as matrix_cache
+
+    cache, answer, files = cached
+    good = {file: matrix_cache.decode(split(file)[1], 1 << 24) for file in files}
+    for file in files:
+        rewrite(file, craft(split(file)[1]))
+    done = compat(*RESOLVE, cache=cache, timeout=120)  # before the fix the hash bomb never ended
+    assert (done.returncode, done.stdout, done.stderr) == (0, answer, "")
+    # the TOML was read, and its model written again (the same model; not the same bytes: a set's order follows the
+    # process's string hashes)
+    assert {file: matrix_cache.decode(split(file)[1], 1 << 24) for file in files} == good
+
+
+def _field(cls: str, field: str, extra: list):
+    """The first ``cls`` record's ``field`` set to the last of ``extra`` (nodes put first)."""
+    from compatmatrix.matrix import model
+
+    def change(nodes: list) -> list:
+        out = _shifted(nodes, extra)
+        for node in out:
+            if type(node) is list and node[:2] == ["R", cls]:
+                node[2 + getattr(model, cls)._fields.index(field)] = len(extra) - 1
+                return out
+        raise AssertionError(f"no {cls} in the matrix")
+
+    return change
+
+
+def _swap_releases(first: str, second: str):
+    """The releases of two components swapped in the Matrix's releases (each tuple well typed, of the wrong class)."""
+
+    def change(nodes: list) -> list:
+        from compatmatrix.matrix.model import Matrix
+
+        table = nodes[nodes[-1][2 + Matrix._fields.index("releases")]]
+        at = {nodes[table[i]][1]: i + 1 for i in range(1, len(table), 2)}
+        table[at[first]], table[at[second]] = table[at[second]], table[at[first]]
+        return nodes
+
+    return change
+
+
+_PROVENANCE = [["t"], True, "", ["R", "Provenance", 0, 1, 2]]
+_PROFILE = ["p", ["f"], ["t"], ["R", "Profile", 0, 0, 1, 2]]
+_COMPONENTS = ["torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "torchvision", "torchaudio", "transformers", "accelerate"]
+
+#: One file per kind of value that is not what the model declares, or that costs more than its size: (change, what
+#: decode() says); None: decode() builds it, read() refuses it.
+ILL_TYPED = {
+    "str-for-version": (_field("TorchRelease", "version", ["2.1.0"]), "fields of TorchRelease"),
+    "int-for-bool": (_field("Provenance", "verified", [1]), "fields of Provenance"),
+    "bool-for-int": (_field("Matrix", "schema_version", [True]), "fields of Matrix"),
+    "none-for-str": (_field("TorchRelease", "released", [None]), "fields of TorchRelease"),
+    "str-for-optional-version": (_field("WheelSet", "glibc_min", ["2.28"]), "fields of WheelSet"),
+    "str-for-tuple": (_field("Provenance", "sources", ["a"]), "fields of Provenance"),
+    "tuple-of-ints-for-tuple-of-str": (_field("Provenance", "sources", [1, ["t", 0]]), "sources of Provenance"),
+    "frozenset-of-str-for-frozenset-of-version": (_field("WheelSet", "python", ["3.11", ["f", 0]]), "python of WheelSet"),
+    "record-of-another-class": (_field("Host", "provenance", ["x", ["R", "Yank", 0, 0]]), "fields of Host"),
+    "pair-of-one": (_field("Policy", "python_range", [["V", "3.8"], ["t", 0]]), "python_range of Policy"),
+    "pair-with-a-str": (_field("Policy", "python_range", [["V", "3.8"], "3.11", ["t", 0, 1]]), "python_range of Policy"),
+    "pairs-of-one": (_field("Policy", "features_with_ccl", ["a", ["t", 0], ["t", 1]]), "features_with_ccl of Policy"),
+    "dict-key-of-another-type": (_field("Matrix", "profiles", [*_PROFILE, 7, ["d", 4, 3]]), "profiles of Matrix"),
+    "dict-value-of-another-type": (_field("Matrix", "profiles", ["p", ["d", 0, 0]]), "profiles of Matrix"),
+    "release-that-is-no-release": (
+        _field("Matrix", "releases", [*_PROVENANCE, ["t", 3], *[["C", c] for c in _COMPONENTS], ["d", *[x for i in range(5, 12) for x in (i, 4)]]]),
+        "releases of Matrix",
+    ),
+    "releases-of-another-component": (_swap_releases("torch", "transformers"), None),
+    "set-of-tuples": (lambda nodes: _shifted(nodes, [["t"], ["f", 0]]), "a set of other than plain values"),
+    "dict-with-a-tuple-key": (lambda nodes: _shifted(nodes, [["t"], ["d", 0, 0]]), "a dict without plain keys"),
+    "shared-tuples-without-a-set": (lambda nodes: _shifted(nodes, [0, *[["t", i, i] for i in range(40)]]), "larger than its file"),
+    "shared-tuples-by-negative-index": (  # node k: ["t", k - 1 - n, k - 1 - n] (n: how many nodes), the node before it
+        lambda nodes: (lambda n: _shifted(nodes, [0, *[["t", i - n, i - n] for i in range(40)]]))(len(nodes) + 41),
+        "larger than its file",
+    ),
+    "thirteen-tuples-deep": (lambda nodes: _shifted(nodes, [0, *[["t", i] for i in range(13)]]), "larger than its file"),
+}
+
+
+def _read_nodes(tmp_path: Path, nodes: list):
+    """What cache.read() makes of a well-formed file (right key, matching check) holding ``nodes``."""
+    from compatmatrix.matrix import cache as matrix_cache
+
+    folder = tmp_path / "read"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    key = "0" * 128
+    body = json.dumps(nodes, separators=(",", ":"), ensure_ascii=False).encode()
+    header = {"format": matrix_cache.FORMAT, "key": key, "check": cachefiles.blake2b(body).hexdigest()}
+    file = folder / matrix_cache.file_name(key)
+    file.write_bytes(json.dumps(header).encode() + b"\n" + body)
+    file.chmod(0o600)
+    return matrix_cache.read(str(folder), key, "matrix.toml", limit=1 << 24)
+
+
+@pytest.mark.parametrize("kind", sorted(ILL_TYPED))
+def test_ill_typed_or_overlarge_model_is_refused(kind, mini_matrix, tmp_path):
+    from compatmatrix.matrix import cache as matrix_cache
+    from compatmatrix.record import replace
+
+    good = json.loads(json.dumps(matrix_cache.encode(replace(mini_matrix, source_path=""))))
+    assert _read_nodes(tmp_path, good) == mini_matrix  # the same file untouched is read
+    change, says = ILL_TYPED[kind]
+    nodes = change(json.loads(json.dumps(good)))
+    if says is None:
+        matrix_cache.decode(nodes, 1 << 20)
+    else:
+        with pytest.raises((TypeError, ValueError), match=says):
+            matrix_cache.decode(nodes, 1 << 20)
+    assert _read_nodes(tmp_path, nodes) is None
+
+
 def test_cache_that_is_a_fifo_does_not_hang_compat(cached):
     cache, answer, files = cached
     for file in files:
@@ -357,16 +498,36 @@ def test_answers_from_the_cache_are_the_answers_without_it(tmp_path, factor):
     assert len(cache_files(cache)) == 1
 
 
-@pytest.mark.parametrize("name", ["bundled", "mini"])
-def test_the_model_survives_the_round_trip(name, matrix, mini_matrix):
-    """encode/decode give back an equal Matrix whose versions and ranges print as before."""
+@pytest.mark.parametrize("name", ["bundled", "mini", "x8"])
+def test_the_model_survives_the_round_trip(name, matrix, mini_matrix, tmp_path):
+    """encode/decode give back an equal Matrix whose versions and ranges print as before, within the bounds a file
+    is held to (EXPANSION values per byte, MAX_DEPTH)."""
     from compatmatrix.matrix import cache as matrix_cache
+    from compatmatrix.matrix.load import parse_matrix
     from compatmatrix.record import replace
 
-    original = {"bundled": matrix, "mini": mini_matrix}[name]
-    copy = matrix_cache.decode(json.loads(json.dumps(matrix_cache.encode(original))))
+    if name == "x8":
+        original = parse_matrix(_scaled(tmp_path, 8).read_text(), "x8")
+    else:
+        original = {"bundled": matrix, "mini": mini_matrix}[name]
+    body = json.dumps(matrix_cache.encode(replace(original, source_path="")), separators=(",", ":"), ensure_ascii=False).encode()
+    copy = matrix_cache.decode(json.loads(body), matrix_cache.EXPANSION * len(body) // 4)  # a quarter of the bound: room to spare
     assert copy == original
     assert repr(replace(copy, source_path="")) == repr(replace(original, source_path=""))  # every field, as printed
+    assert _read_nodes(tmp_path, json.loads(body)) == original  # and read() takes it (every component's release class)
+
+
+def test_every_model_record_has_checks_for_its_fields():
+    """Every annotation of matrix/model.py reads as a check (one the reader does not know would make every cache file
+    unreadable: correct, but never a hit)."""
+    from compatmatrix.matrix import cache as matrix_cache
+
+    for cls in matrix_cache._model_types().values():
+        kinds, _ = matrix_cache._field_checks(cls)
+        assert len(kinds) == len(cls._fields), cls
+    kinds, items = matrix_cache._check("tuple[Release, ...]")
+    assert kinds == {tuple} and items is not None
+    assert {cls.__name__ for cls in matrix_cache._kinds("Release")} == {"TorchRelease", "IpexRelease", "CclRelease", "CompanionRelease", "LibraryLine"}
 
 
 def test_the_key_follows_what_the_model_depends_on(monkeypatch):

@@ -3,10 +3,10 @@ nor validates it again.
 
 Validating every entry is linear in the matrix but slow in Python: for a matrix eight times the bundled one
 (1.5 MB, bench/scale_matrix.py) about 55 ms on every run even with the TOML already parsed, where rebuilding the
-model from this cache takes about 12 ms (the TOML parser alone takes longer than both). After a matrix file's
-bytes have been read and validated, the :class:`~compatmatrix.matrix.model.Matrix` built from them is written to
-``matrix-<key>.json`` in compat's cache folder (compatmatrix/cachefiles.py: owner-only, replaced atomically); the
-next run with the same bytes rebuilds the model from that file instead.
+model from this cache takes about 17 ms, its bounds and types checked (the TOML parser alone takes longer than
+both). After a matrix file's bytes have been read and validated, the :class:`~compatmatrix.matrix.model.Matrix`
+built from them is written to ``matrix-<key>.json`` in compat's cache folder (compatmatrix/cachefiles.py:
+owner-only, replaced atomically); the next run with the same bytes rebuilds the model from that file instead.
 
 The key is a BLAKE2b digest of the matrix file's bytes and of everything else the model built from them depends
 on: this format (:data:`FORMAT`), compat's version, the Python and ``packaging`` versions, the model's classes and
@@ -22,8 +22,13 @@ a node refers to earlier ones by their index; the last one is the Matrix). A nod
 frozenset, ``["d", key, value, ...]`` a dict, ``["R", class, i, ...]`` a model record (its fields in order).
 Decoding makes nothing else (no pickle, no class a file can name outside matrix/model.py). A file that is
 missing, not private, for another key, damaged (its check), or anything else unexpected reads as no cache, and
-the caller reads the TOML: never a traceback. What a private file with the right key and check says is taken as
-it is: compat wrote it after the matrix validated, and only the user (who could as well edit compat) can change it.
+the caller reads the TOML: never a traceback. A private file with the right key and check was written by compat
+after the matrix validated, or by the user (who could as well edit compat), so its values are not validated again;
+but what could make compat hang or fail is refused all the same (the file is then read as no cache, and written
+again from the TOML): a model that expands to more than :data:`EXPANSION` values per byte of the file or nests
+deeper than :data:`MAX_DEPTH` (shared nodes: a small file could stand for 2**70 values), a set or a dict key of
+other than plain values, a record field whose value is not of the type its class declares (a string where a
+Version should be), a component's releases of another record class than the loader's.
 
 Side effects: reads and writes $XDG_CACHE_HOME/compatmatrix/matrix-*.json (files not written for 30 days are
 removed when a new one is written); stats the loader's source files.
@@ -31,10 +36,12 @@ removed when a new one is written); stats the loader's source files.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
+import re
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import packaging
 from packaging.specifiers import SpecifierSet
@@ -52,6 +59,24 @@ PREFIX, SUFFIX = "matrix-", ".json"
 MAX_AGE_S = 30 * 86400
 #: The loader's modules: their size and time stamp are part of the key.
 _SOURCES = ("load.py", "cache.py", "model.py", os.path.join(os.pardir, "record.py"))
+#: How much a file may say: its model expanded (a shared node counted at each place it is used) is at most this many
+#: values per byte of the file (the bundled matrix: 0.06; 8 to 64 times its size: 0.2 to 0.28), nested at most
+#: MAX_DEPTH deep (the model: 8). Without a bound, sharing lets a small file stand for a huge model: 70 nested pairs
+#: of one tuple are 2**70 values, which hashing or printing the model would visit one by one.
+EXPANSION = 4
+MAX_DEPTH = 12
+#: What a frozenset or a dict key may hold: values whose hash costs next to nothing.
+_PLAIN = frozenset((str, int, bool, type(None), Version, Component))
+#: The record class of each component's releases (what matrix/load.py builds).
+_RELEASE_CLASSES = {
+    Component.TORCH: model.TorchRelease,
+    Component.IPEX: model.IpexRelease,
+    Component.CCL: model.CclRelease,
+    Component.TORCHVISION: model.CompanionRelease,
+    Component.TORCHAUDIO: model.CompanionRelease,
+    Component.TRANSFORMERS: model.LibraryLine,
+    Component.ACCELERATE: model.LibraryLine,
+}
 
 
 def _model_types() -> dict[str, type]:
@@ -92,9 +117,12 @@ def read(directory: str, cache_key: str, path: str, limit: int) -> Optional[Matr
             return None
         if header.get("check") != cachefiles.blake2b(body).hexdigest():
             return None
-        matrix = decode(json.loads(body))
-        if type(matrix) is not Matrix or set(matrix.releases) != set(Component):
+        matrix = decode(json.loads(body), EXPANSION * len(body))
+        if type(matrix) is not Matrix or matrix.releases.keys() != _RELEASE_CLASSES.keys():
             return None
+        for component, releases in matrix.releases.items():
+            if not {_RELEASE_CLASSES[component]}.issuperset(map(type, releases)):
+                return None
         return replace(matrix, source_path=path)
     except Exception:  # noqa: BLE001 - whatever is wrong with a cache file, the answer is "no cache": read the TOML
         return None
@@ -162,37 +190,180 @@ def encode(matrix: Matrix) -> list[Any]:
     return nodes
 
 
-def decode(nodes: list[Any]) -> Any:
-    """The value of the last node (see the module); raises on anything unexpected (the caller reads the TOML)."""
-    types = _model_types()
-    values: list[Any] = []
-    append = values.append
-    for node in nodes:
+def decode(nodes: list[Any], budget: int) -> Any:
+    """The value of the last node (see the module); raises on anything unexpected (the caller reads the TOML),
+    among which a node whose value, expanded, is more than ``budget`` values or nests deeper than MAX_DEPTH (checked
+    before the value is made), a set or dict key of other than plain values, a record field whose value is not of
+    the type its class declares."""
+    types, known = _model_types(), _CHECKS
+    # Every list has a slot per node, so that any index (a negative one, or one of a later node: None so far) names
+    # the same node in all three.
+    values: list[Any] = [None] * len(nodes)
+    sizes = [1] * len(nodes)  # each node's value expanded: 1 + its items' sizes (a shared node counted each time)
+    depths = [0] * len(nodes)
+    item_of, size_of, depth_of, is_kind = values.__getitem__, sizes.__getitem__, depths.__getitem__, frozenset.__contains__
+    for position, node in enumerate(nodes):
         if type(node) is not list:
             if type(node) not in (str, int, bool) and node is not None:
                 raise TypeError("not a value of the matrix")
-            append(node)
+            values[position] = node
             continue
         tag = node[0]
+        if tag == "V" or tag == "S" or tag == "C":
+            text = node[1]
+            if type(text) is not str:
+                raise TypeError("not a version, range or component")
+            values[position] = Version(text) if tag == "V" else SpecifierSet(text) if tag == "S" else Component(text)
+            continue
+        refs = node[2:] if tag == "R" else node[1:]
+        size = sizes[position] = 1 + sum(map(size_of, refs))
+        depth = depths[position] = 1 + max(map(depth_of, refs)) if refs else 1  # (max's default= costs as much again)
+        if size > budget or depth > MAX_DEPTH:
+            raise ValueError("the model is larger than its file can say")
         if tag == "R":
             cls = types[node[1]]
-            fields = [values[i] for i in node[2:]]
-            if len(fields) != len(cls._fields):  # type: ignore[attr-defined]
-                raise ValueError(f"{node[1]} takes {len(cls._fields)} fields")  # type: ignore[attr-defined]
-            append(cls(*fields))
-        elif tag == "V":
-            append(Version(node[1]))
+            kinds, deep = known.get(cls) or _field_checks(cls)
+            items = list(map(item_of, refs))
+            if len(items) != len(kinds) or not all(map(is_kind, kinds, map(type, items))):
+                raise TypeError(f"the fields of {node[1]} are not of its types")
+            for at, check in deep:
+                if not check(items[at]):
+                    raise TypeError(f"the {cls._fields[at]} of {node[1]} is not a {_annotations(cls)[cls._fields[at]]}")  # type: ignore[attr-defined]
+            values[position] = cls(*items)
         elif tag == "t":
-            append(tuple([values[i] for i in node[1:]]))
+            values[position] = tuple(map(item_of, refs))
         elif tag == "f":
-            append(frozenset([values[i] for i in node[1:]]))
+            items = list(map(item_of, refs))
+            if not _PLAIN.issuperset(map(type, items)):
+                raise TypeError("a set of other than plain values")
+            values[position] = frozenset(items)
         elif tag == "d":
-            items = iter([values[i] for i in node[1:]])
-            append(dict(zip(items, items)))
-        elif tag == "S":
-            append(SpecifierSet(node[1]))
-        elif tag == "C":
-            append(Component(node[1]))
+            items = list(map(item_of, refs))
+            keys = items[::2]
+            if len(items) % 2 or not _PLAIN.issuperset(map(type, keys)):
+                raise TypeError("a dict without plain keys")
+            values[position] = dict(zip(keys, items[1::2]))
         else:
             raise ValueError(f"unknown node {tag!r}")
     return values[-1]
+
+
+# --- what a record's fields may hold: their annotations (matrix/model.py), read once a class, as checks ------------
+#
+# The annotations are the strings ``from __future__ import annotations`` keeps; the few forms the model uses are
+# read here (typing.get_type_hints would take ~3 ms): a class of the model or a builtin, Optional[X], tuple[X, ...],
+# tuple[X, Y], frozenset[X], dict[K, V]; a Protocol (Release) stands for the model's records that have its members.
+# An annotation reads as a check: (the types a value may have, exactly: a bool is no int; for a container a function
+# that checks its items, else None). The model's records do not contain themselves: what passes is nested as deep as
+# the model (8), whatever the file says.
+
+_TOKENS = re.compile(r"\s*(?:(\.\.\.)|([\[\],])|([A-Za-z_][A-Za-z0-9_]*)|'([^']*)'|\"([^\"]*)\")")
+_CHECKS: dict[type, tuple[tuple[frozenset[type], ...], tuple[tuple[int, Callable[[Any], bool]], ...]]] = {}
+_Check = tuple[frozenset[type], Optional[Callable[[Any], bool]]]
+_READ: dict[str, _Check] = {}  # annotation -> its check (most are "str", "Version", "Provenance")
+_NONE = type(None)
+
+
+def _annotations(cls: type) -> dict[str, str]:
+    annotations: dict[str, str] = {}
+    for owner in reversed(cls.__mro__):
+        annotations.update({name: str(value) for name, value in owner.__dict__.get("__annotations__", {}).items()})
+    return annotations
+
+
+def _field_checks(cls: type) -> tuple[tuple[frozenset[type], ...], tuple[tuple[int, Callable[[Any], bool]], ...]]:
+    """A model record class's fields: the types each may have, and (field position, check of its items) for the
+    containers; raises for an annotation not understood."""
+    checks = _CHECKS.get(cls)
+    if checks is None:
+        annotations = _annotations(cls)
+        each = [_READ.get(annotations[name]) or _check(annotations[name]) for name in cls._fields]  # type: ignore[attr-defined]
+        kinds = tuple(kind for kind, _ in each)
+        deep = tuple((at, items) for at, (_, items) in enumerate(each) if items is not None)
+        checks = _CHECKS[cls] = (kinds, deep)
+    return checks
+
+
+def _check(annotation: str) -> _Check:
+    tokens = []
+    at = 0
+    text = annotation.strip()
+    while at < len(text):
+        match = _TOKENS.match(text, at)
+        if match is None:
+            raise ValueError(f"cannot read the annotation {annotation!r}")
+        tokens.append(next(group for group in match.groups() if group is not None))
+        at = match.end()
+    tokens.append("")
+    position = 0
+
+    def parse() -> Any:
+        nonlocal position
+        name = tokens[position]
+        position += 1
+        if tokens[position] != "[":
+            if "[" in name:  # a quoted annotation: "tuple[Component, ...]"
+                return _check(name)
+            return _kinds(name), None
+        position += 1
+        args = [parse()]
+        while tokens[position] == ",":
+            position += 1
+            if tokens[position] == "...":
+                position += 1
+                args.append(...)
+            else:
+                args.append(parse())
+        if tokens[position] != "]":
+            raise ValueError(f"cannot read the annotation {annotation!r}")
+        position += 1
+        return _generic(name, args, annotation)
+
+    check = parse()
+    if tokens[position] != "":
+        raise ValueError(f"cannot read the annotation {annotation!r}")
+    _READ[annotation] = check
+    return check
+
+
+def _kinds(name: str) -> frozenset[type]:
+    """The types a name admits."""
+    if name == "None":
+        return frozenset((_NONE,))
+    value = vars(model).get(name, vars(builtins).get(name))
+    if not isinstance(value, type):
+        raise ValueError(f"{name} is not a type")
+    if getattr(value, "_is_protocol", False):  # Release: the model's records that have all its members
+        members = [name for name in vars(value) if not name.startswith("_")]
+        records = _model_types().values()
+        return frozenset(cls for cls in records if all(member in cls._fields or hasattr(cls, member) for member in members))  # type: ignore[attr-defined]
+    return frozenset((value,))
+
+
+def _each(check: _Check) -> Callable[[Any], bool]:
+    """A check of every item of an iterable."""
+    kinds, items = check
+    if items is None:
+        return lambda values: kinds.issuperset(map(type, values))
+    return lambda values: kinds.issuperset(map(type, values)) and all(map(items, values))
+
+
+def _whole(check: _Check) -> Callable[[Any], bool]:
+    """A check of one value."""
+    kinds, items = check
+    return lambda value: type(value) in kinds and (items is None or items(value))
+
+
+def _generic(name: str, args: list[Any], annotation: str) -> _Check:
+    if name == "Optional" and len(args) == 1 and args[0] is not ...:
+        kinds, items = args[0]
+        return kinds | {_NONE}, None if items is None else lambda value: value is None or items(value)
+    if (name == "tuple" and len(args) == 2 and args[1] is ...) or (name == "frozenset" and len(args) == 1 and args[0] is not ...):
+        return frozenset((tuple if name == "tuple" else frozenset,)), _each(args[0])
+    if name == "tuple" and ... not in args:
+        each = tuple(map(_whole, args))
+        return frozenset((tuple,)), lambda value: len(value) == len(each) and all(check(item) for check, item in zip(each, value))
+    if name == "dict" and len(args) == 2 and ... not in args:
+        keys, values = _each(args[0]), _each(args[1])
+        return frozenset((dict,)), lambda value: keys(value) and values(value.values())
+    raise ValueError(f"cannot read the annotation {annotation!r}")
