@@ -8,18 +8,21 @@ import, so the tests see from outside which process imported what, and how often
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from compatmatrix.checks.crash import Verdict
-from compatmatrix.checks.imports import TORCH, Part, ProbeRun, part_results
+from compatmatrix.checks.imports import TORCH, Part, ProbeRun, marker, part_results
 from compatmatrix.environment.child import ChildResult
 
 from .fixture_envs import FixtureEnv
 from .procs import MARK_VARIABLE, cmdline, kill_marked, marked, new_mark
-from .test_doctor import compat_json
+from .test_doctor import clean_environ, compat_json
 
 IPEX, CCL = Part("ipex", "intel_extension_for_pytorch"), Part("ccl", "oneccl_bindings_for_pytorch")
 
@@ -133,11 +136,85 @@ def test_a_hang_is_charged_to_the_part_that_hangs_and_nothing_is_left(tmp_path):
 
 
 def test_a_crash_at_exit_is_charged_by_running_each_part_alone(tmp_path):
-    """Every part answered, then the interpreter aborted at exit: whose fault is unknown, so each part runs alone."""
-    env, _ = logged_env(tmp_path, ipex="import atexit\natexit.register(os.abort)")
+    """Every part answered, then the interpreter aborted at exit: torch alone exits cleanly, so each other part runs alone."""
+    env, log = logged_env(tmp_path, ipex="import atexit\natexit.register(os.abort)")
     checks, _ = compat_json("doctor", env.python, "--only", "imports", code=1)
     assert checks["imports.torch"]["status"] == "pass"
-    assert checks["imports.ipex"]["summary"] == "importing intel_extension_for_pytorch was killed by signal SIGABRT"
+    assert checks["imports.ipex"]["summary"] == "intel_extension_for_pytorch imported, then the interpreter crashed at exit (killed by signal SIGABRT)"
+    assert "atexit" in checks["imports.ipex"]["fix"]
+    assert checks["imports.ccl"]["status"] == "pass"
+    assert len(pids(log, "torch")) == 4 and len(pids(log, "ipex")) == 2 and len(pids(log, "ccl")) == 2  # all, torch, torch+ipex, torch+ccl
+
+
+def test_a_crash_at_exit_after_torch_and_one_part_needs_no_run_of_that_part(tmp_path):
+    """Two parts: torch alone exits cleanly, so the ending is the other part's."""
+    env, log = logged_env(tmp_path, ccl="import atexit\natexit.register(os.abort)")
+    checks, _ = compat_json("doctor", env.python, "--only", "imports.ccl", code=1)
+    assert checks["imports.ccl"]["summary"] == "oneccl_bindings_for_pytorch imported, then the interpreter crashed at exit (killed by signal SIGABRT)"
+    assert len(pids(log, "torch")) == 2 and len(pids(log, "ccl")) == 1
+
+
+def test_torch_aborting_at_exit_is_torch_s_and_the_others_are_not_tried(tmp_path):
+    env, log = logged_env(tmp_path, torch="import atexit\natexit.register(os.abort)")
+    checks, _ = compat_json("doctor", env.python, "--only", "imports", code=1)
+    summary = "torch imported, then the interpreter crashed at exit (killed by signal SIGABRT)"
+    assert checks["imports.torch"]["summary"] == summary
+    for cid, module in (("imports.ipex", "intel_extension_for_pytorch"), ("imports.ccl", "oneccl_bindings_for_pytorch")):
+        assert checks[cid]["summary"] == f"{module} was not tried: torch, which it imports first, fails ({summary})"
+        assert checks[cid]["fix"].startswith("Fix torch first: compat doctor --only imports.torch")  # stands alone, also under --skip imports.torch
+    assert len(pids(log, "torch")) == 2 and len(pids(log, "ipex")) == 1 and len(pids(log, "ccl")) == 1  # all, then torch alone
+
+
+def test_torch_hanging_at_exit_costs_two_waits_not_one_per_part(tmp_path):
+    """torch starts a thread that is not a daemon: the interpreter never exits. One wait in the probe, one for torch alone."""
+    env, log = logged_env(tmp_path, torch="import threading, time\nthreading.Thread(target=time.sleep, args=(3600,)).start()")
+    mark = new_mark()
+    try:
+        started = time.monotonic()
+        checks, _ = compat_json("doctor", env.python, "--only", "imports", "--import-timeout", "4", env={MARK_VARIABLE: mark}, code=1)
+        took = time.monotonic() - started
+        summary = "torch imported, then the interpreter did not exit within 4 s"
+        assert checks["imports.torch"]["summary"] == summary
+        assert "dump_traceback_later" in checks["imports.torch"]["fix"]
+        for cid, module in (("imports.ipex", "intel_extension_for_pytorch"), ("imports.ccl", "oneccl_bindings_for_pytorch")):
+            assert checks[cid]["summary"] == f"{module} was not tried: torch, which it imports first, fails ({summary})"
+        assert len(pids(log, "torch")) == 2 and len(pids(log, "ipex")) == 1 and len(pids(log, "ccl")) == 1
+        assert took < 3.5 * 4 + 8, took  # two 4 s waits (+ start-up on a loaded machine); one per part would be 4 or more
+        assert marked(mark) == []
+    finally:
+        kill_marked(mark)
+
+
+# --- each part's ending is read from its own output --------------------------------------------------------------------
+
+
+def test_a_warning_printed_by_ipex_is_not_blamed_on_the_bindings(tmp_path):
+    """IPEX prints a harmless 'cannot open shared object file' warning; the bindings then abort: their finding says so."""
+    warning = ("import sys\nsys.stderr.write('[W] intel_extension_for_pytorch: optional kernels off "
+               "(libxsmm_ext.so.1: cannot open shared object file: No such file or directory)\\n')\nprint('libxsmm_ext.so.1: cannot open shared object file')")
+    env, _ = logged_env(tmp_path, ipex=warning, ccl="os.abort()")
+    checks, _ = compat_json("doctor", env.python, "--only", "imports", code=1)
+    assert checks["imports.torch"]["status"] == "pass" and checks["imports.ipex"]["status"] == "pass"
+    ccl = checks["imports.ccl"]
+    assert ccl["summary"] == "importing oneccl_bindings_for_pytorch was killed by signal SIGABRT"
+    assert "libxsmm" not in " ".join(ccl["evidence"]) + ccl["fix"], ccl
+
+
+def test_a_package_that_rewrites_sys_argv_does_not_break_the_probe(tmp_path):
+    env, _ = logged_env(tmp_path, torch="import sys\nsys.argv[:] = ['x']")
+    checks, _ = compat_json("doctor", env.python, "--only", "imports", code=0)
+    assert all(checks[c]["status"] == "pass" for c in ("imports.torch", "imports.ipex", "imports.ccl")), checks
+
+
+def test_a_package_flooding_its_output_then_hanging_gives_a_small_finding(tmp_path):
+    flood = "import sys, time\nchunk = 'x' * (4 << 20)\nwhile True:\n    sys.stdout.write(chunk); sys.stderr.write(chunk); time.sleep(0.05)"
+    env, _ = logged_env(tmp_path, ipex=flood)
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "doctor", "--json", "--python", str(env.python), "--only", "imports",
+                           "--import-timeout", "3"], capture_output=True, timeout=120, env=clean_environ(), check=False)
+    assert done.returncode == 1 and len(done.stdout) < 20_000, len(done.stdout)
+    checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["imports.ipex"]["summary"] == "importing intel_extension_for_pytorch did not finish within 3 s"
+    assert all(len(e) <= 420 for e in checks["imports.ipex"]["evidence"]), checks["imports.ipex"]
     assert checks["imports.ccl"]["status"] == "pass"
 
 
@@ -168,8 +245,8 @@ def test_when_torch_fails_the_other_parts_never_pass(tmp_path, broken, summary):
 # --- the charging rule, on recorded endings --------------------------------------------------------------------------------
 
 
-def _run(answers, returncode, stderr=b"", timed_out=False, parts=(TORCH, IPEX, CCL)):
-    return ProbeRun(tuple(parts), answers, ChildResult(returncode, b"", stderr, timed_out))
+def _run(answers, returncode, stderr=b"", timed_out=False, parts=(TORCH, IPEX, CCL), token="", stdout=b""):
+    return ProbeRun(tuple(parts), answers, ChildResult(returncode, stdout, stderr, timed_out), token=token)
 
 
 TORCH_ANSWER = {"version": "2.7.0", "cuda": None, "debug": False}
@@ -193,7 +270,57 @@ def test_a_timeout_names_the_part_and_its_own_limit():
 def test_exit_0_before_a_part_answered_is_that_part_ending_early():
     results = part_results(_run({"torch": TORCH_ANSWER}, 0), 5.0)
     assert results["ipex"] is not None and "ended early" in results["ipex"].verdict.summary
+    assert "sys.exit" in results["ipex"].verdict.fix and "import intel_extension_for_pytorch" in results["ipex"].verdict.fix
+    assert results["ipex"].verdict.detail and all(results["ipex"].verdict.detail)  # something to show
     assert results["ccl"] is None
+
+
+def _marked(token, *chunks):
+    """Output with the probe's marker before each part: chunks alternate part name and what it printed."""
+    return "".join(f"\n{marker(token, name)}\n{text}" for name, text in zip(chunks[::2], chunks[1::2])).encode()
+
+
+def test_only_the_output_after_the_charged_part_marker_is_classified():
+    token = "0123456789abcdef"
+    stderr = _marked(token, "torch", "", "ipex", "libxsmm_ext.so.1: cannot open shared object file\n", "ccl", "Fatal Python error: Aborted\n")
+    results = part_results(_run({"torch": TORCH_ANSWER, "ipex": {}}, -6, stderr, token=token, stdout=stderr), 5.0)
+    assert results["ccl"] is not None and results["ccl"].verdict.summary == "importing oneccl_bindings_for_pytorch was killed by signal SIGABRT"
+    assert "libxsmm" not in results["ccl"].stderr and "Fatal Python error" in results["ccl"].stderr
+
+
+def test_a_marker_without_the_token_is_just_output():
+    token = "0123456789abcdef"
+    forged = f"\n{marker('guessed', 'ccl')}\nundefined symbol: _ZNfake\n"
+    stderr = _marked(token, "torch", "", "ipex", forged, "ccl", "")
+    results = part_results(_run({"torch": TORCH_ANSWER, "ipex": {}}, -6, stderr, token=token), 5.0)
+    assert results["ccl"] is not None and results["ccl"].verdict.summary == "importing oneccl_bindings_for_pytorch was killed by signal SIGABRT"
+
+
+def test_an_ending_between_two_parts_quotes_no_earlier_output():
+    token = "0123456789abcdef"
+    stderr = _marked(token, "torch", "", "ipex", "undefined symbol: _ZNipex_warning\n")  # IPEX answered; the child died before the bindings' marker
+    results = part_results(_run({"torch": TORCH_ANSWER, "ipex": {}}, -9, stderr, token=token), 5.0)
+    assert results["ccl"] is not None and results["ccl"].verdict.summary == "importing oneccl_bindings_for_pytorch was killed by signal SIGKILL"
+    assert results["ccl"].stderr == ""
+
+
+def test_output_before_the_first_marker_is_torch_s():
+    results = part_results(_run({}, 1, b"ImportError: libtorch_cpu.so: cannot open shared object file\n", token="0123456789abcdef"), 5.0)
+    assert results["torch"] is not None and results["torch"].verdict.summary == "importing torch failed: libtorch_cpu.so cannot be found"
+
+
+def test_a_line_of_a_megabyte_is_quoted_short():
+    results = part_results(_run({"torch": TORCH_ANSWER}, 1, b"E" * (1 << 20)), 5.0)
+    verdict = results["ipex"].verdict
+    assert len(verdict.summary) < 400 and all(len(d) < 400 for d in verdict.detail), verdict
+
+
+def test_every_part_answered_then_a_bad_ending_is_worded_as_an_ending_at_exit():
+    results = part_results(_run({"torch": TORCH_ANSWER}, None, timed_out=True, parts=(TORCH,)), 5.0)
+    assert results["torch"] is not None and results["torch"].verdict.summary == "torch imported, then the interpreter did not exit within 5 s"
+    assert results["torch"].data == TORCH_ANSWER
+    results = part_results(_run({"torch": TORCH_ANSWER}, 3, b"boom\n", parts=(TORCH,)), 5.0)
+    assert results["torch"].verdict.summary == "torch imported, then the interpreter ended with exit status 3 at exit"
 
 
 def test_a_child_that_cannot_start_fails_every_part():

@@ -7,6 +7,9 @@ import signal
 from dataclasses import dataclass
 from typing import Optional
 
+from ..errors import shown
+
+LINE_LIMIT = 300  # characters of one line of output quoted in a verdict (a child may print a megabyte on one line)
 _SIGNALS = {s.value: s.name for s in signal.Signals}
 
 # IPEX's torch-version guard, in every spelling it has printed: one space (1.12-2.0, 2.2-2.8), the 2.1.0/2.1.100 text
@@ -18,7 +21,7 @@ _GUARD_FOUND = re.compile(r"but\s+PyTorch(?:/libtorch)?\s+(\S+)\s+is\s+found")
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # ok, hang, ipex-guard, undefined-symbol, abi-abort, illegal-instruction, missing-libccl, missing-library, not-installed, signal, error
+    kind: str  # ok, hang, exit-hang, exit-crash, ipex-guard, undefined-symbol, abi-abort, illegal-instruction, missing-libccl, missing-library, not-installed, signal, error
     summary: str
     detail: tuple[str, ...] = ()
     fix: str = ""
@@ -38,13 +41,17 @@ def describe_exit(returncode: Optional[int]) -> str:
 
 def _last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
+    return shown(lines[-1].strip(), LINE_LIMIT) if lines else ""
 
 
-def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: bool, what: str, timeout: float = 0.0) -> Verdict:
-    """What happened when a child process imported ``what``."""
+def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: bool, what: str, timeout: float = 0.0,
+             at_exit: bool = False) -> Verdict:
+    """What happened when a child process imported ``what``; ``at_exit``: the import was done (the child said so)
+    and the child then did not exit, or ended badly, as the interpreter shut down."""
     output = f"{stdout}\n{stderr}"
     ending = describe_exit(returncode)
+    if at_exit:
+        return _at_exit(returncode, output, stderr, timed_out, what, timeout)
     if timed_out:
         return Verdict("hang", f"importing {what} did not finish within {timeout:g} s", (ending, _last_line(output) or "no output"),
                        "Something blocks at import (a lock, a network call, a waiting MPI/oneCCL init): run the import by hand with PYTHONFAULTHANDLER=1.")
@@ -86,3 +93,20 @@ def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: boo
     if returncode != 0:
         return Verdict("error", f"importing {what} failed ({ending}): {_last_line(stderr) or _last_line(stdout) or 'no output'}", (), "Read the error above; compat check lists pairing problems that cause most import failures.")
     return Verdict("ok", f"{what} imports")
+
+
+def _at_exit(returncode: Optional[int], output: str, stderr: str, timed_out: bool, what: str, timeout: float) -> Verdict:
+    """``what`` imported; then the interpreter did not exit, or crashed or failed as it exited."""
+    ending = describe_exit(returncode)
+    if timed_out:
+        return Verdict("exit-hang", f"{what} imported, then the interpreter did not exit within {timeout:g} s", (ending, _last_line(output) or "no output"),
+                       f"Something the import starts keeps the interpreter from exiting (a thread that is not a daemon, an atexit hook that waits): "
+                       f"python -c 'import faulthandler, {what}; faulthandler.dump_traceback_later(10)' prints every thread's stack after 10 s.")
+    if returncode is None or returncode == 0:
+        return Verdict("ok", f"{what} imports")
+    said = (_last_line(stderr) or _last_line(output) or "no output",)
+    fix = (f"Something the import registers fails as the interpreter exits (an atexit hook, a library's destructor): "
+           f"python -X faulthandler -c 'import {what}' shows where.")
+    if returncode < 0:
+        return Verdict("exit-crash", f"{what} imported, then the interpreter crashed at exit ({ending})", said, fix)
+    return Verdict("exit-crash", f"{what} imported, then the interpreter ended with {ending} at exit", said, fix)

@@ -9,8 +9,14 @@ only the installed parts whose checks run), so torch is imported once. Before ea
 the part in progress (the first part without an answer); the parts before it pass on their answers. The parts after
 it were not tried: after torch they cannot be (each needs torch: they fail, naming torch's failure); after another
 part each is imported again in a child of its own (torch, then that part), so a crashing IPEX does not hide the
-bindings' state. A child that ended badly after every part had answered (a crash at exit) cannot be charged to one
-part: then each part runs in a child of its own, as one import each.
+bindings' state. A child that ended badly after every part had answered (it hung or crashed at exit) cannot be
+charged to one part: torch is imported alone first; when that child ends badly too, it is torch's ending and the
+other parts are not tried; otherwise the other part (or each of them, in a child of its own) is charged.
+
+Output: before each part the child writes a marker line, with a random token compat passes on the command line, to
+stdout and stderr; a part's ending is classified, and quoted, from what the child wrote after that part's marker
+only, so a warning an earlier part printed is not taken for the later part's error. run_child keeps the last
+OUTPUT_LIMIT bytes of each stream, and the findings quote at most a few hundred characters of it.
 
 Timeouts: each part may take ``--import-timeout`` seconds from the moment it starts (torch's clock starts with the
 child, interpreter start-up included), watched through the answer file; the child as a whole gets that much per part
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -32,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..environment.child import MAX_TIMEOUT_S, ChildResult, run_child
+from ..errors import shown
 from .crash import Verdict, classify
 from .finding import Context, Finding, Status, check
 from .packages import CCL_NAMES, IPEX_NAMES
@@ -41,23 +49,51 @@ from .packages import CCL_NAMES, IPEX_NAMES
 # folder; it drops '' (and that folder) from sys.path before importing anything else. No -I/-P: PYTHONPATH, the
 # user site and .pth files are part of the environment being checked (and -P needs 3.11).
 # The answer goes into the file named by the first argument (written whole, then renamed), never to stdout, which
-# a sitecustomize, an atexit hook or the package itself may write anything to.
+# a sitecustomize, an atexit hook or the package itself may write anything to. The arguments are taken (and removed
+# from sys.argv) before anything is imported: a package that rewrites sys.argv cannot break the probe.
 PRELUDE = """
 import sys, os
+_argv = sys.argv[1:]
+del sys.argv[1:]
 _here = os.getcwd()
 sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != _here]
 del _here
 import json
 
 def _answer(data):
-    with open(sys.argv[1] + ".part", "w") as handle:
+    with open(_argv[0] + ".part", "w") as handle:
         json.dump(data, handle)
-    os.rename(sys.argv[1] + ".part", sys.argv[1])
+    os.rename(_argv[0] + ".part", _argv[0])
 """
 
-# The parts, named on the command line after the answer file as PART=MODULE, in order (python 3.6+, stdlib only).
+# The command line: the answer file, the marker token, then the parts as PART=MODULE, in order (python 3.6+, stdlib
+# only). Before each part the marker line goes to stdout and stderr, after what was written so far (Python's buffers
+# and C stdio's): the output after it is that part's.
 PROBE_CODE = PRELUDE + """
 import importlib
+try:
+    import ctypes
+    _fflush = ctypes.CDLL(None).fflush
+except Exception:
+    _fflush = None
+
+def _mark(name):
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    if _fflush is not None:
+        try:
+            _fflush(None)
+        except Exception:
+            pass
+    line = ("\\n[compat-import-probe " + _argv[1] + ": " + name + " starts]\\n").encode()
+    for fd in (1, 2):
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass
 
 def _torch(module):
     torch = importlib.import_module(module)
@@ -81,13 +117,20 @@ def _ccl(module):
     return {"registered": registered, "cwd": getattr(bindings, "cwd", None), "torch": torch.__version__}
 
 _done = {}
-for _spec in sys.argv[2:]:
+for _spec in _argv[2:]:
     _name, _module = _spec.split("=", 1)
+    _mark(_name)
     _answer({"parts": _done, "started": _name})
     _done[_name] = {"torch": _torch, "ipex": _ipex, "ccl": _ccl}[_name](_module)
     _answer({"parts": _done, "started": None})
 """
 ANSWER_LIMIT = 1 << 20  # bytes; a real answer is under 1 kB
+QUOTE_LIMIT = 300  # characters of one line of the child's output quoted in a finding
+
+
+def marker(token: str, part: str) -> str:
+    """The line the probe writes to stdout and stderr before it imports ``part``."""
+    return f"[compat-import-probe {token}: {part} starts]"
 
 
 @dataclass(frozen=True)
@@ -117,11 +160,30 @@ class ProbeRun:
     answers: dict[str, dict[str, Any]]
     ended: Optional[ChildResult]
     error: str = ""  # why it could not start
+    token: str = ""  # the token of its marker lines ("": none, all its output is the charged part's)
 
     @property
     def charged(self) -> Optional[Part]:
         """The part in progress when the child ended: the first without an answer (None: every part answered)."""
         return next((p for p in self.parts if p.name not in self.answers), None)
+
+    @property
+    def ended_badly(self) -> bool:
+        return self.ended is not None and (self.ended.returncode != 0 or self.ended.timed_out)
+
+    def output_of(self, part: Part, text: str, dropped: bool = False) -> str:
+        """What the child wrote to one stream (``text``) since ``part`` started: after its marker. Without its marker
+        (and any other): all of it for the first part (only the interpreter's start came before it) and when the
+        earlier output, markers and all, was ``dropped`` (run_child keeps the last OUTPUT_LIMIT bytes); otherwise
+        nothing (the child ended between two parts). Never what an earlier part wrote before this part's marker."""
+        if not self.token:
+            return text
+        mark = marker(self.token, part.name)
+        at = text.find(mark)
+        if at >= 0:
+            return text[at + len(mark):]
+        unmarked = not any(marker(self.token, p.name) in text for p in self.parts)
+        return text if unmarked and (dropped or part == self.parts[0]) else ""
 
 
 def run_probe(python: str, parts: Sequence[Part], timeout: float) -> ProbeRun:
@@ -135,7 +197,8 @@ def run_probe(python: str, parts: Sequence[Part], timeout: float) -> ProbeRun:
         answer = os.path.join(folder, "answer.json")
         clock = _PartClock(answer, [p.name for p in parts], timeout)
         total = min(len(parts) * timeout + 1.0, MAX_TIMEOUT_S)
-        argv = [python, "-c", PROBE_CODE, answer, *(f"{p.name}={p.module}" for p in parts)]
+        token = secrets.token_hex(16)  # a package cannot print another part's marker ahead of time
+        argv = [python, "-c", PROBE_CODE, answer, token, *(f"{p.name}={p.module}" for p in parts)]
         try:
             ended = run_child(argv, total, env=dict(os.environ, PYTHONFAULTHANDLER="1"), cwd=folder, overdue=clock.overdue)
         except OSError as exc:
@@ -144,7 +207,7 @@ def run_probe(python: str, parts: Sequence[Part], timeout: float) -> ProbeRun:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     answers = data.get("parts") if isinstance(data.get("parts"), dict) else {}
-    return ProbeRun(parts, {p.name: answers[p.name] for p in parts if isinstance(answers.get(p.name), dict)}, ended)
+    return ProbeRun(parts, {p.name: answers[p.name] for p in parts if isinstance(answers.get(p.name), dict)}, ended, token=token)
 
 
 class _PartClock:
@@ -186,17 +249,21 @@ def part_results(run: ProbeRun, timeout: float) -> dict[str, Optional[ImportResu
         return {p.name: ImportResult(Verdict("error", f"importing {p.module} could not start: {run.error}", (), "Pass a working interpreter with --python."),
                                      None, "", None) for p in run.parts}
     ended = run.ended
-    stdout, stderr = ended.stdout.decode(errors="replace"), ended.stderr.decode(errors="replace")
     charged = run.charged or run.parts[-1]  # every part answered but the child ended badly: the last one (one part per child)
     results: dict[str, Optional[ImportResult]] = {}
     for part in run.parts:
         if part.name in run.answers and part is not charged:
             results[part.name] = ImportResult(Verdict("ok", f"{part.module} imports"), run.answers[part.name], "", ended.returncode)
         elif part is charged:
-            verdict = classify(ended.returncode, stdout, stderr, ended.timed_out, part.module, timeout)
+            stdout = run.output_of(part, ended.stdout.decode(errors="replace"), ended.stdout_dropped > 0)
+            stderr = run.output_of(part, ended.stderr.decode(errors="replace"), ended.stderr_dropped > 0)
             data = run.answers.get(part.name)
+            verdict = classify(ended.returncode, stdout, stderr, ended.timed_out, part.module, timeout, at_exit=data is not None)
             if verdict.ok and data is None:  # exited 0 without reaching the end of the probe
-                verdict = Verdict("error", f"importing {part.module} ended early (exit 0 before the probe finished)", (stderr.strip()[-300:],))
+                said = shown(stderr.strip().splitlines()[-1], QUOTE_LIMIT) if stderr.strip() else f"exit status 0, no answer from the probe for {part.module}"
+                verdict = Verdict("error", f"importing {part.module} ended early (exit 0 before the probe finished)", (said,),
+                                  f"Something imported with {part.module} (the package, a .pth file or sitecustomize) ends the interpreter "
+                                  f"with sys.exit() or os._exit(): python -v -c 'import {part.module}' 2>&1 | tail shows the last import before it stops.")
             results[part.name] = ImportResult(verdict, data, stderr, ended.returncode)
         else:
             results[part.name] = None
@@ -207,8 +274,8 @@ def probe_stack(python: str, parts: Sequence[Part], timeout: float) -> dict[str,
     """Every part's result, torch imported once when all goes well (see the module's docstring for the rest)."""
     parts = tuple(parts)
     run = run_probe(python, parts, timeout)
-    if run.ended is not None and run.charged is None and len(parts) > 1 and (run.ended.returncode != 0 or run.ended.timed_out):
-        return {part.name: _alone(python, part, timeout) for part in parts}  # a bad ending after every import: whose is unknown
+    if run.charged is None and len(parts) > 1 and run.ended_badly:
+        return _bad_exit(python, run, timeout)
     results = part_results(run, timeout)
     torch = results[TORCH.name]
     done: dict[str, ImportResult] = {}
@@ -218,6 +285,30 @@ def probe_stack(python: str, parts: Sequence[Part], timeout: float) -> dict[str,
             result = _torch_failed(part, torch) if torch is not None and not torch.verdict.ok else _alone(python, part, timeout)
         done[part.name] = result
     return done
+
+
+def _bad_exit(python: str, run: ProbeRun, timeout: float) -> dict[str, ImportResult]:
+    """Every part answered, then the child hung or crashed at exit: whose ending is it? torch's when torch alone ends
+    so too (the other parts are then not tried, as after any failure of torch); otherwise the one other part's, or,
+    with two, each one's in a child of its own (torch, then the part). Each of those parts that ends well alone is
+    not charged, unless all do: then the ending comes with them together, and is the last part's."""
+    torch = _alone(python, TORCH, timeout)
+    others = [part for part in run.parts if part != TORCH]
+    if not torch.verdict.ok:
+        return {TORCH.name: torch, **{part.name: _torch_failed(part, torch) for part in others}}
+    together = part_results(run, timeout)  # charged to the last part
+    if len(others) == 1:
+        alone = {others[0].name: together[others[0].name]}
+    else:
+        alone = {part.name: _alone(python, part, timeout) for part in others}
+        if all(result is not None and result.verdict.ok for result in alone.values()):
+            last = together[others[-1].name]
+            if last is not None:
+                verdict = last.verdict
+                together_with = ", ".join(part.module for part in others[:-1])
+                note = f"each part imported alone exits cleanly; after {together_with} it does not"
+                alone[others[-1].name] = ImportResult(Verdict(verdict.kind, verdict.summary, (note, *verdict.detail), verdict.fix), last.data, last.stderr, last.returncode)
+    return {TORCH.name: torch, **{name: result for name, result in alone.items() if result is not None}}
 
 
 def _alone(python: str, part: Part, timeout: float) -> ImportResult:
@@ -231,7 +322,8 @@ def _torch_failed(part: Part, torch: Optional[ImportResult]) -> ImportResult:
     if torch is None:  # cannot happen: a part is only left untried after another part's (here: torch's) ending
         return ImportResult(Verdict("error", f"importing {part.module} was not tried"), None, "", None)
     cause = torch.verdict
-    return ImportResult(Verdict("not-tried", f"{part.module} was not tried: torch, which it imports first, fails ({cause.summary})", cause.detail, cause.fix),
+    return ImportResult(Verdict("not-tried", f"{part.module} was not tried: torch, which it imports first, fails ({cause.summary})", cause.detail,
+                                "Fix torch first: compat doctor --only imports.torch shows why it fails; then this check can run."),
                         None, "", torch.returncode)  # torch's finding quotes its output
 
 
@@ -279,7 +371,8 @@ def _finding(cid: str, result: ImportResult, ok_summary: str) -> Finding:
     verdict = result.verdict
     if verdict.ok:
         return Finding(cid, Status.PASS, ok_summary)
-    evidence = tuple(d for d in verdict.detail if d) + ((f"stderr: {result.stderr.strip()[-400:]}",) if result.stderr.strip() else ())
+    tail = result.stderr.strip()[-400:]  # the child's output is cut to run_child's OUTPUT_LIMIT; a finding quotes less
+    evidence = tuple(shown(d, QUOTE_LIMIT) for d in verdict.detail if d) + ((f"stderr: {tail}",) if tail else ())
     return Finding(cid, Status.FAIL, verdict.summary, evidence, verdict.fix)
 
 

@@ -4,13 +4,15 @@ Side effects: starts one process in its own session (so its own process group) w
 its environment (COMPAT_CHILD_RUN=<id>, inherited by everything it starts); kills that whole group, and every process
 still carrying the marker (found in /proc: what left the group with setsid), when the timeout passes, when the child
 has ended, on Ctrl-C, and on SIGTERM/SIGHUP, which become :class:`Terminated` (a KeyboardInterrupt: exit 143 in the
-CLI) while a child runs.
+CLI) while a child runs. Its output is read as it comes and only the last OUTPUT_LIMIT bytes of each stream are kept,
+so a child that writes without end cannot fill compat's memory.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -25,6 +27,8 @@ COLLECT_S = 5.0  # after a kill: how long to wait for the last output and the ex
 MAX_TIMEOUT_S = 86400.0  # no helper child may be given more than a day (larger values overflow the OS's timers)
 MARK_VAR = "COMPAT_CHILD_RUN"  # the marker every process a helper child starts inherits: the /proc sweep finds them by it
 POLL_S = 0.2  # while a child runs: how often to look whether it has ended although its pipes are still held open
+OUTPUT_LIMIT = 256 << 10  # bytes of stdout and of stderr kept (the last ones); what came before is dropped, and a note says so
+READ_CHUNK = 64 << 10
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -33,10 +37,20 @@ class Terminated(KeyboardInterrupt):
 
 
 class ChildResult(Record):
+    """How a child ended. ``stdout``/``stderr``: the last OUTPUT_LIMIT bytes of each, after a dropped_note() line
+    when earlier output was dropped (``stdout_dropped``/``stderr_dropped`` bytes)."""
+
     returncode: Optional[int]  # None: killed after the timeout
     stdout: bytes
     stderr: bytes
     timed_out: bool
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+
+
+def dropped_note(count: int) -> bytes:
+    """The line put before a stream's kept output when its first ``count`` bytes were dropped."""
+    return f"[compat: the first {count} bytes of this output were dropped; the last {OUTPUT_LIMIT} follow]\n".encode()
 
 
 def valid_timeout(value: float) -> bool:
@@ -55,7 +69,8 @@ def env_timeout(name: str, default: float) -> float:
 
 def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
               pass_fds: Sequence[int] = (), overdue: Optional[Callable[[], bool]] = None) -> ChildResult:
-    """Run ``argv`` to the end or to ``timeout`` seconds, stdin closed, stdout/stderr captured.
+    """Run ``argv`` to the end or to ``timeout`` seconds, stdin closed, stdout/stderr captured (the last OUTPUT_LIMIT
+    bytes of each: see :class:`ChildResult`).
 
     ``overdue``, when given, is asked about every POLL_S seconds while the child runs (a child that reports its
     progress: the import probe's per-part limits); True ends the child as the timeout does (``timed_out``).
@@ -73,6 +88,7 @@ def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, st
     environment = dict(os.environ if env is None else env)
     environment[MARK_VAR] = run_id
     process: Optional[subprocess.Popen] = None
+    output: Optional[_Output] = None
     previous = _raise_on_termination()
     try:
         mask = _hold_signals()
@@ -84,17 +100,84 @@ def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, st
             )
         finally:
             _release_signals(mask)  # a signal that came meanwhile is raised here, with `process` known
-        return _wait(process, timeout, run_id, overdue)
+        output = _Output(process)
+        return _wait(process, output, timeout, run_id, overdue)
     except BaseException:
         if process is not None:
             _kill_group(process, run_id)
-            _reap(process)
+            _reap(process, output if output is not None else _Output(process))
         raise
     finally:
+        if output is not None:
+            output.close()
         _restore_handlers(previous)
 
 
-def _wait(process: subprocess.Popen, timeout: float, run_id: str, overdue: Optional[Callable[[], bool]] = None) -> ChildResult:
+class _Output:
+    """A child's stdout and stderr, read as they come; only the last OUTPUT_LIMIT bytes of each are kept."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.selector = selectors.DefaultSelector()
+        self.kept = {"stdout": bytearray(), "stderr": bytearray()}
+        self.dropped = {"stdout": 0, "stderr": 0}
+        for name in ("stdout", "stderr"):
+            stream = getattr(process, name)
+            if stream is not None:
+                self.selector.register(stream, selectors.EVENT_READ, name)
+
+    @property
+    def done(self) -> bool:
+        """Both pipes are at their end (or closed)."""
+        return not self.selector.get_map()
+
+    def read(self, seconds: float) -> bool:
+        """Read what comes within ``seconds`` (less once both pipes are at their end); True: both are."""
+        deadline = time.monotonic() + seconds
+        while not self.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for key, _ in self.selector.select(remaining):
+                try:
+                    data = os.read(key.fd, READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    self._drop_stream(key.fileobj)
+                    continue
+                kept = self.kept[key.data]
+                kept += data
+                if len(kept) > 2 * OUTPUT_LIMIT:  # trimmed now and then, not on every read: at most 2 limits in memory
+                    self.dropped[key.data] += len(kept) - OUTPUT_LIMIT
+                    del kept[:-OUTPUT_LIMIT]
+        return True
+
+    def _drop_stream(self, stream: Any) -> None:
+        self.selector.unregister(stream)
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Close both pipes (again: nothing happens)."""
+        for key in list((self.selector.get_map() or {}).values()):
+            self._drop_stream(key.fileobj)
+        self.selector.close()
+
+    def result(self, returncode: Optional[int], timed_out: bool) -> ChildResult:
+        streams = {}
+        for name, kept in self.kept.items():
+            if len(kept) > OUTPUT_LIMIT:
+                self.dropped[name] += len(kept) - OUTPUT_LIMIT
+                del kept[:-OUTPUT_LIMIT]
+            streams[name] = (dropped_note(self.dropped[name]) if self.dropped[name] else b"") + bytes(kept)
+        return ChildResult(returncode, streams["stdout"], streams["stderr"], timed_out, self.dropped["stdout"], self.dropped["stderr"])
+
+
+def _wait(process: subprocess.Popen, output: _Output, timeout: float, run_id: str, overdue: Optional[Callable[[], bool]] = None) -> ChildResult:
     """Until the child has ended and its output is read, or ``timeout`` (or ``overdue()``). A child that has ended while
     something it started (in its group or, after setsid, outside it) still holds its pipes open has ended: that
     leftover is killed and the output read, instead of waiting for the timeout."""
@@ -103,18 +186,24 @@ def _wait(process: subprocess.Popen, timeout: float, run_id: str, overdue: Optio
         remaining = deadline - time.monotonic()
         if remaining <= 0 or (overdue is not None and process.poll() is None and overdue()):
             _kill_group(process, run_id)
-            out, err = _reap(process)
-            return ChildResult(None, out, err, True)
-        try:
-            out, err = process.communicate(timeout=min(remaining, POLL_S))
-            break
-        except subprocess.TimeoutExpired:
+            _reap(process, output)
+            return output.result(None, True)
+        step = min(remaining, POLL_S)
+        if not output.done:
+            if output.read(step):
+                continue  # at the end of both pipes: wait for the exit status (the loop keeps the limits)
             if process.poll() is not None:  # ended; a leftover holds the pipes
                 _kill_group(process, run_id)
-                out, err = _reap(process)
-                return ChildResult(process.returncode, out, err, False)
+                _reap(process, output)
+                return output.result(process.returncode, False)
+            continue
+        try:
+            process.wait(timeout=step)
+            break
+        except subprocess.TimeoutExpired:
+            pass  # it closed its pipes but runs on
     _kill_group(process, run_id)  # whatever it started in the background ends with it
-    return ChildResult(process.returncode, out or b"", err or b"", False)
+    return output.result(process.returncode, False)
 
 
 def _kill_group(process: subprocess.Popen, run_id: str) -> None:
@@ -132,33 +221,21 @@ def _kill_group(process: subprocess.Popen, run_id: str) -> None:
         _release_signals(mask)
 
 
-def _reap(process: subprocess.Popen) -> tuple[bytes, bytes]:
-    """The output so far and the exit status of a killed child, without waiting for anything it leaked."""
+def _reap(process: subprocess.Popen, output: _Output) -> None:
+    """Read the rest of a killed child's output (up to COLLECT_S: someone outside the group may hold the pipes open)
+    and its exit status, without waiting for anything it leaked."""
     try:
-        out, err = process.communicate(timeout=COLLECT_S)
-        return out or b"", err or b""
-    except subprocess.TimeoutExpired as exc:  # someone outside the group holds the pipes open
-        out, err = exc.output or b"", exc.stderr or b""
+        output.read(COLLECT_S)
     except BaseException:  # a second Ctrl-C during cleanup: still reap, then let it through
-        _close(process)
+        output.close()
         process.kill()
         raise
-    _close(process)
-    process.kill()
+    output.close()
+    process.kill()  # nothing when it has ended
     try:
         process.wait(timeout=COLLECT_S)
     except subprocess.TimeoutExpired:
         pass
-    return out, err
-
-
-def _close(process: subprocess.Popen) -> None:
-    for stream in (process.stdout, process.stderr):
-        try:
-            if stream is not None:
-                stream.close()
-        except OSError:
-            pass
 
 
 def _child_setup(parent: int, mask: Optional[set[int]]) -> Callable[[], None]:
