@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from .clean_env import base_env
-from .fixture_index import FixtureIndex, serve
+from .fixture_index import FixtureIndex
+from .install_helpers import served
 from .real_envs import CACHE
 
 DOWNLOAD_TIMEOUT_S = 900  # one pip download of the whole set
@@ -75,9 +76,5 @@ def local_pypi_index(requirements: Sequence[str], index_folder: Path, index: Fix
     own = FixtureIndex(index_folder)
     for wheel in wheels:
         own.add("pypi", wheel)
-    server, _ = serve(own)
-    try:
+    with served(own):
         yield own
-    finally:
-        server.shutdown()
-        server.server_close()

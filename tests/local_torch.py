@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from .clean_env import base_env
-from .fixture_index import FixtureIndex, serve
+from .fixture_index import FixtureIndex
+from .install_helpers import served
 
 TORCH = "torch==2.13.0"
 
@@ -27,9 +28,5 @@ def local_torch_index(wheel_folder: Path, index_folder: Path, requirement: str =
         pytest.skip(f"{requirement} (the local CPU wheel, through pip's find-links) is not on this machine: {(done.stderr or done.stdout).strip()[-300:]}")
     index = FixtureIndex(index_folder)
     index.add("pytorch-cpu", wheels[0])
-    server, _ = serve(index)
-    try:
+    with served(index):
         yield index
-    finally:
-        server.shutdown()
-        server.server_close()
