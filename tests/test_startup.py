@@ -53,6 +53,9 @@ def test_no_rich_where_rich_writes_nothing(args):
     assert "compatmatrix.cli" in modules
     assert "rich" not in _top(modules)
     assert not _top(modules) & set(STACK)
+    # hashlib loads OpenSSL (~3 ms); secrets pulls in hashlib, hmac, random and base64 (~10 ms): a static start has neither
+    assert not {"hashlib", "secrets", "hmac"} & _top(modules), sorted({"hashlib", "secrets", "hmac"} & _top(modules))
+    assert not {"requests", "urllib3", "yaml"} & _top(modules), sorted({"requests", "urllib3", "yaml"} & _top(modules))  # nothing is fetched
 
 
 @pytest.mark.parametrize("args", [("--help",), ("--version",), ("resolve", "--help"), ("bogus",)])

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -197,7 +196,7 @@ def run_probe(python: str, parts: Sequence[Part], timeout: float) -> ProbeRun:
         answer = os.path.join(folder, "answer.json")
         clock = _PartClock(answer, [p.name for p in parts], timeout)
         total = min(len(parts) * timeout + 1.0, MAX_TIMEOUT_S)
-        token = secrets.token_hex(16)  # a package cannot print another part's marker ahead of time
+        token = os.urandom(16).hex()  # a package cannot print another part's marker ahead of time (os.urandom: secrets would pull hashlib into every start)
         argv = [python, "-c", PROBE_CODE, answer, token, *(f"{p.name}={p.module}" for p in parts)]
         try:
             ended = run_child(argv, total, env=dict(os.environ, PYTHONFAULTHANDLER="1"), cwd=folder, overdue=clock.overdue)

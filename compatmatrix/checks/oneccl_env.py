@@ -11,7 +11,6 @@ when compat is gone, even by SIGKILL); reads ELF files and runs ``ldconfig -p`` 
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +171,7 @@ def source_setvars(path: Path, env: Mapping[str, str], timeout: Optional[float] 
     """The environment after ``source path`` in a clean bash (no profile, no rc, no arguments); a script that
     fails, exits or hangs gives no environment, the reason and its last lines of output."""
     limit = setvars_timeout() if timeout is None else timeout
-    done_word = f"COMPAT-SETVARS-DONE-{secrets.token_hex(8)}"
+    done_word = f"COMPAT-SETVARS-DONE-{os.urandom(8).hex()}"  # os.urandom: secrets would pull hashlib into every start
     lifeline_read, lifeline_write = os.pipe()
     try:
         # a non-interactive bash sources $BASH_ENV (and sh-mode $ENV) even with --noprofile --norc: in an image whose

@@ -21,9 +21,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import requests
+if TYPE_CHECKING:  # requests is imported where a page is fetched: planning and export need only the locations
+    import requests
 
 from ..errors import CompatError, shown
 from ..matrix.model import Matrix
@@ -324,6 +325,8 @@ def _get(session: requests.Session, url: str, lim: Limits, accept: str = HTML_PA
 
 def _get_typed(session: requests.Session, url: str, lim: Limits, accept: str) -> tuple[str, str, str]:
     """_get, and the media type the server answered with."""
+    import requests
+
     try:
         with deadline(lim.page_s), get_following(session, url, (TIMEOUT_S, lim.read_s), {"Accept": accept}) as response:
             kind = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
@@ -399,6 +402,8 @@ def _project_of(filename: str) -> str:
 def check_reachable(session: requests.Session, locations: Mapping[str, IndexLocation], host_ids: Sequence[str], timeout: float = TIMEOUT_S) -> dict[str, str]:
     """host id -> why it cannot be reached, for every host in ``host_ids`` that does not answer (each within
     the preflight deadline, headers only)."""
+    import requests
+
     from .checkpoints import checkpoint
 
     problems = {}
