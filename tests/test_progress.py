@@ -210,3 +210,18 @@ def test_json_on_a_terminal_stderr_draws_no_bars(template, index, tmp_path):
     assert json.loads(stdout)["ok"] is True
     assert "rich.progress" not in _rich_modules(tmp_path)
     assert "phases:" not in shown
+
+
+@pytest.mark.integration
+def test_json_with_both_streams_on_a_terminal_draws_no_bars(template, index, tmp_path):
+    """--json asks for the document only: no progress display at all, even where both streams are terminals (the
+    display a plain install would choose there is bars)."""
+    python = copy_venv(template, tmp_path / "venv")
+    env = _env(tmp_path)
+    env.pop("NO_COLOR", None)
+    env.update(TERM="xterm-256color", COLUMNS="120")
+    code, shown, _ = _run_on_a_pty(_argv(python, index, "--json"), env, stdout_too=True)
+    assert code == 0, shown[-3000:]
+    assert "rich.progress" not in _rich_modules(tmp_path)
+    assert "phases:" not in shown and "[preflight]" not in shown, shown[-3000:]
+    assert '"ok": true' in shown, shown[-3000:]  # the document itself, on the terminal
