@@ -356,5 +356,6 @@ def test_the_system_bundle_is_a_file_with_certificates_or_a_hashed_folder_else_n
     (empty / "0123abcd.0").symlink_to(pki["ca"])
     assert trust.system_bundle() == str(empty)
     # the distribution's bundle where OpenSSL's default is missing
-    monkeypatch.setattr(trust, "_CA_FILES", (str(tmp_path / "blank.pem"), str(pki["ca"])))
+    os.mkfifo(tmp_path / "fifo.pem")  # never opened: it would block
+    monkeypatch.setattr(trust, "_CA_FILES", (str(tmp_path / "fifo.pem"), str(tmp_path / "blank.pem"), str(pki["ca"])))
     assert trust.system_bundle() == str(pki["ca"])

@@ -181,9 +181,11 @@ _CA_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle
 
 
 def _holds_a_certificate(path: str) -> bool:
+    if not os.path.isfile(path):  # before opening: a FIFO would block
+        return False
     try:
         with open(path, "rb") as handle:
-            return os.path.isfile(path) and b"-----BEGIN CERTIFICATE-----" in handle.read(1 << 20)
+            return b"-----BEGIN CERTIFICATE-----" in handle.read(1 << 20)
     except OSError:
         return False
 
