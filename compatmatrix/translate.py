@@ -110,11 +110,11 @@ def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accele
     feature = {f.name: f for f in matrix.features_of("transformers")}
     accel = {f.name: f for f in matrix.features_of("accelerate")}
 
-    def has(name: str) -> bool:
-        return feature[name].present_in(transformers)
+    def has(name: str) -> bool:  # matrix.feature: an entry missing from a --matrix file is a sentence (exit 2), not a KeyError
+        return matrix.feature("transformers", name).present_in(transformers)
 
     def when(name: str) -> str:
-        return f"transformers{range_text(feature[name].versions)}"
+        return f"transformers{range_text(matrix.feature('transformers', name).versions)}"
 
     items = _parse(argv)
     edits: list[Edit] = []

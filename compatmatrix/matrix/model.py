@@ -18,6 +18,7 @@ from typing import Optional, Protocol
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from ..errors import MatrixError
 from ..names import canonical_name
 from ..record import Record
 
@@ -427,6 +428,14 @@ class Policy(Record):
     features_with_ccl: tuple[tuple[str, str], ...]  # what transformers/accelerate must support next to oneccl_bind_pt
 
 
+class FeatureNotInMatrix(MatrixError, KeyError):
+    """A [[feature]] entry compat reads is not in this matrix (a KeyError too, for callers that look it up)."""
+
+    def __init__(self, path: str, package: str, name: str) -> None:
+        super().__init__(path, f"[[feature]] {package}:{name}", "", "is missing, and compat needs it to answer",
+                         "Use the bundled matrix (drop --matrix / COMPAT_MATRIX), or add that [[feature]] entry (see docs/MATRIX.md).")
+
+
 class Matrix(Record):
     _uncompared = frozenset({"source_path"})
 
@@ -455,10 +464,12 @@ class Matrix(Record):
         return _find(self.releases[component], version)
 
     def feature(self, package: str, name: str) -> Feature:
+        """The [[feature]] entry ``package:name``; a matrix without it (a trimmed ``--matrix`` file) is a MatrixError
+        naming the entry (exit 2), never a KeyError reaching the guard."""
         for feature in self.features:
             if feature.package == package and feature.name == name:
                 return feature
-        raise KeyError(f"{package}:{name}")
+        raise FeatureNotInMatrix(self.source_path or "the matrix", package, name)
 
     def features_of(self, package: str) -> tuple[Feature, ...]:
         return tuple(f for f in self.features if f.package == package)
