@@ -58,8 +58,10 @@ class _Parser(argparse.ArgumentParser):
     populate: Optional[Callable[[argparse.ArgumentParser], None]] = None
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_TOOL_ERROR, f"compat: error: {message}. Run '{self.prog} --help' for the options.\n")
+        from .redact import redact_text
+
+        self.print_usage(sys.stderr)  # argparse quotes what it refused ("unrecognized arguments: --index ...=https://u:p@..."): masked
+        self.exit(EXIT_TOOL_ERROR, f"compat: error: {redact_text(message)}. Run '{self.prog} --help' for the options.\n")
 
     def ensure_arguments(self) -> argparse.ArgumentParser:
         if self.populate is not None:
@@ -1244,8 +1246,11 @@ def _end_now(code: int) -> None:
 
 
 def _say_error(line: str) -> None:
+    """One line to stderr (errors and install progress), a URL's credentials masked (redact.py)."""
+    from .redact import redact_text
+
     try:
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(redact_text(line) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
@@ -1278,13 +1283,16 @@ def _unexpected(exc: BaseException, args: argparse.Namespace) -> int:
     import time
     import traceback
 
+    from .redact import redact_text
+
     report = ""
     try:
         folder = os.environ.get(BUG_REPORT_DIR_ENV) or tempfile.gettempdir()
         handle, report = tempfile.mkstemp(prefix=f"compat-crash-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".txt", dir=folder)
+        text = (f"compat {__version__} on Python {sys.version.split()[0]}\ncommand: {sys.argv!r}\n\n"
+                + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
         with os.fdopen(handle, "w", encoding="utf-8", errors="replace") as out:
-            out.write(f"compat {__version__} on Python {sys.version.split()[0]}\ncommand: {sys.argv!r}\n\n")
-            out.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+            out.write(redact_text(text))  # the command line and the exception may hold an index URL: masked like everything compat shows
     except OSError:
         report = ""
     where = f"the details are in {report}" if report else "no report file could be written"

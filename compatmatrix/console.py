@@ -83,6 +83,9 @@ class TextConsole:
         return self._rich
 
     def print(self, *objects: Any, style: Any = None, highlight: Optional[bool] = None, **options: Any) -> None:
+        from .redact import redact_text
+
+        objects = tuple(redact_text(o) if isinstance(o, str) else o for o in objects)  # a URL's credentials: masked (redact.py)
         if self._plain and len(objects) == 1 and not options and isinstance(objects[0], str):
             text = self._plain_text(objects[0])
             if text is not None:
@@ -164,4 +167,7 @@ def make_console(no_color: bool = False, stderr: bool = False) -> TextConsole:
 
 
 def dump_json(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, indent=2, sort_keys=False)
+    """A --json document; every string in it with a URL's credentials masked (redact.py)."""
+    from .redact import redact_document
+
+    return json.dumps(redact_document(data), indent=2, sort_keys=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .redact import redact_text
+
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_TOOL_ERROR = 2
@@ -13,6 +15,7 @@ class CompatError(Exception):
     exit_code = EXIT_TOOL_ERROR
 
     def __init__(self, message: str, fix: str = "") -> None:
+        message, fix = redact_text(message), redact_text(fix)  # a URL's credentials never reach a sentence (redact.py)
         super().__init__(message)
         self.message = message
         self.fix = fix
@@ -44,6 +47,7 @@ class InterpreterError(CompatError):
 
 
 def shown(text: str, limit: int = 60) -> str:
-    """User input quoted in an error message, cut so a 10,000-character argument cannot flood the terminal."""
-    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    """User input quoted in an error message, cut so a 10,000-character argument cannot flood the terminal; a URL's
+    credentials are masked first (a cut could leave half a password that no later rule recognises)."""
+    text = redact_text(text).replace("\n", "\\n").replace("\r", "\\r")
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from ..names import canonical_name
+from ..redact import strip_credentials as exported
 
 LOCK_VERSION = "1.0"
 CREATED_BY = "compatmatrix"
@@ -38,7 +39,7 @@ def known_wheels(requirements: Iterable[Any]) -> dict[tuple[str, Version], dict[
         # inputs/pylock.py keeps one URL and the hashes of every wheel of an entry: several digests of one algorithm
         # cannot be told apart, so such an entry gives no wheel rather than a wrong hash
         if digests and all(len(found) == 1 for found in digests.values()):
-            known[(canonical_name(item.name), version)] = {"url": item.url, "hashes": {a: found[0] for a, found in digests.items()}}
+            known[(canonical_name(item.name), version)] = {"url": exported(item.url), "hashes": {a: found[0] for a, found in digests.items()}}
     return known
 
 
@@ -63,7 +64,7 @@ def lock_data(plan, known: Mapping[tuple[str, Version], Mapping[str, Any]] = {})
     packages = []
     for package in plan.packages:
         version = Version(f"{package.version}{package.local_label}")
-        entry: dict[str, Any] = {"name": canonical_name(package.distribution), "version": str(version), "index": package.location.url}
+        entry: dict[str, Any] = {"name": canonical_name(package.distribution), "version": str(version), "index": exported(package.location.url)}
         wheel = known.get((canonical_name(package.distribution), version))
         if wheel is not None:
             entry["wheels"] = [dict(wheel)]
@@ -72,10 +73,10 @@ def lock_data(plan, known: Mapping[tuple[str, Version], Mapping[str, Any]] = {})
     for line in plan.passthrough:
         exact = _exact(line)
         if exact is None:
-            left_out.append(line)
+            left_out.append(exported(line))
             continue
         name, version = exact
-        entry = {"name": canonical_name(name), "version": str(version), "index": plan.dependency_index.url}
+        entry = {"name": canonical_name(name), "version": str(version), "index": exported(plan.dependency_index.url)}
         wheel = known.get((canonical_name(name), version))
         if wheel is not None:
             entry["wheels"] = [dict(wheel)]

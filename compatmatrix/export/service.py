@@ -119,6 +119,7 @@ def dockerfile(planned: Planned, docker: DockerArgs) -> str:
 
 
 def pylock(planned: Planned) -> str:
+    from ..redact import CREDENTIALS_NOTE, has_credentials
     from ..render.pylock import pylock_text
     from .pylock import known_wheels, lock_data
 
@@ -134,6 +135,8 @@ def pylock(planned: Planned) -> str:
     ]
     if left_out:
         header.append("left out (not exact pins): " + ", ".join(left_out))
+    if planned.plan.carries_credentials or any(has_credentials(item.url) for item in (inputs.requirements if inputs is not None else ())):
+        header.append(CREDENTIALS_NOTE)
     return pylock_text(data, header)
 
 

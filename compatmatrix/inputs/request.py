@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from ..matrix.model import Component, Matrix
 from ..names import canonical_name
+from ..redact import strip_credentials
 from .model import IndexLine, InputRequirement, InputSet
 
 
@@ -85,7 +86,7 @@ def _line(requirement: InputRequirement) -> str:
 
 def normalise_url(url: str) -> str:
     """scheme-less, lower-case host, no trailing slash: the form two spellings of one index share."""
-    parts = urlsplit(url.strip())
+    parts = urlsplit(strip_credentials(url.strip()))  # https://TOKEN@host/simple is that host
     return f"{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 

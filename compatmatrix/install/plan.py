@@ -100,6 +100,14 @@ class InstallPlan:
     def package(self, component: Component) -> PlannedPackage:
         return next(p for p in self.packages if p.component is component)
 
+    @property
+    def carries_credentials(self) -> bool:
+        """An index URL or a pass-through line of the plan holds a user, password or token (exports leave it out, say so)."""
+        from ..redact import has_credentials
+
+        texts = [self.dependency_index.url, *(p.location.url for p in self.packages), *self.passthrough]
+        return any(has_credentials(text) for text in texts)
+
 
 def distribution_of(component: Component, release: Release) -> str:
     """The distribution to install (IPEX and the bindings were published under other names in some releases)."""

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import cachefiles
+from ..redact import strip_credentials
 from .files import NotRegular, sha256_of
 
 KEEP_DAYS = 30
@@ -78,6 +79,7 @@ class WheelStore:
     def get(self, sha256: str, filename: str, published_by: Optional[str] = None) -> Optional[Path]:
         """The stored wheel with that sha256 and file name, checked; None when there is none (or it was damaged).
         ``published_by``: the index whose page publishes that sha256 now, noted for ``published``."""
+        published_by = strip_credentials(published_by) if published_by else published_by  # no index credentials on disk
         entry = self._entry(sha256)
         if entry is None or "/" in filename or filename.startswith("."):
             return None
@@ -107,6 +109,7 @@ class WheelStore:
     def published(self, sha256: str, index_url: str) -> Optional[Path]:
         """The stored wheel with that sha256 when ``index_url`` published that sha256 for it when compat fetched it
         from there (checked as get checks it); None otherwise."""
+        index_url = strip_credentials(index_url)  # as get records it
         entry = self._entry(sha256)
         if entry is None or index_url not in self._read(entry).get("published", []):
             return None
@@ -127,6 +130,7 @@ class WheelStore:
         """Move ``source`` (whose sha256 the caller checked; against what ``published_by``, an index URL, publishes, if
         given) into the store (a copy across file systems); returns the stored path, or None when it cannot be kept
         (no room, another user's folder): the caller goes on with ``source``, which is then still there."""
+        published_by = strip_credentials(published_by) if published_by else published_by  # no index credentials on disk
         entry = self._entry(sha256)
         if entry is None:
             return None

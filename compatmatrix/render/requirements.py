@@ -10,6 +10,9 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
+from ..redact import CREDENTIALS_NOTE
+from ..redact import strip_credentials as exported
+
 if TYPE_CHECKING:
     from ..install.plan import InstallPlan
 
@@ -26,10 +29,10 @@ def pip_command_text(plan: InstallPlan) -> str:
 
     It lists every host with --extra-index-url / -f, so pip may take a name from any of them: compat
     install avoids that by fetching each package from its own host."""
-    args = ["pip", "install", "--index-url", plan.dependency_index.url]
+    args = ["pip", "install", "--index-url", exported(plan.dependency_index.url)]
     for location in _other_hosts(plan):
-        args += ["-f", location.url] if location.style == "find-links" else ["--extra-index-url", location.url]
-    args += [p.pin for p in plan.packages] + list(plan.passthrough)
+        args += ["-f", exported(location.url)] if location.style == "find-links" else ["--extra-index-url", exported(location.url)]
+    args += [p.pin for p in plan.packages] + [exported(line) for line in plan.passthrough]
     return " ".join(shlex.quote(a) for a in args)
 
 
@@ -39,17 +42,21 @@ def requirements_text(plan: InstallPlan, kind: str) -> str:
     lines = [f"# compat install plan: Python {plan.resolution.request.python.label}, {plan.resolution.request.platform.tag}"]
     if kind == "requirements":
         lines.append("# no --hash lines: pip would then need hashes for every dependency; compat download -d DIR writes them all")
-        lines.append(f"--index-url {plan.dependency_index.url}")
+        lines.append(f"--index-url {exported(plan.dependency_index.url)}")
         for location in _other_hosts(plan):
-            lines.append(f"{'--find-links' if location.style == 'find-links' else '--extra-index-url'} {location.url}")
+            lines.append(f"{'--find-links' if location.style == 'find-links' else '--extra-index-url'} {exported(location.url)}")
     for package in plan.packages:
         lines.append(package.pin)
     if plan.passthrough:
         lines.append("# not resolved by compat, passed through as written:")
-        lines += list(plan.passthrough)
+        lines += [exported(line) for line in plan.passthrough]
+    if plan.carries_credentials:
+        lines.insert(1, f"# {CREDENTIALS_NOTE}")
     return "\n".join(lines) + "\n"
 
 
 def plan_text(plan: InstallPlan, kind: str) -> str:
     """The plan as ``kind`` (one of KINDS), ending in a newline."""
-    return pip_command_text(plan) + "\n" if kind == "pip-command" else requirements_text(plan, kind)
+    if kind == "pip-command":  # one command line; the credentials note comes before it, as a shell comment
+        return (f"# {CREDENTIALS_NOTE}\n" if plan.carries_credentials else "") + pip_command_text(plan) + "\n"
+    return requirements_text(plan, kind)

@@ -1,0 +1,76 @@
+"""The one rule for credentials in URLs: what compat shows, logs or reports carries them as pip shows them
+(``user:****@host``, a lone token ``****@host``: pip's ``redact_auth_from_url``); what compat exports carries none
+(``strip_credentials``: pip's ``remove_auth_from_url``), and says where pip and uv take them from at install time
+(CREDENTIALS_NOTE). The URL with its credentials stays in IndexLocation.url / a requirement's url, for the requests
+compat makes and the pip/uv it runs (their argv is never printed).
+
+Pure, stdlib only (static commands import it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+MASK = "****"
+CREDENTIALS_NOTE = ("index credentials are not written here: pip and uv take them at install time from ~/.netrc, a keyring, "
+                    "pip.conf / uv.toml, or PIP_INDEX_URL / PIP_EXTRA_INDEX_URL / UV_INDEX_URL")
+
+# scheme:// then the authority (up to the first / ? # or white space): where RFC 3986 puts user:password@
+_AUTHORITY = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<authority>[^/?#\s]*)")
+
+
+def _split(authority: str) -> tuple[Optional[str], Optional[str], str]:
+    """(user, password, host[:port]) as pip splits a netloc: the credentials end at the LAST '@'."""
+    if "@" not in authority:
+        return None, None, authority
+    credentials, host = authority.rsplit("@", 1)
+    user, colon, password = credentials.partition(":")
+    return user, (password if colon else None), host
+
+
+def _redacted_authority(authority: str) -> str:
+    user, password, host = _split(authority)
+    if user is None:
+        return authority
+    if password is None:  # a lone token in the user part is the secret
+        return f"{MASK}@{host}"
+    return f"{user}:{MASK}@{host}"
+
+
+def _stripped_authority(authority: str) -> str:
+    return _split(authority)[2]
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the credentials of every URL in it masked (pip's form). Anything else is unchanged."""
+    if "@" not in text:
+        return text
+    return _AUTHORITY.sub(lambda m: m.group("scheme") + _redacted_authority(m.group("authority")), text)
+
+
+def redact_url(url: str) -> str:
+    """One URL as compat shows it: ``https://user:****@host/simple``, ``https://****@host/simple`` for a token."""
+    return redact_text(url)
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without user, password or token (for exports and for what compat keeps on disk)."""
+    if "@" not in url:
+        return url
+    return _AUTHORITY.sub(lambda m: m.group("scheme") + _stripped_authority(m.group("authority")), url)
+
+
+def has_credentials(url: str) -> bool:
+    return strip_credentials(url) != url
+
+
+def redact_document(data: Any) -> Any:
+    """A JSON document with redact_text applied to every string in it (keys included)."""
+    if isinstance(data, str):
+        return redact_text(data)
+    if isinstance(data, dict):
+        return {redact_document(k): redact_document(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact_document(v) for v in data]
+    return data
