@@ -34,6 +34,7 @@ class IndexLine:
     kind: str  # "index-url" | "extra-index-url" | "find-links" | "no-index"
     url: str
     origin: Origin
+    written: str = ""  # the URL with its ${VAR}s unexpanded, when it has any: what messages show (a value may be a token)
 
 
 @dataclass(frozen=True)

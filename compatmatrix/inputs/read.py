@@ -15,6 +15,7 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlsplit
@@ -106,6 +107,14 @@ def _looks_frozen(requirements: Iterable[InputRequirement]) -> bool:
 
 def logical_lines(text: str) -> list[tuple[int, str]]:
     """pip's preprocessing: join continued lines, drop comments, expand ${VAR}; (first line number, text) pairs."""
+    return [(number, line) for number, line, _ in _expanded_lines(text)]
+
+
+Expansions = tuple[tuple[str, str], ...]  # (variable name, its value) for each ${VAR} a line expanded
+
+
+def _expanded_lines(text: str) -> list[tuple[int, str, Expansions]]:
+    """logical_lines, with the ${VAR}s each line expanded (their values are never shown: _concealed)."""
     joined: list[tuple[int, str]] = []
     buffer: list[str] = []
     start = 0
@@ -129,12 +138,37 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
         line = _COMMENT.sub("", line).strip()
         if not line:
             continue
+        expansions = []
         for match in _ENV_VAR.finditer(line):
             value = os.environ.get(match.group("name"))
             if value is not None:
                 line = line.replace(match.group("var"), value)
-        result.append((number, line))
+                expansions.append((match.group("name"), value))
+        result.append((number, line, tuple(expansions)))
     return result
+
+
+def _conceal(text: str, expansions: Expansions) -> str:
+    """``text`` with each ${VAR}'s value (whole, escaped as shown() escapes it, or cut short by shown()) replaced by its
+    ${NAME}: a value from the environment may be a token, and messages reach logs."""
+    for name, value in sorted(expansions, key=lambda item: -len(item[1])):
+        for form in dict.fromkeys((value, value.replace("\n", "\\n").replace("\r", "\\r"))):
+            if not form:
+                continue
+            text = text.replace(form, "${" + name + "}")
+            for cut in range(len(form) - 1, 0, -1):  # shown() cut the value: its first characters, then "..."
+                text = text.replace(form[:cut] + "...", "${" + name + "}...")
+    return text
+
+
+def _concealed(error: InputError, origin: Origin, expansions: Expansions) -> InputError:
+    """``error`` of a line that expanded ${VAR}s, their values replaced by their names (_conceal)."""
+    def conceal(text: str) -> str:
+        return _conceal(text, expansions)
+
+    names = ", ".join(dict.fromkeys("${" + name + "}" for name, _ in expansions))
+    return InputError(f"{conceal(error.message).rstrip('.')} ({origin} expands {names} from the environment; the value is not shown).",
+                      conceal(error.fix))
 
 
 def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: list, state: dict, constraint: bool, depth: int,
@@ -143,17 +177,31 @@ def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: 
     if key in seen or depth > MAX_DEPTH:
         raise InputError(f"{path} includes itself (through -r/-c), so it never ends.", "Remove the include that loops back.")
     text = reader(path)
-    for number, line in logical_lines(text):
+    for number, line, expansions in _expanded_lines(text):
         origin = Origin(str(path), number)
-        requirement_text, option_text = _break_args_options(line)
+        before = len(indexes)
         try:
-            options = shlex.split(option_text, posix=True)
-        except ValueError as exc:
-            raise InputError(f"{origin}: the options cannot be split into words ({exc}).", "Close the quote or remove it.") from None
-        if not requirement_text:
-            _option_line(options, origin, path, reader, requirements, indexes, state, constraint, depth, (*seen, key))
-            continue
-        requirements.append(parse_requirement(requirement_text, origin, options, constraint))
+            _read_line(line, origin, path, reader, requirements, indexes, state, constraint, depth, (*seen, key))
+        except InputError as exc:
+            if not expansions:
+                raise
+            raise _concealed(exc, origin, expansions) from None  # a ${VAR}'s value is not shown, its name is
+        if expansions:
+            indexes[before:] = [replace(item, written=_conceal(item.url, expansions)) if item.origin == origin else item for item in indexes[before:]]
+
+
+def _read_line(line: str, origin: Origin, path: Path, reader: Reader, requirements: list, indexes: list, state: dict, constraint: bool,
+               depth: int, seen: tuple[str, ...]) -> None:
+    """One logical line: a requirement (with its options) or an option line."""
+    requirement_text, option_text = _break_args_options(line)
+    try:
+        options = shlex.split(option_text, posix=True)
+    except ValueError as exc:
+        raise InputError(f"{origin}: the options cannot be split into words ({exc}).", "Close the quote or remove it.") from None
+    if not requirement_text:
+        _option_line(options, origin, path, reader, requirements, indexes, state, constraint, depth, seen)
+        return
+    requirements.append(parse_requirement(requirement_text, origin, options, constraint))
 
 
 def _break_args_options(line: str) -> tuple[str, str]:

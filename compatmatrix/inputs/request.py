@@ -120,11 +120,11 @@ def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Ite
         host = host_of(matrix, line.url)
         if host is None:
             unknown.append(line)
-            notes.append(f"{line.origin}: {_flag(line)} {line.url} is not a host in the matrix; compat takes each package from its own host "
+            notes.append(f"{line.origin}: {_flag(line)} {line.written or line.url} is not a host in the matrix; compat takes each package from its own host "
                          "instead (--index HOST=URL points a host at a mirror)")
         else:
             known.add(host)
-            notes.append(f"{line.origin}: {_flag(line)} {line.url} is the matrix host '{host}'")
+            notes.append(f"{line.origin}: {_flag(line)} {line.written or line.url} is the matrix host '{host}'")
     sources = set(known) | (set() if replaces_pypi else {"pypi"})
     for item in requirements:
         component = component_of(item.name)
