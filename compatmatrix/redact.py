@@ -33,7 +33,7 @@ def _redacted_authority(authority: str) -> str:
     user, password, host = _split(authority)
     if user is None:
         return authority
-    if password is None:  # a lone token in the user part is the secret
+    if not password:  # a lone token in the user part is the secret (TOKEN@ or TOKEN:@, as GitLab/GitHub tokens are written)
         return f"{MASK}@{host}"
     return f"{user}:{MASK}@{host}"
 

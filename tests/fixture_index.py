@@ -95,6 +95,8 @@ class FixtureIndex:
     pad_pages: dict[str, int] = field(default_factory=dict)  # host -> bytes of padding in its project pages
     unsized: dict[str, int] = field(default_factory=dict)  # filename -> junk bytes appended; sent with no Content-Length
     url: str = ""
+    auth: str = ""  # "user:password": every request must carry it as HTTP Basic auth (else 401), as a private index asks
+    authorized: list = field(default_factory=list)  # the paths answered with the right credentials
 
     def add(self, host: str, wheel: Path, style: str = "index") -> None:
         self.hosts.setdefault(host, []).append(wheel)
@@ -162,6 +164,10 @@ def serve(index: FixtureIndex):
             self.close_connection = True
 
         def do_GET(self):  # noqa: N802
+            if index.auth:
+                if self.headers.get("Authorization", "") != "Basic " + base64.b64encode(index.auth.encode()).decode():
+                    return self._send(401, b"credentials needed")
+                index.authorized.append(self.path)
             parts = [urllib.parse.unquote(p) for p in self.path.split("?")[0].split("/") if p]
             if not parts or parts[0] not in index.hosts:
                 return self._send(404, b"not found")

@@ -50,7 +50,7 @@ def requirements_text(plan: InstallPlan, kind: str) -> str:
     if plan.passthrough:
         lines.append("# not resolved by compat, passed through as written:")
         lines += [exported(line) for line in plan.passthrough]
-    if plan.carries_credentials:
+    if plan.carries_credentials and (kind == "requirements" or any(exported(line) != line for line in plan.passthrough)):
         lines.insert(1, f"# {CREDENTIALS_NOTE}")
     return "\n".join(lines) + "\n"
 
