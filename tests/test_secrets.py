@@ -287,13 +287,30 @@ def test_download_from_a_private_index_uses_the_credentials_and_shows_none(priva
     assert "pytorch-cpu" in dry.stderr and f"alice:{MASK}@" in dry.stderr
 
 
+def test_pips_command_line_carries_no_credentials_its_environment_does():
+    from compatmatrix.install.indexes import IndexLocation
+    from compatmatrix.install.runner import _index_args, index_env
+
+    private = IndexLocation("pypi", _with_auth(PYPI, "alice:" + PASSWORD), "index", "--index")
+    assert not _leaks(" ".join(_index_args(private)))
+    assert index_env(private) == {"PIP_INDEX_URL": private.url} and index_env(private, "uv") == {"UV_INDEX_URL": private.url}
+    public = IndexLocation("pypi", PYPI, "index", "matrix")
+    assert _index_args(public) == ["--index-url", PYPI] and index_env(public) == {}
+
+
 @pytest.mark.integration
-def test_install_from_a_private_index_uses_the_credentials_and_shows_none(private_index, tmp_path):
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_install_from_a_private_index_uses_the_credentials_and_shows_none(private_index, installer, tmp_path):
+    from compatmatrix.install.runner import uv_binary
+
     from .install_helpers import STACK, compat, make_venv
 
+    if installer == "uv" and uv_binary() is None:
+        pytest.skip("uv is not installed (pip install uv)")
     venv = make_venv(tmp_path / "venv")
     cache = tmp_path / "cache"
-    done = compat("install", "--python", str(venv), "--yes", *STACK, *_authenticated_args(private_index), env={"XDG_CACHE_HOME": str(cache)})
+    done = compat("install", "--python", str(venv), "--yes", "--installer", installer, *STACK, *_authenticated_args(private_index),
+                  env={"XDG_CACHE_HOME": str(cache)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert not _leaks(done.stdout + done.stderr), done.stderr
     assert not _leaks(_files_text(cache))  # the wheel store keeps the index URL without credentials

@@ -40,7 +40,7 @@ from .checkpoints import checkpoint
 from .errors import InstallError
 from .indexes import IndexLocation
 from .limits import limits
-from .runner import ONLY_BINARY, FetchedWheel, ReportItem, _filename, _index_args, _last_lines, installer_env, uv_binary, uv_env
+from .runner import ONLY_BINARY, FetchedWheel, ReportItem, _filename, _index_args, _last_lines, index_env, installer_env, uv_binary, uv_env
 
 MIN_UV = Version("0.4.0")  # --no-config, --only-binary, --generate-hashes, --python for pip compile
 UV_MIN_PYTHON = Version("3.8")
@@ -80,7 +80,7 @@ def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependenc
     try:
         command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", "--no-input", *ONLY_BINARY, "--report", report_path,
                    *_index_args(dependency_index), *map(str, files), *passthrough]
-        _run_planner("pip", command, seconds, installer_env(python))
+        _run_planner("pip", command, seconds, {**installer_env(python), **index_env(dependency_index)})
         report = json.loads(Path(report_path).read_text() or "{}")
     finally:
         os.unlink(report_path)
@@ -121,7 +121,7 @@ def uv_report(uv: str, python: str, fetched: Sequence[FetchedWheel], dependency_
     seconds = limits().pip_s
     command = [uv, "pip", "compile", "--no-config", "--quiet", "--color", "never", "--python", python, *ONLY_BINARY, "--generate-hashes",
                "--no-header", "--no-annotate", *_index_args(dependency_index), *(["--offline"] if offline else []), "-o", str(output), str(source)]
-    _run_planner("uv", command, seconds, uv_env(python))
+    _run_planner("uv", command, seconds, {**uv_env(python), **index_env(dependency_index, "uv")})
     checkpoint("plan")
     return parse_compiled(output.read_text(), fetched)
 

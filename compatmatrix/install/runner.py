@@ -39,6 +39,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..names import canonical_name
 from ..processes import die_with_parent, kill_group, run_bounded
+from ..redact import has_credentials
 from .checkpoints import checkpoint
 from .errors import InstallError, InstallInputError
 from .files import NotRegular, copy_hashing, disk_full, no_space, open_regular, read_chunks, refuse_not_regular, safe_write, sha256_of
@@ -402,9 +403,20 @@ def _last_lines(text: str, count: int) -> str:
 
 
 def _index_args(dependency_index: IndexLocation) -> list[str]:
+    """The index options of a pip/uv command line; an index URL with credentials is not one of them (index_env)."""
     if dependency_index.is_local:
         return ["--no-index", "--find-links", str(dependency_index.local_path)]
+    if has_credentials(dependency_index.url):
+        return []
     return ["--index-url", dependency_index.url]
+
+
+def index_env(dependency_index: IndexLocation, tool: str = "pip") -> dict[str, str]:
+    """What the pip/uv environment adds for an index URL with credentials: PIP_INDEX_URL / UV_INDEX_URL, the same
+    as --index-url, but not on a command line any user of the machine can read (ps, /proc/PID/cmdline)."""
+    if dependency_index.is_local or not has_credentials(dependency_index.url):
+        return {}
+    return {"UV_INDEX_URL" if tool == "uv" else "PIP_INDEX_URL": dependency_index.url}
 
 
 def _filename(url: str) -> str:
@@ -553,7 +565,7 @@ def download_dependencies(pip: Sequence[str], python: str, items: Sequence[Repor
     command = [*pip, "download", "--no-deps", "--quiet", "--disable-pip-version-check", "--no-input", *ONLY_BINARY, "--dest", str(folder),
                *_index_args(dependency_index), "-r", str(requirements)]
     try:
-        done = run_bounded(command, timeout=seconds, env=installer_env(python))
+        done = run_bounded(command, timeout=seconds, env={**installer_env(python), **index_env(dependency_index)})
     except subprocess.TimeoutExpired:
         raise InstallError(f"Downloading the dependencies did not finish within {seconds:.0f} s; nothing was changed.", "Check the dependency index, or retry.") from None
     checkpoint("fetch")

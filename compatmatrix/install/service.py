@@ -50,12 +50,14 @@ from .runner import (
     Change,
     FetchedWheel,
     ReportItem,
+    _index_args,
     changes,
     confirm_hashes,
     download_dependencies,
     fetch,
     fetch_dependencies,
     installer_command,
+    index_env,
     installer_env,
     links_of,
     locate,
@@ -473,13 +475,13 @@ def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pi
         fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, options.say, None, Progress(choose_display("lines", options.say)))
         platforms = [target.platform.tag] if not target.platform.tag.startswith(("linux_", "manylinux")) else [
             "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"]
-        index_args = ["--no-index", "--find-links", str(plan.dependency_index.local_path)] if plan.dependency_index.is_local else ["--index-url", plan.dependency_index.url]
+        index_args = _index_args(plan.dependency_index)  # an index URL with credentials goes by index_env, not on the command line
         command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-input", "--dest", str(folder), *ONLY_BINARY,
                    "--python-version", f"{target.python.major}.{target.python.minor}", "--implementation", "cp",
                    *[arg for p in platforms for arg in ("--platform", p)], *index_args, *[str(f.path) for f in fetched], *plan.passthrough]
         seconds = limits().pip_s
         try:
-            done = run_bounded(command, timeout=seconds, env=installer_env(python_for_pip))
+            done = run_bounded(command, timeout=seconds, env={**installer_env(python_for_pip), **index_env(plan.dependency_index)})
         except subprocess.TimeoutExpired:
             raise InstallError(f"pip did not finish downloading the dependencies within {seconds:.0f} s; no lock was written.", "Check the dependency index (--index pypi=URL), or retry.") from None
         if done.returncode != 0:
