@@ -317,3 +317,16 @@ def test_install_from_a_private_index_uses_the_credentials_and_shows_none(privat
     wrong = compat("install", "--python", str(venv), "--dry-run", *STACK,
                    *[a.replace(PASSWORD, "wrong") for a in _authenticated_args(private_index)])
     assert not _leaks(wrong.stdout + wrong.stderr)
+
+
+@pytest.mark.parametrize("content", [f"machine pypi.example login alice password {PASSWORD}\n", f"AWS_SECRET_ACCESS_KEY={TOKEN}\n",
+                                     f"torch==2.7.0 ; {TOKEN}\n"])
+@pytest.mark.parametrize("command", ["check", "resolve"])
+def test_a_file_that_is_not_a_requirements_file_is_not_echoed(content, command, tmp_path, capsys):
+    """`-r ~/.netrc` or a .env by mistake: the error names the file and line and the name the line starts with, not the rest."""
+    wrong = tmp_path / "not-requirements.txt"
+    wrong.write_text("# a comment\n" + content)
+    code, out, err = _run([command, "-r", str(wrong)], capsys)
+    assert code == 2, err
+    assert f"{wrong}:2" in err and "is not a requirement pip accepts" in err
+    assert not _leaks(out + err), err

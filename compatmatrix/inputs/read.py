@@ -279,10 +279,10 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
     try:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
-        raise InputError(f"{origin}: '{shown(text)}' is not a requirement pip accepts ({shown(str(exc), 100)}).",
+        raise InputError(f"{origin}: '{_line_start(text)}' is not a requirement pip accepts ({_why(exc)}).",
                          "Write it like 'torch==2.7.0' or 'intel-extension-for-pytorch>=2.5'.") from None
     except (InvalidSpecifier, InvalidMarker, InvalidVersion, ValueError) as exc:
-        raise InputError(f"{origin}: '{shown(text)}' cannot be read ({shown(str(exc), 100)}).", "Correct the line.") from None
+        raise InputError(f"{origin}: '{_line_start(text)}' cannot be read ({_why(exc)}).", "Correct the line.") from None
     specifier = requirement.specifier
     url = requirement.url or ""
     label = _label_of(specifier)
@@ -294,6 +294,22 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
             label = f"+{version.local}" if version.local else ""
     return InputRequirement(requirement.name, specifier, origin, requirement.marker, frozenset(requirement.extras), url, hashes, constraint,
                             local_label=label)
+
+
+_NAME_START = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+
+
+def _line_start(text: str) -> str:
+    """What an error quotes of a line that is not a requirement: the name it starts with, not the rest. The file may
+    not be a requirements file at all (`-r ~/.netrc`, a .env): its contents must not reach a terminal or a CI log."""
+    match = _NAME_START.match(text)
+    start = match.group(0) if match else ""
+    return start if start == text else f"{start}..."
+
+
+def _why(exc: Exception) -> str:
+    """packaging's reason, without the copy of the line it adds under it (see _line_start)."""
+    return shown(str(exc).split("\n", 1)[0], 100)
 
 
 def _hashes(options: Sequence[str], origin: Origin) -> tuple[str, ...]:
