@@ -330,3 +330,13 @@ def test_a_file_that_is_not_a_requirements_file_is_not_echoed(content, command, 
     assert code == 2, err
     assert f"{wrong}:2" in err and "is not a requirement pip accepts" in err
     assert not _leaks(out + err), err
+
+
+def test_a_line_under_the_progress_bars_is_masked_too(capsys):
+    """On a terminal the install's lines go through rich's progress console, not cli._say_error."""
+    from compatmatrix.install.progress import Bars
+
+    bars = Bars(lambda line: None)
+    bars.line(f"  preflight: {_with_auth(TORCH_HOST, 'alice:' + PASSWORD)} answers")
+    out, err = capsys.readouterr()
+    assert f"alice:{MASK}@download.pytorch.org" in out + err and not _leaks(out + err)

@@ -167,7 +167,9 @@ class Bars(Display):
             self.progress.console.print(f"  fetched {_transfer_words(transfer, seconds)}", highlight=False, markup=False)
 
     def line(self, text: str) -> None:
-        self.progress.console.print(text, highlight=False, markup=False)
+        from ..redact import redact_text
+
+        self.progress.console.print(redact_text(text), highlight=False, markup=False)  # on a terminal, lines bypass cli._say_error
 
 
 def _terminal(stream) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..console import escape
+from ..redact import redact_url
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -59,7 +60,7 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
                 continue
             pick = outcome.picks[component]
             label = f" ({pick.local_label})" if pick.local_label else ""
-            source = "pypi" if pick.host.id == "pypi" else f"{pick.host.id}  {pick.host.pip_flag} {pick.host.url}{label}"
+            source = "pypi" if pick.host.id == "pypi" else f"{pick.host.id}  {pick.host.pip_flag} {redact_url(pick.host.url)}{label}"
             table.add_row(component.distribution, str(pick.version), escape(source))
         console.print(table)
         if outcome.reasons:
