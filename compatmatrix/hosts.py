@@ -141,6 +141,7 @@ _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"  # RFC 1123 (and '_
 _HOST_NAME = re.compile(rf"(?:{_LABEL})(?:\.{_LABEL})*\.?")
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _SLOTS = re.compile(r"[0-9]{1,6}")
+_IPV6 = re.compile(r"[0-9A-Fa-f:.]{2,45}(?:%[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?")
 HOSTFILE_FORMS = "HOST, HOST:SLOTS (Intel MPI), HOST slots=N max_slots=M (Open MPI), with USER@ in front if needed"
 
 
@@ -155,6 +156,8 @@ def parse_host(word: str) -> tuple[Optional[tuple[str, Optional[int]]], str]:
         import ipaddress
 
         try:
+            if not _IPV6.fullmatch(rest):  # ipaddress takes any scope after '%'; an interface name is all a scope is
+                raise ValueError(rest)
             ipaddress.IPv6Address(rest)
         except ValueError:
             return None, "it is not an IPv6 address"

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compatmatrix.environment import env_probe
 from compatmatrix.errors import UsageError
@@ -115,6 +117,16 @@ def test_cpu_lists_beyond_the_cap_are_refused_before_they_are_expanded(text):
 def test_cpu_lists_up_to_the_cap_still_read():
     assert env_probe.cpu_list(f"0-{env_probe.MAX_CPUS - 1}") == list(range(env_probe.MAX_CPUS))
     assert env_probe.cpu_list("0-3,8192,9000-9001") == [0, 1, 2, 3, 8192, 9000, 9001]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 70000), st.integers(0, 3000)), min_size=1, max_size=6))
+def test_cpu_lists_read_as_their_ranges_below_the_cap_and_are_refused_above(ranges):
+    text = ",".join(f"{first}-{first + extra}" if extra else str(first) for first, extra in ranges)
+    named = sum(extra + 1 for _, extra in ranges)
+    highest = max(first + extra for first, extra in ranges)
+    expected = sorted({cpu for first, extra in ranges for cpu in range(first, first + extra + 1)})
+    assert env_probe.cpu_list(text) == (expected if highest < env_probe.MAX_CPUS and named <= env_probe.MAX_CPUS else None)
 
 
 def test_a_huge_online_range_is_one_sentence_naming_the_file(tmp_path):

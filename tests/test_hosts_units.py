@@ -21,6 +21,11 @@ from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_ho
 from compatmatrix.live.report import ATL_SENTENCE, Expectation, RankRecord, known_cause, network_finding
 from compatmatrix.shell_env import launcher_exports
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compatmatrix.hosts import parse_host
+
 from .conftest import run_compat
 
 WORKER = ["worker.py", "--run-dir", "/tmp/x"]
@@ -152,14 +157,14 @@ def test_the_atl_message_is_recognised_wherever_the_rank_put_it():
 def test_the_hostfile_forms_mpirun_takes_are_kept(tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# cluster\nnode1\nnode2:4\nnode3 slots=8 max_slots=16\nalice@node4.example.org\n10.0.0.5:2\n"
-                        "fe80::1\nbob@2001:db8::7\nnode_6  # a comment\n\n")
+                        "fe80::1\nbob@2001:db8::7\nfe80::2%eth0\nnode_6  # a comment\n\n")
     assert read_hosts(str(hostfile)) == [("node1", None), ("node2", 4), ("node3", 16), ("alice@node4.example.org", None), ("10.0.0.5", 2),
-                                         ("fe80::1", None), ("bob@2001:db8::7", None), ("node_6", None)]
+                                         ("fe80::1", None), ("bob@2001:db8::7", None), ("fe80::2%eth0", None), ("node_6", None)]
     assert read_hostfile(str(hostfile)) == read_hosts(str(hostfile))
 
 
 @pytest.mark.parametrize("word", ["-oProxyCommand=touch${IFS}/tmp/x", "-x", "--", "node1;id", "$(id)", "`id`", "no..de", "node:abc", "node:1234567",
-                                  "@node", "a;b@node", "-u@node", "alice@-oProxyCommand=x", "nöde", "node\x1b[2J", "fe80::g", "x" * 64, "a." * 130])
+                                  "@node", "a;b@node", "-u@node", "alice@-oProxyCommand=x", "nöde", "node\x1b[2J", "fe80::g", "fe80::1%$(id)", "fe80::1%-x", "x" * 64, "a." * 130])
 def test_a_word_that_is_not_a_host_is_refused_naming_the_line(tmp_path, word):
     hostfile = tmp_path / "hosts"
     hostfile.write_text(f"node1\n{word}\n", encoding="utf-8")
@@ -211,7 +216,7 @@ def test_silent_hosts_cost_the_deadline_once_not_once_each(tmp_path):
     started = time.monotonic()
     answers = collect(hosts, silent_rsh(tmp_path), "true", dict(os.environ), deadline_s=3)
     elapsed = time.monotonic() - started
-    assert elapsed < 9, elapsed  # one after the other, 3 s each: 12 s and more
+    assert elapsed < 10, elapsed  # one after the other, 3 s each: 12 s and more
     assert [a.host for a in answers] == hosts
     assert all(a.document is None and a.error == "no answer within the 3 s for all hosts" for a in answers)
 
@@ -225,8 +230,8 @@ def test_hosts_beyond_the_pool_wait_and_are_not_asked_after_the_deadline(tmp_pat
 def test_at_most_the_pool_size_of_hosts_is_asked_at_once(tmp_path):
     log = tmp_path / "log"
     answer = json.dumps({"checks": [], "host": {"name": "h", "packages": {}, "cpu_flags": [], "oneccl_env": {}, "bindings": {}}})
-    rsh = write_exe(tmp_path / "rsh", "#!/bin/sh\n# FIXTURE remote shell: logs when each host starts and ends, answers after 0.4 s\n"
-                    f"echo \"start $(date +%s.%N)\" >> {log}\nsleep 0.4\necho \"end $(date +%s.%N)\" >> {log}\necho '{answer}'\n")
+    rsh = write_exe(tmp_path / "rsh", "#!/bin/sh\n# FIXTURE remote shell: logs when each host starts and ends, answers after 0.5 s\n"
+                    f"echo \"start $(date +%s.%N)\" >> {log}\nsleep 0.5\necho \"end $(date +%s.%N)\" >> {log}\necho '{answer}'\n")
     answers = collect([f"node{i}" for i in range(6)], rsh, "true", dict(os.environ), deadline_s=60, workers=2)
     assert all(a.document is not None for a in answers)
     events = sorted((float(t), 1 if kind == "start" else -1) for kind, t in (line.split() for line in log.read_text().splitlines()))
@@ -234,7 +239,7 @@ def test_at_most_the_pool_size_of_hosts_is_asked_at_once(tmp_path):
     for _, step in events:
         running += step
         peak = max(peak, running)
-    assert peak == 2
+    assert peak <= 2  # concurrency itself: test_silent_hosts_cost_the_deadline_once_not_once_each
 
 
 def test_the_remote_shell_gets_double_dash_before_the_host(tmp_path):
@@ -307,3 +312,15 @@ def test_answers_that_differ_are_compared_after_typing():
     findings = compare([HostAnswer("node1", one), HostAnswer("node2", two)], "ssh", "the default")
     assert ("hosts.oneccl", S.FAIL, "CCL_ATL_TRANSPORT differs between the hosts: ofi\\x1b[31m on node1; mpi on node2") in \
         {(f.id, f.status, f.summary) for f in findings}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_no_word_accepted_as_a_host_can_be_read_as_an_option_or_a_shell_word(word):
+    entry, problem = parse_host(word)
+    if word.startswith("-") or not word.isascii():
+        assert entry is None and problem
+    if entry is not None:
+        name = entry[0]
+        assert not name.startswith("-") and name.split("@")[-1][:1] != "-"
+        assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-:@")
