@@ -201,29 +201,20 @@ def read_hosts(path: str) -> list[tuple[str, Optional[int]]]:
 
 
 def _hostfile_text(path: str) -> str:
-    """The hostfile's text: a regular file (a FIFO is refused without blocking) of at most HOSTFILE_MAX_BYTES."""
-    import os
-    import stat
+    """The hostfile's text: a regular file (install.files.open_regular: a FIFO is refused without blocking) of at
+    most HOSTFILE_MAX_BYTES."""
+    from pathlib import Path
+
+    from .install.files import NotRegular, open_regular
 
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or "not a path"
-        raise HostfileError(f"cannot read the hostfile {shown(path, 200)}: {reason}.", "Pass an existing file with one host per line.") from None
-    try:
-        info = os.fstat(handle)
-        if not stat.S_ISREG(info.st_mode):
-            raise HostfileError(f"the hostfile {shown(path, 200)} is not a regular file.", "Pass a file with one host per line.")
-        data = b""
-        while len(data) <= HOSTFILE_MAX_BYTES:
-            chunk = os.read(handle, HOSTFILE_MAX_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise HostfileError(f"cannot read the hostfile {shown(path, 200)}: {exc.strerror}.", "Pass an existing file with one host per line.") from None
-    finally:
-        os.close(handle)
+        with open_regular(Path(path)) as handle:
+            data = handle.read(HOSTFILE_MAX_BYTES + 1)
+    except NotRegular as exc:
+        raise HostfileError(f"the hostfile {shown(path, 200)} {exc.why}.", "Pass a file with one host per line.") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise HostfileError(f"cannot read the hostfile {shown(path, 200)}: {getattr(exc, 'strerror', None) or exc}.",
+                            "Pass an existing file with one host per line.") from None
     if len(data) > HOSTFILE_MAX_BYTES:
         raise HostfileError(f"the hostfile {shown(path, 200)} is larger than {HOSTFILE_MAX_BYTES:,} bytes.", "Pass the hostfile of one job, one host per line.")
     return data.decode("utf-8", errors="replace")
