@@ -76,6 +76,8 @@ def collect(hosts: Sequence[str], rsh: str, command: str, env: Mapping[str, str]
     import time
     from concurrent.futures import ThreadPoolExecutor
 
+    from .processes import Interruptions
+
     try:
         prefix = shlex.split(rsh)
     except ValueError as exc:
@@ -88,8 +90,6 @@ def collect(hosts: Sequence[str], rsh: str, command: str, env: Mapping[str, str]
         if left <= 0 or stop.is_set():
             return HostAnswer(host, None, f"not asked: the {deadline_s:g} s for all hosts had passed")
         return _ask(host, [*prefix, "--", host, command], rsh, env, left, deadline_s, stop)
-
-    from .processes import Interruptions
 
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(hosts))), thread_name_prefix="compat-host")
     try:

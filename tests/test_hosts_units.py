@@ -242,6 +242,31 @@ def test_at_most_the_pool_size_of_hosts_is_asked_at_once(tmp_path):
     assert peak <= 2  # concurrency itself: test_silent_hosts_cost_the_deadline_once_not_once_each
 
 
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_preflight_leaves_no_remote_shell_running(tmp_path, signal_name):
+    import signal
+    import subprocess
+    import sys
+
+    from .clean_env import base_env
+
+    pids = tmp_path / "pids"
+    rsh = write_exe(tmp_path / "rsh", f"#!/bin/sh\n# FIXTURE remote shell: a host that never answers, its pid noted\necho $$ >> {pids}\nexec sleep 600\n")
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\nnode2\nnode3\n")
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "doctor", "--hostfile", str(hostfile), "--rsh", rsh], env=base_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while (not pids.exists() or len(pids.read_text().split()) < 3) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(getattr(signal, signal_name))
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == (130 if signal_name == "SIGINT" else 143), err
+    for pid in map(int, pids.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_the_remote_shell_gets_double_dash_before_the_host(tmp_path):
     seen = tmp_path / "argv"
     rsh = write_exe(tmp_path / "rsh", f"#!/bin/sh\n# FIXTURE remote shell: records its arguments, one per line\nprintf '%s\\n' \"$@\" > {seen}\nexit 255\n")
