@@ -13,18 +13,25 @@ import time
 from pathlib import Path
 
 import pytest
-
-from compatmatrix.checks.finding import Status as S
-from compatmatrix.hosts import (HOSTFILE_MAX_BYTES, HOSTFILE_MAX_LINES, HostAnswer, HostfileError, collect, compare, escape_text, parse_answer,
-                                read_hosts)
-from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile, remote_shell, rsh_arguments
-from compatmatrix.live.report import ATL_SENTENCE, Expectation, RankRecord, known_cause, network_finding
-from compatmatrix.shell_env import launcher_exports
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compatmatrix.hosts import parse_host
+from compatmatrix.checks.finding import Status as S
+from compatmatrix.hosts import (
+    HOSTFILE_MAX_BYTES,
+    HOSTFILE_MAX_LINES,
+    HostAnswer,
+    HostfileError,
+    collect,
+    compare,
+    escape_text,
+    parse_answer,
+    parse_host,
+    read_hosts,
+)
+from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile, remote_shell, rsh_arguments
+from compatmatrix.live.report import ATL_SENTENCE, Expectation, RankRecord, known_cause, network_finding
+from compatmatrix.shell_env import launcher_exports
 
 from .conftest import run_compat
 
