@@ -102,6 +102,7 @@ def test_read_text_refuses_what_is_not_a_regular_file(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     assert env_probe.read_text(str(fifo)) is None and env_probe.read_text(str(tmp_path)) is None
+    assert env_probe.read_metadata(str(fifo)) == (None, None)  # a dist-info METADATA that is a FIFO: doctor blocked too
     assert env_probe.read_text("/dev/zero", 10) is None  # a device reads without end
     (tmp_path / "file").write_text("0-3\n")
     assert env_probe.read_text(str(tmp_path / "file")) == "0-3\n"

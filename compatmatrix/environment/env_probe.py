@@ -40,43 +40,55 @@ def canonical(name):
 
 
 def read_metadata(path):
-    """Name and Version from a METADATA / PKG-INFO file (RFC 822 headers)."""
+    """Name and Version from a METADATA / PKG-INFO file (RFC 822 headers: read up to the first blank line, at most
+    METADATA_LIMIT characters)."""
     name = version = None
-    text = read_text(path, METADATA_LIMIT)  # the headers come first; a description without end is not read whole
-    if text is None:
+    stream = open_regular(path)
+    if stream is None:
         return None, None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line.startswith("Name:") and name is None:
-            name = line[5:].strip()
-        elif line.startswith("Version:") and version is None:
-            version = line[8:].strip()
+    read = 0
+    try:
+        with stream:
+            while read < METADATA_LIMIT:
+                line = stream.readline(8192)
+                read += len(line)
+                if not line.strip():
+                    break
+                if line.startswith("Name:") and name is None:
+                    name = line[5:].strip()
+                elif line.startswith("Version:") and version is None:
+                    version = line[8:].strip()
+    except OSError:
+        return None, None
     return name, version
 
 
-def read_text(path, limit=65536):
-    """At most ``limit`` characters of a REGULAR file (sysfs and /proc files are regular), or None: missing,
-    unreadable, or anything else (a FIFO, a device, a socket), which is refused without blocking (O_NONBLOCK)."""
+def open_regular(path):
+    """A text stream (UTF-8, errors replaced) on ``path`` when it is a REGULAR file (sysfs and /proc files are), else
+    None: missing, unreadable, or anything else (a FIFO, a device, a socket), refused without blocking (O_NONBLOCK)."""
     try:
         handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, ValueError):  # ValueError: a NUL byte in the path
         return None
     try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            os.close(handle)
-            return None
-        with os.fdopen(handle, encoding="utf-8", errors="replace") as stream:
-            handle = None
+        if stat.S_ISREG(os.fstat(handle).st_mode):
+            return os.fdopen(handle, encoding="utf-8", errors="replace")
+    except OSError:
+        pass
+    os.close(handle)
+    return None
+
+
+def read_text(path, limit=65536):
+    """At most ``limit`` characters of a regular file (open_regular), or None."""
+    stream = open_regular(path)
+    if stream is None:
+        return None
+    try:
+        with stream:
             return stream.read(limit)
     except OSError:
         return None
-    finally:
-        if handle is not None:
-            try:
-                os.close(handle)
-            except OSError:
-                pass
 
 
 def distributions(paths):
