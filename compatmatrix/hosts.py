@@ -3,13 +3,23 @@ job's mpirun uses, and what differs between the hosts in ways that break a job.
 
 On each host compat runs ``compat check --json`` (the same interpreter path as here, and the same --python: a cluster's
 shared file system or identical images put them at the same path), reads its findings and the host's facts (installed
-distributions, CPU flags, oneCCL variables) and compares them. Pure except ``collect`` (the remote shell, one host at a
-time, each under a deadline, in its own process group).
+distributions, CPU flags, oneCCL variables) and compares them.
+
+Bounds: a hostfile is a regular file of at most HOSTFILE_MAX_BYTES and HOSTFILE_MAX_LINES, and every host in it is a
+host name, an IPv4 or an IPv6 address (never an option such as ``-oProxyCommand=...``); the remote shell gets ``--``
+before the host. The hosts are asked concurrently (at most PREFLIGHT_WORKERS at a time) under one overall deadline,
+PREFLIGHT_DEADLINE_S for all of them. A host's answer is typed here (``parse_answer``): only the fields and values
+compat check --json writes pass, and free text from it (summaries, fixes, variable values, the remote shell's
+error) has its control characters escaped before it goes into a finding.
+
+Pure except ``read_hosts`` (reads the hostfile) and ``collect`` (the remote shell, each host's in its own process
+group).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -18,8 +28,12 @@ from typing import Any, Optional
 
 from .checks.finding import Finding, Status
 from .environment.snapshot import NATIVE_BF16_FLAGS
+from .errors import shown
 
-REMOTE_TIMEOUT_S = 120.0
+PREFLIGHT_DEADLINE_S = 120.0  # every host together: silent hosts cost this once, not once each
+PREFLIGHT_WORKERS = 16  # hosts asked at the same time (each one remote shell, one process group)
+HOSTFILE_MAX_BYTES = 1 << 20  # 1 MiB: some 50,000 hosts of 20 characters
+HOSTFILE_MAX_LINES = 65_536
 # a different version of any of these on two hosts of one job breaks it (DDP and oneCCL need the same build everywhere)
 STACK = ("torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "torch-ccl", "transformers", "accelerate", "torchvision", "torchaudio", "impi-rt")
 # oneCCL / libfabric / Intel MPI variables whose difference between hosts breaks the ranks' transport
@@ -53,31 +67,234 @@ def remote_command(python: Optional[str], ranks_per_node: int) -> str:
     return shlex.join(words)
 
 
-def collect(hosts: Sequence[str], rsh: str, command: str, env: Mapping[str, str], timeout: float = REMOTE_TIMEOUT_S) -> list[HostAnswer]:
-    """Run ``rsh HOST command`` for each host, one after the other, each within ``timeout`` seconds."""
+def collect(hosts: Sequence[str], rsh: str, command: str, env: Mapping[str, str], deadline_s: float = PREFLIGHT_DEADLINE_S,
+            workers: int = PREFLIGHT_WORKERS) -> list[HostAnswer]:
+    """Run ``rsh -- HOST command`` on every host, at most ``workers`` at a time, all within ``deadline_s`` seconds
+    together; the answers in the hosts' order. A host not started before the deadline is an answer saying so.
+    Ctrl-C (or SIGTERM) ends every remote shell still running before it goes on."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .processes import Interruptions
+
+    try:
+        prefix = shlex.split(rsh)
+    except ValueError as exc:
+        return [HostAnswer(host, None, f"{escape_text(rsh)} cannot be split into words ({exc})") for host in hosts]
+    end = time.monotonic() + deadline_s
+    stop = threading.Event()  # set on Ctrl-C: every running remote shell is killed within its poll interval
+
+    def ask(host: str) -> HostAnswer:
+        left = end - time.monotonic()
+        if left <= 0 or stop.is_set():
+            return HostAnswer(host, None, f"not asked: the {deadline_s:g} s for all hosts had passed")
+        return _ask(host, [*prefix, "--", host, command], rsh, env, left, deadline_s, stop)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(hosts))), thread_name_prefix="compat-host")
+    try:
+        with Interruptions():  # SIGTERM / SIGHUP as Ctrl-C: the running remote shells are ended, not orphaned
+            futures = [pool.submit(ask, host) for host in hosts]
+            return [future.result() for future in futures]
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ask(host: str, argv: list[str], rsh: str, env: Mapping[str, str], left: float, deadline_s: float, stop: Any) -> HostAnswer:
+    """One host's remote shell, ended at ``left`` seconds or when ``stop`` is set; its answer typed."""
     from .environment.child import run_child
 
-    answers = []
-    for host in hosts:
-        argv = [*shlex.split(rsh), host, command]
-        try:
-            ended = run_child(argv, timeout, env=env)
-        except OSError as exc:
-            answers.append(HostAnswer(host, None, f"{rsh} cannot be run: {exc.strerror or exc}"))
-            continue
-        out = ended.stdout.decode(errors="replace")
+    try:
+        ended = run_child(argv, left, env=env, overdue=stop.is_set)
+    except OSError as exc:
+        return HostAnswer(host, None, f"{escape_text(rsh)} cannot be run: {escape_text(str(exc.strerror or exc))}")
+    if ended.timed_out:
+        return HostAnswer(host, None, f"no answer within the {deadline_s:g} s for all hosts" if not stop.is_set() else "interrupted")
+    out = ended.stdout.decode(errors="replace")
+    try:
+        document = json.loads(out)
+    except (ValueError, RecursionError):
         err = ended.stderr.decode(errors="replace").strip().splitlines()
-        if ended.timed_out:
-            answers.append(HostAnswer(host, None, f"no answer within {timeout:g} s"))
-            continue
+        said = err[-1] if err else (out.strip().splitlines() or ["no output"])[-1]
+        return HostAnswer(host, None, f"exit status {ended.returncode}: {escape_text(said[:300])}")
+    parsed, problem = parse_answer(document)
+    if parsed is None:
+        return HostAnswer(host, None, f"its answer is not compat check --json's: {problem}")
+    return HostAnswer(host, parsed)
+
+
+# --- the hostfile ---------------------------------------------------------------------------------------------------
+
+
+class HostfileError(ValueError):
+    """A hostfile that cannot be used: one sentence, and the fix."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"  # RFC 1123 (and '_', which /etc/hosts names carry)
+_HOST_NAME = re.compile(rf"(?:{_LABEL})(?:\.{_LABEL})*\.?")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_SLOTS = re.compile(r"[0-9]{1,6}")
+_IPV6 = re.compile(r"[0-9A-Fa-f:.]{2,45}(?:%[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?")
+HOSTFILE_FORMS = "HOST, HOST:SLOTS (Intel MPI), HOST slots=N max_slots=M (Open MPI), with USER@ in front if needed"
+
+
+def parse_host(word: str) -> tuple[Optional[tuple[str, Optional[int]]], str]:
+    """((host as the remote shell gets it, slots or None), "") for a hostfile line's first word -- ``name``,
+    ``name:N``, ``user@name``, an IPv4 address, an IPv6 address (without :N) -- or (None, what is wrong with it).
+    A word starting with '-' is never a host: it would reach the remote shell as an option."""
+    user, at, rest = word.rpartition("@")
+    if at and not _USER.fullmatch(user):
+        return None, "its user name is not one"
+    if ":" in rest and rest.count(":") > 1:  # an IPv6 address (host:N has one colon)
+        import ipaddress
+
         try:
-            document = json.loads(out)
+            if not _IPV6.fullmatch(rest):  # ipaddress takes any scope after '%'; an interface name is all a scope is
+                raise ValueError(rest)
+            ipaddress.IPv6Address(rest)
         except ValueError:
-            said = err[-1] if err else (out.strip().splitlines() or ["no output"])[-1]
-            answers.append(HostAnswer(host, None, f"exit status {ended.returncode}: {said[:300]}"))
+            return None, "it is not an IPv6 address"
+        return (word, None), ""
+    name, colon, count = rest.partition(":")
+    if colon and not _SLOTS.fullmatch(count):
+        return None, "its slots after ':' are not a number"
+    if len(name) > 253 or not _HOST_NAME.fullmatch(name):
+        return None, "it is not a host name, an IPv4 or an IPv6 address"
+    return (f"{user}@{name}" if at else name, int(count) if colon else None), ""
+
+
+def read_hosts(path: str) -> list[tuple[str, Optional[int]]]:
+    """The hosts of an mpirun hostfile with their slots (None: not given), in order: one per line as ``parse_host``
+    takes them, then Open MPI's ``slots=N`` / ``max_slots=N``; comments (#) and blank lines skipped. Raises
+    HostfileError for a file that is not a regular file, larger than HOSTFILE_MAX_BYTES, longer than
+    HOSTFILE_MAX_LINES, with a line that names no host, or with no host at all."""
+    text = _hostfile_text(path)
+    lines = text.split("\n")
+    if len(lines) > HOSTFILE_MAX_LINES:
+        raise HostfileError(f"the hostfile {shown(path, 200)} has {len(lines):,} lines, more than {HOSTFILE_MAX_LINES:,}.",
+                            "Pass the hostfile of one job, one host per line.")
+    hosts: list[tuple[str, Optional[int]]] = []
+    for number, line in enumerate(lines, start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
             continue
-        answers.append(HostAnswer(host, document))
-    return answers
+        entry, problem = parse_host(words[0])
+        if entry is None:
+            raise HostfileError(f"line {number} of the hostfile {shown(path, 200)} names {escape_text(repr(words[0][:80]))}: {problem}.",
+                                f"Write one host per line: {HOSTFILE_FORMS}.")
+        name, slots = entry
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if key in ("slots", "max_slots") and _SLOTS.fullmatch(value):
+                slots = int(value)
+        hosts.append((name, slots))
+    if not hosts:
+        raise HostfileError(f"the hostfile {shown(path, 200)} lists no hosts.", "Write one host name per line.")
+    return hosts
+
+
+def _hostfile_text(path: str) -> str:
+    """The hostfile's text: a regular file (install.files.open_regular: a FIFO is refused without blocking) of at
+    most HOSTFILE_MAX_BYTES."""
+    from pathlib import Path
+
+    from .install.files import NotRegular, open_regular
+
+    try:
+        with open_regular(Path(path)) as handle:
+            data = handle.read(HOSTFILE_MAX_BYTES + 1)
+    except NotRegular as exc:
+        raise HostfileError(f"the hostfile {shown(path, 200)} {exc.why}.", "Pass a file with one host per line.") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise HostfileError(f"cannot read the hostfile {shown(path, 200)}: {getattr(exc, 'strerror', None) or exc}.",
+                            "Pass an existing file with one host per line.") from None
+    if len(data) > HOSTFILE_MAX_BYTES:
+        raise HostfileError(f"the hostfile {shown(path, 200)} is larger than {HOSTFILE_MAX_BYTES:,} bytes.", "Pass the hostfile of one job, one host per line.")
+    return data.decode("utf-8", errors="replace")
+
+
+# --- a host's answer, typed -----------------------------------------------------------------------------------------
+
+# C0 and C1 controls, DEL, and the characters that move the cursor or the reading order (line/paragraph separators,
+# bidi controls): shown as \xNN / \uNNNN, so nothing a host says reaches the operator's terminal as a control sequence
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0))}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, 0x200e, 0x200f, *range(0x202a, 0x202f), *range(0x2066, 0x206a))})
+
+
+def escape_text(text: str) -> str:
+    """``text`` with every control character (and the line/bidi separators) written as an escape."""
+    return text.translate(_CONTROLS)
+
+
+_CHECK_ID = re.compile(r"[a-z]+\.[a-z0-9-]+")
+_STATUSES = frozenset(s.value for s in Status)
+_PACKAGE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")
+_VERSION = re.compile(r"[A-Za-z0-9!+._-]{1,128}")
+_FLAG = re.compile(r"[a-z0-9_.-]{1,64}")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+MAX_TEXT = 2000  # characters kept of one free-text value from a host
+
+
+def parse_answer(document: Any) -> tuple[Optional[dict[str, Any]], str]:
+    """(the answer reduced to what compare reads, with free text escaped, "") for a host's ``compat check --json``,
+    or (None, what is wrong with it): a malformed answer is said, never trusted."""
+    if not isinstance(document, dict):
+        return None, f"a JSON {type(document).__name__}, not an object"
+    checks = document.get("checks")
+    if not isinstance(checks, list):
+        return None, "no list of checks"
+    typed_checks = []
+    for number, check in enumerate(checks, start=1):
+        if not isinstance(check, dict):
+            return None, f"check {number} is not an object"
+        cid, status, summary, fix = check.get("id"), check.get("status"), check.get("summary"), check.get("fix", "")
+        evidence = check.get("evidence", [])
+        if not isinstance(cid, str) or not _CHECK_ID.fullmatch(cid):
+            return None, f"check {number} has no id of compat's form (area.name)"
+        if status not in _STATUSES:
+            return None, f"check {cid} has no status pass, warn, fail or skip"
+        if not isinstance(summary, str) or not isinstance(fix, str) or not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
+            return None, f"check {cid} has a summary, fix or evidence that is not text"
+        typed_checks.append({"id": cid, "status": status, "summary": _free(summary), "fix": _free(fix), "evidence": [_free(e) for e in evidence]})
+    facts = document.get("host")
+    if facts is None:
+        return {"checks": typed_checks, "host": None}, ""
+    typed_facts, problem = _parse_facts(facts)
+    if typed_facts is None:
+        return None, problem
+    return {"checks": typed_checks, "host": typed_facts}, ""
+
+
+def _parse_facts(facts: Any) -> tuple[Optional[dict[str, Any]], str]:
+    if not isinstance(facts, dict):
+        return None, "its host facts are not an object"
+    name, packages, flags = facts.get("name", ""), facts.get("packages", {}), facts.get("cpu_flags", [])
+    variables, bindings = facts.get("oneccl_env", {}), facts.get("bindings", {})
+    if not isinstance(name, str):
+        return None, "its host name is not text"
+    if not isinstance(packages, dict) or not all(isinstance(k, str) and _PACKAGE.fullmatch(k) and isinstance(v, str) and _VERSION.fullmatch(v)
+                                                 for k, v in packages.items()):
+        return None, "its packages are not distribution names with versions"
+    if not isinstance(flags, list) or not all(isinstance(f, str) and _FLAG.fullmatch(f) for f in flags):
+        return None, "its CPU flags are not flag names"
+    if not isinstance(variables, dict) or not all(isinstance(k, str) and _VARIABLE.fullmatch(k) and isinstance(v, str) for k, v in variables.items()):
+        return None, "its oneCCL variables are not names with text values"
+    if not isinstance(bindings, dict) or not all(isinstance(k, str) and _VARIABLE.fullmatch(k) and isinstance(v, str) for k, v in bindings.items()):
+        return None, "its bindings are not module names with paths"
+    return {"name": _free(name), "packages": dict(packages), "cpu_flags": list(flags),
+            "oneccl_env": {k: _free(v) for k, v in variables.items()}, "bindings": {k: _free(v) for k, v in bindings.items()}}, ""
+
+
+def _free(text: str) -> str:
+    """Free text from a host, cut to MAX_TEXT and escaped."""
+    return escape_text(text[:MAX_TEXT] + ("..." if len(text) > MAX_TEXT else ""))
 
 
 def _listing(values: Mapping[str, Optional[str]], missing: str = "not installed") -> str:
@@ -91,12 +308,12 @@ def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str) -> list[Fi
     good = [a for a in answers if a.document is not None]
     bad = [a for a in answers if a.document is None]
     for answer in bad:
-        findings.append(Finding("hosts.reach", Status.FAIL, f"{answer.host}: compat check could not run there through {rsh}: {answer.error}",
-                                (f"remote shell: {rsh} ({rsh_source})",),
-                                f"Check that `{rsh} {answer.host} true` works without a password, and that compat and --python exist at the same path there."))
+        findings.append(Finding("hosts.reach", Status.FAIL, f"{answer.host}: compat check could not run there through {escape_text(rsh)}: {answer.error}",
+                                (f"remote shell: {escape_text(rsh)} ({rsh_source})",),
+                                f"Check that `{escape_text(rsh)} {answer.host} true` works without a password, and that compat and --python exist at the same path there."))
     if good and not bad:
-        findings.append(Finding("hosts.reach", Status.PASS, f"compat check ran on {len(good)} hosts ({', '.join(a.host for a in good)}) through {rsh}",
-                                (f"remote shell: {rsh} ({rsh_source})",)))
+        findings.append(Finding("hosts.reach", Status.PASS, f"compat check ran on {len(good)} hosts ({', '.join(a.host for a in good)}) through {escape_text(rsh)}",
+                                (f"remote shell: {escape_text(rsh)} ({rsh_source})",)))
     for answer in good:
         failed = [c for c in answer.document.get("checks", []) if c.get("status") == "fail"]
         if failed:

@@ -145,10 +145,12 @@ def call(path: str, argv: list, env, cwd: str) -> int:
 
 
 def rsh(arguments: list) -> int:
-    """DIR [ssh options] HOST COMMAND...: how hydra and Open MPI call ssh."""
+    """DIR [ssh options] [--] HOST COMMAND...: how hydra and Open MPI call ssh (compat doctor --hostfile passes --)."""
     folder, rest = arguments[0], list(arguments[1:])
     while rest and rest[0].startswith("-"):
         option = rest.pop(0)
+        if option == "--":  # the end of the options, as ssh's getopt takes it: the host follows
+            break
         if len(option) == 2 and option[1] in SSH_OPTIONS_WITH_ARGUMENT and rest:
             rest.pop(0)
     if not rest:

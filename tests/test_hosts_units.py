@@ -1,19 +1,39 @@
 """Several hosts without hosts: the remote shell on each MPI's command line, the user's own remote-shell variables,
 the comparison of the hosts' answers (doctor --hostfile), the network finding and the known causes, over
-hand-written inputs. The real runs are in tests/test_hosts_netns.py."""
+hand-written inputs; the preflight's bounds (hostfile caps and host names, concurrent hosts under one deadline, ``--``
+before the host, typed and escaped answers) with FIXTURE remote shells, small scripts that answer like compat check
+--json, say something malformed, or never answer. The real runs are in tests/test_hosts_netns.py."""
 
 from __future__ import annotations
 
+import json
+import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compatmatrix.checks.finding import Status as S
-from compatmatrix.hosts import HostAnswer, compare
-from compatmatrix.live.launch import Topology, plan_launch, remote_shell, rsh_arguments
+from compatmatrix.hosts import (
+    HOSTFILE_MAX_BYTES,
+    HOSTFILE_MAX_LINES,
+    HostAnswer,
+    HostfileError,
+    collect,
+    compare,
+    escape_text,
+    parse_answer,
+    parse_host,
+    read_hosts,
+)
+from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile, remote_shell, rsh_arguments
 from compatmatrix.live.report import ATL_SENTENCE, Expectation, RankRecord, known_cause, network_finding
 from compatmatrix.shell_env import launcher_exports
+
+from .conftest import run_compat
 
 WORKER = ["worker.py", "--run-dir", "/tmp/x"]
 
@@ -136,3 +156,203 @@ def test_the_atl_message_is_recognised_wherever_the_rank_put_it():
     for record in (printed, raised):
         summary, detail, fix = known_cause(record)
         assert summary == ATL_SENTENCE and "failed to initialize ATL" in detail[0] and "compat env --launcher torchrun" in fix
+
+
+# --- doctor --hostfile: the hostfile's bounds and host names ----------------------------------------------------------
+
+
+def test_the_hostfile_forms_mpirun_takes_are_kept(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# cluster\nnode1\nnode2:4\nnode3 slots=8 max_slots=16\nalice@node4.example.org\n10.0.0.5:2\n"
+                        "fe80::1\nbob@2001:db8::7\nfe80::2%eth0\nnode_6  # a comment\n\n")
+    assert read_hosts(str(hostfile)) == [("node1", None), ("node2", 4), ("node3", 16), ("alice@node4.example.org", None), ("10.0.0.5", 2),
+                                         ("fe80::1", None), ("bob@2001:db8::7", None), ("fe80::2%eth0", None), ("node_6", None)]
+    assert read_hostfile(str(hostfile)) == read_hosts(str(hostfile))
+
+
+@pytest.mark.parametrize("word", ["-oProxyCommand=touch${IFS}/tmp/x", "-x", "--", "node1;id", "$(id)", "`id`", "no..de", "node:abc", "node:1234567",
+                                  "@node", "a;b@node", "-u@node", "alice@-oProxyCommand=x", "nöde", "node\x1b[2J", "fe80::g", "fe80::1%$(id)", "fe80::1%-x", "x" * 64, "a." * 130])
+def test_a_word_that_is_not_a_host_is_refused_naming_the_line(tmp_path, word):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"node1\n{word}\n", encoding="utf-8")
+    with pytest.raises(HostfileError, match="^line 2 of the hostfile .* names ") as caught:
+        read_hosts(str(hostfile))
+    assert "\x1b" not in str(caught.value)
+    with pytest.raises(LaunchError):  # mpirun's launch reads hostfiles through the same rule
+        read_hostfile(str(hostfile))
+
+
+def test_an_option_in_the_hostfile_never_reaches_the_remote_shell(tmp_path):
+    ran = tmp_path / "ran"
+    rsh = write_exe(tmp_path / "rsh", f"#!/bin/sh\n# FIXTURE remote shell: records that it ran\necho \"$@\" > {ran}\nexit 255\n")
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"-oProxyCommand=touch${{IFS}}{tmp_path}/pwned\n")
+    done = run_compat("doctor", "--hostfile", str(hostfile), "--rsh", rsh)
+    assert done.returncode == 2 and "line 1 of the hostfile" in done.stderr and "not a host name" in done.stderr
+    assert not ran.exists()  # before: the remote shell got -oProxyCommand=... as its first argument
+
+
+def test_the_hostfile_is_capped_in_bytes_and_lines_and_must_be_a_regular_file(tmp_path):
+    big = tmp_path / "big"
+    big.write_text(("n" * 63 + "\n") * (HOSTFILE_MAX_BYTES // 64 + 1))
+    with pytest.raises(HostfileError, match="larger than"):
+        read_hosts(str(big))
+    long = tmp_path / "long"
+    long.write_text("\n" * HOSTFILE_MAX_LINES + "node1\n")
+    with pytest.raises(HostfileError, match="lines, more than"):
+        read_hosts(str(long))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(HostfileError, match="not a regular file"):
+        read_hosts(str(fifo))  # before: blocked in open() for ever
+    assert time.monotonic() - started < 5
+    with pytest.raises(HostfileError, match="missing"):
+        read_hosts(str(tmp_path / "missing"))
+
+
+# --- doctor --hostfile: hosts asked concurrently, under one deadline ------------------------------------------------------
+
+
+def silent_rsh(tmp_path: Path) -> str:
+    return write_exe(tmp_path / "silent-rsh", "#!/bin/sh\n# FIXTURE remote shell: a host that never answers\nexec sleep 600\n")
+
+
+def test_silent_hosts_cost_the_deadline_once_not_once_each(tmp_path):
+    hosts = ["node1", "node2", "node3", "node4"]
+    started = time.monotonic()
+    answers = collect(hosts, silent_rsh(tmp_path), "true", dict(os.environ), deadline_s=3)
+    elapsed = time.monotonic() - started
+    assert elapsed < 10, elapsed  # one after the other, 3 s each: 12 s and more
+    assert [a.host for a in answers] == hosts
+    assert all(a.document is None and a.error == "no answer within the 3 s for all hosts" for a in answers)
+
+
+def test_hosts_beyond_the_pool_wait_and_are_not_asked_after_the_deadline(tmp_path):
+    answers = collect(["node1", "node2", "node3"], silent_rsh(tmp_path), "true", dict(os.environ), deadline_s=1.5, workers=1)
+    assert answers[0].error == "no answer within the 1.5 s for all hosts"
+    assert [a.error for a in answers[1:]] == ["not asked: the 1.5 s for all hosts had passed"] * 2
+
+
+def test_at_most_the_pool_size_of_hosts_is_asked_at_once(tmp_path):
+    log = tmp_path / "log"
+    answer = json.dumps({"checks": [], "host": {"name": "h", "packages": {}, "cpu_flags": [], "oneccl_env": {}, "bindings": {}}})
+    rsh = write_exe(tmp_path / "rsh", "#!/bin/sh\n# FIXTURE remote shell: logs when each host starts and ends, answers after 0.5 s\n"
+                    f"echo \"start $(date +%s.%N)\" >> {log}\nsleep 0.5\necho \"end $(date +%s.%N)\" >> {log}\necho '{answer}'\n")
+    answers = collect([f"node{i}" for i in range(6)], rsh, "true", dict(os.environ), deadline_s=60, workers=2)
+    assert all(a.document is not None for a in answers)
+    events = sorted((float(t), 1 if kind == "start" else -1) for kind, t in (line.split() for line in log.read_text().splitlines()))
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert peak <= 2  # concurrency itself: test_silent_hosts_cost_the_deadline_once_not_once_each
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_preflight_leaves_no_remote_shell_running(tmp_path, signal_name):
+    import signal
+    import subprocess
+    import sys
+
+    from .clean_env import base_env
+
+    pids = tmp_path / "pids"
+    rsh = write_exe(tmp_path / "rsh", f"#!/bin/sh\n# FIXTURE remote shell: a host that never answers, its pid noted\necho $$ >> {pids}\nexec sleep 600\n")
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\nnode2\nnode3\n")
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "doctor", "--hostfile", str(hostfile), "--rsh", rsh], env=base_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while (not pids.exists() or len(pids.read_text().split()) < 3) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(getattr(signal, signal_name))
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == (130 if signal_name == "SIGINT" else 143), err
+    for pid in map(int, pids.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_the_remote_shell_gets_double_dash_before_the_host(tmp_path):
+    seen = tmp_path / "argv"
+    rsh = write_exe(tmp_path / "rsh", f"#!/bin/sh\n# FIXTURE remote shell: records its arguments, one per line\nprintf '%s\\n' \"$@\" > {seen}\nexit 255\n")
+    collect(["node1"], rsh, "compat check --json", dict(os.environ), deadline_s=30)
+    assert seen.read_text().splitlines() == ["--", "node1", "compat check --json"]
+
+
+# --- doctor --hostfile: a host's answer is typed, and what it says is escaped -------------------------------------------
+
+
+GOOD_FACTS = {"name": "node1", "packages": {"torch": "2.7.0+cpu"}, "cpu_flags": ["avx2"], "oneccl_env": {"CCL_WORKER_COUNT": "1"}, "bindings": {}}
+
+
+@pytest.mark.parametrize("document, problem", [
+    ([], "a JSON list, not an object"),
+    ("text", "a JSON str, not an object"),
+    ({"checks": 5}, "no list of checks"),
+    ({"checks": [5]}, "check 1 is not an object"),
+    ({"checks": [{"id": "x", "status": "fail", "summary": "s"}]}, "check 1 has no id of compat's form (area.name)"),
+    ({"checks": [{"id": "a.b", "status": "boom", "summary": "s"}]}, "check a.b has no status pass, warn, fail or skip"),
+    ({"checks": [{"id": "a.b", "status": "fail", "summary": ["s"]}]}, "check a.b has a summary, fix or evidence that is not text"),
+    ({"checks": [], "host": []}, "its host facts are not an object"),
+    ({"checks": [], "host": {**GOOD_FACTS, "packages": ["torch"]}}, "its packages are not distribution names with versions"),
+    ({"checks": [], "host": {**GOOD_FACTS, "packages": {"torch": "2.7\x1b[2J"}}}, "its packages are not distribution names with versions"),
+    ({"checks": [], "host": {**GOOD_FACTS, "cpu_flags": "avx2"}}, "its CPU flags are not flag names"),
+    ({"checks": [], "host": {**GOOD_FACTS, "oneccl_env": {"CCL_X": 1}}}, "its oneCCL variables are not names with text values"),
+    ({"checks": [], "host": {**GOOD_FACTS, "bindings": {"a b": "/x"}}}, "its bindings are not module names with paths"),
+])
+def test_a_malformed_answer_is_said_not_trusted(document, problem):
+    assert parse_answer(document) == (None, problem)
+
+
+@pytest.mark.parametrize("answer", ["[]", '{"checks": 5}', '{"checks": [{"id": "a.b", "status": "fail"}]}', '{"checks": [], "host": {"packages": ["x"]}}'])
+def test_a_malformed_answer_is_a_finding_naming_the_host(tmp_path, answer):
+    rsh = write_exe(tmp_path / "rsh", f"#!/bin/sh\n# FIXTURE remote shell: answers malformed JSON\necho '{answer}'\n")
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\n")
+    done = run_compat("doctor", "--json", "--hostfile", str(hostfile), "--rsh", rsh)
+    assert done.returncode == 1, done.stderr  # before: the internal-error guard (AttributeError / TypeError), or a PASS
+    reach = [c for c in json.loads(done.stdout)["checks"] if c["id"] == "hosts.reach"]
+    assert reach[0]["status"] == "fail" and reach[0]["summary"].startswith("node1: compat check could not run there through")
+    assert "its answer is not compat check --json's: " in reach[0]["summary"]
+
+
+def test_escape_sequences_from_a_host_never_reach_the_terminal(tmp_path):
+    evil = "\x1b]0;owned\x07\x1b[2J\u202e\u2028\x85"
+    facts = {**GOOD_FACTS, "oneccl_env": {"CCL_ATL_TRANSPORT": "ofi" + evil}}
+    document = {"checks": [{"id": "packages.x", "status": "fail", "summary": "bad" + evil, "fix": "fix" + evil, "evidence": [evil]}], "host": facts}
+    rsh = write_exe(tmp_path / "rsh", "#!/bin/sh\n# FIXTURE remote shell: answers with escape sequences in its text\n"
+                    f"cat <<'EOF'\n{json.dumps(document)}\nEOF\n")
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\nnode2\n")
+    done = run_compat("doctor", "--hostfile", str(hostfile), "--rsh", rsh, "--verbose")
+    assert done.returncode == 1, done.stderr
+    assert "node1: packages.x: bad\\x1b]0;owned\\x07\\x1b[2J\\u202e\\u2028\\x85" in done.stdout
+    for raw in ("\x1b", "\x07", "\u202e", "\u2028", "\x85"):
+        assert raw not in done.stdout + done.stderr  # before: the sequences went to the terminal as they came
+
+
+def test_escape_text_writes_controls_as_escapes_and_keeps_the_rest():
+    assert escape_text("a\tb\nc\x1b[0m\x7f\x9b") == "a\\x09b\\x0ac\\x1b[0m\\x7f\\x9b"
+    assert escape_text("torch 2.7.0+cpu on nöde — ok") == "torch 2.7.0+cpu on nöde — ok"
+
+
+def test_answers_that_differ_are_compared_after_typing():
+    one = parse_answer({"checks": [], "host": {**GOOD_FACTS, "oneccl_env": {"CCL_ATL_TRANSPORT": "ofi\x1b[31m"}}})[0]
+    two = parse_answer({"checks": [], "host": {**GOOD_FACTS, "name": "node2", "oneccl_env": {"CCL_ATL_TRANSPORT": "mpi"}}})[0]
+    findings = compare([HostAnswer("node1", one), HostAnswer("node2", two)], "ssh", "the default")
+    assert ("hosts.oneccl", S.FAIL, "CCL_ATL_TRANSPORT differs between the hosts: ofi\\x1b[31m on node1; mpi on node2") in \
+        {(f.id, f.status, f.summary) for f in findings}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_no_word_accepted_as_a_host_can_be_read_as_an_option_or_a_shell_word(word):
+    entry, problem = parse_host(word)
+    if word.startswith("-") or not word.isascii():
+        assert entry is None and problem
+    if entry is not None:
+        name = entry[0]
+        assert not name.startswith("-") and name.split("@")[-1][:1] != "-"
+        assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-:@")

@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import sys
 import sysconfig
 
@@ -23,6 +24,15 @@ ENV_NAMES = (
 )
 CPU_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8")
 BINDING_MODULES = ("oneccl_bindings_for_pytorch", "torch_ccl")
+METADATA_LIMIT = 1 << 20
+# The largest CPU number a CPU list may name, plus one. Linux's own ceiling (NR_CPUS, x86-64 MAXSMP and powerpc) is
+# 8192; 65536 leaves eight times that, and a list beyond it ("0-4294967295") is refused before it is expanded.
+MAX_CPUS = 65536
+# cgroup CPU bandwidth as the kernel accepts it (kernel/sched/core.c): a period of 1 ms to 1 s and a quota of at
+# least 1 ms, at most its max_cfs_runtime (2^44 - 1 us), all in microseconds.
+PERIOD_US = (1000, 1000000)
+QUOTA_US = (1000, (1 << 44) - 1)
+_MICROSECONDS = re.compile(r"[0-9]{1,20}")
 
 
 def canonical(name):
@@ -30,11 +40,18 @@ def canonical(name):
 
 
 def read_metadata(path):
-    """Name and Version from a METADATA / PKG-INFO file (RFC 822 headers)."""
+    """Name and Version from a METADATA / PKG-INFO file (RFC 822 headers: read up to the first blank line, at most
+    METADATA_LIMIT characters)."""
     name = version = None
+    stream = open_regular(path)
+    if stream is None:
+        return None, None
+    read = 0
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
+        with stream:
+            while read < METADATA_LIMIT:
+                line = stream.readline(8192)
+                read += len(line)
                 if not line.strip():
                     break
                 if line.startswith("Name:") and name is None:
@@ -46,10 +63,30 @@ def read_metadata(path):
     return name, version
 
 
-def read_text(path, limit=65536):
+def open_regular(path):
+    """A text stream (UTF-8, errors replaced) on ``path`` when it is a REGULAR file (sysfs and /proc files are), else
+    None: missing, unreadable, or anything else (a FIFO, a device, a socket), refused without blocking (O_NONBLOCK)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(limit)
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):  # ValueError: a NUL byte in the path
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(handle).st_mode):
+            return os.fdopen(handle, encoding="utf-8", errors="replace")
+    except OSError:
+        pass
+    os.close(handle)
+    return None
+
+
+def read_text(path, limit=65536):
+    """At most ``limit`` characters of a regular file (open_regular), or None."""
+    stream = open_regular(path)
+    if stream is None:
+        return None
+    try:
+        with stream:
+            return stream.read(limit)
     except OSError:
         return None
 
@@ -140,19 +177,25 @@ def cpu_info():
     return info
 
 
+_DECIMAL = re.compile(r"[0-9]{1,9}")  # ASCII digits only (str.isdigit takes "²", which int() refuses)
+
+
 def cpu_list(text):
-    """A kernel CPU list ("0-27,56-83") as sorted numbers; None when the text is not one."""
+    """A kernel CPU list ("0-27,56-83") as sorted numbers; None when the text is not one, or names a CPU at or
+    above MAX_CPUS, or more than MAX_CPUS numbers in all (a list repeating one range)."""
     found = set()
     text = text.strip()
     if not text:
         return []
+    named = 0
     for part in text.split(","):
         low, dash, high = part.strip().partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
+        if not _DECIMAL.fullmatch(low) or (dash and not _DECIMAL.fullmatch(high)):
             return None
         first = int(low)
         last = int(high) if dash else first
-        if last < first:
+        named += last - first + 1
+        if last < first or last >= MAX_CPUS or named > MAX_CPUS:  # checked before the range is expanded
             return None
         found.update(range(first, last + 1))
     return sorted(found)
@@ -178,7 +221,7 @@ def cpu_topology(sys_root="/sys"):
     online = cpu_list(text) if text is not None else None
     answer = {"online": online, "cpus": None, "nodes": {}, "problem": None}
     if not online:
-        answer["problem"] = "%s/online is missing or not a CPU list" % cpu_dir
+        answer["problem"] = "%s/online is missing, not a regular file, or not a CPU list of numbers below %d" % (cpu_dir, MAX_CPUS)
         return answer
     cpus = []
     for number in online:
@@ -202,26 +245,55 @@ def cpu_topology(sys_root="/sys"):
         listed = read_text(os.path.join(node_dir, entry, "cpulist"), 65536)
         members = cpu_list(listed) if listed is not None else None
         if members is None:
-            answer["problem"] = "%s/%s/cpulist is missing or not a CPU list" % (node_dir, entry)
+            answer["problem"] = "%s/%s/cpulist is missing, not a regular file, or not a CPU list of numbers below %d" % (node_dir, entry, MAX_CPUS)
             answer["nodes"] = {}
             return answer
         answer["nodes"][entry[4:]] = members
     return answer
 
 
-def _quota_of(text_max, text_quota, text_period):
-    """CPUs a cgroup may use, from cpu.max (v2: "<quota> <period>" or "max <period>") or cfs_quota_us/cfs_period_us (v1)."""
-    try:
-        if text_max is not None:
-            parts = text_max.split()
-            if len(parts) == 2 and parts[0] != "max" and float(parts[1]) > 0:
-                return float(parts[0]) / float(parts[1])
-            return None
-        if text_quota and text_period and int(text_quota) > 0 and float(text_period) > 0:
-            return float(text_quota) / float(text_period)
-    except ValueError:
-        pass
-    return None
+def _microseconds(text, bounds):
+    """The number in ``text`` when it is a plain decimal within ``bounds`` (inclusive), else None."""
+    if not _MICROSECONDS.fullmatch(text):
+        return None
+    value = int(text)
+    return value if bounds[0] <= value <= bounds[1] else None
+
+
+def _quoted(text):
+    """A file's odd content for a message: cut, and repr() escapes control characters."""
+    text = text.strip()
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
+
+
+def cpu_max_quota(text):
+    """(CPUs, problem) from cgroup v2's cpu.max: "max <period>" (or "max") is no quota, "<quota> <period>" in
+    microseconds is quota/period CPUs; anything else (garbage, empty, extra fields, a zero, negative or huge
+    value) is (None, what the file holds). ``text`` None (no file): (None, None)."""
+    if text is None:
+        return None, None
+    fields = text.split()
+    if fields[:1] == ["max"] and (len(fields) == 1 or (len(fields) == 2 and _microseconds(fields[1], PERIOD_US))):
+        return None, None
+    if len(fields) == 2:
+        quota, period = _microseconds(fields[0], QUOTA_US), _microseconds(fields[1], PERIOD_US)
+        if quota and period:
+            return quota / period, None
+    return None, ("holds %s, not \"max <period>\" or \"<quota> <period>\" in microseconds (a period of %d to %d, a quota of %d to %d)"
+                  % ((_quoted(text),) + PERIOD_US + QUOTA_US))
+
+
+def cfs_quota(text_quota, text_period):
+    """(CPUs, problem) from cgroup v1's cpu.cfs_quota_us ("-1": no quota) and cpu.cfs_period_us, as cpu_max_quota."""
+    if text_quota is None or text_quota.strip() == "-1":
+        return None, None
+    quota = _microseconds(text_quota.strip(), QUOTA_US)
+    period = _microseconds((text_period or "").strip(), PERIOD_US)
+    if quota is None:
+        return None, "cpu.cfs_quota_us holds %s, not -1 or a number of microseconds from %d to %d" % ((_quoted(text_quota),) + QUOTA_US)
+    if period is None:
+        return None, "cpu.cfs_period_us holds %s, not a number of microseconds from %d to %d" % ((_quoted(text_period or ""),) + PERIOD_US)
+    return quota / period, None
 
 
 def _own_cgroup_paths():
@@ -241,22 +313,41 @@ def _own_cgroup_paths():
 def cgroup_quota(sys_root="/sys", own_path=True):
     """The smallest CPU quota on the way from the cgroup root to this process's cgroup (cgroup v2, else v1), in
     CPUs; None without a quota. ``own_path=False`` (a recorded sysfs copy) reads the root folders only."""
+    return read_cgroup_quota(sys_root, own_path)[0]
+
+
+def read_cgroup_quota(sys_root="/sys", own_path=True):
+    """(cgroup_quota's answer, the problems met): each problem names a file whose content is not what the kernel
+    writes, a file that is there but not a regular one included; such a file counts as no quota."""
     mounts = os.path.join(sys_root, "fs", "cgroup")
     paths = _own_cgroup_paths() if own_path else {}
     found = []
+    problems = []
     for hierarchy, folder, names in (("", mounts, ("cpu.max",)), ("cpu", os.path.join(mounts, "cpu"), ("cpu.cfs_quota_us", "cpu.cfs_period_us"))):
         steps = [p for p in paths.get(hierarchy, "/").split("/") if p and p != ".."]
         for depth in range(len(steps) + 1):
             here = os.path.join(folder, *steps[:depth])
+            texts = [_cgroup_file(os.path.join(here, name), problems) for name in names]
             if len(names) == 1:
-                quota = _quota_of(read_text(os.path.join(here, names[0]), 200), None, None)
+                quota, problem = cpu_max_quota(texts[0])
             else:
-                quota = _quota_of(None, read_text(os.path.join(here, names[0]), 50), read_text(os.path.join(here, names[1]), 50))
+                quota, problem = cfs_quota(texts[0], texts[1])
+            if problem:
+                problems.append("%s %s" % (os.path.join(here, names[0]), problem) if len(names) == 1 else os.path.join(here, problem))
             if quota is not None:
                 found.append(quota)
         if found:  # the v2 answer wins over a v1 mount seen through a hybrid layout
             break
-    return min(found) if found else None
+    return (min(found) if found else None), problems
+
+
+def _cgroup_file(path, problems):
+    """A cgroup file's text (at most 200 characters: the kernel writes a few dozen); None when it is missing, with a
+    problem when it is there but not a regular file (a FIFO is not read: it would block)."""
+    text = read_text(path, 200)
+    if text is None and os.path.lexists(path):
+        problems.append("%s is not a readable regular file" % path)
+    return text
 
 
 def allowed_cpus():

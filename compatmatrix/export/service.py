@@ -6,7 +6,8 @@ oneCCL bindings in the set give the job its ccl settings, the training command i
 transformers/accelerate (a command that cannot work is refused, exit 1), a ``python`` in front of the script is
 dropped (torchrun runs the script itself), the hosts of the plan become the Dockerfile's mirror arguments.
 
-Side effects: ``--validate`` reads the file (a regular file, at most 4 MiB); ``--python`` is probed by the caller.
+Side effects: ``--validate`` reads the file (a regular file, at most 4 MiB; YAML aliases may add at most
+render.manifest.MAX_ALIAS_NODES nodes); ``--python`` is probed by the caller.
 """
 
 from __future__ import annotations
@@ -186,10 +187,13 @@ def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, O
 
     if is_dockerfile(text):
         return Validated("dockerfile", 1, validate_dockerfile(text))
-    from ..render.manifest import load_documents
+    from ..render.manifest import AliasLimitError, load_documents
 
     try:
         documents = load_documents(text)
+    except AliasLimitError as exc:
+        raise UsageError(f"--validate {shown(path, 200)} is not read: {exc.problem} (line {exc.line}).",
+                         "Write the manifest out without YAML anchors and aliases (kubectl get -o yaml does), or pass the Dockerfile.") from None
     except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and what PyYAML raises on odd input: not YAML, one sentence
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""

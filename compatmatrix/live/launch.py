@@ -76,27 +76,14 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def read_hostfile(path: str) -> list[tuple[str, Optional[int]]]:
-    """Hosts in an mpirun hostfile: 'host', 'host:N', 'host slots=N' (Open MPI); comments and blanks skipped."""
+    """Hosts in an mpirun hostfile: 'host', 'host:N', 'user@host', 'host slots=N' (Open MPI); comments and blanks
+    skipped. The size and line caps and what a host may be are hosts.read_hosts's."""
+    from ..hosts import HostfileError, read_hosts
+
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise LaunchError(f"cannot read the hostfile {path}: {exc.strerror}.", "Pass an existing file with one host per line.") from None
-    hosts: list[tuple[str, Optional[int]]] = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        words = line.split()
-        name, _, count = words[0].partition(":")
-        slots = int(count) if count.isdigit() else None
-        for word in words[1:]:
-            key, _, value = word.partition("=")
-            if key in ("slots", "max_slots") and value.isdigit():
-                slots = int(value)
-        hosts.append((name, slots))
-    if not hosts:
-        raise LaunchError(f"the hostfile {path} lists no hosts.", "Write one host name per line.")
-    return hosts
+        return read_hosts(path)
+    except HostfileError as exc:
+        raise LaunchError(str(exc), exc.fix) from None
 
 
 def find_mpirun(python: str, explicit: Optional[str] = None) -> str:

@@ -4,6 +4,10 @@ fs/cgroup/cpu/cpu.cfs_quota_us + cpu.cfs_period_us). The recorded machine's own 
 online CPU counts as allowed. The live machine comes from the environment probe instead (placement.topology
 .machine_from_snapshot), which reads /sys with the same function.
 
+Only regular files are read (a FIFO or a device is refused without blocking), each up to a small size; a CPU list
+naming a CPU at or above env_probe.MAX_CPUS and a cgroup file the kernel could not have written are refused with a
+sentence naming the file.
+
 Side effects: reads files under the folder.
 """
 
@@ -12,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..environment import env_probe
-from ..errors import UsageError
+from ..errors import UsageError, shown
 from .topology import Machine, TopologyError, topology_from_probe
 
 
@@ -26,4 +30,8 @@ def read_machine(sys_root: str) -> Machine:
         topology = topology_from_probe(data, str(root))
     except TopologyError as exc:
         raise UsageError(f"The topology recorded in {sys_root} cannot be read: {exc}.", "Record the files again from the machine's /sys (cp --parents keeps the layout).") from None
-    return Machine(topology, frozenset(topology.cpus), env_probe.cgroup_quota(str(root), own_path=False))
+    quota, problems = env_probe.read_cgroup_quota(str(root), own_path=False)
+    if problems:
+        raise UsageError(f"The cgroup quota recorded in {shown(sys_root, 200)} cannot be read: {problems[0]}.",
+                         "Copy the cgroup files again from the machine (cat /sys/fs/cgroup/cpu.max), or remove them to plan without a quota.")
+    return Machine(topology, frozenset(topology.cpus), quota)

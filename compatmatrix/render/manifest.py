@@ -1,7 +1,8 @@
 """Kubernetes manifests as YAML: the notes as comments on top, then the document (``compat export pytorchjob``).
 
 PyYAML is imported here only, when a manifest is written or read, so the static paths (``compat check``,
-``compat resolve``, ``compat export requirements``) never load it (tests/test_startup.py). Pure.
+``compat resolve``, ``compat export requirements``) never load it (tests/test_startup.py). YAML is read with a bound on
+what its aliases may add (MAX_ALIAS_NODES). Pure.
 """
 
 from __future__ import annotations
@@ -26,8 +27,77 @@ def manifest_text(document: Mapping[str, Any], notes: Sequence[str] = ()) -> str
     return head + yaml.dump(dict(document), Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
 
 
+# Nodes that aliases (*name, and << merges) may add to a file, all its documents together: a template shared between
+# the Master and the Worker adds a few hundred; an alias bomb of 1 KB adds billions and is refused at this count.
+MAX_ALIAS_NODES = 10_000
+
+
+class AliasLimitError(ValueError):
+    """The YAML's aliases expand it past MAX_ALIAS_NODES, or an alias refers to a node that contains it."""
+
+    def __init__(self, problem: str, line: int) -> None:
+        super().__init__(f"{problem} (line {line})")
+        self.problem = problem
+        self.line = line
+
+
 def load_documents(text: str) -> list[Any]:
-    """Every YAML document of a file (a manifest file may hold several), safely; yaml.YAMLError when it is not YAML."""
+    """Every YAML document of a file (a manifest file may hold several), safely; yaml.YAMLError when it is not YAML,
+    AliasLimitError when its aliases would make it grow past MAX_ALIAS_NODES nodes or refer to themselves. The caller
+    caps the file's size."""
     import yaml
 
-    return [d for d in yaml.safe_load_all(text) if d is not None]
+    class _BoundedLoader(yaml.SafeLoader):
+        """SafeLoader that counts what every alias adds (the anchored node, expanded) before taking it."""
+
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.added = 0
+            self.open_anchors: set[str] = set()
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            anchor = event.anchor
+            if isinstance(event, yaml.AliasEvent):
+                if anchor in self.open_anchors:
+                    raise AliasLimitError(f"the alias *{anchor} refers to a node that contains it", event.start_mark.line + 1)
+                node = self.anchors.get(anchor)
+                if node is not None:
+                    self.added += _expanded_size(node, MAX_ALIAS_NODES - self.added + 1)
+                    if self.added > MAX_ALIAS_NODES:
+                        raise AliasLimitError(f"its aliases expand it by more than {MAX_ALIAS_NODES:,} nodes", event.start_mark.line + 1)
+                return super().compose_node(parent, index)
+            if anchor is None:
+                return super().compose_node(parent, index)
+            self.open_anchors.add(anchor)
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.open_anchors.discard(anchor)
+
+    loader = _BoundedLoader(text)
+    try:
+        documents = []
+        while loader.check_data():
+            document = loader.get_data()
+            if document is not None:
+                documents.append(document)
+        return documents
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: Any, budget: int) -> int:
+    """Nodes in ``node`` with every alias in it written out, counted up to ``budget`` (where counting stops)."""
+    count, stack = 0, [node]
+    while stack and count < budget:
+        current = stack.pop()
+        count += 1
+        value = current.value
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, tuple):  # a mapping's (key, value) pair
+                    stack.extend(item)
+                else:
+                    stack.append(item)
+    return count
