@@ -815,7 +815,7 @@ def _pinned_snapshot(args: ChecksArgs, matrix: Matrix):
         raise UsageError("-r checks files, --python an environment: give one of them.", "Drop --python to check the files' pins.")
     python = PythonTarget.parse(args.target.python_version) if args.target.python_version else PythonTarget.running()
     platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
-    files = file_request(matrix, read_inputs(list(args.files), python.version))
+    files = file_request(matrix, read_inputs(list(args.files), python, platform=platform))
     origin = ", ".join(args.files)
     return snapshot_from_pins(files.pinned, python.version, platform, origin), files
 

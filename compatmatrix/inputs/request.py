@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from ..matrix.model import Component, Matrix
 from ..names import canonical_name
-from .model import IndexLine, InputRequirement, InputSet
+from .model import IndexLine, InputError, InputRequirement, InputSet
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,12 @@ class FileRequest:
     notes: tuple[str, ...] = ()  # how the files were read (extras, markers, editable lines, index lines)
     index_warnings: tuple[str, ...] = ()  # a file's index that cannot serve a pin; names exposed to shadowing
     pinned: Mapping[str, str] = field(default_factory=dict)  # name as written -> exact version (label kept), every pinned line
+    input_warnings: tuple[str, ...] = ()  # markers the target does not decide, options pip ignores (InputSet.warnings)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Everything to warn about, in reading order: the lines themselves, then the index lines."""
+        return self.input_warnings + self.index_warnings
 
     @property
     def passthrough_lines(self) -> tuple[str, ...]:
@@ -48,12 +54,11 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
     constraints: dict[Component, SpecifierSet] = {}
     passthrough: list[InputRequirement] = []
     notes: list[str] = list(inputs.skipped)
-    pinned: dict[str, str] = {}
+    check_pins(inputs.requirements)
+    pinned_by_project: dict[str, tuple[str, str]] = {}  # canonical name -> (name as written, version): one entry a project
     for item in inputs.requirements:
-        if item.pinned is not None:  # the name as written (a dist-info says it so too); a later pin of the same project wins
-            for name in [n for n in pinned if canonical_name(n) == canonical_name(item.name)]:
-                del pinned[name]
-            pinned[item.name] = str(item.pinned)
+        if item.pinned is not None:  # the name as written (a dist-info says it so too); check_pins made every pin agree
+            pinned_by_project[canonical_name(item.name)] = (item.name, str(item.pinned))
         component = component_of(item.name)
         if component is None:
             if not item.constraint:
@@ -70,7 +75,30 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
         requirements.append(f"{item.name}{item.specifier}")
     indexes = index_findings(matrix, inputs.indexes, inputs.requirements)
     notes += indexes.notes
-    return FileRequest(tuple(requirements), constraints, tuple(passthrough), tuple(notes), indexes.warnings, pinned)
+    pinned = dict(pinned_by_project.values())
+    return FileRequest(tuple(requirements), constraints, tuple(passthrough), tuple(notes), indexes.warnings, pinned, inputs.warnings)
+
+
+def check_pins(requirements: Iterable[InputRequirement]) -> None:
+    """pip's rule for one project named twice (requirements and -c constraints together, markers already judged): the
+    specifiers add up, so an exact pin that another line of the same project excludes makes the file unresolvable
+    (pip: ResolutionImpossible); an identical or compatible repeat is fine. One rule for resolve -r, check -r and
+    install, all of which read files through file_request. Linear in the number of lines."""
+    by_project: dict[str, list[InputRequirement]] = {}
+    for item in requirements:
+        by_project.setdefault(canonical_name(item.name), []).append(item)
+    for items in by_project.values():
+        if len(items) < 2:
+            continue
+        pins = list({item.pinned: item for item in items if item.pinned is not None}.values())  # each version once
+        lines = list({str(item.specifier): item for item in items if item.specifier}.values())  # each specifier once
+        if not pins or any(all(line.specifier.contains(pin.pinned, prereleases=True) for line in lines) for pin in pins):
+            continue  # some pinned version satisfies every line (torch==2.7.0+cpu and torch==2.7.0 agree)
+        pin = pins[0]
+        other = next(line for line in lines if not line.specifier.contains(pin.pinned, prereleases=True))
+        raise InputError(f"{other.origin}: {other.name}{other.specifier} contradicts {pin.name}=={pin.pinned} ({pin.origin}): "
+                         "pip refuses these files (ResolutionImpossible), so no set can be checked or installed from them.",
+                         "Keep one pin of the package.")
 
 
 def _line(requirement: InputRequirement) -> str:
