@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from ..devices import device_build
 from ..matrix.model import Component, Matrix
 from ..names import canonical_name
 from .model import IndexLine, InputError, InputRequirement, InputSet
@@ -132,6 +133,16 @@ def host_of(matrix: Matrix, url: str) -> Optional[str]:
     return None
 
 
+def mirrored(matrix: Matrix, host: Optional[str]) -> tuple[str, ...]:
+    """The hosts whose files ``host`` serves: itself and, for a declared mirror (matrix `mirror_of`), the host it
+    mirrors (and so on, each once); () for None."""
+    chain: list[str] = []
+    while host is not None and host in matrix.hosts and host not in chain:
+        chain.append(host)
+        host = matrix.hosts[host].mirror_of or None
+    return tuple(chain)
+
+
 def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Iterable[InputRequirement]) -> IndexFindings:
     """What the files' own index lines mean: which matrix host each names, a pin none of them can serve, and a name
     only an extra index has (any project registered under that name on PyPI would compete with it: dependency confusion)."""
@@ -152,14 +163,21 @@ def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Ite
         else:
             known.add(host)
             notes.append(f"{line.origin}: {_flag(line)} {line.url} is the matrix host '{host}'")
-    sources = set(known) | (set() if replaces_pypi else {"pypi"})
+    sources = {served for host in known for served in mirrored(matrix, host)} | (set() if replaces_pypi else {"pypi"})
     for item in requirements:
         component = component_of(item.name)
         if component is None or item.constraint:
             continue
+        device = device_build(matrix, component, item.pinned) if item.pinned is not None else None
+        if device is not None:  # a GPU build lives on its own hosts, never on the CPU hosts of the same number
+            named = {normalise_url(line.url) for line in lines if line.url} | ({normalise_url(item.index)} if item.index else set())
+            if not named & {normalise_url(url) for url in device.entry.hosts}:
+                warnings.append(f"{item.origin}: {component.label} {item.pinned} is an {device.device} build, published only on "
+                                f"{', '.join(device.entry.hosts)}, none of which the file names: pip would stop with 'No matching distribution'")
+            continue
         hosts = _hosts_with(matrix, component, item)
         # a pylock entry names its own index: that is where it comes from (one compat does not know, a mirror, is not judged)
-        own = {host_of(matrix, item.index)} - {None} if item.index else sources
+        own = set(mirrored(matrix, host_of(matrix, item.index))) if item.index else sources
         if item.pinned is not None and hosts and not unknown and (own or not item.index) and not (hosts & own) and not item.url:
             warnings.append(f"{item.origin}: none of the file's indexes ({', '.join(sorted(own)) or 'none'}) has {component.label} {item.pinned}: "
                             f"pip would stop with 'No matching distribution'; it is on {', '.join(sorted(hosts))}, where compat takes it from")
