@@ -36,6 +36,7 @@ MAX_DEPTH = 20  # -r inside -r inside ...: pip has no limit, but a file nested t
 MAX_BYTES = 8 * 1024 * 1024  # all files together (each -r/-c include counted once): no set of requirements files is larger
 MAX_LINES = 200_000  # logical lines of all files together
 
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")  # C0/C1 controls (a tab is white space)
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 _ENV_VAR = re.compile(r"(?P<var>\$\{(?P<name>[A-Z0-9_]+)\})")
 _INDEX_OPTIONS = {"-i": "index-url", "--index-url": "index-url", "--extra-index-url": "extra-index-url",
@@ -202,9 +203,9 @@ def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: 
     budget.take(path, text)
     for number, line in logical_lines(text):
         origin = Origin(str(path), number)
-        control = next((c for c in line if c != "\t" and not c.isprintable() and c != " "), None)
+        control = _CONTROL.search(line)
         if control is not None:
-            raise InputError(f"{origin}: the line holds the control character U+{ord(control):04X}, which no requirement has.",
+            raise InputError(f"{origin}: the line holds the control character U+{ord(control.group()):04X}, which no requirement has.",
                              "Remove it (pip reads one requirement or option per line).")
         requirement_text, option_text = _break_args_options(line)
         try:
