@@ -948,7 +948,10 @@ def cmd_install(args: InstallArgs) -> int:
         platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
     else:
         snapshot = take_snapshot(python_path)
-        python = PythonTarget(snapshot.python_minor, snapshot.python, f"--python {snapshot.executable}")
+        from .environment.interpreter import typed_markers
+
+        python = PythonTarget(snapshot.python_minor, snapshot.python, f"--python {snapshot.executable}",
+                              typed_markers((snapshot.raw.get("python") or {}).get("markers")), snapshot.platform.tag)  # the probe's own values
         platform = Platform.from_tag(args.target.platform) if args.target.platform else snapshot.platform
     try:
         planned = plan_for(load(args.output.matrix), args.wanted, args.sources, python, platform)

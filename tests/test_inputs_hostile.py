@@ -273,3 +273,10 @@ def test_a_device_build_is_described_by_its_own_hosts(tmp_path, matrix):
     path = write(tmp_path, "r.txt", "torch==2.7.0\noneccl-bind-pt==2.7.0+xpu\n")
     warnings = file_request(matrix, read_inputs([path], Version("3.11"))).warnings
     assert any("XPU build" in w and "/xpu/us/" in w for w in warnings) and not any("intel-cpu-us" in w for w in warnings)
+
+
+def test_install_judges_markers_with_the_environments_own_probe(tmp_path, capsys, monkeypatch):
+    release = os.uname().release  # the machine's own value, whatever it is: the probe of --python reports it
+    path = write(tmp_path, "r.txt", f'torch==2.7.0; platform_release == "{release}"\ntorch==2.8.0; platform_release != "{release}"\n')
+    code, out, err = run(["install", "--dry-run", "-r", path, "--python", sys.executable], capsys, monkeypatch, tmp_path)
+    assert code == 0 and "would install torch 2.7.0" in err and "2.8.0" not in err, out + err  # the plan goes to stderr; 810247e: release "" -> torch 2.8.0

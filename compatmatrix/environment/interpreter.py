@@ -136,11 +136,11 @@ def query_interpreter(path: str, timeout: Optional[float] = None) -> Interpreter
         implementation=implementation,
         platform=platform,
         in_virtualenv=data.get("prefix") != data.get("base_prefix"),
-        markers=_markers(data.get("markers")),
+        markers=typed_markers(data.get("markers")),
     )
 
 
-def _markers(answer) -> tuple[tuple[str, str], ...]:
+def typed_markers(answer) -> tuple[tuple[str, str], ...]:
     """The probe's marker values, typed: known names with string values only (an odd answer gives none, so every
     marker that needs one is said to be undecided rather than guessed)."""
     from ..inputs.markers import MARKER_NAMES
