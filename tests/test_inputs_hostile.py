@@ -189,6 +189,7 @@ def test_all_files_together_are_capped(tmp_path, monkeypatch):
     ('name = "torch"\nversion = "2.7.0"\nwheels = [1]', "wheels[1] is not a table"),
     ('name = "torch"\nversion = "2.7.0"\nmarker = 3', "marker is a int"),
     ('name = "torch"\nversion = "2.7.0"\nindex = "https://x\\u001b[31m"', "index holds a control character"),
+    ('name = "torch"\nversion = "2.7.0"\nwheels = [{url = "https://h.example/evil-2.7.0-py3-none-any.whl"}]', "wheels[1].url is a wheel of another project"),
 ])
 def test_a_malformed_pylock_is_one_sentence_naming_the_key(tmp_path, capsys, monkeypatch, entry, key):
     path = write(tmp_path, "pylock.toml", f'lock-version = "1.0"\n[[packages]]\n{entry}\n')

@@ -15,7 +15,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..errors import shown
+from ..names import canonical_name
 from .model import InputError, InputRequirement, Origin, checked_name
+from .wheels import wheel_name_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -77,6 +79,9 @@ def _package(path, index: int, entry: Any) -> InputRequirement:
                 if any(not c.isprintable() for c in value):
                     raise InputError(f"{at}.{key} holds a control character.", "Correct the lock entry.")
                 url = url or value
+                wheel = wheel_name_version(value, f"{at}.{key}") if key != "path" or value.endswith(".whl") else None
+                if wheel is not None and canonical_name(wheel[0]) != canonical_name(name):
+                    raise InputError(f"{at}.{key} is a wheel of another project ({wheel[0]}).", "Write it again with a PEP 751 tool.")
         digests = wheel.get("hashes", {})
         if not isinstance(digests, dict):
             raise InputError(f"{at}.hashes is not a table of ALGORITHM = HEX.", "Write it again with a PEP 751 tool.")
