@@ -79,9 +79,9 @@ def _package(path, index: int, entry: Any) -> InputRequirement:
                 if any(not c.isprintable() for c in value):
                     raise InputError(f"{at}.{key} holds a control character.", "Correct the lock entry.")
                 url = url or value
-                wheel = wheel_name_version(value, f"{at}.{key}") if key != "path" or value.endswith(".whl") else None
-                if wheel is not None and canonical_name(wheel[0]) != canonical_name(name):
-                    raise InputError(f"{at}.{key} is a wheel of another project ({wheel[0]}).", "Write it again with a PEP 751 tool.")
+                named = wheel_name_version(value, f"{at}.{key}")
+                if named is not None and canonical_name(named[0]) != canonical_name(name):
+                    raise InputError(f"{at}.{key} is a wheel of another project ({named[0]}).", "Write it again with a PEP 751 tool.")
         digests = wheel.get("hashes", {})
         if not isinstance(digests, dict):
             raise InputError(f"{at}.hashes is not a table of ALGORITHM = HEX.", "Write it again with a PEP 751 tool.")
