@@ -17,7 +17,7 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 from urllib.parse import unquote, urlsplit
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
@@ -30,6 +30,9 @@ from ..names import canonical_name
 from .markers import decide, marker_target
 from .model import IndexLine, InputError, InputRequirement, InputSet, Origin, checked_name, is_name
 from .wheels import check_wheel_target, wheel_name_version
+
+if TYPE_CHECKING:
+    from ..target import Platform, PythonTarget
 
 Reader = Callable[[Path], str]
 MAX_DEPTH = 20  # -r inside -r inside ...: pip has no limit, but a file nested this deep is not a real one
@@ -60,12 +63,6 @@ def _read_text(path: Path) -> str:
         raise InputError(f"{path} cannot be read ({exc.strerror}).", "Check the path and its permissions.") from None
 
 
-def target_environment(python: Version) -> dict[str, str]:
-    """The PEP 508 marker values ``--python-version X.Y`` decides on Linux x86_64, the platform compatmatrix covers
-    (python_full_version, platform_release, ... are not among them: see inputs.markers)."""
-    return marker_target(_python_target(python)).known
-
-
 class _Budget:
     """What one read may still take: bytes and lines of all files together, and the files already read (each once)."""
 
@@ -84,7 +81,8 @@ class _Budget:
                              "which no set of requirements files does.", "Pass the requirements files themselves.")
 
 
-def read_inputs(paths: Sequence[str], python=None, reader: Reader = _read_text, platform=None) -> InputSet:
+def read_inputs(paths: Sequence[str], python: Union[PythonTarget, Version, None] = None, reader: Reader = _read_text,
+                platform: Optional[Platform] = None) -> InputSet:
     """Read every file (requirements/freeze or pylock.toml) and combine them, markers judged for the target: ``python``
     is a target.PythonTarget (its interpreter's own marker values when it has them) or a bare X.Y Version, ``platform``
     a target.Platform (None: Linux x86_64). A marker the target does not decide leaves its line out, said in
@@ -101,42 +99,44 @@ def read_inputs(paths: Sequence[str], python=None, reader: Reader = _read_text, 
             kinds.add("pylock")
             from .pylock import read_pylock
 
-            requirements += read_pylock(path, reader(path))
+            text = reader(path)
+            state["budget"].take(path, text)
+            requirements += read_pylock(path, text)
         else:
             first = len(requirements)
             _read_requirements(path, reader, requirements, indexes, state, constraint=False, depth=0, seen=())
             kinds.add("freeze" if _looks_frozen(requirements[first:]) else "requirements")
     kept = []
-    if python is None:
-        kept = requirements
-    else:
-        python_target = _python_target(python)
-        environment = marker_target(python_target, platform)
-        values = environment.known
-        for requirement in requirements:
-            warnings += [f"{requirement.origin}: pip ignores {option} after a requirement (only --hash, --config-settings and --global-option "
-                         "apply to the requirement on the line); put it on a line of its own if it was meant" for option in requirement.ignored_options]
-            if requirement.marker is not None:
-                try:
-                    applies, lacking = decide(requirement.marker, values)
-                except (UndefinedComparison, UndefinedEnvironmentName) as exc:
-                    raise InputError(f"{requirement.origin}: the marker '{shown(str(requirement.marker))}' cannot be evaluated ({shown(str(exc), 100)}).",
-                                     "Write the marker with PEP 508 names, e.g. python_version < '3.10'.") from None
-                if applies is None:
-                    warnings.append(f"{requirement.origin}: whether {requirement.name} applies depends on {', '.join(lacking)}, which {environment.label} "
-                                    f"does not decide ({shown(str(requirement.marker))}): compat leaves the line out rather than guess. {environment.fix(lacking)}")
-                    continue
-                if not applies:
-                    skipped.append(f"{requirement.origin}: {requirement.name} does not apply to {environment.label} ({shown(str(requirement.marker))})")
-                    continue
-            if requirement.url and requirement.origin.line:  # a requirements line; a pylock entry lists a wheel per target
-                check_wheel_target(requirement, python_target, platform)
+    python_target = _python_target(python) if python is not None else None
+    environment = marker_target(python_target, platform) if python_target is not None else None
+    values = environment.known if environment is not None else {}
+    for requirement in requirements:
+        warnings += [f"{requirement.origin}: pip ignores {option} after a requirement (only --hash, --config-settings and --global-option "
+                     "apply to the requirement on the line); put it on a line of its own if it was meant" for option in requirement.ignored_options]
+        if environment is None:  # no target: every line, as written
             kept.append(requirement)
+            continue
+        if requirement.marker is not None:
+            try:
+                applies, lacking = decide(requirement.marker, values)
+            except (UndefinedComparison, UndefinedEnvironmentName) as exc:
+                raise InputError(f"{requirement.origin}: the marker '{shown(str(requirement.marker))}' cannot be evaluated ({shown(str(exc), 100)}).",
+                                 "Write the marker with PEP 508 names, e.g. python_version < '3.10'.") from None
+            if applies is None:
+                warnings.append(f"{requirement.origin}: whether {requirement.name} applies depends on {', '.join(lacking)}, which {environment.label} "
+                                f"does not decide ({shown(str(requirement.marker))}): compat leaves the line out rather than guess. {environment.fix(lacking)}")
+                continue
+            if not applies:
+                skipped.append(f"{requirement.origin}: {requirement.name} does not apply to {environment.label} ({shown(str(requirement.marker))})")
+                continue
+        if requirement.url and requirement.origin.line:  # a requirements line; a pylock entry lists a wheel per target
+            check_wheel_target(requirement, python_target, platform)
+        kept.append(requirement)
     kind = "pylock" if kinds == {"pylock"} else "freeze" if kinds == {"freeze"} else "requirements"
     return InputSet(tuple(kept), tuple(indexes), state["pre"], tuple(str(p) for p in paths), tuple(skipped), kind, tuple(dict.fromkeys(warnings)))
 
 
-def _python_target(python):
+def _python_target(python: Union[PythonTarget, Version]) -> PythonTarget:
     """A target.PythonTarget for ``python`` (a bare Version is --python-version X.Y: no interpreter was asked)."""
     if isinstance(python, Version):
         from ..target import PythonTarget
