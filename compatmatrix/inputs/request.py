@@ -171,7 +171,7 @@ def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Ite
         device = device_build(matrix, component, item.pinned) if item.pinned is not None else None
         if device is not None:  # a GPU build lives on its own hosts, never on the CPU hosts of the same number
             named = {normalise_url(line.url) for line in lines if line.url} | ({normalise_url(item.index)} if item.index else set())
-            if not named & {normalise_url(url) for url in device.entry.hosts}:
+            if not item.url and not named & {normalise_url(url) for url in device.entry.hosts}:
                 warnings.append(f"{item.origin}: {component.label} {item.pinned} is an {device.device} build, published only on "
                                 f"{', '.join(device.entry.hosts)}, none of which the file names: pip would stop with 'No matching distribution'")
             continue
