@@ -268,6 +268,7 @@ def test_ipex_1_9_is_named_torch_ipex_in_the_working_alternative(tmp_path, capsy
     working = [line for line in out.splitlines() if line.strip().startswith("->")]
     assert code == 1 and any("torch-ipex 1.9.0" in line for line in working), working
     assert not any("intel-extension-for-pytorch 1.9.0" in line for line in working), working
+    assert "torch-ipex 1.9.0 is built for torch 1.9.0" in out  # the conflict names the release as published too
 
 
 def test_a_device_build_is_described_by_its_own_hosts(tmp_path, matrix):
