@@ -817,7 +817,7 @@ def _pinned_snapshot(args: ChecksArgs, matrix: Matrix):
         raise UsageError("-r checks files, --python an environment: give one of them.", "Drop --python to check the files' pins.")
     python = PythonTarget.parse(args.target.python_version) if args.target.python_version else PythonTarget.running()
     platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
-    files = file_request(matrix, read_inputs(list(args.files), python.version))
+    files = file_request(matrix, read_inputs(list(args.files), python, platform=platform))
     origin = ", ".join(args.files)
     return snapshot_from_pins(files.pinned, python.version, platform, origin), files
 
@@ -950,7 +950,10 @@ def cmd_install(args: InstallArgs) -> int:
         platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
     else:
         snapshot = take_snapshot(python_path)
-        python = PythonTarget(snapshot.python_minor, snapshot.python, f"--python {snapshot.executable}")
+        from .environment.interpreter import typed_markers
+
+        python = PythonTarget(snapshot.python_minor, snapshot.python, f"--python {snapshot.executable}",
+                              typed_markers((snapshot.raw.get("python") or {}).get("markers")), snapshot.platform.tag)  # the probe's own values
         platform = Platform.from_tag(args.target.platform) if args.target.platform else snapshot.platform
     try:
         planned = plan_for(load(args.output.matrix), args.wanted, args.sources, python, platform)

@@ -78,13 +78,13 @@ def ask(matrix: Matrix, wanted: Wanted, python: PythonTarget, platform: Platform
         from .inputs import read_inputs
         from .inputs.request import file_request
 
-        inputs = read_inputs(list(wanted.files), python.version)
+        inputs = read_inputs(list(wanted.files), python, platform=platform)
         files = file_request(matrix, inputs)
     requirements = list(wanted.requirements) + list(files.requirements if files else ())
     request = build_request(matrix, python, platform, wanted.profile, list(wanted.with_), requirements)
     if files is not None:
         request = with_constraints(matrix, request, files.constraints)
-        request = request.replace(notes=request.notes + tuple(f"warning: {w}" for w in files.index_warnings) + files.notes
+        request = request.replace(notes=request.notes + tuple(f"warning: {w}" for w in files.warnings) + files.notes
                                   + tuple(f"passed through untouched (not resolved by compat): {line}" for line in files.passthrough_lines))
     return Asked(request, files, inputs)
 

@@ -56,8 +56,17 @@ class Candidate(Record):
     def local_label(self) -> str:
         return self.wheels.local_label if self.wheels else ""
 
+    @property
+    def name(self) -> str:
+        """The name to say and install: the component's, or the release's own distribution when it was published under
+        another (IPEX <= 1.9 is torch_ipex, the bindings <= 1.x torch_ccl): one rule for every sentence and table."""
+        from .names import canonical_name
+
+        own = self.release.distribution
+        return self.component.label if canonical_name(own) == canonical_name(self.component.distribution) else own
+
     def __str__(self) -> str:
-        return f"{self.component.label} {self.version}"
+        return f"{self.name} {self.version}"
 
 
 # --- unary rules -------------------------------------------------------------------------------

@@ -217,7 +217,7 @@ def rejected_sentence(rejected: Rejected) -> str:
 def _fits_no_torch(item: x.FitsNoTorch) -> str:
     candidate = item.candidate
     needs = requirement(item.rule, candidate.release) if item.rule is not None else None
-    text = f"{candidate.component.label} {candidate.version} {needs or 'fits no allowed torch'}"
+    text = f"{candidate} {needs or 'fits no allowed torch'}"
     if not item.torches:
         text += "; the matrix has no such torch release"
     elif item.torch_rejections:

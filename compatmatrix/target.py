@@ -113,6 +113,8 @@ class PythonTarget(Record):
     version: Version
     full: Optional[Version]
     origin: str  # "running interpreter", "--python-version 3.11", "--python /path"
+    markers: tuple[tuple[str, str], ...] = ()  # an interpreter's own PEP 508 marker values, when one was asked
+    markers_platform: str = ""  # the platform tag of that interpreter (its platform values hold only there)
 
     @property
     def label(self) -> str:
@@ -143,4 +145,25 @@ class PythonTarget(Record):
             version=Version(f"{info.major}.{info.minor}"),
             full=Version(f"{info.major}.{info.minor}.{info.micro}"),
             origin=f"running interpreter {sys.executable}",
+            markers=_running_markers(),
+            markers_platform=sysconfig.get_platform(),
         )
+
+
+def _running_markers() -> tuple[tuple[str, str], ...]:
+    """This interpreter's PEP 508 marker values, as packaging.markers.default_environment() gives them (without
+    importing the platform module: the same values from sys and os.uname)."""
+    uname = os.uname()
+    implementation = sys.implementation
+    level = implementation.version.releaselevel
+    implementation_version = "{0.major}.{0.minor}.{0.micro}".format(implementation.version)
+    if level != "final":
+        implementation_version += level[0] + str(implementation.version.serial)
+    values = {
+        "implementation_name": implementation.name, "implementation_version": implementation_version, "os_name": os.name,
+        "platform_machine": uname.machine, "platform_release": uname.release, "platform_system": uname.sysname,
+        "platform_version": uname.version, "python_full_version": sys.version.split()[0],
+        "platform_python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(implementation.name, implementation.name),
+        "python_version": f"{sys.version_info.major}.{sys.version_info.minor}", "sys_platform": sys.platform,
+    }
+    return tuple(sorted(values.items()))

@@ -374,6 +374,28 @@ def headers_root():
     return sysconfig.get_paths().get("include")
 
 
+def markers():
+    """This interpreter's PEP 508 marker values (packaging.markers.default_environment()'s; the same function as in
+    interpreter_probe.py: each probe runs alone as `python -c`, so neither can import the other)."""
+    version = sys.implementation.version
+    implementation_version = "%d.%d.%d" % (version.major, version.minor, version.micro)
+    if version.releaselevel != "final":
+        implementation_version += version.releaselevel[0] + str(version.serial)
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": implementation_version,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
 def report():
     """Everything compat wants to know about this interpreter's environment, as JSON-ready data."""
     paths = [p for p in sys.path if p]  # '' is the working directory of `python -c`, not the environment
@@ -401,6 +423,7 @@ def report():
             "headers": headers_root(),
             "scripts": sysconfig.get_paths().get("scripts"),
             "path": paths,
+            "markers": markers(),
         },
         "platform": {
             "tag": sysconfig.get_platform(),

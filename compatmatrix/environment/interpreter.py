@@ -35,12 +35,15 @@ class InterpreterInfo(Record):
     implementation: str
     platform: Platform
     in_virtualenv: bool
+    markers: tuple[tuple[str, str], ...] = ()  # its PEP 508 marker values, as the probe read them
 
     def python_target(self, origin: str) -> PythonTarget:
         return PythonTarget(
             version=Version(f"{self.version.major}.{self.version.minor}"),
             full=self.version,
             origin=origin,
+            markers=self.markers,
+            markers_platform=self.platform.tag,
         )
 
 
@@ -133,4 +136,16 @@ def query_interpreter(path: str, timeout: Optional[float] = None) -> Interpreter
         implementation=implementation,
         platform=platform,
         in_virtualenv=data.get("prefix") != data.get("base_prefix"),
+        markers=typed_markers(data.get("markers")),
     )
+
+
+def typed_markers(answer) -> tuple[tuple[str, str], ...]:
+    """The probe's marker values, typed: known names with string values only (an odd answer gives none, so every
+    marker that needs one is said to be undecided rather than guessed)."""
+    from ..inputs.markers import MARKER_NAMES
+
+    if not isinstance(answer, dict):
+        return ()
+    return tuple(sorted((name, value) for name, value in answer.items() if name in MARKER_NAMES and isinstance(value, str)
+                        and value.isprintable()))

@@ -20,6 +20,27 @@ def answer(report, argv):
         sys.stdout.write(text + "\n")
 
 
+def markers():
+    """The PEP 508 marker values of this interpreter (what packaging.markers.default_environment() says)."""
+    version = sys.implementation.version
+    implementation_version = "%d.%d.%d" % (version.major, version.minor, version.micro)
+    if version.releaselevel != "final":
+        implementation_version += version.releaselevel[0] + str(version.serial)
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": implementation_version,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
 def main():
     libc_name, libc_version = platform.libc_ver()
     info = {
@@ -35,6 +56,7 @@ def main():
         "libc_version": libc_version,
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+        "markers": markers(),
     }
     answer(info, sys.argv[1:])
 

@@ -33,7 +33,7 @@ def is_exact(line: str) -> bool:
 def file_findings(paths: Sequence[str], files: FileRequest, findings: Sequence[Finding]) -> list[Finding]:
     """The `input.files` finding first, then the package findings, with 'torch is not installed' read as 'not pinned'."""
     unpinned = [line for line in files.requirements if component_of(name_of(line)) is not None and not is_exact(line)]
-    problems = list(files.index_warnings) + [f"{line} is not an exact pin: only pinned versions can be checked without an environment" for line in unpinned]
+    problems = list(files.warnings) + [f"{line} is not an exact pin: only pinned versions can be checked without an environment" for line in unpinned]
     torch_pinned = "torch" in {canonical_name(name) for name in files.pinned}
     if not torch_pinned:
         problems.append("torch is not pinned in the files: the pairings with torch cannot be checked (compat resolve -r FILE names the torch they need)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -9,11 +10,27 @@ from packaging.markers import Marker
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ..errors import CompatError
+from ..errors import CompatError, shown
 
 
 class InputError(CompatError):
     """A requirements/lock file that cannot be read as pip would read it: names the file and line (exit 2)."""
+
+
+_NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE)
+
+
+def is_name(text: object) -> bool:
+    """Whether ``text`` is a PEP 508 project name, whole (no newline, control character or space anywhere)."""
+    return isinstance(text, str) and _NAME.fullmatch(text) is not None
+
+
+def checked_name(text: object, where: object) -> str:
+    """A project name typed at the edge: the name itself, or an InputError naming ``where`` (a file and line or key)."""
+    if not is_name(text):
+        raise InputError(f"{where}: {shown(str(text), 60)!r} is not a project name (PEP 508: letters, digits, '.', '_' and '-').",
+                         "Correct the name in the file.")
+    return str(text)
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,7 @@ class InputRequirement:
     constraint: bool = False  # from a -c file: limits versions, does not ask for the package
     index: str = ""  # pylock: the index the lock names for this package
     local_label: str = ""  # "+cpu", "+xpu", ... taken from the pin or the wheel file name
+    ignored_options: tuple[str, ...] = ()  # pip's line options after the requirement (-f, -i, ...), which pip ignores
 
     @property
     def pinned(self) -> Optional[Version]:
@@ -74,3 +92,4 @@ class InputSet:
     files: tuple[str, ...] = ()
     skipped: tuple[str, ...] = field(default=())  # lines read but not applying to the target (markers), with why
     kind: str = "requirements"  # "requirements" | "freeze" | "pylock"
+    warnings: tuple[str, ...] = ()  # what the target could not decide (markers) and options pip ignores, each naming its line

@@ -4,7 +4,8 @@ The requirements format follows pip's own reader (pip/_internal/req/req_file.py)
 joined, `#` starts a comment at the line start or after white space, `${VAR}` is expanded from the environment,
 options come after the requirement (`--hash`) or stand alone (`-r`, `-c`, `-f`, `-i`, `--extra-index-url`, `--pre`,
 `--no-index`, ...), and `-r`/`-c` paths are relative to the file that names them. Nothing is fetched: a remote
-`-r https://...` is refused by name. Environment markers are evaluated for the target Python on Linux x86_64.
+`-r https://...` is refused by name. Environment markers are judged for the real target (inputs.markers); includes are read once each, within
+one budget of bytes, lines and depth.
 
 Side effects: reads the files named (through ``reader``, so tests can give text directly).
 """
@@ -17,7 +18,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 from urllib.parse import unquote, urlsplit
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
@@ -26,12 +27,20 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..errors import shown
-from .model import IndexLine, InputError, InputRequirement, InputSet, Origin
+from ..names import canonical_name
+from .markers import decide, marker_target
+from .model import IndexLine, InputError, InputRequirement, InputSet, Origin, checked_name, is_name
+from .wheels import check_wheel_target, wheel_name_version
+
+if TYPE_CHECKING:
+    from ..target import Platform, PythonTarget
 
 Reader = Callable[[Path], str]
-MAX_DEPTH = 20  # -r inside -r inside ...: pip has no limit, but a cycle must end
-MAX_BYTES = 8 * 1024 * 1024  # a requirements file larger than this is not one
+MAX_DEPTH = 20  # -r inside -r inside ...: pip has no limit, but a file nested this deep is not a real one
+MAX_BYTES = 8 * 1024 * 1024  # all files together (each -r/-c include counted once): no set of requirements files is larger
+MAX_LINES = 200_000  # logical lines of all files together
 
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")  # C0/C1 controls (a tab is white space)
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 _ENV_VAR = re.compile(r"(?P<var>\$\{(?P<name>[A-Z0-9_]+)\})")
 _INDEX_OPTIONS = {"-i": "index-url", "--index-url": "index-url", "--extra-index-url": "extra-index-url",
@@ -39,6 +48,7 @@ _INDEX_OPTIONS = {"-i": "index-url", "--index-url": "index-url", "--extra-index-
 _IGNORED_OPTIONS = {"--trusted-host", "--use-feature", "--only-binary", "--no-binary", "--config-settings", "--global-option",
                     "--progress-bar", "--use-pep517"}  # take a value; do not change what is resolved
 _IGNORED_FLAGS = {"--prefer-binary", "--require-hashes", "--no-deps", "--no-build-isolation"}
+_REQUIREMENT_OPTIONS = {"--hash", "--config-settings", "--global-option"}  # what pip applies to the requirement on the line
 
 
 def _read_text(path: Path) -> str:
@@ -54,20 +64,35 @@ def _read_text(path: Path) -> str:
         raise InputError(f"{path} cannot be read ({exc.strerror}).", "Check the path and its permissions.") from None
 
 
-def target_environment(python: Version) -> dict[str, str]:
-    """PEP 508 marker values for CPython ``python`` on Linux x86_64, the platform compatmatrix covers."""
-    return {"python_version": f"{python.major}.{python.minor}", "python_full_version": f"{python.major}.{python.minor}.0",
-            "implementation_name": "cpython", "implementation_version": f"{python.major}.{python.minor}.0",
-            "platform_python_implementation": "CPython", "os_name": "posix", "sys_platform": "linux", "platform_system": "Linux",
-            "platform_machine": "x86_64", "platform_release": "", "platform_version": "", "extra": ""}
+class _Budget:
+    """What one read may still take: bytes and lines of all files together, and the files already read (each once)."""
+
+    __slots__ = ("bytes", "lines", "read")
+
+    def __init__(self) -> None:
+        self.bytes = MAX_BYTES
+        self.lines = MAX_LINES
+        self.read: set[tuple[str, bool]] = set()
+
+    def take(self, path: Path, text: str) -> None:
+        self.bytes -= len(text.encode("utf-8", "surrogatepass"))
+        self.lines -= text.count("\n")
+        if self.bytes < 0 or self.lines < 0:
+            raise InputError(f"{path}: the files and their -r/-c includes together pass {MAX_BYTES // (1024 * 1024)} MiB or {MAX_LINES:,} lines, "
+                             "which no set of requirements files does.", "Pass the requirements files themselves.")
 
 
-def read_inputs(paths: Sequence[str], python: Optional[Version] = None, reader: Reader = _read_text) -> InputSet:
-    """Read every file (requirements/freeze or pylock.toml) and combine them, markers evaluated for ``python``."""
+def read_inputs(paths: Sequence[str], python: Union[PythonTarget, Version, None] = None, reader: Reader = _read_text,
+                platform: Optional[Platform] = None) -> InputSet:
+    """Read every file (requirements/freeze or pylock.toml) and combine them, markers judged for the target: ``python``
+    is a target.PythonTarget (its interpreter's own marker values when it has them) or a bare X.Y Version, ``platform``
+    a target.Platform (None: Linux x86_64). A marker the target does not decide leaves its line out, said in
+    ``InputSet.warnings``; a wheel URL not built for the target is refused, as pip refuses it."""
     requirements: list[InputRequirement] = []
     indexes: list[IndexLine] = []
     skipped: list[str] = []
-    state = {"pre": False}
+    warnings: list[str] = []
+    state = {"pre": False, "budget": _Budget()}
     kinds = set()
     for name in paths:
         path = Path(name)
@@ -75,25 +100,50 @@ def read_inputs(paths: Sequence[str], python: Optional[Version] = None, reader: 
             kinds.add("pylock")
             from .pylock import read_pylock
 
-            requirements += read_pylock(path, reader(path))
+            text = reader(path)
+            state["budget"].take(path, text)
+            requirements += read_pylock(path, text)
         else:
+            first = len(requirements)
             _read_requirements(path, reader, requirements, indexes, state, constraint=False, depth=0, seen=())
-            kinds.add("freeze" if _looks_frozen(requirements) else "requirements")
-    environment = target_environment(python) if python is not None else None
+            kinds.add("freeze" if _looks_frozen(requirements[first:]) else "requirements")
     kept = []
+    python_target = _python_target(python) if python is not None else None
+    environment = marker_target(python_target, platform) if python_target is not None else None
+    values = environment.known if environment is not None else {}
     for requirement in requirements:
-        if requirement.marker is not None and environment is not None:
+        warnings += [f"{requirement.origin}: pip ignores {option} after a requirement (only --hash, --config-settings and --global-option "
+                     "apply to the requirement on the line); put it on a line of its own if it was meant" for option in requirement.ignored_options]
+        if environment is None:  # no target: every line, as written
+            kept.append(requirement)
+            continue
+        if requirement.marker is not None:
             try:
-                applies = requirement.marker.evaluate(environment)
+                applies, lacking = decide(requirement.marker, values)
             except (UndefinedComparison, UndefinedEnvironmentName) as exc:
-                raise InputError(f"{requirement.origin}: the marker '{requirement.marker}' cannot be evaluated ({exc}).",
+                raise InputError(f"{requirement.origin}: the marker '{shown(str(requirement.marker))}' cannot be evaluated ({shown(str(exc), 100)}).",
                                  "Write the marker with PEP 508 names, e.g. python_version < '3.10'.") from None
-            if not applies:
-                skipped.append(f"{requirement.origin}: {requirement.name} does not apply to Python {python} on Linux x86_64 ({requirement.marker})")
+            if applies is None:
+                warnings.append(f"{requirement.origin}: whether {requirement.name} applies depends on {', '.join(lacking)}, which {environment.label} "
+                                f"does not decide ({shown(str(requirement.marker))}): compat leaves the line out rather than guess. {environment.fix(lacking)}")
                 continue
+            if not applies:
+                skipped.append(f"{requirement.origin}: {requirement.name} does not apply to {environment.label} ({shown(str(requirement.marker))})")
+                continue
+        if requirement.url and requirement.origin.line:  # a requirements line; a pylock entry lists a wheel per target
+            check_wheel_target(requirement, python_target, platform)
         kept.append(requirement)
     kind = "pylock" if kinds == {"pylock"} else "freeze" if kinds == {"freeze"} else "requirements"
-    return InputSet(tuple(kept), tuple(indexes), state["pre"], tuple(str(p) for p in paths), tuple(skipped), kind)
+    return InputSet(tuple(kept), tuple(indexes), state["pre"], tuple(str(p) for p in paths), tuple(skipped), kind, tuple(dict.fromkeys(warnings)))
+
+
+def _python_target(python: Union[PythonTarget, Version]) -> PythonTarget:
+    """A target.PythonTarget for ``python`` (a bare Version is --python-version X.Y: no interpreter was asked)."""
+    if isinstance(python, Version):
+        from ..target import PythonTarget
+
+        return PythonTarget(version=Version(f"{python.major}.{python.minor}"), full=None, origin=f"Python {python.major}.{python.minor}")
+    return python
 
 
 def _is_pylock(path: Path) -> bool:
@@ -174,11 +224,23 @@ def _concealed(error: InputError, origin: Origin, expansions: Expansions) -> Inp
 def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: list, state: dict, constraint: bool, depth: int,
                        seen: tuple[str, ...]) -> None:
     key = os.path.realpath(path)
-    if key in seen or depth > MAX_DEPTH:
+    if key in seen:
         raise InputError(f"{path} includes itself (through -r/-c), so it never ends.", "Remove the include that loops back.")
+    if depth > MAX_DEPTH:
+        raise InputError(f"{path} is included more than {MAX_DEPTH} levels deep (-r inside -r ...), which no real requirements file is.",
+                         "Name the nested files directly.")
+    budget: _Budget = state["budget"]
+    if (key, constraint) in budget.read:  # a diamond of includes: pip would read the same lines again, to the same effect
+        return
+    budget.read.add((key, constraint))
     text = reader(path)
+    budget.take(path, text)
     for number, line, expansions in _expanded_lines(text):
         origin = Origin(str(path), number)
+        control = _CONTROL.search(line)
+        if control is not None:
+            raise InputError(f"{origin}: the line holds the control character U+{ord(control.group()):04X}, which no requirement has.",
+                             "Remove it (pip reads one requirement or option per line).")
         before = len(indexes)
         try:
             _read_line(line, origin, path, reader, requirements, indexes, state, constraint, depth, (*seen, key))
@@ -272,10 +334,10 @@ def _check_url(value: str, origin: Origin, option: str) -> None:
 
 def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), constraint: bool = False, editable: bool = False) -> InputRequirement:
     """One requirement line: PEP 508 (name, extras, specifier, marker, `name @ URL`), a bare wheel URL or path, or -e."""
-    hashes = _hashes(options, origin)
+    hashes, ignored = _line_options(options, origin)
     text = text.strip()
     if editable or _is_bare_location(text):
-        return _from_location(text, origin, hashes, constraint, editable)
+        return _from_location(text, origin, hashes, constraint, editable, ignored)
     try:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
@@ -283,17 +345,21 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
                          "Write it like 'torch==2.7.0' or 'intel-extension-for-pytorch>=2.5'.") from None
     except (InvalidSpecifier, InvalidMarker, InvalidVersion, ValueError) as exc:
         raise InputError(f"{origin}: '{_line_start(text)}' cannot be read ({_why(exc)}).", "Correct the line.") from None
+    name = checked_name(requirement.name, origin)
     specifier = requirement.specifier
     url = requirement.url or ""
     label = _label_of(specifier)
     if url:
-        wheel = _wheel_name_version(url)
+        wheel = wheel_name_version(url, origin)
         if wheel is not None:
+            if canonical_name(wheel[0]) != canonical_name(name):  # pip: "inconsistent name"
+                raise InputError(f"{origin}: {name} @ … names the wheel of another project ({wheel[0]}): pip refuses it (inconsistent name).",
+                                 f"Name the project the file is of, or the file of {name}.")
             version = wheel[1]
             specifier = SpecifierSet(f"=={version}")
             label = f"+{version.local}" if version.local else ""
-    return InputRequirement(requirement.name, specifier, origin, requirement.marker, frozenset(requirement.extras), url, hashes, constraint,
-                            local_label=label)
+    return InputRequirement(name, specifier, origin, requirement.marker, frozenset(requirement.extras), url, hashes, constraint,
+                            local_label=label, ignored_options=ignored)
 
 
 _NAME_START = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
@@ -312,19 +378,30 @@ def _why(exc: Exception) -> str:
     return shown(str(exc).split("\n", 1)[0], 100)
 
 
-def _hashes(options: Sequence[str], origin: Origin) -> tuple[str, ...]:
+_LINE_FLAGS = {"--pre", "--no-index", *_IGNORED_FLAGS}
+
+
+def _line_options(options: Sequence[str], origin: Origin) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The hashes of a requirement's line, and pip's other line options on it, which pip parses and ignores (by name:
+    their values may hold credentials); an option pip does not know is refused, as pip refuses it."""
     hashes = []
+    ignored: list[str] = []
     tokens = list(options)
     while tokens:
         token = tokens.pop(0)
-        if token.startswith("--hash="):
-            value = token.split("=", 1)[1]
-        elif token == "--hash" and tokens:
-            value = tokens.pop(0)
-        elif token in ("--config-settings", "--global-option") and tokens:
-            tokens.pop(0)
+        option = token.split("=", 1)[0] if token.startswith("--") else token[:2] if token[:2] in _VALUE_OPTIONS else token
+        if option == "--hash":
+            if token == "--hash" and not tokens:
+                raise InputError(f"{origin}: '--hash' needs a value.", "Write --hash=sha256:<64 hex digits>.")
+            value = token.split("=", 1)[1] if "=" in token else tokens.pop(0)
+        elif option in _REQUIREMENT_OPTIONS or option in _VALUE_OPTIONS:
+            if token == option and tokens:
+                tokens.pop(0)
+            if option not in _REQUIREMENT_OPTIONS:
+                ignored.append(option)
             continue
-        elif token.startswith(("--config-settings=", "--global-option=")):
+        elif option in _LINE_FLAGS:
+            ignored.append(option)
             continue
         else:
             raise InputError(f"{origin}: '{shown(token)}' is not an option pip takes after a requirement.", "Use --hash=sha256:HEX (or move the option to its own line).")
@@ -332,7 +409,7 @@ def _hashes(options: Sequence[str], origin: Origin) -> tuple[str, ...]:
         if not digest or not re.fullmatch(r"[0-9a-fA-F]+", digest):
             raise InputError(f"{origin}: '--hash={shown(value)}' is not ALGORITHM:HEX.", "Write --hash=sha256:<64 hex digits>.")
         hashes.append(f"{algorithm.lower()}:{digest.lower()}")
-    return tuple(hashes)
+    return tuple(hashes), tuple(dict.fromkeys(ignored))
 
 
 def _label_of(specifier: SpecifierSet) -> str:
@@ -348,29 +425,18 @@ def _is_bare_location(text: str) -> bool:
     return bool(re.match(r"^[a-z][a-z0-9+.-]*://", text, re.IGNORECASE)) or text.startswith((".", "/")) or text.endswith((".whl", ".zip", ".tar.gz"))
 
 
-def _wheel_name_version(url: str) -> Optional[tuple[str, Version]]:
-    """(name, version with its local label) from a wheel URL or path; None when it is not a wheel file name."""
-    filename = unquote(urlsplit(url).path.rsplit("/", 1)[-1]).split("#", 1)[0]
-    if not filename.endswith(".whl"):
-        return None
-    parts = filename[:-4].split("-")
-    if len(parts) not in (5, 6):
-        return None
-    try:
-        return parts[0], Version(parts[1])
-    except (InvalidVersion, ValueError):
-        return None
-
-
-def _from_location(text: str, origin: Origin, hashes: tuple[str, ...], constraint: bool, editable: bool) -> InputRequirement:
-    wheel = _wheel_name_version(text)
+def _from_location(text: str, origin: Origin, hashes: tuple[str, ...], constraint: bool, editable: bool,
+                   ignored: tuple[str, ...] = ()) -> InputRequirement:
+    wheel = wheel_name_version(text, origin)
     if wheel is not None:
         name, version = wheel
-        return InputRequirement(name, SpecifierSet(f"=={version}"), origin, url=text, hashes=hashes, constraint=constraint,
-                                local_label=f"+{version.local}" if version.local else "")
+        return InputRequirement(checked_name(name, origin), SpecifierSet(f"=={version}"), origin, url=text, hashes=hashes, constraint=constraint,
+                                local_label=f"+{version.local}" if version.local else "", ignored_options=ignored)
     egg = re.search(r"[#&]egg=([A-Za-z0-9_.\-]+)", text)
     name = egg.group(1) if egg else Path(urlsplit(text).path.rstrip("/")).name or text
     what = "an editable install" if editable else "a source location"
     if not egg and not editable and "://" not in text:
         raise InputError(f"{origin}: '{shown(text)}' is {what} whose package name compat cannot tell.", "Name it: 'NAME @ URL'.")
-    return InputRequirement(name, SpecifierSet(), origin, url=text, hashes=hashes, constraint=constraint)
+    if not is_name(name):  # `-e .`, `-e git+https://...`: pip takes the name from the project itself
+        name = "unnamed-project"
+    return InputRequirement(name, SpecifierSet(), origin, url=text, hashes=hashes, constraint=constraint, ignored_options=ignored)

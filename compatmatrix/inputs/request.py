@@ -14,10 +14,11 @@ from urllib.parse import urlsplit
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from ..devices import device_build
 from ..matrix.model import Component, Matrix
 from ..names import canonical_name
 from ..redact import strip_credentials
-from .model import IndexLine, InputRequirement, InputSet
+from .model import IndexLine, InputError, InputRequirement, InputSet
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,12 @@ class FileRequest:
     notes: tuple[str, ...] = ()  # how the files were read (extras, markers, editable lines, index lines)
     index_warnings: tuple[str, ...] = ()  # a file's index that cannot serve a pin; names exposed to shadowing
     pinned: Mapping[str, str] = field(default_factory=dict)  # name as written -> exact version (label kept), every pinned line
+    input_warnings: tuple[str, ...] = ()  # markers the target does not decide, options pip ignores (InputSet.warnings)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Everything to warn about, in reading order: the lines themselves, then the index lines."""
+        return self.input_warnings + self.index_warnings
 
     @property
     def passthrough_lines(self) -> tuple[str, ...]:
@@ -49,12 +56,11 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
     constraints: dict[Component, SpecifierSet] = {}
     passthrough: list[InputRequirement] = []
     notes: list[str] = list(inputs.skipped)
-    pinned: dict[str, str] = {}
+    check_pins(inputs.requirements)
+    pinned_by_project: dict[str, tuple[str, str]] = {}  # canonical name -> (name as written, version): one entry a project
     for item in inputs.requirements:
-        if item.pinned is not None:  # the name as written (a dist-info says it so too); a later pin of the same project wins
-            for name in [n for n in pinned if canonical_name(n) == canonical_name(item.name)]:
-                del pinned[name]
-            pinned[item.name] = str(item.pinned)
+        if item.pinned is not None:  # the name as written (a dist-info says it so too); check_pins made every pin agree
+            pinned_by_project[canonical_name(item.name)] = (item.name, str(item.pinned))
         component = component_of(item.name)
         if component is None:
             if not item.constraint:
@@ -71,7 +77,30 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
         requirements.append(f"{item.name}{item.specifier}")
     indexes = index_findings(matrix, inputs.indexes, inputs.requirements)
     notes += indexes.notes
-    return FileRequest(tuple(requirements), constraints, tuple(passthrough), tuple(notes), indexes.warnings, pinned)
+    pinned = dict(pinned_by_project.values())
+    return FileRequest(tuple(requirements), constraints, tuple(passthrough), tuple(notes), indexes.warnings, pinned, inputs.warnings)
+
+
+def check_pins(requirements: Iterable[InputRequirement]) -> None:
+    """pip's rule for one project named twice (requirements and -c constraints together, markers already judged): the
+    specifiers add up, so an exact pin that another line of the same project excludes makes the file unresolvable
+    (pip: ResolutionImpossible); an identical or compatible repeat is fine. One rule for resolve -r, check -r and
+    install, all of which read files through file_request. Linear in the number of lines."""
+    by_project: dict[str, list[InputRequirement]] = {}
+    for item in requirements:
+        by_project.setdefault(canonical_name(item.name), []).append(item)
+    for items in by_project.values():
+        if len(items) < 2:
+            continue
+        pins = list({item.pinned: item for item in items if item.pinned is not None}.values())  # each version once
+        lines = list({str(item.specifier): item for item in items if item.specifier}.values())  # each specifier once
+        if not pins or any(all(line.specifier.contains(pin.pinned, prereleases=True) for line in lines) for pin in pins):
+            continue  # some pinned version satisfies every line (torch==2.7.0+cpu and torch==2.7.0 agree)
+        pin = pins[0]
+        other = next(line for line in lines if not line.specifier.contains(pin.pinned, prereleases=True))
+        raise InputError(f"{other.origin}: {other.name}{other.specifier} contradicts {pin.name}=={pin.pinned} ({pin.origin}): "
+                         "pip refuses these files (ResolutionImpossible), so no set can be checked or installed from them.",
+                         "Keep one pin of the package.")
 
 
 def _line(requirement: InputRequirement) -> str:
@@ -105,6 +134,16 @@ def host_of(matrix: Matrix, url: str) -> Optional[str]:
     return None
 
 
+def mirrored(matrix: Matrix, host: Optional[str]) -> tuple[str, ...]:
+    """The hosts whose files ``host`` serves: itself and, for a declared mirror (matrix `mirror_of`), the host it
+    mirrors (and so on, each once); () for None."""
+    chain: list[str] = []
+    while host is not None and host in matrix.hosts and host not in chain:
+        chain.append(host)
+        host = matrix.hosts[host].mirror_of or None
+    return tuple(chain)
+
+
 def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Iterable[InputRequirement]) -> IndexFindings:
     """What the files' own index lines mean: which matrix host each names, a pin none of them can serve, and a name
     only an extra index has (any project registered under that name on PyPI would compete with it: dependency confusion)."""
@@ -125,14 +164,21 @@ def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Ite
         else:
             known.add(host)
             notes.append(f"{line.origin}: {_flag(line)} {line.written or line.url} is the matrix host '{host}'")
-    sources = set(known) | (set() if replaces_pypi else {"pypi"})
+    sources = {served for host in known for served in mirrored(matrix, host)} | (set() if replaces_pypi else {"pypi"})
     for item in requirements:
         component = component_of(item.name)
         if component is None or item.constraint:
             continue
+        device = device_build(matrix, component, item.pinned) if item.pinned is not None else None
+        if device is not None:  # a GPU build lives on its own hosts, never on the CPU hosts of the same number
+            named = {normalise_url(line.url) for line in lines if line.url} | ({normalise_url(item.index)} if item.index else set())
+            if not item.url and not named & {normalise_url(url) for url in device.entry.hosts}:
+                warnings.append(f"{item.origin}: {component.label} {item.pinned} is an {device.device} build, published only on "
+                                f"{', '.join(device.entry.hosts)}, none of which the file names: pip would stop with 'No matching distribution'")
+            continue
         hosts = _hosts_with(matrix, component, item)
         # a pylock entry names its own index: that is where it comes from (one compat does not know, a mirror, is not judged)
-        own = {host_of(matrix, item.index)} - {None} if item.index else sources
+        own = set(mirrored(matrix, host_of(matrix, item.index))) if item.index else sources
         if item.pinned is not None and hosts and not unknown and (own or not item.index) and not (hosts & own) and not item.url:
             warnings.append(f"{item.origin}: none of the file's indexes ({', '.join(sorted(own)) or 'none'}) has {component.label} {item.pinned}: "
                             f"pip would stop with 'No matching distribution'; it is on {', '.join(sorted(hosts))}, where compat takes it from")

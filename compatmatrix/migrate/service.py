@@ -187,7 +187,7 @@ def _pins_snapshot(matrix: Matrix, options: MigrateOptions) -> EnvSnapshot:
 
     python = PythonTarget.parse(options.python_version) if options.python_version else PythonTarget.running()
     platform = Platform.from_tag(options.platform) if options.platform else Platform.current()
-    files = file_request(matrix, read_inputs(list(options.requirement_files), python.version))
+    files = file_request(matrix, read_inputs(list(options.requirement_files), python, platform=platform))
     return snapshot_from_pins(files.pinned, python.version, platform, ", ".join(options.requirement_files))
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def _set_text(picks: Mapping[Component, Candidate]) -> str:
     from ..matrix.model import COMPONENT_ORDER
 
-    return ", ".join(f"{c.label} {picks[c].version}" for c in COMPONENT_ORDER if c in picks)
+    return ", ".join(str(picks[c]) for c in COMPONENT_ORDER if c in picks)
 
 
 def render_outcome(console: Console, outcome: Outcome) -> None:
@@ -61,7 +61,7 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
             pick = outcome.picks[component]
             label = f" ({pick.local_label})" if pick.local_label else ""
             source = "pypi" if pick.host.id == "pypi" else f"{pick.host.id}  {pick.host.pip_flag} {redact_url(pick.host.url)}{label}"
-            table.add_row(component.distribution, str(pick.version), escape(source))
+            table.add_row(pick.release.distribution, str(pick.version), escape(source))
         console.print(table)
         if outcome.reasons:
             console.print("\n[bold]Why these versions[/]")
