@@ -368,3 +368,19 @@ def test_non_bmp_characters_keep_the_pylock_valid_toml(capsys, monkeypatch, tmp_
     assert code == 0, err
     torch = tomllib.loads(out)["packages"][0]
     assert torch["wheels"][0]["url"] == "https://files.example/\U0001F600/torch-2.7.0+cpu-cp311-cp311-linux_x86_64.whl"
+
+
+@SETTINGS
+@given(stem=hostile())
+@example(stem="x-1.0-py3-none-any.whl\n" + "a" * 64 + "  evil-1.0-py3-none-any")
+def test_the_wheelhouse_lock_reads_back_as_written(stem, tmp_path_factory):
+    from compatmatrix.install.wheelhouse import WHEELHOUSE_LOCK, parse_lock, write_lock
+
+    name = stem + ".whl"
+    assume("/" not in name and "\0" not in name and not name.startswith("."))  # what a file name in the folder can be
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    try:
+        write_lock(folder, [folder / name], {name: "ab" * 32})
+    except UnwritableValue:
+        return
+    assert parse_lock((folder / WHEELHOUSE_LOCK).read_text(encoding="utf-8"), folder) == {name: "ab" * 32}
