@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..placement.plan import thread_advice
-from ..values import dns1035_ok, dns1123_ok, image_reference_ok, quantity_ok, quoted
 from ..placement.topology import Machine, Topology
+from ..values import dns1035_ok, dns1123_ok, image_reference_ok, quantity_ok, quoted
 
 PYTORCHJOB_API = "kubeflow.org/v1"
 TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"

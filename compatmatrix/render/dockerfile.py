@@ -12,8 +12,8 @@ Pure.
 
 from __future__ import annotations
 
-import shlex
 import re
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
