@@ -384,3 +384,11 @@ def test_the_wheelhouse_lock_reads_back_as_written(stem, tmp_path_factory):
     except UnwritableValue:
         return
     assert parse_lock((folder / WHEELHOUSE_LOCK).read_text(encoding="utf-8"), folder) == {name: "ab" * 32}
+
+
+def test_a_local_folder_is_still_passed_through(capsys, monkeypatch, tmp_path):
+    """The line rule refuses what pip would misread, not what pip reads as a location (an editable's folder)."""
+    (tmp_path / "requirements.txt").write_text("-e ./localpkg\ntorch==2.7.0\n", encoding="utf-8")
+    code, out, err = run_in_process(["export", "requirements", "--python-version", "3.11", "-r", str(tmp_path / "requirements.txt")],
+                                    capsys, monkeypatch, tmp_path)
+    assert code == 0 and out.splitlines()[-1] == "./localpkg", err

@@ -53,10 +53,10 @@ def requirement_problem(text: str) -> str:
         why = "pip takes a word starting with '-' for an option"
     if not why:
         from ..inputs.model import InputError, Origin
-        from ..inputs.read import parse_requirement
+        from ..inputs.read import _is_bare_location, parse_requirement
 
-        try:
-            parse_requirement(text, Origin("", 0))
+        try:  # a local path or URL (an editable's folder, an sdist) is read by pip as a location, whatever its name
+            parse_requirement(text, Origin("", 0), editable=_is_bare_location(text))
         except InputError:
             why = "pip does not read it as a requirement"
     return why
