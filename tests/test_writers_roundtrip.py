@@ -18,7 +18,7 @@ import sys
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from compatmatrix.checks.oneccl_env import PathAddition
@@ -99,6 +99,7 @@ def test_requirements_files_read_back_as_asked(passthrough, index_url, other_url
     try:
         text = requirements_text(plan, kind)
     except UnwritableValue:
+        event("refused")
         return
     expected = []
     if kind == "requirements":
@@ -119,6 +120,7 @@ def test_the_pip_command_splits_back_into_the_asked_words(passthrough, index_url
     try:
         text = pip_command_text(plan)
     except UnwritableValue:
+        event("refused")
         return
     assert "\n" not in text
     options = [word for o in _other_hosts(plan) for word in ("-f" if o.style == "find-links" else "--extra-index-url", o.url)]
@@ -139,6 +141,7 @@ def test_pylock_reads_back_as_asked(strings, header):
     try:
         text = pylock_text(data, header)
     except UnwritableValue:
+        event("refused")
         assert any("\ud800" <= ch <= "\udfff" for s in strings for ch in s)  # only a lone surrogate is beyond TOML
         return
     assert tomllib.loads(text) == data
@@ -178,6 +181,7 @@ def test_dockerfile_values_start_no_instruction(base, wheelhouse, profile, pin, 
     try:
         text = dockerfile_text(shape, notes)
     except UnwritableValue:
+        event("refused")
         return
     found = _instructions(text)
     plain = _instructions(dockerfile_text(dataclasses.replace(_shape(wheelhouse="wheels" if wheelhouse else None), profile=profile and "p",
@@ -205,6 +209,7 @@ def test_manifests_read_back_as_asked(values, key, notes):
     try:
         text = manifest_text(document, notes)
     except UnwritableValue:
+        event("refused")
         assert any("\ud800" <= ch <= "\udfff" for s in [*values, key] for ch in s)
         return
     assert yaml.safe_load(text) == document
@@ -220,6 +225,7 @@ def test_a_pytorchjob_carries_the_training_command_word_for_word(words):
         manifest = pytorchjob(JobShape("job", "registry.example/train:1", 2, 2, "8", "16Gi", command))
         text = manifest_text(manifest.document, manifest.notes)
     except (ShapeError, UnwritableValue):
+        event("refused")
         assert any("\0" in w or any("\ud800" <= ch <= "\udfff" for ch in w) for w in words)
         return
     for replica in yaml.safe_load(text)["spec"]["pytorchReplicaSpecs"].values():
@@ -249,6 +255,7 @@ def test_shell_exports_source_back_as_asked(shell, value, entry, comment, defaul
     try:
         text = format_env(plan, "fish" if fish else "bash", defaults)
     except UnwritableValue:
+        event("refused")
         assert "\0" in value or any("\ud800" <= ch <= "\udfff" for ch in value + entry)
         return
     path = tmp_path_factory.mktemp("env") / "compat-env.sh"
@@ -382,6 +389,7 @@ def test_the_wheelhouse_lock_reads_back_as_written(stem, tmp_path_factory):
     try:
         write_lock(folder, [folder / name], {name: "ab" * 32})
     except UnwritableValue:
+        event("refused")
         return
     assert parse_lock((folder / WHEELHOUSE_LOCK).read_text(encoding="utf-8"), folder) == {name: "ab" * 32}
 
