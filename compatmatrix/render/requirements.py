@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 KINDS = ("requirements", "constraints", "pip-command")
 _ENV_VAR = re.compile(r"\$\{[A-Z0-9_]+\}")  # pip expands these in a requirements file (and compat's reader with it)
 _COMMENT = re.compile(r"(^|\s)#")  # pip's comment: '#' at the start or after white space
+_PIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[0-9A-Za-z.+!_-]+")  # name==version: no parser needed
 
 
 def _line_problem(text: str) -> str:
@@ -51,7 +52,7 @@ def requirement_problem(text: str) -> str:
     why = _line_problem(text)
     if not why and (text.startswith("-") or " -" in text):
         why = "pip takes a word starting with '-' for an option"
-    if not why:
+    if not why and not _PIN.fullmatch(text):  # every planned pin is name==version: `compat export` loads no parser for them
         from ..inputs.model import InputError, Origin
         from ..inputs.read import _is_bare_location, parse_requirement
 
