@@ -7,7 +7,7 @@ sentence naming the input (UsageError, exit 2); the writers (render/*, shell_env
 again, so a hostile value that reaches a writer by another road is refused there too (UnwritableValue, exit 2) instead
 of starting a new line, instruction or entry in the file.
 
-Pure; imports only ``re`` and ``unicodedata`` (the static commands start fast: tests/test_startup.py).
+Pure; imports only ``re`` (the static commands start fast: tests/test_startup.py).
 """
 
 from __future__ import annotations

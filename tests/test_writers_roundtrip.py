@@ -400,3 +400,28 @@ def test_a_local_folder_is_still_passed_through(capsys, monkeypatch, tmp_path):
     code, out, err = run_in_process(["export", "requirements", "--python-version", "3.11", "-r", str(tmp_path / "requirements.txt")],
                                     capsys, monkeypatch, tmp_path)
     assert code == 0 and out.splitlines()[-1] == "./localpkg", err
+
+
+@pytest.mark.parametrize("reference, ok", [
+    ("python:3.11-slim", True), ("registry.example/train:1", True), ("localhost:5000/team/base:1.2", True), ("ubuntu", True),
+    ("ghcr.io/org/img@sha256:" + "a" * 64, True), ("[::1]:5000/img:tag", True), ("a__b/c--d:x", True),
+    ("python:3.11\n", False), ("python:3.11\nRUN x", False), ("Python:3.11", False), ("img:", False), (":tag", False), ("img:1 --x", False),
+    ("-img", False), ("img:" + "t" * 129, False), ("", False), ("img:1\u2028", False), ("img:１", False),
+])
+def test_image_references_follow_the_oci_grammar(reference, ok):
+    from compatmatrix.values import image_reference_ok
+
+    assert image_reference_ok(reference) is ok
+
+
+@pytest.mark.parametrize("check, value, ok", [
+    ("dns1035_ok", "job", True), ("dns1035_ok", "job\n", False), ("dns1035_ok", "1job", False), ("dns1035_ok", "a" * 64, False),
+    ("dns1123_ok", "1ns", True), ("dns1123_ok", "ns\n", False), ("quantity_ok", "7500m", True), ("quantity_ok", "8\n", False),
+    ("package_name_ok", "intel_extension_for_pytorch", True), ("package_name_ok", "numpy\n", False), ("package_name_ok", "-x", False),
+    ("build_path_ok", "wheels/cpu", True), ("build_path_ok", "--from=evil", False), ("build_path_ok", "w h", False), ("build_path_ok", "$HOME", False),
+    ("env_name_ok", "OMP_NUM_THREADS", True), ("env_name_ok", "A;rm", False), ("env_name_ok", "A\n", False),
+])
+def test_each_rule_matches_the_whole_value(check, value, ok):
+    import compatmatrix.values as values
+
+    assert getattr(values, check)(value) is ok
