@@ -126,8 +126,24 @@ def plan_for(matrix: Matrix, wanted: Wanted, sources: Sources, python: PythonTar
     if asked.files is not None and asked.files.passthrough:
         import dataclasses
 
-        plan = dataclasses.replace(plan, passthrough=asked.files.passthrough_lines)
+        plan = dataclasses.replace(plan, passthrough=passed_on(asked.files))
     return Planned(matrix, outcome, plan, asked)
+
+
+def passed_on(files: FileRequest) -> tuple[str, ...]:
+    """The files' requirements compat does not resolve, as the lines pip and uv get (arguments of pip, lines of uv's
+    input file, lines of the exports): each must read back as exactly that one requirement, else it is refused naming
+    its file -- a name holding a newline would otherwise put its own --index-url in front of pip."""
+    from .render.requirements import requirement_problem
+    from .values import quoted
+
+    lines = files.passthrough_lines
+    for item, line in zip(files.passthrough, lines):
+        why = requirement_problem(line)
+        if why:
+            raise UsageError(f"{item.origin}: the requirement '{quoted(line)}' cannot be passed on to pip: {why}.",
+                             "Correct that entry of the file (a package name is letters, digits, '.', '_' and '-').")
+    return lines
 
 
 def _torch_from_pypi(matrix: Matrix, outcome: Any, python: PythonTarget) -> Any:

@@ -29,6 +29,7 @@ from .errors import CompatError
 from .placement.environment import choose_preload
 from .placement.plan import thread_advice
 from .placement.topology import machine_from_snapshot
+from .values import UnwritableValue, comment_text, env_name_ok
 
 SHELLS = ("bash", "zsh", "fish")
 __all__ = ["EnvPlan", "LAUNCHERS", "SHELLS", "format_env", "launcher_exports", "plan_env", "up_interfaces"]
@@ -169,13 +170,25 @@ def _sh_default(key: str, value: str) -> str:
 def _comment(text: str) -> str:
     """One comment line: a path with a newline in it (an interpreter, a bindings folder) must not end the comment and
     put the rest of it on a line the shell runs when the file is eval'd or sourced."""
-    return "".join(ch if ch.isprintable() or ch == "\t" else repr(ch)[1:-1] for ch in text)
+    return comment_text(text)
+
+
+def _checked(plan: EnvPlan) -> None:
+    """Names every shell takes as a variable name; values a shell variable can hold (no NUL) and a UTF-8 file can (no
+    lone surrogate); anything else is refused (the quoting of each shell carries every other character)."""
+    values = [*plan.exports.items(), *[(k, e) for k, a in plan.additions.items() for e in (*a.prepend, *a.append)]]
+    for key, value in values:
+        if not env_name_ok(key):
+            raise UnwritableValue("variable name", key, "a shell's exports", "a name is letters, digits and '_', not starting with a digit")
+        if "\0" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
+            raise UnwritableValue(f"value of {key}", value, "a shell's exports", "it holds a NUL or an undecodable byte, which no shell variable holds")
 
 
 def format_env(plan: EnvPlan, shell: str, defaults: bool = False) -> str:
     """The plan as bash/zsh or fish lines. ``defaults`` (compat env --defaults): the settings set outright (thread counts,
     LD_PRELOAD, the oneCCL variables) are written as defaults that a value the sourcing shell already has overrides, so a
     file written during docker build gives way to a pod's env or docker run -e; path lists are additions either way."""
+    _checked(plan)
     lines = [f"# {_comment(c)}" for c in plan.comments]
     if defaults and plan.exports:
         lines.append("# --defaults: a value already set when this file is sourced is kept (docker run -e, a pod's env)")

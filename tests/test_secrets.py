@@ -13,7 +13,6 @@ shown by check -r / resolve -r either: its name and file:line are.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import urllib.parse
 from pathlib import Path

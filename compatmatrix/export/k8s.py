@@ -19,7 +19,6 @@ line; TrainJob at a55f03a8):
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any, Optional
 
 from ..placement.plan import thread_advice
 from ..placement.topology import Machine, Topology
+from ..values import dns1035_ok, dns1123_ok, image_reference_ok, quantity_ok, quoted
 
 PYTORCHJOB_API = "kubeflow.org/v1"
 TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
@@ -38,8 +38,6 @@ TRAINJOB_RUNTIME = "torch-distributed"  # the Trainer's default torch ClusterTra
 TRAINJOB_NODE_JOB = "trainer-node"  # the replicated job (and the container "trainer") the TrainJob's trainer applies to
 COMPAT = "/opt/compat/bin/compat"  # where examples/Dockerfile and compat export dockerfile put compat
 PYTHON = "/opt/train/bin/python"
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$")
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ class ShapeError(ValueError):
 
 def cpu_count(quantity: str) -> float:
     """CPUs of a Kubernetes CPU quantity ("8" -> 8.0, "7500m" -> 7.5)."""
-    if not QUANTITY.match(quantity) or quantity.endswith(("k", "Ki", "M", "Mi", "G", "Gi", "T", "Ti", "P", "Pi", "E", "Ei")):
+    if not quantity_ok(quantity) or quantity.endswith(("k", "Ki", "M", "Mi", "G", "Gi", "T", "Ti", "P", "Pi", "E", "Ei")):
         raise ShapeError(f"--cpu {quantity!r} is not a CPU quantity (such as 8 or 7500m)")
     value = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
     if value <= 0:
@@ -87,18 +85,25 @@ def cpu_count(quantity: str) -> float:
 
 
 def check_shape(shape: JobShape) -> None:
-    if not DNS1035.match(shape.name):
-        raise ShapeError(f"--name {shape.name!r} is not a DNS-1035 label (lower case letters, digits and '-', starting with a letter, at most 63)")
-    if shape.namespace is not None and not re.match(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", shape.namespace):
-        raise ShapeError(f"--namespace {shape.namespace!r} is not a DNS-1123 label")
-    if not QUANTITY.match(shape.memory):
-        raise ShapeError(f"--memory {shape.memory!r} is not a memory quantity (such as 16Gi)")
-    if not QUANTITY.match(shape.shm_size):
-        raise ShapeError(f"--shm-size {shape.shm_size!r} is not a memory quantity (such as 2Gi)")
+    """Every value of the shape as Kubernetes takes it (whole-string matches: a trailing newline is not a name), or
+    ShapeError naming the option."""
+    if not dns1035_ok(shape.name):
+        raise ShapeError(f"--name '{quoted(shape.name)}' is not a DNS-1035 label (lower case letters, digits and '-', starting with a letter, at most 63)")
+    if shape.namespace is not None and not dns1123_ok(shape.namespace):
+        raise ShapeError(f"--namespace '{quoted(shape.namespace)}' is not a DNS-1123 label (lower case letters, digits and '-', at most 63)")
+    if not quantity_ok(shape.memory):
+        raise ShapeError(f"--memory '{quoted(shape.memory)}' is not a memory quantity (such as 16Gi)")
+    if not quantity_ok(shape.shm_size):
+        raise ShapeError(f"--shm-size '{quoted(shape.shm_size)}' is not a memory quantity (such as 2Gi)")
     if not shape.image.strip():
         raise ShapeError("--image is empty")
+    if not image_reference_ok(shape.image):
+        raise ShapeError(f"--image '{quoted(shape.image)}' is not an image reference ([HOST[:PORT]/]NAME[:TAG][@DIGEST], such as registry.example/train:1)")
     if not shape.command:
         raise ShapeError("no training command: give it after --, e.g. -- train.py --ddp_backend gloo")
+    for word in shape.command:  # a container's arguments are C strings in UTF-8: no NUL, no lone surrogate
+        if "\0" in word or any("\ud800" <= ch <= "\udfff" for ch in word):
+            raise ShapeError(f"the training command's word '{quoted(word)}' holds a NUL or an undecodable byte, which no container argument can")
     cpu_count(shape.cpu)
 
 

@@ -111,9 +111,16 @@ def job_manifest(planned: Planned, job: JobArgs) -> Manifest:
 
 
 def dockerfile(planned: Planned, docker: DockerArgs) -> str:
+    """The Dockerfile; --base must be an image reference and --wheelhouse a folder COPY takes as written (UsageError)."""
     from ..render.dockerfile import dockerfile_text
+    from ..values import build_path_ok, image_reference_ok, quoted
     from .dockerfile import dockerfile_shape, notes_for
 
+    if docker.base is not None and not image_reference_ok(docker.base):
+        raise UsageError(f"--base '{quoted(docker.base)}' is not an image reference.", "Write it like python:3.11-slim or registry.example:5000/team/base:1.2.")
+    if docker.wheelhouse is not None and not build_path_ok(docker.wheelhouse):
+        raise UsageError(f"--wheelhouse '{quoted(docker.wheelhouse)}' cannot be copied by a Dockerfile as written (white space, quotes, '$', "
+                         "a glob character, a line break or a leading '-').", "Name the folder of the build context with letters, digits and . _ - / only, e.g. --wheelhouse wheels.")
     shape = dockerfile_shape(planned.plan, planned.outcome.request.profile, docker.base, docker.ranks_per_node, docker.wheelhouse)
     found = os.path.isdir(docker.wheelhouse) if docker.wheelhouse else None
     return dockerfile_text(shape, notes_for(planned.plan, found))

@@ -17,7 +17,8 @@ from packaging.version import Version
 from ..checks.finding import Finding, Status
 from ..matrix.model import Matrix
 from ..translate import translate
-from .k8s import CONTAINER, DNS1035, PYTORCHJOB_API, TRAINJOB_API
+from ..values import dns1035_ok, image_reference_ok
+from .k8s import CONTAINER, PYTORCHJOB_API, TRAINJOB_API
 
 
 def _containers(template: Any) -> list[dict[str, Any]]:
@@ -110,7 +111,7 @@ def validate_manifest(doc: Mapping[str, Any], matrix: Matrix, transformers: Opti
 
 def _pytorchjob(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version], torch: Optional[Version]) -> Iterator[Finding]:
     name = str((doc.get("metadata") or {}).get("name") or "")
-    yield (Finding("export.name", Status.PASS, f"name {name} is a DNS-1035 label") if DNS1035.match(name) else
+    yield (Finding("export.name", Status.PASS, f"name {name} is a DNS-1035 label") if dns1035_ok(name) else
            Finding("export.name", Status.FAIL, f"name {name!r} is not a DNS-1035 label: the operator's webhook refuses it", (),
                    "Use lower case letters, digits and '-', starting with a letter, at most 63 characters."))
     replicas = _replicas(doc)
@@ -147,7 +148,7 @@ def _replica(rtype: str, replica: Mapping[str, Any], matrix: Matrix, transformer
                       (), f"Name the training container {CONTAINER}.")
         return
     image = str(main.get("image") or "")
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", image) or image.endswith(":") or image.startswith(":"):
+    if not image_reference_ok(image):
         yield Finding(f"export.{rtype.lower()}-image", Status.FAIL, f"{rtype}: image {image!r} is not an image reference", (),
                       "Name the image the training set was installed in (compat export dockerfile builds one).")
     policy = replica.get("restartPolicy", "OnFailure (the operator's default)")

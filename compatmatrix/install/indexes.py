@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # requests is imported where a page is fetched: planning and 
 from ..errors import CompatError, shown
 from ..matrix.model import Matrix
 from ..names import canonical_name
+from ..values import odd_character, quoted
 from .limits import DeadlineExceeded, Limits, deadline, limits, mib
 
 TIMEOUT_S = 10.0
@@ -72,8 +73,8 @@ def env_name(host_id: str) -> str:
 def checked_url(url: str, host_id: str, origin: str) -> str:
     """``url`` if compat can use it as a host's location; a usage error naming where it came from otherwise."""
     example = f"Write it like --index {host_id}=https://mirror.example/simple (or a local folder)."
-    if any(ord(c) < 32 or ord(c) == 127 for c in url):
-        raise CompatError(f"The URL given for {host_id} ({origin}) contains a control character (a newline?): '{shown(url)}'; refused.", example)
+    if odd_character(url):  # a line break of any kind (pip splits a requirements file at U+2028 too), a control character
+        raise CompatError(f"The URL given for {host_id} ({origin}) contains a control character (a newline?): '{quoted(url)}'; refused.", example)
     try:
         parsed = urllib.parse.urlparse(url)
         port = parsed.port  # ValueError for a port that is not a number in 0..65535

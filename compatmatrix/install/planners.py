@@ -36,6 +36,8 @@ from packaging.version import InvalidVersion, Version
 
 from ..names import canonical_name
 from ..processes import run_bounded
+from ..render.requirements import requirement_line
+from ..values import package_name_ok
 from .checkpoints import checkpoint
 from .errors import InstallError
 from .indexes import IndexLocation
@@ -45,7 +47,6 @@ from .runner import ONLY_BINARY, FetchedWheel, ReportItem, _filename, _index_arg
 MIN_UV = Version("0.4.0")  # --no-config, --only-binary, --generate-hashes, --python for pip compile
 UV_MIN_PYTHON = Version("3.8")
 _SHA256 = re.compile(r"--hash=sha256:([0-9a-fA-F]{64})")
-_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 
 @functools.lru_cache(maxsize=4)
@@ -104,7 +105,7 @@ def preferences(installed: Mapping[str, str]) -> str:
             Version(version)
         except InvalidVersion:
             continue
-        if _NAME.match(name):
+        if package_name_ok(name):  # fullmatch: a name with a trailing newline would add a line
             lines.append(f"{name}=={version}\n")
     return "".join(lines)
 
@@ -115,7 +116,9 @@ def uv_report(uv: str, python: str, fetched: Sequence[FetchedWheel], dependency_
     the target interpreter ``python`` (every package with the sha256 of its files on the index)."""
     checkpoint("plan")
     source = folder / "compat-plan.in"
-    source.write_text("".join(f"{f.package.distribution} @ {f.path.absolute().as_uri()}\n" for f in fetched) + "".join(f"{line}\n" for line in passthrough))
+    # uv reads this as a requirements file: every line through the one writer, so no line adds an index or an option
+    lines = [requirement_line(f"{f.package.distribution} @ {f.path.absolute().as_uri()}") for f in fetched]
+    source.write_text("".join(f"{line}\n" for line in [*lines, *map(requirement_line, passthrough)]))
     output = folder / "compat-plan.txt"
     output.write_text(preferences(installed))
     seconds = limits().pip_s

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import shown
+from ..values import UnwritableValue, odd_character
 from .errors import InstallError, InstallInputError
 from .files import NotRegular, copy_hashing, no_space, open_regular, read_chunks, refuse_not_regular, sha256_of, write_atomic
 from .limits import limits
@@ -115,6 +116,10 @@ def _stage_one(source: Path, target: Path, expected: str) -> str:
 def write_lock(folder: Path, files: Sequence[Path], known: Optional[dict[str, str]] = None) -> None:
     """sha256 of every wheel, in `sha256sum` format (`sha256sum -c compat-wheelhouse.lock` works too)."""
     known = known or {}
+    for path in files:  # one line per file: a name with a line break would add a line of its own (parse_lock refuses it)
+        why = odd_character(path.name)
+        if why:
+            raise UnwritableValue("wheel file name", path.name, f"the wheelhouse's {WHEELHOUSE_LOCK}", why)
     lines = ["# written by compat download: the sha256 of every wheel in this folder"]
     lines += [f"{known.get(path.name) or sha256_of(path)}  {path.name}" for path in files]
     write_atomic(folder / WHEELHOUSE_LOCK, "\n".join(lines) + "\n")
