@@ -1186,9 +1186,10 @@ SHORT_LIVED = frozenset({"resolve", "matrix", "check", "export"})
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one command. Whatever happens, the user gets one sentence and an exit code in {0, 1, 2} (130/143 for
     Ctrl-C/SIGTERM, 141 for a closed pipe), never a traceback: an unexpected error is a bug, written to a report file."""
-    if sys.stdout is None or sys.stderr is None:  # `compat resolve >&-`: the shell closed the descriptor
-        if sys.stderr is not None:
-            sys.stderr.write("compat: error: standard output is closed, so compat has nowhere to write. Redirect it (> FILE or > /dev/null) instead of closing it.\n")
+    if sys.stderr is None:  # `compat install 2>&-`: progress and messages are dropped, as for a full stderr; never a failure
+        sys.stderr = _null_stream(2)
+    if sys.stdout is None:  # `compat resolve >&-`: the shell closed the descriptor
+        _say_error("compat: error: standard output is closed, so compat has nowhere to write. Redirect it (> FILE or > /dev/null) instead of closing it.")
         return EXIT_TOOL_ERROR
     args = argparse.Namespace(command=None)
     try:
@@ -1231,6 +1232,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _unexpected(exc, args)
     except Exception as exc:  # noqa: BLE001 - the last guard: a bug must still end in one sentence
         return _unexpected(exc, args)
+
+
+def _null_stream(fd: int):
+    """A text stream on /dev/null for the closed descriptor ``fd`` (opened there, so children inherit it too, and no
+    file compat opens later lands on it and receives its messages)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+    return open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
 def _end_now(code: int) -> None:
