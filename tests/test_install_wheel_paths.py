@@ -145,3 +145,28 @@ def test_a_wheel_that_stays_in_the_scheme_passes(tmp_path):
         "demo-1.0.data/purelib/demo2/__init__.py": "", f"{INFO}/entry_points.txt": "[console_scripts]\ndemo = demo:main\npip = demo:main\n",
         f"{INFO}/RECORD": "demo/__init__.py,,\ndemo-1.0.data/scripts/demo-tool,,\n"})
     assert wheel_refusals(wheel, script_names_taken(["python3", "activate", "pip"], owned=["pip"])) == []
+
+
+# ---------------------------------------------------------------- after a killed install, doctor and check say so
+
+
+@pytest.mark.parametrize("command", ["check", "doctor"])
+def test_doctor_and_check_name_an_interrupted_install_and_its_restore(command, venv, stack, tmp_path):
+    """The defect: after a SIGKILLed install (journal left), doctor and check never mentioned --restore."""
+    import json
+    import signal
+
+    killed = compat("install", "--python", str(venv), "--yes", *STACK, *stack.index_args(), env={"COMPAT_TEST_KILL_AT": "install:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    extra = ["--skip", "imports"] if command == "doctor" else []
+    done = compat(command, "--python", str(venv), "--json", *extra)
+    assert done.returncode == 1, done.stderr[-2000:]
+    finding = next(f for f in json.loads(done.stdout)["checks"] if f["id"] == "packages.interrupted-install")
+    assert finding["status"] == "fail" and "stopped before it finished" in finding["summary"]
+    assert f"compat install --restore --python {venv}" in finding["fix"]
+    text = compat(command, "--python", str(venv), *extra)
+    assert f"compat install --restore --python {venv}" in text.stdout + text.stderr
+    restored = compat("install", "--restore", "--python", str(venv))
+    assert restored.returncode == 0, restored.stderr[-2000:]
+    after = compat(command, "--python", str(venv), "--json", *extra)
+    assert next(f for f in json.loads(after.stdout)["checks"] if f["id"] == "packages.interrupted-install")["status"] == "pass"

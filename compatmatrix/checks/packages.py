@@ -372,6 +372,35 @@ def duplicates(ctx: Context) -> Finding:
                    f"Remove the copy import does not use ({target}), or reinstall: {ctx.snapshot.executable} -m pip install --force-reinstall --no-deps {name}=={copies[0].raw_version}")
 
 
+@check("packages.interrupted-install", "no compat install was stopped half-way in this environment")
+def interrupted_install(ctx: Context) -> Finding:
+    """A journal left next to site-packages by a killed compat install: the environment may be half-installed."""
+    import os
+
+    from ..install import JOURNAL_NAME
+
+    cid = "packages.interrupted-install"
+    snapshot = ctx.snapshot
+    if not snapshot.purelib or not os.path.lexists(os.path.join(os.path.dirname(os.path.realpath(snapshot.purelib)), JOURNAL_NAME)):
+        return Finding(cid, Status.PASS, "no interrupted compat install")
+    from ..install.errors import InstallInputError
+    from ..install.transaction import EnvFolders
+    from ..install.transaction import interrupted_install as left_behind
+
+    env = EnvFolders.of_snapshot(snapshot)
+    restore = f"compat install --restore --python {snapshot.executable}"
+    try:
+        left = left_behind(env)
+    except InstallInputError as exc:
+        return Finding(cid, Status.FAIL, f"an install journal is left in this environment and cannot be trusted: {exc.message}", (str(env.journal),), exc.fix)
+    if left is None or left.pid == os.getpid():  # running now (this very install, when it verifies what it installed)
+        return Finding(cid, Status.PASS, "a compat install is running in this environment now", (str(env.journal),))
+    return Finding(cid, Status.FAIL, f"a compat install into {snapshot.prefix} was stopped before it finished (process {left.pid} is gone): "
+                   "the environment may be half-installed", (str(env.journal),),
+                   f"Run {restore} to put back the state from before it, or compat install --discard-snapshot --python {snapshot.executable} "
+                   "to keep the environment as it is now.")
+
+
 @check("packages.python-support", "the installed Intel packages have wheels for this Python")
 def python_support(ctx: Context) -> Finding:
     cid = "packages.python-support"

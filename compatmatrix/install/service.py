@@ -121,8 +121,7 @@ def target_of(snapshot: EnvSnapshot) -> WheelTarget:
 
 
 def env_folders(snapshot: EnvSnapshot) -> EnvFolders:
-    python = snapshot.raw.get("python") or {}
-    return EnvFolders.of(snapshot.prefix, snapshot.purelib, snapshot.scripts, python.get("platlib") or None, python.get("data") or None)
+    return EnvFolders.of_snapshot(snapshot)
 
 
 WORK_PREFIX = "compat-install-"
