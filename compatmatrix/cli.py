@@ -1188,6 +1188,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Ctrl-C/SIGTERM, 141 for a closed pipe), never a traceback: an unexpected error is a bug, written to a report file."""
     if sys.stderr is None:  # `compat install 2>&-`: progress and messages are dropped, as for a full stderr; never a failure
         sys.stderr = _null_stream(2)
+    _tolerant_encoding(sys.stdout, sys.stderr)
     if sys.stdout is None:  # `compat resolve >&-`: the shell closed the descriptor
         _say_error("compat: error: standard output is closed, so compat has nowhere to write. Redirect it (> FILE or > /dev/null) instead of closing it.")
         return EXIT_TOOL_ERROR
@@ -1232,6 +1233,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _unexpected(exc, args)
     except Exception as exc:  # noqa: BLE001 - the last guard: a bug must still end in one sentence
         return _unexpected(exc, args)
+
+
+def _tolerant(exc: UnicodeError) -> tuple:
+    """The encoding error handler of _tolerant_encoding: a file name's undecodable bytes (surrogateescape) are written
+    back as they were, anything else the encoding lacks as a backslash escape."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    chunk = exc.object[exc.start:exc.end]
+    if all(0xDC80 <= ord(c) <= 0xDCFF for c in chunk):
+        return bytes(ord(c) - 0xDC00 for c in chunk), exc.end
+    return chunk.encode("ascii", "backslashreplace").decode("ascii"), exc.end
+
+
+def _tolerant_encoding(*streams) -> None:
+    """Under an ASCII locale (LC_ALL=C with PYTHONUTF8=0, ...) a character the stream's encoding lacks (compat's '·',
+    a non-ASCII package name) is written as a backslash escape, a non-ASCII path as its bytes, instead of failing."""
+    import codecs
+
+    for stream in streams:
+        try:
+            "·—→…".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            try:
+                codecs.register_error("compat-tolerant", _tolerant)
+                stream.reconfigure(errors="compat-tolerant")
+            except (AttributeError, ValueError, OSError):
+                pass
+        except (AttributeError, TypeError):
+            pass
 
 
 def _null_stream(fd: int):

@@ -24,7 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..errors import shown
+from ..errors import path_refused, shown
 from .model import IndexLine, InputError, InputRequirement, InputSet, Origin
 
 Reader = Callable[[Path], str]
@@ -41,8 +41,9 @@ _IGNORED_FLAGS = {"--prefer-binary", "--require-hashes", "--no-deps", "--no-buil
 
 
 def _read_text(path: Path) -> str:
-    if not path.is_file():
-        raise InputError(f"{path} is not a readable file.", "Pass the path of a requirements file, a pip freeze list or a pylock.toml.")
+    why = path_refused(str(path))
+    if why or not path.is_file():
+        raise InputError(f"{shown(str(path), 160)} {why or 'is not a regular file'}.", "Pass the path of a requirements file, a pip freeze list or a pylock.toml.")
     if path.stat().st_size > MAX_BYTES:
         raise InputError(f"{path} is larger than {MAX_BYTES // (1024 * 1024)} MiB, which no requirements file is.", "Pass the requirements file itself.")
     try:
