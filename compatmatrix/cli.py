@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable, Optional
 
 from . import __version__
-from .console import EXIT_BROKEN_PIPE, make_console
+from .console import EXIT_BROKEN_PIPE, make_console, visible
 from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError, shown
 
 if TYPE_CHECKING:
@@ -890,7 +890,7 @@ def cmd_launch(args: LaunchArgs) -> int:
         else:
             from .placement.render import launch_text
 
-            sys.stdout.write(launch_text(prepared.plan, prepared.invocation, prepared.notes))
+            sys.stdout.write(visible(launch_text(prepared.plan, prepared.invocation, prepared.notes)))
         return EXIT_OK
     from .placement.render import summary_lines
     from .placement.run import run_invocation
@@ -937,7 +937,7 @@ def cmd_install(args: InstallArgs) -> int:
             else:
                 _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
             return exc.exit_code
-        print(dump_json(documents.recover_json(said, args.restore)) if as_json else said)
+        print(dump_json(documents.recover_json(said, args.restore)) if as_json else visible(said))
         return EXIT_OK
     planning_only = args.dry_run or args.print_
     if (args.target.python_version or args.target.platform) and not planning_only:
@@ -1031,7 +1031,7 @@ def cmd_download(args: DownloadArgs) -> int:
         wanted = args.wanted
         again = [*wanted.requirements] + (["--profile", wanted.profile] if wanted.profile else []) + (["--with", ",".join(wanted.with_)] if wanted.with_ else [])
         again += ["--torch-from-pypi"] if args.sources.torch_from_pypi else []
-        sys.stdout.write(download_text(len(files), args.dest, python.label, platform.tag, again))
+        sys.stdout.write(visible(download_text(len(files), args.dest, python.label, platform.tag, again)))
     return EXIT_OK
 
 
@@ -1069,7 +1069,7 @@ def cmd_translate(args: TranslateArgs) -> int:
     else:
         from .render.text import translate_text
 
-        sys.stdout.write(translate_text(result))
+        sys.stdout.write(visible(translate_text(result)))
     return EXIT_PROBLEMS if result.blocking else EXIT_OK
 
 
@@ -1156,7 +1156,7 @@ def cmd_migrate(args: MigrateArgs) -> int:
     else:
         from .migrate.text import format_text
 
-        sys.stdout.write(format_text(document))
+        sys.stdout.write(visible(format_text(document)))
     return code
 
 
@@ -1286,7 +1286,7 @@ def _end_now(code: int) -> None:
 
 def _say_error(line: str) -> None:
     try:
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(visible(line) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

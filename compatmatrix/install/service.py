@@ -88,7 +88,9 @@ from .wheelhouse import write_lock as write_wheelhouse_lock
 
 
 def _stderr_line(line: str) -> None:
-    safe_write(sys.stderr, line + "\n")
+    from ..console import visible
+
+    safe_write(sys.stderr, visible(line) + "\n")
 
 
 @dataclass
