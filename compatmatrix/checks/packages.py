@@ -107,6 +107,17 @@ def _installed_with_torch(ctx: Context, cid: str, names: tuple[str, ...], label:
     return torch, release
 
 
+def _is_running(executable: str) -> bool:
+    """Whether ``executable`` is the interpreter compat runs in (the target when none was named)."""
+    import os
+    import sys
+
+    try:
+        return os.path.samefile(executable, sys.executable)
+    except OSError:
+        return False
+
+
 @check("packages.torch-installed", "torch is installed (and which build)")
 def torch_installed(ctx: Context) -> Finding:
     dist = torch_dist(ctx)
@@ -114,8 +125,10 @@ def torch_installed(ctx: Context) -> Finding:
         return Finding(
             "packages.torch-installed",
             Status.FAIL,
-            f"torch is not installed for {ctx.snapshot.executable}",
-            fix="Install the set `compat resolve` gives for this Python, or point --python at your training environment's interpreter.",
+            f"torch is not installed for {ctx.snapshot.executable}" + (" (the interpreter compat itself runs in, examined when no --python PATH or COMPAT_PYTHON is given)"
+                                                                       if _is_running(ctx.snapshot.executable) else ""),
+            fix="Pass the interpreter of the environment you train in with --python (a venv's bin/python, e.g. --python ~/venvs/train/bin/python), "
+                f"or install the set compat resolve gives into this one: compat install --python {ctx.snapshot.executable} --yes.",
         )
     if dist.version is None:
         return Finding("packages.torch-installed", Status.WARN, f"torch's metadata has an unreadable version {dist.raw_version!r}", (dist.path,),
