@@ -49,15 +49,20 @@ def script_names_taken(existing: Iterable[str], owned: Iterable[str] = (), inter
     return TakenNames(frozenset(existing) - frozenset(owned), frozenset(interpreters))
 
 
+_DRIVE = re.compile(r"[A-Za-z]:")
+_PARENT = re.compile(r"(^|[/\\])\.\.([/\\]|$)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def path_problem(path: str) -> Optional[str]:
     """Why ``path`` (an archive entry or a RECORD row, relative to the wheel's root) would leave the install scheme."""
     if not path:
         return "is an empty path"
-    if path.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", path):
+    if path.startswith(("/", "\\")) or _DRIVE.match(path):
         return "is an absolute path"
-    if ".." in re.split(r"[/\\]", path):
+    if ".." in path and _PARENT.search(path):
         return "climbs out with '..'"
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+    if _CONTROL.search(path):
         return "holds a control character"
     return None
 
