@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable, Optional
 
 from . import __version__
-from .console import EXIT_BROKEN_PIPE, make_console
+from .console import EXIT_BROKEN_PIPE, make_console, visible
 from .errors import EXIT_OK, EXIT_PROBLEMS, EXIT_TOOL_ERROR, CompatError, UsageError, shown
 
 if TYPE_CHECKING:
@@ -892,7 +892,7 @@ def cmd_launch(args: LaunchArgs) -> int:
         else:
             from .placement.render import launch_text
 
-            sys.stdout.write(launch_text(prepared.plan, prepared.invocation, prepared.notes))
+            sys.stdout.write(visible(launch_text(prepared.plan, prepared.invocation, prepared.notes)))
         return EXIT_OK
     from .placement.render import summary_lines
     from .placement.run import run_invocation
@@ -939,7 +939,7 @@ def cmd_install(args: InstallArgs) -> int:
             else:
                 _say_error(f"compat: {exc.message}" + (f" {exc.fix}" if exc.fix else ""))
             return exc.exit_code
-        print(dump_json(documents.recover_json(said, args.restore)) if as_json else said)
+        print(dump_json(documents.recover_json(said, args.restore)) if as_json else visible(said))
         return EXIT_OK
     planning_only = args.dry_run or args.print_
     if (args.target.python_version or args.target.platform) and not planning_only:
@@ -1036,7 +1036,7 @@ def cmd_download(args: DownloadArgs) -> int:
         wanted = args.wanted
         again = [*wanted.requirements] + (["--profile", wanted.profile] if wanted.profile else []) + (["--with", ",".join(wanted.with_)] if wanted.with_ else [])
         again += ["--torch-from-pypi"] if args.sources.torch_from_pypi else []
-        sys.stdout.write(download_text(len(files), args.dest, python.label, platform.tag, again))
+        sys.stdout.write(visible(download_text(len(files), args.dest, python.label, platform.tag, again)))
     return EXIT_OK
 
 
@@ -1074,7 +1074,7 @@ def cmd_translate(args: TranslateArgs) -> int:
     else:
         from .render.text import translate_text
 
-        sys.stdout.write(translate_text(result))
+        sys.stdout.write(visible(translate_text(result)))
     return EXIT_PROBLEMS if result.blocking else EXIT_OK
 
 
@@ -1161,7 +1161,7 @@ def cmd_migrate(args: MigrateArgs) -> int:
     else:
         from .migrate.text import format_text
 
-        sys.stdout.write(format_text(document))
+        sys.stdout.write(visible(format_text(document)))
     return code
 
 
@@ -1191,9 +1191,11 @@ SHORT_LIVED = frozenset({"resolve", "matrix", "check", "export"})
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one command. Whatever happens, the user gets one sentence and an exit code in {0, 1, 2} (130/143 for
     Ctrl-C/SIGTERM, 141 for a closed pipe), never a traceback: an unexpected error is a bug, written to a report file."""
-    if sys.stdout is None or sys.stderr is None:  # `compat resolve >&-`: the shell closed the descriptor
-        if sys.stderr is not None:
-            sys.stderr.write("compat: error: standard output is closed, so compat has nowhere to write. Redirect it (> FILE or > /dev/null) instead of closing it.\n")
+    if sys.stderr is None:  # `compat install 2>&-`: progress and messages are dropped, as for a full stderr; never a failure
+        sys.stderr = _null_stream(2)
+    _tolerant_encoding(sys.stdout, sys.stderr)
+    if sys.stdout is None:  # `compat resolve >&-`: the shell closed the descriptor
+        _say_error("compat: error: standard output is closed, so compat has nowhere to write. Redirect it (> FILE or > /dev/null) instead of closing it.")
         return EXIT_TOOL_ERROR
     args = argparse.Namespace(command=None)
     try:
@@ -1238,6 +1240,45 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _unexpected(exc, args)
 
 
+def _tolerant(exc: UnicodeError) -> tuple:
+    """The encoding error handler of _tolerant_encoding: a file name's undecodable bytes (surrogateescape) are written
+    back as they were, anything else the encoding lacks as a backslash escape."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    chunk = exc.object[exc.start:exc.end]
+    if all(0xDC80 <= ord(c) <= 0xDCFF for c in chunk):
+        return bytes(ord(c) - 0xDC00 for c in chunk), exc.end
+    return chunk.encode("ascii", "backslashreplace").decode("ascii"), exc.end
+
+
+def _tolerant_encoding(*streams) -> None:
+    """Under an ASCII locale (LC_ALL=C with PYTHONUTF8=0, ...) a character the stream's encoding lacks (compat's '·',
+    a non-ASCII package name) is written as a backslash escape, a non-ASCII path as its bytes, instead of failing."""
+    import codecs
+
+    for stream in streams:
+        try:
+            "·—→…".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            try:
+                codecs.register_error("compat-tolerant", _tolerant)
+                stream.reconfigure(errors="compat-tolerant")
+            except (AttributeError, ValueError, OSError):
+                pass
+        except (AttributeError, TypeError):
+            pass
+
+
+def _null_stream(fd: int):
+    """A text stream on /dev/null for the closed descriptor ``fd`` (opened there, so children inherit it too, and no
+    file compat opens later lands on it and receives its messages)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+    return open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+
+
 def _end_now(code: int) -> None:
     """End the process with ``code`` now, its output written (see SHORT_LIVED); returns only if stderr cannot be
     flushed (the normal exit then reports it as before)."""
@@ -1253,7 +1294,7 @@ def _say_error(line: str) -> None:
     from .redact import redact_text
 
     try:
-        sys.stderr.write(redact_text(line) + "\n")
+        sys.stderr.write(visible(redact_text(line)) + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -3,9 +3,13 @@
 rich costs ~20 ms of start-up (importing it, making a Console) and is needed only for colour, tables and lines
 it would wrap. :func:`make_console` returns a :class:`TextConsole`: when rich would write no escape codes at all
 (the stream is not a terminal and no variable forces one) it writes the lines rich would write itself -- a
-single line of console markup whose text is printable ASCII, holds no backslash and fits the width: rich writes
-exactly that text -- and hands everything else (colour, tables, long or non-ASCII lines, escaped brackets) to a
+single line of console markup whose text is printable ASCII and holds no backslash: rich writes
+exactly that text -- and hands everything else (colour, tables, non-ASCII lines, escaped brackets) to a
 rich Console, made on first use. ``--json``, ``--help`` and ``--version`` never import rich.
+
+Off a terminal nothing is wrapped (rich soft-wraps: a line stays one line, whatever its length). Every text goes
+through :func:`visible` on its way out, so control characters from outside show as escapes; NO_COLOR (any
+non-empty value) and ``--no-color`` turn off every style escape code, on a terminal too.
 """
 
 from __future__ import annotations
@@ -22,16 +26,38 @@ if TYPE_CHECKING:
 
 JSON_SCHEMA_VERSION = 1
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports it: not "problems found" (1)
-WIDTH = 160  # off a terminal: logs (CI, pre-commit) are read later and searched, so no wrapping at rich's 80 columns
+WIDTH = 160  # off a terminal, the width of tables; lines are never wrapped there (soft wrap: logs are read later and searched)
 
 #: rich's console markup tags (rich.markup.RE_TAGS without the backslashes before them, which TextConsole refuses).
 _TAG = re.compile(r"\[[a-z#/@][^\[]*?\]")
-#: rich's words: a run of non-space characters with the spaces before and after it (rich._wrap.re_word).
-_WORD = re.compile(r"\s*\S+\s*")
 #: Characters beyond printable ASCII that compat's texts use, each one cell wide for rich (tests/test_console.py).
 NARROW = frozenset("·–—®×≥≤→…")
 #: Variables that make rich treat any stream as a terminal (or size it): with one set, rich writes every line.
 _RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "JUPYTER_COLUMNS")
+
+
+#: Characters that act on a terminal instead of showing: C0 controls but newline and tab, DEL, C1 controls (U+0085
+#: included), the line and paragraph separators and the bidirectional overrides and isolates ("Trojan source").
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible_escape(match: re.Match) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every character that would act on a terminal (an escape sequence, a bell, a carriage return
+    that overwrites the line, U+0085, a bidi override) written as a visible escape (``\\x1b``); newline and tab stay.
+    The one rule for text compat writes for people: every console line and every error message goes through it,
+    on a terminal and piped alike, so a value from outside (a file, a host's answer, an index) cannot drive the
+    operator's terminal."""
+    return _CONTROL.sub(_visible_escape, text) if not text.isprintable() else text
+
+
+def no_color_requested() -> bool:
+    """NO_COLOR set to any non-empty value (no-color.org): no colour and no other styling escape codes."""
+    return bool(os.environ.get("NO_COLOR"))
 
 
 def _rich_console_class() -> type:
@@ -41,7 +67,22 @@ def _rich_console_class() -> type:
         def on_broken_pipe(self) -> None:
             _broken_pipe()
 
+        def _render_buffer(self, buffer):  # noqa: ANN001, ANN202 - rich's own signature
+            # The text of each segment made visible (console.visible) before rich adds its own style codes;
+            # control segments (cursor moves of a progress display) are rich's and stay.
+            from rich.segment import Segment
+
+            return super()._render_buffer(Segment(visible(text), style, control) if not control else Segment(text, style, control)
+                                          for text, style, control in buffer)
+
     return _Console
+
+
+def rich_console(**options: Any) -> Console:
+    """A rich Console that writes every value visibly (console.visible) and honours NO_COLOR fully."""
+    if no_color_requested():
+        options.update(no_color=True, color_system=None)
+    return _rich_console_class()(**options)
 
 
 def _broken_pipe() -> None:
@@ -67,6 +108,7 @@ class TextConsole:
 
         jupyter = hasattr(builtins, "get_ipython")  # IPython's shell (rich renders for it)
         self._plain = not terminal and not jupyter and not any(name in os.environ for name in _RICH_VARIABLES)
+        self._terminal = terminal
         self._width = None if terminal or os.environ.get("COLUMNS") else WIDTH
 
     @property
@@ -76,16 +118,18 @@ class TextConsole:
     def rich(self) -> Console:
         """The rich Console behind this one (made, and rich imported, on first use)."""
         if self._rich is None:
-            # rich already honours NO_COLOR and only colours a terminal; --no-color forces it off.
-            # emoji=False: stage names such as "trainer:train:" must not turn into pictures
-            self._rich = _rich_console_class()(no_color=self._no_color or None, stderr=self._stderr, highlight=False, soft_wrap=False,
-                                               width=self._width, emoji=False)
+            # rich only colours a terminal; --no-color and NO_COLOR (rich_console) turn every style off.
+            # emoji=False: stage names such as "trainer:train:" must not turn into pictures.
+            # soft_wrap off a terminal: a log is read later and searched, so a line is never broken (tables keep WIDTH)
+            options: dict[str, Any] = {"no_color": True, "color_system": None} if self._no_color else {}
+            self._rich = rich_console(stderr=self._stderr, highlight=False, soft_wrap=not self._terminal, width=self._width, emoji=False, **options)
         return self._rich
 
     def print(self, *objects: Any, style: Any = None, highlight: Optional[bool] = None, **options: Any) -> None:
         from .redact import redact_text
 
-        objects = tuple(redact_text(o) if isinstance(o, str) else o for o in objects)  # a URL's credentials: masked (redact.py)
+        # a URL's credentials masked (redact.py), control characters shown as escapes, before rich measures it (tables)
+        objects = tuple(visible(redact_text(o)) if isinstance(o, str) else o for o in objects)
         if self._plain and len(objects) == 1 and not options and isinstance(objects[0], str):
             text = self._plain_text(objects[0])
             if text is not None:
@@ -98,59 +142,18 @@ class TextConsole:
         if "\\" in markup:
             return None
         text = _TAG.sub("", markup) if "[" in markup else markup
-        lines = []
         for line in text.split("\n"):
             if not (line.isascii() and line.isprintable()) and not all(c in NARROW or (c.isascii() and c.isprintable()) for c in line):
                 return None
-            if len(line) <= WIDTH:
-                lines.append(line)
-                continue
-            wrapped = wrap(line, WIDTH)
-            if wrapped is None:
-                return None
-            lines += wrapped
-        return "\n".join(lines)
+        return text  # off a terminal rich soft-wraps: the line as it is
 
     def _write(self, text: str) -> None:
         stream = self._stream
         try:
-            stream.write(text)
+            stream.write(visible(text))
             stream.flush()  # as rich does after each print: stdout and stderr stay in order
         except BrokenPipeError:
             _broken_pipe()  # what rich does (on_broken_pipe), for either stream
-
-
-def wrap(line: str, width: int) -> Optional[list[str]]:
-    """rich's word wrap of one line of one-cell characters (rich._wrap.divide_line, then Text.rstrip_end): greedy, a
-    word and its trailing spaces at a time, a line ending in the spaces of its last word unless they pass ``width``;
-    None for a word longer than ``width`` or a line of spaces alone (rich folds or crops those)."""
-    breaks = []
-    offset = 0
-    found = False
-    for match in _WORD.finditer(line):
-        found = True
-        start, word = match.start(), match.group(0)
-        length = len(word.rstrip())
-        if length > width:
-            return None
-        if width - offset >= length:
-            offset += len(word)
-        elif offset and start:
-            breaks.append(start)
-            offset = len(word)
-    if not found:
-        return None
-    pieces = [line[a:b] for a, b in zip([0, *breaks], [*breaks, len(line)])]
-    out = []
-    for piece in pieces:
-        if len(piece) > width:  # Text.rstrip_end: trailing spaces beyond the width go
-            excess = len(piece) - width
-            spaces = len(piece) - len(piece.rstrip())
-            piece = piece[: len(piece) - min(spaces, excess)]
-            if len(piece) > width:
-                return None  # rich would fold the rest
-        out.append(piece)
-    return out
 
 
 def escape(text: str) -> str:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+from typing import Optional
+
 from .redact import redact_text
 
 EXIT_OK = 0
@@ -51,3 +55,25 @@ def shown(text: str, limit: int = 60) -> str:
     credentials are masked first (a cut could leave half a password that no later rule recognises)."""
     text = redact_text(text).replace("\n", "\\n").replace("\r", "\\r")
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_PATH_ERRORS = {
+    errno.ENOENT: "does not exist (no such file or folder)",
+    errno.ENOTDIR: "does not exist (a part of it is not a folder)",
+    errno.ENAMETOOLONG: "is longer than the file system allows (a name over 255 bytes, or the whole path over 4096)",
+    errno.ELOOP: "is a loop of symbolic links",
+    errno.EACCES: "cannot be reached (permission denied on a folder on the way)",
+}
+
+
+def path_refused(path: str) -> Optional[str]:
+    """Why a path given by the user cannot even be looked at, as words after the path ("does not exist (no such
+    file or folder)", "is longer than the file system allows ..."); None when os.stat answers. One rule for every
+    path from outside, so none reaches the internal-error guard as an OSError."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return _PATH_ERRORS.get(exc.errno, f"cannot be looked at ({exc.strerror or exc})")
+    except ValueError:  # an embedded NUL
+        return "holds a NUL character, which no file name can"
+    return None

@@ -309,11 +309,8 @@ def _glibc_unknown(item: x.GlibcUnknownNote) -> str:
 
 def _setvars(item: x.SetvarsNote) -> str:
     release = item.release
-    if release.has_cwd:
-        locate = f'$(python -c "from {release.module} import cwd; print(cwd)")'
-    else:
-        locate = f'$(python -c "import torch, {release.module}, os; print(os.path.dirname({release.module}.__file__))")'
-    return f"After installing, set up oneCCL: source {locate}/{release.setvars}"
+    return (f'After installing, set up oneCCL with eval "$(compat env)" (add --python PATH for another environment): it exports what the '
+            f"bindings' {release.setvars} sets, plus the thread settings, in place of sourcing that script by hand.")
 
 
 def _yanked_newer(item: x.YankedNewerNote) -> str:

@@ -22,7 +22,7 @@ rich_markup = pytest.importorskip("rich.markup")
 
 def _rich_text(markup: str, **options) -> str:
     out = io.StringIO()
-    rich = rich_console.Console(file=out, no_color=None, highlight=False, soft_wrap=False, width=WIDTH, emoji=False, force_terminal=False)
+    rich = rich_console.Console(file=out, no_color=None, highlight=False, soft_wrap=True, width=WIDTH, emoji=False, force_terminal=False)
     rich.print(markup, **options)
     return out.getvalue()
 
@@ -62,11 +62,9 @@ def test_plain_lines_are_rich_bytes(markup, monkeypatch):
 
 
 @pytest.mark.parametrize("markup", [
-    "x" * 161,  # a word longer than the line: rich folds it
     "tab\there",
     "wide 漢字",
     "escaped \\[bold] not a tag",
-    " " * 200,
 ])
 def test_what_rich_must_say_goes_to_rich(markup, monkeypatch):
     ours, asked = _ours(markup, monkeypatch)
@@ -74,7 +72,7 @@ def test_what_rich_must_say_goes_to_rich(markup, monkeypatch):
     assert ours == _rich_text(markup)
 
 
-def test_random_lines_wrap_as_rich_wraps(monkeypatch):
+def test_random_lines_are_written_as_rich_writes_them(monkeypatch):
     rng = random.Random(15)
     alphabet = string.ascii_letters + string.digits + "-_=.,:;()+/'\"<>!?*#@%&" + "".join(sorted(NARROW))
     for _ in range(400):
@@ -106,3 +104,86 @@ def test_a_terminal_or_forced_colour_goes_to_rich(monkeypatch):
     monkeypatch.delenv("FORCE_COLOR")
     monkeypatch.setenv("COLUMNS", "100")
     assert not TextConsole()._plain
+
+
+# ---------------------------------------------------------------- what reaches a terminal (issue 19)
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from compatmatrix.console import visible  # noqa: E402
+
+HOSTILE = "\x1b[31mRED\x1b]0;title\x07\x9b2J\r\x85\u202eevil\x00"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
+def test_visible_leaves_nothing_that_acts_on_a_terminal(text):
+    shown = visible(text)
+    acting = [c for c in shown if c not in "\n\t" and (ord(c) < 32 or 0x7f <= ord(c) <= 0x9f or c in "\u2028\u2029" or 0x202a <= ord(c) <= 0x202e
+                                                          or 0x2066 <= ord(c) <= 0x2069)]
+    assert not acting, repr(shown)
+    if all(c.isprintable() or c in "\n\t" for c in text):
+        assert shown == text  # printable text and line breaks are left alone
+
+
+def _compat(*args, env=None, tty=False):
+    environment = {k: v for k, v in os.environ.items() if k not in ("COMPAT_MATRIX", "COMPAT_PYTHON", "NO_COLOR", "FORCE_COLOR", "COLUMNS")}
+    environment.update(env or {})
+    command = [sys.executable, "-m", "compatmatrix", *args]
+    if not tty:
+        done = subprocess.run(command, capture_output=True, timeout=120, env=environment, stdin=subprocess.DEVNULL)
+        return done.stdout + done.stderr
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        child = subprocess.Popen(command, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=environment)
+    finally:
+        os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its side
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    child.wait(timeout=120)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["piped", "terminal"])
+def test_control_characters_from_a_file_are_shown_not_obeyed(tmp_path, tty):
+    """The defect: escape sequences in a requirements file reached the terminal raw (in the error that quotes the line)."""
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"torch==2.7.0{HOSTILE}\n", encoding="utf-8")
+    for args in (["check", "-r", str(requirements)], ["resolve", "-r", str(requirements)], ["resolve", "--profile", HOSTILE.replace("\x00", "")]):
+        said = _compat(*args, tty=tty)
+        for raw in ("\x1b[31mRED", "\x1b]0;", "\x07", "\x9b", "\u202e", "\x85", "\x00"):
+            assert raw.encode() not in said, (args, raw, said[-600:])
+        assert b"\\x1b[31mRED" in said or b"\\x1b" in said, said[-600:]
+
+
+def test_no_color_on_a_terminal_means_no_escape_codes():
+    """no-color.org: NO_COLOR with any non-empty value; rich removed colours but kept bold and dim."""
+    coloured = _compat("check", "--python", sys.executable, tty=True)
+    assert b"\x1b[" in coloured
+    plain = _compat("check", "--python", sys.executable, env={"NO_COLOR": "1"}, tty=True)
+    assert b"\x1b" not in plain and b"packages" in plain, plain[:400]
+    empty = _compat("check", "--python", sys.executable, env={"NO_COLOR": ""}, tty=True)
+    assert b"\x1b[" in empty  # an empty NO_COLOR is not a request
+
+
+def test_piped_output_is_not_wrapped():
+    """The defect: off a terminal, lines were broken at 160 columns in mid-phrase."""
+    said = _compat("resolve", "--python-version", "3.11").decode()
+    long = [line for line in said.splitlines() if len(line) > WIDTH]
+    assert long, said[-800:]
+    assert any("oneccl_bind_pt is deprecated since" in line and "compat resolve --profile stock" in line for line in said.splitlines()), said[-1500:]

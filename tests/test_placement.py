@@ -21,7 +21,7 @@ from packaging.version import Version
 from compatmatrix.checks import runtime
 from compatmatrix.checks.finding import Context, Options, Status
 from compatmatrix.environment import env_probe
-from compatmatrix.environment.snapshot import CpuInfo, EnvSnapshot
+from compatmatrix.environment.snapshot import CpuInfo, Distribution, EnvSnapshot
 from compatmatrix.placement.environment import KMP_AFFINITY, Preload, choose_preload, launch_environment
 from compatmatrix.placement.launchers import Tools, binder_script, compose, pin_domain, rank_command
 from compatmatrix.placement.plan import PlacementError, plan_ranks, thread_advice
@@ -274,14 +274,18 @@ def test_the_interpreter_goes_in_front_of_scripts_modules_and_code_only():
 # --- one source of truth: runtime.threads and compat env quote the plan -----------------------------------------
 
 
+CCL_BINDINGS = Distribution("oneccl_bind_pt", "oneccl-bind-pt", "2.7.0+cpu", "/env/site/oneccl_bind_pt-2.7.0+cpu.dist-info", "/env/site")
+
+
 def xeon_snapshot(env=None, quota=None) -> EnvSnapshot:
-    """An EnvSnapshot as the probe would record it on the 2-socket Xeon (its topology read from the recording)."""
+    """An EnvSnapshot as the probe would record it on the 2-socket Xeon (its topology read from the recording), of an
+    environment with the oneCCL bindings (so the thread advice keeps a worker core per rank)."""
     raw = {"cpu": {"topology": env_probe.cpu_topology(str(XEON))}, "allowed_cpus": {"affinity": list(range(112)), "count": 112, "cgroup_quota": quota}}
     return EnvSnapshot(
         executable="/env/bin/python", python=Version("3.11.7"), prefix="/env", purelib="/env/site", scripts="/env/bin", paths=("/env/site",),
         platform=Platform.from_tag("manylinux_2_28_x86_64"), libc_version="2.36",
         cpu=CpuInfo(model="Intel(R) Xeon(R) Platinum 8280", flags=frozenset({"avx2", "avx512f"}), sockets=2, cores=56, logical=112, numa_nodes=2),
-        allowed_cpus=112, cgroup_quota=quota, shm_bytes=8 << 30, env=dict(env or {}), distributions=(), modules={}, which={}, raw=raw,
+        allowed_cpus=112, cgroup_quota=quota, shm_bytes=8 << 30, env=dict(env or {}), distributions=(CCL_BINDINGS,), modules={}, which={}, raw=raw,
     )
 
 
@@ -331,8 +335,26 @@ def launch_print(*args, env_extra=None):
     return run_compat("launch", "--print", *args, env_extra=env_extra)
 
 
-def test_print_json_follows_the_schema_with_exact_ranks():
-    done = launch_print("--json", "--sysfs-root", str(XEON), "--launcher", "mpirun", "--mpi-flavor", "intel-mpi", "--mpirun", "/opt/impi/bin/mpirun",
+@pytest.fixture(scope="module")
+def with_bindings(tmp_path_factory):
+    """``--python`` of a FIXTURE environment with torch and the oneCCL bindings (tests/fixture_envs.py): a worker core
+    per rank is set aside only where the bindings are installed."""
+    from .fixture_envs import FixtureEnv
+
+    env = FixtureEnv(tmp_path_factory.mktemp("bindings") / "env", sys.executable).torch("2.7.0").bindings("2.7.0")
+    return ("--python", str(env.python))
+
+
+@pytest.fixture(scope="module")
+def without_bindings(tmp_path_factory):
+    from .fixture_envs import FixtureEnv
+
+    env = FixtureEnv(tmp_path_factory.mktemp("torch-only") / "env", sys.executable).torch("2.7.0")
+    return ("--python", str(env.python))
+
+
+def test_print_json_follows_the_schema_with_exact_ranks(with_bindings):
+    done = launch_print("--json", *with_bindings, "--sysfs-root", str(XEON), "--launcher", "mpirun", "--mpi-flavor", "intel-mpi", "--mpirun", "/opt/impi/bin/mpirun",
                         "--nproc-per-node", "2", "--", "train.py", "--bf16")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -348,8 +370,8 @@ def test_print_json_follows_the_schema_with_exact_ranks():
     assert [n["node"] for n in topology["numa_nodes"]] == [0, 1] and topology["source"] == str(XEON)
 
 
-def test_print_text_is_comments_exports_and_one_command_line():
-    done = launch_print("--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "2", "--", "train.py", "--lr", "1e-4")
+def test_print_text_is_comments_exports_and_one_command_line(with_bindings):
+    done = launch_print(*with_bindings, "--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "2", "--", "train.py", "--lr", "1e-4")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     comments = [line for line in lines if line.startswith("# ")]
@@ -365,13 +387,13 @@ def test_print_text_is_comments_exports_and_one_command_line():
     ({"fs/cgroup/cpu.max": "800000 100000\n"}, [[1, 2, 3], [29, 30, 31]]),
     ({"fs/cgroup/cpu/cpu.cfs_quota_us": "400000\n", "fs/cgroup/cpu/cpu.cfs_period_us": "100000\n"}, [[1], [29]]),
 ])
-def test_a_recorded_cgroup_quota_limits_the_printed_plan(tmp_path, files, expected):
+def test_a_recorded_cgroup_quota_limits_the_printed_plan(tmp_path, files, expected, with_bindings):
     root = tmp_path / "sys"
     shutil.copytree(XEON, root)
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
-    done = launch_print("--json", "--sysfs-root", str(root), "--launcher", "torchrun", "--nproc-per-node", "2", "--", "train.py")
+    done = launch_print("--json", *with_bindings, "--sysfs-root", str(root), "--launcher", "torchrun", "--nproc-per-node", "2", "--", "train.py")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     jsonschema.validate(data, SCHEMA)
@@ -407,13 +429,33 @@ def test_running_torchrun_without_torch_is_refused_before_anything_starts(tmp_pa
     assert done.returncode == 2 and "torch is not installed for" in done.stderr and "torchrun comes with it" in done.stderr
 
 
-def test_by_default_a_worker_core_is_set_aside_only_where_the_cores_allow_it():
+def test_by_default_a_worker_core_is_set_aside_only_where_the_cores_allow_it(with_bindings):
     """29 ranks on 56 cores: no room for a worker core each, so the default sets none aside and says so."""
     from .conftest import run_compat
 
-    done = run_compat("launch", "--print", "--json", "--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "29", "--", "train.py")
+    done = run_compat("launch", "--print", "--json", *with_bindings, "--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "29", "--", "train.py")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert "CCL_WORKER_COUNT" not in data["env"] and any("no core for a oneCCL worker" in note for note in data["notes"])
-    two = json.loads(run_compat("launch", "--print", "--json", "--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "2", "--", "t.py").stdout)
+    assert not any("--ccl-workers 0" in note for note in data["notes"])  # nobody passed it
+    two = json.loads(run_compat("launch", "--print", "--json", *with_bindings, "--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "2", "--",
+                                "t.py").stdout)
     assert two["env"]["CCL_WORKER_COUNT"] == "1"
+
+
+def test_without_the_bindings_no_worker_core_is_set_aside_and_no_flag_is_invented(without_bindings):
+    """The defect: without oneCCL bindings launch --print set a worker core aside per rank (or, where none fit, noted a
+    '--ccl-workers 0' nobody passed)."""
+    from .conftest import run_compat
+
+    for ranks in ("2", "29"):
+        done = run_compat("launch", "--print", "--json", *without_bindings, "--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", ranks, "--",
+                          "train.py")
+        assert done.returncode == 0, done.stderr
+        data = json.loads(done.stdout)
+        assert "CCL_WORKER_COUNT" not in data["env"] and all(not r["ccl_worker_cpus"] for r in data["ranks"]), data["env"]
+        assert not any("--ccl-workers 0" in note for note in data["notes"]), data["notes"]
+        assert any("oneCCL bindings are not installed" in note for note in data["notes"]), data["notes"]
+    asked = json.loads(run_compat("launch", "--print", "--json", *without_bindings, "--ccl-workers", "1", "--sysfs-root", str(XEON), "--launcher", "torchrun",
+                                  "--nproc-per-node", "2", "--", "t.py").stdout)
+    assert asked["env"]["CCL_WORKER_COUNT"] == "1"  # what the user asks for is kept

@@ -164,14 +164,27 @@ def test_bf16_asked_on_a_cpu_without_avx2_is_a_warning(matrix):
 # --- runtime.threads -------------------------------------------------------------------------------------
 
 
+CCL = Distribution("oneccl_bind_pt", "oneccl-bind-pt", "2.7.0+cpu", "/env/site/oneccl_bind_pt-2.7.0+cpu.dist-info", "/env/site")
+
+
 def test_threads_unset_one_rank_passes_and_several_ranks_warn(matrix):
     one = run(matrix, runtime.threads, snapshot(cpus=4), ranks_per_node=1)
     assert one.status is Status.PASS and one.summary == "OMP_NUM_THREADS is not set (one rank uses every allowed CPU)"
-    two = run(matrix, runtime.threads, snapshot(cpus=4), ranks_per_node=2)
+    two = run(matrix, runtime.threads, snapshot(cpus=4, distributions=(CCL,)), ranks_per_node=2)
     assert two.status is Status.WARN
     assert two.summary == "OMP_NUM_THREADS is not set: each of 2 ranks will start 4 threads on 4 physical cores (under torchrun: 1 thread each)"
     # 2 cores per rank: 1 OpenMP thread + 1 oneCCL worker (the old advice, OMP_NUM_THREADS=2 with a worker, made 6 threads on 4 CPUs)
     assert two.fix.startswith("export OMP_NUM_THREADS=1 CCL_WORKER_COUNT=1   (for 2 ranks on 4 physical cores;")
+
+
+def test_without_the_bindings_no_core_is_kept_for_oneccl_workers(matrix):
+    """The defect: in an environment without oneCCL bindings the advice reserved a worker core per rank and named
+    CCL_WORKER_COUNT (and, on 2 cores with 2 ranks, said the ranks did not fit)."""
+    finding = run(matrix, runtime.threads, snapshot(cpus=2), ranks_per_node=2)
+    assert "CCL_WORKER_COUNT" not in finding.fix and "oneCCL worker" not in " ".join(finding.evidence), finding
+    assert finding.fix.startswith("export OMP_NUM_THREADS=1   (for 2 ranks on 2 physical cores;"), finding.fix
+    four = run(matrix, runtime.threads, snapshot(cpus=4), ranks_per_node=2)
+    assert four.fix.startswith("export OMP_NUM_THREADS=2   (for 2 ranks on 4 physical cores;"), four.fix
 
 
 @pytest.mark.parametrize("cpus, omp, workers, ranks, status", [

@@ -107,6 +107,17 @@ def _installed_with_torch(ctx: Context, cid: str, names: tuple[str, ...], label:
     return torch, release
 
 
+def _is_running(executable: str) -> bool:
+    """Whether ``executable`` is the interpreter compat runs in (the target when none was named)."""
+    import os
+    import sys
+
+    try:
+        return os.path.samefile(executable, sys.executable)
+    except OSError:
+        return False
+
+
 @check("packages.torch-installed", "torch is installed (and which build)")
 def torch_installed(ctx: Context) -> Finding:
     dist = torch_dist(ctx)
@@ -114,8 +125,10 @@ def torch_installed(ctx: Context) -> Finding:
         return Finding(
             "packages.torch-installed",
             Status.FAIL,
-            f"torch is not installed for {ctx.snapshot.executable}",
-            fix="Install the set `compat resolve` gives for this Python, or point --python at your training environment's interpreter.",
+            f"torch is not installed for {ctx.snapshot.executable}" + (" (the interpreter compat itself runs in, examined when no --python PATH or COMPAT_PYTHON is given)"
+                                                                       if _is_running(ctx.snapshot.executable) else ""),
+            fix="Pass the interpreter of the environment you train in with --python (a venv's bin/python, e.g. --python ~/venvs/train/bin/python), "
+                f"or install the set compat resolve gives into this one: compat install --python {ctx.snapshot.executable} --yes.",
         )
     if dist.version is None:
         return Finding("packages.torch-installed", Status.WARN, f"torch's metadata has an unreadable version {dist.raw_version!r}", (dist.path,),
@@ -370,6 +383,35 @@ def duplicates(ctx: Context) -> Finding:
     target = inside[-1].path if inside else copies[-1].path
     return Finding(cid, Status.FAIL, f"{len(broken)} distribution(s) installed twice where it matters: {', '.join(n for n, _ in broken)}", evidence,
                    f"Remove the copy import does not use ({target}), or reinstall: {ctx.snapshot.executable} -m pip install --force-reinstall --no-deps {name}=={copies[0].raw_version}")
+
+
+@check("packages.interrupted-install", "no compat install was stopped half-way in this environment")
+def interrupted_install(ctx: Context) -> Finding:
+    """A journal left next to site-packages by a killed compat install: the environment may be half-installed."""
+    import os
+
+    from ..install import JOURNAL_NAME
+
+    cid = "packages.interrupted-install"
+    snapshot = ctx.snapshot
+    if not snapshot.purelib or not os.path.lexists(os.path.join(os.path.dirname(os.path.realpath(snapshot.purelib)), JOURNAL_NAME)):
+        return Finding(cid, Status.PASS, "no interrupted compat install")
+    from ..install.errors import InstallInputError
+    from ..install.transaction import EnvFolders
+    from ..install.transaction import interrupted_install as left_behind
+
+    env = EnvFolders.of_snapshot(snapshot)
+    restore = f"compat install --restore --python {snapshot.executable}"
+    try:
+        left = left_behind(env)
+    except InstallInputError as exc:
+        return Finding(cid, Status.FAIL, f"an install journal is left in this environment and cannot be trusted: {exc.message}", (str(env.journal),), exc.fix)
+    if left is None or left.pid == os.getpid():  # running now (this very install, when it verifies what it installed)
+        return Finding(cid, Status.PASS, "a compat install is running in this environment now", (str(env.journal),))
+    return Finding(cid, Status.FAIL, f"a compat install into {snapshot.prefix} was stopped before it finished (process {left.pid} is gone): "
+                   "the environment may be half-installed", (str(env.journal),),
+                   f"Run {restore} to put back the state from before it, or compat install --discard-snapshot --python {snapshot.executable} "
+                   "to keep the environment as it is now.")
 
 
 @check("packages.python-support", "the installed Intel packages have wheels for this Python")

@@ -104,6 +104,7 @@ def _bad_count(key: str, value: str) -> Finding:
 def threads(ctx: Context) -> Finding:
     """Counted in physical cores, not hyperthreads, against the same plan compat launch binds by (placement/plan.py)."""
     from ..placement.plan import thread_advice
+    from .packages import CCL_NAMES
     from ..placement.topology import machine_from_snapshot, plural
 
     cid = "runtime.threads"
@@ -117,10 +118,11 @@ def threads(ctx: Context) -> Finding:
     if workers_text is not None and workers is None:
         return _bad_count("CCL_WORKER_COUNT", workers_text)
     machine = machine_from_snapshot(ctx.snapshot)
-    advice = thread_advice(machine, ranks, workers if workers is not None else 1)
+    bindings = ctx.snapshot.get(*CCL_NAMES) is not None  # without them no oneCCL worker runs: no core is set aside, none advised
+    advice = thread_advice(machine, ranks, workers if workers is not None else (1 if bindings else 0))
     cores = advice.cores
     workers_n = workers if workers is not None else 0
-    fix = (f"export OMP_NUM_THREADS={advice.omp_threads}" + ("" if workers is not None else f" CCL_WORKER_COUNT={advice.ccl_workers}")
+    fix = (f"export OMP_NUM_THREADS={advice.omp_threads}" + ("" if workers is not None or not bindings else f" CCL_WORKER_COUNT={advice.ccl_workers}")
            + f"   (for {ranks} ranks on {plural(cores, 'physical core')}; compat launch --nproc-per-node {ranks} also binds each rank to its cores)")
     hyper = f" ({advice.cpus} CPUs with hyperthreads)" if advice.cpus != cores else ""
     evidence = (f"{plural(cores, 'physical core')}{hyper} allowed for this process"

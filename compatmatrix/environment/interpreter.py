@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
-from ..errors import CompatError, InterpreterError, shown
+from ..errors import CompatError, InterpreterError, path_refused, shown
 from ..record import Record
 from ..target import Platform, PythonTarget
 from .child import env_timeout, run_child
@@ -49,8 +49,9 @@ class InterpreterInfo(Record):
 
 def _resolve_executable(path: str) -> str:
     if os.sep in path or (os.altsep and os.altsep in path):
-        if not Path(path).exists():
-            raise InterpreterError(f"'{path}' does not exist.", "Pass the path of a Python interpreter with --python.")
+        why = path_refused(path)
+        if why:
+            raise InterpreterError(f"'{shown(path, 160)}' {why}.", "Pass the path of a Python interpreter with --python.")
         if Path(path).is_dir():
             raise InterpreterError(f"'{path}' is a directory, not a Python interpreter.", "Pass the interpreter inside it with --python, such as bin/python of a virtual environment.")
         return path

@@ -26,7 +26,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..errors import shown
+from ..errors import path_refused, shown
 from ..names import canonical_name
 from .markers import decide, marker_target
 from .model import IndexLine, InputError, InputRequirement, InputSet, Origin, checked_name, is_name
@@ -52,8 +52,9 @@ _REQUIREMENT_OPTIONS = {"--hash", "--config-settings", "--global-option"}  # wha
 
 
 def _read_text(path: Path) -> str:
-    if not path.is_file():
-        raise InputError(f"{path} is not a readable file.", "Pass the path of a requirements file, a pip freeze list or a pylock.toml.")
+    why = path_refused(str(path))
+    if why or not path.is_file():
+        raise InputError(f"{shown(str(path), 160)} {why or 'is not a regular file'}.", "Pass the path of a requirements file, a pip freeze list or a pylock.toml.")
     if path.stat().st_size > MAX_BYTES:
         raise InputError(f"{path} is larger than {MAX_BYTES // (1024 * 1024)} MiB, which no requirements file is.", "Pass the requirements file itself.")
     try:

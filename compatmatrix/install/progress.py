@@ -112,7 +112,7 @@ class Bars(Display):
     """rich.progress on stderr: a spinner for the phase under way, a bar per download (bytes, rate)."""
 
     def __init__(self, say: Say) -> None:
-        from rich.console import Console  # lazily: only an interactive install draws bars
+        from ..console import rich_console  # lazily: only an interactive install draws bars
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -137,7 +137,7 @@ class Bars(Display):
 
         self.say = say
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), Transfers(BarColumn()), Transfers(DownloadColumn()),
-                                 Transfers(TransferSpeedColumn()), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+                                 Transfers(TransferSpeedColumn()), TimeElapsedColumn(), console=rich_console(stderr=True), transient=True)
         self.phases: dict[str, object] = {}
 
     def start(self) -> None:

@@ -90,7 +90,9 @@ from .wheelhouse import write_lock as write_wheelhouse_lock
 
 
 def _stderr_line(line: str) -> None:
-    safe_write(sys.stderr, line + "\n")
+    from ..console import visible
+
+    safe_write(sys.stderr, visible(line) + "\n")
 
 
 @dataclass
@@ -123,8 +125,7 @@ def target_of(snapshot: EnvSnapshot) -> WheelTarget:
 
 
 def env_folders(snapshot: EnvSnapshot) -> EnvFolders:
-    python = snapshot.raw.get("python") or {}
-    return EnvFolders.of(snapshot.prefix, snapshot.purelib, snapshot.scripts, python.get("platlib") or None, python.get("data") or None)
+    return EnvFolders.of_snapshot(snapshot)
 
 
 WORK_PREFIX = "compat-install-"
@@ -336,6 +337,7 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         wheels = [f.path for f in fetched if canonical_name(f.package.distribution) in wanted] + [i.path for i in items if i.path is not None]
         folders = list(dict.fromkeys([*folders, *(p.parent for p in wheels)]))
         command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes) if planned else None
+        refuse_unsafe_wheels(env, snapshot, sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()}), planned, remove)
     uninstall = uninstall_command(installer, pip, snapshot.executable, remove) if remove else None
     with progress.phase("snapshot"):
         data = _data_folders(env, snapshot, folders, planned, say, remove)
@@ -350,6 +352,41 @@ def uninstall_command(installer: str, pip: Sequence[str], python: str, names: Se
     return [*(pip or pip_for(python)), "uninstall", "--yes", "--disable-pip-version-check", *names]
 
 
+def _replaced(snapshot: EnvSnapshot, planned: Sequence[Change], removed: Sequence[str]) -> list[tuple[Path, Path]]:
+    """(dist-info, site) of the installed distributions the install replaces or removes."""
+    names = {canonical_name(c.name) for c in planned if c.before is not None} | {canonical_name(n) for n in removed}
+    return [(Path(d.path), Path(d.site)) for d in snapshot.distributions if d.canonical in names and d.path and d.site]
+
+
+def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequence[Path], planned: Sequence[Change], removed: Sequence[str] = ()) -> None:
+    """Refuse, before anything is installed, a wheel that would write outside the install scheme or replace the
+    interpreter or a file of the scripts folder that no distribution being replaced owns (install/wheelfiles.py)."""
+    from .datafiles import record_targets
+    from .wheelfiles import script_names_taken, wheel_refusals
+
+    try:
+        existing = [entry.name for entry in os.scandir(env.scripts)]
+    except OSError:
+        existing = []
+    owned = [t.name for dist_info, site in _replaced(snapshot, planned, removed) for t in record_targets(dist_info, site)
+             if os.path.realpath(t.parent) == str(env.scripts)]
+    interpreter = Path(snapshot.executable)
+    taken = script_names_taken(existing, owned, {interpreter.name} | {e for e in existing if _same_file(env.scripts / e, interpreter)})
+    for wheel in wheels:
+        refusals = wheel_refusals(wheel, taken)
+        if refusals:
+            more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
+            raise InstallError(f"The wheel {wheel.name} would write where no wheel may: {refusals[0]}{more}; refused before installing. Nothing was changed.",
+                               "Do not install this wheel: pin another version of that package, or take it from an index you trust (--index HOST=URL).")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path], planned: Sequence[Change], say: Callable[[str], None],
                   removed: Sequence[str] = ()) -> tuple[Path, ...]:
     """The prefix's folders the wheels write data or header files into (or the replaced versions had files in):
@@ -357,8 +394,7 @@ def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path
     from .datafiles import install_targets
 
     wheels = sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()})
-    replaced_names = {canonical_name(c.name) for c in planned if c.before is not None} | {canonical_name(n) for n in removed}
-    replaced = [(Path(d.path), Path(d.site)) for d in snapshot.distributions if d.canonical in replaced_names and d.path and d.site]
+    replaced = _replaced(snapshot, planned, removed)
     headers = (snapshot.raw.get("python") or {}).get("headers")
     found = install_targets(env, wheels, Path(headers) if headers else None, replaced)
     for path in found.uncovered[:10]:

@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from . import JOURNAL_NAME
 from .checkpoints import checkpoint
 from .errors import InstallError, InstallInputError
 from .files import Unreadable, fsync_dir, no_space, read_small, write_atomic
 
-JOURNAL_NAME = ".compat-install-journal.json"
 SNAPSHOT_PREFIX = ".compat-snapshot-"
 MANIFEST_NAME = "manifest.json"
 LOCK_NAME = ".compat-install.lock"
@@ -74,6 +74,12 @@ class EnvFolders:
             return Path(os.path.realpath(path)) if path else None
 
         return cls(Path(os.path.realpath(prefix)), Path(os.path.realpath(purelib)), Path(os.path.realpath(scripts or purelib)), real(platlib), real(data))
+
+    @classmethod
+    def of_snapshot(cls, snapshot: Any) -> "EnvFolders":
+        """The folders of the environment an EnvSnapshot (environment/snapshot.py) describes."""
+        python = snapshot.raw.get("python") or {}
+        return cls.of(snapshot.prefix, snapshot.purelib, snapshot.scripts, python.get("platlib") or None, python.get("data") or None)
 
     @property
     def parent(self) -> Path:

@@ -60,7 +60,8 @@ def launch_environment(plan: Plan, preload: Preload) -> dict[str, str]:
     return env
 
 
-def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str]) -> tuple[str, ...]:
+def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str], workers_asked: bool = True) -> tuple[str, ...]:
+    """``workers_asked``: --ccl-workers was given (a plan without workers that nobody asked for is explained by the caller)."""
     notes = []
     if preload.iomp5:
         notes.append(f"Intel OpenMP (libiomp5) is preloaded: KMP_AFFINITY={KMP_AFFINITY} binds OpenMP thread i to the i-th core of the rank's CPUs")
@@ -70,7 +71,7 @@ def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str]
         notes.append("no tcmalloc or jemalloc on this machine: the default allocator stays (apt-get install libgoogle-perftools4, or pip install intel-openmp for libiomp5)")
     if plan.ccl_workers:
         notes.append(f"oneCCL: {plan.ccl_workers} worker(s) per rank on CPUs {cpu_list_text(plan.worker_cpus)} (CCL_WORKER_AFFINITY lists local rank 0's first), outside the ranks' compute CPUs")
-    else:
+    elif workers_asked:
         notes.append("--ccl-workers 0: no cores set aside; oneCCL's worker (1 by default) shares its rank's CPUs")
     planned = launch_environment(plan, preload)
     for name in ("OMP_NUM_THREADS", "CCL_WORKER_COUNT", "KMP_AFFINITY", "OMP_PROC_BIND", "OMP_PLACES"):

@@ -55,10 +55,13 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
         machine = read_machine(options.sysfs_root)
     else:
         machine = machine_from_snapshot(snapshot)
-    plan, auto_note = _plan_with_workers(machine, options.nproc_per_node, options.ccl_workers)
+    bindings = oneccl_bindings_installed(snapshot)
+    plan, auto_note = _plan_with_workers(machine, options.nproc_per_node, options.ccl_workers if bindings or options.ccl_workers is not None else 0)
+    if not bindings and options.ccl_workers is None:
+        auto_note = "the oneCCL bindings are not installed in this environment, so no core is set aside for oneCCL workers"
     preload = choose_preload(preload_candidates(snapshot.prefix), preload_entries(environ.get("LD_PRELOAD", "")))
     rank_env = launch_environment(plan, preload)
-    notes = ([auto_note] if auto_note else []) + list(plan.notes) + list(environment_notes(plan, preload, environ))
+    notes = ([auto_note] if auto_note else []) + list(plan.notes) + list(environment_notes(plan, preload, environ, workers_asked=options.ccl_workers is not None))
     if options.sysfs_root:
         notes.append(f"planned for the machine recorded in {options.sysfs_root}; LD_PRELOAD, numactl/taskset and mpirun are this machine's")
     tools = Tools(shutil.which("numactl", path=environ.get("PATH")), shutil.which("taskset", path=environ.get("PATH")))
@@ -75,6 +78,13 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     invocation = compose(plan, rank_env, options.launcher, options.command, python, tools, flavor=flavor, mpirun=mpirun,
                          path=environ.get("PATH", ""), as_root=os.geteuid() == 0)
     return Prepared(plan, invocation, rank_env, tuple(notes) + invocation.notes)
+
+
+def oneccl_bindings_installed(snapshot) -> bool:  # noqa: ANN001 - an EnvSnapshot
+    """Whether the environment has the oneCCL bindings (the only reason to set cores aside for oneCCL workers)."""
+    from ..checks.packages import CCL_NAMES
+
+    return snapshot.get(*CCL_NAMES) is not None
 
 
 def _plan_with_workers(machine, ranks: int, ccl_workers: Optional[int]) -> tuple[Plan, str]:

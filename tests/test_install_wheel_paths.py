@@ -1,0 +1,172 @@
+"""A wheel may not replace the interpreter or write outside what its RECORD and the install scheme allow (issue 19).
+
+compat reads each fetched wheel's file list, RECORD and entry points BEFORE installing, and refuses (exit 1, nothing
+changed) a path that is absolute or holds '..', a .data folder the install scheme does not have, and a script named
+like the environment's interpreter (python, python3, python3.X) or like a file of its scripts folder that no
+distribution being replaced owns (activate, ...). The integration tests use FIXTURE wheels on a FIXTURE index
+(tests/fixture_index.py) and a real `compat install`, with pip and, when it is installed, uv; one venv is made by uv.
+
+Side effects: FIXTURE index servers on 127.0.0.1, venvs and caches under tmp_path, compat/pip/uv child processes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from compatmatrix.install.runner import uv_binary
+from compatmatrix.install.wheelfiles import script_names_taken, wheel_refusals
+
+from .fixture_index import build_wheel
+from .install_helpers import CP_HERE, STACK, compat, copy_venv, diff, env_tree, served, stack_index
+
+HOSTILE = "#!/bin/sh\necho FIXTURE: not the interpreter\n"
+
+
+def _ipex(folder: Path, files: dict[str, str]) -> Path:
+    return build_wheel(folder, "intel-extension-for-pytorch", "2.7.0", CP_HERE, module="intel_extension_for_pytorch", files_extra=files)
+
+
+def _hostile_index(root: Path, files: dict[str, str]):
+    index = stack_index(root)
+    index.hosts["pypi"] = [w for w in index.hosts["pypi"] if not w.name.startswith("intel_extension")]
+    index.add("pypi", _ipex(root / "hostile", files))
+    return index
+
+
+def _uv_venv(path: Path) -> Path:
+    uv = uv_binary()
+    if uv is None:
+        pytest.skip("uv is not installed here: pip install uv")
+    import sys
+
+    subprocess.run([uv, "venv", "--no-config", "--python", sys.executable, str(path)], check=True, timeout=300, capture_output=True,
+                   env={**os.environ, "UV_NO_CONFIG": "1"})
+    return path / "bin" / "python"
+
+
+def _interpreter(python: Path) -> tuple:
+    """What bin/ holds for the interpreter names: their link targets or contents."""
+    found = {}
+    for entry in sorted(python.parent.iterdir()):
+        if entry.name.startswith("python"):
+            found[entry.name] = os.readlink(entry) if entry.is_symlink() else entry.read_bytes()
+    return tuple(found.items())
+
+
+@pytest.mark.parametrize(("installer", "made_by"), [("pip", "uv"), ("uv", "uv"), ("pip", "venv")])
+def test_a_wheel_shipping_scripts_python3_is_refused_before_anything_is_installed(installer, made_by, tmp_path):
+    """The defect: the .data/scripts/python3 of a wheel replaced the interpreter of a uv-made venv (compat's pip
+    driving it), and compat said "installed and verified"."""
+    if made_by == "uv":
+        python = _uv_venv(tmp_path / "venv")
+    else:
+        import sys
+
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, timeout=300)
+        python = tmp_path / "venv" / "bin" / "python"
+    index = _hostile_index(tmp_path, {"intel_extension_for_pytorch-2.7.0.data/scripts/python3": HOSTILE})
+    before, interpreter = env_tree(python), _interpreter(python)
+    with served(index):
+        done = compat("install", "--python", str(python), "--yes", "--installer", installer, *STACK, *index.index_args(),
+                      env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "python3" in done.stderr and "interpreter" in done.stderr and "Nothing was changed" in done.stderr, done.stderr[-3000:]
+    assert "installed and verified" not in done.stdout + done.stderr
+    assert _interpreter(python) == interpreter
+    assert env_tree(python) == before, diff(before, env_tree(python))
+
+
+def test_a_wheel_overwriting_a_file_of_the_scripts_folder_is_refused(tmp_path, template):
+    """bin/activate belongs to the venv, not to a distribution being replaced: a wheel may not write it."""
+    python = copy_venv(template, tmp_path / "venv")
+    index = _hostile_index(tmp_path, {"intel_extension_for_pytorch-2.7.0.data/scripts/activate": HOSTILE})
+    before = env_tree(python)
+    with served(index):
+        done = compat("install", "--python", str(python), "--yes", "--installer", "pip", *STACK, *index.index_args())
+    assert done.returncode == 1 and "activate" in done.stderr and "Nothing was changed" in done.stderr, done.stderr[-3000:]
+    assert env_tree(python) == before, diff(before, env_tree(python))
+
+
+def test_a_clean_stack_still_installs_with_stderr_closed(tmp_path, template):
+    """The check refuses only what it must: the FIXTURE stack installs (also with descriptor 2 closed, README)."""
+    python = copy_venv(template, tmp_path / "venv")
+    index = stack_index(tmp_path)
+    with served(index):
+        import sys
+
+        done = subprocess.run([sys.executable, "-m", "compatmatrix", "install", "--python", str(python), "--yes", "--installer", "pip", *STACK,
+                               *index.index_args()], capture_output=False, stdout=subprocess.PIPE, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(2))
+    assert done.returncode == 0, done.stdout[-2000:]
+
+
+# ---------------------------------------------------------------- the inspection itself, on wheels built here
+
+
+def _zip(path: Path, entries: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in entries.items():
+            archive.writestr(name, text)
+    return path
+
+
+INFO = "demo-1.0.dist-info"
+GOOD = {"demo/__init__.py": "", f"{INFO}/METADATA": "Name: demo\nVersion: 1.0\n", f"{INFO}/WHEEL": "Wheel-Version: 1.0\n"}
+
+
+@pytest.mark.parametrize(("entries", "said"), [
+    ({"/etc/cron.d/demo": "x"}, "absolute"),
+    ({"demo/../../../../etc/demo": "x"}, "'..'"),
+    ({"demo-1.0.data/scripts/../../../bin/python3": "x"}, "'..'"),
+    ({"demo-1.0.data/lib/thing": "x"}, "install scheme"),
+    ({"demo-1.0.data/scripts/python": "x"}, "interpreter"),
+    ({"demo-1.0.data/scripts/python3.11": "x"}, "interpreter"),
+    ({f"{INFO}/RECORD": "../../../bin/python3,,\n"}, "'..'"),
+    ({f"{INFO}/RECORD": "/usr/bin/python3,,\n"}, "absolute"),
+    ({f"{INFO}/entry_points.txt": "[console_scripts]\npython3 = demo:main\n"}, "interpreter"),
+    ({f"{INFO}/entry_points.txt": "[gui_scripts]\nactivate = demo:main\n"}, "already in"),
+    ({"demo-1.0.data/scripts/activate": "x"}, "already in"),
+])
+def test_what_a_wheel_may_not_write_is_named(tmp_path, entries, said):
+    wheel = _zip(tmp_path / "demo-1.0-py3-none-any.whl", {**GOOD, **entries})
+    taken = script_names_taken(["python", "python3", "python3.11", "activate", "pip"], owned=["pip"])
+    refusals = wheel_refusals(wheel, taken)
+    assert refusals and said in refusals[0], refusals
+
+
+def test_a_wheel_that_stays_in_the_scheme_passes(tmp_path):
+    wheel = _zip(tmp_path / "demo-1.0-py3-none-any.whl", {
+        **GOOD, "demo-1.0.data/scripts/demo-tool": "x", "demo-1.0.data/data/share/demo/x": "x", "demo-1.0.data/headers/demo.h": "x",
+        "demo-1.0.data/purelib/demo2/__init__.py": "", f"{INFO}/entry_points.txt": "[console_scripts]\ndemo = demo:main\npip = demo:main\n",
+        f"{INFO}/RECORD": "demo/__init__.py,,\ndemo-1.0.data/scripts/demo-tool,,\n"})
+    assert wheel_refusals(wheel, script_names_taken(["python3", "activate", "pip"], owned=["pip"])) == []
+
+
+# ---------------------------------------------------------------- after a killed install, doctor and check say so
+
+
+@pytest.mark.parametrize("command", ["check", "doctor"])
+def test_doctor_and_check_name_an_interrupted_install_and_its_restore(command, venv, stack, tmp_path):
+    """The defect: after a SIGKILLed install (journal left), doctor and check never mentioned --restore."""
+    import json
+    import signal
+
+    killed = compat("install", "--python", str(venv), "--yes", *STACK, *stack.index_args(), env={"COMPAT_TEST_KILL_AT": "install:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    extra = ["--skip", "imports"] if command == "doctor" else []
+    done = compat(command, "--python", str(venv), "--json", *extra)
+    assert done.returncode == 1, done.stderr[-2000:]
+    finding = next(f for f in json.loads(done.stdout)["checks"] if f["id"] == "packages.interrupted-install")
+    assert finding["status"] == "fail" and "stopped before it finished" in finding["summary"]
+    assert f"compat install --restore --python {venv}" in finding["fix"]
+    text = compat(command, "--python", str(venv), *extra)
+    assert f"compat install --restore --python {venv}" in text.stdout + text.stderr
+    restored = compat("install", "--restore", "--python", str(venv))
+    assert restored.returncode == 0, restored.stderr[-2000:]
+    after = compat(command, "--python", str(venv), "--json", *extra)
+    assert next(f for f in json.loads(after.stdout)["checks"] if f["id"] == "packages.interrupted-install")["status"] == "pass"
