@@ -168,7 +168,8 @@ def test_control_characters_from_a_file_are_shown_not_obeyed(tmp_path, tty):
         said = _compat(*args, tty=tty)
         for raw in ("\x1b[31mRED", "\x1b]0;", "\x07", "\x9b", "\u202e", "\x85", "\x00"):
             assert raw.encode() not in said, (args, raw, said[-600:])
-        assert b"\\x1b[31mRED" in said or b"\\x1b" in said, said[-600:]
+        # shown as an escape, or named by its code point (the requirements reader refuses such a line: U+001B)
+        assert b"\\x1b" in said or b"U+001B" in said, said[-600:]
 
 
 def test_no_color_on_a_terminal_means_no_escape_codes():

@@ -104,8 +104,8 @@ def _bad_count(key: str, value: str) -> Finding:
 def threads(ctx: Context) -> Finding:
     """Counted in physical cores, not hyperthreads, against the same plan compat launch binds by (placement/plan.py)."""
     from ..placement.plan import thread_advice
-    from .packages import CCL_NAMES
     from ..placement.topology import machine_from_snapshot, plural
+    from .packages import CCL_NAMES
 
     cid = "runtime.threads"
     ranks = max(1, ctx.options.ranks_per_node)

@@ -112,7 +112,6 @@ class Bars(Display):
     """rich.progress on stderr: a spinner for the phase under way, a bar per download (bytes, rate)."""
 
     def __init__(self, say: Say) -> None:
-        from ..console import rich_console  # lazily: only an interactive install draws bars
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -124,6 +123,8 @@ class Bars(Display):
             TransferSpeedColumn,
         )
         from rich.text import Text
+
+        from ..console import rich_console  # lazily: only an interactive install draws bars
 
         class Transfers(ProgressColumn):
             """A column drawn for downloads only (a phase has no bytes)."""
