@@ -1215,7 +1215,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _say_error(f"compat: error: {message}" + (f" {exc.fix}" if exc.fix else ""))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C; the live supervisor also turns SIGTERM/SIGHUP into this, after cleaning up
-        terminated = exc.__class__.__name__ == "Terminated"
+        from .processes import Terminated
+
+        terminated = isinstance(exc, Terminated)
         _say_error(f"compat: {'terminated' if terminated else 'interrupted'}; nothing of the run is left running."
                    if getattr(args, "live", False) else "compat: interrupted.")
         return 143 if terminated else 130

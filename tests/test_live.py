@@ -14,7 +14,8 @@ import pytest
 from compatmatrix.checks.finding import Status as S
 from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile
 from compatmatrix.live.report import Expectation, RankRecord, hang_finding, live_findings, stuck_frames, trainer_finding
-from compatmatrix.live.supervise import Supervised, supervise, tagged_processes
+from compatmatrix.live.supervise import RUN_ID_VAR, Supervised, supervise
+from compatmatrix.processes import tagged_processes
 from compatmatrix.translate import ipex_through_trainer
 
 WORKER = ["worker.py", "--run-dir", "/tmp/x"]
@@ -139,7 +140,7 @@ def test_timeout_kills_everything_including_a_grandchild_that_escaped_the_group(
     assert (tmp_path / "grandchild.pid").exists(), "the grandchild never started: nothing escaped"
     grandchild = int((tmp_path / "grandchild.pid").read_text())
     assert result.timed_out and result.leftovers == ()
-    assert tagged_processes(result.run_id) == []
+    assert tagged_processes(result.run_id, RUN_ID_VAR) == []
     assert grandchild not in marked(mark) and marked(mark) == [], "the grandchild that left the process group outlived the run"
     assert time.monotonic() - started < ESCAPER_TIMEOUT_S + 10
     assert result.ends[0].returncode is None  # it was still running at the deadline
@@ -151,7 +152,7 @@ def test_a_failed_process_stops_the_others_after_a_grace_period(tmp_path):
     result = supervise(commands, [env, env], tmp_path, timeout=60, run_id="g" + os.urandom(6).hex(), grace_after_failure=0.5, stack_dump_wait=0.1)
     assert result.stopped_early and not result.timed_out and result.seconds < 15
     assert [e.returncode for e in result.ends] == [3, None]
-    assert tagged_processes(result.run_id) == []
+    assert tagged_processes(result.run_id, RUN_ID_VAR) == []
 
 
 def test_a_clean_run_ends_by_itself_and_keeps_the_launcher_output(tmp_path):

@@ -17,7 +17,8 @@ from ..environment.snapshot import NATIVE_BF16_FLAGS
 from ..translate import ipex_through_trainer, translate
 from .launch import Launch, LaunchError, Topology, plan_launch
 from .report import Expectation, live_findings, rank_outputs, read_ranks
-from .supervise import new_run_id, supervise
+from ..processes import new_run_id
+from .supervise import supervise
 
 WORKER = Path(__file__).with_name("worker.py")
 SELF_DEADLINE_SLACK_S = 30.0  # a rank ends itself this long after the hard limit, should compat be gone (SIGKILL, OOM)

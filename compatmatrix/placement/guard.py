@@ -17,7 +17,7 @@ import sys
 
 
 def _stop(pgid: int, run_id: str) -> None:
-    from ..live.supervise import sweep
+    from ..processes import sweep
     from .run import RUN_ID_VAR
 
     sweep(run_id, [pgid], wait=5.0, variable=RUN_ID_VAR)

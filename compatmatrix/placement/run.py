@@ -23,13 +23,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
 from ..environment.child import env_timeout
 from ..errors import CompatError
+from ..processes import new_run_id, sweep
 from .launchers import Invocation
 
 RUN_ID_VAR = "COMPAT_LAUNCH_RUN"
@@ -58,9 +58,7 @@ def run_invocation(invocation: Invocation, base_env: Mapping[str, str], say=lamb
     """Run the launch to its end; the exit code to leave with."""
     import ctypes  # noqa: F401  (loaded before the fork: the child only calls it)
 
-    from ..live.supervise import sweep
-
-    run_id = uuid.uuid4().hex[:16]
+    run_id = new_run_id()
     env = {**base_env, **invocation.env, RUN_ID_VAR: run_id}
     stdin = subprocess.DEVNULL if _is_terminal(sys.stdin) else None
     grace = env_timeout("COMPAT_LAUNCH_GRACE", GRACE_S)
