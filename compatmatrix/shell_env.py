@@ -23,8 +23,8 @@ from typing import Any, Optional
 
 from .checks.finding import Context
 from .checks.oneccl_env import PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
-from .checks.runtime import preload_candidates, preload_entries
 from .environment.interfaces import up_interfaces
+from .environment.libraries import preload_candidates, preload_entries
 from .errors import CompatError
 from .placement.environment import choose_preload
 from .placement.plan import thread_advice

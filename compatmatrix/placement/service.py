@@ -40,7 +40,7 @@ class Prepared:
 
 
 def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
-    from ..checks.runtime import preload_candidates, preload_entries
+    from ..environment.libraries import preload_candidates, preload_entries
     from ..environment.snapshot import take_snapshot
     from .topology import machine_from_snapshot
 
