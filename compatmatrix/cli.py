@@ -777,7 +777,8 @@ def _run_hosts(args: ChecksArgs) -> int:
     """compat doctor --hostfile FILE [--rsh PROG]: compat check on every host through the remote shell, and the differences."""
     from .environment.snapshot import take_snapshot
     from .hosts import collect, compare, remote_command
-    from .live.launch import LaunchError, read_hostfile, remote_shell
+    from .launchers.interface import LaunchError
+    from .launchers.mpirun import read_hostfile, remote_shell
     from .render import emit
     from .render.json import findings_json
     from .render.text import findings_header, render_findings
@@ -788,7 +789,7 @@ def _run_hosts(args: ChecksArgs) -> int:
     try:
         hosts = list(dict.fromkeys(name for name, _ in read_hostfile(args.hostfile)))
     except LaunchError as exc:
-        raise UsageError(str(exc), exc.fix) from None
+        raise UsageError(exc.message, exc.fix) from None
     rsh, source = remote_shell(os.environ, args.rsh)
     answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node), os.environ)
     findings = compare(answers, rsh, source)
@@ -821,7 +822,7 @@ def _pinned_snapshot(args: ChecksArgs, matrix: Matrix):
 
 
 def _live_options(args: ChecksArgs):
-    from .live.launch import Topology
+    from .launchers.interface import RankLayout
     from .live.service import LiveOptions
 
     live = args.live
@@ -842,7 +843,7 @@ def _live_options(args: ChecksArgs):
         raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
     if args.rsh and live.launcher != "mpirun":
         raise UsageError("--rsh with --live goes with --launcher mpirun (torchrun and spawn run one compat per node).", "Add --launcher mpirun --hostfile FILE.")
-    topology = Topology(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
+    topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh)
 
@@ -893,7 +894,7 @@ def cmd_launch(args: LaunchArgs) -> int:
             sys.stdout.write(launch_text(prepared.plan, prepared.invocation, prepared.notes))
         return EXIT_OK
     from .placement.render import summary_lines
-    from .placement.run import run_invocation
+    from .launchers.run import run_invocation
 
     for line in summary_lines(prepared.plan, prepared.invocation, ()):
         _say_error(f"compat launch: {line}")

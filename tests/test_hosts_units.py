@@ -11,7 +11,9 @@ import pytest
 
 from compatmatrix.checks.finding import Status as S
 from compatmatrix.hosts import HostAnswer, compare
-from compatmatrix.live.launch import Topology, plan_launch, remote_shell, rsh_arguments
+from compatmatrix.launchers.interface import RankLayout as Topology
+from compatmatrix.launchers.live import plan_launch
+from compatmatrix.launchers.mpirun import remote_shell, rsh_arguments
 from compatmatrix.live.report import ATL_SENTENCE, Expectation, RankRecord, known_cause, network_finding
 from compatmatrix.shell_env import launcher_exports
 

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from compatmatrix.checks.finding import Status as S
-from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile
+from compatmatrix.launchers.interface import LaunchError
+from compatmatrix.launchers.interface import RankLayout as Topology
+from compatmatrix.launchers.live import plan_launch
+from compatmatrix.launchers.mpirun import read_hostfile
 from compatmatrix.live.report import Expectation, RankRecord, hang_finding, live_findings, stuck_frames, trainer_finding
 from compatmatrix.live.supervise import RUN_ID_VAR, Supervised, supervise
 from compatmatrix.processes import tagged_processes
@@ -261,7 +264,7 @@ def test_a_fixture_ccl_backend_is_labelled_and_a_gloo_fallback_warns_when_bindin
 
 
 def _launch():
-    from compatmatrix.live.launch import Launch
+    from compatmatrix.launchers.interface import Launch
 
     return Launch("spawn", "spawn", ((sys.executable,),), ({},), "127.0.0.1:1", 2, 2)
 
@@ -399,7 +402,7 @@ HYDRA_REPORT = ("\n=====\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESS
 
 
 def test_exit_codes_from_the_launchers_reports():
-    from compatmatrix.live.report import launcher_exit_codes
+    from compatmatrix.launchers.live import launcher_exit_codes
 
     assert launcher_exit_codes(TORCHRUN_REPORT) == {5151: -15, 5152: 3}
     assert launcher_exit_codes(HYDRA_REPORT) == {6478: -15, 6479: -11, 7000: 9}
@@ -482,7 +485,7 @@ OPEN_MPI_EXIT = ("mpirun detected that one or more processes exited with non-zer
 
 
 def test_the_launchers_first_failure():
-    from compatmatrix.live.report import launcher_first_failure
+    from compatmatrix.launchers.live import launcher_first_failure
 
     assert launcher_first_failure(TORCHRUN_REPORT) == ("pid", 5152, 3)
     assert launcher_first_failure(OPEN_MPI_SIGNAL) == ("rank", 1, -11)  # Open MPI names ranks (its PID is 0 here)

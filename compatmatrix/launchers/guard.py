@@ -1,4 +1,4 @@
-"""The guardian of a compat launch: ``python -m compatmatrix.placement.guard PGID RUN_ID PARENT``.
+"""The guardian of a compat launch: ``python -m compatmatrix.launchers.guard PGID RUN_ID PARENT``.
 
 compat starts it next to the launcher. It sleeps until compat dies (PR_SET_PDEATHSIG gives it SIGTERM) and then
 stops the job: the launcher's process group and every process tagged with the run id, TERM then KILL. This is what
