@@ -9,7 +9,9 @@ for every command that starts ranks:
 * ``ccl_exports(env)``: what ``compat env --launcher`` adds for oneCCL under it (its transport, the interface);
 * ``failures(log)``: the per-rank exit codes and the first failure its own output reports (the live report);
 * ``rank_variables`` / ``local_rank_variable``: the rank, size and local-rank variables it gives each rank (the
-  live worker maps them to RANK / WORLD_SIZE / LOCAL_RANK; compat launch's wrapper picks the rank's CPUs by them).
+  live worker maps them to RANK / WORLD_SIZE / LOCAL_RANK; compat launch's wrapper picks the rank's CPUs by them);
+* ``programs`` / ``modules``: how a user's own command line that runs it begins (``launchers.recognise``: compat
+  migrate and compat export read training commands by them).
 
 Side effects: none here (``free_port`` binds a socket for a moment).
 """
@@ -170,6 +172,8 @@ class Launcher(Protocol):
     mpi_transport: bool  # oneCCL's default ATL (MPI) works under it
     starts_ranks_itself: bool  # compat starts each rank (their exit codes are its own children's)
     rank_variables: tuple[tuple[str, str, str], ...]  # (rank, world size, local rank) as it sets them, when not RANK/WORLD_SIZE
+    programs: tuple[str, ...]  # what a user's command line that runs it starts with (migrate, export read those)
+    modules: tuple[str, ...]  # or, after python -m
 
     def local_rank_variable(self, flavor: str) -> str: ...
 

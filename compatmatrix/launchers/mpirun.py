@@ -128,6 +128,8 @@ class Mpirun:
     mpi_transport = True
     starts_ranks_itself = False
     rank_variables = (HYDRA_RANK, OPEN_MPI_RANK, MVAPICH_RANK)
+    programs = ("mpirun", "mpiexec", "mpiexec.hydra")
+    modules: tuple[str, ...] = ()
 
     def local_rank_variable(self, flavor: str) -> str:
         return _RANK_OF_FLAVOR[flavor][2]

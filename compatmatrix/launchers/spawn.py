@@ -16,6 +16,8 @@ class Spawn:
     mpi_transport = False
     starts_ranks_itself = True
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
+    programs: tuple[str, ...] = ()  # compat's own: no user's command line starts with it
+    modules: tuple[str, ...] = ()
 
     def local_rank_variable(self, flavor: str) -> str:
         return "LOCAL_RANK"

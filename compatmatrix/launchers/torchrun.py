@@ -21,6 +21,8 @@ class Torchrun:
     mpi_transport = False
     starts_ranks_itself = False
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
+    programs = ("torchrun",)
+    modules = ("torch.distributed.run", "torch.distributed.launch")
 
     def local_rank_variable(self, flavor: str) -> str:
         return "LOCAL_RANK"
