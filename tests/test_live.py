@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from compatmatrix.checks.finding import Status as S
+from compatmatrix.launchers import LAUNCHERS
 from compatmatrix.launchers.interface import LaunchError
 from compatmatrix.launchers.interface import RankLayout as Topology
 from compatmatrix.launchers.live import plan_launch
@@ -510,3 +511,34 @@ def test_an_unfinished_rank_never_lets_the_run_pass():
     quiet = RankRecord(1001, {**rank(1, stage="allreduce").status}, "", returncode=None)
     findings = live_findings(_launch(), ENDED, [rank(0), quiet], Expectation(**{**EXPECT.__dict__, "trainer": False}))
     assert any(f.status is S.FAIL for f in findings)
+
+
+@pytest.mark.parametrize("variables", LAUNCHERS["mpirun"].rank_variables)
+def test_the_worker_maps_each_of_the_launchers_rank_variables(variables):
+    """The worker keeps no table of its own: --rank-variables (the launcher's rank_variables) says what --map-mpi maps."""
+    import json
+    import subprocess
+
+    from compatmatrix.live import service
+
+    rank, size, local = variables
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update({rank: "3", size: "4", local: "1"})
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import worker; "
+            "print(json.dumps(worker.rank_variables(True, json.loads(sys.argv[2]))))")
+    done = subprocess.run([sys.executable, "-c", code, str(service.WORKER.parent), json.dumps([list(variables)])],
+                          env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(done.stdout) == [3, 4, 1, f"{rank}/{size}"]
+
+
+def test_doctor_live_gives_the_worker_the_launchers_rank_variables(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from compatmatrix.live.service import LiveOptions, _worker_args
+
+    no_trainer = SimpleNamespace(skip_reason="no Trainer step here")
+    mpi = _worker_args(tmp_path, LiveOptions(launcher="mpirun"), 30.0, no_trainer, False, 0.0)
+    given = mpi[mpi.index("--rank-variables") + 1]
+    assert [tuple(names) for names in json.loads(given)] == list(LAUNCHERS["mpirun"].rank_variables)
+    assert "--rank-variables" not in _worker_args(tmp_path, LiveOptions(launcher="spawn"), 30.0, no_trainer, False, 0.0)
