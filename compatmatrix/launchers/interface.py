@@ -172,6 +172,7 @@ class Launcher(Protocol):
     mpi_transport: bool  # oneCCL's default ATL (MPI) works under it
     starts_ranks_itself: bool  # compat starts each rank (their exit codes are its own children's)
     rank_variables: tuple[tuple[str, str, str], ...]  # (rank, world size, local rank) as it sets them, when not RANK/WORLD_SIZE
+    inherited: tuple[str, ...]  # what it sets for its ranks or its job (names, PREFIX*): dropped from what compat's ranks inherit
     programs: tuple[str, ...]  # what a user's command line that runs it starts with (migrate, export read those)
     modules: tuple[str, ...]  # or, after python -m
 
@@ -188,17 +189,14 @@ class Launcher(Protocol):
     def failures(self, log: str) -> Failures: ...
 
 
-# Set by a launcher for its own children: inherited from compat's caller (a SLURM job, a torchrun, a shell that
-# exported them) they would override what this run's launcher gives each rank.
-# Also a surrounding MPI job's wiring (PMI_FD/PORT/ID, PMIx, Open MPI's ess/orte) and torchrun's PET_* option
-# defaults (Kubeflow sets PET_MAX_RESTARTS, PET_RDZV_*): compat's launcher must start from a clean slate.
-_RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
-                   "MASTER_ADDR", "MASTER_PORT", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "OMPI_UNIVERSE_SIZE")
-_RANK_PREFIXES = ("TORCHELASTIC_", "OMPI_COMM_WORLD_", "MV2_COMM_WORLD_", "PMI_", "PMIX_", "PET_", "OMPI_MCA_ess", "OMPI_MCA_orte_", "OMPI_MCA_pmix")
+# Set by every launcher for its ranks (each launcher names its own in ``inherited``): inherited from compat's caller
+# (a SLURM job, a torchrun, a shell that exported them) they would override what this run's launcher gives each rank.
+RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
-def inherited_rank_variable(name: str) -> bool:
-    return name in _RANK_VARIABLES or name.startswith(_RANK_PREFIXES)
+def inherited_rank_variable(name: str, inherited: Sequence[str]) -> bool:
+    """``name`` is one of RANK_VARIABLES or of ``inherited`` (names, and prefixes written ``PREFIX*``)."""
+    return name in RANK_VARIABLES or any(name.startswith(entry[:-1]) if entry.endswith("*") else name == entry for entry in inherited)
 
 
 def free_port(host: str = LOOPBACK) -> int:

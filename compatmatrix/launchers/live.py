@@ -44,7 +44,9 @@ def plan_launch(
     if topology.nnodes > 1 and not topology.master_port and own_master:
         raise LaunchError("--nnodes > 1 needs --master-port (the same free port on every node).", "Pass --master-port PORT, e.g. 29500.")
     port = topology.master_port or free_port(addr)
-    env = {k: v for k, v in base_env.items() if not inherited_rank_variable(k)}
+    # what any launcher sets for its ranks or its job: compat's launcher starts from a clean slate
+    inherited = tuple(entry for known in LAUNCHERS.values() for entry in known.inherited)
+    env = {k: v for k, v in base_env.items() if not inherited_rank_variable(k, inherited)}
     env.setdefault("OMP_NUM_THREADS", str(threads_per_rank))
     env["MASTER_ADDR"] = addr
     env["MASTER_PORT"] = str(port)

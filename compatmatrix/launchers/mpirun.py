@@ -128,6 +128,9 @@ class Mpirun:
     mpi_transport = True
     starts_ranks_itself = False
     rank_variables = (HYDRA_RANK, OPEN_MPI_RANK, MVAPICH_RANK)
+    # its ranks' variables, and a surrounding MPI job's wiring (PMI_FD/PORT/ID, PMIx, Open MPI's ess/orte)
+    inherited = ("MPI_LOCALRANKID", "MPI_LOCALNRANKS", "OMPI_UNIVERSE_SIZE", "OMPI_COMM_WORLD_*", "MV2_COMM_WORLD_*", "PMI_*", "PMIX_*",
+                 "OMPI_MCA_ess*", "OMPI_MCA_orte_*", "OMPI_MCA_pmix*")
     programs = ("mpirun", "mpiexec", "mpiexec.hydra")
     modules: tuple[str, ...] = ()
 

@@ -16,6 +16,7 @@ class Spawn:
     mpi_transport = False
     starts_ranks_itself = True
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
+    inherited = ("LOCAL_WORLD_SIZE", "GROUP_RANK")
     programs: tuple[str, ...] = ()  # compat's own: no user's command line starts with it
     modules: tuple[str, ...] = ()
 
