@@ -16,7 +16,8 @@ from typing import Any, Optional
 
 from ..checks.crash import classify, describe_exit
 from ..checks.finding import Finding, Status
-from ..launchers.interface import Launch
+from ..launchers import LAUNCHERS, names
+from ..launchers.interface import BOUND, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
 from .supervise import Supervised
 
@@ -151,7 +152,10 @@ _SIGNATURE_KINDS = frozenset({"ipex-guard", "undefined-symbol", "abi-abort", "il
 ATL_MPI = re.compile(r"atl_mpi\w*\.cpp\S*:?.*failed to initialize ATL|failed to initialize ATL", re.IGNORECASE)
 ATL_SENTENCE = ("oneCCL's MPI transport needs an MPI launcher: under torchrun/spawn set CCL_ATL_TRANSPORT=ofi "
                 "(and FI_PROVIDER_PATH to the bindings' libfabric providers)")
-ATL_FIX = "eval \"$(compat env --launcher torchrun)\" before launching (it exports both), or launch with mpirun, which the MPI transport expects."
+# the fix names a launcher of each kind from the registry: one whose compat env exports the libfabric transport, one that is MPI
+_OFI_LAUNCHER = next(name for name in names(BOUND) if not LAUNCHERS[name].mpi_transport)
+_MPI_LAUNCHER = next(name for name in names(BOUND) if LAUNCHERS[name].mpi_transport)
+ATL_FIX = f"eval \"$(compat env --launcher {_OFI_LAUNCHER})\" before launching (it exports both), or launch with {_MPI_LAUNCHER}, which the MPI transport expects."
 
 
 def known_cause(record: RankRecord) -> Optional[tuple[str, tuple[str, ...], str]]:
