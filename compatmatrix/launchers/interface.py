@@ -32,7 +32,8 @@ WRAPPER_NAME = "compat-launch-rank"  # $0 of compat launch's binding wrapper: wh
 LIVE = "live"  # compat doctor --live --launcher
 BOUND = "bound"  # compat launch --launcher
 ENV = "env"  # compat env --launcher
-HOSTFILE = "hostfile"  # doctor --live --hostfile / --rsh: it starts the ranks of other hosts itself
+HOSTFILE = "hostfile"  # doctor --live --hostfile / --rsh: it reads a hostfile and reaches its hosts through a remote shell
+EVERY_HOST = "every-host"  # one compat starts the ranks of every host (no --master-addr/--master-port to be told per node)
 UNMAPPED = "unmapped"  # doctor --live --no-rank-env: it can start ranks without their rank variables
 
 
@@ -117,8 +118,9 @@ class Tool(Record):
 
 class BoundJob(Record):
     """compat launch: the ranks and their CPU binding, ready. ``wrapper(variable)`` gives (sh script, tool) that execs
-    the rank's command bound to its CPUs, choosing them by the local-rank ``variable``; ``pin_domain()`` gives Intel
-    MPI's mask list. Both are placement/'s (binding.py); a launcher uses the one it can carry out."""
+    the rank's command bound to its CPUs, choosing them by the local-rank ``variable``; ``masks`` holds each local
+    rank's compute CPUs as a bit mask, for a launcher that binds by itself (Intel MPI's I_MPI_PIN_DOMAIN). Both are
+    placement/'s (binding.py); a launcher uses the one it can carry out."""
 
     ranks: int
     rank_env: Mapping[str, str]
@@ -126,7 +128,7 @@ class BoundJob(Record):
     python: str
     tool: Tool
     wrapper: Callable[[str], tuple[str, str]]
-    pin_domain: Callable[[], str]
+    masks: tuple[int, ...]
     path: str = ""  # PATH as the launcher will see it
     as_root: bool = False  # compat runs as root (Open MPI refuses that without --allow-run-as-root)
 
@@ -168,7 +170,7 @@ class Failures(Record):
 class Launcher(Protocol):
     name: str  # its --launcher value
     flavors: tuple[str, ...]  # what it can be (mpirun: intel-mpi, open-mpi, mpich); the Launch and Invocation say which
-    capabilities: frozenset[str]  # LIVE, BOUND, ENV, HOSTFILE, UNMAPPED: which commands and options offer it
+    capabilities: frozenset[str]  # LIVE, BOUND, ENV, HOSTFILE, EVERY_HOST, UNMAPPED: which commands and options offer it
     mpi_transport: bool  # oneCCL's default ATL (MPI) works under it
     starts_ranks_itself: bool  # compat starts each rank (their exit codes are its own children's)
     rank_variables: tuple[tuple[str, str, str], ...]  # (rank, world size, local rank) as it sets them, when not RANK/WORLD_SIZE

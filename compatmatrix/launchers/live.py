@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from . import LAUNCHERS
-from .interface import HOSTFILE, LOOPBACK, Launch, LaunchError, LiveJob, RankLayout, free_port, inherited_rank_variable
+from .interface import EVERY_HOST, LOOPBACK, Launch, LaunchError, LiveJob, RankLayout, free_port, inherited_rank_variable
 
 
 def plan_launch(
@@ -37,7 +37,7 @@ def plan_launch(
 
     hosts = read_hostfile(topology.hostfile) if topology.hostfile else None
     addr = topology.master_addr or (hosts[0][0] if hosts else LOOPBACK)
-    own_master = HOSTFILE not in chosen.capabilities  # one compat per node: every node must be told where node 0 is
+    own_master = EVERY_HOST not in chosen.capabilities  # one compat per node: every node must be told where node 0 is
     if topology.nnodes > 1 and not topology.master_addr and own_master:
         raise LaunchError("--nnodes > 1 needs --master-addr (the address of node 0 that every node can reach).",
                           "Pass --master-addr HOST --master-port PORT, the same on every node.")

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
-from .interface import (BOUND, ENV, HOSTFILE, LIVE, LOOPBACK, UNMAPPED, WRAPPER_NAME, BoundJob, CclEnv, Failures, Invocation, Launch, LaunchError,
+from .interface import (BOUND, ENV, EVERY_HOST, HOSTFILE, LIVE, LOOPBACK, UNMAPPED, WRAPPER_NAME, BoundJob, CclEnv, Failures, Invocation, Launch, LaunchError,
                         LiveJob, Tool, ToolRequest)
 
 HYDRA_RANK = ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")  # Intel MPI, MPICH (hydra)
@@ -124,7 +124,7 @@ def rsh_arguments(flavor: str, rsh: str) -> list[str]:
 class Mpirun:
     name = "mpirun"
     flavors = ("intel-mpi", "open-mpi", "mpich")
-    capabilities = frozenset({LIVE, BOUND, ENV, HOSTFILE, UNMAPPED})
+    capabilities = frozenset({LIVE, BOUND, ENV, HOSTFILE, EVERY_HOST, UNMAPPED})
     mpi_transport = True
     starts_ranks_itself = False
     rank_variables = (HYDRA_RANK, OPEN_MPI_RANK, MVAPICH_RANK)
@@ -209,7 +209,7 @@ class Mpirun:
             env["PATH"] = os.pathsep.join([folder] + [p for p in path.split(os.pathsep) if p])  # hydra runs its proxies from PATH
         if flavor == "intel-mpi":
             env["I_MPI_PIN"] = "1"
-            env["I_MPI_PIN_DOMAIN"] = job.pin_domain()
+            env["I_MPI_PIN_DOMAIN"] = i_mpi_pin_domain(job.masks)
             argv = [mpirun, "-n", ranks, "-ppn", ranks, *job.command]
             return Invocation("mpirun", flavor, tuple(argv), env, "I_MPI_PIN_DOMAIN",
                               ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)",))
@@ -235,6 +235,11 @@ class Mpirun:
         for pid, exit_code, signal_number in re.findall(r"PID (\d+) RUNNING AT \S+\s*\n=\s*(?:EXIT CODE: (\d+)|KILLED BY SIGNAL: (\d+))", log):  # hydra
             codes[int(pid)] = int(exit_code) if exit_code else -int(signal_number)
         return Failures(codes, _open_mpi_first_failure(log))
+
+
+def i_mpi_pin_domain(masks: Sequence[int]) -> str:
+    """Intel MPI's explicit mask list: local rank i is pinned to the i-th hexadecimal mask."""
+    return "[" + ",".join(hex(mask) for mask in masks) + "]"
 
 
 def _open_mpi_first_failure(log: str) -> Optional[tuple[str, int, Optional[int]]]:

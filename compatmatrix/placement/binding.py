@@ -30,9 +30,16 @@ from .plan import Plan
 from .topology import cpu_list_text
 
 
+def cpu_masks(plan: Plan) -> tuple[int, ...]:
+    """Each local rank's compute CPUs as a bit mask (bit N: OS CPU N), in local-rank order."""
+    return tuple(sum(1 << cpu for cpu in rank.cpus) for rank in plan.ranks)
+
+
 def pin_domain(plan: Plan) -> str:
     """Intel MPI's explicit mask list: one hexadecimal mask of each local rank's compute CPUs."""
-    return "[" + ",".join(hex(sum(1 << cpu for cpu in rank.cpus)) for rank in plan.ranks) + "]"
+    from ..launchers.mpirun import i_mpi_pin_domain
+
+    return i_mpi_pin_domain(cpu_masks(plan))
 
 
 def binder_script(plan: Plan, variable: str, tools: Tools) -> tuple[str, str]:
@@ -64,4 +71,4 @@ def compose(plan: Plan, rank_env: Mapping[str, str], launcher: str, command: Seq
     only = chosen.flavors[0] if len(chosen.flavors) == 1 else ""
     tool = Tool(python if only else mpirun, flavor or only)
     return chosen.bound(BoundJob(len(plan.ranks), dict(rank_env), tuple(rank_command(command, python)), python, tool,
-                                 lambda variable: binder_script(plan, variable, tools), lambda: pin_domain(plan), path, as_root))
+                                 lambda variable: binder_script(plan, variable, tools), cpu_masks(plan), path, as_root))
