@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
@@ -54,8 +56,6 @@ def read_hostfile(path: str) -> list[tuple[str, Optional[int]]]:
 
 
 def find_mpirun(python: str, explicit: Optional[str] = None) -> str:
-    import shutil
-
     if explicit:
         found = shutil.which(explicit)
         if not found:
@@ -80,8 +80,6 @@ def mpi_path(mpirun: str, path: str) -> str:
 
 
 def mpi_flavor(mpirun: str, timeout: float = 20.0) -> str:
-    import subprocess
-
     try:
         env = dict(os.environ, PATH=mpi_path(mpirun, os.environ.get("PATH", "")))
         done = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False, env=env)
