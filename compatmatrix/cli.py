@@ -923,8 +923,8 @@ def cmd_launch(args: LaunchArgs) -> int:
 
             sys.stdout.write(launch_text(prepared.plan, prepared.invocation, prepared.notes))
         return EXIT_OK
-    from .placement.render import summary_lines
     from .launchers.run import run_invocation
+    from .placement.render import summary_lines
 
     for line in summary_lines(prepared.plan, prepared.invocation, ()):
         _say_error(f"compat launch: {line}")

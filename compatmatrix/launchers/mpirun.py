@@ -22,8 +22,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
-from .interface import (BOUND, ENV, EVERY_HOST, HOSTFILE, LIVE, LOOPBACK, UNMAPPED, WRAPPER_NAME, BoundJob, CclEnv, Failures, Invocation, Launch, LaunchError,
-                        LiveJob, Tool, ToolRequest)
+from .interface import (
+    BOUND,
+    ENV,
+    EVERY_HOST,
+    HOSTFILE,
+    LIVE,
+    LOOPBACK,
+    UNMAPPED,
+    WRAPPER_NAME,
+    BoundJob,
+    CclEnv,
+    Failures,
+    Invocation,
+    Launch,
+    LaunchError,
+    LiveJob,
+    Tool,
+    ToolRequest,
+)
 
 HYDRA_RANK = ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")  # Intel MPI, MPICH (hydra)
 OPEN_MPI_RANK = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")

@@ -6,7 +6,21 @@ Side effects: none.
 
 from __future__ import annotations
 
-from .interface import ENV, LIVE, UNMAPPED, CclEnv, Failures, Invocation, Launch, LaunchError, LiveJob, Tool, ToolRequest, BoundJob, ofi_exports
+from .interface import (
+    ENV,
+    LIVE,
+    UNMAPPED,
+    BoundJob,
+    CclEnv,
+    Failures,
+    Invocation,
+    Launch,
+    LaunchError,
+    LiveJob,
+    Tool,
+    ToolRequest,
+    ofi_exports,
+)
 
 
 class Spawn:

@@ -11,7 +11,22 @@ from __future__ import annotations
 
 import re
 
-from .interface import BOUND, ENV, LIVE, WRAPPER_NAME, BoundJob, CclEnv, Failures, Invocation, Launch, LaunchError, LiveJob, Tool, ToolRequest, ofi_exports
+from .interface import (
+    BOUND,
+    ENV,
+    LIVE,
+    WRAPPER_NAME,
+    BoundJob,
+    CclEnv,
+    Failures,
+    Invocation,
+    Launch,
+    LaunchError,
+    LiveJob,
+    Tool,
+    ToolRequest,
+    ofi_exports,
+)
 
 
 class Torchrun:

@@ -14,12 +14,12 @@ from typing import Any, Optional
 from ..checks.finding import Context, Finding, Status
 from ..checks.packages import CCL_NAMES, IPEX_NAMES
 from ..environment.snapshot import NATIVE_BF16_FLAGS
-from ..translate import ipex_through_trainer, translate
 from ..launchers import LAUNCHERS
 from ..launchers.interface import Launch, LaunchError, RankLayout
 from ..launchers.live import plan_launch
-from .report import Expectation, live_findings, rank_outputs, read_ranks
 from ..processes import new_run_id
+from ..translate import ipex_through_trainer, translate
+from .report import Expectation, live_findings, rank_outputs, read_ranks
 from .supervise import supervise
 
 WORKER = Path(__file__).with_name("worker.py")

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import UsageError
-from .environment import choose_preload, environment_notes, launch_environment
 from ..launchers import LAUNCHERS
 from ..launchers.interface import Invocation, ToolRequest, Tools
 from .binding import compose
+from .environment import choose_preload, environment_notes, launch_environment
 from .plan import PlacementError, Plan, plan_ranks
 
 
