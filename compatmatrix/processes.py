@@ -114,8 +114,8 @@ def raise_on_termination(replace: bool = True) -> Iterator[None]:
     try:
         yield
     finally:
-        for number, old in previous.items():
-            signal.signal(number, old)
+        for signum, handler_before in previous.items():
+            signal.signal(signum, handler_before)
 
 
 # --- the /proc sweep: every process of a run carries RUN_VARIABLE=<id> in its environment, and its children inherit it

@@ -138,15 +138,15 @@ def rsh_arguments(flavor: str, rsh: str) -> list[str]:
 
 class Mpirun:
     name = "mpirun"
-    flavors = ("intel-mpi", "open-mpi", "mpich")
+    flavors: tuple[str, ...] = ("intel-mpi", "open-mpi", "mpich")
     capabilities = frozenset({LIVE, BOUND, ENV, HOSTFILE, EVERY_HOST, UNMAPPED})
     mpi_transport = True
     starts_ranks_itself = False
-    rank_variables = (HYDRA_RANK, OPEN_MPI_RANK, MVAPICH_RANK)
+    rank_variables: tuple[tuple[str, str, str], ...] = (HYDRA_RANK, OPEN_MPI_RANK, MVAPICH_RANK)
     # its ranks' variables, and a surrounding MPI job's wiring (PMI_FD/PORT/ID, PMIx, Open MPI's ess/orte)
-    inherited = ("MPI_LOCALRANKID", "MPI_LOCALNRANKS", "OMPI_UNIVERSE_SIZE", "OMPI_COMM_WORLD_*", "MV2_COMM_WORLD_*", "PMI_*", "PMIX_*",
+    inherited: tuple[str, ...] = ("MPI_LOCALRANKID", "MPI_LOCALNRANKS", "OMPI_UNIVERSE_SIZE", "OMPI_COMM_WORLD_*", "MV2_COMM_WORLD_*", "PMI_*", "PMIX_*",
                  "OMPI_MCA_ess*", "OMPI_MCA_orte_*", "OMPI_MCA_pmix*")
-    programs = ("mpirun", "mpiexec", "mpiexec.hydra")
+    programs: tuple[str, ...] = ("mpirun", "mpiexec", "mpiexec.hydra")
     modules: tuple[str, ...] = ()
 
     def local_rank_variable(self, flavor: str) -> str:

@@ -25,12 +25,12 @@ from .interface import (
 
 class Spawn:
     name = "spawn"
-    flavors = ("spawn",)
+    flavors: tuple[str, ...] = ("spawn",)
     capabilities = frozenset({LIVE, ENV, UNMAPPED})
     mpi_transport = False
     starts_ranks_itself = True
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
-    inherited = ("LOCAL_WORLD_SIZE", "GROUP_RANK")
+    inherited: tuple[str, ...] = ("LOCAL_WORLD_SIZE", "GROUP_RANK")
     programs: tuple[str, ...] = ()  # compat's own: no user's command line starts with it
     modules: tuple[str, ...] = ()
 

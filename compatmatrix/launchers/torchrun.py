@@ -31,15 +31,15 @@ from .interface import (
 
 class Torchrun:
     name = "torchrun"
-    flavors = ("torchrun",)
+    flavors: tuple[str, ...] = ("torchrun",)
     capabilities = frozenset({LIVE, BOUND, ENV})
     mpi_transport = False
     starts_ranks_itself = False
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
     # its ranks' variables, and its PET_* option defaults (Kubeflow sets PET_MAX_RESTARTS, PET_RDZV_*)
-    inherited = ("LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_*", "PET_*")
-    programs = ("torchrun",)
-    modules = ("torch.distributed.run", "torch.distributed.launch")
+    inherited: tuple[str, ...] = ("LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_*", "PET_*")
+    programs: tuple[str, ...] = ("torchrun",)
+    modules: tuple[str, ...] = ("torch.distributed.run", "torch.distributed.launch")
 
     def local_rank_variable(self, flavor: str) -> str:
         return "LOCAL_RANK"
