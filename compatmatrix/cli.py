@@ -333,15 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print what sourcing the oneCCL bindings' setvars.sh would export, plus recommended LD_PRELOAD (only paths "
         "that exist), OMP_NUM_THREADS and CCL_WORKER_COUNT for the ranks per node.",
     )
-    env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
-    env_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N")
-    env_cmd.add_argument("--launcher", choices=["torchrun", "spawn", "mpirun"],
-                         help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
-    env_cmd.add_argument("--defaults", action="store_true",
-                         help="write the settings (OMP_NUM_THREADS, CCL_WORKER_COUNT, LD_PRELOAD, ...) as defaults that a value already set "
-                         "when the file is sourced overrides: for a file written during docker build, so a pod's or docker run -e value wins")
-    _target_options(env_cmd, python="the interpreter whose bindings to use (default: $COMPAT_PYTHON, else the running one)")
-    _output_options(env_cmd)
+    env_cmd.populate = _env_arguments  # on first use: the launchers registry is read only by the commands that take --launcher
     env_cmd.set_defaults(build=_env_args_of)
 
     launch_cmd = commands.add_parser(
@@ -351,17 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
         "set aside; the CPUs this process may use and its cgroup quota), then run the launcher with each rank bound to its cores "
         "(its exit code is compat's), or print the command and environment with --print. Exit 2 when the ranks do not fit.",
     )
-    launch_cmd.add_argument("--launcher", choices=["torchrun", "mpirun"], required=True, help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH)")
-    launch_cmd.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=positive_int, required=True, metavar="N", help="ranks on this node")
-    launch_cmd.add_argument("--ccl-workers", type=int, default=None, metavar="K",
-                            help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
-    launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
-    launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
-    _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
-    launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
-    launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
-    launch_cmd.add_argument("--mpi-flavor", choices=["intel-mpi", "open-mpi", "mpich"], help="mpirun: which MPI it is (default: asked with mpirun --version)")
-    launch_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what each rank runs, after -- (a .py script gets the interpreter in front)")
+    launch_cmd.populate = _launch_arguments  # on first use, as env's
     launch_cmd.set_defaults(build=_launch_args_of)
 
     _export_parser(commands)
@@ -425,49 +407,90 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
     docker.add_argument("--wheelhouse", metavar="DIR", help="install offline from this compat download folder of the build context")
     export_cmd.set_defaults(build=_export_args_of)
 
+def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
+    from .launchers import names
+    from .launchers.interface import ENV
+
+    env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
+    env_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N")
+    env_cmd.add_argument("--launcher", choices=names(ENV),
+                         help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
+    env_cmd.add_argument("--defaults", action="store_true",
+                         help="write the settings (OMP_NUM_THREADS, CCL_WORKER_COUNT, LD_PRELOAD, ...) as defaults that a value already set "
+                         "when the file is sourced overrides: for a file written during docker build, so a pod's or docker run -e value wins")
+    _target_options(env_cmd, python="the interpreter whose bindings to use (default: $COMPAT_PYTHON, else the running one)")
+    _output_options(env_cmd)
+
+
+def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
+    from .launchers import LAUNCHERS, names
+    from .launchers.interface import BOUND
+
+    launch_cmd.add_argument("--launcher", choices=names(BOUND), required=True, help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH)")
+    launch_cmd.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=positive_int, required=True, metavar="N", help="ranks on this node")
+    launch_cmd.add_argument("--ccl-workers", type=int, default=None, metavar="K",
+                            help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
+    launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
+    launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
+    _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
+    launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
+    launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
+    launch_cmd.add_argument("--mpi-flavor", choices=LAUNCHERS["mpirun"].flavors, help="mpirun: which MPI it is (default: asked with mpirun --version)")
+    launch_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what each rank runs, after -- (a .py script gets the interpreter in front)")
+
 
 def _checks_parser(commands, name: str, help_text: str, description: str) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=help_text, description=description)
-    if name == "check":
-        _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
-                        python_version="with -r: the Python the files are for (default: the running one)",
-                        platform="with -r: the platform tag (default: this machine's)")
-        parser.add_argument("-r", "--requirement", dest="requirement_files", action="append", default=[], metavar="FILE",
-                            help="check the pins of FILE instead of an environment (a requirements file, pip freeze list or pylock.toml): "
-                            "the CI gate before anything is installed; only the package checks apply")
-    else:
-        _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
-    parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
-                        help="ranks you launch per node (default 2): for the thread checks, and the ranks --live starts")
-    parser.add_argument("--bf16", action=_Bf16Action, default=None,
-                        help="--bf16: you intend to train in bf16 (checks the CPU supports it natively; --live then trains in bf16, emulated "
-                        "where the CPU has no native bf16); --no-bf16: the live Trainer step stays fp32; default: --live uses bf16 when the CPU has "
-                        "avx512_bf16 or AMX")
-    parser.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks or areas (repeatable)")
-    parser.add_argument("--skip", action="append", default=[], metavar="ID", help="skip these checks or areas (repeatable)")
-    parser.add_argument("--list", action="store_true", help="list the checks and exit")
-    parser.add_argument("--verbose", action="store_true", help="show the evidence of passing checks too")
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        if name == "check":
+            _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
+                            python_version="with -r: the Python the files are for (default: the running one)",
+                            platform="with -r: the platform tag (default: this machine's)")
+            parser.add_argument("-r", "--requirement", dest="requirement_files", action="append", default=[], metavar="FILE",
+                                help="check the pins of FILE instead of an environment (a requirements file, pip freeze list or pylock.toml): "
+                                "the CI gate before anything is installed; only the package checks apply")
+        else:
+            _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
+        parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
+                            help="ranks you launch per node (default 2): for the thread checks, and the ranks --live starts")
+        parser.add_argument("--bf16", action=_Bf16Action, default=None,
+                            help="--bf16: you intend to train in bf16 (checks the CPU supports it natively; --live then trains in bf16, emulated "
+                            "where the CPU has no native bf16); --no-bf16: the live Trainer step stays fp32; default: --live uses bf16 when the CPU has "
+                            "avx512_bf16 or AMX")
+        parser.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks or areas (repeatable)")
+        parser.add_argument("--skip", action="append", default=[], metavar="ID", help="skip these checks or areas (repeatable)")
+        parser.add_argument("--list", action="store_true", help="list the checks and exit")
+        parser.add_argument("--verbose", action="store_true", help="show the evidence of passing checks too")
+        if name == "doctor":
+            from .launchers import names
+            from .launchers.interface import LIVE
+
+            parser.add_argument("--import-timeout", type=positive_float, default=120.0, metavar="S", help="seconds each part of the import probe (torch, IPEX, the bindings) may take (default 120)")
+            live = parser.add_argument_group("live validation (--live)")
+            live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
+            live.add_argument("--launcher", choices=names(LIVE), default="spawn", help="how the ranks start (default spawn: compat starts them)")
+            live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
+            live.add_argument("--live-timeout", type=positive_float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
+            live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
+            live.add_argument("--steps", type=positive_int, default=3, metavar="K", help="Trainer steps (default 3)")
+            live.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="nodes in the run (torchrun/spawn: run compat doctor --live on each)")
+            live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
+            live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
+            live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
+            live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each)")
+            live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
+            live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
+            live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
+                              "$I_MPI_HYDRA_BOOTSTRAP_EXEC, $OMPI_MCA_plm_rsh_agent, else ssh); also for doctor --hostfile without --live")
+            live.add_argument("--no-rank-env", action="store_true",
+                              help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
+        _output_options(parser)
+
     if name == "doctor":
-        parser.add_argument("--import-timeout", type=positive_float, default=120.0, metavar="S", help="seconds each part of the import probe (torch, IPEX, the bindings) may take (default 120)")
-        live = parser.add_argument_group("live validation (--live)")
-        live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
-        live.add_argument("--launcher", choices=["spawn", "torchrun", "mpirun"], default="spawn", help="how the ranks start (default spawn: compat starts them)")
-        live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
-        live.add_argument("--live-timeout", type=positive_float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
-        live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
-        live.add_argument("--steps", type=positive_int, default=3, metavar="K", help="Trainer steps (default 3)")
-        live.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="nodes in the run (torchrun/spawn: run compat doctor --live on each)")
-        live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
-        live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
-        live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
-        live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each)")
-        live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
-        live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
-        live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
-                          "$I_MPI_HYDRA_BOOTSTRAP_EXEC, $OMPI_MCA_plm_rsh_agent, else ssh); also for doctor --hostfile without --live")
-        live.add_argument("--no-rank-env", action="store_true",
-                          help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
-    _output_options(parser)
+        parser.populate = add  # on first use: doctor's --launcher reads the launchers registry
+    else:
+        add(parser)
     parser.set_defaults(build=_checks_args_of)
     return parser
 
@@ -779,7 +802,8 @@ def _run_hosts(args: ChecksArgs) -> int:
     """compat doctor --hostfile FILE [--rsh PROG]: compat check on every host through the remote shell, and the differences."""
     from .environment.snapshot import take_snapshot
     from .hosts import collect, compare, remote_command
-    from .live.launch import LaunchError, read_hostfile, remote_shell
+    from .launchers.interface import LaunchError
+    from .launchers.mpirun import read_hostfile, remote_shell
     from .render import emit
     from .render.json import findings_json
     from .render.text import findings_header, render_findings
@@ -790,7 +814,7 @@ def _run_hosts(args: ChecksArgs) -> int:
     try:
         hosts = list(dict.fromkeys(name for name, _ in read_hostfile(args.hostfile)))
     except LaunchError as exc:
-        raise UsageError(str(exc), exc.fix) from None
+        raise UsageError(exc.message, exc.fix) from None
     rsh, source = remote_shell(os.environ, args.rsh)
     answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node), os.environ)
     findings = compare(answers, rsh, source)
@@ -823,7 +847,9 @@ def _pinned_snapshot(args: ChecksArgs, matrix: Matrix):
 
 
 def _live_options(args: ChecksArgs):
-    from .live.launch import Topology
+    from .launchers import LAUNCHERS
+    from .launchers import names as launcher_names
+    from .launchers.interface import HOSTFILE, LIVE, UNMAPPED, RankLayout
     from .live.service import LiveOptions
 
     live = args.live
@@ -832,19 +858,24 @@ def _live_options(args: ChecksArgs):
         raise UsageError("--node-rank must be between 0 and --nnodes - 1.", "Pass --nnodes N and a --node-rank below N.")
     if live.timeout <= 0 or live.steps < 1:
         raise UsageError("--live-timeout and --steps must be positive.", "Pass e.g. --live-timeout 120 --steps 3.")
-    if args.hostfile and live.launcher != "mpirun":
-        raise UsageError("--hostfile goes with --launcher mpirun.", "Add --launcher mpirun, or use --nnodes/--node-rank/--master-addr with torchrun.")
-    if not live.rank_env and live.launcher == "torchrun":
-        raise UsageError("--no-rank-env cannot apply to torchrun: torchrun always sets RANK/WORLD_SIZE.", "Use --launcher spawn or mpirun.")
+    across = launcher_names(HOSTFILE)  # the launchers that start other hosts' ranks themselves
+    if args.hostfile and live.launcher not in across:
+        raise UsageError(f"--hostfile goes with --launcher {' or '.join(across)}.",
+                         f"Add --launcher {across[0]}, or use --nnodes/--node-rank/--master-addr with {' or '.join(n for n in launcher_names(LIVE) if n not in across)}.")
+    if not live.rank_env and UNMAPPED not in LAUNCHERS[live.launcher].capabilities:
+        raise UsageError(f"--no-rank-env cannot apply to {live.launcher}: {live.launcher} always sets RANK/WORLD_SIZE.",
+                         f"Use --launcher {' or '.join(launcher_names(UNMAPPED))}.")
     if live.master_port is not None and not 0 < live.master_port < 65536:
         raise UsageError("--master-port must be between 1 and 65535.", "Pass a free TCP port, e.g. 29500.")
     if live.run_dir and os.path.exists(live.run_dir) and not os.path.isdir(live.run_dir):
         raise UsageError(f"--run-dir {live.run_dir} is not a folder.", "Pass a folder (it is created if missing) that every node sees at the same path.")
     if args.hostfile and not os.path.isfile(args.hostfile):
         raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
-    if args.rsh and live.launcher != "mpirun":
-        raise UsageError("--rsh with --live goes with --launcher mpirun (torchrun and spawn run one compat per node).", "Add --launcher mpirun --hostfile FILE.")
-    topology = Topology(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
+    if args.rsh and live.launcher not in across:
+        one_per_node = " and ".join(n for n in launcher_names(LIVE) if n not in across)
+        raise UsageError(f"--rsh with --live goes with --launcher {' or '.join(across)} ({one_per_node} run one compat per node).",
+                         f"Add --launcher {across[0]} --hostfile FILE.")
+    topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh)
 
@@ -894,8 +925,8 @@ def cmd_launch(args: LaunchArgs) -> int:
 
             sys.stdout.write(visible(launch_text(prepared.plan, prepared.invocation, prepared.notes)))
         return EXIT_OK
+    from .launchers.run import run_invocation
     from .placement.render import summary_lines
-    from .placement.run import run_invocation
 
     for line in summary_lines(prepared.plan, prepared.invocation, ()):
         _say_error(f"compat launch: {line}")
@@ -1222,7 +1253,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _say_error(f"compat: error: {message}" + (f" {exc.fix}" if exc.fix else ""))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C; the live supervisor also turns SIGTERM/SIGHUP into this, after cleaning up
-        terminated = exc.__class__.__name__ == "Terminated"
+        from .processes import Terminated
+
+        terminated = isinstance(exc, Terminated)
         _say_error(f"compat: {'terminated' if terminated else 'interrupted'}; nothing of the run is left running."
                    if getattr(args, "live", False) else "compat: interrupted.")
         return 143 if terminated else 130

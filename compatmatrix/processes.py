@@ -1,9 +1,11 @@
-"""Small process helpers shared by the installer runner and the live supervisor: children that die with
-compat (PR_SET_PDEATHSIG), bounded runs in a process group of their own, and SIGINT / SIGTERM / SIGHUP
-turned into KeyboardInterrupt, with sections that hold them back until a critical step is done.
+"""Process supervision shared by the installer runner, helper children (environment/child.py), the live supervisor
+and compat launch: children that die with compat (PR_SET_PDEATHSIG), bounded runs in a process group of their own,
+the /proc sweep of every process tagged with a run's id (``sweep``), the one :class:`Terminated` (SIGTERM / SIGHUP,
+a KeyboardInterrupt) and the two ways signals become exceptions: ``raise_on_termination`` while a child runs, and
+``Interruptions`` with sections that hold them back until a critical step is done.
 
-Side effects: starts processes and kills their process groups; reads /proc (kill_children); installs
-signal handlers while an ``Interruptions`` block is active (restored afterwards).
+Side effects: starts processes, sends signals and kills process groups; reads /proc (kill_children, sweep);
+installs signal handlers while a ``raise_on_termination`` or ``Interruptions`` block is active (restored afterwards).
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import Optional
+from typing import Any, Optional
 
 
 def die_with_parent() -> None:
@@ -87,7 +90,100 @@ def kill_children() -> list[int]:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP (docker stop, a cancelled CI job, a closed terminal): handled like Ctrl-C."""
+    """SIGTERM or SIGHUP (docker stop, a cancelled CI job, a closed terminal): handled like Ctrl-C. The only class of
+    it: cli.main tells it from Ctrl-C by type (exit 143, not 130)."""
+
+
+@contextmanager
+def raise_on_termination(replace: bool = True) -> Iterator[None]:
+    """Inside the block SIGTERM / SIGHUP raise :class:`Terminated` (Ctrl-C is a KeyboardInterrupt already); the
+    handlers before are restored at its end. ``replace=False`` leaves a signal alone that someone else already
+    handles (an ``Interruptions`` block around a helper child). Outside the main thread nothing changes
+    (PR_SET_PDEATHSIG still takes the direct children)."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise Terminated(f"signal {signal.Signals(signum).name}")
+
+    previous: dict[int, Any] = {}
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if replace or signal.getsignal(number) in (signal.SIG_DFL, None):
+                previous[number] = signal.signal(number, handler)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for signum, handler_before in previous.items():
+            signal.signal(signum, handler_before)
+
+
+# --- the /proc sweep: every process of a run carries RUN_VARIABLE=<id> in its environment, and its children inherit it
+
+def new_run_id() -> str:
+    import uuid  # here: processes is imported on the static paths too
+
+    return uuid.uuid4().hex[:16]
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def tagged_processes(run_id: str, variable: str) -> list[int]:
+    """Pids of live processes whose environment carries this run's id (readable ones: our own); ``variable`` names
+    the marker (doctor --live, compat launch and helper children each tag theirs with their own)."""
+    marker = f"{variable}={run_id}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0") and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def signal_all(pids: Sequence[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def sweep(run_id: str, groups: Sequence[int], wait: float, variable: str) -> tuple[int, ...]:
+    """Kill everything left of the run: TERM the groups and tagged processes, then KILL what is still there."""
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    signal_all(tagged_processes(run_id, variable), signal.SIGTERM)
+    deadline = time.monotonic() + min(1.0, wait)
+    while time.monotonic() < deadline and tagged_processes(run_id, variable):
+        time.sleep(0.05)
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + wait
+    left = tagged_processes(run_id, variable)
+    while left and time.monotonic() < deadline:
+        signal_all(left, signal.SIGKILL)
+        time.sleep(0.05)
+        left = tagged_processes(run_id, variable)
+    return tuple(left)
 
 
 class Interruptions:

@@ -23,8 +23,8 @@ from typing import Any, Optional
 
 from .checks.finding import Context
 from .checks.oneccl_env import PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
-from .checks.runtime import preload_candidates, preload_entries
 from .environment.interfaces import up_interfaces
+from .environment.libraries import preload_candidates, preload_entries
 from .errors import CompatError
 from .placement.environment import choose_preload
 from .placement.plan import thread_advice
@@ -32,7 +32,7 @@ from .placement.topology import machine_from_snapshot
 from .values import UnwritableValue, comment_text, env_name_ok
 
 SHELLS = ("bash", "zsh", "fish")
-__all__ = ["EnvPlan", "LAUNCHERS", "SHELLS", "format_env", "launcher_exports", "plan_env", "up_interfaces"]
+__all__ = ["EnvPlan", "SHELLS", "format_env", "launcher_exports", "plan_env", "up_interfaces"]
 
 
 @dataclass(frozen=True)
@@ -203,32 +203,11 @@ def format_env(plan: EnvPlan, shell: str, defaults: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-LAUNCHERS = ("torchrun", "spawn", "mpirun")
-
-
 def launcher_exports(launcher: str, exports: Mapping[str, str], env: Mapping[str, str], bindings_dir: Path,
                      interfaces: list[str]) -> tuple[dict[str, str], list[str]]:
-    """What a launch of the ccl backend needs on top of setvars.sh. oneCCL's default transport is MPI (CCL_ATL_TRANSPORT=mpi),
-    which needs an MPI launcher: without one (torchrun, a script that spawns its ranks) every rank fails "failed to initialize
-    ATL", so such launches take the libfabric transport (ofi), which loads its providers from FI_PROVIDER_PATH and finds the
-    other ranks through oneCCL's key-value store on an interface it picks (CCL_KVS_IFACE)."""
-    if launcher == "mpirun":
-        return {}, [f"launcher mpirun: oneCCL's default MPI transport works under it (CCL_ATL_TRANSPORT={env.get('CCL_ATL_TRANSPORT', 'mpi')}); nothing added"]
-    extra = {"CCL_ATL_TRANSPORT": "ofi"}
-    said = [f"launcher {launcher}: CCL_ATL_TRANSPORT=ofi, because oneCCL's MPI transport needs an MPI launcher (\"failed to initialize ATL\" otherwise)"]
-    provider = exports.get("FI_PROVIDER_PATH") or env.get("FI_PROVIDER_PATH")
-    if not provider:
-        found = sorted(str(p) for p in bindings_dir.glob("**/libfabric/lib/prov") if p.is_dir())
-        provider = found[0] if found else ""
-    if provider:
-        extra["FI_PROVIDER_PATH"] = provider
-        said.append("FI_PROVIDER_PATH: the libfabric providers of the bindings' setvars environment (ofi loads them from there)")
-    else:
-        said.append("FI_PROVIDER_PATH: no libfabric provider folder found in the bindings; ofi falls back to the system's providers")
-    others = [name for name in interfaces if name != "lo"]
-    if not others:
-        extra["CCL_KVS_IFACE"] = "lo"
-        said.append("CCL_KVS_IFACE=lo: lo is the only interface that is up here (oneCCL's key-value store finds no other)")
-    else:
-        said.append(f"CCL_KVS_IFACE, FI_TCP_IFACE: not set; on several hosts set both to the interface that reaches the others ({', '.join(others)})")
-    return extra, said
+    """What a launch of the ccl backend under ``launcher`` needs on top of setvars.sh: that launcher's ccl_exports()
+    (oneCCL's transport, its providers, the key-value store's interface), with what was chosen and why."""
+    from .launchers import LAUNCHERS
+    from .launchers.interface import CclEnv
+
+    return LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings_dir, tuple(interfaces)))

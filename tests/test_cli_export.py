@@ -92,6 +92,9 @@ def test_a_conflict_is_exit_1_with_the_reasons():
     (("pytorchjob", *JOB), "No training command"),
     (("pytorchjob", *JOB, "--", "python", "-c", "x"), "torchrun cannot run python -c"),
     (("pytorchjob", *JOB, "--", "torchrun", "--nproc-per-node", "2", "t.py"), "The pods start torchrun themselves"),
+    # torchrun as the launchers registry knows it: its other module, and an interpreter named with its version
+    (("pytorchjob", *JOB, "--", "python3.11", "-m", "torch.distributed.launch", "t.py"), "The pods start torchrun themselves"),
+    (("pytorchjob", *JOB, "--", "/usr/bin/python3", "-m", "torch.distributed.run", "t.py"), "The pods start torchrun themselves"),
     (("pytorchjob", *JOB, "--name", "Bad_Name", "--", "t.py"), "--name 'Bad_Name' is not a DNS-1035 label"),
     (("pytorchjob", "--image", "i:1", "--cpu", "8Gi", "--memory", "1Gi", "--", "t.py"), "--cpu '8Gi' is not a CPU quantity"),
     (("pytorchjob", *JOB, "--python-version", "3.11", "--python", "/usr/bin/python3", "--", "t.py"), "not allowed with argument"),

@@ -29,7 +29,10 @@ from compatmatrix.hosts import (
     parse_host,
     read_hosts,
 )
-from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile, remote_shell, rsh_arguments
+from compatmatrix.launchers.interface import LaunchError
+from compatmatrix.launchers.interface import RankLayout as Topology
+from compatmatrix.launchers.live import plan_launch
+from compatmatrix.launchers.mpirun import read_hostfile, remote_shell, rsh_arguments
 from compatmatrix.live.report import ATL_SENTENCE, Expectation, RankRecord, known_cause, network_finding
 from compatmatrix.shell_env import launcher_exports
 

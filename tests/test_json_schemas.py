@@ -59,6 +59,20 @@ def test_every_schema_file_is_a_valid_schema_and_is_used():
         assert document["$id"].endswith("/" + name) and "schema_version" in json.dumps(document)
 
 
+def test_the_launcher_enums_are_the_launchers_registry():
+    """The launcher and flavour a document may name are the registry's (compatmatrix/launchers): a launcher added there
+    without its schema enums (or the reverse) fails here."""
+    from compatmatrix.launchers import flavors, names
+    from compatmatrix.launchers.interface import BOUND, LIVE
+
+    live = json.loads(schema_path("doctor").read_text())["properties"]["live"]["properties"]
+    launch = json.loads(schema_path("launch").read_text())["properties"]
+    assert live["launcher"]["enum"] == list(names(LIVE))
+    assert live["flavor"]["enum"] == list(flavors(LIVE))
+    assert launch["launcher"]["enum"] == list(names(BOUND))
+    assert launch["flavor"]["enum"] == list(flavors(BOUND))
+
+
 def test_findings_are_one_shape_in_every_document():
     findings = json.loads((SCHEMA_DIR / "findings-v1.json").read_text())["properties"]["checks"]["items"]
     install = json.loads((SCHEMA_DIR / "install-v1.json").read_text())["$defs"]["finding"]

@@ -12,9 +12,14 @@ from pathlib import Path
 import pytest
 
 from compatmatrix.checks.finding import Status as S
-from compatmatrix.live.launch import LaunchError, Topology, plan_launch, read_hostfile
+from compatmatrix.launchers import LAUNCHERS
+from compatmatrix.launchers.interface import LaunchError
+from compatmatrix.launchers.interface import RankLayout as Topology
+from compatmatrix.launchers.live import plan_launch
+from compatmatrix.launchers.mpirun import read_hostfile
 from compatmatrix.live.report import Expectation, RankRecord, hang_finding, live_findings, stuck_frames, trainer_finding
-from compatmatrix.live.supervise import Supervised, supervise, tagged_processes
+from compatmatrix.live.supervise import RUN_ID_VAR, Supervised, supervise
+from compatmatrix.processes import tagged_processes
 from compatmatrix.translate import ipex_through_trainer
 
 WORKER = ["worker.py", "--run-dir", "/tmp/x"]
@@ -139,7 +144,7 @@ def test_timeout_kills_everything_including_a_grandchild_that_escaped_the_group(
     assert (tmp_path / "grandchild.pid").exists(), "the grandchild never started: nothing escaped"
     grandchild = int((tmp_path / "grandchild.pid").read_text())
     assert result.timed_out and result.leftovers == ()
-    assert tagged_processes(result.run_id) == []
+    assert tagged_processes(result.run_id, RUN_ID_VAR) == []
     assert grandchild not in marked(mark) and marked(mark) == [], "the grandchild that left the process group outlived the run"
     assert time.monotonic() - started < ESCAPER_TIMEOUT_S + 10
     assert result.ends[0].returncode is None  # it was still running at the deadline
@@ -151,7 +156,7 @@ def test_a_failed_process_stops_the_others_after_a_grace_period(tmp_path):
     result = supervise(commands, [env, env], tmp_path, timeout=60, run_id="g" + os.urandom(6).hex(), grace_after_failure=0.5, stack_dump_wait=0.1)
     assert result.stopped_early and not result.timed_out and result.seconds < 15
     assert [e.returncode for e in result.ends] == [3, None]
-    assert tagged_processes(result.run_id) == []
+    assert tagged_processes(result.run_id, RUN_ID_VAR) == []
 
 
 def test_a_clean_run_ends_by_itself_and_keeps_the_launcher_output(tmp_path):
@@ -260,7 +265,7 @@ def test_a_fixture_ccl_backend_is_labelled_and_a_gloo_fallback_warns_when_bindin
 
 
 def _launch():
-    from compatmatrix.live.launch import Launch
+    from compatmatrix.launchers.interface import Launch
 
     return Launch("spawn", "spawn", ((sys.executable,),), ({},), "127.0.0.1:1", 2, 2)
 
@@ -398,7 +403,7 @@ HYDRA_REPORT = ("\n=====\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESS
 
 
 def test_exit_codes_from_the_launchers_reports():
-    from compatmatrix.live.report import launcher_exit_codes
+    from compatmatrix.launchers.live import launcher_exit_codes
 
     assert launcher_exit_codes(TORCHRUN_REPORT) == {5151: -15, 5152: 3}
     assert launcher_exit_codes(HYDRA_REPORT) == {6478: -15, 6479: -11, 7000: 9}
@@ -481,7 +486,7 @@ OPEN_MPI_EXIT = ("mpirun detected that one or more processes exited with non-zer
 
 
 def test_the_launchers_first_failure():
-    from compatmatrix.live.report import launcher_first_failure
+    from compatmatrix.launchers.live import launcher_first_failure
 
     assert launcher_first_failure(TORCHRUN_REPORT) == ("pid", 5152, 3)
     assert launcher_first_failure(OPEN_MPI_SIGNAL) == ("rank", 1, -11)  # Open MPI names ranks (its PID is 0 here)
@@ -506,3 +511,34 @@ def test_an_unfinished_rank_never_lets_the_run_pass():
     quiet = RankRecord(1001, {**rank(1, stage="allreduce").status}, "", returncode=None)
     findings = live_findings(_launch(), ENDED, [rank(0), quiet], Expectation(**{**EXPECT.__dict__, "trainer": False}))
     assert any(f.status is S.FAIL for f in findings)
+
+
+@pytest.mark.parametrize("variables", LAUNCHERS["mpirun"].rank_variables)
+def test_the_worker_maps_each_of_the_launchers_rank_variables(variables):
+    """The worker keeps no table of its own: --rank-variables (the launcher's rank_variables) says what --map-mpi maps."""
+    import json
+    import subprocess
+
+    from compatmatrix.live import service
+
+    rank, size, local = variables
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update({rank: "3", size: "4", local: "1"})
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import worker; "
+            "print(json.dumps(worker.rank_variables(True, json.loads(sys.argv[2]))))")
+    done = subprocess.run([sys.executable, "-c", code, str(service.WORKER.parent), json.dumps([list(variables)])],
+                          env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(done.stdout) == [3, 4, 1, f"{rank}/{size}"]
+
+
+def test_doctor_live_gives_the_worker_the_launchers_rank_variables(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from compatmatrix.live.service import LiveOptions, _worker_args
+
+    no_trainer = SimpleNamespace(skip_reason="no Trainer step here")
+    mpi = _worker_args(tmp_path, LiveOptions(launcher="mpirun"), 30.0, no_trainer, False, 0.0)
+    given = mpi[mpi.index("--rank-variables") + 1]
+    assert [tuple(names) for names in json.loads(given)] == list(LAUNCHERS["mpirun"].rank_variables)
+    assert "--rank-variables" not in _worker_args(tmp_path, LiveOptions(launcher="spawn"), 30.0, no_trainer, False, 0.0)

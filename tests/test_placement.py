@@ -22,8 +22,9 @@ from compatmatrix.checks import runtime
 from compatmatrix.checks.finding import Context, Options, Status
 from compatmatrix.environment import env_probe
 from compatmatrix.environment.snapshot import CpuInfo, Distribution, EnvSnapshot
+from compatmatrix.launchers.interface import Tools, rank_command
+from compatmatrix.placement.binding import binder_script, compose, pin_domain
 from compatmatrix.placement.environment import KMP_AFFINITY, Preload, choose_preload, launch_environment
-from compatmatrix.placement.launchers import Tools, binder_script, compose, pin_domain, rank_command
 from compatmatrix.placement.plan import PlacementError, plan_ranks, thread_advice
 from compatmatrix.placement.sysfs import read_machine
 from compatmatrix.placement.topology import Machine, Topology, cpu_list_text, machine_from_probe, topology_from_probe

@@ -1,52 +1,19 @@
 """Runtime settings: LD_PRELOAD, threads per rank against the CPUs allowed, CPU features, /dev/shm.
 
-Side effects: reads files (library folders, the first bytes of LD_PRELOAD entries); nothing else.
+Side effects: reads files (library folders, the first bytes of LD_PRELOAD entries: environment/libraries.py); nothing else.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Optional
 
+from ..environment.libraries import is_elf, preload_candidates, preload_entries
 from ..environment.snapshot import NATIVE_BF16_FLAGS
 from .finding import Context, Finding, Status, check
 
-ALLOCATOR_PATTERNS = ("libtcmalloc.so*", "libtcmalloc_minimal.so*", "libjemalloc.so*", "libiomp5.so")
 SMALL_SHM = 1 << 30  # 1 GiB; Docker's default is 64 MiB
-
-
-def library_dirs(prefix: str) -> list[Path]:
-    dirs = [Path(prefix) / "lib", Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib64"), Path("/usr/lib"), Path("/usr/local/lib")]
-    conda = os.environ.get("CONDA_PREFIX")
-    if conda:
-        dirs.insert(0, Path(conda) / "lib")
-    return [d for d in dict.fromkeys(dirs) if d.is_dir()]
-
-
-def preload_candidates(prefix: str) -> dict[str, list[Path]]:
-    """Real allocator / OpenMP libraries on this machine, by kind (tcmalloc, jemalloc, iomp5)."""
-    found: dict[str, list[Path]] = {"tcmalloc": [], "jemalloc": [], "iomp5": []}
-    for directory in library_dirs(prefix):
-        for pattern in ALLOCATOR_PATTERNS:
-            for path in sorted(directory.glob(pattern)):
-                if is_elf(path):
-                    kind = "tcmalloc" if "tcmalloc" in path.name else "jemalloc" if "jemalloc" in path.name else "iomp5"
-                    found[kind].append(path)
-    return found
-
-
-def is_elf(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(4) == b"\x7fELF"
-    except OSError:
-        return False
-
-
-def preload_entries(value: str) -> list[str]:
-    return [e for e in re.split(r"[:\s]+", value) if e]
 
 
 @check("runtime.ld-preload", "every LD_PRELOAD entry exists and is a shared library")

@@ -3,7 +3,7 @@
 Side effects: starts one process in its own session (so its own process group) with PR_SET_PDEATHSIG and a marker in
 its environment (COMPAT_CHILD_RUN=<id>, inherited by everything it starts); kills that whole group, and every process
 still carrying the marker (found in /proc: what left the group with setsid), when the timeout passes, when the child
-has ended, on Ctrl-C, and on SIGTERM/SIGHUP, which become :class:`Terminated` (a KeyboardInterrupt: exit 143 in the
+has ended, on Ctrl-C, and on SIGTERM/SIGHUP, which become processes.Terminated (a KeyboardInterrupt: exit 143 in the
 CLI) while a child runs. Its output is read as it comes and only the last OUTPUT_LIMIT bytes of each stream are kept,
 so a child that writes without end cannot fill compat's memory.
 """
@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-from ..processes import die_with_parent
+from ..processes import die_with_parent, raise_on_termination, sweep
 from ..record import Record
 
 COLLECT_S = 5.0  # after a kill: how long to wait for the last output and the exit status
@@ -30,10 +30,6 @@ POLL_S = 0.2  # while a child runs: how often to look whether it has ended altho
 OUTPUT_LIMIT = 256 << 10  # bytes of stdout and of stderr kept (the last ones); what came before is dropped, and a note says so
 READ_CHUNK = 64 << 10
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Terminated(KeyboardInterrupt):
-    """compat got SIGTERM or SIGHUP while a child ran; the child's process group has been killed."""
 
 
 class ChildResult(Record):
@@ -76,7 +72,7 @@ def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, st
     progress: the import probe's per-part limits); True ends the child as the timeout does (``timed_out``).
 
     Raises OSError when it cannot be started, ValueError for a timeout that cannot be kept (nan, inf, <= 0),
-    KeyboardInterrupt (or :class:`Terminated`) after killing the child's group when compat is interrupted.
+    KeyboardInterrupt (or processes.Terminated) after killing the child's group when compat is interrupted.
     A timeout above MAX_TIMEOUT_S is kept as MAX_TIMEOUT_S. Whatever the child started is killed when it ends,
     also what left its process group (setsid) as long as it kept the marker in its environment."""
     if not valid_timeout(timeout):
@@ -89,28 +85,27 @@ def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, st
     environment[MARK_VAR] = run_id
     process: Optional[subprocess.Popen] = None
     output: Optional[_Output] = None
-    previous = _raise_on_termination()
-    try:
-        mask = _hold_signals()
+    with raise_on_termination(replace=False):  # SIGTERM/SIGHUP raise, unless someone else already handles them
         try:
-            process = subprocess.Popen(
-                list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=environment, cwd=cwd, pass_fds=tuple(pass_fds),
-                start_new_session=True, preexec_fn=_child_setup(os.getpid(), mask),
-            )
+            mask = _hold_signals()
+            try:
+                process = subprocess.Popen(
+                    list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    env=environment, cwd=cwd, pass_fds=tuple(pass_fds),
+                    start_new_session=True, preexec_fn=_child_setup(os.getpid(), mask),
+                )
+            finally:
+                _release_signals(mask)  # a signal that came meanwhile is raised here, with `process` known
+            output = _Output(process)
+            return _wait(process, output, timeout, run_id, overdue)
+        except BaseException:
+            if process is not None:
+                _kill_group(process, run_id)
+                _reap(process, output if output is not None else _Output(process))
+            raise
         finally:
-            _release_signals(mask)  # a signal that came meanwhile is raised here, with `process` known
-        output = _Output(process)
-        return _wait(process, output, timeout, run_id, overdue)
-    except BaseException:
-        if process is not None:
-            _kill_group(process, run_id)
-            _reap(process, output if output is not None else _Output(process))
-        raise
-    finally:
-        if output is not None:
-            output.close()
-        _restore_handlers(previous)
+            if output is not None:
+                output.close()
 
 
 class _Output:
@@ -212,8 +207,6 @@ def _kill_group(process: subprocess.Popen, run_id: str) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    from ..live.supervise import sweep  # the same /proc sweep doctor --live ends with
-
     mask = _hold_signals()  # a second Ctrl-C cannot cut the sweep short; it is raised when the sweep is done
     try:
         sweep(run_id, (), wait=2.0, variable=MARK_VAR)
@@ -262,24 +255,3 @@ def _hold_signals() -> Optional[set[int]]:
 def _release_signals(mask: Optional[set[int]]) -> None:
     if mask is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-def _raise_on_termination() -> dict[int, Any]:
-    """SIGTERM/SIGHUP raise :class:`Terminated` while the child runs (unless someone else already handles them)."""
-
-    def handler(signum: int, _frame: Any) -> None:
-        raise Terminated(f"signal {signal.Signals(signum).name}")
-
-    previous: dict[int, Any] = {}
-    for number in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            if signal.getsignal(number) in (signal.SIG_DFL, None):
-                previous[number] = signal.signal(number, handler)
-        except ValueError:  # not the main thread: PDEATHSIG still covers the child
-            pass
-    return previous
-
-
-def _restore_handlers(previous: dict[int, Any]) -> None:
-    for number, handler in previous.items():
-        signal.signal(number, handler)

@@ -50,7 +50,10 @@ def training_command(command: Sequence[str]) -> tuple[tuple[str, ...], list[str]
     notes: list[str] = []
     if not words:
         raise UsageError("No training command.", "Write it after --, e.g. compat export pytorchjob --image IMG --cpu 8 --memory 16Gi -- train.py --ddp_backend gloo")
-    if os.path.basename(words[0]) == "torchrun" or words[:3] in (["python", "-m", "torch.distributed.run"], ["python3", "-m", "torch.distributed.run"]):
+    from ..launchers import recognise
+
+    if recognise(program=os.path.basename(words[0])) == "torchrun" or (
+            _PYTHON.match(words[0]) and words[1:2] == ["-m"] and len(words) > 2 and recognise(module=words[2]) == "torchrun"):
         raise UsageError("The pods start torchrun themselves: the training command is what torchrun runs, not torchrun.",
                          "Give the script after -- (compat export pytorchjob --nproc-per-node M -- train.py ...).")
     if _PYTHON.match(words[0]) and len(words) > 1:

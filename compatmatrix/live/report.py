@@ -16,7 +16,9 @@ from typing import Any, Optional
 
 from ..checks.crash import classify, describe_exit
 from ..checks.finding import Finding, Status
-from .launch import Launch
+from ..launchers import LAUNCHERS, names
+from ..launchers.interface import BOUND, Launch
+from ..launchers.live import launcher_exit_codes, launcher_first_failure
 from .supervise import Supervised
 
 GB = 1e9
@@ -77,31 +79,6 @@ class Expectation:
 
 PEER_GONE = re.compile(r"[Cc]onnection (closed|reset) by peer|Broken pipe|peer closed|Socket closed|recv.*failed", re.IGNORECASE)
 TIMED_OUT = re.compile(r"[Tt]imed? ?out|timeout|clients joined")
-
-
-def launcher_exit_codes(log: str) -> dict[int, int]:
-    """Per-rank exit codes (pid -> code, negative for a signal) that torchrun or Intel MPI print when a rank fails."""
-    codes: dict[int, int] = {}
-    for code, pid in re.findall(r"exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", log):  # torchrun's error summary
-        codes[int(pid)] = int(code)
-    for pid, exit_code, signal_number in re.findall(r"PID (\d+) RUNNING AT \S+\s*\n=\s*(?:EXIT CODE: (\d+)|KILLED BY SIGNAL: (\d+))", log):  # hydra
-        codes[int(pid)] = int(exit_code) if exit_code else -int(signal_number)
-    return codes
-
-
-def launcher_first_failure(log: str) -> Optional[tuple[str, int, Optional[int]]]:
-    """The rank the launcher saw fail first: ("pid", n, code) from torchrun's "Root Cause" block, or ("rank", n, code)
-    from Open MPI, which names ranks, not pids."""
-    root = re.search(r"Root Cause \(first observed failure\):.*?exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", log, re.DOTALL)
-    if root:
-        return ("pid", int(root.group(2)), int(root.group(1)))
-    signalled = re.search(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", log)
-    if signalled:
-        return ("rank", int(signalled.group(1)), -int(signalled.group(2)))
-    exited = re.search(r"Process name: \[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(\d+)", log)
-    if exited:
-        return ("rank", int(exited.group(1)), int(exited.group(2)))
-    return None
 
 
 def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher_log: str = "", show_host: bool = False) -> list[RankRecord]:
@@ -175,7 +152,10 @@ _SIGNATURE_KINDS = frozenset({"ipex-guard", "undefined-symbol", "abi-abort", "il
 ATL_MPI = re.compile(r"atl_mpi\w*\.cpp\S*:?.*failed to initialize ATL|failed to initialize ATL", re.IGNORECASE)
 ATL_SENTENCE = ("oneCCL's MPI transport needs an MPI launcher: under torchrun/spawn set CCL_ATL_TRANSPORT=ofi "
                 "(and FI_PROVIDER_PATH to the bindings' libfabric providers)")
-ATL_FIX = "eval \"$(compat env --launcher torchrun)\" before launching (it exports both), or launch with mpirun, which the MPI transport expects."
+# the fix names a launcher of each kind from the registry: one whose compat env exports the libfabric transport, one that is MPI
+_OFI_LAUNCHER = next(name for name in names(BOUND) if not LAUNCHERS[name].mpi_transport)
+_MPI_LAUNCHER = next(name for name in names(BOUND) if LAUNCHERS[name].mpi_transport)
+ATL_FIX = f"eval \"$(compat env --launcher {_OFI_LAUNCHER})\" before launching (it exports both), or launch with {_MPI_LAUNCHER}, which the MPI transport expects."
 
 
 def known_cause(record: RankRecord) -> Optional[tuple[str, tuple[str, ...], str]]:

@@ -14,10 +14,13 @@ from typing import Any, Optional
 from ..checks.finding import Context, Finding, Status
 from ..checks.packages import CCL_NAMES, IPEX_NAMES
 from ..environment.snapshot import NATIVE_BF16_FLAGS
+from ..launchers import LAUNCHERS
+from ..launchers.interface import Launch, LaunchError, RankLayout
+from ..launchers.live import plan_launch
+from ..processes import new_run_id
 from ..translate import ipex_through_trainer, translate
-from .launch import Launch, LaunchError, Topology, plan_launch
 from .report import Expectation, live_findings, rank_outputs, read_ranks
-from .supervise import new_run_id, supervise
+from .supervise import supervise
 
 WORKER = Path(__file__).with_name("worker.py")
 SELF_DEADLINE_SLACK_S = 30.0  # a rank ends itself this long after the hard limit, should compat be gone (SIGKILL, OOM)
@@ -55,7 +58,7 @@ def bf16_choice(cpu_flags, asked: Optional[bool]) -> tuple[bool, str]:
 @dataclass(frozen=True)
 class LiveOptions:
     launcher: str = "spawn"
-    topology: Topology = field(default_factory=Topology)
+    topology: RankLayout = field(default_factory=RankLayout)
     backend: str = "auto"  # auto: ccl when the bindings import and register it, else gloo
     timeout: float = 120.0
     trainer: bool = True
@@ -125,6 +128,9 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
     args = [str(run_dir / "worker.py"), "--run-dir", str(run_dir), "--expect-world", str(options.topology.world_size),
             "--backend", options.backend, "--init-timeout", f"{init_timeout:g}", "--steps", str(options.steps), "--batch", str(options.per_device_batch),
             "--deadline", f"{deadline:.0f}", "--watch", own_identity()]
+    launcher = LAUNCHERS.get(options.launcher)
+    if launcher is not None and launcher.rank_variables:  # what --map-mpi maps from: the worker keeps no launcher table of its own
+        args += ["--rank-variables", json.dumps(launcher.rank_variables)]
     if ipex:
         args.append("--ipex")
     if _across_hosts(options):
@@ -142,7 +148,7 @@ def _across_hosts(options: LiveOptions) -> bool:
     if options.topology.nnodes > 1:
         return True
     if options.topology.hostfile:
-        from .launch import read_hostfile
+        from ..launchers.mpirun import read_hostfile
 
         try:
             return len({name for name, _ in read_hostfile(options.topology.hostfile)}) > 1
@@ -180,10 +186,10 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             launch = plan_launch(options.launcher, snapshot.executable, _worker_args(run_dir, options, init_timeout, plan, ipex, deadline),
                                  options.topology, worker_environment(), threads, options.mpirun, options.rank_env, options.rsh)
         except LaunchError as exc:
-            finding = Finding("live.launch", Status.FAIL, str(exc), (), exc.fix)
-            return LiveResult([finding], {"launcher": options.launcher, "error": str(exc)})
+            finding = Finding("live.launch", Status.FAIL, exc.message, (), exc.fix)
+            return LiveResult([finding], {"launcher": options.launcher, "error": exc.message})
         supervised = supervise(launch.commands, launch.envs, run_dir, options.timeout, new_run_id())
-        ends_by_pid = {end.pid: end.returncode for end in supervised.ends} if launch.launcher == "spawn" else {}
+        ends_by_pid = {end.pid: end.returncode for end in supervised.ends} if LAUNCHERS[launch.launcher].starts_ranks_itself else {}
         multi_host = options.topology.nnodes > 1 or len(launch.hosts) > 1
         ranks = read_ranks(run_dir, ends_by_pid, "\n".join(end.log for end in supervised.ends), show_host=multi_host)
         expect = Expectation(

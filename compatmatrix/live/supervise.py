@@ -12,13 +12,12 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from ..processes import die_with_parent
+from ..processes import alive, die_with_parent, raise_on_termination, signal_all, sweep, tagged_processes
 
 RUN_ID_VAR = "COMPAT_LIVE_RUN"
 
@@ -44,28 +43,6 @@ class Supervised:
     stopped: tuple[int, ...] = ()  # ranks compat itself stopped (still running when the run was cut short)
 
 
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:16]
-
-
-def tagged_processes(run_id: str, variable: str = RUN_ID_VAR) -> list[int]:
-    """Pids of live processes whose environment carries this run's id (readable ones: our own); ``variable`` names
-    the marker (compat launch tags its job with its own)."""
-    marker = f"{variable}={run_id}".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as handle:
-                environ = handle.read()
-        except OSError:
-            continue
-        if marker in environ.split(b"\0") and _alive(int(entry.name)):
-            found.append(int(entry.name))
-    return [pid for pid in found if pid != os.getpid()]
-
-
 def status_files(run_dir: Path) -> list[tuple[str, int, Path]]:
     """(host, pid, path) of the status files the ranks write first thing: proc-<host>-<pid>.json."""
     found = []
@@ -82,61 +59,6 @@ def rank_pids(run_dir: Path) -> list[int]:
     return [pid for host, pid, _ in status_files(run_dir) if host == here]
 
 
-def _signal_all(pids: Sequence[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def sweep(run_id: str, groups: Sequence[int], wait: float = 5.0, variable: str = RUN_ID_VAR) -> tuple[int, ...]:
-    """Kill everything left of the run: TERM the groups and tagged processes, then KILL what is still there."""
-    for group in groups:
-        try:
-            os.killpg(group, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
-    _signal_all(tagged_processes(run_id, variable), signal.SIGTERM)
-    deadline = time.monotonic() + min(1.0, wait)
-    while time.monotonic() < deadline and tagged_processes(run_id, variable):
-        time.sleep(0.05)
-    for group in groups:
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + wait
-    left = tagged_processes(run_id, variable)
-    while left and time.monotonic() < deadline:
-        _signal_all(left, signal.SIGKILL)
-        time.sleep(0.05)
-        left = tagged_processes(run_id, variable)
-    return tuple(left)
-
-
-class Terminated(KeyboardInterrupt):
-    """compat got SIGTERM or SIGHUP while ranks were running."""
-
-
-def _raise_on_termination() -> dict[int, Any]:
-    def handler(signum, _frame):
-        raise Terminated(f"signal {signal.Signals(signum).name}")
-
-    previous: dict[int, Any] = {}
-    try:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, handler)
-    except ValueError:  # not the main thread: the default handlers stay (PDEATHSIG still takes the direct children)
-        pass
-    return previous
-
-
-def _restore(previous: dict[int, Any]) -> None:
-    for sig, old in previous.items():
-        signal.signal(sig, old)
-
-
 CLEANUP_BUDGET_S = 4.0
 
 
@@ -148,18 +70,10 @@ def _sweep_unbothered(run_id: str, groups: Sequence[int]) -> tuple[int, ...]:
     except (ValueError, OSError):
         held = set()
     try:
-        return sweep(run_id, groups, wait=3.0)
+        return sweep(run_id, groups, wait=3.0, variable=RUN_ID_VAR)
     finally:
         if held:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def rank_outcomes(run_dir: Path) -> tuple[list[int], list[int]]:
@@ -179,7 +93,7 @@ def rank_outcomes(run_dir: Path) -> tuple[list[int], list[int]]:
             continue
         if "error" in status:
             failed.append(pid)
-        elif status.get("stage") != "done" and not _alive(pid):
+        elif status.get("stage") != "done" and not alive(pid):
             dead.append(pid)
     return dead, failed
 
@@ -224,34 +138,32 @@ def supervise(
     started = time.monotonic()
     processes: list[subprocess.Popen] = []
     logs = []
-    previous = _raise_on_termination()
     wait_until = started + max(timeout * 0.8, timeout - CLEANUP_BUDGET_S)  # the stack dump and the sweep fit in the limit
-    try:
-        for index, (command, env) in enumerate(zip(commands, envs)):
-            log_path = run_dir / f"launcher-{index}.log"
-            logs.append(log_path)
-            with open(log_path, "wb") as log:
-                processes.append(subprocess.Popen(
-                    list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True, cwd=str(run_dir), preexec_fn=die_with_parent,
-                ))
-        timed_out, stopped_early, died = _wait(processes, wait_until, grace_after_failure, run_dir)
-        dumped = False
-        codes_at_stop = [p.poll() for p in processes]
-        stopped: list[int] = []
-        if timed_out or stopped_early:
-            ranks = [pid for pid in rank_pids(run_dir) if pid in set(tagged_processes(run_id))]
-            stopped = ranks
-            if ranks:
-                _signal_all(ranks, signal.SIGUSR1)  # the worker's faulthandler writes every thread's stack to its log
-                dumped = True
-                time.sleep(stack_dump_wait)
-    except BaseException:  # Ctrl-C, SIGTERM/SIGHUP (turned into an exception), a failed Popen: leave nothing behind
-        _sweep_unbothered(run_id, [p.pid for p in processes])
-        _restore(previous)
-        raise
-    leftovers = _sweep_unbothered(run_id, [p.pid for p in processes])
-    _restore(previous)  # a SIGTERM that came during the sweep is raised here, after it
+    with raise_on_termination():  # SIGTERM/SIGHUP become processes.Terminated; a SIGTERM that came during the sweep is raised after it
+        try:
+            for index, (command, env) in enumerate(zip(commands, envs)):
+                log_path = run_dir / f"launcher-{index}.log"
+                logs.append(log_path)
+                with open(log_path, "wb") as log:
+                    processes.append(subprocess.Popen(
+                        list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                        start_new_session=True, cwd=str(run_dir), preexec_fn=die_with_parent,
+                    ))
+            timed_out, stopped_early, died = _wait(processes, wait_until, grace_after_failure, run_dir)
+            dumped = False
+            codes_at_stop = [p.poll() for p in processes]
+            stopped: list[int] = []
+            if timed_out or stopped_early:
+                ranks = [pid for pid in rank_pids(run_dir) if pid in set(tagged_processes(run_id, RUN_ID_VAR))]
+                stopped = ranks
+                if ranks:
+                    signal_all(ranks, signal.SIGUSR1)  # the worker's faulthandler writes every thread's stack to its log
+                    dumped = True
+                    time.sleep(stack_dump_wait)
+        except BaseException:  # Ctrl-C, SIGTERM/SIGHUP (turned into an exception), a failed Popen: leave nothing behind
+            _sweep_unbothered(run_id, [p.pid for p in processes])
+            raise
+        leftovers = _sweep_unbothered(run_id, [p.pid for p in processes])
     for process in processes:
         try:
             process.wait(timeout=5)

@@ -25,14 +25,6 @@ import traceback
 STATUS = {}  # type: dict
 _STATUS_PATH = None
 
-MPI_RANK_VARS = (
-    # (rank, world size, local rank) as each MPI sets them
-    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),  # Intel MPI, MPICH (hydra)
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),  # Open MPI
-    ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK"),  # MVAPICH2
-)
-
-
 def save(**fields):
     STATUS.update(fields)
     STATUS["updated"] = time.time()
@@ -49,11 +41,12 @@ def stage(name):
     sys.stderr.flush()
 
 
-def rank_variables(map_mpi):
-    """RANK / WORLD_SIZE / LOCAL_RANK as the launcher gave them; with --map-mpi, from the MPI's own variables (they win)."""
+def rank_variables(map_mpi, launcher_variables=()):
+    """RANK / WORLD_SIZE / LOCAL_RANK as the launcher gave them; with --map-mpi, from the launcher's own variables (they
+    win): ``launcher_variables`` are its (rank, world size, local rank) names (--rank-variables, from compat's launcher)."""
     source = "RANK/WORLD_SIZE" if "RANK" in os.environ and "WORLD_SIZE" in os.environ else None
     if map_mpi:
-        for rank_var, size_var, local_var in MPI_RANK_VARS:
+        for rank_var, size_var, local_var in launcher_variables:
             if rank_var in os.environ and size_var in os.environ:
                 os.environ["RANK"] = os.environ[rank_var]
                 os.environ["WORLD_SIZE"] = os.environ[size_var]
@@ -601,6 +594,7 @@ def main():
     parser.add_argument("--expect-world", type=int, required=True)
     parser.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto")
     parser.add_argument("--map-mpi", action="store_true")
+    parser.add_argument("--rank-variables", type=json.loads, default=[], help="JSON: the launcher's [rank, world size, local rank] names")
     parser.add_argument("--init-timeout", type=float, default=30.0)
     parser.add_argument("--sizes-mib", default="1,16,64")
     parser.add_argument("--ipex", action="store_true")
@@ -632,7 +626,7 @@ def main():
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     STATUS.update({"pid": pid, "started": time.time(), "host": host, "python": sys.version.split()[0]})
-    rank, world, local, source = rank_variables(args.map_mpi)
+    rank, world, local, source = rank_variables(args.map_mpi, args.rank_variables)
     STATUS.update({"rank": rank, "world_size_env": world, "local_rank": local, "rank_source": source,
                    "master": "%s:%s" % (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))})
     stage("start")

@@ -25,13 +25,12 @@ from typing import Optional
 from packaging.version import Version
 
 from ..environment.snapshot import NATIVE_BF16_FLAGS
+from ..launchers import recognise
 from ..matrix.model import Matrix
 from ..placement.plan import thread_advice
 from ..placement.topology import Machine, plural
 from ..translate import Edit, translate
 
-MPI_LAUNCHERS = ("mpirun", "mpiexec", "mpiexec.hydra")
-TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 # mpirun options (Intel MPI / MPICH hydra, Open MPI) that take a value; -genv / -env take NAME VALUE or NAME=VALUE
 _MPI_VALUE = {"-n", "-np", "-c", "--n", "-ppn", "-perhost", "--npernode", "-npernode", "-N", "-f", "-hostfile", "--hostfile", "-machinefile",
               "--machinefile", "-machine", "-hosts", "-host", "--host", "-H", "-genvlist", "-envlist", "-x", "--map-by", "--bind-to", "-wdir",
@@ -164,15 +163,16 @@ def split_command(argv: Sequence[str]) -> _Launch:
     if not tokens:
         return _Launch("other", [], [], [])
     head = os.path.basename(tokens[0])
-    if head in MPI_LAUNCHERS:
+    launcher = recognise(program=head)  # the launchers' own programs (mpirun, mpiexec, torchrun, ...)
+    if launcher == "mpirun":
         return _split_mpirun(tokens)
-    if head == "torchrun":
+    if launcher == "torchrun":
         return _split_torchrun(tokens, 1)
     if head == "accelerate" and tokens[1:2] == ["launch"]:
         return _split_accelerate(tokens)
     if _is_python(head):
         options, rest = _python_options(tokens[1:])
-        if rest[:2] and rest[0] == "-m" and len(rest) > 1 and rest[1] in TORCHRUN_MODULES:
+        if rest[:2] and rest[0] == "-m" and len(rest) > 1 and recognise(module=rest[1]) == "torchrun":
             return _split_torchrun(tokens, 1 + len(options) + 2)
         return _program([], tokens, "python")
     return _program([], tokens, "other")

@@ -93,11 +93,11 @@ class StackInstaller(Protocol):
 
 
 def default_live(matrix: Matrix, snapshot: EnvSnapshot, ranks: int, launcher: str, timeout: float) -> LiveRun:
-    from ..live.launch import Topology
+    from ..launchers.interface import RankLayout
     from ..live.service import LiveOptions, run_live
 
     result = run_live(Context(matrix, snapshot, Options(ranks_per_node=ranks)),
-                      LiveOptions(launcher=launcher, topology=Topology(nproc_per_node=ranks), timeout=timeout))
+                      LiveOptions(launcher=launcher, topology=RankLayout(nproc_per_node=ranks), timeout=timeout))
     return LiveRun(tuple(result.findings), dict(result.details))
 
 
@@ -217,7 +217,8 @@ def _command(matrix: Matrix, plan: MigrationPlan, snapshot: EnvSnapshot, options
 
 def _flavor(mpirun: str) -> Optional[str]:
     """The MPI of the mpirun on PATH (its --version: one short child), or None when it does not say."""
-    from ..live.launch import LaunchError, mpi_flavor
+    from ..launchers.interface import LaunchError
+    from ..launchers.mpirun import mpi_flavor
 
     try:
         return mpi_flavor(mpirun, timeout=10.0)

@@ -1,5 +1,5 @@
 """The environment every rank gets from a plan: OpenMP threads and binding, oneCCL workers and their cores, and
-LD_PRELOAD of an allocator and Intel OpenMP, only of libraries that exist (found by checks/runtime.preload_candidates).
+LD_PRELOAD of an allocator and Intel OpenMP, only of libraries that exist (found by environment/libraries.preload_candidates).
 
 Side effects: none (the library search happens before, in the caller).
 """
@@ -31,7 +31,7 @@ class Preload:
 
 
 def choose_preload(candidates: Mapping[str, Sequence[Path]], current: Sequence[str] = ()) -> Preload:
-    """From checks/runtime.preload_candidates' answer (libraries on this machine, by kind) and the existing entries."""
+    """From environment/libraries.preload_candidates' answer (libraries on this machine, by kind) and the existing entries."""
     allocator = next((kind for kind in ("tcmalloc", "jemalloc") if candidates.get(kind)), None)
     chosen = [str(candidates[allocator][0])] if allocator else []
     iomp5 = bool(candidates.get("iomp5"))

@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .launchers import Invocation
+from ..launchers.interface import Invocation
 from .plan import Plan, RankPlacement
 from .topology import cpu_list_text, plural
 

@@ -1,7 +1,8 @@
 """``compat launch``: the steps in order. Read the machine (the environment probe, or a recorded sysfs), plan the
 ranks, find the libraries and tools this machine has, compose the launcher command.
 
-Side effects: the environment probe (a child for --python), reading sysfs, ``mpirun --version``, PATH lookups.
+Side effects: the environment probe (a child for --python), reading sysfs, the launcher's own look for its program
+(``mpirun --version``), PATH lookups.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import CompatError, UsageError
+from ..errors import UsageError
+from ..launchers import LAUNCHERS
+from ..launchers.interface import Invocation, ToolRequest, Tools
+from .binding import compose
 from .environment import choose_preload, environment_notes, launch_environment
-from .launchers import Invocation, Tools, compose
 from .plan import PlacementError, Plan, plan_ranks
 
 
 @dataclass(frozen=True)
 class LaunchOptions:
-    launcher: str  # torchrun | mpirun
+    launcher: str  # a launcher of launchers.names(BOUND)
     nproc_per_node: int
     command: tuple[str, ...]
     ccl_workers: Optional[int] = None  # None: 1 per rank where the cores allow it, else 0
@@ -40,7 +43,7 @@ class Prepared:
 
 
 def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
-    from ..checks.runtime import preload_candidates, preload_entries
+    from ..environment.libraries import preload_candidates, preload_entries
     from ..environment.snapshot import take_snapshot
     from .topology import machine_from_snapshot
 
@@ -66,16 +69,10 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
         notes.append(f"planned for the machine recorded in {options.sysfs_root}; LD_PRELOAD, numactl/taskset and mpirun are this machine's")
     tools = Tools(shutil.which("numactl", path=environ.get("PATH")), shutil.which("taskset", path=environ.get("PATH")))
     python = snapshot.executable
-    flavor, mpirun = None, "mpirun"
-    if options.launcher == "torchrun":
-        if snapshot.get("torch") is None:
-            message = f"torch is not installed for {python}, and torchrun comes with it."
-            if not options.print_only:
-                raise CompatError(message, "Pass --python PATH of the environment you train in (or set COMPAT_PYTHON).")
-            notes.append(message)
-    else:
-        flavor, mpirun = _mpi(python, options)
-    invocation = compose(plan, rank_env, options.launcher, options.command, python, tools, flavor=flavor, mpirun=mpirun,
+    # the launcher's own program on this machine (mpirun and its MPI; torchrun needs torch), then the command line
+    tool = LAUNCHERS[options.launcher].tool(ToolRequest(python, snapshot.get("torch") is not None, options.mpirun, options.mpi_flavor, options.print_only))
+    notes += list(tool.notes)
+    invocation = compose(plan, rank_env, options.launcher, options.command, python, tools, flavor=tool.flavor, mpirun=tool.program,
                          path=environ.get("PATH", ""), as_root=os.geteuid() == 0)
     return Prepared(plan, invocation, rank_env, tuple(notes) + invocation.notes)
 
@@ -97,23 +94,6 @@ def _plan_with_workers(machine, ranks: int, ccl_workers: Optional[int]) -> tuple
     except PlacementError:
         plan = plan_ranks(machine, ranks, 0)
         return plan, f"{ranks} ranks leave no core for a oneCCL worker each on this machine, so none is set aside (--ccl-workers 1 to insist)"
-
-
-def _mpi(python: str, options: LaunchOptions) -> tuple[str, str]:
-    from ..live.launch import LaunchError, find_mpirun, mpi_flavor
-
-    try:
-        mpirun = find_mpirun(python, options.mpirun)
-    except LaunchError as exc:
-        if options.print_only and options.mpi_flavor:
-            return options.mpi_flavor, options.mpirun or "mpirun"
-        raise CompatError(str(exc)[:1].upper() + str(exc)[1:], exc.fix + (" With --print, --mpi-flavor names the MPI without one here." if options.print_only else "")) from None
-    if options.mpi_flavor:
-        return options.mpi_flavor, mpirun
-    try:
-        return mpi_flavor(mpirun), mpirun
-    except LaunchError as exc:
-        raise CompatError(str(exc)[:1].upper() + str(exc)[1:], exc.fix + " Or name it with --mpi-flavor intel-mpi|open-mpi|mpich.") from None
 
 
 def command_words(words: Sequence[str]) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ nothing of the job left behind.
 * Every process of the job carries COMPAT_LAUNCH_RUN=<id> in its environment (torchrun starts its workers in
   sessions of their own, so the group does not reach them): when the launcher ends, whatever still carries the id
   is stopped (TERM, then KILL), as compat doctor --live does.
-* Should compat itself be SIGKILLed, a guardian process (placement/guard.py) does that sweep: Intel MPI's mpirun is
+* Should compat itself be SIGKILLed, a guardian process (launchers/guard.py) does that sweep: Intel MPI's mpirun is
   a shell script, and the parent-death signal that ends it does not reach hydra and the ranks.
 * Exit code: the launcher's own; 128+N when it died of signal N (the shell's convention).
 * Standard input is passed on, except a terminal: the job is not the terminal's foreground group, and a read would stop it.
@@ -23,14 +23,14 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
 from ..environment.child import env_timeout
 from ..errors import CompatError
-from .launchers import Invocation
+from ..processes import new_run_id, sweep
+from .interface import Invocation
 
 RUN_ID_VAR = "COMPAT_LAUNCH_RUN"
 GRACE_S = 30.0
@@ -58,9 +58,7 @@ def run_invocation(invocation: Invocation, base_env: Mapping[str, str], say=lamb
     """Run the launch to its end; the exit code to leave with."""
     import ctypes  # noqa: F401  (loaded before the fork: the child only calls it)
 
-    from ..live.supervise import sweep
-
-    run_id = uuid.uuid4().hex[:16]
+    run_id = new_run_id()
     env = {**base_env, **invocation.env, RUN_ID_VAR: run_id}
     stdin = subprocess.DEVNULL if _is_terminal(sys.stdin) else None
     grace = env_timeout("COMPAT_LAUNCH_GRACE", GRACE_S)
@@ -112,12 +110,12 @@ def run_invocation(invocation: Invocation, base_env: Mapping[str, str], say=lamb
 
 
 def _start_guardian(pgid: int, run_id: str, base_env: Mapping[str, str]) -> Optional[subprocess.Popen]:
-    """The process that stops the job should compat be killed outright (placement/guard.py); None if it cannot start."""
+    """The process that stops the job should compat be killed outright (launchers/guard.py); None if it cannot start."""
     package_parent = str(Path(__file__).resolve().parents[2])
     env = {k: v for k, v in base_env.items() if k != RUN_ID_VAR}
     env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     try:
-        return subprocess.Popen([sys.executable, "-m", "compatmatrix.placement.guard", str(pgid), run_id, str(os.getpid())],
+        return subprocess.Popen([sys.executable, "-m", "compatmatrix.launchers.guard", str(pgid), run_id, str(os.getpid())],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env, start_new_session=True)
     except OSError:
         return None

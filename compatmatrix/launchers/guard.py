@@ -1,4 +1,4 @@
-"""The guardian of a compat launch: ``python -m compatmatrix.placement.guard PGID RUN_ID PARENT``.
+"""The guardian of a compat launch: ``python -m compatmatrix.launchers.guard PGID RUN_ID PARENT``.
 
 compat starts it next to the launcher. It sleeps until compat dies (PR_SET_PDEATHSIG gives it SIGTERM) and then
 stops the job: the launcher's process group and every process tagged with the run id, TERM then KILL. This is what
@@ -17,7 +17,7 @@ import sys
 
 
 def _stop(pgid: int, run_id: str) -> None:
-    from ..live.supervise import sweep
+    from ..processes import sweep
     from .run import RUN_ID_VAR
 
     sweep(run_id, [pgid], wait=5.0, variable=RUN_ID_VAR)

@@ -1,0 +1,242 @@
+"""What every launcher is to compat: the ``Launcher`` protocol, the records it hands back, and its error.
+
+A launcher (spawn, torchrun, mpirun; one module each beside this one, listed in ``launchers/__init__.py``) answers
+for every command that starts ranks:
+
+* ``live(job)``: the processes ``compat doctor --live`` starts (argument lists and environments: a :class:`Launch`);
+* ``tool(request)`` then ``bound(job)``: the command line ``compat launch`` runs (an :class:`Invocation`), given the
+  CPU binding ``placement/`` planned as a ready wrapper (the wing knows nothing of CPU plans);
+* ``ccl_exports(env)``: what ``compat env --launcher`` adds for oneCCL under it (its transport, the interface);
+* ``failures(log)``: the per-rank exit codes and the first failure its own output reports (the live report);
+* ``rank_variables`` / ``local_rank_variable``: the rank, size and local-rank variables it gives each rank (the
+  live worker maps them to RANK / WORLD_SIZE / LOCAL_RANK; compat launch's wrapper picks the rank's CPUs by them);
+* ``programs`` / ``modules``: how a user's own command line that runs it begins (``launchers.recognise``: compat
+  migrate and compat export read training commands by them).
+
+Side effects: none here (``free_port`` binds a socket for a moment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Optional, Protocol
+
+from ..errors import CompatError
+from ..record import Record
+
+LOOPBACK = "127.0.0.1"
+WRAPPER_NAME = "compat-launch-rank"  # $0 of compat launch's binding wrapper: what `ps` shows before the exec
+
+# capabilities: which commands offer a launcher (names(capability) in launchers/__init__.py feeds their --launcher choices)
+LIVE = "live"  # compat doctor --live --launcher
+BOUND = "bound"  # compat launch --launcher
+ENV = "env"  # compat env --launcher
+HOSTFILE = "hostfile"  # doctor --live --hostfile / --rsh: it reads a hostfile and reaches its hosts through a remote shell
+EVERY_HOST = "every-host"  # one compat starts the ranks of every host (no --master-addr/--master-port to be told per node)
+UNMAPPED = "unmapped"  # doctor --live --no-rank-env: it can start ranks without their rank variables
+
+
+class LaunchError(CompatError):
+    """The launcher cannot be used: one sentence (``message``, lower case: it also stands in a finding), and the fix."""
+
+    def sentence(self) -> str:
+        """The message as a sentence of its own (an error line rather than a finding)."""
+        return self.message[:1].upper() + self.message[1:]
+
+
+class RankLayout(Record):
+    """Where the ranks go: per node, how many nodes, this node's number, the master, an mpirun hostfile."""
+
+    nproc_per_node: int = 2
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
+    hostfile: Optional[str] = None
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+
+class Launch(Record):
+    """compat doctor --live: the processes to start."""
+
+    launcher: str
+    flavor: str  # spawn, torchrun, intel-mpi, open-mpi, mpich
+    commands: tuple[tuple[str, ...], ...]  # one per process compat starts (spawn: one per rank)
+    envs: tuple[Mapping[str, str], ...]
+    master: str
+    expected_local: int  # ranks whose records compat should find (this node's; every host's with an mpirun hostfile)
+    world_size: int
+    notes: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()  # the hostfile's hosts (mpirun across hosts); empty: this node only
+
+
+class LiveJob(Record):
+    """What compat doctor --live asks of a launcher. ``worker``: the worker script and its arguments. ``rank_env=False``
+    starts the ranks without their rank variables (and, under mpirun, without mapping PMI_*): the mistake that makes
+    every rank train alone, to see that the probe catches it."""
+
+    python: str
+    worker: tuple[str, ...]
+    layout: RankLayout
+    env: Mapping[str, str]  # the ranks' environment: rank variables inherited from compat's caller already dropped
+    addr: str  # the master's address, and its port: the same on every node
+    port: int
+    hosts: tuple[tuple[str, Optional[int]], ...] = ()  # the hostfile's (host, slots), read once
+    mpirun: Optional[str] = None
+    rank_env: bool = True
+    rsh: Optional[str] = None
+
+
+class Tools(Record):
+    """The binding tools on this machine (paths, or None)."""
+
+    numactl: Optional[str] = None
+    taskset: Optional[str] = None
+
+
+class ToolRequest(Record):
+    """compat launch: what is known before the launcher's own program is looked for."""
+
+    python: str
+    has_torch: bool
+    program: Optional[str] = None  # --mpirun PATH
+    flavor: Optional[str] = None  # --mpi-flavor
+    print_only: bool = False
+
+
+class Tool(Record):
+    """The launcher's program and its flavour on this machine; notes for the user (a missing torch under --print)."""
+
+    program: str
+    flavor: str
+    notes: tuple[str, ...] = ()
+
+
+class BoundJob(Record):
+    """compat launch: the ranks and their CPU binding, ready. ``wrapper(variable)`` gives (sh script, tool) that execs
+    the rank's command bound to its CPUs, choosing them by the local-rank ``variable``; ``masks`` holds each local
+    rank's compute CPUs as a bit mask, for a launcher that binds by itself (Intel MPI's I_MPI_PIN_DOMAIN). Both are
+    placement/'s (binding.py); a launcher uses the one it can carry out."""
+
+    ranks: int
+    rank_env: Mapping[str, str]
+    command: tuple[str, ...]  # what each rank runs, the interpreter already in front of a script
+    python: str
+    tool: Tool
+    wrapper: Callable[[str], tuple[str, str]]
+    masks: tuple[int, ...]
+    path: str = ""  # PATH as the launcher will see it
+    as_root: bool = False  # compat runs as root (Open MPI refuses that without --allow-run-as-root)
+
+
+class Invocation(Record):
+    """compat launch: the command line and the environment that carry the plan out."""
+
+    launcher: str
+    flavor: str  # torchrun | intel-mpi | open-mpi | mpich
+    argv: tuple[str, ...]
+    env: Mapping[str, str]  # exported for the launcher: the ranks' environment plus the launcher's binding settings
+    binding: str  # I_MPI_PIN_DOMAIN | numactl | taskset
+    notes: tuple[str, ...]
+
+    def shell_line(self) -> str:
+        import shlex
+
+        return shlex.join(self.argv)
+
+
+class CclEnv(Record):
+    """compat env --launcher with the oneCCL bindings: the exports so far, the environment, the bindings' folder and
+    the network interfaces that are up."""
+
+    exports: Mapping[str, str]
+    env: Mapping[str, str]
+    bindings_dir: Path
+    interfaces: tuple[str, ...]
+
+
+class Failures(Record):
+    """What a launcher's own output says of failed ranks: pid -> exit code (negative: a signal), and the rank it saw
+    fail first, ("pid", n, code) or ("rank", n, code)."""
+
+    exit_codes: Mapping[int, int]
+    first: Optional[tuple[str, int, Optional[int]]] = None
+
+
+class Launcher(Protocol):
+    name: str  # its --launcher value
+    flavors: tuple[str, ...]  # what it can be (mpirun: intel-mpi, open-mpi, mpich); the Launch and Invocation say which
+    capabilities: frozenset[str]  # LIVE, BOUND, ENV, HOSTFILE, EVERY_HOST, UNMAPPED: which commands and options offer it
+    mpi_transport: bool  # oneCCL's default ATL (MPI) works under it
+    starts_ranks_itself: bool  # compat starts each rank (their exit codes are its own children's)
+    rank_variables: tuple[tuple[str, str, str], ...]  # (rank, world size, local rank) as it sets them, when not RANK/WORLD_SIZE
+    inherited: tuple[str, ...]  # what it sets for its ranks or its job (names, PREFIX*): dropped from what compat's ranks inherit
+    programs: tuple[str, ...]  # what a user's command line that runs it starts with (migrate, export read those)
+    modules: tuple[str, ...]  # or, after python -m
+
+    def local_rank_variable(self, flavor: str) -> str: ...
+
+    def live(self, job: LiveJob) -> Launch: ...
+
+    def tool(self, request: ToolRequest) -> Tool: ...
+
+    def bound(self, job: BoundJob) -> Invocation: ...
+
+    def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]: ...
+
+    def failures(self, log: str) -> Failures: ...
+
+
+# Set by every launcher for its ranks (each launcher names its own in ``inherited``): inherited from compat's caller
+# (a SLURM job, a torchrun, a shell that exported them) they would override what this run's launcher gives each rank.
+RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def inherited_rank_variable(name: str, inherited: Sequence[str]) -> bool:
+    """``name`` is one of RANK_VARIABLES or of ``inherited`` (names, and prefixes written ``PREFIX*``)."""
+    return name in RANK_VARIABLES or any(name.startswith(entry[:-1]) if entry.endswith("*") else name == entry for entry in inherited)
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host if host in (LOOPBACK, "localhost") else "", 0))
+        return int(sock.getsockname()[1])
+
+
+def rank_command(command: Sequence[str], python: str) -> list[str]:
+    """What each rank runs: COMMAND as given, with the interpreter put in front of a script, ``-m MODULE`` or ``-c CODE``."""
+    if command and (command[0].endswith(".py") or command[0] in ("-m", "-c")):
+        return [python, *command]
+    return list(command)
+
+
+def ofi_exports(name: str, env: CclEnv) -> tuple[dict[str, str], list[str]]:
+    """What a launch of the ccl backend needs on top of setvars.sh under a launcher that is not MPI. oneCCL's default
+    transport is MPI (CCL_ATL_TRANSPORT=mpi), which needs an MPI launcher: without one (torchrun, a script that spawns its
+    ranks) every rank fails "failed to initialize ATL", so such launches take the libfabric transport (ofi), which loads
+    its providers from FI_PROVIDER_PATH and finds the other ranks through oneCCL's key-value store on an interface it
+    picks (CCL_KVS_IFACE)."""
+    extra = {"CCL_ATL_TRANSPORT": "ofi"}
+    said = [f"launcher {name}: CCL_ATL_TRANSPORT=ofi, because oneCCL's MPI transport needs an MPI launcher (\"failed to initialize ATL\" otherwise)"]
+    provider = env.exports.get("FI_PROVIDER_PATH") or env.env.get("FI_PROVIDER_PATH")
+    if not provider:
+        found = sorted(str(p) for p in env.bindings_dir.glob("**/libfabric/lib/prov") if p.is_dir())
+        provider = found[0] if found else ""
+    if provider:
+        extra["FI_PROVIDER_PATH"] = provider
+        said.append("FI_PROVIDER_PATH: the libfabric providers of the bindings' setvars environment (ofi loads them from there)")
+    else:
+        said.append("FI_PROVIDER_PATH: no libfabric provider folder found in the bindings; ofi falls back to the system's providers")
+    others = [interface for interface in env.interfaces if interface != "lo"]
+    if not others:
+        extra["CCL_KVS_IFACE"] = "lo"
+        said.append("CCL_KVS_IFACE=lo: lo is the only interface that is up here (oneCCL's key-value store finds no other)")
+    else:
+        said.append(f"CCL_KVS_IFACE, FI_TCP_IFACE: not set; on several hosts set both to the interface that reaches the others ({', '.join(others)})")
+    return extra, said

@@ -1,0 +1,258 @@
+"""mpirun: Intel MPI or MPICH (hydra) and Open MPI, told apart by ``mpirun --version``. Each rank learns its rank,
+world size and local rank from the MPI's own variables (PMI_* / MPI_LOCALRANKID, OMPI_COMM_WORLD_*), which the live
+worker maps to RANK / WORLD_SIZE / LOCAL_RANK. With a hostfile it starts the other hosts' ranks itself, through a
+remote shell called like ssh.
+
+doctor --live: ``-np``/``-n`` ranks, MASTER_ADDR / MASTER_PORT / OMP_NUM_THREADS passed to every rank (``-x`` under
+Open MPI, ``-genv`` under hydra). compat launch: Intel MPI pins each rank by I_MPI_PIN_DOMAIN; Open MPI and MPICH
+start each rank through placement/'s binding wrapper (Open MPI with ``--bind-to none``, so its own binding does not
+fight it). Its failures: hydra's "PID N RUNNING AT host / EXIT CODE / KILLED BY SIGNAL" blocks, Open MPI's lines
+that name a rank.
+
+Side effects: ``mpirun --version`` (a child with a timeout), PATH lookups, reading the hostfile.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Optional
+
+from .interface import (
+    BOUND,
+    ENV,
+    EVERY_HOST,
+    HOSTFILE,
+    LIVE,
+    LOOPBACK,
+    UNMAPPED,
+    WRAPPER_NAME,
+    BoundJob,
+    CclEnv,
+    Failures,
+    Invocation,
+    Launch,
+    LaunchError,
+    LiveJob,
+    Tool,
+    ToolRequest,
+)
+
+HYDRA_RANK = ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")  # Intel MPI, MPICH (hydra)
+OPEN_MPI_RANK = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")
+MVAPICH_RANK = ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK")  # MVAPICH2 (an mpirun found on PATH)
+_RANK_OF_FLAVOR = {"intel-mpi": HYDRA_RANK, "mpich": HYDRA_RANK, "open-mpi": OPEN_MPI_RANK}
+
+
+def read_hostfile(path: str) -> list[tuple[str, Optional[int]]]:
+    """Hosts in an mpirun hostfile: 'host', 'host:N', 'user@host', 'host slots=N' (Open MPI); comments and blanks
+    skipped. The size and line caps and what a host may be are hosts.read_hosts's."""
+    from ..hosts import HostfileError, read_hosts
+
+    try:
+        return read_hosts(path)
+    except HostfileError as exc:
+        raise LaunchError(str(exc), exc.fix) from None
+
+
+def find_mpirun(python: str, explicit: Optional[str] = None) -> str:
+    if explicit:
+        found = shutil.which(explicit)
+        if not found:
+            raise LaunchError(f"--mpirun {explicit} is not an executable.", "Pass the path of mpirun.")
+        return found
+    beside = Path(python).parent / "mpirun"  # impi-rt puts it next to the interpreter of the environment
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("mpirun")
+    if found:
+        return found
+    raise LaunchError(
+        "no mpirun found (not next to the interpreter, not on PATH).",
+        "pip install impi-rt into the environment (Intel MPI), or install Open MPI, or pass --mpirun PATH.",
+    )
+
+
+def mpi_path(mpirun: str, path: str) -> str:
+    """PATH with mpirun's own folder first: Intel MPI's mpirun script runs mpiexec.hydra and hydra_pmi_proxy from PATH."""
+    folder = str(Path(mpirun).parent)
+    return os.pathsep.join([folder] + [p for p in path.split(os.pathsep) if p and p != folder])
+
+
+def mpi_flavor(mpirun: str, timeout: float = 20.0) -> str:
+    try:
+        env = dict(os.environ, PATH=mpi_path(mpirun, os.environ.get("PATH", "")))
+        done = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"{mpirun} --version did not answer ({exc.__class__.__name__}).", "Check the MPI installation, or pass --mpirun PATH.") from None
+    text = done.stdout + done.stderr
+    if "Intel(R) MPI" in text or "Intel MPI" in text:
+        return "intel-mpi"
+    if "Open MPI" in text or "OpenRTE" in text or "PRRTE" in text:
+        return "open-mpi"
+    if "HYDRA" in text or "MPICH" in text:
+        return "mpich"
+    raise LaunchError(f"{mpirun} is neither Intel MPI, MPICH nor Open MPI.", "Pass --mpirun with the path of one of those.")
+
+
+# where a user's remote shell for mpirun is set (honoured as they are: compat passes them to mpirun untouched)
+RSH_VARIABLES = ("I_MPI_HYDRA_BOOTSTRAP_EXEC", "HYDRA_LAUNCHER_EXEC", "OMPI_MCA_plm_rsh_agent")
+
+
+def remote_shell(env: Mapping[str, str], given: Optional[str] = None) -> tuple[str, str]:
+    """(program, where it comes from) of the remote shell that reaches other hosts: --rsh, then the MPI's own variables, then ssh."""
+    if given:
+        return given, "--rsh"
+    for name in RSH_VARIABLES:
+        if env.get(name):
+            return env[name], f"${name}"
+    return "ssh", "the default"
+
+
+def rsh_arguments(flavor: str, rsh: str) -> list[str]:
+    """mpirun's own options for the remote shell: hydra (Intel MPI) -bootstrap-exec, MPICH's hydra -launcher-exec, Open MPI's
+    plm_rsh_agent. Each calls it like ssh: PROG [options] HOST COMMAND..."""
+    if flavor == "open-mpi":
+        return ["--mca", "plm_rsh_agent", rsh]
+    if flavor == "intel-mpi":
+        return ["-bootstrap", "ssh", "-bootstrap-exec", rsh]
+    return ["-launcher", "ssh", "-launcher-exec", rsh]
+
+
+class Mpirun:
+    name = "mpirun"
+    flavors: tuple[str, ...] = ("intel-mpi", "open-mpi", "mpich")
+    capabilities = frozenset({LIVE, BOUND, ENV, HOSTFILE, EVERY_HOST, UNMAPPED})
+    mpi_transport = True
+    starts_ranks_itself = False
+    rank_variables: tuple[tuple[str, str, str], ...] = (HYDRA_RANK, OPEN_MPI_RANK, MVAPICH_RANK)
+    # its ranks' variables, and a surrounding MPI job's wiring (PMI_FD/PORT/ID, PMIx, Open MPI's ess/orte)
+    inherited: tuple[str, ...] = ("MPI_LOCALRANKID", "MPI_LOCALNRANKS", "OMPI_UNIVERSE_SIZE", "OMPI_COMM_WORLD_*", "MV2_COMM_WORLD_*", "PMI_*", "PMIX_*",
+                 "OMPI_MCA_ess*", "OMPI_MCA_orte_*", "OMPI_MCA_pmix*")
+    programs: tuple[str, ...] = ("mpirun", "mpiexec", "mpiexec.hydra")
+    modules: tuple[str, ...] = ()
+
+    def local_rank_variable(self, flavor: str) -> str:
+        return _RANK_OF_FLAVOR[flavor][2]
+
+    def live(self, job: LiveJob) -> Launch:
+        import socket
+
+        layout, python, rsh = job.layout, job.python, job.rsh
+        hosts = list(job.hosts) or None
+        addr, port = job.addr, job.port
+        env = dict(job.env)
+        binary = find_mpirun(python, job.mpirun)
+        flavor = mpi_flavor(binary)
+        env["PATH"] = mpi_path(binary, env.get("PATH", ""))
+        worker_args = list(job.worker) + (["--map-mpi"] if job.rank_env else [])  # the worker's --rank-variables: self.rank_variables
+        n = layout.nproc_per_node
+        world = layout.world_size
+        if layout.hostfile and hosts is not None:
+            world = n * len(hosts)
+        names = ["MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"]
+        command: list[str]
+        if flavor == "open-mpi":
+            command = [binary, "-np", str(world), "--oversubscribe"]
+            if os.geteuid() == 0:
+                command.append("--allow-run-as-root")
+            if layout.hostfile:
+                command += ["--hostfile", layout.hostfile, "--map-by", f"ppr:{n}:node"]
+            if rsh:
+                command += rsh_arguments(flavor, rsh)
+            for name in names:
+                command += ["-x", name]
+            command += ["-x", "PYTHONPATH"] if "PYTHONPATH" in env else []
+        else:  # hydra: Intel MPI and MPICH pass the whole environment to local ranks; -genv reaches the remote ones too
+            command = [binary, "-n", str(world), "-ppn", str(n)]
+            if layout.hostfile:
+                command += ["-f", layout.hostfile]
+            if rsh:
+                command += rsh_arguments(flavor, rsh)
+            for name in names:
+                command += ["-genv", name, env[name]]
+        command += [python, *worker_args]
+        notes: tuple[str, ...] = (f"{flavor}: the worker maps PMI_RANK/PMI_SIZE/MPI_LOCALRANKID or OMPI_COMM_WORLD_* to RANK/WORLD_SIZE/LOCAL_RANK",) if job.rank_env else ()
+        if hosts and not layout.master_port and addr not in (LOOPBACK, "localhost", socket.gethostname()):
+            notes += (f"MASTER_PORT {port} was free on this node, not necessarily on {addr}: pass --master-port to choose one",)
+        names_of_hosts = tuple(dict.fromkeys(name for name, _ in hosts)) if hosts else ()
+        if len(names_of_hosts) > 1 or rsh:
+            program, source = remote_shell(env, rsh)
+            notes += (f"remote shell: {program} ({source}), called like ssh: PROG [options] HOST COMMAND",)
+        # every rank writes its record into the run folder: with a hostfile, one that every host sees, so all of them are read here
+        return Launch("mpirun", flavor, (tuple(command),), (env,), f"{addr}:{port}", world, world, notes, names_of_hosts)
+
+    def tool(self, request: ToolRequest) -> Tool:
+        try:
+            program = find_mpirun(request.python, request.program)
+        except LaunchError as exc:
+            if request.print_only and request.flavor:
+                return Tool(request.program or "mpirun", request.flavor)
+            raise LaunchError(exc.sentence(), exc.fix + (" With --print, --mpi-flavor names the MPI without one here." if request.print_only else "")) from None
+        if request.flavor:
+            return Tool(program, request.flavor)
+        try:
+            return Tool(program, mpi_flavor(program))
+        except LaunchError as exc:
+            raise LaunchError(exc.sentence(), exc.fix + f" Or name it with --mpi-flavor {'|'.join(self.flavors)}.") from None
+
+    def bound(self, job: BoundJob) -> Invocation:
+        ranks = str(job.ranks)
+        flavor, mpirun, path = job.tool.flavor, job.tool.program, job.path
+        if flavor not in self.flavors:
+            raise LaunchError(f"Unknown launcher mpirun ({flavor or 'no MPI flavour'}).", "Use --launcher torchrun or --launcher mpirun (Intel MPI, Open MPI or MPICH).")
+        env = dict(job.rank_env)
+        folder = os.path.dirname(mpirun)
+        if flavor in ("intel-mpi", "mpich") and folder and folder not in path.split(os.pathsep):
+            env["PATH"] = os.pathsep.join([folder] + [p for p in path.split(os.pathsep) if p])  # hydra runs its proxies from PATH
+        if flavor == "intel-mpi":
+            env["I_MPI_PIN"] = "1"
+            env["I_MPI_PIN_DOMAIN"] = i_mpi_pin_domain(job.masks)
+            argv = [mpirun, "-n", ranks, "-ppn", ranks, *job.command]
+            return Invocation("mpirun", flavor, tuple(argv), env, "I_MPI_PIN_DOMAIN",
+                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)",))
+        variable = self.local_rank_variable(flavor)
+        script, tool = job.wrapper(variable)
+        if flavor == "open-mpi":
+            argv = [mpirun, "-np", ranks, "--bind-to", "none"]
+            if job.as_root:
+                argv.append("--allow-run-as-root")
+            for name in env:
+                argv += ["-x", name]
+        else:
+            argv = [mpirun, "-n", ranks, "-ppn", ranks]
+        argv += ["sh", "-c", script, WRAPPER_NAME, *job.command]
+        return Invocation("mpirun", flavor, tuple(argv), env, tool,
+                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command",))
+
+    def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
+        return {}, [f"launcher mpirun: oneCCL's default MPI transport works under it (CCL_ATL_TRANSPORT={env.env.get('CCL_ATL_TRANSPORT', 'mpi')}); nothing added"]
+
+    def failures(self, log: str) -> Failures:
+        codes: dict[int, int] = {}
+        for pid, exit_code, signal_number in re.findall(r"PID (\d+) RUNNING AT \S+\s*\n=\s*(?:EXIT CODE: (\d+)|KILLED BY SIGNAL: (\d+))", log):  # hydra
+            codes[int(pid)] = int(exit_code) if exit_code else -int(signal_number)
+        return Failures(codes, _open_mpi_first_failure(log))
+
+
+def i_mpi_pin_domain(masks: Sequence[int]) -> str:
+    """Intel MPI's explicit mask list: local rank i is pinned to the i-th hexadecimal mask."""
+    return "[" + ",".join(hex(mask) for mask in masks) + "]"
+
+
+def _open_mpi_first_failure(log: str) -> Optional[tuple[str, int, Optional[int]]]:
+    """Open MPI names the rank that failed (not its pid): ("rank", n, code)."""
+    signalled = re.search(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)", log)
+    if signalled:
+        return ("rank", int(signalled.group(1)), -int(signalled.group(2)))
+    exited = re.search(r"Process name: \[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(\d+)", log)
+    if exited:
+        return ("rank", int(exited.group(1)), int(exited.group(2)))
+    return None
+
+
+MPIRUN = Mpirun()

@@ -1,0 +1,68 @@
+"""spawn: compat starts the ranks itself, one process each, with RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
+MASTER_PORT in its environment (compat doctor --live only; compat launch leaves starting ranks to a launcher).
+
+Side effects: none.
+"""
+
+from __future__ import annotations
+
+from .interface import (
+    ENV,
+    LIVE,
+    UNMAPPED,
+    BoundJob,
+    CclEnv,
+    Failures,
+    Invocation,
+    Launch,
+    LaunchError,
+    LiveJob,
+    Tool,
+    ToolRequest,
+    ofi_exports,
+)
+
+
+class Spawn:
+    name = "spawn"
+    flavors: tuple[str, ...] = ("spawn",)
+    capabilities = frozenset({LIVE, ENV, UNMAPPED})
+    mpi_transport = False
+    starts_ranks_itself = True
+    rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
+    inherited: tuple[str, ...] = ("LOCAL_WORLD_SIZE", "GROUP_RANK")
+    programs: tuple[str, ...] = ()  # compat's own: no user's command line starts with it
+    modules: tuple[str, ...] = ()
+
+    def local_rank_variable(self, flavor: str) -> str:
+        return "LOCAL_RANK"
+
+    def live(self, job: LiveJob) -> Launch:
+        layout = job.layout
+        n = layout.nproc_per_node
+        world = layout.world_size
+        commands, envs = [], []
+        for local in range(n):
+            rank_vars = {}
+            if job.rank_env:
+                rank = layout.node_rank * n + local
+                rank_vars = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(n),
+                             "GROUP_RANK": str(layout.node_rank)}
+            commands.append((job.python, *job.worker))
+            envs.append({**job.env, **rank_vars})
+        return Launch("spawn", "spawn", tuple(commands), tuple(envs), f"{job.addr}:{job.port}", n, world)
+
+    def tool(self, request: ToolRequest) -> Tool:
+        raise LaunchError("spawn starts the ranks of compat doctor --live only.", "Use --launcher torchrun or --launcher mpirun.")
+
+    def bound(self, job: BoundJob) -> Invocation:
+        raise LaunchError("spawn starts the ranks of compat doctor --live only.", "Use --launcher torchrun or --launcher mpirun.")
+
+    def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
+        return ofi_exports(self.name, env)
+
+    def failures(self, log: str) -> Failures:
+        return Failures({})  # compat's own children: their exit codes are known without a log
+
+
+SPAWN = Spawn()
