@@ -50,6 +50,7 @@ class EnvPlan:
 
 def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) -> EnvPlan:
     bindings = find_bindings(ctx)
+    result = None
     exports: dict[str, str] = {}
     additions: dict[str, PathAddition] = {}
     comments: list[str] = []
@@ -67,6 +68,10 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) 
         exports, additions = export_plan(result.before, result.exports)
         comments.append(f"oneCCL environment {result.origin} ({bindings.module})")
         comments += list(result.notes)
+        layout = result.system.layout if result.system is not None else None
+        if layout is not None:
+            comments.append(f"the PyPI runtime's folders (libfabric {layout.libfabric}, its providers {layout.providers}, Intel MPI {layout.mpi_root}), "
+                            f"as {layout.source} sets them")
         for key, added in additions.items():
             if added.reordered:
                 comments.append(f"{key}: the script also moved or removed entries; only the entries it added are exported")
@@ -79,7 +84,8 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) 
     worker_count = 0
     if bindings is not None:
         try:
-            worker_count = max(0, int(ctx.snapshot.env.get("CCL_WORKER_COUNT", "1")))
+            # at least 1: accelerate takes ccl only when CCL_WORKER_COUNT > 0 (its --ddp_backend ccl stops otherwise)
+            worker_count = max(1, int(ctx.snapshot.env.get("CCL_WORKER_COUNT", "1")))
         except ValueError:
             worker_count = 1
     # the same plan compat launch binds by and runtime.threads checks against: physical cores, not hyperthreads
@@ -97,7 +103,9 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) 
         comments.append(f"launcher {launcher}: nothing added (no oneCCL bindings: the gloo backend needs no oneCCL settings)")
     elif launcher:
         assert bindings is not None
-        extra, said = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces())
+        system = result.system if result is not None else None
+        mpi_root = system.layout.mpi_root if system is not None and system.layout is not None else ""
+        extra, said = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces(), ctx.snapshot.executable, mpi_root)
         exports.update(extra)
         comments += said
     return EnvPlan(exports, tuple(comments), additions)
@@ -204,10 +212,10 @@ def format_env(plan: EnvPlan, shell: str, defaults: bool = False) -> str:
 
 
 def launcher_exports(launcher: str, exports: Mapping[str, str], env: Mapping[str, str], bindings_dir: Path,
-                     interfaces: list[str]) -> tuple[dict[str, str], list[str]]:
+                     interfaces: list[str], python: str = "", mpi_root: str = "") -> tuple[dict[str, str], list[str]]:
     """What a launch of the ccl backend under ``launcher`` needs on top of setvars.sh: that launcher's ccl_exports()
     (oneCCL's transport, its providers, the key-value store's interface), with what was chosen and why."""
     from .launchers import LAUNCHERS
     from .launchers.interface import CclEnv
 
-    return LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings_dir, tuple(interfaces)))
+    return LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings_dir, tuple(interfaces), python, mpi_root))

@@ -17,6 +17,7 @@ from typing import Optional
 
 from .elf import ElfError, read_elf
 from .linker import LibrarySearch, Located, Needed, find_needed
+from .oneccl_layouts import ResolvedLayout, holds_providers, runtime_layout
 
 LIBCCL = re.compile(r"^libccl\.so(\.[0-9]+)*$")
 DEFAULT_SONAME = "libccl.so.1"  # the soname of every oneCCL 2021.x and 2022.x libccl
@@ -40,6 +41,7 @@ class SystemOneccl:
     script: Optional[Path] = None  # <root>/env/vars.sh when that oneCCL has one
     providers: Optional[str] = None  # a folder holding libfabric providers for it
     unresolved: tuple[str, ...] = ()  # libccl's own DT_NEEDED names the loader would not find (e.g. libccl.so.2)
+    layout: Optional[ResolvedLayout] = None  # the PyPI runtime's folders (impi-rt: libfabric, providers, I_MPI_ROOT)
 
     @property
     def found(self) -> bool:
@@ -47,14 +49,24 @@ class SystemOneccl:
 
     def after(self, before: Mapping[str, str]) -> dict[str, str]:
         """The environment ``before`` with what this oneCCL needs: its lib folder in front of LD_LIBRARY_PATH where the
-        loader would not find libccl otherwise, CCL_ROOT (as the oneccl-cpu wheel's own conda activation script sets
-        it), FI_PROVIDER_PATH when unset and a provider folder was found."""
+        loader would not find libccl otherwise; for the PyPI runtime (oneccl-cpu + impi-rt: ``layout``) the libfabric
+        folder libccl dlopens from, and FI_PROVIDER_PATH its providers (where it is unset or holds none), as the wheels'
+        own activation scripts set them; otherwise CCL_ROOT (as oneccl-cpu's activation script sets it) and
+        FI_PROVIDER_PATH when unset and a provider folder was found. I_MPI_ROOT is the mpirun launcher's
+        (launchers/mpirun.py ccl_exports): only oneCCL's MPI transport asks for it."""
         after = dict(before)
         if self.located is None:
             return after
-        if not self.located.loader:
-            old = before.get("LD_LIBRARY_PATH", "")
-            after["LD_LIBRARY_PATH"] = self.located.directory + (f":{old}" if old else "")
+        old = [e for e in before.get("LD_LIBRARY_PATH", "").split(":") if e]
+        front = [] if self.located.loader else [self.located.directory]
+        if self.layout is not None and self.layout.libfabric not in old + front:
+            front.append(self.layout.libfabric)
+        if front:
+            after["LD_LIBRARY_PATH"] = ":".join(front + old)
+        if self.layout is not None:
+            if not any(holds_providers(e) for e in before.get("FI_PROVIDER_PATH", "").split(":") if e):
+                after["FI_PROVIDER_PATH"] = self.layout.providers
+            return after
         if self.root:
             after["CCL_ROOT"] = self.root
         if self.providers and not before.get("FI_PROVIDER_PATH"):
@@ -105,10 +117,10 @@ def oneccl_root(library_dir: str) -> Optional[str]:
     return None if str(root) in ("/", "/usr") else str(root)
 
 
-def provider_folder(root: Optional[str], library_dir: str, env: Mapping[str, str]) -> Optional[str]:
-    """The first folder holding libfabric providers among: the oneCCL root's own (lib/prov, opt/mpi/libfabric/lib/prov),
-    I_MPI_ROOT's, and the folder holding libccl (the impi-rt wheel puts its providers into <prefix>/lib)."""
-    candidates = []
+def provider_folder(root: Optional[str], library_dir: str, env: Mapping[str, str], layout: Optional[ResolvedLayout] = None) -> Optional[str]:
+    """The first folder holding libfabric providers among: the PyPI runtime's (``layout``: impi-rt's activation script
+    names it), the oneCCL root's own (lib/prov, opt/mpi/libfabric/lib/prov), I_MPI_ROOT's, and the folder holding libccl."""
+    candidates = [layout.providers] if layout is not None else []
     if root:
         candidates += [os.path.join(root, "lib", "prov"), os.path.join(root, "opt", "mpi", "libfabric", "lib", "prov")]
     if env.get("I_MPI_ROOT"):
@@ -145,7 +157,9 @@ def locate(bindings_dir: Path, search: LibrarySearch, env: Mapping[str, str]) ->
         unresolved = _unresolved(located, search)
     except ElfError as exc:
         unreadable, unresolved = unreadable + (str(exc),), ()
-    return SystemOneccl(name, named, located, chain, looked, unreadable, root, script, provider_folder(root, located.directory, env), unresolved)
+    layout = runtime_layout(root) if root else None
+    return SystemOneccl(name, named, located, chain, looked, unreadable, root, script, provider_folder(root, located.directory, env, layout), unresolved,
+                        layout)
 
 
 def _unresolved(located: Located, search: LibrarySearch) -> tuple[str, ...]:

@@ -157,6 +157,8 @@ class CclEnv(Record):
     env: Mapping[str, str]
     bindings_dir: Path
     interfaces: tuple[str, ...]
+    python: str = ""  # the target interpreter (mpirun: the environment's own mpirun is found next to it)
+    mpi_root: str = ""  # the PyPI runtime's Intel MPI root (impi-rt's activation script: I_MPI_ROOT), "" when none
 
 
 class Failures(Record):
@@ -216,23 +218,38 @@ def rank_command(command: Sequence[str], python: str) -> list[str]:
     return list(command)
 
 
-def ofi_exports(name: str, env: CclEnv) -> tuple[dict[str, str], list[str]]:
-    """What a launch of the ccl backend needs on top of setvars.sh under a launcher that is not MPI. oneCCL's default
-    transport is MPI (CCL_ATL_TRANSPORT=mpi), which needs an MPI launcher: without one (torchrun, a script that spawns its
-    ranks) every rank fails "failed to initialize ATL", so such launches take the libfabric transport (ofi), which loads
-    its providers from FI_PROVIDER_PATH and finds the other ranks through oneCCL's key-value store on an interface it
-    picks (CCL_KVS_IFACE)."""
+MASTER_PORT = "29500"  # torch.distributed's and accelerate's default port
+
+
+def master_exports(name: str, env: CclEnv) -> tuple[dict[str, str], list[str]]:
+    """MASTER_ADDR / MASTER_PORT for a launcher that does not give its ranks a rendezvous address (mpirun, a script
+    that spawns its ranks): accelerate sets a default port but no address ("MASTER_ADDR expected, but not set")."""
+    extra = {key: value for key, value in (("MASTER_ADDR", LOOPBACK), ("MASTER_PORT", MASTER_PORT)) if not env.env.get(key)}
+    if not extra:
+        return {}, [f"launcher {name}: MASTER_ADDR and MASTER_PORT are already set here; kept"]
+    said = [f"launcher {name}: {', '.join(f'{k}={v}' for k, v in extra.items())}, because {name} gives its ranks no rendezvous address "
+            "(accelerate sets a default port, not an address); on several hosts set MASTER_ADDR to the first host's address"]
+    return extra, said
+
+
+def ofi_exports(name: str, env: CclEnv, why: str = "oneCCL's MPI transport needs an MPI launcher (\"failed to initialize ATL\" otherwise)"
+                ) -> tuple[dict[str, str], list[str]]:
+    """What a launch of the ccl backend needs on top of setvars.sh under a launcher that is not Intel MPI's. oneCCL's
+    default transport is MPI (CCL_ATL_TRANSPORT=mpi), which needs Intel MPI's launcher: without one (torchrun, a script
+    that spawns its ranks) every rank fails "failed to initialize ATL", and under Open MPI it loads Intel MPI's libmpi and
+    hangs, so such launches take the libfabric transport (ofi), which loads its providers from FI_PROVIDER_PATH and finds
+    the other ranks through oneCCL's key-value store on an interface it picks (CCL_KVS_IFACE)."""
     extra = {"CCL_ATL_TRANSPORT": "ofi"}
-    said = [f"launcher {name}: CCL_ATL_TRANSPORT=ofi, because oneCCL's MPI transport needs an MPI launcher (\"failed to initialize ATL\" otherwise)"]
+    said = [f"launcher {name}: CCL_ATL_TRANSPORT=ofi, because {why}"]
     provider = env.exports.get("FI_PROVIDER_PATH") or env.env.get("FI_PROVIDER_PATH")
     if not provider:
         found = sorted(str(p) for p in env.bindings_dir.glob("**/libfabric/lib/prov") if p.is_dir())
         provider = found[0] if found else ""
     if provider:
         extra["FI_PROVIDER_PATH"] = provider
-        said.append("FI_PROVIDER_PATH: the libfabric providers of the bindings' setvars environment (ofi loads them from there)")
+        said.append("FI_PROVIDER_PATH: the libfabric providers of the oneCCL environment (ofi loads them from there)")
     else:
-        said.append("FI_PROVIDER_PATH: no libfabric provider folder found in the bindings; ofi falls back to the system's providers")
+        said.append("FI_PROVIDER_PATH: no libfabric provider folder found for these bindings; ofi finds no provider (pip install impi-rt ships them)")
     others = [interface for interface in env.interfaces if interface != "lo"]
     if not others:
         extra["CCL_KVS_IFACE"] = "lo"

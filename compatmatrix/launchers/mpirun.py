@@ -40,6 +40,8 @@ from .interface import (
     LiveJob,
     Tool,
     ToolRequest,
+    master_exports,
+    ofi_exports,
 )
 
 HYDRA_RANK = ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")  # Intel MPI, MPICH (hydra)
@@ -230,7 +232,28 @@ class Mpirun:
                           (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command",))
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
-        return {}, [f"launcher mpirun: oneCCL's default MPI transport works under it (CCL_ATL_TRANSPORT={env.env.get('CCL_ATL_TRANSPORT', 'mpi')}); nothing added"]
+        """Intel MPI's mpirun: oneCCL's MPI transport, which refuses Intel MPI without I_MPI_ROOT ("neither I_MPI_ROOT
+        nor ONEAPI_ROOT is set"); Open MPI's or MPICH's: the OFI transport (the MPI one loads Intel MPI's libmpi there and
+        hangs). Either way MASTER_ADDR/MASTER_PORT, which mpirun does not set."""
+        master, words = master_exports(self.name, env)
+        try:
+            program = find_mpirun(env.python or "python3")
+            flavor = mpi_flavor(program)
+        except LaunchError as exc:
+            return master, [f"launcher mpirun: {exc.sentence()[:-1]}: its MPI is not known, so no transport setting is added", *words]
+        if flavor != "intel-mpi":
+            extra, said = ofi_exports(f"mpirun ({flavor}, {program})", env,
+                                      f"oneCCL's MPI transport is built for Intel MPI: under {flavor}'s mpirun it loads Intel MPI's libmpi and hangs")
+            return {**extra, **master}, said + words
+        root = env.mpi_root or str(Path(program).resolve().parent.parent)  # impi-rt's activation script, else <root>/bin/mpirun
+        said = [f"launcher mpirun (intel-mpi, {program}): oneCCL's MPI transport (CCL_ATL_TRANSPORT={env.env.get('CCL_ATL_TRANSPORT', 'mpi')})"]
+        extra = {}
+        if env.exports.get("I_MPI_ROOT") or env.env.get("I_MPI_ROOT"):
+            said.append("I_MPI_ROOT: already set by the oneCCL environment; kept")
+        else:
+            extra["I_MPI_ROOT"] = root
+            said.append(f"I_MPI_ROOT={root}: oneCCL's MPI transport refuses Intel MPI without it (\"neither I_MPI_ROOT nor ONEAPI_ROOT is set\")")
+        return {**extra, **master}, said + words
 
     def failures(self, log: str) -> Failures:
         codes: dict[int, int] = {}

@@ -19,6 +19,7 @@ from .interface import (
     LiveJob,
     Tool,
     ToolRequest,
+    master_exports,
     ofi_exports,
 )
 
@@ -59,7 +60,9 @@ class Spawn:
         raise LaunchError("spawn starts the ranks of compat doctor --live only.", "Use --launcher torchrun or --launcher mpirun.")
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
-        return ofi_exports(self.name, env)
+        extra, said = ofi_exports(self.name, env)
+        master, words = master_exports(self.name, env)  # a script that spawns its ranks gives them no rendezvous of its own
+        return {**extra, **master}, said + words
 
     def failures(self, log: str) -> Failures:
         return Failures({})  # compat's own children: their exit codes are known without a log
