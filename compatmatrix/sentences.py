@@ -379,7 +379,8 @@ def _writers() -> dict[type, Callable[[Any], str]]:
         ),
         x.GlibcUnknownNote: _glibc_unknown,
         x.CclWorkerCountNote: lambda item: (
-            "export CCL_WORKER_COUNT=1 (or more) before launching: without it accelerate quietly picks gloo instead of ccl."
+            "export CCL_WORKER_COUNT=1 (or more) before launching: accelerate takes ccl only when CCL_WORKER_COUNT > 0, and "
+            "without it --ddp_backend ccl stops with \"ValueError: Your assigned backend ccl is not available\" (accelerate/state.py)."
         ),
         x.SetvarsNote: _setvars,
         x.YankedNewerNote: _yanked_newer,

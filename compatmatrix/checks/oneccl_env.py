@@ -406,9 +406,19 @@ def fi_provider(ctx: Context) -> Finding:
         return Finding(cid, Status.SKIP, why)
     value = result.after.get("FI_PROVIDER_PATH") or os.environ.get("FI_PROVIDER_PATH", "")
     if not value:
+        # libfabric has no provider folder of its own to fall back on: without one every OFI rank stops with
+        # "fi_getinfo error: ret -61" (no provider), and Intel MPI's own transport needs them as well
         if result.system is not None:
-            return Finding(cid, Status.SKIP, "no libfabric provider folder found for the system oneCCL, and FI_PROVIDER_PATH is not set (libfabric uses its own default)")
-        return Finding(cid, Status.SKIP, "setvars.sh does not set FI_PROVIDER_PATH (this bindings release uses its own default)")
+            return Finding(cid, Status.FAIL, "no libfabric provider folder found for the system oneCCL and FI_PROVIDER_PATH is not set: libfabric has "
+                           "no default folder, so oneCCL's transport finds no provider (\"fi_getinfo error: ret -61\")", (),
+                           f"pip install impi-rt (its lib/libfabric/prov holds the providers), then {_fix(ctx, result.path)}")
+        bundled = sorted(str(p) for p in find_bindings_dir(ctx).glob("**/libfabric/lib/prov") if p.is_dir())
+        if bundled:
+            return Finding(cid, Status.WARN, "setvars.sh does not set FI_PROVIDER_PATH: libfabric has no default folder, so oneCCL's OFI transport "
+                           "finds no provider (\"fi_getinfo error: ret -61\")", (f"the bindings' providers: {bundled[0]}",),
+                           f'eval "$(compat env{_python_arg(ctx)} --launcher torchrun)"   (it sets FI_PROVIDER_PATH={bundled[0]})')
+        return Finding(cid, Status.FAIL, "setvars.sh does not set FI_PROVIDER_PATH and the bindings hold no libfabric provider folder", (),
+                       "Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers), or pip install impi-rt.")
     holding: list[str] = []
     empty: list[str] = []
     for entry in _entries(value):
@@ -420,6 +430,38 @@ def fi_provider(ctx: Context) -> Finding:
                  else "Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers)")
         return Finding(cid, Status.FAIL, "no FI_PROVIDER_PATH entry holds a libfabric provider", tuple(empty), f"{where}, then {_fix(ctx, result.path)}")
     return Finding(cid, Status.PASS, f"{len(holding)} FI_PROVIDER_PATH entr{'y holds' if len(holding) == 1 else 'ies hold'} providers", tuple(holding + empty))
+
+
+def find_bindings_dir(ctx: Context) -> Path:
+    bindings = find_bindings(ctx)
+    assert bindings is not None
+    return bindings.directory
+
+
+LIBFABRIC = "libfabric.so"  # the name libccl dlopens ("could not open the library: libfabric.so" when the loader finds none)
+
+
+@check("oneccl.libfabric", "libfabric, which oneCCL loads at run time, is found by the loader in the oneCCL environment")
+def libfabric(ctx: Context) -> Finding:
+    """libccl dlopens libfabric (its OFI transport; Intel MPI's too): not a DT_NEEDED entry, so nothing else sees it
+    missing until every rank stops "could not open the library: libfabric.so". Judged with LD_LIBRARY_PATH as the oneCCL
+    environment (what compat env exports) leaves it."""
+    cid = "oneccl.libfabric"
+    result = setvars_result(ctx)
+    if result is None or not result.ok:
+        why = ("the oneCCL bindings are not installed" if result is None else "no libccl the bindings load is found" if result.system is not None
+               else "setvars.sh cannot be used")
+        return Finding(cid, Status.SKIP, why)
+    search = library_search(ctx).with_ld_library_path(_entries(result.after.get("LD_LIBRARY_PATH", "")))
+    located, looked = search.find(LIBFABRIC, None, loader_only=True)
+    if located is None:
+        shown = tuple(f"looked in: {place}" for place in looked[:LOOKED_SHOWN])
+        return Finding(cid, Status.FAIL, f"the loader finds no {LIBFABRIC} in the oneCCL environment: oneCCL's transport cannot start "
+                       f"(\"could not open the library: {LIBFABRIC}\")", shown,
+                       f"pip install impi-rt (its lib/libfabric holds {LIBFABRIC}), then {_fix(ctx, result.path)}")
+    layout = result.system.layout if result.system is not None else None
+    evidence = (f"the PyPI runtime's libfabric folder, as {layout.source} sets it: {layout.libfabric}",) if layout is not None else ()
+    return Finding(cid, Status.PASS, f"{LIBFABRIC} is found at {located.path} ({located.how})", evidence)
 
 
 @check("oneccl.mpirun", "mpirun on PATH is the one bundled with the bindings")
