@@ -18,6 +18,16 @@ from .fixture_index import TORCH_DISTRIBUTED_SOURCE, TORCH_SOURCE
 
 FIXTURE_HEADER = "# FIXTURE module written by tests/fixture_envs.py: not the real package.\n"
 
+def running_libc() -> str:
+    """The C library this interpreter has loaded (/proc/self/maps): an ELF shared object of this machine's class."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "/libc.so" in path or "/libc-" in path:
+                return path
+    raise RuntimeError("no C library among this interpreter's mappings (/proc/self/maps)")
+
+
 SETVARS_SOURCE = """\
 # FIXTURE setvars.sh written by compatmatrix's tests (shape of oneCCL 2021.x's)
 CCL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -95,6 +105,9 @@ class FixtureEnv:
             (root / "opt" / "mpi" / "bin").mkdir(parents=True, exist_ok=True)
             (root / "opt" / "mpi" / "libfabric" / "lib" / "prov").mkdir(parents=True, exist_ok=True)
             (root / "opt" / "mpi" / "libfabric" / "lib" / "prov" / "libtcp-fi.so").write_bytes(b"\x7fELF fixture provider")
+            # FIXTURE libfabric.so (the bindings bundle the real one there): a link to the C library this interpreter
+            # loads, an ELF shared object of this machine's class that compat's loader search accepts; never loaded
+            (root / "opt" / "mpi" / "libfabric" / "lib" / "libfabric.so").symlink_to(running_libc())
             (root / "lib").mkdir(exist_ok=True)
             mpirun = root / "opt" / "mpi" / "bin" / "mpirun"
             mpirun.write_text("#!/bin/sh\n# FIXTURE mpirun\nexit 0\n")

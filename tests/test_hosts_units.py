@@ -123,7 +123,16 @@ def test_launcher_exports_for_torchrun_spawn_and_mpirun(tmp_path):
     (tmp_path / "opt" / "mpi" / "libfabric" / "lib" / "prov").mkdir(parents=True)
     found, _ = launcher_exports("torchrun", {}, {}, tmp_path, ["eth0", "lo"])
     assert found["FI_PROVIDER_PATH"] == str(tmp_path / "opt" / "mpi" / "libfabric" / "lib" / "prov")
-    assert launcher_exports("mpirun", {}, {}, tmp_path, ["lo"])[0] == {}
+    # mpirun: what its MPI needs (a FIXTURE mpirun next to the interpreter answering as Intel MPI's), and the rendezvous
+    bin_dir = tmp_path / "env" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "mpirun").write_text("#!/bin/sh\n# FIXTURE mpirun\necho 'Intel(R) MPI Library for Linux* OS, Version 2021.14'\n")
+    (bin_dir / "mpirun").chmod(0o755)
+    python = str(bin_dir / "python")
+    intel, said = launcher_exports("mpirun", {}, {}, tmp_path, ["lo"], python, str(tmp_path / "env"))
+    assert intel == {"I_MPI_ROOT": str(tmp_path / "env"), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, said
+    given = {"I_MPI_ROOT": "/opt/intel/mpi", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234"}
+    assert launcher_exports("mpirun", {}, given, tmp_path, ["lo"], python, str(tmp_path / "env"))[0] == {}
 
 
 def _rank(rank, host, network, **status):
