@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +29,6 @@ from compatmatrix.launchers.interface import ENV
 from .clean_env import base_env
 from .fixture_envs import FixtureEnv
 from .test_system_oneccl import (
-    PACKAGE,
     _cc,
     context,
     fixture_bindings,
