@@ -105,9 +105,9 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) 
         assert bindings is not None
         system = result.system if result is not None else None
         mpi_root = system.layout.mpi_root if system is not None and system.layout is not None else ""
-        extra, said = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces(), ctx.snapshot.executable, mpi_root)
+        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces(), ctx.snapshot.executable, mpi_root)
         exports.update(extra)
-        comments += said
+        comments += reasons
     return EnvPlan(exports, tuple(comments), additions)
 
 
