@@ -450,6 +450,12 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             parser.add_argument("-r", "--requirement", dest="requirement_files", action="append", default=[], metavar="FILE",
                                 help="check the pins of FILE instead of an environment (a requirements file, pip freeze list or pylock.toml): "
                                 "the CI gate before anything is installed; only the package checks apply")
+            from .launchers import names
+            from .launchers.interface import ENV
+
+            parser.add_argument("--launcher", dest="check_launcher", choices=names(ENV),
+                                help="the launcher you start ranks with: oneccl.launcher checks what ccl needs under it (its transport, "
+                                "I_MPI_ROOT, MASTER_ADDR/MASTER_PORT)")
         else:
             _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
         parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
@@ -487,10 +493,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                               help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
         _output_options(parser)
 
-    if name == "doctor":
-        parser.populate = add  # on first use: doctor's --launcher reads the launchers registry
-    else:
-        add(parser)
+    parser.populate = add  # on first use: --launcher reads the launchers registry
     parser.set_defaults(build=_checks_args_of)
     return parser
 
@@ -565,7 +568,7 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
                              ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env)
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
                       tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
-                      getattr(ns, "hostfile", None), getattr(ns, "rsh", None))
+                      getattr(ns, "hostfile", None), getattr(ns, "rsh", None), getattr(ns, "check_launcher", None))
 
 
 def _install_args_of(ns: argparse.Namespace) -> InstallArgs:
@@ -755,7 +758,7 @@ def _run_checks(args: ChecksArgs) -> int:
         if args.target.python_version or args.target.platform:
             raise UsageError("--python-version and --platform go with -r FILE.", "To check an environment, pass --python PATH of its interpreter.")
         snapshot = take_snapshot(args.target.python, cached=True)  # the environment's facts, kept while its fingerprint holds
-    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=args.import_timeout)
+    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=args.import_timeout, launcher=args.launcher)
     context = Context(matrix, snapshot, options)
     only = [n for n in args.only if n not in live_named]
     chosen = select(checks, only, list(args.skip), static_only=static_only) if only or not args.only else []

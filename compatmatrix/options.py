@@ -106,6 +106,7 @@ class ChecksArgs(Record):
     live: Optional[LiveArgs]  # doctor --live
     hostfile: Optional[str]
     rsh: Optional[str]
+    launcher: Optional[str] = None  # compat check --launcher (oneccl.launcher)
 
 
 class InstallArgs(Record):

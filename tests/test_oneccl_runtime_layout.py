@@ -284,3 +284,53 @@ def test_the_ccl_worker_count_note_quotes_the_error_accelerate_raises(matrix):
             assert 'get_int_from_env(["CCL_WORKER_COUNT"], 0) > 0' in source, state
             assert re.search(r"raise ValueError\(f\"Your assigned backend \{original_backend\} is not ava\w+able", source), state  # 1.10: "avaliable"
     assert '"ValueError: Your assigned backend ccl is not available"' in text and "CCL_WORKER_COUNT > 0" in text
+
+
+# --- oneccl.launcher: the same needs, judged in the shell that launches -----------------------------------------------
+
+
+def fixture_intel_mpirun(env: FixtureEnv) -> None:
+    mpirun = Path(env.python).parent / "mpirun"
+    mpirun.write_text("#!/bin/sh\n# FIXTURE mpirun answering as Intel MPI's\necho 'Intel(R) MPI Library for Linux* OS, Version 2021.14'\n")
+    mpirun.chmod(0o755)
+
+
+def launcher_finding(env: FixtureEnv, launcher: str, env_extra=None) -> dict:
+    done = compat("check", "--json", "--only", "oneccl.launcher", "--python", str(env.python), "--launcher", launcher, env_extra=env_extra)
+    assert done.returncode in (0, 1), done.stderr
+    (finding,) = json.loads(done.stdout)["checks"]
+    return finding
+
+
+@needs_gcc
+def test_oneccl_launcher_names_what_each_launcher_lacks_and_compat_envs_fix_makes_it_pass(tmp_path):
+    if machine_libccl():
+        pytest.skip(f"{machine_libccl()}: the loader would take that one first")
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    prefix = fixture_runtime(env)
+    fixture_intel_mpirun(env)
+    mpirun = launcher_finding(env, "mpirun")
+    assert mpirun["status"] == "fail", mpirun
+    assert mpirun["summary"] == "under mpirun, ccl needs I_MPI_ROOT, MASTER_ADDR, MASTER_PORT, which are not set as needed here"
+    assert f"I_MPI_ROOT: not set; needs {prefix}" in mpirun["evidence"]
+    torchrun = launcher_finding(env, "torchrun", {"CCL_ATL_TRANSPORT": "mpi"})
+    assert torchrun["status"] == "fail" and "CCL_ATL_TRANSPORT: is mpi; needs ofi" in torchrun["evidence"], torchrun
+    spawn = launcher_finding(env, "spawn", {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234"})
+    assert spawn["status"] == "fail" and "MASTER_ADDR" not in spawn["summary"], spawn  # given: kept
+    for launcher in names(ENV):
+        finding = launcher_finding(env, launcher)
+        assert finding["fix"] == f'eval "$(compat env --python {env.python} --launcher {launcher})"'
+        script = (f'eval "$({sys.executable} -m compatmatrix env --python {env.python} --launcher {launcher})" && '
+                  f'{sys.executable} -m compatmatrix check --json --only oneccl --python {env.python} --launcher {launcher}')
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True, timeout=180, env=base_env(), check=False)
+        assert done.returncode == 0, (launcher, done.stdout + done.stderr)
+        after = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+        assert after["oneccl.launcher"]["status"] == "pass" and after["oneccl.libfabric"]["status"] == "pass", (launcher, after)
+        assert after["oneccl.fi-provider"]["status"] == "pass" and after["oneccl.setvars"]["status"] == "pass", (launcher, after)
+
+
+def test_oneccl_launcher_skips_without_a_launcher_named(tmp_path):
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
+    done = compat("check", "--json", "--only", "oneccl.launcher", "--python", str(env.python))
+    (finding,) = json.loads(done.stdout)["checks"]
+    assert finding["status"] == "skip" and "--launcher" in finding["summary"]

@@ -50,6 +50,7 @@ class Options:
     ranks_per_node: int = 2
     bf16: bool = False
     import_timeout: float = 120.0
+    launcher: Optional[str] = None  # compat check --launcher: the launcher whose oneCCL needs oneccl.launcher judges
 
 
 @dataclass
