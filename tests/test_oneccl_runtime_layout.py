@@ -131,6 +131,11 @@ def test_compat_env_under_each_launcher_makes_the_real_libfabric_loadable_with_i
     # sourced in bash as printed: the real libfabric loads by the name libccl uses, and finds its providers
     probe = tmp_path / "fi_probe.py"
     probe.write_text(FI_PROBE)
+    # first the failure those exports prevent, on the same real files: libfabric loaded from its folder but without
+    # FI_PROVIDER_PATH answers -61 (no provider), as every rank of the hand check did
+    bare = subprocess.run([str(python), str(probe)], capture_output=True, text=True, timeout=120, check=False,
+                          env=base_env({"FI_PROVIDER": "tcp", "LD_LIBRARY_PATH": str(prefix / "lib" / "libfabric")}))
+    assert bare.returncode == 0 and bare.stdout.split()[-1] == "-61", bare.stdout + bare.stderr
     script = (f'eval "$({sys.executable} -m compatmatrix env --python {python} --launcher {launcher})" || exit 9; '
               f'test -n "$FI_PROVIDER_PATH" && ls "$FI_PROVIDER_PATH" && {python} {probe}')
     run_env = base_env({**env, "FI_PROVIDER": "tcp", "LD_LIBRARY_PATH": ""})
@@ -140,22 +145,6 @@ def test_compat_env_under_each_launcher_makes_the_real_libfabric_loadable_with_i
     assert "libtcp-fi.so" in lines  # FI_PROVIDER_PATH names a folder with the providers
     assert Path(lines[-2]).parent == (prefix / "lib" / "libfabric").resolve(), ran.stdout  # impi-rt's own libfabric
     assert lines[-1] == "0", ran.stdout  # fi_getinfo found a provider (-61 without FI_PROVIDER_PATH)
-
-
-@pytest.mark.integration
-@pytest.mark.network
-@needs_gcc
-def test_without_compat_envs_exports_the_real_libfabric_finds_no_provider(tmp_path):
-    """The failure the exports above prevent, seen on the same real files: libfabric loaded from its folder but without
-    FI_PROVIDER_PATH answers -61 (no provider), as every rank of the hand check did."""
-    python = runtime_env()
-    prefix = python.parent.parent
-    probe = tmp_path / "fi_probe.py"
-    probe.write_text(FI_PROBE)
-    ran = subprocess.run([str(python), str(probe)], capture_output=True, text=True, timeout=120, check=False,
-                         env=base_env({"FI_PROVIDER": "tcp", "LD_LIBRARY_PATH": str(prefix / "lib" / "libfabric")}))
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.split()[-1] == "-61"
 
 
 # --- the static checks, on FIXTURE layouts --------------------------------------------------------------------------
