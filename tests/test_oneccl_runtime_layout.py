@@ -323,3 +323,27 @@ def test_oneccl_launcher_skips_without_a_launcher_named(tmp_path):
     done = compat("check", "--json", "--only", "oneccl.launcher", "--python", str(env.python))
     (finding,) = json.loads(done.stdout)["checks"]
     assert finding["status"] == "skip" and "--launcher" in finding["summary"]
+
+
+def test_an_installed_activation_script_is_read_as_text_and_kept_inside_the_environment(tmp_path):
+    """A release not in the table: its installed script names the folders (read, never run); folders that would leave
+    the environment are not taken."""
+    from compatmatrix.environment.oneccl_layouts import runtime_layout
+
+    prefix = tmp_path / "env"
+    (prefix / "lib" / "python3.11" / "site-packages" / "impi_rt-2021.99.0.dist-info").mkdir(parents=True)
+    (prefix / "lib" / "fabric").mkdir(parents=True)
+    (prefix / "lib" / "fabric" / "libfabric.so.1").write_bytes(b"\x7fELF FIXTURE")
+    script = prefix / ACTIVATION
+    script.parent.mkdir(parents=True)
+    ran = tmp_path / "ran"
+    script.write_text(f'touch {ran}\nexport I_MPI_ROOT="${{CONDA_PREFIX}}"\n'
+                      'export LD_LIBRARY_PATH="${I_MPI_ROOT}/lib/fabric:${LD_LIBRARY_PATH}"\n'
+                      'export FI_PROVIDER_PATH="${I_MPI_ROOT}/lib/fabric/providers:/usr/lib64/libfabric"\n')
+    layout = runtime_layout(str(prefix))
+    assert layout is not None and not ran.exists()
+    assert (layout.libfabric, layout.providers, layout.mpi_root) == (str(prefix / "lib" / "fabric"), str(prefix / "lib" / "fabric" / "providers"), str(prefix))
+    assert layout.source == f"the installed {script}"
+    script.write_text('export I_MPI_ROOT="${CONDA_PREFIX}"\nexport LD_LIBRARY_PATH="${I_MPI_ROOT}/../../etc:${LD_LIBRARY_PATH}"\n'
+                      'export FI_PROVIDER_PATH="${I_MPI_ROOT}/lib/fabric"\n')
+    assert runtime_layout(str(prefix)) is None

@@ -85,7 +85,10 @@ def read_activation(text: str, release: str, source: str) -> Optional[RuntimeLay
     def relative(match: "re.Match[str]") -> str:  # the ${I_MPI_ROOT} the line starts with is the MPI root
         return os.path.normpath(os.path.join(mpi, (match.group(1) or "").strip("/")))
 
-    return RuntimeLayout(DISTRIBUTION, release, relative(ld), relative(prov), mpi, source)
+    folders = (relative(ld), relative(prov), os.path.normpath(mpi))
+    if any(f == ".." or f.startswith("../") for f in folders):  # a script's folders stay inside the environment
+        return None
+    return RuntimeLayout(DISTRIBUTION, release, folders[0], folders[1], folders[2], source)
 
 
 def installed_release(prefix: str) -> Optional[Version]:

@@ -237,7 +237,9 @@ class Mpirun:
         hangs). Either way MASTER_ADDR/MASTER_PORT, which mpirun does not set."""
         master, words = master_exports(self.name, env)
         try:
-            program = find_mpirun(env.python or "python3")
+            program = find_mpirun(env.python) if env.python else shutil.which("mpirun")  # never "./mpirun" for want of an interpreter
+            if not program:
+                raise LaunchError("no mpirun found on PATH.", "pip install impi-rt into the environment, or install Open MPI.")
             flavor = mpi_flavor(program)
         except LaunchError as exc:
             return master, [f"launcher mpirun: {exc.sentence()[:-1]}: its MPI is not known, so no transport setting is added", *words]
