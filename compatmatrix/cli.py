@@ -450,12 +450,10 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             parser.add_argument("-r", "--requirement", dest="requirement_files", action="append", default=[], metavar="FILE",
                                 help="check the pins of FILE instead of an environment (a requirements file, pip freeze list or pylock.toml): "
                                 "the CI gate before anything is installed; only the package checks apply")
-            from .launchers import names
-            from .launchers.interface import ENV
-
-            parser.add_argument("--launcher", dest="check_launcher", choices=names(ENV),
-                                help="the launcher you start ranks with: oneccl.launcher checks what ccl needs under it (its transport, "
-                                "I_MPI_ROOT, MASTER_ADDR/MASTER_PORT)")
+            # checked against the launchers registry only when given (_checks_args_of): compat check's start stays light
+            parser.add_argument("--launcher", dest="check_launcher", metavar="LAUNCHER",
+                                help="the launcher you start ranks with (spawn, torchrun, mpirun): oneccl.launcher checks what ccl needs "
+                                "under it (its transport, I_MPI_ROOT, MASTER_ADDR/MASTER_PORT)")
         else:
             _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
         parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
@@ -493,7 +491,10 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                               help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
         _output_options(parser)
 
-    parser.populate = add  # on first use: --launcher reads the launchers registry
+    if name == "doctor":
+        parser.populate = add  # on first use: doctor's --launcher reads the launchers registry
+    else:
+        add(parser)
     parser.set_defaults(build=_checks_args_of)
     return parser
 
@@ -562,13 +563,20 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
             where = "compat doctor --live" if ns.command == "doctor" else f"compat doctor --live, not compat {ns.command}"
             raise UsageError(f"--no-bf16 only keeps the live Trainer step in fp32: it goes with {where}.",
                              "Drop --no-bf16 (without --bf16 the bf16 checks do not apply), or add --live to compat doctor.")
+    launcher = getattr(ns, "check_launcher", None)
+    if launcher is not None:
+        from .launchers import names
+        from .launchers.interface import ENV
+
+        if launcher not in names(ENV):
+            raise UsageError(f"--launcher {launcher!r} is not a launcher compat knows.", f"Use one of: {', '.join(names(ENV))}.")
     live_args = None
     if live:
         live_args = LiveArgs(ns.launcher, ns.backend, ns.live_timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
                              ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env)
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
                       tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
-                      getattr(ns, "hostfile", None), getattr(ns, "rsh", None), getattr(ns, "check_launcher", None))
+                      getattr(ns, "hostfile", None), getattr(ns, "rsh", None), launcher)
 
 
 def _install_args_of(ns: argparse.Namespace) -> InstallArgs:

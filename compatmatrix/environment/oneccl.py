@@ -13,11 +13,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .elf import ElfError, read_elf
 from .linker import LibrarySearch, Located, Needed, find_needed
-from .oneccl_layouts import ResolvedLayout, holds_providers, runtime_layout
+
+if TYPE_CHECKING:
+    from .oneccl_layouts import ResolvedLayout
 
 LIBCCL = re.compile(r"^libccl\.so(\.[0-9]+)*$")
 DEFAULT_SONAME = "libccl.so.1"  # the soname of every oneCCL 2021.x and 2022.x libccl
@@ -64,6 +66,8 @@ class SystemOneccl:
         if front:
             after["LD_LIBRARY_PATH"] = ":".join(front + old)
         if self.layout is not None:
+            from .oneccl_layouts import holds_providers
+
             if not any(holds_providers(e) for e in before.get("FI_PROVIDER_PATH", "").split(":") if e):
                 after["FI_PROVIDER_PATH"] = self.layout.providers
             return after
@@ -157,6 +161,8 @@ def locate(bindings_dir: Path, search: LibrarySearch, env: Mapping[str, str]) ->
         unresolved = _unresolved(located, search)
     except ElfError as exc:
         unreadable, unresolved = unreadable + (str(exc),), ()
+    from .oneccl_layouts import runtime_layout  # only once a system oneCCL is found: compat check's start stays light
+
     layout = runtime_layout(root) if root else None
     return SystemOneccl(name, named, located, chain, looked, unreadable, root, script, provider_folder(root, located.directory, env, layout), unresolved,
                         layout)
