@@ -347,3 +347,9 @@ def test_an_installed_activation_script_is_read_as_text_and_kept_inside_the_envi
     script.write_text('export I_MPI_ROOT="${CONDA_PREFIX}"\nexport LD_LIBRARY_PATH="${I_MPI_ROOT}/../../etc:${LD_LIBRARY_PATH}"\n'
                       'export FI_PROVIDER_PATH="${I_MPI_ROOT}/lib/fabric"\n')
     assert runtime_layout(str(prefix)) is None
+
+
+def test_check_refuses_a_launcher_it_does_not_know_in_one_sentence():
+    done = compat("check", "--launcher", "srun", "--only", "oneccl")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--launcher 'srun' is not a launcher compat knows" in done.stderr and "spawn, torchrun, mpirun" in done.stderr
