@@ -105,7 +105,8 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) 
         assert bindings is not None
         system = result.system if result is not None else None
         mpi_root = system.layout.mpi_root if system is not None and system.layout is not None else ""
-        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces(), ctx.snapshot.executable, mpi_root)
+        path = result.after.get("PATH") if result is not None else None
+        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces(), ctx.snapshot.executable, mpi_root, path)
         exports.update(extra)
         comments += reasons
     return EnvPlan(exports, tuple(comments), additions)
@@ -212,10 +213,10 @@ def format_env(plan: EnvPlan, shell: str, defaults: bool = False) -> str:
 
 
 def launcher_exports(launcher: str, exports: Mapping[str, str], env: Mapping[str, str], bindings_dir: Path,
-                     interfaces: list[str], python: str = "", mpi_root: str = "") -> tuple[dict[str, str], list[str]]:
+                     interfaces: list[str], python: str = "", mpi_root: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
     """What a launch of the ccl backend under ``launcher`` needs on top of setvars.sh: that launcher's ccl_exports()
     (oneCCL's transport, its providers, the key-value store's interface), with what was chosen and why."""
     from .launchers import LAUNCHERS
     from .launchers.interface import CclEnv
 
-    return LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings_dir, tuple(interfaces), python, mpi_root))
+    return LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings_dir, tuple(interfaces), python, mpi_root, path))

@@ -580,7 +580,7 @@ def launcher_needs(ctx: Context) -> Finding:
     env = ctx.snapshot.env
     interfaces = tuple(ctx.once(INTERFACES_KEY, up_interfaces))
     needed, said = LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings.directory, interfaces, ctx.snapshot.executable,
-                                                          layout.mpi_root if layout is not None else ""))
+                                                          layout.mpi_root if layout is not None else "", result.after.get("PATH")))
     unmet = [key for key, value in needed.items() if not env.get(key) or (key in MUST_MATCH and env.get(key) != value)]
     if not unmet:
         return Finding(cid, Status.PASS, f"what ccl needs under {launcher} is set", tuple(said))

@@ -159,6 +159,7 @@ class CclEnv(Record):
     interfaces: tuple[str, ...]
     python: str = ""  # the target interpreter (mpirun: the environment's own mpirun is found next to it)
     mpi_root: str = ""  # the PyPI runtime's Intel MPI root (impi-rt's activation script: I_MPI_ROOT), "" when none
+    path: Optional[str] = None  # PATH as the oneCCL environment leaves it (a bindings' setvars.sh puts its mpirun there)
 
 
 class Failures(Record):

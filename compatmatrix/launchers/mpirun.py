@@ -237,7 +237,9 @@ class Mpirun:
         hangs). Either way MASTER_ADDR/MASTER_PORT, which mpirun does not set."""
         master, words = master_exports(self.name, env)
         try:
-            program = find_mpirun(env.python) if env.python else shutil.which("mpirun")  # never "./mpirun" for want of an interpreter
+            beside = Path(env.python).parent / "mpirun" if env.python else None  # impi-rt's, next to the interpreter
+            # then PATH as the oneCCL environment leaves it; never "./mpirun" for want of an interpreter
+            program = str(beside) if beside is not None and beside.is_file() and os.access(beside, os.X_OK) else shutil.which("mpirun", path=env.path)
             if not program:
                 raise LaunchError("no mpirun found on PATH.", "pip install impi-rt into the environment, or install Open MPI.")
             flavor = mpi_flavor(program)
