@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -353,3 +354,22 @@ def test_check_refuses_a_launcher_it_does_not_know_in_one_sentence():
     done = compat("check", "--launcher", "srun", "--only", "oneccl")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--launcher 'srun' is not a launcher compat knows" in done.stderr and "spawn, torchrun, mpirun" in done.stderr
+
+
+@needs_gcc
+def test_the_layouts_exports_stay_safe_to_eval_from_a_hostile_prefix(tmp_path):
+    """The folders come from the file system: a prefix with a space, quotes and a command substitution is exported as
+    itself by the shell writers, and nothing in it runs."""
+    if machine_libccl():
+        pytest.skip(f"{machine_libccl()}: the loader would take that one first")
+    env = FixtureEnv(tmp_path / "env $(touch PWNED) 'q' \"d\"").torch("2.7.0")
+    prefix = fixture_runtime(env)
+    fixture_intel_mpirun(env)
+    script = (f'cd {tmp_path} && eval "$({sys.executable} -m compatmatrix env --python {shlex.quote(str(env.python))} --launcher mpirun)" && '
+              'printf "%s\\n" "$I_MPI_ROOT" "$FI_PROVIDER_PATH" "$LD_LIBRARY_PATH"')
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True, timeout=180, env=base_env(), check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    root, providers, library_path = done.stdout.splitlines()
+    assert (root, providers) == (str(prefix), str(prefix / "lib" / "libfabric" / "prov"))
+    assert library_path.split(":")[:2] == [str(prefix / "lib"), str(prefix / "lib" / "libfabric")]
+    assert not (tmp_path / "PWNED").exists()
