@@ -65,7 +65,7 @@ LAYOUTS: tuple[RuntimeLayout, ...] = (
     RuntimeLayout(DISTRIBUTION, "2021.14.1", "lib/libfabric", "lib/libfabric/prov", ".",
                   f"impi_rt-2021.14.1-py2.py3-none-manylinux_2_28_x86_64.whl: {ACTIVATION}"),
     RuntimeLayout(DISTRIBUTION, "2021.18.1", "lib", "lib", ".",
-                  f"impi_rt-2021.18.1 wheel: {ACTIVATION}"),
+                  f"impi_rt-2021.18.1-py2.py3-none-manylinux_2_28_x86_64.whl (as pip installed it): {ACTIVATION}"),
 )
 
 _ROOT = r'\$\{(?:I_MPI_ROOT|CONDA_PREFIX)\}'
@@ -108,16 +108,19 @@ def runtime_layout(prefix: str) -> Optional[ResolvedLayout]:
     if release is None:
         return None
     row = next((r for r in LAYOUTS if r.applies_to(release)), None)
-    if row is None:
-        script = Path(prefix) / ACTIVATION
-        try:
-            text = script.read_text(errors="replace")[:65536]
-        except OSError:
-            return None
-        row = read_activation(text, str(release), f"the installed {script}")
-        if row is None:
-            return None
-    resolved = row.resolved(prefix)
+    if row is not None:
+        resolved = row.resolved(prefix)
+        if os.path.isfile(os.path.join(resolved.libfabric, LIBFABRIC)):
+            return resolved
+    script = Path(prefix) / ACTIVATION  # a release the table lacks, or one laid out otherwise than its line's row says
+    try:
+        text = script.read_text(errors="replace")[:65536]
+    except OSError:
+        return None
+    read = read_activation(text, str(release), f"the installed {script}")
+    if read is None:
+        return None
+    resolved = read.resolved(prefix)
     return resolved if os.path.isfile(os.path.join(resolved.libfabric, LIBFABRIC)) else None
 
 
