@@ -18,6 +18,7 @@ from ..devices import device_build
 from ..matrix.model import Component, Matrix
 from ..names import canonical_name
 from ..redact import strip_credentials
+from ..resolve import all_of
 from .model import IndexLine, InputError, InputRequirement, InputSet
 
 
@@ -53,7 +54,7 @@ def component_of(name: str) -> Optional[Component]:
 
 def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
     requirements: list[str] = []
-    constraints: dict[Component, SpecifierSet] = {}
+    constraints: dict[Component, list[SpecifierSet]] = {}
     passthrough: list[InputRequirement] = []
     notes: list[str] = list(inputs.skipped)
     check_pins(inputs.requirements)
@@ -72,13 +73,13 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
             notes.append(f"{item.origin}: {item.name} comes from {item.url}, whose version compat cannot read; compat resolves {component.label} from the matrix instead")
         if item.constraint:
             if item.specifier:
-                constraints[component] = constraints[component] & item.specifier if component in constraints else item.specifier
+                constraints.setdefault(component, []).append(item.specifier)
             continue
         requirements.append(f"{item.name}{item.specifier}")
     indexes = index_findings(matrix, inputs.indexes, inputs.requirements)
     notes += indexes.notes
     pinned = dict(pinned_by_project.values())
-    return FileRequest(tuple(requirements), constraints, tuple(passthrough), tuple(notes), indexes.warnings, pinned, inputs.warnings)
+    return FileRequest(tuple(dict.fromkeys(requirements)), {component: all_of(sets) for component, sets in constraints.items()}, tuple(passthrough), tuple(notes), indexes.warnings, pinned, inputs.warnings)
 
 
 def check_pins(requirements: Iterable[InputRequirement]) -> None:
