@@ -180,6 +180,26 @@ def test_a_pass_through_url_with_credentials_is_exported_without_them(tmp_path, 
             assert CREDENTIALS_NOTE in out, kind
 
 
+@pytest.mark.parametrize("left_raw", ["/", "?", "#"])
+def test_a_password_with_an_unencoded_delimiter_is_masked_and_not_exported(left_raw, tmp_path, capsys):
+    """The defect: a password holding '/', '?' or '#' not percent-encoded ends the URL's authority early (its "port" is
+    no number), so neither the mask nor the export's stripping found the '@': the secret was printed by check/install
+    and written into export requirements/pip-command/pylock."""
+    secret = f"{PASSWORD[:4]}{left_raw}{PASSWORD[4:]}"
+    url = f"https://alice:{secret}@files.example/mypkg-1.0-py3-none-any.whl"
+    assert redact_url(url) == f"https://alice:{MASK}@files.example/mypkg-1.0-py3-none-any.whl"
+    assert strip_credentials(url) == "https://files.example/mypkg-1.0-py3-none-any.whl"
+    assert redact_url(f"git+https://alice:{secret}@github.com/o/r.git@v1") == f"git+https://alice:{MASK}@github.com/o/r.git@v1"
+    for untouched in ("https://mirror.example:8080/p@ref", "git+https://github.com/org/repo@v1.0", "https://[::1]:80/a@b"):
+        assert redact_url(untouched) == untouched == strip_credentials(untouched)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"torch==2.7.0\nmypkg @ {url}\n--extra-index-url https://bob:{secret}@mirror.example/simple\n")
+    for argv in (["check"], ["resolve"], ["install", "--dry-run"], *(["export", kind] for kind in ("requirements", "constraints", "pip-command", "pylock"))):
+        code, out, err = _run([*argv, "--python-version", RUNNING, "-r", str(requirements)], capsys)
+        assert code in (0, 1), (argv, err)
+        assert PASSWORD[4:] not in out + err, (argv, out + err)
+
+
 def test_the_crash_report_and_its_sentence_mask_credentials(tmp_path, monkeypatch, capsys):
     import compatmatrix.cli as cli
 
