@@ -659,7 +659,7 @@ def cmd_resolve(args: ResolveArgs) -> int:
     def document() -> dict:
         from .render.json import resolve_document
 
-        return resolve_document(outcome, args.wanted.files if files is not None else None, files.passthrough_lines if files is not None else ())
+        return resolve_document(outcome, args.wanted.files if files is not None else None, files.shown_passthrough if files is not None else ())
 
     def text(console) -> None:
         from .render.text import render_outcome

@@ -101,6 +101,22 @@ def has_credentials(url: str) -> bool:
     return strip_credentials(url) != url
 
 
+Variables = tuple[tuple[str, str], ...]  # (NAME, value) of each ${NAME} a requirements line expanded
+
+
+def conceal_variables(text: str, variables: Variables) -> str:
+    """``text`` with each ${VAR}'s value (whole, with its line breaks escaped, or cut short by errors.shown) replaced by
+    its ${NAME}: a value pip expands from the environment may be a token, and what compat says reaches logs."""
+    for name, value in sorted(variables, key=lambda item: -len(item[1])):
+        for form in dict.fromkeys((value, value.replace("\n", "\\n").replace("\r", "\\r"))):
+            if not form:
+                continue
+            text = text.replace(form, "${" + name + "}")
+            for cut in range(len(form) - 1, 0, -1):  # shown() cut the value: its first characters, then "..."
+                text = text.replace(form[:cut] + "...", "${" + name + "}...")
+    return text
+
+
 def redact_document(data: Any) -> Any:
     """A JSON document with redact_text applied to every string in it (keys included)."""
     if isinstance(data, str):

@@ -259,6 +259,24 @@ def test_an_index_line_from_a_variable_is_noted_by_its_name(tmp_path, monkeypatc
         assert "${PRIVATE_INDEX}" in out
 
 
+@pytest.mark.parametrize("line", ["mypkg @ https://files.example/mypkg-1.0-py3-none-any.whl?t=${SECRET_VALUE}", "${SECRET_VALUE}==1.0",
+                                  "torch[${SECRET_VALUE}]==2.7.0", 'six==1.0 ; python_version == "${SECRET_VALUE}"',
+                                  'six==1.0 ; platform_release == "${SECRET_VALUE}"', "numpy==1.0 -i ${SECRET_VALUE}"])
+def test_a_line_that_reads_a_variable_is_said_and_exported_without_its_value(line, tmp_path, monkeypatch, capsys):
+    """The defect: a line that reads well, with a ${VAR} in it, was shown with the value in check -r / resolve -r
+    (pass-through lines, extras, markers, ignored options) and written with it into every export."""
+    monkeypatch.setenv("SECRET_VALUE", f"x{TOKEN}")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"torch==2.7.0\nsix==1.16.0\n{line}\n")
+    kinds = [["export", kind] for kind in ("requirements", "constraints", "pip-command", "pylock", "dockerfile")]
+    for argv in (["check"], ["check", "--json"], ["resolve"], ["resolve", "--json"], ["install", "--dry-run"], ["install", "--print", "requirements"], *kinds):
+        code, out, err = _run([*argv, "--python-version", "3.11", "-r", str(requirements)], capsys)
+        assert code in (0, 1), (argv, err)
+        assert not _leaks(out + err), (argv, out + err)
+        if argv[:1] == ["export"] and argv[1] in ("requirements", "constraints", "pip-command", "pylock"):
+            assert "six" in out  # the other lines are still written
+
+
 # --- an index that demands the credentials: they still reach compat's requests and pip, and nothing shows them ----------
 
 
