@@ -61,7 +61,8 @@ class _Parser(argparse.ArgumentParser):
         from .redact import redact_text
 
         self.print_usage(sys.stderr)  # argparse quotes what it refused ("unrecognized arguments: --index ...=https://u:p@..."): masked
-        self.exit(EXIT_TOOL_ERROR, f"compat: error: {redact_text(message)}. Run '{self.prog} --help' for the options.\n")
+        # ... and quotes it as given ("unrecognized arguments: --bad\x1b]0;..."): made visible like every error
+        self.exit(EXIT_TOOL_ERROR, f"compat: error: {visible(redact_text(message))}. Run '{self.prog} --help' for the options.\n")
 
     def ensure_arguments(self) -> argparse.ArgumentParser:
         if self.populate is not None:
@@ -692,7 +693,7 @@ def cmd_resolve(args: ResolveArgs) -> int:
     def document() -> dict:
         from .render.json import resolve_document
 
-        return resolve_document(outcome, args.wanted.files if files is not None else None, files.passthrough_lines if files is not None else ())
+        return resolve_document(outcome, args.wanted.files if files is not None else None, files.shown_passthrough if files is not None else ())
 
     def text(console) -> None:
         from .render.text import render_outcome

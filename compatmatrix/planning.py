@@ -85,7 +85,7 @@ def ask(matrix: Matrix, wanted: Wanted, python: PythonTarget, platform: Platform
     if files is not None:
         request = with_constraints(matrix, request, files.constraints)
         request = request.replace(notes=request.notes + tuple(f"warning: {w}" for w in files.warnings) + files.notes
-                                  + tuple(f"passed through untouched (not resolved by compat): {line}" for line in files.passthrough_lines))
+                                  + tuple(f"passed through untouched (not resolved by compat): {line}" for line in files.shown_passthrough))
     return Asked(request, files, inputs)
 
 
@@ -126,7 +126,7 @@ def plan_for(matrix: Matrix, wanted: Wanted, sources: Sources, python: PythonTar
     if asked.files is not None and asked.files.passthrough:
         import dataclasses
 
-        plan = dataclasses.replace(plan, passthrough=passed_on(asked.files))
+        plan = dataclasses.replace(plan, passthrough=passed_on(asked.files), withheld=asked.files.withheld)
     return Planned(matrix, outcome, plan, asked)
 
 
@@ -138,10 +138,10 @@ def passed_on(files: FileRequest) -> tuple[str, ...]:
     from .values import quoted
 
     lines = files.passthrough_lines
-    for item, line in zip(files.passthrough, lines):
+    for item, line, shown in zip(files.passthrough, lines, files.shown_passthrough):
         why = requirement_problem(line)
         if why:
-            raise UsageError(f"{item.origin}: the requirement '{quoted(line)}' cannot be passed on to pip: {why}.",
+            raise UsageError(f"{item.origin}: the requirement '{quoted(shown)}' cannot be passed on to pip: {why}.",
                              "Correct that entry of the file (a package name is letters, digits, '.', '_' and '-').")
     return lines
 

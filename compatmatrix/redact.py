@@ -20,6 +20,40 @@ CREDENTIALS_NOTE = ("index credentials are not written here: pip and uv take the
 _AUTHORITY = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<authority>[^/?#\s]*)")
 
 
+# a URL up to the end of its word (white space, a quote or an angle bracket ends it): where a password written with
+# a '/', '?' or '#' left unencoded goes on past the authority
+_WORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'\"<>]*)")
+
+
+def _unencoded_credentials(rest: str) -> Optional[tuple[str, str, str]]:
+    """(user, password, what follows the credentials) when ``rest`` (a URL after its scheme) is ``user:pass@host...``
+    whose password holds a '/', '?' or '#' that should have been percent-encoded: the authority then ends inside the
+    password, its "port" is no number, and the host comes after a later '@' (the last one before the host's path, as pip
+    splits a netloc at its last '@'). None for every URL that parses as written (``host:8080/path@ref`` included)."""
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority = rest[:end]
+    if "@" in authority or ":" not in authority or authority.startswith("["):
+        return None
+    user, port = authority.split(":", 1)
+    first = rest.find("@", end)
+    if port.isdigit() or first < 0:
+        return None
+    host_end = min((i for i in (rest.find(c, first) for c in "/?#") if i >= 0), default=len(rest))
+    at = rest.rfind("@", 0, host_end)  # the last '@' before the host's own path: a '@' later on is the path's (a VCS ref)
+    return user, rest[len(user) + 1:at], rest[at + 1:]
+
+
+def _unencoded(text: str, masked: bool) -> str:
+    def fix(match: re.Match) -> str:
+        found = _unencoded_credentials(match.group("rest"))
+        if found is None:
+            return match.group(0)
+        user, _password, after = found
+        return match.group("scheme") + (f"{user}:{MASK}@" if masked else "") + after
+
+    return _WORD.sub(fix, text)
+
+
 def _split(authority: str) -> tuple[Optional[str], Optional[str], str]:
     """(user, password, host[:port]) as pip splits a netloc: the credentials end at the LAST '@'."""
     if "@" not in authority:
@@ -46,6 +80,7 @@ def redact_text(text: str) -> str:
     """``text`` with the credentials of every URL in it masked (pip's form). Anything else is unchanged."""
     if "@" not in text:
         return text
+    text = _unencoded(text, masked=True)
     return _AUTHORITY.sub(lambda m: m.group("scheme") + _redacted_authority(m.group("authority")), text)
 
 
@@ -58,11 +93,28 @@ def strip_credentials(url: str) -> str:
     """The URL without user, password or token (for exports and for what compat keeps on disk)."""
     if "@" not in url:
         return url
+    url = _unencoded(url, masked=False)
     return _AUTHORITY.sub(lambda m: m.group("scheme") + _stripped_authority(m.group("authority")), url)
 
 
 def has_credentials(url: str) -> bool:
     return strip_credentials(url) != url
+
+
+Variables = tuple[tuple[str, str], ...]  # (NAME, value) of each ${NAME} a requirements line expanded
+
+
+def conceal_variables(text: str, variables: Variables) -> str:
+    """``text`` with each ${VAR}'s value (whole, with its line breaks escaped, or cut short by errors.shown) replaced by
+    its ${NAME}: a value pip expands from the environment may be a token, and what compat says reaches logs."""
+    for name, value in sorted(variables, key=lambda item: -len(item[1])):
+        for form in dict.fromkeys((value, value.replace("\n", "\\n").replace("\r", "\\r"))):
+            if not form:
+                continue
+            text = text.replace(form, "${" + name + "}")
+            for cut in range(len(form) - 1, 0, -1):  # shown() cut the value: its first characters, then "..."
+                text = text.replace(form[:cut] + "...", "${" + name + "}...")
+    return text
 
 
 def redact_document(data: Any) -> Any:

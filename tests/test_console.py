@@ -172,6 +172,18 @@ def test_control_characters_from_a_file_are_shown_not_obeyed(tmp_path, tty):
         assert b"\\x1b" in said or b"U+001B" in said, said[-600:]
 
 
+@pytest.mark.parametrize("args", [["resolve", "--bad" + HOSTILE.replace("\x00", "")], ["resolve", "torch", "--json", "x" + HOSTILE.replace("\x00", "")]],
+                         ids=["unknown-option", "extra-word"])
+def test_a_refused_command_line_word_is_shown_not_obeyed(args):
+    """The defect: argparse's "unrecognized arguments: ..." error quoted the word raw (ESC, BEL, CSI reached the
+    terminal); argparse's other errors (invalid choice) use repr and were safe by chance."""
+    said = _compat(*args, tty=False)
+    assert b"unrecognized arguments" in said, said[-600:]
+    for raw in ("\x1b[31mRED", "\x1b]0;", "\x07", "\x9b", "\u202e", "\x85"):
+        assert raw.encode() not in said, (args, raw, said[-600:])
+    assert b"\\x1b" in said, said[-600:]
+
+
 def test_no_color_on_a_terminal_means_no_escape_codes():
     """no-color.org: NO_COLOR with any non-empty value; rich removed colours but kept bold and dim."""
     coloured = _compat("check", "--python", sys.executable, tty=True)

@@ -197,6 +197,22 @@ def test_symlinked_config_still_works(tmp_path):
     assert "--index-url https://mirror.example/simple" in done.stdout
 
 
+@pytest.mark.parametrize("target", ["loop", "missing"])
+def test_a_config_link_that_leads_nowhere_is_one_sentence_not_ignored(tmp_path, target):
+    """The defect: a config.toml that is a symlink loop or a dangling link was skipped as if absent (Path.exists()
+    follows the link): the mirrors the user configured were silently not used."""
+    link = tmp_path / "xdg" / "compatmatrix" / "config.toml"
+    link.parent.mkdir(parents=True)
+    if target == "loop":
+        (link.parent / "other.toml").symlink_to(link)
+        link.symlink_to(link.parent / "other.toml")
+    else:
+        link.symlink_to(tmp_path / "moved-away.toml")
+    done = compat("install", "--print", "pip-command", "--python-version", "3.11", "--profile", "stock",
+                  env={"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}, timeout=30)
+    one_sentence(done, str(link), "cannot be read")
+
+
 # --- M4 / M5: absurd timeouts are capped or refused, never an overflow -----------------------------------------------
 
 

@@ -180,6 +180,26 @@ def test_a_pass_through_url_with_credentials_is_exported_without_them(tmp_path, 
             assert CREDENTIALS_NOTE in out, kind
 
 
+@pytest.mark.parametrize("left_raw", ["/", "?", "#"])
+def test_a_password_with_an_unencoded_delimiter_is_masked_and_not_exported(left_raw, tmp_path, capsys):
+    """The defect: a password holding '/', '?' or '#' not percent-encoded ends the URL's authority early (its "port" is
+    no number), so neither the mask nor the export's stripping found the '@': the secret was printed by check/install
+    and written into export requirements/pip-command/pylock."""
+    secret = f"{PASSWORD[:4]}{left_raw}{PASSWORD[4:]}"
+    url = f"https://alice:{secret}@files.example/mypkg-1.0-py3-none-any.whl"
+    assert redact_url(url) == f"https://alice:{MASK}@files.example/mypkg-1.0-py3-none-any.whl"
+    assert strip_credentials(url) == "https://files.example/mypkg-1.0-py3-none-any.whl"
+    assert redact_url(f"git+https://alice:{secret}@github.com/o/r.git@v1") == f"git+https://alice:{MASK}@github.com/o/r.git@v1"
+    for untouched in ("https://mirror.example:8080/p@ref", "git+https://github.com/org/repo@v1.0", "https://[::1]:80/a@b"):
+        assert redact_url(untouched) == untouched == strip_credentials(untouched)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"torch==2.7.0\nmypkg @ {url}\n--extra-index-url https://bob:{secret}@mirror.example/simple\n")
+    for argv in (["check"], ["resolve"], ["install", "--dry-run"], *(["export", kind] for kind in ("requirements", "constraints", "pip-command", "pylock"))):
+        code, out, err = _run([*argv, "--python-version", RUNNING, "-r", str(requirements)], capsys)
+        assert code in (0, 1), (argv, err)
+        assert PASSWORD[4:] not in out + err, (argv, out + err)
+
+
 def test_the_crash_report_and_its_sentence_mask_credentials(tmp_path, monkeypatch, capsys):
     import compatmatrix.cli as cli
 
@@ -237,6 +257,24 @@ def test_an_index_line_from_a_variable_is_noted_by_its_name(tmp_path, monkeypatc
         assert code in (0, 1), err
         assert not _leaks(out + err), out
         assert "${PRIVATE_INDEX}" in out
+
+
+@pytest.mark.parametrize("line", ["mypkg @ https://files.example/mypkg-1.0-py3-none-any.whl?t=${SECRET_VALUE}", "${SECRET_VALUE}==1.0",
+                                  "torch[${SECRET_VALUE}]==2.7.0", 'six==1.0 ; python_version == "${SECRET_VALUE}"',
+                                  'six==1.0 ; platform_release == "${SECRET_VALUE}"', "numpy==1.0 -i ${SECRET_VALUE}"])
+def test_a_line_that_reads_a_variable_is_said_and_exported_without_its_value(line, tmp_path, monkeypatch, capsys):
+    """The defect: a line that reads well, with a ${VAR} in it, was shown with the value in check -r / resolve -r
+    (pass-through lines, extras, markers, ignored options) and written with it into every export."""
+    monkeypatch.setenv("SECRET_VALUE", f"x{TOKEN}")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"torch==2.7.0\nsix==1.16.0\n{line}\n")
+    kinds = [["export", kind] for kind in ("requirements", "constraints", "pip-command", "pylock", "dockerfile")]
+    for argv in (["check"], ["check", "--json"], ["resolve"], ["resolve", "--json"], ["install", "--dry-run"], ["install", "--print", "requirements"], *kinds):
+        code, out, err = _run([*argv, "--python-version", "3.11", "-r", str(requirements)], capsys)
+        assert code in (0, 1), (argv, err)
+        assert not _leaks(out + err), (argv, out + err)
+        if argv[:1] == ["export"] and argv[1] in ("requirements", "constraints", "pip-command", "pylock"):
+            assert "six" in out  # the other lines are still written
 
 
 # --- an index that demands the credentials: they still reach compat's requests and pip, and nothing shows them ----------

@@ -53,7 +53,7 @@ def notes_for(plan, wheelhouse_found: Optional[bool]) -> Sequence[str]:
     """What the Dockerfile's reader should know that its lines do not say."""
     said = []
     if plan.passthrough:
-        said.append("not in this image: the -r files' requirements compat does not resolve (" + ", ".join(strip_credentials(line) for line in plan.passthrough) + "); "
+        said.append("not in this image: the -r files' requirements compat does not resolve (" + ", ".join([strip_credentials(line) for line in plan.exported_passthrough] + list(plan.left_out_for_variables)) + "); "
                     "add RUN /opt/train/bin/pip install ... after the compat install step")
     if wheelhouse_found is False:
         said.append("the wheelhouse is not a folder here yet: make it in the build context with compat download -d DIR (same pins, "

@@ -69,8 +69,8 @@ def lock_data(plan, known: Mapping[tuple[str, Version], Mapping[str, Any]] = {})
         if wheel is not None:
             entry["wheels"] = [dict(wheel)]
         packages.append(entry)
-    left_out = []
-    for line in plan.passthrough:
+    left_out = list(plan.left_out_for_variables)
+    for line in plan.exported_passthrough:
         exact = _exact(line)
         if exact is None:
             left_out.append(exported(line))

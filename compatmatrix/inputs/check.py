@@ -37,7 +37,7 @@ def file_findings(paths: Sequence[str], files: FileRequest, findings: Sequence[F
     torch_pinned = "torch" in {canonical_name(name) for name in files.pinned}
     if not torch_pinned:
         problems.append("torch is not pinned in the files: the pairings with torch cannot be checked (compat resolve -r FILE names the torch they need)")
-    evidence = tuple(files.notes) + tuple(f"passed through (not modelled): {line}" for line in files.passthrough_lines)
+    evidence = tuple(files.notes) + tuple(f"passed through (not modelled): {line}" for line in files.shown_passthrough)
     if problems:
         head = Finding("input.files", Status.WARN, problems[0], tuple(problems[1:]) + evidence, FIX)
     else:

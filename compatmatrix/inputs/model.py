@@ -69,6 +69,8 @@ class InputRequirement:
     index: str = ""  # pylock: the index the lock names for this package
     local_label: str = ""  # "+cpu", "+xpu", ... taken from the pin or the wheel file name
     ignored_options: tuple[str, ...] = ()  # pip's line options after the requirement (-f, -i, ...), which pip ignores
+    # (NAME, value) of each ${NAME} its line expanded: pip gets the value, no one sees it (not in a repr: crash reports)
+    variables: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def pinned(self) -> Optional[Version]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
@@ -28,7 +28,8 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import path_refused, shown
 from ..names import canonical_name
-from .markers import decide, marker_target
+from ..redact import conceal_variables
+from .markers import MarkerTarget, decide, marker_target
 from .model import IndexLine, InputError, InputRequirement, InputSet, Origin, checked_name, is_name
 from .wheels import check_wheel_target, wheel_name_version
 
@@ -113,29 +114,44 @@ def read_inputs(paths: Sequence[str], python: Union[PythonTarget, Version, None]
     environment = marker_target(python_target, platform) if python_target is not None else None
     values = environment.known if environment is not None else {}
     for requirement in requirements:
-        warnings += [f"{requirement.origin}: pip ignores {option} after a requirement (only --hash, --config-settings and --global-option "
-                     "apply to the requirement on the line); put it on a line of its own if it was meant" for option in requirement.ignored_options]
-        if environment is None:  # no target: every line, as written
-            kept.append(requirement)
-            continue
-        if requirement.marker is not None:
-            try:
-                applies, lacking = decide(requirement.marker, values)
-            except (UndefinedComparison, UndefinedEnvironmentName) as exc:
-                raise InputError(f"{requirement.origin}: the marker '{shown(str(requirement.marker))}' cannot be evaluated ({shown(str(exc), 100)}).",
-                                 "Write the marker with PEP 508 names, e.g. python_version < '3.10'.") from None
-            if applies is None:
-                warnings.append(f"{requirement.origin}: whether {requirement.name} applies depends on {', '.join(lacking)}, which {environment.label} "
-                                f"does not decide ({shown(str(requirement.marker))}): compat leaves the line out rather than guess. {environment.fix(lacking)}")
-                continue
-            if not applies:
-                skipped.append(f"{requirement.origin}: {requirement.name} does not apply to {environment.label} ({shown(str(requirement.marker))})")
-                continue
-        if requirement.url and requirement.origin.line:  # a requirements line; a pylock entry lists a wheel per target
-            check_wheel_target(requirement, python_target, platform)
-        kept.append(requirement)
+        try:
+            if _applies(requirement, environment, values, python_target, platform, warnings, skipped):
+                kept.append(requirement)
+        except InputError as exc:
+            if not requirement.variables:
+                raise
+            raise _concealed(exc, requirement.origin, requirement.variables) from None
     kind = "pylock" if kinds == {"pylock"} else "freeze" if kinds == {"freeze"} else "requirements"
     return InputSet(tuple(kept), tuple(indexes), state["pre"], tuple(str(p) for p in paths), tuple(skipped), kind, tuple(dict.fromkeys(warnings)))
+
+
+def _applies(requirement: InputRequirement, environment: Optional[MarkerTarget], values: Mapping[str, str], python_target: Optional[PythonTarget],
+             platform: Optional[Platform], warnings: list[str], skipped: list[str]) -> bool:
+    """Whether ``requirement`` applies to the target; what is left out or ignored is said in ``warnings`` / ``skipped``,
+    naming a ${VAR} the line expanded, never its value."""
+    def say(text: str) -> str:
+        return _conceal(text, requirement.variables) if requirement.variables else text
+
+    warnings += [say(f"{requirement.origin}: pip ignores {option} after a requirement (only --hash, --config-settings and --global-option "
+                     "apply to the requirement on the line); put it on a line of its own if it was meant") for option in requirement.ignored_options]
+    if environment is None:  # no target: every line, as written
+        return True
+    if requirement.marker is not None:
+        try:
+            applies, lacking = decide(requirement.marker, values)
+        except (UndefinedComparison, UndefinedEnvironmentName) as exc:
+            raise InputError(f"{requirement.origin}: the marker '{shown(str(requirement.marker))}' cannot be evaluated ({shown(str(exc), 100)}).",
+                             "Write the marker with PEP 508 names, e.g. python_version < '3.10'.") from None
+        if applies is None:
+            warnings.append(say(f"{requirement.origin}: whether {requirement.name} applies depends on {', '.join(lacking)}, which {environment.label} "
+                                f"does not decide ({shown(str(requirement.marker))}): compat leaves the line out rather than guess. {environment.fix(lacking)}"))
+            return False
+        if not applies:
+            skipped.append(say(f"{requirement.origin}: {requirement.name} does not apply to {environment.label} ({shown(str(requirement.marker))})"))
+            return False
+    if requirement.url and requirement.origin.line:  # a requirements line; a pylock entry lists a wheel per target
+        check_wheel_target(requirement, python_target, platform)
+    return True
 
 
 def _python_target(python: Union[PythonTarget, Version]) -> PythonTarget:
@@ -199,17 +215,7 @@ def _expanded_lines(text: str) -> list[tuple[int, str, Expansions]]:
     return result
 
 
-def _conceal(text: str, expansions: Expansions) -> str:
-    """``text`` with each ${VAR}'s value (whole, escaped as shown() escapes it, or cut short by shown()) replaced by its
-    ${NAME}: a value from the environment may be a token, and messages reach logs."""
-    for name, value in sorted(expansions, key=lambda item: -len(item[1])):
-        for form in dict.fromkeys((value, value.replace("\n", "\\n").replace("\r", "\\r"))):
-            if not form:
-                continue
-            text = text.replace(form, "${" + name + "}")
-            for cut in range(len(form) - 1, 0, -1):  # shown() cut the value: its first characters, then "..."
-                text = text.replace(form[:cut] + "...", "${" + name + "}...")
-    return text
+_conceal = conceal_variables  # the one rule (redact.py): a ${VAR}'s value is named, never shown
 
 
 def _concealed(error: InputError, origin: Origin, expansions: Expansions) -> InputError:
@@ -243,6 +249,7 @@ def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: 
             raise InputError(f"{origin}: the line holds the control character U+{ord(control.group()):04X}, which no requirement has.",
                              "Remove it (pip reads one requirement or option per line).")
         before = len(indexes)
+        first = len(requirements)
         try:
             _read_line(line, origin, path, reader, requirements, indexes, state, constraint, depth, (*seen, key))
         except InputError as exc:
@@ -251,6 +258,7 @@ def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: 
             raise _concealed(exc, origin, expansions) from None  # a ${VAR}'s value is not shown, its name is
         if expansions:
             indexes[before:] = [replace(item, written=_conceal(item.url, expansions)) if item.origin == origin else item for item in indexes[before:]]
+            requirements[first:] = [replace(item, variables=expansions) if item.origin == origin else item for item in requirements[first:]]
 
 
 def _read_line(line: str, origin: Origin, path: Path, reader: Reader, requirements: list, indexes: list, state: dict, constraint: bool,

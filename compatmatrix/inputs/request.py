@@ -17,7 +17,8 @@ from packaging.version import Version
 from ..devices import device_build
 from ..matrix.model import Component, Matrix
 from ..names import canonical_name
-from ..redact import strip_credentials
+from ..redact import conceal_variables, strip_credentials
+from ..resolve import all_of
 from .model import IndexLine, InputError, InputRequirement, InputSet
 
 
@@ -40,8 +41,19 @@ class FileRequest:
 
     @property
     def passthrough_lines(self) -> tuple[str, ...]:
-        """The pass-through requirements as pip requirement lines (markers already evaluated for the target)."""
+        """The pass-through requirements as pip requirement lines (markers already evaluated for the target): what pip
+        and uv get, ${VAR}s expanded. Never shown: what compat says and exports is ``shown_passthrough``."""
         return tuple(_line(r) for r in self.passthrough)
+
+    @property
+    def shown_passthrough(self) -> tuple[str, ...]:
+        """The pass-through lines as compat shows them: a ${VAR} the line expanded by its name, never its value."""
+        return tuple(conceal_variables(_line(r), r.variables) for r in self.passthrough)
+
+    @property
+    def withheld(self) -> tuple[tuple[str, str], ...]:
+        """(the line pip gets, the line as shown) for each pass-through line that expanded a ${VAR}: exports leave it out."""
+        return tuple((line, shown) for line, shown, r in zip(self.passthrough_lines, self.shown_passthrough, self.passthrough) if r.variables)
 
 
 def component_of(name: str) -> Optional[Component]:
@@ -53,7 +65,7 @@ def component_of(name: str) -> Optional[Component]:
 
 def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
     requirements: list[str] = []
-    constraints: dict[Component, SpecifierSet] = {}
+    constraints: dict[Component, list[SpecifierSet]] = {}
     passthrough: list[InputRequirement] = []
     notes: list[str] = list(inputs.skipped)
     check_pins(inputs.requirements)
@@ -67,18 +79,20 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
                 passthrough.append(item)
             continue
         if item.extras:
-            notes.append(f"{item.origin}: the extras [{','.join(sorted(item.extras))}] of {item.name} are left to pip (compat resolves the package itself)")
+            notes.append(conceal_variables(f"{item.origin}: the extras [{','.join(sorted(item.extras))}] of {item.name} are left to pip (compat resolves the package itself)",
+                                           item.variables))
         if item.url and item.pinned is None:
-            notes.append(f"{item.origin}: {item.name} comes from {item.url}, whose version compat cannot read; compat resolves {component.label} from the matrix instead")
+            notes.append(conceal_variables(f"{item.origin}: {item.name} comes from {strip_credentials(item.url)}, whose version compat cannot read; "
+                                           f"compat resolves {component.label} from the matrix instead", item.variables))
         if item.constraint:
             if item.specifier:
-                constraints[component] = constraints[component] & item.specifier if component in constraints else item.specifier
+                constraints.setdefault(component, []).append(item.specifier)
             continue
         requirements.append(f"{item.name}{item.specifier}")
     indexes = index_findings(matrix, inputs.indexes, inputs.requirements)
     notes += indexes.notes
     pinned = dict(pinned_by_project.values())
-    return FileRequest(tuple(requirements), constraints, tuple(passthrough), tuple(notes), indexes.warnings, pinned, inputs.warnings)
+    return FileRequest(tuple(dict.fromkeys(requirements)), {component: all_of(sets) for component, sets in constraints.items()}, tuple(passthrough), tuple(notes), indexes.warnings, pinned, inputs.warnings)
 
 
 def check_pins(requirements: Iterable[InputRequirement]) -> None:

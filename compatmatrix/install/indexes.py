@@ -94,7 +94,7 @@ def _config_file() -> Optional[Path]:
         return Path(explicit)
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     candidate = Path(base) / "compatmatrix" / "config.toml"
-    return candidate if candidate.exists() else None
+    return candidate if candidate.exists() or candidate.is_symlink() else None  # a loop or a dangling link is said, not skipped
 
 
 _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

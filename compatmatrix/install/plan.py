@@ -96,6 +96,19 @@ class InstallPlan:
     packages: tuple[PlannedPackage, ...]
     dependency_index: IndexLocation  # where dependencies of the planned wheels come from (PyPI or its mirror)
     passthrough: tuple[str, ...] = ()  # requirements compat does not model (from -r files): pip plans them as written, from the dependency index
+    withheld: tuple[tuple[str, str], ...] = ()  # (line, line as shown) of pass-through lines that expanded a ${VAR}: never exported
+
+    @property
+    def exported_passthrough(self) -> tuple[str, ...]:
+        """The pass-through lines an export may carry: not those that expanded a ${VAR} (its value may be a token;
+        ``left_out_for_variables`` names them)."""
+        withheld = dict(self.withheld)
+        return tuple(line for line in self.passthrough if line not in withheld)
+
+    @property
+    def left_out_for_variables(self) -> tuple[str, ...]:
+        """The pass-through lines an export leaves out, as shown (each ${VAR} by its name)."""
+        return tuple(dict.fromkeys(shown for line, shown in self.withheld if line in self.passthrough))
 
     def package(self, component: Component) -> PlannedPackage:
         return next(p for p in self.packages if p.component is component)

@@ -87,6 +87,16 @@ def _other_hosts(plan: InstallPlan) -> list:
     return list(dict.fromkeys(p.location for p in plan.packages if p.location.host_id != plan.dependency_index.host_id))
 
 
+def variables_note(plan: InstallPlan) -> list[str]:
+    """The comment that names the pass-through lines an export leaves out because they expanded a ${VAR} (its value
+    may be a token: compat never writes it); empty when there are none."""
+    left_out = plan.left_out_for_variables
+    if not left_out:
+        return []
+    return [f"left out, as they take a value from the environment that compat does not write into a file: {', '.join(left_out)} "
+            "(add them by hand where pip expands the variable, e.g. a requirements file)"]
+
+
 def pip_command_text(plan: InstallPlan) -> str:
     """The conventional one-line pip command for the plan (for Dockerfiles that do not run compat).
 
@@ -99,7 +109,7 @@ def pip_command_text(plan: InstallPlan) -> str:
         why = odd_character(value)  # shlex.quote carries any other character; one line, no NUL
         if why:
             raise UnwritableValue(f"{option} value", value, "a pip command line", why)
-    args += [requirement_line(r) for r in [p.pin for p in plan.packages] + [exported(line) for line in plan.passthrough]]
+    args += [requirement_line(r) for r in [p.pin for p in plan.packages] + [exported(line) for line in plan.exported_passthrough]]
     return " ".join(shlex.quote(a) for a in args)
 
 
@@ -114,9 +124,10 @@ def requirements_text(plan: InstallPlan, kind: str) -> str:
             lines.append(option_line("--find-links" if location.style == "find-links" else "--extra-index-url", exported(location.url)))
     for package in plan.packages:
         lines.append(requirement_line(package.pin))
-    if plan.passthrough:
+    if plan.exported_passthrough:
         lines.append("# not resolved by compat, passed through as written:")
-        lines += [requirement_line(exported(line)) for line in plan.passthrough]
+        lines += [requirement_line(exported(line)) for line in plan.exported_passthrough]
+    lines += [comment_text(f"# {note}") for note in variables_note(plan)]
     if plan.carries_credentials and (kind == "requirements" or any(exported(line) != line for line in plan.passthrough)):
         lines.insert(1, f"# {CREDENTIALS_NOTE}")
     return "\n".join(lines) + "\n"
@@ -125,5 +136,6 @@ def requirements_text(plan: InstallPlan, kind: str) -> str:
 def plan_text(plan: InstallPlan, kind: str) -> str:
     """The plan as ``kind`` (one of KINDS), ending in a newline."""
     if kind == "pip-command":  # one command line; the credentials note comes before it, as a shell comment
-        return (f"# {CREDENTIALS_NOTE}\n" if plan.carries_credentials else "") + pip_command_text(plan) + "\n"
+        return (f"# {CREDENTIALS_NOTE}\n" if plan.carries_credentials else "") + "".join(comment_text(f"# {note}") + "\n" for note in variables_note(plan)) \
+            + pip_command_text(plan) + "\n"
     return requirements_text(plan, kind)
