@@ -138,10 +138,10 @@ def passed_on(files: FileRequest) -> tuple[str, ...]:
     from .values import quoted
 
     lines = files.passthrough_lines
-    for item, line, shown in zip(files.passthrough, lines, files.shown_passthrough):
+    for item, line, as_shown in zip(files.passthrough, lines, files.shown_passthrough):
         why = requirement_problem(line)
         if why:
-            raise UsageError(f"{item.origin}: the requirement '{quoted(shown)}' cannot be passed on to pip: {why}.",
+            raise UsageError(f"{item.origin}: the requirement '{quoted(as_shown)}' cannot be passed on to pip: {why}.",
                              "Correct that entry of the file (a package name is letters, digits, '.', '_' and '-').")
     return lines
 
