@@ -4,6 +4,7 @@ from the same decision (planning.target_of), so the same interpreter gives the s
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 from packaging.version import Version
@@ -28,7 +29,7 @@ def _fixture_interpreter(folder, glibc: str) -> str:
         "exec(compile(args[1], '<string>', 'exec'), {'__name__': '__main__'})\n"
     )
     python = folder / "python"
-    python.write_text(f"#!/bin/sh\n# FIXTURE interpreter reporting glibc {glibc}\nexec {sys.executable} {shim} \"$@\"\n")
+    python.write_text(f"#!/bin/sh\n# FIXTURE interpreter reporting glibc {glibc}\nexec {shlex.quote(sys.executable)} {shlex.quote(str(shim))} \"$@\"\n")
     python.chmod(0o755)
     return str(python)
 
