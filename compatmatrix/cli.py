@@ -847,12 +847,12 @@ def _pinned_snapshot(args: ChecksArgs, matrix: Matrix):
     from .environment.from_pins import snapshot_from_pins
     from .inputs import read_inputs
     from .inputs.request import file_request
-    from .target import Platform, PythonTarget
+    from .planning import target_of
+    from .record import replace
 
     if args.target.python and args.target.python != os.environ.get(PYTHON_ENV):  # an exported COMPAT_PYTHON (pre-commit) does not conflict
         raise UsageError("-r checks files, --python an environment: give one of them.", "Drop --python to check the files' pins.")
-    python = PythonTarget.parse(args.target.python_version) if args.target.python_version else PythonTarget.running()
-    platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
+    python, platform = target_of(replace(args.target, python=None, python_given=False))  # the files' target, not an environment's
     files = file_request(matrix, read_inputs(list(args.files), python, platform=platform))
     origin = ", ".join(args.files)
     return snapshot_from_pins(files.pinned, python.version, platform, origin), files
@@ -962,9 +962,9 @@ def cmd_install(args: InstallArgs) -> int:
     from .console import dump_json
     from .environment.snapshot import take_snapshot
     from .install.runner import InstallError
-    from .planning import NoSet, load, plan_for
+    from .planning import NoSet, load, plan_for, target_of
+    from .record import replace
     from .render import json as documents
-    from .target import Platform, PythonTarget
 
     as_json = args.output.json
     python_path = args.target.python
@@ -988,16 +988,11 @@ def cmd_install(args: InstallArgs) -> int:
     if (args.target.python_version or args.target.platform) and not planning_only:
         raise UsageError("--python-version and --platform only go with --dry-run or --print.", "To install, pass --python PATH of the target interpreter.")
     snapshot = None
-    if args.target.python_version:
-        python = PythonTarget.parse(args.target.python_version)
-        platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
+    if args.target.python_version:  # planning for a named Python: --python (or $COMPAT_PYTHON) is not the target then
+        python, platform = target_of(replace(args.target, python=None, python_given=False))
     else:
         snapshot = take_snapshot(python_path)
-        from .environment.interpreter import typed_markers
-
-        python = PythonTarget(snapshot.python_minor, snapshot.python, f"--python {snapshot.executable}",
-                              typed_markers((snapshot.raw.get("python") or {}).get("markers")), snapshot.platform.tag)  # the probe's own values
-        platform = Platform.from_tag(args.target.platform) if args.target.platform else snapshot.platform
+        python, platform = target_of(args.target, snapshot)
     try:
         planned = plan_for(load(args.output.matrix), args.wanted, args.sources, python, platform)
     except NoSet as no_set:
@@ -1052,11 +1047,9 @@ def cmd_download(args: DownloadArgs) -> int:
     from .install.plan import WheelTarget
     from .install.runner import InstallError
     from .install.service import InstallOptions, download
-    from .planning import NoSet, load, plan_for
-    from .target import Platform, PythonTarget
+    from .planning import NoSet, load, plan_for, target_of
 
-    python = PythonTarget.parse(args.target.python_version) if args.target.python_version else PythonTarget.running()
-    platform = Platform.from_tag(args.target.platform) if args.target.platform else Platform.current()
+    python, platform = target_of(args.target)
     try:
         planned = plan_for(load(args.output.matrix), args.wanted, args.sources, python, platform)
     except NoSet as no_set:

@@ -27,6 +27,7 @@ from .matrix.model import (
     Pairing,
     WheelSet,
     Yank,
+    security_yank,
 )
 from .record import Record
 from .resolve import Alternative, CandidateTable, Request, Resolution, best_in_group, complete_set, groups, preference, resolve
@@ -766,7 +767,10 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Option
         yank = pick.release.yank(pick.version)
         if yank is None:
             continue
-        if pick.wheels is not None and not pick.wheels.yanked:
+        security = security_yank(pick.release.wheels)
+        if security is not None:  # yanked for security on some host: yanked on every host, taken only because pinned
+            out.append(YankedPinNote(pick, security))
+        elif pick.wheels is not None and not pick.wheels.yanked:
             out.append(YankedElsewhereNote(pick, yank))
         else:
             chosen = Yank(pick.wheels.host, pick.wheels.yanked_reason) if pick.wheels is not None else yank

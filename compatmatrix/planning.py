@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .errors import UsageError, shown
 
 if TYPE_CHECKING:
+    from .environment.snapshot import EnvSnapshot
     from .inputs.model import InputSet
     from .inputs.request import FileRequest
     from .install.plan import InstallPlan
@@ -41,12 +42,16 @@ def load(matrix_path: Optional[str]) -> Matrix:
     return load_matrix(matrix_path)
 
 
-def target_of(target: Target) -> tuple[PythonTarget, Platform]:
-    """The Python and platform to resolve for: --python's (probed), --python-version's, or the running interpreter's;
-    --platform overrides the platform."""
+def target_of(target: Target, snapshot: Optional[EnvSnapshot] = None) -> tuple[PythonTarget, Platform]:
+    """The Python and platform to resolve for, glibc included: a probed environment's (``snapshot``, install), else
+    --python's (probed), --python-version's, or the running interpreter's; --platform overrides the platform. The one
+    decision every route to a target takes (resolve, install, download, check -r, export): the same interpreter gives
+    the same platform, and so the same set, whichever command asks."""
     from .target import Platform, PythonTarget
 
     platform = Platform.from_tag(target.platform) if target.platform else None
+    if snapshot is not None:
+        return snapshot.python_target(), platform or snapshot.platform
     interpreter = target.interpreter
     if interpreter:
         from .environment.interpreter import query_interpreter

@@ -37,6 +37,7 @@ from .matrix.model import (
     Release,
     WheelSet,
     Yank,
+    security_yank,
 )
 from .record import Record
 from .target import Platform, PythonTarget
@@ -161,7 +162,7 @@ def candidates(
 
     The rules, in order: the user's constraint, a wheel for this Python whose glibc floor the platform
     meets (a pure-Python line: its Requires-Python), the profile's features, not yanked unless pinned (a
-    binary release counts as yanked when every host with such a wheel has it yanked: a yanked PyPI file
+    binary release counts as yanked when every host with such a wheel has it yanked, or any host yanked it for security: a yanked PyPI file
     does not hide the same build on an Intel host that does not mark it, and the answer says so).  Each
     entry yields at most one candidate: its newest release that passes.  Everything the matrix knows about a library line
     (Requires-Python, minimum torch, features) holds for every release of it, so an older release of
@@ -318,6 +319,9 @@ def _feature_or_yank(release: Release, version: Version, features: Sequence[Miss
     if pinned:  # an explicit == pin takes a yanked release (PEP 592)
         return None
     if release.wheels:
+        security = security_yank(release.wheels)
+        if security is not None:  # yanked for security on one host: the same build is yanked for compat on every host
+            return Yanked(security)
         # A binary is yanked for this target when every host with a usable wheel yanked it: pip, given that host,
         # installs the copy it does not mark (the answer notes the yank elsewhere, with its reason).
         usable = _usable(release, python, glibc)

@@ -361,7 +361,9 @@ def _writers() -> dict[type, Callable[[Any], str]]:
         x.EolNote: lambda item: f"{item.component.label} is {item.eol.status}{' since ' + item.eol.date if item.eol.date else ''}; {item.eol.advice}",
         x.UnverifiedNote: _unverified,
         x.YankedPinNote: lambda item: (
-            f"{item.candidate} is yanked on {item.yank.host or 'PyPI'}{': ' + item.yank.reason if item.yank.reason else ''} (used because you pinned it)."
+            f"{item.candidate} is yanked on {item.yank.host or 'PyPI'}{': ' + item.yank.reason.rstrip('.') if item.yank.reason else ''}"
+            + (f"; a security yank holds for the same build on {item.candidate.host.id} too" if item.yank.host not in (None, item.candidate.host.id) else "")
+            + " (used because you pinned it)."
         ),
         x.YankedElsewhereNote: lambda item: (
             f"{item.candidate} is yanked on {where_yanked(item.yank)}; compat takes it from {item.candidate.host.id}, which does not mark it "

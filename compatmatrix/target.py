@@ -88,6 +88,19 @@ class Platform(Record):
         return None
 
 
+def probed_platform(tag: object, libc: object, libc_version: object) -> Platform:
+    """The platform an interpreter's probe reported: its tag (``linux_x86_64``) with the C library it runs on, which
+    the tag does not say. The one reading of a probe's platform: ``--python`` (interpreter probe) and the environment
+    snapshot (install, doctor, migrate) both give the target its glibc through it."""
+    platform = Platform.from_tag(str(tag).replace("-", "_").replace(".", "_"))
+    libc_name = str(libc or "")
+    if platform.system == "linux" and libc_name not in ("glibc", ""):
+        return Platform(tag=platform.tag, system="linux", machine=platform.machine, libc=libc_name)
+    if platform.libc == "glibc" and platform.glibc is None:
+        return platform.with_glibc(str(libc_version or ""))
+    return platform
+
+
 def _tag_glibc(tag: str) -> Optional[Version]:
     """The glibc a manylinux tag promises (``manylinux_2_28_x86_64`` -> 2.28, ``manylinux2014_x86_64`` -> 2.17); None for ``linux_*``."""
     match = _PEP600.match(tag)

@@ -3,7 +3,7 @@
 The brute force below does not use the resolver, the rules module or the loader's model: it
 re-reads data/matrix.toml with tomllib and implements every rule from the docs (docs/MATRIX.md)
 again: wheels for the Python whose glibc floor the platform meets (yanked only where every such host yanked
-it), the pair rules (oneccl_bind_pt:
+it, or any host yanked it for security), the pair rules (oneccl_bind_pt:
 its torch's major.minor, no documented break), the evidence order (torch series newest first; within a
 series no known-bad set before a known-bad one, then built-for > reported-working > unverified, then
 the newer torch; each component next to a torch ordered the same way), and never a device build.  For
@@ -71,8 +71,10 @@ def binary_candidates(name, python, spec, glibc=None):
         if not allowed(spec, version):
             continue
         found = [w for w in wheels(entry) if usable(w, python, glibc)]
-        # yanked only where every host with a usable wheel yanked it; a pin takes a yanked one anyway
-        if found and (pinned(spec) or not all(w.get("yanked", False) for w in found)):
+        # yanked only where every host with a usable wheel yanked it, or any host yanked it for security (the same
+        # build everywhere); a pin takes a yanked one anyway
+        security = any(w.get("yanked", False) and "security" in w.get("yanked_reason", "").lower() for w in wheels(entry))
+        if found and (pinned(spec) or not (security or all(w.get("yanked", False) for w in found))):
             out.append((version, entry))
     return sorted(out, key=lambda item: item[0], reverse=True)
 

@@ -130,15 +130,34 @@ def test_yanked_release_only_when_pinned(matrix):
     assert "intel-extension-for-pytorch 1.11.100 is yanked on pypi: functional issues (used because you pinned it)." in pinned.notes
 
 
-def test_a_release_yanked_on_pypi_comes_from_a_host_that_does_not_mark_it(matrix):
-    # IPEX 2.5.0: every PyPI file yanked "for security."; intel-cpu-us serves the same build unmarked, as pip would take it
-    outcome = resolve(matrix, make_request(matrix, "3.11", "ipex>=2.5,<2.6"))
-    assert versions(outcome)["intel-extension-for-pytorch"] == "2.5.0"
-    assert (outcome.picks[IPEX].host.id, outcome.picks[IPEX].local_label) == ("intel-cpu-us", "+cpu")
-    assert ("intel-extension-for-pytorch 2.5.0 is yanked on pypi (for security.); compat takes it from intel-cpu-us, which does not mark it yanked "
-            "(the same build: the reason may hold for it too).") in outcome.notes
+def test_a_release_yanked_for_security_on_pypi_is_yanked_on_every_host(matrix):
+    # IPEX 2.5.0: every PyPI file yanked "for security."; intel-cpu-us serves the same build unmarked. The build is the
+    # same, so the default never picks it; an exact pin takes it (from the host pip would take it from), reason named.
+    ranged = resolve(matrix, make_request(matrix, "3.11", "ipex>=2.5,<2.6"))
+    assert isinstance(ranged, Conflict)
+    assert "intel-extension-for-pytorch 2.5.0 is yanked on pypi (for security.)" in "\n".join(ranged.reasons)
     pinned = resolve(matrix, make_request(matrix, "3.11", "ipex==2.5.0"))
-    assert pinned.picks[IPEX].host.id == "intel-cpu-us"  # a pin, too, takes the copy no host yanked
+    assert (pinned.picks[IPEX].host.id, pinned.picks[IPEX].local_label) == ("intel-cpu-us", "+cpu")
+    assert ("intel-extension-for-pytorch 2.5.0 is yanked on pypi: for security; a security yank holds for the same build on intel-cpu-us too "
+            "(used because you pinned it).") in pinned.notes
+
+
+def test_python_3_8_ipex_default_is_the_newest_release_no_host_yanked_for_security(matrix):
+    outcome = resolve(matrix, make_request(matrix, "3.8", profile="ipex"))
+    ipex = outcome.picks[IPEX]
+    assert not any(w.yanked_for_security for w in ipex.release.wheels)
+    skipped = [r.version for r in matrix.releases[IPEX] if r.version > ipex.version and any(w.has_python(Version("3.8")) for w in r.wheels)]
+    assert skipped and all(any(w.yanked for w in matrix.release(IPEX, v).wheels) for v in skipped)
+    assert any(note.startswith(f"newer intel-extension-for-pytorch releases ({min(skipped)} to {max(skipped)}) are yanked on pypi (for security.)")
+               for note in outcome.notes)
+
+
+def test_another_yank_reason_keeps_the_per_host_rule(matrix):
+    # torchaudio 2.0.0: PyPI yanked it for "Contains an incorrect torch dependency"; the CPU index's copy is unmarked
+    outcome = resolve(matrix, make_request(matrix, "3.10", "torch==2.0.0", "torchaudio<2.0.1", profile="stock", with_=("torchaudio",)))
+    assert versions(outcome)["torchaudio"] == "2.0.0"
+    assert outcome.picks[Component.TORCHAUDIO].host.id == "pytorch-cpu"
+    assert any("torchaudio 2.0.0 is yanked on pypi (Contains an incorrect torch dependency)" in note for note in outcome.notes)
 
 
 def test_yanked_transformers_release_only_when_pinned(matrix):
@@ -153,8 +172,8 @@ def test_yanked_transformers_release_only_when_pinned(matrix):
 
 def test_newer_yanked_releases_are_named_with_the_pin_to_use(matrix):
     outcome = resolve(matrix, make_request(matrix, "3.9", "intel-extension-for-pytorch<1.12.300"))
-    assert versions(outcome)["intel-extension-for-pytorch"] == "1.12.100"  # 1.12.200 exists only as yanked PyPI files
-    assert "newer intel-extension-for-pytorch releases (1.12.200) are yanked on pypi: they were skipped; to use one anyway, pin it: " \
+    assert versions(outcome)["intel-extension-for-pytorch"] == "1.10.0"  # 1.10.100-1.12.100 yanked for security, 1.12.200 yanked
+    assert "newer intel-extension-for-pytorch releases (1.10.100 to 1.12.200) are yanked on pypi: they were skipped; to use one anyway, pin it: " \
            "compat resolve intel-extension-for-pytorch==1.12.200 ..." in outcome.notes
     pinned = resolve(matrix, make_request(matrix, "3.9", "intel-extension-for-pytorch==1.12.200"))
     assert versions(pinned)["intel-extension-for-pytorch"] == "1.12.200"
@@ -323,10 +342,11 @@ def test_every_python_and_profile_gets_a_consistent_set_or_reasons(matrix, pytho
     "python, profile, expected",
     [
         ("3.6", "ddp-ccl-legacy", {"torch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.18.0"}),
-        # 3.7 / 3.8: the newest IPEX for them is yanked on PyPI but served unmarked by Intel's hosts (taken from there, with a note)
-        ("3.7", "ddp-ccl", {"torch": "1.13.0", "intel-extension-for-pytorch": "1.13.0", "oneccl-bind-pt": "1.13.0", "transformers": "4.30.2"}),
-        ("3.8", "ddp-ccl", {"torch": "2.4.0", "intel-extension-for-pytorch": "2.4.0", "oneccl-bind-pt": "2.4.0", "transformers": "4.46.3"}),
-        ("3.6", "ddp-ccl-legacy", {"torch": "1.10.0", "intel-extension-for-pytorch": "1.10.100", "oneccl-bind-pt": "1.10.0"}),
+        # 3.6-3.8: every IPEX from 1.10.100 to 2.5.0 is yanked on PyPI for security (yanked on every host for compat,
+        # though Intel's hosts serve the same builds unmarked): the newest release no host yanked for security is 1.10.0
+        ("3.7", "ddp-ccl", {"torch": "1.10.0", "intel-extension-for-pytorch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.30.2"}),
+        ("3.8", "ddp-ccl", {"torch": "1.10.0", "intel-extension-for-pytorch": "1.10.0", "oneccl-bind-pt": "1.10.0", "transformers": "4.36.2"}),
+        ("3.6", "ddp-ccl-legacy", {"torch": "1.10.0", "intel-extension-for-pytorch": "1.10.0", "oneccl-bind-pt": "1.10.0"}),
         ("3.9", "ddp-ccl", {"torch": "2.7.0", "transformers": "4.57.6", "accelerate": "1.10.1"}),
         ("3.12", "ipex", {"torch": "2.8.0", "intel-extension-for-pytorch": "2.8.0"}),
         ("3.13", "ccl", {"torch": "2.7.0", "oneccl-bind-pt": "2.7.0"}),

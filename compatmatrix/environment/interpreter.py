@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import CompatError, InterpreterError, path_refused, shown
 from ..record import Record
-from ..target import Platform, PythonTarget
+from ..target import Platform, PythonTarget, probed_platform
 from .child import env_timeout, run_child
 
 PROBE_TIMEOUT_S = 30.0
@@ -118,12 +118,7 @@ def query_interpreter(path: str, timeout: Optional[float] = None) -> Interpreter
     try:
         version = Version(data["version"])
         implementation = str(data["implementation"])
-        tag = str(data["platform"]).replace("-", "_").replace(".", "_")
-        platform = Platform.from_tag(tag)
-        if platform.system == "linux" and data.get("libc") not in ("glibc", ""):
-            platform = Platform(tag=platform.tag, system="linux", machine=platform.machine, libc=str(data["libc"]))
-        elif platform.libc == "glibc" and platform.glibc is None:
-            platform = platform.with_glibc(str(data.get("libc_version") or ""))  # the tag (linux_x86_64) does not say which glibc
+        platform = probed_platform(data["platform"], data.get("libc"), data.get("libc_version"))
     except (ValueError, KeyError, TypeError, AttributeError, InvalidVersion, CompatError):  # CompatError: a platform tag compat cannot read
         raise InterpreterError(f"'{executable}' is not a Python interpreter (its answer to the probe is not what a Python 3.6+ writes).", _FIX) from None
     if implementation != "cpython":

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import CompatError, InterpreterError
 from ..names import canonical_name
 from ..record import Record
-from ..target import Platform
+from ..target import Platform, PythonTarget, probed_platform
 from .interpreter import _resolve_executable, probe_timeout, run_json_probe
 
 PROBE_PATH = Path(__file__).with_name("env_probe.py")
@@ -88,6 +88,13 @@ class EnvSnapshot(Record):
     def python_minor(self) -> Version:
         return Version(f"{self.python.major}.{self.python.minor}")
 
+    def python_target(self) -> PythonTarget:
+        """The CPython this environment runs, with the probe's own marker values (they hold on its platform only)."""
+        from .interpreter import typed_markers
+
+        return PythonTarget(self.python_minor, self.python, f"--python {self.executable}",
+                            typed_markers((self.raw.get("python") or {}).get("markers")), self.platform.tag)
+
     def all_of(self, name: str) -> list[Distribution]:
         """Every installed copy of a distribution, in sys.path order."""
         wanted = canonical_name(name)
@@ -129,7 +136,6 @@ def run_probe(python: Optional[str] = None, env: Optional[Mapping[str, str]] = N
 def parse_snapshot(report: Mapping[str, Any]) -> EnvSnapshot:
     python = report["python"]
     platform = report["platform"]
-    tag = str(platform["tag"]).replace("-", "_").replace(".", "_")
     cpu = report.get("cpu") or {}
     allowed = report.get("allowed_cpus") or {}
     shm = report.get("shm") or {}
@@ -140,7 +146,7 @@ def parse_snapshot(report: Mapping[str, Any]) -> EnvSnapshot:
         purelib=python.get("purelib") or "",
         scripts=python.get("scripts") or "",
         paths=tuple(python.get("path") or ()),
-        platform=Platform.from_tag(tag),
+        platform=probed_platform(platform["tag"], platform.get("libc"), platform.get("libc_version")),  # glibc included
         libc_version=platform.get("libc_version") or "",
         cpu=CpuInfo(
             model=cpu.get("model") or "",

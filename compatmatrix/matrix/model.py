@@ -12,7 +12,7 @@ class implements :class:`Release`, the view the rules take of it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Optional, Protocol
 
 from packaging.specifiers import SpecifierSet
@@ -170,6 +170,17 @@ class WheelSet(Record):
     def runs_on(self, glibc: Optional[Version]) -> bool:
         """Does the target's glibc meet the floor?  An unknown glibc or an unrecorded floor is not held against it."""
         return self.glibc_min is None or glibc is None or glibc >= self.glibc_min
+
+    @property
+    def yanked_for_security(self) -> bool:
+        """Yanked with a reason that names security: the same build on every other host is yanked for compat too."""
+        return self.yanked and "security" in self.yanked_reason.casefold()
+
+
+def security_yank(wheels: Sequence[WheelSet]) -> Optional[Yank]:
+    """The first host that yanked this release for security, or None.  Such a yank holds on every host (the build is
+    the same): the default never picks the release, an exact ``==`` pin takes it with the reason named."""
+    return next((Yank(w.host, w.yanked_reason) for w in wheels if w.yanked_for_security), None)
 
 
 class Pairing(Record):
