@@ -609,10 +609,10 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
             from .resolve import candidate_table
 
             table = candidate_table(matrix, request)
-        if table.kept[component]:
-            continue
+        # a yanked release pinned: also where other releases are kept but none of them fits the rest (a release yanked
+        # for security is left out of every range, so it may be the only one that pairs with another pin)
         yanked = [r for r in table.rejected[component] if r.kind == "yanked"]
-        for rejection in sorted(yanked, key=lambda r: r.version, reverse=True)[:3]:
+        for rejection in sorted(yanked, key=lambda r: r.version, reverse=True)[:MAX_REPLACEMENT_TRIES]:
             pinned_spec = dict(request.specifiers)
             pinned_spec[component] = SpecifierSet(f"=={rejection.version}")
             if attempt(PinYanked(rejection), request.replace(specifiers=pinned_spec)):

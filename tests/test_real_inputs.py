@@ -21,6 +21,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from compatmatrix.inputs import read_inputs
+from compatmatrix.inputs.model import InputError
 from compatmatrix.names import canonical_name
 
 from .conftest import run_compat
@@ -105,7 +106,9 @@ def test_resolve_r_reads_the_file_as_written(entry):
     assert sorted(canonical_name(line.split("@")[0].split("=")[0].split("[")[0].strip()) for line in data["passthrough"]) == sorted(unmodelled)
     if entry["truth"] == "mismatch":
         assert done.returncode == 1 and data["alternatives"], data
-    if entry["truth"] == "ok":
+    if entry["truth"] == "ok" and "security_yanked_pin" in entry:  # the working set needs a release yanked for security
+        assert done.returncode == 1 and any(f"pin {entry['security_yanked_pin']}" in a["change"] for a in data["alternatives"]), data
+    elif entry["truth"] == "ok":
         assert done.returncode == 0, data
 
 
@@ -124,10 +127,17 @@ def test_check_r_agrees_with_check_on_a_metadata_only_environment_of_the_same_pi
     env = FixtureEnv(tmp_path / "env")
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     compared = 0
+    not_for_this_python: list[str] = []
     for entry in MANIFEST:
         for old in env.site.glob("*.dist-info"):
             shutil.rmtree(old)
-        pins = {r.name: str(r.pinned) for r in read_inputs([str(DATA / entry["name"])], Version(python)).requirements if r.pinned is not None}
+        try:
+            read = read_inputs([str(DATA / entry["name"])], Version(python))
+        except InputError as exc:  # a wheel URL built for the file's own Python, not this one: pip refuses it here too
+            assert "pip refuses it" in str(exc) and entry.get("expect_urls"), (entry["name"], str(exc))
+            not_for_this_python.append(entry["name"])
+            continue
+        pins = {r.name: str(r.pinned) for r in read.requirements if r.pinned is not None}
         for name, version in pins.items():
             env.dist(name, version)
         _, from_file = _check_r(entry, python)
@@ -146,7 +156,7 @@ def test_check_r_agrees_with_check_on_a_metadata_only_environment_of_the_same_pi
         for cid in file_packages:
             assert from_file[cid]["summary"] == from_env[cid]["summary"], (entry["name"], cid, from_file[cid]["summary"], from_env[cid]["summary"])
         compared += 1
-    assert compared == len(MANIFEST)
+    assert compared == len(MANIFEST) - len(not_for_this_python) and compared > len(MANIFEST) // 2, not_for_this_python
 
 
 def test_check_r_is_not_refused_because_compat_python_is_exported(tmp_path):
