@@ -94,10 +94,17 @@ def test_torchrun_two_ranks_each_on_the_cpus_the_plan_gave(torch_python, tmp_pat
 
 
 def test_torchrun_one_rank_with_its_oneccl_worker_core_set_aside(torch_python, tmp_path):
-    plan, seen, _ = run_and_compare(["--python", torch_python, "--launcher", "torchrun", "--nproc-per-node", "1"], tmp_path)
+    """Asked for (--ccl-workers 1): the torch environment has no oneCCL bindings, so by default no core is set aside."""
+    plan, seen, _ = run_and_compare(["--python", torch_python, "--launcher", "torchrun", "--nproc-per-node", "1", "--ccl-workers", "1"], tmp_path)
     rank = plan["ranks"][0]
     assert rank["ccl_worker_cpus"] and not set(rank["ccl_worker_cpus"]) & set(rank["cpus"])
     assert seen[0]["env"]["CCL_WORKER_AFFINITY"] == ",".join(map(str, rank["ccl_worker_cpus"])) and seen[0]["env"]["CCL_WORKER_COUNT"] == "1"
+
+
+def test_without_bindings_no_oneccl_worker_core_is_set_aside_for_real(torch_python, tmp_path):
+    plan, seen, _ = run_and_compare(["--python", torch_python, "--launcher", "torchrun", "--nproc-per-node", "1"], tmp_path)
+    assert plan["ranks"][0]["ccl_worker_cpus"] == [] and "CCL_WORKER_AFFINITY" not in seen[0]["env"]
+    assert any("bindings are not installed" in note for note in plan["notes"]), plan["notes"]
 
 
 def test_an_affinity_smaller_than_the_machine_limits_the_plan_for_real(torch_python, tmp_path):
