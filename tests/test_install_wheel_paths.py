@@ -170,3 +170,27 @@ def test_doctor_and_check_name_an_interrupted_install_and_its_restore(command, v
     assert restored.returncode == 0, restored.stderr[-2000:]
     after = compat(command, "--python", str(venv), "--json", *extra)
     assert next(f for f in json.loads(after.stdout)["checks"] if f["id"] == "packages.interrupted-install")["status"] == "pass"
+
+
+def test_a_wheel_of_an_installed_distribution_may_rewrite_its_own_scripts(tmp_path, template):
+    """The defect the real migrate test found: torch kept at its version (its wheel still handed to the installer) was
+    refused because its own `torchfrtrace` was "in the scripts folder and belongs to no package being replaced". A
+    distribution's own scripts are its own to rewrite; another project's wheel still may not take them over."""
+    from compatmatrix.environment.snapshot import take_snapshot
+    from compatmatrix.install.errors import InstallError
+    from compatmatrix.install.service import refuse_unsafe_wheels
+    from compatmatrix.install.transaction import EnvFolders
+
+    from .install_helpers import pip_install_fixture
+
+    python = copy_venv(template, tmp_path / "venv")
+    tool = {"intel_extension_for_pytorch-2.7.0.data/scripts/ipex-fixture-tool": HOSTILE}
+    own = _ipex(tmp_path / "own", tool)
+    pip_install_fixture(python, own)
+    assert (python.parent / "ipex-fixture-tool").exists()
+    snapshot = take_snapshot(str(python))
+    env = EnvFolders.of_snapshot(snapshot)
+    refuse_unsafe_wheels(env, snapshot, [own], planned=[])  # its own script: allowed (kept or reinstalled)
+    other = build_wheel(tmp_path / "other", "filelock", "3.0.0", files_extra={"filelock-3.0.0.data/scripts/ipex-fixture-tool": HOSTILE})
+    with pytest.raises(InstallError, match="ipex-fixture-tool"):
+        refuse_unsafe_wheels(env, snapshot, [other], planned=[])

@@ -368,7 +368,11 @@ def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequenc
         existing = [entry.name for entry in os.scandir(env.scripts)]
     except OSError:
         existing = []
-    owned = [t.name for dist_info, site in _replaced(snapshot, planned, removed) for t in record_targets(dist_info, site)
+    # a wheel of a distribution that is installed already (kept at its version, or reinstalled) replaces that
+    # distribution's own scripts: they count as owned, as those of every distribution replaced or removed
+    same = {canonical_name(wheel_name_of(w)) for w in wheels}
+    installed = [(Path(d.path), Path(d.site)) for d in snapshot.distributions if d.canonical in same and d.path and d.site]
+    owned = [t.name for dist_info, site in [*_replaced(snapshot, planned, removed), *installed] for t in record_targets(dist_info, site)
              if os.path.realpath(t.parent) == str(env.scripts)]
     interpreter = Path(snapshot.executable)
     taken = script_names_taken(existing, owned, {interpreter.name} | {e for e in existing if _same_file(env.scripts / e, interpreter)})
@@ -378,6 +382,11 @@ def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequenc
             more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
             raise InstallError(f"The wheel {wheel.name} would write where no wheel may: {refusals[0]}{more}; refused before installing. Nothing was changed.",
                                "Do not install this wheel: pin another version of that package, or take it from an index you trust (--index HOST=URL).")
+
+
+def wheel_name_of(wheel: Path) -> str:
+    """The project name a wheel file's name gives (PEP 427: the part before the first '-')."""
+    return wheel.name.split("-", 1)[0]
 
 
 def _same_file(a: Path, b: Path) -> bool:
