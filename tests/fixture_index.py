@@ -22,7 +22,7 @@ import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 
 def _record_hash(data: bytes) -> str:
@@ -55,7 +55,7 @@ torch.distributed.Backend.register_backend("ccl", None, devices=["cpu"])
 
 
 def build_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any", requires: tuple[str, ...] = (),
-                module: Optional[str] = None, extra_files: int = 0, init_source: str = "", files_extra: Optional[dict[str, str]] = None) -> Path:
+                module: Optional[str] = None, extra_files: int = 0, init_source: str = "", files_extra: Optional[dict[str, Union[str, bytes]]] = None) -> Path:
     """A valid wheel: METADATA, WHEEL, RECORD and a FIXTURE module (``extra_files`` pads it out)."""
     dist = name.replace("-", "_")
     module = module or dist.lower()
@@ -63,7 +63,7 @@ def build_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any"
     info = f"{dist}-{version}.dist-info"
     files: dict[str, bytes] = {
         f"{module}/__init__.py": (f"# FIXTURE package built by tests/fixture_index.py, not the real {name}\n__version__ = {version!r}\n" + init_source).encode(),
-        **{path: text.encode() for path, text in (files_extra or {}).items()},
+        **{path: (text if isinstance(text, bytes) else text.encode()) for path, text in (files_extra or {}).items()},
         f"{info}/METADATA": ("Metadata-Version: 2.1\n" f"Name: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires) + "\n").encode(),
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: compatmatrix-tests\nRoot-Is-Purelib: {'true' if tag.endswith('any') else 'false'}\nTag: {tag}\n".encode(),
     }

@@ -62,6 +62,9 @@ CP_OTHER = cpython_tag(OTHER_PYTHON, "manylinux2014_x86_64")  # a wheel for a Py
 CCL_FILES = {  # FIXTURE: the layout of the real bindings' wheel, without oneCCL itself
     "oneccl_bindings_for_pytorch/env/setvars.sh": SETVARS_SOURCE,
     "oneccl_bindings_for_pytorch/opt/mpi/libfabric/lib/prov/libtcp-fi.so": "FIXTURE provider",
+    # FIXTURE libfabric.so where the real wheel bundles libfabric: the first bytes of this interpreter's ELF file, so the
+    # loader search (compat reads an ELF's class and machine) takes it for this machine's kind; never loaded
+    "oneccl_bindings_for_pytorch/opt/mpi/libfabric/lib/libfabric.so": Path(os.path.realpath(sys.executable)).read_bytes()[:64],
     "oneccl_bindings_for_pytorch/lib/.keep": "",
 }
 
