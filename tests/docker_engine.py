@@ -99,7 +99,9 @@ class DockerEngine:
         self.socket = self.root / "d.sock"
         self.log = self.root / "dockerd.log"
         (self.root / "daemon.json").write_text("{}\n")  # not the machine's /etc/docker/daemon.json
-        space = f"cmt{os.getpid()}{self.root.name[-6:].lower()}"
+        # containerd takes [A-Za-z0-9]+ joined by single '.', '_' or '-': mkdtemp's suffix may end in '_' (CI once drew
+        # "cmt152454mh8i_" and every build failed), so only its letters and digits are kept
+        space = f"cmt{os.getpid()}{''.join(c for c in self.root.name[-6:].lower() if c.isalnum())}"
         argv = ["dockerd", "--config-file", str(self.root / "daemon.json"), "--bridge=none", "--iptables=false", "--ip6tables=false",
                 "--storage-driver=overlay2", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "x"),
                 "--pidfile", str(self.root / "d.pid"), "--host", f"unix://{self.socket}",
