@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from packaging.markers import default_environment
 from packaging.version import Version
 
-from compatmatrix.cli import main
 from compatmatrix.inputs import InputError, read_inputs
 from compatmatrix.inputs import read as read_module
 from compatmatrix.inputs import request as request_module
 from compatmatrix.inputs.request import file_request
 from compatmatrix.target import PythonTarget
+
+from .test_cli_fuzz import run_in_process
 
 PYTHON_3_11_7 = """\
 torch==2.7.0; python_full_version < "3.11.7"
@@ -39,11 +40,7 @@ def run(argv, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
     monkeypatch.delenv("COMPAT_MATRIX", raising=False)
     monkeypatch.delenv("COMPAT_PYTHON", raising=False)
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 2
-    out, err = capsys.readouterr()
+    code, out, err = run_in_process(argv, capsys)
     assert "internal error" not in err and "Traceback" not in out + err, err[-2000:]
     return code, out, err
 

