@@ -38,7 +38,8 @@ _RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS"
 
 #: Characters that act on a terminal instead of showing: C0 controls but newline and tab, DEL, C1 controls (U+0085
 #: included), the line and paragraph separators and the bidirectional overrides and isolates ("Trojan source").
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_LINE_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")  # newline and tab too
 
 
 def _visible_escape(match: re.Match) -> str:
@@ -53,6 +54,12 @@ def visible(text: str) -> str:
     on a terminal and piped alike, so a value from outside (a file, a host's answer, an index) cannot drive the
     operator's terminal."""
     return _CONTROL.sub(_visible_escape, text) if not text.isprintable() else text
+
+
+def visible_line(text: str) -> str:
+    """``visible`` for a value that must stay on one line (a host's answer inside a finding): newline and tab are
+    written as escapes too."""
+    return _LINE_CONTROL.sub(_visible_escape, text)
 
 
 def no_color_requested() -> bool:

@@ -224,13 +224,12 @@ def _hostfile_text(path: str) -> str:
 
 # C0 and C1 controls, DEL, and the characters that move the cursor or the reading order (line/paragraph separators,
 # bidi controls): shown as \xNN / \uNNNN, so nothing a host says reaches the operator's terminal as a control sequence
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0))}
-_CONTROLS.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, 0x200e, 0x200f, *range(0x202a, 0x202f), *range(0x2066, 0x206a))})
-
-
 def escape_text(text: str) -> str:
-    """``text`` with every control character (and the line/bidi separators) written as an escape."""
-    return text.translate(_CONTROLS)
+    """``text`` with every control character (and the line/bidi separators) written as an escape: the console's one
+    rule (console.visible_line), kept on one line."""
+    from .console import visible_line
+
+    return visible_line(text)
 
 
 _CHECK_ID = re.compile(r"[a-z]+\.[a-z0-9-]+")
