@@ -373,3 +373,42 @@ def test_a_line_under_the_progress_bars_is_masked_too(capsys):
     bars.line(f"  preflight: {_with_auth(TORCH_HOST, 'alice:' + PASSWORD)} answers")
     out, err = capsys.readouterr()
     assert f"alice:{MASK}@download.pytorch.org" in out + err and not _leaks(out + err)
+
+
+# --- pass-through lines reach pip by a private file, never its command line ----------------------------------------
+
+_RECORDING_PIP = '''
+import json, os, stat, sys
+args = sys.argv[1:]
+files = {}
+for flag, value in zip(args, args[1:]):
+    if flag == "-r":
+        files[value] = {"text": open(value).read(), "mode": stat.S_IMODE(os.stat(value).st_mode),
+                        "folder_mode": stat.S_IMODE(os.stat(os.path.dirname(value)).st_mode)}
+    if flag == "--report":
+        open(value, "w").write(json.dumps({"install": []}))
+open(os.environ["RECORD_TO"], "w").write(json.dumps({"argv": args, "files": files}))
+'''
+
+
+def test_a_pass_through_line_with_credentials_reaches_pip_in_a_private_file_not_argv(tmp_path, monkeypatch):
+    """Every user of the machine can read a command line (/proc/PID/cmdline): a pass-through requirement that names a
+    URL with a password (``name @ https://user:pw@host/...``) goes to pip as ``-r FILE``, a file only this user can read,
+    gone afterwards. A recording stand-in for pip (a FIXTURE script) keeps the arguments it was given."""
+    from compatmatrix.install.indexes import IndexLocation
+    from compatmatrix.install.planners import pip_report
+
+    recorder = tmp_path / "recording_pip.py"
+    recorder.write_text(_RECORDING_PIP)
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("RECORD_TO", str(record))
+    line = f"private-pkg @ https://alice:{PASSWORD}@wheels.example/private_pkg-1.0-py3-none-any.whl"
+    index = IndexLocation("pypi", "https://pypi.org/simple", "index", "matrix")
+    assert pip_report([sys.executable, str(recorder)], sys.executable, [], index, [line, "requests==2.31.0"]) == []
+    seen = json.loads(record.read_text())
+    assert not _leaks(" ".join(seen["argv"])), seen["argv"]
+    assert "requests==2.31.0" not in seen["argv"]
+    (path, written), = seen["files"].items()
+    assert written["text"].splitlines() == [line, "requests==2.31.0"]
+    assert written["mode"] == 0o600 and written["folder_mode"] == 0o700
+    assert not Path(path).exists()

@@ -20,13 +20,14 @@ Side effects: child processes (uv or pip, bounded, in their own process groups),
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -72,6 +73,23 @@ def choose_planner(python: Version) -> str:
     return "uv" if found is not None and found >= MIN_UV else "pip"
 
 
+@contextlib.contextmanager
+def passthrough_args(lines: Sequence[str]) -> Iterator[list[str]]:
+    """pip's arguments for the pass-through requirement lines: ``-r FILE``, a requirements file in a folder only this
+    user can read, removed afterwards; never the lines themselves, since a line may hold a user and password or a
+    token (``name @ https://user:pw@host/...``) and every user of the machine can read a command line
+    (ps, /proc/PID/cmdline). Each line goes through the one requirement writer, so none can add an option."""
+    if not lines:
+        yield []
+        return
+    text = "".join(f"{requirement_line(line)}\n" for line in lines)
+    with tempfile.TemporaryDirectory(prefix="compat-requirements-") as folder:  # mode 0700
+        path = Path(folder) / "pass-through.txt"
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
+            out.write(text)
+        yield ["-r", str(path)]
+
+
 def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependency_index: IndexLocation, passthrough: Sequence[str] = ()) -> list[ReportItem]:
     """What pip would install (the planned files, the pass-through requirements and their missing dependencies), with hashes."""
     checkpoint("plan")
@@ -79,9 +97,10 @@ def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependenc
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
         report_path = out.name
     try:
-        command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", "--no-input", *ONLY_BINARY, "--report", report_path,
-                   *_index_args(dependency_index), *map(str, files), *passthrough]
-        _run_planner("pip", command, seconds, {**installer_env(python), **index_env(dependency_index)})
+        with passthrough_args(passthrough) as requirements:
+            command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", "--no-input", *ONLY_BINARY, "--report", report_path,
+                       *_index_args(dependency_index), *map(str, files), *requirements]
+            _run_planner("pip", command, seconds, {**installer_env(python), **index_env(dependency_index)})
         report = json.loads(Path(report_path).read_text() or "{}")
     finally:
         os.unlink(report_path)

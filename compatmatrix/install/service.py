@@ -43,7 +43,7 @@ from .files import safe_write, sha256_of
 from .indexes import IndexLocation, check_reachable, env_name
 from .limits import limits
 from .plan import InstallPlan, WheelTarget, glibc_of
-from .planners import choose_planner, pip_report, uv_report
+from .planners import choose_planner, passthrough_args, pip_report, uv_report
 from .progress import Progress, choose_display
 from .runner import (
     ONLY_BINARY,
@@ -521,12 +521,13 @@ def download(plan: InstallPlan, target: WheelTarget, folder: Path, python_for_pi
         platforms = [target.platform.tag] if not target.platform.tag.startswith(("linux_", "manylinux")) else [
             "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"]
         index_args = _index_args(plan.dependency_index)  # an index URL with credentials goes by index_env, not on the command line
-        command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-input", "--dest", str(folder), *ONLY_BINARY,
-                   "--python-version", f"{target.python.major}.{target.python.minor}", "--implementation", "cp",
-                   *[arg for p in platforms for arg in ("--platform", p)], *index_args, *[str(f.path) for f in fetched], *plan.passthrough]
         seconds = limits().pip_s
         try:
-            done = run_bounded(command, timeout=seconds, env={**installer_env(python_for_pip), **index_env(plan.dependency_index)})
+            with passthrough_args(plan.passthrough) as requirements:  # a pass-through line may hold a token: a file, not argv
+                command = [python_for_pip, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-input", "--dest", str(folder), *ONLY_BINARY,
+                           "--python-version", f"{target.python.major}.{target.python.minor}", "--implementation", "cp",
+                           *[arg for p in platforms for arg in ("--platform", p)], *index_args, *[str(f.path) for f in fetched], *requirements]
+                done = run_bounded(command, timeout=seconds, env={**installer_env(python_for_pip), **index_env(plan.dependency_index)})
         except subprocess.TimeoutExpired:
             raise InstallError(f"pip did not finish downloading the dependencies within {seconds:.0f} s; no lock was written.", "Check the dependency index (--index pypi=URL), or retry.") from None
         if done.returncode != 0:
