@@ -126,8 +126,8 @@ def test_intel_mpirun_without_i_mpi_root_or_master_addr_is_no_pass_and_the_fix_m
         pytest.skip(why)
     python, env = runtime_stack(tmp_path, stock)
     prefix = python.parent.parent
-    mpirun = str(python.parent / "mpirun")  # impi-rt 2021.14.1's own
-    code, checks, _, _ = live(python, "--no-trainer", "--launcher", "mpirun", "--mpirun", mpirun, env_extra=env)
+    impi_mpirun = str(python.parent / "mpirun")  # impi-rt 2021.14.1's own
+    code, checks, _, _ = live(python, "--no-trainer", "--launcher", "mpirun", "--mpirun", impi_mpirun, env_extra=env)
     assert code == 1
     ranks = checks["live.ranks"]
     assert "oneCCL's MPI transport refuses Intel MPI without I_MPI_ROOT" in ranks["summary"], ranks
@@ -138,7 +138,7 @@ def test_intel_mpirun_without_i_mpi_root_or_master_addr_is_no_pass_and_the_fix_m
     assert environment["fix"].startswith("export MASTER_ADDR=127.0.0.1 MASTER_PORT=29500")
     (command,) = FIX_COMMAND.findall(ranks["fix"])
     assert "--launcher mpirun" in command
-    code, checks = live_in_shell(python, command, "--no-trainer", "--launcher", "mpirun", "--mpirun", mpirun, env_extra=env)
+    code, checks = live_in_shell(python, command, "--no-trainer", "--launcher", "mpirun", "--mpirun", impi_mpirun, env_extra=env)
     assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
     assert checks["live.backend"]["summary"].startswith("ccl, FIXTURE:") and checks["live.ranks"]["status"] == "pass"
     assert checks["live.environment"]["status"] == "pass"  # MASTER_ADDR/MASTER_PORT now come from the user's environment

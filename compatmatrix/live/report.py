@@ -149,8 +149,9 @@ def _gb(value: float) -> str:
 
 
 # how checks/crash.classify names a failure by what the process printed (the same words as the static import probes)
+NO_RUN = CclRun()  # no launcher known (a unit's default): the fixes name spawn's compat env
 _SIGNATURE_KINDS = frozenset({"ipex-guard", "undefined-symbol", "abi-abort", "illegal-instruction", "missing-libccl", "missing-library"})
-def known_cause(record: RankRecord, run: CclRun = CclRun()) -> Optional[tuple[str, tuple[str, ...], str]]:
+def known_cause(record: RankRecord, run: CclRun = NO_RUN) -> Optional[tuple[str, tuple[str, ...], str]]:
     """(summary, detail, fix) when what a rank printed names the cause: an import that ended the way checks/crash.classify
     recognises (the static probes' own words), or what oneCCL, libfabric, Intel MPI or torch's rendezvous said
     (live/oneccl_causes, with the fix for the launcher the ranks ran under)."""
@@ -207,7 +208,7 @@ def environment_finding(launch: Launch, run: CclRun) -> Optional[Finding]:
                    f"export {export} before launching (across hosts MASTER_ADDR is the first host's address); or {run.env_command}, which exports them.")
 
 
-def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclRun = CclRun()) -> Finding:
+def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclRun = NO_RUN) -> Finding:
     cid = "live.imports"
     for record in ranks:
         stage = record.stage
@@ -562,7 +563,7 @@ def _gone(record: RankRecord) -> bool:
     return "gone_at" in record.status and not record.done and not record.error
 
 
-def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclRun = CclRun()) -> Finding:
+def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclRun = NO_RUN) -> Finding:
     """Did every rank finish, and end cleanly? A rank that failed on its own (not a hang) is reported here, the
     rank that died first named before the ones that only lost their peer."""
     cid = "live.ranks"
