@@ -33,7 +33,8 @@ from compatmatrix.launchers.interface import LaunchError
 from compatmatrix.launchers.interface import RankLayout as Topology
 from compatmatrix.launchers.live import plan_launch
 from compatmatrix.launchers.mpirun import read_hostfile, remote_shell, rsh_arguments
-from compatmatrix.live.report import ATL_SENTENCE, Expectation, RankRecord, known_cause, network_finding
+from compatmatrix.live.oneccl_causes import CclRun
+from compatmatrix.live.report import Expectation, RankRecord, known_cause, network_finding
 from compatmatrix.shell_env import launcher_exports
 
 from .conftest import run_compat
@@ -165,9 +166,11 @@ def test_network_finding_names_the_host_and_the_cause():
 def test_the_atl_message_is_recognised_wherever_the_rank_put_it():
     printed = RankRecord(1, {"rank": 0, "stage": "init"}, "2026:... |CCL_ERROR| atl_mpi_comm.cpp:62 init: failed to initialize ATL\n", -6)
     raised = RankRecord(2, {"rank": 1, "stage": "init", "error": {"type": "RuntimeError", "message": "atl_mpi_comm.cpp: failed to initialize ATL"}}, "", 1)
+    torchrun = CclRun("torchrun", env_command='eval "$(compat env --launcher torchrun)"')
     for record in (printed, raised):
-        summary, detail, fix = known_cause(record)
-        assert summary == ATL_SENTENCE and "failed to initialize ATL" in detail[0] and "compat env --launcher torchrun" in fix
+        summary, detail, fix = known_cause(record, torchrun)
+        assert summary == "oneCCL's MPI transport needs an MPI launcher, and torchrun is not one"
+        assert "failed to initialize ATL" in detail[0] and "compat env --launcher torchrun" in fix
 
 
 # --- doctor --hostfile: the hostfile's bounds and host names ----------------------------------------------------------

@@ -4,16 +4,21 @@ handling of the failure, not oneCCL itself; every run asserts the backend is lab
 
 * One process group per process: under Intel MPI's mpirun real oneCCL killed every rank with SIGSEGV in the Trainer
   stage, because the probe destroyed its ccl group and the Trainer formed a second one (mode mpi-reinit-segv).
-* oneCCL's MPI transport without an MPI launcher: "atl_mpi_comm.cpp: failed to initialize ATL" (mode atl-mpi), and
-  `compat env --launcher torchrun`, which exports what such a launch needs.
+* oneCCL 2021.14 with the PyPI runtime (REAL oneccl-cpu + impi-rt, mode oneccl-2021.14: the FIXTURE loads the real
+  libfabric and asks it for providers): libfabric not loadable, no provider, I_MPI_ROOT under Intel mpirun, the key-value
+  store's interface, each named from the ranks' own words with a fix that the test applies as printed before running
+  again; MASTER_ADDR under mpirun, which compat gives its ranks but the user's command lacks (live.environment).
 * "Mismatch in kernel C++ signatures" at import (mode import-abort): named alike by the static probe and live.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -25,9 +30,6 @@ from .fixture_envs import FixtureEnv
 from .test_live_real import assert_passes, live, mpirun  # noqa: F401  (mpirun: the fixture giving Intel MPI's real mpirun)
 
 pytestmark = pytest.mark.integration
-
-ATL_SENTENCE = ("oneCCL's MPI transport needs an MPI launcher: under torchrun/spawn set CCL_ATL_TRANSPORT=ofi "
-                "(and FI_PROVIDER_PATH to the bindings' libfabric providers)")
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +55,104 @@ def test_one_process_group_under_intel_mpirun_with_a_ccl_that_dies_on_a_second_g
     assert "DDP reduced the gradients on it" in evidence
 
 
-def test_the_mpi_transport_without_an_mpi_launcher_is_named_with_the_fix(stock, tmp_path):
-    env = {"PYTHONPATH": str(fixture_ccl_path(tmp_path)), "COMPAT_FIXTURE_CCL_MODE": "atl-mpi"}
-    code, checks, _, _ = live(stock, "--no-trainer", env_extra=env)
+# --- oneCCL 2021.14's failures, each diagnosed, its fix applied as printed, and the run again (issue 25, items 3 and 4) ---
+
+
+def runtime_stack(tmp_path, stock_python):
+    """The PyPI oneCCL runtime (REAL oneccl-cpu + impi-rt 2021.14.1: libfabric in lib/libfabric, its providers, Intel MPI's
+    mpirun) as the interpreter's environment, with FIXTURE bindings (a native _C whose DT_NEEDED names the real
+    libccl.so.1, and the FIXTURE ccl backend of tests/fixture_ccl.py in mode oneccl-2021.14 as its Python part) and the
+    cached stock torch's packages on PYTHONPATH (no third copy of torch is built). Returns (python, environment)."""
+    from .fixture_ccl import SOURCE
+    from .test_oneccl_runtime_layout import runtime_env
+    from .test_system_oneccl import GCC, fixture_extension_for, machine_libccl
+
+    if GCC is None:
+        pytest.skip("needs gcc (or cc) to build the FIXTURE bindings' native file")
+    reason = machine_libccl()
+    if reason:
+        pytest.skip(f"{reason}: the loader would take that one first")
+    python = runtime_env()
+    overlay = fixture_extension_for(tmp_path, python.parent.parent / "lib" / "libccl.so.1")
+    (overlay / "oneccl_bindings_for_pytorch" / "__init__.py").write_text(SOURCE)
+    (site,) = stock_python.parent.parent.glob("lib/python3*/site-packages")
+    return python, {"PYTHONPATH": f"{overlay}:{site}", "COMPAT_FIXTURE_CCL_MODE": "oneccl-2021.14", "CCL_WORKER_COUNT": "1"}
+
+
+FIX_COMMAND = re.compile(r'eval "\$\(compat env [^"]*\)"')
+
+
+def live_in_shell(python, prelude, *args, env_extra):
+    """compat doctor --live --json as a user runs it in a bash where ``prelude`` (a fix compat printed, as printed) ran first."""
+    env = base_env({**env_extra, "COMPAT_TEST_INTERPRETER": sys.executable}, drop=("CCL_WORKER_COUNT", "PYTHONPATH"))
+    script = ('compat() { "$COMPAT_TEST_INTERPRETER" -m compatmatrix "$@"; }\n' + prelude + "\n"
+              + shlex.join(["compat", "doctor", "--live", "--json", "--only", "live", "--python", str(python), *args]))
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    data = json.loads(done.stdout)
+    return done.returncode, {c["id"]: c for c in data["checks"]}
+
+
+def test_torchrun_without_the_oneccl_environment_each_failure_named_and_its_fix_makes_the_rerun_pass(stock, tmp_path):
+    python, env = runtime_stack(tmp_path, stock)
+    prefix = python.parent.parent
+    code, checks, _, _ = live(python, "--no-trainer", "--launcher", "torchrun", env_extra=env)
     assert code == 1
     ranks = checks["live.ranks"]
-    assert ranks["summary"].endswith("failed at stage init: " + ATL_SENTENCE)
-    assert "atl_mpi_comm.cpp: failed to initialize ATL" in ranks["evidence"]
-    assert 'compat env --launcher torchrun' in ranks["fix"]
-    # the same fixture with the transport the finding names: the ranks form their group under torchrun
-    code, checks, _, _ = live(stock, "--no-trainer", "--launcher", "torchrun", env_extra={**env, "CCL_ATL_TRANSPORT": "ofi"})
+    assert "oneCCL could not load libfabric (libfabric.so: libfabric.so: cannot open shared object file" in ranks["summary"], ranks
+    assert "CCL_ATL_TRANSPORT" not in ranks["fix"] and "launch with mpirun" not in ranks["fix"]  # the old misdiagnosis
+    export = ranks["fix"].split(";")[0]
+    assert export == f'export LD_LIBRARY_PATH="{prefix / "lib" / "libfabric"}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"'
+    # its export applied as printed: libfabric loads, and the next thing missing is named
+    code, checks = live_in_shell(python, export, "--no-trainer", "--launcher", "torchrun", env_extra=env)
+    assert code == 1
+    ranks = checks["live.ranks"]
+    assert "libfabric found no provider (fi_getinfo error: ret -61)" in ranks["summary"], ranks
+    assert ranks["fix"].startswith(f"export FI_PROVIDER_PATH={prefix / 'lib' / 'libfabric' / 'prov'};")
+    # the other fix it printed, compat env for torchrun, applied as printed: the ranks form their ccl group
+    (command,) = FIX_COMMAND.findall(ranks["fix"])
+    assert "--launcher torchrun" in command
+    code, checks = live_in_shell(python, command, "--no-trainer", "--launcher", "torchrun", env_extra=env)
     assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
-    assert checks["live.backend"]["summary"].startswith("ccl, FIXTURE:")
+    assert checks["live.backend"]["summary"].startswith("ccl, FIXTURE:") and checks["live.ranks"]["status"] == "pass"
+    assert "live.environment" not in checks  # torchrun gives its ranks the rendezvous
+
+
+def test_intel_mpirun_without_i_mpi_root_or_master_addr_is_no_pass_and_the_fix_makes_the_rerun_pass(stock, tmp_path):
+    from .test_live_real import hostname_unresolvable
+
+    why = hostname_unresolvable()
+    if why:
+        pytest.skip(why)
+    python, env = runtime_stack(tmp_path, stock)
+    prefix = python.parent.parent
+    impi_mpirun = str(python.parent / "mpirun")  # impi-rt 2021.14.1's own
+    code, checks, _, _ = live(python, "--no-trainer", "--launcher", "mpirun", "--mpirun", impi_mpirun, env_extra=env)
+    assert code == 1
+    ranks = checks["live.ranks"]
+    assert "oneCCL's MPI transport refuses Intel MPI without I_MPI_ROOT" in ranks["summary"], ranks
+    assert ranks["fix"].startswith(f"export I_MPI_ROOT={prefix};") and "launch with mpirun" not in ranks["fix"]
+    # compat gave the ranks MASTER_ADDR/MASTER_PORT, which this user's environment lacks: said, not passed silently
+    environment = checks["live.environment"]
+    assert environment["status"] == "warn" and "mpirun gives its ranks no MASTER_ADDR and MASTER_PORT" in environment["summary"]
+    assert environment["fix"].startswith("export MASTER_ADDR=127.0.0.1 MASTER_PORT=29500")
+    (command,) = FIX_COMMAND.findall(ranks["fix"])
+    assert "--launcher mpirun" in command
+    code, checks = live_in_shell(python, command, "--no-trainer", "--launcher", "mpirun", "--mpirun", impi_mpirun, env_extra=env)
+    assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
+    assert checks["live.backend"]["summary"].startswith("ccl, FIXTURE:") and checks["live.ranks"]["status"] == "pass"
+    assert checks["live.environment"]["status"] == "pass"  # MASTER_ADDR/MASTER_PORT now come from the user's environment
+
+
+def test_the_kvs_interface_that_names_nothing_is_named(stock, tmp_path):
+    python, env = runtime_stack(tmp_path, stock)
+    prefix = python.parent.parent
+    ready = {**env, "LD_LIBRARY_PATH": str(prefix / "lib" / "libfabric"), "FI_PROVIDER_PATH": str(prefix / "lib" / "libfabric" / "prov"),
+             "CCL_KVS_IFACE": "compat-test-no-such-interface"}
+    code, checks, _, _ = live(python, "--no-trainer", env_extra=ready)
+    assert code == 1
+    assert checks["live.ranks"]["summary"].endswith("CCL_KVS_IFACE=compat-test-no-such-interface names no interface here: "
+                                                    "oneCCL's key-value store has no address to listen on"), checks["live.ranks"]
 
 
 def test_compat_env_for_torchrun_exports_the_ofi_transport_and_the_bindings_providers(tmp_path):

@@ -105,7 +105,8 @@ def test_single_node_mpirun_guide_command_for_each_line(matrix, python):
     assert result.env["OMP_NUM_THREADS"] == "28"
     text = whys(result)
     assert "OMP_NUM_THREADS=23 -> OMP_NUM_THREADS=28" in text and "compat launch's plan" in text
-    assert "relied on the MPI bundled with the oneCCL bindings" in text and "IPEX is not part of stock PyTorch" in text
+    assert "no mpirun is found here (PATH, next to the interpreter)" in text and "IPEX is not part of stock PyTorch" in text
+    assert "bundled" not in text  # nothing here says these bindings bundle an MPI
 
 
 @pytest.mark.parametrize("python", ["3.7", "3.8", "3.9", "3.11"])
@@ -173,6 +174,20 @@ def test_an_mpirun_of_another_mpi_stays(matrix):
 def test_the_bundled_mpirun_is_recognised_by_its_folder(matrix):
     result = migrate(matrix, QA_MPIRUN, mpirun=f"{BINDINGS}/opt/mpi/bin/mpirun")
     assert result.argv[0] == "torchrun"
+
+
+def test_the_mpirun_of_impi_rt_is_named_as_impi_rts_not_the_bindings(matrix):
+    """Bindings built against the PyPI runtime bundle no MPI: the job's mpirun was impi-rt's, which goes with it (issue 25)."""
+    import dataclasses
+
+    argv = shlex.split(QA_MPIRUN)
+    result = migrate_command(matrix, argv, dataclasses.replace(facts("3.11", mpirun="/venv/bin/mpirun", flavor="intel-mpi"), mpirun_owner="impi-rt"))
+    assert result.argv[0] == "torchrun"
+    text = whys(result)
+    assert "the job's mpirun (/venv/bin/mpirun) is impi-rt's, Intel MPI's runtime from PyPI" in text and "impi-rt is removed" in text
+    assert "bundled with the oneCCL bindings" not in text
+    kept = migrate_command(matrix, argv, facts("3.11", mpirun="/venv/bin/mpirun", flavor="intel-mpi"))  # an MPI no removed package owns
+    assert kept.argv[0] == "mpirun"
 
 
 def test_oneccl_settings_go_from_a_kept_mpirun(matrix):

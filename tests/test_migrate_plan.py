@@ -5,6 +5,7 @@ resolver's reasons; a Python that cannot have the newest torch is told what it c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -177,3 +178,25 @@ def test_the_stock_set_installed_already_changes_nothing(tmp_path):
         pytest.skip("the expected set is the one of Python 3.11/3.12")
     code, doc = run_migrate(MigrateOptions(python=str(env.python), yes=True))
     assert code == 0 and doc["state"] == "unchanged" and {c["kind"] for c in doc["changes"]} == {"keep"}
+
+
+def test_the_whole_oneccl_stack_is_named_in_the_removals_impi_rt_included(tmp_path):
+    """Bindings built against the PyPI runtime: oneccl-cpu and impi-rt (whose mpirun the job ran under) go too, each named
+    with why (issue 25, item 5); the job's mpirun, impi-rt's, next to the interpreter, is named as impi-rt's."""
+    _, pins, _ = OLD_LINES["2.7 on 3.11"]
+    env = FixtureEnv(tmp_path / "env")
+    for name, version in {**pins, "oneccl-cpu": "2021.14.1", "impi-rt": "2021.14.1"}.items():
+        env.dist(name, version)
+    mpirun = env.python.parent / "mpirun"
+    mpirun.write_text("#!/bin/sh\n# FIXTURE mpirun written by tests/test_migrate_plan.py\nexit 0\n")
+    mpirun.chmod(0o755)
+    record = next(env.site.glob("impi_rt-*.dist-info")) / "RECORD"
+    record.write_text(f"{os.path.relpath(mpirun, env.site)},,\n")
+    _, doc = run_migrate(MigrateOptions(python=str(env.python), dry_run=True, command=("mpirun", "-n", "2", "python", "train.py", "--ddp_backend", "ccl")))
+    jsonschema.validate(doc, SCHEMA)
+    assert {"oneccl-cpu", "impi-rt", "oneccl-bind-pt"} <= set(doc["remove"])
+    why = {r["name"]: r["why"] for r in doc["removals"]}
+    assert why["impi-rt"].startswith("Intel MPI's runtime from PyPI (its mpirun, libmpi and libfabric)")
+    assert doc["command"][0] == "torchrun"
+    edits = " ".join(e["why"] for e in doc["command_edits"])
+    assert f"the job's mpirun ({mpirun}) is impi-rt's" in edits and "bundled with the oneCCL bindings" not in edits

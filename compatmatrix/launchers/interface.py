@@ -72,6 +72,10 @@ class Launch(Record):
     world_size: int
     notes: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()  # the hostfile's hosts (mpirun across hosts); empty: this node only
+    # what compat gave the ranks that the user's own command under this launcher will not have (name -> value), and what
+    # it gave in place of the user's own value (a free port for the probe): plan_launch fills both, the live report says so
+    added: Mapping[str, str] = {}
+    replaced: Mapping[str, str] = {}
 
 
 class LiveJob(Record):
@@ -175,6 +179,7 @@ class Launcher(Protocol):
     flavors: tuple[str, ...]  # what it can be (mpirun: intel-mpi, open-mpi, mpich); the Launch and Invocation say which
     capabilities: frozenset[str]  # LIVE, BOUND, ENV, HOSTFILE, EVERY_HOST, UNMAPPED: which commands and options offer it
     mpi_transport: bool  # oneCCL's default ATL (MPI) works under it
+    gives_rendezvous: bool  # it gives its ranks MASTER_ADDR / MASTER_PORT itself (mpirun does not: the user's command must)
     starts_ranks_itself: bool  # compat starts each rank (their exit codes are its own children's)
     rank_variables: tuple[tuple[str, str, str], ...]  # (rank, world size, local rank) as it sets them, when not RANK/WORLD_SIZE
     inherited: tuple[str, ...]  # what it sets for its ranks or its job (names, PREFIX*): dropped from what compat's ranks inherit

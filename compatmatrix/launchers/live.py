@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
+from ..record import replace
 from . import LAUNCHERS
 from .interface import EVERY_HOST, LOOPBACK, Launch, LaunchError, LiveJob, RankLayout, free_port, inherited_rank_variable
 
@@ -50,7 +51,13 @@ def plan_launch(
     env.setdefault("OMP_NUM_THREADS", str(threads_per_rank))
     env["MASTER_ADDR"] = addr
     env["MASTER_PORT"] = str(port)
-    return chosen.live(LiveJob(python, tuple(worker), topology, env, addr, port, tuple(hosts or ()), mpirun, rank_env, rsh))
+    launch = chosen.live(LiveJob(python, tuple(worker), topology, env, addr, port, tuple(hosts or ()), mpirun, rank_env, rsh))
+    if chosen.gives_rendezvous:
+        return launch
+    # the launcher gives no rendezvous: what the ranks have of it here, the user's command has only if the user's environment does
+    added = {key: env[key] for key in ("MASTER_ADDR", "MASTER_PORT") if not base_env.get(key)}
+    replaced = {key: env[key] for key in ("MASTER_ADDR", "MASTER_PORT") if base_env.get(key) and base_env[key] != env[key]}
+    return replace(launch, added=added, replaced=replaced)
 
 
 def launcher_exit_codes(log: str) -> dict[int, int]:

@@ -130,6 +130,7 @@ class Mpirun:
     flavors: tuple[str, ...] = ("intel-mpi", "open-mpi", "mpich")
     capabilities = frozenset({LIVE, BOUND, ENV, HOSTFILE, EVERY_HOST, UNMAPPED})
     mpi_transport = True
+    gives_rendezvous = False  # accelerate sets a default port, not an address ("MASTER_ADDR expected, but not set")
     starts_ranks_itself = False
     rank_variables: tuple[tuple[str, str, str], ...] = (HYDRA_RANK, OPEN_MPI_RANK, MVAPICH_RANK)
     # its ranks' variables, and a surrounding MPI job's wiring (PMI_FD/PORT/ID, PMIx, Open MPI's ess/orte)

@@ -29,6 +29,7 @@ class Spawn:
     flavors: tuple[str, ...] = ("spawn",)
     capabilities = frozenset({LIVE, ENV, UNMAPPED})
     mpi_transport = False
+    gives_rendezvous = True  # compat's spawn is the launcher of doctor --live: it gives each rank the rendezvous
     starts_ranks_itself = True
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
     inherited: tuple[str, ...] = ("LOCAL_WORLD_SIZE", "GROUP_RANK")

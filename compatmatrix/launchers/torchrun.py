@@ -34,6 +34,7 @@ class Torchrun:
     flavors: tuple[str, ...] = ("torchrun",)
     capabilities = frozenset({LIVE, BOUND, ENV})
     mpi_transport = False
+    gives_rendezvous = True
     starts_ranks_itself = False
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
     # its ranks' variables, and its PET_* option defaults (Kubeflow sets PET_MAX_RESTARTS, PET_RDZV_*)

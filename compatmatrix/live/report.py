@@ -16,9 +16,9 @@ from typing import Any, Optional
 
 from ..checks.crash import classify, describe_exit
 from ..checks.finding import Finding, Status
-from ..launchers import LAUNCHERS, names
-from ..launchers.interface import BOUND, Launch
+from ..launchers.interface import MASTER_PORT, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
+from .oneccl_causes import CclRun, ccl_cause
 from .supervise import Supervised
 
 GB = 1e9
@@ -75,6 +75,7 @@ class Expectation:
     bf16_why: str = ""  # whether the Trainer step trained in bf16, and why (CPU flags or --bf16/--no-bf16)
     multi_host: bool = False  # --nnodes > 1 or a hostfile with several hosts: addresses must work between hosts
     reach: Mapping[str, Any] = field(default_factory=dict)  # compat's own look at MASTER_ADDR:PORT from this host (service.reach_master)
+    ccl: CclRun = CclRun()  # the launcher and the oneCCL runtime's folders: what the fixes of oneCCL's failures name
 
 
 PEER_GONE = re.compile(r"[Cc]onnection (closed|reset) by peer|Broken pipe|peer closed|Socket closed|recv.*failed", re.IGNORECASE)
@@ -148,19 +149,12 @@ def _gb(value: float) -> str:
 
 
 # how checks/crash.classify names a failure by what the process printed (the same words as the static import probes)
+NO_RUN = CclRun()  # no launcher known (a unit's default): the fixes name spawn's compat env
 _SIGNATURE_KINDS = frozenset({"ipex-guard", "undefined-symbol", "abi-abort", "illegal-instruction", "missing-libccl", "missing-library"})
-ATL_MPI = re.compile(r"atl_mpi\w*\.cpp\S*:?.*failed to initialize ATL|failed to initialize ATL", re.IGNORECASE)
-ATL_SENTENCE = ("oneCCL's MPI transport needs an MPI launcher: under torchrun/spawn set CCL_ATL_TRANSPORT=ofi "
-                "(and FI_PROVIDER_PATH to the bindings' libfabric providers)")
-# the fix names a launcher of each kind from the registry: one whose compat env exports the libfabric transport, one that is MPI
-_OFI_LAUNCHER = next(name for name in names(BOUND) if not LAUNCHERS[name].mpi_transport)
-_MPI_LAUNCHER = next(name for name in names(BOUND) if LAUNCHERS[name].mpi_transport)
-ATL_FIX = f"eval \"$(compat env --launcher {_OFI_LAUNCHER})\" before launching (it exports both), or launch with {_MPI_LAUNCHER}, which the MPI transport expects."
-
-
-def known_cause(record: RankRecord) -> Optional[tuple[str, tuple[str, ...], str]]:
+def known_cause(record: RankRecord, run: CclRun = NO_RUN) -> Optional[tuple[str, tuple[str, ...], str]]:
     """(summary, detail, fix) when what a rank printed names the cause: an import that ended the way checks/crash.classify
-    recognises (the static probes' own words), or oneCCL's MPI transport started without an MPI launcher."""
+    recognises (the static probes' own words), or what oneCCL, libfabric, Intel MPI or torch's rendezvous said
+    (live/oneccl_causes, with the fix for the launcher the ranks ran under)."""
     error = record.error or {}
     text = record.log + (f"\n{error.get('type', '')}: {error.get('message', '')}" if error else "")
     if record.stage.startswith("import:"):
@@ -168,11 +162,7 @@ def known_cause(record: RankRecord) -> Optional[tuple[str, tuple[str, ...], str]
         verdict = classify(code, "", text, False, record.stage.split(":", 1)[1])
         if verdict.kind in _SIGNATURE_KINDS:
             return verdict.summary, verdict.detail, verdict.fix
-    atl = ATL_MPI.search(text)
-    if atl:
-        line = next((part.strip() for part in text.splitlines() if ATL_MPI.search(part)), atl.group(0))
-        return ATL_SENTENCE, (line,), ATL_FIX
-    return None
+    return ccl_cause(text, run)
 
 
 def launch_finding(launch: Launch, supervised: Supervised, ranks: Sequence[RankRecord]) -> Finding:
@@ -198,7 +188,27 @@ def launch_finding(launch: Launch, supervised: Supervised, ranks: Sequence[RankR
     return Finding(cid, Status.PASS, summary, evidence)
 
 
-def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Finding:
+def environment_finding(launch: Launch, run: CclRun) -> Optional[Finding]:
+    """Under a launcher that gives its ranks no rendezvous (mpirun), the probe's ranks ran with the user's environment plus
+    MASTER_ADDR / MASTER_PORT where it had none: the user's own command under that launcher lacks them ("MASTER_ADDR
+    expected, but not set"), so the report says so instead of passing silently. None under a launcher that gives them."""
+    cid = "live.environment"
+    if not launch.added and not launch.replaced:
+        return None
+    evidence = tuple(f"{key}: compat used {value} in place of yours for this probe (a free port: another job may hold yours)" for key, value in launch.replaced.items())
+    if not launch.added:
+        return Finding(cid, Status.PASS, f"the ranks ran with your environment and what {launch.launcher} gives them (MASTER_ADDR and MASTER_PORT are yours)", evidence)
+    given = " ".join(f"{key}={value}" for key, value in launch.added.items())
+    names = " and ".join(launch.added)
+    export = " ".join(f"{key}={MASTER_PORT if key == 'MASTER_PORT' else value}" for key, value in launch.added.items())
+    return Finding(cid, Status.WARN,
+                   f"{launch.launcher} gives its ranks no {names} and your environment has none: compat gave them {given} for this run; "
+                   f"your own command under {launch.launcher} needs {names} exported",
+                   evidence + (f"without them torch's env:// rendezvous stops every rank: \"{names.split(' and ')[0]} expected, but not set\"",),
+                   f"export {export} before launching (across hosts MASTER_ADDR is the first host's address); or {run.env_command}, which exports them.")
+
+
+def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclRun = NO_RUN) -> Finding:
     cid = "live.imports"
     for record in ranks:
         stage = record.stage
@@ -209,7 +219,7 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Find
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail, verdict.fix)
         if stage.startswith("import:") and not record.error:
             what = stage.split(":", 1)[1]
-            cause = known_cause(record)
+            cause = known_cause(record, run)
             if cause is not None:  # its own output says why, whatever its exit status (unknown under a launcher)
                 return Finding(cid, Status.FAIL, f"{record.name}: {cause[0]}", cause[1] + (f"last output: {_tail(record.log)}",), cause[2])
             if record.returncode is None and (supervised.timed_out or supervised.stopped_early):
@@ -553,7 +563,7 @@ def _gone(record: RankRecord) -> bool:
     return "gone_at" in record.status and not record.done and not record.error
 
 
-def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Finding:
+def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclRun = NO_RUN) -> Finding:
     """Did every rank finish, and end cleanly? A rank that failed on its own (not a hang) is reported here, the
     rank that died first named before the ones that only lost their peer."""
     cid = "live.ranks"
@@ -565,7 +575,7 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised) -> Findin
     if culprits:
         record = culprits[0]
         evidence = []
-        cause = known_cause(record)
+        cause = known_cause(record, run)
         for other in culprits:
             if other.error:
                 evidence.append(f"{other.name}: {other.error.get('type')}: {first_sentence(other.error.get('message', ''))} at stage {other.stage}")
@@ -698,9 +708,12 @@ def cleanup_finding(supervised: Supervised) -> Finding:
 
 def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRecord], expect: Expectation) -> list[Finding]:
     findings = [launch_finding(launch, supervised, ranks)]
+    environment = environment_finding(launch, expect.ccl)
+    if environment is not None:
+        findings.append(environment)
     if ranks:
         findings += [
-            imports_finding(ranks, supervised),
+            imports_finding(ranks, supervised, expect.ccl),
             backend_finding(ranks, expect),
             world_finding(ranks, expect),
             allreduce_finding(ranks),
@@ -709,7 +722,7 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
         ]
     findings.append(network_finding(ranks, expect))
     findings.append(hang_finding(ranks, supervised, expect, launch.expected_local))
-    findings.append(ranks_finding(ranks, supervised))
+    findings.append(ranks_finding(ranks, supervised, expect.ccl))
     findings.append(cleanup_finding(supervised))
     unfinished = [r for r in ranks if not r.done]
     if unfinished and not any(f.status is Status.FAIL for f in findings):  # a run where a rank did not finish never passes

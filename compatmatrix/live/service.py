@@ -19,6 +19,7 @@ from ..launchers.interface import Launch, LaunchError, RankLayout
 from ..launchers.live import plan_launch
 from ..processes import new_run_id
 from ..translate import ipex_through_trainer, translate
+from .oneccl_causes import CclRun
 from .report import Expectation, live_findings, rank_outputs, read_ranks
 from .supervise import supervise
 
@@ -198,6 +199,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             timeout=options.timeout, init_timeout=init_timeout, trainer_flags=plan.flags, ipex_mode=plan.ipex_mode if ipex else "none",
             ipex_note=plan.ipex_note, bf16_why=plan.bf16_why, multi_host=multi_host,
             reach=reach_master(launch.master, supervised, ranks) if multi_host else {},
+            ccl=ccl_run(launch, snapshot),
         )
         findings = live_findings(launch, supervised, ranks, expect)
         if plan.skip_reason:
@@ -206,6 +208,20 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
         return LiveResult(findings, details)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def ccl_run(launch: Launch, snapshot) -> CclRun:
+    """What the fixes of oneCCL's failures name: the launcher, its compat env command for this interpreter, and the PyPI
+    runtime's folders (environment/oneccl_layouts) when the environment has one."""
+    import shlex
+
+    from ..environment.oneccl_layouts import runtime_layout
+
+    launcher = LAUNCHERS[launch.launcher]
+    layout = runtime_layout(snapshot.prefix) if snapshot.prefix else None
+    command = f'eval "$(compat env --launcher {launch.launcher} --python {shlex.quote(snapshot.executable)})"'
+    return CclRun(launch.launcher, launch.flavor == "intel-mpi", launcher.mpi_transport, command,
+                  layout.libfabric if layout else "", layout.providers if layout else "", layout.mpi_root if layout else "")
 
 
 REACH_TIMEOUT_S = 3.0

@@ -5,7 +5,7 @@
   wants it, ``--use_cpu`` added where accelerate needs it to form one job.
 * ``--bf16`` stays where the CPU has native bf16 (avx512_bf16 / AMX); elsewhere stock PyTorch emulates it (slow), and
   the flag goes, said why. Where the CPU is not known (pins from -r files) it stays, with a warning.
-* mpirun -> torchrun where the job relied on the MPI bundled with the oneCCL bindings (which go): the rank counts
+* mpirun -> torchrun where the job's mpirun goes with the removed packages (the bindings' bundled MPI, impi-rt's): the rank counts
   from ``-n``/``-ppn`` (a hostfile: one torchrun per node, rendezvous at MASTER_ADDR), ``-genv`` settings kept as the
   ranks' environment, oneCCL / Intel MPI settings dropped. An mpirun of another MPI stays (gloo runs under it).
 * Thread settings from compat launch's plan (placement/plan.thread_advice) for the ranks per node, with no oneCCL
@@ -61,6 +61,7 @@ class CommandFacts:
     mpirun: Optional[str] = None  # the mpirun on PATH where the command was planned
     mpi_flavor: Optional[str] = None  # its MPI (intel-mpi, mpich, open-mpi), from its --version; None: not known
     removed_folders: tuple[str, ...] = ()  # the package folders that go (the bindings' bundled MPI is in there)
+    mpirun_owner: str = ""  # the removed distribution whose files hold the mpirun (impi-rt), "" when none does
     env: Mapping[str, str] = field(default_factory=dict)  # for MASTER_ADDR
 
 
@@ -322,19 +323,23 @@ _HYDRA_ONLY = ("-genv", "-env", "-ppn", "-perhost", "-f", "-machinefile", "-genv
 
 
 def _relies_on_bundled_mpi(facts: CommandFacts, launch: _Launch) -> tuple[bool, str]:
-    """Whether the job's mpirun came with the oneCCL bindings, and why that is the reading: their opt/mpi/bin is the
-    mpirun on PATH, or no mpirun is known here (the guides' setup), or the one on PATH is an Open MPI that could not
-    have run this command (Intel MPI's options)."""
+    """Whether the job's mpirun goes with the removed packages, and why, naming where it came from as it is: a removed
+    distribution's own file (impi-rt's mpirun), the bindings' opt/mpi, or none found here (the guides' setup); or the
+    one on PATH is an Open MPI that could not have run this command (Intel MPI's options)."""
     bundled = "the job relied on the MPI bundled with the oneCCL bindings (mpirun from their opt/mpi), which goes with them"
+    if facts.mpirun and facts.mpirun_owner:
+        return True, (f"the job's mpirun ({facts.mpirun}) is {facts.mpirun_owner}'s, Intel MPI's runtime from PyPI that came with the oneCCL runtime; "
+                      f"{facts.mpirun_owner} is removed, and its mpirun with it")
     if not facts.mpirun:
-        return True, bundled
+        return True, ("no mpirun is found here (PATH, next to the interpreter): the MPI the job ran under is not one this environment keeps"
+                      + (f" ({facts.mpirun_owner} is removed)" if facts.mpirun_owner else ""))
     real = os.path.realpath(facts.mpirun)
     if any(real == folder or real.startswith(folder.rstrip("/") + "/") for folder in (os.path.realpath(f) for f in facts.removed_folders)):
         return True, bundled
     hydra = sorted({t for t in launch.launcher if t in _HYDRA_ONLY})
     if facts.mpi_flavor == "open-mpi" and hydra:
-        return True, (f"the command uses Intel MPI's {', '.join(hydra)}, which the Open MPI on PATH ({facts.mpirun}) refuses: the job ran under the "
-                      "Intel MPI bundled with the oneCCL bindings, which goes with them")
+        return True, (f"the command uses Intel MPI's {', '.join(hydra)}, which the Open MPI on PATH ({facts.mpirun}) refuses: the job ran under an "
+                      "Intel MPI this environment does not keep")
     return False, ""
 
 

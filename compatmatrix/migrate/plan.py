@@ -30,7 +30,9 @@ IPEX_DISTRIBUTIONS = ("intel-extension-for-pytorch", "torch-ipex")
 BINDINGS_DISTRIBUTIONS = ("oneccl-bind-pt", "torch-ccl")
 # oneCCL runtime wheels that only bindings built against a system oneCCL load (USE_SYSTEM_ONECCL=1): nothing in the stock set does
 ONECCL_RUNTIME_DISTRIBUTIONS = ("oneccl-cpu", "oneccl-devel")
-REMOVED = IPEX_DISTRIBUTIONS + BINDINGS_DISTRIBUTIONS + ONECCL_RUNTIME_DISTRIBUTIONS
+# Intel MPI's runtime from PyPI, which oneccl-cpu depends on: its mpirun, libmpi and libfabric (the mpirun such a job ran under)
+INTEL_MPI_DISTRIBUTIONS = ("impi-rt", "impi-devel")
+REMOVED = IPEX_DISTRIBUTIONS + BINDINGS_DISTRIBUTIONS + ONECCL_RUNTIME_DISTRIBUTIONS + INTEL_MPI_DISTRIBUTIONS
 LEFTOVER_MODULES = ("intel_extension_for_pytorch", "oneccl_bindings_for_pytorch", "torch_ccl")
 OPTIONAL_COMPONENTS = (Component.TORCHVISION, Component.TORCHAUDIO)  # in the target only where they are installed
 
@@ -217,6 +219,9 @@ def _why_removed(matrix: Matrix, dist: Distribution) -> str:
         status = f"{eol.status} (last CPU release {eol.last_release})" if eol else "no longer developed"
         return (f"the oneCCL bindings are {status}, transformers >= 5.1 and accelerate >= 1.13 no longer accept ccl, "
                 "and each release fits one torch only; gloo, stock PyTorch's CPU backend, replaces ccl")
+    if dist.canonical in INTEL_MPI_DISTRIBUTIONS:
+        return ("Intel MPI's runtime from PyPI (its mpirun, libmpi and libfabric), which the oneCCL runtime depends on; nothing in the "
+                "stock set uses it, and the mpirun it installed goes with it")
     return "the oneCCL runtime that bindings built against a system oneCCL load; nothing in the stock set uses it"
 
 

@@ -20,6 +20,7 @@ children, the environment's folders).
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from collections.abc import Sequence
@@ -35,7 +36,7 @@ from ..record import replace
 from .command import CommandFacts, MigratedCommand, migrate_command, split_command
 from .document import build_document, compare_json, measure, validation_json
 from .environment import EnvironmentPlan, plan_environment
-from .plan import LEFTOVER_MODULES, MigrationPlan, plan_migration, python_target, torch_spec
+from .plan import INTEL_MPI_DISTRIBUTIONS, LEFTOVER_MODULES, MigrationPlan, plan_migration, python_target, torch_spec
 from .source import SourceFinding, scan_sources
 
 MAX_SOURCE_BYTES = 4 * 1024 * 1024  # a training script larger than this is not one
@@ -206,13 +207,41 @@ def _command(matrix: Matrix, plan: MigrationPlan, snapshot: EnvSnapshot, options
     argv = list(options.command[1:] if options.command[:1] == ("--",) else options.command)
     if not argv:
         return None
-    mpirun = None if pins_only else snapshot.which.get("mpirun")
+    # the environment's own mpirun when a removed package installed it (impi-rt, next to the interpreter: first on an activated
+    # venv's PATH), else the one on PATH, else the environment's own, else the bindings' bundled one (their setvars.sh's)
+    own = None if pins_only else _beside(snapshot.executable, "mpirun")
+    mpirun = None if pins_only else ((own if own and _owner(plan, own) else None) or snapshot.which.get("mpirun") or own
+                                      or next((m for m in (os.path.join(f, "opt", "mpi", "bin", "mpirun") for f in plan.removed_folders) if os.path.isfile(m)), None))
     facts = CommandFacts(
         transformers=plan.version_of(Component.TRANSFORMERS), accelerate=plan.version_of(Component.ACCELERATE), torch=plan.version_of(Component.TORCH),
         cpu_flags=None if pins_only else snapshot.cpu.flags, machine=None if pins_only else machine_from_snapshot(snapshot),
         mpirun=mpirun, mpi_flavor=_flavor(mpirun) if mpirun and split_command(argv).kind == "mpirun" else None,
-        removed_folders=plan.removed_folders, env={} if pins_only else dict(snapshot.env))
+        removed_folders=plan.removed_folders, env={} if pins_only else dict(snapshot.env),
+        mpirun_owner=_owner(plan, mpirun) if mpirun else next((r.name for r in plan.removals if r.canonical in INTEL_MPI_DISTRIBUTIONS), ""))
     return migrate_command(matrix, argv, facts)
+
+
+def _beside(python: str, program: str) -> Optional[str]:
+    """``program`` in the interpreter's own bin folder (impi-rt installs its mpirun there; PATH may not name it)."""
+    path = os.path.join(os.path.dirname(python), program)
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def _owner(plan: MigrationPlan, program: str) -> str:
+    """The removed Intel MPI distribution whose RECORD lists ``program`` (its mpirun), or ""."""
+    real = os.path.realpath(program)
+    for removal in plan.removals:
+        if removal.canonical not in INTEL_MPI_DISTRIBUTIONS:
+            continue
+        record = Path(removal.location) / "RECORD"
+        try:
+            lines = record.read_text(errors="replace").splitlines()[:100000]
+        except OSError:
+            continue
+        site = Path(removal.location).parent
+        if any(os.path.realpath(site / line.split(",", 1)[0]) == real for line in lines if line.strip()):
+            return removal.name
+    return ""
 
 
 def _flavor(mpirun: str) -> Optional[str]:

@@ -1,0 +1,104 @@
+"""What a rank's own output says went wrong with oneCCL, libfabric, Intel MPI or the rendezvous, as a cause with the fix
+for the launcher the run used. Pure.
+
+The words matched are the libraries' own (oneCCL 2021.14: src/common/api_wrapper/api_wrapper.cpp "could not open the
+library", src/atl/ofi/atl_ofi_helper.cpp "fi_getinfo error: ret", src/atl/mpi/atl_mpi_ctx.cpp check_impi_env, the key-value
+store's internal_kvs.cpp "can't find interface"; torch's env:// rendezvous "MASTER_ADDR expected, but not set"). The most
+specific cause wins: "failed to initialize ATL" is what every one of them ends in, so it is only read alone when nothing
+said why, and then judged by the transport that said it (atl_mpi_* / atl_ofi_*) and the launcher the ranks ran under.
+
+Every fix names what to export, with the value when the environment's oneCCL runtime layout is known, and the
+``compat env --launcher`` command that exports it with the rest (the command a user runs before the same launcher).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ..launchers.interface import LOOPBACK, MASTER_PORT
+
+Cause = tuple[str, tuple[str, ...], str]  # (summary, detail lines, fix): what live/report's known_cause hands back
+
+
+@dataclass(frozen=True)
+class CclRun:
+    """What the fixes depend on: the launcher the ranks ran under, whether it is Intel MPI's (oneCCL's MPI transport works
+    there), the compat env command for it, and the runtime layout's folders when known ("" otherwise)."""
+
+    launcher: str = "spawn"
+    intel_mpi: bool = False
+    mpi_launcher: bool = False  # any MPI's mpirun (Open MPI, MPICH too): "launch with mpirun" would be no fix there
+    env_command: str = 'eval "$(compat env --launcher spawn)"'
+    libfabric: str = ""  # the folder holding libfabric.so
+    providers: str = ""  # libfabric's providers
+    mpi_root: str = ""  # Intel MPI's root (I_MPI_ROOT)
+
+
+LIBRARY = re.compile(r"could not open the library: (\S*libfabric\S*?),? error: ([^\n]*)")
+NO_PROVIDER = re.compile(r"fi_getinfo error: ret (-?\d+)")
+IMPI_ROOT = re.compile(r"neither I_MPI_ROOT nor ONEAPI_ROOT is set")
+KVS_IFACE = re.compile(r"can't find interface (\S*?)\s*to get host IP")
+MASTER_ADDR = re.compile(r"MASTER_ADDR expected, but not set")
+MASTER_PORT_MISSING = re.compile(r"MASTER_PORT expected, but not set")
+ATL = re.compile(r"(atl_mpi|atl_ofi)\w*\.cpp\S*[^\n]*|failed to initialize ATL")
+FALLBACK_TO_MPI = "fallback to MPI transport"
+
+
+def _line(text: str, pattern: "re.Pattern[str]") -> str:
+    return next((part.strip() for part in text.splitlines() if pattern.search(part)), "")
+
+
+def _or_env(run: CclRun, first: str) -> str:
+    return f"{first}; or {run.env_command} before launching, which exports it with the rest of the oneCCL environment for {run.launcher}."
+
+
+def ccl_cause(text: str, run: CclRun) -> Optional[Cause]:
+    """The cause ``text`` (a rank's output and error) names, or None when it names none of these."""
+    if IMPI_ROOT.search(text):
+        export = f"export I_MPI_ROOT={run.mpi_root}" if run.mpi_root else "export I_MPI_ROOT=<the Intel MPI root, the folder above its bin/mpirun>"
+        return ("oneCCL's MPI transport refuses Intel MPI without I_MPI_ROOT (check_impi_env: neither I_MPI_ROOT nor ONEAPI_ROOT is set)",
+                (_line(text, IMPI_ROOT),), _or_env(run, export))
+    provider = NO_PROVIDER.search(text)
+    if provider:
+        export = f"export FI_PROVIDER_PATH={run.providers}" if run.providers else "export FI_PROVIDER_PATH=<the folder holding libfabric's lib*-fi.so providers>"
+        return (f"libfabric found no provider (fi_getinfo error: ret {provider.group(1)}): FI_PROVIDER_PATH does not name the folder of its "
+                "providers, and it has no default of its own", (_line(text, NO_PROVIDER),), _or_env(run, export))
+    kvs = KVS_IFACE.search(text)
+    if kvs:
+        name = kvs.group(1)
+        if name:
+            return (f"CCL_KVS_IFACE={name} names no interface here: oneCCL's key-value store has no address to listen on",
+                    (_line(text, KVS_IFACE),),
+                    "Set CCL_KVS_IFACE (and FI_TCP_IFACE) to the interface that reaches the master, one that exists on every host (ip -br addr lists them), or unset it.")
+        return ("oneCCL's key-value store found no interface but lo (it skips lo unless CCL_KVS_IFACE names it)", (_line(text, KVS_IFACE),),
+                _or_env(run, "export CCL_KVS_IFACE=lo on a single host (across hosts: the interface that reaches the master)"))
+    library = LIBRARY.search(text)
+    if library and (FALLBACK_TO_MPI in text or ATL.search(text)):
+        export = (f'export LD_LIBRARY_PATH="{run.libfabric}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"' if run.libfabric
+                  else "put the folder holding libfabric.so on LD_LIBRARY_PATH")
+        after = (f"; oneCCL then fell back to its MPI transport, which needs an MPI launcher ({run.launcher} is not one), hence \"failed to initialize ATL\""
+                 if FALLBACK_TO_MPI in text and not run.mpi_launcher else "")
+        return (f"oneCCL could not load libfabric ({library.group(1)}: {library.group(2).strip()}): its folder is not on the loader's path{after}",
+                (_line(text, LIBRARY),), _or_env(run, export))
+    if MASTER_ADDR.search(text) or MASTER_PORT_MISSING.search(text):
+        missing = "MASTER_ADDR" if MASTER_ADDR.search(text) else "MASTER_PORT"
+        return (f"{missing} is not set: {run.launcher} gives its ranks no rendezvous address, and torch's env:// rendezvous needs MASTER_ADDR and MASTER_PORT",
+                (_line(text, MASTER_ADDR if missing == "MASTER_ADDR" else MASTER_PORT_MISSING),),
+                _or_env(run, f"export MASTER_ADDR={LOOPBACK} MASTER_PORT={MASTER_PORT} on one host (across hosts MASTER_ADDR is the first host's address)"))
+    atl = ATL.search(text)
+    if atl:
+        line = _line(text, ATL)
+        if "atl_ofi" in text:
+            return ("oneCCL's OFI transport failed to start (libfabric or its key-value store) and its output does not say why",
+                    (line,), _or_env(run, "re-run with CCL_LOG_LEVEL=info for oneCCL's own reason"))
+        if not run.mpi_launcher:
+            return (f"oneCCL's MPI transport needs an MPI launcher, and {run.launcher} is not one", (line,),
+                    f"{run.env_command} before launching (it exports CCL_ATL_TRANSPORT=ofi and libfabric's places for {run.launcher}).")
+        if not run.intel_mpi:
+            return (f"oneCCL's MPI transport is built for Intel MPI and failed under {run.launcher}'s other MPI", (line,),
+                    f"{run.env_command} before launching (it exports CCL_ATL_TRANSPORT=ofi and libfabric's places under this MPI).")
+        return (f"oneCCL's MPI transport failed to start under {run.launcher} (Intel MPI) and its output does not say why", (line,),
+                _or_env(run, "re-run with CCL_LOG_LEVEL=info for oneCCL's own reason (I_MPI_ROOT, libfabric, its providers)"))
+    return None
