@@ -474,7 +474,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             parser.add_argument("--import-timeout", type=positive_float, default=120.0, metavar="S", help="seconds each part of the import probe (torch, IPEX, the bindings) may take (default 120)")
             live = parser.add_argument_group("live validation (--live)")
             live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
-            live.add_argument("--launcher", choices=names(LIVE), default="spawn", help="how the ranks start (default spawn: compat starts them)")
+            live.add_argument("--launcher", choices=names(LIVE), default=None,
+                              help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them)")
             live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
             live.add_argument("--live-timeout", type=positive_float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
             live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
@@ -863,9 +864,26 @@ def _live_options(args: ChecksArgs):
     from .launchers import names as launcher_names
     from .launchers.interface import HOSTFILE, LIVE, UNMAPPED, RankLayout
     from .live.service import LiveOptions
+    from .record import replace
 
     live = args.live
     assert live is not None
+    layout_notes: tuple[str, ...] = ()
+    if live.launcher is None:  # inside an srun step the allocation says where the ranks go; elsewhere compat starts them
+        from .launchers.srun import in_step
+
+        live = replace(live, launcher="srun" if in_step(os.environ) else "spawn")
+        if live.launcher == "srun":
+            layout_notes = ("srun: chosen because compat runs as a task of an srun step (--launcher spawn to start only this node's ranks)",)
+    if live.launcher == "srun":
+        from .launchers.srun import allocation_layout
+
+        if live.nnodes != 1 or live.node_rank != 0 or args.hostfile:
+            raise UsageError("Under srun the nodes and this node's rank come from the allocation, not from --nnodes/--node-rank/--hostfile.",
+                             "Drop them: srun --ntasks-per-node=1 compat doctor --live reads SLURM_NODEID and the node list itself.")
+        allocated, notes = allocation_layout(os.environ, args.ranks_per_node, live.master_addr, live.master_port)
+        live = replace(live, nnodes=allocated.nnodes, node_rank=allocated.node_rank, master_addr=allocated.master_addr, master_port=allocated.master_port)
+        layout_notes += notes
     if live.nnodes < 1 or not 0 <= live.node_rank < live.nnodes:
         raise UsageError("--node-rank must be between 0 and --nnodes - 1.", "Pass --nnodes N and a --node-rank below N.")
     if live.timeout <= 0 or live.steps < 1:
@@ -889,7 +907,8 @@ def _live_options(args: ChecksArgs):
                          f"Add --launcher {across[0]} --hostfile FILE.")
     topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
-                       steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh)
+                       steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
+                       layout_notes=layout_notes)
 
 
 def cmd_doctor(args: ChecksArgs) -> int:

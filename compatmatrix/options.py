@@ -75,7 +75,7 @@ class MatrixArgs(Record):
 class LiveArgs(Record):
     """compat doctor --live."""
 
-    launcher: str
+    launcher: Optional[str]  # None: not given (srun inside an srun step, else spawn)
     backend: str
     timeout: float
     trainer: bool
