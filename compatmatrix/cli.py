@@ -351,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXPORT_FORMATS = ("pytorchjob", "dockerfile", "requirements", "constraints", "pip-command", "pylock")
+EXPORT_FORMATS = ("pytorchjob", "sbatch", "dockerfile", "requirements", "constraints", "pip-command", "pylock")
 
 
 def _export_parser(commands) -> None:
@@ -362,7 +362,8 @@ def _export_parser(commands) -> None:
         usage="compat export {%s} [REQUIREMENT ...] [resolve options] [format options] [-- TRAINING COMMAND ...]\n"
         "       compat export --validate FILE [--json] [resolve options | --python PATH]" % ",".join(EXPORT_FORMATS),
         description="Resolve as compat resolve does, then write the set in FORMAT to standard output: pytorchjob (a Kubeflow "
-        "PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under torchrun), dockerfile (an image that "
+        "PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under torchrun), sbatch (a Slurm batch script: "
+        "compat env, the live preflight under srun, then the training command after -- under srun), dockerfile (an image that "
         "installs the set with compat install and checks it), requirements, constraints, pip-command (what compat install "
         "--print printed), pylock (a PEP 751 pylock.toml of the set). --validate FILE checks a PyTorchJob/TrainJob manifest or a "
         "Dockerfile against the rules the generated ones follow, for the transformers/accelerate/torch of --python's environment "
@@ -402,6 +403,9 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
                      help="2 when the pod's CPU units are hyperthreads of SMT nodes (the plan then counts physical cores); default 1")
     job.add_argument("--no-preflight", action="store_true", help="no compat doctor --live in every pod before training")
     job.add_argument("--trainer-v2", action="store_true", help="write a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1) instead")
+    slurm = export_cmd.add_argument_group("sbatch (also --nnodes, --nproc-per-node, --name, --no-preflight)")
+    slurm.add_argument("--time", metavar="T", help="the job's time limit, as Slurm takes it (MINUTES, HH:MM:SS, DAYS-HH:MM:SS)")
+    slurm.add_argument("--partition", metavar="P", help="the partition to submit to (default: the cluster's)")
     docker = export_cmd.add_argument_group("dockerfile")
     docker.add_argument("--base", metavar="IMG", help="the base image (default python:X.Y-slim for the resolved set's Python)")
     docker.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="N", help="ranks per container, for compat env's thread settings (default 1)")
@@ -627,16 +631,18 @@ def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
 
 
 #: the options of one export format; any other format (or --validate) given one of them is a usage error
+_JOB_OPTIONS = {"nnodes": 1, "nproc_per_node": 1, "name": "compat-train", "no_preflight": False}  # pytorchjob's and sbatch's
 _FORMAT_OPTIONS = {
-    "pytorchjob": {"nnodes": 1, "nproc_per_node": 1, "image": None, "cpu": None, "memory": None, "name": "compat-train", "namespace": None,
-                   "shm_size": "2Gi", "threads_per_core": 1, "no_preflight": False, "trainer_v2": False},
+    "pytorchjob": {**_JOB_OPTIONS, "image": None, "cpu": None, "memory": None, "namespace": None,
+                   "shm_size": "2Gi", "threads_per_core": 1, "trainer_v2": False},
+    "sbatch": {**_JOB_OPTIONS, "time": None, "partition": None},
     "dockerfile": {"base": None, "ranks_per_node": 1, "wheelhouse": None},
     "requirements": {"require_hashes": False},
 }
 
 
 def _export_args_of(ns: argparse.Namespace) -> ExportArgs:
-    from .options import DockerArgs, ExportArgs, JobArgs, Wanted
+    from .options import DockerArgs, ExportArgs, JobArgs, SlurmArgs, Wanted
 
     requirements = list(ns.requirements)
     form = ns.format
@@ -654,19 +660,20 @@ def _export_args_of(ns: argparse.Namespace) -> ExportArgs:
     for owner, options in _FORMAT_OPTIONS.items():
         if owner == form or (owner == "requirements" and form in ("requirements", "constraints", "pip-command")):
             continue
-        given = [name for name, default in options.items() if getattr(ns, name) != default]
+        given = [name for name, default in options.items() if getattr(ns, name) != default
+                 and not (name in _JOB_OPTIONS and form in ("pytorchjob", "sbatch"))]
         if given:
             flag = "--" + given[0].replace("_", "-")
             raise UsageError(f"{flag} goes with compat export {owner}" + (f", not {form}." if form else ", not --validate."),
                              f"Drop {flag}, or export {owner}.")
-    if ns.training_command is not None and form != "pytorchjob":
-        raise UsageError("Only compat export pytorchjob takes a training command after --.", "Drop the words after --.")
+    if ns.training_command is not None and form not in ("pytorchjob", "sbatch"):
+        raise UsageError("Only compat export pytorchjob and sbatch take a training command after --.", "Drop the words after --.")
     job = JobArgs(ns.nnodes, ns.nproc_per_node, ns.image, ns.cpu, ns.memory, ns.name, ns.namespace, ns.shm_size, ns.threads_per_core,
                   not ns.no_preflight, ns.trainer_v2, tuple(ns.training_command or ()))
     docker = DockerArgs(ns.base, ns.ranks_per_node, ns.wheelhouse)
     wanted = _wanted(ns)
     return ExportArgs(_output(ns), _target(ns), Wanted(tuple(requirements), wanted.files, wanted.profile, wanted.with_), _sources(ns), form,
-                      ns.validate, job, docker)
+                      ns.validate, job, docker, SlurmArgs(ns.time, ns.partition))
 
 
 # --- the commands: typed arguments -> core -> render -> exit code -----------------------------------------------------
@@ -1154,6 +1161,8 @@ def cmd_export(args: ExportArgs) -> int:
 
         manifest = service.job_manifest(planned, args.job)
         sys.stdout.write(manifest_text(manifest.document, manifest.notes))
+    elif args.format == "sbatch":
+        sys.stdout.write(service.sbatch(planned, args.job, args.slurm, args.target.interpreter, (sys.executable, "-m", "compatmatrix")))
     elif args.format == "dockerfile":
         sys.stdout.write(service.dockerfile(planned, args.docker))
     else:

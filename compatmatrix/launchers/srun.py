@@ -197,7 +197,7 @@ class Srun:
 
     def bound(self, job: BoundJob) -> Invocation:
         cpus_per_task = max((bin(mask).count("1") for mask in job.masks), default=1)
-        argv = [job.tool.program or "srun", f"--ntasks-per-node={job.ranks}", f"--cpus-per-task={cpus_per_task}",
+        argv = ["srun", f"--ntasks-per-node={job.ranks}", f"--cpus-per-task={cpus_per_task}",
                 f"--cpu-bind={cpu_mask_list(job.masks)}", "--kill-on-bad-exit=1", "sh", "-c", _MAP_RANKS, WRAPPER_NAME, *job.command]
         notes = ("srun binds each task to its planned CPUs (--cpu-bind=mask_cpu, local task i gets mask i; the cluster's TaskPlugin must be "
                  "task/affinity or task/cgroup) and every node is planned as this one",
