@@ -155,6 +155,7 @@ def test_launch_prints_the_srun_line_from_the_plan(with_bindings):  # noqa: F811
     data = json.loads(done.stdout)
     jsonschema.validate(data, SCHEMA)
     command = data["command"]
+    assert command[0] == "srun"  # by name, the one on PATH in the allocation (not the interpreter compose hands it)
     assert (data["launcher"], data["flavor"], data["binding"]) == ("srun", "srun", "srun --cpu-bind")
     assert "--ntasks-per-node=2" in command and "--cpus-per-task=27" in command
     assert f"--cpu-bind=mask_cpu:{hex(sum(1 << c for c in span(1, 27)))},{hex(sum(1 << c for c in span(29, 55)))}" in command
