@@ -78,3 +78,10 @@ def test_export_sbatch_through_the_cli(tmp_path):
     assert unowned.returncode == 2 and "--time goes with compat export sbatch" in unowned.stderr
     no_python = run_compat("export", "sbatch", "--", "train.py", env_extra={"COMPAT_PYTHON": None})
     assert no_python.returncode == 2 and "needs --python" in no_python.stderr
+
+
+@pytest.mark.parametrize("launcher", [["srun", "python", "train.py"], ["torchrun", "train.py"], ["python3", "-m", "torch.distributed.run", "t.py"],
+                                      ["/usr/bin/mpirun", "-n", "2", "t.py"]])
+def test_a_training_command_that_starts_its_own_launcher_is_refused(launcher):
+    done = run_compat("export", "sbatch", "torch==2.13.0", "--python", sys.executable, "--", *launcher)
+    assert done.returncode == 2 and "the training command is what each rank runs" in done.stderr

@@ -125,6 +125,13 @@ def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[st
     if not job.command:
         raise UsageError("No training command.", "Write it after --, e.g. compat export sbatch --python PATH --nnodes 2 --nproc-per-node 2 -- train.py")
     command = list(job.command)
+    from ..launchers import recognise
+
+    launcher = recognise(program=os.path.basename(command[0])) or (
+        recognise(module=command[2]) if _PYTHON.match(command[0]) and command[1:2] == ["-m"] and len(command) > 2 else None)
+    if launcher:
+        raise UsageError(f"The job starts every rank under srun itself: the training command is what each rank runs, not {launcher}.",
+                         "Give the script after -- (compat export sbatch --nproc-per-node M -- train.py ...).")
     notes: list[str] = []
     versions = resolved_versions(planned.outcome)
     transformers, accelerate, torch = versions["transformers"], versions["accelerate"], versions["torch"]
