@@ -64,6 +64,7 @@ def test_the_layout_is_the_allocations(fixture_hostnames):
     assert layout.master_addr == "node1" and fixture_hostnames.asked == ["node[1-2]"]
     assert layout.master_port == master_port_of(12345) == 20000 + 12345 % 20000
     assert any("SLURM_NODEID" in note for note in notes)
+    assert any("node1 (node 0), node2 (node 1)" in note for note in notes)  # a rank that never joins is on a host the report can name
 
 
 def test_the_users_master_is_kept_and_scontrol_not_asked(fixture_hostnames):

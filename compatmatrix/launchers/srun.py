@@ -141,7 +141,9 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
         if parsed is None or "@" in hosts[0] or ":" in hosts[0]:
             raise UsageError(f"The step's first host '{quoted(hosts[0])}' is not a host name ({why or 'it is not one'}).", _FIX)
         addr = hosts[0]
-        notes.append(f"srun: master {addr}, the first host of {list_var} (scontrol show hostnames)")
+        shown_hosts = ", ".join(f"{quoted(host, 64)} (node {i})" for i, host in enumerate(hosts[:16])) + (", ..." if len(hosts) > 16 else "")
+        notes.append(f"srun: master {addr}, the first host of {list_var} (scontrol show hostnames): {shown_hosts}; "
+                     f"node k runs ranks {ranks_per_node}k to {ranks_per_node}k+{ranks_per_node - 1}")
     port = master_port
     if port is None:
         port = master_port_of(slurm_count(environ, "SLURM_JOB_ID", low=1))
