@@ -117,3 +117,22 @@ def test_a_rank_killed_on_the_second_node_ends_the_job_and_is_named(slurm_cluste
     assert code != 0, log[-4000:]
     assert "node2: task 3: Killed" in log, log[-4000:]
     assert_nothing_left(slurm_cluster)
+
+
+def test_a_node_whose_compat_never_starts_fails_node1s_preflight_within_its_deadline(slurm_cluster, stock_torch213, tmp_path):
+    """node2's task ends before compat starts there (a node lost to the step): node1's compat does not wait past its
+    own deadline; the group that did not form is a failure, and its evidence names the step's hosts, node2 included."""
+    output = tmp_path / "doctor-%t.json"
+    started = time.monotonic()
+    done = slurm_cluster.run(["srun", "-N2", "--ntasks-per-node=1", f"--output={output}", "sh", "-c",
+                              'if [ "$SLURM_NODEID" = 1 ]; then exit 3; fi; exec "$@"', "lost-node",
+                              *COMPAT, "doctor", "--live", "--python", str(stock_torch213), "--only", "live", "--live-timeout", "30", "--no-trainer", "--json"],
+                             cluster_env(), timeout=120)
+    seconds = time.monotonic() - started
+    assert done.returncode != 0 and "node2: task 1: Exited with exit code 3" in done.stderr, done.stderr[-2000:]
+    report = json.loads((tmp_path / "doctor-0.json").read_text())
+    status = {c["id"]: c for c in report["checks"]}
+    assert not report["ok"] and status["live.network"]["status"] == "fail" and status["live.hang"]["status"] == "fail"
+    assert any("node2 (node 1)" in line for line in status["live.launch"]["evidence"])
+    assert seconds < 30 + 30, seconds  # its --live-timeout, and the start of compat and torch
+    assert_nothing_left(slurm_cluster)
