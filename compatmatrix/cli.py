@@ -351,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXPORT_FORMATS = ("pytorchjob", "dockerfile", "requirements", "constraints", "pip-command", "pylock")
+EXPORT_FORMATS = ("pytorchjob", "sbatch", "dockerfile", "requirements", "constraints", "pip-command", "pylock")
 
 
 def _export_parser(commands) -> None:
@@ -362,7 +362,8 @@ def _export_parser(commands) -> None:
         usage="compat export {%s} [REQUIREMENT ...] [resolve options] [format options] [-- TRAINING COMMAND ...]\n"
         "       compat export --validate FILE [--json] [resolve options | --python PATH]" % ",".join(EXPORT_FORMATS),
         description="Resolve as compat resolve does, then write the set in FORMAT to standard output: pytorchjob (a Kubeflow "
-        "PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under torchrun), dockerfile (an image that "
+        "PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under torchrun), sbatch (a Slurm batch script: "
+        "compat env, the live preflight under srun, then the training command after -- under srun), dockerfile (an image that "
         "installs the set with compat install and checks it), requirements, constraints, pip-command (what compat install "
         "--print printed), pylock (a PEP 751 pylock.toml of the set). --validate FILE checks a PyTorchJob/TrainJob manifest or a "
         "Dockerfile against the rules the generated ones follow, for the transformers/accelerate/torch of --python's environment "
@@ -402,6 +403,9 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
                      help="2 when the pod's CPU units are hyperthreads of SMT nodes (the plan then counts physical cores); default 1")
     job.add_argument("--no-preflight", action="store_true", help="no compat doctor --live in every pod before training")
     job.add_argument("--trainer-v2", action="store_true", help="write a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1) instead")
+    slurm = export_cmd.add_argument_group("sbatch (also --nnodes, --nproc-per-node, --name, --no-preflight)")
+    slurm.add_argument("--time", metavar="T", help="the job's time limit, as Slurm takes it (MINUTES, HH:MM:SS, DAYS-HH:MM:SS)")
+    slurm.add_argument("--partition", metavar="P", help="the partition to submit to (default: the cluster's)")
     docker = export_cmd.add_argument_group("dockerfile")
     docker.add_argument("--base", metavar="IMG", help="the base image (default python:X.Y-slim for the resolved set's Python)")
     docker.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="N", help="ranks per container, for compat env's thread settings (default 1)")
@@ -474,7 +478,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             parser.add_argument("--import-timeout", type=positive_float, default=120.0, metavar="S", help="seconds each part of the import probe (torch, IPEX, the bindings) may take (default 120)")
             live = parser.add_argument_group("live validation (--live)")
             live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
-            live.add_argument("--launcher", choices=names(LIVE), default="spawn", help="how the ranks start (default spawn: compat starts them)")
+            live.add_argument("--launcher", choices=names(LIVE), default=None,
+                              help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them)")
             live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
             live.add_argument("--live-timeout", type=positive_float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
             live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
@@ -626,16 +631,18 @@ def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
 
 
 #: the options of one export format; any other format (or --validate) given one of them is a usage error
+_JOB_OPTIONS = {"nnodes": 1, "nproc_per_node": 1, "name": "compat-train", "no_preflight": False}  # pytorchjob's and sbatch's
 _FORMAT_OPTIONS = {
-    "pytorchjob": {"nnodes": 1, "nproc_per_node": 1, "image": None, "cpu": None, "memory": None, "name": "compat-train", "namespace": None,
-                   "shm_size": "2Gi", "threads_per_core": 1, "no_preflight": False, "trainer_v2": False},
+    "pytorchjob": {**_JOB_OPTIONS, "image": None, "cpu": None, "memory": None, "namespace": None,
+                   "shm_size": "2Gi", "threads_per_core": 1, "trainer_v2": False},
+    "sbatch": {**_JOB_OPTIONS, "time": None, "partition": None},
     "dockerfile": {"base": None, "ranks_per_node": 1, "wheelhouse": None},
     "requirements": {"require_hashes": False},
 }
 
 
 def _export_args_of(ns: argparse.Namespace) -> ExportArgs:
-    from .options import DockerArgs, ExportArgs, JobArgs, Wanted
+    from .options import DockerArgs, ExportArgs, JobArgs, SlurmArgs, Wanted
 
     requirements = list(ns.requirements)
     form = ns.format
@@ -653,19 +660,20 @@ def _export_args_of(ns: argparse.Namespace) -> ExportArgs:
     for owner, options in _FORMAT_OPTIONS.items():
         if owner == form or (owner == "requirements" and form in ("requirements", "constraints", "pip-command")):
             continue
-        given = [name for name, default in options.items() if getattr(ns, name) != default]
+        given = [name for name, default in options.items() if getattr(ns, name) != default
+                 and not (name in _JOB_OPTIONS and form in ("pytorchjob", "sbatch"))]
         if given:
             flag = "--" + given[0].replace("_", "-")
             raise UsageError(f"{flag} goes with compat export {owner}" + (f", not {form}." if form else ", not --validate."),
                              f"Drop {flag}, or export {owner}.")
-    if ns.training_command is not None and form != "pytorchjob":
-        raise UsageError("Only compat export pytorchjob takes a training command after --.", "Drop the words after --.")
+    if ns.training_command is not None and form not in ("pytorchjob", "sbatch"):
+        raise UsageError("Only compat export pytorchjob and sbatch take a training command after --.", "Drop the words after --.")
     job = JobArgs(ns.nnodes, ns.nproc_per_node, ns.image, ns.cpu, ns.memory, ns.name, ns.namespace, ns.shm_size, ns.threads_per_core,
                   not ns.no_preflight, ns.trainer_v2, tuple(ns.training_command or ()))
     docker = DockerArgs(ns.base, ns.ranks_per_node, ns.wheelhouse)
     wanted = _wanted(ns)
     return ExportArgs(_output(ns), _target(ns), Wanted(tuple(requirements), wanted.files, wanted.profile, wanted.with_), _sources(ns), form,
-                      ns.validate, job, docker)
+                      ns.validate, job, docker, SlurmArgs(ns.time, ns.partition))
 
 
 # --- the commands: typed arguments -> core -> render -> exit code -----------------------------------------------------
@@ -863,9 +871,26 @@ def _live_options(args: ChecksArgs):
     from .launchers import names as launcher_names
     from .launchers.interface import HOSTFILE, LIVE, UNMAPPED, RankLayout
     from .live.service import LiveOptions
+    from .record import replace
 
     live = args.live
     assert live is not None
+    layout_notes: tuple[str, ...] = ()
+    if live.launcher is None:  # inside an srun step the allocation says where the ranks go; elsewhere compat starts them
+        from .launchers.srun import in_step
+
+        live = replace(live, launcher="srun" if in_step(os.environ) else "spawn")
+        if live.launcher == "srun":
+            layout_notes = ("srun: chosen because compat runs as a task of an srun step (--launcher spawn to start only this node's ranks)",)
+    if live.launcher == "srun":
+        from .launchers.srun import allocation_layout
+
+        if live.nnodes != 1 or live.node_rank != 0 or args.hostfile:
+            raise UsageError("Under srun the nodes and this node's rank come from the allocation, not from --nnodes/--node-rank/--hostfile.",
+                             "Drop them: srun --ntasks-per-node=1 compat doctor --live reads SLURM_NODEID and the node list itself.")
+        allocated, notes = allocation_layout(os.environ, args.ranks_per_node, live.master_addr, live.master_port)
+        live = replace(live, nnodes=allocated.nnodes, node_rank=allocated.node_rank, master_addr=allocated.master_addr, master_port=allocated.master_port)
+        layout_notes += notes
     if live.nnodes < 1 or not 0 <= live.node_rank < live.nnodes:
         raise UsageError("--node-rank must be between 0 and --nnodes - 1.", "Pass --nnodes N and a --node-rank below N.")
     if live.timeout <= 0 or live.steps < 1:
@@ -889,7 +914,8 @@ def _live_options(args: ChecksArgs):
                          f"Add --launcher {across[0]} --hostfile FILE.")
     topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
-                       steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh)
+                       steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
+                       layout_notes=layout_notes)
 
 
 def cmd_doctor(args: ChecksArgs) -> int:
@@ -1135,6 +1161,8 @@ def cmd_export(args: ExportArgs) -> int:
 
         manifest = service.job_manifest(planned, args.job)
         sys.stdout.write(manifest_text(manifest.document, manifest.notes))
+    elif args.format == "sbatch":
+        sys.stdout.write(service.sbatch(planned, args.job, args.slurm, args.target.interpreter, (sys.executable, "-m", "compatmatrix")))
     elif args.format == "dockerfile":
         sys.stdout.write(service.dockerfile(planned, args.docker))
     else:

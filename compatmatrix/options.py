@@ -75,7 +75,7 @@ class MatrixArgs(Record):
 class LiveArgs(Record):
     """compat doctor --live."""
 
-    launcher: str
+    launcher: Optional[str]  # None: not given (srun inside an srun step, else spawn)
     backend: str
     timeout: float
     trainer: bool
@@ -187,6 +187,13 @@ class DockerArgs(Record):
     wheelhouse: Optional[str]
 
 
+class SlurmArgs(Record):
+    """compat export sbatch's own options (the nodes, ranks, name and preflight are JobArgs')."""
+
+    time: Optional[str] = None
+    partition: Optional[str] = None
+
+
 class ExportArgs(Record):
     output: Output
     target: Target
@@ -196,6 +203,7 @@ class ExportArgs(Record):
     validate: Optional[str]  # --validate FILE
     job: JobArgs
     docker: DockerArgs
+    slurm: SlurmArgs = SlurmArgs()
 
 
 class MigrateArgs(Record):

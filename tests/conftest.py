@@ -141,3 +141,19 @@ def venv(template, tmp_path):
     from .install_helpers import copy_venv
 
     return copy_venv(template, tmp_path / "venv")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A REAL two-node Slurm cluster (tests/slurm_cluster.py): slurmctld + one slurmd per network namespace, munged;
+    one per session, stopped and removed at its end. Skips, with the reason, without root or Slurm."""
+    from .slurm_cluster import SlurmCluster, SlurmUnavailable
+
+    try:
+        cluster = SlurmCluster()
+    except SlurmUnavailable as exc:
+        pytest.skip(f"Slurm test cluster: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.close()

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ..checks.finding import Finding
     from ..matrix.model import Matrix
-    from ..options import DockerArgs, JobArgs
+    from ..options import DockerArgs, JobArgs, SlurmArgs
     from ..planning import Planned
     from .k8s import Manifest
 
@@ -108,6 +108,45 @@ def job_manifest(planned: Planned, job: JobArgs) -> Manifest:
         return (trainjob if job.trainer_v2 else pytorchjob)(shape, notes)
     except ShapeError as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
+
+
+# --- sbatch ------------------------------------------------------------------------------------------------------------
+
+
+def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[str], compat: Sequence[str]) -> str:
+    """The Slurm batch script for the resolved set (render/sbatch.py): the training command checked against the set's
+    transformers/accelerate as for pytorchjob; ``python``: the environment's interpreter on the cluster (--python)."""
+    from ..render.sbatch import BatchShape, sbatch_text
+    from ..translate import translate
+
+    if not python:
+        raise UsageError("compat export sbatch needs --python PATH: the interpreter of the environment that holds the set, at the same path on every node.",
+                         "Pass --python /shared/venv/bin/python (compat install puts the set there).")
+    if not job.command:
+        raise UsageError("No training command.", "Write it after --, e.g. compat export sbatch --python PATH --nnodes 2 --nproc-per-node 2 -- train.py")
+    command = list(job.command)
+    from ..launchers import recognise
+
+    launcher = recognise(program=os.path.basename(command[0])) or (
+        recognise(module=command[2]) if _PYTHON.match(command[0]) and command[1:2] == ["-m"] and len(command) > 2 else None)
+    if launcher:
+        raise UsageError(f"The job starts every rank under srun itself: the training command is what each rank runs, not {launcher}.",
+                         "Give the script after -- (compat export sbatch --nproc-per-node M -- train.py ...).")
+    notes: list[str] = []
+    versions = resolved_versions(planned.outcome)
+    transformers, accelerate, torch = versions["transformers"], versions["accelerate"], versions["torch"]
+    if transformers is not None:
+        done = translate(planned.matrix, command, transformers, accelerate, torch)
+        if done.blocking:
+            raise CannotWork(f"The training command cannot work with the resolved set ({'; '.join(done.blocking)}).",
+                             "Resolve a set that still runs it (compat export sbatch --profile ddp-ccl ...), or change the command (--ddp_backend gloo).")
+        command = list(done.argv)
+        notes += [f"training command for transformers {transformers}: {e.before} -> {e.after or '(dropped)'}: {e.why}" for e in done.edits]
+    pins = ", ".join(p.pin for p in planned.plan.packages)
+    notes.append(f"{python} must hold this set (Python {planned.plan.resolution.request.python.label}): {pins}")
+    shape = BatchShape(job.name, job.nnodes, job.nproc_per_node, os.path.abspath(python), tuple(compat), tuple(command), slurm.time, slurm.partition,
+                       job.preflight)
+    return sbatch_text(shape, notes)
 
 
 # --- dockerfile, pylock -----------------------------------------------------------------------------------------------

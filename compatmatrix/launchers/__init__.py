@@ -9,9 +9,10 @@ from typing import Optional
 from .interface import Launcher
 from .mpirun import MPIRUN
 from .spawn import SPAWN
+from .srun import SRUN
 from .torchrun import TORCHRUN
 
-LAUNCHERS: dict[str, Launcher] = {launcher.name: launcher for launcher in (SPAWN, TORCHRUN, MPIRUN)}
+LAUNCHERS: dict[str, Launcher] = {launcher.name: launcher for launcher in (SPAWN, TORCHRUN, MPIRUN, SRUN)}
 
 
 def names(capability: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from ..launchers import LAUNCHERS
 from ..launchers.interface import Launch, LaunchError, RankLayout
 from ..launchers.live import plan_launch
 from ..processes import new_run_id
+from ..record import replace
 from ..translate import ipex_through_trainer, translate
 from .oneccl_causes import CclRun
 from .report import Expectation, live_findings, rank_outputs, read_ranks
@@ -70,6 +71,7 @@ class LiveOptions:
     run_dir: Optional[str] = None  # multi-node mpirun: a folder every node sees at the same path
     bf16: Optional[bool] = None  # the Trainer step in bf16: None = when the CPU has native bf16, True/False forced
     rsh: Optional[str] = None  # mpirun across hosts: the remote shell (else the MPI's own variables, else ssh)
+    layout_notes: tuple[str, ...] = ()  # where the layout came from (srun: the allocation), shown with the launch's evidence
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
         try:
             launch = plan_launch(options.launcher, snapshot.executable, _worker_args(run_dir, options, init_timeout, plan, ipex, deadline),
                                  options.topology, worker_environment(), threads, options.mpirun, options.rank_env, options.rsh)
+            launch = replace(launch, notes=launch.notes + options.layout_notes)
         except LaunchError as exc:
             finding = Finding("live.launch", Status.FAIL, exc.message, (), exc.fix)
             return LiveResult([finding], {"launcher": options.launcher, "error": exc.message})

@@ -1,0 +1,222 @@
+"""srun: Slurm's launcher. Inside an allocation the ranks' layout is the allocation's, read from the SLURM_* variables
+Slurm gives every task (typed here, at the edge) and from ``scontrol show hostnames``; nothing is computed by hand.
+
+doctor --live: ``srun --ntasks-per-node=1 compat doctor --live`` runs one compat per node; each starts its node's
+ranks itself (as spawn does) with RANK = SLURM_NODEID * ranks-per-node + local rank, the world from the step's node
+count, and the master at the step's first host (``scontrol show hostnames``), on a port every node derives from the
+job id (``master_port``). compat launch: the srun line (``--ntasks-per-node``, ``--cpus-per-task``,
+``--cpu-bind=mask_cpu:`` from the CPU plan), each task mapping SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID to
+RANK / WORLD_SIZE / LOCAL_RANK in a small ``sh -c`` before it execs the command. Its failures: srun's
+``srun: error: HOST: task N: Exited with exit code C`` / ``Killed`` lines.
+
+Side effects: ``scontrol show hostnames`` (a child with a deadline), a PATH lookup of srun.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from typing import Optional
+
+from ..errors import UsageError
+from ..values import quoted
+from .interface import (
+    BOUND,
+    ENV,
+    LIVE,
+    WRAPPER_NAME,
+    BoundJob,
+    CclEnv,
+    Failures,
+    Invocation,
+    Launch,
+    LaunchError,
+    LiveJob,
+    RankLayout,
+    Tool,
+    ToolRequest,
+    ofi_exports,
+)
+from .spawn import SPAWN
+
+SCONTROL_DEADLINE_S = 15.0  # `scontrol show hostnames` asks nothing of slurmctld, but a broken install may hang
+PORT_BASE = 20000  # master_port: PORT_BASE + SLURM_JOB_ID mod PORT_SPAN, the same on every node of the job
+PORT_SPAN = 20000
+SLURM_RANK = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")  # what srun gives each task it starts
+_MAX_COUNT = 1 << 20  # no allocation has more nodes or tasks per node than this: a larger number is not one
+_TASKS_ITEM = re.compile(r"([0-9]{1,7})(?:\(x([0-9]{1,7})\))?")
+_TASK_FAILED = re.compile(r"srun: error: (\S+): tasks? ([0-9]+)(?:-[0-9]+)?: (?:Exited with exit code ([0-9]+)|(Killed|Terminated|Segmentation fault|Aborted))")
+_SIGNALS = {"Killed": -9, "Terminated": -15, "Segmentation fault": -11, "Aborted": -6}
+_FIX = "Run compat inside the allocation as Slurm starts it (srun --ntasks-per-node=1 compat doctor --live), without setting SLURM_* yourself."
+
+
+def in_step(environ: Mapping[str, str]) -> bool:
+    """compat runs as a task of an srun step (auto-detection): Slurm set the step's node id and the task's rank."""
+    return bool(environ.get("SLURM_JOB_ID") and environ.get("SLURM_NODEID") is not None and environ.get("SLURM_PROCID") is not None
+                and (environ.get("SLURM_STEP_ID") or environ.get("SLURM_STEPID")))
+
+
+def slurm_count(environ: Mapping[str, str], name: str, low: int = 0) -> int:
+    """The SLURM_* variable ``name`` as a whole number >= ``low``; a missing or odd value is a usage error naming it."""
+    value = environ.get(name)
+    if value is None:
+        raise UsageError(f"{name} is not set, so compat cannot read the allocation's layout.", _FIX)
+    text = value.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 10 or not low <= int(text) < (1 << 32):
+        raise UsageError(f"{name}='{quoted(value)}' is not a whole number of at least {low}, so compat cannot read the allocation's layout.", _FIX)
+    return int(text)
+
+
+def tasks_per_node(text: str, name: str = "SLURM_TASKS_PER_NODE") -> tuple[int, ...]:
+    """Slurm's compressed tasks-per-node list, one count per node: ``2(x3),1`` -> (2, 2, 2, 1)."""
+    counts: list[int] = []
+    for item in text.strip().split(","):
+        match = _TASKS_ITEM.fullmatch(item.strip())
+        repeat = int(match.group(2)) if match and match.group(2) else 1
+        if not match or not 0 < int(match.group(1)) <= _MAX_COUNT or not 0 < repeat <= _MAX_COUNT or len(counts) + repeat > _MAX_COUNT:
+            raise UsageError(f"{name}='{quoted(text)}' is not Slurm's tasks-per-node list (like 2(x3),1).", _FIX)
+        counts.extend([int(match.group(1))] * repeat)
+    return tuple(counts)
+
+
+def scontrol_hostnames(nodelist: str, timeout: float = SCONTROL_DEADLINE_S) -> list[str]:
+    """``scontrol show hostnames NODELIST``: the node list expanded by Slurm itself, one host per line, in order."""
+    from ..environment.child import run_child
+
+    scontrol = shutil.which("scontrol")
+    if not scontrol:
+        raise UsageError("scontrol is not on PATH, so compat cannot expand the allocation's node list.", "Run compat where Slurm's client commands are on PATH.")
+    try:
+        result = run_child([scontrol, "show", "hostnames", nodelist], timeout)
+    except OSError as exc:
+        raise UsageError(f"scontrol could not be started ({exc.strerror}).", "Check Slurm's client installation.") from None
+    if result.timed_out:
+        raise UsageError(f"scontrol show hostnames did not answer within {timeout:.0f} s.", "Check that Slurm's client commands work on this node (scontrol ping).")
+    if result.returncode != 0:
+        said = quoted(result.stderr.decode("utf-8", "replace").strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.returncode}")
+        raise UsageError(f"scontrol show hostnames failed: {said}.", _FIX)
+    return result.stdout.decode("utf-8", "replace").split()
+
+
+def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_addr: Optional[str] = None, master_port: Optional[int] = None,
+                      hostnames: Callable[[str], Sequence[str]] = scontrol_hostnames) -> tuple[RankLayout, tuple[str, ...]]:
+    """doctor --live under srun: the layout from the step this task belongs to (one compat per node), and notes that
+    say where each number came from. ``master_addr`` / ``master_port``: the user's, kept when given."""
+    from ..hosts import parse_host
+
+    node_id = slurm_count(environ, "SLURM_NODEID")
+    procid = slurm_count(environ, "SLURM_PROCID")
+    localid = slurm_count(environ, "SLURM_LOCALID") if environ.get("SLURM_LOCALID") is not None else 0
+    nodes_var = "SLURM_STEP_NUM_NODES" if environ.get("SLURM_STEP_NUM_NODES") is not None else "SLURM_NNODES"
+    nnodes = slurm_count(environ, nodes_var, low=1)
+    tasks_var = next((n for n in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE") if environ.get(n) is not None), "")
+    if environ.get("SLURM_NTASKS_PER_NODE") is not None:
+        per_node = (slurm_count(environ, "SLURM_NTASKS_PER_NODE", low=1),) * nnodes
+        tasks_var = "SLURM_NTASKS_PER_NODE"
+    elif tasks_var:
+        per_node = tasks_per_node(environ[tasks_var], tasks_var)
+    else:
+        raise UsageError("Neither SLURM_NTASKS_PER_NODE nor SLURM_TASKS_PER_NODE is set, so compat cannot tell how many tasks run per node.", _FIX)
+    if node_id >= nnodes:
+        raise UsageError(f"SLURM_NODEID={node_id} is not below {nodes_var}={nnodes}.", _FIX)
+    if len(per_node) != nnodes:
+        raise UsageError(f"{tasks_var} names {len(per_node)} nodes, {nodes_var} {nnodes}.", _FIX)
+    if per_node[node_id] != 1 or localid != 0:
+        raise UsageError(f"srun started {per_node[node_id]} tasks on this node ({tasks_var}); compat doctor --live runs once per node and "
+                         f"starts --ranks-per-node ranks itself.", "Run srun --ntasks-per-node=1 compat doctor --live --ranks-per-node N.")
+    if procid != node_id:
+        raise UsageError(f"SLURM_PROCID={procid} differs from SLURM_NODEID={node_id} with one task per node.", _FIX)
+    notes = [f"srun: node {node_id} of {nnodes} ({nodes_var}, SLURM_NODEID), {ranks_per_node} ranks each (--ranks-per-node)"]
+    addr = master_addr
+    if addr is None:
+        list_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
+        nodelist = environ.get(list_var, "")
+        if not nodelist.strip() or len(nodelist) > 65536 or nodelist.lstrip().startswith("-") or any(not ch.isprintable() for ch in nodelist):
+            raise UsageError(f"{list_var}='{quoted(nodelist)}' is not a Slurm node list.", _FIX)
+        hosts = list(hostnames(nodelist.strip()))
+        if len(hosts) != nnodes:
+            raise UsageError(f"scontrol show hostnames gave {len(hosts)} hosts for {list_var}, {nodes_var} says {nnodes}.", _FIX)
+        parsed, why = parse_host(hosts[0])
+        if parsed is None or "@" in hosts[0] or ":" in hosts[0]:
+            raise UsageError(f"The step's first host '{quoted(hosts[0])}' is not a host name ({why or 'it is not one'}).", _FIX)
+        addr = hosts[0]
+        shown_hosts = ", ".join(f"{quoted(host, 64)} (node {i})" for i, host in enumerate(hosts[:16])) + (", ..." if len(hosts) > 16 else "")
+        notes.append(f"srun: master {addr}, the first host of {list_var} (scontrol show hostnames): {shown_hosts}; "
+                     f"node k runs ranks {ranks_per_node}k to {ranks_per_node}k+{ranks_per_node - 1}")
+    port = master_port
+    if port is None:
+        port = master_port_of(slurm_count(environ, "SLURM_JOB_ID", low=1))
+        notes.append(f"srun: master port {port} = {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} (--master-port to choose another)")
+    return RankLayout(ranks_per_node, nnodes, node_id, addr, port), tuple(notes)
+
+
+def master_port_of(job_id: int) -> int:
+    """The rendezvous port of a job: the same on every node, computed from the job id alone (the sh form is in
+    ``_MAP_RANKS``)."""
+    return PORT_BASE + job_id % PORT_SPAN
+
+
+# each task: RANK / WORLD_SIZE / LOCAL_RANK from srun's, the master from the allocation unless exported, then the command
+_MAP_RANKS = ('export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; '
+              ': "${MASTER_ADDR:=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}" '
+              f'"${{MASTER_PORT:=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))}}"; export MASTER_ADDR MASTER_PORT; exec "$@"')
+
+
+def cpu_mask_list(masks: Sequence[int]) -> str:
+    """srun's --cpu-bind=mask_cpu: list, one hexadecimal mask per local task."""
+    return "mask_cpu:" + ",".join(hex(mask) for mask in masks)
+
+
+class Srun:
+    name = "srun"
+    flavors: tuple[str, ...] = ("srun",)
+    capabilities = frozenset({LIVE, BOUND, ENV})
+    mpi_transport = False
+    starts_ranks_itself = True  # doctor --live: one compat per node starts that node's ranks
+    rank_variables: tuple[tuple[str, str, str], ...] = (SLURM_RANK,)
+    # the job's and the step's wiring: a rank that inherits them takes srun's layout for its own (Intel MPI's hydra
+    # even launches through Slurm when it sees them)
+    inherited: tuple[str, ...] = ("SLURM_*",)
+    programs: tuple[str, ...] = ("srun",)
+    modules: tuple[str, ...] = ()
+
+    def local_rank_variable(self, flavor: str) -> str:
+        return "SLURM_LOCALID"
+
+    def live(self, job: LiveJob) -> Launch:
+        launch = SPAWN.live(job)  # the layout is the allocation's (allocation_layout); this node's ranks start as spawn's do
+        return Launch("srun", "srun", launch.commands, launch.envs, launch.master, launch.expected_local, launch.world_size, launch.notes)
+
+    def tool(self, request: ToolRequest) -> Tool:
+        found = shutil.which("srun")
+        if found:
+            return Tool(found, "srun")
+        message = "srun is not on PATH (Slurm's client commands), so the line cannot run here."
+        if not request.print_only:
+            raise LaunchError(message, "Run compat launch inside a Slurm allocation (sbatch, salloc), or add --print.")
+        return Tool("srun", "srun", (message,))
+
+    def bound(self, job: BoundJob) -> Invocation:
+        cpus_per_task = max((bin(mask).count("1") for mask in job.masks), default=1)
+        argv = ["srun", f"--ntasks-per-node={job.ranks}", f"--cpus-per-task={cpus_per_task}",
+                f"--cpu-bind={cpu_mask_list(job.masks)}", "--kill-on-bad-exit=1", "sh", "-c", _MAP_RANKS, WRAPPER_NAME, *job.command]
+        notes = ("srun binds each task to its planned CPUs (--cpu-bind=mask_cpu, local task i gets mask i; the cluster's TaskPlugin must be "
+                 "task/affinity or task/cgroup) and every node is planned as this one",
+                 "each task maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID to RANK/WORLD_SIZE/LOCAL_RANK, MASTER_ADDR to the allocation's first "
+                 f"host and MASTER_PORT to {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} unless exported")
+        return Invocation("srun", "srun", tuple(argv), dict(job.rank_env), "srun --cpu-bind", notes)
+
+    def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
+        return ofi_exports(self.name, env, why="srun starts the ranks without Intel MPI's launcher, which oneCCL's MPI transport needs "
+                           "(\"failed to initialize ATL\" otherwise)")
+
+    def failures(self, log: str) -> Failures:
+        first = None
+        for match in _TASK_FAILED.finditer(log):
+            code = int(match.group(3)) if match.group(3) is not None else _SIGNALS[match.group(4)]
+            first = first or ("rank", int(match.group(2)), code)
+        return Failures({}, first)
+
+
+SRUN = Srun()

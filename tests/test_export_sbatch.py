@@ -1,0 +1,87 @@
+"""compat export sbatch (render/sbatch.py, export/service.sbatch): the script parses (bash -n), carries every word of
+the training command back as given, hostile values are refused with one sentence. The script run by a real sbatch is
+tests/test_slurm_real.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compatmatrix.render.sbatch import BatchShape, sbatch_text
+from compatmatrix.values import UnwritableValue
+
+from .conftest import run_compat
+from .hostile_strings import hostile
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+
+# FIXTURE compat: prints its arguments as JSON for `launch`, nothing for `env` (what the script evals)
+ECHO_COMPAT = (sys.executable, "-c", "import json, sys; sys.argv[1] == 'launch' and print(json.dumps(sys.argv[1:]))")
+
+
+def run_script(text, tmp_path):
+    script = tmp_path / "job.sh"
+    script.write_text(text, encoding="utf-8")
+    parsed = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
+    assert parsed.returncode == 0, parsed.stderr
+    return subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(hostile(surrogates=False), min_size=1, max_size=4), python=hostile(surrogates=False))
+def test_the_training_command_and_the_interpreter_come_back_as_given(tmp_path, words, python):
+    shape = BatchShape("job", 2, 3, python, ECHO_COMPAT, tuple(words), preflight=False)
+    if any("\0" in w for w in [*words, python]):
+        with pytest.raises(UnwritableValue, match="NUL"):
+            sbatch_text(shape, notes=words)
+        return
+    done = run_script(sbatch_text(shape, notes=words), tmp_path)  # notes hostile too: comments that must stay comments
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["launch", "--launcher", "srun", "--python", python, "--nproc-per-node", "3", "--", *words]
+
+
+def test_the_preflight_is_a_step_of_its_own_before_training(tmp_path):
+    text = sbatch_text(BatchShape("job", 2, 4, "/shared/venv/bin/python", ("compat",), ("train.py", "--bf16"), time="1:00:00", partition="cpu"))
+    sbatch_lines = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert sbatch_lines == ["#SBATCH --job-name=job", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4", "#SBATCH --exclusive",
+                            "#SBATCH --time=1:00:00", "#SBATCH --partition=cpu"]
+    preflight = next(i for i, line in enumerate(text.splitlines()) if "doctor --live" in line)
+    training = next(i for i, line in enumerate(text.splitlines()) if "launch --launcher srun" in line)
+    assert preflight < training and "--ntasks-per-node=1" in text.splitlines()[preflight]
+    assert "--nnodes" not in text and "--node-rank" not in text and "--master-addr" not in text  # the allocation gives them
+
+
+@pytest.mark.parametrize("field, value", [("name", "job\n#SBATCH --uid=0"), ("name", "-x"), ("name", "a b"), ("time", "1h"), ("time", "10\n"),
+                                          ("partition", "cpu --uid=0"), ("partition", "")])
+def test_a_value_an_sbatch_line_cannot_carry_is_refused(field, value):
+    shape = BatchShape("job", 1, 1, "/p", ("compat",), ("train.py",))
+    with pytest.raises(UnwritableValue) as caught:
+        sbatch_text(BatchShape(**{**shape.__dict__, field: value}))
+    assert "\n" not in caught.value.message
+
+
+def test_export_sbatch_through_the_cli(tmp_path):
+    done = run_compat("export", "sbatch", "torch==2.13.0", "--python", sys.executable, "--nnodes", "2", "--nproc-per-node", "2", "--time", "30",
+                      "--", "train.py", "--lr", "1e-4 $(id)")
+    assert done.returncode == 0, done.stderr
+    assert "#SBATCH --nodes=2" in done.stdout and "'1e-4 $(id)'" in done.stdout
+    bad = run_compat("export", "sbatch", "--python", sys.executable, "--name", "x\n#SBATCH --uid=0", "--", "train.py")
+    assert bad.returncode == 2 and "cannot be written" in bad.stderr and "Traceback" not in bad.stderr
+    unowned = run_compat("export", "dockerfile", "--time", "30")
+    assert unowned.returncode == 2 and "--time goes with compat export sbatch" in unowned.stderr
+    no_python = run_compat("export", "sbatch", "--", "train.py", env_extra={"COMPAT_PYTHON": None})
+    assert no_python.returncode == 2 and "needs --python" in no_python.stderr
+
+
+@pytest.mark.parametrize("launcher", [["srun", "python", "train.py"], ["torchrun", "train.py"], ["python3", "-m", "torch.distributed.run", "t.py"],
+                                      ["/usr/bin/mpirun", "-n", "2", "t.py"]])
+def test_a_training_command_that_starts_its_own_launcher_is_refused(launcher):
+    done = run_compat("export", "sbatch", "torch==2.13.0", "--python", sys.executable, "--", *launcher)
+    assert done.returncode == 2 and "the training command is what each rank runs" in done.stderr

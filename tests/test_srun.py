@@ -1,0 +1,185 @@
+"""srun (compatmatrix/launchers/srun.py): the allocation's layout read from SLURM_* (typed at the edge), the srun line
+of compat launch, and srun's failure lines. The real two-node cluster is tests/test_slurm_real.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compatmatrix.errors import UsageError
+from compatmatrix.launchers import LAUNCHERS
+from compatmatrix.launchers.srun import _MAP_RANKS, allocation_layout, in_step, master_port_of, tasks_per_node
+
+from .conftest import ROOT, run_compat
+from .hostile_strings import hostile
+from .test_cli_fuzz import run_in_process
+from .test_placement import XEON, launch_print, span, with_bindings  # noqa: F401 (a fixture)
+
+SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "launch-v1.json").read_text())
+
+
+@pytest.fixture
+def fixture_hostnames():
+    """FIXTURE stand-in for ``scontrol show hostnames``: expands only the lists the tests give, records each call."""
+    asked = []
+    known = {"node[1-2]": ["node1", "node2"], "n[01-03]": ["n01", "n02", "n03"], "bad": ["-oProxyCommand=x", "n2"]}
+
+    def hostnames(nodelist):
+        asked.append(nodelist)
+        return known[nodelist]
+
+    hostnames.asked = asked
+    return hostnames
+
+
+def step_env(**changes):
+    """What srun -N2 --ntasks-per-node=1 gives the task on the second node (as seen on Slurm 22.05)."""
+    env = {"SLURM_JOB_ID": "12345", "SLURM_STEP_ID": "0", "SLURM_NODEID": "1", "SLURM_PROCID": "1", "SLURM_LOCALID": "0",
+           "SLURM_STEP_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1",
+           "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_STEP_NODELIST": "node[1-2]"}
+    env.update(changes)
+    return {k: v for k, v in env.items() if v is not None}
+
+
+@pytest.mark.parametrize("text, counts", [("2(x3),1", (2, 2, 2, 1)), ("1(x2)", (1, 1)), ("4", (4,)), ("3,1(x2)", (3, 1, 1))])
+def test_tasks_per_node_expands_slurms_compressed_list(text, counts):
+    assert tasks_per_node(text) == counts
+
+
+@pytest.mark.parametrize("text", ["", "0", "2(x0)", "2(3)", "x", "2(x3)1", "-1", "1(x99999999)", "1,,2", "٣"])
+def test_a_tasks_per_node_list_that_is_not_one_is_a_usage_error(text):
+    with pytest.raises(UsageError, match="SLURM_TASKS_PER_NODE"):
+        tasks_per_node(text)
+
+
+def test_the_layout_is_the_allocations(fixture_hostnames):
+    layout, notes = allocation_layout(step_env(), 2, hostnames=fixture_hostnames)
+    assert (layout.nnodes, layout.node_rank, layout.nproc_per_node, layout.world_size) == (2, 1, 2, 4)
+    assert layout.master_addr == "node1" and fixture_hostnames.asked == ["node[1-2]"]
+    assert layout.master_port == master_port_of(12345) == 20000 + 12345 % 20000
+    assert any("SLURM_NODEID" in note for note in notes)
+    assert any("node1 (node 0), node2 (node 1)" in note for note in notes)  # a rank that never joins is on a host the report can name
+
+
+def test_the_users_master_is_kept_and_scontrol_not_asked(fixture_hostnames):
+    layout, _ = allocation_layout(step_env(), 3, master_addr="10.0.0.1", master_port=29500, hostnames=fixture_hostnames)
+    assert (layout.master_addr, layout.master_port, layout.world_size) == ("10.0.0.1", 29500, 6)
+    assert fixture_hostnames.asked == []
+
+
+def test_the_tasks_per_node_list_is_read_when_ntasks_per_node_is_not_set(fixture_hostnames):
+    env = step_env(SLURM_NTASKS_PER_NODE=None, SLURM_STEP_TASKS_PER_NODE="1(x3)", SLURM_STEP_NUM_NODES="3", SLURM_NODEID="2", SLURM_PROCID="2",
+                   SLURM_STEP_NODELIST="n[01-03]")
+    layout, _ = allocation_layout(env, 1, hostnames=fixture_hostnames)
+    assert (layout.nnodes, layout.node_rank, layout.master_addr) == (3, 2, "n01")
+
+
+@pytest.mark.parametrize("changes, said", [
+    ({"SLURM_NTASKS_PER_NODE": "2", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}, "srun started 2 tasks on this node"),
+    ({"SLURM_NTASKS_PER_NODE": None, "SLURM_STEP_TASKS_PER_NODE": "2,1", "SLURM_NODEID": "0", "SLURM_PROCID": "0"}, "srun started 2 tasks"),
+    ({"SLURM_NODEID": "2"}, "SLURM_NODEID=2 is not below"),
+    ({"SLURM_NODEID": None}, "SLURM_NODEID is not set"),
+    ({"SLURM_NODEID": "1\n"}, None),
+    ({"SLURM_NODEID": "one"}, "SLURM_NODEID='one' is not a whole number"),
+    ({"SLURM_NODEID": "-1"}, "is not a whole number"),
+    ({"SLURM_NODEID": "99999999999999999999"}, "is not a whole number"),
+    ({"SLURM_STEP_NUM_NODES": "0"}, "SLURM_STEP_NUM_NODES='0' is not a whole number of at least 1"),
+    ({"SLURM_PROCID": "0"}, "SLURM_PROCID=0 differs from SLURM_NODEID=1"),
+    ({"SLURM_STEP_NODELIST": "-oProxyCommand=x"}, "is not a Slurm node list"),
+    ({"SLURM_STEP_NODELIST": "n[01-03]"}, "gave 3 hosts"),
+    ({"SLURM_STEP_NODELIST": "bad"}, "is not a host name"),
+    ({"SLURM_JOB_ID": "0"}, "SLURM_JOB_ID='0' is not a whole number of at least 1"),
+])
+def test_an_allocation_compat_cannot_read_is_one_sentence(fixture_hostnames, changes, said):
+    if said is None:  # Slurm never writes one, but a stray newline around a number is still the number
+        assert allocation_layout(step_env(**changes), 2, hostnames=fixture_hostnames)[0].node_rank == 1
+        return
+    with pytest.raises(UsageError) as caught:
+        allocation_layout(step_env(**changes), 2, hostnames=fixture_hostnames)
+    assert said in caught.value.message and caught.value.fix
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(["SLURM_NODEID", "SLURM_PROCID", "SLURM_STEP_NUM_NODES", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE",
+                             "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "SLURM_LOCALID"]),
+       value=hostile())
+def test_hostile_slurm_values_end_in_a_sentence_never_an_error_of_python(name, value):
+    known = {"node[1-2]": ["node1", "node2"]}
+    try:
+        layout, _ = allocation_layout(step_env(**{name: value}), 2, hostnames=lambda nodelist: known.get(nodelist, []))
+    except UsageError as exc:
+        assert "\n" not in exc.message and all(ch.isprintable() or ch == "\t" for ch in exc.message)  # values.quoted keeps a tab
+    else:
+        assert 0 <= layout.node_rank < layout.nnodes and layout.master_addr == "node1"
+
+
+def test_in_step_needs_a_step_not_only_a_job():
+    assert in_step(step_env())
+    batch = {"SLURM_JOB_ID": "7", "SLURM_NODEID": "0", "SLURM_PROCID": "0"}  # the batch script itself: no step id
+    assert not in_step(batch) and not in_step({})
+
+
+def test_doctor_live_under_a_hostile_allocation_exits_2_with_one_sentence(capsys, monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("SLURM_"):
+            monkeypatch.delenv(key)
+    for key, value in step_env(SLURM_NODEID="1; rm -rf /", SLURM_PROCID="1").items():
+        monkeypatch.setenv(key, value)
+    code, out, err = run_in_process(["doctor", "--live"], capsys)  # auto-detected: no --launcher
+    assert code == 2 and "SLURM_NODEID='1; rm -rf /' is not a whole number" in err and "Traceback" not in err
+
+
+def test_doctor_live_srun_outside_an_allocation_says_so(capsys, monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("SLURM_"):
+            monkeypatch.delenv(key)
+    code, out, err = run_in_process(["doctor", "--live", "--launcher", "srun"], capsys)
+    assert code == 2 and "SLURM_NODEID is not set" in err
+
+
+def test_doctor_live_under_srun_refuses_hand_computed_ranks(capsys, monkeypatch):
+    for key, value in step_env().items():
+        monkeypatch.setenv(key, value)
+    code, out, err = run_in_process(["doctor", "--live", "--nnodes", "2", "--node-rank", "1"], capsys)
+    assert code == 2 and "come from the allocation" in err
+
+
+def test_launch_prints_the_srun_line_from_the_plan(with_bindings):  # noqa: F811
+    done = launch_print("--json", *with_bindings, "--sysfs-root", str(XEON), "--launcher", "srun", "--nproc-per-node", "2", "--", "train.py", "--lr", "1e-4")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, SCHEMA)
+    command = data["command"]
+    assert command[0] == "srun"  # by name, the one on PATH in the allocation (not the interpreter compose hands it)
+    assert (data["launcher"], data["flavor"], data["binding"]) == ("srun", "srun", "srun --cpu-bind")
+    assert "--ntasks-per-node=2" in command and "--cpus-per-task=27" in command
+    assert f"--cpu-bind=mask_cpu:{hex(sum(1 << c for c in span(1, 27)))},{hex(sum(1 << c for c in span(29, 55)))}" in command
+    assert command[-3:] == [command[-3], "--lr", "1e-4"] and command[-3].endswith("train.py")
+    assert data["env"]["OMP_NUM_THREADS"] == "27"
+
+
+def test_each_task_maps_srun_variables_to_torchs(tmp_path):
+    """The sh -c of the srun line, run as srun runs it: RANK/WORLD_SIZE/LOCAL_RANK from srun's, the port by the formula
+    the live preflight uses (master_port_of), an exported master kept."""
+    env = {"PATH": os.environ["PATH"], "SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "4",
+           "SLURM_JOB_ID": "54321", "MASTER_ADDR": "node7"}
+    code = "import os; print(' '.join(os.environ[k] for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')))"
+    done = subprocess.run(["sh", "-c", _MAP_RANKS, "compat-launch-rank", "python3", "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["5", "8", "1", "4", "node7", str(master_port_of(54321))]
+
+
+@pytest.mark.parametrize("log, first", [
+    ("srun: error: node2: task 1: Exited with exit code 3\nsrun: error: node1: task 0: Exited with exit code 1\n", ("rank", 1, 3)),
+    ("srun: error: node2: task 1: Killed\n", ("rank", 1, -9)),
+    ("srun: error: node2: tasks 2-3: Terminated\n", ("rank", 2, -15)),
+    ("all good\n", None),
+])
+def test_srun_failure_lines_name_the_first_failed_task(log, first):
+    assert LAUNCHERS["srun"].failures(log).first == first
