@@ -173,6 +173,9 @@ class Srun:
     flavors: tuple[str, ...] = ("srun",)
     capabilities = frozenset({LIVE, BOUND, ENV})
     mpi_transport = False
+    # compat launch's srun line sets MASTER_ADDR/MASTER_PORT in each task (the allocation's first host, a port from the
+    # job id) and doctor --live takes them from the allocation: nothing for the user's environment to carry
+    gives_rendezvous = True
     starts_ranks_itself = True  # doctor --live: one compat per node starts that node's ranks
     rank_variables: tuple[tuple[str, str, str], ...] = (SLURM_RANK,)
     # the job's and the step's wiring: a rank that inherits them takes srun's layout for its own (Intel MPI's hydra
