@@ -28,6 +28,7 @@ class Spawn:
     name = "spawn"
     flavors: tuple[str, ...] = ("spawn",)
     capabilities = frozenset({LIVE, ENV, UNMAPPED})
+    gives_rendezvous = False
     mpi_transport = False
     starts_ranks_itself = True
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
@@ -61,7 +62,7 @@ class Spawn:
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         extra, said = ofi_exports(self.name, env)
-        master, words = master_exports(self.name, env)  # a script that spawns its ranks gives them no rendezvous of its own
+        master, words = master_exports(self.name, env.env)  # a script that spawns its ranks gives them no rendezvous of its own
         return {**extra, **master}, said + words
 
     def failures(self, log: str) -> Failures:
