@@ -138,9 +138,9 @@ def test_gloo_under_intel_mpirun_forms_its_group_as_printed(torch_python, tmp_pa
     env = launch_env()
     text = printed(["--python", str(torch_python), "--launcher", "mpirun", "--mpirun", str(mpirun), "--nproc-per-node", "2", "--ccl-workers", "0",
                     "--", "-c", RANK_SCRIPT, str(out), "gloo"], env)
+    ranks = run_as_printed(text, env, out)
     assert "export MASTER_ADDR=127.0.0.1" in text.splitlines()  # mpirun gives its ranks none; torch's env:// needs it
     assert env["PATH"] not in text  # hydra's folder is put in front of PATH, the PATH itself is not written out
-    ranks = run_as_printed(text, env, out)
     assert [(r["rank"], r["world"], r["sum"], r["backend"]) for r in ranks] == [(0, 2, 3.0, "gloo"), (1, 2, 3.0, "gloo")]
 
 
@@ -157,6 +157,6 @@ def test_fixture_ccl_forms_its_group_as_printed_with_the_real_runtime(ccl_python
     out.mkdir()
     env = launch_env(COMPAT_FIXTURE_CCL_MODE="atl-mpi")  # the FIXTURE fails "failed to initialize ATL" without the OFI transport
     text = printed([*args, "--nproc-per-node", "2", "--ccl-workers", "0", "--", "-c", RANK_SCRIPT, str(out), "ccl"], env)
-    assert "export CCL_WORKER_COUNT=1" in text.splitlines()  # no core set aside, still at least 1
     ranks = run_as_printed(text, env, out)
+    assert "export CCL_WORKER_COUNT=1" in text.splitlines()  # no core set aside, still at least 1
     assert [(r["rank"], r["world"], r["sum"], r["backend"]) for r in ranks] == [(0, 2, 3.0, "ccl"), (1, 2, 3.0, "ccl")]
