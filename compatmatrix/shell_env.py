@@ -15,7 +15,6 @@ oneCCL's libccl is found by reading ELF files (environment/linker.py), the inter
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .checks.finding import Context
-from .checks.oneccl_env import PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
+from .checks.oneccl_env import INTERFACES_KEY, PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
 from .environment.interfaces import up_interfaces
 from .environment.libraries import preload_candidates, preload_entries
 from .errors import CompatError
@@ -106,9 +105,8 @@ def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Opt
     if launcher:
         mpi_root = layout.mpi_root if layout is not None else ""
         path = result.after.get("PATH")
-        if mpirun:  # the mpirun the launch runs is the one whose MPI decides the transport
-            path = os.pathsep.join([os.path.dirname(mpirun)] + [p for p in (path or "").split(os.pathsep) if p])
-        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces(), ctx.snapshot.executable,
+        interfaces = list(ctx.once(INTERFACES_KEY, up_interfaces))
+        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, interfaces, ctx.snapshot.executable,
                                           mpi_root, path, mpirun)
     return OnecclEnv(exports, additions, tuple(comments), extra, tuple(reasons), True)
 

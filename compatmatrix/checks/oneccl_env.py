@@ -572,15 +572,10 @@ def launcher_needs(ctx: Context) -> Finding:
         return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
     if not result.ok:
         return Finding(cid, Status.SKIP, "the oneCCL environment cannot be set up (oneccl.setvars says why)")
-    from ..launchers import LAUNCHERS
-    from ..launchers.interface import CclEnv
+    from ..shell_env import oneccl_environment  # the one computation compat env --launcher prints
 
-    exports, _ = export_plan(result.before, result.exports)
-    layout = result.system.layout if result.system is not None else None
-    env = ctx.snapshot.env
-    interfaces = tuple(ctx.once(INTERFACES_KEY, up_interfaces))
-    needed, said = LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings.directory, interfaces, ctx.snapshot.executable,
-                                                          layout.mpi_root if layout is not None else "", result.after.get("PATH")))
+    found = oneccl_environment(ctx, launcher)
+    needed, said, env = found.launcher_exports, list(found.launcher_comments), ctx.snapshot.env
     unmet = [key for key, value in needed.items() if not env.get(key) or (key in MUST_MATCH and env.get(key) != value)]
     if not unmet:
         return Finding(cid, Status.PASS, f"what ccl needs under {launcher} is set", tuple(said))
