@@ -32,7 +32,7 @@ from .placement.topology import machine_from_snapshot
 from .values import UnwritableValue, comment_text, env_name_ok
 
 SHELLS = ("bash", "zsh", "fish")
-__all__ = ["EnvPlan", "OnecclEnv", "SHELLS", "ccl_worker_count", "format_env", "launcher_exports", "oneccl_environment", "plan_env", "up_interfaces"]
+__all__ = ["EnvPlan", "OnecclEnv", "SHELLS", "ccl_launch_env", "ccl_worker_count", "format_env", "launcher_exports", "oneccl_environment", "plan_env", "up_interfaces"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,17 @@ def ccl_worker_count(env: Mapping[str, str]) -> int:
         return max(1, int(env.get("CCL_WORKER_COUNT", "1")))
     except ValueError:
         return 1
+
+
+def ccl_launch_env(ctx: Context, launcher: Optional[str]) -> Optional[EnvPlan]:
+    """What a launch of the ccl backend under ``launcher`` needs beyond the thread settings, as compat env --launcher
+    prints it: the oneCCL environment, CCL_WORKER_COUNT (at least 1) and the launcher's needs; None without the bindings.
+    compat translate's notes print it."""
+    oneccl = oneccl_environment(ctx, launcher)
+    if not oneccl.bindings:
+        return None
+    exports = {**oneccl.exports, "CCL_WORKER_COUNT": str(ccl_worker_count(ctx.snapshot.env)), **oneccl.launcher_exports}
+    return EnvPlan(exports, oneccl.comments + oneccl.launcher_comments, dict(oneccl.additions))
 
 
 def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) -> EnvPlan:

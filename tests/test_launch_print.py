@@ -23,9 +23,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from .clean_env import base_env
+from .conftest import ROOT
 from .fixture_ccl import SOURCE as FIXTURE_CCL_SOURCE
 from .test_system_oneccl import EXT_SUFFIX, PACKAGE, _cc, fixture_extension_for, machine_libccl, needs_gcc
 
@@ -160,3 +162,78 @@ def test_fixture_ccl_forms_its_group_as_printed_with_the_real_runtime(ccl_python
     ranks = run_as_printed(text, env, out)
     assert "export CCL_WORKER_COUNT=1" in text.splitlines()  # no core set aside, still at least 1
     assert [(r["rank"], r["world"], r["sum"], r["backend"]) for r in ranks] == [(0, 2, 3.0, "ccl"), (1, 2, 3.0, "ccl")]
+
+
+# --- one computation: compat launch, compat env and compat translate print the same oneCCL environment -------------------
+
+
+def fixture_layout(tmp_path):
+    """A FIXTURE PyPI runtime layout (tests/test_oneccl_runtime_layout.py) with a FIXTURE mpirun answering as Intel MPI's."""
+    from .fixture_envs import FixtureEnv
+    from .test_oneccl_runtime_layout import fixture_intel_mpirun, fixture_runtime
+
+    if machine_libccl():
+        pytest.skip(f"{machine_libccl()}: the loader would take that one first")
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    prefix = fixture_runtime(env)
+    fixture_intel_mpirun(env)
+    return env, prefix
+
+
+def compat_json(*args):
+    flags = ("--print", "--json") if args[0] == "launch" else ("--json",)
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", args[0], *flags, *args[1:]], capture_output=True, text=True, timeout=180,
+                          env=base_env(), check=False)
+    assert done.returncode in (0, 1), done.stderr
+    document = json.loads(done.stdout)
+    schema = {"env": "env-v2.json", "launch": "launch-v1.json", "translate": "translate-v1.json"}[args[0]]
+    jsonschema.validate(document, json.loads((ROOT / "compatmatrix" / "schemas" / schema).read_text()))
+    return document
+
+
+THREADS = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "KMP_BLOCKTIME", "LD_PRELOAD", "MALLOC_CONF", "CCL_WORKER_COUNT",
+           "CCL_WORKER_AFFINITY", "I_MPI_PIN", "I_MPI_PIN_DOMAIN")  # the launch plan's own (per-plan thread and binding settings)
+
+
+@needs_gcc
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_launch_print_carries_exactly_what_compat_env_launcher_exports(tmp_path, launcher):
+    env, prefix = fixture_layout(tmp_path)
+    exported = compat_json("env", "--python", str(env.python), "--launcher", launcher)
+    printed = compat_json("launch", "--python", str(env.python), "--launcher", launcher, "--nproc-per-node", "2", "--ccl-workers", "0", "--", "train.py")
+    oneccl = {k: v for k, v in printed["env"].items() if k not in THREADS}
+    assert oneccl == {k: v for k, v in exported["exports"].items() if k not in THREADS}
+    assert oneccl["FI_PROVIDER_PATH"] == str(prefix / "lib" / "libfabric" / "prov")
+    assert printed["env"]["CCL_WORKER_COUNT"] == "1"  # no worker core set aside, at least 1 all the same
+    launch_additions = {k: v for k, v in printed["additions"].items() if k != "PATH"}
+    assert launch_additions == exported["additions"] and str(prefix / "lib" / "libfabric") in launch_additions["LD_LIBRARY_PATH"]["prepend"]
+    if launcher == "mpirun":
+        assert (oneccl["I_MPI_ROOT"], oneccl["MASTER_ADDR"], oneccl["MASTER_PORT"]) == (str(prefix), "127.0.0.1", "29500")
+        command = printed["command"]
+        passed = command[command.index("-genvlist") + 1].split(",")  # by name: hydra's remote ranks get them too
+        assert set(oneccl) | {"LD_LIBRARY_PATH", "CCL_WORKER_COUNT"} <= set(passed) and "PATH" not in passed
+        assert printed["additions"]["PATH"] == {"prepend": [str(Path(env.python).parent)], "append": []}
+    else:
+        assert oneccl["CCL_ATL_TRANSPORT"] == "ofi" and "MASTER_ADDR" not in oneccl  # torchrun gives its ranks a rendezvous
+
+
+@needs_gcc
+def test_translate_notes_print_the_environment_compat_env_exports(tmp_path):
+    env, prefix = fixture_layout(tmp_path)
+    command = ["mpirun", "-n", "2", "python3", "run_qa.py", "--ddp_backend", "ccl"]
+    versions = ("--transformers", "4.56.2", "--accelerate", "1.10.1")
+    exported = compat_json("env", "--python", str(env.python), "--launcher", "mpirun")
+    document = compat_json("translate", "--python", str(env.python), *versions, "--", *command)
+    environment = document["environment"]
+    assert environment["launcher"] == "mpirun" and environment["command"] == f'eval "$(compat env --python {env.python} --launcher mpirun)"'
+    assert environment["exports"] == {k: v for k, v in exported["exports"].items() if k not in ("OMP_NUM_THREADS", "LD_PRELOAD")}
+    assert environment["additions"] == exported["additions"]
+    text = subprocess.run([sys.executable, "-m", "compatmatrix", "translate", "--python", str(env.python), *versions, "--", *command],
+                          capture_output=True, text=True, timeout=180, env=base_env(), check=False).stdout
+    lines = text.splitlines()
+    assert f"#   export I_MPI_ROOT={prefix}" in lines and "#   export MASTER_ADDR=127.0.0.1" in lines and "#   export CCL_WORKER_COUNT=1" in lines
+    assert any(line.startswith("#   export LD_LIBRARY_PATH=") and str(prefix / "lib" / "libfabric") in line for line in lines)
+    torchrun = compat_json("translate", "--python", str(env.python), *versions, "--", "torchrun", "--nproc_per_node", "2", "run_qa.py", "--ddp_backend", "ccl")
+    assert torchrun["environment"]["launcher"] == "torchrun" and torchrun["environment"]["exports"]["CCL_ATL_TRANSPORT"] == "ofi"
+    gloo = compat_json("translate", "--python", str(env.python), *versions, "--", *command[:-1], "gloo")
+    assert "environment" not in gloo  # nothing of oneCCL for gloo
