@@ -186,7 +186,7 @@ def compat_json(*args):
                           env=base_env(), check=False)
     assert done.returncode in (0, 1), done.stderr
     document = json.loads(done.stdout)
-    schema = {"env": "env-v2.json", "launch": "launch-v1.json", "translate": "translate-v1.json"}[args[0]]
+    schema = {"env": "env-v2.json", "launch": "launch-v1.json", "translate": "translate-v1.json", "check": "findings-v1.json"}[args[0]]
     jsonschema.validate(document, json.loads((ROOT / "compatmatrix" / "schemas" / schema).read_text()))
     return document
 
@@ -237,3 +237,24 @@ def test_translate_notes_print_the_environment_compat_env_exports(tmp_path):
     assert torchrun["environment"]["launcher"] == "torchrun" and torchrun["environment"]["exports"]["CCL_ATL_TRANSPORT"] == "ofi"
     gloo = compat_json("translate", "--python", str(env.python), *versions, "--", *command[:-1], "gloo")
     assert "environment" not in gloo  # nothing of oneCCL for gloo
+
+
+def test_mpirun_needs_master_addr_without_the_bindings_too(tmp_path):
+    """gloo under mpirun: torch's env:// stops with "MASTER_ADDR expected, but not set" (the real run above shows the
+    printed form carries it); compat check --launcher mpirun says so, and compat env --launcher mpirun's eval fixes it."""
+    from .fixture_envs import FixtureEnv
+
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    checked = compat_json("check", "--only", "oneccl.launcher", "--python", str(env.python), "--launcher", "mpirun")
+    (finding,) = checked["checks"]
+    assert finding["status"] == "fail", finding
+    assert finding["summary"] == "under mpirun, the ranks (any backend) need MASTER_ADDR, MASTER_PORT, which are not set as needed here"
+    assert finding["fix"] == f'eval "$(compat env --python {env.python} --launcher mpirun)"'
+    exported = compat_json("env", "--python", str(env.python), "--launcher", "mpirun")["exports"]
+    assert (exported["MASTER_ADDR"], exported["MASTER_PORT"]) == ("127.0.0.1", "29500")
+    given = subprocess.run([sys.executable, "-m", "compatmatrix", "check", "--json", "--only", "oneccl.launcher", "--python", str(env.python),
+                            "--launcher", "mpirun"], capture_output=True, text=True, timeout=180, check=False,
+                           env=base_env({"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1234"}))
+    assert json.loads(given.stdout)["checks"][0]["status"] == "pass", given.stdout
+    torchrun = compat_json("check", "--only", "oneccl.launcher", "--python", str(env.python), "--launcher", "torchrun")["checks"][0]
+    assert torchrun["status"] == "skip"  # torchrun gives its ranks their rendezvous; gloo needs nothing of oneCCL
