@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .checks.finding import Context
-from .checks.oneccl_env import INTERFACES_KEY, PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
+from .checks.oneccl_env import (
+    INTERFACES_KEY,
+    PathAddition,
+    _python_arg,
+    export_plan,
+    find_bindings,
+    setvars_fix,
+    setvars_result,
+    system_error,
+)
 from .environment.interfaces import up_interfaces
 from .environment.libraries import preload_candidates, preload_entries
 from .errors import CompatError

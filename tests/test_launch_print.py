@@ -18,7 +18,6 @@ venv whose .pth names the cached torch 2.13's site-packages. About 3 launches of
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
