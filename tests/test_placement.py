@@ -22,7 +22,7 @@ from compatmatrix.checks import runtime
 from compatmatrix.checks.finding import Context, Options, Status
 from compatmatrix.environment import env_probe
 from compatmatrix.environment.snapshot import CpuInfo, Distribution, EnvSnapshot
-from compatmatrix.launchers.interface import Tools, rank_command
+from compatmatrix.launchers.interface import PathEntries, Tools, rank_command
 from compatmatrix.placement.binding import binder_script, compose, pin_domain
 from compatmatrix.placement.environment import KMP_AFFINITY, Preload, choose_preload, launch_environment
 from compatmatrix.placement.plan import PlacementError, plan_ranks, thread_advice
@@ -240,6 +240,11 @@ def test_intel_mpi_gets_one_mask_per_rank():
     # hydra's folder is put in front of the launching shell's PATH: the PATH compat saw is never written out whole
     assert "PATH" not in call.env and call.additions["PATH"].prepend == ("/env/bin",) and call.binding == "I_MPI_PIN_DOMAIN"
     assert call.environment({"PATH": "/usr/bin"})["PATH"] == "/env/bin:/usr/bin" == call.environment({"PATH": "/env/bin:/usr/bin"})["PATH"]
+    # the oneCCL environment's own PATH entries (a bindings' setvars.sh: its opt/mpi/bin) stay, behind hydra's folder
+    merged = compose(plan, env, "mpirun", ["train.py"], "/env/bin/python", Tools(), flavor="intel-mpi", mpirun="/env/bin/mpirun", path="/usr/bin",
+                     additions={"PATH": PathEntries(("/b/opt/mpi/bin",)), "LD_LIBRARY_PATH": PathEntries(("/b/lib",))})
+    assert merged.additions["PATH"] == PathEntries(("/env/bin", "/b/opt/mpi/bin")) and merged.additions["LD_LIBRARY_PATH"] == PathEntries(("/b/lib",))
+    assert merged.argv[merged.argv.index("-genvlist") + 1].split(",") == [*env, "I_MPI_PIN", "I_MPI_PIN_DOMAIN", "LD_LIBRARY_PATH"]
 
 
 def test_torchrun_binds_through_an_inline_wrapper_with_numactl_or_taskset():

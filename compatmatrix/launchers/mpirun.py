@@ -213,7 +213,9 @@ class Mpirun:
         additions = dict(job.additions)
         folder = os.path.dirname(mpirun)
         if flavor in ("intel-mpi", "mpich") and folder and folder not in path.split(os.pathsep):
-            additions["PATH"] = PathEntries((folder,))  # hydra runs its proxies from PATH: its folder in front, not the whole PATH written out
+            # hydra runs its proxies from PATH: its folder in front (of the oneCCL environment's own entries), never the whole PATH written out
+            given = additions.get("PATH", PathEntries())
+            additions["PATH"] = PathEntries((folder, *(e for e in given.prepend if e != folder)), given.append)
         if flavor == "intel-mpi":
             env["I_MPI_PIN"] = "1"
             env["I_MPI_PIN_DOMAIN"] = i_mpi_pin_domain(job.masks)
