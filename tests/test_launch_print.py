@@ -145,21 +145,35 @@ def test_gloo_under_intel_mpirun_forms_its_group_as_printed(torch_python, tmp_pa
     assert [(r["rank"], r["world"], r["sum"], r["backend"]) for r in ranks] == [(0, 2, 3.0, "gloo"), (1, 2, 3.0, "gloo")]
 
 
+def open_mpi_or_skip() -> str:
+    import shutil
+
+    mpirun = shutil.which("mpirun", path=base_env().get("PATH"))
+    version = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30, check=False) if mpirun else None
+    if version is None or "Open MPI" not in version.stdout + version.stderr:
+        pytest.skip("no Open MPI mpirun on PATH")
+    return str(mpirun)
+
+
 @needs_gcc
-@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+@pytest.mark.parametrize("launcher", ["torchrun", "intel-mpi", "open-mpi"])
 def test_fixture_ccl_forms_its_group_as_printed_with_the_real_runtime(ccl_python, launcher, tmp_path):
     """Old code printed no oneCCL environment: the extension's libccl.so.1 was not found, libfabric neither, and
-    (2 cores) no CCL_WORKER_COUNT."""
-    args = ["--python", str(ccl_python), "--launcher", launcher]
-    if launcher == "mpirun":
+    (2 cores) no CCL_WORKER_COUNT. Under Open MPI's mpirun: the OFI transport, and every variable passed by -x."""
+    args = ["--python", str(ccl_python), "--launcher", "torchrun" if launcher == "torchrun" else "mpirun"]
+    if launcher == "intel-mpi":
         intel_mpi_or_skip()
         args += ["--mpirun", str(runtime_prefix() / "bin" / "mpirun")]
+    elif launcher == "open-mpi":
+        args += ["--mpirun", open_mpi_or_skip()]
     out = tmp_path / "ranks"
     out.mkdir()
     env = launch_env(COMPAT_FIXTURE_CCL_MODE="atl-mpi")  # the FIXTURE fails "failed to initialize ATL" without the OFI transport
     text = printed([*args, "--nproc-per-node", "2", "--ccl-workers", "0", "--", "-c", RANK_SCRIPT, str(out), "ccl"], env)
     ranks = run_as_printed(text, env, out)
     assert "export CCL_WORKER_COUNT=1" in text.splitlines()  # no core set aside, still at least 1
+    if launcher != "intel-mpi":
+        assert "export CCL_ATL_TRANSPORT=ofi" in text.splitlines()
     assert [(r["rank"], r["world"], r["sum"], r["backend"]) for r in ranks] == [(0, 2, 3.0, "ccl"), (1, 2, 3.0, "ccl")]
 
 
