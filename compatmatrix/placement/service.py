@@ -95,7 +95,7 @@ def launch_oneccl(snapshot, launcher: str, mpirun: Optional[str]) -> tuple[dict[
         return {}, {}, [f"no oneCCL environment exported: {exc.message} {exc.fix}".strip()]
     exports = {**found.exports, **found.launcher_exports}
     additions = {key: PathEntries(added.prepend, added.append) for key, added in found.additions.items()}
-    notes = [f"oneCCL: {line}" for line in found.comments] if found.bindings else []
+    notes = list(found.comments) if found.bindings else []
     return exports, additions, notes + list(found.launcher_comments)
 
 
