@@ -271,3 +271,25 @@ def test_mpirun_needs_master_addr_without_the_bindings_too(tmp_path):
     assert json.loads(given.stdout)["checks"][0]["status"] == "pass", given.stdout
     torchrun = compat_json("check", "--only", "oneccl.launcher", "--python", str(env.python), "--launcher", "torchrun")["checks"][0]
     assert torchrun["status"] == "skip"  # torchrun gives its ranks their rendezvous; gloo needs nothing of oneCCL
+
+
+@pytest.mark.network
+def test_the_worker_count_note_against_accelerate_1_12_own_source(tmp_path):
+    """The release of issue 25's hand check: accelerate 1.12.0's state.py takes ccl only when CCL_WORKER_COUNT > 0 and
+    raises for a backend asked for and not taken (no quiet gloo), as resolve's note, compat env and compat launch say."""
+    import re
+    import zipfile
+
+    from compatmatrix.explain import CclWorkerCountNote
+    from compatmatrix.sentences import sentence
+
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check", "--only-binary", ":all:",
+                           "accelerate==1.12.0", "-d", str(tmp_path)], capture_output=True, text=True, timeout=300, env=base_env(), check=False)
+    if done.returncode != 0:
+        pytest.skip(f"accelerate 1.12.0 cannot be downloaded here: {done.stderr.strip().splitlines()[-1:]}")
+    (wheel,) = tmp_path.glob("accelerate-1.12.0-*.whl")
+    source = zipfile.ZipFile(wheel).read("accelerate/state.py").decode()
+    assert 'get_int_from_env(["CCL_WORKER_COUNT"], 0) > 0' in source
+    assert re.search(r'raise ValueError\(f"Your assigned backend \{original_backend\} is not available, please use \{backend\}"\)', source)
+    text = sentence(CclWorkerCountNote())
+    assert '"ValueError: Your assigned backend ccl is not available"' in text and "quietly" not in text
