@@ -458,7 +458,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             # checked against the launchers registry only when given (_checks_args_of): compat check's start stays light
             parser.add_argument("--launcher", dest="check_launcher", metavar="LAUNCHER",
                                 help="the launcher you start ranks with (spawn, torchrun, mpirun): oneccl.launcher checks what ccl needs "
-                                "under it (its transport, I_MPI_ROOT, MASTER_ADDR/MASTER_PORT)")
+                                "under it (its transport, I_MPI_ROOT, MASTER_ADDR/MASTER_PORT; the rendezvous under mpirun whatever the backend)")
         else:
             _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
         parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
@@ -1117,6 +1117,7 @@ def cmd_translate(args: TranslateArgs) -> int:
                 versions[name] = Version(given)
             except (InvalidVersion, ValueError):  # ValueError: more digits than int() takes
                 raise UsageError(f"'{shown(given)}' is not a version.", f"Pass --{name} X.Y.Z.") from None
+    snapshot = None
     if "transformers" not in versions or "accelerate" not in versions or args.python:
         from .environment.snapshot import take_snapshot
 
@@ -1127,17 +1128,41 @@ def cmd_translate(args: TranslateArgs) -> int:
                 versions[name] = dist.public_version
     if "transformers" not in versions:
         raise UsageError("transformers is not installed in the target environment.", "Pass --python PATH of your training environment, or --transformers X.Y.Z.")
-    result = translate(load(args.output.matrix), args.command, versions["transformers"], versions.get("accelerate"), versions.get("torch"))
+    matrix = load(args.output.matrix)
+    result = translate(matrix, args.command, versions["transformers"], versions.get("accelerate"), versions.get("torch"))
+    environment = _translated_environment(matrix, snapshot, args.command, args.python) if result.ccl else None
     if args.output.json:
         from .console import dump_json
         from .render.json import translate_json
 
-        print(dump_json(translate_json(result)))
+        print(dump_json(translate_json(result, environment)))
     else:
         from .render.text import translate_text
 
-        sys.stdout.write(visible(translate_text(result)))
+        sys.stdout.write(visible(translate_text(result, environment)))
     return EXIT_PROBLEMS if result.blocking else EXIT_OK
+
+
+def _translated_environment(matrix, snapshot, command, python):  # noqa: ANN001, ANN202
+    """(launcher, the eval line, shell_env.ccl_launch_env's plan or None) for a command that runs ccl: the launcher its
+    command line starts with (torchrun, mpirun; none: a single process), and what compat env --launcher exports for the
+    target environment (None when it was not probed or has no bindings)."""
+    import shlex
+
+    from .launchers import recognise
+
+    words = list(command)
+    module = words[words.index("-m") + 1] if "-m" in words[:-1] else ""
+    launcher = recognise(os.path.basename(words[0]) if words else "", module)
+    target = f" --python {shlex.quote(python)}" if python else ""
+    line = f'eval "$(compat env{target}' + (f" --launcher {launcher}" if launcher else "") + ')"'
+    plan = None
+    if snapshot is not None:
+        from .checks.finding import Context, Options
+        from .shell_env import ccl_launch_env
+
+        plan = ccl_launch_env(Context(matrix, snapshot, Options(launcher=launcher)), launcher)
+    return launcher, line, plan
 
 
 def cmd_export(args: ExportArgs) -> int:

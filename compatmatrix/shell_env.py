@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .checks.finding import Context
-from .checks.oneccl_env import PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
+from .checks.oneccl_env import (
+    INTERFACES_KEY,
+    PathAddition,
+    _python_arg,
+    export_plan,
+    find_bindings,
+    setvars_fix,
+    setvars_result,
+    system_error,
+)
 from .environment.interfaces import up_interfaces
 from .environment.libraries import preload_candidates, preload_entries
 from .errors import CompatError
@@ -32,7 +41,7 @@ from .placement.topology import machine_from_snapshot
 from .values import UnwritableValue, comment_text, env_name_ok
 
 SHELLS = ("bash", "zsh", "fish")
-__all__ = ["EnvPlan", "SHELLS", "format_env", "launcher_exports", "plan_env", "up_interfaces"]
+__all__ = ["EnvPlan", "OnecclEnv", "SHELLS", "ccl_launch_env", "ccl_worker_count", "format_env", "launcher_exports", "oneccl_environment", "plan_env", "up_interfaces"]
 
 
 @dataclass(frozen=True)
@@ -48,67 +57,114 @@ class EnvPlan:
                 "comments": list(self.comments)}
 
 
-def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) -> EnvPlan:
+@dataclass(frozen=True)
+class OnecclEnv:
+    """The oneCCL environment a launch of the ccl backend under a launcher needs: what sourcing the bindings' setvars.sh
+    (or a system oneCCL's layout) exports, then what the launcher adds (its transport, I_MPI_ROOT, MASTER_ADDR/PORT
+    where it gives none), each with why. ``bindings``: the environment has the oneCCL bindings (ccl can be the backend)."""
+
+    exports: Mapping[str, str]  # set outright: the oneCCL environment's own values
+    additions: Mapping[str, PathAddition]  # joined to the value the shell has (LD_LIBRARY_PATH gains libfabric, ...)
+    comments: tuple[str, ...]
+    launcher_exports: Mapping[str, str] = field(default_factory=dict)  # the launcher's needs (after the thread settings)
+    launcher_comments: tuple[str, ...] = ()
+    bindings: bool = False
+
+
+def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Optional[str] = None) -> OnecclEnv:
+    """The one computation of the oneCCL environment: compat env, compat launch (--print or not), compat check's
+    oneccl.launcher and the exports all take it from here. ``mpirun``: the mpirun the launch will run (compat launch
+    --mpirun), looked at first for its MPI. Without the bindings only a launcher that gives its ranks no rendezvous
+    address (mpirun) adds MASTER_ADDR/MASTER_PORT: torch's env:// needs them for gloo as well."""
     bindings = find_bindings(ctx)
-    result = None
     exports: dict[str, str] = {}
     additions: dict[str, PathAddition] = {}
     comments: list[str] = []
+    extra: dict[str, str] = {}
+    reasons: list[str] = []
     if bindings is None:
         comments.append(f"no oneCCL bindings (oneccl_bindings_for_pytorch / torch_ccl) are installed for {ctx.snapshot.executable}: "
                         "no oneCCL environment exported")
-    else:
-        result = setvars_result(ctx)
-        assert result is not None
-        if not result.ok:  # no half environment to eval: exit 2 with the reason and the script's last words
-            if result.system is not None and not result.system.found:
-                raise CompatError(f"{system_error(bindings.directory, result.system)}.", setvars_fix(result.path, result, _python_arg(ctx)))
-            said = f" (it said: {' | '.join(result.output[-2:])})" if result.output else ""
-            raise CompatError(f"The bindings' setvars.sh cannot be used: {result.error}{said}.", setvars_fix(result.path))
-        exports, additions = export_plan(result.before, result.exports)
-        comments.append(f"oneCCL environment {result.origin} ({bindings.module})")
-        comments += list(result.notes)
-        layout = result.system.layout if result.system is not None else None
-        if layout is not None:
-            comments.append(f"the PyPI runtime's folders (libfabric {layout.libfabric}, its providers {layout.providers}, Intel MPI {layout.mpi_root}), "
-                            f"as {layout.source} sets them")
-        for key, added in additions.items():
-            if added.reordered:
-                comments.append(f"{key}: the script also moved or removed entries; only the entries it added are exported")
+        if launcher:
+            from .launchers import LAUNCHERS
+            from .launchers.interface import master_exports
+
+            if LAUNCHERS[launcher].gives_rendezvous:
+                reasons.append(f"launcher {launcher}: nothing added (no oneCCL bindings: the gloo backend needs no oneCCL settings)")
+            else:
+                extra, reasons = master_exports(launcher, ctx.snapshot.env)
+        return OnecclEnv(exports, additions, tuple(comments), extra, tuple(reasons), False)
+    result = setvars_result(ctx)
+    assert result is not None
+    if not result.ok:  # no half environment to eval: exit 2 with the reason and the script's last words
+        if result.system is not None and not result.system.found:
+            raise CompatError(f"{system_error(bindings.directory, result.system)}.", setvars_fix(result.path, result, _python_arg(ctx)))
+        said = f" (it said: {' | '.join(result.output[-2:])})" if result.output else ""
+        raise CompatError(f"The bindings' setvars.sh cannot be used: {result.error}{said}.", setvars_fix(result.path))
+    exports, additions = export_plan(result.before, result.exports)
+    comments.append(f"oneCCL environment {result.origin} ({bindings.module})")
+    comments += list(result.notes)
+    layout = result.system.layout if result.system is not None else None
+    if layout is not None:
+        comments.append(f"the PyPI runtime's folders (libfabric {layout.libfabric}, its providers {layout.providers}, Intel MPI {layout.mpi_root}), "
+                        f"as {layout.source} sets them")
+    for key, added in additions.items():
+        if added.reordered:
+            comments.append(f"{key}: the script also moved or removed entries; only the entries it added are exported")
+    if launcher:
+        mpi_root = layout.mpi_root if layout is not None else ""
+        path = result.after.get("PATH")
+        interfaces = list(ctx.once(INTERFACES_KEY, up_interfaces))
+        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, interfaces, ctx.snapshot.executable,
+                                          mpi_root, path, mpirun)
+    return OnecclEnv(exports, additions, tuple(comments), extra, tuple(reasons), True)
+
+
+def ccl_worker_count(env: Mapping[str, str]) -> int:
+    """CCL_WORKER_COUNT for ranks that may run ccl: the one set, but at least 1 (accelerate/state.py _prepare_backend takes
+    ccl only when CCL_WORKER_COUNT > 0, and raises "ValueError: Your assigned backend ccl is not available" otherwise)."""
+    try:
+        return max(1, int(env.get("CCL_WORKER_COUNT", "1")))
+    except ValueError:
+        return 1
+
+
+def ccl_launch_env(ctx: Context, launcher: Optional[str]) -> Optional[EnvPlan]:
+    """What a launch of the ccl backend under ``launcher`` needs beyond the thread settings, as compat env --launcher
+    prints it: the oneCCL environment, CCL_WORKER_COUNT (at least 1) and the launcher's needs; None without the bindings.
+    compat translate's notes print it."""
+    oneccl = oneccl_environment(ctx, launcher)
+    if not oneccl.bindings:
+        return None
+    exports = {**oneccl.exports, "CCL_WORKER_COUNT": str(ccl_worker_count(ctx.snapshot.env)), **oneccl.launcher_exports}
+    return EnvPlan(exports, oneccl.comments + oneccl.launcher_comments, dict(oneccl.additions))
+
+
+def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) -> EnvPlan:
+    oneccl = oneccl_environment(ctx, launcher)
+    exports = dict(oneccl.exports)
+    additions = dict(oneccl.additions)
+    comments = list(oneccl.comments)
     preload = choose_preload(preload_candidates(ctx.snapshot.prefix), preload_entries(ctx.snapshot.env.get("LD_PRELOAD", "")))
     if preload.paths:
         exports["LD_PRELOAD"] = ":".join(preload.paths)
         comments.append("LD_PRELOAD: allocator / OpenMP libraries found on this machine (only paths that exist)")
     else:
         comments.append("LD_PRELOAD: no tcmalloc, jemalloc or libiomp5 found on this machine; none set")
-    worker_count = 0
-    if bindings is not None:
-        try:
-            # at least 1: accelerate takes ccl only when CCL_WORKER_COUNT > 0 (its --ddp_backend ccl stops otherwise)
-            worker_count = max(1, int(ctx.snapshot.env.get("CCL_WORKER_COUNT", "1")))
-        except ValueError:
-            worker_count = 1
+    worker_count = ccl_worker_count(ctx.snapshot.env) if oneccl.bindings else 0
     # the same plan compat launch binds by and runtime.threads checks against: physical cores, not hyperthreads
     advice = thread_advice(machine_from_snapshot(ctx.snapshot), ranks_per_node, worker_count)
-    if bindings is not None:
+    if oneccl.bindings:
         exports["CCL_WORKER_COUNT"] = str(advice.ccl_workers)
     exports["OMP_NUM_THREADS"] = str(advice.omp_threads)
     hyper = f" ({advice.cpus} CPUs with hyperthreads)" if advice.cpus != advice.cores else ""
-    workers = f", {worker_count} oneCCL worker(s) per rank" if bindings is not None else ""
+    workers = f", {worker_count} oneCCL worker(s) per rank" if oneccl.bindings else ""
     comments.append(f"threads: {advice.cores} physical cores{hyper} allowed, {ranks_per_node} ranks per node{workers}")
     if advice.problem:
         comments.append(f"threads: {advice.problem} The ranks will share cores; compat launch says what fits.")
     comments.append("no per-rank binding here (the same values for every rank): compat launch binds each rank to its own cores")
-    if launcher and bindings is None:
-        comments.append(f"launcher {launcher}: nothing added (no oneCCL bindings: the gloo backend needs no oneCCL settings)")
-    elif launcher:
-        assert bindings is not None
-        system = result.system if result is not None else None
-        mpi_root = system.layout.mpi_root if system is not None and system.layout is not None else ""
-        path = result.after.get("PATH") if result is not None else None
-        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces(), ctx.snapshot.executable, mpi_root, path)
-        exports.update(extra)
-        comments += reasons
+    exports.update(oneccl.launcher_exports)
+    comments += oneccl.launcher_comments
     return EnvPlan(exports, tuple(comments), additions)
 
 
@@ -132,7 +188,7 @@ def _sh_guard(key: str, text: str) -> str:
     return f'case ":${{{key}-}}:" in *{block}*) ;; *)'
 
 
-def _sh_addition(key: str, added: PathAddition) -> list[str]:
+def sh_addition(key: str, added: PathAddition) -> list[str]:
     """`export KEY="/a:/b${KEY:+:$KEY}"`: the added entries in front of (or after) the value KEY has when this runs, inside
     a `case` that leaves KEY alone when it already holds them; entries with spaces, quotes or $ are single-quoted (shlex)
     next to the double-quoted expansion."""
@@ -202,7 +258,7 @@ def format_env(plan: EnvPlan, shell: str, defaults: bool = False) -> str:
     if defaults and plan.exports:
         lines.append("# --defaults: a value already set when this file is sourced is kept (docker run -e, a pod's env)")
     for key, added in plan.additions.items():
-        lines += _fish_addition(key, added) if shell == "fish" else _sh_addition(key, added)
+        lines += _fish_addition(key, added) if shell == "fish" else sh_addition(key, added)
     for key, value in plan.exports.items():
         if shell == "fish":
             # `if`, not `set -q KEY; or set ...`: fish's set keeps the status before it, so that line would end the file with 1
@@ -213,10 +269,11 @@ def format_env(plan: EnvPlan, shell: str, defaults: bool = False) -> str:
 
 
 def launcher_exports(launcher: str, exports: Mapping[str, str], env: Mapping[str, str], bindings_dir: Path,
-                     interfaces: list[str], python: str = "", mpi_root: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
+                     interfaces: list[str], python: str = "", mpi_root: str = "", path: Optional[str] = None,
+                     mpirun: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
     """What a launch of the ccl backend under ``launcher`` needs on top of setvars.sh: that launcher's ccl_exports()
     (oneCCL's transport, its providers, the key-value store's interface), with what was chosen and why."""
     from .launchers import LAUNCHERS
     from .launchers.interface import CclEnv
 
-    return LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings_dir, tuple(interfaces), python, mpi_root, path))
+    return LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings_dir, tuple(interfaces), python, mpi_root, path, mpirun))

@@ -40,6 +40,7 @@ class Translation:
     blocking: tuple[str, ...]  # why the command cannot work with these versions at all
     transformers: Version
     accelerate: Optional[Version]
+    ccl: bool = False  # the command runs the ccl backend: it needs the oneCCL environment (compat env --launcher prints it)
 
 
 @dataclass
@@ -212,8 +213,7 @@ def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accele
                 f"accelerate {accelerate} cannot run ccl (only accelerate{range_text(works.versions)} {works.description}): "
                 "pip install the set compat resolve --profile ddp-ccl gives, or train with --ddp_backend gloo"
             )
-        warnings.append("ccl also needs the oneCCL environment and CCL_WORKER_COUNT>=1: eval \"$(compat env)\"")
-    return Translation(tuple(out), tuple(edits), tuple(warnings), tuple(blocking), transformers, accelerate)
+    return Translation(tuple(out), tuple(edits), tuple(warnings), tuple(blocking), transformers, accelerate, backend == "ccl" and not stock)
 
 
 def _last(matrix: Matrix, package: str) -> str:

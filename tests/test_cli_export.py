@@ -284,13 +284,15 @@ def test_dockerfile_installs_the_resolved_pins_which_compat_install_takes_back()
     assert again["packages"] == planned
     assert "ARG BASE=python:3.11-slim" in text
     assert "ARG COMPAT_INDEX_PYPI=" in text and "ARG COMPAT_INDEX_PYTORCH_CPU=" in text and "ARG COMPAT_INDEX_INTEL_CPU_US=" in text
-    assert "compat env --python /opt/train/bin/python --ranks-per-node ${RANKS_PER_NODE} --defaults" in text
+    # ddp-ccl: the image's environment file holds what ccl needs under torchrun (the pods' launcher), as compat env --launcher prints it
+    assert "compat env --python /opt/train/bin/python --ranks-per-node ${RANKS_PER_NODE} --launcher torchrun --defaults" in text
     assert text.index("ENV PATH=/opt/train/bin:${PATH}") < text.index("compat env")
 
 
 def test_dockerfile_options_and_its_own_validation(tmp_path):
     text = export("dockerfile", "--python-version", "3.10", "--profile", "stock", "--ranks-per-node", "4", "--wheelhouse", "wheels").stdout
     assert "ARG BASE=python:3.10-slim" in text and "ARG RANKS_PER_NODE=4" in text
+    assert "--launcher" not in text  # stock: no bindings, no ccl launcher settings
     assert "COPY wheels/ /opt/wheelhouse/" in text and " --offline --wheelhouse /opt/wheelhouse " in " ".join(_install_line(text)) + " "
     assert "the wheelhouse is not a folder here yet" in text
     assert "COMPAT_INDEX_" not in text  # offline: no mirrors

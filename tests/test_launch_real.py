@@ -29,7 +29,8 @@ SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "launch-v1.json").read_
 RANK_SCRIPT = """
 import json, os, sys
 rank = next(os.environ[v] for v in ("LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK") if v in os.environ)
-names = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "LD_PRELOAD")
+names = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "LD_PRELOAD",
+         "MASTER_ADDR", "MASTER_PORT", "CCL_ATL_TRANSPORT", "FI_PROVIDER_PATH", "I_MPI_ROOT")  # the plan's, and compat env --launcher's
 record = {"rank": int(rank), "cpus": sorted(os.sched_getaffinity(0)), "env": {n: os.environ[n] for n in names if n in os.environ}}
 with open(os.path.join(sys.argv[1], "rank-%s.json" % rank), "w") as out:
     json.dump(record, out)

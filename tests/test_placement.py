@@ -22,7 +22,7 @@ from compatmatrix.checks import runtime
 from compatmatrix.checks.finding import Context, Options, Status
 from compatmatrix.environment import env_probe
 from compatmatrix.environment.snapshot import CpuInfo, Distribution, EnvSnapshot
-from compatmatrix.launchers.interface import Tools, rank_command
+from compatmatrix.launchers.interface import PathEntries, Tools, rank_command
 from compatmatrix.placement.binding import binder_script, compose, pin_domain
 from compatmatrix.placement.environment import KMP_AFFINITY, Preload, choose_preload, launch_environment
 from compatmatrix.placement.plan import PlacementError, plan_ranks, thread_advice
@@ -235,9 +235,16 @@ def test_intel_mpi_gets_one_mask_per_rank():
     assert int("0xffffffe", 16) == sum(1 << cpu for cpu in span(1, 27))
     env = launch_environment(plan, NO_LIBS)
     call = compose(plan, env, "mpirun", ["train.py", "--bf16"], "/env/bin/python", Tools(), flavor="intel-mpi", mpirun="/env/bin/mpirun", path="/usr/bin")
-    assert call.argv == ("/env/bin/mpirun", "-n", "2", "-ppn", "2", "/env/bin/python", "train.py", "--bf16")
+    assert call.argv == ("/env/bin/mpirun", "-n", "2", "-ppn", "2", "-genvlist", ",".join(call.env), "/env/bin/python", "train.py", "--bf16")
     assert call.env["I_MPI_PIN_DOMAIN"] == "[0xffffffe,0xffffffe0000000]" and call.env["I_MPI_PIN"] == "1"
-    assert call.env["PATH"] == "/env/bin:/usr/bin" and call.binding == "I_MPI_PIN_DOMAIN"
+    # hydra's folder is put in front of the launching shell's PATH: the PATH compat saw is never written out whole
+    assert "PATH" not in call.env and call.additions["PATH"].prepend == ("/env/bin",) and call.binding == "I_MPI_PIN_DOMAIN"
+    assert call.environment({"PATH": "/usr/bin"})["PATH"] == "/env/bin:/usr/bin" == call.environment({"PATH": "/env/bin:/usr/bin"})["PATH"]
+    # the oneCCL environment's own PATH entries (a bindings' setvars.sh: its opt/mpi/bin) stay, behind hydra's folder
+    merged = compose(plan, env, "mpirun", ["train.py"], "/env/bin/python", Tools(), flavor="intel-mpi", mpirun="/env/bin/mpirun", path="/usr/bin",
+                     additions={"PATH": PathEntries(("/b/opt/mpi/bin",)), "LD_LIBRARY_PATH": PathEntries(("/b/lib",))})
+    assert merged.additions["PATH"] == PathEntries(("/env/bin", "/b/opt/mpi/bin")) and merged.additions["LD_LIBRARY_PATH"] == PathEntries(("/b/lib",))
+    assert merged.argv[merged.argv.index("-genvlist") + 1].split(",") == [*env, "I_MPI_PIN", "I_MPI_PIN_DOMAIN", "LD_LIBRARY_PATH"]
 
 
 def test_torchrun_binds_through_an_inline_wrapper_with_numactl_or_taskset():
@@ -263,7 +270,7 @@ def test_open_mpi_and_mpich_use_their_own_local_rank_variables():
     assert [ompi.argv[i + 1] for i, word in enumerate(ompi.argv) if word == "-x"] == list(env)
     assert '"${OMPI_COMM_WORLD_LOCAL_RANK:-}"' in ompi.argv[-4] and ompi.argv[-2:] == ("python", "train.py")
     mpich = compose(plan, env, "mpirun", ["python", "train.py"], "/env/bin/python", Tools(taskset="taskset"), flavor="mpich", mpirun="mpirun")
-    assert mpich.argv[:5] == ("mpirun", "-n", "2", "-ppn", "2") and '"${MPI_LOCALRANKID:-}"' in mpich.argv[7]
+    assert mpich.argv[:7] == ("mpirun", "-n", "2", "-ppn", "2", "-genvlist", ",".join(env)) and '"${MPI_LOCALRANKID:-}"' in mpich.argv[9]
 
 
 def test_the_interpreter_goes_in_front_of_scripts_modules_and_code_only():
@@ -377,7 +384,8 @@ def test_print_text_is_comments_exports_and_one_command_line(with_bindings):
     lines = done.stdout.splitlines()
     comments = [line for line in lines if line.startswith("# ")]
     exports = [line for line in lines if line.startswith("export ")]
-    assert len(comments) + len(exports) + 1 == len(lines)
+    guards = [line for line in lines if line.startswith("case \":${") or line == "esac"]  # a path list's addition, once (shell_env's writer)
+    assert len(comments) + len(exports) + len(guards) + 1 == len(lines)
     assert lines[0].startswith("# 2 ranks on 2 sockets, 2 NUMA nodes, 56 physical cores (112 CPUs with hyperthreads)")
     assert "# rank 0: CPUs 1-27 (NUMA node 0), 27 OpenMP threads, oneCCL worker on CPU 0" in lines
     assert "export OMP_NUM_THREADS=27" in exports and "export CCL_WORKER_AFFINITY=0,28" in exports
@@ -437,7 +445,9 @@ def test_by_default_a_worker_core_is_set_aside_only_where_the_cores_allow_it(wit
     done = run_compat("launch", "--print", "--json", *with_bindings, "--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "29", "--", "train.py")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert "CCL_WORKER_COUNT" not in data["env"] and any("no core for a oneCCL worker" in note for note in data["notes"])
+    assert any("no core for a oneCCL worker" in note for note in data["notes"])
+    # no worker core, but CCL_WORKER_COUNT=1 all the same: accelerate takes ccl only when it is > 0
+    assert data["env"]["CCL_WORKER_COUNT"] == "1" and "CCL_WORKER_AFFINITY" not in data["env"]
     assert not any("--ccl-workers 0" in note for note in data["notes"])  # nobody passed it
     two = json.loads(run_compat("launch", "--print", "--json", *with_bindings, "--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "2", "--",
                                 "t.py").stdout)

@@ -558,32 +558,34 @@ def kvs_iface(ctx: Context) -> Finding:
 MUST_MATCH = ("CCL_ATL_TRANSPORT",)  # needs only that value meets (the transport); any value meets the others
 
 
-@check("oneccl.launcher", "what ccl needs under the launcher named (compat check --launcher) is set: its transport, I_MPI_ROOT, MASTER_ADDR/MASTER_PORT")
+@check("oneccl.launcher", "what ccl (and, under mpirun, any backend) needs under the launcher named (compat check --launcher) is set: "
+                          "its transport, I_MPI_ROOT, MASTER_ADDR/MASTER_PORT")
 def launcher_needs(ctx: Context) -> Finding:
-    """The same needs `compat env --launcher` exports (the launcher's ccl_exports()), judged against this environment:
-    FAIL for each one it lacks (CCL_ATL_TRANSPORT: a value other than the one needed counts as lacking)."""
+    """The same needs `compat env --launcher` exports (shell_env.oneccl_environment), judged against this environment:
+    FAIL for each one it lacks (CCL_ATL_TRANSPORT: a value other than the one needed counts as lacking). Without the
+    bindings, a launcher that gives its ranks no rendezvous address (mpirun) still needs MASTER_ADDR/MASTER_PORT:
+    torch's env:// stops with "MASTER_ADDR expected, but not set" for gloo too, and accelerate sets only a port."""
     cid = "oneccl.launcher"
     launcher = ctx.options.launcher
     if launcher is None:
         return Finding(cid, Status.SKIP, "no launcher named (compat check --launcher spawn|torchrun|mpirun judges what ccl needs under it)")
     bindings = find_bindings(ctx)
-    result = setvars_result(ctx)
-    if bindings is None or result is None:
-        return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
-    if not result.ok:
+    result = setvars_result(ctx) if bindings is not None else None
+    if result is not None and not result.ok:
         return Finding(cid, Status.SKIP, "the oneCCL environment cannot be set up (oneccl.setvars says why)")
-    from ..launchers import LAUNCHERS
-    from ..launchers.interface import CclEnv
+    from ..shell_env import oneccl_environment  # the one computation compat env --launcher prints
 
-    exports, _ = export_plan(result.before, result.exports)
-    layout = result.system.layout if result.system is not None else None
-    env = ctx.snapshot.env
-    interfaces = tuple(ctx.once(INTERFACES_KEY, up_interfaces))
-    needed, said = LAUNCHERS[launcher].ccl_exports(CclEnv(exports, env, bindings.directory, interfaces, ctx.snapshot.executable,
-                                                          layout.mpi_root if layout is not None else "", result.after.get("PATH")))
+    found = oneccl_environment(ctx, launcher)
+    needed, said, env = found.launcher_exports, list(found.launcher_comments), ctx.snapshot.env
+    from ..launchers import LAUNCHERS
+
+    if bindings is None and LAUNCHERS[launcher].gives_rendezvous:
+        return Finding(cid, Status.SKIP, f"the oneCCL bindings are not installed, and {launcher} gives its ranks their rendezvous")
+    what = "ccl" if bindings is not None else "the ranks (any backend)"
     unmet = [key for key, value in needed.items() if not env.get(key) or (key in MUST_MATCH and env.get(key) != value)]
     if not unmet:
-        return Finding(cid, Status.PASS, f"what ccl needs under {launcher} is set", tuple(said))
+        return Finding(cid, Status.PASS, f"what {what} {'needs' if bindings is not None else 'need'} under {launcher} is set", tuple(said))
     evidence = [f"{key}: {('is ' + env[key]) if env.get(key) else 'not set'}; needs {needed[key]}" for key in unmet]
-    return Finding(cid, Status.FAIL, f"under {launcher}, ccl needs {', '.join(unmet)}, which {'is' if len(unmet) == 1 else 'are'} not set as needed here",
+    return Finding(cid, Status.FAIL, f"under {launcher}, {what} {'needs' if bindings is not None else 'need'} {', '.join(unmet)}, "
+                   f"which {'is' if len(unmet) == 1 else 'are'} not set as needed here",
                    tuple(evidence + said), f'eval "$(compat env{_python_arg(ctx)} --launcher {launcher})"')

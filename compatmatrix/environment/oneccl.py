@@ -39,7 +39,7 @@ class SystemOneccl:
     chain: tuple[str, ...] = ()  # the bindings' objects from the extension to the one that names libccl
     looked: tuple[str, ...] = ()  # places searched, when it was not found where the loader looks
     unreadable: tuple[str, ...] = ()  # native files that could not be read (a sentence each)
-    root: Optional[str] = None  # CCL_ROOT for it: the folder above its lib/
+    root: Optional[str] = None  # its install root: the folder above its lib/
     script: Optional[Path] = None  # <root>/env/vars.sh when that oneCCL has one
     providers: Optional[str] = None  # a folder holding libfabric providers for it
     unresolved: tuple[str, ...] = ()  # libccl's own DT_NEEDED names the loader would not find (e.g. libccl.so.2)
@@ -53,8 +53,9 @@ class SystemOneccl:
         """The environment ``before`` with what this oneCCL needs: its lib folder in front of LD_LIBRARY_PATH where the
         loader would not find libccl otherwise; for the PyPI runtime (oneccl-cpu + impi-rt: ``layout``) the libfabric
         folder libccl dlopens from, and FI_PROVIDER_PATH its providers (where it is unset or holds none), as the wheels'
-        own activation scripts set them; otherwise CCL_ROOT (as oneccl-cpu's activation script sets it) and
-        FI_PROVIDER_PATH when unset and a provider folder was found. I_MPI_ROOT is the mpirun launcher's
+        own activation scripts set them; otherwise FI_PROVIDER_PATH when unset and a provider folder was found. No
+        CCL_ROOT: oneCCL on CPUs runs without it (the hand check of issue 25 never needed it), so no finding asks for
+        it (a oneCCL's own env/vars.sh, when it has one, still sets it). I_MPI_ROOT is the mpirun launcher's
         (launchers/mpirun.py ccl_exports): only oneCCL's MPI transport asks for it."""
         after = dict(before)
         if self.located is None:
@@ -71,8 +72,6 @@ class SystemOneccl:
             if not any(holds_providers(e) for e in before.get("FI_PROVIDER_PATH", "").split(":") if e):
                 after["FI_PROVIDER_PATH"] = self.layout.providers
             return after
-        if self.root:
-            after["CCL_ROOT"] = self.root
         if self.providers and not before.get("FI_PROVIDER_PATH"):
             after["FI_PROVIDER_PATH"] = self.providers
         return after

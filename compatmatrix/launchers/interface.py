@@ -120,6 +120,23 @@ class Tool(Record):
     notes: tuple[str, ...] = ()
 
 
+class PathEntries(Record):
+    """Entries added to a path list (PATH, LD_LIBRARY_PATH): in front of the value the launching shell has, or after it."""
+
+    prepend: tuple[str, ...] = ()
+    append: tuple[str, ...] = ()
+
+
+def joined(value: Optional[str], added: PathEntries) -> str:
+    """``value`` with the entries added, each run of them once (a value that already holds the run is kept as it is)."""
+    entries = [e for e in (value or "").split(":") if e]
+    for run, front in ((added.prepend, True), (added.append, False)):
+        text = ":".join(run)
+        if run and f":{text}:" not in f":{':'.join(entries)}:":
+            entries = [*run, *entries] if front else [*entries, *run]
+    return ":".join(entries)
+
+
 class BoundJob(Record):
     """compat launch: the ranks and their CPU binding, ready. ``wrapper(variable)`` gives (sh script, tool) that execs
     the rank's command bound to its CPUs, choosing them by the local-rank ``variable``; ``masks`` holds each local
@@ -135,6 +152,7 @@ class BoundJob(Record):
     masks: tuple[int, ...]
     path: str = ""  # PATH as the launcher will see it
     as_root: bool = False  # compat runs as root (Open MPI refuses that without --allow-run-as-root)
+    additions: Mapping[str, PathEntries] = {}  # path lists the ranks need added to (the oneCCL environment's LD_LIBRARY_PATH)
 
 
 class Invocation(Record):
@@ -146,11 +164,19 @@ class Invocation(Record):
     env: Mapping[str, str]  # exported for the launcher: the ranks' environment plus the launcher's binding settings
     binding: str  # I_MPI_PIN_DOMAIN | numactl | taskset
     notes: tuple[str, ...]
+    additions: Mapping[str, PathEntries] = {}  # joined to the launching shell's value (never its whole PATH written out)
 
     def shell_line(self) -> str:
         import shlex
 
         return shlex.join(self.argv)
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The launcher's environment when started from ``base``: base, the exports, and the path lists with their additions."""
+        env = {**base, **self.env}
+        for key, added in self.additions.items():
+            env[key] = joined(env.get(key), added)
+        return env
 
 
 class CclEnv(Record):
@@ -164,6 +190,7 @@ class CclEnv(Record):
     python: str = ""  # the target interpreter (mpirun: the environment's own mpirun is found next to it)
     mpi_root: str = ""  # the PyPI runtime's Intel MPI root (impi-rt's activation script: I_MPI_ROOT), "" when none
     path: Optional[str] = None  # PATH as the oneCCL environment leaves it (a bindings' setvars.sh puts its mpirun there)
+    mpirun: Optional[str] = None  # the mpirun the launch runs (compat launch --mpirun): its MPI decides the transport
 
 
 class Failures(Record):
@@ -179,7 +206,7 @@ class Launcher(Protocol):
     flavors: tuple[str, ...]  # what it can be (mpirun: intel-mpi, open-mpi, mpich); the Launch and Invocation say which
     capabilities: frozenset[str]  # LIVE, BOUND, ENV, HOSTFILE, EVERY_HOST, UNMAPPED: which commands and options offer it
     mpi_transport: bool  # oneCCL's default ATL (MPI) works under it
-    gives_rendezvous: bool  # it gives its ranks MASTER_ADDR / MASTER_PORT itself (mpirun does not: the user's command must)
+    gives_rendezvous: bool  # it gives its ranks MASTER_ADDR/MASTER_PORT (torchrun); mpirun and a script that spawns do not
     starts_ranks_itself: bool  # compat starts each rank (their exit codes are its own children's)
     rank_variables: tuple[tuple[str, str, str], ...]  # (rank, world size, local rank) as it sets them, when not RANK/WORLD_SIZE
     inherited: tuple[str, ...]  # what it sets for its ranks or its job (names, PREFIX*): dropped from what compat's ranks inherit
@@ -227,10 +254,11 @@ def rank_command(command: Sequence[str], python: str) -> list[str]:
 MASTER_PORT = "29500"  # torch.distributed's and accelerate's default port
 
 
-def master_exports(name: str, env: CclEnv) -> tuple[dict[str, str], list[str]]:
+def master_exports(name: str, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """MASTER_ADDR / MASTER_PORT for a launcher that does not give its ranks a rendezvous address (mpirun, a script
-    that spawns its ranks): accelerate sets a default port but no address ("MASTER_ADDR expected, but not set")."""
-    extra = {key: value for key, value in (("MASTER_ADDR", LOOPBACK), ("MASTER_PORT", MASTER_PORT)) if not env.env.get(key)}
+    that spawns its ranks), unless ``env`` (the launching shell's) has them: accelerate sets a default port but no
+    address ("MASTER_ADDR expected, but not set"), and torch's env:// needs both, for gloo as for ccl."""
+    extra = {key: value for key, value in (("MASTER_ADDR", LOOPBACK), ("MASTER_PORT", MASTER_PORT)) if not env.get(key)}
     if not extra:
         return {}, [f"launcher {name}: MASTER_ADDR and MASTER_PORT are already set here; kept"]
     said = [f"launcher {name}: {', '.join(f'{k}={v}' for k, v in extra.items())}, because {name} gives its ranks no rendezvous address "

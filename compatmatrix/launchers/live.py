@@ -52,7 +52,9 @@ def plan_launch(
     env["MASTER_ADDR"] = addr
     env["MASTER_PORT"] = str(port)
     launch = chosen.live(LiveJob(python, tuple(worker), topology, env, addr, port, tuple(hosts or ()), mpirun, rank_env, rsh))
-    if chosen.gives_rendezvous:
+    if chosen.gives_rendezvous or chosen.starts_ranks_itself:
+        # the launcher gives it, or compat starts each rank itself (spawn, srun): there the rendezvous is the one a
+        # spawning script gives its own ranks, or the allocation's; nothing the user's launcher would lack
         return launch
     # the launcher gives no rendezvous: what the ranks have of it here, the user's command has only if the user's environment does
     added = {key: env[key] for key in ("MASTER_ADDR", "MASTER_PORT") if not base_env.get(key)}

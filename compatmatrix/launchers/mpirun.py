@@ -38,6 +38,7 @@ from .interface import (
     Launch,
     LaunchError,
     LiveJob,
+    PathEntries,
     Tool,
     ToolRequest,
     master_exports,
@@ -209,38 +210,46 @@ class Mpirun:
         if flavor not in self.flavors:
             raise LaunchError(f"Unknown launcher mpirun ({flavor or 'no MPI flavour'}).", "Use --launcher torchrun or --launcher mpirun (Intel MPI, Open MPI or MPICH).")
         env = dict(job.rank_env)
+        additions = dict(job.additions)
         folder = os.path.dirname(mpirun)
         if flavor in ("intel-mpi", "mpich") and folder and folder not in path.split(os.pathsep):
-            env["PATH"] = os.pathsep.join([folder] + [p for p in path.split(os.pathsep) if p])  # hydra runs its proxies from PATH
+            # hydra runs its proxies from PATH: its folder in front (of the oneCCL environment's own entries), never the whole PATH written out
+            given = additions.get("PATH", PathEntries())
+            additions["PATH"] = PathEntries((folder, *(e for e in given.prepend if e != folder)), given.append)
         if flavor == "intel-mpi":
             env["I_MPI_PIN"] = "1"
             env["I_MPI_PIN_DOMAIN"] = i_mpi_pin_domain(job.masks)
-            argv = [mpirun, "-n", ranks, "-ppn", ranks, *job.command]
+        # the ranks' variables passed by name (their values are the launching shell's): -genvlist reaches hydra's
+        # remote ranks too, -x Open MPI's; PATH stays each host's own
+        passed = [name for name in (*env, *additions) if name != "PATH"]
+        if flavor == "intel-mpi":
+            argv = [mpirun, "-n", ranks, "-ppn", ranks, "-genvlist", ",".join(passed), *job.command]
             return Invocation("mpirun", flavor, tuple(argv), env, "I_MPI_PIN_DOMAIN",
-                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)",))
+                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)",), additions)
         variable = self.local_rank_variable(flavor)
         script, tool = job.wrapper(variable)
         if flavor == "open-mpi":
             argv = [mpirun, "-np", ranks, "--bind-to", "none"]
             if job.as_root:
                 argv.append("--allow-run-as-root")
-            for name in env:
+            for name in passed:
                 argv += ["-x", name]
         else:
-            argv = [mpirun, "-n", ranks, "-ppn", ranks]
+            argv = [mpirun, "-n", ranks, "-ppn", ranks, "-genvlist", ",".join(passed)]
         argv += ["sh", "-c", script, WRAPPER_NAME, *job.command]
         return Invocation("mpirun", flavor, tuple(argv), env, tool,
-                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command",))
+                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command",), additions)
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         """Intel MPI's mpirun: oneCCL's MPI transport, which refuses Intel MPI without I_MPI_ROOT ("neither I_MPI_ROOT
         nor ONEAPI_ROOT is set"); Open MPI's or MPICH's: the OFI transport (the MPI one loads Intel MPI's libmpi there and
         hangs). Either way MASTER_ADDR/MASTER_PORT, which mpirun does not set."""
-        master, words = master_exports(self.name, env)
+        master, words = master_exports(self.name, env.env)
         try:
             beside = Path(env.python).parent / "mpirun" if env.python else None  # impi-rt's, next to the interpreter
-            # then PATH as the oneCCL environment leaves it; never "./mpirun" for want of an interpreter
-            program = str(beside) if beside is not None and beside.is_file() and os.access(beside, os.X_OK) else shutil.which("mpirun", path=env.path)
+            # (compat launch --mpirun's first), then PATH as the oneCCL environment leaves it; never "./mpirun" for want of an interpreter
+            program = env.mpirun or (str(beside) if beside is not None and beside.is_file() and os.access(beside, os.X_OK)
+                                     else shutil.which("mpirun", path=env.path))
             if not program:
                 raise LaunchError("no mpirun found on PATH.", "pip install impi-rt into the environment, or install Open MPI.")
             flavor = mpi_flavor(program)

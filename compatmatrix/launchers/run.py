@@ -59,7 +59,7 @@ def run_invocation(invocation: Invocation, base_env: Mapping[str, str], say=lamb
     import ctypes  # noqa: F401  (loaded before the fork: the child only calls it)
 
     run_id = new_run_id()
-    env = {**base_env, **invocation.env, RUN_ID_VAR: run_id}
+    env = {**invocation.environment(base_env), RUN_ID_VAR: run_id}
     stdin = subprocess.DEVNULL if _is_terminal(sys.stdin) else None
     grace = env_timeout("COMPAT_LAUNCH_GRACE", GRACE_S)
     received: list[int] = []

@@ -29,7 +29,9 @@ class Spawn:
     flavors: tuple[str, ...] = ("spawn",)
     capabilities = frozenset({LIVE, ENV, UNMAPPED})
     mpi_transport = False
-    gives_rendezvous = True  # compat's spawn is the launcher of doctor --live: it gives each rank the rendezvous
+    # a script that spawns its ranks (mp.spawn) gives them the rendezvous in its own code or from its environment, so
+    # compat env --launcher spawn exports MASTER_ADDR/PORT; doctor --live's own spawn gives each rank one (starts_ranks_itself)
+    gives_rendezvous = False
     starts_ranks_itself = True
     rank_variables: tuple[tuple[str, str, str], ...] = ()  # RANK / WORLD_SIZE / LOCAL_RANK themselves
     inherited: tuple[str, ...] = ("LOCAL_WORLD_SIZE", "GROUP_RANK")
@@ -62,7 +64,7 @@ class Spawn:
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         extra, said = ofi_exports(self.name, env)
-        master, words = master_exports(self.name, env)  # a script that spawns its ranks gives them no rendezvous of its own
+        master, words = master_exports(self.name, env.env)  # a script that spawns its ranks gives them no rendezvous of its own
         return {**extra, **master}, said + words
 
     def failures(self, log: str) -> Failures:

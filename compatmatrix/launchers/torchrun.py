@@ -66,7 +66,7 @@ class Torchrun:
         argv = [job.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(job.ranks), "--no_python", "sh", "-c", script, WRAPPER_NAME, *job.command]
         notes = (f"torchrun starts each rank as sh -c '...' which execs {tool} with the rank's CPUs (chosen by LOCAL_RANK), then the command",
                  "OMP_NUM_THREADS is exported, so torchrun keeps it instead of setting 1")
-        return Invocation("torchrun", "torchrun", tuple(argv), dict(job.rank_env), tool, notes)
+        return Invocation("torchrun", "torchrun", tuple(argv), dict(job.rank_env), tool, notes, dict(job.additions))
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         return ofi_exports(self.name, env)

@@ -25,7 +25,7 @@ from typing import Optional
 
 from ..errors import CompatError
 from ..launchers import LAUNCHERS
-from ..launchers.interface import BoundJob, Invocation, LaunchError, Tool, Tools, rank_command
+from ..launchers.interface import BoundJob, Invocation, LaunchError, PathEntries, Tool, Tools, rank_command
 from .plan import Plan
 from .topology import cpu_list_text
 
@@ -61,14 +61,16 @@ def binder_script(plan: Plan, variable: str, tools: Tools) -> tuple[str, str]:
 
 
 def compose(plan: Plan, rank_env: Mapping[str, str], launcher: str, command: Sequence[str], python: str, tools: Tools,
-            flavor: Optional[str] = None, mpirun: str = "mpirun", path: str = "", as_root: bool = False) -> Invocation:
+            flavor: Optional[str] = None, mpirun: str = "mpirun", path: str = "", as_root: bool = False,
+            additions: Optional[Mapping[str, PathEntries]] = None) -> Invocation:
     """The launcher command for ``plan``: the plan's binding handed to the launcher's ``bound()``. ``flavor``: the MPI
     (mpirun only); ``path``: PATH as the launcher will see it; ``as_root``: compat runs as root (Open MPI refuses that
-    without --allow-run-as-root)."""
+    without --allow-run-as-root); ``additions``: path lists the ranks need added to (the oneCCL environment's)."""
     chosen = LAUNCHERS.get(launcher)
     if chosen is None:
         raise LaunchError(f"Unknown launcher {launcher} ({flavor or 'no MPI flavour'}).", "Use --launcher torchrun or --launcher mpirun (Intel MPI, Open MPI or MPICH).")
     only = chosen.flavors[0] if len(chosen.flavors) == 1 else ""
     tool = Tool(python if only else mpirun, flavor or only)
     return chosen.bound(BoundJob(len(plan.ranks), dict(rank_env), tuple(rank_command(command, python)), python, tool,
-                                 lambda variable: binder_script(plan, variable, tools), cpu_masks(plan), path, as_root))
+                                 lambda variable: binder_script(plan, variable, tools), cpu_masks(plan), path, as_root,
+                                 dict(additions or {})))

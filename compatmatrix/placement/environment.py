@@ -41,8 +41,10 @@ def choose_preload(candidates: Mapping[str, Sequence[Path]], current: Sequence[s
     return Preload(tuple(dict.fromkeys(chosen + kept)), allocator, iomp5 or any(Path(e).name.startswith("libiomp5") for e in kept))
 
 
-def launch_environment(plan: Plan, preload: Preload) -> dict[str, str]:
-    """The variables compat sets for every rank (the same for all: the per-rank part is the binding)."""
+def launch_environment(plan: Plan, preload: Preload, ccl: bool = False) -> dict[str, str]:
+    """The variables compat sets for every rank (the same for all: the per-rank part is the binding). ``ccl``: the
+    oneCCL bindings are installed, so CCL_WORKER_COUNT is at least 1 even where no core is set aside for a worker
+    (accelerate takes ccl only when CCL_WORKER_COUNT > 0: accelerate/state.py _prepare_backend)."""
     env = {"OMP_NUM_THREADS": str(plan.omp_threads)}
     if preload.iomp5:
         env["KMP_AFFINITY"] = KMP_AFFINITY
@@ -53,6 +55,8 @@ def launch_environment(plan: Plan, preload: Preload) -> dict[str, str]:
     if plan.ccl_workers:
         env["CCL_WORKER_COUNT"] = str(plan.ccl_workers)
         env["CCL_WORKER_AFFINITY"] = ",".join(str(cpu) for cpu in plan.worker_cpus)
+    elif ccl:
+        env["CCL_WORKER_COUNT"] = "1"  # its worker shares the rank's CPUs
     if preload.paths:
         env["LD_PRELOAD"] = ":".join(preload.paths)
     if preload.allocator == "jemalloc":
@@ -60,7 +64,7 @@ def launch_environment(plan: Plan, preload: Preload) -> dict[str, str]:
     return env
 
 
-def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str], workers_asked: bool = True) -> tuple[str, ...]:
+def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str], workers_asked: bool = True, ccl: bool = False) -> tuple[str, ...]:
     """``workers_asked``: --ccl-workers was given (a plan without workers that nobody asked for is explained by the caller)."""
     notes = []
     if preload.iomp5:
@@ -73,7 +77,10 @@ def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str]
         notes.append(f"oneCCL: {plan.ccl_workers} worker(s) per rank on CPUs {cpu_list_text(plan.worker_cpus)} (CCL_WORKER_AFFINITY lists local rank 0's first), outside the ranks' compute CPUs")
     elif workers_asked:
         notes.append("--ccl-workers 0: no cores set aside; oneCCL's worker (1 by default) shares its rank's CPUs")
-    planned = launch_environment(plan, preload)
+    if ccl and not plan.ccl_workers:
+        notes.append("CCL_WORKER_COUNT=1 although no core is set aside: accelerate takes ccl only when CCL_WORKER_COUNT > 0 "
+                     "(\"ValueError: Your assigned backend ccl is not available\" otherwise)")
+    planned = launch_environment(plan, preload, ccl)
     for name in ("OMP_NUM_THREADS", "CCL_WORKER_COUNT", "KMP_AFFINITY", "OMP_PROC_BIND", "OMP_PLACES"):
         if name in inherited and inherited[name] != planned.get(name, inherited[name]):
             notes.append(f"{name}={inherited[name]} from your environment is replaced by {planned[name]}")

@@ -37,6 +37,12 @@ def summary_lines(plan: Plan, invocation: Invocation, notes: Sequence[str]) -> l
 def launch_text(plan: Plan, invocation: Invocation, notes: Sequence[str]) -> str:
     lines = [f"# {line}" for line in summary_lines(plan, invocation, notes)]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in invocation.env.items()]
+    if invocation.additions:
+        from ..checks.oneccl_env import PathAddition
+        from ..shell_env import sh_addition
+
+        for name, added in invocation.additions.items():  # joined to the value the shell has: never a PATH written out whole
+            lines += sh_addition(name, PathAddition(added.prepend, added.append))
     lines.append(invocation.shell_line())
     return "\n".join(lines) + "\n"
 
@@ -63,6 +69,7 @@ def launch_json(plan: Plan, invocation: Invocation, rank_env: Mapping[str, str],
         ],
         "command": list(invocation.argv),
         "env": dict(invocation.env),
+        "additions": {name: {"prepend": list(added.prepend), "append": list(added.append)} for name, added in invocation.additions.items()},
         "topology": {
             "source": topology.source,
             "sockets": len(topology.packages),

@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..errors import UsageError
 from ..launchers import LAUNCHERS
-from ..launchers.interface import Invocation, ToolRequest, Tools
+from ..launchers.interface import Invocation, PathEntries, ToolRequest, Tools
 from .binding import compose
 from .environment import choose_preload, environment_notes, launch_environment
 from .plan import PlacementError, Plan, plan_ranks
@@ -63,8 +63,8 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     if not bindings and options.ccl_workers is None:
         auto_note = "the oneCCL bindings are not installed in this environment, so no core is set aside for oneCCL workers"
     preload = choose_preload(preload_candidates(snapshot.prefix), preload_entries(environ.get("LD_PRELOAD", "")))
-    rank_env = launch_environment(plan, preload)
-    notes = ([auto_note] if auto_note else []) + list(plan.notes) + list(environment_notes(plan, preload, environ, workers_asked=options.ccl_workers is not None))
+    rank_env = launch_environment(plan, preload, bindings)
+    notes = ([auto_note] if auto_note else []) + list(plan.notes) + list(environment_notes(plan, preload, environ, options.ccl_workers is not None, bindings))
     if options.sysfs_root:
         notes.append(f"planned for the machine recorded in {options.sysfs_root}; LD_PRELOAD, numactl/taskset and mpirun are this machine's")
     tools = Tools(shutil.which("numactl", path=environ.get("PATH")), shutil.which("taskset", path=environ.get("PATH")))
@@ -72,9 +72,31 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     # the launcher's own program on this machine (mpirun and its MPI; torchrun needs torch), then the command line
     tool = LAUNCHERS[options.launcher].tool(ToolRequest(python, snapshot.get("torch") is not None, options.mpirun, options.mpi_flavor, options.print_only))
     notes += list(tool.notes)
+    oneccl, additions, said = launch_oneccl(snapshot, options.launcher, tool.program if options.launcher == "mpirun" else None)
+    rank_env = {**rank_env, **{k: v for k, v in oneccl.items() if k not in rank_env}}  # the plan's thread settings stay
+    notes += said
     invocation = compose(plan, rank_env, options.launcher, options.command, python, tools, flavor=tool.flavor, mpirun=tool.program,
-                         path=environ.get("PATH", ""), as_root=os.geteuid() == 0)
+                         path=environ.get("PATH", ""), as_root=os.geteuid() == 0, additions=additions)
     return Prepared(plan, invocation, rank_env, tuple(notes) + invocation.notes)
+
+
+def launch_oneccl(snapshot, launcher: str, mpirun: Optional[str]) -> tuple[dict[str, str], dict[str, PathEntries], list[str]]:  # noqa: ANN001
+    """What ``compat env --launcher LAUNCHER`` exports for this environment (shell_env.oneccl_environment, the one
+    computation), as the launch's exports, path-list additions and notes; the thread settings are the plan's own. An
+    oneCCL environment that cannot be set up is a note (the launch may run gloo), not an error."""
+    from ..checks.finding import Context, Options
+    from ..errors import CompatError
+    from ..planning import load
+    from ..shell_env import oneccl_environment
+
+    try:
+        found = oneccl_environment(Context(load(None), snapshot, Options(launcher=launcher)), launcher, mpirun if mpirun and os.path.isfile(mpirun) else None)
+    except CompatError as exc:
+        return {}, {}, [f"no oneCCL environment exported: {exc.message} {exc.fix}".strip()]
+    exports = {**found.exports, **found.launcher_exports}
+    additions = {key: PathEntries(added.prepend, added.append) for key, added in found.additions.items()}
+    notes = list(found.comments) if found.bindings else []
+    return exports, additions, notes + list(found.launcher_comments)
 
 
 def oneccl_bindings_installed(snapshot) -> bool:  # noqa: ANN001 - an EnvSnapshot

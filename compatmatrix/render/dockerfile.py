@@ -111,11 +111,14 @@ def dockerfile_text(shape: DockerfileShape, notes: Sequence[str] = ()) -> str:
     else:
         lines.append(f"RUN /opt/compat/bin/compat install --python /opt/train/bin/python {profile}--yes "
                      f"--offline --wheelhouse /opt/wheelhouse {pins} && rm -rf /opt/wheelhouse")
+    # with the bindings, what ccl needs under torchrun (the launcher of compat export pytorchjob): the OFI transport, its providers
+    launcher = " --launcher torchrun" if shape.ccl else ""
     lines += [
         "",
         "# oneCCL's environment (none without the bindings), LD_PRELOAD and thread defaults, as additions to PATH-like",
-        "# variables; thread settings are defaults that the container's own environment overrides",
-        "RUN /opt/compat/bin/compat env --python /opt/train/bin/python --ranks-per-node ${RANKS_PER_NODE} --defaults > /opt/train/compat-env.sh",
+        "# variables; thread settings are defaults that the container's own environment overrides"
+        + ("; --launcher torchrun: what ccl needs under torchrun" if shape.ccl else ""),
+        f"RUN /opt/compat/bin/compat env --python /opt/train/bin/python --ranks-per-node ${{RANKS_PER_NODE}}{launcher} --defaults > /opt/train/compat-env.sh",
         "ENV BASH_ENV=/opt/train/compat-env.sh",
         "RUN source /opt/train/compat-env.sh && /opt/compat/bin/compat check --python /opt/train/bin/python --ranks-per-node ${RANKS_PER_NODE}",
         "",

@@ -351,12 +351,18 @@ def download_json(dest: str, files: Sequence[Any], plan) -> dict[str, Any]:
 # --- compat translate, env, launch ------------------------------------------------------------------------------------
 
 
-def translate_json(result) -> dict[str, Any]:
-    """``compat translate --json`` (translate-v1.json)."""
-    return {"schema_version": JSON_SCHEMA_VERSION, "command": "translate", "transformers": str(result.transformers),
-            "accelerate": str(result.accelerate) if result.accelerate else None, "argv": list(result.argv),
-            "edits": [{"before": e.before, "after": e.after, "why": e.why} for e in result.edits],
-            "warnings": list(result.warnings), "blocking": list(result.blocking)}
+def translate_json(result, environment=None) -> dict[str, Any]:  # noqa: ANN001
+    """``compat translate --json`` (translate-v1.json). ``environment``: as render/text.translate_text takes it."""
+    document = {"schema_version": JSON_SCHEMA_VERSION, "command": "translate", "transformers": str(result.transformers),
+                "accelerate": str(result.accelerate) if result.accelerate else None, "argv": list(result.argv),
+                "edits": [{"before": e.before, "after": e.after, "why": e.why} for e in result.edits],
+                "warnings": list(result.warnings), "blocking": list(result.blocking)}
+    if environment is not None:
+        launcher, line, plan = environment
+        document["environment"] = {"launcher": launcher, "command": line, "exports": dict(plan.exports) if plan else None,
+                                   "additions": {k: {"prepend": list(a.prepend), "append": list(a.append)} for k, a in plan.additions.items()} if plan else None,
+                                   "comments": list(plan.comments) if plan else []}
+    return document
 
 
 def env_json(plan, python: str) -> dict[str, Any]:

@@ -242,9 +242,10 @@ LIVE_CHECKS = (
 # --- compat translate, download, install ------------------------------------------------------------------------------
 
 
-def translate_text(result) -> str:
+def translate_text(result, environment=None) -> str:  # noqa: ANN001
     """The translated command (shell-quoted: eval runs it) after one comment line, then each change, what cannot work
-    and the notes, as comments."""
+    and the notes, as comments. ``environment``: (launcher, eval line, plan) of a ccl command (cli._translated_environment):
+    the oneCCL environment compat env --launcher exports, each line as a comment."""
     import shlex
 
     accelerate = f" / accelerate {result.accelerate}" if result.accelerate else ""
@@ -252,6 +253,16 @@ def translate_text(result) -> str:
     lines += [f"# {edit.before} -> {edit.after or '(dropped)'}: {edit.why}" for edit in result.edits]
     lines += [f"# CANNOT WORK: {line}" for line in result.blocking]
     lines += [f"# note: {line}" for line in result.warnings]
+    if environment is not None:
+        launcher, line, plan = environment
+        under = f" under {launcher}" if launcher else ""
+        if plan is None:
+            lines.append(f"# note: ccl{under} needs the oneCCL environment and CCL_WORKER_COUNT>=1: {line}")
+        else:
+            from ..shell_env import EnvPlan, format_env
+
+            lines.append(f"# note: ccl{under} needs this environment ({line} sets it):")
+            lines += [f"#   {text}" for text in format_env(EnvPlan(plan.exports, (), plan.additions), "bash").splitlines()]
     return "\n".join(lines) + "\n"
 
 
