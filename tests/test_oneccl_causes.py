@@ -115,6 +115,7 @@ def test_plan_launch_records_the_rendezvous_compat_adds_only_under_a_launcher_th
         assert launch.added == {} and launch.replaced == {}
     # mpirun gives none: a launcher like it (its live() stands in for mpirun's, which asks mpirun --version)
     monkeypatch.setattr(LAUNCHERS["spawn"], "gives_rendezvous", False)
+    monkeypatch.setattr(LAUNCHERS["spawn"], "starts_ranks_itself", False)
     launch = plan_launch("spawn", "/usr/bin/python3", ["w.py"], RankLayout(), {"PATH": "/usr/bin"}, 1)
     assert set(launch.added) == {"MASTER_ADDR", "MASTER_PORT"} and launch.added["MASTER_ADDR"] == "127.0.0.1"
     assert all(env["MASTER_ADDR"] == "127.0.0.1" for env in launch.envs)

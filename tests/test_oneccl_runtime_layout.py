@@ -356,9 +356,9 @@ def test_an_installed_activation_script_is_read_as_text_and_kept_inside_the_envi
 
 
 def test_check_refuses_a_launcher_it_does_not_know_in_one_sentence():
-    done = compat("check", "--launcher", "srun", "--only", "oneccl")
+    done = compat("check", "--launcher", "pbsdsh", "--only", "oneccl")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "--launcher 'srun' is not a launcher compat knows" in done.stderr and "spawn, torchrun, mpirun" in done.stderr
+    assert "--launcher 'pbsdsh' is not a launcher compat knows" in done.stderr and "spawn, torchrun, mpirun, srun" in done.stderr
 
 
 @needs_gcc
