@@ -416,6 +416,10 @@ def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
     env_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N")
     env_cmd.add_argument("--launcher", choices=names(ENV),
                          help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
+    env_cmd.add_argument("--master-addr", metavar="HOST", help="the job's master (node 0; default $MASTER_ADDR): export the interface that reaches "
+                         "it for gloo (GLOO_SOCKET_IFNAME), oneCCL (CCL_KVS_IFACE, FI_TCP_IFACE) and --launcher's MPI, and MASTER_ADDR")
+    env_cmd.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="hosts in the job (default 1): with N > 1 a master that is "
+                         "loopback here is named as the fault it is")
     env_cmd.add_argument("--defaults", action="store_true",
                          help="write the settings (OMP_NUM_THREADS, CCL_WORKER_COUNT, LD_PRELOAD, ...) as defaults that a value already set "
                          "when the file is sourced overrides: for a file written during docker build, so a pod's or docker run -e value wins")
@@ -611,7 +615,14 @@ def _migrate_args_of(ns: argparse.Namespace) -> MigrateArgs:
 def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
     from .options import EnvArgs
 
-    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults)
+    if ns.master_addr is not None:
+        from .hosts import parse_host
+
+        entry, _problem = parse_host(ns.master_addr)
+        if entry is None or "@" in ns.master_addr or entry[1] is not None:
+            raise UsageError(f"--master-addr {visible(ns.master_addr[:80])} is not a host name or an address.",
+                             "Pass the first host's name or address, e.g. --master-addr node01.")
+    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults, ns.master_addr, ns.nnodes)
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -908,7 +919,7 @@ def cmd_env(args: EnvArgs) -> int:
 
     snapshot = take_snapshot(args.python)
     context = Context(load(args.output.matrix), snapshot, Options(ranks_per_node=args.ranks_per_node))
-    plan = plan_env(context, args.ranks_per_node, args.launcher)
+    plan = plan_env(context, args.ranks_per_node, args.launcher, args.master_addr, args.nnodes)
     if args.output.json:
         from .console import dump_json
         from .render.json import env_json

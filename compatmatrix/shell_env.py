@@ -16,14 +16,14 @@ oneCCL's libccl is found by reading ELF files (environment/linker.py), the inter
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from .checks.finding import Context
 from .checks.oneccl_env import PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
-from .environment.interfaces import up_interfaces
+from .environment.interfaces import CCL_VARIABLES, GLOO_VARIABLES, RouteFacts, choose_interface, interface_variables, is_loopback, route_facts, up_interfaces
 from .environment.libraries import preload_candidates, preload_entries
 from .errors import CompatError
 from .placement.environment import choose_preload
@@ -32,7 +32,7 @@ from .placement.topology import machine_from_snapshot
 from .values import UnwritableValue, comment_text, env_name_ok
 
 SHELLS = ("bash", "zsh", "fish")
-__all__ = ["EnvPlan", "SHELLS", "format_env", "launcher_exports", "plan_env", "up_interfaces"]
+__all__ = ["EnvPlan", "SHELLS", "format_env", "launcher_exports", "network_exports", "plan_env", "up_interfaces"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,11 @@ class EnvPlan:
                 "comments": list(self.comments)}
 
 
-def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) -> EnvPlan:
+def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None, master_addr: Optional[str] = None, nnodes: int = 1,
+             route: Optional[Callable[[str], RouteFacts]] = None) -> EnvPlan:
+    """compat env's plan. ``master_addr`` (--master-addr, else $MASTER_ADDR) and ``nnodes``: the interface that reaches
+    the master is exported for gloo, oneCCL and the launcher (``network_exports``); ``route``: how the master's way is
+    asked (environment/interfaces.route_facts; a test passes its own facts)."""
     bindings = find_bindings(ctx)
     result = None
     exports: dict[str, str] = {}
@@ -100,16 +104,51 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) 
         comments.append(f"threads: {advice.problem} The ranks will share cores; compat launch says what fits.")
     comments.append("no per-rank binding here (the same values for every rank): compat launch binds each rank to its own cores")
     if launcher and bindings is None:
-        comments.append(f"launcher {launcher}: nothing added (no oneCCL bindings: the gloo backend needs no oneCCL settings)")
+        comments.append(f"launcher {launcher}: no oneCCL setting added (no oneCCL bindings: the gloo backend needs none)")
     elif launcher:
         assert bindings is not None
         system = result.system if result is not None else None
         mpi_root = system.layout.mpi_root if system is not None and system.layout is not None else ""
         path = result.after.get("PATH") if result is not None else None
-        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, up_interfaces(), ctx.snapshot.executable, mpi_root, path)
+        env = {**ctx.snapshot.env, "MASTER_ADDR": master_addr} if master_addr else ctx.snapshot.env
+        extra, reasons = launcher_exports(launcher, exports, env, bindings.directory, up_interfaces(), ctx.snapshot.executable, mpi_root, path)
+        exports.update(extra)
+        comments += reasons
+    master = master_addr or ctx.snapshot.env.get("MASTER_ADDR") or None
+    if master_addr:
+        exports["MASTER_ADDR"] = master_addr
+        comments.append(f"MASTER_ADDR={master_addr}: --master-addr")
+    if master or nnodes > 1 or launcher:
+        path_after = result.after.get("PATH") if result is not None else None
+        extra, reasons = network_exports(master, nnodes, launcher, bindings is not None, ctx.snapshot.env, ctx.snapshot.executable, path_after, route)
         exports.update(extra)
         comments += reasons
     return EnvPlan(exports, tuple(comments), additions)
+
+
+def network_exports(master: Optional[str], nnodes: int, launcher: Optional[str], ccl: bool, env: Mapping[str, str], python: str = "",
+                    path: Optional[str] = None, route: Optional[Callable[[str], RouteFacts]] = None) -> tuple[dict[str, str], list[str]]:
+    """The interface that reaches ``master`` (environment/interfaces.choose_interface over the kernel's route), exported
+    for gloo (GLOO_SOCKET_IFNAME), for oneCCL when ``ccl`` (CCL_KVS_IFACE, FI_TCP_IFACE) and for the launcher's own
+    traffic (its ``interface_exports``: I_MPI_HYDRA_IFACE, OMPI_MCA_*_tcp_if_include); variables ``env`` already sets are
+    kept. Without a master, a route, or on a job across hosts whose master is loopback here: nothing, and the one
+    sentence why. compat env's, and what a job script gets through it (compat export's, an sbatch script's)."""
+    facts = (route or route_facts)(master) if master else None
+    choice = choose_interface(master, nnodes > 1, facts)
+    said = [f"interface: {choice.why}"]
+    if choice.interface is None:
+        return {}, said
+    extra, words = interface_variables(choice, GLOO_VARIABLES + (CCL_VARIABLES if ccl else ()), env, "interface")
+    said += words
+    if launcher:
+        from .launchers import LAUNCHERS
+
+        own, words = LAUNCHERS[launcher].interface_exports(choice.interface, env, python, path)
+        extra.update(own)
+        said += words
+    if nnodes > 1 or not is_loopback(master or ""):
+        said.append("interface: the same name must exist on every host (run compat env on each host, or check that it does)")
+    return extra, said
 
 
 def _fish_quote(value: str) -> str:

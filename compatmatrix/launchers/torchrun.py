@@ -10,6 +10,8 @@ Side effects: none.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Optional
 
 from .interface import (
     BOUND,
@@ -69,6 +71,9 @@ class Torchrun:
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         return ofi_exports(self.name, env)
+
+    def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
+        return {}, []  # its rendezvous is the master's TCP store; its ranks read gloo's and oneCCL's variables only
 
     def failures(self, log: str) -> Failures:
         codes = {int(pid): int(code) for code, pid in re.findall(r"exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", log)}  # its error summary
