@@ -487,7 +487,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
             live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
             live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
-            live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each)")
+            live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each); without --live (the static preflight on every host) also a Slurm node list, node[01-16]")
             live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
             live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
             live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
@@ -821,23 +821,37 @@ def _run_checks(args: ChecksArgs) -> int:
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
 
 
+def _preflight_hosts(given: str) -> list[str]:
+    """doctor --hostfile's hosts: a hostfile, or (no such file) a Slurm node list such as node[01-16] (nodelist.py)."""
+    from .launchers.interface import LaunchError
+    from .launchers.mpirun import read_hostfile
+    from .nodelist import NodeListError, expand_nodelist, looks_like_nodelist
+
+    if not os.path.isfile(given):
+        if looks_like_nodelist(given) and not os.path.exists(given):
+            try:
+                return expand_nodelist(given)
+            except NodeListError as exc:
+                raise UsageError(f"--hostfile {visible(given[:200])}: {exc}", exc.fix) from None
+        raise UsageError(f"--hostfile {visible(given[:200])} is not a readable file.",
+                         "Pass a file with one host name per line, or a Slurm node list such as node[01-16] or a[1-3,7],b5.")
+    try:
+        return list(dict.fromkeys(name for name, _ in read_hostfile(given)))
+    except LaunchError as exc:
+        raise UsageError(exc.message, exc.fix) from None
+
+
 def _run_hosts(args: ChecksArgs) -> int:
     """compat doctor --hostfile FILE [--rsh PROG]: compat check on every host through the remote shell, and the differences."""
     from .environment.snapshot import take_snapshot
     from .hosts import collect, compare, remote_command
-    from .launchers.interface import LaunchError
-    from .launchers.mpirun import read_hostfile, remote_shell
+    from .launchers.mpirun import remote_shell
     from .render import emit
     from .render.json import findings_json
     from .render.text import findings_header, render_findings
 
     assert args.hostfile is not None
-    if not os.path.isfile(args.hostfile):
-        raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
-    try:
-        hosts = list(dict.fromkeys(name for name, _ in read_hostfile(args.hostfile)))
-    except LaunchError as exc:
-        raise UsageError(exc.message, exc.fix) from None
+    hosts = _preflight_hosts(args.hostfile)
     rsh, source = remote_shell(os.environ, args.rsh)
     answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node), os.environ)
     findings = compare(answers, rsh, source)
