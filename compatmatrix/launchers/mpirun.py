@@ -216,7 +216,7 @@ class Mpirun:
             env["I_MPI_PIN_DOMAIN"] = i_mpi_pin_domain(job.masks)
             argv = [mpirun, "-n", ranks, "-ppn", ranks, *job.command]
             return Invocation("mpirun", flavor, tuple(argv), env, "I_MPI_PIN_DOMAIN",
-                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)",))
+                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)", ONE_HOST_NOTE))
         variable = self.local_rank_variable(flavor)
         script, tool = job.wrapper(variable)
         if flavor == "open-mpi":
@@ -229,7 +229,7 @@ class Mpirun:
             argv = [mpirun, "-n", ranks, "-ppn", ranks]
         argv += ["sh", "-c", script, WRAPPER_NAME, *job.command]
         return Invocation("mpirun", flavor, tuple(argv), env, tool,
-                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command",))
+                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command", ONE_HOST_NOTE))
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         """Intel MPI's mpirun: oneCCL's MPI transport, which refuses Intel MPI without I_MPI_ROOT ("neither I_MPI_ROOT
@@ -274,6 +274,7 @@ class Mpirun:
         return Failures(codes, _open_mpi_first_failure(log))
 
 
+ONE_HOST_NOTE = "no hostfile: the ranks meet on this host, so no interface variable (GLOO_SOCKET_IFNAME, I_MPI_HYDRA_IFACE, ...) is needed"
 # each flavour's own variables for the interface its launch and its ranks' traffic use between hosts
 IFACE_OF_FLAVOR = {"intel-mpi": ("I_MPI_HYDRA_IFACE",), "mpich": ("HYDRA_IFACE",),
                    "open-mpi": ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include")}

@@ -66,7 +66,8 @@ class Torchrun:
         # the underscore spellings: torch < 2.0 knows only those
         argv = [job.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(job.ranks), "--no_python", "sh", "-c", script, WRAPPER_NAME, *job.command]
         notes = (f"torchrun starts each rank as sh -c '...' which execs {tool} with the rank's CPUs (chosen by LOCAL_RANK), then the command",
-                 "OMP_NUM_THREADS is exported, so torchrun keeps it instead of setting 1")
+                 "OMP_NUM_THREADS is exported, so torchrun keeps it instead of setting 1",
+                 "--standalone: the ranks meet on this host, so no interface variable (GLOO_SOCKET_IFNAME, CCL_KVS_IFACE) is needed")
         return Invocation("torchrun", "torchrun", tuple(argv), dict(job.rank_env), tool, notes)
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
