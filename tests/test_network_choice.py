@@ -25,6 +25,7 @@ from compatmatrix.environment.interfaces import (
     route_facts,
 )
 from compatmatrix.hosts import HostAnswer, compare, parse_answer
+from compatmatrix.live.report import Expectation, RankRecord, network_finding
 from compatmatrix.nodelist import NODELIST_MAX_HOSTS, NodeListError, expand_nodelist, looks_like_nodelist, nodelist_size
 from compatmatrix.shell_env import network_exports
 
@@ -276,3 +277,34 @@ def test_a_malformed_network_answer_is_refused(network):
     document = {"checks": [], "host": {"name": "n", "packages": {}, "cpu_flags": [], "oneccl_env": {}, "bindings": {}, "network": network}}
     parsed, problem = parse_answer(document)
     assert parsed is None and "network" in problem
+
+
+# --- the live doctor: a host's own name that gives the other hosts loopback ------------------------------------------------
+
+
+def _rank(rank, host, resolves, joined=True, **variables):
+    network = {"host": host, "interfaces": ["eth0", "lo"], "iface_variables": variables,
+               "host_resolves": [{"address": a, "loopback": a.startswith("127."), "local": local} for a, local in resolves],
+               "master_addr": "node1", "master_resolves": [{"address": "10.0.0.1", "local": host == "node1"}]}
+    status = {"rank": rank, "stage": "done" if joined else "init", "host": host, "network": network, "world_size": 2 if joined else None}
+    return RankRecord(100 + rank, status, "", 0 if joined else 1, True)
+
+
+EXPECT = Expectation(world_size=2, trainer=False, steps=3, per_device_batch=2, backend="auto", ccl_installed=False, multi_host=True,
+                     interface_fix="export GLOO_SOCKET_IFNAME=eth0 on every host (...)")
+
+
+@pytest.mark.parametrize("resolves, summary", [
+    ([("127.0.1.1", True)], "node2 resolves its own name to 127.0.1.1 (loopback): older gloo and other tools give the other hosts that address to reach it"),
+    ([("10.0.0.99", False)], "node2 resolves its own name to 10.0.0.99, no address of node2: gloo there falls back to 127.0.0.1 (loopback) and gives "
+                             "the other hosts that address to reach it"),
+    ([], "node2 resolves its own name to nothing: gloo there falls back to 127.0.0.1 (loopback) and gives the other hosts that address to reach it"),
+])
+def test_a_host_name_that_leaves_gloo_on_loopback_is_named_with_the_interface_fix(resolves, summary):
+    ranks = [_rank(0, "node1", [("10.0.0.1", True)], joined=False), _rank(1, "node2", resolves, joined=False)]
+    finding = network_finding(ranks, EXPECT)
+    assert (finding.status, finding.summary) == (S.FAIL, summary)
+    assert finding.fix.startswith("Map node2 to its cluster address in /etc/hosts (or DNS) on node2") and finding.fix.endswith(
+        "or export GLOO_SOCKET_IFNAME=eth0 on every host (...).")
+    with_variable = [ranks[0], _rank(1, "node2", resolves, joined=False, GLOO_SOCKET_IFNAME="eth0")]
+    assert network_finding(with_variable, EXPECT).status is S.PASS

@@ -654,9 +654,17 @@ def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
             if missing:
                 problems.append((f"{name}={value} names no interface on {host} (it has {', '.join(facts.get('interfaces', []))})",
                                  f"Set {name} to the interface that reaches the other hosts (the same name must exist on every host), or unset it."))
-        loopback = [item["address"] for item in facts.get("host_resolves", []) if item.get("loopback")]
+        resolves = facts.get("host_resolves", [])
+        loopback = [item["address"] for item in resolves if item.get("loopback")]
+        if expect.multi_host and not loopback and not any(item.get("local") for item in resolves):
+            # gloo listens on the first address of its host name that it can bind; none: it falls back to 127.0.0.1
+            said = f"to {', '.join(item['address'] for item in resolves)}, no address of {host}" if resolves else "to nothing"
+            loopback = ["127.0.0.1"]
+            why = f"{host} resolves its own name {said}: gloo there falls back to 127.0.0.1 (loopback) and gives the other hosts that address to reach it"
+        else:
+            why = f"{host} resolves its own name to {loopback[0] if loopback else ''} (loopback): older gloo and other tools give the other hosts that address to reach it"
         if expect.multi_host and loopback and not variables.get("GLOO_SOCKET_IFNAME"):
-            sentence = f"{host} resolves its own name to {loopback[0]} (loopback): older gloo and other tools give the other hosts that address to reach it"
+            sentence = why
             fix = (f"Map {host} to its cluster address in /etc/hosts (or DNS) on {host} (Debian's '127.0.1.1 {host}' line is the usual culprit), "
                    f"or {expect.interface_fix or 'set GLOO_SOCKET_IFNAME to the interface that reaches the other hosts'}.")
             on_host = [r for r in ranks if r.host == host]
