@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compatmatrix.checks.finding import Status as S
+from compatmatrix.checks.oneccl_env import kvs_iface_finding
 from compatmatrix.environment.interfaces import (
     RouteFacts,
     choose_interface,
@@ -308,3 +309,17 @@ def test_a_host_name_that_leaves_gloo_on_loopback_is_named_with_the_interface_fi
         "or export GLOO_SOCKET_IFNAME=eth0 on every host (...).")
     with_variable = [ranks[0], _rank(1, "node2", resolves, joined=False, GLOO_SOCKET_IFNAME="eth0")]
     assert network_finding(with_variable, EXPECT).status is S.PASS
+
+
+# --- oneccl.kvs-iface: the static check judges the same need -----------------------------------------------------------------
+
+
+def test_kvs_iface_with_a_master_across_hosts_wants_the_interface_of_its_route():
+    route = choose_interface("node1", True, facts(routes={"10.0.0.1": "ib0"}))
+    unset = kvs_iface_finding(True, ["eth0", "ib0", "lo"], None, route, "node1")
+    assert unset.status is S.WARN and unset.fix.startswith("export CCL_KVS_IFACE=ib0 FI_TCP_IFACE=ib0")
+    other = kvs_iface_finding(True, ["eth0", "ib0", "lo"], "eth0", route, "node1")
+    assert other.status is S.WARN and other.summary == "CCL_KVS_IFACE=eth0, but the route to the master node1 leaves by ib0"
+    assert kvs_iface_finding(True, ["eth0", "ib0", "lo"], "ib0", route, "node1").status is S.PASS
+    assert kvs_iface_finding(True, ["ib0", "lo"], None, route, "node1").status is S.PASS  # one interface: the store takes it
+    assert kvs_iface_finding(True, ["eth0", "ib0", "lo"], None).status is S.PASS  # no master: one host, as before
