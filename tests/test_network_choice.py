@@ -323,3 +323,14 @@ def test_kvs_iface_with_a_master_across_hosts_wants_the_interface_of_its_route()
     assert kvs_iface_finding(True, ["eth0", "ib0", "lo"], "ib0", route, "node1").status is S.PASS
     assert kvs_iface_finding(True, ["ib0", "lo"], None, route, "node1").status is S.PASS  # one interface: the store takes it
     assert kvs_iface_finding(True, ["eth0", "ib0", "lo"], None).status is S.PASS  # no master: one host, as before
+
+
+def test_every_registered_launcher_answers_for_its_interface_variables():
+    """The registry's launchers all carry interface_exports (compat env --launcher L --master-addr calls it): each
+    names only the interface it is given, under variable names."""
+    from compatmatrix.launchers import LAUNCHERS
+
+    for name, launcher in LAUNCHERS.items():
+        exported, said = launcher.interface_exports("eth9", {}, "/nonexistent/python", "/nonexistent")
+        assert set(exported.values()) <= {"eth9"} and all(key.isidentifier() for key in exported), name
+        assert all(isinstance(line, str) for line in said), name
