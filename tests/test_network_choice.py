@@ -296,7 +296,8 @@ EXPECT = Expectation(world_size=2, trainer=False, steps=3, per_device_batch=2, b
 
 
 @pytest.mark.parametrize("resolves, summary", [
-    ([("127.0.1.1", True)], "node2 resolves its own name to 127.0.1.1 (loopback): older gloo and other tools give the other hosts that address to reach it"),
+    ([("127.0.1.1", True)], "node2 resolves its own name to 127.0.1.1 (loopback): gloo there gives the other hosts that address to reach it "
+                            "(connectFullMesh failed ... remote=[127.0.1.1])"),
     ([("10.0.0.99", False)], "node2 resolves its own name to 10.0.0.99, no address of node2: gloo there falls back to 127.0.0.1 (loopback) and gives "
                              "the other hosts that address to reach it"),
     ([], "node2 resolves its own name to nothing: gloo there falls back to 127.0.0.1 (loopback) and gives the other hosts that address to reach it"),

@@ -662,7 +662,7 @@ def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
             loopback = ["127.0.0.1"]
             why = f"{host} resolves its own name {said}: gloo there falls back to 127.0.0.1 (loopback) and gives the other hosts that address to reach it"
         else:
-            why = f"{host} resolves its own name to {loopback[0] if loopback else ''} (loopback): older gloo and other tools give the other hosts that address to reach it"
+            why = f"{host} resolves its own name to {loopback[0] if loopback else ''} (loopback): gloo there gives the other hosts that address to reach it (connectFullMesh failed ... remote=[{loopback[0] if loopback else ''}])"
         if expect.multi_host and loopback and not variables.get("GLOO_SOCKET_IFNAME"):
             sentence = why
             fix = (f"Map {host} to its cluster address in /etc/hosts (or DNS) on {host} (Debian's '127.0.1.1 {host}' line is the usual culprit), "
