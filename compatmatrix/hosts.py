@@ -45,16 +45,17 @@ def host_facts(snapshot, hostname: str) -> dict[str, Any]:
     """What a host's `compat check --json` carries for the comparison ("host" in the document); "network": what its
     own name resolves to there (gloo listens on that address and tells the other hosts to reach it there) and its
     interfaces that are up."""
-    from .environment.interfaces import resolve, up_interfaces
+    from .environment.interfaces import owns, resolve, up_interfaces
 
     addresses, _error = resolve(hostname)
+    addresses = addresses[:MAX_ADDRESSES]
     return {
         "name": hostname,
         "packages": snapshot.versions(),
         "cpu_flags": sorted(snapshot.cpu.flags),
         "oneccl_env": {k: v for k, v in sorted(snapshot.env.items()) if k.startswith(ENV_PREFIXES)},
         "bindings": {m: snapshot.modules[m] for m in ("oneccl_bindings_for_pytorch", "torch_ccl") if snapshot.modules.get(m)},
-        "network": {"resolves": addresses[:MAX_ADDRESSES], "interfaces": up_interfaces()[:MAX_INTERFACES]},
+        "network": {"resolves": addresses, "own": [a for a in addresses if owns(a)], "interfaces": up_interfaces()[:MAX_INTERFACES]},
     }
 
 
@@ -323,7 +324,13 @@ def _parse_network(network: Any) -> tuple[Optional[dict[str, Any]], str]:
         return None, "its network facts' addresses are not a list of addresses"
     if not isinstance(interfaces, list) or len(interfaces) > MAX_INTERFACES or not all(isinstance(i, str) and _INTERFACE.fullmatch(i) for i in interfaces):
         return None, "its network facts' interfaces are not interface names"
-    return {"resolves": typed, "interfaces": list(interfaces)}, ""
+    own = network.get("own")
+    if own is not None and (not isinstance(own, list) or not all(isinstance(a, str) and a in resolves for a in own)):
+        return None, "its network facts' own addresses are not among the addresses its name resolves to"
+    typed_network: dict[str, Any] = {"resolves": typed, "interfaces": list(interfaces)}
+    if own is not None:
+        typed_network["own"] = [typed[resolves.index(a)] for a in own]
+    return typed_network, ""
 
 
 def _free(text: str) -> str:
@@ -438,12 +445,21 @@ def _own_names(good: Sequence[HostAnswer]) -> list[Finding]:
     master = good[0].host
     evidence = tuple(f"{a.host}: {_facts(a).get('name') or a.host} -> {', '.join(n['resolves']) or 'nothing'}" if n else f"{a.host}: not told (an older compat)"
                      for a, n in told)
-    bad = [(a, n) for a, n in told if n and not [r for r in n["resolves"] if not is_loopback(r)]]
+
+    def usable(network: Mapping[str, Any]) -> list[str]:  # what gloo can listen on there: its own addresses, not loopback
+        held = network["own"] if network.get("own") is not None else network["resolves"]  # an answer without "own": every address
+        return [r for r in held if not is_loopback(r)]
+
+    bad = [(a, n) for a, n in told if n and not usable(n)]
     if bad:
         answer, network = bad[0]
         own = _facts(answer).get("name") or answer.host
         named = own if own == answer.host else f"{own} ({answer.host})"
-        if network["resolves"]:
+        foreign = [r for r in network["resolves"] if not is_loopback(r)]
+        if foreign:
+            summary = (f"{named} resolves its own name to {', '.join(foreign)}, no address of {answer.host}: gloo there falls back to 127.0.0.1 "
+                       "(loopback) and the other hosts are told that address to reach it")
+        elif network["resolves"]:
             summary = (f"{named} resolves its own name to {network['resolves'][0]} (loopback) only: gloo there listens on loopback and the other "
                        f"hosts are told {network['resolves'][0]} to reach it (connectFullMesh failed ... remote=[{network['resolves'][0]}])")
         else:
@@ -453,8 +469,8 @@ def _own_names(good: Sequence[HostAnswer]) -> list[Finding]:
         fix = (f"On {answer.host}, map {own} to its cluster address in /etc/hosts or DNS (Debian's '127.0.1.1 {own}' line is the usual culprit), "
                f"or export the interface that reaches the master on every host: export GLOO_SOCKET_IFNAME={interface} (eval \"$(compat env "
                f"--master-addr {master} --nnodes {len(good)})\" sets it, and oneCCL's and the MPI's with --launcher).")
-        more = tuple(f"also {a.host}: its own name resolves to loopback or nothing there" for a, _ in bad[1:])
+        more = tuple(f"also {a.host}: its own name resolves to no address of its own other than loopback there" for a, _ in bad[1:])
         return [Finding("hosts.network", Status.FAIL, summary, more + evidence, fix)]
     if not all(network for _, network in told):
         return [Finding("hosts.network", Status.SKIP, "some hosts did not tell what their own name resolves to (an older compat there)", evidence)]
-    return [Finding("hosts.network", Status.PASS, f"every host's own name resolves there to an address other than loopback ({', '.join(a.host for a in good)})", evidence)]
+    return [Finding("hosts.network", Status.PASS, f"every host's own name resolves there to an address of its own other than loopback ({', '.join(a.host for a in good)})", evidence)]

@@ -238,7 +238,7 @@ def test_preflight_on_identical_hosts_passes(hosts, stock, given):
     assert {k: v["status"] for k, v in checks.items()} == {"hosts.reach": "pass", "hosts.packages": "pass", "hosts.oneccl": "pass", "hosts.cpu": "pass",
                                                            "hosts.network": "pass"}
     assert {h: v["name"] for h, v in data["hosts"].items()} == {"node1": "node1", "node2": "node2"}  # each answer came from its own host
-    assert data["hosts"]["node2"]["network"]["resolves"] == [cluster.address("node2")]
+    assert data["hosts"]["node2"]["network"]["resolves"] == data["hosts"]["node2"]["network"]["own"] == [cluster.address("node2")]
 
 
 def test_preflight_names_a_host_whose_own_name_resolves_to_loopback_with_the_fix(hosts, stock):

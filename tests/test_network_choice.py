@@ -246,9 +246,9 @@ def test_compat_env_refuses_a_master_that_is_not_a_host():
 # --- the static preflight: each host's own name ------------------------------------------------------------------------
 
 
-def answer(host, resolves, interfaces=("eth0", "lo")):
-    document = {"checks": [], "host": {"name": host, "packages": {}, "cpu_flags": [], "oneccl_env": {}, "bindings": {},
-                                       "network": {"resolves": list(resolves), "interfaces": list(interfaces)}}}
+def answer(host, resolves, interfaces=("eth0", "lo"), own=None):
+    network = {"resolves": list(resolves), "interfaces": list(interfaces), "own": list(resolves) if own is None else list(own)}
+    document = {"checks": [], "host": {"name": host, "packages": {}, "cpu_flags": [], "oneccl_env": {}, "bindings": {}, "network": network}}
     parsed, problem = parse_answer(document)
     assert parsed is not None, problem
     return HostAnswer(host, parsed)
@@ -264,6 +264,13 @@ def test_a_host_whose_own_name_resolves_to_loopback_is_named_with_the_fix():
     assert "export GLOO_SOCKET_IFNAME=" in network[0].fix and "compat env --master-addr node1" in network[0].fix
 
 
+def test_a_host_whose_own_name_resolves_to_an_address_it_does_not_hold_is_named():
+    findings = compare([answer("node1", ["10.0.0.1"]), answer("node2", ["10.0.0.99"], own=[])], "ssh", "the default")
+    network = [f for f in findings if f.id == "hosts.network"]
+    assert [(f.status, f.summary) for f in network] == [(S.FAIL, "node2 resolves its own name to 10.0.0.99, no address of node2: gloo there falls "
+                                                                 "back to 127.0.0.1 (loopback) and the other hosts are told that address to reach it")]
+
+
 def test_hosts_whose_names_resolve_to_their_own_addresses_pass_and_an_older_answer_is_skipped():
     findings = compare([answer("node1", ["10.0.0.1"]), answer("node2", ["10.0.0.2"])], "ssh", "the default")
     assert [(f.id, f.status) for f in findings if f.id == "hosts.network"] == [("hosts.network", S.PASS)]
@@ -273,7 +280,8 @@ def test_hosts_whose_names_resolve_to_their_own_addresses_pass_and_an_older_answ
     assert [f.status for f in findings if f.id == "hosts.network"] == [S.SKIP]
 
 
-@pytest.mark.parametrize("network", [{"resolves": "10.0.0.1"}, {"resolves": ["x" * 50]}, {"resolves": [], "interfaces": [1]}, []])
+@pytest.mark.parametrize("network", [{"resolves": "10.0.0.1"}, {"resolves": ["x" * 50]}, {"resolves": [], "interfaces": [1]}, [],
+                                     {"resolves": ["10.0.0.1"], "own": ["10.0.0.2"]}])
 def test_a_malformed_network_answer_is_refused(network):
     document = {"checks": [], "host": {"name": "n", "packages": {}, "cpu_flags": [], "oneccl_env": {}, "bindings": {}, "network": network}}
     parsed, problem = parse_answer(document)

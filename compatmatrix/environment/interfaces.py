@@ -47,6 +47,19 @@ def is_loopback(address: str) -> bool:
     return bool(parsed.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
+def owns(address: str) -> bool:
+    """Whether this host holds ``address`` (gloo's own test: it listens on the first address of its host name that it
+    can bind; none: 127.0.0.1)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((address, 0))
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 class RouteFacts(Record):
     """What this machine says of the way to the master: the addresses its name resolves to here (or why none), and
     for each address the interface the kernel's route to it leaves by (None: no route, with the error in ``errors``)."""

@@ -222,14 +222,9 @@ def _addresses(name: str) -> list[str]:
 
 
 def _own(address: str) -> bool:
-    import socket
+    from ..environment.interfaces import owns
 
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((address, 0))
-        return True
-    except OSError:
-        return False
+    return owns(address)
 
 
 def reach_master(master: str, supervised, ranks) -> dict[str, str]:
