@@ -844,7 +844,7 @@ def _preflight_hosts(given: str) -> list[str]:
 def _run_hosts(args: ChecksArgs) -> int:
     """compat doctor --hostfile FILE [--rsh PROG]: compat check on every host through the remote shell, and the differences."""
     from .environment.snapshot import take_snapshot
-    from .hosts import collect, compare, remote_command
+    from .hosts import collect, compare, own_addresses, remote_command, routes_from_here
     from .launchers.mpirun import remote_shell
     from .render import emit
     from .render.json import findings_json
@@ -854,7 +854,7 @@ def _run_hosts(args: ChecksArgs) -> int:
     hosts = _preflight_hosts(args.hostfile)
     rsh, source = remote_shell(os.environ, args.rsh)
     answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node), os.environ)
-    findings = compare(answers, rsh, source)
+    findings = compare(answers, rsh, source, routes_from_here(own_addresses(answers)))
     snapshot = take_snapshot(args.target.python)
 
     def document() -> dict:

@@ -342,9 +342,10 @@ def _listing(values: Mapping[str, Optional[str]], missing: str = "not installed"
     return "; ".join(f"{value if value is not None else missing} on {host}" for host, value in values.items())
 
 
-def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str) -> list[Finding]:
+def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str, unroutable: Optional[Mapping[str, str]] = None) -> list[Finding]:
     """Findings from the hosts' answers: who could not be checked, each host's own failures, and every difference that
-    breaks a job (one finding per difference, naming the hosts)."""
+    breaks a job (one finding per difference, naming the hosts). ``unroutable``: the hosts' own addresses to which the
+    collecting host has no route, with the kernel's error (``routes_from_here``)."""
     findings: list[Finding] = []
     good = [a for a in answers if a.document is not None]
     bad = [a for a in answers if a.document is None]
@@ -365,7 +366,7 @@ def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str) -> list[Fi
         findings += _differences(good)
     elif len(good) == 1 and not bad:
         findings.append(Finding("hosts.packages", Status.SKIP, "one host: nothing to compare"))
-    findings += _own_names(good)
+    findings += _own_names(good, unroutable or {})
     return findings
 
 
@@ -432,7 +433,27 @@ def _differences(good: Sequence[HostAnswer]) -> list[Finding]:
     return findings
 
 
-def _own_names(good: Sequence[HostAnswer]) -> list[Finding]:
+def own_addresses(answers: Sequence[HostAnswer]) -> list[str]:
+    """The addresses other than loopback that the hosts' own names resolve to and that they hold (gloo listens there)."""
+    from .environment.interfaces import is_loopback
+
+    found: dict[str, None] = {}
+    for answer in answers:
+        network = _facts(answer).get("network") or {}
+        for address in network.get("own", network.get("resolves", [])):
+            if not is_loopback(address):
+                found.setdefault(address, None)
+    return list(found)
+
+
+def routes_from_here(addresses: Sequence[str]) -> dict[str, str]:
+    """The addresses this host has no route to, with the kernel's error (a UDP socket connected to each: nothing is sent)."""
+    from .environment.interfaces import route_source
+
+    return {address: problem for address in addresses for source, problem in [route_source(address)] if source is None}
+
+
+def _own_names(good: Sequence[HostAnswer], unroutable: Mapping[str, str]) -> list[Finding]:
     """hosts.network: each host's own name must resolve there to an address other than loopback. gloo listens on the
     address its host name resolves to and gives the other hosts that address: a name mapped to 127.0.1.1 (Debian's
     /etc/hosts line) or 127.0.0.1 makes them connect to their own loopback ("connectFullMesh failed ... remote=[127.0.1.1]").
@@ -471,6 +492,14 @@ def _own_names(good: Sequence[HostAnswer]) -> list[Finding]:
                f"--master-addr {master} --nnodes {len(good)})\" sets it, and oneCCL's and the MPI's with --launcher).")
         more = tuple(f"also {a.host}: its own name resolves to no address of its own other than loopback there" for a, _ in bad[1:])
         return [Finding("hosts.network", Status.FAIL, summary, more + evidence, fix)]
+    cut_off = [(a, usable(n)) for a, n in told if n and all(address in unroutable for address in usable(n))]
+    if cut_off:
+        answer, addresses = cut_off[0]
+        return [Finding("hosts.network", Status.FAIL, f"there is no route from this host to {answer.host}'s own address {addresses[0]} "
+                        f"({unroutable[addresses[0]]}): gloo there listens on it, and the ranks here cannot reach it",
+                        tuple(f"also {a.host} ({', '.join(x)})" for a, x in cut_off[1:]) + evidence,
+                        f"Map {answer.host}'s name there to the address the other hosts reach it by (/etc/hosts or DNS on {answer.host}), "
+                        "or export GLOO_SOCKET_IFNAME on every host (compat env --master-addr prints it).")]
     if not all(network for _, network in told):
         return [Finding("hosts.network", Status.SKIP, "some hosts did not tell what their own name resolves to (an older compat there)", evidence)]
     return [Finding("hosts.network", Status.PASS, f"every host's own name resolves there to an address of its own other than loopback ({', '.join(a.host for a in good)})", evidence)]

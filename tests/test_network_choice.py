@@ -25,7 +25,7 @@ from compatmatrix.environment.interfaces import (
     is_loopback,
     route_facts,
 )
-from compatmatrix.hosts import HostAnswer, compare, parse_answer
+from compatmatrix.hosts import HostAnswer, compare, own_addresses, parse_answer, routes_from_here
 from compatmatrix.live.report import Expectation, RankRecord, network_finding
 from compatmatrix.nodelist import NODELIST_MAX_HOSTS, NodeListError, expand_nodelist, looks_like_nodelist, nodelist_size
 from compatmatrix.shell_env import network_exports
@@ -343,3 +343,13 @@ def test_every_registered_launcher_answers_for_its_interface_variables():
         exported, said = launcher.interface_exports("eth9", {}, "/nonexistent/python", "/nonexistent")
         assert set(exported.values()) <= {"eth9"} and all(key.isidentifier() for key in exported), name
         assert all(isinstance(line, str) for line in said), name
+
+
+def test_a_host_whose_own_address_this_host_has_no_route_to_is_named():
+    answers = [answer("node1", ["10.0.0.1"]), answer("node2", ["172.31.9.9"])]
+    assert own_addresses(answers) == ["10.0.0.1", "172.31.9.9"]
+    findings = compare(answers, "ssh", "the default", {"172.31.9.9": "Network is unreachable"})
+    network = [f for f in findings if f.id == "hosts.network"]
+    assert [(f.status, f.summary) for f in network] == [(S.FAIL, "there is no route from this host to node2's own address 172.31.9.9 (Network is "
+                                                                 "unreachable): gloo there listens on it, and the ranks here cannot reach it")]
+    assert routes_from_here(["127.0.0.1"]) == {}  # the kernel's own answer: loopback is always routed
