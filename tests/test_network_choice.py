@@ -353,3 +353,48 @@ def test_a_host_whose_own_address_this_host_has_no_route_to_is_named():
     assert [(f.status, f.summary) for f in network] == [(S.FAIL, "there is no route from this host to node2's own address 172.31.9.9 (Network is "
                                                                  "unreachable): gloo there listens on it, and the ranks here cannot reach it")]
     assert routes_from_here(["127.0.0.1"]) == {}  # the kernel's own answer: loopback is always routed
+
+
+@pytest.mark.integration
+def test_compat_env_exports_the_interface_of_the_kernels_route_in_a_namespace_with_two_links(tmp_path):
+    """A network namespace of its own with two links (veth pairs) on two subnets: compat env --master-addr picks, for gloo and
+    for the FIXTURE bindings' oneCCL, the link whose subnet holds the master, and says why."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import uuid
+
+    from .clean_env import base_env
+    from .fixture_envs import FixtureEnv
+
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 for a network namespace")
+    env = FixtureEnv(tmp_path / "venv").torch("2.7.0").bindings("2.7.0")
+    namespace = f"cmt{os.getpid()}x{uuid.uuid4().hex[:6]}-two"
+    made = subprocess.run(["ip", "netns", "add", namespace], capture_output=True, text=True, timeout=20, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"a network namespace cannot be made here: {made.stderr.strip()}")
+    try:
+        for name, subnet in (("data0", "10.231.1"), ("fast0", "10.231.2")):
+            for argv in (["link", "add", name, "type", "veth", "peer", "name", f"{name}p"], ["addr", "add", f"{subnet}.1/24", "dev", name],
+                         ["link", "set", f"{name}p", "up"], ["link", "set", name, "up"]):
+                subprocess.run(["ip", "-n", namespace, *argv], check=True, timeout=20, capture_output=True)
+        subprocess.run(["ip", "-n", namespace, "link", "set", "lo", "up"], check=True, timeout=20)
+        done = {master: subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-m", "compatmatrix", "env", "--json", "--launcher", "torchrun",
+                                        "--python", str(env.python), "--master-addr", master, "--nnodes", "2"],
+                                       capture_output=True, text=True, timeout=120, env=base_env(), check=False)
+                for master in ("10.231.2.7", "10.231.1.7", "10.99.0.1")}
+    finally:
+        subprocess.run(["ip", "netns", "del", namespace], timeout=20, check=False)
+    import json
+
+    for master, interface in (("10.231.2.7", "fast0"), ("10.231.1.7", "data0")):
+        assert done[master].returncode == 0, done[master].stderr
+        document = json.loads(done[master].stdout)
+        assert {k: document["exports"].get(k) for k in ("GLOO_SOCKET_IFNAME", "CCL_KVS_IFACE", "FI_TCP_IFACE", "MASTER_ADDR")} == {
+            "GLOO_SOCKET_IFNAME": interface, "CCL_KVS_IFACE": interface, "FI_TCP_IFACE": interface, "MASTER_ADDR": master}
+        assert f"interface: {interface} is the interface of the kernel's route to the master {master}" in document["comments"]
+    unrouted = json.loads(done["10.99.0.1"].stdout)  # no default route in the namespace: said, nothing exported
+    assert "GLOO_SOCKET_IFNAME" not in unrouted["exports"]
+    assert any(c.startswith("interface: there is no route from here to the master 10.99.0.1 (10.99.0.1: ") for c in unrouted["comments"])
