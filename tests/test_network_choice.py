@@ -398,3 +398,23 @@ def test_compat_env_exports_the_interface_of_the_kernels_route_in_a_namespace_wi
     unrouted = json.loads(done["10.99.0.1"].stdout)  # no default route in the namespace: said, nothing exported
     assert "GLOO_SOCKET_IFNAME" not in unrouted["exports"]
     assert any(c.startswith("interface: there is no route from here to the master 10.99.0.1 (10.99.0.1: ") for c in unrouted["comments"])
+
+
+addresses = st.sampled_from(["10.0.0.1", "10.0.0.2", "127.0.0.1", "127.0.1.1", "fd00::2", "::1"])
+names = st.sampled_from(["eth0", "ib0", "bond0", "lo"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.none() | st.sampled_from(["node1", "10.0.0.1"]), st.booleans(), st.lists(addresses, max_size=4, unique=True),
+       st.dictionaries(addresses, st.none() | names), st.lists(names, max_size=4, unique=True))
+def test_an_interface_is_chosen_only_from_the_route_or_as_the_one_link_besides_lo(master, multi, found, routes, up):
+    given_facts = RouteFacts(master or "", tuple(found), "", routes, {}, tuple(up))
+    choice = choose_interface(master, multi, given_facts)
+    assert choice.why and "\n" not in choice.why
+    if choice.interface is None:
+        return
+    reachable = [a for a in found if not is_loopback(a)]
+    if reachable:  # the route of the first reachable address that has one
+        assert choice.interface == next(routes[a] for a in reachable if routes.get(a))
+    else:  # every address is loopback here: only across hosts, only the one interface up besides lo
+        assert multi and [n for n in up if n != "lo"] == [choice.interface]
