@@ -366,7 +366,8 @@ def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str, unroutable
         findings += _differences(good)
     elif len(good) == 1 and not bad:
         findings.append(Finding("hosts.packages", Status.SKIP, "one host: nothing to compare"))
-    findings += _own_names(good, unroutable or {})
+    if len(answers) > 1:  # one host: its ranks meet on it, a loopback name does no harm
+        findings += _own_names(good, unroutable or {})
     return findings
 
 

@@ -418,3 +418,8 @@ def test_an_interface_is_chosen_only_from_the_route_or_as_the_one_link_besides_l
         assert choice.interface == next(routes[a] for a in reachable if routes.get(a))
     else:  # every address is loopback here: only across hosts, only the one interface up besides lo
         assert multi and [n for n in up if n != "lo"] == [choice.interface]
+
+
+def test_one_host_whose_name_resolves_to_loopback_is_no_fault():
+    findings = compare([answer("node1", ["127.0.1.1"])], "ssh", "the default")
+    assert not [f for f in findings if f.id == "hosts.network"]
