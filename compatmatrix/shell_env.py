@@ -23,7 +23,16 @@ from typing import Any, Optional
 
 from .checks.finding import Context
 from .checks.oneccl_env import PathAddition, _python_arg, export_plan, find_bindings, setvars_fix, setvars_result, system_error
-from .environment.interfaces import CCL_VARIABLES, GLOO_VARIABLES, RouteFacts, choose_interface, interface_variables, is_loopback, route_facts, up_interfaces
+from .environment.interfaces import (
+    CCL_VARIABLES,
+    GLOO_VARIABLES,
+    RouteFacts,
+    choose_interface,
+    interface_variables,
+    is_loopback,
+    route_facts,
+    up_interfaces,
+)
 from .environment.libraries import preload_candidates, preload_entries
 from .errors import CompatError
 from .placement.environment import choose_preload
