@@ -542,12 +542,13 @@ def kvs_iface_finding(installed: bool, interfaces: list[str], value: Optional[st
         return Finding(cid, Status.SKIP, "no network interface was found up (/sys/class/net)")
     up = f"interfaces up: {', '.join(interfaces)}"
     chosen = route.interface if route is not None else None
+    why = route.why if route is not None else ""
     if chosen and value and value != chosen and value in interfaces:
-        return Finding(cid, Status.WARN, f"CCL_KVS_IFACE={value}, but the route to the master {master} leaves by {chosen}", (up, route.why),
+        return Finding(cid, Status.WARN, f"CCL_KVS_IFACE={value}, but the route to the master {master} leaves by {chosen}", (up, why),
                        f"export CCL_KVS_IFACE={chosen} FI_TCP_IFACE={chosen}   (eval \"$(compat env --master-addr {master})\" sets them)")
     if chosen and not value and len([i for i in interfaces if i != "lo"]) > 1:
         return Finding(cid, Status.WARN, f"CCL_KVS_IFACE is not set and several interfaces are up: oneCCL's key-value store may bind to another "
-                       f"than {chosen}, the one that reaches the master {master}", (up, route.why),
+                       f"than {chosen}, the one that reaches the master {master}", (up, why),
                        f"export CCL_KVS_IFACE={chosen} FI_TCP_IFACE={chosen}   (eval \"$(compat env --master-addr {master})\" sets them)")
     if value:
         if value in interfaces:
