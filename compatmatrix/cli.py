@@ -420,6 +420,10 @@ def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
     env_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N")
     env_cmd.add_argument("--launcher", choices=names(ENV),
                          help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
+    env_cmd.add_argument("--master-addr", metavar="HOST", help="the job's master (node 0; default $MASTER_ADDR): export the interface that reaches "
+                         "it for gloo (GLOO_SOCKET_IFNAME), oneCCL (CCL_KVS_IFACE, FI_TCP_IFACE) and --launcher's MPI, and MASTER_ADDR")
+    env_cmd.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="hosts in the job (default 1): with N > 1 a master that is "
+                         "loopback here is named as the fault it is")
     env_cmd.add_argument("--defaults", action="store_true",
                          help="write the settings (OMP_NUM_THREADS, CCL_WORKER_COUNT, LD_PRELOAD, ...) as defaults that a value already set "
                          "when the file is sourced overrides: for a file written during docker build, so a pod's or docker run -e value wins")
@@ -488,7 +492,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
             live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
             live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
-            live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each)")
+            live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each); without --live (the static preflight on every host) also a Slurm node list, node[01-16]")
             live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
             live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
             live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
@@ -616,7 +620,14 @@ def _migrate_args_of(ns: argparse.Namespace) -> MigrateArgs:
 def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
     from .options import EnvArgs
 
-    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults)
+    if ns.master_addr is not None:
+        from .hosts import parse_host
+
+        entry, _problem = parse_host(ns.master_addr)
+        if entry is None or "@" in ns.master_addr or entry[1] is not None:
+            raise UsageError(f"--master-addr {visible(ns.master_addr[:80])} is not a host name or an address.",
+                             "Pass the first host's name or address, e.g. --master-addr node01.")
+    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults, ns.master_addr, ns.nnodes)
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -818,26 +829,40 @@ def _run_checks(args: ChecksArgs) -> int:
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
 
 
+def _preflight_hosts(given: str) -> list[str]:
+    """doctor --hostfile's hosts: a hostfile, or (no such file) a Slurm node list such as node[01-16] (nodelist.py)."""
+    from .launchers.interface import LaunchError
+    from .launchers.mpirun import read_hostfile
+    from .nodelist import NodeListError, expand_nodelist, looks_like_nodelist
+
+    if not os.path.isfile(given):
+        if looks_like_nodelist(given) and not os.path.exists(given):
+            try:
+                return expand_nodelist(given)
+            except NodeListError as exc:
+                raise UsageError(f"--hostfile {visible(given[:200])}: {exc}", exc.fix) from None
+        raise UsageError(f"--hostfile {visible(given[:200])} is not a readable file.",
+                         "Pass a file with one host name per line, or a Slurm node list such as node[01-16] or a[1-3,7],b5.")
+    try:
+        return list(dict.fromkeys(name for name, _ in read_hostfile(given)))
+    except LaunchError as exc:
+        raise UsageError(exc.message, exc.fix) from None
+
+
 def _run_hosts(args: ChecksArgs) -> int:
     """compat doctor --hostfile FILE [--rsh PROG]: compat check on every host through the remote shell, and the differences."""
     from .environment.snapshot import take_snapshot
-    from .hosts import collect, compare, remote_command
-    from .launchers.interface import LaunchError
-    from .launchers.mpirun import read_hostfile, remote_shell
+    from .hosts import collect, compare, own_addresses, remote_command, routes_from_here
+    from .launchers.mpirun import remote_shell
     from .render import emit
     from .render.json import findings_json
     from .render.text import findings_header, render_findings
 
     assert args.hostfile is not None
-    if not os.path.isfile(args.hostfile):
-        raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
-    try:
-        hosts = list(dict.fromkeys(name for name, _ in read_hostfile(args.hostfile)))
-    except LaunchError as exc:
-        raise UsageError(exc.message, exc.fix) from None
+    hosts = _preflight_hosts(args.hostfile)
     rsh, source = remote_shell(os.environ, args.rsh)
     answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node), os.environ)
-    findings = compare(answers, rsh, source)
+    findings = compare(answers, rsh, source, routes_from_here(own_addresses(answers)))
     snapshot = take_snapshot(args.target.python)
 
     def document() -> dict:
@@ -934,7 +959,7 @@ def cmd_env(args: EnvArgs) -> int:
 
     snapshot = take_snapshot(args.python)
     context = Context(load(args.output.matrix), snapshot, Options(ranks_per_node=args.ranks_per_node))
-    plan = plan_env(context, args.ranks_per_node, args.launcher)
+    plan = plan_env(context, args.ranks_per_node, args.launcher, args.master_addr, args.nnodes)
     if args.output.json:
         from .console import dump_json
         from .render.json import env_json

@@ -42,13 +42,20 @@ ENV_PREFIXES = ("CCL_", "FI_", "I_MPI_")
 
 
 def host_facts(snapshot, hostname: str) -> dict[str, Any]:
-    """What a host's `compat check --json` carries for the comparison ("host" in the document)."""
+    """What a host's `compat check --json` carries for the comparison ("host" in the document); "network": what its
+    own name resolves to there (gloo listens on that address and tells the other hosts to reach it there) and its
+    interfaces that are up."""
+    from .environment.interfaces import owns, resolve, up_interfaces
+
+    addresses, _error = resolve(hostname)
+    addresses = addresses[:MAX_ADDRESSES]
     return {
         "name": hostname,
         "packages": snapshot.versions(),
         "cpu_flags": sorted(snapshot.cpu.flags),
         "oneccl_env": {k: v for k, v in sorted(snapshot.env.items()) if k.startswith(ENV_PREFIXES)},
         "bindings": {m: snapshot.modules[m] for m in ("oneccl_bindings_for_pytorch", "torch_ccl") if snapshot.modules.get(m)},
+        "network": {"resolves": addresses, "own": [a for a in addresses if owns(a)], "interfaces": up_interfaces()[:MAX_INTERFACES]},
     }
 
 
@@ -287,8 +294,43 @@ def _parse_facts(facts: Any) -> tuple[Optional[dict[str, Any]], str]:
         return None, "its oneCCL variables are not names with text values"
     if not isinstance(bindings, dict) or not all(isinstance(k, str) and _VARIABLE.fullmatch(k) and isinstance(v, str) for k, v in bindings.items()):
         return None, "its bindings are not module names with paths"
-    return {"name": _free(name), "packages": dict(packages), "cpu_flags": list(flags),
-            "oneccl_env": {k: _free(v) for k, v in variables.items()}, "bindings": {k: _free(v) for k, v in bindings.items()}}, ""
+    typed: dict[str, Any] = {"name": _free(name), "packages": dict(packages), "cpu_flags": list(flags),
+                             "oneccl_env": {k: _free(v) for k, v in variables.items()}, "bindings": {k: _free(v) for k, v in bindings.items()}}
+    if "network" in facts:  # compat check before this field has none: the own-name check then skips that host
+        network, problem = _parse_network(facts["network"])
+        if network is None:
+            return None, problem
+        typed["network"] = network
+    return typed, ""
+
+
+MAX_ADDRESSES = 64
+MAX_INTERFACES = 256
+_INTERFACE = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")  # the kernel's IFNAMSIZ
+
+
+def _parse_network(network: Any) -> tuple[Optional[dict[str, Any]], str]:
+    """A host's "network": the addresses its own name resolves to there (IP addresses) and its interfaces (names)."""
+    import ipaddress
+
+    if not isinstance(network, dict):
+        return None, "its network facts are not an object"
+    resolves, interfaces = network.get("resolves", []), network.get("interfaces", [])
+    if not isinstance(resolves, list) or len(resolves) > MAX_ADDRESSES or not all(isinstance(a, str) and len(a) <= 64 for a in resolves):
+        return None, "its network facts' addresses are not a list of addresses"
+    try:
+        typed = [str(ipaddress.ip_address(a.split("%", 1)[0])) for a in resolves]
+    except ValueError:
+        return None, "its network facts' addresses are not a list of addresses"
+    if not isinstance(interfaces, list) or len(interfaces) > MAX_INTERFACES or not all(isinstance(i, str) and _INTERFACE.fullmatch(i) for i in interfaces):
+        return None, "its network facts' interfaces are not interface names"
+    own = network.get("own")
+    if own is not None and (not isinstance(own, list) or not all(isinstance(a, str) and a in resolves for a in own)):
+        return None, "its network facts' own addresses are not among the addresses its name resolves to"
+    typed_network: dict[str, Any] = {"resolves": typed, "interfaces": list(interfaces)}
+    if own is not None:
+        typed_network["own"] = [typed[resolves.index(a)] for a in own]
+    return typed_network, ""
 
 
 def _free(text: str) -> str:
@@ -300,9 +342,10 @@ def _listing(values: Mapping[str, Optional[str]], missing: str = "not installed"
     return "; ".join(f"{value if value is not None else missing} on {host}" for host, value in values.items())
 
 
-def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str) -> list[Finding]:
+def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str, unroutable: Optional[Mapping[str, str]] = None) -> list[Finding]:
     """Findings from the hosts' answers: who could not be checked, each host's own failures, and every difference that
-    breaks a job (one finding per difference, naming the hosts)."""
+    breaks a job (one finding per difference, naming the hosts). ``unroutable``: the hosts' own addresses to which the
+    collecting host has no route, with the kernel's error (``routes_from_here``)."""
     findings: list[Finding] = []
     good = [a for a in answers if a.document is not None]
     bad = [a for a in answers if a.document is None]
@@ -323,6 +366,8 @@ def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str) -> list[Fi
         findings += _differences(good)
     elif len(good) == 1 and not bad:
         findings.append(Finding("hosts.packages", Status.SKIP, "one host: nothing to compare"))
+    if len(answers) > 1:  # one host: its ranks meet on it, a loopback name does no harm
+        findings += _own_names(good, unroutable or {})
     return findings
 
 
@@ -387,3 +432,75 @@ def _differences(good: Sequence[HostAnswer]) -> list[Finding]:
     else:
         findings.append(Finding("hosts.cpu", Status.PASS, f"the same CPU flags on {', '.join(names)}" + (" (native bf16)" if any(native.values()) else "")))
     return findings
+
+
+def own_addresses(answers: Sequence[HostAnswer]) -> list[str]:
+    """The addresses other than loopback that the hosts' own names resolve to and that they hold (gloo listens there)."""
+    from .environment.interfaces import is_loopback
+
+    found: dict[str, None] = {}
+    for answer in answers:
+        network = _facts(answer).get("network") or {}
+        for address in network.get("own", network.get("resolves", [])):
+            if not is_loopback(address):
+                found.setdefault(address, None)
+    return list(found)
+
+
+def routes_from_here(addresses: Sequence[str]) -> dict[str, str]:
+    """The addresses this host has no route to, with the kernel's error (a UDP socket connected to each: nothing is sent)."""
+    from .environment.interfaces import route_source
+
+    return {address: problem for address in addresses for source, problem in [route_source(address)] if source is None}
+
+
+def _own_names(good: Sequence[HostAnswer], unroutable: Mapping[str, str]) -> list[Finding]:
+    """hosts.network: each host's own name must resolve there to an address other than loopback. gloo listens on the
+    address its host name resolves to and gives the other hosts that address: a name mapped to 127.0.1.1 (Debian's
+    /etc/hosts line) or 127.0.0.1 makes them connect to their own loopback ("connectFullMesh failed ... remote=[127.0.1.1]").
+    No finding when no host answered with its network facts (a compat before them)."""
+    from .environment.interfaces import is_loopback
+
+    told = [(a, _facts(a).get("network")) for a in good]
+    if not any(network for _, network in told):
+        return []
+    master = good[0].host
+    evidence = tuple(f"{a.host}: {_facts(a).get('name') or a.host} -> {', '.join(n['resolves']) or 'nothing'}" if n else f"{a.host}: not told (an older compat)"
+                     for a, n in told)
+
+    def usable(network: Mapping[str, Any]) -> list[str]:  # what gloo can listen on there: its own addresses, not loopback
+        held = network["own"] if network.get("own") is not None else network["resolves"]  # an answer without "own": every address
+        return [r for r in held if not is_loopback(r)]
+
+    bad = [(a, n) for a, n in told if n and not usable(n)]
+    if bad:
+        answer, network = bad[0]
+        own = _facts(answer).get("name") or answer.host
+        named = own if own == answer.host else f"{own} ({answer.host})"
+        foreign = [r for r in network["resolves"] if not is_loopback(r)]
+        if foreign:
+            summary = (f"{named} resolves its own name to {', '.join(foreign)}, no address of {answer.host}: gloo there falls back to 127.0.0.1 "
+                       "(loopback) and the other hosts are told that address to reach it")
+        elif network["resolves"]:
+            summary = (f"{named} resolves its own name to {network['resolves'][0]} (loopback) only: gloo there listens on loopback and the other "
+                       f"hosts are told {network['resolves'][0]} to reach it (connectFullMesh failed ... remote=[{network['resolves'][0]}])")
+        else:
+            summary = f"{named} cannot resolve its own name: gloo there falls back to loopback, which the other hosts cannot reach"
+        others = [i for i in network["interfaces"] if i != "lo"]
+        interface = others[0] if len(others) == 1 else "IFACE"
+        fix = (f"On {answer.host}, map {own} to its cluster address in /etc/hosts or DNS (Debian's '127.0.1.1 {own}' line is the usual culprit), "
+               f"or export the interface that reaches the master on every host: export GLOO_SOCKET_IFNAME={interface} (eval \"$(compat env "
+               f"--master-addr {master} --nnodes {len(good)})\" sets it, and oneCCL's and the MPI's with --launcher).")
+        more = tuple(f"also {a.host}: its own name resolves to no address of its own other than loopback there" for a, _ in bad[1:])
+        return [Finding("hosts.network", Status.FAIL, summary, more + evidence, fix)]
+    cut_off = [(a, usable(n)) for a, n in told if n and all(address in unroutable for address in usable(n))]
+    if cut_off:
+        answer, addresses = cut_off[0]
+        return [Finding("hosts.network", Status.FAIL, f"there is no route from this host to {answer.host}'s own address {addresses[0]} "
+                        f"({unroutable[addresses[0]]}): gloo there listens on it, and the ranks here cannot reach it",
+                        tuple(f"also {a.host} ({', '.join(x)})" for a, x in cut_off[1:]) + evidence,
+                        f"Map {answer.host}'s name there to the address the other hosts reach it by (/etc/hosts or DNS on {answer.host}), "
+                        "or export GLOO_SOCKET_IFNAME on every host (compat env --master-addr prints it).")]
+    if not all(network for _, network in told):
+        return [Finding("hosts.network", Status.SKIP, "some hosts did not tell what their own name resolves to (an older compat there)", evidence)]
+    return [Finding("hosts.network", Status.PASS, f"every host's own name resolves there to an address of its own other than loopback ({', '.join(a.host for a in good)})", evidence)]

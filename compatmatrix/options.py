@@ -147,6 +147,8 @@ class EnvArgs(Record):
     ranks_per_node: int
     launcher: Optional[str]
     defaults: bool  # --defaults: settings written as defaults a value set at sourcing time overrides
+    master_addr: Optional[str] = None  # --master-addr: the interface that reaches it is exported (shell_env.network_exports)
+    nnodes: int = 1
 
 
 class LaunchArgs(Record):

@@ -16,7 +16,7 @@ oneCCL's libccl is found by reading ELF files (environment/linker.py), the inter
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -32,7 +32,16 @@ from .checks.oneccl_env import (
     setvars_result,
     system_error,
 )
-from .environment.interfaces import up_interfaces
+from .environment.interfaces import (
+    CCL_VARIABLES,
+    GLOO_VARIABLES,
+    RouteFacts,
+    choose_interface,
+    interface_variables,
+    is_loopback,
+    route_facts,
+    up_interfaces,
+)
 from .environment.libraries import preload_candidates, preload_entries
 from .errors import CompatError
 from .placement.environment import choose_preload
@@ -41,7 +50,7 @@ from .placement.topology import machine_from_snapshot
 from .values import UnwritableValue, comment_text, env_name_ok
 
 SHELLS = ("bash", "zsh", "fish")
-__all__ = ["EnvPlan", "OnecclEnv", "SHELLS", "ccl_launch_env", "ccl_worker_count", "format_env", "launcher_exports", "oneccl_environment", "plan_env", "up_interfaces"]
+__all__ = ["EnvPlan", "OnecclEnv", "SHELLS", "ccl_launch_env", "ccl_worker_count", "format_env", "launcher_exports", "network_exports", "oneccl_environment", "plan_env", "up_interfaces"]
 
 
 @dataclass(frozen=True)
@@ -69,13 +78,16 @@ class OnecclEnv:
     launcher_exports: Mapping[str, str] = field(default_factory=dict)  # the launcher's needs (after the thread settings)
     launcher_comments: tuple[str, ...] = ()
     bindings: bool = False
+    path: Optional[str] = None  # PATH as the oneCCL environment leaves it (where its mpirun is found)
 
 
-def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Optional[str] = None) -> OnecclEnv:
+def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Optional[str] = None, master_addr: Optional[str] = None) -> OnecclEnv:
     """The one computation of the oneCCL environment: compat env, compat launch (--print or not), compat check's
     oneccl.launcher and the exports all take it from here. ``mpirun``: the mpirun the launch will run (compat launch
     --mpirun), looked at first for its MPI. Without the bindings only a launcher that gives its ranks no rendezvous
-    address (mpirun) adds MASTER_ADDR/MASTER_PORT: torch's env:// needs them for gloo as well."""
+    address (mpirun) adds MASTER_ADDR/MASTER_PORT: torch's env:// needs them for gloo as well. ``master_addr`` (compat
+    env --master-addr) stands for MASTER_ADDR in the environment the launcher's needs are judged against."""
+    env = {**ctx.snapshot.env, "MASTER_ADDR": master_addr} if master_addr else ctx.snapshot.env
     bindings = find_bindings(ctx)
     exports: dict[str, str] = {}
     additions: dict[str, PathAddition] = {}
@@ -92,7 +104,7 @@ def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Opt
             if LAUNCHERS[launcher].gives_rendezvous:
                 reasons.append(f"launcher {launcher}: nothing added (no oneCCL bindings: the gloo backend needs no oneCCL settings)")
             else:
-                extra, reasons = master_exports(launcher, ctx.snapshot.env)
+                extra, reasons = master_exports(launcher, env)
         return OnecclEnv(exports, additions, tuple(comments), extra, tuple(reasons), False)
     result = setvars_result(ctx)
     assert result is not None
@@ -115,9 +127,9 @@ def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Opt
         mpi_root = layout.mpi_root if layout is not None else ""
         path = result.after.get("PATH")
         interfaces = list(ctx.once(INTERFACES_KEY, up_interfaces))
-        extra, reasons = launcher_exports(launcher, exports, ctx.snapshot.env, bindings.directory, interfaces, ctx.snapshot.executable,
+        extra, reasons = launcher_exports(launcher, exports, env, bindings.directory, interfaces, ctx.snapshot.executable,
                                           mpi_root, path, mpirun)
-    return OnecclEnv(exports, additions, tuple(comments), extra, tuple(reasons), True)
+    return OnecclEnv(exports, additions, tuple(comments), extra, tuple(reasons), True, result.after.get("PATH"))
 
 
 def ccl_worker_count(env: Mapping[str, str]) -> int:
@@ -140,8 +152,12 @@ def ccl_launch_env(ctx: Context, launcher: Optional[str]) -> Optional[EnvPlan]:
     return EnvPlan(exports, oneccl.comments + oneccl.launcher_comments, dict(oneccl.additions))
 
 
-def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) -> EnvPlan:
-    oneccl = oneccl_environment(ctx, launcher)
+def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None, master_addr: Optional[str] = None, nnodes: int = 1,
+             route: Optional[Callable[[str], RouteFacts]] = None) -> EnvPlan:
+    """compat env's plan. ``master_addr`` (--master-addr, else $MASTER_ADDR) and ``nnodes``: the interface that reaches
+    the master is exported for gloo, oneCCL and the launcher (``network_exports``); ``route``: how the master's way is
+    asked (environment/interfaces.route_facts; a test passes its own facts)."""
+    oneccl = oneccl_environment(ctx, launcher, master_addr=master_addr)
     exports = dict(oneccl.exports)
     additions = dict(oneccl.additions)
     comments = list(oneccl.comments)
@@ -165,7 +181,40 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None) 
     comments.append("no per-rank binding here (the same values for every rank): compat launch binds each rank to its own cores")
     exports.update(oneccl.launcher_exports)
     comments += oneccl.launcher_comments
+    master = master_addr or ctx.snapshot.env.get("MASTER_ADDR") or None
+    if master_addr:
+        exports["MASTER_ADDR"] = master_addr
+        comments.append(f"MASTER_ADDR={master_addr}: --master-addr")
+    if master or nnodes > 1 or launcher:
+        extra, reasons = network_exports(master, nnodes, launcher, oneccl.bindings, ctx.snapshot.env, ctx.snapshot.executable, oneccl.path, route)
+        exports.update(extra)
+        comments += reasons
     return EnvPlan(exports, tuple(comments), additions)
+
+
+def network_exports(master: Optional[str], nnodes: int, launcher: Optional[str], ccl: bool, env: Mapping[str, str], python: str = "",
+                    path: Optional[str] = None, route: Optional[Callable[[str], RouteFacts]] = None) -> tuple[dict[str, str], list[str]]:
+    """The interface that reaches ``master`` (environment/interfaces.choose_interface over the kernel's route), exported
+    for gloo (GLOO_SOCKET_IFNAME), for oneCCL when ``ccl`` (CCL_KVS_IFACE, FI_TCP_IFACE) and for the launcher's own
+    traffic (its ``interface_exports``: I_MPI_HYDRA_IFACE, OMPI_MCA_*_tcp_if_include); variables ``env`` already sets are
+    kept. Without a master, a route, or on a job across hosts whose master is loopback here: nothing, and the one
+    sentence why. compat env's, and what a job script gets through it (compat export's, an sbatch script's)."""
+    facts = (route or route_facts)(master) if master else None
+    choice = choose_interface(master, nnodes > 1, facts)
+    said = [f"interface: {choice.why}"]
+    if choice.interface is None:
+        return {}, said
+    extra, words = interface_variables(choice, GLOO_VARIABLES + (CCL_VARIABLES if ccl else ()), env, "interface")
+    said += words
+    if launcher:
+        from .launchers import LAUNCHERS
+
+        own, words = LAUNCHERS[launcher].interface_exports(choice.interface, env, python, path)
+        extra.update(own)
+        said += words
+    if nnodes > 1 or not is_loopback(master or ""):
+        said.append("interface: the same name must exist on every host (run compat env on each host, or check that it does)")
+    return extra, said
 
 
 def _fish_quote(value: str) -> str:

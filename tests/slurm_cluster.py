@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
-from .netns_hosts import Cluster, NetnsUnavailable, why_unavailable as netns_why_unavailable
+from .netns_hosts import Cluster, NetnsUnavailable
+from .netns_hosts import why_unavailable as netns_why_unavailable
 
 TOOLS = ("slurmctld", "slurmd", "srun", "sbatch", "scontrol", "sinfo", "munged", "nsenter", "unshare")
 START_TIMEOUT_S = 45.0

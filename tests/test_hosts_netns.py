@@ -226,15 +226,68 @@ def test_a_master_name_that_resolves_differently_on_the_other_host_is_named(host
 # --- compat doctor --hostfile: the static checks on every host, and what differs -------------------------------------------
 
 
-def test_preflight_on_identical_hosts_passes(hosts, stock):
+@pytest.mark.parametrize("given", ["hostfile", "node[1-2]"])
+def test_preflight_on_identical_hosts_passes(hosts, stock, given):
     cluster = hosts()
     hostfile = cluster.folder / "hostfile"
     hostfile.write_text("node1\nnode2\n")
-    code, checks, data = finish(compat_on(cluster, "node1", ["doctor", "--hostfile", str(hostfile), "--rsh", cluster.rsh, "--python", str(stock), "--json"],
+    where = str(hostfile) if given == "hostfile" else given  # a Slurm node list names the same hosts
+    code, checks, data = finish(compat_on(cluster, "node1", ["doctor", "--hostfile", where, "--rsh", cluster.rsh, "--python", str(stock), "--json"],
                                           uuid.uuid4().hex), timeout=120)
     assert code == 0, checks
-    assert {k: v["status"] for k, v in checks.items()} == {"hosts.reach": "pass", "hosts.packages": "pass", "hosts.oneccl": "pass", "hosts.cpu": "pass"}
+    assert {k: v["status"] for k, v in checks.items()} == {"hosts.reach": "pass", "hosts.packages": "pass", "hosts.oneccl": "pass", "hosts.cpu": "pass",
+                                                           "hosts.network": "pass"}
     assert {h: v["name"] for h, v in data["hosts"].items()} == {"node1": "node1", "node2": "node2"}  # each answer came from its own host
+    assert data["hosts"]["node2"]["network"]["resolves"] == data["hosts"]["node2"]["network"]["own"] == [cluster.address("node2")]
+
+
+def test_preflight_names_a_host_whose_own_name_resolves_to_loopback_with_the_fix(hosts, stock):
+    cluster = hosts({"node2": HostSpec(resolves={"node2": "127.0.1.1"})})  # Debian's /etc/hosts line, on node2 only
+    code, checks, _ = finish(compat_on(cluster, "node1", ["doctor", "--hostfile", "node[1-2]", "--rsh", cluster.rsh, "--python", str(stock), "--json"],
+                                       uuid.uuid4().hex), timeout=120)
+    assert code == 1
+    network = checks["hosts.network"]
+    assert network["status"] == "fail" and network["summary"].startswith("node2 resolves its own name to 127.0.1.1 (loopback) only")
+    assert network["fix"].startswith("On node2, map node2 to its cluster address in /etc/hosts or DNS")
+    assert "export GLOO_SOCKET_IFNAME=eth0" in network["fix"] and "compat env --master-addr node1 --nnodes 2" in network["fix"]
+
+
+# --- the loopback name across hosts, and compat env's interface exports that prevent it -------------------------------------
+
+
+def env_exports(cluster, host, python, args, mark):
+    """compat env --json on ``host``: what it exports."""
+    process = compat_on(cluster, host, ["env", "--json", "--python", str(python), *args], mark)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err[-2000:]
+    return json.loads(out)
+
+
+def test_gloo_across_hosts_whose_names_resolve_to_loopback_fails_named_and_forms_with_compat_envs_exports(hosts, stock):
+    """Each host maps its own name to 127.0.1.1 (Debian's line): real gloo ranks advertise loopback and the group does not
+    form; live.network names it with the interface fix. With what compat env --master-addr node1 --nnodes 2 exports on
+    each host (GLOO_SOCKET_IFNAME=eth0, the interface of the route to node1) the same run forms its group."""
+    cluster = hosts({"node1": HostSpec(resolves={"node1": "127.0.1.1"}), "node2": HostSpec(resolves={"node2": "127.0.1.1"})})
+    mark = uuid.uuid4().hex
+    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, ("--no-trainer", "--live-timeout", "20"))  # it hangs until then
+    codes = [code for code, _, _ in results]
+    assert codes == [1, 1], [c["live.network"] for _, c, _ in results]
+    network = [checks["live.network"] for _, checks, _ in results if checks["live.network"]["status"] == "fail"
+               and "loopback" in checks["live.network"]["summary"]]
+    assert network, [c["live.network"]["summary"] for _, c, _ in results]
+    assert "export GLOO_SOCKET_IFNAME=eth0 on every host" in network[0]["fix"]
+    assert seconds < 20 + 15
+    assert_nothing_left(cluster, mark)
+
+    exported = {host: env_exports(cluster, host, stock, ["--launcher", "torchrun", "--master-addr", "node1", "--nnodes", "2"], mark)["exports"]
+                for host in ("node1", "node2")}
+    assert {h: e.get("GLOO_SOCKET_IFNAME") for h, e in exported.items()} == {"node1": "eth0", "node2": "eth0"}
+    env_by_host = {h: {k: v for k, v in e.items() if k in ("GLOO_SOCKET_IFNAME",)} for h, e in exported.items()}
+    results, _ = torchrun_on_both(cluster, stock, 1, port(), mark, ("--no-trainer", "--live-timeout", f"{FAULT_TIMEOUT:g}"), env_by_host)
+    for code, checks, _ in results:
+        assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] == "fail"}
+        assert checks["live.world"]["summary"].startswith("1 ranks here joined a group of 2") or checks["live.world"]["status"] == "pass"
+    assert_nothing_left(cluster, mark)
 
 
 def test_preflight_names_every_difference_that_breaks_a_job(hosts, stock, tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..environment.child import MARK_VAR, env_timeout, run_child
-from ..environment.interfaces import up_interfaces
+from ..environment.interfaces import InterfaceChoice, choose_interface, is_loopback, route_facts, up_interfaces
 from ..environment.linker import LibrarySearch
 from ..environment.oneccl import SystemOneccl, extra_places, locate
 from ..matrix.model import CclRelease
@@ -529,15 +529,27 @@ def stale_prefix(ctx: Context) -> Finding:
     return Finding(cid, Status.PASS, "no stale oneCCL/MPI prefixes in the environment")
 
 
-def kvs_iface_finding(installed: bool, interfaces: list[str], value: Optional[str]) -> Finding:
+def kvs_iface_finding(installed: bool, interfaces: list[str], value: Optional[str], route: Optional[InterfaceChoice] = None,
+                      master: str = "") -> Finding:
     """oneCCL's key-value store (how the ranks find each other) binds to an interface other than lo unless CCL_KVS_IFACE
-    names one: where lo is the only interface up (a container without a network) it needs CCL_KVS_IFACE=lo."""
+    names one: where lo is the only interface up (a container without a network) it needs CCL_KVS_IFACE=lo. With
+    MASTER_ADDR set (a job across hosts), ``route`` is the interface that reaches it (environment/interfaces, as compat
+    env chooses it): with several interfaces up it must be named, and a CCL_KVS_IFACE naming another one is said."""
     cid = "oneccl.kvs-iface"
     if not installed:
         return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
     if not interfaces:
         return Finding(cid, Status.SKIP, "no network interface was found up (/sys/class/net)")
     up = f"interfaces up: {', '.join(interfaces)}"
+    chosen = route.interface if route is not None else None
+    why = route.why if route is not None else ""
+    if chosen and value and value != chosen and value in interfaces:
+        return Finding(cid, Status.WARN, f"CCL_KVS_IFACE={value}, but the route to the master {master} leaves by {chosen}", (up, why),
+                       f"export CCL_KVS_IFACE={chosen} FI_TCP_IFACE={chosen}   (eval \"$(compat env --master-addr {master})\" sets them)")
+    if chosen and not value and len([i for i in interfaces if i != "lo"]) > 1:
+        return Finding(cid, Status.WARN, f"CCL_KVS_IFACE is not set and several interfaces are up: oneCCL's key-value store may bind to another "
+                       f"than {chosen}, the one that reaches the master {master}", (up, why),
+                       f"export CCL_KVS_IFACE={chosen} FI_TCP_IFACE={chosen}   (eval \"$(compat env --master-addr {master})\" sets them)")
     if value:
         if value in interfaces:
             return Finding(cid, Status.PASS, f"CCL_KVS_IFACE={value}, an interface that is up", (up,))
@@ -552,7 +564,12 @@ def kvs_iface_finding(installed: bool, interfaces: list[str], value: Optional[st
 @check("oneccl.kvs-iface", "oneCCL's key-value store has an interface to bind to (CCL_KVS_IFACE=lo where lo is the only one up)")
 def kvs_iface(ctx: Context) -> Finding:
     interfaces = ctx.once(INTERFACES_KEY, up_interfaces)
-    return kvs_iface_finding(find_bindings(ctx) is not None, list(interfaces), ctx.snapshot.env.get("CCL_KVS_IFACE"))
+    installed = find_bindings(ctx) is not None
+    master = ctx.snapshot.env.get("MASTER_ADDR", "")
+    route = None
+    if installed and master and not is_loopback(master) and master != "localhost":  # a job across hosts: the route to its master
+        route = choose_interface(master, True, route_facts(master))
+    return kvs_iface_finding(installed, list(interfaces), ctx.snapshot.env.get("CCL_KVS_IFACE"), route, master)
 
 
 MUST_MATCH = ("CCL_ATL_TRANSPORT",)  # needs only that value meets (the transport); any value meets the others

@@ -181,6 +181,11 @@ def _metadata(shape: JobShape) -> dict[str, Any]:
     return meta
 
 
+# why no interface variable is written into the pods' env: the interface is the pod's, known only where it runs
+INTERFACE_NOTE = ("no GLOO_SOCKET_IFNAME / CCL_KVS_IFACE / FI_TCP_IFACE: Kubernetes maps each pod's name to its pod address, so the ranks "
+                  "find it themselves (a pod with several networks: set them in the pod's env to that network's interface)")
+
+
 def pytorchjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
     check_shape(shape)
     env = {**pod_threads(shape), **dict(shape.extra_env)}
@@ -206,6 +211,7 @@ def pytorchjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
         f"threads per rank: OMP_NUM_THREADS={env['OMP_NUM_THREADS']} for {shape.cpu} CPUs per pod"
         + (f" ({shape.threads_per_core} threads per core)" if shape.threads_per_core > 1 else " (CPU units counted as cores; --threads-per-core 2 on SMT nodes)"),
         "restartPolicy Never, backoffLimit 0: a failed rendezvous fails the job instead of restarting for ever",
+        INTERFACE_NOTE,
         f"/dev/shm: emptyDir medium Memory, sizeLimit {shape.shm_size}, mounted; requests = limits (Guaranteed QoS)",
     ]
     if shape.preflight:
@@ -246,5 +252,6 @@ def trainjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
         f"threads per rank: OMP_NUM_THREADS={env['OMP_NUM_THREADS']} for {shape.cpu} CPUs per node; requests = limits",
         "/dev/shm comes from podSpecOverrides, which Kubeflow Trainer applies from 68d4ba12 (2025-06) on; with an older "
         "Trainer, put the dshm volume in the runtime's pod template",
+        INTERFACE_NOTE,
     ]
     return Manifest(document, tuple(said) + tuple(notes))

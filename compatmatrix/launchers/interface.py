@@ -7,6 +7,9 @@ for every command that starts ranks:
 * ``tool(request)`` then ``bound(job)``: the command line ``compat launch`` runs (an :class:`Invocation`), given the
   CPU binding ``placement/`` planned as a ready wrapper (the wing knows nothing of CPU plans);
 * ``ccl_exports(env)``: what ``compat env --launcher`` adds for oneCCL under it (its transport, the interface);
+* ``interface_exports(interface, env, python, path)``: its own variables that name the interface reaching the master
+  (Intel MPI's I_MPI_HYDRA_IFACE, Open MPI's btl/oob_tcp_if_include); gloo's and oneCCL's are everyone's
+  (environment/interfaces.py: GLOO_VARIABLES, CCL_VARIABLES);
 * ``failures(log)``: the per-rank exit codes and the first failure its own output reports (the live report);
 * ``rank_variables`` / ``local_rank_variable``: the rank, size and local-rank variables it gives each rank (the
   live worker maps them to RANK / WORLD_SIZE / LOCAL_RANK; compat launch's wrapper picks the rank's CPUs by them);
@@ -223,6 +226,8 @@ class Launcher(Protocol):
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]: ...
 
+    def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]: ...
+
     def failures(self, log: str) -> Failures: ...
 
 
@@ -289,5 +294,6 @@ def ofi_exports(name: str, env: CclEnv, why: str = "oneCCL's MPI transport needs
         extra["CCL_KVS_IFACE"] = "lo"
         said.append("CCL_KVS_IFACE=lo: lo is the only interface that is up here (oneCCL's key-value store finds no other)")
     else:
-        said.append(f"CCL_KVS_IFACE, FI_TCP_IFACE: not set; on several hosts set both to the interface that reaches the others ({', '.join(others)})")
+        said.append(f"CCL_KVS_IFACE, FI_TCP_IFACE: on several hosts both must name the interface that reaches the master ({', '.join(others)} here): "
+                    "compat env --master-addr ADDR sets them")
     return extra, said

@@ -225,7 +225,7 @@ class Mpirun:
         if flavor == "intel-mpi":
             argv = [mpirun, "-n", ranks, "-ppn", ranks, "-genvlist", ",".join(passed), *job.command]
             return Invocation("mpirun", flavor, tuple(argv), env, "I_MPI_PIN_DOMAIN",
-                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)",), additions)
+                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)", ONE_HOST_NOTE), additions)
         variable = self.local_rank_variable(flavor)
         script, tool = job.wrapper(variable)
         if flavor == "open-mpi":
@@ -238,7 +238,7 @@ class Mpirun:
             argv = [mpirun, "-n", ranks, "-ppn", ranks, "-genvlist", ",".join(passed)]
         argv += ["sh", "-c", script, WRAPPER_NAME, *job.command]
         return Invocation("mpirun", flavor, tuple(argv), env, tool,
-                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command",), additions)
+                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command", ONE_HOST_NOTE), additions)
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         """Intel MPI's mpirun: oneCCL's MPI transport, which refuses Intel MPI without I_MPI_ROOT ("neither I_MPI_ROOT
@@ -246,13 +246,7 @@ class Mpirun:
         hangs). Either way MASTER_ADDR/MASTER_PORT, which mpirun does not set."""
         master, words = master_exports(self.name, env.env)
         try:
-            beside = Path(env.python).parent / "mpirun" if env.python else None  # impi-rt's, next to the interpreter
-            # (compat launch --mpirun's first), then PATH as the oneCCL environment leaves it; never "./mpirun" for want of an interpreter
-            program = env.mpirun or (str(beside) if beside is not None and beside.is_file() and os.access(beside, os.X_OK)
-                                     else shutil.which("mpirun", path=env.path))
-            if not program:
-                raise LaunchError("no mpirun found on PATH.", "pip install impi-rt into the environment, or install Open MPI.")
-            flavor = mpi_flavor(program)
+            program, flavor = env_mpirun(env.python, env.path, env.mpirun)
         except LaunchError as exc:
             return master, [f"launcher mpirun: {exc.sentence()[:-1]}: its MPI is not known, so no transport setting is added", *words]
         if flavor != "intel-mpi":
@@ -269,11 +263,41 @@ class Mpirun:
             said.append(f"I_MPI_ROOT={root}: oneCCL's MPI transport refuses Intel MPI without it (\"neither I_MPI_ROOT nor ONEAPI_ROOT is set\")")
         return {**extra, **master}, said + words
 
+    def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
+        """Its own network between the hosts: Intel MPI's hydra (I_MPI_HYDRA_IFACE), MPICH's (HYDRA_IFACE), Open MPI's
+        byte transfer and out-of-band layers (btl_tcp_if_include, oob_tcp_if_include); those the environment sets are kept."""
+        try:
+            program, flavor = env_mpirun(python, path)
+        except LaunchError as exc:
+            return {}, [f"launcher mpirun: {exc.sentence()[:-1]}: its MPI is not known, so no MPI interface setting is added"]
+        names = IFACE_OF_FLAVOR[flavor]
+        chosen = {name: interface for name in names if not env.get(name)}
+        said = [f"launcher mpirun ({flavor}, {program}): {', '.join(f'{k}={v}' for k, v in chosen.items())}, its own traffic between the hosts"] if chosen else []
+        said += [f"launcher mpirun: {name}={env[name]} already set here; kept" for name in names if env.get(name)]
+        return chosen, said
+
     def failures(self, log: str) -> Failures:
         codes: dict[int, int] = {}
         for pid, exit_code, signal_number in re.findall(r"PID (\d+) RUNNING AT \S+\s*\n=\s*(?:EXIT CODE: (\d+)|KILLED BY SIGNAL: (\d+))", log):  # hydra
             codes[int(pid)] = int(exit_code) if exit_code else -int(signal_number)
         return Failures(codes, _open_mpi_first_failure(log))
+
+
+ONE_HOST_NOTE = "no hostfile: the ranks meet on this host, so no interface variable (GLOO_SOCKET_IFNAME, I_MPI_HYDRA_IFACE, ...) is needed"
+# each flavour's own variables for the interface its launch and its ranks' traffic use between hosts
+IFACE_OF_FLAVOR = {"intel-mpi": ("I_MPI_HYDRA_IFACE",), "mpich": ("HYDRA_IFACE",),
+                   "open-mpi": ("OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include")}
+
+
+def env_mpirun(python: str, path: Optional[str], chosen: Optional[str] = None) -> tuple[str, str]:
+    """(program, flavour) of the mpirun a job of this environment runs: ``chosen`` (compat launch --mpirun) first, then
+    impi-rt's next to the interpreter, then PATH as the oneCCL environment leaves it (never "./mpirun" for want of an
+    interpreter). LaunchError when none."""
+    beside = Path(python).parent / "mpirun" if python else None
+    program = chosen or (str(beside) if beside is not None and beside.is_file() and os.access(beside, os.X_OK) else shutil.which("mpirun", path=path))
+    if not program:
+        raise LaunchError("no mpirun found on PATH.", "pip install impi-rt into the environment, or install Open MPI.")
+    return program, mpi_flavor(program)
 
 
 def i_mpi_pin_domain(masks: Sequence[int]) -> str:

@@ -6,6 +6,9 @@ Side effects: none.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Optional
+
 from .interface import (
     ENV,
     LIVE,
@@ -66,6 +69,9 @@ class Spawn:
         extra, said = ofi_exports(self.name, env)
         master, words = master_exports(self.name, env.env)  # a script that spawns its ranks gives them no rendezvous of its own
         return {**extra, **master}, said + words
+
+    def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
+        return {}, []  # its ranks read gloo's and oneCCL's variables only
 
     def failures(self, log: str) -> Failures:
         return Failures({})  # compat's own children: their exit codes are known without a log

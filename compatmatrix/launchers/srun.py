@@ -187,6 +187,9 @@ class Srun:
     def local_rank_variable(self, flavor: str) -> str:
         return "SLURM_LOCALID"
 
+    def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
+        return {}, []  # srun's own traffic is slurmd's (slurm.conf); its ranks read gloo's and oneCCL's variables only
+
     def live(self, job: LiveJob) -> Launch:
         launch = SPAWN.live(job)  # the layout is the allocation's (allocation_layout); this node's ranks start as spawn's do
         return Launch("srun", "srun", launch.commands, launch.envs, launch.master, launch.expected_local, launch.world_size, launch.notes)

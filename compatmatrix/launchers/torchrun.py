@@ -10,6 +10,8 @@ Side effects: none.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Optional
 
 from .interface import (
     BOUND,
@@ -65,11 +67,15 @@ class Torchrun:
         # the underscore spellings: torch < 2.0 knows only those
         argv = [job.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(job.ranks), "--no_python", "sh", "-c", script, WRAPPER_NAME, *job.command]
         notes = (f"torchrun starts each rank as sh -c '...' which execs {tool} with the rank's CPUs (chosen by LOCAL_RANK), then the command",
-                 "OMP_NUM_THREADS is exported, so torchrun keeps it instead of setting 1")
+                 "OMP_NUM_THREADS is exported, so torchrun keeps it instead of setting 1",
+                 "--standalone: the ranks meet on this host, so no interface variable (GLOO_SOCKET_IFNAME, CCL_KVS_IFACE) is needed")
         return Invocation("torchrun", "torchrun", tuple(argv), dict(job.rank_env), tool, notes, dict(job.additions))
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         return ofi_exports(self.name, env)
+
+    def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
+        return {}, []  # its rendezvous is the master's TCP store; its ranks read gloo's and oneCCL's variables only
 
     def failures(self, log: str) -> Failures:
         codes = {int(pid): int(code) for code, pid in re.findall(r"exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", log)}  # its error summary

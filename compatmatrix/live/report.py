@@ -76,6 +76,7 @@ class Expectation:
     multi_host: bool = False  # --nnodes > 1 or a hostfile with several hosts: addresses must work between hosts
     reach: Mapping[str, Any] = field(default_factory=dict)  # compat's own look at MASTER_ADDR:PORT from this host (service.reach_master)
     ccl: CclRun = CclRun()  # the launcher and the oneCCL runtime's folders: what the fixes of oneCCL's failures name
+    interface_fix: str = ""  # across hosts: "export GLOO_SOCKET_IFNAME=eth0 ..." for the interface of this host's route to the master (service.interface_fix)
 
 
 PEER_GONE = re.compile(r"[Cc]onnection (closed|reset) by peer|Broken pipe|peer closed|Socket closed|recv.*failed", re.IGNORECASE)
@@ -663,11 +664,19 @@ def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
             if missing:
                 problems.append((f"{name}={value} names no interface on {host} (it has {', '.join(facts.get('interfaces', []))})",
                                  f"Set {name} to the interface that reaches the other hosts (the same name must exist on every host), or unset it."))
-        loopback = [item["address"] for item in facts.get("host_resolves", []) if item.get("loopback")]
+        resolves = facts.get("host_resolves", [])
+        loopback = [item["address"] for item in resolves if item.get("loopback")]
+        if expect.multi_host and not loopback and not any(item.get("local") for item in resolves):
+            # gloo listens on the first address of its host name that it can bind; none: it falls back to 127.0.0.1
+            said = f"to {', '.join(item['address'] for item in resolves)}, no address of {host}" if resolves else "to nothing"
+            loopback = ["127.0.0.1"]
+            why = f"{host} resolves its own name {said}: gloo there falls back to 127.0.0.1 (loopback) and gives the other hosts that address to reach it"
+        else:
+            why = f"{host} resolves its own name to {loopback[0] if loopback else ''} (loopback): gloo there gives the other hosts that address to reach it (connectFullMesh failed ... remote=[{loopback[0] if loopback else ''}])"
         if expect.multi_host and loopback and not variables.get("GLOO_SOCKET_IFNAME"):
-            sentence = f"{host} resolves its own name to {loopback[0]} (loopback): older gloo and other tools give the other hosts that address to reach it"
+            sentence = why
             fix = (f"Map {host} to its cluster address in /etc/hosts (or DNS) on {host} (Debian's '127.0.1.1 {host}' line is the usual culprit), "
-                   "or set GLOO_SOCKET_IFNAME to the interface that reaches the other hosts.")
+                   f"or {expect.interface_fix or 'set GLOO_SOCKET_IFNAME to the interface that reaches the other hosts'}.")
             on_host = [r for r in ranks if r.host == host]
             if on_host and all(r.status.get("world_size") for r in on_host):
                 warnings.append((sentence + " (this run's ranks still formed their group)", fix))  # torch 2.x's gloo copes; the name is still wrong
@@ -683,7 +692,7 @@ def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         match = LOOPBACK_PEER.search(message)
         if expect.multi_host and match and record.error:
             problems.append((f"{record.name} was given {match.group(1)} to reach a peer: a loopback address, so some host resolves its own name to loopback",
-                             "On every host, map its own name to its cluster address (/etc/hosts or DNS), or set GLOO_SOCKET_IFNAME on every host."))
+                             f"On every host, map its own name to its cluster address (/etc/hosts or DNS), or {expect.interface_fix or 'set GLOO_SOCKET_IFNAME on every host'}."))
             break
     if reach:
         evidence.append(f"compat on {reach.get('from')}: {reach.get('what')}")

@@ -203,6 +203,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             ipex_note=plan.ipex_note, bf16_why=plan.bf16_why, multi_host=multi_host,
             reach=reach_master(launch.master, supervised, ranks) if multi_host else {},
             ccl=ccl_run(launch, snapshot),
+            interface_fix=interface_fix(launch.master, options.topology.nnodes if not launch.hosts else len(launch.hosts)) if multi_host else "",
         )
         findings = live_findings(launch, supervised, ranks, expect)
         if plan.skip_reason:
@@ -240,14 +241,9 @@ def _addresses(name: str) -> list[str]:
 
 
 def _own(address: str) -> bool:
-    import socket
+    from ..environment.interfaces import owns
 
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((address, 0))
-        return True
-    except OSError:
-        return False
+    return owns(address)
 
 
 def reach_master(master: str, supervised, ranks) -> dict[str, str]:
@@ -296,6 +292,19 @@ def reach_master(master: str, supervised, ranks) -> dict[str, str]:
             fix = f"Check that {addr}:{port_text} can be reached from {here}."
         return {"from": here, "what": f"{shown} port {port_text}: {what}", "problem": f"from {here}, the rendezvous {addr}:{port_text} cannot be reached: {what}", "fix": fix}
     return {"from": here, "what": f"{shown} port {port_text} answers from here: the rendezvous is reachable"}
+
+
+def interface_fix(master: str, nnodes: int) -> str:
+    """The fix's words for a job across hosts whose ranks advertise loopback: the interface of this host's route to the
+    master (environment/interfaces, as compat env chooses it), exported on every host; "" when none can be chosen."""
+    from ..environment.interfaces import choose_interface, route_facts
+
+    addr = master.rpartition(":")[0] or master
+    choice = choose_interface(addr, True, route_facts(addr))
+    if choice.interface is None:
+        return ""
+    return (f"export GLOO_SOCKET_IFNAME={choice.interface} on every host ({choice.why} on {os.uname()[1]}; "
+            f"eval \"$(compat env --master-addr {addr} --nnodes {nnodes})\" sets it, and oneCCL's and the MPI's with --launcher)")
 
 
 def _chose_ccl(ranks) -> bool:
