@@ -373,10 +373,12 @@ def _companion_torch(component: Component, version: Version, declared: Optional[
 
 
 def harvest(matrix: Matrix, pages: Mapping[Component, Sequence[ProjectPage]],
-            metadata: Mapping[str, Optional[str]]) -> Harvest:
+            metadata: Mapping[str, Optional[str]], unread: Optional[Mapping[str, str]] = None) -> Harvest:
     """Compare the pages read with ``matrix``: the entries it lacks or has incompletely, and the disagreements.
 
-    ``metadata`` maps a file's URL to its METADATA text (None where it could not be read)."""
+    ``metadata`` maps a file's URL to its METADATA text (None where it could not be read); ``unread``: the hosts that
+    could not be read (host -> why): a new release gets an assumed wheel set there, ``verified = false``, as curated
+    entries do (the same build as PyPI's, labelled as that host labels its builds)."""
     entries: dict[str, list[dict[str, Any]]] = {}
     disagreements: list[Disagreement] = []
     unverified: list[str] = []
@@ -392,7 +394,7 @@ def harvest(matrix: Matrix, pages: Mapping[Component, Sequence[ProjectPage]],
             disagreements.extend(differ)
             unverified.extend(loose)
             continue
-        new, differ, loose, skip = _binary(matrix, component, pages[component], metadata, python_range, torch_versions)
+        new, differ, loose, skip = _binary(matrix, component, pages[component], metadata, python_range, torch_versions, unread or {})
         entries.setdefault(component.table, []).extend(new)
         disagreements.extend(differ)
         unverified.extend(loose)
@@ -403,7 +405,7 @@ def harvest(matrix: Matrix, pages: Mapping[Component, Sequence[ProjectPage]],
 
 
 def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], metadata: Mapping[str, Optional[str]],
-            python_range: tuple[Version, Version], torch_versions: set[Version]):
+            python_range: tuple[Version, Version], torch_versions: set[Version], unread: Mapping[str, str]):
     project = component.distribution
     per_host: dict[Version, dict[str, tuple[ProjectPage, list[RegistryFile]]]] = {}
     for page in pages:
@@ -430,12 +432,12 @@ def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], 
             harvested = wheel_sets(sets)
             found = compare_wheels(component, version, curated.wheels, harvested)
             differ.extend(found.disagreements)
-            if found.adds:
+            if found.adds or found.disagreements:  # kept: every command merges it, and prints the disagreement
                 entry = {"version": str(version)}
                 if isinstance(curated, CompanionRelease):
                     entry["torch"] = str(curated.torch)
                 entry["source"] = next(iter(sets.values()))["source"]
-                entry["note"] = "the curated entry lacks some of these facts (a host's wheel set, a glibc floor); curated facts win"
+                entry["note"] = "harvested for a release the curated matrix has: the facts it lacks are added (a host's wheel set, a glibc floor), curated facts win where they disagree"
                 entry["wheels"] = list(sets.values())
                 new.append(entry)
             continue
@@ -475,9 +477,36 @@ def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], 
                 loose.append(f"{project} {version} + torch {torch}: {note}")
             entry["note"] = note
         entry["source"] = source
-        entry["wheels"] = [sets[h] for h in host_order]
+        for host in matrix.policy.host_preference.get(component, ()):
+            assumed = _assumed_set(matrix, component, host, sets, unread)
+            if assumed is not None:
+                sets[host] = assumed
+                loose.append(f"{project} {version} on {host}: {assumed['note']}")
+        order = matrix.policy.host_preference.get(component, ())
+        entry["wheels"] = [sets[h] for h in order if h in sets] + [sets[h] for h in sets if h not in order]
         new.append(entry)
     return new, differ, loose, skip
+
+
+def _assumed_set(matrix: Matrix, component: Component, host: str, sets: Mapping[str, Mapping[str, Any]], unread: Mapping[str, str]) -> Optional[dict[str, Any]]:
+    """A wheel set on a host that could not be read, taken to be PyPI's (as the curated entries take it): only for a host
+    the newest curated release of the package has wheels on; labelled as there; ``verified = false``."""
+    if host not in unread or host in sets or "pypi" not in sets:
+        return None
+    template = next((w for r in matrix.releases[component] for w in r.wheels if w.host == host), None)
+    if template is None:
+        return None
+    pypi = sets["pypi"]
+    made: dict[str, Any] = {"host": host, "python": list(pypi["python"])}
+    if "glibc_min" in pypi:
+        made["glibc_min"] = pypi["glibc_min"]
+    if template.local_label:
+        made["local_label"] = template.local_label
+    made["source"] = matrix.hosts[host].url
+    made["verified"] = False
+    made["note"] = (f"assumed equal to the PyPI coverage (the same build; glibc_min too), labelled as the curated releases on {host} are: "
+                    f"{host} could not be read when harvested ({unread[host]})")
+    return made
 
 
 class Comparison(Record):

@@ -38,7 +38,7 @@ def read_and_harvest(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequ
     if not any(read.pages.get(c) for c in packages):
         why = "; ".join(f"{host}: {reason}" for host, reason in sorted(read.unread.items())) or "no host to read"
         raise CompatError(f"No registry could be read ({why}).", "Check the network, or point --index HOST=URL at a reachable mirror.")
-    return read, harvest(matrix, read.pages, read.metadata)
+    return read, harvest(matrix, read.pages, read.metadata, read.unread)
 
 
 def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = None, packages: Sequence[Component] = PACKAGES,

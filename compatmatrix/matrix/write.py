@@ -111,7 +111,8 @@ def insert_entries(text: str, matrix: Matrix, entries: Mapping[str, Sequence[Map
         new_blocks = []
         for entry in items:
             if entry["version"] in {str(v) for v in known}:
-                not_written.append(f"{component.distribution} {entry['version']}: facts the file's entry lacks ({', '.join(w['host'] for w in entry.get('wheels', ()))}); edit that entry by hand")
+                not_written.append(f"{component.distribution} {entry['version']}: the file has this release; what the registry adds to it or says "
+                                   f"otherwise ({', '.join(w['host'] for w in entry.get('wheels', ()))}) is listed above: edit that entry by hand")
                 continue
             new_blocks.append(render_entry(table, entry))
             added.append(f"{component.distribution} {entry['version']}")
