@@ -41,10 +41,11 @@ class ReadError(Exception):
     """A page or file that could not be read, in words."""
 
 
-def _get(session, url: str, accept: str, cap: int, seconds: float = PAGE_S, headers: Optional[Mapping[str, str]] = None) -> tuple[int, str, bytes, Mapping[str, str], str]:
+def _get(session, url: str, accept: str, cap: int, seconds: Optional[float] = None, headers: Optional[Mapping[str, str]] = None) -> tuple[int, str, bytes, Mapping[str, str], str]:
     """(status, media type, body, headers, final URL) of one GET, within ``seconds`` and ``cap`` bytes."""
     import requests
 
+    seconds = PAGE_S if seconds is None else seconds
     end = time.monotonic() + seconds
     try:
         with get_following(session, url, (CONNECT_S, seconds), {"Accept": accept, **(headers or {})}) as response:
@@ -164,7 +165,7 @@ class _RangeFile(io.RawIOBase):
             if self.requests > 12:
                 raise ReadError(f"{shown(self.url, 160)}: too many range requests for one METADATA")
             start = index * self.BLOCK
-            status, _, body, _, _ = _get(self.session, self.url, "*/*", self.BLOCK + 1, headers={"Range": f"bytes={start}-{min(self.size, start + self.BLOCK) - 1}"})
+            status, _, body, _, _ = _get(self.session, self.url, "*/*", self.BLOCK + 1, PAGE_S, headers={"Range": f"bytes={start}-{min(self.size, start + self.BLOCK) - 1}"})
             if status != 206:
                 raise ReadError(f"{shown(self.url, 160)} stopped answering range requests (HTTP {status})")
             self.blocks[index] = body
@@ -248,14 +249,19 @@ def hosts_for(matrix: Matrix, locations: Mapping[str, IndexLocation], component:
 
 
 def read_registries(matrix: Matrix, locations: Mapping[str, IndexLocation], packages: Sequence[Component] = PACKAGES,
-                    progress: Optional[Callable[[str], None]] = None, session=None) -> RegistryRead:
-    """Read every page, then the METADATA harvest needs; several requests at a time, each under its own deadline."""
+                    progress: Optional[Callable[[str], None]] = None, session=None, metadata: bool = True,
+                    every_package_from: Optional[str] = None) -> RegistryRead:
+    """Read every page, then (``metadata``) the METADATA harvest needs; several requests at a time, each under its own
+    deadline. ``every_package_from``: read every package from that one host (the cross-check reads PyPI for all six)."""
     from ..install.trust import trusted_session
 
     started = time.monotonic()
     read = RegistryRead()
     session = session or trusted_session()
-    jobs = [(component, location) for component in packages for location in hosts_for(matrix, locations, component)]
+    if every_package_from is not None:
+        jobs = [(component, locations[every_package_from]) for component in packages]
+    else:
+        jobs = [(component, location) for component in packages for location in hosts_for(matrix, locations, component)]
     for _, location in jobs:
         session.prepare_for(location.url) if hasattr(session, "prepare_for") else None
     lock = threading.Lock()
@@ -291,10 +297,10 @@ def read_registries(matrix: Matrix, locations: Mapping[str, IndexLocation], pack
                 read.unread.setdefault(location.host_id, why)
                 continue
             read.pages.setdefault(component, []).append(result)
-        wanted = [f for component, pages in read.pages.items() for p in pages for f in metadata_wanted(component, p, matrix)]
+        wanted = [f for component, pages in read.pages.items() for p in pages for f in metadata_wanted(component, p, matrix)] if metadata else []
         total[0] += len(wanted)
 
-        def metadata(file: RegistryFile):
+        def read_one(file: RegistryFile):
             try:
                 text = read_metadata_text(session, file)
                 tick(f"METADATA of {file.filename}")
@@ -303,7 +309,7 @@ def read_registries(matrix: Matrix, locations: Mapping[str, IndexLocation], pack
                 tick(f"METADATA of {file.filename} failed")
                 return file, None, str(exc)
 
-        for file, text, why in pool.map(metadata, wanted):
+        for file, text, why in pool.map(read_one, wanted):
             read.metadata[file.url] = text
             if why:
                 read.metadata_problems.append(f"{file.filename}: {why}")
