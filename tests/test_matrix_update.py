@@ -256,12 +256,26 @@ def test_python_coverage_and_floor_from_tags():
     assert harvest_mod.glibc_floor(abi3) == Version("2.17")
 
 
-def test_declared_torch_floor_pairs_unverified_and_no_declaration_infers_for_torchaudio():
+def test_declared_torch_floor_pairs_unverified_and_no_declaration_pins_nothing():
     floor = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchvision\nRequires-Dist: torch (>=2.14.0)\n\n")
     torch, verified, note = harvest_mod._companion_torch(Component.TORCHVISION, Version("0.29.2"), floor, {Version("2.14.0")}, "src")
     assert torch == Version("2.14.0") and not verified and "floor" in note
     none = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchaudio\n\n")
-    torch, verified, note = harvest_mod._companion_torch(Component.TORCHAUDIO, Version("2.11.0"), none, {Version("2.11.0")}, "src")
-    assert torch == Version("2.11.0") and not verified and "no torch requirement" in note
-    exact = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchvision\nRequires-Dist: torch==2.7.0\n\n")
+    torch, _, note = harvest_mod._companion_torch(Component.TORCHAUDIO, Version("2.11.0"), none, {Version("2.11.0")}, "src")
+    assert torch is None and "no torch requirement" in note
+    exact = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchvision\nRequires-Dist: torch==2.7.0+cpu\n\n")
     assert harvest_mod._companion_torch(Component.TORCHVISION, Version("0.22.0"), exact, {Version("2.7.0")}, "src")[:2] == (Version("2.7.0"), True)
+
+
+def test_a_companion_that_declares_no_torch_is_written_without_one_where_the_model_takes_it(monkeypatch, matrix):
+    name = "torchaudio-9.0.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    page = harvest_mod.ProjectPage("pypi", "torchaudio", "https://pypi.example/simple/torchaudio/", "PEP 691 JSON", "2026-11-26T00:00:00Z",
+                                   (harvest_mod.RegistryFile(name, f"https://files.example/{name}", False, "", ">=3.11", "2026-11-01T00:00:00Z", True),))
+    metadata = {f"https://files.example/{name}": "Metadata-Version: 2.1\nName: torchaudio\nVersion: 9.0.0\n\n"}
+    monkeypatch.setattr(harvest_mod, "UNPINNED_COMPANIONS", False)
+    found = harvest_mod.harvest(matrix, {Component.TORCHAUDIO: [page]}, metadata)
+    assert "torchaudio" not in found.entries and any("9.0.0" in s and "no torch requirement" in s for s in found.skipped)
+    monkeypatch.setattr(harvest_mod, "UNPINNED_COMPANIONS", True)
+    found = harvest_mod.harvest(matrix, {Component.TORCHAUDIO: [page]}, metadata)
+    (entry,) = found.entries["torchaudio"]
+    assert "torch" not in entry and entry["version"] == "9.0.0" and "no torch requirement" in entry["note"]

@@ -351,25 +351,27 @@ class Harvest(Record):
     skipped: tuple[str, ...]  # releases not harvested, in words
 
 
+#: Does the model take a torchvision/torchaudio release that declares no torch (``torch`` left out: it pairs ``unverified``
+#: with any torch)?  Where it does not, such a release is not harvested but named (see _binary).
+UNPINNED_COMPANIONS = "Optional" in str(CompanionRelease.__annotations__.get("torch", ""))
+
+
 def _companion_torch(component: Component, version: Version, declared: Optional[Declared], torch_versions: set[Version],
                      source: str) -> tuple[Optional[Version], bool, str]:
-    """(torch, verified, note) of a companion release the matrix lacks: the exact pin its METADATA declares; a floor
-    (``torch>=2.14.0``) pairs it with that floor, other torches unverified; no declaration: unverified (torchaudio's
-    numbers follow torch's, so 2.11.0 is taken to go with torch 2.11.0)."""
+    """(torch, verified, note) of a companion release the matrix lacks: the exact pin its METADATA declares (built-for);
+    a floor (``torch>=2.14.0``) pairs it with that floor, any other torch unverified; no declaration at all: None (the
+    release pairs ``unverified`` with any torch, as the model reads a companion without ``torch``)."""
     if declared is None:
         return None, False, f"its METADATA could not be read; the torch it goes with is unknown ({source})"
     exact = _exact(declared.torch)
     if exact is not None:
+        exact = Version(exact.public)
         return exact, True, f"METADATA declares Requires-Dist: torch=={exact} ({source})"
     floor = _floor(declared.torch)
     if floor is not None:
         return floor, False, (f"METADATA declares Requires-Dist: torch {declared.torch}: a floor, not an exact pin; paired with "
                               f"torch {floor}, the floor it declares; any other torch is unverified ({source})")
-    if component is Component.TORCHAUDIO and Version(version.base_version) in torch_versions:
-        same = Version(version.base_version)
-        return same, False, (f"METADATA declares no torch requirement at all; torchaudio's version numbers follow torch's "
-                             f"(2.10.0 goes with torch 2.10.0), so torch {same} is inferred: unverified ({source})")
-    return None, False, f"METADATA declares no torch requirement; the torch it goes with is unknown ({source})"
+    return None, True, f"METADATA declares no torch requirement: no torch is pinned, every pairing is unverified until curated ({source})"
 
 
 def harvest(matrix: Matrix, pages: Mapping[Component, Sequence[ProjectPage]],
@@ -467,23 +469,31 @@ def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], 
             declared_text = next((metadata.get(f.url) for _, files in hosts.values() for f in linux_files(files) if metadata.get(f.url)), None)
             declared = read_metadata(declared_text) if declared_text else None
             torch, verified, note = _companion_torch(component, version, declared, torch_versions, source)
-            if torch is None or torch not in torch_versions:
+            unpinned = torch is None and declared is not None
+            if unpinned and not UNPINNED_COMPANIONS:
+                skip.append(f"{project} {version}: not harvested: {note}; this compat's model needs a torch pin for it "
+                            "(a pin or an installed release it does not list is answered as unlisted)")
+                continue
+            if not unpinned and (torch is None or torch not in torch_versions):
                 why = note if torch is None else f"it goes with torch {torch}, which neither the matrix nor this read has"
                 skip.append(f"{project} {version}: not harvested: {why}")
                 continue
-            entry["torch"] = str(torch)
+            if torch is not None:
+                entry["torch"] = str(torch)
             if not verified:
                 entry["verified"] = False
-                loose.append(f"{project} {version} + torch {torch}: {note}")
+            if not verified or unpinned:
+                loose.append(f"{project} {version}: {note}")
             entry["note"] = note
         entry["source"] = source
-        for host in matrix.policy.host_preference.get(component, ()):
+        order = matrix.policy.host_preference.get(component, ())
+        wheels = [sets[h] for h in order if h in sets] + [sets[h] for h in sets if h not in order]  # read, then assumed
+        for host in order:
             assumed = _assumed_set(matrix, component, host, sets, unread)
             if assumed is not None:
-                sets[host] = assumed
+                wheels.append(assumed)
                 loose.append(f"{project} {version} on {host}: {assumed['note']}")
-        order = matrix.policy.host_preference.get(component, ())
-        entry["wheels"] = [sets[h] for h in order if h in sets] + [sets[h] for h in sets if h not in order]
+        entry["wheels"] = wheels
         new.append(entry)
     return new, differ, loose, skip
 
