@@ -279,3 +279,39 @@ def test_a_companion_that_declares_no_torch_is_written_without_one_where_the_mod
     found = harvest_mod.harvest(matrix, {Component.TORCHAUDIO: [page]}, metadata)
     (entry,) = found.entries["torchaudio"]
     assert "torch" not in entry and entry["version"] == "9.0.0" and "no torch requirement" in entry["note"]
+
+
+def test_an_overlay_costs_no_heavy_import_at_start_up(tmp_path):
+    """Every command reads the overlay: JSON, merged by matrix/overlay.py and matrix/compare.py, without the registry
+    reader, the TOML parser, requests or the METADATA parser (tests/test_startup.py's rule, with an overlay present)."""
+    from .test_startup import imported
+
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps(_document(torchvision=[GOOD_ENTRY])))
+    modules = imported("resolve", "--json", "--python-version", "3.11", env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert "compatmatrix.matrix.overlay" in modules
+    assert not {"tomllib", "tomli", "requests", "urllib3", "email.parser", "compatmatrix.matrix.harvest", "compatmatrix.matrix.registry"} & modules
+
+
+def test_progress_only_on_a_terminal():
+    import io
+
+    from compatmatrix.matrix.registry import terminal_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert terminal_progress(io.StringIO()) is None
+    screen = Terminal()
+    say = terminal_progress(screen)
+    say("1/12 pypi/torch")
+    assert "1/12 pypi/torch" in screen.getvalue()
+
+
+@pytest.mark.parametrize("argv", [["--package", "bogus"], ["--package", "oneccl-bind-pt"], ["--write", ""], ["--index", "bogus=http://127.0.0.1:9/"],
+                                  ["--index", "pypi=http://[::1"], ["--write", str(ROOT / "no-such-folder" / "matrix.toml")]])
+def test_named_bad_inputs_are_one_sentence_and_exit_2(argv, tmp_path):
+    done = run_compat("matrix", "update", *argv, env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert done.returncode == 2 and done.stderr.startswith("compat: error: ") and "Traceback" not in done.stderr, done.stderr

@@ -13,12 +13,13 @@ line's newer releases) and every disagreement with a curated fact is kept for pr
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    import datetime
 
 from ..errors import MatrixError, shown
 from ..record import Record, replace
@@ -30,16 +31,17 @@ FILE_NAME = "overlay.json"
 MAX_BYTES = 4 << 20  # a harvest of every release of the six packages is ~100 KB
 
 
-def data_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """$XDG_DATA_HOME/compatmatrix, or ~/.local/share/compatmatrix (a relative XDG_DATA_HOME is ignored, as the spec says)."""
+def data_dir(environ: Mapping[str, str] = os.environ) -> str:
+    """$XDG_DATA_HOME/compatmatrix, or ~/.local/share/compatmatrix (a relative XDG_DATA_HOME is ignored, as the spec says).
+    A string, not a Path: every command asks, and pathlib is not imported on the static paths (tests/test_startup.py)."""
     base = environ.get("XDG_DATA_HOME", "")
     if not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "compatmatrix"
+    return os.path.join(base, "compatmatrix")
 
 
-def overlay_path(environ: Mapping[str, str] = os.environ) -> Path:
-    return data_dir(environ) / FILE_NAME
+def overlay_path(environ: Mapping[str, str] = os.environ) -> str:
+    return os.path.join(data_dir(environ), FILE_NAME)
 
 
 class OverlayState(Record):
@@ -54,6 +56,8 @@ class OverlayState(Record):
     ignored: str = ""  # why the overlay was not used ("" when it was)
 
     def age(self, now: Optional[datetime.datetime] = None) -> str:
+        import datetime
+
         try:
             then = datetime.datetime.strptime(self.read_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
         except ValueError:
@@ -70,12 +74,12 @@ class OverlayIgnored(Exception):
     pass
 
 
-def read_document(path: Path) -> Optional[dict[str, Any]]:
+def read_document(path: str) -> Optional[dict[str, Any]]:
     """The overlay file as JSON, None when there is none; OverlayIgnored for one that cannot be read as one."""
     from .load import TomlProblem, read_file_bytes
 
     try:
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
         data = read_file_bytes(path)
     except TomlProblem as exc:
@@ -136,7 +140,7 @@ def _with_source(provenance: Provenance, other: Provenance, what: str) -> Proven
 def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: str = "", read_at: str = "",
           hosts_unread: tuple[str, ...] = ()) -> tuple[Matrix, OverlayState]:
     """The curated matrix with the harvested releases: curated facts win, a disagreement is kept as a sentence."""
-    from .harvest import compare_line, compare_wheels
+    from .compare import compare_line, compare_wheels
     from .load import _newest_first
 
     added: set[tuple[Component, str]] = set()
@@ -226,14 +230,14 @@ def document_of(entries: Mapping[str, Any], read_at: str, hosts_unread: Mapping[
             "entries": {table: [dict(e) for e in items] for table, items in entries.items()}}
 
 
-def save(document: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> Path:
+def save(document: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> str:
     """Write the overlay (a temporary file renamed over the old one: a reader never sees half a file)."""
     import tempfile
 
     path = overlay_path(environ)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
-    fd, temp = tempfile.mkstemp(prefix=".overlay-", suffix=".json", dir=str(path.parent))
+    fd, temp = tempfile.mkstemp(prefix=".overlay-", suffix=".json", dir=os.path.dirname(path))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
