@@ -315,3 +315,28 @@ def test_progress_only_on_a_terminal():
 def test_named_bad_inputs_are_one_sentence_and_exit_2(argv, tmp_path):
     done = run_compat("matrix", "update", *argv, env_extra={"XDG_DATA_HOME": str(tmp_path)})
     assert done.returncode == 2 and done.stderr.startswith("compat: error: ") and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_host_trickling_its_page_is_given_up_after_its_deadline(tmp_path, data_home):
+    """A server that sends its answer a byte a second (headers included) is left after the page deadline; the other
+    host is still read (COMPAT_TEST_LIMITS shortens the deadline to 2 s)."""
+    index = FixtureIndex(tmp_path / "slow")
+    index.add("pypi", build_wheel(tmp_path / "slow" / "pypi", "torch", TORCH_NEW, tag=TAG))
+    index.add("pytorch-cpu", build_wheel(tmp_path / "slow" / "cpu", "torch", f"{TORCH_NEW}+cpu", tag=TAG))
+    index.trickle.add("page:pypi")
+    index.trickle_for = 30.0
+    server, _ = serve(index)
+    try:
+        import time
+
+        began = time.monotonic()
+        done = run_compat("matrix", "update", *_indexes(index), "--package", "torch", "--json",
+                          env_extra={"XDG_DATA_HOME": str(data_home), "COMPAT_TEST_LIMITS": "page_s=2"})
+        took = time.monotonic() - began
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert "no complete answer within 4 s" in document["hosts_unread"]["pypi"]
+    assert [p["host"] for p in document["pages"]] == ["pytorch-cpu"]
+    assert took < 20, took

@@ -20,7 +20,6 @@ import time
 import urllib.parse
 import zipfile
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
 from ..errors import shown
@@ -37,6 +36,13 @@ WHEEL_BYTES = 64 << 20  # a wheel read whole, where the server takes no ranges
 WORKERS = 8
 
 
+def page_seconds() -> float:
+    """One page's deadline: PAGE_S, or less where COMPAT_TEST_LIMITS (install/limits.py) says so."""
+    from ..install.limits import limits
+
+    return min(PAGE_S, limits().page_s)
+
+
 class ReadError(Exception):
     """A page or file that could not be read, in words."""
 
@@ -45,7 +51,7 @@ def _get(session, url: str, accept: str, cap: int, seconds: Optional[float] = No
     """(status, media type, body, headers, final URL) of one GET, within ``seconds`` and ``cap`` bytes."""
     import requests
 
-    seconds = PAGE_S if seconds is None else seconds
+    seconds = page_seconds() if seconds is None else seconds
     end = time.monotonic() + seconds
     try:
         with get_following(session, url, (CONNECT_S, seconds), {"Accept": accept, **(headers or {})}) as response:
@@ -226,6 +232,60 @@ def read_metadata_text(session, file: RegistryFile) -> str:
         raise ReadError(f"{shown(file.url, 160)} is not a readable wheel ({exc.__class__.__name__})") from None
 
 
+def bounded_map(fn: Callable, items: Sequence, seconds: float, late: Callable, workers: int = WORKERS) -> list:
+    """``[fn(item) for item in items]``, several at a time, each call given ``seconds`` from its start: a call still
+    running then (a server trickling its headers a byte at a time) is answered by ``late(item, seconds)`` and left
+    behind in its daemon thread (it ends with compat), and a fresh worker takes its place. Results in ``items``' order."""
+    import queue
+
+    pending: "queue.Queue" = queue.Queue()
+    for index, item in enumerate(items):
+        pending.put((index, item))
+    results: dict[int, object] = {}
+    started: dict[int, float] = {}
+    cond = threading.Condition()
+
+    def work() -> None:
+        while True:
+            try:
+                index, item = pending.get_nowait()
+            except queue.Empty:
+                return
+            with cond:
+                started[index] = time.monotonic()
+            try:
+                value = fn(item)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread (a TLS refusal is a CompatError)
+                value = _Raised(exc)
+            with cond:
+                if index not in results:
+                    results[index] = value
+                cond.notify_all()
+
+    def spawn() -> None:
+        threading.Thread(target=work, daemon=True, name="compat-registry").start()
+
+    for _ in range(min(workers, len(items))):
+        spawn()
+    with cond:
+        while len(results) < len(items):
+            now = time.monotonic()
+            for index, began in list(started.items()):
+                if index not in results and now - began > seconds:
+                    results[index] = late(items[index], seconds)
+                    spawn()  # the stuck thread keeps its slot; the queue gets a new worker
+            cond.wait(0.2)
+    raised = next((r for r in results.values() if isinstance(r, _Raised)), None)
+    if raised is not None:
+        raise raised.exc
+    return [results[i] for i in range(len(items))]
+
+
+class _Raised:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
 class RegistryRead:
     """The pages and METADATA one `compat matrix update` read, and the hosts it could not read (host -> why)."""
 
@@ -291,28 +351,35 @@ def read_registries(matrix: Matrix, locations: Mapping[str, IndexLocation], pack
             tick(f"{location.host_id}/{component.distribution} failed")
             return job, None, str(exc)
 
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        for (component, location), result, why in pool.map(page, jobs):
-            if result is None:
-                read.unread.setdefault(location.host_id, why)
-                continue
-            read.pages.setdefault(component, []).append(result)
-        wanted = [f for component, pages in read.pages.items() for p in pages for f in metadata_wanted(component, p, matrix)] if metadata else []
-        total[0] += len(wanted)
+    budget = page_seconds() + 2  # each request's own deadline, headers included (a body is bounded inside _get)
 
-        def read_one(file: RegistryFile):
-            try:
-                text = read_metadata_text(session, file)
-                tick(f"METADATA of {file.filename}")
-                return file, text, ""
-            except ReadError as exc:
-                tick(f"METADATA of {file.filename} failed")
-                return file, None, str(exc)
+    def page_late(job, seconds):
+        component, location = job
+        with lock:
+            down.add(location.host_id)
+        return job, None, f"{location.url} gave no complete answer within {seconds:.0f} s"
 
-        for file, text, why in pool.map(read_one, wanted):
-            read.metadata[file.url] = text
-            if why:
-                read.metadata_problems.append(f"{file.filename}: {why}")
+    for (component, location), result, why in bounded_map(page, jobs, budget, page_late):
+        if result is None:
+            read.unread.setdefault(location.host_id, why)
+            continue
+        read.pages.setdefault(component, []).append(result)
+    wanted = [f for component, pages in read.pages.items() for p in pages for f in metadata_wanted(component, p, matrix)] if metadata else []
+    total[0] += len(wanted)
+
+    def read_one(file: RegistryFile):
+        try:
+            text = read_metadata_text(session, file)
+            tick(f"METADATA of {file.filename}")
+            return file, text, ""
+        except ReadError as exc:
+            tick(f"METADATA of {file.filename} failed")
+            return file, None, str(exc)
+
+    for file, text, why in bounded_map(read_one, wanted, budget * 3, lambda file, seconds: (file, None, f"no complete answer within {seconds:.0f} s")):
+        read.metadata[file.url] = text
+        if why:
+            read.metadata_problems.append(f"{file.filename}: {why}")
     for component in packages:
         read.pages.setdefault(component, [])
     read.seconds = time.monotonic() - started
