@@ -12,6 +12,8 @@ import shutil
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from packaging.version import Version
 
 from compatmatrix.matrix import load_matrix
@@ -44,7 +46,8 @@ def registry(tmp_path_factory):
     vision_known = build_wheel(pypi, "torchvision", VISION_ON_KNOWN, tag="py3-none-manylinux_2_28_x86_64", requires=("torch==2.15.0",))
     line = build_wheel(pypi, "transformers", f"{LINE_NEW}.1", requires=('torch>=2.9; extra == "torch"', 'accelerate>=1.12.0; extra == "torch"'))
     line_yanked = build_wheel(pypi, "transformers", f"{LINE_NEW}.0")
-    for wheel in (torch_new, torch_old, vision_new, vision_known, line, line_yanked):
+    known_line = [build_wheel(pypi, "transformers", v) for v in ("5.23.0", "5.23.1")]  # the curated 5.23 line lists 5.23.0 only
+    for wheel in (torch_new, torch_old, vision_new, vision_known, line, line_yanked, *known_line):
         index.add("pypi", wheel)
     index.add("pytorch-cpu", build_wheel(cpu, "torch", f"{TORCH_NEW}+cpu", tag=TAG))
     index.add("pytorch-cpu", build_wheel(cpu, "torchvision", f"{VISION_NEW}+cpu", tag=TAG, requires=(f"torch=={TORCH_NEW}",)))
@@ -131,6 +134,9 @@ def test_a_curated_fact_wins_and_the_disagreement_is_printed(registry, data_home
     assert any("torch 2.15.0 on pypi" in d for d in document["overlay"]["disagreements"])
     assert {r["version"]: r for r in document["releases"]["torch"]}[TORCH_NEW]["origin"] == "harvested"
     assert curated["origin"] == "curated"
+    lines = json.loads(run_compat("matrix", "--package", "transformers", "--json", env_extra={"XDG_DATA_HOME": str(data_home)}).stdout)
+    line = {r["line"]: r for r in lines["releases"]["transformers"]}["5.23"]
+    assert line["latest"] == "5.23.1" and line["origin"] == "curated+harvested"  # the curated line, with the release it lacked
     text = run_compat("matrix", "--package", "torch", env_extra={"XDG_DATA_HOME": str(data_home), "COLUMNS": "300"})
     assert "DISAGREE torch 2.15.0 on pypi" in text.stdout and "min old" in text.stdout
     resolved = run_compat("resolve", "--python-version", "3.11", "--profile", "stock", env_extra={"XDG_DATA_HOME": str(data_home)})
@@ -144,12 +150,14 @@ def test_write_adds_entries_and_keeps_the_file(registry, data_home, tmp_path):
     done = _update(registry, data_home, "--write", str(target))
     after = target.read_text().splitlines()
     removed = [line for line in difflib.ndiff(before, after) if line.startswith("- ")]
-    # only the versions/yanked/source lines of an extended line may change; here none is extended: nothing removed
-    assert removed == [], removed[:5]
+    # only the versions and source lines of the extended line (transformers 5.23 gains 5.23.1) change; nothing else goes
+    assert removed == ['- versions = ["5.23.0"]', '- source = "registry:pypi/transformers/5.23.0"'], removed[:5]
+    assert 'versions = ["5.23.1", "5.23.0"]' in after and "EXTENDED transformers 5.23.*: 5.23.1" in done.stdout
     written = load_matrix(target)
     assert written.release(Component.TORCHVISION, Version(VISION_NEW)) is not None
     assert written.release(Component.TORCH, Version(TORCH_NEW)).released == "2026-11-20"
     assert written.release(Component.TRANSFORMERS, Version(f"{LINE_NEW}.1")).torch_min == Version("2.9")
+    assert written.release(Component.TRANSFORMERS, Version("5.23.1")).line == Version("5.23")
     assert not (data_home / "compatmatrix" / "overlay.json").exists()  # --write writes the file, not the overlay
     assert f"WROTE torch {TORCH_NEW}" in done.stdout
     # a second run finds nothing new to write
@@ -340,3 +348,40 @@ def test_a_host_trickling_its_page_is_given_up_after_its_deadline(tmp_path, data
     assert "no complete answer within 4 s" in document["hosts_unread"]["pypi"]
     assert [p["host"] for p in document["pages"]] == ["pytorch-cpu"]
     assert took < 20, took
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_mangled_overlay_is_used_or_ignored_never_raises(data, tmp_path_factory, matrix):
+    """Property: a good overlay with one value replaced anywhere by an arbitrary JSON value is either merged or ignored
+    with a one-line reason; apply never raises."""
+    document = json.loads(json.dumps(_document(torchvision=[GOOD_ENTRY], transformers=[
+        {"line": "5.98", "versions": ["5.98.0"], "yanked": [], "source": "registry:pypi/transformers/5.98.0"}])))
+    paths = []
+
+    def walk(node, path):
+        paths.append(path)
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, path + (key,))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, path + (i,))
+
+    walk(document, ())
+    path = data.draw(st.sampled_from(paths[1:]))
+    value = data.draw(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                                   lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8))
+    node = document
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    home = tmp_path_factory.mktemp("mangled")
+    (home / "compatmatrix").mkdir()
+    (home / "compatmatrix" / "overlay.json").write_text(json.dumps(document))
+    merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(home)})
+    assert state is not None
+    if state.ignored:
+        assert merged is matrix and "\n" not in state.ignored
+    else:
+        assert merged.versions(Component.TORCH) == matrix.versions(Component.TORCH)

@@ -186,8 +186,9 @@ def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: st
             changed = False
             for made in release.wheels:
                 at = by_host.get(made.host)
-                if at is None:
-                    wheels.append(made)
+                if at is None:  # another host's wheel set: marked as harvested (compat matrix shows "+h")
+                    wheels.append(replace(made, provenance=Provenance(made.provenance.sources, made.provenance.verified,
+                                                                      f"wheel set harvested: {made.provenance.note}")))
                     changed = True
                 elif wheels[at].glibc_min is None and made.glibc_min is not None:
                     wheels[at] = replace(wheels[at], glibc_min=made.glibc_min, provenance=_with_source(wheels[at].provenance, made.provenance, "glibc_min"))

@@ -246,8 +246,10 @@ def _origin(component: Component, release: Any, overlay: Any) -> str:
     key = str(release.line) if isinstance(release, LibraryLine) else str(release.version)
     if (component, key) in overlay.harvested:
         return "harvested"
-    if any(f"{what} harvested:" in release.provenance.note for what in ("releases",)) or any("harvested:" in w.provenance.note for w in release.wheels):
-        return "curated+harvested"
+    if isinstance(release, LibraryLine) and any((component, str(v)) in overlay.harvested for v in release.versions):
+        return "curated+harvested"  # a curated line with releases the overlay added
+    if any(" harvested: " in w.provenance.note for w in release.wheels):
+        return "curated+harvested"  # a wheel set or a floor the overlay added
     return "curated"
 
 
