@@ -222,8 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     matrix_cmd = commands.add_parser(
         "matrix",
-        help="show the curated matrix (releases, pairings, Python coverage, sources)",
-        description="Show the curated matrix, optionally filtered.",
+        help="show the curated matrix (releases, pairings, Python coverage, sources) and the overlay; 'compat matrix update' refreshes it",
+        description="Show the curated matrix, with what the overlay of 'compat matrix update' adds (marked (h)), optionally filtered.",
     )
     matrix_cmd.add_argument("--package", action="append", metavar="NAME", help="only this package (repeatable): torch, ipex, ccl, torchvision, torchaudio, transformers, accelerate")
     matrix_cmd.add_argument("--python-version", metavar="X.Y", help="only releases with wheels (or Requires-Python) for this Python")
@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix_cmd.add_argument("--sources", action="store_true", help="show each entry's sources")
     _output_options(matrix_cmd)
     matrix_cmd.set_defaults(build=_matrix_args_of)
-    matrix_actions = matrix_cmd.add_subparsers(dest="matrix_action", metavar="ACTION", parser_class=_Parser)
+    matrix_actions = matrix_cmd.add_subparsers(dest="matrix_action", metavar="[ACTION]", parser_class=_Parser, title="actions")
     update_cmd = matrix_actions.add_parser(
         "update",
         help="read the registries (PyPI, the PyTorch CPU index) and keep the releases the matrix lacks in the overlay",
