@@ -459,8 +459,8 @@ def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], 
             torch, verified, note = _companion_torch(component, version, declared, torch_versions, source)
             unpinned = torch is None and declared is not None
             if unpinned and not UNPINNED_COMPANIONS:
-                skip.append(f"{project} {version}: not harvested: {note}; this compat's model needs a torch pin for it "
-                            "(a pin or an installed release it does not list is answered as unlisted)")
+                skip.append(f"{project} {version}: not harvested: {note}; this compat's matrix model takes no torchvision/torchaudio "
+                            "entry without a torch pin, so the release stays unlisted")
                 continue
             if not unpinned and (torch is None or torch not in torch_versions):
                 why = note if torch is None else f"it goes with torch {torch}, which neither the matrix nor this read has"
@@ -535,13 +535,14 @@ def _library(matrix: Matrix, component: Component, pages: Sequence[ProjectPage],
         yanked = sorted((v for v in versions if _yank(releases[v])[0]), reverse=True)
         requires = next((f.requires_python for f in releases[newest] if f.requires_python), None)
         if line is not None:
-            for v in versions:
-                if v in line.versions and (v in yanked) != (v in line.yanked):
-                    differ.append(Disagreement(component, v, "", "yanked", str(v in line.yanked).lower(), str(v in yanked).lower(), source_of(page.host, project, v)))
-            if requires and (line.requires_python is None or _spec(requires) != line.requires_python):
-                differ.append(Disagreement(component, newest, "", "Requires-Python", repr(str(line.requires_python or "")), repr(requires), source))
-            added = [v for v in versions if v not in line.versions]
-            if not added:
+            from .model import Provenance
+
+            found = compare_line(component, line, LibraryLine(
+                package=component.table, line=line.line, versions=tuple(versions), yanked=frozenset(yanked),
+                requires_python=_spec(requires), torch_min=line.torch_min, accelerate_min=line.accelerate_min,
+                provenance=Provenance((source,), True, "")))
+            differ.extend(found.disagreements)
+            if not found.adds and not found.disagreements:  # kept otherwise: every command merges it, and prints the disagreement
                 continue
         elif oldest is not None and Version(".".join(map(str, key))) < oldest:
             continue
