@@ -222,8 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     matrix_cmd = commands.add_parser(
         "matrix",
-        help="show the curated matrix (releases, pairings, Python coverage, sources)",
-        description="Show the curated matrix, optionally filtered.",
+        help="show the curated matrix (releases, pairings, Python coverage, sources) and the overlay; 'compat matrix update' refreshes it",
+        description="Show the curated matrix, with what the overlay of 'compat matrix update' adds (marked (h)), optionally filtered.",
     )
     matrix_cmd.add_argument("--package", action="append", metavar="NAME", help="only this package (repeatable): torch, ipex, ccl, torchvision, torchaudio, transformers, accelerate")
     matrix_cmd.add_argument("--python-version", metavar="X.Y", help="only releases with wheels (or Requires-Python) for this Python")
@@ -231,6 +231,23 @@ def build_parser() -> argparse.ArgumentParser:
     matrix_cmd.add_argument("--sources", action="store_true", help="show each entry's sources")
     _output_options(matrix_cmd)
     matrix_cmd.set_defaults(build=_matrix_args_of)
+    matrix_actions = matrix_cmd.add_subparsers(dest="matrix_action", metavar="[ACTION]", parser_class=_Parser, title="actions")
+    update_cmd = matrix_actions.add_parser(
+        "update",
+        help="read the registries (PyPI, the PyTorch CPU index) and keep the releases the matrix lacks in the overlay",
+        description="Read the registries for torch, torchvision, torchaudio, IPEX, transformers and accelerate, and keep what the "
+        "bundled matrix lacks (releases, yanks, Python coverage, glibc floors, declared torch pins) in the overlay "
+        "($XDG_DATA_HOME/compatmatrix/overlay.json) that every command reads; or --write it into a matrix file.",
+    )
+    update_cmd.add_argument("--index", action="append", default=[], metavar="HOST=URL",
+                            help="where a host's index is (a mirror, a PEP 691/503 index); HOST is a matrix host id such as pypi, pytorch-cpu "
+                            "(also COMPAT_INDEX_<HOST> and the [indexes] table of ~/.config/compatmatrix/config.toml)")
+    update_cmd.add_argument("--write", metavar="FILE", help="write the harvested entries into this matrix file (e.g. data/matrix.toml) "
+                            "in its own format instead of the overlay: new entries are added, the rest of the file is kept as it is")
+    update_cmd.add_argument("--package", action="append", metavar="NAME", help="only this package (repeatable): torch, ipex, torchvision, "
+                            "torchaudio, transformers, accelerate")
+    _output_options(update_cmd, json_help="print the harvest as JSON (compatmatrix/schemas/matrix-update-v1.json)")
+    update_cmd.set_defaults(build=_matrix_update_args_of)
 
     _checks_parser(
         commands,
@@ -561,6 +578,12 @@ def _matrix_args_of(ns: argparse.Namespace) -> MatrixArgs:
     return MatrixArgs(_output(ns), tuple(ns.package or ()), ns.python_version, ns.torch, ns.sources)
 
 
+def _matrix_update_args_of(ns: argparse.Namespace):
+    from .options import MatrixUpdateArgs
+
+    return MatrixUpdateArgs(_output(ns), tuple(ns.index), ns.write, tuple(ns.package or ()))
+
+
 def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
     from .options import ChecksArgs, LiveArgs
 
@@ -724,15 +747,19 @@ def cmd_resolve(args: ResolveArgs) -> int:
 
 
 def cmd_matrix(args: MatrixArgs) -> int:
+    from .options import MatrixUpdateArgs
+
+    if isinstance(args, MatrixUpdateArgs):
+        return cmd_matrix_update(args)
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     from .matrix.model import Component
-    from .planning import load
+    from .planning import load_with_overlay
     from .render import emit
     from .render.json import matrix_json, matrix_rows
     from .target import PythonTarget
 
-    matrix = load(args.output.matrix)
+    matrix, overlay = load_with_overlay(args.output.matrix)
     try:
         packages = [Component.from_name(name) for name in args.packages] if args.packages else list(Component)
     except KeyError as exc:
@@ -746,14 +773,46 @@ def cmd_matrix(args: MatrixArgs) -> int:
         from .resolve import check_specifier_versions
 
         check_specifier_versions(args.torch, torch)
-    rows = matrix_rows(matrix, packages, python, torch)
+    rows = matrix_rows(matrix, packages, python, torch, overlay)
 
     def text(console) -> None:
         from .render.text import render_matrix
 
-        render_matrix(console, matrix, rows, args.sources)
+        render_matrix(console, matrix, rows, args.sources, overlay)
 
-    emit(args.output.json, args.output.no_color, lambda: matrix_json(matrix, rows), text)
+    emit(args.output.json, args.output.no_color, lambda: matrix_json(matrix, rows, overlay), text)
+    return EXIT_OK
+
+
+def cmd_matrix_update(args) -> int:
+    from .matrix.harvest import PACKAGES
+    from .matrix.model import Component
+    from .matrix.registry import terminal_progress
+    from .matrix.update import update, update_json, update_lines
+
+    try:
+        packages = [Component.from_name(name) for name in args.packages] if args.packages else list(PACKAGES)
+    except KeyError as exc:
+        raise UsageError(f"{shown(str(exc.args[0]))!r} is not a package compat matrix update reads.", "Use torch, ipex, torchvision, torchaudio, transformers or accelerate.") from None
+    if any(p not in PACKAGES for p in packages):
+        raise UsageError("oneccl_bind_pt is not on a registry compat can read (Intel's hosts are not harvested).", "Use torch, ipex, torchvision, torchaudio, transformers or accelerate.")
+    if args.write is not None and ("\x00" in args.write or not args.write.strip()):
+        raise UsageError(f"--write '{shown(args.write)}' is not a file name.", "Pass the matrix file to update, e.g. --write data/matrix.toml.")
+    from .matrix.load import load_matrix
+
+    progress = terminal_progress()
+    try:
+        result = update(load_matrix(args.output.matrix), args.indexes, args.write, packages, progress)
+    finally:
+        if progress is not None:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+    if args.output.json:
+        from .console import dump_json
+
+        print(dump_json(update_json(result)))
+    else:
+        sys.stdout.write(visible("\n".join(update_lines(result)) + "\n"))
     return EXIT_OK
 
 

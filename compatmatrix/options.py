@@ -72,6 +72,15 @@ class MatrixArgs(Record):
     sources: bool
 
 
+class MatrixUpdateArgs(Record):
+    """compat matrix update."""
+
+    output: Output
+    indexes: tuple[str, ...]
+    write: Optional[str]
+    packages: tuple[str, ...]
+
+
 class LiveArgs(Record):
     """compat doctor --live."""
 

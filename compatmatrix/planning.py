@@ -34,12 +34,45 @@ class NoSet(Exception):
 
 
 def load(matrix_path: Optional[str]) -> Matrix:
-    """The bundled matrix, or --matrix / $COMPAT_MATRIX."""
+    """The bundled matrix with the user's overlay (compat matrix update's harvest, matrix/overlay.py), or --matrix /
+    $COMPAT_MATRIX alone. An overlay that is ignored, or that disagrees with curated facts, is said once on stderr."""
+    return load_with_overlay(matrix_path)[0]
+
+
+_SAID: set[str] = set()
+
+
+def load_with_overlay(matrix_path: Optional[str]):
+    """(matrix, the overlay's state or None): what ``load`` reads, and what the overlay added or why it was ignored."""
     if matrix_path is not None and ("\x00" in matrix_path or not matrix_path.strip()):
         raise UsageError(f"--matrix '{shown(matrix_path)}' is not a file name.", "Pass the path of a matrix TOML file, or leave --matrix out for the bundled one.")
     from .matrix.load import load_matrix
 
-    return load_matrix(matrix_path)
+    matrix = load_matrix(matrix_path)
+    if matrix_path is not None:
+        return matrix, None
+    from .matrix.overlay import apply
+
+    matrix, state = apply(matrix)
+    if state is not None:
+        _say_overlay(state)
+    return matrix, state
+
+
+def _say_overlay(state) -> None:
+    import sys
+
+    from .console import visible
+
+    if state.ignored and "ignored" not in _SAID:
+        _SAID.add("ignored")
+        sys.stderr.write(visible(f"compat: note: the overlay {state.path} is ignored: {shown(state.ignored, 300)}. "
+                                 "Run 'compat matrix update' to write it again, or remove the file.") + "\n")
+    elif state.disagreements and "disagree" not in _SAID:
+        _SAID.add("disagree")
+        count = len(state.disagreements)
+        sys.stderr.write(f"compat: note: the overlay disagrees with the curated matrix on {count} fact{'s' if count != 1 else ''}; "
+                         "the curated facts are used ('compat matrix' lists them).\n")
 
 
 def target_of(target: Target, snapshot: Optional[EnvSnapshot] = None) -> tuple[PythonTarget, Platform]:

@@ -19,6 +19,10 @@ Every disagreement is printed (``DISAGREE ...``) and makes the exit code 1. Rele
 that the matrix does not know yet are printed as ``NEW ...`` and do not fail the check.
 ``--record`` writes today's date into ``registry_checked`` in the matrix when the check passes.
 
+The pages are read, and their facts derived, by compat's own registry code (compatmatrix/matrix/registry.py and
+harvest.py: what ``compat matrix update`` reads and writes with ``--write data/matrix.toml``); only the comparison and
+its report are this script's.
+
 Exit codes: 0 all facts agree, 1 disagreements, 2 the registry could not be read.
 """
 
@@ -31,110 +35,46 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-import requests
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from compatmatrix.errors import CompatError  # noqa: E402
 from compatmatrix.matrix import load_matrix  # noqa: E402
+from compatmatrix.matrix import registry as registry_reader  # noqa: E402
+from compatmatrix.matrix.harvest import (  # noqa: E402
+    PACKAGES,
+    ProjectPage,
+    by_release,
+    glibc_floor,
+    linux_files,
+    linux_pythons,
+    local_labels,
+)
 from compatmatrix.matrix.model import Component, LibraryLine, Matrix  # noqa: E402
 
-DEFAULT_PYPI = "https://pypi.org/pypi"
+DEFAULT_PYPI = "https://pypi.org/simple/"
 
 
 class RegistryError(Exception):
     pass
 
 
-def fetch_project(session: requests.Session, base: str, name: str, timeout: float) -> dict:
-    url = f"{base.rstrip('/')}/{name}/json"
-    try:
-        response = session.get(url, timeout=timeout)
-    except requests.RequestException as exc:
-        raise RegistryError(f"{url} could not be read ({exc.__class__.__name__}: {exc})") from None
-    if response.status_code != 200:
-        raise RegistryError(f"{url} answered HTTP {response.status_code}")
-    return response.json()
-
-
-_PEP600 = re.compile(r"^manylinux_(\d+)_(\d+)_")
-_LEGACY = {"manylinux1": Version("2.5"), "manylinux2010": Version("2.12"), "manylinux2014": Version("2.17")}
-
-
-def tag_glibc(platform: str) -> Version | None:
-    """The glibc a manylinux platform tag promises; None for others."""
-    match = _PEP600.match(platform)
-    if match:
-        return Version(f"{match.group(1)}.{match.group(2)}")
-    legacy = re.match(r"^(manylinux(?:1|2010|2014))_", platform)
-    return _LEGACY[legacy.group(1)] if legacy else None
-
-
-def glibc_floor(files: Iterable[dict]) -> Version | None:
-    """The strictest glibc floor among a release's Linux x86_64 CPython wheels: per file the lowest its tags accept."""
-    floors = []
-    for entry in files:
-        try:
-            _, _, _, tags = parse_wheel_filename(entry.get("filename", ""))
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        found = [tag_glibc(t.platform) for t in tags if t.platform.endswith("x86_64") and "linux" in t.platform and t.interpreter.startswith("cp")]
-        found = [f for f in found if f is not None]
-        if found:
-            floors.append(min(found))
-    return max(floors) if floors else None
-
-
-def local_labels(files: Iterable[dict]) -> set[str]:
-    """The local labels ("+cpu") of a release's wheel files (PyPI's: none)."""
-    labels = set()
-    for entry in files:
-        try:
-            _, version, _, _ = parse_wheel_filename(entry.get("filename", ""))
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        labels.add(f"+{version.local}" if version.local else "")
-    return labels
-
-
-def linux_x86_64_pythons(files: Iterable[dict]) -> set[Version]:
-    """CPython X.Y versions with a Linux x86_64 wheel among a release's files."""
-    found = set()
-    for entry in files:
-        filename = entry.get("filename", "")
-        if not filename.endswith(".whl"):
-            continue
-        try:
-            _, _, _, tags = parse_wheel_filename(filename)
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        for tag in tags:
-            if not (tag.platform.endswith("x86_64") and "linux" in tag.platform):
-                continue
-            match = re.fullmatch(r"cp3(\d+)", tag.interpreter)
-            if match and not tag.abi.endswith("t"):
-                found.add(Version(f"3.{match.group(1)}"))
-    return found
-
-
-def release_facts(project: dict) -> dict[Version, dict]:
+def release_facts(page: ProjectPage, python_range: tuple[Version, Version]) -> dict[Version, dict]:
+    """A project page's releases and the facts compared below, read by compat's own registry code (matrix/harvest.py)."""
     facts = {}
-    for text, files in project.get("releases", {}).items():
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue
+    for version, files in by_release(page.files).items():
         if not files:
             continue
+        linux = linux_files(files)
         facts[version] = {
-            "python": linux_x86_64_pythons(files),
-            "yanked": all(f.get("yanked", False) for f in files),
-            "yanked_reason": next((f.get("yanked_reason") for f in files if f.get("yanked") and f.get("yanked_reason")), "") or "",
-            "requires_python": next((f.get("requires_python") for f in files if f.get("requires_python")), None),
+            "python": linux_pythons(linux, python_range),
+            "yanked": all(f.yanked for f in files),
+            "yanked_reason": next((f.yanked_reason for f in files if f.yanked and f.yanked_reason), "") or "",
+            "requires_python": next((f.requires_python for f in files if f.requires_python), None),
             "labels": local_labels(files),
-            "glibc": glibc_floor(files),
+            "glibc": glibc_floor(linux),
         }
     return facts
 
@@ -223,10 +163,20 @@ class Report:
 
 
 def crosscheck(matrix: Matrix, base: str, timeout: float) -> Report:
+    """Read PyPI's project pages (``base``: its simple index, PEP 691 JSON or PEP 503 HTML) with compat matrix update's
+    reader, and compare."""
+    from compatmatrix.install.indexes import configure_indexes
+
+    registry_reader.PAGE_S = timeout
+    try:
+        locations = configure_indexes(matrix, [f"pypi={base}"])
+    except CompatError as exc:
+        raise RegistryError(exc.message) from None
+    read = registry_reader.read_registries(matrix, locations, PACKAGES, metadata=False, every_package_from="pypi")
+    if "pypi" in read.unread:
+        raise RegistryError(read.unread["pypi"])
+    registry = {c.distribution: release_facts(next(p for p in read.pages[c] if p.host == "pypi"), matrix.policy.python_range) for c in PACKAGES}
     report = Report()
-    with requests.Session() as session:
-        registry = {name: release_facts(fetch_project(session, base, name, timeout)) for name in
-                    ("torch", "intel-extension-for-pytorch", "transformers", "accelerate", "torchvision", "torchaudio")}
     for component in (Component.TORCH, Component.IPEX, Component.TORCHVISION, Component.TORCHAUDIO):
         check_binary(component.distribution, matrix.releases[component], registry[component.distribution], report)
     for component in (Component.TRANSFORMERS, Component.ACCELERATE):
@@ -245,8 +195,8 @@ def record(matrix_path: Path, today: str) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--matrix", type=Path, default=ROOT / "data" / "matrix.toml")
-    parser.add_argument("--pypi-url", default=DEFAULT_PYPI, help=f"PyPI JSON API base (default {DEFAULT_PYPI})")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    parser.add_argument("--pypi-url", default=DEFAULT_PYPI, help=f"PyPI's simple index, PEP 691 JSON or PEP 503 HTML (default {DEFAULT_PYPI})")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per page")
     parser.add_argument("--record", action="store_true", help="write today's date into registry_checked when everything agrees")
     args = parser.parse_args(argv)
     matrix = load_matrix(args.matrix)

@@ -43,7 +43,19 @@ def scrubbed(name: str) -> bool:
 # what the session inherited, read once when the test suite is imported
 INHERITED = {name: value for name, value in os.environ.items() if scrubbed(name)}
 INHERITED_CONFIG_HOME = os.environ.get("XDG_CONFIG_HOME")
+INHERITED_DATA_HOME = os.environ.get("XDG_DATA_HOME")
 _config_home: Optional[str] = None
+_data_home: Optional[str] = None
+
+
+def data_home() -> str:
+    """This session's XDG_DATA_HOME: an empty temporary folder, so that no overlay of the user's (compat matrix update,
+    ~/.local/share/compatmatrix/overlay.json) reaches the tests; a test that wants one sets its own."""
+    global _data_home
+    if _data_home is None:
+        _data_home = tempfile.mkdtemp(prefix="compat-tests-data-")
+        atexit.register(shutil.rmtree, _data_home, True)
+    return _data_home
 
 
 def config_home() -> str:
@@ -73,6 +85,8 @@ def base_env(extra: Optional[Mapping[str, Optional[str]]] = None, drop: Iterable
     env = {name: value for name, value in os.environ.items() if not (scrubbed(name) and INHERITED.get(name) == value)}
     if env.get("XDG_CONFIG_HOME") == INHERITED_CONFIG_HOME:
         env["XDG_CONFIG_HOME"] = config_home()
+    if env.get("XDG_DATA_HOME") == INHERITED_DATA_HOME:
+        env["XDG_DATA_HOME"] = data_home()
     for name in ("no_proxy", "NO_PROXY"):
         env[name] = with_loopback(env.get(name, ""))
     for name in drop:

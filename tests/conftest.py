@@ -12,7 +12,7 @@ from compatmatrix.matrix import load_matrix
 from compatmatrix.resolve import build_request
 from compatmatrix.target import Platform, PythonTarget
 
-from .clean_env import base_env, config_home, scrubbed, with_loopback
+from .clean_env import base_env, config_home, data_home, scrubbed, with_loopback
 
 # A CI runner (or a shell that started this session in the background with &) may hand pytest SIGINT ignored; an
 # ignored signal stays ignored across exec, so every compat the tests start would ignore Ctrl-C too and the tests that
@@ -44,10 +44,11 @@ def make_request(matrix, python="3.11", *requirements, profile=None, with_=(), p
 @pytest.fixture(autouse=True)
 def scrubbed_environment(monkeypatch):
     """In-process tests run without what the CI shell exported (tests/clean_env.py): the variables base_env() removes
-    are removed from os.environ, XDG_CONFIG_HOME is this session's, and no_proxy names the loopback addresses."""
+    are removed from os.environ, XDG_CONFIG_HOME and XDG_DATA_HOME are this session's, and no_proxy names the loopback addresses."""
     for name in [name for name in os.environ if scrubbed(name)]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_CONFIG_HOME", config_home())
+    monkeypatch.setenv("XDG_DATA_HOME", data_home())
     for name in ("no_proxy", "NO_PROXY"):
         monkeypatch.setenv(name, with_loopback(os.environ.get(name, "")))
     yield

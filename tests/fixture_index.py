@@ -97,6 +97,14 @@ class FixtureIndex:
     url: str = ""
     auth: str = ""  # "user:password": every request must carry it as HTTP Basic auth (else 401), as a private index asks
     authorized: list = field(default_factory=list)  # the paths answered with the right credentials
+    # PEP 691 / 592 / 700 / 658 (compat matrix update): hosts answering JSON pages to a client that asks for them, yanks
+    # with their reason, upload times and Requires-Python per file name, hosts serving each wheel's METADATA beside it
+    json_hosts: set[str] = field(default_factory=set)
+    yanked: dict[str, str] = field(default_factory=dict)
+    upload_times: dict[str, str] = field(default_factory=dict)
+    requires_python: dict[str, str] = field(default_factory=dict)
+    metadata_hosts: set[str] = field(default_factory=set)
+    requests: list = field(default_factory=list)  # (method, path, Range header) of every request
 
     def add(self, host: str, wheel: Path, style: str = "index") -> None:
         self.hosts.setdefault(host, []).append(wheel)
@@ -109,8 +117,9 @@ class FixtureIndex:
         return [arg for host in self.hosts for arg in ("--index", f"{host}={self.host_url(host)}")]
 
 
-def _page(links: list[tuple[str, str]]) -> bytes:
-    body = "".join(f'<a href="{href}">{text}</a><br/>\n' for href, text in links)
+def _page(links: list[tuple[str, str]], attributes: Optional[dict[str, str]] = None) -> bytes:
+    attributes = attributes or {}
+    body = "".join(f'<a href="{href}"{attributes.get(text, "")}>{text}</a><br/>\n' for href, text in links)
     return f"<!DOCTYPE html><html><body>\n{body}</body></html>\n".encode()
 
 
@@ -163,7 +172,41 @@ def serve(index: FixtureIndex):
                 time.sleep(1.0)
             self.close_connection = True
 
+        def _metadata_of(self, wheel: Path) -> bytes:
+            with zipfile.ZipFile(wheel) as archive:
+                name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+                return archive.read(name)
+
+        def _attributes(self, host: str, name: str) -> str:
+            import html
+
+            out = ""
+            if name in index.yanked:
+                out += f' data-yanked="{html.escape(index.yanked[name])}"'
+            if name in index.requires_python:
+                out += f' data-requires-python="{html.escape(index.requires_python[name])}"'
+            if host in index.metadata_hosts:
+                out += ' data-core-metadata="true"'
+            return out
+
+        def _json_page(self, host: str, project: str, wheels: dict[str, Path]) -> bytes:
+            import json
+
+            files = []
+            for name, wheel in sorted(wheels.items()):
+                if _project(name) != project:
+                    continue
+                entry = {"filename": name, "url": f"../../files/{name}", "hashes": {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()},
+                         "requires-python": index.requires_python.get(name), "yanked": index.yanked.get(name, False)}
+                if name in index.upload_times:
+                    entry["upload-time"] = index.upload_times[name]
+                if host in index.metadata_hosts:
+                    entry["core-metadata"] = True
+                files.append(entry)
+            return json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files}).encode()
+
         def do_GET(self):  # noqa: N802
+            index.requests.append((self.command, self.path, self.headers.get("Range")))
             if index.auth:
                 if self.headers.get("Authorization", "") != "Basic " + base64.b64encode(index.auth.encode()).decode():
                     return self._send(401, b"credentials needed")
@@ -178,6 +221,8 @@ def serve(index: FixtureIndex):
             style = index.hashes.get(host, "sha256")
             if parts[-2:-1] == ["files"] or (len(parts) >= 2 and parts[1] == "files"):
                 name = parts[-1]
+                if name.endswith(".metadata") and host in index.metadata_hosts and name[:-len(".metadata")] in wheels:
+                    return self._send(200, self._metadata_of(wheels[name[:-len(".metadata")]]), "text/plain")
                 if name not in wheels:
                     return self._send(404, b"no such file")
                 time.sleep(index.slow.get(name, 0))
@@ -198,8 +243,10 @@ def serve(index: FixtureIndex):
                 mine = [(f"../../files/{n}{_fragment(style, w)}", n) for n, w in sorted(wheels.items()) if _project(n) == project]
                 if not mine:
                     return self._send(404, b"no such project")
+                if host in index.json_hosts and "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", ""):
+                    return self._send(200, self._json_page(host, project, wheels), "application/vnd.pypi.simple.v1+json")
                 pad = index.pad_pages.get(host, 0)
-                body = _page(mine) + (b"<!--" + b"p" * pad + b"-->" if pad else b"")
+                body = _page(mine, {n: self._attributes(host, n) for _, n in mine}) + (b"<!--" + b"p" * pad + b"-->" if pad else b"")
                 return self._send(200, body, trickle=f"page:{host}" in index.trickle)
             return self._send(404, b"not found")
 

@@ -156,7 +156,7 @@ def test_a_command_the_set_cannot_run_is_refused_with_the_fix():
     done = export("pytorchjob", "--python-version", "3.11", "--profile", "stock", *JOB, "--", "train.py", "--ddp_backend", "ccl", code=1)
     assert done.stdout == ""
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("compat: error: The training command cannot work with the resolved set (transformers 5.23.0 no longer accepts ccl")
+    assert line.startswith("compat: error: The training command cannot work with the resolved set (transformers 5.24.0 no longer accepts ccl")
     assert line.endswith("Resolve a set that still runs it (compat export pytorchjob --profile ddp-ccl ...), or change the command (--ddp_backend gloo).")
 
 

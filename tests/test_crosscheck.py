@@ -1,4 +1,5 @@
-"""scripts/crosscheck_registry.py against a FIXTURE PyPI JSON API served on 127.0.0.1."""
+"""scripts/crosscheck_registry.py against a FIXTURE PyPI simple index (PEP 691 JSON pages) served on 127.0.0.1: the script
+reads it with compat matrix update's own reader (compatmatrix/matrix/registry.py)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,14 @@ def pypi_server():
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
-            name = self.path.strip("/").split("/")[-2]
-            body = json.dumps(state["data"].get(name, {"releases": {}})).encode()
+            name = self.path.strip("/").split("/")[-1]
+            releases = state["data"].get(name, {"releases": {}})["releases"]
+            files = [{"filename": f["filename"], "url": f"../../files/{f['filename']}", "hashes": {},
+                      "yanked": (f.get("yanked_reason") or True) if f.get("yanked") else False, "requires-python": f.get("requires_python")}
+                     for entries in releases.values() for f in entries]
+            body = json.dumps({"meta": {"api-version": "1.0"}, "name": name, "files": files}).encode()
             self.send_response(state["status"])
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -56,7 +61,7 @@ def pypi_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield state, f"http://127.0.0.1:{server.server_address[1]}/pypi"
+    yield state, f"http://127.0.0.1:{server.server_address[1]}/simple"
     server.shutdown()
     server.server_close()
 

@@ -40,7 +40,7 @@ LINES = {
     "3.8": ("4.46.3", "1.0.1", "2.4.1"),
     "3.9": ("4.57.6", "1.10.1", "2.8.0"),
     "3.10": ("5.20.2", "1.15.0", "2.10.0"),
-    "3.11": ("5.23.0", "1.15.0", "2.15.0"),
+    "3.11": ("5.24.0", "1.15.0", "2.15.0"),
 }
 XEON = Machine(Topology.smt(56, 2), frozenset(range(112)))  # one socket, 56 physical cores with their hyperthreads
 BF16_CPU = frozenset({"avx512f", "avx512_bf16", "amx_bf16"})

@@ -51,7 +51,7 @@ OLD_LINES = {
                     {"torch": "2.14.1+cpu", "transformers": "5.20.2", "accelerate": "1.15.0"}),
     "2.7 on 3.11": ("11", {"torch": "2.7.0", "intel-extension-for-pytorch": "2.7.0", "oneccl-bind-pt": "2.7.0", "transformers": "5.0.0",
                            "accelerate": "1.12.0", "torchaudio": "2.7.0"},
-                    {"torch": "2.10.0+cpu", "torchaudio": "2.10.0+cpu", "transformers": "5.23.0", "accelerate": "1.15.0"}),
+                    {"torch": "2.10.0+cpu", "torchaudio": "2.10.0+cpu", "transformers": "5.24.0", "accelerate": "1.15.0"}),
 }
 
 
@@ -172,7 +172,7 @@ def test_a_package_folder_nobody_owns_is_named(tmp_path):
 
 def test_the_stock_set_installed_already_changes_nothing(tmp_path):
     env = FixtureEnv(tmp_path / "env")
-    for name, version in {"torch": "2.15.0+cpu", "transformers": "5.23.0", "accelerate": "1.15.0"}.items():
+    for name, version in {"torch": "2.15.0+cpu", "transformers": "5.24.0", "accelerate": "1.15.0"}.items():
         env.dist(name, version)
     if sys.version_info[:2] != (3, 11) and sys.version_info[:2] != (3, 12):
         pytest.skip("the expected set is the one of Python 3.11/3.12")

@@ -35,7 +35,7 @@ from .procs import MARK_VARIABLE, marked, new_mark
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
 TORCH = "torch==2.13.0"
-TARGET = (TORCH, "transformers==5.23.0", "accelerate==1.15.0")  # the set compat migrate plans (the matrix's newest)
+TARGET = (TORCH, "transformers==5.24.0", "accelerate==1.15.0")  # the set compat migrate plans (the matrix's newest)
 QA = ("mpirun", "-n", "2", "-genv", "OMP_NUM_THREADS=23", "python3", "run_qa.py", "--model_name_or_path", "google-bert/bert-large-uncased",
       "--output_dir", "/tmp/debug_squad/", "--no_cuda", "--ddp_backend", "ccl", "--use_ipex", "--bf16")
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "migrate-v1.json").read_text())
@@ -99,9 +99,9 @@ def test_torch_2_8_with_ipex_2_8_migrated_to_stock_and_compared(ipex280_torch280
     assert code == 0, (doc["error"], doc["validation"])
     assert seconds < MIGRATE_TIMEOUT_S
     assert doc["state"] == "migrated" and doc["remove"] == ["intel-extension-for-pytorch"]
-    assert doc["install"] == {"torch": "2.13.0+cpu", "transformers": "5.23.0", "accelerate": "1.15.0"}
+    assert doc["install"] == {"torch": "2.13.0+cpu", "transformers": "5.24.0", "accelerate": "1.15.0"}
     after = freeze(python)
-    assert after["torch"] == "2.13.0+cpu" and after["transformers"] == "5.23.0" and after["accelerate"] == "1.15.0"
+    assert after["torch"] == "2.13.0+cpu" and after["transformers"] == "5.24.0" and after["accelerate"] == "1.15.0"
     assert "intel-extension-for-pytorch" not in after
     # the validation: the live doctor on the new set passed before the install was kept
     checks = {c["id"]: c for c in doc["validation"]["checks"]}

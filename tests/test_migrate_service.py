@@ -99,7 +99,7 @@ def test_migrated_with_one_transaction_validated_before_its_commit(old_env):
     code, doc = run_migrate(MigrateOptions(python=str(old_env.python), yes=True, to_torch="2.13.0", command=COMMAND), installer=installer, live=live)
     jsonschema.validate(doc, SCHEMA)
     assert code == 0 and doc["state"] == "migrated" and doc["ok"] is True
-    assert installer.calls == [(["torch==2.13.0+cpu", "transformers==5.23.0", "accelerate==1.15.0"], ["intel-extension-for-pytorch"])]
+    assert installer.calls == [(["torch==2.13.0+cpu", "transformers==5.24.0", "accelerate==1.15.0"], ["intel-extension-for-pytorch"])]
     assert live.runs == ["after"]  # inside the transaction, on the new set (no --compare: no run on the old set)
     assert doc["validation"]["ok"] is True and doc["compare"] is None
 

@@ -432,10 +432,10 @@ def test_old_torchaudio_comes_from_pypi_next_to_the_cpu_torch(matrix):
 def test_a_torch_without_torchvision_is_explained(matrix):
     outcome = resolve(matrix, make_request(matrix, "3.12", "torch==2.14.1", "torchvision"))
     assert isinstance(outcome, Conflict)
-    assert outcome.reasons[0] == "torchvision 0.29.0 pins torch 2.14.0; you asked for torch==2.14.1."
+    assert outcome.reasons[0] == "torchvision 0.29.2 pins torch 2.14.0; you asked for torch==2.14.1."
     assert "No torchvision release in the matrix pairs with torch 2.14.1." in outcome.reasons
     assert outcome.alternatives[0].change == "change torch==2.14.1 to torch==2.14.0"
-    assert versions(outcome.alternatives[0].resolution) == {"torch": "2.14.0", "torchvision": "0.29.0"}
+    assert versions(outcome.alternatives[0].resolution) == {"torch": "2.14.0", "torchvision": "0.29.2"}
 
 
 def test_companions_with_the_full_stack(matrix):

@@ -153,8 +153,8 @@ def test_resolution_sentences_come_from_its_records(matrix):
     why = outcome.explanation[1].why
     assert why.rule.name == "torchvision-torch" and why.partner_version == Version("2.7.0")
     assert outcome.reasons[1] == (
-        "torchvision 0.22.0: 10 newer releases ruled out; the next, 0.22.1: torchvision 0.22.1 pins torch 2.7.1, not torch 2.7.0 "
-        "(newest in the matrix: 0.29.0)."
+        "torchvision 0.22.0: 12 newer releases ruled out; the next, 0.22.1: torchvision 0.22.1 pins torch 2.7.1, not torch 2.7.0 "
+        "(newest in the matrix: 0.29.2)."
     )
 
 

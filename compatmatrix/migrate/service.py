@@ -128,9 +128,9 @@ def run_migrate(options: MigrateOptions, *, matrix: Optional[Matrix] = None, ins
     """Plan (and unless --dry-run, apply and validate) the move to stock PyTorch; the exit code and the migrate-v1 document."""
     _check_options(options)
     if matrix is None:
-        from ..matrix.load import load_matrix
+        from ..planning import load  # the bundled matrix with the user's overlay, as every command reads it
 
-        matrix = load_matrix(options.matrix)
+        matrix = load(options.matrix)
     spec = torch_spec(options.to_torch)
     pins_only = bool(options.requirement_files)
     snapshot = _pins_snapshot(matrix, options) if pins_only else _environment_snapshot(options)

@@ -195,7 +195,8 @@ def _release_row(component: Component, release: Any) -> dict[str, Any]:
     return row
 
 
-def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[Version], torch: Optional[SpecifierSet]) -> dict[str, list[dict[str, Any]]]:
+def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[Version], torch: Optional[SpecifierSet],
+                overlay: Any = None) -> dict[str, list[dict[str, Any]]]:
     """The releases ``compat matrix`` lists, filtered, as plain dicts (shared by the JSON document and the tables).
 
     ``python``: releases with a wheel for it (library lines: whose Requires-Python admits it);
@@ -228,11 +229,37 @@ def matrix_rows(matrix: Matrix, packages: Sequence[Component], python: Optional[
             continue
         rows[component.distribution] = [
             {**_release_row(component, r), **({"features": _line_features(matrix, component, r)} if isinstance(r, LibraryLine) else {}),
-             **_provenance_json(r.provenance)}
+             **_provenance_json(r.provenance), "origin": _origin(component, r, overlay)}
             for r in matrix.releases[component]
             if python_ok(r) and torch_ok(component, r)
         ]
     return rows
+
+
+def _origin(component: Component, release: Any, overlay: Any) -> str:
+    """``curated`` (the bundled matrix), ``harvested`` (the overlay added it), ``curated+harvested`` (the overlay added
+    facts to a curated entry: a line's newer releases, another host's wheels, a floor)."""
+    if overlay is None or not overlay.harvested:
+        return "curated"
+    from ..matrix.model import LibraryLine
+
+    key = str(release.line) if isinstance(release, LibraryLine) else str(release.version)
+    if (component, key) in overlay.harvested:
+        return "harvested"
+    if isinstance(release, LibraryLine) and any((component, str(v)) in overlay.harvested for v in release.versions):
+        return "curated+harvested"  # a curated line with releases the overlay added
+    if any(" harvested: " in w.provenance.note for w in release.wheels):
+        return "curated+harvested"  # a wheel set or a floor the overlay added
+    return "curated"
+
+
+def overlay_json(overlay: Any) -> Optional[dict[str, Any]]:
+    if overlay is None:
+        return None
+    return {"path": overlay.path, "read_at": overlay.read_at or None, "age": overlay.age() if overlay.read_at else None,
+            "used": not overlay.ignored, "ignored_because": overlay.ignored or None,
+            "harvested": sorted(f"{c.distribution} {v}" for c, v in overlay.harvested), "facts_added_to_curated": overlay.filled,
+            "disagreements": list(overlay.disagreements), "hosts_unread": list(overlay.hosts_unread)}
 
 
 def _line_features(matrix: Matrix, component: Component, line) -> list[str]:
@@ -249,9 +276,10 @@ def _line_features(matrix: Matrix, component: Component, line) -> list[str]:
     return out
 
 
-def matrix_json(matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """``compat matrix --json``: the (filtered) releases, hosts, profiles and end-of-life statements."""
+def matrix_json(matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], overlay: Any = None) -> dict[str, Any]:
+    """``compat matrix --json``: the (filtered) releases, hosts, profiles and end-of-life statements, and the overlay."""
     return {
+        "overlay": overlay_json(overlay),
         "schema_version": JSON_SCHEMA_VERSION,
         "command": "matrix",
         "matrix_schema_version": matrix.schema_version,

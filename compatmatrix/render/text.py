@@ -136,7 +136,7 @@ _TABLES: dict[str, tuple[str, _Columns]] = {
 }
 
 
-def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], show_sources: bool) -> None:
+def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], show_sources: bool, overlay: Any = None) -> None:
     """The rows of json.matrix_rows as one table per package, then the end-of-life statements."""
     from rich.table import Table  # imported here: see render_outcome
 
@@ -151,6 +151,10 @@ def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict
             cells = [cell(e) for _, cell in columns]
             if not e["verified"]:
                 cells[0] += " ?"
+            if e.get("origin") == "harvested":
+                cells[0] += " (h)"
+            elif e.get("origin") == "curated+harvested":
+                cells[0] += " (+h)"
             if show_sources:
                 cells.append("\n".join(e["sources"]))
             table.add_row(*(escape(c) for c in cells))
@@ -160,6 +164,17 @@ def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict
         console.print(escape(f"{entry.package}: {entry.status}, last release {entry.last_release}. {entry.advice}"), style="yellow")
     checked = matrix.registry_checked or "never"
     console.print(f"Registry facts last cross-checked against PyPI: {checked}", style="dim")
+    if overlay is None:
+        console.print("No overlay: every fact is curated (compat matrix update harvests the registries' newer releases).", style="dim")
+    elif overlay.ignored:
+        console.print(escape(f"Overlay {overlay.path} ignored: {overlay.ignored}"), style="yellow")
+    else:
+        console.print(escape(f"(h) = harvested from a registry, kept in the overlay {overlay.path} (read {overlay.read_at}, {overlay.age()}): "
+                             f"{len(overlay.harvested)} releases; (+h) = a curated entry with facts the overlay added"), style="dim")
+        for line in overlay.hosts_unread:
+            console.print(escape(f"  not read by that update: {line}"), style="dim")
+        for line in overlay.disagreements:
+            console.print(escape(f"DISAGREE {line}"), style="yellow")
 
 
 # --- findings: compat doctor / check, compat export --validate --------------------------------------------------------

@@ -1,0 +1,387 @@
+"""compat matrix update (issue 20): the registries read from a LOCAL PEP 691/503 index on 127.0.0.1 (tests/fixture_index.py)
+that serves releases the bundled matrix lacks, as FIXTURE wheels with the METADATA a real release carries; the overlay
+every command then reads; curated facts winning over harvested ones, the disagreement printed; hostile overlays ignored
+in one sentence; --write into a copy of data/matrix.toml (its text kept, entries added)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from packaging.version import Version
+
+from compatmatrix.matrix import load_matrix
+from compatmatrix.matrix import harvest as harvest_mod
+from compatmatrix.matrix import overlay as overlay_mod
+from compatmatrix.matrix.model import Component
+from compatmatrix.render import schema_path
+
+from .conftest import ROOT, run_compat
+from .fixture_index import FixtureIndex, build_wheel, serve
+
+TORCH_NEW = "2.99.0"  # FIXTURE: no such torch exists; the bundled matrix lacks it
+VISION_NEW = "0.98.0"  # FIXTURE torchvision pinning torch==2.99.0 in its METADATA
+VISION_ON_KNOWN = "0.97.0"  # FIXTURE torchvision pinning torch==2.15.0 (a torch the bundled matrix has)
+LINE_NEW = "5.99"  # FIXTURE transformers line
+TAG = "cp311-cp311-manylinux_2_28_x86_64"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    """FIXTURE index: host 'pypi' answers PEP 691 JSON with PEP 658 metadata; 'pytorch-cpu' only PEP 503 HTML and no
+    metadata (its wheels' METADATA is read from the wheels themselves)."""
+    folder = tmp_path_factory.mktemp("registry")
+    index = FixtureIndex(folder)
+    pypi = folder / "pypi"
+    cpu = folder / "cpu"
+    torch_new = build_wheel(pypi, "torch", TORCH_NEW, tag=TAG)
+    torch_old = build_wheel(pypi, "torch", "2.15.0", tag=TAG)  # the curated 2.15.0 lists Python 3.11 to 3.15: a disagreement
+    vision_new = build_wheel(pypi, "torchvision", VISION_NEW, tag=TAG, requires=(f"torch=={TORCH_NEW}", "numpy"))
+    vision_known = build_wheel(pypi, "torchvision", VISION_ON_KNOWN, tag="py3-none-manylinux_2_28_x86_64", requires=("torch==2.15.0",))
+    line = build_wheel(pypi, "transformers", f"{LINE_NEW}.1", requires=('torch>=2.9; extra == "torch"', 'accelerate>=1.12.0; extra == "torch"'))
+    line_yanked = build_wheel(pypi, "transformers", f"{LINE_NEW}.0")
+    known_line = [build_wheel(pypi, "transformers", v) for v in ("5.23.0", "5.23.1")]  # the curated 5.23 line lists 5.23.0 only
+    for wheel in (torch_new, torch_old, vision_new, vision_known, line, line_yanked, *known_line):
+        index.add("pypi", wheel)
+    index.add("pytorch-cpu", build_wheel(cpu, "torch", f"{TORCH_NEW}+cpu", tag=TAG))
+    index.add("pytorch-cpu", build_wheel(cpu, "torchvision", f"{VISION_NEW}+cpu", tag=TAG, requires=(f"torch=={TORCH_NEW}",)))
+    index.json_hosts.add("pypi")
+    index.metadata_hosts.add("pypi")
+    index.upload_times.update({torch_new.name: "2026-11-20T10:00:00Z", torch_old.name: "2026-10-28T10:00:00Z"})
+    index.requires_python.update({torch_new.name: ">=3.11", vision_known.name: ">=3.11,<3.14"})
+    index.yanked[line_yanked.name] = "FIXTURE: broken import"
+    server, _ = serve(index)
+    yield index
+    server.shutdown()
+
+
+def _indexes(index: FixtureIndex) -> list[str]:
+    """Every host compat reads pointed at the FIXTURE index (the unserved ones answer 404: nothing leaves 127.0.0.1)."""
+    hosts = ("pypi", "pytorch-cpu", "intel-cpu-us")
+    return [arg for host in hosts for arg in ("--index", f"{host}={index.url}/{host if host in index.hosts else 'none'}/simple")]
+
+
+@pytest.fixture()
+def data_home(tmp_path):
+    home = tmp_path / "data"
+    home.mkdir()
+    return home
+
+
+def _update(index, data_home, *extra, code=0):
+    done = run_compat("matrix", "update", *_indexes(index), "--package", "torch", "--package", "torchvision", "--package", "transformers",
+                      *extra, env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    return done
+
+
+def test_update_then_resolve_answers_a_set_for_a_release_the_bundled_matrix_lacks(registry, data_home):
+    before = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", f"torchvision=={VISION_NEW}", "--json",
+                        env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert before.returncode != 0  # not in the bundled matrix
+    done = _update(registry, data_home, "--json")
+    document = json.loads(done.stdout)
+    jsonschema.Draft202012Validator(json.loads(schema_path("matrix update").read_text())).validate(document)
+    assert (data_home / "compatmatrix" / "overlay.json").is_file()
+    after = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", f"torchvision=={VISION_NEW}", "--json",
+                       env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert after.returncode == 0, after.stdout + after.stderr
+    picks = json.loads(after.stdout)["packages"]
+    assert picks["torchvision"] == VISION_NEW and picks["torch"] == TORCH_NEW
+    # the torch it pins needs glibc 2.28 (manylinux_2_28 wheels): a manylinux2014 target gets no set
+    old = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
+                     f"torchvision=={VISION_NEW}", env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert old.returncode == 1 and "2.28" in old.stdout, old.stdout
+
+
+def test_the_harvest_holds_what_the_registry_says(registry, data_home):
+    document = json.loads(_update(registry, data_home, "--json").stdout)
+    torch = {e["version"]: e for e in document["entries"]["torch"]}[TORCH_NEW]
+    assert torch["released"] == "2026-11-20" and torch["requires_python"] == ">=3.11"
+    hosts = {w["host"]: w for w in torch["wheels"]}
+    assert hosts["pypi"]["python"] == ["3.11"] and hosts["pypi"]["glibc_min"] == "2.28"
+    assert hosts["pytorch-cpu"]["local_label"] == "+cpu" and hosts["pytorch-cpu"]["glibc_min"] == "2.28"
+    assert hosts["pypi"]["source"] == f"registry:pypi/torch/{TORCH_NEW}"
+    assert "read 20" in hosts["pypi"]["note"] and "PEP 691 JSON" in hosts["pypi"]["note"] and "PEP 503 HTML" in hosts["pytorch-cpu"]["note"]
+    vision = {e["version"]: e for e in document["entries"]["torchvision"]}
+    assert vision[VISION_NEW]["torch"] == TORCH_NEW and vision[VISION_NEW].get("verified", True)  # an exact pin: built-for
+    # a py3-none wheel covers the Pythons its Requires-Python admits, within the matrix's range
+    assert {w["host"]: w for w in vision[VISION_ON_KNOWN]["wheels"]}["pypi"]["python"] == ["3.11", "3.12", "3.13"]
+    line = {e["line"]: e for e in document["entries"]["transformers"]}[LINE_NEW]
+    assert line["versions"] == [f"{LINE_NEW}.1", f"{LINE_NEW}.0"] and line["yanked"] == [f"{LINE_NEW}.0"]
+    assert line["torch_min"] == "2.9" and line["accelerate_min"] == "1.12.0"
+    assert any("not curated" in u and LINE_NEW in u for u in document["unverified"])
+    # the METADATA came from the PEP 658 file where the host serves one
+    paths = [path for _, path, _ in registry.requests]
+    assert any(path.endswith(".metadata") for path in paths)
+
+
+def test_a_curated_fact_wins_and_the_disagreement_is_printed(registry, data_home):
+    done = _update(registry, data_home)
+    assert "DISAGREE torch 2.15.0 on pypi" in done.stdout, done.stdout
+    shown = run_compat("matrix", "--package", "torch", "--json", env_extra={"XDG_DATA_HOME": str(data_home)})
+    document = json.loads(shown.stdout)
+    jsonschema.Draft202012Validator(json.loads(schema_path("matrix").read_text())).validate(document)
+    curated = {r["version"]: r for r in document["releases"]["torch"]}["2.15.0"]
+    assert {w["host"]: w for w in curated["wheels"]}["pypi"]["python"] == ["3.11", "3.12", "3.13", "3.14", "3.15"]  # the curated coverage is used
+    assert any("torch 2.15.0 on pypi" in d for d in document["overlay"]["disagreements"])
+    assert {r["version"]: r for r in document["releases"]["torch"]}[TORCH_NEW]["origin"] == "harvested"
+    assert curated["origin"] == "curated"
+    lines = json.loads(run_compat("matrix", "--package", "transformers", "--json", env_extra={"XDG_DATA_HOME": str(data_home)}).stdout)
+    line = {r["line"]: r for r in lines["releases"]["transformers"]}["5.23"]
+    assert line["latest"] == "5.23.1" and line["origin"] == "curated+harvested"  # the curated line, with the release it lacked
+    text = run_compat("matrix", "--package", "torch", env_extra={"XDG_DATA_HOME": str(data_home), "COLUMNS": "300"})
+    assert "DISAGREE torch 2.15.0 on pypi" in text.stdout and "min old" in text.stdout
+    resolved = run_compat("resolve", "--python-version", "3.11", "--profile", "stock", env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert "the overlay disagrees with the curated matrix on 1 fact" in resolved.stderr
+
+
+def test_write_adds_entries_and_keeps_the_file(registry, data_home, tmp_path):
+    target = tmp_path / "matrix.toml"
+    shutil.copy(ROOT / "data" / "matrix.toml", target)
+    before = target.read_text().splitlines()
+    done = _update(registry, data_home, "--write", str(target))
+    after = target.read_text().splitlines()
+    removed = [line for line in difflib.ndiff(before, after) if line.startswith("- ")]
+    # only the versions and source lines of the extended line (transformers 5.23 gains 5.23.1) change; nothing else goes
+    assert removed == ['- versions = ["5.23.0"]', '- source = "registry:pypi/transformers/5.23.0"'], removed[:5]
+    assert 'versions = ["5.23.1", "5.23.0"]' in after and "EXTENDED transformers 5.23.*: 5.23.1" in done.stdout
+    written = load_matrix(target)
+    assert written.release(Component.TORCHVISION, Version(VISION_NEW)) is not None
+    assert written.release(Component.TORCH, Version(TORCH_NEW)).released == "2026-11-20"
+    assert written.release(Component.TRANSFORMERS, Version(f"{LINE_NEW}.1")).torch_min == Version("2.9")
+    assert written.release(Component.TRANSFORMERS, Version("5.23.1")).line == Version("5.23")
+    assert not (data_home / "compatmatrix" / "overlay.json").exists()  # --write writes the file, not the overlay
+    assert f"WROTE torch {TORCH_NEW}" in done.stdout
+    # a second run finds nothing new to write
+    again = _update(registry, data_home, "--write", str(target))
+    assert target.read_text().splitlines() == after and "0 entries added" in again.stdout
+
+
+def test_no_registry_readable_is_one_sentence_exit_2(data_home, tmp_path):
+    done = run_compat("matrix", "update", "--index", "pypi=http://127.0.0.1:9/simple", "--index", "pytorch-cpu=http://127.0.0.1:9/simple",
+                      "--index", "intel-cpu-us=http://127.0.0.1:9/simple", env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert done.returncode == 2 and "No registry could be read" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- the overlay is untrusted input ---------------------------------------------------------------------------------
+
+GOOD_ENTRY = {"version": "0.98.0", "torch": "2.15.0", "source": "registry:pypi/torchvision/0.98.0",
+              "wheels": [{"host": "pypi", "python": ["3.11"], "source": "registry:pypi/torchvision/0.98.0"}]}
+
+
+def _document(**entries):
+    return {"format": overlay_mod.FORMAT, "schema_version": 1, "read_at": "2026-11-26T00:00:00Z", "entries": entries}
+
+
+HOSTILE = {
+    "not JSON": b"{not json",
+    "not UTF-8": b"\xff\xfe{}",
+    "a list": b"[]",
+    "no format": json.dumps({"schema_version": 1, "entries": {}}).encode(),
+    "another schema": json.dumps({**_document(), "schema_version": 99}).encode(),
+    "entries not a table": json.dumps({**_document(), "entries": []}).encode(),
+    "unknown top key": json.dumps({**_document(), "run": "rm -rf ~"}).encode(),
+    "unknown entry key": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "exec": "x"}])).encode(),
+    "bad version": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "version": "not a version"}])).encode(),
+    "unknown torch": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "torch": "9.9.9"}])).encode(),
+    "unknown host": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "wheels": [{"host": "evil", "python": ["3.11"], "source": "x"}]}])).encode(),
+    "no source": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "source": ""}])).encode(),
+    "wrong type": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "wheels": [{"host": "pypi", "python": "3.11\x1b[2J", "source": "x"}]}])).encode(),
+    "IPEX harvested": json.dumps(_document(ipex=[{"version": "9.0.0"}])).encode(),
+    "twice": json.dumps(_document(torchvision=[GOOD_ENTRY, GOOD_ENTRY])).encode(),
+    "deep": b"[" * 100000 + b"]" * 100000,
+    "huge": b'{"format": "' + b"x" * (5 << 20) + b'"}',
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_overlay_is_ignored_with_one_sentence(case, tmp_path, matrix):
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_bytes(HOSTILE[case])
+    merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(tmp_path)})
+    assert merged is matrix
+    assert state is not None and state.ignored and "\n" not in state.ignored and "\x1b" not in state.ignored
+
+
+def test_an_overlay_that_is_a_fifo_or_a_folder_is_ignored(tmp_path, matrix):
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    os.mkfifo(folder / "overlay.json")
+    merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(tmp_path)})
+    assert merged is matrix and "FIFO" in state.ignored
+    (folder / "overlay.json").unlink()
+    (folder / "overlay.json").mkdir()
+    merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(tmp_path)})
+    assert merged is matrix and state.ignored
+
+
+def test_a_good_overlay_adds_its_release(tmp_path, matrix):
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps(_document(torchvision=[GOOD_ENTRY])))
+    merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(tmp_path)})
+    assert not state.ignored and (Component.TORCHVISION, "0.98.0") in state.harvested
+    assert merged.release(Component.TORCHVISION, Version("0.98.0")).torch == Version("2.15.0")
+    assert matrix.release(Component.TORCHVISION, Version("0.98.0")) is None  # the bundled model is left as it was
+
+
+def test_commands_say_a_hostile_overlay_is_ignored_and_still_answer(tmp_path):
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_bytes(HOSTILE["unknown torch"])
+    done = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", "--json", env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert done.returncode == 0 and json.loads(done.stdout)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "is ignored" in lines[0] and "9.9.9" in lines[0] and "Traceback" not in done.stderr
+
+
+# --- the pure reading of a registry ---------------------------------------------------------------------------------
+
+
+def _file(name, requires=None, yanked=""):
+    return harvest_mod.RegistryFile(name, f"https://files.example/{name}", bool(yanked), yanked, requires, "", False)
+
+
+def test_python_coverage_and_floor_from_tags():
+    window = (Version("3.6"), Version("3.15"))
+    files = [_file("torch-2.0.0-cp310-cp310-manylinux2014_x86_64.whl"), _file("torch-2.0.0-cp311-cp311-manylinux_2_28_x86_64.whl"),
+             _file("torch-2.0.0-cp313-cp313t-manylinux_2_28_x86_64.whl"), _file("torch-2.0.0-cp312-cp312-macosx_11_0_arm64.whl")]
+    assert harvest_mod.linux_pythons(files, window) == {Version("3.10"), Version("3.11")}
+    assert harvest_mod.glibc_floor(files) == Version("2.28")
+    stable = [_file("tv-1.0-py3-none-manylinux_2_28_x86_64.whl", ">=3.10,!=3.14.1")]
+    assert harvest_mod.linux_pythons(stable, window) == {Version(f"3.{m}") for m in range(10, 16)}
+    abi3 = [_file("tv-1.0-cp312-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "<3.14")]
+    assert harvest_mod.linux_pythons(abi3, window) == {Version("3.12"), Version("3.13")}
+    assert harvest_mod.glibc_floor(abi3) == Version("2.17")
+
+
+def test_declared_torch_floor_pairs_unverified_and_no_declaration_pins_nothing():
+    floor = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchvision\nRequires-Dist: torch (>=2.14.0)\n\n")
+    torch, verified, note = harvest_mod._companion_torch(Component.TORCHVISION, Version("0.29.2"), floor, {Version("2.14.0")}, "src")
+    assert torch == Version("2.14.0") and not verified and "floor" in note
+    none = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchaudio\n\n")
+    torch, _, note = harvest_mod._companion_torch(Component.TORCHAUDIO, Version("2.11.0"), none, {Version("2.11.0")}, "src")
+    assert torch is None and "no torch requirement" in note
+    exact = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchvision\nRequires-Dist: torch==2.7.0+cpu\n\n")
+    assert harvest_mod._companion_torch(Component.TORCHVISION, Version("0.22.0"), exact, {Version("2.7.0")}, "src")[:2] == (Version("2.7.0"), True)
+
+
+def test_a_companion_that_declares_no_torch_is_written_without_one_where_the_model_takes_it(monkeypatch, matrix):
+    name = "torchaudio-9.0.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    page = harvest_mod.ProjectPage("pypi", "torchaudio", "https://pypi.example/simple/torchaudio/", "PEP 691 JSON", "2026-11-26T00:00:00Z",
+                                   (harvest_mod.RegistryFile(name, f"https://files.example/{name}", False, "", ">=3.11", "2026-11-01T00:00:00Z", True),))
+    metadata = {f"https://files.example/{name}": "Metadata-Version: 2.1\nName: torchaudio\nVersion: 9.0.0\n\n"}
+    monkeypatch.setattr(harvest_mod, "UNPINNED_COMPANIONS", False)
+    found = harvest_mod.harvest(matrix, {Component.TORCHAUDIO: [page]}, metadata)
+    assert "torchaudio" not in found.entries and any("9.0.0" in s and "no torch requirement" in s for s in found.skipped)
+    monkeypatch.setattr(harvest_mod, "UNPINNED_COMPANIONS", True)
+    found = harvest_mod.harvest(matrix, {Component.TORCHAUDIO: [page]}, metadata)
+    (entry,) = found.entries["torchaudio"]
+    assert "torch" not in entry and entry["version"] == "9.0.0" and "no torch requirement" in entry["note"]
+
+
+def test_an_overlay_costs_no_heavy_import_at_start_up(tmp_path):
+    """Every command reads the overlay: JSON, merged by matrix/overlay.py and matrix/compare.py, without the registry
+    reader, the TOML parser, requests or the METADATA parser (tests/test_startup.py's rule, with an overlay present)."""
+    from .test_startup import imported
+
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps(_document(torchvision=[GOOD_ENTRY])))
+    modules = imported("resolve", "--json", "--python-version", "3.11", env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert "compatmatrix.matrix.overlay" in modules
+    assert not {"tomllib", "tomli", "requests", "urllib3", "email.parser", "compatmatrix.matrix.harvest", "compatmatrix.matrix.registry"} & modules
+
+
+def test_progress_only_on_a_terminal():
+    import io
+
+    from compatmatrix.matrix.registry import terminal_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert terminal_progress(io.StringIO()) is None
+    screen = Terminal()
+    say = terminal_progress(screen)
+    say("1/12 pypi/torch")
+    assert "1/12 pypi/torch" in screen.getvalue()
+
+
+@pytest.mark.parametrize("argv", [["--package", "bogus"], ["--package", "oneccl-bind-pt"], ["--write", ""], ["--index", "bogus=http://127.0.0.1:9/"],
+                                  ["--index", "pypi=http://[::1"], ["--write", str(ROOT / "no-such-folder" / "matrix.toml")]])
+def test_named_bad_inputs_are_one_sentence_and_exit_2(argv, tmp_path):
+    done = run_compat("matrix", "update", *argv, env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert done.returncode == 2 and done.stderr.startswith("compat: error: ") and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_host_trickling_its_page_is_given_up_after_its_deadline(tmp_path, data_home):
+    """A server that sends its answer a byte a second (headers included) is left after the page deadline; the other
+    host is still read (COMPAT_TEST_LIMITS shortens the deadline to 2 s)."""
+    index = FixtureIndex(tmp_path / "slow")
+    index.add("pypi", build_wheel(tmp_path / "slow" / "pypi", "torch", TORCH_NEW, tag=TAG))
+    index.add("pytorch-cpu", build_wheel(tmp_path / "slow" / "cpu", "torch", f"{TORCH_NEW}+cpu", tag=TAG))
+    index.trickle.add("page:pypi")
+    index.trickle_for = 30.0
+    server, _ = serve(index)
+    try:
+        import time
+
+        began = time.monotonic()
+        done = run_compat("matrix", "update", *_indexes(index), "--package", "torch", "--json",
+                          env_extra={"XDG_DATA_HOME": str(data_home), "COMPAT_TEST_LIMITS": "page_s=2"})
+        took = time.monotonic() - began
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert "no complete answer within 4 s" in document["hosts_unread"]["pypi"]
+    assert [p["host"] for p in document["pages"]] == ["pytorch-cpu"]
+    assert took < 20, took
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_mangled_overlay_is_used_or_ignored_never_raises(data, tmp_path_factory, matrix):
+    """Property: a good overlay with one value replaced anywhere by an arbitrary JSON value is either merged or ignored
+    with a one-line reason; apply never raises."""
+    document = json.loads(json.dumps(_document(torchvision=[GOOD_ENTRY], transformers=[
+        {"line": "5.98", "versions": ["5.98.0"], "yanked": [], "source": "registry:pypi/transformers/5.98.0"}])))
+    paths = []
+
+    def walk(node, path):
+        paths.append(path)
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, path + (key,))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, path + (i,))
+
+    walk(document, ())
+    path = data.draw(st.sampled_from(paths[1:]))
+    value = data.draw(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                                   lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8))
+    node = document
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    home = tmp_path_factory.mktemp("mangled")
+    (home / "compatmatrix").mkdir()
+    (home / "compatmatrix" / "overlay.json").write_text(json.dumps(document))
+    merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(home)})
+    assert state is not None
+    if state.ignored:
+        assert merged is matrix and "\n" not in state.ignored
+    else:
+        assert merged.versions(Component.TORCH) == matrix.versions(Component.TORCH)
