@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from compatmatrix.matrix import load_matrix
 from compatmatrix.matrix import harvest as harvest_mod
+from compatmatrix.matrix import load_matrix
 from compatmatrix.matrix import overlay as overlay_mod
 from compatmatrix.matrix.model import Component
 from compatmatrix.render import schema_path

@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..record import Record
 from .compare import Comparison, Disagreement, compare_line, compare_wheels
-from .model import Component, CompanionRelease, LibraryLine, Matrix, WheelSet
+from .model import CompanionRelease, Component, LibraryLine, Matrix, WheelSet
 
 __all__ = ["Comparison", "Disagreement", "compare_line", "compare_wheels"]
 

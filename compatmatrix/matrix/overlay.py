@@ -101,7 +101,7 @@ def read_document(path: str) -> Optional[dict[str, Any]]:
 
 def parse_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> dict[Component, list[Release]]:
     """The overlay's entries as releases, validated by the matrix loader's parsers (MatrixError for anything wrong)."""
-    from .load import _PARSERS, _Entry, _describe, _KEY, _torch_release
+    from .load import _KEY, _PARSERS, _describe, _Entry, _torch_release
 
     root = _Entry(path, "top level", dict(document))
     for key in ("format", "schema_version", "read_at", "hosts_unread", "generator"):

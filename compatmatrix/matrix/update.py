@@ -7,7 +7,7 @@ matrix/registry.py reads, matrix/harvest.py derives, matrix/overlay.py keeps and
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
