@@ -402,6 +402,13 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
                      help="2 when the pod's CPU units are hyperthreads of SMT nodes (the plan then counts physical cores); default 1")
     job.add_argument("--no-preflight", action="store_true", help="no compat doctor --live in every pod before training")
     job.add_argument("--trainer-v2", action="store_true", help="write a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1) instead")
+    k8s = export_cmd.add_argument_group("trainjob (with pytorchjob --trainer-v2, and with --validate)")
+    k8s.add_argument("--trainer-version", metavar="V", help="the Kubeflow Trainer release of the cluster: v2.0, v2.1, v2.2 or v2.3 "
+                     "(default: the newest); its TrainJob fields, override mechanism and runtime part names are used")
+    k8s.add_argument("--crd", metavar="FILE", help="the cluster's TrainJob CRD (kubectl get crd trainjobs.trainer.kubeflow.org -o yaml) "
+                     "instead of --trainer-version; a release compat does not know is judged by its schema")
+    k8s.add_argument("--show-pods", action="store_true", help="with --validate: print the pods the cluster would run for the "
+                     "manifest (YAML) and judge those pods")
     docker = export_cmd.add_argument_group("dockerfile")
     docker.add_argument("--base", metavar="IMG", help="the base image (default python:X.Y-slim for the resolved set's Python)")
     docker.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="N", help="ranks per container, for compat env's thread settings (default 1)")
@@ -660,12 +667,19 @@ def _export_args_of(ns: argparse.Namespace) -> ExportArgs:
                              f"Drop {flag}, or export {owner}.")
     if ns.training_command is not None and form != "pytorchjob":
         raise UsageError("Only compat export pytorchjob takes a training command after --.", "Drop the words after --.")
+    release_flag = "--crd" if ns.crd is not None else "--trainer-version" if ns.trainer_version is not None else None
+    if ns.crd is not None and ns.trainer_version is not None:
+        raise UsageError("--crd and --trainer-version both name the Trainer release.", "Pass one of them (--crd when your cluster's release is newer than compat knows).")
+    if release_flag and ns.validate is None and not (form == "pytorchjob" and ns.trainer_v2):
+        raise UsageError(f"{release_flag} goes with compat export pytorchjob --trainer-v2 or with --validate.", f"Add --trainer-v2, or drop {release_flag}.")
+    if ns.show_pods and ns.validate is None:
+        raise UsageError("--show-pods goes with --validate FILE.", "Run compat export --validate FILE --show-pods.")
     job = JobArgs(ns.nnodes, ns.nproc_per_node, ns.image, ns.cpu, ns.memory, ns.name, ns.namespace, ns.shm_size, ns.threads_per_core,
                   not ns.no_preflight, ns.trainer_v2, tuple(ns.training_command or ()))
     docker = DockerArgs(ns.base, ns.ranks_per_node, ns.wheelhouse)
     wanted = _wanted(ns)
     return ExportArgs(_output(ns), _target(ns), Wanted(tuple(requirements), wanted.files, wanted.profile, wanted.with_), _sources(ns), form,
-                      ns.validate, job, docker)
+                      ns.validate, job, docker, ns.trainer_version, ns.crd, ns.show_pods)
 
 
 # --- the commands: typed arguments -> core -> render -> exit code -----------------------------------------------------
@@ -1133,7 +1147,8 @@ def cmd_export(args: ExportArgs) -> int:
     if args.format == "pytorchjob":
         from .render.manifest import manifest_text
 
-        manifest = service.job_manifest(planned, args.job)
+        release = service.trainer_release(args.trainer_version, args.crd) if args.job.trainer_v2 else None
+        manifest = service.job_manifest(planned, args.job, release)
         sys.stdout.write(manifest_text(manifest.document, manifest.notes))
     elif args.format == "dockerfile":
         sys.stdout.write(service.dockerfile(planned, args.docker))

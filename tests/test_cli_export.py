@@ -160,10 +160,14 @@ def test_a_command_the_set_cannot_run_is_refused_with_the_fix():
     assert line.endswith("Resolve a set that still runs it (compat export pytorchjob --profile ddp-ccl ...), or change the command (--ddp_backend gloo).")
 
 
-def test_trainer_v2_writes_a_trainjob():
-    _, document = _job("--python-version", "3.11", "--profile", "stock", "--nnodes", "2", *JOB, "--trainer-v2", "--", "train.py")
-    jsonschema.validate(document, strict(crd_schema("trainer.kubeflow.org_trainjobs.yaml", "v1alpha1")))
+@pytest.mark.parametrize("version, tag, override", [("v2.0", "v2.0.1", "podSpecOverrides"), ("v2.1", "v2.1.0", "podTemplateOverrides"),
+                                                    ("v2.2", "v2.2.1", "runtimePatches"), (None, "v2.3.0", "runtimePatches")])
+def test_trainer_v2_writes_the_trainjob_of_the_release(version, tag, override):
+    chosen = ("--trainer-version", version) if version else ()
+    _, document = _job("--python-version", "3.11", "--profile", "stock", "--nnodes", "2", *JOB, "--trainer-v2", *chosen, "--", "train.py")
+    jsonschema.validate(document, strict(crd_schema(f"trainer/{tag}/trainer.kubeflow.org_trainjobs.yaml", "v1alpha1")))
     assert document["kind"] == "TrainJob" and document["spec"]["trainer"]["numNodes"] == 2
+    assert set(document["spec"]) == {"runtimeRef", "trainer", override}
 
 
 def test_the_generated_pytorchjob_passes_validate(tmp_path):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..options import DockerArgs, JobArgs
     from ..planning import Planned
     from .k8s import Manifest
+    from .releases import Release
 
 MAX_FILE = 4 * 1024 * 1024  # a manifest or a Dockerfile larger than this is not one
 _PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
@@ -67,8 +68,30 @@ def training_command(command: Sequence[str]) -> tuple[tuple[str, ...], list[str]
     return tuple(words), notes
 
 
-def job_manifest(planned: Planned, job: JobArgs) -> Manifest:
-    """The PyTorchJob (or with --trainer-v2 the TrainJob) for the resolved set; refuses a training command that cannot
+def trainer_release(version: Optional[str], crd_path: Optional[str]) -> Release:
+    """The Trainer release a TrainJob is written for or judged against: --crd FILE's (the cluster's CRD), else
+    --trainer-version's, else the newest compat knows (UsageError for an unknown version or a file that is no TrainJob
+    CRD)."""
+    from .releases import ReleaseError, by_version, from_crd
+
+    try:
+        if crd_path is None:
+            return by_version(version)
+        text = read_file(crd_path, "--crd")
+        try:
+            documents = _yaml_documents(crd_path, text, "--crd")
+        except UsageError:
+            raise
+        return from_crd(documents[0] if len(documents) == 1 else None)
+    except ReleaseError as exc:
+        from .releases import versions
+
+        raise UsageError(f"{exc}.", f"Pass --trainer-version {' | '.join(versions())}, or --crd with the output of "
+                         "kubectl get crd trainjobs.trainer.kubeflow.org -o yaml.") from None
+
+
+def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = None) -> Manifest:
+    """The PyTorchJob (or with --trainer-v2 the TrainJob for ``release``, default the newest) for the resolved set; refuses a training command that cannot
     work with the set's transformers/accelerate (CannotWork) and a shape that cannot give a valid manifest (UsageError)."""
     from ..matrix.model import Component
     from ..translate import translate
@@ -105,7 +128,9 @@ def job_manifest(planned: Planned, job: JobArgs) -> Manifest:
                      command=command, namespace=job.namespace, shm_size=job.shm_size, threads_per_core=job.threads_per_core,
                      preflight=job.preflight, extra_env=extra, ccl=ccl)
     try:
-        return (trainjob if job.trainer_v2 else pytorchjob)(shape, notes)
+        if job.trainer_v2:
+            return trainjob(shape, release or trainer_release(None, None), notes)
+        return pytorchjob(shape, notes)
     except ShapeError as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
 
@@ -154,30 +179,50 @@ def pylock(planned: Planned) -> str:
 # --- --validate -------------------------------------------------------------------------------------------------------
 
 
-def read_file(path: str) -> str:
+def read_file(path: str, flag: str = "--validate") -> str:
     """The file's text: a regular file (a FIFO or a device is refused without blocking), at most MAX_FILE, UTF-8."""
     import stat
 
+    what = "Pass a Kubernetes manifest (YAML) or a Dockerfile." if flag == "--validate" else "Pass the output of kubectl get crd trainjobs.trainer.kubeflow.org -o yaml."
     try:
         info = os.stat(path)
     except OSError as exc:
-        raise UsageError(f"--validate {shown(path, 200)} cannot be read ({exc.strerror}).", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+        raise UsageError(f"{flag} {shown(path, 200)} cannot be read ({exc.strerror}).", what) from None
     if not stat.S_ISREG(info.st_mode):
-        raise UsageError(f"--validate {shown(path, 200)} is not a regular file.", "Pass a Kubernetes manifest (YAML) or a Dockerfile.")
+        raise UsageError(f"{flag} {shown(path, 200)} is not a regular file.", what)
     if info.st_size > MAX_FILE:
-        raise UsageError(f"--validate {shown(path, 200)} is {info.st_size} bytes, more than a manifest or Dockerfile ({MAX_FILE}).", "Pass the manifest or the Dockerfile itself.")
+        raise UsageError(f"{flag} {shown(path, 200)} is {info.st_size} bytes, more than a manifest or Dockerfile ({MAX_FILE}).", what)
     try:
         with open(path, "rb") as handle:
             return handle.read(MAX_FILE + 1).decode("utf-8")
     except OSError as exc:
-        raise UsageError(f"--validate {shown(path, 200)} cannot be read ({exc.strerror}).", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+        raise UsageError(f"{flag} {shown(path, 200)} cannot be read ({exc.strerror}).", what) from None
     except UnicodeDecodeError:
-        raise UsageError(f"--validate {shown(path, 200)} is not UTF-8 text.", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+        raise UsageError(f"{flag} {shown(path, 200)} is not UTF-8 text.", what) from None
 
 
 def is_dockerfile(text: str) -> bool:
     """A FROM instruction at the start of a line: a Dockerfile (a YAML manifest has keys there, never FROM)."""
     return bool(_DOCKERFILE.search(text))
+
+
+def _yaml_documents(path: str, text: str, flag: str) -> list[Any]:
+    """The YAML documents of a file read for ``flag``, or UsageError naming the line."""
+    from ..render.manifest import AliasLimitError, load_documents
+
+    try:
+        return load_documents(text)
+    except AliasLimitError as exc:
+        raise UsageError(f"{flag} {shown(path, 200)} is not read: {exc.problem} (line {exc.line}).",
+                         "Write the manifest out without YAML anchors and aliases (kubectl get -o yaml does), or pass the Dockerfile.") from None
+    except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and what PyYAML raises on odd input: not YAML, one sentence
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        if flag != "--validate":
+            raise UsageError(f"{flag} {shown(path, 200)} is not YAML ({problem}{line}).", "Pass the output of kubectl get crd trainjobs.trainer.kubeflow.org -o yaml.") from None
+        raise UsageError(f"--validate {shown(path, 200)} is neither a Dockerfile (no FROM line) nor YAML ({problem}{line}).",
+                         "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.") from None
 
 
 class Validated:
@@ -197,19 +242,7 @@ def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, O
 
     if is_dockerfile(text):
         return Validated("dockerfile", 1, validate_dockerfile(text))
-    from ..render.manifest import AliasLimitError, load_documents
-
-    try:
-        documents = load_documents(text)
-    except AliasLimitError as exc:
-        raise UsageError(f"--validate {shown(path, 200)} is not read: {exc.problem} (line {exc.line}).",
-                         "Write the manifest out without YAML anchors and aliases (kubectl get -o yaml does), or pass the Dockerfile.") from None
-    except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and what PyYAML raises on odd input: not YAML, one sentence
-        where = getattr(exc, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise UsageError(f"--validate {shown(path, 200)} is neither a Dockerfile (no FROM line) nor YAML ({problem}{line}).",
-                         "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.") from None
+    documents = _yaml_documents(path, text, "--validate")
     if not documents:
         raise UsageError(f"--validate {shown(path, 200)} holds no YAML document and no FROM line.", "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.")
     findings: list[Finding] = []
