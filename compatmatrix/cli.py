@@ -1186,12 +1186,31 @@ def _export_validate(args: ExportArgs, matrix: Matrix) -> int:
             versions = service.resolved_versions(planned.outcome)
             request = planned.outcome.request
             origin = f"the set compat resolves for Python {request.python.label}" + (f", profile {request.profile}" if request.profile else "")
-    done = service.validate_text(args.validate, text, matrix, versions)
+    release = service.trainer_release(args.trainer_version, args.crd) if (args.trainer_version or args.crd) else None
+    done = service.validate_text(args.validate, text, matrix, versions, release)
     shown_versions = {name: str(v) if v is not None else None for name, v in versions.items()}
     said = ", ".join(f"{name} {v}" for name, v in shown_versions.items() if v) or "no versions"
-    header = f"compat export --validate {args.validate} ({done.kind}) · {said}" + (f" ({origin})" if origin else "")
-    emit(args.output.json, args.output.no_color, lambda: validate_json(args.validate or "", done.kind, done.documents, shown_versions, origin, done.findings),
-         lambda console: render_findings(console, header, done.findings, False))
+    against = f" · {done.release.label} ({done.release.cited})" if done.release is not None else ""
+    header = f"compat export --validate {args.validate} ({done.kind}) · {said}" + (f" ({origin})" if origin else "") + against
+
+    def document() -> dict:
+        data = validate_json(args.validate or "", done.kind, done.documents, shown_versions, origin, done.findings)
+        if done.release is not None:
+            data["trainer"] = {"version": done.release.version, "tag": done.release.tag, "commit": done.release.commit, "note": done.release.note}
+        if args.show_pods:
+            data["pods"] = [{"role": role, "count": count, "pod": pod} for role, count, pod in done.pods]
+        return data
+
+    def text_out(console) -> None:
+        if args.show_pods and done.pods:
+            from .render.manifest import manifest_text
+
+            for role, count, pod in done.pods:
+                sys.stdout.write(manifest_text(pod, [f"{count} pod(s): {role}"]) + "---\n")
+            sys.stdout.flush()
+        render_findings(console, header, done.findings, False)
+
+    emit(args.output.json, args.output.no_color, document, text_out)
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in done.findings) else EXIT_OK
 
 

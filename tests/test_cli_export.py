@@ -190,7 +190,8 @@ def test_validate_names_the_problems_of_the_seed_guides_pytorchjob():
     assert "FAIL export.worker-image: Worker: image ':' is not an image reference" in text
     assert "FAIL export.worker-command: Worker: --no_cuda → --use_cpu, rejected by transformers 5.0.0" in text
     assert "WARN export.worker-restart" in text and "WARN export.nproc" in text
-    assert text.rstrip().splitlines()[-1].startswith("FAIL: 4 failed")
+    assert "FAIL export.pod-worker-ranks: Worker (N = 0..3): PET_NPROC_PER_NODE is auto" in text  # the pod the operator runs
+    assert text.rstrip().splitlines()[-1].startswith("FAIL: 5 failed")
     data = json.loads(export("--validate", seed, "--json", code=1).stdout)
     jsonschema.validate(data, SCHEMA)
     assert data["ok"] is False and data["versions"]["transformers"] == "5.0.0"

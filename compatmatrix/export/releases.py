@@ -47,11 +47,11 @@ class Release:
 
     @property
     def label(self) -> str:
-        return f"Trainer {self.version}" + (f" ({self.tag})" if self.tag and self.tag != self.version else "")
+        return f"Trainer {self.version}"
 
     @property
     def cited(self) -> str:
-        return f"{REPOSITORY}@{self.commit[:8]} ({self.tag})" if self.commit else self.label
+        return f"{REPOSITORY} {self.tag} @{self.commit[:8]}"
 
 
 def _load_toml(path: Path) -> dict[str, Any]:

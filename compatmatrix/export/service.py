@@ -206,12 +206,13 @@ def is_dockerfile(text: str) -> bool:
     return bool(_DOCKERFILE.search(text))
 
 
-def _yaml_documents(path: str, text: str, flag: str) -> list[Any]:
-    """The YAML documents of a file read for ``flag``, or UsageError naming the line."""
+def _yaml_documents(path: str, text: str, flag: str, duplicates: Optional[list] = None) -> list[Any]:
+    """The YAML documents of a file read for ``flag``, or UsageError naming the line; ``duplicates`` gets each
+    document's repeated keys."""
     from ..render.manifest import AliasLimitError, load_documents
 
     try:
-        return load_documents(text)
+        return load_documents(text, duplicates)
     except AliasLimitError as exc:
         raise UsageError(f"{flag} {shown(path, 200)} is not read: {exc.problem} (line {exc.line}).",
                          "Write the manifest out without YAML anchors and aliases (kubectl get -o yaml does), or pass the Dockerfile.") from None
@@ -226,26 +227,30 @@ def _yaml_documents(path: str, text: str, flag: str) -> list[Any]:
 
 
 class Validated:
-    __slots__ = ("kind", "documents", "findings")
+    __slots__ = ("kind", "documents", "findings", "pods", "release")
 
-    def __init__(self, kind: str, documents: int, findings: list[Finding]) -> None:
+    def __init__(self, kind: str, documents: int, findings: list[Finding], pods: Optional[list] = None, release: Optional[Release] = None) -> None:
         self.kind = kind  # dockerfile | pytorchjob | trainjob | manifest (several kinds, or none compat knows)
         self.documents = documents
         self.findings = findings
+        self.pods = pods or []  # (role, count, Pod) of every job document, as the cluster would run them
+        self.release = release  # the Trainer release TrainJobs were judged against (None: no TrainJob)
 
 
-def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, Optional[Version]]) -> Validated:
+def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, Optional[Version]], release: Optional[Release] = None) -> Validated:
     """The findings for a Dockerfile, or for every document of a YAML manifest file (prefixed with the document's kind
-    and name when there are several)."""
+    and name when there are several); TrainJobs are judged against ``release`` (default: the newest known)."""
     from ..checks.finding import Finding, Status
-    from .validate import validate_dockerfile, validate_manifest
+    from .validate import examine, validate_dockerfile
 
     if is_dockerfile(text):
         return Validated("dockerfile", 1, validate_dockerfile(text))
-    documents = _yaml_documents(path, text, "--validate")
+    repeated: list[list[str]] = []
+    documents = _yaml_documents(path, text, "--validate", repeated)
     if not documents:
         raise UsageError(f"--validate {shown(path, 200)} holds no YAML document and no FROM line.", "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.")
     findings: list[Finding] = []
+    pods: list = []
     kinds = set()
     for number, document in enumerate(documents, start=1):
         if not isinstance(document, dict):
@@ -253,14 +258,21 @@ def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, O
                                     "Pass the manifest of the training job."))
             continue
         kinds.add(str(document.get("kind") or "").lower())
-        found = validate_manifest(document, matrix, versions.get("transformers"), versions.get("accelerate"), versions.get("torch"))
+        done = examine(document, matrix, versions.get("transformers"), versions.get("accelerate"), versions.get("torch"), release,
+                       repeated[number - 1] if number - 1 < len(repeated) else ())
+        found = done.findings
+        pods += done.pods
         if len(documents) > 1:
             name = (document.get("metadata") or {}).get("name") if isinstance(document.get("metadata"), dict) else None
             label = f"{document.get('kind') or 'document'} {name or number}"
             found = [Finding(f.id, f.status, f"{label}: {f.summary}", f.evidence, f.fix) for f in found]
         findings += found
     kind = kinds.pop() if len(kinds) == 1 and kinds <= {"pytorchjob", "trainjob"} else "manifest"
-    return Validated(kind, len(documents), findings)
+    if "trainjob" in (kinds | {kind}) and release is None:
+        from .releases import newest
+
+        release = newest()
+    return Validated(kind, len(documents), findings, pods, release if kind in ("trainjob", "manifest") else None)
 
 
 def installed_versions(snapshot) -> dict[str, Optional[Version]]:
