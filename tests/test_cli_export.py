@@ -197,7 +197,7 @@ def test_validate_names_the_problems_of_the_seed_guides_pytorchjob():
     assert data["ok"] is False and data["versions"]["transformers"] == "5.0.0"
     assert data["versions_from"].startswith("the set compat resolves for Python ") and data["versions_from"].endswith(", profile ddp-ccl")
     failed = {c["id"] for c in data["checks"] if c["status"] == "fail"}
-    assert failed == {"export.worker-threads", "export.worker-image", "export.worker-command"}
+    assert failed == {"export.worker-threads", "export.worker-image", "export.worker-command", "export.pod-worker-ranks"}
 
 
 def test_validate_takes_the_versions_of_the_resolve_options():
