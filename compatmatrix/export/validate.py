@@ -174,7 +174,8 @@ def _api_findings(admitted: Any, against: str, release: Optional[Release]) -> It
         if problem.kind == "unknown":
             others = [r for r in releases.known() if release is not None and r.version != release.version and _keeps(r.schema, problem.path)]
             where = f"; a field of {', '.join(r.label for r in others)}" if others else ""
-            fix = (f"If the cluster runs {others[-1].label}, validate with --trainer-version {others[-1].version}; for {release.label} write it as "
+            fix = (f"If the cluster runs {' or '.join(r.label for r in others)}, validate with --trainer-version "
+                   f"{' (or '.join(r.version for r in others)}{')' * (len(others) - 1)}; for {release.label} write it as "
                    f"{release.override} (compat export pytorchjob --trainer-v2 --trainer-version {release.version} does)." if others and release is not None
                    else "Remove the field or correct its spelling (kubectl explain lists the fields).")
             yield Finding("export.api-pruned", Status.FAIL, f"{problem.path}: {against} does not have this field: the API server drops it without an error "
@@ -284,7 +285,11 @@ def _trainjob(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Ver
         ranks, why = trainjob_ranks(release, trainer, policy)
         resources = trainer.get("resourcesPerNode") if isinstance(trainer.get("resourcesPerNode"), dict) else {}
         gpu = any("gpu" in str(k).lower() for part in resources.values() if isinstance(part, dict) for k in part)
-        if not gpu:
+        if not gpu and ranks == "1" and not resources:
+            yield Finding("export.nproc", Status.WARN, f"trainer.numProcPerNode is unset (auto) and resourcesPerNode too: {release.label} sets "
+                          f"PET_NPROC_PER_NODE={ranks} ({why}), and the same TrainJob with resources gets one rank per CPU", (),
+                          "Set trainer.numProcPerNode to the ranks each node should run.")
+        elif not gpu:
             yield Finding("export.nproc", Status.FAIL, f"trainer.numProcPerNode is {trainer.get('numProcPerNode') or 'unset (auto)'} on a CPU node: {release.label} "
                           f"sets PET_NPROC_PER_NODE={ranks} ({why}); kubeflow/trainer#2407: one rank per CPU runs out of memory or deadlocks", (),
                           "Set trainer.numProcPerNode to the ranks each node should run (compat export pytorchjob --trainer-v2 --nproc-per-node M).")
