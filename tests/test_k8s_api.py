@@ -247,3 +247,30 @@ def test_crd_file_of_a_release_compat_does_not_know_is_judged_by_its_schema(tmp_
     job.write_text(manifest_text(document))
     code, out, _ = run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--crd", str(path), "--json"], capsys)
     assert code == 1 and "no release compat knows" in json.loads(out)["trainer"]["note"]
+
+
+HOSTILE = [
+    "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nspec: [1, 2]\n",
+    "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: 5\nspec:\n  trainer: hello\n  runtimeRef: {name: torch-distributed}\n",
+    "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: a}\nspec:\n  runtimeRef: {name: torch-distributed}\n"
+    "  trainer: {numNodes: -1, numProcPerNode: 99999999999, resourcesPerNode: {limits: {cpu: lots}}, env: [1, {name: 3}]}\n"
+    "  runtimePatches: [1, {manager: x, trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: "
+    "{spec: {containers: [5, {name: node}], volumes: 7}}}}}]}}}}]\n",
+    "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: a}\nspec:\n  nprocPerNode: 4\n  pytorchReplicaSpecs:\n"
+    "    Master: {replicas: 1, template: {spec: {containers: [{name: pytorch, image: 'a:1', resources: {limits: {cpu: 4}}}]}}}\n"
+    "    Worker: {replicas: x, template: 3}\n",
+    "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: a}\nspec:\n  pytorchReplicaSpecs: 5\n",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+@pytest.mark.parametrize("extra", [(), ("--trainer-version", "v2.0", "--show-pods"), ("--json", "--show-pods")])
+def test_manifests_of_the_wrong_shape_are_refused_as_the_api_server_would_not_crash(text, extra, tmp_path, capsys, monkeypatch):
+    """Each value of the wrong type is a finding and is left out of what the rules and the pods see (these crashed
+    compat's rules with AttributeError / TypeError before)."""
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    code, out, err = run_in_process(["export", "--validate", str(path), "--python-version", "3.11", *extra], capsys)
+    assert code == 1 and "internal error" not in err and "Traceback" not in out + err, err
+    assert "export.api-schema" in out

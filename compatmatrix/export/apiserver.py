@@ -66,6 +66,7 @@ def admit(document: Mapping[str, Any], schema: Mapping[str, Any], duplicates: Se
     for path in duplicates:
         walker.problems.append(Problem(path, "duplicate", f"{path}: duplicate field (strict field validation refuses it; otherwise the last value wins)"))
     walker.node(kept, schema, "", root=True)
+    walker.problems.sort(key=lambda p: (p.kind not in ("unknown", "duplicate"), p.path))
     return Admitted(kept, walker.problems, walker.defaulted)
 
 
@@ -78,9 +79,11 @@ class _Walker:
     def add(self, path: str, kind: str, message: str) -> None:
         self.problems.append(Problem(path or "<root>", kind, message))
 
-    def node(self, value: Any, schema: Mapping[str, Any], path: str, root: bool = False) -> None:
+    def node(self, value: Any, schema: Mapping[str, Any], path: str, root: bool = False) -> bool:
+        """Judges ``value`` (and prunes and defaults inside it); False: it has the wrong type and is left out of the
+        stored object (the server refuses the object anyway; what follows then sees only values of their types)."""
         if not self.typed(value, schema, path):
-            return
+            return False
         if isinstance(value, dict):
             self.obj(value, schema, path, root)
         elif isinstance(value, list):
@@ -88,6 +91,7 @@ class _Walker:
         else:
             self.scalar(value, schema, path)
         self.rules(value, schema, path)
+        return True
 
     # --- types -------------------------------------------------------------------------------------------------------
 
@@ -125,10 +129,11 @@ class _Walker:
             if key in props:
                 continue
             if isinstance(extra, dict):
-                self.node(value[key], extra, child)
+                if not self.node(value[key], extra, child):
+                    del value[key]
             elif key in known:
-                if key == "metadata" and isinstance(value[key], dict):
-                    self.metadata(value[key], child)
+                if key == "metadata" and not self.metadata(value[key], child):
+                    del value[key]
             elif not keep_unknown:
                 del value[key]
                 self.add(child, "unknown", f"{child}: unknown field, dropped by the server (strict field validation refuses it)")
@@ -141,15 +146,17 @@ class _Walker:
                 self.add(_join(path, key), "required", f"{_join(path, key)}: required field missing")
         for key, sub in props.items():
             if key in value:
-                if root and key == "metadata" and isinstance(value[key], dict):
-                    self.metadata(value[key], _join(path, key))
-                else:
-                    self.node(value[key], sub, _join(path, key))
+                kept = self.metadata(value[key], _join(path, key)) if root and key == "metadata" else self.node(value[key], sub, _join(path, key))
+                if not kept:
+                    del value[key]
         for bound, test, said in (("maxProperties", lambda n, b: n <= b, "at most"), ("minProperties", lambda n, b: n >= b, "at least")):
             if bound in schema and not test(len(value), schema[bound]):
                 self.add(path, "range", f"{path}: must have {said} {schema[bound]} fields")
 
-    def metadata(self, value: dict, path: str) -> None:
+    def metadata(self, value: Any, path: str) -> bool:
+        if not isinstance(value, dict):
+            self.add(path, "type", f"{path}: must be an object, not {_kind(value)}")
+            return False
         for key in list(value):
             if key not in OBJECT_META:
                 del value[key]
@@ -157,6 +164,11 @@ class _Walker:
         for key in ("labels", "annotations"):
             if key in value and not (isinstance(value[key], dict) and all(isinstance(v, str) for v in value[key].values())):
                 self.add(_join(path, key), "type", f"{_join(path, key)}: must map strings to strings")
+                del value[key]
+        if "name" in value and not isinstance(value["name"], str):
+            self.add(_join(path, "name"), "type", f"{_join(path, 'name')}: must be a string, not {_kind(value['name'])}")
+            del value["name"]
+        return True
 
     def array(self, value: list, schema: Mapping[str, Any], path: str) -> None:
         items = schema.get("items")
@@ -164,8 +176,9 @@ class _Walker:
             for i in range(len(value) - 1, -1, -1):
                 if value[i] is None and not items.get("nullable"):
                     self.add(f"{path}[{i}]", "type", f"{path}[{i}]: must not be null")
-                    continue
-                self.node(value[i], items, f"{path}[{i}]")
+                    del value[i]
+                elif not self.node(value[i], items, f"{path}[{i}]"):
+                    del value[i]
         for bound, test, said in (("maxItems", lambda n, b: n <= b, "at most"), ("minItems", lambda n, b: n >= b, "at least")):
             if bound in schema and not test(len(value), schema[bound]):
                 self.add(path, "range", f"{path}: must have {said} {schema[bound]} items, has {len(value)}")
