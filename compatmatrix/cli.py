@@ -1188,7 +1188,7 @@ def _export_validate(args: ExportArgs, matrix: Matrix) -> int:
             origin = f"the set compat resolves for Python {request.python.label}" + (f", profile {request.profile}" if request.profile else "")
     release = service.trainer_release(args.trainer_version, args.crd) if (args.trainer_version or args.crd) else None
     done = service.validate_text(args.validate, text, matrix, versions, release)
-    shown_versions = {name: str(v) if v is not None else None for name, v in versions.items()}
+    shown_versions = {name: str(v) if v is not None else None for name, v in versions.items() if name != service.CCL_KEY}
     said = ", ".join(f"{name} {v}" for name, v in shown_versions.items() if v) or "no versions"
     against = f" · {done.release.label} ({done.release.cited})" if done.release is not None else ""
     header = f"compat export --validate {args.validate} ({done.kind}) · {said}" + (f" ({origin})" if origin else "") + against

@@ -274,3 +274,11 @@ def test_manifests_of_the_wrong_shape_are_refused_as_the_api_server_would_not_cr
     code, out, err = run_in_process(["export", "--validate", str(path), "--python-version", "3.11", *extra], capsys)
     assert code == 1 and "internal error" not in err and "Traceback" not in out + err, err
     assert "export.api-schema" in out
+
+
+def test_the_ccl_backend_is_judged_by_the_images_set():
+    (document,) = load_documents(SEED.read_text())  # the guide trains with --ddp_backend ccl
+    matrix = load_matrix()
+    without = {f.id for f in examine(document, matrix, Version("4.35.2"), Version("0.24.0"), Version("2.1.0"), ccl=False).findings if f.status is Status.FAIL}
+    with_bindings = {f.id for f in examine(document, matrix, Version("4.35.2"), Version("0.24.0"), Version("2.1.0"), ccl=True).findings if f.status is Status.FAIL}
+    assert "export.pod-worker-ccl" in without and "export.pod-worker-ccl" not in with_bindings

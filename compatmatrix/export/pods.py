@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -26,6 +27,7 @@ from ..checks.finding import Finding, Status
 from .k8s import CONTAINER, PORT, PORT_NAME, ShapeError, cpu_count
 from .releases import Release, override_parts
 
+_CCL_BACKEND = re.compile(r"--ddp_backend(=|\s+)[\"']?ccl\b|backend\s*=\s*[\"']ccl[\"']")
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 # list fields of a pod spec merged by a key (strategic merge patch: k8s.io/api/core/v1 patchMergeKey)
 _MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name", "volumeMounts": "mountPath", "env": "name",
@@ -227,9 +229,10 @@ def _env_value(container: Mapping[str, Any], key: str) -> Optional[str]:
     return None
 
 
-def judge(pods: Pods, shm_and_qos: bool = True) -> Iterator[Finding]:
+def judge(pods: Pods, shm_and_qos: bool = True, ccl: Optional[bool] = None) -> Iterator[Finding]:
     """compat's rules on each rendered pod: /dev/shm from a Memory emptyDir mounted in the training container, Guaranteed
-    QoS, ranks per pod x threads per rank within the CPU limit, the live preflight before training."""
+    QoS, ranks per pod x threads per rank within the CPU limit, the live preflight before training, and (``ccl`` known)
+    the ccl backend only where the image's set has the oneCCL bindings."""
     for role, _, pod in pods.pods:
         short = role.split(" ")[0].lower()
         spec = pod.get("spec") or {}
@@ -258,6 +261,9 @@ def judge(pods: Pods, shm_and_qos: bool = True) -> Iterator[Finding]:
                 yield Finding(f"export.pod-{short}-qos", Status.PASS, f"{role}: Guaranteed QoS (requests = limits)")
         yield from _ranks(role, short, main)
         script = " ".join(str(a) for a in (main.get("command") or []) + (main.get("args") or []))
+        if ccl is False and _CCL_BACKEND.search(script):
+            yield Finding(f"export.pod-{short}-ccl", Status.FAIL, f"{role}: the training command asks for the ccl backend, and the image's set has no oneCCL "
+                          "bindings (oneccl-bind-pt): init_process_group fails", (), "Use --ddp_backend gloo, or a set with the bindings (compat resolve --profile ddp-ccl).")
         if "doctor --live" in script:
             yield Finding(f"export.pod-{short}-preflight", Status.PASS, f"{role}: compat doctor --live runs before training")
         else:

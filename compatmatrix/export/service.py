@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .k8s import Manifest
     from .releases import Release
 
+CCL_KEY = "oneccl-bind-pt"  # the oneCCL bindings in the versions of --validate: whether the image's set can run the ccl backend
 MAX_FILE = 4 * 1024 * 1024  # a manifest or a Dockerfile larger than this is not one
 _PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
 _DOCKERFILE = re.compile(r"^FROM\s+\S", re.IGNORECASE | re.MULTILINE)  # an instruction at the start of a line; YAML has "key:" there
@@ -259,7 +260,8 @@ def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, O
             continue
         kinds.add(str(document.get("kind") or "").lower())
         done = examine(document, matrix, versions.get("transformers"), versions.get("accelerate"), versions.get("torch"), release,
-                       repeated[number - 1] if number - 1 < len(repeated) else ())
+                       repeated[number - 1] if number - 1 < len(repeated) else (),
+                       ccl=(versions[CCL_KEY] is not None) if CCL_KEY in versions else None)
         found = done.findings
         pods += done.pods
         if len(documents) > 1:
@@ -278,7 +280,7 @@ def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, O
 def installed_versions(snapshot) -> dict[str, Optional[Version]]:
     """transformers, accelerate and torch as installed in an environment (None: not installed)."""
     versions = {}
-    for name in ("transformers", "accelerate", "torch"):
+    for name in ("transformers", "accelerate", "torch", CCL_KEY):
         dist = snapshot.get(name)
         versions[name] = dist.public_version if dist is not None else None
     return versions
@@ -289,4 +291,4 @@ def resolved_versions(outcome: Any) -> dict[str, Optional[Version]]:
     from ..matrix.model import Component
 
     return {name: (pick.version if (pick := outcome.picks.get(Component.from_name(name))) is not None else None)
-            for name in ("transformers", "accelerate", "torch")}
+            for name in ("transformers", "accelerate", "torch", CCL_KEY)}

@@ -117,9 +117,10 @@ def validate_manifest(doc: Mapping[str, Any], matrix: Matrix, transformers: Opti
 
 
 def examine(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version],
-            torch: Optional[Version], release: Optional[Release] = None, duplicates: Sequence[str] = ()) -> Examined:
+            torch: Optional[Version], release: Optional[Release] = None, duplicates: Sequence[str] = (), ccl: Optional[bool] = None) -> Examined:
     """The API server's view (apiserver.admit against the PyTorchJob v1 CRD or the TrainJob CRD of ``release``, default
-    the newest Trainer compat knows), then compat's rules on what the server keeps and on the pods it runs (pods.py)."""
+    the newest Trainer compat knows), then compat's rules on what the server keeps and on the pods it runs (pods.py);
+    ``ccl``: whether the image's set has the oneCCL bindings (None: not known, the ccl backend is not judged)."""
     kind, api = doc.get("kind"), doc.get("apiVersion")
     if not ((kind == "PyTorchJob" and api == PYTORCHJOB_API) or (kind == "TrainJob" and api == TRAINJOB_API)):
         return Examined([Finding("export.kind", Status.FAIL, f"not a PyTorchJob ({PYTORCHJOB_API}) or TrainJob ({TRAINJOB_API}): kind {kind!r}, apiVersion {api!r}",
@@ -135,14 +136,14 @@ def examine(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Versi
         stored = admitted.document
         findings += list(_trainjob(stored, matrix, transformers, accelerate, torch, release))
         pods = trainjob_pods(stored, release)
-        findings += pods.findings + list(judge(pods))
+        findings += pods.findings + list(judge(pods, ccl=ccl))
     else:
         admitted = admit(doc, releases.pytorchjob_schema(), duplicates)
         findings = list(_api_findings(admitted, "the PyTorchJob v1 CRD (kubeflow/training-operator@374e88af)", None))
         stored = admitted.document
         findings += list(_pytorchjob(stored, matrix, transformers, accelerate, torch))
         pods = pytorchjob_pods(stored)
-        findings += pods.findings + list(judge(pods, shm_and_qos=False))  # /dev/shm and QoS: the replica rules above, on the same template
+        findings += pods.findings + list(judge(pods, shm_and_qos=False, ccl=ccl))  # /dev/shm and QoS: the replica rules above, on the same template
     return Examined(findings, stored, pods.pods)
 
 
