@@ -282,3 +282,32 @@ def test_the_ccl_backend_is_judged_by_the_images_set():
     without = {f.id for f in examine(document, matrix, Version("4.35.2"), Version("0.24.0"), Version("2.1.0"), ccl=False).findings if f.status is Status.FAIL}
     with_bindings = {f.id for f in examine(document, matrix, Version("4.35.2"), Version("0.24.0"), Version("2.1.0"), ccl=True).findings if f.status is Status.FAIL}
     assert "export.pod-worker-ccl" in without and "export.pod-worker-ccl" not in with_bindings
+
+
+def test_the_cel_library_parses_every_rule_of_every_crd_here():
+    """common-expression-language was chosen by measurement (README, Kubernetes): it must take every rule of the CRDs in
+    ../shared/k8s (matches(), has(), filter(), exists(), all(), size(), in) -- each is compiled here."""
+    from compatmatrix.export.apiserver import cel_library
+
+    files = sorted(K8S.rglob("*.kubeflow.org_*.yaml"))
+    if not files:
+        pytest.skip("the CRDs are not next to the repository")
+    rules: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            rules.update(str(r["rule"]) for r in node.get("x-kubernetes-validations") or [])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for path in files:
+        walk(yaml.safe_load(path.read_text()))
+    assert len(rules) >= 10
+    library = cel_library()
+    for rule in sorted(rules):
+        library.compile(rule)  # raises ValueError on a rule it cannot parse
+    assert library.evaluate("self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')", {"self": "bert-ddp"}) is True
+    assert library.evaluate("[has(self.torch), has(self.mpi)].filter(x, x).size() <= 1", {"self": {"torch": {}, "mpi": {}}}) is False

@@ -245,13 +245,18 @@ _CEL: dict[str, Any] = {}
 def cel_evaluate(rule: str, self_value: Any) -> Any:
     """``rule`` evaluated with ``self``, by common-expression-language (its compiled core only: the package's own
     __init__ also loads its command line, typer and rich, ~0.3 s)."""
-    evaluate = _CEL.get("evaluate")
-    if evaluate is None:
-        evaluate = _CEL["evaluate"] = _load_cel()
-    return evaluate(rule, {"self": self_value})
+    return cel_library().evaluate(rule, {"self": self_value})
 
 
-def _load_cel() -> Callable[..., Any]:
+def cel_library() -> Any:
+    """common-expression-language's compiled core (evaluate, compile), loaded once."""
+    module = _CEL.get("module")
+    if module is None:
+        module = _CEL["module"] = _load_cel()
+    return module
+
+
+def _load_cel() -> Any:
     import importlib.machinery
     import importlib.util
     import os
@@ -266,10 +271,10 @@ def _load_cel() -> Callable[..., Any]:
                 if core is not None and core.loader is not None:
                     module = importlib.util.module_from_spec(core)
                     core.loader.exec_module(module)
-                    return module.evaluate
+                    return module
     import cel  # the package as its authors load it
 
-    return cel.evaluate
+    return cel
 
 
 _PATTERNS: dict[str, Optional[re.Pattern]] = {}
