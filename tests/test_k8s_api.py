@@ -233,7 +233,9 @@ def test_show_pods_prints_the_pods_and_validate_takes_the_release(tmp_path, caps
 
 def test_crd_file_of_a_release_compat_does_not_know_is_judged_by_its_schema(tmp_path, capsys):
     crd = release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml")
-    assert from_crd(crd).version == "v2.3" and from_crd(crd).note  # no version label: matched by its fields, with a note
+    assert from_crd(crd).version == "v2.3" and from_crd(crd).note is None  # the release's own CRD: known by its schema
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["newField"] = {"type": "string"}
+    assert from_crd(crd).version == "v2.3" and "its fields match Trainer v2.3" in from_crd(crd).note  # a later v2.3.x, say
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     spec["podPatches"] = spec.pop("runtimePatches")  # a newer release that renamed the field again
     newer = from_crd(crd)
@@ -311,3 +313,17 @@ def test_the_cel_library_parses_every_rule_of_every_crd_here():
         library.compile(rule)  # raises ValueError on a rule it cannot parse
     assert library.evaluate("self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')", {"self": "bert-ddp"}) is True
     assert library.evaluate("[has(self.torch), has(self.mpi)].filter(x, x).size() <= 1", {"self": {"torch": {}, "mpi": {}}}) is False
+
+
+def test_export_for_a_crd_without_a_known_override_field_is_refused_with_the_fix(tmp_path, capsys):
+    crd = release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml")
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd))
+    argv = ["export", "pytorchjob", "--python-version", "3.11", "--image", "registry.example/t:1", "--cpu", "4", "--memory", "8Gi", "--trainer-v2"]
+    code, out, _ = run_in_process([*argv, "--crd", str(path), "--", "train.py"], capsys)
+    assert code == 0 and "runtimePatches:" in out
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    spec["podPatches"] = spec.pop("runtimePatches")
+    path.write_text(yaml.safe_dump(crd))
+    code, out, err = run_in_process([*argv, "--crd", str(path), "--", "train.py"], capsys)
+    assert code == 2 and out == "" and "none of the fields compat knows" in err

@@ -127,13 +127,23 @@ def from_crd(crd: Any) -> Release:
     candidates = [r for r in known() if r.override == override and r.num_proc_per_node == npp_type]
     labels = ((crd.get("metadata") or {}).get("labels") or {}) if isinstance(crd.get("metadata"), dict) else {}
     said = str(labels.get("app.kubernetes.io/version") or "")
-    exact = [r for r in candidates if said and said.lstrip("v") in (r.tag.lstrip("v"), r.version.lstrip("v"))]
+    plain = _without_descriptions(schema)
+    exact = [r for r in candidates if (said and said.lstrip("v") in (r.tag.lstrip("v"), r.version.lstrip("v"))) or plain == r.schema]
     base = (exact or candidates or [newest()])[-1]
     if exact:
         return _with_schema(base, schema, None)
     how = (f"its fields match {base.label} (override field {override})" if candidates else
            f"its fields match no release compat knows (override field: {override or 'none'}); compat's rules of {base.label} are used")
     return _with_schema(base, schema, f"the release of this CRD is not one compat knows by name: it is judged by its own schema; {how}")
+
+
+def _without_descriptions(node: Any) -> Any:
+    """A schema as compat ships it (scripts/k8s_schemas.py): every ``description`` left out."""
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
 
 
 def _with_schema(base: Release, schema: Mapping[str, Any], note: Optional[str]) -> Release:

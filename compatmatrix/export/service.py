@@ -130,7 +130,14 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
                      preflight=job.preflight, extra_env=extra, ccl=ccl)
     try:
         if job.trainer_v2:
-            return trainjob(shape, release or trainer_release(None, None), notes)
+            release = release or trainer_release(None, None)
+            spec_fields = ((release.schema.get("properties") or {}).get("spec") or {}).get("properties") or {}
+            if release.override not in spec_fields:
+                from .releases import OVERRIDES
+
+                raise UsageError(f"--crd describes a TrainJob with none of the fields compat knows for changing the runtime's pods ({', '.join(OVERRIDES)}), "
+                                 "so /dev/shm cannot be written for it.", "Pass --trainer-version for a release compat knows, or add the dshm volume to the runtime's pod template.")
+            return trainjob(shape, release, notes)
         return pytorchjob(shape, notes)
     except ShapeError as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
