@@ -162,12 +162,19 @@ def test_a_command_the_set_cannot_run_is_refused_with_the_fix():
 
 @pytest.mark.parametrize("version, tag, override", [("v2.0", "v2.0.1", "podSpecOverrides"), ("v2.1", "v2.1.0", "podTemplateOverrides"),
                                                     ("v2.2", "v2.2.1", "runtimePatches"), (None, "v2.3.0", "runtimePatches")])
-def test_trainer_v2_writes_the_trainjob_of_the_release(version, tag, override):
+def test_trainer_v2_writes_the_trainjob_of_the_release(version, tag, override, tmp_path):
     chosen = ("--trainer-version", version) if version else ()
-    _, document = _job("--python-version", "3.11", "--profile", "stock", "--nnodes", "2", *JOB, "--trainer-v2", *chosen, "--", "train.py")
+    text, document = _job("--python-version", "3.11", "--profile", "stock", "--nnodes", "2", *JOB, "--trainer-v2", *chosen, "--", "train.py")
     jsonschema.validate(document, strict(crd_schema(f"trainer/{tag}/trainer.kubeflow.org_trainjobs.yaml", "v1alpha1")))
     assert document["kind"] == "TrainJob" and document["spec"]["trainer"]["numNodes"] == 2
     assert set(document["spec"]) == {"runtimeRef", "trainer", override}
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    data = json.loads(export("--validate", str(job), "--python-version", "3.11", "--profile", "stock", *chosen, "--show-pods", "--json").stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["ok"] is True and data["summary"]["fail"] == data["summary"]["warn"] == 0 and data["trainer"]["tag"] == tag
+    ((pod),) = data["pods"]
+    assert pod["count"] == 2 and pod["pod"]["spec"]["volumes"][0]["emptyDir"]["medium"] == "Memory"
 
 
 def test_the_generated_pytorchjob_passes_validate(tmp_path):
