@@ -360,13 +360,15 @@ def _export_parser(commands) -> None:
         help="write the resolved set as a Kubernetes PyTorchJob, a Dockerfile, a requirements/constraints file, a pip command or a "
         "pylock.toml; or check a hand-written manifest or Dockerfile (--validate FILE)",
         usage="compat export {%s} [REQUIREMENT ...] [resolve options] [format options] [-- TRAINING COMMAND ...]\n"
-        "       compat export --validate FILE [--json] [resolve options | --python PATH]" % ",".join(EXPORT_FORMATS),
+        "       compat export --validate FILE [--show-pods] [--trainer-version V | --crd FILE] [--json] [resolve options | --python PATH]"
+        % ",".join(EXPORT_FORMATS),
         description="Resolve as compat resolve does, then write the set in FORMAT to standard output: pytorchjob (a Kubeflow "
         "PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under torchrun), dockerfile (an image that "
         "installs the set with compat install and checks it), requirements, constraints, pip-command (what compat install "
         "--print printed), pylock (a PEP 751 pylock.toml of the set). --validate FILE checks a PyTorchJob/TrainJob manifest or a "
         "Dockerfile against the rules the generated ones follow, for the transformers/accelerate/torch of --python's environment "
-        "or of the resolved set. Exit 0 written (--validate: no failure), 1 no consistent set, a training command that cannot work "
+        "or of the resolved set, after what the API server would do with it (the CRD's fields, types and CEL rules; a TrainJob "
+        "against the Trainer release of --trainer-version or --crd), on the pods the cluster would run. Exit 0 written (--validate: no failure), 1 no consistent set, a training command that cannot work "
         "with the set, or (--validate) failures; 2 usage error or an unreadable file.",
     )
     export_cmd.command_after_dashes = True
@@ -407,8 +409,8 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
                      "(default: the newest); its TrainJob fields, override mechanism and runtime part names are used")
     k8s.add_argument("--crd", metavar="FILE", help="the cluster's TrainJob CRD (kubectl get crd trainjobs.trainer.kubeflow.org -o yaml) "
                      "instead of --trainer-version; a release compat does not know is judged by its schema")
-    k8s.add_argument("--show-pods", action="store_true", help="with --validate: print the pods the cluster would run for the "
-                     "manifest (YAML) and judge those pods")
+    k8s.add_argument("--show-pods", action="store_true", help="with --validate: also print the pods the cluster would run for "
+                     "the manifest (YAML); they are judged either way")
     docker = export_cmd.add_argument_group("dockerfile")
     docker.add_argument("--base", metavar="IMG", help="the base image (default python:X.Y-slim for the resolved set's Python)")
     docker.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="N", help="ranks per container, for compat env's thread settings (default 1)")

@@ -160,6 +160,10 @@ def _resources(shape: JobShape) -> dict[str, Any]:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
+def _shm_volume(shape: JobShape) -> dict[str, Any]:
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}}
+
+
 def _pod_template(shape: JobShape, env: Mapping[str, str], args: list[str]) -> dict[str, Any]:
     return {"spec": {
         "containers": [{
@@ -214,10 +218,6 @@ def pytorchjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
     if shape.preflight:
         said.append(f"every pod runs {shape.compat} doctor --live first (the image must have compat there: compat export dockerfile puts it there)")
     return Manifest(document, tuple(said) + tuple(notes))
-
-
-def _shm_volume(shape: JobShape) -> dict[str, Any]:
-    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}}
 
 
 def trainjob(shape: JobShape, release: Release, notes: Sequence[str] = ()) -> Manifest:
