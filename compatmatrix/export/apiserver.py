@@ -35,25 +35,12 @@ class Problem:
     kind: str
     message: str
 
-    @property
-    def refused(self) -> bool:
-        """The server refuses the object (strict field validation counts unknown and duplicate fields)."""
-        return self.kind not in ("null",)
-
 
 @dataclass
 class Admitted:
     document: Any  # as the server stores it: pruned and defaulted
     problems: list[Problem] = field(default_factory=list)
     defaulted: list[str] = field(default_factory=list)
-
-    @property
-    def pruned(self) -> list[Problem]:
-        return [p for p in self.problems if p.kind in ("unknown", "null")]
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.kind not in ("unknown", "null")]
 
 
 def admit(document: Mapping[str, Any], schema: Mapping[str, Any], duplicates: Sequence[str] = (),
