@@ -327,3 +327,12 @@ def test_export_for_a_crd_without_a_known_override_field_is_refused_with_the_fix
     path.write_text(yaml.safe_dump(crd))
     code, out, err = run_in_process([*argv, "--crd", str(path), "--", "train.py"], capsys)
     assert code == 2 and out == "" and "none of the fields compat knows" in err
+
+
+@pytest.mark.parametrize("manager, refused", [("example.com/team", False), ("compatmatrix/export", False), ("team", True), ("Example.com/team", True),
+                                              ("example.com/", True)])
+def test_a_runtime_patch_manager_is_a_domain_prefixed_path_as_the_webhook_wants(manager, refused):
+    document = trainjob(shape(), by_version("v2.3")).document
+    document["spec"]["runtimePatches"][0]["manager"] = manager
+    found = [f for f in examine(document, load_matrix(), None, None, None, by_version("v2.3")).findings if f.id == "export.pod-override"]
+    assert bool(found) is refused and all(f.status is Status.FAIL for f in found)

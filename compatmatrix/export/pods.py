@@ -73,6 +73,16 @@ def _upsert_env(env: list, items: list) -> list:
     return _merged_list(env or [], [i for i in items if isinstance(i, dict)], "name")
 
 
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_PATH = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
+
+
+def _domain_prefixed_path(value: str) -> bool:
+    """k8s.io/apimachinery validation.IsDomainPrefixedPath: a DNS-1123 subdomain, '/', then a path of URL characters."""
+    domain, slash, path = value.partition("/")
+    return bool(slash) and len(domain) <= 253 and bool(_SUBDOMAIN.match(domain)) and bool(_PATH.match(path))
+
+
 def _cpus(quantity: Any) -> Optional[float]:
     try:
         return cpu_count(str(quantity)) if quantity is not None else None
@@ -119,6 +129,12 @@ def trainjob_pods(document: Mapping[str, Any], release: Release) -> Pods:
         return out
     jobs = {j.get("name"): j for j in ((runtime.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs", [])}
     templates = {job_name: copy.deepcopy(((job.get("template") or {}).get("spec") or {}).get("template") or {}) for job_name, job in jobs.items()}
+    if release.override == "runtimePatches":  # the jobset plugin's webhook: validation.IsDomainPrefixedPath(manager)
+        for i, patch in enumerate(spec.get("runtimePatches") or []):
+            manager = str(patch.get("manager", "")) if isinstance(patch, dict) else ""
+            if manager and not _domain_prefixed_path(manager):
+                out.findings.append(Finding("export.pod-override", Status.FAIL, f"spec.runtimePatches[{i}].manager {manager!r} is not a domain-prefixed path "
+                                            "(DOMAIN/PATH): the Trainer's webhook refuses the TrainJob", (), "Name the manager like example.com/team."))
     for target, part, path in override_parts(release.override, spec):
         if target not in templates:
             out.findings.append(Finding("export.pod-override", Status.FAIL, f"{path}: the runtime {runtime_name} has no replicated job {target!r} (its jobs: "
