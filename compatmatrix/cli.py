@@ -377,14 +377,16 @@ def _export_parser(commands) -> None:
         help="write the resolved set as a Kubernetes PyTorchJob, a Dockerfile, a requirements/constraints file, a pip command or a "
         "pylock.toml; or check a hand-written manifest or Dockerfile (--validate FILE)",
         usage="compat export {%s} [REQUIREMENT ...] [resolve options] [format options] [-- TRAINING COMMAND ...]\n"
-        "       compat export --validate FILE [--json] [resolve options | --python PATH]" % ",".join(EXPORT_FORMATS),
+        "       compat export --validate FILE [--show-pods] [--trainer-version V | --crd FILE] [--json] [resolve options | --python PATH]"
+        % ",".join(EXPORT_FORMATS),
         description="Resolve as compat resolve does, then write the set in FORMAT to standard output: pytorchjob (a Kubeflow "
         "PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under torchrun), sbatch (a Slurm batch script: "
         "compat env, the live preflight under srun, then the training command after -- under srun), dockerfile (an image that "
         "installs the set with compat install and checks it), requirements, constraints, pip-command (what compat install "
         "--print printed), pylock (a PEP 751 pylock.toml of the set). --validate FILE checks a PyTorchJob/TrainJob manifest or a "
         "Dockerfile against the rules the generated ones follow, for the transformers/accelerate/torch of --python's environment "
-        "or of the resolved set. Exit 0 written (--validate: no failure), 1 no consistent set, a training command that cannot work "
+        "or of the resolved set, after what the API server would do with it (the CRD's fields, types and CEL rules; a TrainJob "
+        "against the Trainer release of --trainer-version or --crd), on the pods the cluster would run. Exit 0 written (--validate: no failure), 1 no consistent set, a training command that cannot work "
         "with the set, or (--validate) failures; 2 usage error or an unreadable file.",
     )
     export_cmd.command_after_dashes = True
@@ -423,6 +425,13 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
     slurm = export_cmd.add_argument_group("sbatch (also --nnodes, --nproc-per-node, --name, --no-preflight)")
     slurm.add_argument("--time", metavar="T", help="the job's time limit, as Slurm takes it (MINUTES, HH:MM:SS, DAYS-HH:MM:SS)")
     slurm.add_argument("--partition", metavar="P", help="the partition to submit to (default: the cluster's)")
+    k8s = export_cmd.add_argument_group("trainjob (with pytorchjob --trainer-v2, and with --validate)")
+    k8s.add_argument("--trainer-version", metavar="V", help="the Kubeflow Trainer release of the cluster: v2.0, v2.1, v2.2 or v2.3 "
+                     "(default: the newest); its TrainJob fields, override mechanism and runtime part names are used")
+    k8s.add_argument("--crd", metavar="FILE", help="the cluster's TrainJob CRD (kubectl get crd trainjobs.trainer.kubeflow.org -o yaml) "
+                     "instead of --trainer-version; a release compat does not know is judged by its schema")
+    k8s.add_argument("--show-pods", action="store_true", help="with --validate: also print the pods the cluster would run for "
+                     "the manifest (YAML); they are judged either way")
     docker = export_cmd.add_argument_group("dockerfile")
     docker.add_argument("--base", metavar="IMG", help="the base image (default python:X.Y-slim for the resolved set's Python)")
     docker.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="N", help="ranks per container, for compat env's thread settings (default 1)")
@@ -702,12 +711,19 @@ def _export_args_of(ns: argparse.Namespace) -> ExportArgs:
                              f"Drop {flag}, or export {owner}.")
     if ns.training_command is not None and form not in ("pytorchjob", "sbatch"):
         raise UsageError("Only compat export pytorchjob and sbatch take a training command after --.", "Drop the words after --.")
+    release_flag = "--crd" if ns.crd is not None else "--trainer-version" if ns.trainer_version is not None else None
+    if ns.crd is not None and ns.trainer_version is not None:
+        raise UsageError("--crd and --trainer-version both name the Trainer release.", "Pass one of them (--crd when your cluster's release is newer than compat knows).")
+    if release_flag and ns.validate is None and not (form == "pytorchjob" and ns.trainer_v2):
+        raise UsageError(f"{release_flag} goes with compat export pytorchjob --trainer-v2 or with --validate.", f"Add --trainer-v2, or drop {release_flag}.")
+    if ns.show_pods and ns.validate is None:
+        raise UsageError("--show-pods goes with --validate FILE.", "Run compat export --validate FILE --show-pods.")
     job = JobArgs(ns.nnodes, ns.nproc_per_node, ns.image, ns.cpu, ns.memory, ns.name, ns.namespace, ns.shm_size, ns.threads_per_core,
                   not ns.no_preflight, ns.trainer_v2, tuple(ns.training_command or ()))
     docker = DockerArgs(ns.base, ns.ranks_per_node, ns.wheelhouse)
     wanted = _wanted(ns)
     return ExportArgs(_output(ns), _target(ns), Wanted(tuple(requirements), wanted.files, wanted.profile, wanted.with_), _sources(ns), form,
-                      ns.validate, job, docker, SlurmArgs(ns.time, ns.partition))
+                      ns.validate, job, docker, ns.trainer_version, ns.crd, ns.show_pods, SlurmArgs(ns.time, ns.partition))
 
 
 # --- the commands: typed arguments -> core -> render -> exit code -----------------------------------------------------
@@ -1268,7 +1284,8 @@ def cmd_export(args: ExportArgs) -> int:
     if args.format == "pytorchjob":
         from .render.manifest import manifest_text
 
-        manifest = service.job_manifest(planned, args.job)
+        release = service.trainer_release(args.trainer_version, args.crd) if args.job.trainer_v2 else None
+        manifest = service.job_manifest(planned, args.job, release)
         sys.stdout.write(manifest_text(manifest.document, manifest.notes))
     elif args.format == "sbatch":
         sys.stdout.write(service.sbatch(planned, args.job, args.slurm, args.target.interpreter, (sys.executable, "-m", "compatmatrix")))
@@ -1308,12 +1325,31 @@ def _export_validate(args: ExportArgs, matrix: Matrix) -> int:
             versions = service.resolved_versions(planned.outcome)
             request = planned.outcome.request
             origin = f"the set compat resolves for Python {request.python.label}" + (f", profile {request.profile}" if request.profile else "")
-    done = service.validate_text(args.validate, text, matrix, versions)
-    shown_versions = {name: str(v) if v is not None else None for name, v in versions.items()}
+    release = service.trainer_release(args.trainer_version, args.crd) if (args.trainer_version or args.crd) else None
+    done = service.validate_text(args.validate, text, matrix, versions, release)
+    shown_versions = {name: str(v) if v is not None else None for name, v in versions.items() if name != service.CCL_KEY}
     said = ", ".join(f"{name} {v}" for name, v in shown_versions.items() if v) or "no versions"
-    header = f"compat export --validate {args.validate} ({done.kind}) · {said}" + (f" ({origin})" if origin else "")
-    emit(args.output.json, args.output.no_color, lambda: validate_json(args.validate or "", done.kind, done.documents, shown_versions, origin, done.findings),
-         lambda console: render_findings(console, header, done.findings, False))
+    against = f" · {done.release.label} ({done.release.cited})" if done.release is not None else ""
+    header = f"compat export --validate {args.validate} ({done.kind}) · {said}" + (f" ({origin})" if origin else "") + against
+
+    def document() -> dict:
+        data = validate_json(args.validate or "", done.kind, done.documents, shown_versions, origin, done.findings)
+        if done.release is not None:
+            data["trainer"] = {"version": done.release.version, "tag": done.release.tag, "commit": done.release.commit, "note": done.release.note}
+        if args.show_pods:
+            data["pods"] = [{"role": role, "count": count, "pod": pod} for role, count, pod in done.pods]
+        return data
+
+    def text_out(console) -> None:
+        if args.show_pods and done.pods:
+            from .render.manifest import manifest_text
+
+            for role, count, pod in done.pods:
+                sys.stdout.write(manifest_text(pod, [f"{count} pod(s): {role}"]) + "---\n")
+            sys.stdout.flush()
+        render_findings(console, header, done.findings, False)
+
+    emit(args.output.json, args.output.no_color, document, text_out)
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in done.findings) else EXIT_OK
 
 

@@ -214,6 +214,9 @@ class ExportArgs(Record):
     validate: Optional[str]  # --validate FILE
     job: JobArgs
     docker: DockerArgs
+    trainer_version: Optional[str]  # --trainer-version (TrainJob export and --validate); None: the newest known
+    crd: Optional[str]  # --crd FILE: the cluster's TrainJob CRD instead of a known release
+    show_pods: bool  # --validate --show-pods
     slurm: SlurmArgs = SlurmArgs()
 
 

@@ -21,6 +21,8 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parents[1]
+# shared/ sits beside the repository (CI's clone and the lead's tree); COMPAT_TEST_SHARED names it for a tree elsewhere
+SHARED = Path(os.environ.get("COMPAT_TEST_SHARED") or ROOT.parent / "shared")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LINUX = Platform.from_tag("manylinux_2_28_x86_64")
 

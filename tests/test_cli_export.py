@@ -160,10 +160,21 @@ def test_a_command_the_set_cannot_run_is_refused_with_the_fix():
     assert line.endswith("Resolve a set that still runs it (compat export pytorchjob --profile ddp-ccl ...), or change the command (--ddp_backend gloo).")
 
 
-def test_trainer_v2_writes_a_trainjob():
-    _, document = _job("--python-version", "3.11", "--profile", "stock", "--nnodes", "2", *JOB, "--trainer-v2", "--", "train.py")
-    jsonschema.validate(document, strict(crd_schema("trainer.kubeflow.org_trainjobs.yaml", "v1alpha1")))
+@pytest.mark.parametrize("version, tag, override", [("v2.0", "v2.0.1", "podSpecOverrides"), ("v2.1", "v2.1.0", "podTemplateOverrides"),
+                                                    ("v2.2", "v2.2.1", "runtimePatches"), (None, "v2.3.0", "runtimePatches")])
+def test_trainer_v2_writes_the_trainjob_of_the_release(version, tag, override, tmp_path):
+    chosen = ("--trainer-version", version) if version else ()
+    text, document = _job("--python-version", "3.11", "--profile", "stock", "--nnodes", "2", *JOB, "--trainer-v2", *chosen, "--", "train.py")
+    jsonschema.validate(document, strict(crd_schema(f"trainer/{tag}/trainer.kubeflow.org_trainjobs.yaml", "v1alpha1")))
     assert document["kind"] == "TrainJob" and document["spec"]["trainer"]["numNodes"] == 2
+    assert set(document["spec"]) == {"runtimeRef", "trainer", override}
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    data = json.loads(export("--validate", str(job), "--python-version", "3.11", "--profile", "stock", *chosen, "--show-pods", "--json").stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert data["ok"] is True and data["summary"]["fail"] == data["summary"]["warn"] == 0 and data["trainer"]["tag"] == tag
+    ((pod),) = data["pods"]
+    assert pod["count"] == 2 and pod["pod"]["spec"]["volumes"][0]["emptyDir"]["medium"] == "Memory"
 
 
 def test_the_generated_pytorchjob_passes_validate(tmp_path):
@@ -186,13 +197,14 @@ def test_validate_names_the_problems_of_the_seed_guides_pytorchjob():
     assert "FAIL export.worker-image: Worker: image ':' is not an image reference" in text
     assert "FAIL export.worker-command: Worker: --no_cuda → --use_cpu, rejected by transformers 5.0.0" in text
     assert "WARN export.worker-restart" in text and "WARN export.nproc" in text
-    assert text.rstrip().splitlines()[-1].startswith("FAIL: 4 failed")
+    assert "FAIL export.pod-worker-ranks: Worker (N = 0..3): PET_NPROC_PER_NODE is auto" in text  # the pod the operator runs
+    assert text.rstrip().splitlines()[-1].startswith("FAIL: 5 failed")
     data = json.loads(export("--validate", seed, "--json", code=1).stdout)
     jsonschema.validate(data, SCHEMA)
     assert data["ok"] is False and data["versions"]["transformers"] == "5.0.0"
     assert data["versions_from"].startswith("the set compat resolves for Python ") and data["versions_from"].endswith(", profile ddp-ccl")
     failed = {c["id"] for c in data["checks"] if c["status"] == "fail"}
-    assert failed == {"export.worker-threads", "export.worker-image", "export.worker-command"}
+    assert failed == {"export.worker-threads", "export.worker-image", "export.worker-command", "export.pod-worker-ranks"}
 
 
 def test_validate_takes_the_versions_of_the_resolve_options():

@@ -101,3 +101,25 @@ def test_yaml_only_where_a_manifest_is_written_or_read(args):
 def test_the_manifest_paths_use_yaml():
     assert "yaml" in _top(imported("export", "pytorchjob", "--python-version", "3.11", "--image", "i:1", "--cpu", "4", "--memory", "8Gi", "--", "t.py"))
     assert "yaml" in _top(imported("export", "--validate", str(ROOT / "tests" / "data" / "export" / "seed_pytorchjob.yaml")))
+
+
+EMULATION = ("compatmatrix.export.apiserver", "compatmatrix.export.pods", "compatmatrix.export.releases")
+
+
+@pytest.mark.parametrize("args", [
+    ("resolve", "--json", "--python-version", "3.11"),
+    ("check", "--json"),
+    ("export", "requirements", "--python-version", "3.11"),
+    ("export", "pytorchjob", "--python-version", "3.11", "--image", "i:1", "--cpu", "4", "--memory", "8Gi", "--", "t.py"),
+    ("export", "--validate", str(ROOT / "examples" / "Dockerfile"), "--json"),
+])
+def test_the_api_server_emulation_and_the_cel_library_load_only_where_a_manifest_is_validated(args):
+    modules = imported(*args)
+    assert not set(EMULATION) & modules and not {"cel", "typer"} & _top(modules)
+
+
+def test_validate_of_a_trainjob_loads_the_emulation_but_not_the_cel_packages_command_line():
+    modules = imported("export", "--validate", str(ROOT / "tests" / "data" / "k8s" / "trainjob_auto_cpu.yaml"), "--python-version", "3.11", "--json")
+    assert set(EMULATION) <= modules
+    # the CEL core is loaded from its extension file: the package's __init__ (typer, rich, prompt_toolkit: ~0.3 s) is not run
+    assert not {"cel", "typer", "rich", "prompt_toolkit"} & _top(modules)

@@ -1,8 +1,9 @@
 """Kubernetes manifests for a resolved training set: a Kubeflow PyTorchJob (kubeflow.org/v1) or a Kubeflow Trainer
-TrainJob (trainer.kubeflow.org/v1alpha1), as plain data (dicts); rendering to YAML is render/manifest.py's job.
+TrainJob (trainer.kubeflow.org/v1alpha1) of a given Trainer release (export/releases.py), as plain data (dicts);
+rendering to YAML is render/manifest.py's job.
 
 Pure: no I/O. What the objects carry, and why (kubeflow/training-operator at 374e88af, the v1 operator's last release
-line; TrainJob at a55f03a8):
+line; a TrainJob follows the facts of its release in data/trainer.toml):
 - N nodes = a ``Master`` (replicas exactly 1, which the operator's webhook requires) + ``Worker`` (N-1). Only with a
   Master does the operator give every pod PET_MASTER_ADDR/PET_MASTER_PORT/PET_NODE_RANK, so ``torchrun`` needs no flags;
   ``nprocPerNode`` is set explicitly (the default ``auto`` starts one rank per CPU on a CPU pod).
@@ -22,11 +23,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..placement.plan import thread_advice
 from ..placement.topology import Machine, Topology
 from ..values import dns1035_ok, dns1123_ok, image_reference_ok, quantity_ok, quoted
+
+if TYPE_CHECKING:
+    from .releases import Release
 
 PYTORCHJOB_API = "kubeflow.org/v1"
 TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
@@ -35,7 +39,6 @@ PORT_NAME = "pytorchjob-port"
 PORT = 23456  # the operator's default master port
 TRAINER_PORT = 29500  # the Trainer's torch plugin sets PET_MASTER_PORT to this
 TRAINJOB_RUNTIME = "torch-distributed"  # the Trainer's default torch ClusterTrainingRuntime
-TRAINJOB_NODE_JOB = "trainer-node"  # the replicated job (and the container "trainer") the TrainJob's trainer applies to
 COMPAT = "/opt/compat/bin/compat"  # where examples/Dockerfile and compat export dockerfile put compat
 PYTHON = "/opt/train/bin/python"
 
@@ -157,6 +160,10 @@ def _resources(shape: JobShape) -> dict[str, Any]:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
+def _shm_volume(shape: JobShape) -> dict[str, Any]:
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}}
+
+
 def _pod_template(shape: JobShape, env: Mapping[str, str], args: list[str]) -> dict[str, Any]:
     return {"spec": {
         "containers": [{
@@ -170,7 +177,7 @@ def _pod_template(shape: JobShape, env: Mapping[str, str], args: list[str]) -> d
             "resources": _resources(shape),
             "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
         }],
-        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}}],
+        "volumes": [_shm_volume(shape)],
     }}
 
 
@@ -219,12 +226,18 @@ def pytorchjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
     return Manifest(document, tuple(said) + tuple(notes))
 
 
-def trainjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
+def trainjob(shape: JobShape, release: Release, notes: Sequence[str] = ()) -> Manifest:
+    """The TrainJob for ``release`` (export/releases.py): the trainer's image, command, env, resources and ranks per
+    node in spec.trainer; /dev/shm through the release's override mechanism, aimed at the runtime's own replicated job
+    and container (torch-distributed names both ``node``)."""
+    from .releases import override_document
+
     check_shape(shape)
     env = {**pod_threads(shape), **dict(shape.extra_env)}
     # the Trainer's torch plugin sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT
     rendezvous = {"addr": "$PET_MASTER_ADDR", "port": "$PET_MASTER_PORT", "nnodes": "$PET_NNODES", "node_rank": "$PET_NODE_RANK"}
     args = container_args(shape, rendezvous)
+    field_name, override = override_document(release, [_shm_volume(shape)], [{"name": "dshm", "mountPath": "/dev/shm"}])
     document = {
         "apiVersion": TRAINJOB_API,
         "kind": "TrainJob",
@@ -240,18 +253,19 @@ def trainjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
                 "numProcPerNode": shape.nproc_per_node,
                 "resourcesPerNode": _resources(shape),
             },
-            "podSpecOverrides": [{
-                "targetJobs": [{"name": TRAINJOB_NODE_JOB}],
-                "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size}}],
-                "containers": [{"name": "trainer", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}],
-            }],
+            field_name: override,
         },
     }
     said = [
-        f"{shape.nnodes} nodes x {shape.nproc_per_node} ranks on the ClusterTrainingRuntime {TRAINJOB_RUNTIME}",
+        f"for {release.label}: {release.cited}" + (f"; {release.note}" if release.note else ""),
+        f"{shape.nnodes} nodes x {shape.nproc_per_node} ranks on the ClusterTrainingRuntime {TRAINJOB_RUNTIME} "
+        "(numProcPerNode explicit: auto on a CPU node starts one rank per CPU)",
         f"threads per rank: OMP_NUM_THREADS={env['OMP_NUM_THREADS']} for {shape.cpu} CPUs per node; requests = limits",
-        "/dev/shm comes from podSpecOverrides, which Kubeflow Trainer applies from 68d4ba12 (2025-06) on; with an older "
-        "Trainer, put the dshm volume in the runtime's pod template",
+        f"/dev/shm: a Memory emptyDir through spec.{field_name}, aimed at the runtime's replicated job {release.runtime_job!r} "
+        f"and container {release.runtime_container!r}; another Trainer release needs --trainer-version (the API server drops "
+        "an override field it does not know without an error)",
         INTERFACE_NOTE,
     ]
+    if shape.preflight:
+        said.append(f"every pod runs {shape.compat} doctor --live first (the image must have compat there: compat export dockerfile puts it there)")
     return Manifest(document, tuple(said) + tuple(notes))

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from ..options import DockerArgs, JobArgs, SlurmArgs
     from ..planning import Planned
     from .k8s import Manifest
+    from .releases import Release
 
+CCL_KEY = "oneccl-bind-pt"  # the oneCCL bindings in the versions of --validate: whether the image's set can run the ccl backend
 MAX_FILE = 4 * 1024 * 1024  # a manifest or a Dockerfile larger than this is not one
 _PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
 _DOCKERFILE = re.compile(r"^FROM\s+\S", re.IGNORECASE | re.MULTILINE)  # an instruction at the start of a line; YAML has "key:" there
@@ -67,8 +69,30 @@ def training_command(command: Sequence[str]) -> tuple[tuple[str, ...], list[str]
     return tuple(words), notes
 
 
-def job_manifest(planned: Planned, job: JobArgs) -> Manifest:
-    """The PyTorchJob (or with --trainer-v2 the TrainJob) for the resolved set; refuses a training command that cannot
+def trainer_release(version: Optional[str], crd_path: Optional[str]) -> Release:
+    """The Trainer release a TrainJob is written for or judged against: --crd FILE's (the cluster's CRD), else
+    --trainer-version's, else the newest compat knows (UsageError for an unknown version or a file that is no TrainJob
+    CRD)."""
+    from .releases import ReleaseError, by_version, from_crd
+
+    try:
+        if crd_path is None:
+            return by_version(version)
+        text = read_file(crd_path, "--crd")
+        try:
+            documents = _yaml_documents(crd_path, text, "--crd")
+        except UsageError:
+            raise
+        return from_crd(documents[0] if len(documents) == 1 else None)
+    except ReleaseError as exc:
+        from .releases import versions
+
+        raise UsageError(f"{exc}.", f"Pass --trainer-version {' | '.join(versions())}, or --crd with the output of "
+                         "kubectl get crd trainjobs.trainer.kubeflow.org -o yaml.") from None
+
+
+def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = None) -> Manifest:
+    """The PyTorchJob (or with --trainer-v2 the TrainJob for ``release``, default the newest) for the resolved set; refuses a training command that cannot
     work with the set's transformers/accelerate (CannotWork) and a shape that cannot give a valid manifest (UsageError)."""
     from ..matrix.model import Component
     from ..translate import translate
@@ -105,7 +129,16 @@ def job_manifest(planned: Planned, job: JobArgs) -> Manifest:
                      command=command, namespace=job.namespace, shm_size=job.shm_size, threads_per_core=job.threads_per_core,
                      preflight=job.preflight, extra_env=extra, ccl=ccl)
     try:
-        return (trainjob if job.trainer_v2 else pytorchjob)(shape, notes)
+        if job.trainer_v2:
+            release = release or trainer_release(None, None)
+            spec_fields = ((release.schema.get("properties") or {}).get("spec") or {}).get("properties") or {}
+            if release.override not in spec_fields:
+                from .releases import OVERRIDES
+
+                raise UsageError(f"--crd describes a TrainJob with none of the fields compat knows for changing the runtime's pods ({', '.join(OVERRIDES)}), "
+                                 "so /dev/shm cannot be written for it.", "Pass --trainer-version for a release compat knows, or add the dshm volume to the runtime's pod template.")
+            return trainjob(shape, release, notes)
+        return pytorchjob(shape, notes)
     except ShapeError as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
 
@@ -193,25 +226,26 @@ def pylock(planned: Planned) -> str:
 # --- --validate -------------------------------------------------------------------------------------------------------
 
 
-def read_file(path: str) -> str:
+def read_file(path: str, flag: str = "--validate") -> str:
     """The file's text: a regular file (a FIFO or a device is refused without blocking), at most MAX_FILE, UTF-8."""
     import stat
 
+    what = "Pass a Kubernetes manifest (YAML) or a Dockerfile." if flag == "--validate" else "Pass the output of kubectl get crd trainjobs.trainer.kubeflow.org -o yaml."
     try:
         info = os.stat(path)
     except OSError as exc:
-        raise UsageError(f"--validate {shown(path, 200)} cannot be read ({exc.strerror}).", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+        raise UsageError(f"{flag} {shown(path, 200)} cannot be read ({exc.strerror}).", what) from None
     if not stat.S_ISREG(info.st_mode):
-        raise UsageError(f"--validate {shown(path, 200)} is not a regular file.", "Pass a Kubernetes manifest (YAML) or a Dockerfile.")
+        raise UsageError(f"{flag} {shown(path, 200)} is not a regular file.", what)
     if info.st_size > MAX_FILE:
-        raise UsageError(f"--validate {shown(path, 200)} is {info.st_size} bytes, more than a manifest or Dockerfile ({MAX_FILE}).", "Pass the manifest or the Dockerfile itself.")
+        raise UsageError(f"{flag} {shown(path, 200)} is {info.st_size} bytes, more than a manifest or Dockerfile ({MAX_FILE}).", what)
     try:
         with open(path, "rb") as handle:
             return handle.read(MAX_FILE + 1).decode("utf-8")
     except OSError as exc:
-        raise UsageError(f"--validate {shown(path, 200)} cannot be read ({exc.strerror}).", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+        raise UsageError(f"{flag} {shown(path, 200)} cannot be read ({exc.strerror}).", what) from None
     except UnicodeDecodeError:
-        raise UsageError(f"--validate {shown(path, 200)} is not UTF-8 text.", "Pass a Kubernetes manifest (YAML) or a Dockerfile.") from None
+        raise UsageError(f"{flag} {shown(path, 200)} is not UTF-8 text.", what) from None
 
 
 def is_dockerfile(text: str) -> bool:
@@ -219,39 +253,51 @@ def is_dockerfile(text: str) -> bool:
     return bool(_DOCKERFILE.search(text))
 
 
-class Validated:
-    __slots__ = ("kind", "documents", "findings")
-
-    def __init__(self, kind: str, documents: int, findings: list[Finding]) -> None:
-        self.kind = kind  # dockerfile | pytorchjob | trainjob | manifest (several kinds, or none compat knows)
-        self.documents = documents
-        self.findings = findings
-
-
-def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, Optional[Version]]) -> Validated:
-    """The findings for a Dockerfile, or for every document of a YAML manifest file (prefixed with the document's kind
-    and name when there are several)."""
-    from ..checks.finding import Finding, Status
-    from .validate import validate_dockerfile, validate_manifest
-
-    if is_dockerfile(text):
-        return Validated("dockerfile", 1, validate_dockerfile(text))
+def _yaml_documents(path: str, text: str, flag: str, duplicates: Optional[list] = None) -> list[Any]:
+    """The YAML documents of a file read for ``flag``, or UsageError naming the line; ``duplicates`` gets each
+    document's repeated keys."""
     from ..render.manifest import AliasLimitError, load_documents
 
     try:
-        documents = load_documents(text)
+        return load_documents(text, duplicates)
     except AliasLimitError as exc:
-        raise UsageError(f"--validate {shown(path, 200)} is not read: {exc.problem} (line {exc.line}).",
+        raise UsageError(f"{flag} {shown(path, 200)} is not read: {exc.problem} (line {exc.line}).",
                          "Write the manifest out without YAML anchors and aliases (kubectl get -o yaml does), or pass the Dockerfile.") from None
     except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and what PyYAML raises on odd input: not YAML, one sentence
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
         problem = getattr(exc, "problem", None) or type(exc).__name__
+        if flag != "--validate":
+            raise UsageError(f"{flag} {shown(path, 200)} is not YAML ({problem}{line}).", "Pass the output of kubectl get crd trainjobs.trainer.kubeflow.org -o yaml.") from None
         raise UsageError(f"--validate {shown(path, 200)} is neither a Dockerfile (no FROM line) nor YAML ({problem}{line}).",
                          "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.") from None
+
+
+class Validated:
+    __slots__ = ("kind", "documents", "findings", "pods", "release")
+
+    def __init__(self, kind: str, documents: int, findings: list[Finding], pods: Optional[list] = None, release: Optional[Release] = None) -> None:
+        self.kind = kind  # dockerfile | pytorchjob | trainjob | manifest (several kinds, or none compat knows)
+        self.documents = documents
+        self.findings = findings
+        self.pods = pods or []  # (role, count, Pod) of every job document, as the cluster would run them
+        self.release = release  # the Trainer release TrainJobs were judged against (None: no TrainJob)
+
+
+def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, Optional[Version]], release: Optional[Release] = None) -> Validated:
+    """The findings for a Dockerfile, or for every document of a YAML manifest file (prefixed with the document's kind
+    and name when there are several); TrainJobs are judged against ``release`` (default: the newest known)."""
+    from ..checks.finding import Finding, Status
+    from .validate import examine, validate_dockerfile
+
+    if is_dockerfile(text):
+        return Validated("dockerfile", 1, validate_dockerfile(text))
+    repeated: list[list[str]] = []
+    documents = _yaml_documents(path, text, "--validate", repeated)
     if not documents:
         raise UsageError(f"--validate {shown(path, 200)} holds no YAML document and no FROM line.", "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.")
     findings: list[Finding] = []
+    pods: list = []
     kinds = set()
     for number, document in enumerate(documents, start=1):
         if not isinstance(document, dict):
@@ -259,20 +305,28 @@ def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, O
                                     "Pass the manifest of the training job."))
             continue
         kinds.add(str(document.get("kind") or "").lower())
-        found = validate_manifest(document, matrix, versions.get("transformers"), versions.get("accelerate"), versions.get("torch"))
+        done = examine(document, matrix, versions.get("transformers"), versions.get("accelerate"), versions.get("torch"), release,
+                       repeated[number - 1] if number - 1 < len(repeated) else (),
+                       ccl=(versions[CCL_KEY] is not None) if CCL_KEY in versions else None)
+        found = done.findings
+        pods += done.pods
         if len(documents) > 1:
             name = (document.get("metadata") or {}).get("name") if isinstance(document.get("metadata"), dict) else None
             label = f"{document.get('kind') or 'document'} {name or number}"
             found = [Finding(f.id, f.status, f"{label}: {f.summary}", f.evidence, f.fix) for f in found]
         findings += found
     kind = kinds.pop() if len(kinds) == 1 and kinds <= {"pytorchjob", "trainjob"} else "manifest"
-    return Validated(kind, len(documents), findings)
+    if "trainjob" in (kinds | {kind}) and release is None:
+        from .releases import newest
+
+        release = newest()
+    return Validated(kind, len(documents), findings, pods, release if kind in ("trainjob", "manifest") else None)
 
 
 def installed_versions(snapshot) -> dict[str, Optional[Version]]:
     """transformers, accelerate and torch as installed in an environment (None: not installed)."""
     versions = {}
-    for name in ("transformers", "accelerate", "torch"):
+    for name in ("transformers", "accelerate", "torch", CCL_KEY):
         dist = snapshot.get(name)
         versions[name] = dist.public_version if dist is not None else None
     return versions
@@ -283,4 +337,4 @@ def resolved_versions(outcome: Any) -> dict[str, Optional[Version]]:
     from ..matrix.model import Component
 
     return {name: (pick.version if (pick := outcome.picks.get(Component.from_name(name))) is not None else None)
-            for name in ("transformers", "accelerate", "torch")}
+            for name in ("transformers", "accelerate", "torch", CCL_KEY)}

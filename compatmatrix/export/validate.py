@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
 
 from packaging.version import Version
 
@@ -19,6 +20,9 @@ from ..matrix.model import Matrix
 from ..translate import translate
 from ..values import dns1035_ok, image_reference_ok
 from .k8s import CONTAINER, PYTORCHJOB_API, TRAINJOB_API
+
+if TYPE_CHECKING:
+    from .releases import Release
 
 
 def _containers(template: Any) -> list[dict[str, Any]]:
@@ -97,16 +101,97 @@ def _shm(template: Any, container: Mapping[str, Any]) -> tuple[bool, bool, str]:
     return bool(memory), mounted, ", ".join(str(n) for n in memory) or "dshm"
 
 
+@dataclass
+class Examined:
+    """One manifest as the cluster would keep and run it: the findings, the object the API server stores, its pods."""
+
+    findings: list[Finding]
+    stored: Optional[dict[str, Any]] = None
+    pods: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+
+
 def validate_manifest(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version],
-                      torch: Optional[Version]) -> list[Finding]:
+                      torch: Optional[Version], release: Optional[Release] = None, duplicates: Sequence[str] = ()) -> list[Finding]:
     """The findings for one PyTorchJob or TrainJob; ``transformers`` None: its training command is not judged (SKIP)."""
+    return examine(doc, matrix, transformers, accelerate, torch, release, duplicates).findings
+
+
+def examine(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version],
+            torch: Optional[Version], release: Optional[Release] = None, duplicates: Sequence[str] = (), ccl: Optional[bool] = None) -> Examined:
+    """The API server's view (apiserver.admit against the PyTorchJob v1 CRD or the TrainJob CRD of ``release``, default
+    the newest Trainer compat knows), then compat's rules on what the server keeps and on the pods it runs (pods.py);
+    ``ccl``: whether the image's set has the oneCCL bindings (None: not known, the ccl backend is not judged)."""
     kind, api = doc.get("kind"), doc.get("apiVersion")
-    if kind == "PyTorchJob" and api == PYTORCHJOB_API:
-        return list(_pytorchjob(doc, matrix, transformers, accelerate, torch))
-    if kind == "TrainJob" and api == TRAINJOB_API:
-        return list(_trainjob(doc, matrix, transformers, accelerate, torch))
-    return [Finding("export.kind", Status.FAIL, f"not a PyTorchJob ({PYTORCHJOB_API}) or TrainJob ({TRAINJOB_API}): kind {kind!r}, apiVersion {api!r}",
-                    (), "Pass the manifest of the training job.")]
+    if not ((kind == "PyTorchJob" and api == PYTORCHJOB_API) or (kind == "TrainJob" and api == TRAINJOB_API)):
+        return Examined([Finding("export.kind", Status.FAIL, f"not a PyTorchJob ({PYTORCHJOB_API}) or TrainJob ({TRAINJOB_API}): kind {kind!r}, apiVersion {api!r}",
+                                 (), "Pass the manifest of the training job.")])
+    from . import releases
+    from .apiserver import admit
+    from .pods import judge, pytorchjob_pods, trainjob_pods
+
+    if kind == "TrainJob":
+        release = release or releases.newest()
+        admitted = admit(doc, release.schema, duplicates)
+        findings = list(_api_findings(admitted, f"the TrainJob CRD of {release.label} ({release.cited})", release))
+        stored = admitted.document
+        findings += list(_trainjob(stored, matrix, transformers, accelerate, torch, release))
+        pods = trainjob_pods(stored, release)
+        findings += pods.findings + list(judge(pods, ccl=ccl))
+    else:
+        admitted = admit(doc, releases.pytorchjob_schema(), duplicates)
+        findings = list(_api_findings(admitted, "the PyTorchJob v1 CRD (kubeflow/training-operator@374e88af)", None))
+        stored = admitted.document
+        findings += list(_pytorchjob(stored, matrix, transformers, accelerate, torch))
+        pods = pytorchjob_pods(stored)
+        findings += pods.findings + list(judge(pods, shm_and_qos=False, ccl=ccl))  # /dev/shm and QoS: the replica rules above, on the same template
+    return Examined(findings, stored, pods.pods)
+
+
+def _keeps(schema: Mapping[str, Any], path: str) -> bool:
+    """Whether a schema lists the field at ``path`` (spec.podSpecOverrides[0].volumes)."""
+    node: Any = schema
+    for part in re.sub(r"\[\d+\]", ".[]", path).split("."):
+        if not part:
+            continue
+        if part == "[]":
+            node = node.get("items") or {}
+            continue
+        props = node.get("properties") or {}
+        if part in props:
+            node = props[part]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        elif node.get("x-kubernetes-preserve-unknown-fields"):
+            return True
+        else:
+            return False
+    return True
+
+
+def _api_findings(admitted: Any, against: str, release: Optional[Release]) -> Iterator[Finding]:
+    from . import releases
+
+    for problem in admitted.problems:
+        if problem.kind == "unknown":
+            others = [r for r in releases.known() if release is not None and r.version != release.version and _keeps(r.schema, problem.path)]
+            where = f"; a field of {', '.join(r.label for r in others)}" if others else ""
+            fix = (f"If the cluster runs {' or '.join(r.label for r in others)}, validate with --trainer-version "
+                   f"{' (or '.join(r.version for r in others)}{')' * (len(others) - 1)}; for {release.label} write it as "
+                   f"{release.override} (compat export pytorchjob --trainer-v2 --trainer-version {release.version} does)." if others and release is not None
+                   else "Remove the field or correct its spelling (kubectl explain lists the fields).")
+            yield Finding("export.api-pruned", Status.FAIL, f"{problem.path}: {against} does not have this field: the API server drops it without an error "
+                          f"(kubectl --validate=strict refuses it){where}", (), fix)
+        elif problem.kind == "null":
+            yield Finding("export.api-pruned", Status.WARN, f"{problem.message} by {against}", (), "Give the field a value or leave it out.")
+        elif problem.kind == "duplicate":
+            yield Finding("export.api-duplicate", Status.FAIL, f"{problem.message}", (), "Keep one of the two keys.")
+        elif problem.kind == "cel":
+            yield Finding("export.api-cel", Status.FAIL, f"{problem.message}: {against} refuses the object", (), "Change the value so that the rule holds.")
+        else:
+            yield Finding("export.api-schema", Status.FAIL, f"{problem.message}: {against} refuses the object", (), "Correct the value (kubectl explain shows the field's type).")
+    if not admitted.problems:
+        defaults = f"; defaults applied: {', '.join(admitted.defaulted)}" if admitted.defaulted else ""
+        yield Finding("export.api", Status.PASS, f"valid for {against}: strict field validation passes, nothing pruned{defaults}")
 
 
 def _pytorchjob(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version], torch: Optional[Version]) -> Iterator[Finding]:
@@ -186,16 +271,29 @@ def _replica(rtype: str, replica: Mapping[str, Any], matrix: Matrix, transformer
         yield from _command_findings(f"export.{rtype.lower()}-command", f"{rtype}: ", argv, matrix, transformers, accelerate, torch)
 
 
-def _trainjob(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version], torch: Optional[Version]) -> Iterator[Finding]:
+def _trainjob(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version], torch: Optional[Version],
+              release: Release) -> Iterator[Finding]:
+    from .pods import trainjob_ranks
+
     spec = doc.get("spec") or {}
     trainer = spec.get("trainer") or {}
     if not (spec.get("runtimeRef") or {}).get("name"):
         yield Finding("export.runtime", Status.FAIL, "no runtimeRef.name", (), "Name the ClusterTrainingRuntime (torch-distributed).")
+    if release.note:
+        yield Finding("export.release", Status.WARN, f"--crd: {release.note}", (), "Check the findings against your release's notes.")
     if trainer.get("numProcPerNode") in (None, "auto", "cpu"):
-        yield Finding("export.nproc", Status.WARN, "trainer.numProcPerNode is auto: on CPU nodes torchrun then starts one rank per CPU", (), "Set trainer.numProcPerNode.")
-    resources = trainer.get("resourcesPerNode") or {}
-    if (resources.get("requests") or {}) != (resources.get("limits") or {}) or not resources.get("limits"):
-        yield Finding("export.qos", Status.WARN, "resourcesPerNode: requests differ from limits (not Guaranteed QoS)", (), "Set requests equal to limits.")
+        policy = ((release.runtime.get("spec") or {}).get("mlPolicy") or {}).get("torch") or {}
+        ranks, why = trainjob_ranks(release, trainer, policy)
+        resources = trainer.get("resourcesPerNode") if isinstance(trainer.get("resourcesPerNode"), dict) else {}
+        gpu = any("gpu" in str(k).lower() for part in resources.values() if isinstance(part, dict) for k in part)
+        if not gpu and ranks == "1" and not resources:
+            yield Finding("export.nproc", Status.WARN, f"trainer.numProcPerNode is unset (auto) and resourcesPerNode too: {release.label} sets "
+                          f"PET_NPROC_PER_NODE={ranks} ({why}), and the same TrainJob with resources gets one rank per CPU", (),
+                          "Set trainer.numProcPerNode to the ranks each node should run.")
+        elif not gpu:
+            yield Finding("export.nproc", Status.FAIL, f"trainer.numProcPerNode is {trainer.get('numProcPerNode') or 'unset (auto)'} on a CPU node: {release.label} "
+                          f"sets PET_NPROC_PER_NODE={ranks} ({why}); kubeflow/trainer#2407: one rank per CPU runs out of memory or deadlocks", (),
+                          "Set trainer.numProcPerNode to the ranks each node should run (compat export pytorchjob --trainer-v2 --nproc-per-node M).")
     argv = _training_argv([str(a) for a in (trainer.get("command") or []) + (trainer.get("args") or [])])
     if argv:
         yield from _command_findings("export.command", "", argv, matrix, transformers, accelerate, torch)

@@ -57,10 +57,11 @@ class AliasLimitError(ValueError):
         self.line = line
 
 
-def load_documents(text: str) -> list[Any]:
+def load_documents(text: str, duplicates: Optional[list[list[str]]] = None) -> list[Any]:
     """Every YAML document of a file (a manifest file may hold several), safely; yaml.YAMLError when it is not YAML,
     AliasLimitError when its aliases would make it grow past MAX_ALIAS_NODES nodes or refer to themselves. The caller
-    caps the file's size."""
+    caps the file's size. ``duplicates``, when given, gets for each document the paths of the keys a mapping repeats
+    (YAML keeps the last value silently; Kubernetes' strict field validation refuses them)."""
     import yaml
 
     class _BoundedLoader(yaml.SafeLoader):
@@ -94,13 +95,41 @@ def load_documents(text: str) -> list[Any]:
     loader = _BoundedLoader(text)
     try:
         documents = []
-        while loader.check_data():
-            document = loader.get_data()
+        while loader.check_node():
+            node = loader.get_node()
+            document = loader.construct_document(node) if node is not None else None
             if document is not None:
                 documents.append(document)
+                if duplicates is not None:
+                    duplicates.append(_repeated_keys(node))
         return documents
     finally:
         loader.dispose()
+
+
+def _repeated_keys(root: Any) -> list[str]:
+    """The paths (spec.trainer.env[0].name) of the keys that a mapping of the composed document repeats."""
+    import yaml
+
+    found: list[str] = []
+    stack: list[tuple[Any, str, int]] = [(root, "", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > 200:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
+                child = f"{path}.{name}" if path else name
+                if name in seen:
+                    found.append(child)
+                seen.add(name)
+                stack.append((value, child, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                stack.append((item, f"{path}[{i}]", depth + 1))
+    return sorted(set(found))
 
 
 def _expanded_size(node: Any, budget: int) -> int:

@@ -1,0 +1,298 @@
+"""What a Kubernetes API server does with a custom resource on create, from the CRD's structural schema alone:
+strict field validation (unknown and duplicate fields: ``kubectl --validate=strict`` refuses them; any other client
+loses unknown fields silently), pruning (unknown fields and nulls removed), defaulting, types, formats, enums, bounds,
+patterns, list-type map/set keys, required fields, and the schema's ``x-kubernetes-validations`` CEL rules (evaluated
+with common-expression-language; rules that read ``oldSelf`` are transition rules and run on updates only).
+
+Not emulated: admission webhooks (export/pods.py applies the Trainer's and the operator's own checks), server-side
+apply's field ownership, ``messageExpression``, CEL cost limits, and the ObjectMeta rules other than the name.
+
+Pure apart from loading the CEL library on first use; compat imports this module only on ``export --validate``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+# ObjectMeta fields a client may send (k8s.io/apimachinery ObjectMeta); the root "metadata" of a custom resource is
+# ObjectMeta whatever the CRD's schema says
+OBJECT_META = frozenset({"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation", "creationTimestamp",
+                         "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers",
+                         "managedFields"})
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing the server does not keep as written: ``kind`` is pruned | unknown | duplicate | null (dropped) or an
+    error: type | format | enum | range | pattern | required | list | cel."""
+
+    path: str
+    kind: str
+    message: str
+
+
+@dataclass
+class Admitted:
+    document: Any  # as the server stores it: pruned and defaulted
+    problems: list[Problem] = field(default_factory=list)
+    defaulted: list[str] = field(default_factory=list)
+
+
+def admit(document: Mapping[str, Any], schema: Mapping[str, Any], duplicates: Sequence[str] = (),
+          cel: Optional[Callable[[str, Any], Any]] = None) -> Admitted:
+    """The object as the server would store it on create, and every field it drops or refuses. ``duplicates`` are the
+    paths of keys the YAML repeated (render/manifest.load_documents finds them; JSON decoding keeps the last, strict
+    validation refuses them). ``cel``: rule, self -> result (default: common-expression-language)."""
+    walker = _Walker(cel or cel_evaluate)
+    kept = copy.deepcopy(dict(document))
+    for path in duplicates:
+        walker.problems.append(Problem(path, "duplicate", f"{path}: duplicate field (strict field validation refuses it; otherwise the last value wins)"))
+    walker.node(kept, schema, "", root=True)
+    walker.problems.sort(key=lambda p: (p.kind not in ("unknown", "duplicate"), p.path))
+    return Admitted(kept, walker.problems, walker.defaulted)
+
+
+class _Walker:
+    def __init__(self, cel: Callable[[str, Any], Any]) -> None:
+        self.cel = cel
+        self.problems: list[Problem] = []
+        self.defaulted: list[str] = []
+
+    def add(self, path: str, kind: str, message: str) -> None:
+        self.problems.append(Problem(path or "<root>", kind, message))
+
+    def node(self, value: Any, schema: Mapping[str, Any], path: str, root: bool = False) -> bool:
+        """Judges ``value`` (and prunes and defaults inside it); False: it has the wrong type and is left out of the
+        stored object (the server refuses the object anyway; what follows then sees only values of their types)."""
+        if not self.typed(value, schema, path):
+            return False
+        if isinstance(value, dict):
+            self.obj(value, schema, path, root)
+        elif isinstance(value, list):
+            self.array(value, schema, path)
+        else:
+            self.scalar(value, schema, path)
+        self.rules(value, schema, path)
+        return True
+
+    # --- types -------------------------------------------------------------------------------------------------------
+
+    def typed(self, value: Any, schema: Mapping[str, Any], path: str) -> bool:
+        if schema.get("x-kubernetes-int-or-string"):
+            ok = (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+            if not ok:
+                self.add(path, "type", f"{path}: must be an integer or a string, not {_kind(value)}")
+            return ok
+        if schema.get("anyOf") and not schema.get("type"):
+            return True
+        wanted = schema.get("type")
+        if wanted is None:
+            return True
+        ok = {"object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list), "string": lambda v: isinstance(v, str),
+              "boolean": lambda v: isinstance(v, bool), "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+              "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)}.get(wanted, lambda v: True)(value)
+        if not ok:
+            self.add(path, "type", f"{path}: must be {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}, not {_kind(value)} ({_short(value)})")
+        return ok
+
+    def obj(self, value: dict, schema: Mapping[str, Any], path: str, root: bool) -> None:
+        props: Mapping[str, Any] = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields")) or extra is True
+        known = set(props)
+        if root or schema.get("x-kubernetes-embedded-resource"):
+            known |= {"apiVersion", "kind", "metadata"}
+        for key in list(value):
+            child = _join(path, key)
+            if value[key] is None and not ((props.get(key) or (extra if isinstance(extra, dict) else {})) or {}).get("nullable"):
+                del value[key]
+                self.add(child, "null", f"{child}: null, dropped (the field is not nullable)")
+                continue
+            if key in props:
+                continue
+            if isinstance(extra, dict):
+                if not self.node(value[key], extra, child):
+                    del value[key]
+            elif key in known:
+                if key == "metadata" and not self.metadata(value[key], child):
+                    del value[key]
+            elif not keep_unknown:
+                del value[key]
+                self.add(child, "unknown", f"{child}: unknown field, dropped by the server (strict field validation refuses it)")
+        for key, sub in props.items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+                self.defaulted.append(_join(path, key))
+        for key in schema.get("required") or ():
+            if key not in value:
+                self.add(_join(path, key), "required", f"{_join(path, key)}: required field missing")
+        for key, sub in props.items():
+            if key in value:
+                kept = self.metadata(value[key], _join(path, key)) if root and key == "metadata" else self.node(value[key], sub, _join(path, key))
+                if not kept:
+                    del value[key]
+        for bound, test, said in (("maxProperties", lambda n, b: n <= b, "at most"), ("minProperties", lambda n, b: n >= b, "at least")):
+            if bound in schema and not test(len(value), schema[bound]):
+                self.add(path, "range", f"{path}: must have {said} {schema[bound]} fields")
+
+    def metadata(self, value: Any, path: str) -> bool:
+        if not isinstance(value, dict):
+            self.add(path, "type", f"{path}: must be an object, not {_kind(value)}")
+            return False
+        for key in list(value):
+            if key not in OBJECT_META:
+                del value[key]
+                self.add(_join(path, key), "unknown", f"{_join(path, key)}: unknown field, dropped by the server (strict field validation refuses it)")
+        for key in ("labels", "annotations"):
+            if key in value and not (isinstance(value[key], dict) and all(isinstance(v, str) for v in value[key].values())):
+                self.add(_join(path, key), "type", f"{_join(path, key)}: must map strings to strings")
+                del value[key]
+        if "name" in value and not isinstance(value["name"], str):
+            self.add(_join(path, "name"), "type", f"{_join(path, 'name')}: must be a string, not {_kind(value['name'])}")
+            del value["name"]
+        return True
+
+    def array(self, value: list, schema: Mapping[str, Any], path: str) -> None:
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for i in range(len(value) - 1, -1, -1):
+                if value[i] is None and not items.get("nullable"):
+                    self.add(f"{path}[{i}]", "type", f"{path}[{i}]: must not be null")
+                    del value[i]
+                elif not self.node(value[i], items, f"{path}[{i}]"):
+                    del value[i]
+        for bound, test, said in (("maxItems", lambda n, b: n <= b, "at most"), ("minItems", lambda n, b: n >= b, "at least")):
+            if bound in schema and not test(len(value), schema[bound]):
+                self.add(path, "range", f"{path}: must have {said} {schema[bound]} items, has {len(value)}")
+        list_type = schema.get("x-kubernetes-list-type")
+        if list_type == "map":
+            keys = schema.get("x-kubernetes-list-map-keys") or []
+            seen: dict[tuple, int] = {}
+            for i, item in enumerate(value):
+                if not isinstance(item, dict):
+                    continue
+                key = tuple(_hashable(item.get(k)) for k in keys)
+                if key in seen:
+                    shown = ", ".join(f"{k}={item.get(k)!r}" for k in keys)
+                    self.add(f"{path}[{i}]", "list", f"{path}[{i}]: duplicate entry ({shown}) of a list keyed by {', '.join(keys)}")
+                seen[key] = i
+        elif list_type == "set":
+            seen_values: set = set()
+            for i, item in enumerate(value):
+                key = _hashable(item)
+                if key in seen_values:
+                    self.add(f"{path}[{i}]", "list", f"{path}[{i}]: duplicate value {_short(item)} in a set")
+                seen_values.add(key)
+
+    def scalar(self, value: Any, schema: Mapping[str, Any], path: str) -> None:
+        if "enum" in schema and value not in schema["enum"]:
+            self.add(path, "enum", f"{path}: {_short(value)} is not one of {', '.join(repr(e) for e in schema['enum'])}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            low, high = _INT_RANGES.get(str(schema.get("format")), (None, None))
+            if low is not None and not low <= value <= high:
+                self.add(path, "format", f"{path}: {value} does not fit {schema.get('format')}")
+            if "minimum" in schema and (value < schema["minimum"] or (schema.get("exclusiveMinimum") and value == schema["minimum"])):
+                self.add(path, "range", f"{path}: {value} is less than the minimum {schema['minimum']}")
+            if "maximum" in schema and (value > schema["maximum"] or (schema.get("exclusiveMaximum") and value == schema["maximum"])):
+                self.add(path, "range", f"{path}: {value} is more than the maximum {schema['maximum']}")
+        if isinstance(value, str):
+            if "maxLength" in schema and len(value) > schema["maxLength"]:
+                self.add(path, "range", f"{path}: longer than {schema['maxLength']} characters")
+            if "minLength" in schema and len(value) < schema["minLength"]:
+                self.add(path, "range", f"{path}: shorter than {schema['minLength']} characters")
+            pattern = schema.get("pattern")
+            if pattern and _pattern(pattern) is not None and not _pattern(pattern).search(value):
+                self.add(path, "pattern", f"{path}: {_short(value)} does not match {pattern}")
+            if schema.get("format") == "date-time" and not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$", value):
+                self.add(path, "format", f"{path}: {_short(value)} is not an RFC 3339 date-time")
+
+    def rules(self, value: Any, schema: Mapping[str, Any], path: str) -> None:
+        for rule in schema.get("x-kubernetes-validations") or ():
+            text = str(rule.get("rule") or "")
+            if not text or "oldSelf" in text:  # a transition rule: on updates only
+                continue
+            try:
+                ok = self.cel(text, value)
+            except Exception as exc:  # noqa: BLE001 - the library's evaluation errors (no such key, no overload): the server refuses too
+                self.add(path, "cel", f"{path or '<root>'}: the rule {text!r} cannot be evaluated ({str(exc).splitlines()[0][:120]})")
+                continue
+            if ok is not True:
+                message = rule.get("message") or f"failed rule: {text}"
+                self.add(path, "cel", f"{path or '<root>'}: {message} (x-kubernetes-validations: {text})")
+
+
+_CEL: dict[str, Any] = {}
+
+
+def cel_evaluate(rule: str, self_value: Any) -> Any:
+    """``rule`` evaluated with ``self``, by common-expression-language (its compiled core only: the package's own
+    __init__ also loads its command line, typer and rich, ~0.3 s)."""
+    return cel_library().evaluate(rule, {"self": self_value})
+
+
+def cel_library() -> Any:
+    """common-expression-language's compiled core (evaluate, compile), loaded once."""
+    module = _CEL.get("module")
+    if module is None:
+        module = _CEL["module"] = _load_cel()
+    return module
+
+
+def _load_cel() -> Any:
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("cel")
+    if spec is not None and spec.origin:
+        folder = os.path.dirname(spec.origin)
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "cel" + suffix)
+            if os.path.isfile(path):
+                core = importlib.util.spec_from_file_location("cel.cel", path)
+                if core is not None and core.loader is not None:
+                    module = importlib.util.module_from_spec(core)
+                    core.loader.exec_module(module)
+                    return module
+    import cel  # the package as its authors load it
+
+    return cel
+
+
+_PATTERNS: dict[str, Optional[re.Pattern]] = {}
+
+
+def _pattern(text: str) -> Optional[re.Pattern]:
+    if text not in _PATTERNS:
+        try:
+            _PATTERNS[text] = re.compile(text)
+        except re.error:  # an RE2 construct Python lacks: not judged
+            _PATTERNS[text] = None
+    return _PATTERNS[text]
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
