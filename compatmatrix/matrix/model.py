@@ -415,6 +415,7 @@ class UnlistedRelease(Record):
     accelerate_min = None
     provenance = _UNLISTED_SOURCE
     known_bad: tuple["KnownBad", ...] = ()
+    _not_in_matrix = True  # made per question, never loaded or cached (matrix/cache.py)
 
     @property
     def versions(self) -> tuple[Version, ...]:
