@@ -27,8 +27,8 @@ from .matrix.model import (
     Pairing,
     UnlistedRelease,
     WheelSet,
-    nearest_pinned,
     Yank,
+    nearest_pinned,
     security_yank,
 )
 from .record import Record

@@ -22,9 +22,9 @@ import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Optional
 
+from ..record import Record
 from .elf import ElfError, ElfInfo, elf_identity, read_elf
 
 LDCONFIG_TIMEOUT_S = 10.0
@@ -36,8 +36,7 @@ _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$")
 _ORIGIN = re.compile(r"\$(?:ORIGIN\b|\{ORIGIN\})")
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(Record):
     name: str  # the DT_NEEDED name asked for
     path: str  # the file found
     how: str  # where it was found, in words: "RUNPATH $ORIGIN/lib of /x/_C.so", "LD_LIBRARY_PATH", "ldconfig's cache", ...
@@ -48,8 +47,7 @@ class Located:
         return os.path.dirname(self.path)
 
 
-@dataclass(frozen=True)
-class Needed:
+class Needed(Record):
     """One DT_NEEDED name of one object and where it was found, following the objects inside a folder tree."""
 
     name: str
