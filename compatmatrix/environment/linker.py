@@ -15,7 +15,6 @@ once per search (argument list, its own process group, LDCONFIG_TIMEOUT_S) unles
 from __future__ import annotations
 
 import os
-import platform
 import re
 import shutil
 import stat
@@ -85,7 +84,7 @@ def parse_ldconfig(text: str) -> dict[str, list[str]]:
 def default_dirs(machine: Optional[str] = None) -> tuple[str, ...]:
     """The folders the loader searches last (glibc's built-in list: the multiarch folders on Debian-like systems,
     lib64 on 64-bit ones, then /lib and /usr/lib)."""
-    arch = machine or platform.machine()
+    arch = machine or os.uname().machine  # what platform.machine() answers on Linux, without importing platform
     triplet = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu"}.get(arch)
     dirs = [f"/lib/{triplet}", f"/usr/lib/{triplet}"] if triplet else []
     dirs += ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
