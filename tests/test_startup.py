@@ -101,3 +101,26 @@ def test_yaml_only_where_a_manifest_is_written_or_read(args):
 def test_the_manifest_paths_use_yaml():
     assert "yaml" in _top(imported("export", "pytorchjob", "--python-version", "3.11", "--image", "i:1", "--cpu", "4", "--memory", "8Gi", "--", "t.py"))
     assert "yaml" in _top(imported("export", "--validate", str(ROOT / "tests" / "data" / "export" / "seed_pytorchjob.yaml")))
+
+
+def test_check_of_another_environment_makes_no_dataclass_and_reads_no_platform(tmp_path):
+    """compat check --python ENV (what users check; issue 20's speed goal): its records are Records, the run marker
+    and the linker's arch need neither uuid nor platform (~10 ms together), and its probe answer is kept."""
+    import venv
+
+    env = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env)
+    modules = imported("check", "--json", "--python", str(env / "bin" / "python"))
+    assert not {"dataclasses", "inspect", "uuid", "platform"} & modules, sorted({"dataclasses", "inspect", "uuid", "platform"} & modules)
+
+
+def test_a_command_builds_only_its_own_options():
+    """Every subcommand's arguments are made on its first use (cli._Parser.defer): the others' cost nothing."""
+    from compatmatrix.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert all(len(sub._actions) == 1 for sub in commands.values())  # -h only, until used
+    namespace = parser.parse_args(["check", "--json"])
+    assert namespace.command == "check"
+    assert len(commands["check"]._actions) > 1 and all(len(sub._actions) == 1 for name, sub in commands.items() if name != "check")
