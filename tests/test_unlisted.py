@@ -68,6 +68,14 @@ def test_an_unlisted_patch_of_a_known_line_pairs_within_the_torch_series_its_lin
         assert any("torchvision 0.29.99 is not in the matrix, and its line's listed releases pin torch" in r for r in clash.reasons), clash.reasons
 
 
+def test_a_release_older_than_the_matrix_is_out_of_its_scope(matrix):
+    oldest = min(matrix.versions(T))
+    older = Version(f"{oldest.major}.{oldest.minor - 1}.0") if oldest.minor else Version(f"{oldest.major - 1}.99.0")
+    assert unlisted_release(matrix, T, older) is None
+    outcome = resolve(matrix, make_request(matrix, "3.11", f"torch=={older}"))
+    assert isinstance(outcome, Conflict) and any(f"the matrix knows torch {oldest} to" in r for r in outcome.reasons)
+
+
 def test_frozen_intel_packages_keep_their_no_match(matrix):
     """IPEX and the bindings are archived: their tables are complete, a pin outside them is a typo, not a new release."""
     assert unlisted_release(matrix, Component.IPEX, Version("9.9.9")) is None
@@ -91,8 +99,8 @@ def test_resolve_json_carries_the_unlisted_facts_and_validates(capsys):
        release=st.tuples(st.integers(0, 12), st.integers(0, 120), st.integers(0, 120)))
 def test_any_exact_pin_the_matrix_lacks_is_kept_as_unlisted_never_silently(matrix, component, release):
     version = Version(".".join(map(str, release)))
-    if matrix.release(component, version) is not None:
-        return
+    if matrix.release(component, version) is not None or version <= min(matrix.versions(component)):
+        return  # listed, or older than the matrix's span (out of its scope: "the matrix knows X to Y")
     request = make_request(matrix, "3.11", f"{component.distribution}=={version}", profile="stock")
     kept, _ = candidates(matrix, component, request.python, request.spec(component), request.features, request.platform)
     assert [(c.version, type(c.release)) for c in kept] == [(version, UnlistedRelease)]

@@ -443,12 +443,16 @@ class UnlistedRelease(Record):
 
 
 def unlisted_release(matrix: "Matrix", component: "Component", version: Version) -> Optional[UnlistedRelease]:
-    """``version`` of ``component`` as an :class:`UnlistedRelease` when the matrix lists no entry for it and the
-    component keeps releasing (:data:`UNLISTED_COMPONENTS`); None otherwise (listed, or a frozen Intel package).
-    The nearest listed release is the nearest of its own minor line, else the nearest overall."""
+    """``version`` of ``component`` as an :class:`UnlistedRelease` when the matrix lists no entry for it, the component
+    keeps releasing (:data:`UNLISTED_COMPONENTS`) and the release is newer than the oldest the matrix lists (one the
+    matrix has not caught up with, or skipped); None otherwise (listed, a frozen Intel package, or older than the
+    matrix's span: out of its scope, "the matrix knows X to Y"). The nearest listed release is the nearest of its own
+    minor line, else the nearest overall."""
     if component not in UNLISTED_COMPONENTS or matrix.release(component, version) is not None:
         return None
     entries = [(v, r) for r in matrix.releases[component] for v in r.versions]
+    if not entries or version <= min(v for v, _ in entries):
+        return None
     line = [(v, r) for v, r in entries if v.release[:2] == version.release[:2]]
     pool = nearest_pool(line or entries)
 
