@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 ALLOCATOR_PATTERNS = ("libtcmalloc.so*", "libtcmalloc_minimal.so*", "libjemalloc.so*", "libiomp5.so")
+_STEMS = tuple(pattern.rstrip("*") for pattern in ALLOCATOR_PATTERNS)  # what a name starts with to match any pattern
 
 
 def library_dirs(prefix: str) -> list[Path]:
@@ -25,6 +26,8 @@ def _pattern_of(name: str) -> int:
     """The index in ALLOCATOR_PATTERNS of the pattern ``name`` matches (as glob matches it), -1 for none: each library
     folder is listed once (/usr/lib/x86_64-linux-gnu holds thousands of files, and a glob per pattern lists it again
     and compiles a regex)."""
+    if not name.startswith(_STEMS):  # nearly every name of a library folder: one test
+        return -1
     for index, pattern in enumerate(ALLOCATOR_PATTERNS):
         if name == pattern if not pattern.endswith("*") else name.startswith(pattern[:-1]):
             return index
