@@ -195,3 +195,12 @@ def test_a_companion_declaring_no_torch_pairs_unverified_with_any_torch(no_torch
     outcome = resolve(matrix, make_request(matrix, "3.11", "torchaudio==9.0.0", profile="stock"))
     assert isinstance(outcome, Resolution)
     assert any("torchaudio 9.0.0 with torch" in n and "unverified" in n and "nearest verified" in n for n in outcome.notes), outcome.notes
+
+
+def test_the_matrix_command_shows_a_companion_declaring_no_torch(no_torch_matrix, capsys):
+    schema = json.loads((ROOT / "compatmatrix" / "schemas" / "matrix-v1.json").read_text())
+    code, out, err = run_in_process(["matrix", "--matrix", str(no_torch_matrix), "--json"], capsys)
+    assert code == 0, err
+    jsonschema.validate(json.loads(out), schema)
+    code, out, err = run_in_process(["matrix", "--matrix", str(no_torch_matrix), "--package", "torchaudio"], capsys)
+    assert code == 0 and "none declared" in out, err  # the old loader refused the entry; a torch-less row crashed the table

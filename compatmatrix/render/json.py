@@ -208,8 +208,8 @@ def _release_row(component: Component, release: Any) -> dict[str, Any]:
         row.update(module=release.module, torch=str(release.torch), has_cwd=release.has_cwd, setvars=release.setvars, oneccl=release.oneccl,
                    released=release.released,
                    pairings=[{"torch": str(p.torch), "evidence": p.evidence, **_provenance_json(p.provenance)} for p in release.pairings])
-    elif getattr(release, "torch", None) is not None:  # torchvision, torchaudio: the torch they pin
-        row.update(torch=str(release.torch))
+    elif hasattr(release, "torch"):  # torchvision, torchaudio: the torch they pin ("": their METADATA declares none)
+        row.update(torch=str(release.torch or ""))
     row["wheels"] = _wheels_json(release.wheels)
     return row
 
