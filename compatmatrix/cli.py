@@ -15,7 +15,7 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from . import __version__
 from .console import EXIT_BROKEN_PIPE, make_console, visible
@@ -64,7 +64,43 @@ class _Parser(argparse.ArgumentParser):
         # ... and quotes it as given ("unrecognized arguments: --bad\x1b]0;..."): made visible like every error
         self.exit(EXIT_TOOL_ERROR, f"compat: error: {visible(redact_text(message))}. Run '{self.prog} --help' for the options.\n")
 
+    #: a subcommand's own calls (add_argument, groups, set_defaults), kept until it is used (:class:`_Deferred`); None:
+    #: made at once (the top parser, and a subcommand once used)
+    _recorded: Optional[list] = None
+
+    def defer(self) -> "_Parser":
+        """Keep this subcommand's arguments for its first use: building every command's options costs ~10 ms of every
+        command's start-up, and one command line uses one of them."""
+        self._recorded = []
+        return self
+
+    def _maybe_deferred(self, name: str, args: tuple, kwargs: dict) -> Any:
+        if self._recorded is not None:
+            return _Deferred(self._recorded, self).method(name)(*args, **kwargs)
+        return getattr(super(), name)(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._maybe_deferred("add_argument", args, kwargs)
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._maybe_deferred("add_argument_group", args, kwargs)
+
+    def add_mutually_exclusive_group(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._maybe_deferred("add_mutually_exclusive_group", args, kwargs)
+
+    def add_subparsers(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._maybe_deferred("add_subparsers", args, kwargs)
+
+    def set_defaults(self, *args: Any, **kwargs: Any) -> None:
+        self._maybe_deferred("set_defaults", args, kwargs)
+
     def ensure_arguments(self) -> argparse.ArgumentParser:
+        if self._recorded is not None:
+            recorded, self._recorded = self._recorded, None
+            made: dict[int, Any] = {}
+            for target, name, args, kwargs, result in recorded:
+                real = made.get(id(target), target)
+                made[id(result)] = getattr(real, name)(*args, **kwargs)
         if self.populate is not None:
             populate, self.populate = self.populate, None
             populate(self)
@@ -83,6 +119,31 @@ class _Parser(argparse.ArgumentParser):
             self._inner = False
         namespace.training_command = tuple(words[split + 1:]) if split < len(words) else None
         return namespace, extras
+
+
+#: The parser and group methods a deferred subcommand records (each returns the group or action it makes).
+_DEFERRED_CALLS = frozenset({"add_argument", "add_argument_group", "add_mutually_exclusive_group", "set_defaults", "add_subparsers", "add_parser"})
+
+
+class _Deferred:
+    """A recorded call's result (a group, an action) standing in until the subcommand is used: calls on it are recorded
+    too, and replayed in order on the real objects (``_Parser.ensure_arguments``)."""
+
+    def __init__(self, recorded: list, target: Any) -> None:
+        self._recorded, self._target = recorded, target
+
+    def method(self, name: str) -> Callable[..., Any]:
+        def record(*args: Any, **kwargs: Any) -> "_Deferred":
+            result = _Deferred(self._recorded, None)
+            self._recorded.append((self._target, name, args, kwargs, result))
+            return result
+
+        return record
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _DEFERRED_CALLS:
+            return _Deferred(self._recorded, self).method(name)
+        raise AttributeError(name)
 
 
 MAX_SECONDS = 86400.0  # the longest timeout an option takes (a day); the helper children are capped there too
@@ -192,13 +253,18 @@ def _resolve_args(parser: argparse.ArgumentParser) -> None:
     _source_options(parser)
 
 
+def _deferred_parser(**kwargs: Any) -> _Parser:
+    """A subcommand's parser, whose arguments are made on its first use (_Parser.defer)."""
+    return _Parser(**kwargs).defer()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="compat",
         description="Resolve, install and validate CPU PyTorch DDP stacks from a sourced compatibility matrix.",
     )
     parser.add_argument("--version", action="version", version=f"compat {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_deferred_parser)
     commands.required = True
 
     resolve_cmd = commands.add_parser(

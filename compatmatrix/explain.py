@@ -25,8 +25,10 @@ from .matrix.model import (
     KnownBad,
     Matrix,
     Pairing,
+    UnlistedRelease,
     WheelSet,
     Yank,
+    nearest_pinned,
     security_yank,
 )
 from .record import Record
@@ -256,6 +258,15 @@ class UnverifiedNote(Record):
     host_url: Optional[str]  # the host
 
 
+class UnlistedNote(Record):
+    """A pick the matrix does not list: the facts it lacks, the torch it was taken with (unverified), and the
+    nearest verified pairing (the listed release nearest to it and the torch that one pins)."""
+
+    candidate: Candidate
+    release: UnlistedRelease
+    torch: Optional[Version]  # the set's torch (None: the pick is torch)
+
+
 class YankedPinNote(Record):
     candidate: Candidate
     yank: Yank
@@ -283,8 +294,9 @@ class PairingNote(Record):
 
     candidate: Candidate
     pairing: Pairing
-    built_for: Version
+    built_for: Optional[Version]  # None: its METADATA declares no torch requirement (torchaudio 2.11.0)
     partner: Optional[Version]
+    nearest: Optional[tuple[Version, Version]] = None  # when built_for is None: (the nearest release that pins a torch, that torch)
 
 
 class KnownBadNote(Record):
@@ -324,7 +336,7 @@ class YankedNewerNote(Record):
 
 
 Note = Union[
-    EolNote, UnverifiedNote, YankedPinNote, YankedElsewhereNote, OffBuildNote, PairingNote, KnownBadNote, IsaFloorNote, GlibcUnknownNote, CclWorkerCountNote, SetvarsNote,
+    EolNote, UnlistedNote, UnverifiedNote, YankedPinNote, YankedElsewhereNote, OffBuildNote, PairingNote, KnownBadNote, IsaFloorNote, GlibcUnknownNote, CclWorkerCountNote, SetvarsNote,
     YankedNewerNote,
 ]
 
@@ -757,7 +769,11 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Option
         eol = matrix.eol_of(component.distribution)
         if eol is not None:
             out.append(EolNote(component, eol))
+    torch = picks.get(Component.TORCH)
     for pick in picks.values():
+        if isinstance(pick.release, UnlistedRelease):
+            out.append(UnlistedNote(pick, pick.release, torch.version if torch is not None and pick is not torch else None))
+            continue
         entry = not pick.release.provenance.verified
         coverage = pick.host.id if pick.wheels is not None and not pick.wheels.provenance.verified else None
         host = pick.host.url if not pick.host.provenance.verified else None
@@ -783,9 +799,11 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Option
             if component is Component.TORCH:
                 continue
             pairing = pairing_evidence(pick.release, torch.version)
-            if pairing is not None and pairing.evidence != "built-for":
+            if pairing is not None and pairing.evidence != "built-for" and not isinstance(pick.release, UnlistedRelease):
                 partner = next((r.version for r in matrix.releases[component] if getattr(r, "torch", None) == torch.version), None)
-                out.append(PairingNote(pick, pairing, pick.release.torch, partner))  # type: ignore[attr-defined]
+                built_for = pick.release.torch  # type: ignore[attr-defined]
+                nearest = nearest_pinned(matrix, component, pick.version) if built_for is None else None
+                out.append(PairingNote(pick, pairing, built_for, partner, nearest))
             bad = known_bad(pick.release, pick.version, torch.version, torch.local_label)
             if bad is not None:
                 out.append(KnownBadNote(pick, bad))

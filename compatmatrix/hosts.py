@@ -23,12 +23,12 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from .checks.finding import Finding, Status
 from .environment.snapshot import NATIVE_BF16_FLAGS
 from .errors import shown
+from .record import Record
 
 PREFLIGHT_DEADLINE_S = 120.0  # every host together: silent hosts cost this once, not once each
 PREFLIGHT_WORKERS = 16  # hosts asked at the same time (each one remote shell, one process group)
@@ -59,8 +59,7 @@ def host_facts(snapshot, hostname: str) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class HostAnswer:
+class HostAnswer(Record):
     host: str
     document: Optional[Mapping[str, Any]]  # the host's compat check --json, None when it could not be had
     error: str = ""

@@ -38,6 +38,7 @@ from .matrix.model import (
     WheelSet,
     Yank,
     security_yank,
+    unlisted_release,
 )
 from .record import Record
 from .target import Platform, PythonTarget
@@ -230,7 +231,31 @@ def _candidates(matrix: Matrix, component: Component, python: PythonTarget, spec
                 continue
             kept.append(_candidate(matrix, component, release, version, python, glibc))
             break
+    if pinned and admitted is not None and not admitted:
+        _unlisted(matrix, component, spec, wanted, kept, rejected, rejections)
     return kept, rejected
+
+
+def _unlisted(matrix: Matrix, component: Component, spec: Optional[SpecifierSet], wanted: Sequence[MissingFeature], kept: list[Candidate],
+              rejected: list[Rejection], rejections: bool) -> None:
+    """An exact pin of a release the matrix does not list: an :class:`~compatmatrix.matrix.model.UnlistedRelease`
+    candidate (its facts missing, nothing ruled out on them; the profile's features still apply, by their ranges),
+    from the component's first host. Frozen components (IPEX, the bindings) have none: their pin matches nothing."""
+    assert spec is not None
+    (single,) = tuple(spec)
+    try:
+        version = Version(single.version)
+    except ValueError:  # InvalidVersion: build_request has refused it already
+        return
+    release = unlisted_release(matrix, component, version)
+    if release is None:
+        return
+    missing = next((f for f in wanted if not f.feature.present_in(version)), None)
+    if missing is not None:
+        if rejections:
+            rejected.append(Rejection(component, version, release, missing))
+        return
+    kept.append(Candidate(component, version, release, matrix.hosts[matrix.policy.host_preference[component][0]], None))
 
 
 _ADMITTED: dict[tuple, tuple[Matrix, Optional[frozenset[Version]], Optional[frozenset[int]]]] = {}
@@ -414,7 +439,11 @@ def _ccl_no_break(release: Any, version: Version, torch: Version) -> bool:
 
 
 def _pins_torch(release: Any, version: Version, torch: Version) -> bool:
-    return bool(torch == release.torch)
+    """A listed companion pins exactly one torch (or declares none: unverified with any); an unlisted one pairs
+    (unverified) within its line's series: one path, the graded pairing (``pairing_with``), where the pin does not decide."""
+    if getattr(release, "torch", None) is not None:
+        return bool(torch == release.torch)
+    return release.pairing_with(torch) is not None
 
 
 def _torch_min(release: Any, version: Version, torch: Version) -> bool:

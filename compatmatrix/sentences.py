@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .matrix.model import CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, Yank
+from .matrix.model import CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, UnlistedRelease, Yank
 from .rules import GlibcTooOld, MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, UserConstraint, Yanked
 
 if TYPE_CHECKING:  # explain is imported when the first record is written: `compat check` needs only the phrases
@@ -118,6 +118,48 @@ def nearest_verified(component: Component, built_for: Any, version: Version, par
     return text + (f", or {component.label} {partner} (built for this torch)" if partner is not None else "")
 
 
+def _and_list(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def unlisted_phrase(release: UnlistedRelease) -> str:
+    """"torchvision 0.99.0 is not in the matrix: its pairing with torch, Python coverage and glibc floor are not known"."""
+    return f"{release.component.label} {release.version} is not in the matrix: its {_and_list(release.missing)} are not known"
+
+
+def unlisted_pairing(release: UnlistedRelease, torch: Version) -> str:
+    """"with torch 2.14.1: unverified (within the 2.14 series its line's listed releases pin)"."""
+    where = (f"within the torch {'.'.join(map(str, release.series))} series its line's listed releases pin" if release.series is not None
+             else "no listed release of its line says which torch it pairs with")
+    return f"with torch {torch}: unverified ({where})"
+
+
+def unlisted_nearest(release: UnlistedRelease) -> str:
+    """"the nearest verified pairing: torch 2.14.0 with torchvision 0.29.0" (or the nearest listed release)."""
+    if release.nearest is None:
+        return f"the matrix lists no {release.component.label} release"
+    if release.nearest_torch is None:
+        return f"the nearest listed release: {release.component.label} {release.nearest}"
+    return f"the nearest verified pairing: {nearest_verified(release.component, release.nearest_torch, release.nearest, None)}"
+
+
+def unlisted_sentence(release: UnlistedRelease, torch: Optional[Version]) -> str:
+    """The note on an unlisted pick: what is missing, how it was taken, the nearest verified pairing, what settles it."""
+    parts = [unlisted_phrase(release)]
+    if torch is not None:
+        parts.append(f"taken {unlisted_pairing(release, torch)}")
+    if release.component is not Component.TORCH:
+        parts.append(unlisted_nearest(release))
+    return "; ".join(parts) + f". Settle it: {release.settle(torch)}."
+
+
+def _companion_pin(release: Any) -> str:
+    if isinstance(release, UnlistedRelease):
+        return (f"is not in the matrix, and its line's listed releases pin torch {'.'.join(map(str, release.series))}.*" if release.series is not None
+                else "is not in the matrix")
+    return f"pins torch {release.torch}"
+
+
 def known_bad_phrase(entry: KnownBad) -> str:
     """"torch 2.1.0 with oneccl_bind_pt 2.1.0 is a known-bad set: <what fails> (open: <sources>)"."""
     if entry.torch_label is None:
@@ -163,8 +205,8 @@ REQUIREMENT: dict[str, Callable[[Any], Optional[str]]] = {
     "ipex-torch-series": ipex_torch_phrase,
     "ccl-torch-series": ccl_torch_phrase,
     "ccl-torch-break": ccl_torch_phrase,
-    "torchvision-torch": lambda release: f"pins torch {release.torch}",
-    "torchaudio-torch": lambda release: f"pins torch {release.torch}",
+    "torchvision-torch": _companion_pin,
+    "torchaudio-torch": _companion_pin,
     "transformers-torch": _needs("torch_min", "torch"),
     "accelerate-torch": _needs("torch_min", "torch"),
     "transformers-accelerate": _needs("accelerate_min", "accelerate", " for its Trainer"),
@@ -274,6 +316,11 @@ def _unverified(item: x.UnverifiedNote) -> str:
 
 def _pairing_note(item: x.PairingNote) -> str:
     candidate = item.candidate
+    if item.built_for is None:  # a companion that declares no torch requirement
+        nearest = (f"; the nearest verified (built-for) pairing: {nearest_verified(candidate.component, item.nearest[1], item.nearest[0], item.partner)}"
+                   if item.nearest is not None else "")
+        return (f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing)} ({item.pairing.provenance.note}){nearest}. "
+                f"Settle it: compat matrix verify {candidate.component.distribution}=={candidate.version} --with torch=={item.pairing.torch}.")
     return (
         f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing, detail=True)} (it is built for torch {item.built_for}); "
         f"the nearest verified (built-for) pairing: {nearest_verified(candidate.component, item.built_for, candidate.version, item.partner)}."
@@ -355,11 +402,13 @@ def _writers() -> dict[type, Callable[[Any], str]]:
         x.PartnerBreak: lambda item: f"{rejected_sentence(item.rejected)}; the newest allowed {item.rejected.partner.label} is {item.newest_partner}.",
         x.NoConsistentCombination: lambda item: "No combination of the allowed releases is consistent.",
         # why these versions
-        x.Newest: lambda item: f"{item.candidate}: the newest {item.candidate.component.label} in the matrix.",
+        x.Newest: lambda item: (f"{item.candidate}: the release pinned (the matrix does not list it: see the notes)." if isinstance(item.candidate.release, UnlistedRelease)
+                                else f"{item.candidate}: the newest {item.candidate.component.label} in the matrix."),
         x.NewerRuledOut: _newer_ruled_out,
         # notes
         x.EolNote: lambda item: f"{item.component.label} is {item.eol.status}{' since ' + item.eol.date if item.eol.date else ''}; {item.eol.advice}",
         x.UnverifiedNote: _unverified,
+        x.UnlistedNote: lambda item: unlisted_sentence(item.release, item.torch),
         x.YankedPinNote: lambda item: (
             f"{item.candidate} is yanked on {item.yank.host or 'PyPI'}{': ' + item.yank.reason.rstrip('.') if item.yank.reason else ''}"
             + (f"; a security yank holds for the same build on {item.candidate.host.id} too" if item.yank.host not in (None, item.candidate.host.id) else "")

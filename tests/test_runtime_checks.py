@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from packaging.version import Version
 
 from compatmatrix.checks import runtime
@@ -306,3 +308,34 @@ def test_compat_env_threads_follow_the_allowed_cpus(bindings_context, monkeypatc
     context = dataclasses.replace(bindings_context, snapshot=dataclasses.replace(bindings_context.snapshot, allowed_cpus=cpus, raw={}), cache={})
     plan = shell_env.plan_env(context, ranks)
     assert plan.exports["CCL_WORKER_COUNT"] == "1" and plan.exports["OMP_NUM_THREADS"] == str(omp)
+
+
+# --- the allocator libraries: one listing per folder, the glob's answer ------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.one_of(st.sampled_from(["libtcmalloc.so", "libtcmalloc.so.4", "libtcmalloc_minimal.so.4.5", "libjemalloc.so.2", "libiomp5.so",
+                                       "libiomp5.so.1", "libjemalloc.so", "libtcmalloc", "xlibiomp5.so"]), st.text(min_size=1, max_size=30)))
+def test_a_library_name_matches_the_first_pattern_glob_would_match(name):
+    import fnmatch
+
+    from compatmatrix.environment.libraries import ALLOCATOR_PATTERNS, _pattern_of
+
+    expected = next((i for i, pattern in enumerate(ALLOCATOR_PATTERNS) if fnmatch.fnmatchcase(name, pattern)), -1)
+    assert _pattern_of(name) == expected
+
+
+def test_preload_candidates_list_a_folder_as_the_globs_did(tmp_path):
+    from compatmatrix.environment.libraries import ALLOCATOR_PATTERNS, is_elf, preload_candidates
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name in ("libjemalloc.so.2", "libtcmalloc.so.4", "libtcmalloc_minimal.so.4", "libtcmalloc.so", "libiomp5.so", "libiomp5.so.1", "notes.txt"):
+        (lib / name).write_bytes(b"\x7fELF" + name.encode())
+    (lib / "libjemalloc.so.1").write_bytes(b"not elf")
+    globbed = [p for pattern in ALLOCATOR_PATTERNS for p in sorted(lib.glob(pattern)) if is_elf(p)]
+    found = [p for paths in preload_candidates(str(tmp_path)).values() for p in paths if p.parent == lib]
+    assert sorted(found) == sorted(globbed)
+    kinds = preload_candidates(str(tmp_path))
+    assert [p.name for p in kinds["tcmalloc"] if p.parent == lib] == ["libtcmalloc.so", "libtcmalloc.so.4", "libtcmalloc_minimal.so.4"]
+    assert [p.name for p in kinds["iomp5"] if p.parent == lib] == ["libiomp5.so"]

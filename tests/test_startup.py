@@ -123,3 +123,26 @@ def test_validate_of_a_trainjob_loads_the_emulation_but_not_the_cel_packages_com
     assert set(EMULATION) <= modules
     # the CEL core is loaded from its extension file: the package's __init__ (typer, rich, prompt_toolkit: ~0.3 s) is not run
     assert not {"cel", "typer", "rich", "prompt_toolkit"} & _top(modules)
+
+
+def test_check_of_another_environment_makes_no_dataclass_and_reads_no_platform(tmp_path):
+    """compat check --python ENV (what users check; issue 20's speed goal): its records are Records, the run marker
+    and the linker's arch need neither uuid nor platform (~10 ms together), and its probe answer is kept."""
+    import venv
+
+    env = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env)
+    modules = imported("check", "--json", "--python", str(env / "bin" / "python"))
+    assert not {"dataclasses", "inspect", "uuid", "platform"} & modules, sorted({"dataclasses", "inspect", "uuid", "platform"} & modules)
+
+
+def test_a_command_builds_only_its_own_options():
+    """Every subcommand's arguments are made on its first use (cli._Parser.defer): the others' cost nothing."""
+    from compatmatrix.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert all(len(sub._actions) == 1 for sub in commands.values())  # -h only, until used
+    namespace = parser.parse_args(["check", "--json"])
+    assert namespace.command == "check"
+    assert len(commands["check"]._actions) > 1 and all(len(sub._actions) == 1 for name, sub in commands.items() if name != "check")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import signal
-from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import shown
+from ..record import Record
 
 LINE_LIMIT = 300  # characters of one line of output quoted in a verdict (a child may print a megabyte on one line)
 _SIGNALS = {s.value: s.name for s in signal.Signals}
@@ -19,8 +19,7 @@ _GUARD = re.compile(r"needs\s+to\s+work\s+with\s+PyTorch(?:/libtorch)?\s+([0-9][
 _GUARD_FOUND = re.compile(r"but\s+PyTorch(?:/libtorch)?\s+(\S+)\s+is\s+found")
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Record):
     kind: str  # ok, hang, exit-hang, exit-crash, ipex-guard, undefined-symbol, abi-abort, illegal-instruction, missing-libccl, missing-library, not-installed, signal, error
     summary: str
     detail: tuple[str, ...] = ()

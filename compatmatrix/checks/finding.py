@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..environment.snapshot import EnvSnapshot
 from ..matrix.model import Matrix
+from ..record import Record, replace
 
 
 class Status(enum.Enum):
@@ -22,8 +22,7 @@ class Status(enum.Enum):
         return self.value.upper()
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(Record):
     id: str
     status: Status
     summary: str
@@ -45,23 +44,27 @@ class Finding:
         }
 
 
-@dataclass
-class Options:
+class Options(Record):
     ranks_per_node: int = 2
     bf16: bool = False
     import_timeout: float = 120.0
     launcher: Optional[str] = None  # compat check --launcher: the launcher whose oneCCL needs oneccl.launcher judges
 
 
-@dataclass
-class Context:
-    """What every check may read. Expensive facts (the setvars diff) are computed once, on demand."""
+class Context(Record):
+    """What every check may read. Expensive facts (the setvars diff) are computed once, on demand (``cache``: the one
+    mutable part, shared by the copies run_checks makes)."""
 
     matrix: Matrix
     snapshot: EnvSnapshot
-    options: Options = field(default_factory=Options)
-    cache: dict[str, Any] = field(default_factory=dict)
+    options: Options = Options()
+    cache: Optional[dict[str, Any]] = None  # None: a new dict (each context its own)
     selected: frozenset[str] = frozenset()  # the ids of the checks this run evaluates (run_checks sets it); empty: all
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.cache is None:
+            self.__dict__["cache"] = {}
 
     def once(self, key: str, compute: Callable[[], Any]) -> Any:
         if key not in self.cache:
@@ -72,8 +75,7 @@ class Context:
 CheckFn = Callable[[Context], Finding]
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Record):
     id: str
     description: str
     static: bool  # False: runs the stack in a child process (doctor only)
@@ -124,7 +126,7 @@ def unknown_names(names: Sequence[str]) -> list[str]:
 
 def run_checks(checks: Iterable[Check], context: Context) -> list[Finding]:
     checks = list(checks)
-    context.selected = frozenset(c.id for c in checks)  # what a shared probe needs to cover (checks/imports.py)
+    context = replace(context, selected=frozenset(c.id for c in checks))  # what a shared probe needs to cover (checks/imports.py)
     findings = []
     for item in checks:
         try:

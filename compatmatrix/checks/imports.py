@@ -34,11 +34,11 @@ import stat
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..environment.child import MAX_TIMEOUT_S, ChildResult, run_child
 from ..errors import shown
+from ..record import Record
 from .crash import Verdict, classify
 from .finding import Context, Finding, Status, check
 from .packages import CCL_NAMES, IPEX_NAMES
@@ -132,8 +132,7 @@ def marker(token: str, part: str) -> str:
     return f"[compat-import-probe {token}: {part} starts]"
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(Record):
     name: str  # torch, ipex, ccl: the key of its answer
     module: str  # the module imported
 
@@ -141,8 +140,7 @@ class Part:
 TORCH = Part("torch", "torch")
 
 
-@dataclass(frozen=True)
-class ImportResult:
+class ImportResult(Record):
     """How importing one part went."""
 
     verdict: Verdict
@@ -151,8 +149,7 @@ class ImportResult:
     returncode: Optional[int]
 
 
-@dataclass(frozen=True)
-class ProbeRun:
+class ProbeRun(Record):
     """One probe child: the answers of the parts it finished and how it ended (``ended`` None: it could not start)."""
 
     parts: tuple[Part, ...]

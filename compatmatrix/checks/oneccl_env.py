@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Optional
 
 from ..environment.child import MARK_VAR, env_timeout, run_child
@@ -21,6 +21,7 @@ from ..environment.interfaces import InterfaceChoice, choose_interface, is_loopb
 from ..environment.linker import LibrarySearch
 from ..environment.oneccl import SystemOneccl, extra_places, locate
 from ..matrix.model import CclRelease
+from ..record import Record
 from .crash import describe_exit
 from .finding import Context, Finding, Status, check
 
@@ -55,9 +56,10 @@ KEYS = ("CCL_ROOT", "I_MPI_ROOT", "FI_PROVIDER_PATH", "LD_LIBRARY_PATH", "PATH",
 ADDITIVE = ("PATH", "LD_LIBRARY_PATH", "CPATH", "LIBRARY_PATH", "MANPATH", "CMAKE_PREFIX_PATH", "PKG_CONFIG_PATH", "CLASSPATH")
 BINDING_MODULES = ("oneccl_bindings_for_pytorch", "torch_ccl")
 
+_EMPTY: Mapping[str, str] = MappingProxyType({})  # one shared, read-only default
 
-@dataclass(frozen=True)
-class Bindings:
+
+class Bindings(Record):
     module: str
     directory: Path
     release: Optional[CclRelease]
@@ -74,8 +76,7 @@ class Bindings:
         return None
 
 
-@dataclass(frozen=True)
-class Sourced:
+class Sourced(Record):
     """How sourcing setvars.sh went: the environment afterwards, or why there is none."""
 
     after: Optional[dict[str, str]]
@@ -83,16 +84,15 @@ class Sourced:
     output: tuple[str, ...] = ()  # the script's last lines of output (stdout and stderr)
 
 
-@dataclass(frozen=True)
-class SetvarsResult:
+class SetvarsResult(Record):
     path: Path  # the script sourced (the bindings' setvars.sh, a system oneCCL's vars.sh), or the bindings' setvars.sh they lack
     ok: bool
     error: str = ""
     output: tuple[str, ...] = ()  # when it failed: the script's last lines of output
-    after: Mapping[str, str] = field(default_factory=dict)
-    missing: Mapping[str, str] = field(default_factory=dict)  # key -> what is missing (entries or value)
-    exports: Mapping[str, str] = field(default_factory=dict)  # key -> value after sourcing, for every key it changes
-    before: Mapping[str, str] = field(default_factory=dict)  # the environment it was compared with
+    after: Mapping[str, str] = _EMPTY
+    missing: Mapping[str, str] = _EMPTY  # key -> what is missing (entries or value)
+    exports: Mapping[str, str] = _EMPTY  # key -> value after sourcing, for every key it changes
+    before: Mapping[str, str] = _EMPTY  # the environment it was compared with
     system: Optional[SystemOneccl] = None  # bindings without a setvars.sh of their own: the oneCCL they load
     sourced: bool = True  # False: no script; compat's own exports for a system oneCCL (SystemOneccl.after)
     notes: tuple[str, ...] = ()
@@ -109,8 +109,7 @@ class SetvarsResult:
         return f"for the system oneCCL the bindings load ({library}): compat's own exports, as it has no env/vars.sh"
 
 
-@dataclass(frozen=True)
-class PathAddition:
+class PathAddition(Record):
     """Entries a script added to a path list: ``prepend`` in front of the value the shell has, ``append`` after it."""
 
     prepend: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ from packaging.version import Version
 
 from ..devices import DeviceBuild, device_build
 from ..environment.snapshot import Distribution
-from ..matrix.model import CclRelease, Component, IpexRelease, LibraryLine
+from ..matrix.model import CclRelease, Component, IpexRelease, LibraryLine, UnlistedRelease, nearest_pinned, unlisted_release
 from ..rules import fits, known_bad, pairing_evidence, problem_with
 from ..sentences import (
     ccl_torch_phrase,
@@ -21,7 +21,10 @@ from ..sentences import (
     pairing_phrase,
     python_list,
     range_text,
+    requirement,
     sources_text,
+    unlisted_nearest,
+    unlisted_phrase,
 )
 from .finding import Context, Finding, Status, check
 
@@ -107,6 +110,25 @@ def _installed_with_torch(ctx: Context, cid: str, names: tuple[str, ...], label:
     return torch, release
 
 
+def _unlisted_finding(ctx: Context, cid: str, release: UnlistedRelease, dist: Distribution, torch: Optional[Version]) -> Finding:
+    """An installed (or pinned) release the matrix does not list: its pairing with torch is graded as the resolver grades
+    it (rules.pairing_evidence: unverified within its line's torch series) -- WARN unverified, naming the missing facts,
+    the nearest verified pairing and the command that settles it; FAIL outside that series (the same rule refuses it)."""
+    evidence = (unlisted_phrase(release), unlisted_nearest(release), dist.path)
+    fix = f"Settle it: {release.settle(torch)}."
+    if torch is None:  # torch itself
+        return Finding(cid, Status.WARN, f"torch {dist.raw_version}: not in the matrix (unverified)", evidence[:1] + evidence[2:], fix)
+    pairing = pairing_evidence(release, torch)
+    label = release.component.label
+    if pairing is None:
+        problem = problem_with(release.component, release, release.version, Component.TORCH, torch)
+        listed = next((r for r in ctx.matrix.releases[release.component] if _fits_torch(release.component, r, torch)), None)
+        also = f"; or pip install {label}=={listed.version} (listed, pairs with torch {torch})" if listed is not None else ""
+        return Finding(cid, Status.FAIL, f"{label} {release.version} " + ((requirement(problem.rule, release) or "does not pair") if problem is not None else "does not pair")
+                       + f", but torch {torch} is installed", evidence, fix + also)
+    return Finding(cid, Status.WARN, f"{label} {release.version} with torch {torch}: {pairing_phrase(pairing)}", evidence, fix)
+
+
 def _is_running(executable: str) -> bool:
     """Whether ``executable`` is the interpreter compat runs in (the target when none was named)."""
     import os
@@ -136,6 +158,9 @@ def torch_installed(ctx: Context) -> Finding:
     device = installed_device_build(ctx, Component.TORCH, dist)
     if device is not None:
         return _device_finding("packages.torch-installed", device, dist)
+    unlisted = unlisted_release(ctx.matrix, Component.TORCH, dist.public_version) if dist.public_version is not None else None
+    if unlisted is not None:
+        return _unlisted_finding(ctx, "packages.torch-installed", unlisted, dist, None)
     return Finding("packages.torch-installed", Status.PASS, f"torch {dist.raw_version}", (dist.path,))
 
 
@@ -249,7 +274,17 @@ def _companion(ctx: Context, component: Component) -> Finding:
         return _device_finding(cid, device, dist)
     release = ctx.matrix.release(component, dist.public_version) if dist.public_version is not None else None
     if release is None:
+        unlisted = unlisted_release(ctx.matrix, component, dist.public_version) if dist.public_version is not None else None
+        if unlisted is not None:
+            return _unlisted_finding(ctx, cid, unlisted, dist, torch)
         return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
+    pairing = pairing_evidence(release, torch)
+    if pairing is not None:  # declares no torch requirement, nothing curated: unverified, as the resolver grades it
+        pinned = nearest_pinned(ctx.matrix, component, release.version)
+        evidence = (f"{package} {release.version}: {pairing.provenance.note}",
+                    *((f"the nearest verified (built-for) pairing: {nearest_verified(component, pinned[1], pinned[0], None)}",) if pinned is not None else ()))
+        return Finding(cid, Status.WARN, f"{package} {release.version} with torch {torch}: {pairing_phrase(pairing)}", evidence,
+                       f"Settle it: compat matrix verify {package}=={release.version} --with torch=={torch}.")
     if _fits_torch(component, release, torch):
         return Finding(cid, Status.PASS, f"{package} {release.version} pins torch {torch}")
     partner = next((r for r in ctx.matrix.releases[component] if _fits_torch(component, r, torch)), None)
@@ -272,6 +307,7 @@ def transformers_torch(ctx: Context) -> Finding:
     cid = "packages.transformers-torch"
     torch = torch_version(ctx)
     problems, evidence = [], []
+    unlisted: list[Finding] = []
     checked = False
     for component in (Component.TRANSFORMERS, Component.ACCELERATE):
         package = component.distribution
@@ -280,7 +316,11 @@ def transformers_torch(ctx: Context) -> Finding:
             continue
         line = _line(ctx, component, dist.public_version)
         if line is None:
-            evidence.append(f"{package} {dist.raw_version} is not in the matrix")
+            release = unlisted_release(ctx.matrix, component, dist.public_version)
+            if release is not None:
+                unlisted.append(_unlisted_finding(ctx, cid, release, dist, torch))
+            else:
+                evidence.append(f"{package} {dist.raw_version} is not in the matrix")
             continue
         checked = True
         if problem_with(component, line, dist.public_version, Component.TORCH, torch) is not None:
@@ -292,7 +332,12 @@ def transformers_torch(ctx: Context) -> Finding:
             elif accelerate.public_version is not None and problem_with(component, line, dist.public_version, Component.ACCELERATE, accelerate.public_version):
                 problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, accelerate {accelerate.raw_version} is installed")
     if problems:
-        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + evidence), "pip install the versions `compat resolve --profile stock torch==" + str(torch) + "` gives")
+        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + evidence + [u.summary for u in unlisted]),
+                       "pip install the versions `compat resolve --profile stock torch==" + str(torch) + "` gives")
+    if unlisted:  # nothing unknown passes silently: the first unlisted release's finding, the others' summaries with it
+        first = unlisted[0]
+        return Finding(cid, first.status, first.summary, first.evidence + tuple(u.summary for u in unlisted[1:]) + tuple(evidence),
+                       "; ".join(dict.fromkeys(u.fix for u in unlisted if u.fix)))
     if not checked:
         return Finding(cid, Status.SKIP if not evidence else Status.WARN, "transformers / accelerate are not installed" if not evidence else evidence[0], tuple(evidence))
     return Finding(cid, Status.PASS, "transformers / accelerate support the installed torch", tuple(evidence))

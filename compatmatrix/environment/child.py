@@ -16,7 +16,6 @@ import selectors
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
@@ -80,7 +79,7 @@ def run_child(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, st
     timeout = min(float(timeout), MAX_TIMEOUT_S)
     import ctypes  # noqa: F401  (imported here, before the fork: the child only calls it, in die_with_parent)
 
-    run_id = uuid.uuid4().hex
+    run_id = os.urandom(16).hex()  # what uuid4().hex draws, without importing uuid (and platform with it)
     environment = dict(os.environ if env is None else env)
     environment[MARK_VAR] = run_id
     process: Optional[subprocess.Popen] = None

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from typing import BinaryIO, Optional
+
+from ..record import Record
 
 MAGIC = b"\x7fELF"
 MAX_PROGRAM_HEADERS = 512  # real libraries have about ten
@@ -32,8 +33,7 @@ class ElfError(ValueError):
     """The file is not an ELF shared object compat can read (a sentence naming the file and what is wrong)."""
 
 
-@dataclass(frozen=True)
-class ElfInfo:
+class ElfInfo(Record):
     path: str
     bits: int  # 32 or 64
     machine: int  # e_machine (62: x86-64)

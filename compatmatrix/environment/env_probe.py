@@ -5,7 +5,6 @@
 # prints); without --answer it prints the object. Side effects: that one file.
 import json
 import os
-import platform
 import re
 import shutil
 import stat
@@ -163,7 +162,11 @@ def cpu_info():
             physical.add(value)
         elif key == "core id":
             cores.add((current_physical, value))
-    info["model"] = model or platform.processor()
+    if not model:  # platform only then: ~10 ms of start-up
+        import platform
+
+        model = platform.processor()
+    info["model"] = model
     info["flags"] = sorted(f for f in CPU_FLAGS if f in flags)
     info["sockets"] = len(physical) or None
     info["cores"] = len(cores) or None
@@ -377,6 +380,8 @@ def headers_root():
 def markers():
     """This interpreter's PEP 508 marker values (packaging.markers.default_environment()'s; the same function as in
     interpreter_probe.py: each probe runs alone as `python -c`, so neither can import the other)."""
+    import platform  # here: ~10 ms of start-up, and only the probe's report asks it
+
     version = sys.implementation.version
     implementation_version = "%d.%d.%d" % (version.major, version.minor, version.micro)
     if version.releaselevel != "final":
@@ -398,6 +403,8 @@ def markers():
 
 def report():
     """Everything compat wants to know about this interpreter's environment, as JSON-ready data."""
+    import platform  # here: ~10 ms of start-up, and only the probe's report asks it
+
     paths = [p for p in sys.path if p]  # '' is the working directory of `python -c`, not the environment
     purelib = sysconfig.get_paths().get("purelib")
     platlib = sysconfig.get_paths().get("platlib")

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 ALLOCATOR_PATTERNS = ("libtcmalloc.so*", "libtcmalloc_minimal.so*", "libjemalloc.so*", "libiomp5.so")
+_STEMS = tuple(pattern.rstrip("*") for pattern in ALLOCATOR_PATTERNS)  # what a name starts with to match any pattern
 
 
 def library_dirs(prefix: str) -> list[Path]:
@@ -21,15 +22,33 @@ def library_dirs(prefix: str) -> list[Path]:
     return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
 
+def _pattern_of(name: str) -> int:
+    """The index in ALLOCATOR_PATTERNS of the pattern ``name`` matches (as glob matches it), -1 for none: each library
+    folder is listed once (/usr/lib/x86_64-linux-gnu holds thousands of files, and a glob per pattern lists it again
+    and compiles a regex)."""
+    if not name.startswith(_STEMS):  # nearly every name of a library folder: one test
+        return -1
+    for index, pattern in enumerate(ALLOCATOR_PATTERNS):
+        if name == pattern if not pattern.endswith("*") else name.startswith(pattern[:-1]):
+            return index
+    return -1
+
+
 def preload_candidates(prefix: str) -> dict[str, list[Path]]:
-    """Real allocator / OpenMP libraries on this machine, by kind (tcmalloc, jemalloc, iomp5)."""
+    """Real allocator / OpenMP libraries on this machine, by kind (tcmalloc, jemalloc, iomp5): per folder, in the
+    order of ALLOCATOR_PATTERNS, sorted by name within a pattern."""
     found: dict[str, list[Path]] = {"tcmalloc": [], "jemalloc": [], "iomp5": []}
     for directory in library_dirs(prefix):
-        for pattern in ALLOCATOR_PATTERNS:
-            for path in sorted(directory.glob(pattern)):
-                if is_elf(path):
-                    kind = "tcmalloc" if "tcmalloc" in path.name else "jemalloc" if "jemalloc" in path.name else "iomp5"
-                    found[kind].append(path)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        matched = sorted((index, name) for name in names if not name.startswith(".") and (index := _pattern_of(name)) >= 0)
+        for _, name in matched:
+            path = directory / name
+            if is_elf(path):
+                kind = "tcmalloc" if "tcmalloc" in name else "jemalloc" if "jemalloc" in name else "iomp5"
+                found[kind].append(path)
     return found
 
 

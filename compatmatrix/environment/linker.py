@@ -15,16 +15,15 @@ once per search (argument list, its own process group, LDCONFIG_TIMEOUT_S) unles
 from __future__ import annotations
 
 import os
-import platform
 import re
 import shutil
 import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Optional
 
+from ..record import Record
 from .elf import ElfError, ElfInfo, elf_identity, read_elf
 
 LDCONFIG_TIMEOUT_S = 10.0
@@ -36,8 +35,7 @@ _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$")
 _ORIGIN = re.compile(r"\$(?:ORIGIN\b|\{ORIGIN\})")
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(Record):
     name: str  # the DT_NEEDED name asked for
     path: str  # the file found
     how: str  # where it was found, in words: "RUNPATH $ORIGIN/lib of /x/_C.so", "LD_LIBRARY_PATH", "ldconfig's cache", ...
@@ -48,8 +46,7 @@ class Located:
         return os.path.dirname(self.path)
 
 
-@dataclass(frozen=True)
-class Needed:
+class Needed(Record):
     """One DT_NEEDED name of one object and where it was found, following the objects inside a folder tree."""
 
     name: str
@@ -87,7 +84,7 @@ def parse_ldconfig(text: str) -> dict[str, list[str]]:
 def default_dirs(machine: Optional[str] = None) -> tuple[str, ...]:
     """The folders the loader searches last (glibc's built-in list: the multiarch folders on Debian-like systems,
     lib64 on 64-bit ones, then /lib and /usr/lib)."""
-    arch = machine or platform.machine()
+    arch = machine or os.uname().machine  # what platform.machine() answers on Linux, without importing platform
     triplet = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu"}.get(arch)
     dirs = [f"/lib/{triplet}", f"/usr/lib/{triplet}"] if triplet else []
     dirs += ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]

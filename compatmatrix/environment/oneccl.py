@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from ..record import Record
 from .elf import ElfError, read_elf
 from .linker import LibrarySearch, Located, Needed, find_needed
 
@@ -29,8 +29,7 @@ LIB_VARIANTS = ("cpu", "cpu_icc", "cpu_gpu_dpcpp")  # oneAPI 2021.1-2021.4 kept 
 SCRIPTS = ("env/vars.sh", "env/setvars.sh")  # a oneCCL install's own environment script, relative to its root
 
 
-@dataclass(frozen=True)
-class SystemOneccl:
+class SystemOneccl(Record):
     """Where the libccl of bindings built against a system oneCCL is, how it was found, and what an environment for it needs."""
 
     name: str  # the libccl asked for: the bindings' DT_NEEDED name, or DEFAULT_SONAME when no native file names one

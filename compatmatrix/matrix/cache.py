@@ -80,8 +80,9 @@ _RELEASE_CLASSES = {
 
 
 def _model_types() -> dict[str, type]:
-    """The record classes a cache file may name: those of matrix/model.py, by name."""
-    return {name: value for name, value in vars(model).items() if isinstance(value, type) and issubclass(value, Record) and value is not Record}
+    """The record classes a cache file may name: those of matrix/model.py, by name (not UnlistedRelease: never in a matrix)."""
+    return {name: value for name, value in vars(model).items()
+            if isinstance(value, type) and issubclass(value, Record) and value is not Record and not getattr(value, "_not_in_matrix", False)}
 
 
 def key(data: bytes) -> str:

@@ -626,7 +626,7 @@ def _device_build(entry: _Entry, releases: dict[Component, tuple[Release, ...]])
 def _companion_release(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> CompanionRelease:
     """torchvision / torchaudio: ``[[<table>.wheels]]`` like torch, or (the short form) ``python``: the PyPI wheels."""
     version = entry.version("version")
-    torch = _known_torch(entry, "torch", torch_versions)
+    torch = _known_torch(entry, "torch", torch_versions) if "torch" in entry.table else None  # none: its METADATA declares no torch requirement
     provenance = entry.provenance()
     if "python" in entry.table:
         if "wheels" in entry.table:

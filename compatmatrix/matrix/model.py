@@ -135,6 +135,8 @@ def public(version: Version) -> Version:
 
 #: The provenance of a derived "unverified" pairing: no source either way.
 _NO_SOURCE = Provenance(sources=(), verified=False, note="no source says whether this pair works")
+#: The provenance of a companion's pairing when its METADATA declares no torch requirement and nothing is curated.
+_NO_DECLARED_TORCH = Provenance(sources=(), verified=False, note="its METADATA declares no torch requirement, and no source says which torch it works with")
 
 
 class Host(Record):
@@ -351,20 +353,146 @@ class CclRelease(_Binary, Record):
 
 
 class CompanionRelease(_Binary, Record):
-    """torchvision / torchaudio: each release pins exactly one torch."""
+    """torchvision / torchaudio: a release pins exactly one torch (``torch``, from its METADATA), or declares no torch
+    requirement at all (``torch`` None: torchaudio 2.11.0) -- then, with no curated pairing, it pairs with every torch as
+    ``unverified``, as oneccl_bind_pt's unverified pairings do (:meth:`pairing_with`)."""
 
     package: str
     version: Version
-    torch: Version
+    torch: Optional[Version]
     wheels: tuple[WheelSet, ...]
     provenance: Provenance
     known_bad: tuple[KnownBad, ...] = ()
 
     requires_python = None
 
+    def pairing_with(self, torch: Version) -> Optional[Pairing]:
+        """None for a release that pins its torch (ungraded: the exact pin decides); ``unverified`` with any torch for
+        one that declares none."""
+        return None if self.torch is not None else Pairing(torch, "unverified", _NO_DECLARED_TORCH)
+
     @property
     def distribution(self) -> str:
         return self.package
+
+
+#: Components whose releases keep coming (a pin or an installed release the matrix has not caught up with is answered
+#: as unlisted, its missing facts named); the Intel packages are frozen (archived, deprecated), and their tables are complete.
+UNLISTED_COMPONENTS: frozenset["Component"] = frozenset(
+    {Component.TORCH, Component.TORCHVISION, Component.TORCHAUDIO, Component.TRANSFORMERS, Component.ACCELERATE}
+)
+#: What the matrix records of a release and cannot know of one it does not list, per component.
+MISSING_FACTS: dict["Component", tuple[str, ...]] = {
+    Component.TORCH: ("Python coverage", "glibc floor"),
+    Component.TORCHVISION: ("pairing with torch", "Python coverage", "glibc floor"),
+    Component.TORCHAUDIO: ("pairing with torch", "Python coverage", "glibc floor"),
+    Component.TRANSFORMERS: ("pairing with torch (torch minimum)", "Requires-Python", "accelerate minimum"),
+    Component.ACCELERATE: ("pairing with torch (torch minimum)", "Requires-Python"),
+}
+#: The commands that settle a missing fact (docs/MATRIX.md): read the registries, or try the pairing here.
+SETTLE_UPDATE = "compat matrix update"
+_UNLISTED_SOURCE = Provenance(sources=(), verified=False, note="not in the matrix: no source either way")
+
+
+class UnlistedRelease(Record):
+    """A release the matrix does not list (a pin, an installed package newer than the matrix): its facts are missing
+    (``missing``), so its pairing with torch is ``unverified`` -- the graded-pairing path oneccl_bind_pt's unverified
+    pairings take -- within ``series`` (the torch major.minor its own line's listed releases pair with; None: any torch,
+    the line is new). ``nearest``: the listed release nearest to it and ``nearest_torch`` the torch that one is built
+    for or pins (the nearest verified pairing), None when it pins none. No wheels, no Requires-Python, no minimums:
+    nothing is inherited, nothing is ruled out on facts it does not have."""
+
+    component: "Component"
+    version: Version
+    nearest: Optional[Version]
+    nearest_torch: Optional[Version]
+    series: Optional[tuple[int, ...]]
+    missing: tuple[str, ...]
+
+    wheels: tuple[WheelSet, ...] = ()
+    requires_python = None
+    torch_min = None
+    accelerate_min = None
+    provenance = _UNLISTED_SOURCE
+    known_bad: tuple["KnownBad", ...] = ()
+    _not_in_matrix = True  # made per question, never loaded or cached (matrix/cache.py)
+
+    @property
+    def versions(self) -> tuple[Version, ...]:
+        return (self.version,)
+
+    @property
+    def distribution(self) -> str:
+        return self.component.distribution
+
+    def yank(self, version: Version) -> Optional[Yank]:
+        return None
+
+    def pairing_with(self, torch: Version) -> Optional[Pairing]:
+        """``unverified`` with any torch of ``series`` (any torch when None); None outside it."""
+        if self.series is not None and torch.release[:2] != self.series:
+            return None
+        return Pairing(torch, "unverified", _UNLISTED_SOURCE)
+
+    def settle(self, torch: Optional[Version] = None) -> str:
+        """The commands that settle the missing facts ("compat matrix update, or compat matrix verify PKG==V --with torch==T")."""
+        if self.component is Component.TORCH or "pairing with torch" not in " ".join(self.missing):
+            return SETTLE_UPDATE
+        verify = f"compat matrix verify {self.component.distribution}=={self.version}" + (f" --with torch=={torch}" if torch is not None else "")
+        return f"{SETTLE_UPDATE}, or {verify}"
+
+
+def unlisted_release(matrix: "Matrix", component: "Component", version: Version) -> Optional[UnlistedRelease]:
+    """``version`` of ``component`` as an :class:`UnlistedRelease` when the matrix lists no entry for it, the component
+    keeps releasing (:data:`UNLISTED_COMPONENTS`) and the release is newer than the oldest the matrix lists (one the
+    matrix has not caught up with, or skipped); None otherwise (listed, a frozen Intel package, or older than the
+    matrix's span: out of its scope, "the matrix knows X to Y"). The nearest listed release is the nearest of its own
+    minor line, else the nearest overall."""
+    if component not in UNLISTED_COMPONENTS or matrix.release(component, version) is not None:
+        return None
+    entries = [(v, r) for r in matrix.releases[component] for v in r.versions]
+    if not entries or version <= min(v for v, _ in entries):
+        return None
+    line = [(v, r) for v, r in entries if v.release[:2] == version.release[:2]]
+    pool = nearest_pool(line or entries)
+
+    def nearness(item: tuple[Version, Release]) -> tuple:
+        v = item[0]
+        return (abs(_as_number(v) - _as_number(version)), v < version)
+
+    nearest = min(pool, key=nearness, default=None)
+    torch = getattr(nearest[1], "torch", None) if nearest is not None else None
+    series = tuple({t.release[:2] for _, r in line if (t := getattr(r, "torch", None)) is not None}) if line else ()
+    return UnlistedRelease(
+        component=component,
+        version=version,
+        nearest=nearest[0] if nearest is not None else None,
+        nearest_torch=torch,
+        series=series[0] if len(series) == 1 else None,
+        missing=MISSING_FACTS[component],
+    )
+
+
+def nearest_pool(entries: list[tuple[Version, Release]]) -> list[tuple[Version, Release]]:
+    """Where "the nearest verified pairing" is looked for: the entries that pin a torch, when any does (a companion that
+    declares none is no verified pairing); all of them otherwise (libraries: the nearest listed release)."""
+    pinned = [(v, r) for v, r in entries if getattr(r, "torch", None) is not None]
+    return pinned or entries
+
+
+def nearest_pinned(matrix: "Matrix", component: "Component", version: Version) -> Optional[tuple[Version, Version]]:
+    """(release, the torch it pins) of the listed ``component`` release nearest to ``version`` that pins a torch."""
+    pool = [(v, r) for r in matrix.releases[component] for v in r.versions if getattr(r, "torch", None) is not None]
+    if not pool:
+        return None
+    v, r = min(pool, key=lambda item: (abs(_as_number(item[0]) - _as_number(version)), item[0] < version))
+    return v, r.torch  # type: ignore[attr-defined]
+
+
+def _as_number(version: Version) -> float:
+    """A version as one number for "nearest" (major, minor, micro weighed apart); only ever compared."""
+    major, minor, micro = (tuple(version.release) + (0, 0))[:3]
+    return major * 1e6 + minor * 1e3 + micro
 
 
 class LibraryLine(Record):

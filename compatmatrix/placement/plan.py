@@ -18,10 +18,10 @@ Side effects: none.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import CompatError
+from ..record import Record
 from .topology import Core, Machine, cpu_list_text, plural
 
 
@@ -29,8 +29,7 @@ class PlacementError(CompatError):
     """The request cannot be placed on this machine (exit 2): one sentence, and the fix."""
 
 
-@dataclass(frozen=True)
-class RankPlacement:
+class RankPlacement(Record):
     local_rank: int
     cpus: tuple[int, ...]  # one CPU per compute core: what the rank is bound to
     worker_cpus: tuple[int, ...]  # one CPU per oneCCL worker core (outside ``cpus``)
@@ -42,8 +41,7 @@ class RankPlacement:
         return self.nodes[0] if len(self.nodes) == 1 else None
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(Record):
     machine: Machine
     ranks: tuple[RankPlacement, ...]
     cores_per_rank: int  # compute + worker cores
@@ -180,8 +178,7 @@ def _notes(machine: Machine, placements: list[RankPlacement], per_rank: int, ran
     return tuple(notes)
 
 
-@dataclass(frozen=True)
-class ThreadAdvice:
+class ThreadAdvice(Record):
     """What to set for ``ranks`` ranks per node: from the plan when one exists, else the least a rank can use."""
 
     omp_threads: int

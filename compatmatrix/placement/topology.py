@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional
+
+from ..record import Record
 
 
 class TopologyError(ValueError):
     """Topology data that cannot be a machine (a CPU listed twice, siblings of another socket, ...)."""
 
 
-@dataclass(frozen=True)
-class Core:
+class Core(Record):
     """One physical core: its hyperthreads (online CPU numbers, ascending), its socket and its NUMA node."""
 
     threads: tuple[int, ...]
@@ -26,8 +26,7 @@ class Core:
     node: Optional[int]  # None: the kernel reports no NUMA nodes
 
 
-@dataclass(frozen=True)
-class Topology:
+class Topology(Record):
     cores: tuple[Core, ...]  # ascending by first hyperthread
     source: str  # "/sys", a recorded folder, or "flat" (only a CPU count was known)
 
@@ -60,8 +59,7 @@ class Topology:
         return cls(tuple(Core(tuple(i + k * cores for k in range(per)), 0, None) for i in range(cores)), "flat")
 
 
-@dataclass(frozen=True)
-class Machine:
+class Machine(Record):
     """The topology plus what this process may use of it."""
 
     topology: Topology

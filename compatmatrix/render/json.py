@@ -65,6 +65,24 @@ def _pairings_json(picks: Mapping[Component, Candidate]) -> dict[str, dict[str, 
     return out
 
 
+def _unlisted_json(picks: Mapping[Component, Candidate]) -> dict[str, dict[str, Any]]:
+    """Picks the matrix does not list (an exact pin it has not caught up with): the facts missing, the nearest listed
+    release and the torch it pins, and the commands that settle it."""
+    from ..matrix.model import COMPONENT_ORDER, Component, UnlistedRelease
+
+    torch = picks.get(Component.TORCH)
+    out: dict[str, dict[str, Any]] = {}
+    for component in COMPONENT_ORDER:
+        pick = picks.get(component)
+        if pick is not None and isinstance(pick.release, UnlistedRelease):
+            release = pick.release
+            partner = torch.version if torch is not None and component is not Component.TORCH else None
+            out[component.distribution] = {"version": str(release.version), "missing": list(release.missing),
+                                           "nearest": str(release.nearest or ""), "nearest_torch": str(release.nearest_torch or ""),
+                                           "settle": release.settle(partner)}
+    return out
+
+
 def _known_bad_json(picks: Mapping[Component, Candidate]) -> list[dict[str, Any]]:
     from ..matrix.model import COMPONENT_ORDER, Component
     from ..rules import known_bad
@@ -124,6 +142,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         }
         data["pairings"] = _pairings_json(picks)
         data["known_bad"] = _known_bad_json(picks)
+        data["unlisted"] = _unlisted_json(picks)
     else:
         data["explanation"] = list(outcome.reasons)
         data["notes"] = list(request.notes)
@@ -189,8 +208,8 @@ def _release_row(component: Component, release: Any) -> dict[str, Any]:
         row.update(module=release.module, torch=str(release.torch), has_cwd=release.has_cwd, setvars=release.setvars, oneccl=release.oneccl,
                    released=release.released,
                    pairings=[{"torch": str(p.torch), "evidence": p.evidence, **_provenance_json(p.provenance)} for p in release.pairings])
-    elif getattr(release, "torch", None) is not None:  # torchvision, torchaudio: the torch they pin
-        row.update(torch=str(release.torch))
+    elif hasattr(release, "torch"):  # torchvision, torchaudio: the torch they pin ("": their METADATA declares none)
+        row.update(torch=str(release.torch or ""))
     row["wheels"] = _wheels_json(release.wheels)
     return row
 

@@ -124,9 +124,9 @@ _TABLES: dict[str, tuple[str, _Columns]] = {
         ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
         ("module", lambda e: e["module"]), ("oneCCL", lambda e: e["oneccl"])]),
     "torchvision": ("torchvision", [
-        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
+        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"] or "none declared"), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
     "torchaudio": ("torchaudio", [
-        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
+        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"] or "none declared"), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
     "transformers": ("transformers", [
         ("line", lambda e: e["line"]), ("latest", lambda e: e["latest"]), ("requires python", lambda e: e["requires_python"]),
         ("torch >=", lambda e: e["torch_min"]), ("accelerate >=", lambda e: e["accelerate_min"]), ("features", lambda e: ", ".join(e["features"]))]),
