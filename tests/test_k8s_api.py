@@ -153,6 +153,23 @@ def test_cel_rules_of_the_crd_are_evaluated_per_release():
             assert "metadata.name must be no more than 63 characters" in cel[0].message
 
 
+def test_without_a_cel_library_the_rules_are_not_evaluated_and_the_finding_says_so_instead_of_refusing():
+    """common-expression-language has wheels for Python >= 3.11 only (compat runs on 3.9+): where it is missing, a CRD's
+    rules are a WARN that names them, never a FAIL that blames the object."""
+    from compatmatrix.export.apiserver import CelUnavailable
+    from compatmatrix.export.validate import _api_findings
+
+    def missing(rule, value):
+        raise CelUnavailable("common-expression-language is not installed here; it needs Python >= 3.11")
+
+    document = trainjob(shape(name="bert-ddp"), by_version("v2.3")).document
+    admitted = admit(document, shared_schema(by_version("v2.3").tag), cel=missing)
+    assert admitted.problems and {p.kind for p in admitted.problems} == {"cel-unavailable"}
+    findings = list(_api_findings(admitted, "the v2.3 TrainJob CRD", by_version("v2.3")))
+    assert [(f.id, f.status) for f in findings] == [("export.api-cel", Status.WARN), ("export.api", Status.PASS)]
+    assert "not evaluated" in findings[0].summary and "common-expression-language" in findings[0].fix
+
+
 def test_types_enums_defaults_and_duplicates():
     schema = shared_schema("v2.3.0")
     document = trainjob(shape(), by_version("v2.3")).document

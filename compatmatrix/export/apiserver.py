@@ -218,6 +218,9 @@ class _Walker:
                 continue
             try:
                 ok = self.cel(text, value)
+            except CelUnavailable as exc:  # not the object's fault: the rule is not evaluated, and the finding says so
+                self.add(path, "cel-unavailable", f"{path or '<root>'}: the rule {text!r} was not evaluated ({exc})")
+                continue
             except Exception as exc:  # noqa: BLE001 - the library's evaluation errors (no such key, no overload): the server refuses too
                 self.add(path, "cel", f"{path or '<root>'}: the rule {text!r} cannot be evaluated ({str(exc).splitlines()[0][:120]})")
                 continue
@@ -227,6 +230,10 @@ class _Walker:
 
 
 _CEL: dict[str, Any] = {}
+
+
+class CelUnavailable(Exception):
+    """No CEL library in this environment (common-expression-language has wheels for Python >= 3.11 only)."""
 
 
 def cel_evaluate(rule: str, self_value: Any) -> Any:
@@ -259,8 +266,10 @@ def _load_cel() -> Any:
                     module = importlib.util.module_from_spec(core)
                     core.loader.exec_module(module)
                     return module
-    import cel  # the package as its authors load it
-
+    try:
+        import cel  # the package as its authors load it
+    except ImportError:
+        raise CelUnavailable("common-expression-language is not installed here; it needs Python >= 3.11") from None
     return cel
 
 

@@ -185,11 +185,18 @@ def _api_findings(admitted: Any, against: str, release: Optional[Release]) -> It
             yield Finding("export.api-pruned", Status.WARN, f"{problem.message} by {against}", (), "Give the field a value or leave it out.")
         elif problem.kind == "duplicate":
             yield Finding("export.api-duplicate", Status.FAIL, f"{problem.message}", (), "Keep one of the two keys.")
+        elif problem.kind == "cel-unavailable":
+            continue  # one finding for all of them, below
         elif problem.kind == "cel":
             yield Finding("export.api-cel", Status.FAIL, f"{problem.message}: {against} refuses the object", (), "Change the value so that the rule holds.")
         else:
             yield Finding("export.api-schema", Status.FAIL, f"{problem.message}: {against} refuses the object", (), "Correct the value (kubectl explain shows the field's type).")
-    if not admitted.problems:
+    unevaluated = [p.message for p in admitted.problems if p.kind == "cel-unavailable"]
+    if unevaluated:
+        yield Finding("export.api-cel", Status.WARN, f"{len(unevaluated)} x-kubernetes-validations rule(s) of {against} not evaluated: "
+                      "no CEL library here, so whether the API server accepts the object is not known", tuple(unevaluated),
+                      "pip install common-expression-language (it needs Python >= 3.11) beside compat, then validate again.")
+    if len(unevaluated) == len(admitted.problems):
         defaults = f"; defaults applied: {', '.join(admitted.defaulted)}" if admitted.defaulted else ""
         yield Finding("export.api", Status.PASS, f"valid for {against}: strict field validation passes, nothing pruned{defaults}")
 
