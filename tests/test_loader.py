@@ -51,7 +51,9 @@ def test_every_fact_carries_a_source(matrix):
 def test_pairings_point_at_real_releases(matrix):
     torch = {r.version for r in matrix.releases[Component.TORCH]}
     pinned = (Component.IPEX, Component.CCL, Component.TORCHVISION, Component.TORCHAUDIO)
-    assert all(r.torch in torch for c in pinned for r in matrix.releases[c])
+    # a companion release whose METADATA declares no torch (torchaudio 2.11.0) has none: it pairs unverified with any
+    assert all(r.torch in torch for c in pinned for r in matrix.releases[c] if r.torch is not None)
+    assert all(r.torch is not None for c in (Component.IPEX, Component.CCL) for r in matrix.releases[c])
 
 
 def _broken(old: str, new: str, count: int = 1) -> str:
