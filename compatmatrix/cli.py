@@ -584,7 +584,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
             live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
             live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
-            live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each); without --live (the static preflight on every host) also a Slurm node list, node[01-16]")
+            live.add_argument("--hostfile", metavar="FILE", help="the hosts: a hostfile or a Slurm node list, node[01-16]; with --live, mpirun starts --nproc-per-node ranks on each; without --live, the static preflight on every host")
             live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
             live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
             live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
@@ -971,23 +971,14 @@ def _run_checks(args: ChecksArgs) -> int:
 
 
 def _preflight_hosts(given: str) -> list[str]:
-    """doctor --hostfile's hosts: a hostfile, or (no such file) a Slurm node list such as node[01-16] (nodelist.py)."""
-    from .launchers.interface import LaunchError
-    from .launchers.mpirun import read_hostfile
-    from .nodelist import NodeListError, expand_nodelist, looks_like_nodelist
+    """--hostfile's hosts (doctor --hostfile, doctor --live --hostfile): a hostfile, or (no such file) a Slurm node list
+    such as node[01-16], read by the one route both take (hosts.read_host_list)."""
+    from .hosts import HostfileError, read_host_list
 
-    if not os.path.isfile(given):
-        if looks_like_nodelist(given) and not os.path.exists(given):
-            try:
-                return expand_nodelist(given)
-            except NodeListError as exc:
-                raise UsageError(f"--hostfile {visible(given[:200])}: {exc}", exc.fix) from None
-        raise UsageError(f"--hostfile {visible(given[:200])} is not a readable file.",
-                         "Pass a file with one host name per line, or a Slurm node list such as node[01-16] or a[1-3,7],b5.")
     try:
-        return list(dict.fromkeys(name for name, _ in read_hostfile(given)))
-    except LaunchError as exc:
-        raise UsageError(exc.message, exc.fix) from None
+        return list(dict.fromkeys(name for name, _ in read_host_list(given)))
+    except HostfileError as exc:
+        raise UsageError(visible(str(exc)), exc.fix) from None
 
 
 def _run_hosts(args: ChecksArgs) -> int:
@@ -1072,8 +1063,13 @@ def _live_options(args: ChecksArgs):
         raise UsageError("--master-port must be between 1 and 65535.", "Pass a free TCP port, e.g. 29500.")
     if live.run_dir and os.path.exists(live.run_dir) and not os.path.isdir(live.run_dir):
         raise UsageError(f"--run-dir {live.run_dir} is not a folder.", "Pass a folder (it is created if missing) that every node sees at the same path.")
-    if args.hostfile and not os.path.isfile(args.hostfile):
-        raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
+    if args.hostfile:
+        from .hosts import NODELIST_OR_FILE, is_node_list
+
+        if is_node_list(args.hostfile):  # node[01-16]: expanded as doctor --hostfile expands it (hosts.read_host_list), refused here if it is none
+            _preflight_hosts(args.hostfile)
+        elif not os.path.isfile(args.hostfile):
+            raise UsageError(f"--hostfile {visible(args.hostfile[:200])} is not a readable file.", NODELIST_OR_FILE)
     if args.rsh and live.launcher not in across:
         one_per_node = " and ".join(n for n in launcher_names(LIVE) if n not in across)
         raise UsageError(f"--rsh with --live goes with --launcher {' or '.join(across)} ({one_per_node} run one compat per node).",

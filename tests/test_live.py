@@ -542,3 +542,25 @@ def test_doctor_live_gives_the_worker_the_launchers_rank_variables(tmp_path):
     given = mpi[mpi.index("--rank-variables") + 1]
     assert [tuple(names) for names in json.loads(given)] == list(LAUNCHERS["mpirun"].rank_variables)
     assert "--rank-variables" not in _worker_args(tmp_path, LiveOptions(launcher="spawn"), 30.0, no_trainer, False, 0.0)
+
+
+@pytest.mark.parametrize(("version", "hosts_words"), [("Intel(R) MPI Library for Linux* OS, Version 2021.14", ["-hosts", "node01,node02"]),
+                                                       ("mpirun (Open MPI) 4.1.4", ["--host", "node01:2,node02:2"])])
+def test_a_slurm_node_list_as_the_live_hostfile_is_expanded_as_the_static_preflight_expands_it(tmp_path, monkeypatch, version, hosts_words):
+    mpirun = write_exe(tmp_path / "mpirun", f"#!/bin/sh\necho '{version}'\n")  # FIXTURE mpirun: answers --version only
+    monkeypatch.chdir(tmp_path)  # no file called node[01-02] here: the value is a node list
+    launch = plan_launch("mpirun", "/py", WORKER, Topology(nproc_per_node=2, hostfile="node[01-02]"), {"PATH": "/usr/bin"}, 1, mpirun=mpirun)
+    command = list(launch.commands[0])
+    assert launch.world_size == 4 and launch.hosts == ("node01", "node02")
+    at = command.index(hosts_words[0])
+    assert command[at:at + 2] == hosts_words and "node[01-02]" not in command
+    assert launch.envs[0]["MASTER_ADDR"] == "node01" and launch.master.startswith("node01:")  # the node list's first host, as a hostfile's
+
+
+def test_doctor_live_hostfile_reads_a_node_list_by_the_static_preflights_rule(tmp_path):
+    from .conftest import run_compat
+
+    done = run_compat("doctor", "--live", "--launcher", "mpirun", "--hostfile", "node[3-1]")  # a node list, but no valid one
+    assert done.returncode == 2 and "the range 3-1 in the node list runs backwards" in done.stderr, done.stderr
+    static = run_compat("doctor", "--hostfile", "node[3-1]")
+    assert static.returncode == 2 and "the range 3-1 in the node list runs backwards" in static.stderr
