@@ -1033,6 +1033,7 @@ def _live_options(args: ChecksArgs):
     live = args.live
     assert live is not None
     layout_notes: tuple[str, ...] = ()
+    layout_hosts: tuple[str, ...] = ()  # srun: the allocation's hosts, node by node (the live report names them)
     if live.launcher is None:  # inside an srun step the allocation says where the ranks go; elsewhere compat starts them
         from .launchers.srun import in_step
 
@@ -1048,6 +1049,7 @@ def _live_options(args: ChecksArgs):
         allocated, notes = allocation_layout(os.environ, args.ranks_per_node, live.master_addr, live.master_port)
         live = replace(live, nnodes=allocated.nnodes, node_rank=allocated.node_rank, master_addr=allocated.master_addr, master_port=allocated.master_port)
         layout_notes += notes
+        layout_hosts = allocated.hosts
     if live.nnodes < 1 or not 0 <= live.node_rank < live.nnodes:
         raise UsageError("--node-rank must be between 0 and --nnodes - 1.", "Pass --nnodes N and a --node-rank below N.")
     if live.timeout <= 0 or live.steps < 1:
@@ -1074,7 +1076,7 @@ def _live_options(args: ChecksArgs):
         one_per_node = " and ".join(n for n in launcher_names(LIVE) if n not in across)
         raise UsageError(f"--rsh with --live goes with --launcher {' or '.join(across)} ({one_per_node} run one compat per node).",
                          f"Add --launcher {across[0]} --hostfile FILE.")
-    topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
+    topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile, layout_hosts)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
                        layout_notes=layout_notes)

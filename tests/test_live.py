@@ -564,3 +564,43 @@ def test_doctor_live_hostfile_reads_a_node_list_by_the_static_preflights_rule(tm
     assert done.returncode == 2 and "the range 3-1 in the node list runs backwards" in done.stderr, done.stderr
     static = run_compat("doctor", "--hostfile", "node[3-1]")
     assert static.returncode == 2 and "the range 3-1 in the node list runs backwards" in static.stderr
+
+
+# --- live.network on the master's host: the hosts that did not join are named where the job's hosts are known ----------
+
+TIMED_OUT_RUN = Supervised("x", (), True, False, 30.0, False, ())
+
+
+def _waiting(host: str, rank: int, joined: bool = False) -> RankRecord:
+    return RankRecord(rank, {"rank": rank, "host": host, "stage": "backend", **({"world_size": 3} if joined else {})}, "")
+
+
+def test_the_master_host_names_the_hostfile_hosts_that_did_not_start_or_join():
+    from compatmatrix.live.service import reach_master
+
+    here = os.uname()[1]
+    ranks = [_waiting(here, 0), _waiting("node2", 1)]  # node2's rank wrote its record (shared run folder) but never joined; node3 wrote none
+    reach = reach_master("127.0.0.1:29511", TIMED_OUT_RUN, ranks, ("127.0.0.1", "alice@node2", "node3.example.org"), True, 1, 0)
+    assert "no rank on node3.example.org wrote a record into the run folder" in reach["problem"]
+    assert "the ranks on alice@node2 started but did not join" in reach["problem"]
+    assert "another host" not in reach["problem"]
+
+
+def test_the_master_host_names_the_allocations_other_hosts_or_else_the_other_node_ranks():
+    from compatmatrix.live.service import reach_master
+
+    here = os.uname()[1]
+    srun = reach_master("127.0.0.1:29512", TIMED_OUT_RUN, [_waiting(here, 0)], (here, "cn02"), False, 2, 0)  # srun: the allocation's hosts
+    assert "a rank on cn02 (the host of the job other than this one) did not join" in srun["problem"]
+    told = reach_master("127.0.0.1:29513", TIMED_OUT_RUN, [_waiting(here, 0)], (), False, 3, 0)  # torchrun --nnodes 3: no names here
+    assert told["problem"].startswith("the group did not form: a rank on another host did not join at the rendezvous 127.0.0.1:29513")
+    assert "(node rank 1, 2 of 3: each host runs its own compat" in told["problem"]
+
+
+def test_srun_allocation_layout_keeps_the_hosts_in_node_order():
+    from compatmatrix.launchers.srun import allocation_layout
+
+    environ = {"SLURM_JOB_ID": "7", "SLURM_NODEID": "1", "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NNODES": "2",
+               "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NODELIST": "cn[01-02]"}
+    layout, _ = allocation_layout(environ, 2, hostnames=lambda text: ["cn01", "cn02"])  # FIXTURE scontrol: the list Slurm would give
+    assert layout.hosts == ("cn01", "cn02") and layout.master_addr == "cn01" and layout.node_rank == 1

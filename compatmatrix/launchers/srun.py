@@ -129,6 +129,7 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
         raise UsageError(f"SLURM_PROCID={procid} differs from SLURM_NODEID={node_id} with one task per node.", _FIX)
     notes = [f"srun: node {node_id} of {nnodes} ({nodes_var}, SLURM_NODEID), {ranks_per_node} ranks each (--ranks-per-node)"]
     addr = master_addr
+    hosts: list[str] = []
     if addr is None:
         list_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
         nodelist = environ.get(list_var, "")
@@ -148,7 +149,7 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
     if port is None:
         port = master_port_of(slurm_count(environ, "SLURM_JOB_ID", low=1))
         notes.append(f"srun: master port {port} = {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} (--master-port to choose another)")
-    return RankLayout(ranks_per_node, nnodes, node_id, addr, port), tuple(notes)
+    return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
 
 
 def master_port_of(job_id: int) -> int:
