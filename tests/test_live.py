@@ -604,3 +604,30 @@ def test_srun_allocation_layout_keeps_the_hosts_in_node_order():
                "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NODELIST": "cn[01-02]"}
     layout, _ = allocation_layout(environ, 2, hostnames=lambda text: ["cn01", "cn02"])  # FIXTURE scontrol: the list Slurm would give
     assert layout.hosts == ("cn01", "cn02") and layout.master_addr == "cn01" and layout.node_rank == 1
+
+
+def _ccl_rank(rank: int, host: str, variables: dict) -> RankRecord:
+    network = {"host": host, "interfaces": ["eth0", "lo"], "iface_variables": variables}
+    return RankRecord(rank, {"rank": rank, "host": host, "stage": "init", "backend": "ccl", "started": 0, "updated": 2, "network": network}, "")
+
+
+def test_a_ccl_hang_across_hosts_without_the_interface_variables_names_them_first():
+    from compatmatrix.live.oneccl_causes import CclRun
+
+    run = CclRun("torchrun", env_command='eval "$(compat env --launcher torchrun --python /env/bin/python)"')
+    expect = Expectation(world_size=2, trainer=False, steps=1, per_device_batch=2, backend="auto", ccl_installed=True, timeout=60, multi_host=True, ccl=run)
+    supervised = Supervised("x", (), True, False, 60.0, True, ())
+    ranks = [_ccl_rank(0, "node1", {"GLOO_SOCKET_IFNAME": "eth0"}), _ccl_rank(1, "node2", {"FI_TCP_IFACE": "eth0"})]
+    finding = hang_finding(ranks, supervised, expect, 1)
+    causes = next(e for e in finding.evidence if e.startswith("likely causes: "))
+    assert causes.startswith("likely causes: the ccl backend across hosts without CCL_KVS_IFACE and FI_TCP_IFACE "
+                             "(CCL_KVS_IFACE not set on node1, node2; FI_TCP_IFACE not set on node1)")
+    assert "CCL_KVS_IFACE and FI_TCP_IFACE set to the interface that reaches the master" in finding.fix
+    assert 'eval "$(compat env --launcher torchrun --python /env/bin/python --master-addr MASTER --nnodes N)"' in finding.fix
+    # set on every host, under gloo, or on one host: not this cause
+    both = {"CCL_KVS_IFACE": "eth0", "FI_TCP_IFACE": "eth0"}
+    assert "CCL_KVS_IFACE" not in " ".join(hang_finding([_ccl_rank(0, "node1", both), _ccl_rank(1, "node2", both)], supervised, expect, 1).evidence)
+    gloo = [RankRecord(r.pid, {**r.status, "backend": "gloo"}, "") for r in ranks]
+    assert "CCL_KVS_IFACE" not in " ".join(hang_finding(gloo, supervised, expect, 1).evidence)
+    one_host = Expectation(world_size=2, trainer=False, steps=1, per_device_batch=2, backend="auto", ccl_installed=True, timeout=60, ccl=run)
+    assert "CCL_KVS_IFACE" not in " ".join(hang_finding(ranks, supervised, one_host, 2).evidence)
