@@ -516,6 +516,8 @@ def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
                          "it for gloo (GLOO_SOCKET_IFNAME), oneCCL (CCL_KVS_IFACE, FI_TCP_IFACE) and --launcher's MPI, and MASTER_ADDR")
     env_cmd.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="hosts in the job (default 1): with N > 1 a master that is "
                          "loopback here is named as the fault it is")
+    env_cmd.add_argument("--mpirun", metavar="PATH", help="with --launcher mpirun: the mpirun the job runs, whose MPI decides oneCCL's transport "
+                         "(Intel MPI: its MPI transport; Open MPI, MPICH: ofi); default: next to the interpreter, then PATH")
     env_cmd.add_argument("--defaults", action="store_true",
                          help="write the settings (OMP_NUM_THREADS, CCL_WORKER_COUNT, LD_PRELOAD, ...) as defaults that a value already set "
                          "when the file is sourced overrides: for a file written during docker build, so a pod's or docker run -e value wins")
@@ -725,7 +727,9 @@ def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
         if entry is None or "@" in ns.master_addr or entry[1] is not None:
             raise UsageError(f"--master-addr {visible(ns.master_addr[:80])} is not a host name or an address.",
                              "Pass the first host's name or address, e.g. --master-addr node01.")
-    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults, ns.master_addr, ns.nnodes)
+    if ns.mpirun is not None and ns.launcher != "mpirun":
+        raise UsageError("--mpirun goes with --launcher mpirun.", "Add --launcher mpirun, or drop --mpirun.")
+    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults, ns.master_addr, ns.nnodes, ns.mpirun)
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -1098,7 +1102,7 @@ def cmd_env(args: EnvArgs) -> int:
 
     snapshot = take_snapshot(args.python)
     context = Context(load(args.output.matrix), snapshot, Options(ranks_per_node=args.ranks_per_node))
-    plan = plan_env(context, args.ranks_per_node, args.launcher, args.master_addr, args.nnodes)
+    plan = plan_env(context, args.ranks_per_node, args.launcher, args.master_addr, args.nnodes, mpirun=args.mpirun)
     if args.output.json:
         from .console import dump_json
         from .render.json import env_json

@@ -18,7 +18,7 @@ from ..checks.crash import classify, describe_exit
 from ..checks.finding import Finding, Status
 from ..launchers.interface import MASTER_PORT, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
-from .oneccl_causes import CclRun, ccl_cause
+from .oneccl_causes import CclRun, ccl_cause, foreign_mpirun_hang
 from .supervise import Supervised
 
 GB = 1e9
@@ -536,10 +536,11 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
         summary += f"; every rank stuck at stage {laggards[0].stage}"
     causes = "; ".join(_HANG_CAUSES[p] for p in ("launcher", "import", "init", "collective") if p in phases) or _HANG_CAUSES["collective"]
     fix = "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again."
-    unset = ccl_interface_unset(ranks, expect)
-    if unset is not None:
-        cause, fix = unset
-        causes = f"{cause}; {causes}"
+    ccl = expect.backend == "ccl" or any(r.status.get("backend") == "ccl" for r in ranks)
+    for known in (ccl_interface_unset(ranks, expect), foreign_mpirun_hang(expect.ccl) if ccl else None):
+        if known is not None:
+            cause, fix = known
+            causes = f"{cause}; {causes}"
     evidence.append(f"likely causes: {causes}")
     return Finding(cid, Status.FAIL, summary, tuple(evidence), fix)
 

@@ -225,9 +225,13 @@ def ccl_run(launch: Launch, snapshot) -> CclRun:
 
     launcher = LAUNCHERS[launch.launcher]
     layout = runtime_layout(snapshot.prefix) if snapshot.prefix else None
-    command = f'eval "$(compat env --launcher {launch.launcher} --python {shlex.quote(snapshot.executable)})"'
+    # under mpirun the command names the mpirun that ran: its MPI decides the transport (impi-rt's next to the interpreter is not it under Open MPI)
+    program = f" --mpirun {shlex.quote(launch.commands[0][0])}" if launch.launcher == "mpirun" and launch.commands and launch.commands[0] else ""
+    command = f'eval "$(compat env --launcher {launch.launcher}{program} --python {shlex.quote(snapshot.executable)})"'
+    transport = launch.envs[0].get("CCL_ATL_TRANSPORT", "") if launch.envs else ""
     return CclRun(launch.launcher, launch.flavor == "intel-mpi", launcher.mpi_transport, command,
-                  layout.libfabric if layout else "", layout.providers if layout else "", layout.mpi_root if layout else "")
+                  layout.libfabric if layout else "", layout.providers if layout else "", layout.mpi_root if layout else "",
+                  flavor=launch.flavor, transport=transport)
 
 
 REACH_TIMEOUT_S = 3.0
