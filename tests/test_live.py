@@ -629,5 +629,7 @@ def test_a_ccl_hang_across_hosts_without_the_interface_variables_names_them_firs
     assert "CCL_KVS_IFACE" not in " ".join(hang_finding([_ccl_rank(0, "node1", both), _ccl_rank(1, "node2", both)], supervised, expect, 1).evidence)
     gloo = [RankRecord(r.pid, {**r.status, "backend": "gloo"}, "") for r in ranks]
     assert "CCL_KVS_IFACE" not in " ".join(hang_finding(gloo, supervised, expect, 1).evidence)
+    unread = [ranks[0], RankRecord(2, {"rank": 1, "host": "node2", "stage": "import:torch", "started": 0, "updated": 1}, "")]  # node2 read nothing yet
+    assert "(CCL_KVS_IFACE not set on node1; FI_TCP_IFACE not set on node1)" in " ".join(hang_finding(unread, supervised, expect, 1).evidence)
     one_host = Expectation(world_size=2, trainer=False, steps=1, per_device_batch=2, backend="auto", ccl_installed=True, timeout=60, ccl=run)
     assert "CCL_KVS_IFACE" not in " ".join(hang_finding(ranks, supervised, one_host, 2).evidence)

@@ -557,13 +557,15 @@ def ccl_interface_unset(ranks: Sequence[RankRecord], expect: Expectation) -> Opt
         return None
     missing: dict[str, list[str]] = {}  # variable -> the hosts where it was not set
     for record in ranks:
-        facts = record.status.get("network") or {}
+        facts = record.status.get("network")
+        if not facts:  # this rank did not get as far as reading them: nothing to say of its host
+            continue
         variables = facts.get("iface_variables") or {}
         for name in CCL_VARIABLES:
             if not variables.get(name) and record.host not in missing.setdefault(name, []):
                 missing[name].append(record.host)
     missing = {name: hosts for name, hosts in missing.items() if hosts}
-    if ranks and not missing:
+    if not missing and any(r.status.get("network") for r in ranks):
         return None
     names = " and ".join(missing or CCL_VARIABLES)
     where = "; ".join(f"{name} not set on {', '.join(sorted(hosts))}" for name, hosts in missing.items()) or "no rank reported its variables"
