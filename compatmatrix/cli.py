@@ -516,6 +516,8 @@ def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
                          "it for gloo (GLOO_SOCKET_IFNAME), oneCCL (CCL_KVS_IFACE, FI_TCP_IFACE) and --launcher's MPI, and MASTER_ADDR")
     env_cmd.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="hosts in the job (default 1): with N > 1 a master that is "
                          "loopback here is named as the fault it is")
+    env_cmd.add_argument("--mpirun", metavar="PATH", help="with --launcher mpirun: the mpirun the job runs, whose MPI decides oneCCL's transport "
+                         "(Intel MPI: its MPI transport; Open MPI, MPICH: ofi); default: next to the interpreter, then PATH")
     env_cmd.add_argument("--defaults", action="store_true",
                          help="write the settings (OMP_NUM_THREADS, CCL_WORKER_COUNT, LD_PRELOAD, ...) as defaults that a value already set "
                          "when the file is sourced overrides: for a file written during docker build, so a pod's or docker run -e value wins")
@@ -584,7 +586,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
             live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
             live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
-            live.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts to start ranks on (--nproc-per-node each); without --live (the static preflight on every host) also a Slurm node list, node[01-16]")
+            live.add_argument("--hostfile", metavar="FILE", help="the hosts: a hostfile or a Slurm node list, node[01-16]; with --live, mpirun starts --nproc-per-node ranks on each; without --live, the static preflight on every host")
             live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
             live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
             live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
@@ -725,7 +727,9 @@ def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
         if entry is None or "@" in ns.master_addr or entry[1] is not None:
             raise UsageError(f"--master-addr {visible(ns.master_addr[:80])} is not a host name or an address.",
                              "Pass the first host's name or address, e.g. --master-addr node01.")
-    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults, ns.master_addr, ns.nnodes)
+    if ns.mpirun is not None and ns.launcher != "mpirun":
+        raise UsageError("--mpirun goes with --launcher mpirun.", "Add --launcher mpirun, or drop --mpirun.")
+    return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults, ns.master_addr, ns.nnodes, ns.mpirun)
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -971,23 +975,14 @@ def _run_checks(args: ChecksArgs) -> int:
 
 
 def _preflight_hosts(given: str) -> list[str]:
-    """doctor --hostfile's hosts: a hostfile, or (no such file) a Slurm node list such as node[01-16] (nodelist.py)."""
-    from .launchers.interface import LaunchError
-    from .launchers.mpirun import read_hostfile
-    from .nodelist import NodeListError, expand_nodelist, looks_like_nodelist
+    """--hostfile's hosts (doctor --hostfile, doctor --live --hostfile): a hostfile, or (no such file) a Slurm node list
+    such as node[01-16], read by the one route both take (hosts.read_host_list)."""
+    from .hosts import HostfileError, read_host_list
 
-    if not os.path.isfile(given):
-        if looks_like_nodelist(given) and not os.path.exists(given):
-            try:
-                return expand_nodelist(given)
-            except NodeListError as exc:
-                raise UsageError(f"--hostfile {visible(given[:200])}: {exc}", exc.fix) from None
-        raise UsageError(f"--hostfile {visible(given[:200])} is not a readable file.",
-                         "Pass a file with one host name per line, or a Slurm node list such as node[01-16] or a[1-3,7],b5.")
     try:
-        return list(dict.fromkeys(name for name, _ in read_hostfile(given)))
-    except LaunchError as exc:
-        raise UsageError(exc.message, exc.fix) from None
+        return list(dict.fromkeys(name for name, _ in read_host_list(given)))
+    except HostfileError as exc:
+        raise UsageError(visible(str(exc)), exc.fix) from None
 
 
 def _run_hosts(args: ChecksArgs) -> int:
@@ -1042,6 +1037,7 @@ def _live_options(args: ChecksArgs):
     live = args.live
     assert live is not None
     layout_notes: tuple[str, ...] = ()
+    layout_hosts: tuple[str, ...] = ()  # srun: the allocation's hosts, node by node (the live report names them)
     if live.launcher is None:  # inside an srun step the allocation says where the ranks go; elsewhere compat starts them
         from .launchers.srun import in_step
 
@@ -1057,6 +1053,7 @@ def _live_options(args: ChecksArgs):
         allocated, notes = allocation_layout(os.environ, args.ranks_per_node, live.master_addr, live.master_port)
         live = replace(live, nnodes=allocated.nnodes, node_rank=allocated.node_rank, master_addr=allocated.master_addr, master_port=allocated.master_port)
         layout_notes += notes
+        layout_hosts = allocated.hosts
     if live.nnodes < 1 or not 0 <= live.node_rank < live.nnodes:
         raise UsageError("--node-rank must be between 0 and --nnodes - 1.", "Pass --nnodes N and a --node-rank below N.")
     if live.timeout <= 0 or live.steps < 1:
@@ -1072,13 +1069,18 @@ def _live_options(args: ChecksArgs):
         raise UsageError("--master-port must be between 1 and 65535.", "Pass a free TCP port, e.g. 29500.")
     if live.run_dir and os.path.exists(live.run_dir) and not os.path.isdir(live.run_dir):
         raise UsageError(f"--run-dir {live.run_dir} is not a folder.", "Pass a folder (it is created if missing) that every node sees at the same path.")
-    if args.hostfile and not os.path.isfile(args.hostfile):
-        raise UsageError(f"--hostfile {args.hostfile} is not a readable file.", "Pass a file with one host name per line.")
+    if args.hostfile:
+        from .hosts import NODELIST_OR_FILE, is_node_list
+
+        if is_node_list(args.hostfile):  # node[01-16]: expanded as doctor --hostfile expands it (hosts.read_host_list), refused here if it is none
+            _preflight_hosts(args.hostfile)
+        elif not os.path.isfile(args.hostfile):
+            raise UsageError(f"--hostfile {visible(args.hostfile[:200])} is not a readable file.", NODELIST_OR_FILE)
     if args.rsh and live.launcher not in across:
         one_per_node = " and ".join(n for n in launcher_names(LIVE) if n not in across)
         raise UsageError(f"--rsh with --live goes with --launcher {' or '.join(across)} ({one_per_node} run one compat per node).",
                          f"Add --launcher {across[0]} --hostfile FILE.")
-    topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
+    topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile, layout_hosts)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
                        layout_notes=layout_notes)
@@ -1100,7 +1102,7 @@ def cmd_env(args: EnvArgs) -> int:
 
     snapshot = take_snapshot(args.python)
     context = Context(load(args.output.matrix), snapshot, Options(ranks_per_node=args.ranks_per_node))
-    plan = plan_env(context, args.ranks_per_node, args.launcher, args.master_addr, args.nnodes)
+    plan = plan_env(context, args.ranks_per_node, args.launcher, args.master_addr, args.nnodes, mpirun=args.mpirun)
     if args.output.json:
         from .console import dump_json
         from .render.json import env_json

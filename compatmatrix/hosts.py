@@ -206,6 +206,36 @@ def read_hosts(path: str) -> list[tuple[str, Optional[int]]]:
     return hosts
 
 
+NODELIST_OR_FILE = "Pass a file with one host name per line, or a Slurm node list such as node[01-16] or a[1-3,7],b5."
+
+
+def read_host_list(given: str) -> list[tuple[str, Optional[int]]]:
+    """--hostfile's hosts, read the one way doctor --hostfile (static) and doctor --live --hostfile share: a hostfile
+    (read_hosts, with its slots), or, where no such file exists, a Slurm node list such as ``node[01-16]``
+    (nodelist.expand_nodelist; no slots). HostfileError either way."""
+    import os
+
+    from .nodelist import NodeListError, expand_nodelist, looks_like_nodelist
+
+    if not os.path.exists(given) and looks_like_nodelist(given):
+        try:
+            return [(name, None) for name in expand_nodelist(given)]
+        except NodeListError as exc:
+            raise HostfileError(f"--hostfile {shown(given, 200)}: {exc}", exc.fix) from None
+    if not os.path.isfile(given):
+        raise HostfileError(f"--hostfile {shown(given, 200)} is not a readable file.", NODELIST_OR_FILE)
+    return read_hosts(given)
+
+
+def is_node_list(given: str) -> bool:
+    """--hostfile names a Slurm node list (read_host_list's rule: node list syntax, and no such file)."""
+    import os
+
+    from .nodelist import looks_like_nodelist
+
+    return not os.path.exists(given) and looks_like_nodelist(given)
+
+
 def _hostfile_text(path: str) -> str:
     """The hostfile's text: a regular file (install.files.open_regular: a FIFO is refused without blocking) of at
     most HOSTFILE_MAX_BYTES."""

@@ -158,6 +158,7 @@ class EnvArgs(Record):
     defaults: bool  # --defaults: settings written as defaults a value set at sourcing time overrides
     master_addr: Optional[str] = None  # --master-addr: the interface that reaches it is exported (shell_env.network_exports)
     nnodes: int = 1
+    mpirun: Optional[str] = None  # --mpirun: the mpirun the job runs (with --launcher mpirun its MPI decides oneCCL's transport)
 
 
 class LaunchArgs(Record):

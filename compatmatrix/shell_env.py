@@ -153,11 +153,12 @@ def ccl_launch_env(ctx: Context, launcher: Optional[str]) -> Optional[EnvPlan]:
 
 
 def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None, master_addr: Optional[str] = None, nnodes: int = 1,
-             route: Optional[Callable[[str], RouteFacts]] = None) -> EnvPlan:
+             route: Optional[Callable[[str], RouteFacts]] = None, mpirun: Optional[str] = None) -> EnvPlan:
     """compat env's plan. ``master_addr`` (--master-addr, else $MASTER_ADDR) and ``nnodes``: the interface that reaches
     the master is exported for gloo, oneCCL and the launcher (``network_exports``); ``route``: how the master's way is
-    asked (environment/interfaces.route_facts; a test passes its own facts)."""
-    oneccl = oneccl_environment(ctx, launcher, master_addr=master_addr)
+    asked (environment/interfaces.route_facts; a test passes its own facts); ``mpirun`` (--mpirun): the mpirun the job
+    runs, whose MPI decides oneCCL's transport under --launcher mpirun."""
+    oneccl = oneccl_environment(ctx, launcher, mpirun=mpirun, master_addr=master_addr)
     exports = dict(oneccl.exports)
     additions = dict(oneccl.additions)
     comments = list(oneccl.comments)

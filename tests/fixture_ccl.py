@@ -31,6 +31,9 @@ cwd = os.path.dirname(os.path.abspath(__file__))
 #                    oneCCL's MPI transport did when the probe destroyed its group and the Trainer formed another
 #   import-abort     importing aborts with "Mismatch in kernel C++ signatures" (bindings built for another torch)
 #   oneccl-2021.14   the group's creation follows oneCCL 2021.14 with the environment it is given (_oneccl_2021_14)
+#   impi-under-foreign-mpirun  with oneccl-2021.14: where the MPI transport is taken under a launcher that is not Intel
+#                    MPI's (Open MPI's mpirun: OMPI_COMM_WORLD_SIZE, no PMI_RANK), the Intel MPI libmpi it loads aborts
+#                    its MPI_Init as MPICH's ch4 device prints an abort (_foreign_mpirun_abort)
 MODES = set(filter(None, os.environ.get("COMPAT_FIXTURE_CCL_MODE", "").split(",")))
 CREATED = [0]
 
@@ -78,6 +81,26 @@ def _atl_failure(where, condition):
 
 def _with_mpirun():
     return any(os.environ.get(name) for name in ("MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_RANK", "PMI_SIZE", "PMIX_RANK"))
+
+
+def _foreign_mpirun():
+    """Open MPI's mpirun started this rank (its own variables, none of Intel MPI's hydra)."""
+    return bool(os.environ.get("OMPI_COMM_WORLD_SIZE")) and not os.environ.get("PMI_RANK")
+
+
+def _foreign_mpirun_abort():
+    """FIXTURE of what issue 25 saw under Open MPI (oneCCL's MPI transport loading Intel MPI's libmpi), in its abort form:
+    the line MPICH's ch4 device prints from MPID_Abort (github.com/pmodels/mpich src/mpid/ch4/src/ch4_globals.c:110,
+    commit 6a79bf6575c3b5b41cabbd3d59340634d6f9412d: "Abort(%d)%s%s: %s%s" with " on node %d", " (rank %d in comm %d)"),
+    then the process ends with the code's low byte as MPL_exit does. The error stack's wording is an example."""
+    import sys
+
+    code = 1091215
+    sys.stderr.write("Abort(%d) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init_thread: Other MPI error, error stack:\\n"
+                     "MPIR_Init_thread(176)........:\\nMPID_Init(1548)..............:\\n"
+                     "MPIR_pmi_init(168)...........: PMI2_Job_GetId returned 14\\n" % code)
+    sys.stderr.flush()
+    os._exit(code & 0xFF)
 
 
 def _ofi_library_path():
@@ -138,6 +161,8 @@ def _oneccl_2021_14():
         _log("WARN", "", "OFI transport was not initialized, fallback to MPI transport")
         transport = "mpi"
     if transport == "mpi":
+        if "impi-under-foreign-mpirun" in MODES and _foreign_mpirun():
+            _foreign_mpirun_abort()
         if not under_mpi:
             _atl_failure("atl_mpi_comm.cpp:102 init_transport", "transport->init(nullptr, nullptr, &attr, nullptr, pmi) == ATL_STATUS_SUCCESS")
         if not os.environ.get("I_MPI_ROOT") and not os.environ.get("ONEAPI_ROOT"):

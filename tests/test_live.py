@@ -542,3 +542,94 @@ def test_doctor_live_gives_the_worker_the_launchers_rank_variables(tmp_path):
     given = mpi[mpi.index("--rank-variables") + 1]
     assert [tuple(names) for names in json.loads(given)] == list(LAUNCHERS["mpirun"].rank_variables)
     assert "--rank-variables" not in _worker_args(tmp_path, LiveOptions(launcher="spawn"), 30.0, no_trainer, False, 0.0)
+
+
+@pytest.mark.parametrize(("version", "hosts_words"), [("Intel(R) MPI Library for Linux* OS, Version 2021.14", ["-hosts", "node01,node02"]),
+                                                       ("mpirun (Open MPI) 4.1.4", ["--host", "node01:2,node02:2"])])
+def test_a_slurm_node_list_as_the_live_hostfile_is_expanded_as_the_static_preflight_expands_it(tmp_path, monkeypatch, version, hosts_words):
+    mpirun = write_exe(tmp_path / "mpirun", f"#!/bin/sh\necho '{version}'\n")  # FIXTURE mpirun: answers --version only
+    monkeypatch.chdir(tmp_path)  # no file called node[01-02] here: the value is a node list
+    launch = plan_launch("mpirun", "/py", WORKER, Topology(nproc_per_node=2, hostfile="node[01-02]"), {"PATH": "/usr/bin"}, 1, mpirun=mpirun)
+    command = list(launch.commands[0])
+    assert launch.world_size == 4 and launch.hosts == ("node01", "node02")
+    at = command.index(hosts_words[0])
+    assert command[at:at + 2] == hosts_words and "node[01-02]" not in command
+    assert launch.envs[0]["MASTER_ADDR"] == "node01" and launch.master.startswith("node01:")  # the node list's first host, as a hostfile's
+
+
+def test_doctor_live_hostfile_reads_a_node_list_by_the_static_preflights_rule(tmp_path):
+    from .conftest import run_compat
+
+    done = run_compat("doctor", "--live", "--launcher", "mpirun", "--hostfile", "node[3-1]")  # a node list, but no valid one
+    assert done.returncode == 2 and "the range 3-1 in the node list runs backwards" in done.stderr, done.stderr
+    static = run_compat("doctor", "--hostfile", "node[3-1]")
+    assert static.returncode == 2 and "the range 3-1 in the node list runs backwards" in static.stderr
+
+
+# --- live.network on the master's host: the hosts that did not join are named where the job's hosts are known ----------
+
+TIMED_OUT_RUN = Supervised("x", (), True, False, 30.0, False, ())
+
+
+def _waiting(host: str, rank: int, joined: bool = False) -> RankRecord:
+    return RankRecord(rank, {"rank": rank, "host": host, "stage": "backend", **({"world_size": 3} if joined else {})}, "")
+
+
+def test_the_master_host_names_the_hostfile_hosts_that_did_not_start_or_join():
+    from compatmatrix.live.service import reach_master
+
+    here = os.uname()[1]
+    ranks = [_waiting(here, 0), _waiting("node2", 1)]  # node2's rank wrote its record (shared run folder) but never joined; node3 wrote none
+    reach = reach_master("127.0.0.1:29511", TIMED_OUT_RUN, ranks, ("127.0.0.1", "alice@node2", "node3.example.org"), True, 1, 0)
+    assert "no rank on node3.example.org wrote a record into the run folder" in reach["problem"]
+    assert "the ranks on alice@node2 started but did not join" in reach["problem"]
+    assert "another host" not in reach["problem"]
+
+
+def test_the_master_host_names_the_allocations_other_hosts_or_else_the_other_node_ranks():
+    from compatmatrix.live.service import reach_master
+
+    here = os.uname()[1]
+    srun = reach_master("127.0.0.1:29512", TIMED_OUT_RUN, [_waiting(here, 0)], (here, "cn02"), False, 2, 0)  # srun: the allocation's hosts
+    assert "a rank on cn02 (the host of the job other than this one) did not join" in srun["problem"]
+    told = reach_master("127.0.0.1:29513", TIMED_OUT_RUN, [_waiting(here, 0)], (), False, 3, 0)  # torchrun --nnodes 3: no names here
+    assert told["problem"].startswith("the group did not form: a rank on another host did not join at the rendezvous 127.0.0.1:29513")
+    assert "(node rank 1, 2 of 3: each host runs its own compat" in told["problem"]
+
+
+def test_srun_allocation_layout_keeps_the_hosts_in_node_order():
+    from compatmatrix.launchers.srun import allocation_layout
+
+    environ = {"SLURM_JOB_ID": "7", "SLURM_NODEID": "1", "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NNODES": "2",
+               "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NODELIST": "cn[01-02]"}
+    layout, _ = allocation_layout(environ, 2, hostnames=lambda text: ["cn01", "cn02"])  # FIXTURE scontrol: the list Slurm would give
+    assert layout.hosts == ("cn01", "cn02") and layout.master_addr == "cn01" and layout.node_rank == 1
+
+
+def _ccl_rank(rank: int, host: str, variables: dict) -> RankRecord:
+    network = {"host": host, "interfaces": ["eth0", "lo"], "iface_variables": variables}
+    return RankRecord(rank, {"rank": rank, "host": host, "stage": "init", "backend": "ccl", "started": 0, "updated": 2, "network": network}, "")
+
+
+def test_a_ccl_hang_across_hosts_without_the_interface_variables_names_them_first():
+    from compatmatrix.live.oneccl_causes import CclRun
+
+    run = CclRun("torchrun", env_command='eval "$(compat env --launcher torchrun --python /env/bin/python)"')
+    expect = Expectation(world_size=2, trainer=False, steps=1, per_device_batch=2, backend="auto", ccl_installed=True, timeout=60, multi_host=True, ccl=run)
+    supervised = Supervised("x", (), True, False, 60.0, True, ())
+    ranks = [_ccl_rank(0, "node1", {"GLOO_SOCKET_IFNAME": "eth0"}), _ccl_rank(1, "node2", {"FI_TCP_IFACE": "eth0"})]
+    finding = hang_finding(ranks, supervised, expect, 1)
+    causes = next(e for e in finding.evidence if e.startswith("likely causes: "))
+    assert causes.startswith("likely causes: the ccl backend across hosts without CCL_KVS_IFACE and FI_TCP_IFACE "
+                             "(CCL_KVS_IFACE not set on node1, node2; FI_TCP_IFACE not set on node1)")
+    assert "CCL_KVS_IFACE and FI_TCP_IFACE set to the interface that reaches the master" in finding.fix
+    assert 'eval "$(compat env --launcher torchrun --python /env/bin/python --master-addr MASTER --nnodes N)"' in finding.fix
+    # set on every host, under gloo, or on one host: not this cause
+    both = {"CCL_KVS_IFACE": "eth0", "FI_TCP_IFACE": "eth0"}
+    assert "CCL_KVS_IFACE" not in " ".join(hang_finding([_ccl_rank(0, "node1", both), _ccl_rank(1, "node2", both)], supervised, expect, 1).evidence)
+    gloo = [RankRecord(r.pid, {**r.status, "backend": "gloo"}, "") for r in ranks]
+    assert "CCL_KVS_IFACE" not in " ".join(hang_finding(gloo, supervised, expect, 1).evidence)
+    unread = [ranks[0], RankRecord(2, {"rank": 1, "host": "node2", "stage": "import:torch", "started": 0, "updated": 1}, "")]  # node2 read nothing yet
+    assert "(CCL_KVS_IFACE not set on node1; FI_TCP_IFACE not set on node1)" in " ".join(hang_finding(unread, supervised, expect, 1).evidence)
+    one_host = Expectation(world_size=2, trainer=False, steps=1, per_device_batch=2, backend="auto", ccl_installed=True, timeout=60, ccl=run)
+    assert "CCL_KVS_IFACE" not in " ".join(hang_finding(ranks, supervised, one_host, 2).evidence)

@@ -8,6 +8,8 @@ handling of the failure, not oneCCL itself; every run asserts the backend is lab
   libfabric and asks it for providers): libfabric not loadable, no provider, I_MPI_ROOT under Intel mpirun, the key-value
   store's interface, each named from the ranks' own words with a fix that the test applies as printed before running
   again; MASTER_ADDR under mpirun, which compat gives its ranks but the user's command lacks (live.environment).
+* Open MPI's mpirun with oneCCL's MPI transport, which loads Intel MPI's libmpi (mode impi-under-foreign-mpirun: it aborts
+  as Intel MPI prints it): "MPI abort under a foreign mpirun", fixed by the OFI exports of compat env --mpirun.
 * "Mismatch in kernel C++ signatures" at import (mode import-abort): named alike by the static probe and live.
 """
 
@@ -201,3 +203,30 @@ def test_an_import_that_aborts_with_mismatched_kernel_signatures_is_named_alike_
     assert code == 1
     assert phrase in checks["live.imports"]["summary"] and phrase in checks["live.ranks"]["summary"]
     assert all("registers kernels for a different torch" in fix for fix in (probe["fix"], checks["live.imports"]["fix"], checks["live.ranks"]["fix"]))
+
+
+def test_open_mpirun_loading_intel_mpis_libmpi_is_the_foreign_mpirun_abort_and_its_fix_makes_the_rerun_pass(stock, tmp_path):
+    """Debian's Open MPI mpirun (real) over the PyPI runtime (real impi-rt beside the interpreter): oneCCL's MPI transport
+    would load Intel MPI's libmpi, which FIXTURE mode impi-under-foreign-mpirun makes abort as Intel MPI prints it."""
+    from .test_live_real import hostname_unresolvable
+
+    why = hostname_unresolvable()
+    if why:
+        pytest.skip(why)
+    open_mpi = shutil.which("mpirun", path="/usr/bin")
+    version = subprocess.run([open_mpi, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout if open_mpi else ""
+    if "Open MPI" not in version:
+        pytest.skip("no Open MPI mpirun in /usr/bin (apt-get install openmpi-bin)")
+    python, env = runtime_stack(tmp_path, stock)
+    env = {**env, "COMPAT_FIXTURE_CCL_MODE": "oneccl-2021.14,impi-under-foreign-mpirun", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    code, checks, _, _ = live(python, "--no-trainer", "--launcher", "mpirun", "--mpirun", open_mpi, env_extra=env)
+    assert code == 1
+    ranks = checks["live.ranks"]
+    assert "MPI abort under a foreign mpirun: oneCCL's MPI transport" in ranks["summary"] and "mpirun (open-mpi)" in ranks["summary"], ranks
+    assert any(e.startswith("Abort(1091215) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init_thread") for e in ranks["evidence"]), ranks
+    assert ranks["fix"].startswith("export CCL_ATL_TRANSPORT=ofi FI_PROVIDER_PATH=") and "export I_MPI_ROOT" not in ranks["fix"]
+    (command,) = FIX_COMMAND.findall(ranks["fix"])
+    assert f"--launcher mpirun --mpirun {open_mpi}" in command
+    code, checks = live_in_shell(python, command, "--no-trainer", "--launcher", "mpirun", "--mpirun", open_mpi, env_extra=env)
+    assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
+    assert checks["live.backend"]["summary"].startswith("ccl, FIXTURE:") and checks["live.ranks"]["status"] == "pass"

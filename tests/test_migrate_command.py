@@ -253,3 +253,30 @@ def test_an_open_mpi_on_path_cannot_have_run_intel_mpi_options(matrix):
     assert "Intel MPI's -genv, which the Open MPI on PATH (/usr/bin/mpirun) refuses" in whys(result)
     kept = migrate(matrix, QA_MPIRUN, mpirun="/opt/intel/oneapi/mpi/latest/bin/mpirun", flavor="intel-mpi")
     assert kept.argv[0] == "mpirun" and kept.keeps_mpi
+
+
+def test_srun_stays_with_its_options_and_its_program_is_rewritten(matrix):
+    result = migrate(matrix, "srun -N 2 --ntasks-per-node 2 --cpu-bind=cores -l python3 train.py --ddp_backend ccl --use_ipex --output_dir out")
+    argv = list(result.argv)
+    assert argv[:7] == ["srun", "-N", "2", "--ntasks-per-node", "2", "--cpu-bind=cores", "-l"] and argv[7:9] == ["python3", "train.py"]
+    assert argv[argv.index("--ddp_backend") + 1] == "gloo" and "--use_ipex" not in argv and "ccl" not in argv
+    assert result.launcher == "srun" and result.ranks_per_node == 2 and not result.keeps_mpi
+    assert result.env["OMP_NUM_THREADS"] == "28"  # 2 tasks per node on 56 physical cores
+    assert any(w.startswith("srun stays with its options") for w in result.warnings)
+
+
+@pytest.mark.parametrize(("line", "per_node"), [("srun -n4 -N2", 2), ("srun --ntasks=4 --nodes=2", 2), ("srun -n 3", None),
+                                                ("srun --ntasks-per-node=4 -c 7", 4), ("srun -J job -p cpu", None)])
+def test_srun_tasks_per_node_from_its_options(per_node, line):
+    launch = split_command([*shlex.split(line), "python", "train.py", "--ddp_backend", "ccl"])
+    assert launch.kind == "srun" and launch.launcher == shlex.split(line)
+    assert launch.program == ["python", "train.py"] and launch.args == ["--ddp_backend", "ccl"]
+    from compatmatrix.migrate.command import _ranks_per_node
+
+    assert _ranks_per_node(launch) == per_node
+
+
+def test_torchrun_under_srun_stays_a_torchrun_behind_srun(matrix):
+    result = migrate(matrix, "srun --ntasks-per-node=1 torchrun --nproc_per_node 2 train.py --ddp_backend ccl")
+    assert list(result.argv)[:5] == ["srun", "--ntasks-per-node=1", "torchrun", "--nproc_per_node", "2"]
+    assert result.launcher == "torchrun" and result.ranks_per_node == 2 and "gloo" in result.argv

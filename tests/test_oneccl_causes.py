@@ -138,3 +138,68 @@ def test_the_environment_finding_warns_with_the_export_that_carries_what_compat_
     assert finding.fix.startswith("export MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 before launching") and "compat env --launcher mpirun" in finding.fix
     kept = Launch("mpirun", "intel-mpi", (("mpirun",),), ({},), "127.0.0.1:4242", 2, 2, replaced={"MASTER_PORT": "4242"})
     assert environment_finding(kept, INTEL_MPIRUN).status is Status.PASS
+
+
+# --- MPI abort under a foreign mpirun: Open MPI's mpirun, Intel MPI's libmpi loaded by oneCCL's MPI transport -----------
+
+# the abort line in the form Intel MPI (MPICH's ch4 device) prints it: pmodels/mpich src/mpid/ch4/src/ch4_globals.c:110
+# MPID_Abort "Abort(%d)%s%s: %s%s" with " on node %d" and " (rank %d in comm %d)"; the error stack below it is an example
+IMPI_ABORT = ("Abort(1091215) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init_thread: Other MPI error, error stack:\n"
+              "MPIR_Init_thread(176)........:\nMPID_Init(1548)..............:\nMPIR_pmi_init(168)...........: PMI2_Job_GetId returned 14\n")
+# Open MPI 4.1.4's mpirun on such a rank: orte/tools/orterun/help-orterun.txt [orterun:proc-exit-no-sync]
+OPEN_MPI_NO_SYNC = ("mpirun has exited due to process rank 1 with PID 4242 on\nnode node1 exiting improperly. There are three reasons this could occur:\n")
+OPEN_MPIRUN_LAYOUT = CclRun("mpirun", False, True, 'eval "$(compat env --launcher mpirun --mpirun /usr/bin/mpirun --python /env/bin/python)"',
+                            "/env/lib/libfabric", "/env/lib/libfabric/prov", "/env", flavor="open-mpi")
+
+
+@pytest.mark.parametrize("text", [IMPI_ABORT, PREFIX + "|CCL_ERROR| atl_mpi_comm.cpp:102 init_transport: failed to initialize ATL\n" + OPEN_MPI_NO_SYNC,
+                                  NO_IMPI_ROOT])
+def test_an_mpi_abort_under_open_mpis_mpirun_is_the_foreign_mpirun_cause_with_the_ofi_fix(text):
+    summary, detail, fix = ccl_cause(text, OPEN_MPIRUN_LAYOUT)
+    assert summary.startswith("MPI abort under a foreign mpirun: oneCCL's MPI transport") and "mpirun (open-mpi)" in summary
+    assert detail and detail[0]
+    assert fix.startswith('export CCL_ATL_TRANSPORT=ofi FI_PROVIDER_PATH=/env/lib/libfabric/prov LD_LIBRARY_PATH="/env/lib/libfabric${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"')
+    assert 'eval "$(compat env --launcher mpirun --mpirun /usr/bin/mpirun --python /env/bin/python)"' in fix
+    assert "export I_MPI_ROOT" not in fix  # Intel MPI's own setting is no fix under another MPI's launcher
+
+
+def test_the_abort_line_is_quoted_and_the_same_text_reads_as_before_elsewhere():
+    _, detail, _ = ccl_cause(IMPI_ABORT, OPEN_MPIRUN_LAYOUT)
+    assert detail[0] == "Abort(1091215) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init_thread: Other MPI error, error stack:"
+    # under Intel MPI's own mpirun I_MPI_ROOT stays the cause; under torchrun an Intel MPI abort is not this cause
+    assert ccl_cause(NO_IMPI_ROOT, INTEL_MPIRUN)[0].startswith("oneCCL's MPI transport refuses Intel MPI without I_MPI_ROOT")
+    assert ccl_cause(IMPI_ABORT, TORCHRUN) is None
+    # Open MPI's words alone, with no sign of oneCCL's MPI transport, name nothing
+    assert ccl_cause(OPEN_MPI_NO_SYNC, OPEN_MPIRUN_LAYOUT) is None
+
+
+def test_a_ccl_hang_under_open_mpis_mpirun_without_ofi_names_the_foreign_mpirun():
+    from compatmatrix.live.report import Expectation, hang_finding
+    from compatmatrix.live.supervise import Supervised
+
+    supervised = Supervised("x", (), True, False, 60.0, True, ())
+    ranks = [RankRecord(1, {"rank": 0, "stage": "init", "backend": "ccl", "started": 0, "updated": 2}, ""),
+             RankRecord(2, {"rank": 1, "stage": "init", "backend": "ccl", "started": 0, "updated": 2}, "")]
+    expect = Expectation(world_size=2, trainer=False, steps=1, per_device_batch=2, backend="auto", ccl_installed=True, timeout=60, ccl=OPEN_MPIRUN_LAYOUT)
+    finding = hang_finding(ranks, supervised, expect, 2)
+    causes = next(e for e in finding.evidence if e.startswith("likely causes: "))
+    assert causes.startswith("likely causes: MPI abort under a foreign mpirun: under mpirun (open-mpi) oneCCL takes its MPI transport (CCL_ATL_TRANSPORT not set)")
+    assert finding.fix.startswith("export CCL_ATL_TRANSPORT=ofi")
+    from dataclasses import replace
+
+    for run in (replace(OPEN_MPIRUN_LAYOUT, transport="ofi"), INTEL_MPIRUN, TORCHRUN):  # told ofi, Intel MPI's own mpirun, no MPI: not this
+        assert "foreign mpirun" not in " ".join(hang_finding(ranks, supervised, replace(expect, ccl=run), 2).evidence)
+
+
+def test_the_live_fix_names_the_mpirun_that_ran(tmp_path):
+    from compatmatrix.launchers.interface import Launch
+    from compatmatrix.live.service import ccl_run
+
+    class Snapshot:  # FIXTURE snapshot: only what ccl_run reads
+        prefix = ""
+        executable = "/env/bin/python"
+
+    launch = Launch("mpirun", "open-mpi", (("/usr/bin/mpirun", "-np", "2", "/env/bin/python", "worker.py"),), ({"CCL_ATL_TRANSPORT": "mpi"},), "127.0.0.1:1", 2, 2)
+    run = ccl_run(launch, Snapshot())
+    assert run.env_command == 'eval "$(compat env --launcher mpirun --mpirun /usr/bin/mpirun --python /env/bin/python)"'
+    assert run.flavor == "open-mpi" and run.transport == "mpi" and run.mpi_launcher and not run.intel_mpi

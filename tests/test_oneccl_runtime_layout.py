@@ -378,3 +378,26 @@ def test_the_layouts_exports_stay_safe_to_eval_from_a_hostile_prefix(tmp_path):
     assert (root, providers) == (str(prefix), str(prefix / "lib" / "libfabric" / "prov"))
     assert library_path.split(":")[:2] == [str(prefix / "lib"), str(prefix / "lib" / "libfabric")]
     assert not (tmp_path / "PWNED").exists()
+
+
+@needs_gcc
+def test_env_mpirun_names_the_open_mpi_the_job_runs_beside_impi_rts_own(tmp_path):
+    """impi-rt puts Intel MPI's mpirun next to the interpreter; a job run by Open MPI's mpirun needs OFI, which
+    compat env --launcher mpirun --mpirun PATH exports (the fix live.ranks prints for an MPI abort under a foreign mpirun)."""
+    if machine_libccl():
+        pytest.skip(f"{machine_libccl()}: the loader would take that one first")
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    prefix = fixture_runtime(env)
+    fixture_intel_mpirun(env)
+    open_mpi = tmp_path / "openmpi" / "bin" / "mpirun"
+    open_mpi.parent.mkdir(parents=True)
+    open_mpi.write_text("#!/bin/sh\n# FIXTURE mpirun answering as Open MPI's\necho 'mpirun (Open MPI) 4.1.4'\n")
+    open_mpi.chmod(0o755)
+    beside = json.loads(compat("env", "--json", "--python", str(env.python), "--launcher", "mpirun").stdout)["exports"]
+    assert "I_MPI_ROOT" in beside and "CCL_ATL_TRANSPORT" not in beside  # impi-rt's own mpirun: the MPI transport
+    done = compat("env", "--json", "--python", str(env.python), "--launcher", "mpirun", "--mpirun", str(open_mpi))
+    exports = json.loads(done.stdout)["exports"]
+    assert exports["CCL_ATL_TRANSPORT"] == "ofi" and "I_MPI_ROOT" not in exports, exports
+    assert exports["FI_PROVIDER_PATH"] == str(prefix / "lib" / "libfabric" / "prov")
+    refused = compat("env", "--python", str(env.python), "--mpirun", str(open_mpi))
+    assert refused.returncode == 2 and "--mpirun goes with --launcher mpirun" in refused.stderr

@@ -57,6 +57,7 @@ class RankLayout(Record):
     master_addr: Optional[str] = None
     master_port: Optional[int] = None
     hostfile: Optional[str] = None
+    hosts: tuple[str, ...] = ()  # every node's host name in node order, where the launcher knows them without a hostfile (srun's allocation)
 
     @property
     def world_size(self) -> int:

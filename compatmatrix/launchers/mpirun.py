@@ -53,11 +53,12 @@ _RANK_OF_FLAVOR = {"intel-mpi": HYDRA_RANK, "mpich": HYDRA_RANK, "open-mpi": OPE
 
 def read_hostfile(path: str) -> list[tuple[str, Optional[int]]]:
     """Hosts in an mpirun hostfile: 'host', 'host:N', 'user@host', 'host slots=N' (Open MPI); comments and blanks
-    skipped. The size and line caps and what a host may be are hosts.read_hosts's."""
-    from ..hosts import HostfileError, read_hosts
+    skipped; or a Slurm node list (node[01-16]) where no such file exists. The size and line caps and what a host may
+    be are hosts.read_host_list's, the one route doctor --hostfile reads them by too."""
+    from ..hosts import HostfileError, read_host_list
 
     try:
-        return read_hosts(path)
+        return read_host_list(path)
     except HostfileError as exc:
         raise LaunchError(str(exc), exc.fix) from None
 
@@ -78,6 +79,19 @@ def find_mpirun(python: str, explicit: Optional[str] = None) -> str:
         "no mpirun found (not next to the interpreter, not on PATH).",
         "pip install impi-rt into the environment (Intel MPI), or install Open MPI, or pass --mpirun PATH.",
     )
+
+
+def hosts_option(flavor: str, hostfile: str, hosts: Sequence[tuple[str, Optional[int]]], per_host: int) -> list[str]:
+    """mpirun's option for the hosts: the hostfile as given (Open MPI --hostfile, hydra -f), or, for a Slurm node
+    list (hosts.is_node_list), its expanded hosts written out (Open MPI --host HOST:SLOTS,..., hydra -hosts HOST,...)."""
+    from ..hosts import is_node_list
+
+    if not is_node_list(hostfile):
+        return ["--hostfile", hostfile] if flavor == "open-mpi" else ["-f", hostfile]
+    names = list(dict.fromkeys(name for name, _ in hosts))
+    if flavor == "open-mpi":
+        return ["--host", ",".join(f"{name}:{per_host}" for name in names)]
+    return ["-hosts", ",".join(names)]
 
 
 def mpi_path(mpirun: str, path: str) -> str:
@@ -165,7 +179,7 @@ class Mpirun:
             if os.geteuid() == 0:
                 command.append("--allow-run-as-root")
             if layout.hostfile:
-                command += ["--hostfile", layout.hostfile, "--map-by", f"ppr:{n}:node"]
+                command += [*hosts_option(flavor, layout.hostfile, hosts or [], n), "--map-by", f"ppr:{n}:node"]
             if rsh:
                 command += rsh_arguments(flavor, rsh)
             for name in names:
@@ -174,7 +188,7 @@ class Mpirun:
         else:  # hydra: Intel MPI and MPICH pass the whole environment to local ranks; -genv reaches the remote ones too
             command = [binary, "-n", str(world), "-ppn", str(n)]
             if layout.hostfile:
-                command += ["-f", layout.hostfile]
+                command += hosts_option(flavor, layout.hostfile, hosts or [], n)
             if rsh:
                 command += rsh_arguments(flavor, rsh)
             for name in names:

@@ -129,6 +129,7 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
         raise UsageError(f"SLURM_PROCID={procid} differs from SLURM_NODEID={node_id} with one task per node.", _FIX)
     notes = [f"srun: node {node_id} of {nnodes} ({nodes_var}, SLURM_NODEID), {ranks_per_node} ranks each (--ranks-per-node)"]
     addr = master_addr
+    hosts: list[str] = []
     if addr is None:
         list_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
         nodelist = environ.get(list_var, "")
@@ -148,7 +149,7 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
     if port is None:
         port = master_port_of(slurm_count(environ, "SLURM_JOB_ID", low=1))
         notes.append(f"srun: master port {port} = {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} (--master-port to choose another)")
-    return RankLayout(ranks_per_node, nnodes, node_id, addr, port), tuple(notes)
+    return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
 
 
 def master_port_of(job_id: int) -> int:
@@ -161,6 +162,61 @@ def master_port_of(job_id: int) -> int:
 _MAP_RANKS = ('export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; '
               ': "${MASTER_ADDR:=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}" '
               f'"${{MASTER_PORT:=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))}}"; export MASTER_ADDR MASTER_PORT; exec "$@"')
+
+
+# srun's options that take a value as the next word when not written --option=VALUE (srun(1), Slurm 22.05); options
+# whose value is optional (--kill-on-bad-exit, --nice, --propagate, ...) take it only as --option=VALUE and are flags here
+_SHORT_VALUE = frozenset("-A -B -C -D -G -J -L -M -N -S -T -W -b -c -d -e -i -m -n -o -p -q -r -t -w -x".split())
+_LONG_VALUE = frozenset(
+    "--account --acctg-freq --begin --bcast-exclude --chdir --cluster-constraint --clusters --comment --constraint --container --core-spec "
+    "--cores-per-socket --cpu-bind --cpu-freq --cpus-per-gpu --cpus-per-task --deadline --delay-boot --dependency --distribution --epilog --error "
+    "--exclude --export --extra-node-info --gid --gpu-bind --gpu-freq --gpus --gpus-per-node --gpus-per-socket --gpus-per-task --gres --gres-flags "
+    "--het-group --hint --input --io-timeout --job-name --jobid --licenses --mail-type --mail-user --mcs-label --mem --mem-bind --mem-per-cpu "
+    "--mem-per-gpu --mincpus --mpi --network --nodefile --nodelist --nodes --ntasks --ntasks-per-core --ntasks-per-gpu --ntasks-per-node "
+    "--ntasks-per-socket --open-mode --output --partition --power --prolog --qos --relative --reservation --signal --slurmd-debug "
+    "--sockets-per-node --switches --task-epilog --task-prolog --thread-spec --threads --threads-per-core --time --time-min --tmp --tres-bind "
+    "--tres-per-task --uid --wait --wckey".split())
+_OPTION_NAMES = {"-n": "ntasks", "--ntasks": "ntasks", "-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
+                 "-c": "cpus_per_task", "--cpus-per-task": "cpus_per_task", "--export": "export"}
+
+
+def split_line(tokens: Sequence[str]) -> tuple[int, dict[str, str]]:
+    """A user's command line that starts with srun (compat migrate, export): how many of its words are srun and its
+    own options (the rest is the program each task runs), and the options compat reads (ntasks, nodes,
+    ntasks_per_node, cpus_per_task, export) by those names. ``-n4`` and ``--ntasks=4`` are read as ``-n 4``. Pure."""
+    options: dict[str, str] = {}
+    i = 1
+    while i < len(tokens) and tokens[i].startswith("-") and tokens[i] != "--":
+        token = tokens[i]
+        name, eq, inline = token.partition("=")
+        if not token.startswith("--") and len(token) > 2 and token[:2] in _SHORT_VALUE:  # -n4, -N2
+            name, eq, inline = token[:2], "=", token[2:]
+        if (name in _SHORT_VALUE or name in _LONG_VALUE) and not eq:
+            value = tokens[i + 1] if i + 1 < len(tokens) else ""
+            i += 2
+        else:
+            value = inline
+            i += 1
+        if name in _OPTION_NAMES:
+            options[_OPTION_NAMES[name]] = value
+    if i < len(tokens) and tokens[i] == "--":
+        i += 1
+    return i, options
+
+
+def ranks_per_node(options: Mapping[str, str]) -> Optional[int]:
+    """The tasks per node a srun line asks for (split_line's options): --ntasks-per-node, else --ntasks over --nodes
+    when they divide; None when the line does not say (-n alone: the allocation spreads the tasks over its nodes)."""
+    def whole(name: str) -> Optional[int]:
+        text = options.get(name, "").split("-")[0]  # --nodes=2-4: the minimum
+        return int(text) if text.isascii() and text.isdigit() and 0 < int(text) <= _MAX_COUNT else None
+
+    per_node, ntasks, nodes = whole("ntasks_per_node"), whole("ntasks"), whole("nodes")
+    if per_node:
+        return per_node
+    if ntasks and nodes and ntasks % nodes == 0:
+        return ntasks // nodes
+    return None
 
 
 def cpu_mask_list(masks: Sequence[int]) -> str:

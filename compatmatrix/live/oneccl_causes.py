@@ -3,7 +3,8 @@ for the launcher the run used. Pure.
 
 The words matched are the libraries' own (oneCCL 2021.14: src/common/api_wrapper/api_wrapper.cpp "could not open the
 library", src/atl/ofi/atl_ofi_helper.cpp "fi_getinfo error: ret", src/atl/mpi/atl_mpi_ctx.cpp check_impi_env, the key-value
-store's internal_kvs.cpp "can't find interface"; torch's env:// rendezvous "MASTER_ADDR expected, but not set"). The most
+store's internal_kvs.cpp "can't find interface"; torch's env:// rendezvous "MASTER_ADDR expected, but not set"; an MPI
+abort, below, under another MPI's mpirun). The most
 specific cause wins: "failed to initialize ATL" is what every one of them ends in, so it is only read alone when nothing
 said why, and then judged by the transport that said it (atl_mpi_* / atl_ofi_*) and the launcher the ranks ran under.
 
@@ -34,6 +35,8 @@ class CclRun:
     libfabric: str = ""  # the folder holding libfabric.so
     providers: str = ""  # libfabric's providers
     mpi_root: str = ""  # Intel MPI's root (I_MPI_ROOT)
+    flavor: str = ""  # the launcher's flavour as the Launch names it (open-mpi, mpich, intel-mpi, torchrun, ...)
+    transport: str = ""  # CCL_ATL_TRANSPORT as the ranks were given it ("": not set, oneCCL chooses)
 
 
 LIBRARY = re.compile(r"could not open the library: (\S*libfabric\S*?),? error: ([^\n]*)")
@@ -43,6 +46,21 @@ KVS_IFACE = re.compile(r"can't find interface (\S*?)\s*to get host IP")
 MASTER_ADDR = re.compile(r"MASTER_ADDR expected, but not set")
 MASTER_PORT_MISSING = re.compile(r"MASTER_PORT expected, but not set")
 ATL = re.compile(r"(atl_mpi|atl_ofi)\w*\.cpp\S*[^\n]*|failed to initialize ATL")
+# An MPI under another MPI's mpirun. oneCCL 2021.14 takes its MPI transport whenever an MPI launcher's variables are set,
+# PMIX_RANK among them (src/common/env/env_parser.cpp:24 is_run_with_mpi: MPI_LOCALRANKID, MPI_LOCALNRANKS, PMI_RANK,
+# PMI_SIZE, PMIX_RANK; uxlfoundation/oneCCL tag 2021.14, commit 3afa1bb7936f57683a2503c34b29c0daca6a9ccb), and Open MPI's
+# mpirun sets PMIX_RANK; the transport then loads the libmpi the loader finds (atl_mpi.cpp:57 MPI_Init_thread), Intel
+# MPI's from impi-rt, which does not speak Open MPI's launcher. What follows is in these texts:
+# * Intel MPI (MPICH's ch4 device) aborting: "Abort(<code>) on node <rank> (rank <rank> in comm <id>): Fatal error in
+#   PMPI_Init_thread: ..." (pmodels/mpich src/mpid/ch4/src/ch4_globals.c:110 MPID_Abort, commit 6a79bf6575c3b5b41cabbd3d59340634d6f9412d);
+# * Open MPI's mpirun about a rank that ended without its MPI's init or finalize, or that aborted (open-mpi/ompi tag
+#   v4.1.4, commit ffb0adcdd677a02ab396145c40352f8189132b86, orte/tools/orterun/help-orterun.txt:92-122
+#   [orterun:proc-ordered-abort] "... calling \"abort\"", [orterun:proc-exit-no-sync] "... exiting improperly. There are
+#   three reasons this could occur", and :634 [orterun:non-zero-exit] "detected that one or more processes exited with
+#   non-zero status").
+MPI_ABORT = re.compile(r"Abort\(-?\d+\)(?: on node \d+)?(?: \(rank \d+ in comm \d+\))?: Fatal error in P?MPI_\w+[^\n]*")
+OPEN_MPI_ENDED = re.compile(r"exiting improperly\. There are three reasons|on\s+node \S+ calling \"abort\"|"
+                            r"detected that one or more processes exited with non-zero status")
 FALLBACK_TO_MPI = "fallback to MPI transport"
 
 
@@ -54,8 +72,39 @@ def _or_env(run: CclRun, first: str) -> str:
     return f"{first}; or {run.env_command} before launching, which exports it with the rest of the oneCCL environment for {run.launcher}."
 
 
+def _ofi_exports(run: CclRun) -> str:
+    """The exports that take oneCCL off its MPI transport onto OFI, with the layout's folders when known."""
+    providers = f"FI_PROVIDER_PATH={run.providers}" if run.providers else "FI_PROVIDER_PATH=<the folder holding libfabric's lib*-fi.so providers>"
+    library = (f' LD_LIBRARY_PATH="{run.libfabric}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"' if run.libfabric
+               else " and the folder holding libfabric.so on LD_LIBRARY_PATH")
+    return f"export CCL_ATL_TRANSPORT=ofi {providers}{library}"
+
+
+def foreign_mpirun_cause(text: str, run: CclRun) -> Optional[Cause]:
+    """Under an mpirun that is not Intel MPI's (Open MPI's, MPICH's), oneCCL's MPI transport ran Intel MPI's libmpi: the
+    ranks' Intel MPI aborted (MPI_ABORT), or said it wanted I_MPI_ROOT, or the transport failed (atl_mpi), or the
+    launcher reported a rank that ended without its MPI's init (Open MPI's words) while the transport was MPI. The fix is
+    OFI (compat env --launcher mpirun --mpirun <that mpirun> exports it with libfabric's places), never I_MPI_ROOT."""
+    if not run.mpi_launcher or run.intel_mpi:
+        return None
+    aborted = MPI_ABORT.search(text)
+    transport_mpi = bool(aborted or IMPI_ROOT.search(text) or re.search(r"atl_mpi\w*\.cpp", text))
+    ended = OPEN_MPI_ENDED.search(text)
+    if not transport_mpi or (not aborted and not ended and not IMPI_ROOT.search(text)):
+        return None
+    where = f"{run.launcher} ({run.flavor})" if run.flavor and run.flavor != run.launcher else f"{run.launcher} (not Intel MPI's)"
+    said = aborted.group(0).strip() if aborted else _line(text, IMPI_ROOT if IMPI_ROOT.search(text) else OPEN_MPI_ENDED)
+    detail = tuple(dict.fromkeys(line for line in (said, _line(text, OPEN_MPI_ENDED) if ended else "") if line))
+    return (f"MPI abort under a foreign mpirun: oneCCL's MPI transport (its default under any MPI launcher) loaded Intel MPI's libmpi, "
+            f"which cannot run under {where}", detail,
+            _or_env(run, _ofi_exports(run)) + " Intel MPI's settings (I_MPI_ROOT) are no fix here: the launcher is another MPI's.")
+
+
 def ccl_cause(text: str, run: CclRun) -> Optional[Cause]:
     """The cause ``text`` (a rank's output and error) names, or None when it names none of these."""
+    foreign = foreign_mpirun_cause(text, run)
+    if foreign is not None:
+        return foreign
     if IMPI_ROOT.search(text):
         export = f"export I_MPI_ROOT={run.mpi_root}" if run.mpi_root else "export I_MPI_ROOT=<the Intel MPI root, the folder above its bin/mpirun>"
         return ("oneCCL's MPI transport refuses Intel MPI without I_MPI_ROOT (check_impi_env: neither I_MPI_ROOT nor ONEAPI_ROOT is set)",
@@ -102,3 +151,15 @@ def ccl_cause(text: str, run: CclRun) -> Optional[Cause]:
         return (f"oneCCL's MPI transport failed to start under {run.launcher} (Intel MPI) and its output does not say why", (line,),
                 _or_env(run, "re-run with CCL_LOG_LEVEL=info for oneCCL's own reason (I_MPI_ROOT, libfabric, its providers)"))
     return None
+
+
+def foreign_mpirun_hang(run: CclRun) -> Optional[tuple[str, str]]:
+    """(cause, fix) for a hang of the ccl backend under an mpirun that is not Intel MPI's, where the ranks were not told
+    CCL_ATL_TRANSPORT=ofi: oneCCL then takes its MPI transport (PMIX_RANK is set there: env_parser.cpp:24) and Intel MPI's
+    libmpi waits for a process manager that is not there (the hang issue 25 saw under Open MPI). None elsewhere."""
+    if not run.mpi_launcher or run.intel_mpi or run.transport == "ofi":
+        return None
+    where = f"{run.launcher} ({run.flavor})" if run.flavor and run.flavor != run.launcher else run.launcher
+    cause = (f"MPI abort under a foreign mpirun: under {where} oneCCL takes its MPI transport (CCL_ATL_TRANSPORT "
+             f"{'=' + run.transport if run.transport else 'not set'}), which loads Intel MPI's libmpi; it waits for Intel MPI's own launcher")
+    return cause, _or_env(run, _ofi_exports(run))

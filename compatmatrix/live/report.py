@@ -18,7 +18,7 @@ from ..checks.crash import classify, describe_exit
 from ..checks.finding import Finding, Status
 from ..launchers.interface import MASTER_PORT, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
-from .oneccl_causes import CclRun, ccl_cause
+from .oneccl_causes import CclRun, ccl_cause, foreign_mpirun_hang
 from .supervise import Supervised
 
 GB = 1e9
@@ -535,8 +535,48 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     elif laggards:
         summary += f"; every rank stuck at stage {laggards[0].stage}"
     causes = "; ".join(_HANG_CAUSES[p] for p in ("launcher", "import", "init", "collective") if p in phases) or _HANG_CAUSES["collective"]
+    fix = "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again."
+    ccl = expect.backend == "ccl" or any(r.status.get("backend") == "ccl" for r in ranks)
+    for known in (ccl_interface_unset(ranks, expect), foreign_mpirun_hang(expect.ccl) if ccl else None):
+        if known is not None:
+            cause, fix = known
+            causes = f"{cause}; {causes}"
     evidence.append(f"likely causes: {causes}")
-    return Finding(cid, Status.FAIL, summary, tuple(evidence), "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again.")
+    return Finding(cid, Status.FAIL, summary, tuple(evidence), fix)
+
+
+def ccl_interface_unset(ranks: Sequence[RankRecord], expect: Expectation) -> Optional[tuple[str, str]]:
+    """(cause, fix) for a hang of the ccl backend across hosts where CCL_KVS_IFACE / FI_TCP_IFACE (environment/interfaces'
+    CCL_VARIABLES) were not set on every host: oneCCL's key-value store and libfabric's tcp provider then pick an
+    interface of their own, which the other hosts may not reach (the hang issue 25 saw with real oneCCL on two hosts).
+    None on one host, under gloo, or when every host set both."""
+    from ..environment.interfaces import CCL_VARIABLES
+
+    ccl = expect.backend == "ccl" or any(r.status.get("backend") == "ccl" for r in ranks)
+    if not expect.multi_host or not ccl:
+        return None
+    missing: dict[str, list[str]] = {}  # variable -> the hosts where it was not set
+    for record in ranks:
+        facts = record.status.get("network")
+        if not facts:  # this rank did not get as far as reading them: nothing to say of its host
+            continue
+        variables = facts.get("iface_variables") or {}
+        for name in CCL_VARIABLES:
+            if not variables.get(name) and record.host not in missing.setdefault(name, []):
+                missing[name].append(record.host)
+    missing = {name: hosts for name, hosts in missing.items() if hosts}
+    if not missing and any(r.status.get("network") for r in ranks):
+        return None
+    names = " and ".join(missing or CCL_VARIABLES)
+    where = "; ".join(f"{name} not set on {', '.join(sorted(hosts))}" for name, hosts in missing.items()) or "no rank reported its variables"
+    cause = (f"the ccl backend across hosts without {names} ({where}): oneCCL's key-value store and libfabric's tcp provider each pick an "
+             "interface of their own (lo, a container bridge), which the other hosts cannot reach, so the ranks wait for each other")
+    command = expect.ccl.env_command
+    if command.endswith(')"'):  # eval "$(compat env --launcher L ...)": the same command told the master and the node count
+        command = f'{command[:-2]} --master-addr MASTER --nnodes N)"'
+    fix = (f"On every host export {' and '.join(CCL_VARIABLES)} set to the interface that reaches the master (the same name on every host; "
+           f"ip -br addr lists them): {command} sets both, with the rest of oneCCL's environment; then run compat doctor --live again.")
+    return cause, fix
 
 
 def _root_cause_order(record: RankRecord, supervised: Optional[Supervised] = None) -> tuple[int, float]:

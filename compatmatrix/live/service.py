@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -201,7 +202,8 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             backend=options.backend, ccl_installed=snapshot.get(*CCL_NAMES) is not None, ccl_trainer_blocked=plan.ccl_blocked if _chose_ccl(ranks) else (),
             timeout=options.timeout, init_timeout=init_timeout, trainer_flags=plan.flags, ipex_mode=plan.ipex_mode if ipex else "none",
             ipex_note=plan.ipex_note, bf16_why=plan.bf16_why, multi_host=multi_host,
-            reach=reach_master(launch.master, supervised, ranks) if multi_host else {},
+            reach=reach_master(launch.master, supervised, ranks, launch.hosts or options.topology.hosts, bool(launch.hosts),
+                               options.topology.nnodes, options.topology.node_rank) if multi_host else {},
             ccl=ccl_run(launch, snapshot),
             interface_fix=interface_fix(launch.master, options.topology.nnodes if not launch.hosts else len(launch.hosts)) if multi_host else "",
         )
@@ -223,9 +225,13 @@ def ccl_run(launch: Launch, snapshot) -> CclRun:
 
     launcher = LAUNCHERS[launch.launcher]
     layout = runtime_layout(snapshot.prefix) if snapshot.prefix else None
-    command = f'eval "$(compat env --launcher {launch.launcher} --python {shlex.quote(snapshot.executable)})"'
+    # under mpirun the command names the mpirun that ran: its MPI decides the transport (impi-rt's next to the interpreter is not it under Open MPI)
+    program = f" --mpirun {shlex.quote(launch.commands[0][0])}" if launch.launcher == "mpirun" and launch.commands and launch.commands[0] else ""
+    command = f'eval "$(compat env --launcher {launch.launcher}{program} --python {shlex.quote(snapshot.executable)})"'
+    transport = launch.envs[0].get("CCL_ATL_TRANSPORT", "") if launch.envs else ""
     return CclRun(launch.launcher, launch.flavor == "intel-mpi", launcher.mpi_transport, command,
-                  layout.libfabric if layout else "", layout.providers if layout else "", layout.mpi_root if layout else "")
+                  layout.libfabric if layout else "", layout.providers if layout else "", layout.mpi_root if layout else "",
+                  flavor=launch.flavor, transport=transport)
 
 
 REACH_TIMEOUT_S = 3.0
@@ -246,10 +252,42 @@ def _own(address: str) -> bool:
     return owns(address)
 
 
-def reach_master(master: str, supervised, ranks) -> dict[str, str]:
+def _short(name: str) -> str:
+    """A host as the ranks name themselves: no user@, and a name's first label (an address stays whole)."""
+    host = name.rsplit("@", 1)[-1]
+    return host if ":" in host or host.replace(".", "").isdigit() else host.split(".")[0]
+
+
+def missing_hosts(hosts: Sequence[str], ranks, here: str, addr: str, records_from_every_host: bool) -> str:
+    """Who the other hosts of a group that did not form are, in words: the job's hosts (a hostfile's, the allocation's)
+    other than this one and the master's; with records from every host (mpirun's shared run folder), split into those
+    whose ranks never wrote one (did not start) and those whose ranks started but did not join. "" when the hosts are
+    not known here (one compat per node told only --nnodes)."""
+    mine = {_short(here), _short(addr)}
+    others = [h for h in dict.fromkeys(hosts) if _short(h) not in mine]
+    if not others:
+        return ""
+
+    def shown(names: Sequence[str]) -> str:
+        return ", ".join(names[:16]) + (f" and {len(names) - 16} more" if len(names) > 16 else "")
+
+    if not records_from_every_host:
+        return f"a rank on {shown(others)} (the {'host' if len(others) == 1 else 'hosts'} of the job other than this one) did not join"
+    seen = {_short(r.host) for r in ranks}
+    silent = [h for h in others if _short(h) not in seen]
+    late = [h for h in others if _short(h) in seen and not any(_short(r.host) == _short(h) and r.status.get("world_size") for r in ranks)]
+    parts = ([f"no rank on {shown(silent)} wrote a record into the run folder (it did not start there, or the folder is not one every host sees)"]
+             if silent else []) + ([f"the ranks on {shown(late)} started but did not join"] if late else [])
+    return "; ".join(parts) or f"a rank on {shown(others)} did not join"
+
+
+def reach_master(master: str, supervised, ranks, hosts: Sequence[str] = (), records_from_every_host: bool = False,
+                 nnodes: int = 1, node_rank: int = 0) -> dict[str, str]:
     """When a run across hosts did not form its group in time (the deadline, a rank's rendezvous timeout, no rank at
     all), compat itself tries MASTER_ADDR:PORT from this host, for the one fact the ranks cannot report: whether the
-    rendezvous can be reached from here, and if not, how it fails (refused, dropped, no route)."""
+    rendezvous can be reached from here, and if not, how it fails (refused, dropped, no route). On the master's host,
+    the hosts that did not join are named where the job's hosts are known (``hosts``: a hostfile's, the allocation's),
+    else the other nodes by their rank."""
     import errno
     import socket
 
@@ -267,9 +305,19 @@ def reach_master(master: str, supervised, ranks) -> dict[str, str]:
                 "fix": f"Make {addr} resolve on every host (/etc/hosts or DNS), or pass --master-addr as an address."}
     shown = f"{addr} ({', '.join(addresses)})"
     if any(_own(a) for a in addresses):
+        named = missing_hosts(hosts, ranks, here, addr, records_from_every_host)
+        others = [str(n) for n in range(nnodes) if n != node_rank]
+        if named:
+            problem = (f"the group did not form at the rendezvous {addr}:{port_text} on this host ({here}): {named}: "
+                       f"{'they' if records_from_every_host else 'it'} could not reach it, or failed; "
+                       + ("their records and the launcher's output say which" if records_from_every_host else "that host's compat doctor --live names which"))
+        else:
+            which = (f" (node rank {', '.join(others[:16])}{', ...' if len(others) > 16 else ''} of {nnodes}: each host runs its own compat, so its name "
+                     "is not known here)") if others else ""
+            problem = (f"the group did not form: a rank on another host did not join at the rendezvous {addr}:{port_text} on this host ({here}){which}: "
+                       "it could not reach it, or it failed; that host's compat doctor --live names which")
         return {"from": here, "what": f"{shown} is this host: the rendezvous was here, and not every host reached it",
-                "problem": f"the group did not form: a rank on another host did not join at the rendezvous {addr}:{port_text} on this host ({here}): "
-                           "it could not reach it, or it failed; that host's compat doctor --live names which",
+                "problem": problem,
                 "fix": f"On each other host: {addr} must resolve to {', '.join(addresses)}, port {port_text} must be open here (a firewall drops "
                        "or refuses it otherwise), and compat doctor --live must run there with the same --master-addr/--master-port; "
                        "its own live.network says what it saw."}

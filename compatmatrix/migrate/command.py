@@ -5,6 +5,7 @@
   wants it, ``--use_cpu`` added where accelerate needs it to form one job.
 * ``--bf16`` stays where the CPU has native bf16 (avx512_bf16 / AMX); elsewhere stock PyTorch emulates it (slow), and
   the flag goes, said why. Where the CPU is not known (pins from -r files) it stays, with a warning.
+* srun stays with its own options (launchers/srun.split_line reads them), the program it starts rewritten as any is.
 * mpirun -> torchrun where the job's mpirun goes with the removed packages (the bindings' bundled MPI, impi-rt's): the rank counts
   from ``-n``/``-ppn`` (a hostfile: one torchrun per node, rendezvous at MASTER_ADDR), ``-genv`` settings kept as the
   ranks' environment, oneCCL / Intel MPI settings dropped. An mpirun of another MPI stays (gloo runs under it).
@@ -73,7 +74,7 @@ class MigratedCommand:
     blocking: tuple[str, ...]  # why the command cannot work on the new set at all
     env: Mapping[str, str]  # to export for the ranks (thread settings, -genv values that stay)
     env_why: Mapping[str, str]
-    launcher: str  # launcher of the rewritten command: torchrun | mpirun | accelerate | python | other
+    launcher: str  # launcher of the rewritten command: torchrun | mpirun | srun | accelerate | python | other
     keeps_mpi: bool  # the rewritten command still starts under mpirun (its MPI's variables must stay)
     ranks_per_node: Optional[int]
 
@@ -82,7 +83,7 @@ class MigratedCommand:
 class _Launch:
     """A command split into the launcher part and the program it starts."""
 
-    kind: str  # mpirun | torchrun | accelerate | python | other
+    kind: str  # mpirun | torchrun | srun | accelerate | python | other
     launcher: list[str]
     program: list[str]  # interpreter (+ its options) and script, or -m module, or a plain executable
     args: list[str]  # the program's own arguments (the Trainer flags)
@@ -149,7 +150,10 @@ def migrate_command(matrix: Matrix, argv: Sequence[str], facts: CommandFacts) ->
             env_why["OMP_NUM_THREADS"] = why
     elif facts.machine is None:
         warnings.append("threads: the machine is not known here (pins only); compat env on the training machine prints OMP_NUM_THREADS")
-    if kind in ("torchrun", "mpirun") and ranks:
+    if kind == "srun":
+        warnings.append("srun stays with its options: it starts the tasks, and gloo needs no MPI; each task maps SLURM_PROCID / SLURM_NTASKS / "
+                        "SLURM_LOCALID to RANK / WORLD_SIZE / LOCAL_RANK only if the script or a wrapper does (compat launch --launcher srun writes one)")
+    if kind in ("torchrun", "mpirun", "srun") and ranks:
         warnings.append(f"compat launch --launcher {kind} --nproc-per-node {ranks} -- {' '.join(launch.program + args) or '...'} binds each rank to its "
                         "own physical cores (the plan these thread counts come from)")
     new = tuple(launcher + launch.program + args)
@@ -169,6 +173,8 @@ def split_command(argv: Sequence[str]) -> _Launch:
         return _split_mpirun(tokens)
     if launcher == "torchrun":
         return _split_torchrun(tokens, 1)
+    if launcher == "srun":
+        return _split_srun(tokens)
     if head == "accelerate" and tokens[1:2] == ["launch"]:
         return _split_accelerate(tokens)
     if _is_python(head):
@@ -253,6 +259,21 @@ def _mpi_option(name: str) -> str:
     if name in ("-hosts", "-host", "--host", "-H"):
         return "hosts"
     return name.lstrip("-")
+
+
+def _split_srun(tokens: list[str]) -> _Launch:
+    """srun [its options] PROGRAM: srun's own words kept as they are (launchers/srun.split_line reads them); the program
+    each task runs is read as any command is (a torchrun under srun stays a torchrun, with srun in front)."""
+    from ..launchers.srun import split_line
+
+    end, options = split_line(tokens)
+    inner = split_command(tokens[end:]) if end < len(tokens) else _Launch("other", [], [], [])
+    if inner.kind == "torchrun":
+        inner.launcher = tokens[:end] + inner.launcher
+        return inner
+    launch = _program(tokens[:end], tokens[end:], "srun") if end < len(tokens) else _Launch("srun", tokens, [], [])
+    launch.options = options
+    return launch
 
 
 def _split_torchrun(tokens: list[str], start: int) -> _Launch:
@@ -351,6 +372,10 @@ def _ranks_per_node(launch: _Launch) -> Optional[int]:
         if n and not launch.options.get("hostfile") and not launch.options.get("hosts"):
             return n
         return None
+    if launch.kind == "srun":
+        from ..launchers.srun import ranks_per_node
+
+        return ranks_per_node(launch.options)
     if launch.kind == "torchrun":
         return _int(launch.options.get("nproc_per_node")) or (1 if "nproc_per_node" not in launch.options else None)
     if launch.kind == "accelerate":
