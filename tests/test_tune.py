@@ -149,3 +149,122 @@ def test_no_configuration_oversubscribes_the_cores_this_process_may_use(cores, s
         assert config.omp_threads >= 1
     assert sum(c.default for c in space.configurations) == 1 and space.configurations[0].default
     assert len({c.name for c in space.configurations}) == len(space.configurations)
+
+
+# --- the correctness proof ------------------------------------------------------------------------------------
+# A FIXTURE trainer: linear regression by SGD in emulated fp32 (every operation rounded to float32 with struct), the
+# global batch split over ``ranks`` shards summed in ``order`` and then summed over the ranks, as DDP's allreduce
+# does; ``perturb`` scales the last rank's gradient (the wrong-training case the proof must reject).
+
+import math  # noqa: E402
+import random  # noqa: E402
+import struct  # noqa: E402
+
+from compatmatrix.tune.proof import Run, Tolerance, digest, prove, reduction_terms, tolerance  # noqa: E402
+
+FEATURES, SAMPLES, STEPS, LR = 8, 16, 6, 0.05
+
+
+def f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def fixture_data():
+    rng = random.Random(0)
+    true_w = [rng.uniform(-1, 1) for _ in range(FEATURES)]
+    rows = []
+    for _ in range(SAMPLES):
+        x = [f32(rng.uniform(-1, 1)) for _ in range(FEATURES)]
+        rows.append((x, f32(sum(a * b for a, b in zip(true_w, x)) + rng.gauss(0, 0.1))))
+    return rows
+
+
+def fixture_train(ranks=1, order=1, perturb=1.0, steps=STEPS) -> Run:
+    rows = fixture_data()
+    w = [f32(0.05 * (i - 3)) for i in range(FEATURES)]
+    losses = []
+    size = SAMPLES // ranks
+    for _ in range(steps):
+        grads, parts = [], []
+        for r in range(ranks):
+            shard = rows[r * size:(r + 1) * size][::order]
+            g, loss = [0.0] * FEATURES, 0.0
+            for x, y in shard:
+                pred = 0.0
+                for i in (range(FEATURES) if order == 1 else reversed(range(FEATURES))):
+                    pred = f32(pred + f32(w[i] * x[i]))
+                err = f32(pred - y)
+                loss = f32(loss + f32(err * err))
+                g = [f32(gi + f32(f32(2.0 * err) * xi)) for gi, xi in zip(g, x)]
+            if r == ranks - 1 and perturb != 1.0:
+                g = [f32(gi * perturb) for gi in g]
+            grads.append(g)
+            parts.append(loss)
+        total = [0.0] * FEATURES
+        for g in grads:  # the allreduce
+            total = [f32(a + b) for a, b in zip(total, g)]
+        loss = 0.0
+        for part in parts:
+            loss = f32(loss + part)
+        losses.append(f32(loss / SAMPLES))
+        w = [f32(wi - f32(LR * f32(gi / SAMPLES))) for wi, gi in zip(w, total)]
+    return Run(tuple(losses), tuple(w), digest(w))
+
+
+FP32 = tolerance("fp32", reduction_terms(SAMPLES, FEATURES, 2), STEPS)
+
+
+def test_the_bound_is_the_formula_with_its_numbers():
+    tol = tolerance("fp32", 26, 6)
+    assert tol.terms == 26 and tol.unit_roundoff == 2.0 ** -24
+    assert tol.gamma == pytest.approx(26 * 2.0 ** -24 / (1 - 26 * 2.0 ** -24))
+    assert tol.step_bound(3) == pytest.approx(6 * tol.gamma) and tol.param_bound == pytest.approx(12 * tol.gamma)
+    assert tol.text().startswith("fp32: u = 2^-24, n = 26 reduction terms, gamma_n = n*u/(1-n*u) = 1.55e-06;")
+    bf16 = tolerance("bf16", 26, 6)
+    assert bf16.unit_roundoff == 2.0 ** -8 and bf16.gamma == pytest.approx(26 / 256 / (1 - 26 / 256))
+    assert tolerance("bf16", 300, 6).gamma is None and "no bound" in tolerance("bf16", 300, 6).text()
+    with pytest.raises(ValueError):
+        tolerance("fp16", 3, 1)
+
+
+def test_the_same_run_is_exact():
+    reference = fixture_train()
+    verdict = prove(fixture_train(), reference, FP32)
+    assert verdict.accepted and verdict.exact and verdict.reason.startswith("exact")
+
+
+def test_two_ranks_and_another_summation_order_differ_but_within_the_fp32_bound():
+    reference = fixture_train()
+    for run in (fixture_train(ranks=2), fixture_train(ranks=2, order=-1), fixture_train(ranks=4, order=-1)):
+        assert run.digest != reference.digest  # rounding really differs: the proof has something to judge
+        verdict = prove(run, reference, tolerance("fp32", reduction_terms(SAMPLES, FEATURES, 4), STEPS))
+        assert verdict.accepted and not verdict.exact, verdict.reason
+        assert 0 < verdict.worst_param <= FP32.param_bound
+
+
+def test_a_perturbed_gradient_is_rejected_with_the_step_values_and_bound():
+    reference = fixture_train()
+    verdict = prove(fixture_train(ranks=2, perturb=1.001), reference, FP32)
+    assert not verdict.accepted
+    assert verdict.reason.startswith("step 2's loss ") and "over the fp32 bound 2*2*gamma_n = " in verdict.reason
+    assert verdict.worst_loss > FP32.step_bound(2)
+
+
+def test_a_perturbation_seen_only_in_the_parameters_is_rejected_there():
+    reference = fixture_train()
+    run = fixture_train(ranks=2)
+    moved = list(run.params)
+    moved[3] = f32(moved[3] * 1.01)
+    verdict = prove(Run(run.losses, tuple(moved), digest(moved)), reference, FP32)
+    assert not verdict.accepted and verdict.reason.startswith("final parameter 3 is ") and "over the fp32 bound 2*6*gamma_n" in verdict.reason
+
+
+def test_the_reference_layout_must_match_exactly_and_the_rest_is_rejected_by_shape():
+    reference = fixture_train()
+    assert not prove(fixture_train(order=-1), reference, FP32, exact_only=True).accepted
+    assert prove(fixture_train(), reference, FP32, exact_only=True).exact
+    short = fixture_train(steps=STEPS - 1)
+    assert prove(short, reference, FP32).reason == f"it reported {STEPS - 1} steps' losses, the reference {STEPS}"
+    run = fixture_train(ranks=2)
+    assert prove(Run(run.losses[:-1] + (math.nan,), run.params, run.digest), reference, FP32).reason == f"step {STEPS}'s loss is nan"
+    assert "cannot be proven" in prove(run, reference, Tolerance("bf16", 300, STEPS, 2.0 ** -8)).reason
