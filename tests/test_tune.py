@@ -84,6 +84,12 @@ def test_torch_2_13_without_bindings_or_bf16_on_the_xeon():
     assert sorted({c.ranks for c in space.configurations}) == [1, 2, 4, 8]
 
 
+def test_what_the_user_leaves_out_is_pruned_with_the_flag():
+    space = search_space(read_machine(str(XEON)), EVERYTHING, ROOMY, bf16=False, compile=False)
+    assert {c.dtype for c in space.configurations} == {"fp32"} and not any(c.compile for c in space.configurations)
+    assert reasons(space)["bf16"] == "not asked (--no-bf16)" and reasons(space)["compile"] == "not asked (--no-compile)"
+
+
 def test_torch_before_2_0_has_no_compile():
     space = search_space(read_machine(str(XEON)), OLD, ROOMY)
     assert not any(c.compile for c in space.configurations)
@@ -268,3 +274,12 @@ def test_the_reference_layout_must_match_exactly_and_the_rest_is_rejected_by_sha
     run = fixture_train(ranks=2)
     assert prove(Run(run.losses[:-1] + (math.nan,), run.params, run.digest), reference, FP32).reason == f"step {STEPS}'s loss is nan"
     assert "cannot be proven" in prove(run, reference, Tolerance("bf16", 300, STEPS, 2.0 ** -8)).reason
+
+
+def test_a_bound_of_100_percent_or_more_proves_nothing():
+    """bf16 with compat's workload (n ~ 250 terms, u = 2^-8): n*u < 1 but 2*steps*gamma_n >> 1: a perturbed run must not pass."""
+    reference = fixture_train()
+    loose = tolerance("bf16", 250, STEPS)
+    assert loose.gamma is not None and loose.param_bound > 1 and "no useful bound" in loose.text()
+    verdict = prove(fixture_train(ranks=2, perturb=1.5), reference, loose)
+    assert not verdict.accepted and "cannot be proven" in verdict.reason

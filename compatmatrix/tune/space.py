@@ -161,16 +161,21 @@ def _thread_choices(machine: Machine, ranks: int, workers: int, share: int) -> l
     return choices
 
 
-def search_space(machine: Machine, installed: Installed, budget: float, costs: Costs = Costs()) -> Space:
-    """The configurations to measure, in order and within ``budget`` seconds, and every one left out with its reason."""
+def search_space(machine: Machine, installed: Installed, budget: float, costs: Costs = Costs(), bf16: bool = True, compile: bool = True) -> Space:
+    """The configurations to measure, in order and within ``budget`` seconds, and every one left out with its reason.
+    ``bf16`` / ``compile`` False: the user left that dimension out (--no-bf16, --no-compile: the training cannot use it)."""
     pruned: list[Pruned] = []
     dtypes = ["fp32"]
-    if installed.native_bf16:
+    if not bf16:
+        pruned.append(Pruned("bf16", "not asked (--no-bf16)"))
+    elif installed.native_bf16:
         dtypes.append("bf16")
     else:
         pruned.append(Pruned("bf16", "the CPU has no native bf16 (avx512_bf16 or amx_bf16): emulated bf16 autocast is slower than fp32"))
     compiles = [False]
-    if installed.torch is not None and installed.torch >= COMPILE_SINCE:
+    if not compile:
+        pruned.append(Pruned("compile", "not asked (--no-compile)"))
+    elif installed.torch is not None and installed.torch >= COMPILE_SINCE:
         compiles.append(True)
     else:
         pruned.append(Pruned("compile", f"torch.compile needs torch {COMPILE_SINCE} or newer; "
