@@ -283,3 +283,26 @@ def test_a_bound_of_100_percent_or_more_proves_nothing():
     assert loose.gamma is not None and loose.param_bound > 1 and "no useful bound" in loose.text()
     verdict = prove(fixture_train(ranks=2, perturb=1.5), reference, loose)
     assert not verdict.accepted and "cannot be proven" in verdict.reason
+
+
+# --- compat tune's errors (no run starts) ---------------------------------------------------------------------
+
+from .conftest import run_compat  # noqa: E402
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--budget", "0"], "must be"),
+    (["--launcher", "mpirun"], "invalid choice"),
+    (["--python", "/nonexistent/python"], "/nonexistent/python"),
+])
+def test_usage_errors_are_one_sentence_and_exit_2(args, words):
+    done = run_compat("tune", *args)
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_environment_without_torch_is_refused_before_anything_runs():
+    import sys
+
+    done = run_compat("tune", "--python", sys.executable, "--json")  # the test environment has no torch
+    assert done.returncode == 2 and done.stdout == ""
+    assert "torch is not installed in" in done.stderr and "compat tune trains a small model with it" in done.stderr and "Traceback" not in done.stderr
