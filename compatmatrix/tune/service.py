@@ -4,7 +4,8 @@ space (tune/space.py), run the references (one process, one per dtype), run each
 launcher, judge it (tune/proof.py), pick the fastest accepted one.
 
 Each run is the live doctor's kind of child: every process in a session of its own, tagged with a run id, held to
-a deadline (COMPAT_TUNE_TIMEOUT, default 120 s a run; torch.compile runs 3 times that), and swept at the end
+a deadline (COMPAT_TUNE_TIMEOUT, default 120 s a run; torch.compile runs 3 times that; never past the budget, except
+that a run started gets at least MIN_RUN_S), and swept at the end
 (live/supervise.py). torchrun runs the command line compat launch would (placement/binding.compose: each rank
 bound by numactl/taskset); spawn starts each rank itself through the same binding wrapper, with RANK, WORLD_SIZE,
 LOCAL_RANK and a free MASTER_PORT. Ctrl-C stops the run in progress (its processes swept) and keeps what was
@@ -36,6 +37,7 @@ WARMUP = 5
 TIMED = 40
 STEPS = WARMUP + TIMED
 TIMEOUT_S = 120.0
+MIN_RUN_S = 10.0  # the least a run started is given, even where the budget has less left
 LAUNCHERS = ("spawn", "torchrun")
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 DROPPED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -105,18 +107,18 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     references: dict[str, Run] = {}
     try:
         for config in space.configurations:
-            if time.monotonic() - started > options.budget:
-                measured.append(Measured(config, None, None, None, "", f"not run: the budget of {options.budget:g} s was spent", 0.0))
+            if time.monotonic() - started >= options.budget:
+                measured.append(Measured(config, None, None, None, "", f"the budget of {options.budget:g} s was spent before it started", 0.0))
                 continue
             if config.dtype not in references:
                 say(f"compat tune: the single-process {config.dtype} reference")
-                reference, _, problem, _ = runner.run(_reference_of(config, machine), timeout_factor=1.0)
+                reference, _, problem, _ = runner.run(_reference_of(config, machine), 1.0, _left(started, options.budget))
                 if reference is None:
-                    raise CompatError(f"The single-process {config.dtype} reference run of compat's workload failed: {problem}",
-                                      "Run compat doctor --python PATH --live to see what fails in this environment.")
+                    raise CompatError(f"The single-process {config.dtype} reference run of compat's workload did not finish: {problem}",
+                                      "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
                 references[config.dtype] = reference
             say(f"compat tune: {config.name} ({config.describe()})")
-            run, times, problem, seconds = runner.run(config, timeout_factor=3.0 if config.compile else 1.0)
+            run, times, problem, seconds = runner.run(config, 3.0 if config.compile else 1.0, _left(started, options.budget))
             tol = tolerance(config.dtype, reduction_terms(runner.global_batch, runner.fan_in, config.ranks), STEPS)
             if run is None:
                 measured.append(Measured(config, None, None, None, tol.text(), problem, seconds))
@@ -138,6 +140,11 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         notes.append("measured with spawn (compat starts each rank); compat launch runs the winner with torchrun, which binds the ranks the same way")
     return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, interrupted, time.monotonic() - started,
                    runner.rank_env(winner.config) if winner else {}, tuple(notes))
+
+
+def _left(started: float, budget: float) -> float:
+    """Seconds of the budget left, at least MIN_RUN_S: a run started is given a chance to finish."""
+    return max(MIN_RUN_S, budget - (time.monotonic() - started))
 
 
 def _reference_of(config: Configuration, machine) -> Configuration:  # noqa: ANN001 - a Machine
@@ -188,7 +195,8 @@ class _Runner:
             env = {**env, **{k: v for k, v in exports.items() if k not in env}}
         return env
 
-    def run(self, config: Configuration, timeout_factor: float) -> tuple[Optional[Run], list[float], str, float]:
+    def run(self, config: Configuration, timeout_factor: float, left: float) -> tuple[Optional[Run], list[float], str, float]:
+        """Run ``config`` within its deadline (COMPAT_TUNE_TIMEOUT x ``timeout_factor``) and ``left`` seconds of the budget."""
         from ..environment.child import env_timeout
         from ..launchers.interface import LOOPBACK, free_port
         from ..live.supervise import supervise
@@ -214,11 +222,13 @@ class _Runner:
                 commands.append(("sh", "-c", script, "compat-tune", self.python, *words))
                 envs.append({**self.base, **rank_env, "RANK": str(local), "WORLD_SIZE": str(config.ranks), "LOCAL_RANK": str(local),
                              "LOCAL_WORLD_SIZE": str(config.ranks), "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port})
-        timeout = env_timeout("COMPAT_TUNE_TIMEOUT", TIMEOUT_S) * timeout_factor
+        own = env_timeout("COMPAT_TUNE_TIMEOUT", TIMEOUT_S) * timeout_factor
+        timeout = min(own, left)
         done = supervise(commands, envs, out, timeout, new_run_id())
         result = out / "result.json"
         if done.timed_out:
-            return None, [], f"no result within {timeout:g} s (COMPAT_TUNE_TIMEOUT)", done.seconds
+            why = "COMPAT_TUNE_TIMEOUT" if own <= left else "the rest of the budget"
+            return None, [], f"no result within {timeout:.0f} s ({why})", done.seconds
         errors = sorted(out.glob("error-*.txt"))
         if errors:
             return None, [], _last_line(errors[0].read_text(errors="replace")), done.seconds
