@@ -62,6 +62,9 @@ class Costs(Record):
     compile: float = 25.0
 
 
+DEFAULT_COSTS = Costs()
+
+
 class Configuration(Record):
     ranks: int  # per node
     layout: str  # "one process", "one per socket", "two per NUMA node", ...
@@ -161,7 +164,7 @@ def _thread_choices(machine: Machine, ranks: int, workers: int, share: int) -> l
     return choices
 
 
-def search_space(machine: Machine, installed: Installed, budget: float, costs: Costs = Costs(), bf16: bool = True, compile: bool = True) -> Space:
+def search_space(machine: Machine, installed: Installed, budget: float, costs: Costs = DEFAULT_COSTS, bf16: bool = True, compile: bool = True) -> Space:
     """The configurations to measure, in order and within ``budget`` seconds, and every one left out with its reason.
     ``bf16`` / ``compile`` False: the user left that dimension out (--no-bf16, --no-compile: the training cannot use it)."""
     pruned: list[Pruned] = []
