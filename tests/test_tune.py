@@ -306,3 +306,37 @@ def test_an_environment_without_torch_is_refused_before_anything_runs():
     done = run_compat("tune", "--python", sys.executable, "--json")  # the test environment has no torch
     assert done.returncode == 2 and done.stdout == ""
     assert "torch is not installed in" in done.stderr and "compat tune trains a small model with it" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- the winner: faster than the default plan beyond the measured noise -----------------------------------------
+
+from compatmatrix.tune.proof import Verdict  # noqa: E402
+from compatmatrix.tune.service import Measured, pick_winner  # noqa: E402
+
+ACCEPT = Verdict(True, False, "within", 0.0, 0.0)
+REJECT = Verdict(False, False, "step 2's loss ...", 1.0, None)
+
+
+def measured(name_ranks, rate, spread, verdict=ACCEPT, default=False):
+    from compatmatrix.tune.space import Configuration
+
+    config = Configuration(name_ranks, "layout", 1, 0, "gloo" if name_ranks > 1 else None, "fp32", False, "the plan's share", default)
+    return Measured(config, rate, spread, verdict, "", "", 1.0)
+
+
+def test_the_winner_must_beat_the_default_beyond_both_spreads():
+    default = measured(1, 100.0, 0.10, default=True)  # fast end 111
+    close = measured(2, 115.0, 0.05)  # slow end 109.5 < 111: noise
+    assert pick_winner([default, close]) is default
+    clear = measured(2, 130.0, 0.05)  # slow end 123.8 > 111
+    assert pick_winner([default, close, clear]) is clear
+    noisy_default = measured(1, 100.0, 1.5, default=True)  # its fast end is unbounded: nothing separates from it
+    assert pick_winner([noisy_default, clear]) is noisy_default
+
+
+def test_a_rejected_configuration_never_wins_however_fast():
+    default = measured(1, 100.0, 0.01, default=True)
+    wrong = measured(2, 1000.0, 0.01, verdict=REJECT)
+    assert pick_winner([default, wrong]) is default
+    assert pick_winner([wrong]) is None
+    assert pick_winner([measured(1, 100.0, 0.01, verdict=REJECT, default=True), measured(2, 50.0, 0.5)]).steps_per_second == 50.0

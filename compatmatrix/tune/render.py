@@ -44,8 +44,13 @@ def tune_text(outcome: Outcome) -> str:
     if outcome.winner is not None:
         config = outcome.winner.config
         speedup = outcome.speedup
-        lines.append(f"# winner: {config.name}: {config.describe()}"
-                     + (f"; {speedup:.2f}x the default plan's steps/s" if speedup is not None else "; the default plan was not measured and accepted"))
+        if outcome.winner.config.default:
+            why = "; no configuration was faster than the default plan beyond the measured spread"
+        elif speedup is not None:
+            why = f"; {speedup:.2f}x the default plan's steps/s, beyond both spreads"
+        else:
+            why = "; the default plan was not measured and accepted"
+        lines.append(f"# winner: {config.name}: {config.describe()}{why}")
         lines.append("compat launch " + shlex.join(launch_arguments(outcome)) + " -- YOUR_TRAINING_COMMAND")
         for key, value in sorted(outcome.winner_env.items()):
             lines.append(f"export {key}={shlex.quote(value)}")

@@ -131,8 +131,7 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         interrupted = 143 if isinstance(exc, Terminated) else 130
     finally:
         shutil.rmtree(runner.folder, ignore_errors=True)
-    accepted = [m for m in measured if _accepted(m)]
-    winner = max(accepted, key=lambda m: m.steps_per_second or 0.0) if accepted else None
+    winner = pick_winner(measured)
     default = next((m for m in measured if m.config.default), None)
     notes = ["compat's own tiny workload was measured (an MLP of 64 inputs, 128 hidden units, a global batch of 120), not a training "
              "command of yours: its speeds rank the launch settings for a model this small, where start-up and communication weigh most"]
@@ -140,6 +139,24 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         notes.append("measured with spawn (compat starts each rank); compat launch runs the winner with torchrun, which binds the ranks the same way")
     return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, interrupted, time.monotonic() - started,
                    runner.rank_env(winner.config) if winner else {}, tuple(notes))
+
+
+def rate_interval(m: Measured) -> tuple[float, float]:
+    """steps/s from the step times' quartiles: (1 / Q3, 1 / Q1), written as rate / (1 + spread), rate / (1 - spread)."""
+    rate, spread = m.steps_per_second or 0.0, m.spread or 0.0
+    return rate / (1.0 + spread), (rate / (1.0 - spread) if spread < 1.0 else float("inf"))
+
+
+def pick_winner(measured) -> Optional[Measured]:  # noqa: ANN001 - a sequence of Measured
+    """The fastest accepted configuration that is faster than the default plan beyond the measured noise (its slow
+    end above the default's fast end); the default itself when none is (and it was accepted); with no accepted
+    default, the fastest accepted one."""
+    accepted = sorted((m for m in measured if _accepted(m)), key=lambda m: -(m.steps_per_second or 0.0))
+    default = next((m for m in accepted if m.config.default), None)
+    if default is None:
+        return accepted[0] if accepted else None
+    ceiling = rate_interval(default)[1]
+    return next((m for m in accepted if m is not default and rate_interval(m)[0] > ceiling), default)
 
 
 def _left(started: float, budget: float) -> float:
