@@ -104,7 +104,7 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")))
     measured: list[Measured] = []
     interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
-    references: dict[str, Run] = {}
+    references: dict[str, Run | str] = {}  # dtype -> its reference run, or why it has none
     try:
         for config in space.configurations:
             if time.monotonic() - started >= options.budget:
@@ -113,10 +113,13 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
             if config.dtype not in references:
                 say(f"compat tune: the single-process {config.dtype} reference")
                 reference, _, problem, _ = runner.run(_reference_of(config, machine), 1.0, _left(started, options.budget))
-                if reference is None:
+                if reference is None and not measured:
                     raise CompatError(f"The single-process {config.dtype} reference run of compat's workload did not finish: {problem}",
                                       "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
-                references[config.dtype] = reference
+                references[config.dtype] = reference if reference is not None else f"its single-process {config.dtype} reference did not finish: {problem}"
+            if isinstance(references[config.dtype], str):  # what was measured before stays; this dtype cannot be judged
+                measured.append(Measured(config, None, None, None, "", str(references[config.dtype]), 0.0))
+                continue
             say(f"compat tune: {config.name} ({config.describe()})")
             run, times, problem, seconds = runner.run(config, 3.0 if config.compile else 1.0, _left(started, options.budget))
             tol = tolerance(config.dtype, reduction_terms(runner.global_batch, runner.fan_in, config.ranks), STEPS)
@@ -124,7 +127,9 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
                 measured.append(Measured(config, None, None, None, tol.text(), problem, seconds))
                 continue
             rate, spread = _speed(times)
-            measured.append(Measured(config, rate, spread, prove(run, references[config.dtype], tol), tol.text(), "", seconds))
+            reference = references[config.dtype]
+            assert isinstance(reference, Run)
+            measured.append(Measured(config, rate, spread, prove(run, reference, tol), tol.text(), "", seconds))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (processes.Terminated): the run in progress was swept; what was measured stays
         from ..processes import Terminated
 
