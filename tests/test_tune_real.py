@@ -44,13 +44,13 @@ def tune(*args, extra=None, timeout=180):
 
 def test_a_perturbed_gradient_is_rejected_and_the_winner_is_proven(torch213):
     started = time.monotonic()
-    done = tune("--python", torch213, "--launcher", "torchrun", "--budget", "40", "--no-bf16", "--no-compile", "--json", extra={"COMPAT_TUNE_FIXTURE_PERTURB": "1.5"})
+    done = tune("--python", torch213, "--launcher", "torchrun", "--budget", "60", "--no-bf16", "--no-compile", "--json", extra={"COMPAT_TUNE_FIXTURE_PERTURB": "1.5"})
     seconds = time.monotonic() - started
     document = json.loads(done.stdout)
     jsonschema.validate(document, SCHEMA)
     configs = document["configurations"]
     measured = [c for c in configs if c["steps_per_second"] is not None]
-    assert measured and configs[0]["default"], done.stderr
+    assert measured and configs[0]["default"], (done.stdout, done.stderr)
     multi = [c for c in measured if c["ranks"] > 1]
     if not multi:
         pytest.skip("this machine gives compat fewer than 2 physical cores: no multi-rank configuration to perturb")
@@ -64,7 +64,7 @@ def test_a_perturbed_gradient_is_rejected_and_the_winner_is_proven(torch213):
     assert winner["name"] in {c["name"] for c in single}
     assert winner["launch_arguments"][:4] == ["--launcher", "torchrun", "--nproc-per-node", "1"]
     assert winner["environment"]["OMP_NUM_THREADS"] == str(next(c for c in single if c["name"] == winner["name"])["omp_threads"])
-    assert seconds < 40 + 60, "the budget stops new runs; one run in progress may finish"
+    assert seconds < 60 + 60, "the budget stops new runs; one run in progress may finish"
 
 
 def test_ctrl_c_keeps_what_was_measured(torch213):
