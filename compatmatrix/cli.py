@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         Sources,
         Target,
         TranslateArgs,
+        TuneArgs,
         Wanted,
     )
     from .planning import Planned
@@ -430,6 +431,24 @@ def build_parser() -> argparse.ArgumentParser:
     launch_cmd.populate = _launch_arguments  # on first use, as env's
     launch_cmd.set_defaults(build=_launch_args_of)
 
+    tune_cmd = commands.add_parser(
+        "tune",
+        help="measure launch configurations (ranks, threads, oneCCL workers, backend, bf16, torch.compile) and keep the fastest that trains the same model",
+        description="Derive the launch configurations worth trying from this machine's topology and the environment (what compat launch plans, "
+        "pruned so that no configuration oversubscribes the physical cores, and by the budget), run compat's own tiny training workload "
+        "under each (a user's command is not measured yet), measure steps/s after a warm-up, and accept a configuration only if its "
+        "losses and final parameters match a single-process reference run of the same global batch within a bound derived from the "
+        "dtype (said in the output). Prints the table and the winner as compat launch arguments and environment lines. Ctrl-C keeps "
+        "what was measured. Exit 1 when no configuration was accepted.",
+    )
+    tune_cmd.add_argument("--launcher", choices=("spawn", "torchrun"), default="torchrun", help="how the ranks are started (default torchrun, as compat launch)")
+    tune_cmd.add_argument("--budget", type=positive_float, default=120.0, metavar="SECONDS", help="seconds to spend measuring (default 120)")
+    tune_cmd.add_argument("--no-bf16", action="store_true", help="leave bf16 autocast out (the training cannot use it)")
+    tune_cmd.add_argument("--no-compile", action="store_true", help="leave torch.compile out (the training cannot use it)")
+    tune_cmd.add_argument("--json", action="store_true", help="print the table as JSON (compatmatrix/schemas/tune-v1.json)")
+    _target_options(tune_cmd, python="the training environment's interpreter (default: $COMPAT_PYTHON, else the running one)")
+    tune_cmd.set_defaults(build=_tune_args_of)
+
     _export_parser(commands)
     return parser
 
@@ -730,6 +749,12 @@ def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
     if ns.mpirun is not None and ns.launcher != "mpirun":
         raise UsageError("--mpirun goes with --launcher mpirun.", "Add --launcher mpirun, or drop --mpirun.")
     return EnvArgs(_output(ns), _target(ns).python, ns.shell, ns.ranks_per_node, ns.launcher, ns.defaults, ns.master_addr, ns.nnodes, ns.mpirun)
+
+
+def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
+    from .options import TuneArgs
+
+    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile)
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -1141,6 +1166,24 @@ def cmd_launch(args: LaunchArgs) -> int:
     return run_invocation(prepared.invocation, os.environ, say=_say_error)
 
 
+def cmd_tune(args: TuneArgs) -> int:
+    from .tune.service import TuneOptions, tune
+
+    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, args.bf16, args.compile), os.environ, say=_say_error if not args.json else (lambda line: None))
+    if args.json:
+        from .console import dump_json
+        from .tune.render import tune_json
+
+        print(dump_json(tune_json(outcome)))
+    else:
+        from .tune.render import tune_text
+
+        sys.stdout.write(visible(tune_text(outcome)))
+    if outcome.interrupted:
+        return outcome.interrupted
+    return EXIT_OK if outcome.winner is not None else EXIT_PROBLEMS
+
+
 def _print_plan(planned: Planned, kind: str, require_hashes: bool) -> int:
     """requirements | constraints | pip-command: compat export FORMAT, and compat install --print FORMAT (the same text)."""
     from .render.requirements import plan_text
@@ -1444,7 +1487,7 @@ def cmd_migrate(args: MigrateArgs) -> int:
 
 COMMANDS: dict[str, Callable[..., int]] = {"translate": cmd_translate, "install": cmd_install, "download": cmd_download, "resolve": cmd_resolve,
                                            "matrix": cmd_matrix, "doctor": cmd_doctor, "check": cmd_check, "env": cmd_env, "launch": cmd_launch,
-                                           "export": cmd_export, "migrate": cmd_migrate}
+                                           "export": cmd_export, "migrate": cmd_migrate, "tune": cmd_tune}
 
 
 def parse(argv: Optional[Sequence[str]] = None):

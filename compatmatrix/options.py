@@ -174,6 +174,15 @@ class LaunchArgs(Record):
     command: tuple[str, ...]
 
 
+class TuneArgs(Record):
+    json: bool
+    launcher: str
+    budget: float
+    python: Optional[str]
+    bf16: bool
+    compile: bool
+
+
 class JobArgs(Record):
     """compat export pytorchjob."""
 

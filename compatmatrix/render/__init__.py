@@ -41,6 +41,7 @@ SCHEMAS: Mapping[str, str] = {
     "launch": "launch-v1.json",
     "export": "export-validate-v1.json",
     "migrate": "migrate-v1.json",
+    "tune": "tune-v1.json",
 }
 
 

@@ -1,0 +1,1 @@
+"""compat tune: the search space of launch configurations, the correctness proof against a single-process reference."""

@@ -1,0 +1,101 @@
+"""compat tune's output: the table and the winner as text, and the ``--json`` document (schemas/tune-v1.json).
+
+Side effects: none.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Optional
+
+from .service import Measured, Outcome, launch_arguments, training_flags
+
+SCHEMA_VERSION = 1
+
+
+def _verdict_words(m: Measured) -> str:
+    if m.problem:
+        return "not measured: " + m.problem
+    if m.verdict is None:
+        return ""
+    if m.verdict.accepted:
+        return "exact" if m.verdict.exact else f"same model (within {m.verdict.worst_loss:.2g})"
+    return "REJECTED: " + m.verdict.reason
+
+
+def _rate(value: Optional[float]) -> str:
+    return f"{value:,.1f}" if value is not None else "-"
+
+
+def tune_text(outcome: Outcome) -> str:
+    lines = [f"# compat tune: {outcome.space.machine_text}; {outcome.python}, launcher {outcome.launcher}",
+             f"# budget {outcome.space.budget:g} s (estimated {outcome.space.estimated:.0f} s), took {outcome.seconds:.0f} s"
+             + ("; INTERRUPTED: the table holds what was measured before Ctrl-C" if outcome.interrupted else "")]
+    rows = [("configuration", "steps/s", "spread", "correctness")]
+    for m in sorted(outcome.measured, key=lambda m: -(m.steps_per_second or 0.0)):
+        name = m.config.name + (" (default plan)" if m.config.default else "") + (" *" if outcome.winner is m else "")
+        rows.append((name, _rate(m.steps_per_second), f"±{m.spread:.0%}" if m.spread is not None else "-", _verdict_words(m)))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}".rstrip())
+    bounds = sorted({m.tolerance for m in outcome.measured if m.tolerance})
+    for text in bounds:
+        lines.append(f"# proof: {text}")
+    if outcome.winner is not None:
+        config = outcome.winner.config
+        speedup = outcome.speedup
+        if outcome.winner.config.default:
+            why = "; no configuration was faster than the default plan beyond the measured spread"
+        elif speedup is not None:
+            why = f"; {speedup:.2f}x the default plan's steps/s, beyond both spreads"
+        else:
+            why = "; the default plan was not measured and accepted"
+        lines.append(f"# winner: {config.name}: {config.describe()}{why}")
+        lines.append("compat launch " + shlex.join(launch_arguments(outcome)) + " -- YOUR_TRAINING_COMMAND")
+        for key, value in sorted(outcome.winner_env.items()):
+            lines.append(f"export {key}={shlex.quote(value)}")
+        flags = training_flags(config)
+        if flags:
+            lines.append("# an HF Trainer script's flags for it: " + shlex.join(flags))
+    else:
+        lines.append("# no configuration was measured and proven to train the same model as the reference")
+    for pruned in outcome.space.pruned:
+        lines.append(f"# left out: {pruned.name}: {pruned.reason}")
+    for note in outcome.notes:
+        lines.append(f"# note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def tune_json(outcome: Outcome) -> dict[str, Any]:
+    def configuration(m: Measured) -> dict[str, Any]:
+        c = m.config
+        return {
+            "name": c.name, "ranks": c.ranks, "layout": c.layout, "omp_threads": c.omp_threads, "ccl_workers": c.ccl_workers,
+            "backend": c.backend, "dtype": c.dtype, "compile": c.compile, "default": c.default,
+            "steps_per_second": m.steps_per_second, "spread": m.spread, "seconds": round(m.seconds, 3),
+            "problem": m.problem or None,
+            "verdict": None if m.verdict is None else {
+                "accepted": m.verdict.accepted, "exact": m.verdict.exact, "reason": m.verdict.reason,
+                "worst_loss": m.verdict.worst_loss, "worst_param": m.verdict.worst_param, "tolerance": m.tolerance},
+        }
+
+    winner = None
+    if outcome.winner is not None:
+        winner = {"name": outcome.winner.config.name, "speedup_over_default": outcome.speedup,
+                  "launch_arguments": launch_arguments(outcome), "environment": dict(outcome.winner_env),
+                  "training_flags": training_flags(outcome.winner.config)}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "python": outcome.python,
+        "launcher": outcome.launcher,
+        "machine": outcome.space.machine_text,
+        "workload": "compat",
+        "budget_seconds": outcome.space.budget,
+        "estimated_seconds": outcome.space.estimated,
+        "seconds": round(outcome.seconds, 3),
+        "interrupted": bool(outcome.interrupted),
+        "configurations": [configuration(m) for m in outcome.measured],
+        "pruned": [{"name": p.name, "reason": p.reason} for p in outcome.space.pruned],
+        "winner": winner,
+        "notes": list(outcome.notes),
+    }

@@ -1,0 +1,309 @@
+"""``compat tune``: measure the search space's configurations with compat's own tiny workload and keep only those
+that train the same model as the single-process reference. The steps in order: probe the environment, derive the
+space (tune/space.py), run the references (one process, one per dtype), run each configuration under the real
+launcher, judge it (tune/proof.py), pick the fastest accepted one.
+
+Each run is the live doctor's kind of child: every process in a session of its own, tagged with a run id, held to
+a deadline (COMPAT_TUNE_TIMEOUT, default 120 s a run; torch.compile runs 3 times that; never past the budget, except
+that a run started gets at least MIN_RUN_S), and swept at the end
+(live/supervise.py). torchrun runs the command line compat launch would (placement/binding.compose: each rank
+bound by numactl/taskset); spawn starts each rank itself through the same binding wrapper, with RANK, WORLD_SIZE,
+LOCAL_RANK and a free MASTER_PORT. Ctrl-C stops the run in progress (its processes swept) and keeps what was
+measured. No new configuration starts once the budget's seconds have passed.
+
+This slice runs compat's own workload only (tune/workload.py); a user's training command is not measured yet.
+
+Side effects: the environment probe, child processes, a private temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..errors import CompatError
+from ..record import Record
+from .proof import Run, Verdict, prove, reduction_terms, tolerance
+from .space import Configuration, Space
+
+WARMUP = 5
+TIMED = 40
+STEPS = WARMUP + TIMED
+TIMEOUT_S = 120.0
+MIN_RUN_S = 10.0  # the least a run started is given, even where the budget has less left
+LAUNCHERS = ("spawn", "torchrun")
+WORKLOAD = Path(__file__).resolve().parent / "workload.py"
+DROPPED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    python: Optional[str]
+    launcher: str
+    budget: float
+    bf16: bool = True  # False: --no-bf16
+    compile: bool = True  # False: --no-compile
+
+
+class Measured(Record):
+    config: Configuration
+    steps_per_second: Optional[float]  # 1 / the median timed step
+    spread: Optional[float]  # half the interquartile range of the step times, relative to the median
+    verdict: Optional[Verdict]
+    tolerance: str  # the bound's formula with its numbers
+    problem: str  # why it has no measurement ("" when it has one)
+    seconds: float  # wall-clock of the run
+
+
+class Outcome(Record):
+    python: str
+    launcher: str
+    space: Space
+    measured: tuple[Measured, ...]
+    winner: Optional[Measured]
+    default: Optional[Measured]
+    interrupted: int  # 0, or the exit code of the signal that stopped the measuring (130 Ctrl-C, 143 SIGTERM/SIGHUP)
+    seconds: float
+    winner_env: Mapping[str, str]
+    notes: tuple[str, ...]
+
+    @property
+    def speedup(self) -> Optional[float]:
+        """The winner's steps/s over the default plan's (when both were measured and accepted)."""
+        if self.winner is None or self.default is None or not _accepted(self.default):
+            return None
+        return (self.winner.steps_per_second or 0.0) / (self.default.steps_per_second or 1.0)
+
+
+def _accepted(measured: Measured) -> bool:
+    return measured.verdict is not None and measured.verdict.accepted and measured.steps_per_second is not None
+
+
+def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], None] = lambda line: None) -> Outcome:
+    from ..environment.snapshot import take_snapshot
+    from ..placement.topology import machine_from_snapshot
+    from .space import installed_from_snapshot, search_space
+
+    if options.launcher not in LAUNCHERS:
+        raise CompatError(f"compat tune runs its ranks with spawn or torchrun, not {options.launcher}.", "Pass --launcher spawn or --launcher torchrun.")
+    started = time.monotonic()
+    snapshot = take_snapshot(options.python)
+    if snapshot.get("torch") is None:
+        raise CompatError(f"torch is not installed in {snapshot.executable}: compat tune trains a small model with it.",
+                          "Pass --python PATH of the training environment (or install torch there).")
+    machine = machine_from_snapshot(snapshot)
+    space = search_space(machine, installed_from_snapshot(snapshot), options.budget, bf16=options.bf16, compile=options.compile)
+    base = {k: v for k, v in environ.items() if k not in DROPPED}
+    runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")))
+    measured: list[Measured] = []
+    interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
+    references: dict[str, Run | str] = {}  # dtype -> its reference run, or why it has none
+    try:
+        for config in space.configurations:
+            if time.monotonic() - started >= options.budget:
+                measured.append(Measured(config, None, None, None, "", f"the budget of {options.budget:g} s was spent before it started", 0.0))
+                continue
+            if config.dtype not in references:
+                say(f"compat tune: the single-process {config.dtype} reference")
+                reference, _, problem, _ = runner.run(_reference_of(config, machine), 1.0, _left(started, options.budget))
+                if reference is None and not measured:
+                    raise CompatError(f"The single-process {config.dtype} reference run of compat's workload did not finish: {problem}",
+                                      "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
+                references[config.dtype] = reference if reference is not None else f"its single-process {config.dtype} reference did not finish: {problem}"
+            if isinstance(references[config.dtype], str):  # what was measured before stays; this dtype cannot be judged
+                measured.append(Measured(config, None, None, None, "", str(references[config.dtype]), 0.0))
+                continue
+            say(f"compat tune: {config.name} ({config.describe()})")
+            run, times, problem, seconds = runner.run(config, 3.0 if config.compile else 1.0, _left(started, options.budget))
+            tol = tolerance(config.dtype, reduction_terms(runner.global_batch, runner.fan_in, config.ranks), STEPS)
+            if run is None:
+                measured.append(Measured(config, None, None, None, tol.text(), problem, seconds))
+                continue
+            rate, spread = _speed(times)
+            reference = references[config.dtype]
+            assert isinstance(reference, Run)
+            measured.append(Measured(config, rate, spread, prove(run, reference, tol), tol.text(), "", seconds))
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (processes.Terminated): the run in progress was swept; what was measured stays
+        from ..processes import Terminated
+
+        interrupted = 143 if isinstance(exc, Terminated) else 130
+    finally:
+        shutil.rmtree(runner.folder, ignore_errors=True)
+    winner = pick_winner(measured)
+    default = next((m for m in measured if m.config.default), None)
+    notes = ["compat's own tiny workload was measured (an MLP of 64 inputs, 128 hidden units, a global batch of 120), not a training "
+             "command of yours: its speeds rank the launch settings for a model this small, where start-up and communication weigh most"]
+    if options.launcher == "spawn":
+        notes.append("measured with spawn (compat starts each rank); compat launch runs the winner with torchrun, which binds the ranks the same way")
+    return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, interrupted, time.monotonic() - started,
+                   runner.rank_env(winner.config) if winner else {}, tuple(notes))
+
+
+def rate_interval(m: Measured) -> tuple[float, float]:
+    """steps/s from the step times' quartiles: (1 / Q3, 1 / Q1), written as rate / (1 + spread), rate / (1 - spread)."""
+    rate, spread = m.steps_per_second or 0.0, m.spread or 0.0
+    return rate / (1.0 + spread), (rate / (1.0 - spread) if spread < 1.0 else float("inf"))
+
+
+def pick_winner(measured) -> Optional[Measured]:  # noqa: ANN001 - a sequence of Measured
+    """The fastest accepted configuration that is faster than the default plan beyond the measured noise (its slow
+    end above the default's fast end); the default itself when none is (and it was accepted); with no accepted
+    default, the fastest accepted one."""
+    accepted = sorted((m for m in measured if _accepted(m)), key=lambda m: -(m.steps_per_second or 0.0))
+    default = next((m for m in accepted if m.config.default), None)
+    if default is None:
+        return accepted[0] if accepted else None
+    ceiling = rate_interval(default)[1]
+    return next((m for m in accepted if m is not default and rate_interval(m)[0] > ceiling), default)
+
+
+def _left(started: float, budget: float) -> float:
+    """Seconds of the budget left, at least MIN_RUN_S: a run started is given a chance to finish."""
+    return max(MIN_RUN_S, budget - (time.monotonic() - started))
+
+
+def _reference_of(config: Configuration, machine) -> Configuration:  # noqa: ANN001 - a Machine
+    """The single-process, eager run of ``config``'s dtype: the plan's one-rank threads."""
+    from ..placement.plan import plan_ranks
+
+    threads = plan_ranks(machine, 1, 0).omp_threads
+    return Configuration(1, "one process", threads, 0, None, config.dtype, False, "the plan's share")
+
+
+def _speed(times: list[float]) -> tuple[Optional[float], Optional[float]]:
+    if not times:
+        return None, None
+    median = statistics.median(times)
+    if median <= 0:
+        return None, None
+    quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [median, median, median]
+    return 1.0 / median, (quartiles[2] - quartiles[0]) / 2 / median
+
+
+class _Runner:
+    """Runs one configuration of the workload under the launcher; reads rank 0's result."""
+
+    def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path) -> None:  # noqa: ANN001
+        from ..environment.libraries import preload_candidates, preload_entries
+        from ..placement.environment import choose_preload
+        from ..placement.service import oneccl_bindings_installed
+
+        self.snapshot, self.machine, self.launcher, self.base, self.folder = snapshot, machine, launcher, base, folder
+        self.python = snapshot.executable
+        self.bindings = oneccl_bindings_installed(snapshot)
+        self.preload = choose_preload(preload_candidates(snapshot.prefix), preload_entries(base.get("LD_PRELOAD", "")))
+        self.tools = _tools(base)
+        self.count = 0
+        self.global_batch, self.fan_in = _workload_shape()
+
+    def rank_env(self, config: Configuration) -> dict[str, str]:
+        from ..placement.environment import launch_environment
+        from ..placement.plan import plan_ranks
+
+        plan = plan_ranks(self.machine, config.ranks, config.ccl_workers)
+        env = launch_environment(plan, self.preload, self.bindings and config.backend == "ccl")
+        env["OMP_NUM_THREADS"] = str(config.omp_threads)
+        if config.backend == "ccl":
+            from ..placement.service import launch_oneccl
+
+            exports, _, _ = launch_oneccl(self.snapshot, "torchrun", None)
+            env = {**env, **{k: v for k, v in exports.items() if k not in env}}
+        return env
+
+    def run(self, config: Configuration, timeout_factor: float, left: float) -> tuple[Optional[Run], list[float], str, float]:
+        """Run ``config`` within its deadline (COMPAT_TUNE_TIMEOUT x ``timeout_factor``) and ``left`` seconds of the budget."""
+        from ..environment.child import env_timeout
+        from ..launchers.interface import LOOPBACK, free_port
+        from ..live.supervise import supervise
+        from ..placement.binding import binder_script, compose
+        from ..placement.plan import plan_ranks
+        from ..processes import new_run_id
+
+        self.count += 1
+        out = self.folder / f"run-{self.count}"
+        out.mkdir()
+        plan = plan_ranks(self.machine, config.ranks, config.ccl_workers)
+        rank_env = self.rank_env(config)
+        words = [str(WORKLOAD), "--out", str(out), "--steps", str(STEPS), "--warmup", str(WARMUP), "--dtype", config.dtype,
+                 "--backend", config.backend or "gloo"] + (["--compile"] if config.compile else [])
+        if self.launcher == "torchrun":
+            invocation = compose(plan, rank_env, "torchrun", words, self.python, self.tools)
+            commands, envs = [invocation.argv], [invocation.environment(self.base)]
+        else:
+            script, _ = binder_script(plan, "LOCAL_RANK", self.tools)
+            port = str(free_port())
+            commands, envs = [], []
+            for local in range(config.ranks):
+                commands.append(("sh", "-c", script, "compat-tune", self.python, *words))
+                envs.append({**self.base, **rank_env, "RANK": str(local), "WORLD_SIZE": str(config.ranks), "LOCAL_RANK": str(local),
+                             "LOCAL_WORLD_SIZE": str(config.ranks), "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port})
+        own = env_timeout("COMPAT_TUNE_TIMEOUT", TIMEOUT_S) * timeout_factor
+        timeout = min(own, left)
+        done = supervise(commands, envs, out, timeout, new_run_id())
+        result = out / "result.json"
+        if done.timed_out:
+            why = "COMPAT_TUNE_TIMEOUT" if own <= left else "the rest of the budget"
+            return None, [], f"no result within {timeout:.0f} s ({why})", done.seconds
+        errors = sorted(out.glob("error-*.txt"))
+        if errors:
+            return None, [], _last_line(errors[0].read_text(errors="replace")), done.seconds
+        if not result.is_file():
+            codes = ", ".join(str(end.returncode) for end in done.ends)
+            return None, [], f"the run ended (exit {codes}) without a result: {_last_line(' '.join(end.log for end in done.ends))}", done.seconds
+        try:
+            data = json.loads(result.read_text())
+            run = Run(tuple(float(v) for v in data["losses"]), tuple(float(v) for v in data["params"]), str(data["digest"]))
+            times = [float(v) for v in data["step_seconds"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return None, [], f"its result could not be read: {exc}", done.seconds
+        return run, times, "", done.seconds
+
+
+def _workload_shape() -> tuple[int, int]:
+    """The workload's global batch and widest fan-in: read from its source's constants, never by importing it."""
+    import ast
+
+    values: dict[str, int] = {}
+    for node in ast.parse(WORKLOAD.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Constant):
+            values[node.targets[0].id] = node.value.value
+    return int(values["GLOBAL_BATCH"]), max(int(values["FEATURES"]), int(values["HIDDEN"]))
+
+
+def _tools(base: Mapping[str, str]):  # noqa: ANN202
+    from ..launchers.interface import Tools
+
+    return Tools(shutil.which("numactl", path=base.get("PATH")), shutil.which("taskset", path=base.get("PATH")))
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else "no output")[:400]
+
+
+def launch_arguments(outcome: Outcome) -> list[str]:
+    """The winner as ``compat launch`` arguments (torchrun: compat launch's launcher for one node)."""
+    if outcome.winner is None:
+        return []
+    config = outcome.winner.config
+    return ["--launcher", "torchrun", "--nproc-per-node", str(config.ranks), "--ccl-workers", str(config.ccl_workers)]
+
+
+def training_flags(config: Configuration) -> list[str]:
+    """What the winner asks of an HF Trainer command line (the Trainer's own flags)."""
+    flags = []
+    if config.backend:
+        flags += ["--ddp_backend", config.backend]
+    if config.dtype == "bf16":
+        flags.append("--bf16")
+    if config.compile:
+        flags.append("--torch_compile")
+    return flags
+

@@ -1,0 +1,98 @@
+"""compat tune for REAL: the real torch 2.13 CPU environment (tests/real_envs.py), compat's own workload under
+torchrun and spawn, a small budget. The expectations never depend on this machine's CPU: which configurations run
+depends on its cores and flags, so the tests judge what the document says was run. Every process compat starts
+carries COMPAT_TEST_MARK, and none may be left afterwards (read from /proc).
+
+The FIXTURE mode (COMPAT_TUNE_FIXTURE_PERTURB, read by tune/workload.py) makes rank 0 of every multi-rank run scale
+its gradients: those configurations train something else and the correctness proof must reject them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import jsonschema
+import pytest
+
+from .clean_env import base_env
+from .conftest import ROOT
+from .procs import MARK_VARIABLE, marked, new_mark
+from .real_envs import real_env
+
+pytestmark = pytest.mark.integration
+SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "tune-v1.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def torch213():
+    return str(real_env("torch213-stock"))
+
+
+def tune(*args, extra=None, timeout=180):
+    mark = new_mark()
+    env = base_env({MARK_VARIABLE: mark, **(extra or {})})
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "tune", *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    assert marked(mark) == [], "compat tune left processes behind"
+    return done
+
+
+def test_a_perturbed_gradient_is_rejected_and_the_winner_is_proven(torch213):
+    started = time.monotonic()
+    done = tune("--python", torch213, "--launcher", "torchrun", "--budget", "60", "--no-bf16", "--no-compile", "--json", extra={"COMPAT_TUNE_FIXTURE_PERTURB": "1.5"})
+    seconds = time.monotonic() - started
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, SCHEMA)
+    configs = document["configurations"]
+    measured = [c for c in configs if c["steps_per_second"] is not None]
+    assert measured and configs[0]["default"], (done.stdout, done.stderr)
+    multi = [c for c in measured if c["ranks"] > 1]
+    if not multi:
+        pytest.skip("this machine gives compat fewer than 2 physical cores: no multi-rank configuration to perturb")
+    for config in multi:  # the fixture's rank 0 scaled its gradients: the proof says where it diverged
+        assert not config["verdict"]["accepted"] and config["verdict"]["reason"].startswith("step "), config
+        assert "over the fp32 bound" in config["verdict"]["reason"]
+    single = [c for c in measured if c["ranks"] == 1 and c["dtype"] == "fp32" and not c["compile"]]
+    assert single and all(c["verdict"]["accepted"] for c in single)
+    winner = document["winner"]
+    assert done.returncode == 0 and winner is not None
+    assert winner["name"] in {c["name"] for c in single}
+    assert winner["launch_arguments"][:4] == ["--launcher", "torchrun", "--nproc-per-node", "1"]
+    assert winner["environment"]["OMP_NUM_THREADS"] == str(next(c for c in single if c["name"] == winner["name"])["omp_threads"])
+    assert seconds < 60 + 60, "the budget stops new runs; one run in progress may finish"
+
+
+def test_ctrl_c_keeps_what_was_measured(torch213):
+    mark = new_mark()
+    env = base_env({MARK_VARIABLE: mark})
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "tune", "--python", torch213, "--launcher", "spawn", "--budget", "60", "--no-bf16", "--no-compile"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the reference, then the first configuration, then the second one starts
+        line = process.stderr.readline()
+        if not line:
+            break
+        if line.startswith("compat tune: ") and "reference" not in line:
+            seen.append(line)
+            if len(seen) == 2:
+                break
+    if len(seen) < 2:
+        process.kill()
+        process.wait()
+        pytest.skip("the budget ran only one configuration on this machine")
+    time.sleep(1.0)  # the second configuration's ranks are starting
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "INTERRUPTED" in out and "(default plan)" in out
+    first = seen[0].split()[2]
+    row = next(line for line in out.splitlines() if line.startswith(first))
+    assert re.search(r"  \d[\d,]*\.\d  ", row) and ("exact" in row or "same model" in row), row  # its steps/s and its verdict
+    assert marked(mark) == []
+    assert os.environ.get(MARK_VARIABLE) != mark
