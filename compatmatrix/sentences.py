@@ -107,6 +107,10 @@ def pairing_phrase(pairing: Pairing, detail: bool = False) -> str:
         else:
             caveat = " (not verified)"
         return f"reported working by {sources_text(pairing.provenance.sources)}{caveat}"
+    if pairing.evidence == "tested-here":
+        return f"tested here: it works ({pairing.provenance.note})"
+    if pairing.evidence == "documented-break" and pairing.tested:
+        return f"tested here: it fails ({pairing.provenance.note})"
     if pairing.evidence == "documented-break":
         return f"documented not to work ({sources_text(pairing.provenance.sources)})"
     return "unverified: no source says whether this pair works"
