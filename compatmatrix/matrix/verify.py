@@ -218,8 +218,10 @@ def _install(matrix: Matrix, picks: Sequence[Pick], locations: Mapping[str, Any]
     try:
         install(matrix, plan, take_snapshot(python), options)
     except InstallError as exc:
-        raise CompatError(f"The throw-away environment could not be installed ({exc.message.rstrip('.')}); nothing was recorded.",
-                          exc.fix or "See the output above.") from None
+        fix = exc.fix or "See the output above."
+        if "--allow-unverified" in fix:  # this command installs only what it can check: no such option here
+            fix = "Use indexes that publish sha256 hashes (--index HOST=URL): compat matrix verify installs only wheels it can check."
+        raise CompatError(f"The throw-away environment could not be installed ({exc.message.rstrip('.')}); nothing was recorded.", fix) from None
 
 
 def _requires(python: str, distribution: str) -> list[str]:
