@@ -269,3 +269,17 @@ def test_real_pairings_one_that_breaks_and_one_that_works_are_recorded(real_inde
     assert list((tmp_path / "tmp").iterdir()) == []  # the throw-away venvs (and the install's work folders) are gone
     shown = run_compat("matrix", "--package", "torchvision", env_extra={"XDG_DATA_HOME": str(tmp_path)})
     assert "BREAKS" in shown.stdout or "breaks" in shown.stdout
+
+
+@pytest.mark.parametrize("works,code,said", [(None, 0, "unverified"), (True, 0, "tested here, it works"), (False, 1, "tested here, it breaks")])
+def test_check_r_grades_the_pairing_by_the_tested_record(tmp_path, works, code, said):
+    """torch 2.14.1 + torchaudio 2.11.0 (which declares no torch): WARN unverified until tried; then PASS or FAIL by the record."""
+    environ = {"XDG_DATA_HOME": str(tmp_path)}
+    if works is not None:
+        overlay_mod.record_tested(record_of(works=works), load_matrix(), environ)
+    pins = tmp_path / "requirements.txt"
+    pins.write_text("torch==2.14.1\ntorchaudio==2.11.0\n")
+    done = run_compat("check", "-r", str(pins), "--python-version", "3.11", "--json", env_extra=environ)
+    assert done.returncode == code, (done.stdout, done.stderr)
+    finding = next(f for f in json.loads(done.stdout)["checks"] if f["id"] == "packages.torchaudio-torch")
+    assert said in finding["summary"]
