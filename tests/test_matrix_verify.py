@@ -20,6 +20,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from packaging.version import Version
 
 from compatmatrix.matrix import load_matrix
@@ -33,6 +35,7 @@ from compatmatrix.rules import fits, problem_with
 from .clean_env import base_env
 from .conftest import run_compat
 from .fixture_index import FixtureIndex
+from .hostile_strings import hostile_requirement
 from .install_helpers import served
 from .local_pypi import local_pypi_index
 from .real_envs import CACHE
@@ -283,3 +286,16 @@ def test_check_r_grades_the_pairing_by_the_tested_record(tmp_path, works, code, 
     assert done.returncode == code, (done.stdout, done.stderr)
     finding = next(f for f in json.loads(done.stdout)["checks"] if f["id"] == "packages.torchaudio-torch")
     assert said in finding["summary"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.one_of(hostile_requirement(surrogates=False), st.text(max_size=40)))
+def test_any_pin_is_parsed_or_refused_in_one_sentence(text):
+    from compatmatrix.errors import UsageError
+
+    try:
+        component, version = parse_pin(text)
+    except UsageError as exc:
+        assert exc.fix and "\n" not in exc.message
+    else:
+        assert isinstance(version, Version) and component.distribution
