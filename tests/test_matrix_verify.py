@@ -106,6 +106,9 @@ def test_resolve_answers_with_the_tested_pairing(tmp_path):
                       env_extra={"XDG_DATA_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert "tested here" in done.stdout and "unverified: no source" not in done.stdout
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, json.loads(Path(schema_path("resolve")).read_text()))
+    assert document["pairings"]["torchaudio"]["evidence"] == "tested-here"
 
 
 # --- the record and the overlay (pure) -----------------------------------------------------------------------------
