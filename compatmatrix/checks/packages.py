@@ -283,7 +283,8 @@ def _companion(ctx: Context, component: Component) -> Finding:
         if pairing.evidence == "tested-here":
             return Finding(cid, Status.PASS, f"{package} {release.version} with torch {torch}: tested here, it works", (pairing.provenance.note,))
         pinned = nearest_pinned(ctx.matrix, component, release.version)
-        fix = (f"pip install torch=={release.torch}  (the torch {package} {release.version} pins)" if getattr(release, "torch", None) is not None
+        pin = getattr(release, "torch", None)
+        fix = (f"pip install torch=={pin}  (the torch {package} {release.version} pins)" if pin is not None
                else f"pip install {package}=={pinned[0]}  (it pins torch {pinned[1]})" if pinned is not None
                else f"Uninstall {package}, or install the torch it was tested to work with.")
         return Finding(cid, Status.FAIL, f"{package} {release.version} does not work with torch {torch}: tested here, it breaks",
