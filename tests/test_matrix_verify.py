@@ -176,6 +176,8 @@ def test_judge_uses_the_import_probe_classifier():
     assert judge(0, "", "", False, "torchvision", 60)[0] == "error"  # exit 0 before the smoke finished is not a success
     assert judge(1, "", "ImportError: x.so: undefined symbol: _ZN3c10foo\n", False, "torchvision", 60)[0] == "undefined-symbol"
     assert judge(None, "", "", True, "torchvision", 60)[0] == "hang"
+    after = judge(1, "COMPAT-VERIFY-IMPORTED\n", "RuntimeError: operator torchvision::nms does not exist\n", False, "torchvision", 60, "nms")
+    assert after[0] == "error" and after[1].startswith("torchvision imported, then nms failed (exit status 1): RuntimeError")
 
 
 def test_requirements_to_add_drop_torch_extras_and_other_pythons():

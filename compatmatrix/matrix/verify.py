@@ -28,6 +28,7 @@ from .model import Component, Matrix
 from .tested import VERIFIABLE, Machine, Tested
 
 MARK = "COMPAT-VERIFY-SMOKE-OK"
+IMPORTED = "COMPAT-VERIFY-IMPORTED"  # printed between the imports and the smoke operation: a failure after it is the operation's
 VENV_TIMEOUT_S = 300.0
 SMOKE_TIMEOUT_S = 600.0  # importing torch and a package, and one tiny op: seconds, minutes on a loaded machine
 
@@ -80,7 +81,7 @@ SMOKE: dict[Component, tuple[str, str]] = {
 
 def smoke_program(component: Component, module: str) -> str:
     """The child's program: import torch, then the package, then its smoke operation, then MARK."""
-    return f"import torch\nimport {module} as pkg\n{SMOKE[component][1]}print({MARK!r})\n"
+    return f"import torch\nimport {module} as pkg\nprint({IMPORTED!r}, flush=True)\n{SMOKE[component][1]}print({MARK!r})\n"
 
 
 class Pick(Record):
@@ -191,9 +192,11 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def judge(returncode: Optional[int], stdout: str, stderr: str, timed_out: bool, what: str, timeout: float) -> tuple[str, str, tuple[str, ...], str]:
+def judge(returncode: Optional[int], stdout: str, stderr: str, timed_out: bool, what: str, timeout: float,
+          ran: str = "the smoke operation") -> tuple[str, str, tuple[str, ...], str]:
     """(error class, summary, detail, fix) of the smoke child: error class "" when it worked. The import-probe
-    classifier (checks/crash.py) names the class; an exit 0 without the smoke's mark is an error too."""
+    classifier (checks/crash.py) names the class; an exit 0 without the smoke's mark is an error too. A failure after
+    the imports finished is said to be the operation's (``ran``), not the import's."""
     from ..checks.crash import classify
 
     if returncode == 0 and MARK not in stdout:
@@ -202,7 +205,10 @@ def judge(returncode: Optional[int], stdout: str, stderr: str, timed_out: bool, 
     verdict = classify(returncode, stdout, stderr, timed_out, what, timeout)
     if verdict.ok:
         return "", "", (), ""
-    return verdict.kind, verdict.summary, tuple(d for d in verdict.detail if d), verdict.fix
+    summary = verdict.summary
+    if IMPORTED in stdout and summary.startswith(f"importing {what}"):
+        summary = f"{what} imported, then {ran}" + summary[len(f"importing {what}"):]
+    return verdict.kind, summary, tuple(d for d in verdict.detail if d), verdict.fix
 
 
 def _install(matrix: Matrix, picks: Sequence[Pick], locations: Mapping[str, Any], python: str, say: Callable[[str], None],
@@ -288,7 +294,7 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
         environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         result = run_child([venv_python, "-I", "-c", smoke_program(component, package.module)], timeout, env=environment, cwd=folder)
         error_class, summary, detail, fix = judge(result.returncode, result.stdout.decode("utf-8", "replace"), result.stderr.decode("utf-8", "replace"),
-                                                  result.timed_out, package.module, timeout)
+                                                  result.timed_out, package.module, timeout, what)
         record = Tested(component, version, package.host, package.label, torch, torch_pick.host, torch_pick.label, not error_class,
                         error_class, shown(summary, 400), what, time.monotonic() - started, now(), machine_of(snapshot))
     finally:
