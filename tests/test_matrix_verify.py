@@ -304,3 +304,21 @@ def test_any_pin_is_parsed_or_refused_in_one_sentence(text):
         assert exc.fix and "\n" not in exc.message
     else:
         assert isinstance(version, Version) and component.distribution
+
+
+def test_compat_matrix_update_keeps_what_verify_recorded(tmp_path):
+    """The update writes the overlay whole: the tested records stay (FIXTURE index on 127.0.0.1 with a newer accelerate)."""
+    from .fixture_index import build_wheel, serve
+
+    environ = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    overlay_mod.record_tested(record_of(), load_matrix(), environ)
+    index = FixtureIndex(tmp_path / "index")
+    index.add("pypi", build_wheel(tmp_path / "wheels", "accelerate", "1.99.0", requires=("torch>=2.0.0",)))
+    server, _ = serve(index)
+    try:
+        done = run_compat("matrix", "update", "--package", "accelerate", "--index", f"pypi={index.host_url('pypi')}", env_extra=environ)
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads((tmp_path / "data" / "compatmatrix" / "overlay.json").read_text())
+    assert document["entries"]["accelerate"] and document["tested"] == [record_of().to_json()]
