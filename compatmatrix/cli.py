@@ -315,6 +315,25 @@ def build_parser() -> argparse.ArgumentParser:
                             "torchaudio, transformers, accelerate")
     _output_options(update_cmd, json_help="print the harvest as JSON (compatmatrix/schemas/matrix-update-v1.json)")
     update_cmd.set_defaults(build=_matrix_update_args_of)
+    verify_cmd = matrix_actions.add_parser(
+        "verify",
+        help="try a pairing on this machine (a throw-away venv, a smoke operation) and record it in the overlay as tested-here evidence",
+        description="Install PKG==V next to torch in a throw-away venv (compat's own install path, hash-checked; removed afterwards), "
+        "import both in a child with a deadline, run a smoke operation through the extension, and record the result in the overlay "
+        "as tested-here evidence (a failure as a break, with its error class). Exit 0 it works, 1 it breaks, 2 usage or tool error.",
+    )
+    verify_cmd.add_argument("pin", metavar="PKG==V", help="the release to try: torchvision, torchaudio, intel-extension-for-pytorch, "
+                            "oneccl_bind_pt, transformers or accelerate, e.g. torchvision==0.29.1")
+    verify_cmd.add_argument("--with", dest="with_torch", metavar="torch==X", help="the torch to try it with (default: the torch the release pins)")
+    verify_cmd.add_argument("--python", metavar="PATH", help="the interpreter the throw-away venv is made with (default: the running one)")
+    verify_cmd.add_argument("--host", metavar="HOST", help="the host PKG's wheel comes from (default: the first of its [policy.host_preference] "
+                            "with a wheel for that Python), e.g. pypi to try PyPI's build next to the PyTorch CPU index's torch")
+    verify_cmd.add_argument("--index", action="append", default=[], metavar="HOST=URL",
+                            help="where a host's index is (a mirror, a PEP 691/503 index), as for compat install")
+    verify_cmd.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                            help="the deadline of the import and smoke child (default 600)")
+    _output_options(verify_cmd, json_help="print the result as JSON (compatmatrix/schemas/matrix-verify-v1.json)")
+    verify_cmd.set_defaults(build=_matrix_verify_args_of)
 
     _checks_parser(
         commands,
@@ -680,6 +699,12 @@ def _matrix_update_args_of(ns: argparse.Namespace):
     return MatrixUpdateArgs(_output(ns), tuple(ns.index), ns.write, tuple(ns.package or ()))
 
 
+def _matrix_verify_args_of(ns: argparse.Namespace):
+    from .options import MatrixVerifyArgs
+
+    return MatrixVerifyArgs(_output(ns), ns.pin, ns.with_torch, ns.python, ns.host, tuple(ns.index), ns.timeout)
+
+
 def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
     from .options import ChecksArgs, LiveArgs
 
@@ -858,10 +883,12 @@ def cmd_resolve(args: ResolveArgs) -> int:
 
 
 def cmd_matrix(args: MatrixArgs) -> int:
-    from .options import MatrixUpdateArgs
+    from .options import MatrixUpdateArgs, MatrixVerifyArgs
 
     if isinstance(args, MatrixUpdateArgs):
         return cmd_matrix_update(args)
+    if isinstance(args, MatrixVerifyArgs):
+        return cmd_matrix_verify(args)
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     from .matrix.model import Component
@@ -925,6 +952,36 @@ def cmd_matrix_update(args) -> int:
     else:
         sys.stdout.write(visible("\n".join(update_lines(result)) + "\n"))
     return EXIT_OK
+
+
+def cmd_matrix_verify(args) -> int:
+    from .environment.child import valid_timeout
+    from .matrix.model import Component
+    from .matrix.verify import SMOKE_TIMEOUT_S, parse_pin, verify, verify_json, verify_lines
+    from .planning import load
+
+    component, version = parse_pin(args.pin)
+    torch = None
+    if args.with_torch is not None:
+        partner, torch = parse_pin(args.with_torch, "torch==X")
+        if partner is not Component.TORCH:
+            raise UsageError(f"--with '{shown(args.with_torch)}' is not a torch pin.", "Write it as --with torch==X, e.g. --with torch==2.13.0.")
+    timeout = SMOKE_TIMEOUT_S if args.timeout is None else args.timeout
+    if not valid_timeout(timeout) or timeout > 86400:
+        raise UsageError(f"--timeout {args.timeout} is not a number of seconds between 0 and a day.", "Pass --timeout SECONDS, e.g. --timeout 600.")
+    python = args.python or sys.executable
+    if "\x00" in python or not python.strip():
+        raise UsageError(f"--python '{shown(python)}' is not a path.", "Pass --python PATH of a Python interpreter.")
+    say = (lambda line: None) if args.output.json else (lambda line: _say_error(line))
+    result = verify(load(args.output.matrix), component, version, torch, python, args.indexes, args.host, say,
+                    display="none" if args.output.json else "auto", timeout=timeout)
+    if args.output.json:
+        from .console import dump_json
+
+        print(dump_json(verify_json(result)))
+    else:
+        sys.stdout.write(visible("\n".join(verify_lines(result)) + "\n"))
+    return EXIT_OK if result.record.works else EXIT_PROBLEMS
 
 
 def _run_checks(args: ChecksArgs) -> int:

@@ -427,7 +427,7 @@ def best_known_first(releases: Sequence, torch: Version) -> list:
 
     def key(release) -> tuple:
         pairing = pairing_evidence(release, torch)
-        return (PAIRING_RANK.get(pairing.evidence, 3) if pairing is not None else 0, tuple(-x for x in release.version.release))
+        return (PAIRING_RANK.get(pairing.evidence, len(PAIRING_RANK)) if pairing is not None else 0, tuple(-x for x in release.version.release))
 
     return sorted(releases, key=key)
 

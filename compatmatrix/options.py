@@ -72,6 +72,18 @@ class MatrixArgs(Record):
     sources: bool
 
 
+class MatrixVerifyArgs(Record):
+    """compat matrix verify."""
+
+    output: Output
+    pin: str
+    with_torch: Optional[str]
+    python: Optional[str]
+    host: Optional[str]
+    indexes: tuple[str, ...]
+    timeout: Optional[float]
+
+
 class MatrixUpdateArgs(Record):
     """compat matrix update."""
 

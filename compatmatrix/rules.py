@@ -440,10 +440,21 @@ def _ccl_no_break(release: Any, version: Version, torch: Version) -> bool:
 
 def _pins_torch(release: Any, version: Version, torch: Version) -> bool:
     """A listed companion pins exactly one torch (or declares none: unverified with any); an unlisted one pairs
-    (unverified) within its line's series: one path, the graded pairing (``pairing_with``), where the pin does not decide."""
+    (unverified) within its line's series: one path, the graded pairing (``pairing_with``), where the pin does not decide.
+    A pairing compat matrix verify tried on this machine decides for any torch but the pinned one (``tested-here``: it
+    works; a break: it does not)."""
+    pairing = release.pairing_with(torch)
+    if pairing is not None and pairing.tested:
+        return pairing.evidence != "documented-break"
     if getattr(release, "torch", None) is not None:
         return bool(torch == release.torch)
-    return release.pairing_with(torch) is not None
+    return pairing is not None
+
+
+def _tested_break(release: Any, version: Version, torch: Version) -> Optional[Pairing]:
+    """The break compat matrix verify recorded for this pair (its provenance is cited), or None."""
+    pairing = release.pairing_with(torch)
+    return pairing if pairing is not None and pairing.tested and pairing.evidence == "documented-break" else None
 
 
 def _torch_min(release: Any, version: Version, torch: Version) -> bool:
@@ -465,8 +476,8 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "[[oneccl_bind_pt]] torch (the bindings are C++ built against one torch: another major.minor has another ABI)",
     ),
     PairRule("ccl-torch-break", CCL, T, _ccl_no_break, "documented-break", "[[oneccl_bind_pt.pairing]] evidence = \"documented-break\"", _ccl_break),
-    PairRule("torchvision-torch", Component.TORCHVISION, T, _pins_torch, "built-for", "[[torchvision]] torch (its pinned requirement)"),
-    PairRule("torchaudio-torch", Component.TORCHAUDIO, T, _pins_torch, "built-for", "[[torchaudio]] torch (its pinned requirement)"),
+    PairRule("torchvision-torch", Component.TORCHVISION, T, _pins_torch, "built-for", "[[torchvision]] torch (its pinned requirement)", _tested_break),
+    PairRule("torchaudio-torch", Component.TORCHAUDIO, T, _pins_torch, "built-for", "[[torchaudio]] torch (its pinned requirement)", _tested_break),
     PairRule("transformers-torch", Component.TRANSFORMERS, T, _torch_min, "declared", "[[transformers]] torch_min"),
     PairRule("accelerate-torch", Component.ACCELERATE, T, _torch_min, "declared", "[[accelerate]] torch_min"),
     PairRule(
@@ -545,7 +556,7 @@ def known_bad(release: Any, version: Version, torch: Version, torch_label: Optio
 
 def standing(candidate: Candidate, torch: Candidate) -> tuple[int, int]:
     """How well ``candidate`` is known to pair with ``torch``, lower is better: (1 for a known-bad set else 0, the
-    pairing's rank: built-for 0, reported-working 1, unverified 2).  Ungraded pairings count as built-for."""
+    pairing's rank: built-for 0, reported-working 1, tested-here 2, unverified 3).  Ungraded pairings count as built-for."""
     bad = known_bad(candidate.release, candidate.version, torch.version, torch.local_label)
     pairing = pairing_evidence(candidate.release, torch.version)
     return (1 if bad is not None else 0, PAIRING_RANK.get(pairing.evidence, 0) if pairing is not None else 0)

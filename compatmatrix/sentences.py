@@ -107,6 +107,10 @@ def pairing_phrase(pairing: Pairing, detail: bool = False) -> str:
         else:
             caveat = " (not verified)"
         return f"reported working by {sources_text(pairing.provenance.sources)}{caveat}"
+    if pairing.evidence == "tested-here":
+        return f"tested here: it works ({pairing.provenance.note})"
+    if pairing.evidence == "documented-break" and pairing.tested:
+        return f"tested here: it fails ({pairing.provenance.note})"
     if pairing.evidence == "documented-break":
         return f"documented not to work ({sources_text(pairing.provenance.sources)})"
     return "unverified: no source says whether this pair works"
@@ -316,6 +320,9 @@ def _unverified(item: x.UnverifiedNote) -> str:
 
 def _pairing_note(item: x.PairingNote) -> str:
     candidate = item.candidate
+    if item.pairing.tested:  # compat matrix verify tried it here: the record is the note (nothing left to settle)
+        built = f" (it is built for torch {item.built_for})" if item.built_for is not None else ""
+        return f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing)}{built}."
     if item.built_for is None:  # a companion that declares no torch requirement
         nearest = (f"; the nearest verified (built-for) pairing: {nearest_verified(candidate.component, item.nearest[1], item.nearest[0], item.partner)}"
                    if item.nearest is not None else "")

@@ -279,6 +279,16 @@ def _companion(ctx: Context, component: Component) -> Finding:
             return _unlisted_finding(ctx, cid, unlisted, dist, torch)
         return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
     pairing = pairing_evidence(release, torch)
+    if pairing is not None and pairing.tested:  # compat matrix verify tried this pair here: its record decides
+        if pairing.evidence == "tested-here":
+            return Finding(cid, Status.PASS, f"{package} {release.version} with torch {torch}: tested here, it works", (pairing.provenance.note,))
+        pinned = nearest_pinned(ctx.matrix, component, release.version)
+        pin = getattr(release, "torch", None)
+        fix = (f"pip install torch=={pin}  (the torch {package} {release.version} pins)" if pin is not None
+               else f"pip install {package}=={pinned[0]}  (it pins torch {pinned[1]})" if pinned is not None
+               else f"Uninstall {package}, or install the torch it was tested to work with.")
+        return Finding(cid, Status.FAIL, f"{package} {release.version} does not work with torch {torch}: tested here, it breaks",
+                       (pairing.provenance.note, f"source: {pairing.provenance.sources[0]}"), fix)
     if pairing is not None:  # declares no torch requirement, nothing curated: unverified, as the resolver grades it
         pinned = nearest_pinned(ctx.matrix, component, release.version)
         evidence = (f"{package} {release.version}: {pairing.provenance.note}",

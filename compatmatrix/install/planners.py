@@ -90,8 +90,10 @@ def passthrough_args(lines: Sequence[str]) -> Iterator[list[str]]:
         yield ["-r", str(path)]
 
 
-def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependency_index: IndexLocation, passthrough: Sequence[str] = ()) -> list[ReportItem]:
-    """What pip would install (the planned files, the pass-through requirements and their missing dependencies), with hashes."""
+def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependency_index: IndexLocation, passthrough: Sequence[str] = (),
+               dependencies: bool = True) -> list[ReportItem]:
+    """What pip would install (the planned files, the pass-through requirements and their missing dependencies), with hashes;
+    ``dependencies`` False: the planned files alone (--no-deps)."""
     checkpoint("plan")
     seconds = limits().pip_s
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
@@ -99,7 +101,7 @@ def pip_report(pip: Sequence[str], python: str, files: Sequence[Path], dependenc
     try:
         with passthrough_args(passthrough) as requirements:
             command = [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check", "--no-input", *ONLY_BINARY, "--report", report_path,
-                       *_index_args(dependency_index), *map(str, files), *requirements]
+                       *([] if dependencies else ["--no-deps"]), *_index_args(dependency_index), *map(str, files), *requirements]
             _run_planner("pip", command, seconds, {**installer_env(python), **index_env(dependency_index)})
         report = json.loads(Path(report_path).read_text() or "{}")
     finally:

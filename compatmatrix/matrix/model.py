@@ -101,13 +101,15 @@ EVIDENCE: dict[str, str] = {
     "import-guard": "the release checks the partner's version when it is imported or used, and refuses others",
     "declared": "the release's metadata states the range it needs",
     "reported-working": "an issue, a pull request or a vendor's CI / dependency file pins the pair and reports it working, though the release is not built for it",
+    "tested-here": "compat matrix verify installed the pair on this machine and a smoke operation through the extension worked (recorded in the overlay)",
     "documented-break": "a source documents that the pair fails",
     "unverified": "no source either way (or the fact could not be checked against its source)",
 }
 
 #: The graded pairing levels, strongest first: the resolver prefers a stronger one (docs/MATRIX.md,
 #: "Evidence"); a documented break is never a pairing (the rules refuse it).
-PAIRING_RANK: dict[str, int] = {"built-for": 0, "reported-working": 1, "unverified": 2}
+#: ``tested-here`` (compat matrix verify ran the pair on this machine) ranks above ``unverified`` and below the sourced levels.
+PAIRING_RANK: dict[str, int] = {"built-for": 0, "reported-working": 1, "tested-here": 2, "unverified": 3}
 #: The levels a [[<table>.pairing]] entry may state (built-for is the entry's own ``torch``; unverified is the default).
 PAIRING_LEVELS = ("reported-working", "documented-break")
 
@@ -187,11 +189,30 @@ def security_yank(wheels: Sequence[WheelSet]) -> Optional[Yank]:
 
 class Pairing(Record):
     """How one torch release pairs with a release that is not built for it: ``evidence`` is one of
-    :data:`PAIRING_LEVELS` (from the matrix) or ``built-for`` / ``unverified`` (derived); ``provenance`` its sources."""
+    :data:`PAIRING_LEVELS` (from the matrix) or ``built-for`` / ``unverified`` (derived), or ``tested-here`` /
+    ``documented-break`` recorded by compat matrix verify (``tested``: its source is a ``tested-here:`` record of the
+    overlay); ``provenance`` its sources."""
 
     torch: Version
     evidence: str
     provenance: Provenance
+
+    @property
+    def tested(self) -> bool:
+        return any(s.startswith(TESTED_SOURCE) for s in self.provenance.sources)
+
+
+#: The source prefix of a pairing compat matrix verify tried on this machine ("tested-here:<date> <machine>").
+TESTED_SOURCE = "tested-here:"
+
+
+def tested_pairing(pairings: Sequence[Pairing], torch: Version) -> Optional[Pairing]:
+    """The pairing with ``torch`` tried on this machine, the newest record last in ``pairings`` winning; None if none was."""
+    found = None
+    for pairing in pairings:
+        if pairing.torch == torch and pairing.tested:
+            found = pairing
+    return found
 
 
 class IsaFloor(Record):
@@ -346,10 +367,11 @@ class CclRelease(_Binary, Record):
             return Pairing(torch, "built-for", self.provenance)
         if torch.release[:2] != self.torch.release[:2]:
             return None
-        for pairing in self.pairings:
-            if pairing.torch == torch:
+        for pairing in self.pairings:  # curated [[pairing]] entries first: a sourced fact wins over one tried here
+            if pairing.torch == torch and not pairing.tested:
                 return pairing
-        return Pairing(torch, "unverified", _NO_SOURCE)
+        tested = tested_pairing(self.pairings, torch)
+        return tested if tested is not None else Pairing(torch, "unverified", _NO_SOURCE)
 
 
 class CompanionRelease(_Binary, Record):
@@ -363,12 +385,19 @@ class CompanionRelease(_Binary, Record):
     wheels: tuple[WheelSet, ...]
     provenance: Provenance
     known_bad: tuple[KnownBad, ...] = ()
+    pairings: tuple[Pairing, ...] = ()  # torch releases tried on this machine (compat matrix verify: tested-here or a break)
 
     requires_python = None
 
     def pairing_with(self, torch: Version) -> Optional[Pairing]:
-        """None for a release that pins its torch (ungraded: the exact pin decides); ``unverified`` with any torch for
-        one that declares none."""
+        """None for the torch a release pins (ungraded: built for it, the pin decides); a pairing tried on this machine
+        (``tested-here``, or ``documented-break`` for one that failed) for any other; ``unverified`` with any torch for a
+        release that declares none; None for another torch of a release that pins one."""
+        if self.torch is not None and torch == self.torch:
+            return None
+        tested = tested_pairing(self.pairings, torch)
+        if tested is not None:
+            return tested
         return None if self.torch is not None else Pairing(torch, "unverified", _NO_DECLARED_TORCH)
 
     @property

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 from ..errors import MatrixError, shown
 from ..record import Record, replace
 from .model import COMPONENT_ORDER, Component, LibraryLine, Matrix, Provenance, Release
+from .tested import Tested, TestedProblem
+from .tested import parse as parse_tested
 
 FORMAT = "compatmatrix-overlay"
 SCHEMA = 1
@@ -54,6 +56,7 @@ class OverlayState(Record):
     disagreements: tuple[str, ...]  # sentences: the curated fact is used
     hosts_unread: tuple[str, ...]  # "host: why", the hosts the update could not read
     ignored: str = ""  # why the overlay was not used ("" when it was)
+    tested: tuple[Any, ...] = ()  # matrix.tested.Tested: the pairings compat matrix verify tried on this machine
 
     def age(self, now: Optional[datetime.datetime] = None) -> str:
         import datetime
@@ -104,9 +107,9 @@ def parse_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> dic
     from .load import _KEY, _PARSERS, _describe, _Entry, _torch_release
 
     root = _Entry(path, "top level", dict(document))
-    for key in ("format", "schema_version", "read_at", "hosts_unread", "generator"):
+    for key in ("format", "schema_version", "read_at", "hosts_unread", "generator", "tested"):
         root.raw(key, None)
-    entries = _Entry(path, "entries", root.raw("entries"))
+    entries = _Entry(path, "entries", root.raw("entries", {}))
     root.done()
     hosts = matrix.hosts
     releases: dict[Component, list[Release]] = {}
@@ -202,6 +205,23 @@ def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: st
     return merged, OverlayState(path, read_at, frozenset(added), filled, tuple(disagreements), hosts_unread)
 
 
+def with_tested(matrix: Matrix, tested: Sequence[Tested]) -> Matrix:
+    """The matrix with the pairings compat matrix verify tried added to the releases they name (torchvision, torchaudio,
+    oneccl_bind_pt: the releases whose pairing with torch is graded); a release the matrix lacks gets none. The pairing
+    a release is built for is never changed: ``pairing_with`` answers it before any tested one."""
+    if not tested:
+        return matrix
+    releases = dict(matrix.releases)
+    for component in {t.component for t in tested}:
+        items = list(releases[component])
+        for i, release in enumerate(items):
+            mine = [t.pairing() for t in tested if t.component is component and t.version in release.versions]
+            if mine and hasattr(release, "pairings"):
+                items[i] = replace(release, pairings=tuple(release.pairings) + tuple(mine))  # type: ignore[attr-defined]
+        releases[component] = tuple(items)
+    return replace(matrix, releases=releases)
+
+
 def apply(matrix: Matrix, environ: Mapping[str, str] = os.environ) -> tuple[Matrix, Optional[OverlayState]]:
     """The matrix with the user's overlay, if there is one; a broken or hostile overlay leaves the matrix as it is and
     says why in ``OverlayState.ignored``."""
@@ -217,7 +237,11 @@ def apply(matrix: Matrix, environ: Mapping[str, str] = os.environ) -> tuple[Matr
         read_at = document.get("read_at") if isinstance(document.get("read_at"), str) else ""
         unread = document.get("hosts_unread") or []
         unread_lines = tuple(shown(str(u), 200) for u in unread) if isinstance(unread, list) else ()
-        return merge(matrix, harvested, str(path), read_at, unread_lines)
+        tested = parse_tested(document.get("tested"), list(matrix.hosts))
+        merged, state = merge(matrix, harvested, str(path), read_at, unread_lines)
+        return with_tested(merged, tested), replace(state, tested=tested)
+    except TestedProblem as exc:
+        return matrix, OverlayState(str(path), "", frozenset(), 0, (), (), f"tested: {exc}")
     except MatrixError as exc:
         where = f"{exc.where}, field '{exc.field}'" if exc.field else exc.where
         return matrix, OverlayState(str(path), "", frozenset(), 0, (), (), f"{where}: {exc.problem}" if where else exc.problem)
@@ -229,6 +253,35 @@ def document_of(entries: Mapping[str, Any], read_at: str, hosts_unread: Mapping[
     return {"format": FORMAT, "schema_version": SCHEMA, "generator": "compat matrix update", "read_at": read_at,
             "hosts_unread": [f"{host}: {why}" for host, why in sorted(hosts_unread.items())],
             "entries": {table: [dict(e) for e in items] for table, items in entries.items()}}
+
+
+def kept_tested(path: str, matrix: Matrix) -> list[dict[str, Any]]:
+    """The tested records of the overlay at ``path``, as JSON, to keep when the overlay is written again (none when it
+    cannot be read: a broken overlay is replaced whole)."""
+    try:
+        document = read_document(path)
+        return [t.to_json() for t in parse_tested(document.get("tested"), list(matrix.hosts))] if document is not None else []
+    except (OverlayIgnored, TestedProblem):
+        return []
+
+
+def record_tested(record: Tested, matrix: Matrix, environ: Mapping[str, str] = os.environ) -> str:
+    """Add ``record`` to the overlay (replacing an older record of the same pair), keeping everything else in it; an
+    overlay that cannot be read is not overwritten (OverlayIgnored says why). Returns the overlay's path."""
+    path = overlay_path(environ)
+    document = read_document(path)
+    if document is None:
+        document = {"format": FORMAT, "schema_version": SCHEMA, "generator": "compat matrix verify", "read_at": "", "hosts_unread": [],
+                    "entries": {}}
+    try:
+        kept = parse_tested(document.get("tested"), list(matrix.hosts))
+    except TestedProblem as exc:
+        raise OverlayIgnored(f"its tested records cannot be read ({exc})") from None
+    from .tested import recorded
+
+    document = dict(document)
+    document["tested"] = [t.to_json() for t in recorded(kept, record)]
+    return save(document, environ)
 
 
 def save(document: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> str:

@@ -72,6 +72,7 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
 
     document = overlay.document_of(found.entries, read_at, read.unread)
     path = overlay.overlay_path()
+    document["tested"] = overlay.kept_tested(path, matrix)  # what compat matrix verify recorded stays
     harvested = overlay.parse_entries(document, matrix, str(path))  # what every command will read: it must validate
     _, state = overlay.merge(matrix, harvested, str(path), read_at, tuple(f"{h}: {w}" for h, w in sorted(read.unread.items())))
     try:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 SCHEMAS: Mapping[str, str] = {
     "resolve": "resolve-v1.json",
     "matrix": "matrix-v1.json",
+    "matrix verify": "matrix-verify-v1.json",
     "matrix update": "matrix-update-v1.json",
     "doctor": "findings-v1.json",
     "check": "findings-v1.json",

@@ -278,7 +278,8 @@ def overlay_json(overlay: Any) -> Optional[dict[str, Any]]:
     return {"path": overlay.path, "read_at": overlay.read_at or None, "age": overlay.age() if overlay.read_at else None,
             "used": not overlay.ignored, "ignored_because": overlay.ignored or None,
             "harvested": sorted(f"{c.distribution} {v}" for c, v in overlay.harvested), "facts_added_to_curated": overlay.filled,
-            "disagreements": list(overlay.disagreements), "hosts_unread": list(overlay.hosts_unread)}
+            "disagreements": list(overlay.disagreements), "hosts_unread": list(overlay.hosts_unread),
+            "tested": [t.to_json() for t in overlay.tested]}
 
 
 def _line_features(matrix: Matrix, component: Component, line) -> list[str]:

@@ -169,12 +169,18 @@ def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict
     elif overlay.ignored:
         console.print(escape(f"Overlay {overlay.path} ignored: {overlay.ignored}"), style="yellow")
     else:
-        console.print(escape(f"(h) = harvested from a registry, kept in the overlay {overlay.path} (read {overlay.read_at}, {overlay.age()}): "
-                             f"{len(overlay.harvested)} releases; (+h) = a curated entry with facts the overlay added"), style="dim")
+        if overlay.read_at:
+            console.print(escape(f"(h) = harvested from a registry, kept in the overlay {overlay.path} (read {overlay.read_at}, {overlay.age()}): "
+                                 f"{len(overlay.harvested)} releases; (+h) = a curated entry with facts the overlay added"), style="dim")
+        else:
+            console.print(escape(f"The overlay {overlay.path} holds no harvest (compat matrix update has not written it)."), style="dim")
         for line in overlay.hosts_unread:
             console.print(escape(f"  not read by that update: {line}"), style="dim")
         for line in overlay.disagreements:
             console.print(escape(f"DISAGREE {line}"), style="yellow")
+        for record in overlay.tested:
+            if record.component.distribution in rows:
+                console.print(escape(f"TESTED {record.note()} (tested-here evidence, compat matrix verify)"), style="green" if record.works else "yellow")
 
 
 # --- findings: compat doctor / check, compat export --validate --------------------------------------------------------

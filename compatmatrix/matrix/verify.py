@@ -1,0 +1,333 @@
+"""compat matrix verify PKG==V --with torch==X: try a pairing on this machine and record it in the overlay.
+
+Side effects, in order: a throw-away venv in a temporary folder (removed afterwards, whatever happens); the package's
+wheel installed into it alone, then torch and the package's other requirements, both through compat's own install path
+(each wheel from its host, hash-checked; install/service.py, without its verification: a pairing that fails is what is
+recorded, so it must stay installed to be tried); one child (run_child: own process group, a deadline) that imports torch
+and the package and runs a smoke operation through the extension; the result recorded in the overlay as ``tested-here``
+evidence (matrix/tested.py), a failure as a break with the import-probe classifier's error class (checks/crash.py).
+
+The pure parts (the smoke programs, the choice of wheels, the record) are functions of their inputs; ``verify`` is the edge.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
+
+from packaging.version import Version
+
+from ..errors import CompatError, UsageError, shown
+from ..record import Record
+from .model import Component, Matrix
+from .tested import VERIFIABLE, Machine, Tested
+
+MARK = "COMPAT-VERIFY-SMOKE-OK"
+IMPORTED = "COMPAT-VERIFY-IMPORTED"  # printed between the imports and the smoke operation: a failure after it is the operation's
+VENV_TIMEOUT_S = 300.0
+SMOKE_TIMEOUT_S = 600.0  # importing torch and a package, and one tiny op: seconds, minutes on a loaded machine
+
+#: What each component's smoke operation does (said in the record) and the program the child runs, after ``import torch``
+#: and ``import <module>`` as ``pkg``. Every program ends by printing MARK: an exit 0 without it is not a success.
+SMOKE: dict[Component, tuple[str, str]] = {
+    Component.TORCHVISION: (
+        "torchvision.ops.nms on 3 boxes",
+        "b = torch.tensor([[0., 0., 1., 1.], [0., 0., 1., 1.], [2., 2., 3., 3.]])\n"
+        "kept = pkg.ops.nms(b, torch.tensor([0.9, 0.8, 0.7]), 0.5)\n"
+        "assert kept.tolist() == [0, 2], kept\n",
+    ),
+    Component.TORCHAUDIO: (
+        "torchaudio.functional.gain and transforms.Spectrogram of a 64-sample tensor",
+        "x = torch.ones(1, 64)\n"
+        "assert pkg.functional.gain(x, 6.0).shape == x.shape\n"
+        "assert pkg.transforms.Spectrogram(n_fft=16)(x).shape[:2] == (1, 9)\n",
+    ),
+    Component.IPEX: (
+        "ipex.optimize of a 4x2 nn.Linear in eval mode, and one forward",
+        "m = pkg.optimize(torch.nn.Linear(4, 2).eval())\n"
+        "with torch.no_grad():\n"
+        "    assert tuple(m(torch.ones(1, 4)).shape) == (1, 2)\n",
+    ),
+    Component.CCL: (
+        "a ccl process group of one rank and an all_reduce",
+        "import os, socket, torch.distributed as dist\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+        "os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))\n"
+        "dist.init_process_group('ccl', rank=0, world_size=1)\n"
+        "t = torch.ones(2); dist.all_reduce(t)\n"
+        "assert t.tolist() == [1.0, 1.0], t\n"
+        "dist.destroy_process_group()\n",
+    ),
+    Component.TRANSFORMERS: (
+        "a tiny BertConfig (1 layer, hidden 8) and one forward of BertModel",
+        "c = pkg.BertConfig(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)\n"
+        "with torch.no_grad():\n"
+        "    out = pkg.BertModel(c).eval()(torch.tensor([[1, 2, 3]]))\n"
+        "assert tuple(out.last_hidden_state.shape) == (1, 3, 8)\n",
+    ),
+    Component.ACCELERATE: (
+        "an Accelerator(cpu=True) preparing a 4x2 nn.Linear, and one forward",
+        "a = pkg.Accelerator(cpu=True)\n"
+        "m = a.prepare(torch.nn.Linear(4, 2))\n"
+        "assert tuple(m(torch.ones(1, 4)).shape) == (1, 2)\n",
+    ),
+}
+
+
+def smoke_program(component: Component, module: str) -> str:
+    """The child's program: import torch, then the package, then its smoke operation, then MARK."""
+    return f"import torch\nimport {module} as pkg\nprint({IMPORTED!r}, flush=True)\n{SMOKE[component][1]}print({MARK!r})\n"
+
+
+class Pick(Record):
+    """A build to install: the release's version, where its wheel comes from and its local label."""
+
+    component: Component
+    version: Version
+    distribution: str
+    module: str
+    host: str
+    label: str
+
+
+class Verification(Record):
+    record: Tested
+    overlay: str  # where it was recorded ("" when it could not be)
+    detail: tuple[str, ...]  # the classifier's detail lines and its fix, for a break
+    fix: str
+
+
+def parse_pin(text: str, flag: str = "PKG==V") -> tuple[Component, Version]:
+    """``torchvision==0.29.1`` as (component, version); UsageError for anything else."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        requirement = Requirement(text)
+        specifiers = list(requirement.specifier)
+        if len(specifiers) != 1 or specifiers[0].operator != "==" or "*" in specifiers[0].version or requirement.marker or requirement.extras:
+            raise InvalidRequirement(text)
+        return Component.from_name(requirement.name), Version(specifiers[0].version)
+    except KeyError:
+        raise UsageError(f"'{shown(text)}' is not a package in the matrix.",
+                         "Verify torchvision, torchaudio, intel-extension-for-pytorch, oneccl_bind_pt, transformers or accelerate.") from None
+    except (InvalidRequirement, ValueError):
+        raise UsageError(f"'{shown(text)}' is not an exact pin ({flag}).", f"Write it as {flag}, e.g. torchvision==0.29.1.") from None
+
+
+def _module(component: Component, release: Any) -> str:
+    names = {Component.TORCHVISION: "torchvision", Component.TORCHAUDIO: "torchaudio", Component.TRANSFORMERS: "transformers",
+             Component.ACCELERATE: "accelerate", Component.TORCH: "torch"}
+    return names.get(component) or getattr(release, "module", "") or component.distribution.replace("-", "_")
+
+
+def choose(matrix: Matrix, component: Component, version: Version, python: Version, host: Optional[str] = None) -> Pick:
+    """The build of ``version`` to install for ``python``: from ``host`` when given, else the first host of the
+    component's [policy.host_preference] with a wheel for that Python (a library: its first host). UsageError when the
+    matrix lacks the release or that host has no wheel for the Python."""
+    release = matrix.release(component, version)
+    if release is None:
+        raise UsageError(f"The matrix (with the overlay) does not list {component.distribution} {version}, so compat does not know where its wheels are.",
+                         "Run compat matrix update first (it reads the registries), then verify again.")
+    distribution, module = release.distribution, _module(component, release)
+    order = [host] if host else list(matrix.policy.host_preference.get(component, ()))
+    if host and host not in matrix.hosts:
+        raise UsageError(f"'{shown(host)}' is not a host of the matrix.", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
+    wheels = getattr(release, "wheels", None)
+    if not wheels:  # a pure-Python library: from its index
+        return Pick(component, version, distribution, module, order[0] if order else "pypi", "")
+    for name in order:
+        made = next((w for w in wheels if w.host == name and w.has_python(python)), None)
+        if made is not None:
+            return Pick(component, version, distribution, module, name, made.local_label)
+    where = f"the host {host}" if host else "any host the matrix lists"
+    raise UsageError(f"{component.distribution} {version} has no Linux x86_64 wheel for Python {python.major}.{python.minor} on {where}.",
+                     "Pass --python PATH of an interpreter it has wheels for" + ("" if host else ", or --host HOST") + " (compat matrix --package "
+                     f"{component.distribution} lists them).")
+
+
+def default_torch(matrix: Matrix, component: Component, version: Version) -> Version:
+    """The torch a release is built for (its pin), when --with is not given; UsageError for one that pins none."""
+    release = matrix.release(component, version)
+    torch = getattr(release, "torch", None)
+    if isinstance(torch, Version):
+        return torch
+    raise UsageError(f"{component.distribution} {version} pins no torch, so compat cannot choose one to try it with.",
+                     f"Pass --with torch==X, e.g. compat matrix verify {component.distribution}=={version} --with torch=={matrix.versions(Component.TORCH)[0]}.")
+
+
+def requirements_to_add(requires: Sequence[str], python: Version) -> list[str]:
+    """The package's own requirements that the second install adds next to torch: not torch (the pinned one is
+    installed), not those of an extra, not those whose marker excludes the target Python."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from ..names import canonical_name
+
+    kept = []
+    environment = {"extra": "", "python_version": f"{python.major}.{python.minor}", "python_full_version": f"{python.major}.{python.minor}.0"}
+    for line in requires:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            raise CompatError(f"The installed package declares a requirement pip cannot read ('{shown(line, 200)}').",
+                              "Report it to the package; compat cannot install its dependencies.") from None
+        if canonical_name(requirement.name) == "torch":
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate(environment):
+            continue
+        requirement.marker = None
+        kept.append(str(requirement))
+    return kept
+
+
+def machine_of(snapshot: Any) -> Machine:
+    return Machine(shown(snapshot.cpu.model or "unknown CPU", 200), snapshot.libc_version or "unknown", str(snapshot.python))
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def judge(returncode: Optional[int], stdout: str, stderr: str, timed_out: bool, what: str, timeout: float,
+          ran: str = "the smoke operation") -> tuple[str, str, tuple[str, ...], str]:
+    """(error class, summary, detail, fix) of the smoke child: error class "" when it worked. The import-probe
+    classifier (checks/crash.py) names the class; an exit 0 without the smoke's mark is an error too. A failure after
+    the imports finished is said to be the operation's (``ran``), not the import's."""
+    from ..checks.crash import classify
+
+    if returncode == 0 and MARK not in stdout:
+        returncode = 1  # ended without finishing the program (an os._exit(0) in an import): not a success
+        stderr = stderr or "the smoke program ended with status 0 before it finished"
+    verdict = classify(returncode, stdout, stderr, timed_out, what, timeout)
+    if verdict.ok:
+        return "", "", (), ""
+    summary = verdict.summary
+    if IMPORTED in stdout and summary.startswith(f"importing {what}"):
+        summary = f"{what} imported, then {ran}" + summary[len(f"importing {what}"):]
+    return verdict.kind, summary, tuple(d for d in verdict.detail if d), verdict.fix
+
+
+def _install(matrix: Matrix, picks: Sequence[Pick], locations: Mapping[str, Any], python: str, say: Callable[[str], None],
+             passthrough: Sequence[str], dependencies: bool, display: str) -> None:
+    from ..environment.snapshot import take_snapshot
+    from ..install.errors import InstallError
+    from ..install.plan import InstallPlan, PlannedPackage
+    from ..install.service import InstallOptions, install
+
+    packages = tuple(PlannedPackage(p.component, p.distribution, p.version, p.label, locations[p.host]) for p in picks)
+    plan = InstallPlan(None, packages, locations["pypi"], tuple(passthrough))  # type: ignore[arg-type]  # no resolution: exact pins
+    options = InstallOptions(yes=True, installer="pip", planner="pip", say=say, display=display, dependencies=dependencies, verify_installed=False)
+    try:
+        install(matrix, plan, take_snapshot(python), options)
+    except InstallError as exc:
+        fix = exc.fix or "See the output above."
+        if "--allow-unverified" in fix:  # this command installs only what it can check: no such option here
+            fix = "Use indexes that publish sha256 hashes (--index HOST=URL): compat matrix verify installs only wheels it can check."
+        raise CompatError(f"The throw-away environment could not be installed ({exc.message.rstrip('.')}); nothing was recorded.", fix) from None
+
+
+def _requires(python: str, distribution: str) -> list[str]:
+    """The installed package's Requires-Dist, read by the venv's own interpreter."""
+    import json
+
+    from ..processes import run_bounded
+
+    program = f"import importlib.metadata as m, json; print(json.dumps(m.requires({distribution!r}) or []))"
+    done = run_bounded([python, "-I", "-c", program], 120)
+    try:
+        value = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (ValueError, IndexError):
+        value = None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CompatError(f"The requirements of the installed {distribution} cannot be read ({(done.stderr or 'no output').strip()[-200:]}).",
+                          "Run compat matrix verify again; if it persists, report it.")
+    return value
+
+
+def verify(matrix: Matrix, component: Component, version: Version, torch: Optional[Version], python: str, indexes: Sequence[str],
+           host: Optional[str], say: Callable[[str], None], display: str = "auto", timeout: float = SMOKE_TIMEOUT_S,
+           environ: Mapping[str, str] = os.environ) -> Verification:
+    """Try ``version`` of ``component`` with ``torch`` in a throw-away venv made by ``python``; record it in the overlay."""
+    from ..environment.child import run_child
+    from ..environment.snapshot import take_snapshot
+    from ..install.indexes import configure_indexes
+    from ..processes import run_bounded
+    from ..render.requirements import requirement_problem
+    from . import overlay
+
+    if component not in VERIFIABLE:
+        raise UsageError(f"compat matrix verify tries a package next to torch; {component.distribution} is not one.",
+                         "Verify torchvision, torchaudio, intel-extension-for-pytorch, oneccl_bind_pt, transformers or accelerate.")
+    torch = torch if torch is not None else default_torch(matrix, component, version)
+    started = time.monotonic()
+    locations = configure_indexes(matrix, list(indexes))
+    folder = tempfile.mkdtemp(prefix="compat-verify-")
+    try:
+        say(f"compat: making a throw-away venv in {folder} with {python}")
+        venv = os.path.join(folder, "venv")
+        try:
+            made = run_bounded([python, "-m", "venv", venv], VENV_TIMEOUT_S)
+        except OSError as exc:
+            raise UsageError(f"{shown(python, 200)} cannot be run ({exc.strerror or exc}).", "Pass --python PATH of a Python interpreter.") from None
+        if made.returncode != 0:
+            raise CompatError(f"{shown(python, 200)} -m venv failed: {shown((made.stderr or made.stdout).strip()[-300:], 300)}",
+                              "Pass --python PATH of an interpreter that has the venv module (Debian: apt install python3-venv).")
+        venv_python = os.path.join(venv, "bin", "python")
+        snapshot = take_snapshot(venv_python)
+        package = choose(matrix, component, version, snapshot.python_minor, host)
+        torch_pick = choose(matrix, Component.TORCH, torch, snapshot.python_minor)
+        say(f"compat: installing {package.distribution}=={version}{package.label} from {package.host} (alone), then torch=={torch}{torch_pick.label} "
+            f"from {torch_pick.host} with the package's other requirements")
+        _install(matrix, [package], locations, venv_python, say, (), dependencies=False, display=display)
+        added = requirements_to_add(_requires(venv_python, package.distribution), snapshot.python_minor)
+        for line in added:
+            if requirement_problem(line):
+                raise CompatError(f"{package.distribution} {version} declares a requirement compat cannot pass on ('{shown(line, 200)}').",
+                                  "Report it to the package.")
+        _install(matrix, [torch_pick], locations, venv_python, say, added, dependencies=True, display=display)
+        what, _ = SMOKE[component]
+        say(f"compat: importing torch and {package.module} and running {what} (in a child, at most {timeout:g} s)")
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        result = run_child([venv_python, "-I", "-c", smoke_program(component, package.module)], timeout, env=environment, cwd=folder)
+        error_class, summary, detail, fix = judge(result.returncode, result.stdout.decode("utf-8", "replace"), result.stderr.decode("utf-8", "replace"),
+                                                  result.timed_out, package.module, timeout, what)
+        record = Tested(component, version, package.host, package.label, torch, torch_pick.host, torch_pick.label, not error_class,
+                        error_class, shown(summary, 400), what, time.monotonic() - started, now(), machine_of(snapshot))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        path = overlay.record_tested(record, matrix, environ)
+    except overlay.OverlayIgnored as exc:
+        raise CompatError(f"The result could not be recorded: the overlay {shown(overlay.overlay_path(environ), 200)} cannot be read ({exc}). "
+                          f"Result: {record.note()}", "Run compat matrix update to write the overlay again, then verify again.") from None
+    except OSError as exc:
+        raise CompatError(f"The result could not be recorded in {shown(overlay.overlay_path(environ), 200)} ({exc.strerror or exc}). Result: {record.note()}",
+                          "Make XDG_DATA_HOME (or ~/.local/share) writable, then verify again.") from None
+    return Verification(record, path, detail, fix)
+
+
+def verify_json(result: Verification) -> dict[str, Any]:
+    """compat matrix verify --json (compatmatrix/schemas/matrix-verify-v1.json)."""
+    return {"schema_version": 1, "command": "matrix verify", "result": "works" if result.record.works else "breaks",
+            "evidence": "tested-here", "record": result.record.to_json(), "overlay": result.overlay, "detail": list(result.detail),
+            "fix": result.fix}
+
+
+def verify_lines(result: Verification) -> list[str]:
+    record = result.record
+    head = "WORKS " if record.works else "BREAKS"
+    lines = [f"{head} {record.builds()}",
+             f"  ran: {record.ran} ({record.seconds:.0f} s in all)",
+             f"  machine: {record.machine.text()}"]
+    if not record.works:
+        lines.append(f"  error class: {record.error_class}: {record.summary}")
+        lines += [f"  {d}" for d in result.detail]
+        if result.fix:
+            lines.append(f"  fix: {result.fix}")
+    lines.append(f"recorded as tested-here evidence in {result.overlay} ({record.date})")
+    return lines
+

@@ -1,0 +1,324 @@
+"""compat matrix verify (issue 20 item 3): a pairing tried on this machine, recorded in the overlay as tested-here evidence.
+
+Pure tests: the record (typed, round trip, hostile records ignoring the overlay in one sentence), its precedence in the
+rules (tested-here above unverified, below built-for; a tested break refuses a pairing the release is not built for),
+the smoke verdict (the import-probe classifier), and the CLI's usage errors.
+
+Two real verifies (integration): REAL wheels served by a local PEP 503 index on 127.0.0.1 -- this machine's CPU torch
+2.13.0 (pip's find-links) as the pytorch-cpu host, PyPI's torchvision 0.29.1 (the local indexes pip is configured with)
+and accelerate 1.15.0 with its dependencies as the pypi host, downloaded once into the tests' cache
+(tests/local_pypi.py) -- through compat's own install path: one pairing that breaks, one that works.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.version import Version
+
+from compatmatrix.matrix import load_matrix
+from compatmatrix.matrix import overlay as overlay_mod
+from compatmatrix.matrix import tested as tested_mod
+from compatmatrix.matrix.model import PAIRING_RANK, Component
+from compatmatrix.matrix.verify import judge, parse_pin, requirements_to_add, smoke_program
+from compatmatrix.render import schema_path
+from compatmatrix.rules import fits, problem_with
+
+from .clean_env import base_env
+from .conftest import run_compat
+from .fixture_index import FixtureIndex
+from .hostile_strings import hostile_requirement
+from .install_helpers import served
+from .local_pypi import local_pypi_index
+from .real_envs import CACHE
+
+MACHINE = tested_mod.Machine("FIXTURE CPU", "2.35", "3.11.7")
+T2130, T2141 = Version("2.13.0"), Version("2.14.1")
+
+
+def record_of(component=Component.TORCHAUDIO, version="2.11.0", torch="2.14.1", works=True, **changes) -> tested_mod.Tested:
+    base = tested_mod.Tested(component, Version(version), "pypi", "", Version(torch), "pytorch-cpu", "+cpu", works, "" if works else "missing-library",
+                  "" if works else "importing torchaudio failed: libc10_cuda.so cannot be found", "FIXTURE smoke", 12.5, "2026-11-26T21:00:00Z", MACHINE)
+    from compatmatrix.record import replace
+
+    return replace(base, **changes)
+
+
+def with_records(*records: tested_mod.Tested):
+    return overlay_mod.with_tested(load_matrix(), records)
+
+
+# --- precedence (pure) ---------------------------------------------------------------------------------------------
+
+
+def test_tested_here_ranks_between_built_for_and_unverified():
+    assert PAIRING_RANK["built-for"] < PAIRING_RANK["reported-working"] < PAIRING_RANK["tested-here"] < PAIRING_RANK["unverified"]
+
+
+def test_a_working_test_raises_an_unverified_pairing_to_tested_here():
+    """torchaudio 2.11.0 declares no torch: unverified with every torch until it is tried."""
+    before = load_matrix().release(Component.TORCHAUDIO, Version("2.11.0"))
+    assert before.pairing_with(T2141).evidence == "unverified"
+    after = with_records(record_of()).release(Component.TORCHAUDIO, Version("2.11.0"))
+    pairing = after.pairing_with(T2141)
+    assert pairing.evidence == "tested-here" and pairing.tested
+    assert "FIXTURE CPU" in pairing.provenance.note and "2026-11-26T21:00:00Z" in pairing.provenance.sources[0]
+    assert after.pairing_with(T2130).evidence == "unverified"  # another torch: still unknown
+
+
+def test_a_tested_break_refuses_the_pairing_and_cites_the_test():
+    matrix = with_records(record_of(works=False))
+    release = matrix.release(Component.TORCHAUDIO, Version("2.11.0"))
+    assert fits(Component.TORCHAUDIO, load_matrix().release(Component.TORCHAUDIO, Version("2.11.0")), Version("2.11.0"), Component.TORCH, T2141)
+    rejected = problem_with(Component.TORCHAUDIO, release, Version("2.11.0"), Component.TORCH, T2141)
+    assert rejected is not None and rejected.source[0].startswith("tested-here:")
+
+
+def test_a_working_test_admits_a_torch_the_release_does_not_pin():
+    """torchvision 0.29.1 declares torch>=2.14.0 (paired with 2.14.0): tried with 2.14.1 and working, the rules admit it."""
+    release = load_matrix().release(Component.TORCHVISION, Version("0.29.1"))
+    assert not fits(Component.TORCHVISION, release, Version("0.29.1"), Component.TORCH, T2141)
+    matrix = with_records(record_of(Component.TORCHVISION, "0.29.1", "2.14.1"))
+    assert fits(Component.TORCHVISION, matrix.release(Component.TORCHVISION, Version("0.29.1")), Version("0.29.1"), Component.TORCH, T2141)
+
+
+def test_a_tested_break_never_overrides_the_torch_a_release_is_built_for():
+    """PyPI's torchvision 0.28.0 next to the +cpu torch 2.13.0 fails (another build): the pin to 2.13.0 stays."""
+    matrix = with_records(record_of(Component.TORCHVISION, "0.28.0", "2.13.0", works=False))
+    release = matrix.release(Component.TORCHVISION, Version("0.28.0"))
+    assert release.pairing_with(T2130) is None  # ungraded: built for it
+    assert fits(Component.TORCHVISION, release, Version("0.28.0"), Component.TORCH, T2130)
+
+
+def test_resolve_answers_with_the_tested_pairing(tmp_path):
+    """The resolver prefers and names the tested-here pairing over an unverified one (via the overlay every command reads)."""
+    record = record_of()
+    overlay_mod.record_tested(record, load_matrix(), {"XDG_DATA_HOME": str(tmp_path)})
+    done = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", "torch==2.14.1", "torchaudio==2.11.0", "--json",
+                      env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "tested here" in done.stdout and "unverified: no source" not in done.stdout
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, json.loads(Path(schema_path("resolve")).read_text()))
+    assert document["pairings"]["torchaudio"]["evidence"] == "tested-here"
+
+
+# --- the record and the overlay (pure) -----------------------------------------------------------------------------
+
+
+def test_record_round_trips_and_a_pair_tried_again_keeps_the_newest(tmp_path):
+    environ = {"XDG_DATA_HOME": str(tmp_path)}
+    matrix = load_matrix()
+    overlay_mod.record_tested(record_of(works=False), matrix, environ)
+    path = overlay_mod.record_tested(record_of(date="2026-11-27T08:00:00Z"), matrix, environ)
+    document = json.loads(Path(path).read_text())
+    assert [t["result"] for t in document["tested"]] == ["works"]
+    merged, state = overlay_mod.apply(matrix, environ)
+    assert state.ignored == "" and state.tested == (record_of(date="2026-11-27T08:00:00Z"),)
+    assert merged.release(Component.TORCHAUDIO, Version("2.11.0")).pairing_with(T2141).evidence == "tested-here"
+
+
+def test_matrix_update_keeps_the_tested_records(tmp_path):
+    environ = {"XDG_DATA_HOME": str(tmp_path)}
+    path = overlay_mod.record_tested(record_of(), load_matrix(), environ)
+    assert overlay_mod.kept_tested(path, load_matrix()) == [record_of().to_json()]
+
+
+@pytest.mark.parametrize("change", [
+    {"result": "maybe"},
+    {"error_class": "missing-library"},  # a working pair with an error class
+    {"host": "evil.example"},
+    {"package": "torch"},
+    {"version": "not a version"},
+    {"seconds": float("inf")},
+    {"summary": "line\nbreak \x1b[31m"},
+    {"machine": {"cpu": "x"}},
+    {"extra": 1},
+])
+def test_a_hostile_tested_record_ignores_the_overlay_in_one_sentence(tmp_path, change):
+    item = {**record_of().to_json(), **change}
+    with pytest.raises(tested_mod.TestedProblem):
+        tested_mod.parse([item], list(load_matrix().hosts))
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps({"format": "compatmatrix-overlay", "schema_version": 1, "read_at": "", "hosts_unread": [],
+                                                      "entries": {}, "tested": [item]}))
+    done = run_compat("matrix", "--package", "torchaudio", env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if "is ignored" in line]
+    assert len(notes) == 1 and "tested" in notes[0] and "Traceback" not in done.stderr
+
+
+def test_compat_matrix_shows_the_tested_records(tmp_path):
+    overlay_mod.record_tested(record_of(works=False), load_matrix(), {"XDG_DATA_HOME": str(tmp_path)})
+    done = run_compat("matrix", "--package", "torchaudio", env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "TESTED" in done.stdout and "torchaudio 2.11.0" in done.stdout and "missing-library" in done.stdout
+    as_json = run_compat("matrix", "--package", "torchaudio", "--json", env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    document = json.loads(as_json.stdout)
+    jsonschema.validate(document, json.loads(Path(schema_path("matrix")).read_text()))
+    assert document["overlay"]["tested"] == [record_of(works=False).to_json()]
+
+
+# --- the smoke verdict and the inputs (pure) -----------------------------------------------------------------------
+
+
+def test_judge_uses_the_import_probe_classifier():
+    assert judge(0, "COMPAT-VERIFY-SMOKE-OK\n", "", False, "torchvision", 60)[0] == ""
+    assert judge(0, "", "", False, "torchvision", 60)[0] == "error"  # exit 0 before the smoke finished is not a success
+    assert judge(1, "", "ImportError: x.so: undefined symbol: _ZN3c10foo\n", False, "torchvision", 60)[0] == "undefined-symbol"
+    assert judge(None, "", "", True, "torchvision", 60)[0] == "hang"
+    after = judge(1, "COMPAT-VERIFY-IMPORTED\n", "RuntimeError: operator torchvision::nms does not exist\n", False, "torchvision", 60, "nms")
+    assert after[0] == "error" and after[1].startswith("torchvision imported, then nms failed (exit status 1): RuntimeError")
+
+
+def test_requirements_to_add_drop_torch_extras_and_other_pythons():
+    requires = ["numpy", "torch (>=2.14.0)", "pillow (!=8.3.*,>=5.3.0)", "scipy ; extra == 'scipy'", "tomli ; python_version < '3.11'"]
+    assert requirements_to_add(requires, Version("3.11")) == ["numpy", "pillow!=8.3.*,>=5.3.0"]
+
+
+def test_every_smoke_program_compiles():
+    for component in (Component.TORCHVISION, Component.TORCHAUDIO, Component.IPEX, Component.CCL, Component.TRANSFORMERS, Component.ACCELERATE):
+        compile(smoke_program(component, "pkg_module"), component.distribution, "exec")
+
+
+@pytest.mark.parametrize("args,said", [
+    (["torchvision>=0.29"], "exact pin"),
+    (["nosuchpackage==1.0"], "not a package"),
+    (["torch==2.13.0"], "not one"),
+    (["torchvision==0.29.1", "--with", "torchaudio==2.11.0"], "not a torch pin"),
+    (["torchvision==0.29.1", "--timeout", "nan"], "--timeout"),
+    (["torchvision==0.29.1", "--host", "nowhere"], "not a host"),
+    (["torchvision==0.99.0", "--with", "torch==2.13.0"], "compat matrix update"),
+    (["torchaudio==2.11.0"], "--with torch=="),
+])
+def test_usage_errors_say_one_sentence_and_the_fix(tmp_path, args, said):
+    done = run_compat("matrix", "verify", *args, env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert said in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "compatmatrix" / "overlay.json").exists()
+
+
+def test_parse_pin():
+    assert parse_pin("TorchVision==0.29.1") == (Component.TORCHVISION, Version("0.29.1"))
+
+
+# --- two real verifies (integration) -------------------------------------------------------------------------------
+
+DEPENDENCIES = ("torch==2.13.0", "accelerate==1.15.0", "numpy", "pillow")  # resolved with the CPU torch of pip's find-links
+
+
+def torchvision_wheel() -> Path:
+    """PyPI's torchvision 0.29.1 (the local indexes pip is configured with here), downloaded once into the tests' cache."""
+    folder = CACHE / "verify-torchvision-0.29.1"
+    wheels = sorted(folder.glob("torchvision-0.29.1-*.whl"))
+    if not wheels:
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet", "-d", str(folder),
+                               "torchvision==0.29.1"], capture_output=True, text=True, timeout=900, env=base_env(), check=False)
+        wheels = sorted(folder.glob("torchvision-0.29.1-*.whl"))
+        if not wheels:
+            pytest.skip(f"torchvision 0.29.1 cannot be downloaded here: {(done.stderr or done.stdout).strip()[-300:]}")
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def real_index(tmp_path_factory):
+    """REAL wheels on 127.0.0.1: the CPU torch 2.13.0 as pytorch-cpu; PyPI's torchvision 0.29.1, accelerate 1.15.0 and the
+    dependencies as pypi (all sha256-published, so compat's hash checks run)."""
+    from .local_pypi import pypi_wheels
+
+    folder = pypi_wheels(DEPENDENCIES)
+    torch = sorted(folder.glob("torch-2.13.0*.whl"))
+    if not torch:
+        pytest.skip("pip did not resolve torch==2.13.0 to a wheel here")
+    index = FixtureIndex(tmp_path_factory.mktemp("verify-index"))
+    index.add("pytorch-cpu", torch[0])
+    index.add("pypi", torchvision_wheel())
+    with served(index), local_pypi_index(DEPENDENCIES, index.root, index=index, leave_out=("torch",)):
+        yield index
+
+
+def verify_real(index: FixtureIndex, data: Path, *args: str):
+    started = time.monotonic()
+    done = run_compat("matrix", "verify", *args, "--json", "--python", sys.executable, *index.index_args(),
+                      env_extra={"XDG_DATA_HOME": str(data), "TMPDIR": str(data / "tmp")}, timeout=1800)
+    seconds = time.monotonic() - started
+    print(f"compat matrix verify {' '.join(args)}: exit {done.returncode}, {seconds:.1f} s")
+    return done, seconds
+
+
+@pytest.mark.integration
+@pytest.mark.network
+def test_real_pairings_one_that_breaks_and_one_that_works_are_recorded(real_index, tmp_path):
+    (tmp_path / "tmp").mkdir()
+    schema = json.loads(Path(schema_path("matrix verify")).read_text())
+    # PyPI's torchvision 0.29.1 (its operators built for torch >= 2.14 and CUDA) next to the CPU torch 2.13.0: nms fails
+    broke, _ = verify_real(real_index, tmp_path, "torchvision==0.29.1", "--with", "torch==2.13.0", "--host", "pypi")
+    assert broke.returncode == 1, broke.stderr[-3000:]
+    document = json.loads(broke.stdout)
+    jsonschema.validate(document, schema)
+    record = document["record"]
+    assert document["result"] == "breaks" and record["error_class"] and record["torch_label"] == "+cpu" and record["host"] == "pypi"
+    assert record["ran"] == "torchvision.ops.nms on 3 boxes" and record["seconds"] > 0
+    # accelerate 1.15.0 next to the same torch: an Accelerator prepares a tiny module
+    works, _ = verify_real(real_index, tmp_path, "accelerate==1.15.0", "--with", "torch==2.13.0")
+    assert works.returncode == 0, works.stderr[-3000:]
+    assert json.loads(works.stdout)["record"]["result"] == "works"
+    kept = json.loads((tmp_path / "compatmatrix" / "overlay.json").read_text())["tested"]
+    assert [(t["package"], t["result"]) for t in kept] == [("torchvision", "breaks"), ("accelerate", "works")]
+    assert list((tmp_path / "tmp").iterdir()) == []  # the throw-away venvs (and the install's work folders) are gone
+    shown = run_compat("matrix", "--package", "torchvision", env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert "BREAKS" in shown.stdout or "breaks" in shown.stdout
+
+
+@pytest.mark.parametrize("works,code,said", [(None, 0, "unverified"), (True, 0, "tested here, it works"), (False, 1, "tested here, it breaks")])
+def test_check_r_grades_the_pairing_by_the_tested_record(tmp_path, works, code, said):
+    """torch 2.14.1 + torchaudio 2.11.0 (which declares no torch): WARN unverified until tried; then PASS or FAIL by the record."""
+    environ = {"XDG_DATA_HOME": str(tmp_path)}
+    if works is not None:
+        overlay_mod.record_tested(record_of(works=works), load_matrix(), environ)
+    pins = tmp_path / "requirements.txt"
+    pins.write_text("torch==2.14.1\ntorchaudio==2.11.0\n")
+    done = run_compat("check", "-r", str(pins), "--python-version", "3.11", "--json", env_extra=environ)
+    assert done.returncode == code, (done.stdout, done.stderr)
+    finding = next(f for f in json.loads(done.stdout)["checks"] if f["id"] == "packages.torchaudio-torch")
+    assert said in finding["summary"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.one_of(hostile_requirement(surrogates=False), st.text(max_size=40)))
+def test_any_pin_is_parsed_or_refused_in_one_sentence(text):
+    from compatmatrix.errors import UsageError
+
+    try:
+        component, version = parse_pin(text)
+    except UsageError as exc:
+        assert exc.fix and "\n" not in exc.message
+    else:
+        assert isinstance(version, Version) and component.distribution
+
+
+def test_compat_matrix_update_keeps_what_verify_recorded(tmp_path):
+    """The update writes the overlay whole: the tested records stay (FIXTURE index on 127.0.0.1 with a newer accelerate)."""
+    from .fixture_index import build_wheel, serve
+
+    environ = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    overlay_mod.record_tested(record_of(), load_matrix(), environ)
+    index = FixtureIndex(tmp_path / "index")
+    index.add("pypi", build_wheel(tmp_path / "wheels", "accelerate", "1.99.0", requires=("torch>=2.0.0",)))
+    server, _ = serve(index)
+    try:
+        done = run_compat("matrix", "update", "--package", "accelerate", "--index", f"pypi={index.host_url('pypi')}", env_extra=environ)
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads((tmp_path / "data" / "compatmatrix" / "overlay.json").read_text())
+    assert document["entries"]["accelerate"] and document["tested"] == [record_of().to_json()]
