@@ -479,7 +479,7 @@ def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component
     return out
 
 
-_KIND_ORDER = ("feature", "python", "platform", "requires-python", "yanked")
+_KIND_ORDER = ("feature", "python", "platform", "requires-python", "yanked", "undeclared")
 
 
 def _grouped(rejections: Sequence[Rejection]) -> list[ConflictReason]:

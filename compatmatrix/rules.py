@@ -119,7 +119,15 @@ class Yanked(Record):
     kind: ClassVar[str] = "yanked"
 
 
-Cause = Union[UserConstraint, NoWheel, GlibcTooOld, RequiresPython, MissingFeature, Yanked]
+class Undeclared(Record):
+    """A torchvision/torchaudio release whose METADATA declares no torch and that no source (nor compat matrix verify
+    here) pairs with one: taken only when pinned with ``==``. Newest-torch-first would otherwise pair it, unverified,
+    with every newer torch series, though its extension is built against one torch."""
+
+    kind: ClassVar[str] = "undeclared"
+
+
+Cause = Union[UserConstraint, NoWheel, GlibcTooOld, RequiresPython, MissingFeature, Yanked, Undeclared]
 
 
 class Rejection(Record):
@@ -132,7 +140,7 @@ class Rejection(Record):
 
     @property
     def kind(self) -> str:
-        """user, python, platform, requires-python, feature or yanked."""
+        """user, python, platform, requires-python, feature, yanked or undeclared."""
         return self.cause.kind
 
 
@@ -341,8 +349,11 @@ def _feature_or_yank(release: Release, version: Version, features: Sequence[Miss
     missing = next((f for f in features if not f.feature.present_in(version)), None)
     if missing is not None:
         return missing
-    if pinned:  # an explicit == pin takes a yanked release (PEP 592)
+    if pinned:  # an explicit == pin takes a yanked release (PEP 592), and a release that declares no torch
         return None
+    if (getattr(release, "torch", False) is None and getattr(release, "package", None) is not None
+            and not any(p.tested and p.evidence != "documented-break" for p in getattr(release, "pairings", ()))):
+        return Undeclared()
     if release.wheels:
         security = security_yank(release.wheels)
         if security is not None:  # yanked for security on one host: the same build is yanked for compat on every host

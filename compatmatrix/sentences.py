@@ -15,7 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .matrix.model import CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, UnlistedRelease, Yank
-from .rules import GlibcTooOld, MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, UserConstraint, Yanked
+from .rules import GlibcTooOld, MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, Undeclared, UserConstraint, Yanked
 
 if TYPE_CHECKING:  # explain is imported when the first record is written: `compat check` needs only the phrases
     from . import explain as x
@@ -242,6 +242,9 @@ def rejection_sentence(rejection: Rejection) -> str:
         return f"only {component.distribution}{range_text(cause.feature.versions)} {cause.feature.description}"
     if isinstance(cause, Yanked):
         return f"{yanked_clause(component, version, cause.yank)}; pin {component.label}=={version} to use it anyway"
+    if isinstance(cause, Undeclared):
+        return (f"{component.label} {version} declares no torch and no source pairs it with one; pin {component.label}=={version} "
+                "to use it anyway (unverified with any torch)")
     raise TypeError(f"no sentence for {cause!r}")  # pragma: no cover
 
 

@@ -74,7 +74,9 @@ def binary_candidates(name, python, spec, glibc=None):
         # yanked only where every host with a usable wheel yanked it, or any host yanked it for security (the same
         # build everywhere); a pin takes a yanked one anyway
         security = any(w.get("yanked", False) and "security" in w.get("yanked_reason", "").lower() for w in wheels(entry))
-        if found and (pinned(spec) or not (security or all(w.get("yanked", False) for w in found))):
+        # a torchvision/torchaudio release that declares no torch (torchaudio 2.11.0) is taken only when pinned
+        undeclared = name in ("torchvision", "torchaudio") and "torch" not in entry
+        if found and (pinned(spec) or not (security or undeclared or all(w.get("yanked", False) for w in found))):
             out.append((version, entry))
     return sorted(out, key=lambda item: item[0], reverse=True)
 
@@ -100,6 +102,8 @@ def device_build(name, version, label) -> bool:
 
 def evidence_rank(name, entry, torch) -> int:
     """oneccl_bind_pt: 0 built for this torch, 1 a [[pairing]] reported working, 2 unverified (same series). Others: 0."""
+    if name in ("torchvision", "torchaudio") and "torch" not in entry:
+        return RANK["unverified"]  # declares no torch: unverified with any
     if name != "oneccl-bind-pt":
         return 0
     if torch == Version(entry["torch"]):
@@ -143,8 +147,8 @@ def fits(name, entry, version, chosen) -> bool:
     if name == "oneccl-bind-pt":  # the major.minor it is built for (C++ ABI), minus documented breaks
         breaks = {Version(p["torch"]) for p in entry.get("pairing", []) if p["evidence"] == "documented-break"}
         return torch.release[:2] == Version(entry["torch"]).release[:2] and torch not in breaks
-    if name in ("torchvision", "torchaudio"):  # each release pins exactly one torch
-        return torch == Version(entry["torch"])
+    if name in ("torchvision", "torchaudio"):  # each release pins exactly one torch, or declares none (any, unverified)
+        return "torch" not in entry or torch == Version(entry["torch"])
     if entry.get("torch_min") and torch < Version(entry["torch_min"]):
         return False
     if name == "accelerate" and "transformers" in chosen:
