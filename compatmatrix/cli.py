@@ -589,6 +589,10 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
             live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
                               "$I_MPI_HYDRA_BOOTSTRAP_EXEC, $OMPI_MCA_plm_rsh_agent, else ssh); also for doctor --hostfile without --live")
+            live.add_argument("--fabric", action="store_true",
+                              help="also sweep allreduce, allgather, reduce_scatter, broadcast and all_to_all over message sizes (fp32 and bf16), "
+                              "every result checked exactly, bus bandwidth as nccl-tests defines it")
+            live.add_argument("--sizes", metavar="LIST", help="--fabric's message sizes, e.g. 1K,64K,4M (default: 1 KiB up by powers of 4 to 16 MiB, bounded by memory)")
             live.add_argument("--no-rank-env", action="store_true",
                               help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
         _output_options(parser)
@@ -681,10 +685,25 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
     live_args = None
     if live:
         live_args = LiveArgs(ns.launcher, ns.backend, ns.live_timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
-                             ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env)
+                             ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric))
+    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None):
+        raise UsageError("--fabric and --sizes measure the ranks: they go with compat doctor --live.", "Add --live.")
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
                       tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
                       getattr(ns, "hostfile", None), getattr(ns, "rsh", None), launcher)
+
+
+def _sizes(text: Optional[str], fabric: bool) -> tuple[int, ...]:
+    if text is None:
+        return ()
+    if not fabric:
+        raise UsageError("--sizes sets the sizes of the --fabric sweep.", "Add --fabric, or drop --sizes.")
+    from .live.fabric import parse_sizes
+
+    try:
+        return parse_sizes(text)
+    except ValueError as exc:
+        raise UsageError(f"{exc}.", "Pass sizes like --sizes 1K,64K,4M (bytes, K = 1024, M = 1024 K, G = 1024 M).") from None
 
 
 def _install_args_of(ns: argparse.Namespace) -> InstallArgs:
@@ -1081,7 +1100,7 @@ def _live_options(args: ChecksArgs):
     topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
-                       layout_notes=layout_notes)
+                       layout_notes=layout_notes, fabric=live.fabric, fabric_sizes=live.sizes)
 
 
 def cmd_doctor(args: ChecksArgs) -> int:

@@ -96,6 +96,8 @@ class LiveArgs(Record):
     mpirun: Optional[str]
     run_dir: Optional[str]
     rank_env: bool
+    fabric: bool = False  # --fabric: the collectives swept over sizes
+    sizes: tuple[int, ...] = ()  # --sizes, bytes (default: 1 KiB up by powers of 4, bounded by memory)
 
 
 class ChecksArgs(Record):

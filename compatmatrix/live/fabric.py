@@ -66,6 +66,26 @@ def sweep_sizes(limit_bytes: int, start: int = 1024, step: int = 4) -> list[int]
     return sizes
 
 
+MAX_SIZE = 1 << 34  # 16 GiB: beyond any CPU sweep; a larger --sizes is a typo
+UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """``1K,64K,4M`` -> bytes, sorted and distinct (K = 1024); ValueError naming the bad item otherwise."""
+    sizes = set()
+    for item in text.split(","):
+        token = item.strip().lower()
+        digits = token.rstrip("kmgib")
+        unit = token[len(digits):]
+        if not digits.isdigit() or not digits.isascii() or unit not in UNITS:
+            raise ValueError(f"--sizes item {item.strip()!r} is not a size in bytes (e.g. 4096, 64K, 4M)")
+        size = int(digits) * UNITS[unit]
+        if not 1 <= size <= MAX_SIZE:
+            raise ValueError(f"--sizes item {item.strip()!r} is outside 1 byte .. 16G")
+        sizes.add(size)
+    return tuple(sorted(sizes))
+
+
 # --- schedules -----------------------------------------------------------------------------------------------------
 
 def round_robin(hosts: int) -> list[list[Pair]]:

@@ -76,6 +76,7 @@ class Expectation:
     multi_host: bool = False  # --nnodes > 1 or a hostfile with several hosts: addresses must work between hosts
     reach: Mapping[str, Any] = field(default_factory=dict)  # compat's own look at MASTER_ADDR:PORT from this host (service.reach_master)
     ccl: CclRun = CclRun()  # the launcher and the oneCCL runtime's folders: what the fixes of oneCCL's failures name
+    fabric: bool = False  # --fabric: the sweep was asked for (live.fabric)
     interface_fix: str = ""  # across hosts: "export GLOO_SOCKET_IFNAME=eth0 ..." for the interface of this host's route to the master (service.interface_fix)
 
 
@@ -345,6 +346,72 @@ def bandwidth_finding(ranks: Sequence[RankRecord]) -> Finding:
     return Finding(cid, Status.PASS, summary, tuple(evidence))
 
 
+def size_text(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+    """The --fabric sweep of the run (times are the slowest rank's, the same on every rank) with nccl-tests' algbw/busbw,
+    and every wrong value any rank saw; None when no rank swept."""
+    from .fabric import bandwidths
+
+    swept = [r for r in ranks if r.status.get("fabric")]
+    if not swept:
+        return None
+    source = max(swept, key=lambda r: len(r.status["fabric"].get("rows", [])))
+    world = int(source.status.get("world_size") or len(ranks))
+    record = source.status["fabric"]
+    rows = []
+    for row in record.get("rows", []):
+        algbw, busbw = bandwidths(row["collective"], row["bytes"], row["seconds"], world) if row["seconds"] > 0 else (0.0, 0.0)
+        rows.append({"collective": row["collective"], "dtype": row["dtype"], "bytes": int(row["bytes"]), "iterations": int(row["iterations"]),
+                     "seconds": float(row["seconds"]), "algbw": algbw, "busbw": busbw})
+    errors = [{"rank": r.rank, "host": r.host, **error} for r in swept for error in r.status["fabric"].get("errors", [])]
+    return {"world_size": world, "sizes": list(record.get("sizes", [])), "bound": record.get("bound"), "dropped": list(record.get("dropped", [])),
+            "rows": rows, "unsupported": list(record.get("unsupported", [])), "errors": errors,
+            "ranks_swept": len(swept)}
+
+
+def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
+    cid = "live.fabric"
+    sweep = fabric_rows(ranks)
+    if sweep is None:
+        return Finding(cid, Status.SKIP, "no rank reached the fabric sweep")
+    backend = next((r.status.get("backend") for r in ranks if r.status.get("backend")), "?")
+    named = {}
+    for error in sweep["errors"]:
+        who = next(r.name for r in ranks if r.rank == error["rank"] and r.host == error["host"])
+        named.setdefault(who, []).append(error)
+    if named:
+        evidence = tuple(f"{who}: {e['collective']} {e['dtype']} at {size_text(e['bytes'])}, {e['iterations_wrong']} of {e['iterations']} iterations wrong, "
+                         f"the first (iteration {e['iteration']}) in {e['wrong']} of {e['elements']} elements (element {e['index']}: {e['got']:g}, "
+                         f"expected {e['expected']:g})"
+                         for who, errors in named.items() for e in errors)
+        first = next(iter(named.items()))
+        return Finding(cid, Status.FAIL, f"the sweep on {backend} returned wrong values on {', '.join(named)} (first: {first[1][0]['collective']} "
+                       f"{first[1][0]['dtype']} at {size_text(first[1][0]['bytes'])})", evidence,
+                       "A collective that completes with wrong values on one rank points at that rank's host (memory errors, a mixed "
+                       "installation: compare compat doctor there) or the backend build: reinstall the matrix's set on every node.")
+    evidence = []
+    for name in dict.fromkeys(row["collective"] for row in sweep["rows"]):
+        for dtype in dict.fromkeys(row["dtype"] for row in sweep["rows"] if row["collective"] == name):
+            points = [row for row in sweep["rows"] if row["collective"] == name and row["dtype"] == dtype]
+            evidence.append(f"{name} {dtype} bus bandwidth: " + ", ".join(f"{size_text(row['bytes'])} {_gb(row['busbw'])}" for row in points))
+    evidence += [f"{u['collective']} {u['dtype']} is not supported by {backend}: {u['error']}" for u in sweep["unsupported"]]
+    if sweep["dropped"]:
+        evidence.append(f"sizes above {size_text(int(sweep['bound']))} left out: more than 1/16 of a host's free memory per rank")
+    largest = max((row for row in sweep["rows"] if row["collective"] == "all_reduce" and row["dtype"] == "fp32"), key=lambda row: row["bytes"], default=None)
+    sizes = sweep["sizes"]
+    summary = (f"{len(sweep['rows'])} collective/type/size cases from {size_text(sizes[0])} to {size_text(sizes[-1])} on {backend}, "
+               f"every iteration exact on all {sweep['ranks_swept']} ranks" if sizes else "no size fits in the ranks' memory")
+    if largest is not None:
+        summary += f"; all_reduce fp32 bus bandwidth {_gb(largest['busbw'])} at {size_text(largest['bytes'])}"
+    return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(evidence))
+
+
 def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     cid = "live.trainer"
     if not expect.trainer:
@@ -468,7 +535,7 @@ _HANG_CAUSES = {
 }
 
 
-STAGES = ("start", "import", "backend", "init", "joined", "allreduce", "bandwidth", "trainer", "trainer:arguments", "trainer:train", "shutdown", "done")
+STAGES = ("start", "import", "backend", "init", "joined", "allreduce", "bandwidth", "fabric", "trainer", "trainer:arguments", "trainer:train", "shutdown", "done")
 
 
 def _stage_index(stage: str) -> int:
@@ -727,6 +794,7 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
             world_finding(ranks, expect),
             allreduce_finding(ranks),
             bandwidth_finding(ranks),
+            *([fabric_finding(ranks, expect)] if expect.fabric else []),
             trainer_finding(ranks, expect),
         ]
     findings.append(network_finding(ranks, expect))

@@ -21,10 +21,11 @@ from ..processes import new_run_id
 from ..record import replace
 from ..translate import ipex_through_trainer, translate
 from .oneccl_causes import CclRun
-from .report import Expectation, live_findings, rank_outputs, read_ranks
+from .report import Expectation, fabric_rows, live_findings, rank_outputs, read_ranks
 from .supervise import supervise
 
 WORKER = Path(__file__).with_name("worker.py")
+FABRIC_MAX_BYTES = 16 << 20  # --fabric's default largest size (each rank further bounds it by its host's free memory)
 SELF_DEADLINE_SLACK_S = 30.0  # a rank ends itself this long after the hard limit, should compat be gone (SIGKILL, OOM)
 
 
@@ -72,6 +73,8 @@ class LiveOptions:
     bf16: Optional[bool] = None  # the Trainer step in bf16: None = when the CPU has native bf16, True/False forced
     rsh: Optional[str] = None  # mpirun across hosts: the remote shell (else the MPI's own variables, else ssh)
     layout_notes: tuple[str, ...] = ()  # where the layout came from (srun: the allocation), shown with the launch's evidence
+    fabric: bool = False  # --fabric: the collectives swept over sizes, each result checked
+    fabric_sizes: tuple[int, ...] = ()  # bytes; () = 1 KiB up by powers of 4 to FABRIC_MAX_BYTES, bounded by memory on every host
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,10 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
         args += ["--rank-variables", json.dumps(launcher.rank_variables)]
     if ipex:
         args.append("--ipex")
+    if options.fabric:
+        args += ["--fabric", "--fabric-max", str(FABRIC_MAX_BYTES)]
+        if options.fabric_sizes:
+            args += ["--fabric-sizes", ",".join(str(s) for s in options.fabric_sizes)]
     if _across_hosts(options):
         args.append("--watch-exit")  # compat cannot see the other hosts' processes: each rank says when it ended
     if not plan.skip_reason:
@@ -202,13 +209,15 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             timeout=options.timeout, init_timeout=init_timeout, trainer_flags=plan.flags, ipex_mode=plan.ipex_mode if ipex else "none",
             ipex_note=plan.ipex_note, bf16_why=plan.bf16_why, multi_host=multi_host,
             reach=reach_master(launch.master, supervised, ranks) if multi_host else {},
-            ccl=ccl_run(launch, snapshot),
+            ccl=ccl_run(launch, snapshot), fabric=options.fabric,
             interface_fix=interface_fix(launch.master, options.topology.nnodes if not launch.hosts else len(launch.hosts)) if multi_host else "",
         )
         findings = live_findings(launch, supervised, ranks, expect)
         if plan.skip_reason:
             findings = [Finding("live.trainer", Status.SKIP, plan.skip_reason) if f.id == "live.trainer" else f for f in findings]
         details = _details(launch, supervised, ranks, plan)
+        if options.fabric:
+            details["fabric"] = fabric_rows(ranks)
         return LiveResult(findings, details)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

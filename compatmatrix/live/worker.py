@@ -8,7 +8,9 @@ launcher's output. SIGUSR1 dumps every thread's stack into the log (compat sends
 
 Test hook: COMPAT_LIVE_FIXTURE_FAULT=KIND:RANK makes that rank misbehave on purpose -- ``sleep`` (never joins),
 ``exit`` (exits with status 3 before joining), ``stall`` (joins, then never enters the collective), ``segv``
-(SIGSEGV at the Trainer stage) or ``exit0`` (exit status 0 at the Trainer stage). Only the test suite sets it.
+(SIGSEGV at the Trainer stage), ``exit0`` (exit status 0 at the Trainer stage) or ``wrongsum`` (with --fabric: that
+rank's all_reduce result is off by one in one element at every size, as a broken reduction would be). Only the test
+suite sets it.
 """
 
 import argparse
@@ -68,7 +70,15 @@ FIXTURE_FAULTS = {  # (kind, where) -> what the rank does; test hook only (COMPA
     ("stall", "before-collective"): "stall before the first collective",
     ("segv", "trainer"): "SIGSEGV at the Trainer stage",
     ("exit0", "trainer"): "os._exit(0) at the Trainer stage",
+    ("wrongsum", "fabric"): "a wrong all_reduce result in the fabric sweep",
 }
+
+
+def fixture_asks(rank, kind):
+    """Whether the test hook asks this rank for the non-fatal fault ``kind`` (wrongsum)."""
+    spec = os.environ.get("COMPAT_LIVE_FIXTURE_FAULT", "")
+    wanted, _, who = spec.partition(":")
+    return rank is not None and wanted == kind and who == str(rank)
 
 
 def fixture_fault(rank, when):
@@ -226,6 +236,144 @@ def memcpy_bandwidth(dist, torch, mib=64):
     total = torch.tensor([count * 4 / best], dtype=torch.float64)
     dist.all_reduce(total)
     return {"mib": mib, "per_rank": count * 4 / best, "all_ranks": float(total[0])}
+
+
+FABRIC_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+FABRIC_ERRORS_KEPT = 20
+
+
+def memory_bound(cap, local_ranks):
+    """The largest sweep size (bytes) this host affords: 1/16 of MemAvailable per local rank, at most ``cap``."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return max(1024, min(cap, int(line.split()[1]) * 1024 // (16 * max(1, local_ranks))))
+    except (OSError, ValueError, IndexError):
+        pass
+    return cap
+
+
+def sweep_iterations(size):
+    return 20 if size <= 64 << 10 else 10 if size <= 1 << 20 else 5 if size <= 16 << 20 else 3
+
+
+def fabric_case(torch, dist, name, dtype, size, rank, world):
+    """Inputs whose exact result is known, for one collective at one size: small integers (partial sums stay integers
+    far below 2**8, exact in bf16 and fp32 whatever the reduction order). Returns (bytes, prepare, run, wrong)
+    where wrong() gives (count, elements, first index, got, expected) for this rank's result."""
+    mod = 8 if 7 * world <= 256 else 2
+    itemsize = torch.tensor([], dtype=dtype).element_size()
+    count = max(1, size // itemsize)
+    chunk = max(1, count // world)
+
+    def pattern(n, shift):
+        return ((torch.arange(n) + shift) % mod).to(dtype)
+
+    def summed(n, shift):  # sum over ranks r of pattern(n, r + shift), exact, in float64
+        index = torch.arange(n)
+        return sum(((index + r + shift) % mod).to(torch.float64) for r in range(world))
+
+    if name == "all_reduce":
+        source, out, expected = pattern(count, rank), torch.empty(count, dtype=dtype), summed(count, 0)
+        prepare = lambda: out.copy_(source)  # noqa: E731
+        run = lambda: dist.all_reduce(out)  # noqa: E731
+        result = lambda: out  # noqa: E731
+        moved = count * itemsize
+    elif name == "all_gather":
+        source = pattern(chunk, rank)
+        outs = [torch.empty(chunk, dtype=dtype) for _ in range(world)]
+        expected = torch.cat([pattern(chunk, j) for j in range(world)]).to(torch.float64)
+        prepare = lambda: [o.fill_(-1) for o in outs]  # noqa: E731
+        run = lambda: dist.all_gather(outs, source)  # noqa: E731
+        result = lambda: torch.cat(outs)  # noqa: E731
+        moved = chunk * world * itemsize
+    elif name == "reduce_scatter":
+        inputs = [pattern(chunk, rank + j) for j in range(world)]
+        out = torch.empty(chunk, dtype=dtype)
+        expected = summed(chunk, rank)
+        prepare = lambda: out.fill_(-1)  # noqa: E731
+        run = lambda: dist.reduce_scatter(out, inputs)  # noqa: E731
+        result = lambda: out  # noqa: E731
+        moved = chunk * world * itemsize
+    elif name == "broadcast":
+        truth = pattern(count, 1) + 1
+        out = torch.empty(count, dtype=dtype)
+        expected = truth.to(torch.float64)
+        prepare = lambda: out.copy_(truth) if rank == 0 else out.fill_(0)  # noqa: E731
+        run = lambda: dist.broadcast(out, 0)  # noqa: E731
+        result = lambda: out  # noqa: E731
+        moved = count * itemsize
+    else:  # all_to_all: chunk j of rank s goes to rank j; rank r then holds pattern(chunk, s + 2r) from each s
+        source = torch.cat([pattern(chunk, rank + 2 * j) for j in range(world)])
+        out = torch.empty(chunk * world, dtype=dtype)
+        expected = torch.cat([pattern(chunk, s + 2 * rank) for s in range(world)]).to(torch.float64)
+        prepare = lambda: out.fill_(-1)  # noqa: E731
+        run = lambda: dist.all_to_all_single(out, source)  # noqa: E731
+        result = lambda: out  # noqa: E731
+        moved = chunk * world * itemsize
+
+    def wrong():
+        got = result().to(torch.float64)
+        bad = got != expected
+        count_bad = int(bad.sum())
+        if not count_bad:
+            return 0, int(got.numel()), None, None, None
+        first = int(bad.nonzero()[0][0])
+        return count_bad, int(got.numel()), first, float(got[first]), float(expected[first])
+
+    return moved, prepare, run, result, wrong
+
+
+def fabric_sweep(dist, torch, rank, world, sizes, cap):
+    """compat doctor --live --fabric: every collective at every size, fp32 and bf16, each iteration's result checked
+    exactly on this rank; the time of each is the slowest rank's (mean of its timed iterations)."""
+    bound = torch.tensor([memory_bound(cap, int(os.environ.get("LOCAL_WORLD_SIZE") or world))], dtype=torch.float64)
+    dist.all_reduce(bound, op=dist.ReduceOp.MIN)  # one bound for the whole world: every rank runs the same sizes
+    bound = int(bound[0])
+    chosen = [s for s in sizes if s <= bound]
+    record = {"sizes": chosen, "bound": bound, "dropped": [s for s in sizes if s > bound], "rows": [], "errors": [], "unsupported": []}
+    wrong_fixture = fixture_asks(rank, "wrongsum")
+    dtypes = [("fp32", torch.float32)] + ([("bf16", torch.bfloat16)] if hasattr(torch, "bfloat16") else [])
+    for name in FABRIC_COLLECTIVES:
+        for label, dtype in dtypes:
+            for size in chosen:
+                moved, prepare, run, result, wrong = fabric_case(torch, dist, name, dtype, size, rank, world)
+                iterations = sweep_iterations(size)
+                spent = 0.0
+                wrong_total = 0
+                case_error = None
+                try:
+                    for iteration in range(iterations + 1):  # the first is a warm-up: checked, not timed
+                        prepare()
+                        dist.barrier()
+                        start = time.perf_counter()
+                        run()
+                        took = time.perf_counter() - start
+                        if iteration:
+                            spent += took
+                        if wrong_fixture and name == "all_reduce":
+                            result()[0] += 1
+                        bad, elements, first, got, expected = wrong()
+                        if bad:
+                            wrong_total += bad
+                            if case_error is not None:
+                                case_error["iterations_wrong"] += 1
+                            elif len(record["errors"]) < FABRIC_ERRORS_KEPT:  # the first wrong iteration of each case, and how many were
+                                case_error = {"collective": name, "dtype": label, "bytes": moved, "iteration": iteration, "iterations_wrong": 1,
+                                              "iterations": iterations + 1, "wrong": bad, "elements": elements, "index": first, "got": got, "expected": expected}
+                                record["errors"].append(case_error)
+                except (RuntimeError, TypeError, ValueError) as exc:
+                    text = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+                    record["unsupported"].append({"collective": name, "dtype": label, "error": text[:300]})
+                    dist.barrier()  # a backend that refused it must still work for the rest; if not, this raises here
+                    break
+                slowest = torch.tensor([spent / iterations], dtype=torch.float64)
+                dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+                record["rows"].append({"collective": name, "dtype": label, "bytes": moved, "iterations": iterations,
+                                       "seconds": float(slowest[0]), "wrong": wrong_total})
+            save(fabric=record)
+    return record
 
 
 def digest(torch, model):
@@ -597,6 +745,9 @@ def main():
     parser.add_argument("--rank-variables", type=json.loads, default=[], help="JSON: the launcher's [rank, world size, local rank] names")
     parser.add_argument("--init-timeout", type=float, default=30.0)
     parser.add_argument("--sizes-mib", default="1,16,64")
+    parser.add_argument("--fabric", action="store_true", help="sweep every collective over sizes (compat doctor --live --fabric)")
+    parser.add_argument("--fabric-sizes", default="", help="comma-separated bytes (default: 1 KiB up by powers of 4 to --fabric-max)")
+    parser.add_argument("--fabric-max", type=int, default=16 << 20, help="the largest size in bytes, further bounded by memory")
     parser.add_argument("--ipex", action="store_true")
     parser.add_argument("--ipex-mode", choices=["none", "trainer", "direct"], default="none")
     parser.add_argument("--trainer", action="store_true")
@@ -670,6 +821,15 @@ def main():
             stage("bandwidth")
             sizes = [int(s) for s in args.sizes_mib.split(",") if s]
             save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes), memcpy=memcpy_bandwidth(dist, torch))
+            if args.fabric:
+                stage("fabric")
+                wanted = [int(s) for s in args.fabric_sizes.split(",") if s]
+                if not wanted:
+                    wanted, size = [], 1024
+                    while size <= args.fabric_max:
+                        wanted.append(size)
+                        size *= 4
+                fabric_sweep(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)))
             dist.barrier()
         else:
             save(world_size=None)
