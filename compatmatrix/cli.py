@@ -593,6 +593,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                               help="also sweep allreduce, allgather, reduce_scatter, broadcast and all_to_all over message sizes (fp32 and bf16), "
                               "every result checked exactly, bus bandwidth as nccl-tests defines it")
             live.add_argument("--sizes", metavar="LIST", help="--fabric's message sizes, e.g. 1K,64K,4M (default: 1 KiB up by powers of 4 to 16 MiB, bounded by memory)")
+            live.add_argument("--pairs", metavar="MODE", help="--fabric across hosts: which pairs of hosts to measure: all (default; N-1 rounds "
+                              "for N hosts), ring (N pairs, 2-3 rounds: finds a slow host) or sample:K (the ring plus K rounds drawn from all)")
             live.add_argument("--no-rank-env", action="store_true",
                               help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
         _output_options(parser)
@@ -685,9 +687,10 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
     live_args = None
     if live:
         live_args = LiveArgs(ns.launcher, ns.backend, ns.live_timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
-                             ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric))
-    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None):
-        raise UsageError("--fabric and --sizes measure the ranks: they go with compat doctor --live.", "Add --live.")
+                             ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric),
+                             _pairs(ns.pairs, ns.fabric))
+    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None):
+        raise UsageError("--fabric, --sizes and --pairs measure the ranks: they go with compat doctor --live.", "Add --live.")
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
                       tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
                       getattr(ns, "hostfile", None), getattr(ns, "rsh", None), launcher)
@@ -704,6 +707,20 @@ def _sizes(text: Optional[str], fabric: bool) -> tuple[int, ...]:
         return parse_sizes(text)
     except ValueError as exc:
         raise UsageError(f"{exc}.", "Pass sizes like --sizes 1K,64K,4M (bytes, K = 1024, M = 1024 K, G = 1024 M).") from None
+
+
+def _pairs(text: Optional[str], fabric: bool) -> str:
+    if text is None:
+        return "all"
+    if not fabric:
+        raise UsageError("--pairs chooses the host pairs of the --fabric test.", "Add --fabric, or drop --pairs.")
+    from .live.fabric import parse_pair_mode
+
+    try:
+        mode = parse_pair_mode(text)
+    except ValueError as exc:
+        raise UsageError(f"{exc}.", "Pass --pairs all, --pairs ring or --pairs sample:4.") from None
+    return mode.kind if mode.kind != "sample" else f"sample:{mode.rounds_drawn}"
 
 
 def _install_args_of(ns: argparse.Namespace) -> InstallArgs:
@@ -1100,7 +1117,7 @@ def _live_options(args: ChecksArgs):
     topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
-                       layout_notes=layout_notes, fabric=live.fabric, fabric_sizes=live.sizes)
+                       layout_notes=layout_notes, fabric=live.fabric, fabric_sizes=live.sizes, pairs=live.pairs)
 
 
 def cmd_doctor(args: ChecksArgs) -> int:

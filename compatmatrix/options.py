@@ -98,6 +98,7 @@ class LiveArgs(Record):
     rank_env: bool
     fabric: bool = False  # --fabric: the collectives swept over sizes
     sizes: tuple[int, ...] = ()  # --sizes, bytes (default: 1 KiB up by powers of 4, bounded by memory)
+    pairs: str = "all"  # --pairs: all | ring | sample:K (checked by live/fabric.parse_pair_mode)
 
 
 class ChecksArgs(Record):

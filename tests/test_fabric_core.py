@@ -124,7 +124,11 @@ def clusters(draw, modes=("all", "ring", "sample")):
     clean = [p for p in pairs if p[0] not in slow_hosts and p[1] not in slow_hosts]
     slow_links = set()
     for pair in rng.sample(clean, min(len(clean), draw(st.integers(0, 3)))):
-        if budget > 0 and not any(h in q for q in slow_links for h in pair):
+        # told apart from a slow host only when each end keeps a healthy link (on a ring, a slow link beside a slow
+        # host's link leaves the host between them with none)
+        bad = slow_links | {p for p in pairs if p[0] in slow_hosts or p[1] in slow_hosts} | {pair}
+        keeps = all(any(h in p and p not in bad for p in pairs) for h in pair)
+        if budget > 0 and keeps and not any(h in q for q in slow_links for h in pair):
             slow_links.add(pair)
             budget -= 1
     return hosts, pairs, slow_hosts, slow_links, rng

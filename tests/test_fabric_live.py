@@ -22,7 +22,7 @@ def test_parse_sizes_rejects(text):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--fabric"], "--fabric and --sizes measure the ranks"),
+    (["--fabric"], "--fabric, --sizes and --pairs measure the ranks"),
     (["--live", "--sizes", "1K"], "--sizes sets the sizes of the --fabric sweep"),
     (["--live", "--fabric", "--sizes", "1X"], "--sizes item '1X' is not a size"),
 ])

@@ -11,7 +11,8 @@ Schedules
                  exactly K/(N-1) for even N (K/N for odd N): each pair lies in exactly one round of the full schedule.
 
 Judgement
-    A link is *slow* when its bandwidth is below ``SLOW_FRACTION`` of the median link. A host is slow when every one of
+    A link is *slow* when its bandwidth is below ``SLOW_FRACTION`` of the median link (so fewer than half the links may
+    be slow: in ``all`` mode up to about a quarter of the hosts, in ``ring`` mode a quarter of the hosts). A host is slow when every one of
     its (at least two) measured links is slow and its slow links are not all explained by slow peers; a slow link is
     named on its own when neither end is a slow host. A host's memcpy bandwidth is judged the same way against the
     median host. With +-15% noise two healthy values differ by at most 1.15/0.85 = 1.35x, far from the 2x threshold.
@@ -187,7 +188,7 @@ class SlowLink:
     a: int
     b: int
     bandwidth: float  # bytes/s
-    median: float  # of all links
+    median: float  # of the links judged healthy
     memcpy_fraction: Optional[float]  # the link over the slower end's memcpy bandwidth, when known
 
 
@@ -196,7 +197,7 @@ class SlowHost:
     host: int
     bandwidth: float  # the median of its links
     median: float  # of all links
-    links: int
+    links: int  # its measured links; ``median`` is that of the links judged healthy
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ class SlowMemory:
 
 @dataclass(frozen=True)
 class Judgement:
-    median_link: Optional[float]
+    median_link: Optional[float]  # of the links judged healthy (of all, when none is)
     slow_links: list[SlowLink] = field(default_factory=list)
     slow_hosts: list[SlowHost] = field(default_factory=list)
     slow_memory: list[SlowMemory] = field(default_factory=list)
@@ -241,6 +242,10 @@ def judge(links: Mapping[Pair, float], memcpy: Optional[Mapping[int, float]] = N
         others = candidates - {host}
         if all((p[0] if p[1] == host else p[1]) in others for p in per_host[host]):
             candidates = others
+    # the sentences compare with the median of the links judged healthy: with a slow host among four, half the links
+    # are slow and the median of all of them lies between the two groups
+    healthy = [value for pair, value in links.items() if pair not in slow]
+    median = statistics.median(healthy) if healthy else median
     hosts = [SlowHost(h, statistics.median(links[p] for p in per_host[h]), median, len(per_host[h])) for h in sorted(candidates)]
     named_links = []
     for a, b in sorted(slow):

@@ -77,6 +77,7 @@ class Expectation:
     reach: Mapping[str, Any] = field(default_factory=dict)  # compat's own look at MASTER_ADDR:PORT from this host (service.reach_master)
     ccl: CclRun = CclRun()  # the launcher and the oneCCL runtime's folders: what the fixes of oneCCL's failures name
     fabric: bool = False  # --fabric: the sweep was asked for (live.fabric)
+    pairs: bool = False  # --fabric across hosts: every scheduled pair of hosts measured (live.pairs)
     interface_fix: str = ""  # across hosts: "export GLOO_SOCKET_IFNAME=eth0 ..." for the interface of this host's route to the master (service.interface_fix)
 
 
@@ -401,6 +402,9 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
             points = [row for row in sweep["rows"] if row["collective"] == name and row["dtype"] == dtype]
             evidence.append(f"{name} {dtype} bus bandwidth: " + ", ".join(f"{size_text(row['bytes'])} {_gb(row['busbw'])}" for row in points))
     evidence += [f"{u['collective']} {u['dtype']} is not supported by {backend}: {u['error']}" for u in sweep["unsupported"]]
+    memcpy = next((r.status["memcpy"] for r in ranks if r.status.get("memcpy")), None)
+    if memcpy:
+        evidence.append(f"memory copy, every rank at once (one thread each): {_gb(memcpy['all_ranks'])} in all, {_gb(memcpy['per_rank'])} per rank")
     if sweep["dropped"]:
         evidence.append(f"sizes above {size_text(int(sweep['bound']))} left out: more than 1/16 of a host's free memory per rank")
     largest = max((row for row in sweep["rows"] if row["collective"] == "all_reduce" and row["dtype"] == "fp32"), key=lambda row: row["bytes"], default=None)
@@ -410,6 +414,54 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     if largest is not None:
         summary += f"; all_reduce fp32 bus bandwidth {_gb(largest['busbw'])} at {size_text(largest['bytes'])}"
     return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(evidence))
+
+
+def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+    """The pairs of hosts measured (the table every rank gathered), with each link's bandwidth (the slower direction)
+    and the judgement's verdicts by host name; None when no rank measured them."""
+    from .fabric import judge
+
+    record = next((r.status["pairs"] for r in ranks if (r.status.get("pairs") or {}).get("links") or (r.status.get("pairs") or {}).get("error")), None)
+    if record is None:
+        return None
+    hosts = list(record["hosts"])
+    links = [{"a": hosts[link["a"]], "b": hosts[link["b"]], "latency": link.get("latency"), "out": link.get("out"), "back": link.get("back"),
+              "bandwidth": min(link["out"], link["back"]), "seconds": link.get("seconds"), "round": link.get("round")}
+             for link in record.get("links", [])]
+    memcpy = {i: float(v) for i, v in enumerate(record.get("memcpy") or []) if v}
+    verdict = judge({(link["a"], link["b"]): min(link["out"], link["back"]) for link in record.get("links", [])}, memcpy)
+    return {"hosts": hosts, "mode": record.get("mode"), "rounds": record.get("rounds"), "seconds": record.get("seconds"),
+            "error": record.get("error"), "links": links, "memcpy": {hosts[i]: v for i, v in memcpy.items()},
+            "median": verdict.median_link, "note": verdict.note,
+            "slow_hosts": [hosts[h.host] for h in verdict.slow_hosts], "slow_links": [[hosts[x.a], hosts[x.b]] for x in verdict.slow_links],
+            "slow_memory": [hosts[m.host] for m in verdict.slow_memory], "verdicts": _verdict_lines(verdict, hosts)}
+
+
+def _verdict_lines(verdict, hosts: Sequence[str]) -> list[str]:
+    from .fabric import describe
+
+    return describe(verdict, hosts)
+
+
+def pairs_finding(ranks: Sequence[RankRecord]) -> Finding:
+    cid = "live.pairs"
+    table = pair_table(ranks)
+    if table is None:
+        return Finding(cid, Status.SKIP, "no rank reached the pair tests")
+    if table["error"]:
+        return Finding(cid, Status.FAIL, table["error"], (), "Give --nnodes (or the hostfile) the number of hosts the ranks really run on.")
+    from .fabric import gbps
+
+    evidence = tuple(f"{link['a']} <-> {link['b']}: {gbps(link['bandwidth'])} ({gbps(link['out'])} {link['a']} -> {link['b']}, "
+                     f"{gbps(link['back'])} back), latency {link['latency'] * 1e6:.0f} us" for link in table["links"])
+    evidence += tuple(f"{host}: memcpy {gbps(value)}" for host, value in table["memcpy"].items())
+    cost = f"{len(table['links'])} pairs of {len(table['hosts'])} hosts in {table['rounds']} rounds ({table['mode']}), {table['seconds']:.1f} s"
+    if table["verdicts"]:
+        return Finding(cid, Status.FAIL, "; ".join(table["verdicts"]), evidence + (cost,),
+                       "Check the named host's or link's interface (ip -s link: errors, drops; ethtool: speed, duplex; tc qdisc show: a rate "
+                       "limit) and its cable or switch port, then run compat doctor --live --fabric again.")
+    median = f"median link {gbps(table['median'])}" if table["median"] else "no link"
+    return Finding(cid, Status.PASS, f"{cost}: no link or host far below the others ({median}{'; ' + table['note'] if table['note'] else ''})", evidence)
 
 
 def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
@@ -535,7 +587,7 @@ _HANG_CAUSES = {
 }
 
 
-STAGES = ("start", "import", "backend", "init", "joined", "allreduce", "bandwidth", "fabric", "trainer", "trainer:arguments", "trainer:train", "shutdown", "done")
+STAGES = ("start", "import", "backend", "init", "joined", "allreduce", "bandwidth", "pairs", "fabric", "trainer", "trainer:arguments", "trainer:train", "shutdown", "done")
 
 
 def _stage_index(stage: str) -> int:
@@ -793,8 +845,8 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
             backend_finding(ranks, expect),
             world_finding(ranks, expect),
             allreduce_finding(ranks),
-            bandwidth_finding(ranks),
-            *([fabric_finding(ranks, expect)] if expect.fabric else []),
+            *([fabric_finding(ranks, expect)] if expect.fabric else [bandwidth_finding(ranks)]),  # the sweep measures all_reduce itself
+            *([pairs_finding(ranks)] if expect.pairs else []),
             trainer_finding(ranks, expect),
         ]
     findings.append(network_finding(ranks, expect))

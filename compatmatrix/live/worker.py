@@ -376,6 +376,108 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap):
     return record
 
 
+PAIR_MESSAGE_BYTES = 256 << 10  # one point-to-point message of the pair test
+PAIR_MIN_MESSAGES = 3  # timed per direction, after one warm-up; the fastest counts (a busy CPU slows some down, never speeds one up)
+PAIR_MAX_MESSAGES = 64
+PAIR_DIRECTION_SECONDS = 0.25  # more messages while the direction has taken less than this: a fast link gets many tries
+PAIR_PINGS = 10  # latency round trips
+
+
+def pair_direction(dist, torch, sending, peer, big, tick):
+    """Bytes per second from the sending side to ``peer``: each message is announced (a one-element tensor: 1 = one
+    follows, 0 = done) and acknowledged, and the fastest message counts. Both sides call it; the sender returns the
+    rate, the receiver None."""
+    best = None
+    began = time.perf_counter()
+    index = 0
+    while True:
+        if sending:
+            more = index <= PAIR_MIN_MESSAGES or (index <= PAIR_MAX_MESSAGES and time.perf_counter() - began < PAIR_DIRECTION_SECONDS)
+            tick.fill_(1.0 if more else 0.0)
+            dist.send(tick, peer)
+            if not more:
+                return big.numel() * big.element_size() / best
+            start = time.perf_counter()
+            dist.send(big, peer)
+            dist.recv(tick, peer)
+            spent = time.perf_counter() - start
+            if index:  # the first is a warm-up
+                best = spent if best is None else min(best, spent)
+        else:
+            dist.recv(tick, peer)
+            if float(tick[0]) == 0.0:
+                return None
+            dist.recv(big, peer)
+            dist.send(tick, peer)
+        index += 1
+
+
+def pair_measure(dist, torch, first, peer):
+    """One pair of hosts, leader to leader: latency (half the median round trip of a one-element message) and the
+    bandwidth each way. ``first``: this side starts (the pair's lower host)."""
+    tick = torch.zeros(1, dtype=torch.float32)
+    big = torch.zeros(PAIR_MESSAGE_BYTES // 4, dtype=torch.float32)
+    trips = []
+    for _ in range(PAIR_PINGS):
+        if first:
+            start = time.perf_counter()
+            dist.send(tick, peer)
+            dist.recv(tick, peer)
+            trips.append(time.perf_counter() - start)
+        else:
+            dist.recv(tick, peer)
+            dist.send(tick, peer)
+    out = pair_direction(dist, torch, first, peer, big, tick)  # the first side's rate to its peer (None on the peer)
+    back = pair_direction(dist, torch, not first, peer, big, tick)  # the peer's rate back (None on the first side)
+    measured = torch.tensor([back or 0.0], dtype=torch.float64)
+    if first:
+        dist.recv(measured, peer)  # the peer timed the way back: it tells
+        back = float(measured[0])
+    else:
+        dist.send(measured, peer)
+    trips.sort()
+    return {"latency": trips[len(trips) // 2] / 2 if trips else None, "out": out, "back": back}
+
+
+def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
+    """compat doctor --live --fabric across hosts: the pairs of hosts compat scheduled (live/fabric.py), measured
+    round by round between each host's first rank, no host in two pairs at once; every rank gets the whole table."""
+    with open(plan_path) as handle:
+        plan = json.load(handle)
+    names = [None] * world
+    dist.all_gather_object(names, os.uname()[1])
+    hosts = []
+    for name in names:
+        if name not in hosts:
+            hosts.append(name)
+    leaders = [names.index(h) for h in hosts]
+    record = {"hosts": hosts, "mode": plan["mode"], "rounds": len(plan["rounds"]), "links": [], "seconds": 0.0}
+    if len(hosts) != plan["hosts"]:
+        record["error"] = "the schedule is for %d hosts but the ranks run on %d (%s)" % (plan["hosts"], len(hosts), ", ".join(hosts))
+        save(pairs=record)
+        return record
+    started = time.perf_counter()
+    mine = []
+    for number, pairs in enumerate(plan["rounds"]):
+        save(pairs_round=number)
+        for a, b in pairs:
+            if rank in (leaders[a], leaders[b]):
+                first = rank == leaders[a]
+                began = time.perf_counter()
+                result = pair_measure(dist, torch, first, leaders[b] if first else leaders[a])
+                if first:
+                    result.update({"a": a, "b": b, "round": number, "seconds": time.perf_counter() - began})
+                    mine.append(result)
+        dist.barrier()  # the round ends for everyone: the next round's pairs start together
+    record["seconds"] = time.perf_counter() - started
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"links": mine, "memcpy": memcpy.get("per_rank")})
+    record["links"] = sorted((link for part in gathered for link in part["links"]), key=lambda link: (link["a"], link["b"]))
+    record["memcpy"] = [gathered[leader]["memcpy"] for leader in leaders]
+    save(pairs=record)
+    return record
+
+
 def digest(torch, model):
     sha = hashlib.sha256()
     for _name, param in sorted(model.named_parameters(), key=lambda item: item[0]):
@@ -748,6 +850,7 @@ def main():
     parser.add_argument("--fabric", action="store_true", help="sweep every collective over sizes (compat doctor --live --fabric)")
     parser.add_argument("--fabric-sizes", default="", help="comma-separated bytes (default: 1 KiB up by powers of 4 to --fabric-max)")
     parser.add_argument("--fabric-max", type=int, default=16 << 20, help="the largest size in bytes, further bounded by memory")
+    parser.add_argument("--fabric-pairs", default="", help="JSON file: the rounds of host pairs compat scheduled (runs across hosts)")
     parser.add_argument("--ipex", action="store_true")
     parser.add_argument("--ipex-mode", choices=["none", "trainer", "direct"], default="none")
     parser.add_argument("--trainer", action="store_true")
@@ -820,7 +923,13 @@ def main():
             save(allreduce=allreduce_checks(dist, torch, dist.get_world_size()))
             stage("bandwidth")
             sizes = [int(s) for s in args.sizes_mib.split(",") if s]
-            save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes), memcpy=memcpy_bandwidth(dist, torch))
+            if not args.fabric:  # the sweep measures all_reduce (and the rest) at its own sizes instead
+                save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes))
+            memcpy = memcpy_bandwidth(dist, torch)
+            save(memcpy=memcpy)
+            if args.fabric_pairs:
+                stage("pairs")
+                fabric_pairs(dist, torch, dist.get_rank(), dist.get_world_size(), args.fabric_pairs, memcpy)
             if args.fabric:
                 stage("fabric")
                 wanted = [int(s) for s in args.fabric_sizes.split(",") if s]
