@@ -14,7 +14,8 @@ Judgement
     A link is *slow* when its bandwidth is below ``SLOW_FRACTION`` of the median link (so fewer than half the links may
     be slow: in ``all`` mode up to about a quarter of the hosts, in ``ring`` mode a quarter of the hosts). A host is slow when every one of
     its (at least two) measured links is slow and its slow links are not all explained by slow peers; a slow link is
-    named on its own when neither end is a slow host. A host's memcpy bandwidth is judged the same way against the
+    named on its own when neither end is a slow host. On a ring a host has two links, so some patterns are ambiguous
+    (slow hosts at every other place look like the good hosts between them): ``all`` mode has no such ambiguity. A host's memcpy bandwidth is judged the same way against the
     median host. With +-15% noise two healthy values differ by at most 1.15/0.85 = 1.35x, far from the 2x threshold.
 """
 
