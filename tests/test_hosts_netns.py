@@ -320,21 +320,29 @@ def test_preflight_names_every_difference_that_breaks_a_job(hosts, stock, tmp_pa
 
 @pytest.mark.parametrize("slow", [None, "node3"])
 def test_fabric_across_four_hosts_names_exactly_the_rate_limited_host(hosts, stock, slow):
-    """Four hosts on one bridge; with ``slow``, that host's cable is shaped to 10 Mbit/s (tc tbf on its eth0): --fabric
-    measures the 6 pairs in 3 rounds and names that host and nothing else; without, every link passes."""
+    """Four hosts on one bridge; with ``slow``, that host's cable is shaped to 10 Mbit/s (tc tbf on its eth0) and rank 1
+    (node2) returns a wrong all_reduce sum (the FIXTURE fault wrongsum:1): --fabric measures the 6 pairs in 3 rounds and
+    names that host and nothing else, node2's compat names rank 1 and the others say another host's rank was wrong;
+    without faults, everything passes."""
     cluster = hosts(names=("node1", "node2", "node3", "node4"))
+    faults = {}
     if slow:
         cluster.limit_rate(slow, "10mbit")
+        faults = {name: {"COMPAT_LIVE_FIXTURE_FAULT": "wrongsum:1"} for name in cluster.hosts}
     mark = uuid.uuid4().hex
-    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, extra=("--fabric", "--sizes", "1K,16K", "--no-trainer"))
-    for code, checks, data in results:
+    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, extra=("--fabric", "--sizes", "1K,16K", "--no-trainer"), env_by_host=faults)
+    for host, (code, checks, data) in zip(cluster.hosts, results):
         pairs = data["live"]["pairs"]
         assert len(pairs["links"]) == 6 and pairs["rounds"] == 3 and sorted(pairs["hosts"]) == ["node1", "node2", "node3", "node4"]
-        assert checks["live.fabric"]["status"] == "pass", checks["live.fabric"]
         if slow:
             assert code == 1 and pairs["slow_hosts"] == [slow] and pairs["slow_links"] == [] and pairs["slow_memory"] == []
             assert checks["live.pairs"]["status"] == "fail" and checks["live.pairs"]["summary"].startswith(f"{slow}: every link slow")
+            fabric = checks["live.fabric"]
+            assert fabric["status"] == "fail"
+            assert fabric["summary"] == ("the sweep on gloo returned wrong values on rank 1 on node2 (first: all_reduce fp32 at 1 KiB)" if host == "node2" else
+                                         "the sweep on gloo returned wrong values on a rank of another host (first: all_reduce fp32 at 1 KiB, 1 rank(s))")
         else:
+            assert checks["live.fabric"]["status"] == "pass", checks["live.fabric"]
             assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
             assert checks["live.pairs"]["status"] == "pass" and pairs["verdicts"] == []
     print(f"fabric across 4 hosts ({slow or 'no fault'}): {seconds:.1f} s", results[0][1]["live.pairs"], sep="\n")

@@ -273,7 +273,7 @@ def describe(judgement: Judgement, names: Sequence[str]) -> list[str]:
     lines = []
     for host in judgement.slow_hosts:
         lines.append(f"{names[host.host]}: every link slow, median {gbps(host.bandwidth)} over {host.links} links "
-                     f"against {gbps(host.median)} for all links (its NIC, cable or switch port)")
+                     f"against a median of {gbps(host.median)} for the healthy links (its NIC, cable or switch port)")
     for link in judgement.slow_links:
         extra = f", {link.memcpy_fraction:.2%} of the hosts' memcpy" if link.memcpy_fraction is not None else ""
         lines.append(f"{names[link.a]} <-> {names[link.b]}: {gbps(link.bandwidth)}, median {gbps(link.median)}{extra}")

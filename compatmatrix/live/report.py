@@ -369,7 +369,7 @@ def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     for row in record.get("rows", []):
         algbw, busbw = bandwidths(row["collective"], row["bytes"], row["seconds"], world) if row["seconds"] > 0 else (0.0, 0.0)
         rows.append({"collective": row["collective"], "dtype": row["dtype"], "bytes": int(row["bytes"]), "iterations": int(row["iterations"]),
-                     "seconds": float(row["seconds"]), "algbw": algbw, "busbw": busbw})
+                     "seconds": float(row["seconds"]), "algbw": algbw, "busbw": busbw, "ranks_wrong": int(row.get("ranks_wrong", 0))})
     errors = [{"rank": r.rank, "host": r.host, **error} for r in swept for error in r.status["fabric"].get("errors", [])]
     return {"world_size": world, "sizes": list(record.get("sizes", [])), "bound": record.get("bound"), "dropped": list(record.get("dropped", [])),
             "rows": rows, "unsupported": list(record.get("unsupported", [])), "errors": errors,
@@ -377,6 +377,8 @@ def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
 
 
 def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
+    from .fabric import gbps
+
     cid = "live.fabric"
     sweep = fabric_rows(ranks)
     if sweep is None:
@@ -386,6 +388,15 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     for error in sweep["errors"]:
         who = next(r.name for r in ranks if r.rank == error["rank"] and r.host == error["host"])
         named.setdefault(who, []).append(error)
+    elsewhere = [row for row in sweep["rows"] if row["ranks_wrong"] > sum(1 for e in sweep["errors"] if (e["collective"], e["dtype"], e["bytes"]) ==
+                                                                         (row["collective"], row["dtype"], row["bytes"]))]
+    if elsewhere and not named:
+        row = elsewhere[0]
+        return Finding(cid, Status.FAIL, f"the sweep on {backend} returned wrong values on a rank of another host (first: {row['collective']} "
+                       f"{row['dtype']} at {size_text(row['bytes'])}, {row['ranks_wrong']} rank(s))",
+                       tuple(f"{r['collective']} {r['dtype']} at {size_text(r['bytes'])}: wrong on {r['ranks_wrong']} rank(s)" for r in elsewhere),
+                       "That host's compat doctor --live --fabric names the rank; a collective that completes with wrong values points at "
+                       "that host (memory errors, a mixed installation) or the backend build.")
     if named:
         evidence = tuple(f"{who}: {e['collective']} {e['dtype']} at {size_text(e['bytes'])}, {e['iterations_wrong']} of {e['iterations']} iterations wrong, "
                          f"the first (iteration {e['iteration']}) in {e['wrong']} of {e['elements']} elements (element {e['index']}: {e['got']:g}, "
@@ -400,7 +411,7 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     for name in dict.fromkeys(row["collective"] for row in sweep["rows"]):
         for dtype in dict.fromkeys(row["dtype"] for row in sweep["rows"] if row["collective"] == name):
             points = [row for row in sweep["rows"] if row["collective"] == name and row["dtype"] == dtype]
-            evidence.append(f"{name} {dtype} bus bandwidth: " + ", ".join(f"{size_text(row['bytes'])} {_gb(row['busbw'])}" for row in points))
+            evidence.append(f"{name} {dtype} bus bandwidth: " + ", ".join(f"{size_text(row['bytes'])} {gbps(row['busbw'])}" for row in points))
     evidence += [f"{u['collective']} {u['dtype']} is not supported by {backend}: {u['error']}" for u in sweep["unsupported"]]
     memcpy = next((r.status["memcpy"] for r in ranks if r.status.get("memcpy")), None)
     if memcpy:
@@ -410,9 +421,9 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     largest = max((row for row in sweep["rows"] if row["collective"] == "all_reduce" and row["dtype"] == "fp32"), key=lambda row: row["bytes"], default=None)
     sizes = sweep["sizes"]
     summary = (f"{len(sweep['rows'])} collective/type/size cases from {size_text(sizes[0])} to {size_text(sizes[-1])} on {backend}, "
-               f"every iteration exact on all {sweep['ranks_swept']} ranks" if sizes else "no size fits in the ranks' memory")
+               f"every iteration exact on all {sweep['world_size']} ranks" if sizes else "no size fits in the ranks' memory")
     if largest is not None:
-        summary += f"; all_reduce fp32 bus bandwidth {_gb(largest['busbw'])} at {size_text(largest['bytes'])}"
+        summary += f"; all_reduce fp32 bus bandwidth {gbps(largest['busbw'])} at {size_text(largest['bytes'])}"
     return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(evidence))
 
 

@@ -370,8 +370,10 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap):
                     break
                 slowest = torch.tensor([spent / iterations], dtype=torch.float64)
                 dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+                ranks_wrong = torch.tensor([1.0 if wrong_total else 0.0], dtype=torch.float64)
+                dist.all_reduce(ranks_wrong)  # across hosts each compat reads only its own ranks' records: every rank learns the count
                 record["rows"].append({"collective": name, "dtype": label, "bytes": moved, "iterations": iterations,
-                                       "seconds": float(slowest[0]), "wrong": wrong_total})
+                                       "seconds": float(slowest[0]), "wrong": wrong_total, "ranks_wrong": int(ranks_wrong[0])})
             save(fabric=record)
     return record
 
