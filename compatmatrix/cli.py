@@ -577,7 +577,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--launcher", choices=names(LIVE), default=None,
                               help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them)")
             live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
-            live.add_argument("--live-timeout", type=positive_float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
+            live.add_argument("--live-timeout", type=positive_float, default=None, metavar="S",
+                              help="hard limit for the whole live run (default 120 s; 300 s with --fabric)")
             live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
             live.add_argument("--steps", type=positive_int, default=3, metavar="K", help="Trainer steps (default 3)")
             live.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="nodes in the run (torchrun/spawn: run compat doctor --live on each)")
@@ -686,7 +687,8 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
             raise UsageError(f"--launcher {launcher!r} is not a launcher compat knows.", f"Use one of: {', '.join(names(ENV))}.")
     live_args = None
     if live:
-        live_args = LiveArgs(ns.launcher, ns.backend, ns.live_timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
+        timeout = ns.live_timeout if ns.live_timeout is not None else FABRIC_LIVE_TIMEOUT_S if ns.fabric else LIVE_TIMEOUT_S
+        live_args = LiveArgs(ns.launcher, ns.backend, timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
                              ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric),
                              _pairs(ns.pairs, ns.fabric))
     elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None):
@@ -694,6 +696,10 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
                       tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
                       getattr(ns, "hostfile", None), getattr(ns, "rsh", None), launcher)
+
+
+LIVE_TIMEOUT_S = 120.0  # compat doctor --live's default --live-timeout
+FABRIC_LIVE_TIMEOUT_S = 300.0  # with --fabric: the sweep to 16 MiB and the pair rounds (91 s in all on 4 namespace hosts here)
 
 
 def _sizes(text: Optional[str], fabric: bool) -> tuple[int, ...]:

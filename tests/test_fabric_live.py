@@ -57,3 +57,12 @@ def test_real_sweep_checks_every_collective_and_names_the_rank_with_a_wrong_sum(
     assert {(e["rank"], e["collective"], e["bytes"]) for e in errors} == {(1, "all_reduce", 1024), (1, "all_reduce", 65536)}
     assert all(e["iterations_wrong"] == e["iterations"] and e["got"] == e["expected"] + 1 for e in errors)
     assert checks["live.allreduce"]["status"] == "pass"  # the fixture hits the sweep only
+
+
+@pytest.mark.parametrize("args,timeout", [([], 120.0), (["--fabric"], 300.0), (["--fabric", "--live-timeout", "50"], 50.0), (["--live-timeout", "7"], 7.0)])
+def test_fabric_gets_a_longer_default_deadline(args, timeout):
+    from compatmatrix.cli import build_parser
+
+    parser = build_parser()
+    ns = parser.parse_args(["doctor", "--live", *args])
+    assert ns.build(ns).live.timeout == timeout
