@@ -186,3 +186,9 @@ def test_ring_finds_one_slow_link_and_sample_finds_it_when_measured():
 def test_two_hosts_cannot_be_compared():
     verdict = judge({(0, 1): 1e6}, {0: 8e9, 1: 8e9})
     assert verdict.healthy and "fewer than 3 links" in verdict.note
+
+
+def test_loss_cause_from_tcp_counters():
+    assert fabric.loss_cause(3383, 180).startswith("TCP retransmitted 180 of 3383 segments (5.3%): packets are lost")
+    assert fabric.loss_cause(10000, 100) is None  # 1%: not notable
+    assert fabric.loss_cause(0, 0) is None

@@ -337,6 +337,7 @@ def test_fabric_across_four_hosts_names_exactly_the_rate_limited_host(hosts, sto
         if slow:
             assert code == 1 and pairs["slow_hosts"] == [slow] and pairs["slow_links"] == [] and pairs["slow_memory"] == []
             assert checks["live.pairs"]["status"] == "fail" and checks["live.pairs"]["summary"].startswith(f"{slow}: every link slow")
+            assert set(pairs["tcp"]) == set(cluster.hosts) and all(c["out"] > 0 for c in pairs["tcp"].values())  # /proc/net/snmp per host
             fabric = checks["live.fabric"]
             assert fabric["status"] == "fail"
             assert fabric["summary"] == ("the sweep on gloo returned wrong values on rank 1 on node2 (first: all_reduce fp32 at 1 KiB)" if host == "node2" else

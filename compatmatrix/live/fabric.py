@@ -264,6 +264,17 @@ def _slow_memory(memcpy: Mapping[int, float], slow_fraction: float) -> list[Slow
     return [SlowMemory(h, v, median) for h, v in sorted(memcpy.items()) if v < slow_fraction * median]
 
 
+RETRANSMIT_NOTABLE = 0.01  # a host that retransmitted more than 1% of its TCP segments during the pairs lost packets
+
+
+def loss_cause(sent: int, retransmitted: int) -> Optional[str]:
+    """The likely cause a host's TCP counters show (/proc/net/snmp over the pair tests), or None."""
+    if sent <= 0 or retransmitted / sent <= RETRANSMIT_NOTABLE:
+        return None
+    return (f"TCP retransmitted {retransmitted} of {sent} segments ({retransmitted / sent:.1%}): packets are lost or dropped on the way "
+            "(a rate limit or full queue, a firewall rule, a bad cable; check tc qdisc show, nft list ruleset, ip -s link)")
+
+
 def gbps(value: float) -> str:
     return f"{value / 1e9:.3g} GB/s"
 

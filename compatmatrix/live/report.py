@@ -445,7 +445,8 @@ def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
             "error": record.get("error"), "links": links, "memcpy": {hosts[i]: v for i, v in memcpy.items()},
             "median": verdict.median_link, "note": verdict.note,
             "slow_hosts": [hosts[h.host] for h in verdict.slow_hosts], "slow_links": [[hosts[x.a], hosts[x.b]] for x in verdict.slow_links],
-            "slow_memory": [hosts[m.host] for m in verdict.slow_memory], "verdicts": _verdict_lines(verdict, hosts)}
+            "slow_memory": [hosts[m.host] for m in verdict.slow_memory], "verdicts": _verdict_lines(verdict, hosts),
+            "tcp": {hosts[i]: counts for i, counts in enumerate(record.get("tcp") or []) if counts}}
 
 
 def _verdict_lines(verdict, hosts: Sequence[str]) -> list[str]:
@@ -466,9 +467,14 @@ def pairs_finding(ranks: Sequence[RankRecord]) -> Finding:
     evidence = tuple(f"{link['a']} <-> {link['b']}: {gbps(link['bandwidth'])} ({gbps(link['out'])} {link['a']} -> {link['b']}, "
                      f"{gbps(link['back'])} back), latency {link['latency'] * 1e6:.0f} us" for link in table["links"])
     evidence += tuple(f"{host}: memcpy {gbps(value)}" for host, value in table["memcpy"].items())
+    from .fabric import loss_cause
+
     cost = f"{len(table['links'])} pairs of {len(table['hosts'])} hosts in {table['rounds']} rounds ({table['mode']}), {table['seconds']:.1f} s"
+    named = set(table["slow_hosts"]) | {host for link in table["slow_links"] for host in link}
+    causes = tuple(f"{host}: {cause}" for host, counts in table["tcp"].items()
+                   if host in named and (cause := loss_cause(counts["out"], counts["retrans"])))
     if table["verdicts"]:
-        return Finding(cid, Status.FAIL, "; ".join(table["verdicts"]), evidence + (cost,),
+        return Finding(cid, Status.FAIL, "; ".join(table["verdicts"]), causes + evidence + (cost,),
                        "Check the named host's or link's interface (ip -s link: errors, drops; ethtool: speed, duplex; tc qdisc show: a rate "
                        "limit) and its cable or switch port, then run compat doctor --live --fabric again.")
     median = f"median link {gbps(table['median'])}" if table["median"] else "no link"

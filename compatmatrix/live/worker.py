@@ -441,6 +441,17 @@ def pair_measure(dist, torch, first, peer):
     return {"latency": trips[len(trips) // 2] / 2 if trips else None, "out": out, "back": back}
 
 
+def tcp_counters():
+    """This host's TCP segments sent and retransmitted so far (/proc/net/snmp, per network namespace); None if unreadable."""
+    try:
+        with open("/proc/net/snmp") as handle:
+            rows = [line.split() for line in handle if line.startswith("Tcp:")]
+        values = dict(zip(rows[0][1:], rows[1][1:]))
+        return {"out": int(values["OutSegs"]), "retrans": int(values["RetransSegs"])}
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
 def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
     """compat doctor --live --fabric across hosts: the pairs of hosts compat scheduled (live/fabric.py), measured
     round by round between each host's first rank, no host in two pairs at once; every rank gets the whole table."""
@@ -459,6 +470,7 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
         save(pairs=record)
         return record
     started = time.perf_counter()
+    before = tcp_counters()
     mine = []
     for number, pairs in enumerate(plan["rounds"]):
         save(pairs_round=number)
@@ -472,10 +484,13 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
                     mine.append(result)
         dist.barrier()  # the round ends for everyone: the next round's pairs start together
     record["seconds"] = time.perf_counter() - started
+    after = tcp_counters()
+    tcp = {"out": after["out"] - before["out"], "retrans": after["retrans"] - before["retrans"]} if before and after else None
     gathered = [None] * world
-    dist.all_gather_object(gathered, {"links": mine, "memcpy": memcpy.get("per_rank")})
+    dist.all_gather_object(gathered, {"links": mine, "memcpy": memcpy.get("per_rank"), "tcp": tcp})
     record["links"] = sorted((link for part in gathered for link in part["links"]), key=lambda link: (link["a"], link["b"]))
     record["memcpy"] = [gathered[leader]["memcpy"] for leader in leaders]
+    record["tcp"] = [gathered[leader]["tcp"] for leader in leaders]  # segments sent and retransmitted by each host during the pairs
     save(pairs=record)
     return record
 
