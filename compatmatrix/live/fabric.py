@@ -166,9 +166,9 @@ def schedule(hosts: int, mode: PairMode = PairMode("all"), seed: int = 0) -> lis
     full = round_robin(hosts)
     drawn = rng.sample(full, min(mode.rounds_drawn, len(full)))
     seen = set(ring)
-    extra_rounds = []
+    extra_rounds: list[list[Pair]] = []
     for pairs in drawn:
-        mapped = [tuple(sorted((shuffled[a], shuffled[b]))) for a, b in pairs]
+        mapped = [(min(shuffled[a], shuffled[b]), max(shuffled[a], shuffled[b])) for a, b in pairs]
         fresh = [p for p in mapped if p not in seen]
         seen.update(fresh)
         if fresh:

@@ -384,7 +384,7 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     if sweep is None:
         return Finding(cid, Status.SKIP, "no rank reached the fabric sweep")
     backend = next((r.status.get("backend") for r in ranks if r.status.get("backend")), "?")
-    named = {}
+    named: dict[str, list[dict[str, Any]]] = {}
     for error in sweep["errors"]:
         who = next(r.name for r in ranks if r.rank == error["rank"] and r.host == error["host"])
         named.setdefault(who, []).append(error)
@@ -407,24 +407,24 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
                        f"{first[1][0]['dtype']} at {size_text(first[1][0]['bytes'])})", evidence,
                        "A collective that completes with wrong values on one rank points at that rank's host (memory errors, a mixed "
                        "installation: compare compat doctor there) or the backend build: reinstall the matrix's set on every node.")
-    evidence = []
+    lines = []
     for name in dict.fromkeys(row["collective"] for row in sweep["rows"]):
         for dtype in dict.fromkeys(row["dtype"] for row in sweep["rows"] if row["collective"] == name):
             points = [row for row in sweep["rows"] if row["collective"] == name and row["dtype"] == dtype]
-            evidence.append(f"{name} {dtype} bus bandwidth: " + ", ".join(f"{size_text(row['bytes'])} {gbps(row['busbw'])}" for row in points))
-    evidence += [f"{u['collective']} {u['dtype']} is not supported by {backend}: {u['error']}" for u in sweep["unsupported"]]
+            lines.append(f"{name} {dtype} bus bandwidth: " + ", ".join(f"{size_text(row['bytes'])} {gbps(row['busbw'])}" for row in points))
+    lines += [f"{u['collective']} {u['dtype']} is not supported by {backend}: {u['error']}" for u in sweep["unsupported"]]
     memcpy = next((r.status["memcpy"] for r in ranks if r.status.get("memcpy")), None)
     if memcpy:
-        evidence.append(f"memory copy, every rank at once (one thread each): {_gb(memcpy['all_ranks'])} in all, {_gb(memcpy['per_rank'])} per rank")
+        lines.append(f"memory copy, every rank at once (one thread each): {_gb(memcpy['all_ranks'])} in all, {_gb(memcpy['per_rank'])} per rank")
     if sweep["dropped"]:
-        evidence.append(f"sizes above {size_text(int(sweep['bound']))} left out: more than 1/16 of a host's free memory per rank")
+        lines.append(f"sizes above {size_text(int(sweep['bound']))} left out: more than 1/16 of a host's free memory per rank")
     largest = max((row for row in sweep["rows"] if row["collective"] == "all_reduce" and row["dtype"] == "fp32"), key=lambda row: row["bytes"], default=None)
     sizes = sweep["sizes"]
     summary = (f"{len(sweep['rows'])} collective/type/size cases from {size_text(sizes[0])} to {size_text(sizes[-1])} on {backend}, "
                f"every iteration exact on all {sweep['world_size']} ranks" if sizes else "no size fits in the ranks' memory")
     if largest is not None:
         summary += f"; all_reduce fp32 bus bandwidth {gbps(largest['busbw'])} at {size_text(largest['bytes'])}"
-    return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(evidence))
+    return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(lines))
 
 
 def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
