@@ -617,7 +617,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--launcher", choices=names(LIVE), default=None,
                               help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them)")
             live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
-            live.add_argument("--live-timeout", type=positive_float, default=120.0, metavar="S", help="hard limit for the whole live run (default 120 s)")
+            live.add_argument("--live-timeout", type=positive_float, default=None, metavar="S",
+                              help="hard limit for the whole live run (default 120 s; 300 s with --fabric)")
             live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
             live.add_argument("--steps", type=positive_int, default=3, metavar="K", help="Trainer steps (default 3)")
             live.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="nodes in the run (torchrun/spawn: run compat doctor --live on each)")
@@ -629,6 +630,12 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
             live.add_argument("--rsh", metavar="PROG", help="the remote shell that reaches the hostfile's hosts, called like ssh (default: "
                               "$I_MPI_HYDRA_BOOTSTRAP_EXEC, $OMPI_MCA_plm_rsh_agent, else ssh); also for doctor --hostfile without --live")
+            live.add_argument("--fabric", action="store_true",
+                              help="also sweep allreduce, allgather, reduce_scatter, broadcast and all_to_all over message sizes (fp32 and bf16), "
+                              "every result checked exactly, bus bandwidth as nccl-tests defines it")
+            live.add_argument("--sizes", metavar="LIST", help="--fabric's message sizes, e.g. 1K,64K,4M (default: 1 KiB up by powers of 4 to 16 MiB, bounded by memory)")
+            live.add_argument("--pairs", metavar="MODE", help="--fabric across hosts: which pairs of hosts to measure: all (default; N-1 rounds "
+                              "for N hosts), ring (N pairs, 2-3 rounds: finds a slow host) or sample:K (the ring plus K rounds drawn from all)")
             live.add_argument("--no-rank-env", action="store_true",
                               help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
         _output_options(parser)
@@ -726,11 +733,46 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
             raise UsageError(f"--launcher {launcher!r} is not a launcher compat knows.", f"Use one of: {', '.join(names(ENV))}.")
     live_args = None
     if live:
-        live_args = LiveArgs(ns.launcher, ns.backend, ns.live_timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
-                             ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env)
+        timeout = ns.live_timeout if ns.live_timeout is not None else FABRIC_LIVE_TIMEOUT_S if ns.fabric else LIVE_TIMEOUT_S
+        live_args = LiveArgs(ns.launcher, ns.backend, timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
+                             ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric),
+                             _pairs(ns.pairs, ns.fabric))
+    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None):
+        raise UsageError("--fabric, --sizes and --pairs measure the ranks: they go with compat doctor --live.", "Add --live.")
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
                       tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
                       getattr(ns, "hostfile", None), getattr(ns, "rsh", None), launcher)
+
+
+LIVE_TIMEOUT_S = 120.0  # compat doctor --live's default --live-timeout
+FABRIC_LIVE_TIMEOUT_S = 300.0  # with --fabric: the sweep to 16 MiB and the pair rounds (91 s in all on 4 namespace hosts here)
+
+
+def _sizes(text: Optional[str], fabric: bool) -> tuple[int, ...]:
+    if text is None:
+        return ()
+    if not fabric:
+        raise UsageError("--sizes sets the sizes of the --fabric sweep.", "Add --fabric, or drop --sizes.")
+    from .live.fabric import parse_sizes
+
+    try:
+        return parse_sizes(text)
+    except ValueError as exc:
+        raise UsageError(f"{exc}.", "Pass sizes like --sizes 1K,64K,4M (bytes, K = 1024, M = 1024 K, G = 1024 M).") from None
+
+
+def _pairs(text: Optional[str], fabric: bool) -> str:
+    if text is None:
+        return "all"
+    if not fabric:
+        raise UsageError("--pairs chooses the host pairs of the --fabric test.", "Add --fabric, or drop --pairs.")
+    from .live.fabric import parse_pair_mode
+
+    try:
+        mode = parse_pair_mode(text)
+    except ValueError as exc:
+        raise UsageError(f"{exc}.", "Pass --pairs all, --pairs ring or --pairs sample:4.") from None
+    return mode.kind if mode.kind != "sample" else f"sample:{mode.rounds_drawn}"
 
 
 def _install_args_of(ns: argparse.Namespace) -> InstallArgs:
@@ -1165,7 +1207,7 @@ def _live_options(args: ChecksArgs):
     topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile, layout_hosts)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
-                       layout_notes=layout_notes)
+                       layout_notes=layout_notes, fabric=live.fabric, fabric_sizes=live.sizes, pairs=live.pairs)
 
 
 def cmd_doctor(args: ChecksArgs) -> int:

@@ -108,6 +108,9 @@ class LiveArgs(Record):
     mpirun: Optional[str]
     run_dir: Optional[str]
     rank_env: bool
+    fabric: bool = False  # --fabric: the collectives swept over sizes
+    sizes: tuple[int, ...] = ()  # --sizes, bytes (default: 1 KiB up by powers of 4, bounded by memory)
+    pairs: str = "all"  # --pairs: all | ring | sample:K (checked by live/fabric.parse_pair_mode)
 
 
 class ChecksArgs(Record):

@@ -120,15 +120,17 @@ _counter = 0
 
 
 class Cluster:
-    """Two (or more) test hosts on one 10.213.<k>.0/24 link. Use as a context manager, or call close()."""
+    """Two test hosts joined by a veth pair, or more joined by a bridge in a namespace of its own (each host's eth0 is
+    one end of a veth whose other end is a port of the bridge), on one 10.213.<k>.0/24 network. Use as a context
+    manager, or call close()."""
 
     def __init__(self, names: Sequence[str] = ("node1", "node2"), specs: Optional[Mapping[str, HostSpec]] = None) -> None:
         global _counter
         why = why_unavailable()
         if why:
             raise NetnsUnavailable(why)
-        if len(names) != 2:
-            raise ValueError("a veth pair joins two hosts")
+        if len(names) < 2 or len(names) > 250:
+            raise ValueError("a cluster has 2 to 250 hosts")
         _counter += 1
         self.folder = Path(tempfile.mkdtemp(prefix="cmt-hosts-"))
         self.specs = dict(specs or {})
@@ -137,6 +139,7 @@ class Cluster:
         self.hosts = {name: Host(name, f"{tag}-{name}", f"{subnet}.{index + 1}", str(self.folder / f"{name}.sock"))
                       for index, name in enumerate(names)}
         self.rsh = str(self.folder / "rsh")
+        self.switch = f"{tag}-switch" if len(names) > 2 else None  # more than two hosts: one bridge joins them, each by its own veth
         try:
             remove_stale()
             self._create()
@@ -147,10 +150,19 @@ class Cluster:
     # --- making and removing -----------------------------------------------------------------------------------
 
     def _create(self) -> None:
-        first, second = self.hosts.values()
         for host in self.hosts.values():
             _run(["ip", "netns", "add", host.namespace])
-        _run(["ip", "link", "add", "eth0", "netns", first.namespace, "type", "veth", "peer", "name", "eth0", "netns", second.namespace])
+        if self.switch is None:
+            first, second = self.hosts.values()
+            _run(["ip", "link", "add", "eth0", "netns", first.namespace, "type", "veth", "peer", "name", "eth0", "netns", second.namespace])
+        else:
+            _run(["ip", "netns", "add", self.switch])
+            _run(["ip", "-n", self.switch, "link", "add", "br0", "type", "bridge"])
+            _run(["ip", "-n", self.switch, "link", "set", "br0", "up"])
+            for index, host in enumerate(self.hosts.values()):
+                _run(["ip", "link", "add", "eth0", "netns", host.namespace, "type", "veth", "peer", "name", f"port{index}", "netns", self.switch])
+                _run(["ip", "-n", self.switch, "link", "set", f"port{index}", "master", "br0"])
+                _run(["ip", "-n", self.switch, "link", "set", f"port{index}", "up"])
         for host in self.hosts.values():
             _run(["ip", "-n", host.namespace, "addr", "add", f"{host.address}/24", "dev", "eth0"])
             _run(["ip", "-n", host.namespace, "link", "set", "lo", "up"])
@@ -208,6 +220,8 @@ class Cluster:
                 time.sleep(0.1)
             _run(["ip", "netns", "del", host.namespace], check=False)
             shutil.rmtree(f"/etc/netns/{host.namespace}", ignore_errors=True)
+        if getattr(self, "switch", None):
+            _run(["ip", "netns", "del", self.switch], check=False)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> "Cluster":
@@ -255,6 +269,13 @@ class Cluster:
             raise NetnsUnavailable("`nft` is not installed (apt-get install -y nftables; .ci/run installs it)")
         rules = f"table inet cmtest {{\n chain input {{\n  type filter hook input priority 0; policy accept;\n  tcp dport {port} drop\n }}\n}}\n"
         _run(["ip", "netns", "exec", self.hosts[host].namespace, "nft", "-f", "-"], stdin=rules)
+
+    def limit_rate(self, host: str, rate: str = "10mbit") -> None:
+        """Shape everything ``host`` sends to ``rate`` (tc tbf on its eth0, inside its namespace): a slow cable or port."""
+        if shutil.which("tc") is None:
+            raise NetnsUnavailable("`tc` is not installed (apt-get install -y iproute2)")
+        _run(["ip", "netns", "exec", self.hosts[host].namespace, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
+              "rate", rate, "burst", "32kbit", "latency", "50ms"])
 
     def address(self, host: str) -> str:
         return self.hosts[host].address

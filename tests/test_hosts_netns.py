@@ -32,12 +32,12 @@ FAULT_TIMEOUT = 30.0  # --live-timeout of the fault runs: the ranks' own rendezv
 
 @pytest.fixture
 def hosts(request):
-    """make(specs) -> a Cluster of node1 and node2, torn down after the test whatever happens."""
+    """make(specs, names) -> a Cluster of node1 and node2 (or the hosts named), torn down after the test whatever happens."""
     made = []
 
-    def make(specs=None):
+    def make(specs=None, names=("node1", "node2")):
         try:
-            cluster = Cluster(specs=specs)
+            cluster = Cluster(names, specs=specs)
         except NetnsUnavailable as exc:
             pytest.skip(f"test hosts cannot be made here: {exc}")
         made.append(cluster)
@@ -80,11 +80,12 @@ def assert_nothing_left(cluster, mark):
 
 def torchrun_on_both(cluster, python, nproc, port, mark, extra=(), env_by_host=None):
     """One compat per host (node rank 0 on node1), started together; their (exit code, checks, document) and seconds."""
-    common = ["doctor", "--live", "--json", "--only", "live", "--launcher", "torchrun", "--nnodes", "2", "--nproc-per-node", str(nproc),
+    names = list(cluster.hosts)
+    common = ["doctor", "--live", "--json", "--only", "live", "--launcher", "torchrun", "--nnodes", str(len(names)), "--nproc-per-node", str(nproc),
               "--master-addr", "node1", "--master-port", str(port), *extra]
     started = time.monotonic()
     runs = [compat_on(cluster, host, [*common, "--python", str(python), "--node-rank", str(rank)], mark, (env_by_host or {}).get(host))
-            for rank, host in enumerate(("node1", "node2"))]
+            for rank, host in enumerate(names)]
     results = [finish(p) for p in runs]
     return results, time.monotonic() - started
 
@@ -312,3 +313,38 @@ def test_preflight_names_every_difference_that_breaks_a_job(hosts, stock, tmp_pa
     if bf16_here:
         assert "bf16 is native on node1 only (avx512_bf16), not on node2" in summaries or any(s.startswith("bf16 is native on node1 only") for s in summaries)
     assert any(s.startswith("node2: packages.duplicates") for s in summaries)  # each host's own failures, named by host
+
+
+# --- the fabric: every pair of hosts measured, the slow one named ------------------------------------------------------
+
+
+@pytest.mark.parametrize("slow", [None, "node3"])
+def test_fabric_across_four_hosts_names_exactly_the_rate_limited_host(hosts, stock, slow):
+    """Four hosts on one bridge; with ``slow``, that host's cable is shaped to 10 Mbit/s (tc tbf on its eth0) and rank 1
+    (node2) returns a wrong all_reduce sum (the FIXTURE fault wrongsum:1): --fabric measures the 6 pairs in 3 rounds and
+    names that host and nothing else, node2's compat names rank 1 and the others say another host's rank was wrong;
+    without faults, everything passes."""
+    cluster = hosts(names=("node1", "node2", "node3", "node4"))
+    faults = {}
+    if slow:
+        cluster.limit_rate(slow, "10mbit")
+        faults = {name: {"COMPAT_LIVE_FIXTURE_FAULT": "wrongsum:1"} for name in cluster.hosts}
+    mark = uuid.uuid4().hex
+    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, extra=("--fabric", "--sizes", "1K,16K", "--no-trainer"), env_by_host=faults)
+    for host, (code, checks, data) in zip(cluster.hosts, results):
+        pairs = data["live"]["pairs"]
+        assert len(pairs["links"]) == 6 and pairs["rounds"] == 3 and sorted(pairs["hosts"]) == ["node1", "node2", "node3", "node4"]
+        if slow:
+            assert code == 1 and pairs["slow_hosts"] == [slow] and pairs["slow_links"] == [] and pairs["slow_memory"] == []
+            assert checks["live.pairs"]["status"] == "fail" and checks["live.pairs"]["summary"].startswith(f"{slow}: every link slow")
+            assert set(pairs["tcp"]) == set(cluster.hosts) and all(c["out"] > 0 for c in pairs["tcp"].values())  # /proc/net/snmp per host
+            fabric = checks["live.fabric"]
+            assert fabric["status"] == "fail"
+            assert fabric["summary"] == ("the sweep on gloo returned wrong values on rank 1 on node2 (first: all_reduce fp32 at 1 KiB)" if host == "node2" else
+                                         "the sweep on gloo returned wrong values on a rank of another host (first: all_reduce fp32 at 1 KiB, 1 rank(s))")
+        else:
+            assert checks["live.fabric"]["status"] == "pass", checks["live.fabric"]
+            assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
+            assert checks["live.pairs"]["status"] == "pass" and pairs["verdicts"] == []
+    print(f"fabric across 4 hosts ({slow or 'no fault'}): {seconds:.1f} s", results[0][1]["live.pairs"], sep="\n")
+    assert_nothing_left(cluster, mark)

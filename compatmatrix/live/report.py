@@ -76,6 +76,8 @@ class Expectation:
     multi_host: bool = False  # --nnodes > 1 or a hostfile with several hosts: addresses must work between hosts
     reach: Mapping[str, Any] = field(default_factory=dict)  # compat's own look at MASTER_ADDR:PORT from this host (service.reach_master)
     ccl: CclRun = CclRun()  # the launcher and the oneCCL runtime's folders: what the fixes of oneCCL's failures name
+    fabric: bool = False  # --fabric: the sweep was asked for (live.fabric)
+    pairs: bool = False  # --fabric across hosts: every scheduled pair of hosts measured (live.pairs)
     interface_fix: str = ""  # across hosts: "export GLOO_SOCKET_IFNAME=eth0 ..." for the interface of this host's route to the master (service.interface_fix)
 
 
@@ -345,6 +347,140 @@ def bandwidth_finding(ranks: Sequence[RankRecord]) -> Finding:
     return Finding(cid, Status.PASS, summary, tuple(evidence))
 
 
+def size_text(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+    """The --fabric sweep of the run (times are the slowest rank's, the same on every rank) with nccl-tests' algbw/busbw,
+    and every wrong value any rank saw; None when no rank swept."""
+    from .fabric import bandwidths
+
+    swept = [r for r in ranks if r.status.get("fabric")]
+    if not swept:
+        return None
+    source = max(swept, key=lambda r: len(r.status["fabric"].get("rows", [])))
+    world = int(source.status.get("world_size") or len(ranks))
+    record = source.status["fabric"]
+    rows = []
+    for row in record.get("rows", []):
+        algbw, busbw = bandwidths(row["collective"], row["bytes"], row["seconds"], world) if row["seconds"] > 0 else (0.0, 0.0)
+        rows.append({"collective": row["collective"], "dtype": row["dtype"], "bytes": int(row["bytes"]), "iterations": int(row["iterations"]),
+                     "seconds": float(row["seconds"]), "algbw": algbw, "busbw": busbw, "ranks_wrong": int(row.get("ranks_wrong", 0))})
+    errors = [{"rank": r.rank, "host": r.host, **error} for r in swept for error in r.status["fabric"].get("errors", [])]
+    return {"world_size": world, "sizes": list(record.get("sizes", [])), "bound": record.get("bound"), "dropped": list(record.get("dropped", [])),
+            "rows": rows, "unsupported": list(record.get("unsupported", [])), "errors": errors,
+            "ranks_swept": len(swept)}
+
+
+def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
+    from .fabric import gbps
+
+    cid = "live.fabric"
+    sweep = fabric_rows(ranks)
+    if sweep is None:
+        return Finding(cid, Status.SKIP, "no rank reached the fabric sweep")
+    backend = next((r.status.get("backend") for r in ranks if r.status.get("backend")), "?")
+    named: dict[str, list[dict[str, Any]]] = {}
+    for error in sweep["errors"]:
+        who = next(r.name for r in ranks if r.rank == error["rank"] and r.host == error["host"])
+        named.setdefault(who, []).append(error)
+    elsewhere = [row for row in sweep["rows"] if row["ranks_wrong"] > sum(1 for e in sweep["errors"] if (e["collective"], e["dtype"], e["bytes"]) ==
+                                                                         (row["collective"], row["dtype"], row["bytes"]))]
+    if elsewhere and not named:
+        row = elsewhere[0]
+        return Finding(cid, Status.FAIL, f"the sweep on {backend} returned wrong values on a rank of another host (first: {row['collective']} "
+                       f"{row['dtype']} at {size_text(row['bytes'])}, {row['ranks_wrong']} rank(s))",
+                       tuple(f"{r['collective']} {r['dtype']} at {size_text(r['bytes'])}: wrong on {r['ranks_wrong']} rank(s)" for r in elsewhere),
+                       "That host's compat doctor --live --fabric names the rank; a collective that completes with wrong values points at "
+                       "that host (memory errors, a mixed installation) or the backend build.")
+    if named:
+        evidence = tuple(f"{who}: {e['collective']} {e['dtype']} at {size_text(e['bytes'])}, {e['iterations_wrong']} of {e['iterations']} iterations wrong, "
+                         f"the first (iteration {e['iteration']}) in {e['wrong']} of {e['elements']} elements (element {e['index']}: {e['got']:g}, "
+                         f"expected {e['expected']:g})"
+                         for who, errors in named.items() for e in errors)
+        first = next(iter(named.items()))
+        return Finding(cid, Status.FAIL, f"the sweep on {backend} returned wrong values on {', '.join(named)} (first: {first[1][0]['collective']} "
+                       f"{first[1][0]['dtype']} at {size_text(first[1][0]['bytes'])})", evidence,
+                       "A collective that completes with wrong values on one rank points at that rank's host (memory errors, a mixed "
+                       "installation: compare compat doctor there) or the backend build: reinstall the matrix's set on every node.")
+    lines = []
+    for name in dict.fromkeys(row["collective"] for row in sweep["rows"]):
+        for dtype in dict.fromkeys(row["dtype"] for row in sweep["rows"] if row["collective"] == name):
+            points = [row for row in sweep["rows"] if row["collective"] == name and row["dtype"] == dtype]
+            lines.append(f"{name} {dtype} bus bandwidth: " + ", ".join(f"{size_text(row['bytes'])} {gbps(row['busbw'])}" for row in points))
+    lines += [f"{u['collective']} {u['dtype']} is not supported by {backend}: {u['error']}" for u in sweep["unsupported"]]
+    memcpy = next((r.status["memcpy"] for r in ranks if r.status.get("memcpy")), None)
+    if memcpy:
+        lines.append(f"memory copy, every rank at once (one thread each): {_gb(memcpy['all_ranks'])} in all, {_gb(memcpy['per_rank'])} per rank")
+    if sweep["dropped"]:
+        lines.append(f"sizes above {size_text(int(sweep['bound']))} left out: more than 1/16 of a host's free memory per rank")
+    largest = max((row for row in sweep["rows"] if row["collective"] == "all_reduce" and row["dtype"] == "fp32"), key=lambda row: row["bytes"], default=None)
+    sizes = sweep["sizes"]
+    summary = (f"{len(sweep['rows'])} collective/type/size cases from {size_text(sizes[0])} to {size_text(sizes[-1])} on {backend}, "
+               f"every iteration exact on all {sweep['world_size']} ranks" if sizes else "no size fits in the ranks' memory")
+    if largest is not None:
+        summary += f"; all_reduce fp32 bus bandwidth {gbps(largest['busbw'])} at {size_text(largest['bytes'])}"
+    return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(lines))
+
+
+def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+    """The pairs of hosts measured (the table every rank gathered), with each link's bandwidth (the slower direction)
+    and the judgement's verdicts by host name; None when no rank measured them."""
+    from .fabric import judge
+
+    record = next((r.status["pairs"] for r in ranks if (r.status.get("pairs") or {}).get("links") or (r.status.get("pairs") or {}).get("error")), None)
+    if record is None:
+        return None
+    hosts = list(record["hosts"])
+    links = [{"a": hosts[link["a"]], "b": hosts[link["b"]], "latency": link.get("latency"), "out": link.get("out"), "back": link.get("back"),
+              "bandwidth": min(link["out"], link["back"]), "seconds": link.get("seconds"), "round": link.get("round")}
+             for link in record.get("links", [])]
+    memcpy = {i: float(v) for i, v in enumerate(record.get("memcpy") or []) if v}
+    verdict = judge({(link["a"], link["b"]): min(link["out"], link["back"]) for link in record.get("links", [])}, memcpy)
+    return {"hosts": hosts, "mode": record.get("mode"), "rounds": record.get("rounds"), "seconds": record.get("seconds"),
+            "error": record.get("error"), "links": links, "memcpy": {hosts[i]: v for i, v in memcpy.items()},
+            "median": verdict.median_link, "note": verdict.note,
+            "slow_hosts": [hosts[h.host] for h in verdict.slow_hosts], "slow_links": [[hosts[x.a], hosts[x.b]] for x in verdict.slow_links],
+            "slow_memory": [hosts[m.host] for m in verdict.slow_memory], "verdicts": _verdict_lines(verdict, hosts),
+            "tcp": {hosts[i]: counts for i, counts in enumerate(record.get("tcp") or []) if counts}}
+
+
+def _verdict_lines(verdict, hosts: Sequence[str]) -> list[str]:
+    from .fabric import describe
+
+    return describe(verdict, hosts)
+
+
+def pairs_finding(ranks: Sequence[RankRecord]) -> Finding:
+    cid = "live.pairs"
+    table = pair_table(ranks)
+    if table is None:
+        return Finding(cid, Status.SKIP, "no rank reached the pair tests")
+    if table["error"]:
+        return Finding(cid, Status.FAIL, table["error"], (), "Give --nnodes (or the hostfile) the number of hosts the ranks really run on.")
+    from .fabric import gbps
+
+    evidence = tuple(f"{link['a']} <-> {link['b']}: {gbps(link['bandwidth'])} ({gbps(link['out'])} {link['a']} -> {link['b']}, "
+                     f"{gbps(link['back'])} back), latency {link['latency'] * 1e6:.0f} us" for link in table["links"])
+    evidence += tuple(f"{host}: memcpy {gbps(value)}" for host, value in table["memcpy"].items())
+    from .fabric import loss_cause
+
+    cost = f"{len(table['links'])} pairs of {len(table['hosts'])} hosts in {table['rounds']} rounds ({table['mode']}), {table['seconds']:.1f} s"
+    named = set(table["slow_hosts"]) | {host for link in table["slow_links"] for host in link}
+    causes = tuple(f"{host}: {cause}" for host, counts in table["tcp"].items()
+                   if host in named and (cause := loss_cause(counts["out"], counts["retrans"])))
+    if table["verdicts"]:
+        return Finding(cid, Status.FAIL, "; ".join(table["verdicts"]), causes + evidence + (cost,),
+                       "Check the named host's or link's interface (ip -s link: errors, drops; ethtool: speed, duplex; tc qdisc show: a rate "
+                       "limit) and its cable or switch port, then run compat doctor --live --fabric again.")
+    median = f"median link {gbps(table['median'])}" if table["median"] else "no link"
+    return Finding(cid, Status.PASS, f"{cost}: no link or host far below the others ({median}{'; ' + table['note'] if table['note'] else ''})", evidence)
+
+
 def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     cid = "live.trainer"
     if not expect.trainer:
@@ -468,7 +604,7 @@ _HANG_CAUSES = {
 }
 
 
-STAGES = ("start", "import", "backend", "init", "joined", "allreduce", "bandwidth", "trainer", "trainer:arguments", "trainer:train", "shutdown", "done")
+STAGES = ("start", "import", "backend", "init", "joined", "allreduce", "bandwidth", "pairs", "fabric", "trainer", "trainer:arguments", "trainer:train", "shutdown", "done")
 
 
 def _stage_index(stage: str) -> int:
@@ -766,7 +902,8 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
             backend_finding(ranks, expect),
             world_finding(ranks, expect),
             allreduce_finding(ranks),
-            bandwidth_finding(ranks),
+            *([fabric_finding(ranks, expect)] if expect.fabric else [bandwidth_finding(ranks)]),  # the sweep measures all_reduce itself
+            *([pairs_finding(ranks)] if expect.pairs else []),
             trainer_finding(ranks, expect),
         ]
     findings.append(network_finding(ranks, expect))

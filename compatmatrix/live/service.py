@@ -22,10 +22,11 @@ from ..processes import new_run_id
 from ..record import replace
 from ..translate import ipex_through_trainer, translate
 from .oneccl_causes import CclRun
-from .report import Expectation, live_findings, rank_outputs, read_ranks
+from .report import Expectation, fabric_rows, live_findings, pair_table, rank_outputs, read_ranks
 from .supervise import supervise
 
 WORKER = Path(__file__).with_name("worker.py")
+FABRIC_MAX_BYTES = 16 << 20  # --fabric's default largest size (each rank further bounds it by its host's free memory)
 SELF_DEADLINE_SLACK_S = 30.0  # a rank ends itself this long after the hard limit, should compat be gone (SIGKILL, OOM)
 
 
@@ -73,6 +74,9 @@ class LiveOptions:
     bf16: Optional[bool] = None  # the Trainer step in bf16: None = when the CPU has native bf16, True/False forced
     rsh: Optional[str] = None  # mpirun across hosts: the remote shell (else the MPI's own variables, else ssh)
     layout_notes: tuple[str, ...] = ()  # where the layout came from (srun: the allocation), shown with the launch's evidence
+    fabric: bool = False  # --fabric: the collectives swept over sizes, each result checked
+    pairs: str = "all"  # --pairs: all | ring | sample:K (live/fabric.parse_pair_mode), for runs across hosts
+    fabric_sizes: tuple[int, ...] = ()  # bytes; () = 1 KiB up by powers of 4 to FABRIC_MAX_BYTES, bounded by memory on every host
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,12 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
         args += ["--rank-variables", json.dumps(launcher.rank_variables)]
     if ipex:
         args.append("--ipex")
+    if options.fabric:
+        args += ["--fabric", "--fabric-max", str(FABRIC_MAX_BYTES)]
+        if options.fabric_sizes:
+            args += ["--fabric-sizes", ",".join(str(s) for s in options.fabric_sizes)]
+        if _host_count(options) > 1:
+            args += ["--fabric-pairs", str(run_dir / "fabric-pairs.json")]
     if _across_hosts(options):
         args.append("--watch-exit")  # compat cannot see the other hosts' processes: each rank says when it ended
     if not plan.skip_reason:
@@ -149,16 +159,31 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
 
 
 def _across_hosts(options: LiveOptions) -> bool:
+    return _host_count(options) > 1
+
+
+def _host_count(options: LiveOptions) -> int:
+    """The hosts the ranks run on: --nnodes, else the hostfile's distinct hosts (1 when it cannot be read: the launch says why)."""
     if options.topology.nnodes > 1:
-        return True
+        return options.topology.nnodes
     if options.topology.hostfile:
         from ..launchers.mpirun import read_hostfile
 
         try:
-            return len({name for name, _ in read_hostfile(options.topology.hostfile)}) > 1
+            return max(1, len({name for name, _ in read_hostfile(options.topology.hostfile)}))
         except LaunchError:
-            return False
-    return False
+            return 1
+    return 1
+
+
+def write_pair_plan(run_dir: Path, options: LiveOptions) -> None:
+    """The rounds of host pairs the ranks measure (--fabric across hosts); the same on every node (a fixed seed)."""
+    from .fabric import parse_pair_mode, schedule
+
+    hosts = _host_count(options)
+    mode = parse_pair_mode(options.pairs)
+    plan = {"hosts": hosts, "mode": options.pairs, "rounds": [[list(pair) for pair in pairs] for pairs in schedule(hosts, mode, seed=0)]}
+    (run_dir / "fabric-pairs.json").write_text(json.dumps(plan))
 
 
 def worker_environment() -> dict[str, str]:
@@ -186,6 +211,8 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     run_dir = Path(tempfile.mkdtemp(prefix="compat-live-", dir=options.run_dir))
     try:
         shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
+        if options.fabric and _across_hosts(options):
+            write_pair_plan(run_dir, options)
         try:
             launch = plan_launch(options.launcher, snapshot.executable, _worker_args(run_dir, options, init_timeout, plan, ipex, deadline),
                                  options.topology, worker_environment(), threads, options.mpirun, options.rank_env, options.rsh)
@@ -204,13 +231,17 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             ipex_note=plan.ipex_note, bf16_why=plan.bf16_why, multi_host=multi_host,
             reach=reach_master(launch.master, supervised, ranks, launch.hosts or options.topology.hosts, bool(launch.hosts),
                                options.topology.nnodes, options.topology.node_rank) if multi_host else {},
-            ccl=ccl_run(launch, snapshot),
+            ccl=ccl_run(launch, snapshot), fabric=options.fabric, pairs=options.fabric and _across_hosts(options),
             interface_fix=interface_fix(launch.master, options.topology.nnodes if not launch.hosts else len(launch.hosts)) if multi_host else "",
         )
         findings = live_findings(launch, supervised, ranks, expect)
         if plan.skip_reason:
             findings = [Finding("live.trainer", Status.SKIP, plan.skip_reason) if f.id == "live.trainer" else f for f in findings]
         details = _details(launch, supervised, ranks, plan)
+        if options.fabric:
+            details["fabric"] = fabric_rows(ranks)
+            if _across_hosts(options):
+                details["pairs"] = pair_table(ranks)
         return LiveResult(findings, details)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -8,7 +8,9 @@ launcher's output. SIGUSR1 dumps every thread's stack into the log (compat sends
 
 Test hook: COMPAT_LIVE_FIXTURE_FAULT=KIND:RANK makes that rank misbehave on purpose -- ``sleep`` (never joins),
 ``exit`` (exits with status 3 before joining), ``stall`` (joins, then never enters the collective), ``segv``
-(SIGSEGV at the Trainer stage) or ``exit0`` (exit status 0 at the Trainer stage). Only the test suite sets it.
+(SIGSEGV at the Trainer stage), ``exit0`` (exit status 0 at the Trainer stage) or ``wrongsum`` (with --fabric: that
+rank's all_reduce result is off by one in one element at every size, as a broken reduction would be). Only the test
+suite sets it.
 """
 
 import argparse
@@ -68,7 +70,15 @@ FIXTURE_FAULTS = {  # (kind, where) -> what the rank does; test hook only (COMPA
     ("stall", "before-collective"): "stall before the first collective",
     ("segv", "trainer"): "SIGSEGV at the Trainer stage",
     ("exit0", "trainer"): "os._exit(0) at the Trainer stage",
+    ("wrongsum", "fabric"): "a wrong all_reduce result in the fabric sweep",
 }
+
+
+def fixture_asks(rank, kind):
+    """Whether the test hook asks this rank for the non-fatal fault ``kind`` (wrongsum)."""
+    spec = os.environ.get("COMPAT_LIVE_FIXTURE_FAULT", "")
+    wanted, _, who = spec.partition(":")
+    return rank is not None and wanted == kind and who == str(rank)
 
 
 def fixture_fault(rank, when):
@@ -226,6 +236,263 @@ def memcpy_bandwidth(dist, torch, mib=64):
     total = torch.tensor([count * 4 / best], dtype=torch.float64)
     dist.all_reduce(total)
     return {"mib": mib, "per_rank": count * 4 / best, "all_ranks": float(total[0])}
+
+
+FABRIC_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+FABRIC_ERRORS_KEPT = 20
+
+
+def memory_bound(cap, local_ranks):
+    """The largest sweep size (bytes) this host affords: 1/16 of MemAvailable per local rank, at most ``cap``."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return max(1024, min(cap, int(line.split()[1]) * 1024 // (16 * max(1, local_ranks))))
+    except (OSError, ValueError, IndexError):
+        pass
+    return cap
+
+
+def sweep_iterations(size):
+    return 20 if size <= 64 << 10 else 10 if size <= 1 << 20 else 5 if size <= 16 << 20 else 3
+
+
+def fabric_case(torch, dist, name, dtype, size, rank, world):
+    """Inputs whose exact result is known, for one collective at one size: small integers (partial sums stay integers
+    far below 2**8, exact in bf16 and fp32 whatever the reduction order). Returns (bytes, prepare, run, wrong)
+    where wrong() gives (count, elements, first index, got, expected) for this rank's result."""
+    mod = 8 if 7 * world <= 256 else 2
+    itemsize = torch.tensor([], dtype=dtype).element_size()
+    count = max(1, size // itemsize)
+    chunk = max(1, count // world)
+
+    def pattern(n, shift):
+        return ((torch.arange(n) + shift) % mod).to(dtype)
+
+    def summed(n, shift):  # sum over ranks r of pattern(n, r + shift), exact, in float64
+        index = torch.arange(n)
+        return sum(((index + r + shift) % mod).to(torch.float64) for r in range(world))
+
+    if name == "all_reduce":
+        source, out, expected = pattern(count, rank), torch.empty(count, dtype=dtype), summed(count, 0)
+        prepare = lambda: out.copy_(source)  # noqa: E731
+        run = lambda: dist.all_reduce(out)  # noqa: E731
+        result = lambda: out  # noqa: E731
+        moved = count * itemsize
+    elif name == "all_gather":
+        source = pattern(chunk, rank)
+        outs = [torch.empty(chunk, dtype=dtype) for _ in range(world)]
+        expected = torch.cat([pattern(chunk, j) for j in range(world)]).to(torch.float64)
+        prepare = lambda: [o.fill_(-1) for o in outs]  # noqa: E731
+        run = lambda: dist.all_gather(outs, source)  # noqa: E731
+        result = lambda: torch.cat(outs)  # noqa: E731
+        moved = chunk * world * itemsize
+    elif name == "reduce_scatter":
+        inputs = [pattern(chunk, rank + j) for j in range(world)]
+        out = torch.empty(chunk, dtype=dtype)
+        expected = summed(chunk, rank)
+        prepare = lambda: out.fill_(-1)  # noqa: E731
+        run = lambda: dist.reduce_scatter(out, inputs)  # noqa: E731
+        result = lambda: out  # noqa: E731
+        moved = chunk * world * itemsize
+    elif name == "broadcast":
+        truth = pattern(count, 1) + 1
+        out = torch.empty(count, dtype=dtype)
+        expected = truth.to(torch.float64)
+        prepare = lambda: out.copy_(truth) if rank == 0 else out.fill_(0)  # noqa: E731
+        run = lambda: dist.broadcast(out, 0)  # noqa: E731
+        result = lambda: out  # noqa: E731
+        moved = count * itemsize
+    else:  # all_to_all: chunk j of rank s goes to rank j; rank r then holds pattern(chunk, s + 2r) from each s
+        source = torch.cat([pattern(chunk, rank + 2 * j) for j in range(world)])
+        out = torch.empty(chunk * world, dtype=dtype)
+        expected = torch.cat([pattern(chunk, s + 2 * rank) for s in range(world)]).to(torch.float64)
+        prepare = lambda: out.fill_(-1)  # noqa: E731
+        run = lambda: dist.all_to_all_single(out, source)  # noqa: E731
+        result = lambda: out  # noqa: E731
+        moved = chunk * world * itemsize
+
+    def wrong():
+        got = result().to(torch.float64)
+        bad = got != expected
+        count_bad = int(bad.sum())
+        if not count_bad:
+            return 0, int(got.numel()), None, None, None
+        first = int(bad.nonzero()[0][0])
+        return count_bad, int(got.numel()), first, float(got[first]), float(expected[first])
+
+    return moved, prepare, run, result, wrong
+
+
+def fabric_sweep(dist, torch, rank, world, sizes, cap):
+    """compat doctor --live --fabric: every collective at every size, fp32 and bf16, each iteration's result checked
+    exactly on this rank; the time of each is the slowest rank's (mean of its timed iterations)."""
+    bound = torch.tensor([memory_bound(cap, int(os.environ.get("LOCAL_WORLD_SIZE") or world))], dtype=torch.float64)
+    dist.all_reduce(bound, op=dist.ReduceOp.MIN)  # one bound for the whole world: every rank runs the same sizes
+    bound = int(bound[0])
+    chosen = [s for s in sizes if s <= bound]
+    record = {"sizes": chosen, "bound": bound, "dropped": [s for s in sizes if s > bound], "rows": [], "errors": [], "unsupported": []}
+    wrong_fixture = fixture_asks(rank, "wrongsum")
+    dtypes = [("fp32", torch.float32)] + ([("bf16", torch.bfloat16)] if hasattr(torch, "bfloat16") else [])
+    for name in FABRIC_COLLECTIVES:
+        for label, dtype in dtypes:
+            for size in chosen:
+                moved, prepare, run, result, wrong = fabric_case(torch, dist, name, dtype, size, rank, world)
+                iterations = sweep_iterations(size)
+                spent = 0.0
+                wrong_total = 0
+                case_error = None
+                try:
+                    for iteration in range(iterations + 1):  # the first is a warm-up: checked, not timed
+                        prepare()
+                        dist.barrier()
+                        start = time.perf_counter()
+                        run()
+                        took = time.perf_counter() - start
+                        if iteration:
+                            spent += took
+                        if wrong_fixture and name == "all_reduce":
+                            result()[0] += 1
+                        bad, elements, first, got, expected = wrong()
+                        if bad:
+                            wrong_total += bad
+                            if case_error is not None:
+                                case_error["iterations_wrong"] += 1
+                            elif len(record["errors"]) < FABRIC_ERRORS_KEPT:  # the first wrong iteration of each case, and how many were
+                                case_error = {"collective": name, "dtype": label, "bytes": moved, "iteration": iteration, "iterations_wrong": 1,
+                                              "iterations": iterations + 1, "wrong": bad, "elements": elements, "index": first, "got": got, "expected": expected}
+                                record["errors"].append(case_error)
+                except (RuntimeError, TypeError, ValueError) as exc:
+                    text = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+                    record["unsupported"].append({"collective": name, "dtype": label, "error": text[:300]})
+                    dist.barrier()  # a backend that refused it must still work for the rest; if not, this raises here
+                    break
+                slowest = torch.tensor([spent / iterations], dtype=torch.float64)
+                dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+                ranks_wrong = torch.tensor([1.0 if wrong_total else 0.0], dtype=torch.float64)
+                dist.all_reduce(ranks_wrong)  # across hosts each compat reads only its own ranks' records: every rank learns the count
+                record["rows"].append({"collective": name, "dtype": label, "bytes": moved, "iterations": iterations,
+                                       "seconds": float(slowest[0]), "wrong": wrong_total, "ranks_wrong": int(ranks_wrong[0])})
+            save(fabric=record)
+    return record
+
+
+PAIR_MESSAGE_BYTES = 256 << 10  # one point-to-point message of the pair test
+PAIR_MIN_MESSAGES = 3  # timed per direction, after one warm-up; the fastest counts (a busy CPU slows some down, never speeds one up)
+PAIR_MAX_MESSAGES = 64
+PAIR_DIRECTION_SECONDS = 0.25  # more messages while the direction has taken less than this: a fast link gets many tries
+PAIR_PINGS = 10  # latency round trips
+
+
+def pair_direction(dist, torch, sending, peer, big, tick):
+    """Bytes per second from the sending side to ``peer``: each message is announced (a one-element tensor: 1 = one
+    follows, 0 = done) and acknowledged, and the fastest message counts. Both sides call it; the sender returns the
+    rate, the receiver None."""
+    best = None
+    began = time.perf_counter()
+    index = 0
+    while True:
+        if sending:
+            more = index <= PAIR_MIN_MESSAGES or (index <= PAIR_MAX_MESSAGES and time.perf_counter() - began < PAIR_DIRECTION_SECONDS)
+            tick.fill_(1.0 if more else 0.0)
+            dist.send(tick, peer)
+            if not more:
+                return big.numel() * big.element_size() / best
+            start = time.perf_counter()
+            dist.send(big, peer)
+            dist.recv(tick, peer)
+            spent = time.perf_counter() - start
+            if index:  # the first is a warm-up
+                best = spent if best is None else min(best, spent)
+        else:
+            dist.recv(tick, peer)
+            if float(tick[0]) == 0.0:
+                return None
+            dist.recv(big, peer)
+            dist.send(tick, peer)
+        index += 1
+
+
+def pair_measure(dist, torch, first, peer):
+    """One pair of hosts, leader to leader: latency (half the median round trip of a one-element message) and the
+    bandwidth each way. ``first``: this side starts (the pair's lower host)."""
+    tick = torch.zeros(1, dtype=torch.float32)
+    big = torch.zeros(PAIR_MESSAGE_BYTES // 4, dtype=torch.float32)
+    trips = []
+    for _ in range(PAIR_PINGS):
+        if first:
+            start = time.perf_counter()
+            dist.send(tick, peer)
+            dist.recv(tick, peer)
+            trips.append(time.perf_counter() - start)
+        else:
+            dist.recv(tick, peer)
+            dist.send(tick, peer)
+    out = pair_direction(dist, torch, first, peer, big, tick)  # the first side's rate to its peer (None on the peer)
+    back = pair_direction(dist, torch, not first, peer, big, tick)  # the peer's rate back (None on the first side)
+    measured = torch.tensor([back or 0.0], dtype=torch.float64)
+    if first:
+        dist.recv(measured, peer)  # the peer timed the way back: it tells
+        back = float(measured[0])
+    else:
+        dist.send(measured, peer)
+    trips.sort()
+    return {"latency": trips[len(trips) // 2] / 2 if trips else None, "out": out, "back": back}
+
+
+def tcp_counters():
+    """This host's TCP segments sent and retransmitted so far (/proc/net/snmp, per network namespace); None if unreadable."""
+    try:
+        with open("/proc/net/snmp") as handle:
+            rows = [line.split() for line in handle if line.startswith("Tcp:")]
+        values = dict(zip(rows[0][1:], rows[1][1:]))
+        return {"out": int(values["OutSegs"]), "retrans": int(values["RetransSegs"])}
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
+    """compat doctor --live --fabric across hosts: the pairs of hosts compat scheduled (live/fabric.py), measured
+    round by round between each host's first rank, no host in two pairs at once; every rank gets the whole table."""
+    with open(plan_path) as handle:
+        plan = json.load(handle)
+    names = [None] * world
+    dist.all_gather_object(names, os.uname()[1])
+    hosts = []
+    for name in names:
+        if name not in hosts:
+            hosts.append(name)
+    leaders = [names.index(h) for h in hosts]
+    record = {"hosts": hosts, "mode": plan["mode"], "rounds": len(plan["rounds"]), "links": [], "seconds": 0.0}
+    if len(hosts) != plan["hosts"]:
+        record["error"] = "the schedule is for %d hosts but the ranks run on %d (%s)" % (plan["hosts"], len(hosts), ", ".join(hosts))
+        save(pairs=record)
+        return record
+    started = time.perf_counter()
+    before = tcp_counters()
+    mine = []
+    for number, pairs in enumerate(plan["rounds"]):
+        save(pairs_round=number)
+        for a, b in pairs:
+            if rank in (leaders[a], leaders[b]):
+                first = rank == leaders[a]
+                began = time.perf_counter()
+                result = pair_measure(dist, torch, first, leaders[b] if first else leaders[a])
+                if first:
+                    result.update({"a": a, "b": b, "round": number, "seconds": time.perf_counter() - began})
+                    mine.append(result)
+        dist.barrier()  # the round ends for everyone: the next round's pairs start together
+    record["seconds"] = time.perf_counter() - started
+    after = tcp_counters()
+    tcp = {"out": after["out"] - before["out"], "retrans": after["retrans"] - before["retrans"]} if before and after else None
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"links": mine, "memcpy": memcpy.get("per_rank"), "tcp": tcp})
+    record["links"] = sorted((link for part in gathered for link in part["links"]), key=lambda link: (link["a"], link["b"]))
+    record["memcpy"] = [gathered[leader]["memcpy"] for leader in leaders]
+    record["tcp"] = [gathered[leader]["tcp"] for leader in leaders]  # segments sent and retransmitted by each host during the pairs
+    save(pairs=record)
+    return record
 
 
 def digest(torch, model):
@@ -597,6 +864,10 @@ def main():
     parser.add_argument("--rank-variables", type=json.loads, default=[], help="JSON: the launcher's [rank, world size, local rank] names")
     parser.add_argument("--init-timeout", type=float, default=30.0)
     parser.add_argument("--sizes-mib", default="1,16,64")
+    parser.add_argument("--fabric", action="store_true", help="sweep every collective over sizes (compat doctor --live --fabric)")
+    parser.add_argument("--fabric-sizes", default="", help="comma-separated bytes (default: 1 KiB up by powers of 4 to --fabric-max)")
+    parser.add_argument("--fabric-max", type=int, default=16 << 20, help="the largest size in bytes, further bounded by memory")
+    parser.add_argument("--fabric-pairs", default="", help="JSON file: the rounds of host pairs compat scheduled (runs across hosts)")
     parser.add_argument("--ipex", action="store_true")
     parser.add_argument("--ipex-mode", choices=["none", "trainer", "direct"], default="none")
     parser.add_argument("--trainer", action="store_true")
@@ -669,7 +940,22 @@ def main():
             save(allreduce=allreduce_checks(dist, torch, dist.get_world_size()))
             stage("bandwidth")
             sizes = [int(s) for s in args.sizes_mib.split(",") if s]
-            save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes), memcpy=memcpy_bandwidth(dist, torch))
+            if not args.fabric:  # the sweep measures all_reduce (and the rest) at its own sizes instead
+                save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes))
+            memcpy = memcpy_bandwidth(dist, torch)
+            save(memcpy=memcpy)
+            if args.fabric_pairs:
+                stage("pairs")
+                fabric_pairs(dist, torch, dist.get_rank(), dist.get_world_size(), args.fabric_pairs, memcpy)
+            if args.fabric:
+                stage("fabric")
+                wanted = [int(s) for s in args.fabric_sizes.split(",") if s]
+                if not wanted:
+                    wanted, size = [], 1024
+                    while size <= args.fabric_max:
+                        wanted.append(size)
+                        size *= 4
+                fabric_sweep(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)))
             dist.barrier()
         else:
             save(world_size=None)

@@ -1,0 +1,293 @@
+"""compat doctor --live --fabric, the pure part: which host pairs are measured in which round, bus bandwidth as
+nccl-tests defines it, and the judgement that names a slow link or a slow host. No I/O, no torch.
+
+Schedules
+    ``all``      every pair once, by the circle method (round-robin tournament): N-1 rounds for even N, N rounds for odd N
+                 (one host sits out each round), no host in two pairs of a round. Cost: rounds x per-pair seconds.
+    ``ring``     host i with host i+1 (mod N): N pairs in 2 rounds (3 for odd N). Every host is in two pairs, so a slow
+                 host (its NIC, its cable) is always found, and a slow link is found when it lies on the ring.
+    ``sample:K`` the ring plus K rounds drawn at random (seeded) from the circle-method schedule of a shuffled host order:
+                 N + K*N/2 pairs at most. A slow link between two given hosts off the ring is measured with probability
+                 exactly K/(N-1) for even N (K/N for odd N): each pair lies in exactly one round of the full schedule.
+
+Judgement
+    A link is *slow* when its bandwidth is below ``SLOW_FRACTION`` of the median link (so fewer than half the links may
+    be slow: in ``all`` mode up to about a quarter of the hosts, in ``ring`` mode a quarter of the hosts). A host is slow when every one of
+    its (at least two) measured links is slow and its slow links are not all explained by slow peers; a slow link is
+    named on its own when neither end is a slow host. On a ring a host has two links, so some patterns are ambiguous
+    (slow hosts at every other place look like the good hosts between them): ``all`` mode has no such ambiguity. A host's memcpy bandwidth is judged the same way against the
+    median host. With +-15% noise two healthy values differ by at most 1.15/0.85 = 1.35x, far from the 2x threshold.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional, Sequence
+
+Pair = tuple[int, int]  # (a, b) with a < b: host indices
+SLOW_FRACTION = 0.5  # a link (or a host's memcpy) below half the median is "far below the others"
+
+# nccl-tests doc/PERFORMANCE.md, "Summary": "To obtain a bus bandwidth which should be independent of the number of
+# ranks n, we apply a correction factor to the algorithm bandwidth: AllReduce: 2*(n-1)/n, ReduceScatter: (n-1)/n,
+# AllGather: (n-1)/n, Broadcast: 1, Reduce: 1, AlltoAll: (n-1)/n". algbw = S/t, where S is, as in its src/*.cu GetBw
+# functions, the bytes of one rank's buffer for allreduce/broadcast and of the whole gathered buffer (count*nranks)
+# for allgather, reduce_scatter and all_to_all.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+
+
+def bus_factor(collective: str, ranks: int) -> float:
+    """nccl-tests' correction factor from algorithm bandwidth to bus bandwidth for ``ranks`` ranks."""
+    if ranks < 1:
+        raise ValueError("ranks must be at least 1")
+    if collective == "all_reduce":
+        return 2.0 * (ranks - 1) / ranks
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (ranks - 1) / ranks
+    if collective == "broadcast":
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def bandwidths(collective: str, size_bytes: int, seconds: float, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in bytes per second; ``size_bytes`` is nccl-tests' S (see COLLECTIVES)."""
+    if seconds <= 0:
+        raise ValueError("seconds must be positive")
+    algbw = size_bytes / seconds
+    return algbw, algbw * bus_factor(collective, ranks)
+
+
+def sweep_sizes(limit_bytes: int, start: int = 1024, step: int = 4) -> list[int]:
+    """1 KiB up by powers of ``step`` while at most ``limit_bytes``."""
+    sizes = []
+    size = start
+    while size <= limit_bytes:
+        sizes.append(size)
+        size *= step
+    return sizes
+
+
+MAX_SIZE = 1 << 34  # 16 GiB: beyond any CPU sweep; a larger --sizes is a typo
+UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """``1K,64K,4M`` -> bytes, sorted and distinct (K = 1024); ValueError naming the bad item otherwise."""
+    sizes = set()
+    for item in text.split(","):
+        token = item.strip().lower()
+        digits = token.rstrip("kmgib")
+        unit = token[len(digits):]
+        if not digits.isdigit() or not digits.isascii() or unit not in UNITS:
+            raise ValueError(f"--sizes item {item.strip()!r} is not a size in bytes (e.g. 4096, 64K, 4M)")
+        size = int(digits) * UNITS[unit]
+        if not 1 <= size <= MAX_SIZE:
+            raise ValueError(f"--sizes item {item.strip()!r} is outside 1 byte .. 16G")
+        sizes.add(size)
+    return tuple(sorted(sizes))
+
+
+# --- schedules -----------------------------------------------------------------------------------------------------
+
+def round_robin(hosts: int) -> list[list[Pair]]:
+    """Every pair of ``hosts`` exactly once, in rounds where no host appears twice (the circle method)."""
+    if hosts < 2:
+        return []
+    order: list[Optional[int]] = list(range(hosts))
+    if hosts % 2:
+        order.append(None)  # the bye: whoever meets it sits this round out
+    size = len(order)
+    rounds = []
+    for _ in range(size - 1):
+        pairs = []
+        for i in range(size // 2):
+            a, b = order[i], order[size - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(pairs)
+        order = [order[0], order[-1], *order[1:-1]]  # host 0 stays, the others turn one place
+    return rounds
+
+
+def into_rounds(pairs: Iterable[Pair]) -> list[list[Pair]]:
+    """Pairs packed greedily into rounds with no host twice in a round (each pair in the first round that has room)."""
+    rounds: list[list[Pair]] = []
+    busy: list[set[int]] = []
+    for a, b in pairs:
+        for index, used in enumerate(busy):
+            if a not in used and b not in used:
+                rounds[index].append((a, b))
+                used.update((a, b))
+                break
+        else:
+            rounds.append([(a, b)])
+            busy.append({a, b})
+    return rounds
+
+
+def ring_pairs(hosts: int) -> list[Pair]:
+    if hosts < 2:
+        return []
+    if hosts == 2:
+        return [(0, 1)]
+    return [(min(i, (i + 1) % hosts), max(i, (i + 1) % hosts)) for i in range(hosts)]
+
+
+@dataclass(frozen=True)
+class PairMode:
+    kind: str  # all | ring | sample
+    rounds_drawn: int = 0  # sample:K
+
+
+def parse_pair_mode(text: str) -> PairMode:
+    """``all``, ``ring`` or ``sample:K`` (K >= 1); ValueError with the accepted forms otherwise."""
+    value = text.strip().lower()
+    if value in ("all", "ring"):
+        return PairMode(value)
+    kind, _, count = value.partition(":")
+    if kind == "sample" and count.isdigit() and int(count) >= 1:
+        return PairMode("sample", int(count))
+    raise ValueError(f"--pairs {text!r} is not all, ring or sample:K (K a whole number >= 1)")
+
+
+def schedule(hosts: int, mode: PairMode = PairMode("all"), seed: int = 0) -> list[list[Pair]]:
+    """The rounds of pairs to measure for ``hosts`` hosts under ``mode``."""
+    if mode.kind == "all":
+        return round_robin(hosts)
+    ring = ring_pairs(hosts)
+    if mode.kind == "ring":
+        return into_rounds(ring)
+    if mode.kind != "sample":
+        raise ValueError(f"unknown pair mode {mode.kind!r}")
+    rng = random.Random(seed)
+    shuffled = list(range(hosts))
+    rng.shuffle(shuffled)
+    full = round_robin(hosts)
+    drawn = rng.sample(full, min(mode.rounds_drawn, len(full)))
+    seen = set(ring)
+    extra_rounds: list[list[Pair]] = []
+    for pairs in drawn:
+        mapped = [(min(shuffled[a], shuffled[b]), max(shuffled[a], shuffled[b])) for a, b in pairs]
+        fresh = [p for p in mapped if p not in seen]
+        seen.update(fresh)
+        if fresh:
+            extra_rounds.append(fresh)
+    return into_rounds(ring) + extra_rounds
+
+
+def sample_coverage(hosts: int, rounds_drawn: int) -> float:
+    """Probability that ``sample:K`` measures one given pair off the ring (each pair lies in one round of the full schedule)."""
+    total = len(round_robin(hosts))
+    return min(1.0, rounds_drawn / total) if total else 0.0
+
+
+# --- judgement -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SlowLink:
+    a: int
+    b: int
+    bandwidth: float  # bytes/s
+    median: float  # of the links judged healthy
+    memcpy_fraction: Optional[float]  # the link over the slower end's memcpy bandwidth, when known
+
+
+@dataclass(frozen=True)
+class SlowHost:
+    host: int
+    bandwidth: float  # the median of its links
+    median: float  # of all links
+    links: int  # its measured links; ``median`` is that of the links judged healthy
+
+
+@dataclass(frozen=True)
+class SlowMemory:
+    host: int
+    memcpy: float
+    median: float
+
+
+@dataclass(frozen=True)
+class Judgement:
+    median_link: Optional[float]  # of the links judged healthy (of all, when none is)
+    slow_links: list[SlowLink] = field(default_factory=list)
+    slow_hosts: list[SlowHost] = field(default_factory=list)
+    slow_memory: list[SlowMemory] = field(default_factory=list)
+    note: str = ""  # why nothing could be compared (too few links)
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.slow_links or self.slow_hosts or self.slow_memory)
+
+
+def judge(links: Mapping[Pair, float], memcpy: Optional[Mapping[int, float]] = None,
+          slow_fraction: float = SLOW_FRACTION) -> Judgement:
+    """Name the links and hosts far below the others. ``links``: measured bandwidth per pair (a < b); ``memcpy``: each
+    host's own memcpy bandwidth (optional)."""
+    memcpy = dict(memcpy or {})
+    slow_memory = _slow_memory(memcpy, slow_fraction)
+    if len(links) < 3:
+        note = "fewer than 3 links measured: no median to compare a link with"
+        return Judgement(statistics.median(links.values()) if links else None, slow_memory=slow_memory, note=note)
+    median = statistics.median(links.values())
+    slow = {pair for pair, value in links.items() if value < slow_fraction * median}
+    per_host: dict[int, list[Pair]] = {}
+    for pair in links:
+        for host in pair:
+            per_host.setdefault(host, []).append(pair)
+    candidates = {h for h, pairs in per_host.items() if len(pairs) >= 2 and all(p in slow for p in pairs)}
+    # a candidate whose every link goes to another candidate is explained by its peers (ring: a good host between two
+    # slow ones); drop such hosts one at a time, the least slow first, while they stay explained
+    for host in sorted(candidates, key=lambda h: -statistics.median(links[p] for p in per_host[h])):
+        others = candidates - {host}
+        if all((p[0] if p[1] == host else p[1]) in others for p in per_host[host]):
+            candidates = others
+    # the sentences compare with the median of the links judged healthy: with a slow host among four, half the links
+    # are slow and the median of all of them lies between the two groups
+    healthy = [value for pair, value in links.items() if pair not in slow]
+    median = statistics.median(healthy) if healthy else median
+    hosts = [SlowHost(h, statistics.median(links[p] for p in per_host[h]), median, len(per_host[h])) for h in sorted(candidates)]
+    named_links = []
+    for a, b in sorted(slow):
+        if a in candidates or b in candidates:
+            continue
+        ends = [memcpy[h] for h in (a, b) if memcpy.get(h)]
+        named_links.append(SlowLink(a, b, links[(a, b)], median, links[(a, b)] / min(ends) if ends else None))
+    return Judgement(median, named_links, hosts, slow_memory)
+
+
+def _slow_memory(memcpy: Mapping[int, float], slow_fraction: float) -> list[SlowMemory]:
+    if len(memcpy) < 3:
+        return []
+    median = statistics.median(memcpy.values())
+    return [SlowMemory(h, v, median) for h, v in sorted(memcpy.items()) if v < slow_fraction * median]
+
+
+RETRANSMIT_NOTABLE = 0.01  # a host that retransmitted more than 1% of its TCP segments during the pairs lost packets
+
+
+def loss_cause(sent: int, retransmitted: int) -> Optional[str]:
+    """The likely cause a host's TCP counters show (/proc/net/snmp over the pair tests), or None."""
+    if sent <= 0 or retransmitted / sent <= RETRANSMIT_NOTABLE:
+        return None
+    return (f"TCP retransmitted {retransmitted} of {sent} segments ({retransmitted / sent:.1%}): packets are lost or dropped on the way "
+            "(a rate limit or full queue, a firewall rule, a bad cable; check tc qdisc show, nft list ruleset, ip -s link)")
+
+
+def gbps(value: float) -> str:
+    return f"{value / 1e9:.3g} GB/s"
+
+
+def describe(judgement: Judgement, names: Sequence[str]) -> list[str]:
+    """One sentence per slow thing, naming hosts by ``names`` (e.g. ``node3 <-> node7: 0.05 GB/s, median 1.1 GB/s``)."""
+    lines = []
+    for host in judgement.slow_hosts:
+        lines.append(f"{names[host.host]}: every link slow, median {gbps(host.bandwidth)} over {host.links} links "
+                     f"against a median of {gbps(host.median)} for the healthy links (its NIC, cable or switch port)")
+    for link in judgement.slow_links:
+        extra = f", {link.memcpy_fraction:.2%} of the hosts' memcpy" if link.memcpy_fraction is not None else ""
+        lines.append(f"{names[link.a]} <-> {names[link.b]}: {gbps(link.bandwidth)}, median {gbps(link.median)}{extra}")
+    for memory in judgement.slow_memory:
+        lines.append(f"{names[memory.host]}: memcpy {gbps(memory.memcpy)}, median host {gbps(memory.median)} (memory or CPU contention)")
+    return lines

@@ -1,0 +1,194 @@
+"""The pure core of compat doctor --live --fabric (live/fabric.py): the pair schedules, nccl-tests' bus bandwidth and
+the judgement, on simulated clusters of 2 to 1,024 hosts with injected slow links and slow hosts under +-15% noise."""
+
+import itertools
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compatmatrix.live import fabric
+from compatmatrix.live.fabric import PairMode, judge, parse_pair_mode, schedule
+
+NOISE = 0.15
+SLOW = 0.3  # an injected fault: at most 30% of the healthy rate
+
+
+def check_rounds(rounds, hosts):
+    for pairs in rounds:
+        used = [h for pair in pairs for h in pair]
+        assert len(used) == len(set(used)), f"a host twice in one round: {pairs}"
+        assert all(0 <= a < b < hosts for a, b in pairs)
+    every = [pair for pairs in rounds for pair in pairs]
+    assert len(every) == len(set(every)), "a pair measured twice"
+    return set(every)
+
+
+@pytest.mark.parametrize("hosts", [*range(2, 40), 63, 64, 255, 1024])
+def test_round_robin_every_pair_once_no_host_twice(hosts):
+    rounds = fabric.round_robin(hosts)
+    assert len(rounds) == (hosts - 1 if hosts % 2 == 0 else hosts)
+    assert check_rounds(rounds, hosts) == set(itertools.combinations(range(hosts), 2))
+
+
+@pytest.mark.parametrize("hosts", [2, 3, 4, 5, 8, 9, 100, 1023, 1024])
+def test_ring_is_linear_and_two_or_three_rounds(hosts):
+    rounds = schedule(hosts, PairMode("ring"))
+    pairs = check_rounds(rounds, hosts)
+    assert pairs == set(fabric.ring_pairs(hosts))
+    assert len(pairs) == (1 if hosts == 2 else hosts)
+    assert len(rounds) <= 3
+    if hosts > 2:
+        assert all(sum(h in p for p in pairs) == 2 for h in range(hosts))  # two links each: a slow host is told from a slow link
+
+
+@pytest.mark.parametrize("hosts,k", [(4, 1), (9, 2), (64, 3), (1024, 4), (10, 50)])
+def test_sample_is_ring_plus_k_rounds(hosts, k):
+    rounds = schedule(hosts, PairMode("sample", k), seed=7)
+    pairs = check_rounds(rounds, hosts)
+    assert set(fabric.ring_pairs(hosts)) <= pairs
+    assert len(pairs) <= hosts + k * (hosts // 2)
+    assert len(rounds) <= 3 + k
+    assert schedule(hosts, PairMode("sample", k), seed=7) == rounds  # seeded: the same run plans the same pairs
+
+
+def test_sample_coverage_is_k_over_rounds():
+    hosts, k = 16, 3
+    target = (2, 9)  # off the ring
+    hits = sum(target in {p for r in schedule(hosts, PairMode("sample", k), seed=s) for p in r} for s in range(3000))
+    expected = fabric.sample_coverage(hosts, k)
+    assert expected == pytest.approx(3 / 15)
+    assert abs(hits / 3000 - expected) < 0.03
+
+
+@pytest.mark.parametrize("text,mode", [("all", PairMode("all")), ("ring", PairMode("ring")), ("sample:8", PairMode("sample", 8)), (" Ring ", PairMode("ring"))])
+def test_parse_pair_mode(text, mode):
+    assert parse_pair_mode(text) == mode
+
+
+@pytest.mark.parametrize("text", ["", "sample", "sample:0", "sample:-1", "sample:x", "pairs", "ring:2"])
+def test_parse_pair_mode_rejects(text):
+    with pytest.raises(ValueError, match="all, ring or sample:K"):
+        parse_pair_mode(text)
+
+
+def test_bus_factors_are_nccl_tests():
+    # doc/PERFORMANCE.md: AllReduce 2(n-1)/n, ReduceScatter (n-1)/n, AllGather (n-1)/n, Broadcast 1, AlltoAll (n-1)/n
+    assert fabric.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert fabric.bus_factor("all_gather", 8) == pytest.approx(0.875)
+    assert fabric.bus_factor("reduce_scatter", 4) == pytest.approx(0.75)
+    assert fabric.bus_factor("all_to_all", 2) == pytest.approx(0.5)
+    assert fabric.bus_factor("broadcast", 16) == 1.0
+    assert fabric.bus_factor("all_reduce", 1) == 0.0
+    assert fabric.bandwidths("all_reduce", 4 << 20, 0.002, 4) == pytest.approx(((4 << 20) / 0.002, (4 << 20) / 0.002 * 1.5))
+    with pytest.raises(ValueError):
+        fabric.bus_factor("reduce", 4)
+
+
+def test_sweep_sizes_powers_of_four_from_1k():
+    assert fabric.sweep_sizes(1 << 20) == [1024, 4096, 16384, 65536, 262144, 1048576]
+    assert fabric.sweep_sizes(1000) == []
+
+
+def simulate(hosts, pairs, slow_hosts, slow_links, rng, nominal=1.1e9):
+    """Measured bandwidth per pair: the nominal rate with +-15% noise, times SLOW for a slow host at either end or a slow link."""
+    links = {}
+    for pair in pairs:
+        value = nominal * rng.uniform(1 - NOISE, 1 + NOISE)
+        if pair in slow_links or pair[0] in slow_hosts or pair[1] in slow_hosts:
+            value *= rng.uniform(0.01, SLOW)
+        links[pair] = value
+    memcpy = {h: 8e9 * rng.uniform(1 - NOISE, 1 + NOISE) for h in range(hosts)}
+    return links, memcpy
+
+
+@st.composite
+def clusters(draw, modes=("all", "ring", "sample")):
+    mode = draw(st.sampled_from(modes))
+    hosts = draw(st.integers(3, 48) if mode == "all" else st.sampled_from([3, 4, 5, 7, 16, 33, 100, 257, 1024]))
+    seed = draw(st.integers(0, 2**16))
+    rng = random.Random(seed)
+    pair_mode = PairMode("sample", draw(st.integers(1, 3))) if mode == "sample" else PairMode(mode)
+    pairs = [p for r in schedule(hosts, pair_mode, seed=seed) for p in r]
+    # faults kept sparse enough that the median link is a healthy one, and, in ring modes, slow hosts three places apart
+    # (slow hosts at every other place on a ring cannot be told from the good hosts between them; two slow hosts around
+    # one good host can, test_ring_between_two_slow_hosts_blames_them_not_the_good_one)
+    budget = max(0, (len(pairs) - 1) // 2 - 1)
+    slow_hosts = set()
+    for host in rng.sample(range(hosts), draw(st.integers(0, max(0, hosts // 8)))):
+        degree = sum(host in p for p in pairs)
+        apart = mode == "all" or all(min((host - other) % hosts, (other - host) % hosts) >= 3 for other in slow_hosts)
+        if apart and degree >= 2 and degree <= budget:
+            slow_hosts.add(host)
+            budget -= degree
+    clean = [p for p in pairs if p[0] not in slow_hosts and p[1] not in slow_hosts]
+    slow_links = set()
+    for pair in rng.sample(clean, min(len(clean), draw(st.integers(0, 3)))):
+        # told apart from a slow host only when each end keeps a healthy link (on a ring, a slow link beside a slow
+        # host's link leaves the host between them with none)
+        bad = slow_links | {p for p in pairs if p[0] in slow_hosts or p[1] in slow_hosts} | {pair}
+        keeps = all(any(h in p and p not in bad for p in pairs) for h in pair)
+        if budget > 0 and keeps and not any(h in q for q in slow_links for h in pair):
+            slow_links.add(pair)
+            budget -= 1
+    return hosts, pairs, slow_hosts, slow_links, rng
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_judgement_names_exactly_the_injected_faults(cluster):
+    hosts, pairs, slow_hosts, slow_links, rng = cluster
+    links, memcpy = simulate(hosts, pairs, slow_hosts, slow_links, rng)
+    verdict = judge(links, memcpy)
+    assert {h.host for h in verdict.slow_hosts} == slow_hosts
+    assert {(link.a, link.b) for link in verdict.slow_links} == slow_links
+    assert verdict.slow_memory == []
+    assert verdict.healthy == (not slow_hosts and not slow_links)
+
+
+def test_judgement_at_1024_hosts_every_pair():
+    rng = random.Random(1)
+    pairs = [p for r in fabric.round_robin(1024) for p in r]
+    links, memcpy = simulate(1024, pairs, {5, 700}, {(10, 11), (300, 999)}, rng)
+    memcpy[42] = 1e9  # a host whose memory is far below the others
+    verdict = judge(links, memcpy)
+    assert [h.host for h in verdict.slow_hosts] == [5, 700]
+    assert [(link.a, link.b) for link in verdict.slow_links] == [(10, 11), (300, 999)]
+    assert [m.host for m in verdict.slow_memory] == [42]
+    names = [f"node{i}" for i in range(1024)]
+    text = fabric.describe(verdict, names)
+    assert any(line.startswith("node10 <-> node11: ") and "median 1.1 GB/s" in line for line in text)
+    assert any(line.startswith("node42: memcpy") for line in text)
+
+
+def test_ring_between_two_slow_hosts_blames_them_not_the_good_one():
+    rng = random.Random(3)
+    pairs = fabric.ring_pairs(12)
+    links, memcpy = simulate(12, pairs, {4, 6}, set(), rng)
+    verdict = judge(links, memcpy)
+    assert [h.host for h in verdict.slow_hosts] == [4, 6]  # host 5's two links both go to slow hosts
+    assert verdict.slow_links == []
+
+
+def test_ring_finds_one_slow_link_and_sample_finds_it_when_measured():
+    rng = random.Random(4)
+    ring = fabric.ring_pairs(200)
+    links, _ = simulate(200, ring, set(), {(17, 18)}, rng)
+    assert [(link.a, link.b) for link in judge(links).slow_links] == [(17, 18)]
+    for seed in range(20):
+        pairs = [p for r in schedule(200, PairMode("sample", 4), seed=seed) for p in r]
+        links, _ = simulate(200, pairs, set(), {(3, 150)}, rng)
+        named = [(link.a, link.b) for link in judge(links).slow_links]
+        assert named == ([(3, 150)] if (3, 150) in pairs else [])
+
+
+def test_two_hosts_cannot_be_compared():
+    verdict = judge({(0, 1): 1e6}, {0: 8e9, 1: 8e9})
+    assert verdict.healthy and "fewer than 3 links" in verdict.note
+
+
+def test_loss_cause_from_tcp_counters():
+    assert fabric.loss_cause(3383, 180).startswith("TCP retransmitted 180 of 3383 segments (5.3%): packets are lost")
+    assert fabric.loss_cause(10000, 100) is None  # 1%: not notable
+    assert fabric.loss_cause(0, 0) is None
