@@ -85,7 +85,7 @@ def _update(index, data_home, *extra, code=0):
 def test_update_then_resolve_answers_a_set_for_a_release_the_bundled_matrix_lacks(registry, data_home):
     before = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", f"torchvision=={VISION_NEW}", "--json",
                         env_extra={"XDG_DATA_HOME": str(data_home)})
-    assert before.returncode != 0  # not in the bundled matrix
+    assert "torchvision" in json.loads(before.stdout).get("unlisted", {})  # not in the bundled matrix: answered as unlisted
     done = _update(registry, data_home, "--json")
     document = json.loads(done.stdout)
     jsonschema.Draft202012Validator(json.loads(schema_path("matrix update").read_text())).validate(document)
@@ -94,6 +94,7 @@ def test_update_then_resolve_answers_a_set_for_a_release_the_bundled_matrix_lack
                        env_extra={"XDG_DATA_HOME": str(data_home)})
     assert after.returncode == 0, after.stdout + after.stderr
     picks = json.loads(after.stdout)["packages"]
+    assert not json.loads(after.stdout)["unlisted"]
     assert picks["torchvision"] == VISION_NEW and picks["torch"] == TORCH_NEW
     # the torch it pins needs glibc 2.28 (manylinux_2_28 wheels): a manylinux2014 target gets no set
     old = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
@@ -385,3 +386,23 @@ def test_any_mangled_overlay_is_used_or_ignored_never_raises(data, tmp_path_fact
         assert merged is matrix and "\n" not in state.ignored
     else:
         assert merged.versions(Component.TORCH) == matrix.versions(Component.TORCH)
+
+
+def test_index_credentials_reach_neither_the_overlay_nor_a_written_matrix(registry, data_home, tmp_path):
+    """An --index URL's user:password (sent to the host) is kept out of what compat writes: the overlay's notes and
+    hosts_unread, and the entries --write adds (they name where a fact was read, as pip shows a URL without them)."""
+    secret = "FIXTUREpw0rd"
+    hosts = ("pypi", "pytorch-cpu", "intel-cpu-us")
+    base = registry.url.replace("://", f"://alice:{secret}@")
+    indexes = [a for h in hosts for a in ("--index", f"{h}={base}/{h if h in registry.hosts else 'none'}/simple")]
+    target = tmp_path / "matrix.toml"
+    shutil.copy(ROOT / "data" / "matrix.toml", target)
+    for extra in ([], ["--write", str(target)]):
+        done = run_compat("matrix", "update", *indexes, "--package", "torch", "--package", "transformers", *extra,
+                          env_extra={"XDG_DATA_HOME": str(data_home)})
+        assert done.returncode == 0, done.stderr
+        assert secret not in done.stdout + done.stderr
+    overlay = (data_home / "compatmatrix" / "overlay.json").read_text()
+    assert "127.0.0.1" in overlay and secret not in overlay and "alice" not in overlay
+    written = target.read_text()
+    assert "WROTE" in done.stdout and secret not in written and "alice" not in written

@@ -235,9 +235,11 @@ def save(document: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -
     """Write the overlay (a temporary file renamed over the old one: a reader never sees half a file)."""
     import tempfile
 
+    from ..redact import strip_document
+
     path = overlay_path(environ)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+    text = json.dumps(strip_document(document), indent=1, ensure_ascii=False) + "\n"
     fd, temp = tempfile.mkstemp(prefix=".overlay-", suffix=".json", dir=os.path.dirname(path))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:

@@ -130,14 +130,17 @@ def parse_html_page(body: bytes, base_url: str) -> list[RegistryFile]:
 
 def read_page(session, location: IndexLocation, project: str) -> ProjectPage:
     url = location.url.rstrip("/") + f"/{project}/"
-    status, kind, body, _, final = _get(session, url, f"{JSON_PAGE}, text/html;q=0.1", PAGE_BYTES)
+    from ..redact import strip_credentials
+
+    status, kind, body, _, files_base = _get(session, url, f"{JSON_PAGE}, text/html;q=0.1", PAGE_BYTES)
+    final = strip_credentials(files_base)  # where a fact was read (notes, the overlay); the files' URLs keep them, for the reads
     if status == 404:
-        return ProjectPage(location.host_id, project, url, "404: no such project", _now(), ())
+        return ProjectPage(location.host_id, project, strip_credentials(url), "404: no such project", _now(), ())
     if status != 200:
         raise ReadError(f"{shown(url, 160)} answered HTTP {status}")
     if kind == JSON_PAGE:
-        return ProjectPage(location.host_id, project, final, "PEP 691 JSON", _now(), tuple(parse_json_page(body, final)))
-    return ProjectPage(location.host_id, project, final, "PEP 503 HTML", _now(), tuple(parse_html_page(body, final)))
+        return ProjectPage(location.host_id, project, final, "PEP 691 JSON", _now(), tuple(parse_json_page(body, files_base)))
+    return ProjectPage(location.host_id, project, final, "PEP 503 HTML", _now(), tuple(parse_html_page(body, files_base)))
 
 
 class _RangeFile(io.RawIOBase):
@@ -357,7 +360,7 @@ def read_registries(matrix: Matrix, locations: Mapping[str, IndexLocation], pack
         component, location = job
         with lock:
             down.add(location.host_id)
-        return job, None, f"{location.url} gave no complete answer within {seconds:.0f} s"
+        return job, None, f"{shown(location.url, 160)} gave no complete answer within {seconds:.0f} s"
 
     for (component, location), result, why in bounded_map(page, jobs, budget, page_late):
         if result is None:
