@@ -336,3 +336,40 @@ def test_a_runtime_patch_manager_is_a_domain_prefixed_path_as_the_webhook_wants(
     document["spec"]["runtimePatches"][0]["manager"] = manager
     found = [f for f in examine(document, load_matrix(), None, None, None, by_version("v2.3")).findings if f.id == "export.pod-override"]
     assert bool(found) is refused and all(f.status is Status.FAIL for f in found)
+
+
+def _v1(crd: dict) -> dict:
+    return next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")["schema"]["openAPIV3Schema"]
+
+
+def _trainer_field(schema: dict, name: str) -> dict:
+    return schema["properties"]["spec"]["properties"]["trainer"]["properties"][name]
+
+
+HOSTILE_CRD = {  # a --crd whose schema is not structural: the API server refuses such a CRD; compat crashed on each
+    "spec-not-a-schema": lambda s: s["properties"].__setitem__("spec", "x"),
+    "properties-a-list": lambda s: s.__setitem__("properties", ["spec"]),
+    "rule-a-string": lambda s: s.__setitem__("x-kubernetes-validations", ["self.x"]),
+    "validations-a-number": lambda s: s.__setitem__("x-kubernetes-validations", 5),
+    "enum-a-number": lambda s: _trainer_field(s, "numNodes").__setitem__("enum", 5),
+    "minimum-a-string": lambda s: _trainer_field(s, "numNodes").__setitem__("minimum", "x"),
+    "maxLength-a-string": lambda s: _trainer_field(s, "image").__setitem__("maxLength", "3"),
+    "type-a-list": lambda s: s.__setitem__("type", ["object"]),
+    "items-a-string": lambda s: _trainer_field(s, "command").__setitem__("items", "x"),
+    "required-a-string": lambda s: s["properties"]["spec"].__setitem__("required", "runtimeRef"),
+    "deep": lambda s: _trainer_field(s, "command").__setitem__("items", json.loads('{"items": ' * 200 + "{}" + "}" * 200)),
+}
+
+
+@pytest.mark.parametrize("mangle", sorted(HOSTILE_CRD))
+def test_a_crd_that_is_not_structural_is_one_sentence_exit_2(mangle, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
+    crd = release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml")
+    HOSTILE_CRD[mangle](_v1(crd))
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd))
+    job = tmp_path / "job.yaml"
+    job.write_text(manifest_text(trainjob(shape(), by_version("v2.3")).document))
+    code, out, err = run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--crd", str(path)], capsys)
+    assert code == 2 and "internal error" not in err and "Traceback" not in out + err, err
+    assert "--crd's v1alpha1 openAPIV3Schema is not one the API server takes" in err
