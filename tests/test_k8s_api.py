@@ -373,3 +373,62 @@ def test_a_crd_that_is_not_structural_is_one_sentence_exit_2(mangle, tmp_path, c
     code, out, err = run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--crd", str(path)], capsys)
     assert code == 2 and "internal error" not in err and "Traceback" not in out + err, err
     assert "--crd's v1alpha1 openAPIV3Schema is not one the API server takes" in err
+
+
+def _with_rule(crd: dict, rule: dict) -> dict:
+    schema = _v1(crd)
+    schema["x-kubernetes-validations"] = [*(schema.get("x-kubernetes-validations") or []), rule]
+    return crd
+
+
+def _validate_with_crd(crd: dict, document: dict, tmp_path, capsys, *extra):
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd))
+    job = tmp_path / "job.yaml"
+    job.write_text(manifest_text(document))
+    return run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--crd", str(path), *extra], capsys)
+
+
+NESTED = "".join(f"[{','.join(['1'] * 30)}].all(a{i}, " for i in range(8)) + "true" + ")" * 8  # 30**8 steps: hours
+
+
+@pytest.mark.parametrize("hostile", ["cel", "pattern"])
+def test_a_crd_rule_or_pattern_that_runs_for_hours_is_given_up_at_its_deadline(hostile, tmp_path, capsys, monkeypatch):
+    """A --crd file's rules and patterns run in a child under COMPAT_CEL_S (the CEL library holds the GIL, so no thread
+    could stop it; Python's re backtracks): the export ends with a finding that says so, the child is gone."""
+    import time
+
+    monkeypatch.setenv("COMPAT_CEL_S", "2")
+    crd = release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml")
+    document = trainjob(shape(), by_version("v2.3")).document
+    if hostile == "cel":
+        _with_rule(crd, {"rule": NESTED})
+    else:
+        _trainer_field(_v1(crd), "image")["pattern"] = "^(a|aa)*$"
+        document["spec"]["trainer"]["image"] = "a" * 60 + "!"
+    began = time.monotonic()
+    code, out, err = _validate_with_crd(crd, document, tmp_path, capsys)
+    assert time.monotonic() - began < 30
+    assert code == 1 and "did not finish within 2 s" in out, out + err
+    import subprocess
+
+    assert "compatmatrix.export.apiserver" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+def test_a_crd_rules_message_forges_no_line_of_the_report(tmp_path, capsys):
+    crd = _with_rule(release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml"), {"rule": "false", "message": "no\nPASS export.forged: all good"})
+    code, out, err = _validate_with_crd(crd, trainjob(shape(), by_version("v2.3")).document, tmp_path, capsys)
+    assert code == 1 and "export.api-cel" in out
+    assert not any(line.lstrip().startswith("PASS export.forged") for line in out.splitlines()), out
+
+
+def test_a_crd_files_rules_give_the_answers_the_in_process_evaluation_gives(tmp_path, capsys):
+    """The bounded child and the in-process evaluation judge a --crd file's rules alike (a failing rule, an error)."""
+    crd = _with_rule(release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml"), {"rule": "self.spec.trainer.numNodes < 2", "message": "FIXTURE few nodes"})
+    _with_rule(crd, {"rule": "self.nosuchfield == 1"})
+    code, out, _ = _validate_with_crd(crd, trainjob(shape(nnodes=2), by_version("v2.3")).document, tmp_path, capsys, "--json")
+    summaries = [f["summary"] for f in json.loads(out)["checks"] if f["id"] == "export.api-cel"]
+    assert any("FIXTURE few nodes" in s for s in summaries) and any("cannot be evaluated" in s for s in summaries), summaries
+    code, out, _ = _validate_with_crd(crd, trainjob(shape(nnodes=1), by_version("v2.3")).document, tmp_path, capsys, "--json")
+    summaries = [f["summary"] for f in json.loads(out)["checks"] if f["id"] == "export.api-cel"]
+    assert not any("FIXTURE few nodes" in s for s in summaries), summaries

@@ -44,6 +44,7 @@ class Release:
     schema: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the TrainJob's openAPIV3Schema
     runtime: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the torch-distributed runtime
     note: Optional[str] = None  # set for a release judged from a --crd file only
+    rules_from_file: bool = False  # the schema's CEL rules and patterns are a --crd file's, none compat ships: run bounded
 
     @property
     def label(self) -> str:
@@ -210,10 +211,10 @@ def from_crd(crd: Any) -> Release:
     exact = [r for r in candidates if (said and said.lstrip("v") in (r.tag.lstrip("v"), r.version.lstrip("v"))) or plain == r.schema]
     base = (exact or candidates or [newest()])[-1]
     if exact:
-        return _with_schema(base, schema, None)
+        return _with_schema(base, schema, None, not any(plain == r.schema for r in known()))
     how = (f"its fields match {base.label} (override field {override})" if candidates else
            f"its fields match no release compat knows (override field: {override or 'none'}); compat's rules of {base.label} are used")
-    return _with_schema(base, schema, f"the release of this CRD is not one compat knows by name: it is judged by its own schema; {how}")
+    return _with_schema(base, schema, f"the release of this CRD is not one compat knows by name: it is judged by its own schema; {how}", True)
 
 
 def _without_descriptions(node: Any) -> Any:
@@ -225,10 +226,10 @@ def _without_descriptions(node: Any) -> Any:
     return node
 
 
-def _with_schema(base: Release, schema: Mapping[str, Any], note: Optional[str]) -> Release:
+def _with_schema(base: Release, schema: Mapping[str, Any], note: Optional[str], rules_from_file: bool) -> Release:
     from dataclasses import replace
 
-    return replace(base, schema=schema, note=note)
+    return replace(base, schema=schema, note=note, rules_from_file=rules_from_file)
 
 
 def override_document(release: Release, volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> tuple[str, Any]:
