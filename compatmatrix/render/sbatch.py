@@ -87,7 +87,10 @@ def sbatch_text(shape: BatchShape, notes: Sequence[str] = ()) -> str:
         f"python={python}",
         "",
         "# the environment: compat env's thread and oneCCL settings for srun-started ranks",
-        f'eval "$({compat} env --python "$python" --ranks-per-node {ranks} --launcher srun)"',
+        # its own assignment, so that set -e sees compat env fail (eval "$(...)" would run what it printed and go on)
+        f'compat_env="$({compat} env --python "$python" --ranks-per-node {ranks} --launcher srun)" || '
+        '{ echo "compat env failed: see its error above; not training" >&2; exit 2; }',
+        'eval "$compat_env"',
     ]
     if shape.preflight:
         lines += [
