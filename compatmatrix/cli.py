@@ -894,7 +894,9 @@ def cmd_matrix_update(args) -> int:
 
         print(dump_json(update_json(result)))
     else:
-        sys.stdout.write(visible("\n".join(update_lines(result)) + "\n"))
+        from .redact import redact_text
+
+        sys.stdout.write(visible(redact_text("\n".join(update_lines(result)) + "\n")))
     return EXIT_OK
 
 

@@ -406,3 +406,26 @@ def test_index_credentials_reach_neither_the_overlay_nor_a_written_matrix(regist
     assert "127.0.0.1" in overlay and secret not in overlay and "alice" not in overlay
     written = target.read_text()
     assert "WROTE" in done.stdout and secret not in written and "alice" not in written
+
+
+def test_progress_shows_a_hostile_file_name_s_escapes_never_sends_them():
+    """A wheel name from an index page may carry terminal escapes past packaging's parser (its tags are not checked:
+    torchvision-0.98.0-cp311-cp311-manylinux_2_28_x86_64.linux<ESC>]0;X<BEL>.whl is a Linux wheel to harvest): the
+    progress line, the one raw terminal write, shows them as escapes."""
+    import io
+
+    from compatmatrix.matrix.harvest import linux_files
+    from compatmatrix.matrix.registry import terminal_progress
+
+    name = "torchvision-0.98.0-cp311-cp311-manylinux_2_28_x86_64.linux\x1b]0;FIXTURE\x07\x1b[2J.whl"
+    assert linux_files([_file(name)])  # it reaches the METADATA reads, and their progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    terminal_progress(screen)(f"3/9 METADATA of {name}")
+    written = screen.getvalue()
+    assert written.startswith("\r\x1b[2K") and "\x1b" not in written[len("\r\x1b[2K"):] and "\x07" not in written
+    assert "\\x1b]0;FIXTURE" in written

@@ -398,8 +398,11 @@ def terminal_progress(stream=None) -> Optional[Callable[[str], None]]:
     except (AttributeError, ValueError):
         return None
 
-    def say(text: str) -> None:
-        stream.write(f"\r\x1b[2Kcompat matrix update: reading {text}")
+    from ..console import visible_line
+    from ..redact import redact_text
+
+    def say(text: str) -> None:  # text holds a file name from the index's page: its escapes are shown, never sent
+        stream.write(f"\r\x1b[2Kcompat matrix update: reading {visible_line(redact_text(text))}")
         stream.flush()
 
     return say
