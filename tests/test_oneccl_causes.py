@@ -138,3 +138,14 @@ def test_the_environment_finding_warns_with_the_export_that_carries_what_compat_
     assert finding.fix.startswith("export MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 before launching") and "compat env --launcher mpirun" in finding.fix
     kept = Launch("mpirun", "intel-mpi", (("mpirun",),), ({},), "127.0.0.1:4242", 2, 2, replaced={"MASTER_PORT": "4242"})
     assert environment_finding(kept, INTEL_MPIRUN).status is Status.PASS
+
+
+def test_a_long_word_in_a_ranks_output_is_read_in_linear_time():
+    """A rank's output is whatever the training prints (up to 256 KiB kept): a long word holding "libfabric" many times
+    after oneCCL's "could not open the library:" took the library pattern seconds per 30 KB, quadratically."""
+    import time
+
+    text = "could not open the library: " + "libfabric" * 7000 + "\nfailed to initialize ATL\n"
+    began = time.monotonic()
+    ccl_cause(text, TORCHRUN)
+    assert time.monotonic() - began < 1.0
