@@ -429,3 +429,27 @@ def test_progress_shows_a_hostile_file_name_s_escapes_never_sends_them():
     written = screen.getvalue()
     assert written.startswith("\r\x1b[2K") and "\x1b" not in written[len("\r\x1b[2K"):] and "\x07" not in written
     assert "\\x1b]0;FIXTURE" in written
+
+
+def test_a_relative_home_reads_no_overlay_from_the_working_directory(tmp_path):
+    """With HOME relative (and no XDG_DATA_HOME) the overlay's place would follow the working directory: a folder a
+    user merely runs compat in (a cloned repository) could hand every command harvested facts. No overlay then, as the
+    caches (cachefiles.cache_dir); matrix update says so before reading any registry."""
+    folder = tmp_path / "rel" / ".local" / "share" / "compatmatrix"
+    folder.mkdir(parents=True)
+    (folder / "overlay.json").write_text(json.dumps(_document(torchvision=[GOOD_ENTRY])))
+    import subprocess
+    import sys
+
+    from .conftest import base_env
+
+    env = base_env({"HOME": "rel", "XDG_DATA_HOME": None}, ())
+
+    def compat(*args):
+        return subprocess.run([sys.executable, "-m", "compatmatrix", *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    done = compat("matrix", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "0.98.0" not in done.stdout and "overlay" not in done.stderr
+    done = compat("matrix", "update", "--index", "pypi=http://127.0.0.1:9/simple")
+    assert done.returncode == 2 and "The overlay has no place" in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -13,6 +13,7 @@ line's newer releases) and every disagreement with a curated fact is kept for pr
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Mapping
@@ -31,17 +32,23 @@ FILE_NAME = "overlay.json"
 MAX_BYTES = 4 << 20  # a harvest of every release of the six packages is ~100 KB
 
 
-def data_dir(environ: Mapping[str, str] = os.environ) -> str:
-    """$XDG_DATA_HOME/compatmatrix, or ~/.local/share/compatmatrix (a relative XDG_DATA_HOME is ignored, as the spec says).
+def data_dir(environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """$XDG_DATA_HOME/compatmatrix, or ~/.local/share/compatmatrix (a relative XDG_DATA_HOME is ignored, as the spec says);
+    None with a relative HOME (as cachefiles.cache_dir: the overlay would follow the working directory, and a folder a
+    user merely runs compat in could hand every command its matrix facts).
     A string, not a Path: every command asks, and pathlib is not imported on the static paths (tests/test_startup.py)."""
     base = environ.get("XDG_DATA_HOME", "")
     if not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    if not os.path.isabs(base):
+        return None
     return os.path.join(base, "compatmatrix")
 
 
-def overlay_path(environ: Mapping[str, str] = os.environ) -> str:
-    return os.path.join(data_dir(environ), FILE_NAME)
+def overlay_path(environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """Where the overlay is; None when there is no place for one (a relative HOME without XDG_DATA_HOME)."""
+    folder = data_dir(environ)
+    return None if folder is None else os.path.join(folder, FILE_NAME)
 
 
 class OverlayState(Record):
@@ -206,6 +213,8 @@ def apply(matrix: Matrix, environ: Mapping[str, str] = os.environ) -> tuple[Matr
     """The matrix with the user's overlay, if there is one; a broken or hostile overlay leaves the matrix as it is and
     says why in ``OverlayState.ignored``."""
     path = overlay_path(environ)
+    if path is None:
+        return matrix, None
     try:
         document = read_document(path)
     except OverlayIgnored as exc:
@@ -238,6 +247,8 @@ def save(document: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -
     from ..redact import strip_document
 
     path = overlay_path(environ)
+    if path is None:
+        raise OSError(errno.ENOENT, "HOME is a relative path and XDG_DATA_HOME is not set, so the overlay has no place")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     text = json.dumps(strip_document(document), indent=1, ensure_ascii=False) + "\n"
     fd, temp = tempfile.mkstemp(prefix=".overlay-", suffix=".json", dir=os.path.dirname(path))
