@@ -265,7 +265,7 @@ CHECKS_S = 10.0  # the deadline of a --crd file's rules and patterns, all of the
 def bounded_checks(checks: Sequence[tuple[str, str, Any]], seconds: Optional[float] = None) -> Any:
     """[(ok, error)] of each (kind, rule or pattern, value): ``cel`` -> (the rule's result is True, the evaluation error),
     ``pattern`` -> (the value matches, None; None when Python cannot compile the RE2 pattern), all run in one child
-    (``python -m compatmatrix.export.apiserver FILE``) that is killed at ``seconds``; a str: why there are no answers."""
+    (``python -c ... _checks_main(FILE)``) that is killed at ``seconds``; a str: why there are no answers."""
     import json
     import os
     import sys
@@ -275,12 +275,14 @@ def bounded_checks(checks: Sequence[tuple[str, str, Any]], seconds: Optional[flo
 
     seconds = seconds or env_timeout("COMPAT_CEL_S", CHECKS_S)
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p))
+    # this compat's own package, never one in the working directory (python -m and -c put it first on sys.path)
+    code = (f"import sys; sys.path[:] = [{package_parent!r}] + [p for p in sys.path if p not in ('', '.')]; "
+            "from compatmatrix.export.apiserver import _checks_main; _checks_main(sys.argv[1])")
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="compat-cel-", encoding="utf-8") as handle:
         json.dump(checks, handle, default=str)
         handle.flush()
         try:
-            result = run_child([sys.executable, "-m", "compatmatrix.export.apiserver", handle.name], seconds, env=env)
+            result = run_child([sys.executable, "-c", code, handle.name], seconds)
         except OSError as exc:
             return f"the child that evaluates them could not be started ({exc.strerror or exc})"
     if result.timed_out:
@@ -382,8 +384,9 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-if __name__ == "__main__":  # bounded_checks' child: the answers as JSON on stdout
+def _checks_main(path: str) -> None:
+    """bounded_checks' child: the answers as JSON on stdout."""
     import json
     import sys
 
-    sys.stdout.write(json.dumps(_evaluate_checks(sys.argv[1])))
+    sys.stdout.write(json.dumps(_evaluate_checks(path)))
