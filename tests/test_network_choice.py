@@ -137,6 +137,12 @@ def facts(master="node1", addresses=("10.0.0.1",), routes=None, errors=None, up=
      "there is no route from here to the master node1 (10.0.0.1: Network is unreachable), so no interface reaches it"),
     ("localhost", False, facts("localhost", ("127.0.0.1",)), None,
      "the master localhost is this host's loopback (127.0.0.1): the ranks meet on this host, no interface variable is needed"),
+    ("127.0.0.1", True, facts("127.0.0.1", ("127.0.0.1",)), None,
+     "the master 127.0.0.1 is loopback on every host, so on a job across hosts each host's ranks would look for the master on themselves; "
+     "pass the first host's name or cluster address (--master-addr node01)"),
+    ("localhost", True, facts("localhost", ("127.0.0.1", "::1")), None,
+     "the master localhost is loopback on every host, so on a job across hosts each host's ranks would look for the master on themselves; "
+     "pass the first host's name or cluster address (--master-addr node01)"),
     ("node1", True, facts(addresses=("127.0.1.1",)), "eth0",
      "the master node1 resolves to 127.0.1.1 (loopback) here, so this is likely the master and its own name is mapped to loopback (/etc/hosts); "
      "eth0 is the only interface up besides lo"),

@@ -93,6 +93,10 @@ def choose_interface(master: Optional[str], multi_host: bool, facts: Optional[Ro
         return InterfaceChoice(None, f"the master {master} does not resolve here{error}, so no interface that reaches it can be chosen")
     reachable = [a for a in facts.addresses if not is_loopback(a)]
     if not reachable:
+        if multi_host and (is_loopback(master) or master.lower().rstrip(".") == "localhost" or master.lower().rstrip(".").endswith(".localhost")):
+            # loopback by what it is, on every host (not a host's own name mapped to loopback here): each host would meet itself
+            return InterfaceChoice(None, f"the master {master} is loopback on every host, so on a job across hosts each host's ranks would look "
+                                         "for the master on themselves; pass the first host's name or cluster address (--master-addr node01)")
         if not multi_host:
             return InterfaceChoice(None, f"the master {master} is this host's loopback ({facts.addresses[0]}): the ranks meet on this host, "
                                          "no interface variable is needed")
