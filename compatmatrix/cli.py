@@ -894,9 +894,11 @@ def cmd_matrix_update(args) -> int:
 
         print(dump_json(update_json(result)))
     else:
+        from .console import visible_line
         from .redact import redact_text
 
-        sys.stdout.write(visible(redact_text("\n".join(update_lines(result)) + "\n")))
+        # one fact a line: a yank reason's line break (a registry's text) is shown as \n, never starts a line of its own
+        sys.stdout.write("".join(visible_line(redact_text(line)) + "\n" for line in update_lines(result)))
     return EXIT_OK
 
 

@@ -453,3 +453,32 @@ def test_a_relative_home_reads_no_overlay_from_the_working_directory(tmp_path):
     assert "0.98.0" not in done.stdout and "overlay" not in done.stderr
     done = compat("matrix", "update", "--index", "pypi=http://127.0.0.1:9/simple")
     assert done.returncode == 2 and "The overlay has no place" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_hostile_yank_reason_is_kept_as_text_and_forges_no_line(tmp_path, data_home):
+    """A JSON page's yank reason may hold a lone surrogate (JSON's \\ud800 escape: printing it crashed compat), line
+    breaks that would start a line of the summary of their own, a NUL and terminal escapes: exit 0, each fact on its one
+    line, the overlay and --write's file still parse."""
+    index = FixtureIndex(tmp_path / "hostile")
+    torch = build_wheel(tmp_path / "hostile" / "pypi", "torch", TORCH_NEW, tag=TAG)
+    vision = build_wheel(tmp_path / "hostile" / "pypi", "torchvision", VISION_NEW, tag=TAG, requires=(f"torch=={TORCH_NEW}",))
+    for wheel in (torch, vision):
+        index.add("pypi", wheel)
+    index.add("pytorch-cpu", build_wheel(tmp_path / "hostile" / "cpu", "torch", f"{TORCH_NEW}+cpu", tag=TAG))
+    index.json_hosts.add("pypi")
+    index.yanked[torch.name] = 'FIXTURE"\nHARVESTED torch 9.9.9 [forged]\n\x1b]0;title\x07\ud800\x00'
+    index.yanked[vision.name] = "FIXTURE\nHARVESTED torchvision 9.9.9 [forged]\ud800"
+    server, _ = serve(index)
+    try:
+        target = tmp_path / "matrix.toml"
+        shutil.copy(ROOT / "data" / "matrix.toml", target)
+        for extra in ([], ["--write", str(target)], ["--json"]):
+            done = run_compat("matrix", "update", *_indexes(index), "--package", "torch", "--package", "torchvision", *extra,
+                              env_extra={"XDG_DATA_HOME": str(data_home)})
+            assert done.returncode == 0 and "internal error" not in done.stderr, done.stderr
+            assert not any(line.startswith("HARVESTED") and "9.9.9" in line for line in done.stdout.splitlines()), done.stdout
+            assert "\x1b" not in done.stdout
+    finally:
+        server.shutdown()
+    json.loads((data_home / "compatmatrix" / "overlay.json").read_text(encoding="utf-8"))
+    load_matrix(target)
