@@ -482,3 +482,16 @@ def test_a_hostile_yank_reason_is_kept_as_text_and_forges_no_line(tmp_path, data
         server.shutdown()
     json.loads((data_home / "compatmatrix" / "overlay.json").read_text(encoding="utf-8"))
     load_matrix(target)
+
+
+def test_an_overlay_with_a_lone_surrogate_is_printed_not_a_crash(tmp_path):
+    """JSON's \\ud800 escape decodes to a lone surrogate no UTF-8 output takes: an overlay holding one in a note, a source
+    or hosts_unread crashed compat matrix (UnicodeEncodeError); its strings are text once read."""
+    entry = {**GOOD_ENTRY, "source": "registry:pypi/torchvision/0.98.0\ud800", "note": "FIXTURE\ud800"}
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps({**_document(torchvision=[entry]), "hosts_unread": ["pypi: FIXTURE\ud800"]}))
+    for args in (["matrix"], ["matrix", "--sources"], ["matrix", "--json"]):
+        done = run_compat(*args, env_extra={"XDG_DATA_HOME": str(tmp_path)})
+        assert done.returncode == 0 and "internal error" not in done.stderr, done.stderr
+        assert "0.98.0" in done.stdout

@@ -95,8 +95,10 @@ def read_document(path: str) -> Optional[dict[str, Any]]:
         raise OverlayIgnored(f"it cannot be read ({exc.strerror or exc.__class__.__name__})") from None
     if len(data) > MAX_BYTES:
         raise OverlayIgnored(f"it is larger than {MAX_BYTES >> 20} MiB")
+    from ..values import json_text
+
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = json_text(json.loads(data.decode("utf-8")))  # its strings as text: a \ud800 escape crashed every printer
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise OverlayIgnored("it is not UTF-8 JSON") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:

@@ -75,29 +75,20 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _text(value: object) -> object:
-    """A string from a JSON page as text compat can write anywhere: JSON's \\ud800 escapes give lone surrogates, which
-    no UTF-8 output (the terminal, the overlay, a matrix file) takes; each becomes U+FFFD. Anything else as it is."""
-    if isinstance(value, str) and not value.isascii():
-        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return value
-
-
 def parse_json_page(body: bytes, base_url: str) -> list[RegistryFile]:
     """A PEP 691 JSON project page: its files, with yank reasons (PEP 592), upload times (PEP 700), metadata flags."""
+    from ..values import json_text
+
     try:
-        data = json.loads(body.decode("utf-8", errors="replace"))
+        data = json_text(json.loads(body.decode("utf-8", errors="replace")))  # its strings as text (no lone surrogate)
     except (ValueError, RecursionError):
         raise ReadError(f"{shown(base_url, 160)} says it is JSON, but it is not") from None
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, list):
         raise ReadError(f"{shown(base_url, 160)} is a JSON page without a list of files")
     out = []
-    for raw in files:
-        if not isinstance(raw, dict):
-            continue
-        entry = {key: _text(value) for key, value in raw.items()}
-        if not isinstance(entry.get("filename"), str) or not isinstance(entry.get("url"), str):
+    for entry in files:
+        if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str) or not isinstance(entry.get("url"), str):
             continue
         yanked = entry.get("yanked", False)
         requires = entry.get("requires-python")
