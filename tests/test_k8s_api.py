@@ -432,3 +432,15 @@ def test_a_crd_files_rules_give_the_answers_the_in_process_evaluation_gives(tmp_
     code, out, _ = _validate_with_crd(crd, trainjob(shape(nnodes=1), by_version("v2.3")).document, tmp_path, capsys, "--json")
     summaries = [f["summary"] for f in json.loads(out)["checks"] if f["id"] == "export.api-cel"]
     assert not any("FIXTURE few nodes" in s for s in summaries), summaries
+
+
+def test_a_yaml_value_json_has_no_type_for_reaches_the_bounded_rules_as_text(tmp_path, capsys, monkeypatch):
+    """A manifest key PyYAML reads as a date (2020-01-01:) goes to the --crd rules' child as its text."""
+    import datetime
+
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
+    crd = _with_rule(release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml"), {"rule": "has(self.metadata)", "message": "FIXTURE"})
+    document = trainjob(shape(), by_version("v2.3")).document
+    document["metadata"]["annotations"] = {datetime.date(2020, 1, 1): "x"}
+    code, out, err = _validate_with_crd(crd, document, tmp_path, capsys)
+    assert code in (0, 1) and "internal error" not in err, err

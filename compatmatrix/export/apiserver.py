@@ -278,8 +278,12 @@ def bounded_checks(checks: Sequence[tuple[str, str, Any]], seconds: Optional[flo
     # this compat's own package, never one in the working directory (python -m and -c put it first on sys.path)
     code = (f"import sys; sys.path[:] = [{package_parent!r}] + [p for p in sys.path if p not in ('', '.')]; "
             "from compatmatrix.export.apiserver import _checks_main; _checks_main(sys.argv[1])")
+    try:
+        payload = json.dumps(_json_safe(checks))
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"the values could not be handed to the child that evaluates them ({exc.__class__.__name__})"
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="compat-cel-", encoding="utf-8") as handle:
-        json.dump(checks, handle, default=str)
+        handle.write(payload)
         handle.flush()
         try:
             result = run_child([sys.executable, "-c", code, handle.name], seconds)
@@ -295,6 +299,17 @@ def bounded_checks(checks: Sequence[tuple[str, str, Any]], seconds: Optional[flo
         pass
     said = result.stderr.decode("utf-8", "replace").strip().splitlines()
     return f"the child that evaluates them failed ({said[-1][:120] if said else f'exit code {result.returncode}'})"
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` as JSON takes it: a YAML key or value JSON has no type for (a date, say) as its text."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
 
 
 def _evaluate_checks(path: str) -> list:
