@@ -140,6 +140,11 @@ def facts(master="node1", addresses=("10.0.0.1",), routes=None, errors=None, up=
     ("127.0.0.1", True, facts("127.0.0.1", ("127.0.0.1",)), None,
      "the master 127.0.0.1 is loopback on every host, so on a job across hosts each host's ranks would look for the master on themselves; "
      "pass the first host's name or cluster address (--master-addr node01)"),
+    ("127.1", True, facts("127.1", ("127.0.0.1",)), None,
+     "the master 127.1 is loopback on every host, so on a job across hosts each host's ranks would look for the master on themselves; "
+     "pass the first host's name or cluster address (--master-addr node01)"),
+    ("0.0.0.0", True, facts("0.0.0.0", ("0.0.0.0",), routes={"0.0.0.0": "lo"}), None,
+     "the master 0.0.0.0 is the unspecified address (0.0.0.0), which names no host: pass the first host's name or cluster address (--master-addr node01)"),
     ("localhost", True, facts("localhost", ("127.0.0.1", "::1")), None,
      "the master localhost is loopback on every host, so on a job across hosts each host's ranks would look for the master on themselves; "
      "pass the first host's name or cluster address (--master-addr node01)"),
