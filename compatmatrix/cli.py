@@ -1412,10 +1412,11 @@ def _export_validate(args: ExportArgs, matrix: Matrix) -> int:
 
     def text_out(console) -> None:
         if args.show_pods and done.pods:
+            from .redact import redact_document
             from .render.manifest import manifest_text
 
-            for role, count, pod in done.pods:
-                sys.stdout.write(manifest_text(pod, [f"{count} pod(s): {role}"]) + "---\n")
+            for role, count, pod in done.pods:  # an index URL in the pods' env masked, as --json and every other output has it
+                sys.stdout.write(manifest_text(redact_document(pod), [f"{count} pod(s): {role}"]) + "---\n")
             sys.stdout.flush()
         render_findings(console, header, done.findings, False)
 

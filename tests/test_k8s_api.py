@@ -444,3 +444,16 @@ def test_a_yaml_value_json_has_no_type_for_reaches_the_bounded_rules_as_text(tmp
     document["metadata"]["annotations"] = {datetime.date(2020, 1, 1): "x"}
     code, out, err = _validate_with_crd(crd, document, tmp_path, capsys)
     assert code in (0, 1) and "internal error" not in err, err
+
+
+def test_show_pods_masks_an_index_urls_credentials_as_json_does(tmp_path, capsys):
+    """A manifest's env may carry PIP_INDEX_URL with user:password: --show-pods' YAML printed it whole (--json masked it)."""
+    document = trainjob(shape(), by_version("v2.3")).document
+    document["spec"]["trainer"].setdefault("env", []).append({"name": "PIP_INDEX_URL", "value": "https://alice:FIXTUREpw@mirror.example/simple"})
+    job = tmp_path / "job.yaml"
+    job.write_text(manifest_text(document))
+    for extra in ([], ["--json"]):
+        code, out, err = run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--show-pods", *extra], capsys)
+        assert code in (0, 1) and "FIXTUREpw" not in out + err and "alice:****@mirror.example" in out, out[-2000:]
+        if not extra:  # the pods' YAML still parses, the value masked in it
+            assert "alice:****@" in str(yaml.safe_load(out.split("---\n")[0]))
