@@ -992,7 +992,11 @@ def cmd_matrix_update(args) -> int:
 
         print(dump_json(update_json(result)))
     else:
-        sys.stdout.write(visible("\n".join(update_lines(result)) + "\n"))
+        from .console import visible_line
+        from .redact import redact_text
+
+        # one fact a line: a yank reason's line break (a registry's text) is shown as \n, never starts a line of its own
+        sys.stdout.write("".join(visible_line(redact_text(line)) + "\n" for line in update_lines(result)))
     return EXIT_OK
 
 
@@ -1552,10 +1556,11 @@ def _export_validate(args: ExportArgs, matrix: Matrix) -> int:
 
     def text_out(console) -> None:
         if args.show_pods and done.pods:
+            from .redact import redact_document
             from .render.manifest import manifest_text
 
-            for role, count, pod in done.pods:
-                sys.stdout.write(manifest_text(pod, [f"{count} pod(s): {role}"]) + "---\n")
+            for role, count, pod in done.pods:  # an index URL in the pods' env masked, as --json and every other output has it
+                sys.stdout.write(manifest_text(redact_document(pod), [f"{count} pod(s): {role}"]) + "---\n")
             sys.stdout.flush()
         render_findings(console, header, done.findings, False)
 

@@ -117,6 +117,18 @@ def conceal_variables(text: str, variables: Variables) -> str:
     return text
 
 
+def strip_document(data: Any) -> Any:
+    """A document with strip_credentials applied to every string in it (keys included): what compat keeps on disk
+    (the overlay, a matrix file --write extends) names where a fact was read, never the credentials it was read with."""
+    if isinstance(data, str):
+        return strip_credentials(redact_text(data))  # a URL shown() already masked loses its user name too
+    if isinstance(data, dict):
+        return {strip_document(k): strip_document(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [strip_document(v) for v in data]
+    return data
+
+
 def redact_document(data: Any) -> Any:
     """A JSON document with redact_text applied to every string in it (keys included)."""
     if isinstance(data, str):

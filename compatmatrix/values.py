@@ -52,6 +52,19 @@ class UnwritableValue(CompatError):
                          "Correct the value where it comes from (the command line or the file that gave it).")
 
 
+def json_text(data: object) -> object:
+    """A decoded JSON document with every string (keys too) made writable text: JSON's \\ud800 escapes decode to lone
+    surrogates, which no UTF-8 output (a terminal, a file compat writes) can take; each becomes U+FFFD. For every JSON
+    document from outside (a registry's page, the overlay). RecursionError on a document nested past the stack."""
+    if isinstance(data, str):
+        return data if data.isascii() else data.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(data, dict):
+        return {json_text(key): json_text(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [json_text(value) for value in data]
+    return data
+
+
 def odd_character(text: str) -> str:
     """Why ``text`` cannot stand on one line of a generated file ('' when it can): a line break (any that Python, pip
     or YAML break lines at), a control or format character, a lone surrogate (no UTF-8 file can hold it)."""

@@ -4,7 +4,9 @@ Every answer must be an exit code in {0, 1, 2} with no traceback and no "interna
 cli.main turns an unexpected exception into one sentence; reaching it here is a bug, so the test fails on it).
 The commands are called in-process (hypothesis needs hundreds of examples); a few named cases also run as a real
 subprocess, where the interpreter's own shutdown (flushing a full or closed stdout) is part of what is checked.
-Only commands that change nothing are fuzzed: resolve, matrix, check, translate, install --dry-run/--print, env --json, export.
+Only commands that change nothing are fuzzed: resolve, matrix, check, translate, install --dry-run/--print, env --json, export;
+and the newer ones (export sbatch, export --validate --show-pods --trainer-version/--crd, env --master-addr/--nnodes, matrix
+update against a FIXTURE index on 127.0.0.1, its overlay and --write in the test's folder).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.9/3.10
     import tomli as tomllib
 
+from .conftest import ROOT
 from .hostile_strings import hostile, hostile_requirement
 
 NAMES = ["torch", "intel-extension-for-pytorch", "intel_extension_for_pytorch", "ipex", "oneccl_bind_pt", "ccl", "torch_ccl",
@@ -208,3 +211,128 @@ def test_an_unexpected_exception_is_one_sentence_naming_the_report_file(tmp_path
     reports = list(tmp_path.glob("compat-crash-*.txt"))
     assert len(reports) == 1 and str(reports[0]) in err
     assert "Traceback" in reports[0].read_text() and "injected by the test" in reports[0].read_text()
+
+
+# --- the commands and options added with srun, the overlay and the Trainer releases -------------------------------
+
+TRAINER_VERSIONS = ["v2.0", "v2.1", "v2.2", "v2.3", "v2.9", "2.3", ""]
+MANIFEST = "{manifest}"  # the generated TrainJob (run_new writes it), else a hostile file's text after "\0"
+CRD = "{crd}"  # a TrainJob CRD around a shipped schema, mangled by the drawn path and value after "\0"
+WRITE = "{matrix.toml}"  # a copy of data/matrix.toml
+
+
+def _hostile_word():
+    return st.one_of(value(), st.sampled_from(["127.0.0.1", "::1", "localhost", "node01", "-x", "n[01-02]", "a\nb", "$(id)"]))
+
+
+@st.composite
+def new_command_lines(draw):
+    kind = draw(st.sampled_from(["sbatch", "validate", "env", "update"]))
+    if kind == "sbatch":
+        argv = ["export", "sbatch", "--python", draw(st.sampled_from([sys.executable, "/nonexistent/python", ""]))]
+        for _ in range(draw(st.integers(0, 3))):
+            argv += [draw(st.sampled_from(["--nnodes", "--nproc-per-node", "--name", "--time", "--partition", "--python-version"])), draw(_hostile_word())]
+        argv += draw(st.lists(st.sampled_from(["--no-preflight", "--json"]), max_size=2, unique=True))
+        argv += draw(st.lists(requirement(), max_size=2))
+        return argv + ["--", *draw(st.lists(st.one_of(st.sampled_from(["python", "train.py", "srun", "torchrun"]), hostile(surrogates=False)), max_size=4))]
+    if kind == "validate":
+        manifest = draw(st.one_of(st.just(MANIFEST), hostile(surrogates=False).map(lambda text: MANIFEST + "\0" + text)))
+        argv = ["export", "--validate", manifest, "--python-version", "3.11"]
+        which = draw(st.sampled_from(["", "--trainer-version", "--crd"]))
+        if which == "--trainer-version":
+            argv += [which, draw(st.one_of(st.sampled_from(TRAINER_VERSIONS), _hostile_word()))]
+        elif which == "--crd":
+            key = draw(st.sampled_from(["type", "properties", "items", "enum", "minimum", "maxLength", "pattern", "required",
+                                        "x-kubernetes-validations", "default", "x-kubernetes-int-or-string"]))
+            mangled = draw(st.one_of(st.none(), st.integers(), st.text(max_size=8), st.lists(st.integers(), max_size=2),
+                                     st.sampled_from([{"rule": "self.x"}, {"rule": 5}, [{"rule": "false", "message": "a\nb"}], "^(a|aa)*$"])))
+            argv += [which, CRD + "\0" + key + "\0" + repr(mangled)]
+        return argv + draw(st.lists(st.sampled_from(["--show-pods", "--json"]), max_size=2, unique=True))
+    if kind == "env":
+        argv = ["env"]
+        for _ in range(draw(st.integers(1, 3))):
+            argv += [draw(st.sampled_from(["--master-addr", "--nnodes", "--launcher", "--ranks-per-node"])), draw(_hostile_word())]
+        return argv + draw(st.lists(st.sampled_from(["--json", "--defaults", "--shell=fish", "--shell=zsh"]), max_size=2, unique=True))
+    argv = ["matrix", "update", "--package", draw(st.one_of(st.sampled_from(["torch", "torchvision", "transformers", "Torch", "oneccl-bind-pt"]), _hostile_word()))]
+    if draw(st.booleans()):
+        argv += ["--index", draw(st.one_of(st.sampled_from(["pypi=http://127.0.0.1:9/simple", "bogus=http://127.0.0.1:9/"]), _hostile_word()))]
+    return argv + draw(st.lists(st.sampled_from(["--json", "--write"]), max_size=2, unique=True))
+
+
+@pytest.fixture(scope="module")
+def fixture_registry(tmp_path_factory):
+    """FIXTURE index on 127.0.0.1 (tests/fixture_index.py): a torch and a transformers the bundled matrix lacks."""
+    from .fixture_index import FixtureIndex, build_wheel, serve
+
+    folder = tmp_path_factory.mktemp("fuzz-registry")
+    index = FixtureIndex(folder)
+    index.add("pypi", build_wheel(folder / "pypi", "torch", "2.99.0", tag="cp311-cp311-manylinux_2_28_x86_64"))
+    index.add("pypi", build_wheel(folder / "pypi", "transformers", "5.99.0"))
+    index.json_hosts.add("pypi")
+    server, _ = serve(index)
+    yield index
+    server.shutdown()
+
+
+def _materialised(argv, folder, registry) -> list:
+    import ast
+    import json
+    import shutil
+
+    from compatmatrix.export.k8s import JobShape, trainjob
+    from compatmatrix.export.releases import by_version
+    from compatmatrix.render.manifest import manifest_text
+
+    out = []
+    for word in argv:
+        if word.startswith(MANIFEST):
+            path = folder / "job.yaml"
+            text = word.split("\0", 1)[1] if "\0" in word else manifest_text(trainjob(JobShape(
+                name="fuzz", image="registry.example/t:1", command=("train.py",), nnodes=2, nproc_per_node=2, cpu="8", memory="16Gi"), by_version("v2.3")).document)
+            path.write_text(text, encoding="utf-8")
+            word = str(path)
+        elif word.startswith(CRD):
+            _, key, mangled = word.split("\0", 2)
+            schema = json.loads((ROOT / "compatmatrix" / "data" / "k8s" / "trainjob-v2.3.0.json").read_text())
+            schema["properties"]["spec"]["properties"]["trainer"]["properties"]["image"][key] = ast.literal_eval(mangled)
+            crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "spec": {"group": "trainer.kubeflow.org", "names": {"kind": "TrainJob"}, "versions": [{"name": "v1alpha1", "schema": {"openAPIV3Schema": schema}}]}}
+            path = folder / "crd.yaml"
+            path.write_text(yaml.safe_dump(crd), encoding="utf-8")
+            word = str(path)
+        elif word == "--write":
+            path = folder / "matrix.toml"
+            shutil.copy(ROOT / "data" / "matrix.toml", path)
+            out += [word, str(path)]
+            continue
+        out.append(word)
+    if argv[:2] == ["matrix", "update"] and "--index" not in argv:
+        out += [a for h in ("pypi", "pytorch-cpu", "intel-cpu-us") for a in ("--index", f"{h}={registry.url}/{h if h in registry.hosts else 'none'}/simple")]
+    return out
+
+
+@settings(max_examples=int(os.environ.get("COMPAT_FUZZ_EXAMPLES_NEW", "80")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(argv=new_command_lines())
+@example(argv=["export", "--validate", MANIFEST, "--python-version", "3.11", "--crd", CRD + "\0pattern\0" + repr(5)])
+@example(argv=["export", "sbatch", "--python", sys.executable, "--name", "a\n#SBATCH --uid=0", "--", "train.py"])
+@example(argv=["env", "--master-addr", "127.0.0.1", "--nnodes", "2", "--launcher", "srun"])
+def test_the_new_commands_end_in_a_sentence_and_an_exit_code(argv, capsys, monkeypatch, tmp_path, fixture_registry):
+    """export sbatch, export --validate --show-pods --trainer-version/--crd, env --master-addr/--nnodes, matrix update
+    against a FIXTURE index (the overlay and --write in the test's folder): exit 0/1/2, never the guard."""
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("COMPAT_CEL_S", "5")
+    monkeypatch.delenv("COMPAT_MATRIX", raising=False)
+    monkeypatch.delenv("COMPAT_PYTHON", raising=False)
+    argv = _materialised(argv, tmp_path, fixture_registry)
+    code, out, err = run_in_process(argv, capsys)
+    shown = [a if len(a) < 80 else a[:60] + f"...({len(a)} chars)" for a in argv]
+    assert code in (0, 1, 2), (shown, code, err[-2000:])
+    assert "Traceback" not in out + err and "internal error" not in err, (shown, err[-3000:])
+    if code == 2:
+        assert err.strip(), shown
+    if argv[:2] == ["export", "sbatch"] and code == 0 and "--json" not in argv:
+        script = tmp_path / "job.sh"
+        script.write_text(out, encoding="utf-8")
+        assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=30).returncode == 0, out

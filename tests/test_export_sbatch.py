@@ -59,7 +59,8 @@ def test_the_preflight_is_a_step_of_its_own_before_training(tmp_path):
 
 
 @pytest.mark.parametrize("field, value", [("name", "job\n#SBATCH --uid=0"), ("name", "-x"), ("name", "a b"), ("time", "1h"), ("time", "10\n"),
-                                          ("partition", "cpu --uid=0"), ("partition", "")])
+                                          ("partition", "cpu --uid=0"), ("partition", ""), ("partition", "cpu,"), ("partition", ",cpu"),
+                                          ("partition", "cpu,,gpu")])
 def test_a_value_an_sbatch_line_cannot_carry_is_refused(field, value):
     shape = BatchShape("job", 1, 1, "/p", ("compat",), ("train.py",))
     with pytest.raises(UnwritableValue) as caught:
@@ -85,3 +86,17 @@ def test_export_sbatch_through_the_cli(tmp_path):
 def test_a_training_command_that_starts_its_own_launcher_is_refused(launcher):
     done = run_compat("export", "sbatch", "torch==2.13.0", "--python", sys.executable, "--", *launcher)
     assert done.returncode == 2 and "the training command is what each rank runs" in done.stderr
+
+
+def test_a_failing_compat_env_stops_the_job_before_any_step(tmp_path):
+    """compat env exits 2 (the set is not at --python on this node, say): the job ends there, naming it, and neither the
+    preflight nor the training runs (eval "$(compat env ...)" went on without the environment)."""
+    failing = (sys.executable, "-c", "import sys; sys.argv[1] == 'env' and sys.exit(2); print('RAN', sys.argv[1])")
+    done = run_script(sbatch_text(BatchShape("job", 1, 2, "/shared/venv/bin/python", failing, ("train.py",), preflight=False)), tmp_path)
+    assert done.returncode == 2 and "RAN" not in done.stdout and "compat env failed" in done.stderr, (done.stdout, done.stderr)
+
+
+def test_a_list_of_partitions_is_written_as_sbatch_takes_it():
+    """sbatch --partition takes a comma-separated list (the first with free nodes runs the job): it was refused."""
+    text = sbatch_text(BatchShape("job", 1, 1, "/p", ("compat",), ("train.py",), partition="cpu,debug"))
+    assert "#SBATCH --partition=cpu,debug" in text.splitlines()

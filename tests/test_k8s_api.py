@@ -353,3 +353,124 @@ def test_a_runtime_patch_manager_is_a_domain_prefixed_path_as_the_webhook_wants(
     document["spec"]["runtimePatches"][0]["manager"] = manager
     found = [f for f in examine(document, load_matrix(), None, None, None, by_version("v2.3")).findings if f.id == "export.pod-override"]
     assert bool(found) is refused and all(f.status is Status.FAIL for f in found)
+
+
+def _v1(crd: dict) -> dict:
+    return next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")["schema"]["openAPIV3Schema"]
+
+
+def _trainer_field(schema: dict, name: str) -> dict:
+    return schema["properties"]["spec"]["properties"]["trainer"]["properties"][name]
+
+
+HOSTILE_CRD = {  # a --crd whose schema is not structural: the API server refuses such a CRD; compat crashed on each
+    "spec-not-a-schema": lambda s: s["properties"].__setitem__("spec", "x"),
+    "properties-a-list": lambda s: s.__setitem__("properties", ["spec"]),
+    "rule-a-string": lambda s: s.__setitem__("x-kubernetes-validations", ["self.x"]),
+    "validations-a-number": lambda s: s.__setitem__("x-kubernetes-validations", 5),
+    "enum-a-number": lambda s: _trainer_field(s, "numNodes").__setitem__("enum", 5),
+    "minimum-a-string": lambda s: _trainer_field(s, "numNodes").__setitem__("minimum", "x"),
+    "maxLength-a-string": lambda s: _trainer_field(s, "image").__setitem__("maxLength", "3"),
+    "type-a-list": lambda s: s.__setitem__("type", ["object"]),
+    "items-a-string": lambda s: _trainer_field(s, "command").__setitem__("items", "x"),
+    "required-a-string": lambda s: s["properties"]["spec"].__setitem__("required", "runtimeRef"),
+    "deep": lambda s: _trainer_field(s, "command").__setitem__("items", json.loads('{"items": ' * 200 + "{}" + "}" * 200)),
+}
+
+
+@pytest.mark.parametrize("mangle", sorted(HOSTILE_CRD))
+def test_a_crd_that_is_not_structural_is_one_sentence_exit_2(mangle, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
+    crd = release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml")
+    HOSTILE_CRD[mangle](_v1(crd))
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd))
+    job = tmp_path / "job.yaml"
+    job.write_text(manifest_text(trainjob(shape(), by_version("v2.3")).document))
+    code, out, err = run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--crd", str(path)], capsys)
+    assert code == 2 and "internal error" not in err and "Traceback" not in out + err, err
+    assert "--crd's v1alpha1 openAPIV3Schema is not one the API server takes" in err
+
+
+def _with_rule(crd: dict, rule: dict) -> dict:
+    schema = _v1(crd)
+    schema["x-kubernetes-validations"] = [*(schema.get("x-kubernetes-validations") or []), rule]
+    return crd
+
+
+def _validate_with_crd(crd: dict, document: dict, tmp_path, capsys, *extra):
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd))
+    job = tmp_path / "job.yaml"
+    job.write_text(manifest_text(document))
+    return run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--crd", str(path), *extra], capsys)
+
+
+NESTED = "".join(f"[{','.join(['1'] * 30)}].all(a{i}, " for i in range(8)) + "true" + ")" * 8  # 30**8 steps: hours
+
+
+@pytest.mark.parametrize("hostile", ["cel", "pattern"])
+def test_a_crd_rule_or_pattern_that_runs_for_hours_is_given_up_at_its_deadline(hostile, tmp_path, capsys, monkeypatch):
+    """A --crd file's rules and patterns run in a child under COMPAT_CEL_S (the CEL library holds the GIL, so no thread
+    could stop it; Python's re backtracks): the export ends with a finding that says so, the child is gone."""
+    import time
+
+    monkeypatch.setenv("COMPAT_CEL_S", "2")
+    crd = release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml")
+    document = trainjob(shape(), by_version("v2.3")).document
+    if hostile == "cel":
+        _with_rule(crd, {"rule": NESTED})
+    else:
+        _trainer_field(_v1(crd), "image")["pattern"] = "^(a|aa)*$"
+        document["spec"]["trainer"]["image"] = "a" * 60 + "!"
+    began = time.monotonic()
+    code, out, err = _validate_with_crd(crd, document, tmp_path, capsys)
+    assert time.monotonic() - began < 30
+    assert code == 1 and "did not finish within 2 s" in out, out + err
+    import subprocess
+
+    assert "_checks_main" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+def test_a_crd_rules_message_forges_no_line_of_the_report(tmp_path, capsys):
+    crd = _with_rule(release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml"), {"rule": "false", "message": "no\nPASS export.forged: all good"})
+    code, out, err = _validate_with_crd(crd, trainjob(shape(), by_version("v2.3")).document, tmp_path, capsys)
+    assert code == 1 and "export.api-cel" in out
+    assert not any(line.lstrip().startswith("PASS export.forged") for line in out.splitlines()), out
+
+
+def test_a_crd_files_rules_give_the_answers_the_in_process_evaluation_gives(tmp_path, capsys):
+    """The bounded child and the in-process evaluation judge a --crd file's rules alike (a failing rule, an error)."""
+    crd = _with_rule(release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml"), {"rule": "self.spec.trainer.numNodes < 2", "message": "FIXTURE few nodes"})
+    _with_rule(crd, {"rule": "self.nosuchfield == 1"})
+    code, out, _ = _validate_with_crd(crd, trainjob(shape(nnodes=2), by_version("v2.3")).document, tmp_path, capsys, "--json")
+    summaries = [f["summary"] for f in json.loads(out)["checks"] if f["id"] == "export.api-cel"]
+    assert any("FIXTURE few nodes" in s for s in summaries) and any("cannot be evaluated" in s for s in summaries), summaries
+    code, out, _ = _validate_with_crd(crd, trainjob(shape(nnodes=1), by_version("v2.3")).document, tmp_path, capsys, "--json")
+    summaries = [f["summary"] for f in json.loads(out)["checks"] if f["id"] == "export.api-cel"]
+    assert not any("FIXTURE few nodes" in s for s in summaries), summaries
+
+
+def test_a_yaml_value_json_has_no_type_for_reaches_the_bounded_rules_as_text(tmp_path, capsys, monkeypatch):
+    """A manifest key PyYAML reads as a date (2020-01-01:) goes to the --crd rules' child as its text."""
+    import datetime
+
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
+    crd = _with_rule(release_file("v2.3.0", "trainer.kubeflow.org_trainjobs.yaml"), {"rule": "has(self.metadata)", "message": "FIXTURE"})
+    document = trainjob(shape(), by_version("v2.3")).document
+    document["metadata"]["annotations"] = {datetime.date(2020, 1, 1): "x"}
+    code, out, err = _validate_with_crd(crd, document, tmp_path, capsys)
+    assert code in (0, 1) and "internal error" not in err, err
+
+
+def test_show_pods_masks_an_index_urls_credentials_as_json_does(tmp_path, capsys):
+    """A manifest's env may carry PIP_INDEX_URL with user:password: --show-pods' YAML printed it whole (--json masked it)."""
+    document = trainjob(shape(), by_version("v2.3")).document
+    document["spec"]["trainer"].setdefault("env", []).append({"name": "PIP_INDEX_URL", "value": "https://alice:FIXTUREpw@mirror.example/simple"})
+    job = tmp_path / "job.yaml"
+    job.write_text(manifest_text(document))
+    for extra in ([], ["--json"]):
+        code, out, err = run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--show-pods", *extra], capsys)
+        assert code in (0, 1) and "FIXTUREpw" not in out + err and "alice:****@mirror.example" in out, out[-2000:]
+        if not extra:  # the pods' YAML still parses, the value masked in it
+            assert "alice:****@" in str(yaml.safe_load(out.split("---\n")[0]))

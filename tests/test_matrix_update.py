@@ -85,8 +85,7 @@ def _update(index, data_home, *extra, code=0):
 def test_update_then_resolve_answers_a_set_for_a_release_the_bundled_matrix_lacks(registry, data_home):
     before = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", f"torchvision=={VISION_NEW}", "--json",
                         env_extra={"XDG_DATA_HOME": str(data_home)})
-    # not in the bundled matrix: answered as unlisted (its missing facts named, the update named), never as listed
-    assert before.returncode != 0 or json.loads(before.stdout).get("unlisted"), before.stdout
+    assert "torchvision" in json.loads(before.stdout).get("unlisted", {})  # not in the bundled matrix: answered as unlisted
     done = _update(registry, data_home, "--json")
     document = json.loads(done.stdout)
     jsonschema.Draft202012Validator(json.loads(schema_path("matrix update").read_text())).validate(document)
@@ -95,6 +94,7 @@ def test_update_then_resolve_answers_a_set_for_a_release_the_bundled_matrix_lack
                        env_extra={"XDG_DATA_HOME": str(data_home)})
     assert after.returncode == 0, after.stdout + after.stderr
     picks = json.loads(after.stdout)["packages"]
+    assert not json.loads(after.stdout)["unlisted"]
     assert picks["torchvision"] == VISION_NEW and picks["torch"] == TORCH_NEW
     assert not json.loads(after.stdout).get("unlisted")  # the overlay lists it now: built for the torch it pins
     # the torch it pins needs glibc 2.28 (manylinux_2_28 wheels): a manylinux2014 target gets no set
@@ -387,3 +387,112 @@ def test_any_mangled_overlay_is_used_or_ignored_never_raises(data, tmp_path_fact
         assert merged is matrix and "\n" not in state.ignored
     else:
         assert merged.versions(Component.TORCH) == matrix.versions(Component.TORCH)
+
+
+def test_index_credentials_reach_neither_the_overlay_nor_a_written_matrix(registry, data_home, tmp_path):
+    """An --index URL's user:password (sent to the host) is kept out of what compat writes: the overlay's notes and
+    hosts_unread, and the entries --write adds (they name where a fact was read, as pip shows a URL without them)."""
+    secret = "FIXTUREpw0rd"
+    hosts = ("pypi", "pytorch-cpu", "intel-cpu-us")
+    base = registry.url.replace("://", f"://alice:{secret}@")
+    indexes = [a for h in hosts for a in ("--index", f"{h}={base}/{h if h in registry.hosts else 'none'}/simple")]
+    target = tmp_path / "matrix.toml"
+    shutil.copy(ROOT / "data" / "matrix.toml", target)
+    for extra in ([], ["--write", str(target)]):
+        done = run_compat("matrix", "update", *indexes, "--package", "torch", "--package", "transformers", *extra,
+                          env_extra={"XDG_DATA_HOME": str(data_home)})
+        assert done.returncode == 0, done.stderr
+        assert secret not in done.stdout + done.stderr
+    overlay = (data_home / "compatmatrix" / "overlay.json").read_text()
+    assert "127.0.0.1" in overlay and secret not in overlay and "alice" not in overlay
+    written = target.read_text()
+    assert "WROTE" in done.stdout and secret not in written and "alice" not in written
+
+
+def test_progress_shows_a_hostile_file_name_s_escapes_never_sends_them():
+    """A wheel name from an index page may carry terminal escapes past packaging's parser (its tags are not checked:
+    torchvision-0.98.0-cp311-cp311-manylinux_2_28_x86_64.linux<ESC>]0;X<BEL>.whl is a Linux wheel to harvest): the
+    progress line, the one raw terminal write, shows them as escapes."""
+    import io
+
+    from compatmatrix.matrix.harvest import linux_files
+    from compatmatrix.matrix.registry import terminal_progress
+
+    name = "torchvision-0.98.0-cp311-cp311-manylinux_2_28_x86_64.linux\x1b]0;FIXTURE\x07\x1b[2J.whl"
+    assert linux_files([_file(name)])  # it reaches the METADATA reads, and their progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    terminal_progress(screen)(f"3/9 METADATA of {name}")
+    written = screen.getvalue()
+    assert written.startswith("\r\x1b[2K") and "\x1b" not in written[len("\r\x1b[2K"):] and "\x07" not in written
+    assert "\\x1b]0;FIXTURE" in written
+
+
+def test_a_relative_home_reads_no_overlay_from_the_working_directory(tmp_path):
+    """With HOME relative (and no XDG_DATA_HOME) the overlay's place would follow the working directory: a folder a
+    user merely runs compat in (a cloned repository) could hand every command harvested facts. No overlay then, as the
+    caches (cachefiles.cache_dir); matrix update says so before reading any registry."""
+    folder = tmp_path / "rel" / ".local" / "share" / "compatmatrix"
+    folder.mkdir(parents=True)
+    (folder / "overlay.json").write_text(json.dumps(_document(torchvision=[GOOD_ENTRY])))
+    import subprocess
+    import sys
+
+    from .conftest import base_env
+
+    env = base_env({"HOME": "rel", "XDG_DATA_HOME": None}, ())
+
+    def compat(*args):
+        return subprocess.run([sys.executable, "-m", "compatmatrix", *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    done = compat("matrix", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "0.98.0" not in done.stdout and "overlay" not in done.stderr
+    done = compat("matrix", "update", "--index", "pypi=http://127.0.0.1:9/simple")
+    assert done.returncode == 2 and "The overlay has no place" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_hostile_yank_reason_is_kept_as_text_and_forges_no_line(tmp_path, data_home):
+    """A JSON page's yank reason may hold a lone surrogate (JSON's \\ud800 escape: printing it crashed compat), line
+    breaks that would start a line of the summary of their own, a NUL and terminal escapes: exit 0, each fact on its one
+    line, the overlay and --write's file still parse."""
+    index = FixtureIndex(tmp_path / "hostile")
+    torch = build_wheel(tmp_path / "hostile" / "pypi", "torch", TORCH_NEW, tag=TAG)
+    vision = build_wheel(tmp_path / "hostile" / "pypi", "torchvision", VISION_NEW, tag=TAG, requires=(f"torch=={TORCH_NEW}",))
+    for wheel in (torch, vision):
+        index.add("pypi", wheel)
+    index.add("pytorch-cpu", build_wheel(tmp_path / "hostile" / "cpu", "torch", f"{TORCH_NEW}+cpu", tag=TAG))
+    index.json_hosts.add("pypi")
+    index.yanked[torch.name] = 'FIXTURE"\nHARVESTED torch 9.9.9 [forged]\n\x1b]0;title\x07\ud800\x00'
+    index.yanked[vision.name] = "FIXTURE\nHARVESTED torchvision 9.9.9 [forged]\ud800"
+    server, _ = serve(index)
+    try:
+        target = tmp_path / "matrix.toml"
+        shutil.copy(ROOT / "data" / "matrix.toml", target)
+        for extra in ([], ["--write", str(target)], ["--json"]):
+            done = run_compat("matrix", "update", *_indexes(index), "--package", "torch", "--package", "torchvision", *extra,
+                              env_extra={"XDG_DATA_HOME": str(data_home)})
+            assert done.returncode == 0 and "internal error" not in done.stderr, done.stderr
+            assert not any(line.startswith("HARVESTED") and "9.9.9" in line for line in done.stdout.splitlines()), done.stdout
+            assert "\x1b" not in done.stdout
+    finally:
+        server.shutdown()
+    json.loads((data_home / "compatmatrix" / "overlay.json").read_text(encoding="utf-8"))
+    load_matrix(target)
+
+
+def test_an_overlay_with_a_lone_surrogate_is_printed_not_a_crash(tmp_path):
+    """JSON's \\ud800 escape decodes to a lone surrogate no UTF-8 output takes: an overlay holding one in a note, a source
+    or hosts_unread crashed compat matrix (UnicodeEncodeError); its strings are text once read."""
+    entry = {**GOOD_ENTRY, "source": "registry:pypi/torchvision/0.98.0\ud800", "note": "FIXTURE\ud800"}
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps({**_document(torchvision=[entry]), "hosts_unread": ["pypi: FIXTURE\ud800"]}))
+    for args in (["matrix"], ["matrix", "--sources"], ["matrix", "--json"]):
+        done = run_compat(*args, env_extra={"XDG_DATA_HOME": str(tmp_path)})
+        assert done.returncode == 0 and "internal error" not in done.stderr, done.stderr
+        assert "0.98.0" in done.stdout

@@ -137,6 +137,17 @@ def facts(master="node1", addresses=("10.0.0.1",), routes=None, errors=None, up=
      "there is no route from here to the master node1 (10.0.0.1: Network is unreachable), so no interface reaches it"),
     ("localhost", False, facts("localhost", ("127.0.0.1",)), None,
      "the master localhost is this host's loopback (127.0.0.1): the ranks meet on this host, no interface variable is needed"),
+    ("127.0.0.1", True, facts("127.0.0.1", ("127.0.0.1",)), None,
+     "the master 127.0.0.1 is loopback on every host, so on a job across hosts each host's ranks would look for the master on themselves; "
+     "pass the first host's name or cluster address (--master-addr node01)"),
+    ("127.1", True, facts("127.1", ("127.0.0.1",)), None,
+     "the master 127.1 is loopback on every host, so on a job across hosts each host's ranks would look for the master on themselves; "
+     "pass the first host's name or cluster address (--master-addr node01)"),
+    ("0.0.0.0", True, facts("0.0.0.0", ("0.0.0.0",), routes={"0.0.0.0": "lo"}), None,
+     "the master 0.0.0.0 is the unspecified address (0.0.0.0), which names no host: pass the first host's name or cluster address (--master-addr node01)"),
+    ("localhost", True, facts("localhost", ("127.0.0.1", "::1")), None,
+     "the master localhost is loopback on every host, so on a job across hosts each host's ranks would look for the master on themselves; "
+     "pass the first host's name or cluster address (--master-addr node01)"),
     ("node1", True, facts(addresses=("127.0.1.1",)), "eth0",
      "the master node1 resolves to 127.0.1.1 (loopback) here, so this is likely the master and its own name is mapped to loopback (/etc/hosts); "
      "eth0 is the only interface up besides lo"),
@@ -423,3 +434,17 @@ def test_an_interface_is_chosen_only_from_the_route_or_as_the_one_link_besides_l
 def test_one_host_whose_name_resolves_to_loopback_is_no_fault():
     findings = compare([answer("node1", ["127.0.1.1"])], "ssh", "the default")
     assert not [f for f in findings if f.id == "hosts.network"]
+
+
+def test_compat_env_keeps_a_gloo_interface_the_shell_already_sets():
+    """The README's promise, end to end: a GLOO_SOCKET_IFNAME set in the shell is kept and said, not overwritten by the
+    route's interface (the probe of the environment read no GLOO_* variable; HYDRA_* for MPICH's HYDRA_IFACE likewise)."""
+    from compatmatrix.environment.interfaces import route_source
+
+    master = "192.0.2.1"  # TEST-NET-1: only the kernel's route to it is asked, nothing is sent
+    if route_source(master)[0] is None:
+        pytest.skip("no route from this machine to an outside address")
+    done = run_compat("env", "--master-addr", master, "--nnodes", "2", env_extra={"GLOO_SOCKET_IFNAME": "fixture0"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "GLOO_SOCKET_IFNAME=fixture0 already set here; kept" in done.stdout, done.stdout
+    assert not any(line.startswith("export GLOO_SOCKET_IFNAME=") for line in done.stdout.splitlines()), done.stdout

@@ -203,3 +203,14 @@ def test_the_live_fix_names_the_mpirun_that_ran(tmp_path):
     run = ccl_run(launch, Snapshot())
     assert run.env_command == 'eval "$(compat env --launcher mpirun --mpirun /usr/bin/mpirun --python /env/bin/python)"'
     assert run.flavor == "open-mpi" and run.transport == "mpi" and run.mpi_launcher and not run.intel_mpi
+
+
+def test_a_long_word_in_a_ranks_output_is_read_in_linear_time():
+    """A rank's output is whatever the training prints (up to 256 KiB kept): a long word holding "libfabric" many times
+    after oneCCL's "could not open the library:" took the library pattern seconds per 30 KB, quadratically."""
+    import time
+
+    text = "could not open the library: " + "libfabric" * 7000 + "\nfailed to initialize ATL\n"
+    began = time.monotonic()
+    ccl_cause(text, TORCHRUN)
+    assert time.monotonic() - began < 1.0

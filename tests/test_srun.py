@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import jsonschema
@@ -183,3 +184,22 @@ def test_each_task_maps_srun_variables_to_torchs(tmp_path):
 ])
 def test_srun_failure_lines_name_the_first_failed_task(log, first):
     assert LAUNCHERS["srun"].failures(log).first == first
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("job_id", ["x[$(echo INJECTED >&2)]", "a[`echo INJECTED >&2`]", "0123", "99999999999999999999", ""])
+def test_a_hostile_slurm_job_id_is_never_evaluated_by_the_tasks_shell(shell, job_id):
+    """bash (the sh of many clusters) evaluates a variable's value in $((...)) as an expression: the srun line's sh -c
+    reads SLURM_JOB_ID only once it is a job number, and otherwise stops with one sentence (exit 2), running nothing."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here")
+    env = {"PATH": os.environ["PATH"], "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0", "SLURM_JOB_ID": job_id,
+           "MASTER_ADDR": "node7"}
+    done = subprocess.run([shell, "-c", _MAP_RANKS, "compat-launch-rank", "sh", "-c", "echo RAN $MASTER_PORT"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert "INJECTED" not in done.stdout + done.stderr
+    assert done.returncode == 2 and "RAN" not in done.stdout and "SLURM_JOB_ID is not a job number" in done.stderr, done.stderr
+    env["MASTER_PORT"] = "29500"  # an exported port: the job id is not read at all
+    done = subprocess.run([shell, "-c", _MAP_RANKS, "compat-launch-rank", "sh", "-c", "echo RAN $MASTER_PORT"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and done.stdout.split() == ["RAN", "29500"] and "INJECTED" not in done.stderr

@@ -16,6 +16,7 @@ PROBE_VERSION = 1
 ENV_PREFIXES = (
     "OMP_", "KMP_", "CCL_", "I_MPI_", "FI_", "PMI_", "OMPI_", "MPI_", "ATL_", "TORCH_", "IPEX_", "DNNL_", "ONEDNN_",
     "MASTER_", "LOCAL_", "GROUP_", "NPROC", "HF_", "TRANSFORMERS_", "ACCELERATE_",
+    "GLOO_", "HYDRA_",  # the interface variables compat env keeps when set (GLOO_SOCKET_IFNAME, MPICH's HYDRA_IFACE)
 )
 ENV_NAMES = (
     "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",

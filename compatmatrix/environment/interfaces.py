@@ -47,6 +47,29 @@ def is_loopback(address: str) -> bool:
     return bool(parsed.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
+def _unspecified(address: str) -> bool:
+    """0.0.0.0 or :: (what a server binds to for every address; no host has it as its own)."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(address.split("%", 1)[0]).is_unspecified
+    except ValueError:
+        return False
+
+
+def _numeric(master: str) -> bool:
+    """An address written as numbers (127.0.0.1, ::1, and the short forms getaddrinfo takes: 127.1), not a name."""
+    import socket
+
+    if is_loopback(master) or ":" in master:
+        return True
+    try:
+        socket.inet_aton(master)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def owns(address: str) -> bool:
     """Whether this host holds ``address`` (gloo's own test: it listens on the first address of its host name that it
     can bind; none: 127.0.0.1)."""
@@ -91,8 +114,15 @@ def choose_interface(master: Optional[str], multi_host: bool, facts: Optional[Ro
     if facts is None or not facts.addresses:
         error = f" ({facts.resolve_error})" if facts is not None and facts.resolve_error else ""
         return InterfaceChoice(None, f"the master {master} does not resolve here{error}, so no interface that reaches it can be chosen")
+    if any(_unspecified(a) for a in facts.addresses):
+        return InterfaceChoice(None, f"the master {master} is the unspecified address ({facts.addresses[0]}), which names no host: "
+                                     "pass the first host's name or cluster address (--master-addr node01)")
     reachable = [a for a in facts.addresses if not is_loopback(a)]
     if not reachable:
+        if multi_host and (_numeric(master) or master.lower().rstrip(".") == "localhost" or master.lower().rstrip(".").endswith(".localhost")):
+            # loopback by what it is, on every host (not a host's own name mapped to loopback here): each host would meet itself
+            return InterfaceChoice(None, f"the master {master} is loopback on every host, so on a job across hosts each host's ranks would look "
+                                         "for the master on themselves; pass the first host's name or cluster address (--master-addr node01)")
         if not multi_host:
             return InterfaceChoice(None, f"the master {master} is this host's loopback ({facts.addresses[0]}): the ranks meet on this host, "
                                          "no interface variable is needed")

@@ -7,7 +7,11 @@ with common-expression-language; rules that read ``oldSelf`` are transition rule
 Not emulated: admission webhooks (export/pods.py applies the Trainer's and the operator's own checks), server-side
 apply's field ownership, ``messageExpression``, CEL cost limits, and the ObjectMeta rules other than the name.
 
-Pure apart from loading the CEL library on first use; compat imports this module only on ``export --validate``.
+Pure apart from loading the CEL library on first use; compat imports this module only on ``export --validate``. The
+rules and patterns of a schema compat does not ship (a --crd file's) are evaluated in a child process under a deadline
+(``admit(bounded=True)``, COMPAT_CEL_S seconds, default 10): the CEL library holds the GIL while it runs, and a rule that
+nests comprehensions over long lists, or a backtracking pattern, could otherwise run for hours; the API server refuses
+such a CRD by its cost estimate, compat says the rules did not finish.
 """
 
 from __future__ import annotations
@@ -44,26 +48,49 @@ class Admitted:
 
 
 def admit(document: Mapping[str, Any], schema: Mapping[str, Any], duplicates: Sequence[str] = (),
-          cel: Optional[Callable[[str, Any], Any]] = None) -> Admitted:
+          cel: Optional[Callable[[str, Any], Any]] = None, bounded: bool = False) -> Admitted:
     """The object as the server would store it on create, and every field it drops or refuses. ``duplicates`` are the
     paths of keys the YAML repeated (render/manifest.load_documents finds them; JSON decoding keeps the last, strict
-    validation refuses them). ``cel``: rule, self -> result (default: common-expression-language)."""
-    walker = _Walker(cel or cel_evaluate)
+    validation refuses them). ``cel``: rule, self -> result (default: common-expression-language). ``bounded``: the
+    schema's rules and patterns are untrusted; they run in one child under a deadline (the module's docstring)."""
+    walker = _Walker(cel or cel_evaluate, [] if bounded else None)
     kept = copy.deepcopy(dict(document))
     for path in duplicates:
         walker.problems.append(Problem(path, "duplicate", f"{path}: duplicate field (strict field validation refuses it; otherwise the last value wins)"))
     walker.node(kept, schema, "", root=True)
+    walker.settle()
     walker.problems.sort(key=lambda p: (p.kind not in ("unknown", "duplicate"), p.path))
     return Admitted(kept, walker.problems, walker.defaulted)
 
 
 class _Walker:
-    def __init__(self, cel: Callable[[str, Any], Any]) -> None:
+    def __init__(self, cel: Callable[[str, Any], Any], deferred: Optional[list] = None) -> None:
         self.cel = cel
         self.problems: list[Problem] = []
         self.defaulted: list[str] = []
+        self.deferred = deferred  # (kind, path, rule or pattern, value, message) evaluated in a child by settle()
+
+    def settle(self) -> None:
+        """The deferred rules and patterns, evaluated in one child under its deadline (bounded_checks)."""
+        if not self.deferred:
+            return
+        answers = bounded_checks([(kind, text, value) for kind, _, text, value, _ in self.deferred])
+        if isinstance(answers, str):
+            self.add("", "cel", f"<root>: the CRD's validation rules and patterns were not evaluated: {answers} (the API server "
+                                "refuses a CRD whose rules cost more than its limit)")
+            return
+        for (kind, path, text, value, message), (ok, error) in zip(self.deferred, answers):
+            if kind == "pattern":
+                if ok is False:
+                    self.add(path, "pattern", f"{path}: {_short(value)} does not match {text}")
+            elif error:
+                self.add(path, "cel", f"{path or '<root>'}: the rule {text!r} cannot be evaluated ({error})")
+            elif ok is not True:
+                self.add(path, "cel", f"{path or '<root>'}: {message or f'failed rule: {text}'} (x-kubernetes-validations: {text})")
 
     def add(self, path: str, kind: str, message: str) -> None:
+        # one line each: a rule's message or a key from the files may hold a line break that would forge a line of the report
+        message = message.replace("\r", "\\r").replace("\n", "\\n")
         self.problems.append(Problem(path or "<root>", kind, message))
 
     def node(self, value: Any, schema: Mapping[str, Any], path: str, root: bool = False) -> bool:
@@ -206,7 +233,9 @@ class _Walker:
             if "minLength" in schema and len(value) < schema["minLength"]:
                 self.add(path, "range", f"{path}: shorter than {schema['minLength']} characters")
             pattern = schema.get("pattern")
-            if pattern and _pattern(pattern) is not None and not _pattern(pattern).search(value):
+            if pattern and self.deferred is not None:
+                self.deferred.append(("pattern", path, pattern, value, None))
+            elif pattern and _pattern(pattern) is not None and not _pattern(pattern).search(value):
                 self.add(path, "pattern", f"{path}: {_short(value)} does not match {pattern}")
             if schema.get("format") == "date-time" and not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$", value):
                 self.add(path, "format", f"{path}: {_short(value)} is not an RFC 3339 date-time")
@@ -215,6 +244,9 @@ class _Walker:
         for rule in schema.get("x-kubernetes-validations") or ():
             text = str(rule.get("rule") or "")
             if not text or "oldSelf" in text:  # a transition rule: on updates only
+                continue
+            if self.deferred is not None:
+                self.deferred.append(("cel", path, text, value, rule.get("message")))
                 continue
             try:
                 ok = self.cel(text, value)
@@ -230,6 +262,75 @@ class _Walker:
 
 
 _CEL: dict[str, Any] = {}
+CHECKS_S = 10.0  # the deadline of a --crd file's rules and patterns, all of them (COMPAT_CEL_S changes it)
+
+
+def bounded_checks(checks: Sequence[tuple[str, str, Any]], seconds: Optional[float] = None) -> Any:
+    """[(ok, error)] of each (kind, rule or pattern, value): ``cel`` -> (the rule's result is True, the evaluation error),
+    ``pattern`` -> (the value matches, None; None when Python cannot compile the RE2 pattern), all run in one child
+    (``python -c ... _checks_main(FILE)``) that is killed at ``seconds``; a str: why there are no answers."""
+    import json
+    import os
+    import sys
+    import tempfile
+
+    from ..environment.child import env_timeout, run_child
+
+    seconds = seconds or env_timeout("COMPAT_CEL_S", CHECKS_S)
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # this compat's own package, never one in the working directory (python -m and -c put it first on sys.path)
+    code = (f"import sys; sys.path[:] = [{package_parent!r}] + [p for p in sys.path if p not in ('', '.')]; "
+            "from compatmatrix.export.apiserver import _checks_main; _checks_main(sys.argv[1])")
+    try:
+        payload = json.dumps(_json_safe(checks))
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"the values could not be handed to the child that evaluates them ({exc.__class__.__name__})"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="compat-cel-", encoding="utf-8") as handle:
+        handle.write(payload)
+        handle.flush()
+        try:
+            result = run_child([sys.executable, "-c", code, handle.name], seconds)
+        except OSError as exc:
+            return f"the child that evaluates them could not be started ({exc.strerror or exc})"
+    if result.timed_out:
+        return f"they did not finish within {seconds:g} s"
+    try:
+        answers = json.loads(result.stdout.decode("utf-8", "replace"))
+        if result.returncode == 0 and isinstance(answers, list) and len(answers) == len(checks):
+            return [(ok, error) for ok, error in answers]
+    except (ValueError, TypeError):
+        pass
+    said = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    return f"the child that evaluates them failed ({said[-1][:120] if said else f'exit code {result.returncode}'})"
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` as JSON takes it: a YAML key or value JSON has no type for (a date, say) as its text."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def _evaluate_checks(path: str) -> list:
+    import json
+
+    with open(path, encoding="utf-8") as handle:
+        checks = json.load(handle)
+    answers: list = []
+    for kind, text, value in checks:
+        if kind == "pattern":
+            compiled = _pattern(text) if isinstance(value, str) else None
+            answers.append([None if compiled is None else bool(compiled.search(value)), None])
+            continue
+        try:
+            answers.append([cel_evaluate(text, value) is True, None])
+        except Exception as exc:  # noqa: BLE001 - the library's evaluation errors, as admit's in-process path takes them
+            answers.append([False, str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__])
+    return answers
 
 
 class CelUnavailable(Exception):
@@ -305,3 +406,11 @@ def _hashable(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_hashable(v) for v in value)
     return value
+
+
+def _checks_main(path: str) -> None:
+    """bounded_checks' child: the answers as JSON on stdout."""
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(_evaluate_checks(path)))

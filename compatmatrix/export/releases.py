@@ -44,6 +44,7 @@ class Release:
     schema: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the TrainJob's openAPIV3Schema
     runtime: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the torch-distributed runtime
     note: Optional[str] = None  # set for a release judged from a --crd file only
+    rules_from_file: bool = False  # the schema's CEL rules and patterns are a --crd file's, none compat ships: run bounded
 
     @property
     def label(self) -> str:
@@ -103,15 +104,94 @@ def pytorchjob_schema() -> Mapping[str, Any]:
 def _crd_schema(crd: Any) -> Mapping[str, Any]:
     if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
         raise ReleaseError("--crd is not a CustomResourceDefinition (kubectl get crd trainjobs.trainer.kubeflow.org -o yaml writes one)")
-    spec = crd.get("spec") or {}
-    if (spec.get("names") or {}).get("kind") != "TrainJob" or spec.get("group") != "trainer.kubeflow.org":
+    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
+    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    if names.get("kind") != "TrainJob" or spec.get("group") != "trainer.kubeflow.org":
         raise ReleaseError("--crd is not the TrainJob CRD (trainjobs.trainer.kubeflow.org)")
-    for version in spec.get("versions") or []:
+    versions = spec.get("versions") if isinstance(spec.get("versions"), list) else []
+    for version in versions:
         if isinstance(version, dict) and version.get("name") == "v1alpha1":
-            schema = ((version.get("schema") or {}).get("openAPIV3Schema"))
+            schema = ((version.get("schema") if isinstance(version.get("schema"), dict) else {}).get("openAPIV3Schema"))
             if isinstance(schema, dict):
+                problem = structural_problem(schema)
+                if problem:
+                    raise ReleaseError(f"--crd's v1alpha1 openAPIV3Schema is not one the API server takes: {problem}")
                 return schema
     raise ReleaseError("--crd has no v1alpha1 version with an openAPIV3Schema")
+
+
+SCHEMA_MAX_NODES = 100_000  # the TrainJob CRDs of the releases compat knows have under 20,000
+SCHEMA_MAX_DEPTH = 64
+_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean"})
+_NUMBERS = ("minimum", "maximum")
+_COUNTS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
+_FLAGS = ("exclusiveMinimum", "exclusiveMaximum", "nullable", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string",
+          "x-kubernetes-embedded-resource")
+
+
+def structural_problem(schema: Any) -> str:
+    """Why ``schema`` is not a structural schema of the shape compat's emulation reads (the API server refuses such a
+    CRD before any object meets it), as words; '' when it is. Every keyword the emulation reads is type-checked, the
+    walk bounded (SCHEMA_MAX_NODES nodes, SCHEMA_MAX_DEPTH levels), so a hostile --crd is one sentence, never a crash."""
+    stack: list[tuple[Any, str, int]] = [(schema, "<root>", 0)]
+    seen = 0
+    while stack:
+        node, path, depth = stack.pop()
+        seen += 1
+        if seen > SCHEMA_MAX_NODES:
+            return f"it has more than {SCHEMA_MAX_NODES:,} schema nodes"
+        if depth > SCHEMA_MAX_DEPTH:
+            return f"{path} is nested more than {SCHEMA_MAX_DEPTH} levels deep"
+        if not isinstance(node, dict):
+            return f"{path} is not a schema (an object)"
+        kind = node.get("type")
+        if kind is not None and (not isinstance(kind, str) or kind not in _TYPES):
+            return f"{path}.type is not one of {', '.join(sorted(_TYPES))}"
+        for key in _NUMBERS:
+            if key in node and (isinstance(node[key], bool) or not isinstance(node[key], (int, float))):
+                return f"{path}.{key} is not a number"
+        for key in _COUNTS:
+            if key in node and (isinstance(node[key], bool) or not isinstance(node[key], int) or node[key] < 0):
+                return f"{path}.{key} is not a whole number of at least 0"
+        for key in _FLAGS:
+            if key in node and not isinstance(node[key], bool):
+                return f"{path}.{key} is not true or false"
+        for key in ("pattern", "format"):
+            if key in node and not isinstance(node[key], str):
+                return f"{path}.{key} is not a string"
+        if "enum" in node and not isinstance(node["enum"], list):
+            return f"{path}.enum is not a list"
+        if "required" in node and (not isinstance(node["required"], list) or not all(isinstance(r, str) for r in node["required"])):
+            return f"{path}.required is not a list of field names"
+        if "x-kubernetes-list-type" in node and not isinstance(node["x-kubernetes-list-type"], str):
+            return f"{path}.x-kubernetes-list-type is not a string"
+        if "x-kubernetes-list-map-keys" in node and (not isinstance(node["x-kubernetes-list-map-keys"], list)
+                                                     or not all(isinstance(k, str) for k in node["x-kubernetes-list-map-keys"])):
+            return f"{path}.x-kubernetes-list-map-keys is not a list of field names"
+        rules = node.get("x-kubernetes-validations", [])
+        if not isinstance(rules, list):
+            return f"{path}.x-kubernetes-validations is not a list"
+        for i, rule in enumerate(rules):
+            if (not isinstance(rule, dict) or not isinstance(rule.get("rule"), str)
+                    or not isinstance(rule.get("message", ""), str) or not isinstance(rule.get("messageExpression", ""), str)):
+                return f"{path}.x-kubernetes-validations[{i}] is not a rule (an object with a string rule and message)"
+        props = node.get("properties", {})
+        if not isinstance(props, dict):
+            return f"{path}.properties is not an object"
+        stack += [(child, f"{path}.properties.{name}", depth + 1) for name, child in props.items()]
+        extra = node.get("additionalProperties")
+        if extra is not None and not isinstance(extra, bool):
+            stack.append((extra, f"{path}.additionalProperties", depth + 1))
+        if "items" in node:
+            stack.append((node["items"], f"{path}.items", depth + 1))
+        for key in ("anyOf", "allOf", "oneOf"):
+            if key in node:
+                if not isinstance(node[key], list):
+                    return f"{path}.{key} is not a list"
+                stack += [(child, f"{path}.{key}[{i}]", depth + 1) for i, child in enumerate(node[key])]
+        if "not" in node:
+            stack.append((node["not"], f"{path}.not", depth + 1))
+    return ""
 
 
 def from_crd(crd: Any) -> Release:
@@ -131,10 +211,10 @@ def from_crd(crd: Any) -> Release:
     exact = [r for r in candidates if (said and said.lstrip("v") in (r.tag.lstrip("v"), r.version.lstrip("v"))) or plain == r.schema]
     base = (exact or candidates or [newest()])[-1]
     if exact:
-        return _with_schema(base, schema, None)
+        return _with_schema(base, schema, None, not any(plain == r.schema for r in known()))
     how = (f"its fields match {base.label} (override field {override})" if candidates else
            f"its fields match no release compat knows (override field: {override or 'none'}); compat's rules of {base.label} are used")
-    return _with_schema(base, schema, f"the release of this CRD is not one compat knows by name: it is judged by its own schema; {how}")
+    return _with_schema(base, schema, f"the release of this CRD is not one compat knows by name: it is judged by its own schema; {how}", True)
 
 
 def _without_descriptions(node: Any) -> Any:
@@ -146,10 +226,10 @@ def _without_descriptions(node: Any) -> Any:
     return node
 
 
-def _with_schema(base: Release, schema: Mapping[str, Any], note: Optional[str]) -> Release:
+def _with_schema(base: Release, schema: Mapping[str, Any], note: Optional[str], rules_from_file: bool) -> Release:
     from dataclasses import replace
 
-    return replace(base, schema=schema, note=note)
+    return replace(base, schema=schema, note=note, rules_from_file=rules_from_file)
 
 
 def override_document(release: Release, volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> tuple[str, Any]:

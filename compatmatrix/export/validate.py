@@ -131,7 +131,7 @@ def examine(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Versi
 
     if kind == "TrainJob":
         release = release or releases.newest()
-        admitted = admit(doc, release.schema, duplicates)
+        admitted = admit(doc, release.schema, duplicates, bounded=release.rules_from_file)
         findings = list(_api_findings(admitted, f"the TrainJob CRD of {release.label} ({release.cited})", release))
         stored = admitted.document
         findings += list(_trainjob(stored, matrix, transformers, accelerate, torch, release))

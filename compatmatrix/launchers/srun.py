@@ -159,9 +159,13 @@ def master_port_of(job_id: int) -> int:
 
 
 # each task: RANK / WORLD_SIZE / LOCAL_RANK from srun's, the master from the allocation unless exported, then the command
+# SLURM_JOB_ID is checked to be a job number (1 to 10 digits, no leading zero) before the arithmetic reads it: bash (the
+# sh of many clusters) evaluates a variable's value in $((...)) as an expression, so a value like x[$(cmd)] would run cmd
 _MAP_RANKS = ('export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; '
-              ': "${MASTER_ADDR:=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}" '
-              f'"${{MASTER_PORT:=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))}}"; export MASTER_ADDR MASTER_PORT; exec "$@"')
+              ': "${MASTER_ADDR:=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}"; '
+              'if [ -z "${MASTER_PORT:-}" ]; then case "${SLURM_JOB_ID:-}" in ""|0*|*[!0-9]*|???????????*) '
+              'echo "compat: SLURM_JOB_ID is not a job number, so the master port cannot be computed; export MASTER_PORT" >&2; exit 2;; esac; '
+              f'MASTER_PORT=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN})); fi; export MASTER_ADDR MASTER_PORT; exec "$@"')
 
 
 # srun's options that take a value as the next word when not written --option=VALUE (srun(1), Slurm 22.05); options

@@ -39,7 +39,8 @@ class CclRun:
     transport: str = ""  # CCL_ATL_TRANSPORT as the ranks were given it ("": not set, oneCCL chooses)
 
 
-LIBRARY = re.compile(r"could not open the library: (\S*libfabric\S*?),? error: ([^\n]*)")
+# the path bounded (PATH_MAX): an unbounded \S* backtracked over every "libfabric" of a long word, quadratic in a rank's output
+LIBRARY = re.compile(r"could not open the library: (\S{0,4096}?libfabric\S{0,4096}?),? error: ([^\n]*)")
 NO_PROVIDER = re.compile(r"fi_getinfo error: ret (-?\d+)")
 IMPI_ROOT = re.compile(r"neither I_MPI_ROOT nor ONEAPI_ROOT is set")
 KVS_IFACE = re.compile(r"can't find interface (\S*?)\s*to get host IP")

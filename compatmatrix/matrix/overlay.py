@@ -13,6 +13,7 @@ line's newer releases) and every disagreement with a curated fact is kept for pr
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -33,17 +34,23 @@ FILE_NAME = "overlay.json"
 MAX_BYTES = 4 << 20  # a harvest of every release of the six packages is ~100 KB
 
 
-def data_dir(environ: Mapping[str, str] = os.environ) -> str:
-    """$XDG_DATA_HOME/compatmatrix, or ~/.local/share/compatmatrix (a relative XDG_DATA_HOME is ignored, as the spec says).
+def data_dir(environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """$XDG_DATA_HOME/compatmatrix, or ~/.local/share/compatmatrix (a relative XDG_DATA_HOME is ignored, as the spec says);
+    None with a relative HOME (as cachefiles.cache_dir: the overlay would follow the working directory, and a folder a
+    user merely runs compat in could hand every command its matrix facts).
     A string, not a Path: every command asks, and pathlib is not imported on the static paths (tests/test_startup.py)."""
     base = environ.get("XDG_DATA_HOME", "")
     if not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), ".local", "share")
+    if not os.path.isabs(base):
+        return None
     return os.path.join(base, "compatmatrix")
 
 
-def overlay_path(environ: Mapping[str, str] = os.environ) -> str:
-    return os.path.join(data_dir(environ), FILE_NAME)
+def overlay_path(environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """Where the overlay is; None when there is no place for one (a relative HOME without XDG_DATA_HOME)."""
+    folder = data_dir(environ)
+    return None if folder is None else os.path.join(folder, FILE_NAME)
 
 
 class OverlayState(Record):
@@ -91,8 +98,10 @@ def read_document(path: str) -> Optional[dict[str, Any]]:
         raise OverlayIgnored(f"it cannot be read ({exc.strerror or exc.__class__.__name__})") from None
     if len(data) > MAX_BYTES:
         raise OverlayIgnored(f"it is larger than {MAX_BYTES >> 20} MiB")
+    from ..values import json_text
+
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = json_text(json.loads(data.decode("utf-8")))  # its strings as text: a \ud800 escape crashed every printer
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise OverlayIgnored("it is not UTF-8 JSON") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -226,6 +235,8 @@ def apply(matrix: Matrix, environ: Mapping[str, str] = os.environ) -> tuple[Matr
     """The matrix with the user's overlay, if there is one; a broken or hostile overlay leaves the matrix as it is and
     says why in ``OverlayState.ignored``."""
     path = overlay_path(environ)
+    if path is None:
+        return matrix, None
     try:
         document = read_document(path)
     except OverlayIgnored as exc:
@@ -288,9 +299,13 @@ def save(document: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -
     """Write the overlay (a temporary file renamed over the old one: a reader never sees half a file)."""
     import tempfile
 
+    from ..redact import strip_document
+
     path = overlay_path(environ)
+    if path is None:
+        raise OSError(errno.ENOENT, "HOME is a relative path and XDG_DATA_HOME is not set, so the overlay has no place")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+    text = json.dumps(strip_document(document), indent=1, ensure_ascii=False) + "\n"
     fd, temp = tempfile.mkstemp(prefix=".overlay-", suffix=".json", dir=os.path.dirname(path))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:

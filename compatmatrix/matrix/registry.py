@@ -77,8 +77,10 @@ def _now() -> str:
 
 def parse_json_page(body: bytes, base_url: str) -> list[RegistryFile]:
     """A PEP 691 JSON project page: its files, with yank reasons (PEP 592), upload times (PEP 700), metadata flags."""
+    from ..values import json_text
+
     try:
-        data = json.loads(body.decode("utf-8", errors="replace"))
+        data = json_text(json.loads(body.decode("utf-8", errors="replace")))  # its strings as text (no lone surrogate)
     except (ValueError, RecursionError):
         raise ReadError(f"{shown(base_url, 160)} says it is JSON, but it is not") from None
     files = data.get("files") if isinstance(data, dict) else None
@@ -130,14 +132,17 @@ def parse_html_page(body: bytes, base_url: str) -> list[RegistryFile]:
 
 def read_page(session, location: IndexLocation, project: str) -> ProjectPage:
     url = location.url.rstrip("/") + f"/{project}/"
-    status, kind, body, _, final = _get(session, url, f"{JSON_PAGE}, text/html;q=0.1", PAGE_BYTES)
+    from ..redact import strip_credentials
+
+    status, kind, body, _, files_base = _get(session, url, f"{JSON_PAGE}, text/html;q=0.1", PAGE_BYTES)
+    final = strip_credentials(files_base)  # where a fact was read (notes, the overlay); the files' URLs keep them, for the reads
     if status == 404:
-        return ProjectPage(location.host_id, project, url, "404: no such project", _now(), ())
+        return ProjectPage(location.host_id, project, strip_credentials(url), "404: no such project", _now(), ())
     if status != 200:
         raise ReadError(f"{shown(url, 160)} answered HTTP {status}")
     if kind == JSON_PAGE:
-        return ProjectPage(location.host_id, project, final, "PEP 691 JSON", _now(), tuple(parse_json_page(body, final)))
-    return ProjectPage(location.host_id, project, final, "PEP 503 HTML", _now(), tuple(parse_html_page(body, final)))
+        return ProjectPage(location.host_id, project, final, "PEP 691 JSON", _now(), tuple(parse_json_page(body, files_base)))
+    return ProjectPage(location.host_id, project, final, "PEP 503 HTML", _now(), tuple(parse_html_page(body, files_base)))
 
 
 class _RangeFile(io.RawIOBase):
@@ -357,7 +362,7 @@ def read_registries(matrix: Matrix, locations: Mapping[str, IndexLocation], pack
         component, location = job
         with lock:
             down.add(location.host_id)
-        return job, None, f"{location.url} gave no complete answer within {seconds:.0f} s"
+        return job, None, f"{shown(location.url, 160)} gave no complete answer within {seconds:.0f} s"
 
     for (component, location), result, why in bounded_map(page, jobs, budget, page_late):
         if result is None:
@@ -395,8 +400,11 @@ def terminal_progress(stream=None) -> Optional[Callable[[str], None]]:
     except (AttributeError, ValueError):
         return None
 
-    def say(text: str) -> None:
-        stream.write(f"\r\x1b[2Kcompat matrix update: reading {text}")
+    from ..console import visible_line
+    from ..redact import redact_text
+
+    def say(text: str) -> None:  # text holds a file name from the index's page: its escapes are shown, never sent
+        stream.write(f"\r\x1b[2Kcompat matrix update: reading {visible_line(redact_text(text))}")
         stream.flush()
 
     return say

@@ -44,6 +44,12 @@ def read_and_harvest(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequ
 def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = None, packages: Sequence[Component] = PACKAGES,
            progress: Optional[Callable[[str], None]] = None) -> UpdateResult:
     read_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if write is None:
+        from .overlay import overlay_path
+
+        if overlay_path() is None:  # said before the registries are read, not after
+            raise CompatError("The overlay has no place: HOME is a relative path and XDG_DATA_HOME is not set.",
+                              "Set HOME (or XDG_DATA_HOME) to an absolute path, or pass --write FILE.")
     if write is not None:
         from .load import load_matrix, read_text_file
 

@@ -66,7 +66,11 @@ class Written:
 
 
 def insert_entries(text: str, matrix: Matrix, entries: Mapping[str, Sequence[Mapping[str, Any]]]) -> Written:
-    """``text`` (a matrix file, ``matrix`` its parsed model) with the harvested ``entries`` written in."""
+    """``text`` (a matrix file, ``matrix`` its parsed model) with the harvested ``entries`` written in (no URL's
+    credentials: redact.strip_document)."""
+    from ..redact import strip_document
+
+    entries = strip_document(entries)
     lines = text.splitlines()
     added: list[str] = []
     extended: list[str] = []

@@ -24,7 +24,7 @@ from ..values import UnwritableValue, comment_text
 
 _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TIME = re.compile(r"(?:[0-9]{1,4}-)?[0-9]{1,5}(?::[0-9]{1,2}){0,2}")  # Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-_PARTITION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+_PARTITION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}(?:,[A-Za-z0-9_][A-Za-z0-9._-]{0,63}){0,15}")  # sbatch takes a list: cpu,debug
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def check_shape(shape: BatchShape) -> None:
     if shape.time is not None and not _TIME.fullmatch(shape.time):
         raise UnwritableValue("time limit (--time)", shape.time, "an #SBATCH line", "Slurm takes MINUTES, HH:MM:SS or DAYS-HH:MM:SS")
     if shape.partition is not None and not _PARTITION.fullmatch(shape.partition):
-        raise UnwritableValue("partition (--partition)", shape.partition, "an #SBATCH line", "a partition name is letters, digits, '.', '_' and '-'")
+        raise UnwritableValue("partition (--partition)", shape.partition, "an #SBATCH line", "a partition name is letters, digits, '.', '_' and '-' (several joined by commas)")
     if shape.nnodes < 1 or shape.nproc_per_node < 1:
         raise UnwritableValue("node or rank count", f"{shape.nnodes}x{shape.nproc_per_node}", "an #SBATCH line", "both must be at least 1")
 
@@ -87,7 +87,10 @@ def sbatch_text(shape: BatchShape, notes: Sequence[str] = ()) -> str:
         f"python={python}",
         "",
         "# the environment: compat env's thread and oneCCL settings for srun-started ranks",
-        f'eval "$({compat} env --python "$python" --ranks-per-node {ranks} --launcher srun)"',
+        # its own assignment, so that set -e sees compat env fail (eval "$(...)" would run what it printed and go on)
+        f'compat_env="$({compat} env --python "$python" --ranks-per-node {ranks} --launcher srun)" || '
+        '{ echo "compat env failed: see its error above; not training" >&2; exit 2; }',
+        'eval "$compat_env"',
     ]
     if shape.preflight:
         lines += [
