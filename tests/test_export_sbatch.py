@@ -22,16 +22,25 @@ from .hostile_strings import hostile
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 
-# FIXTURE compat: prints its arguments as JSON for `launch`, nothing for `env` (what the script evals)
-ECHO_COMPAT = (sys.executable, "-c", "import json, sys; sys.argv[1] == 'launch' and print(json.dumps(sys.argv[1:]))")
+# FIXTURE compat: prints its arguments as JSON for `launch` (stdout), and for `env` on stderr, printing nothing the
+# script evals
+ECHO_COMPAT = (sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]), file=sys.stdout if sys.argv[1] == 'launch' else sys.stderr)")
 
 
 def run_script(text, tmp_path):
+    """The script under bash as a batch job sees it: SLURM_JOB_NODELIST / SLURM_JOB_NUM_NODES set and a FIXTURE
+    scontrol that expands the node list as Slurm's does (node1, node2)."""
     script = tmp_path / "job.sh"
     script.write_text(text, encoding="utf-8")
     parsed = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
     assert parsed.returncode == 0, parsed.stderr
-    return subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+    tools = tmp_path / "fixture-bin"
+    tools.mkdir(exist_ok=True)
+    scontrol = tools / "scontrol"
+    scontrol.write_text('#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && printf "node1\\nnode2\\n"\n')
+    scontrol.chmod(0o755)
+    env = {"PATH": f"{tools}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2"}
+    return subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, env=env)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -55,7 +64,19 @@ def test_the_preflight_is_a_step_of_its_own_before_training(tmp_path):
     preflight = next(i for i, line in enumerate(text.splitlines()) if "doctor --live" in line)
     training = next(i for i, line in enumerate(text.splitlines()) if "launch --launcher srun" in line)
     assert preflight < training and "--ntasks-per-node=1" in text.splitlines()[preflight]
-    assert "--nnodes" not in text and "--node-rank" not in text and "--master-addr" not in text  # the allocation gives them
+    steps = [text.splitlines()[preflight], text.splitlines()[training]]
+    assert not any(flag in step for step in steps for flag in ("--nnodes", "--node-rank", "--master-addr"))  # the allocation gives them
+
+
+def test_the_environment_step_exports_the_interface_of_the_route_to_the_allocations_first_host(tmp_path):
+    """compat env in the batch script is told the master (the allocation's first host, as srun's tasks take it) and the
+    node count, so it exports the interface that reaches it (GLOO_SOCKET_IFNAME, CCL_KVS_IFACE, ...): the loopback-name
+    fault is prevented by the export itself."""
+    done = run_script(sbatch_text(BatchShape("job", 2, 2, "/venv/bin/python", ECHO_COMPAT, ("train.py",), preflight=False)), tmp_path)
+    assert done.returncode == 0, done.stderr
+    env_call = json.loads(done.stderr.splitlines()[0])
+    assert env_call[0] == "env" and env_call[env_call.index("--master-addr") + 1] == "node1"
+    assert env_call[env_call.index("--nnodes") + 1] == "2" and env_call[env_call.index("--launcher") + 1] == "srun"
 
 
 @pytest.mark.parametrize("field, value", [("name", "job\n#SBATCH --uid=0"), ("name", "-x"), ("name", "a b"), ("time", "1h"), ("time", "10\n"),

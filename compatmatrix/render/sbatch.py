@@ -86,9 +86,12 @@ def sbatch_text(shape: BatchShape, notes: Sequence[str] = ()) -> str:
         "set -eu",
         f"python={python}",
         "",
-        "# the environment: compat env's thread and oneCCL settings for srun-started ranks",
+        "# the environment: compat env's thread and oneCCL settings for srun-started ranks, and the interface of this",
+        "# (the batch) host's route to the master, the allocation's first host (as srun's tasks take it), for gloo and oneCCL",
+        'master="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         # its own assignment, so that set -e sees compat env fail (eval "$(...)" would run what it printed and go on)
-        f'compat_env="$({compat} env --python "$python" --ranks-per-node {ranks} --launcher srun)" || '
+        f'compat_env="$({compat} env --python "$python" --ranks-per-node {ranks} --launcher srun '
+        '--master-addr "$master" --nnodes "$SLURM_JOB_NUM_NODES")" || '
         '{ echo "compat env failed: see its error above; not training" >&2; exit 2; }',
         'eval "$compat_env"',
     ]
