@@ -121,3 +121,12 @@ def test_a_list_of_partitions_is_written_as_sbatch_takes_it():
     """sbatch --partition takes a comma-separated list (the first with free nodes runs the job): it was refused."""
     text = sbatch_text(BatchShape("job", 1, 1, "/p", ("compat",), ("train.py",), partition="cpu,debug"))
     assert "#SBATCH --partition=cpu,debug" in text.splitlines()
+
+
+@pytest.mark.parametrize("command", [["accelerate", "launch", "train.py"], ["deepspeed", "train.py"], ["python3", "-m", "accelerate.commands.launch", "t.py"],
+                                     ["/opt/venv/bin/deepspeed", "--num_gpus", "0", "t.py"], ["torchrun", "t.py"]])
+def test_a_training_command_that_starts_ranks_of_its_own_is_refused(command):
+    """Each srun task is one rank: a command that starts its own ranks (accelerate launch, deepspeed, torchrun) would start
+    several per task."""
+    done = run_compat("export", "sbatch", "--python", sys.executable, "--nnodes", "2", "--", *command)
+    assert done.returncode == 2 and "The job starts every rank under srun itself" in done.stderr and "Traceback" not in done.stderr

@@ -146,6 +146,18 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
 # --- sbatch ------------------------------------------------------------------------------------------------------------
 
 
+# programs that start ranks of their own (one srun task each would start several): accelerate launch, deepspeed
+_RANK_STARTERS = {("accelerate", "launch"): "accelerate launch", ("deepspeed",): "deepspeed",
+                  ("-m", "accelerate.commands.launch"): "accelerate launch", ("-m", "deepspeed.launcher.runner"): "deepspeed"}
+
+
+def _rank_starter(command: Sequence[str]) -> Optional[str]:
+    words = [os.path.basename(command[0]), *command[1:]]
+    if _PYTHON.match(command[0]):
+        words = words[1:]
+    return next((name for start, name in _RANK_STARTERS.items() if tuple(words[:len(start)]) == start), None)
+
+
 def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[str], compat: Sequence[str]) -> str:
     """The Slurm batch script for the resolved set (render/sbatch.py): the training command checked against the set's
     transformers/accelerate as for pytorchjob; ``python``: the environment's interpreter on the cluster (--python)."""
@@ -162,6 +174,7 @@ def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[st
 
     launcher = recognise(program=os.path.basename(command[0])) or (
         recognise(module=command[2]) if _PYTHON.match(command[0]) and command[1:2] == ["-m"] and len(command) > 2 else None)
+    launcher = launcher or _rank_starter(command)
     if launcher:
         raise UsageError(f"The job starts every rank under srun itself: the training command is what each rank runs, not {launcher}.",
                          "Give the script after -- (compat export sbatch --nproc-per-node M -- train.py ...).")
