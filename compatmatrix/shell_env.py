@@ -182,7 +182,7 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None, 
     comments.append("no per-rank binding here (the same values for every rank): compat launch binds each rank to its own cores")
     exports.update(oneccl.launcher_exports)
     comments += oneccl.launcher_comments
-    master = master_addr or ctx.snapshot.env.get("MASTER_ADDR") or None
+    master = master_addr or _master_from_env(ctx.snapshot.env, comments)
     if master_addr:
         exports["MASTER_ADDR"] = master_addr
         comments.append(f"MASTER_ADDR={master_addr}: --master-addr")
@@ -191,6 +191,22 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None, 
         exports.update(extra)
         comments += reasons
     return EnvPlan(exports, tuple(comments), additions)
+
+
+def _master_from_env(env: Mapping[str, str], comments: list[str]) -> Optional[str]:
+    """$MASTER_ADDR as --master-addr is taken: a host name or an address (no user@, no port), else None and a comment
+    saying it is not used (its value shown escaped)."""
+    value = env.get("MASTER_ADDR") or None
+    if value is None:
+        return None
+    from .hosts import parse_host
+
+    entry, _problem = parse_host(value)
+    if entry is None or "@" in value or entry[1] is not None:
+        comments.append(f"MASTER_ADDR={value[:80]!r} in the environment is not a host name or an address: not used to choose an interface "
+                        "(pass --master-addr HOST)")
+        return None
+    return value
 
 
 def network_exports(master: Optional[str], nnodes: int, launcher: Optional[str], ccl: bool, env: Mapping[str, str], python: str = "",

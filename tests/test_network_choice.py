@@ -448,3 +448,14 @@ def test_compat_env_keeps_a_gloo_interface_the_shell_already_sets():
     assert done.returncode == 0, done.stderr
     assert "GLOO_SOCKET_IFNAME=fixture0 already set here; kept" in done.stdout, done.stdout
     assert not any(line.startswith("export GLOO_SOCKET_IFNAME=") for line in done.stdout.splitlines()), done.stdout
+
+
+@pytest.mark.parametrize("value", ["x y$(id)", "user@node1", "node1:29500", "node1\nexport EVIL=1"])
+def test_a_master_addr_from_the_environment_that_is_no_host_is_not_used(value):
+    """$MASTER_ADDR is taken as --master-addr is: a host name or an address, else not used (said, escaped), never looked up."""
+    from .conftest import run_compat
+
+    done = run_compat("env", "--nnodes", "2", env_extra={"MASTER_ADDR": value})
+    assert done.returncode == 0, done.stderr
+    assert "is not a host name or an address: not used" in done.stdout and "GLOO_SOCKET_IFNAME" not in done.stdout
+    assert "\nexport EVIL" not in done.stdout
