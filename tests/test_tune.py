@@ -340,3 +340,76 @@ def test_a_rejected_configuration_never_wins_however_fast():
     assert pick_winner([default, wrong]) is default
     assert pick_winner([wrong]) is None
     assert pick_winner([measured(1, 100.0, 0.01, verdict=REJECT, default=True), measured(2, 50.0, 0.5)]).steps_per_second == 50.0
+
+
+# --- the winner written out: export options the real parser takes; speed-up over your current settings ----------
+
+import pytest  # noqa: E402
+
+from compatmatrix.tune.space import Configuration, current_configuration, current_settings  # noqa: E402
+
+
+def outcome_of(winner, default=None, current=None, threads_per_core=1):
+    from compatmatrix.tune.service import Outcome
+    from compatmatrix.tune.space import Space
+
+    measured_ = tuple(dict.fromkeys(m for m in (default, current, winner) if m is not None))
+    space = Space("machine", tuple(m.config for m in measured_), (), 60.0, 10.0)
+    return Outcome("/py", "torchrun", space, measured_, winner, default, current, 0, 1.0, {"OMP_NUM_THREADS": "3"}, (), threads_per_core)
+
+
+def winner_of(ranks, threads, workers, backend, note="the plan's share"):
+    return Measured(Configuration(ranks, "layout", threads, workers, backend, "fp32", False, note), 10.0, 0.01, ACCEPT, "", "", 1.0)
+
+
+@pytest.mark.parametrize("winner,per_core", [(winner_of(2, 3, 1, "ccl"), 1), (winner_of(4, 6, 0, "gloo"), 2), (winner_of(1, 1, 0, None), 1),
+                                             (winner_of(2, 2, 0, "gloo", "with the hyperthreads"), 2)])
+def test_the_emitted_export_options_parse_with_the_real_cli(winner, per_core):
+    from compatmatrix.cli import parse
+    from compatmatrix.tune.service import export_arguments
+
+    outcome = outcome_of(winner, threads_per_core=per_core)
+    sbatch = parse(["export", "sbatch", *export_arguments(outcome, "sbatch"), "--", "python", "train.py"])
+    assert sbatch.job.nproc_per_node == winner.config.ranks
+    job = parse(["export", "pytorchjob", *export_arguments(outcome, "pytorchjob"), "--image", "img", "--memory", "8Gi", "--", "python", "train.py"])
+    assert job.job.nproc_per_node == winner.config.ranks
+    cores = winner.config.ranks * (winner.config.omp_threads + winner.config.ccl_workers)
+    # the pod's CPUs, as the export's thread plan counts them (CPU units / --threads-per-core), are the winner's busy
+    # threads and worker cores: its plan then gives each rank the winner's OpenMP threads
+    assert int(job.job.cpu) / job.job.threads_per_core == cores
+
+
+def test_the_current_settings_are_read_typed_and_measured_only_where_they_differ():
+    assert current_settings({}) == (None, None, ())
+    omp, workers, notes = current_settings({"OMP_NUM_THREADS": "4", "CCL_WORKER_COUNT": "x2"})
+    assert (omp, workers) == (4, None) and len(notes) == 1 and "CCL_WORKER_COUNT" in notes[0]
+    assert current_settings({"OMP_NUM_THREADS": "0"})[0] is None
+    default = Configuration(2, "one per socket", 3, 1, "ccl", "fp32", False, "the plan's share", True)
+    assert current_configuration(default, None, None) is None
+    assert current_configuration(default, 3, 1) is None  # the same as the default: nothing more to measure
+    mine = current_configuration(default, 1, 2)
+    assert mine is not None and mine.current and not mine.default and (mine.ranks, mine.omp_threads, mine.ccl_workers) == (2, 1, 2)
+    gloo = Configuration(2, "one per socket", 3, 0, "gloo", "fp32", False, "the plan's share", True)
+    assert current_configuration(gloo, None, 4) is None  # CCL_WORKER_COUNT means nothing to gloo
+
+
+def test_the_speedup_over_your_current_settings_is_said_in_text_and_json():
+    from compatmatrix.tune.render import tune_json, tune_text
+
+    default = Measured(Configuration(2, "l", 1, 0, "gloo", "fp32", False, "the plan's share", True), 20.0, 0.01, ACCEPT, "", "", 1.0)
+    current = Measured(Configuration(2, "l", 4, 0, "gloo", "fp32", False, "your current settings", current=True), 5.0, 0.01, ACCEPT, "", "", 1.0)
+    outcome = outcome_of(default, default, current)
+    assert outcome.speedup_over_current == pytest.approx(4.0)
+    text = tune_text(outcome)
+    assert "(your current settings)" in text and "4.00x their steps/s" in text
+    assert "compat export sbatch --nproc-per-node 2 -- YOUR_TRAINING_COMMAND" in text
+    document = tune_json(outcome)
+    assert document["winner"]["speedup_over_current"] == pytest.approx(4.0)
+    assert document["winner"]["export_arguments"]["sbatch"] == ["--nproc-per-node", "2"]
+    assert [c["current"] for c in document["configurations"]] == [False, True]
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    jsonschema.validate(document, json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "tune-v1.json").read_text()))

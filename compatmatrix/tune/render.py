@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Optional
 
-from .service import Measured, Outcome, launch_arguments, training_flags
+from .service import Measured, Outcome, export_arguments, launch_arguments, training_flags
 
 SCHEMA_VERSION = 1
 
@@ -33,7 +33,7 @@ def tune_text(outcome: Outcome) -> str:
              + ("; INTERRUPTED: the table holds what was measured before Ctrl-C" if outcome.interrupted else "")]
     rows = [("configuration", "steps/s", "spread", "correctness")]
     for m in sorted(outcome.measured, key=lambda m: -(m.steps_per_second or 0.0)):
-        name = m.config.name + (" (default plan)" if m.config.default else "") + (" *" if outcome.winner is m else "")
+        name = m.config.name + (" (default plan)" if m.config.default else "") + (" (your current settings)" if m.config.current else "") + (" *" if outcome.winner is m else "")
         rows.append((name, _rate(m.steps_per_second), f"±{m.spread:.0%}" if m.spread is not None else "-", _verdict_words(m)))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
@@ -51,7 +51,14 @@ def tune_text(outcome: Outcome) -> str:
         else:
             why = "; the default plan was not measured and accepted"
         lines.append(f"# winner: {config.name}: {config.describe()}{why}")
+        if outcome.current is not None:
+            over = outcome.speedup_over_current
+            lines.append(f"# your current settings ({outcome.current.config.name}): "
+                         + (f"the winner runs {over:.2f}x their steps/s" if over is not None else "not measured and accepted, no speed-up to say"))
         lines.append("compat launch " + shlex.join(launch_arguments(outcome)) + " -- YOUR_TRAINING_COMMAND")
+        lines.append("compat export sbatch " + shlex.join(export_arguments(outcome, "sbatch")) + " -- YOUR_TRAINING_COMMAND")
+        lines.append("compat export pytorchjob " + shlex.join(export_arguments(outcome, "pytorchjob"))
+                     + " --image IMG --memory MEM -- YOUR_TRAINING_COMMAND")
         for key, value in sorted(outcome.winner_env.items()):
             lines.append(f"export {key}={shlex.quote(value)}")
         flags = training_flags(config)
@@ -71,7 +78,7 @@ def tune_json(outcome: Outcome) -> dict[str, Any]:
         c = m.config
         return {
             "name": c.name, "ranks": c.ranks, "layout": c.layout, "omp_threads": c.omp_threads, "ccl_workers": c.ccl_workers,
-            "backend": c.backend, "dtype": c.dtype, "compile": c.compile, "default": c.default,
+            "backend": c.backend, "dtype": c.dtype, "compile": c.compile, "default": c.default, "current": c.current,
             "steps_per_second": m.steps_per_second, "spread": m.spread, "seconds": round(m.seconds, 3),
             "problem": m.problem or None,
             "verdict": None if m.verdict is None else {
@@ -82,7 +89,9 @@ def tune_json(outcome: Outcome) -> dict[str, Any]:
     winner = None
     if outcome.winner is not None:
         winner = {"name": outcome.winner.config.name, "speedup_over_default": outcome.speedup,
-                  "launch_arguments": launch_arguments(outcome), "environment": dict(outcome.winner_env),
+                  "speedup_over_current": outcome.speedup_over_current,
+                  "launch_arguments": launch_arguments(outcome),
+                  "export_arguments": {form: export_arguments(outcome, form) for form in ("pytorchjob", "sbatch")}, "environment": dict(outcome.winner_env),
                   "training_flags": training_flags(outcome.winner.config)}
     return {
         "schema_version": SCHEMA_VERSION,

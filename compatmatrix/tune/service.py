@@ -69,10 +69,12 @@ class Outcome(Record):
     measured: tuple[Measured, ...]
     winner: Optional[Measured]
     default: Optional[Measured]
+    current: Optional[Measured]  # the user's current settings, measured where they differ from the default plan
     interrupted: int  # 0, or the exit code of the signal that stopped the measuring (130 Ctrl-C, 143 SIGTERM/SIGHUP)
     seconds: float
     winner_env: Mapping[str, str]
     notes: tuple[str, ...]
+    threads_per_core: int = 1  # the machine's hyperthreads per core (for compat export pytorchjob's --cpu)
 
     @property
     def speedup(self) -> Optional[float]:
@@ -80,6 +82,13 @@ class Outcome(Record):
         if self.winner is None or self.default is None or not _accepted(self.default):
             return None
         return (self.winner.steps_per_second or 0.0) / (self.default.steps_per_second or 1.0)
+
+    @property
+    def speedup_over_current(self) -> Optional[float]:
+        """The winner's steps/s over the user's current settings' (when both were measured and accepted)."""
+        if self.winner is None or self.current is None or not _accepted(self.current):
+            return None
+        return (self.winner.steps_per_second or 0.0) / (self.current.steps_per_second or 1.0)
 
 
 def _accepted(measured: Measured) -> bool:
@@ -89,7 +98,7 @@ def _accepted(measured: Measured) -> bool:
 def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], None] = lambda line: None) -> Outcome:
     from ..environment.snapshot import take_snapshot
     from ..placement.topology import machine_from_snapshot
-    from .space import installed_from_snapshot, search_space
+    from .space import current_configuration, current_settings, installed_from_snapshot, search_space
 
     if options.launcher not in LAUNCHERS:
         raise CompatError(f"compat tune runs its ranks with spawn or torchrun, not {options.launcher}.", "Pass --launcher spawn or --launcher torchrun.")
@@ -100,13 +109,19 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
                           "Pass --python PATH of the training environment (or install torch there).")
     machine = machine_from_snapshot(snapshot)
     space = search_space(machine, installed_from_snapshot(snapshot), options.budget, bf16=options.bf16, compile=options.compile)
+    omp, workers, setting_notes = current_settings(environ)
+    mine = current_configuration(space.default, omp, workers)
+    configurations = list(space.configurations)
+    if mine is not None:  # measured right after the default plan, whatever the budget's ordering says
+        at = next((i + 1 for i, c in enumerate(configurations) if c.default), 0)
+        configurations.insert(at, mine)
     base = {k: v for k, v in environ.items() if k not in DROPPED}
     runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")))
     measured: list[Measured] = []
     interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
     references: dict[str, Run | str] = {}  # dtype -> its reference run, or why it has none
     try:
-        for config in space.configurations:
+        for config in configurations:
             if time.monotonic() - started >= options.budget:
                 measured.append(Measured(config, None, None, None, "", f"the budget of {options.budget:g} s was spent before it started", 0.0))
                 continue
@@ -138,12 +153,13 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         shutil.rmtree(runner.folder, ignore_errors=True)
     winner = pick_winner(measured)
     default = next((m for m in measured if m.config.default), None)
-    notes = ["compat's own tiny workload was measured (an MLP of 64 inputs, 128 hidden units, a global batch of 120), not a training "
+    current = next((m for m in measured if m.config.current), None)
+    notes = list(setting_notes) + ["compat's own tiny workload was measured (an MLP of 64 inputs, 128 hidden units, a global batch of 120), not a training "
              "command of yours: its speeds rank the launch settings for a model this small, where start-up and communication weigh most"]
     if options.launcher == "spawn":
         notes.append("measured with spawn (compat starts each rank); compat launch runs the winner with torchrun, which binds the ranks the same way")
-    return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, interrupted, time.monotonic() - started,
-                   runner.rank_env(winner.config) if winner else {}, tuple(notes))
+    return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, current, interrupted, time.monotonic() - started,
+                   runner.rank_env(winner.config) if winner else {}, tuple(notes), machine.topology.threads_per_core)
 
 
 def rate_interval(m: Measured) -> tuple[float, float]:
@@ -294,6 +310,27 @@ def launch_arguments(outcome: Outcome) -> list[str]:
         return []
     config = outcome.winner.config
     return ["--launcher", "torchrun", "--nproc-per-node", str(config.ranks), "--ccl-workers", str(config.ccl_workers)]
+
+
+def export_arguments(outcome: Outcome, form: str) -> list[str]:
+    """The winner as ``compat export FORMAT`` options (FORMAT: pytorchjob or sbatch), only options those commands take:
+    the ranks per node (--nproc-per-node) and, for a pytorchjob, the pod's CPUs (--cpu: the cores the winner keeps
+    busy, its OpenMP threads and oneCCL worker cores; times the machine's threads per core with --threads-per-core where the
+    nodes' CPU units are hyperthreads, so that the export's thread plan counts the same physical cores). The export
+    computes the threads from them; the environment lines say the measured ones."""
+    if outcome.winner is None:
+        return []
+    config = outcome.winner.config
+    words = ["--nproc-per-node", str(config.ranks)]
+    if form == "pytorchjob":
+        per_core = max(1, outcome.threads_per_core)
+        busy = config.ranks * (config.omp_threads + config.ccl_workers)
+        words += ["--cpu", str(busy if config.threads_note == "with the hyperthreads" else busy * per_core)]
+        if per_core > 1 and config.threads_note != "with the hyperthreads":
+            words += ["--threads-per-core", str(per_core)]
+    elif form != "sbatch":
+        raise ValueError(f"no export options for {form!r}")
+    return words
 
 
 def training_flags(config: Configuration) -> list[str]:

@@ -75,6 +75,7 @@ class Configuration(Record):
     compile: bool
     threads_note: str  # "the plan's share", "with the hyperthreads"
     default: bool = False  # the topology plan's default (what compat launch does unasked)
+    current: bool = False  # the user's current settings (OMP_NUM_THREADS / CCL_WORKER_COUNT of the run's environment)
 
     @property
     def name(self) -> str:
@@ -234,6 +235,34 @@ def search_space(machine: Machine, installed: Installed, budget: float, costs: C
         references.add(config.dtype)
         kept.append(config)
     return Space(machine.describe(), tuple(kept), tuple(pruned), budget, spent)
+
+
+def current_settings(environ) -> tuple[Optional[int], Optional[int], tuple[str, ...]]:  # noqa: ANN001 - a Mapping
+    """OMP_NUM_THREADS and CCL_WORKER_COUNT of ``environ`` as whole numbers of 1 or more (None: not set), and a note for
+    each one set to something else (ignored)."""
+    values: list[Optional[int]] = []
+    notes: list[str] = []
+    for key in ("OMP_NUM_THREADS", "CCL_WORKER_COUNT"):
+        text = str(environ.get(key) or "").strip()
+        number = int(text) if text.isdigit() and int(text) >= 1 else None
+        if text and number is None:
+            notes.append(f"{key} is set to {text[:40]!r}, not a whole number of 1 or more: your current settings leave it out")
+        values.append(number)
+    return values[0], values[1], tuple(notes)
+
+
+def current_configuration(default: Optional[Configuration], omp_threads: Optional[int], ccl_workers: Optional[int]) -> Optional[Configuration]:
+    """The default plan's layout with the user's OMP_NUM_THREADS (and, with the ccl backend, CCL_WORKER_COUNT as the
+    worker cores per rank) instead of the plan's: measured, labelled "your current settings", when it differs from the
+    default. None when nothing is set, nothing differs, or there is no default."""
+    if default is None or (omp_threads is None and ccl_workers is None):
+        return None
+    threads = omp_threads if omp_threads is not None else default.omp_threads
+    workers = ccl_workers if (ccl_workers is not None and default.backend == "ccl") else default.ccl_workers
+    if (threads, workers) == (default.omp_threads, default.ccl_workers):
+        return None
+    return Configuration(default.ranks, default.layout, threads, workers, default.backend, default.dtype, default.compile,
+                         "your current settings", current=True)
 
 
 def _distance(config: Configuration, default: Optional[Configuration]) -> int:
