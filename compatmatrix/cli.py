@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure launch configurations (ranks, threads, oneCCL workers, backend, bf16, torch.compile) and keep the fastest that trains the same model",
         description="Derive the launch configurations worth trying from this machine's topology and the environment (what compat launch plans, "
         "pruned so that no configuration oversubscribes the physical cores, and by the budget), run compat's own tiny training workload "
-        "under each (a user's command is not measured yet), measure steps/s after a warm-up, and accept a configuration only if its "
+        "(or the training command after --) under each, measure steps/s after a warm-up, and accept a configuration only if its "
         "losses and final parameters match a single-process reference run of the same global batch within a bound derived from the "
         "dtype (said in the output). Prints the table and the winner as compat launch arguments and environment lines. Ctrl-C keeps "
         "what was measured. Exit 1 when no configuration was accepted.",
@@ -466,6 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cmd.add_argument("--no-compile", action="store_true", help="leave torch.compile out (the training cannot use it)")
     tune_cmd.add_argument("--json", action="store_true", help="print the table as JSON (compatmatrix/schemas/tune-v1.json)")
     _target_options(tune_cmd, python="the training environment's interpreter (default: $COMPAT_PYTHON, else the running one)")
+    tune_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                          help="the training command to measure instead of compat's workload, after -- (an HF Trainer script: compat sets "
+                          "--max_steps, --logging_steps 1 and the batch; see README, Tuning)")
     tune_cmd.set_defaults(build=_tune_args_of)
 
     _export_parser(commands)
@@ -821,7 +824,7 @@ def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
 def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
     from .options import TuneArgs
 
-    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile)
+    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, _command_words(ns.training_command))
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -1272,7 +1275,7 @@ def cmd_launch(args: LaunchArgs) -> int:
 def cmd_tune(args: TuneArgs) -> int:
     from .tune.service import TuneOptions, tune
 
-    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, args.bf16, args.compile), os.environ, say=_say_error if not args.json else (lambda line: None))
+    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, args.bf16, args.compile, args.command), os.environ, say=_say_error if not args.json else (lambda line: None))
     if args.json:
         from .console import dump_json
         from .tune.render import tune_json

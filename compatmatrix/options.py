@@ -196,6 +196,7 @@ class TuneArgs(Record):
     python: Optional[str]
     bf16: bool
     compile: bool
+    command: tuple[str, ...] = ()  # the training command after -- (empty: compat's own workload)
 
 
 class JobArgs(Record):

@@ -41,6 +41,7 @@ class Run(Record):
     losses: tuple[float, ...]
     params: tuple[float, ...]
     digest: str
+    precision: float = 0.0  # half a unit in the last printed place of its losses (0: exact values, compat's workload)
 
 
 class Tolerance(Record):
@@ -48,6 +49,7 @@ class Tolerance(Record):
     terms: int  # n: reduction terms
     steps: int
     unit_roundoff: float
+    absolute: float = 0.0  # added to every loss bound: the precision the losses were printed with (a Trainer's log: 1e-4)
 
     @property
     def gamma(self) -> Optional[float]:
@@ -73,7 +75,8 @@ class Tolerance(Record):
             return f"{head}: n*u >= 1, no bound"
         if 2.0 * self.steps * gamma >= 1.0:
             return f"{head} = {gamma:.3g}: 2*{self.steps}*gamma_n = {2.0 * self.steps * gamma:.3g} >= 1, no useful bound"
-        return (f"{head} = {gamma:.3g}; step k's loss within 2*k*gamma_n of the reference (relative to its largest loss so far), "
+        slack = f" plus {self.absolute:.2g} (the printed losses' rounding)" if self.absolute else ""
+        return (f"{head} = {gamma:.3g}; step k's loss within 2*k*gamma_n of the reference (relative to its largest loss so far){slack}, "
                 f"the final parameters within 2*{self.steps}*gamma_n = {self.param_bound:.3g} (relative to the largest reference parameter)")
 
 
@@ -90,10 +93,10 @@ def reduction_terms(global_batch: int, fan_in: int, ranks: int) -> int:
     return max(1, global_batch) + max(1, fan_in) + max(1, ranks)
 
 
-def tolerance(dtype: str, terms: int, steps: int) -> Tolerance:
+def tolerance(dtype: str, terms: int, steps: int, absolute: float = 0.0) -> Tolerance:
     if dtype not in UNIT_ROUNDOFF:
         raise ValueError(f"no unit roundoff known for {dtype!r}")
-    return Tolerance(dtype, max(1, terms), max(1, steps), UNIT_ROUNDOFF[dtype])
+    return Tolerance(dtype, max(1, terms), max(1, steps), UNIT_ROUNDOFF[dtype], max(0.0, absolute))
 
 
 def _rejected(reason: str, worst_loss: Optional[float] = None, worst_param: Optional[float] = None) -> Verdict:
@@ -120,17 +123,17 @@ def prove(run: Run, reference: Run, tol: Tolerance, exact_only: bool = False) ->
     scale = 0.0
     for k, (value, ref) in enumerate(zip(run.losses, reference.losses), start=1):
         scale = max(scale, abs(ref))
-        if scale == 0.0:
+        if scale == 0.0 and not tol.absolute:
             if value != 0.0:
                 return _rejected(f"step {k}'s loss is {value:.9g}, the reference's 0", math.inf)
             continue
-        relative = abs(value - ref) / scale
+        relative = abs(value - ref) / scale if scale else 0.0
         worst_loss = max(worst_loss, relative)
         bound = tol.step_bound(k)
         assert bound is not None
-        if relative > bound:
+        if abs(value - ref) > bound * scale + tol.absolute:
             return _rejected(f"step {k}'s loss {value:.9g} differs from the reference's {ref:.9g} by {relative:.3g} (relative), "
-                             f"over the {tol.dtype} bound 2*{k}*gamma_n = {bound:.3g}", worst_loss)
+                             f"over the {tol.dtype} bound 2*{k}*gamma_n = {bound:.3g}" + (f" (plus {tol.absolute:g} absolute)" if tol.absolute else ""), worst_loss)
     largest = max((abs(p) for p in reference.params), default=0.0)
     worst_param = 0.0
     bound = tol.param_bound

@@ -98,7 +98,7 @@ def tune_json(outcome: Outcome) -> dict[str, Any]:
         "python": outcome.python,
         "launcher": outcome.launcher,
         "machine": outcome.space.machine_text,
-        "workload": "compat",
+        "workload": outcome.workload,
         "budget_seconds": outcome.space.budget,
         "estimated_seconds": outcome.space.estimated,
         "seconds": round(outcome.seconds, 3),

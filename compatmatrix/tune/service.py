@@ -11,7 +11,11 @@ bound by numactl/taskset); spawn starts each rank itself through the same bindin
 LOCAL_RANK and a free MASTER_PORT. Ctrl-C stops the run in progress (its processes swept) and keeps what was
 measured. No new configuration starts once the budget's seconds have passed.
 
-This slice runs compat's own workload only (tune/workload.py); a user's training command is not measured yet.
+With a training command (``compat tune -- train.py …``) that command is measured instead of compat's workload, by
+the protocol of tune/trainer.py: CMD_STEPS steps, the Trainer's logged losses and train_steps_per_second; the proof
+compares the losses only (a command reports no parameters), with the Trainer's logged precision added to the bound
+and an assumed fan-in (trainer.ASSUMED_FAN_IN) in the count of reduction terms; a run whose losses cannot be read is
+"unproven", never accepted. Its speed is one number per run (no spread).
 
 Side effects: the environment probe, child processes, a private temporary folder.
 """
@@ -36,6 +40,7 @@ from .space import Configuration, Space
 WARMUP = 5
 TIMED = 40
 STEPS = WARMUP + TIMED
+CMD_STEPS = 20  # steps of a user's training command per run
 TIMEOUT_S = 120.0
 MIN_RUN_S = 10.0  # the least a run started is given, even where the budget has less left
 LAUNCHERS = ("spawn", "torchrun")
@@ -50,6 +55,7 @@ class TuneOptions:
     budget: float
     bf16: bool = True  # False: --no-bf16
     compile: bool = True  # False: --no-compile
+    command: tuple[str, ...] = ()  # the training command (empty: compat's own workload)
 
 
 class Measured(Record):
@@ -75,6 +81,7 @@ class Outcome(Record):
     winner_env: Mapping[str, str]
     notes: tuple[str, ...]
     threads_per_core: int = 1  # the machine's hyperthreads per core (for compat export pytorchjob's --cpu)
+    workload: str = "compat"  # "compat" (its own workload) or "command" (the user's training command)
 
     @property
     def speedup(self) -> Optional[float]:
@@ -116,7 +123,17 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         at = next((i + 1 for i, c in enumerate(configurations) if c.default), 0)
         configurations.insert(at, mine)
     base = {k: v for k, v in environ.items() if k not in DROPPED}
-    runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")))
+    command_notes: list[str] = []
+    command: tuple[str, ...] = ()
+    if options.command:
+        from .trainer import script_words
+
+        words, dropped = script_words(options.command)
+        if not words:
+            raise CompatError("compat tune -- COMMAND needs a script after the interpreter.", "Pass e.g. compat tune -- train.py --output_dir out.")
+        command = tuple(words)
+        command_notes += [dropped] if dropped else []
+    runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")), command)
     measured: list[Measured] = []
     interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
     references: dict[str, Run | str] = {}  # dtype -> its reference run, or why it has none
@@ -128,8 +145,10 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
             if config.dtype not in references:
                 say(f"compat tune: the single-process {config.dtype} reference")
                 reference, _, problem, _ = runner.run(_reference_of(config, machine), 1.0, _left(started, options.budget))
+                if reference is not None and not reference.losses:
+                    reference, problem = None, "its losses could not be read from its output (see README, Tuning: the protocol)"
                 if reference is None and not measured:
-                    raise CompatError(f"The single-process {config.dtype} reference run of compat's workload did not finish: {problem}",
+                    raise CompatError(f"The single-process {config.dtype} reference run of {runner.what} did not finish: {problem}",
                                       "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
                 references[config.dtype] = reference if reference is not None else f"its single-process {config.dtype} reference did not finish: {problem}"
             if isinstance(references[config.dtype], str):  # what was measured before stays; this dtype cannot be judged
@@ -137,14 +156,19 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
                 continue
             say(f"compat tune: {config.name} ({config.describe()})")
             run, times, problem, seconds = runner.run(config, 3.0 if config.compile else 1.0, _left(started, options.budget))
-            tol = tolerance(config.dtype, reduction_terms(runner.global_batch, runner.fan_in, config.ranks), STEPS)
+            reference = references[config.dtype]
+            slack = (run.precision if run is not None else 0.0) + (reference.precision if isinstance(reference, Run) else 0.0)
+            tol = tolerance(config.dtype, reduction_terms(runner.global_batch, runner.fan_in, config.ranks), runner.steps, slack)
             if run is None:
                 measured.append(Measured(config, None, None, None, tol.text(), problem, seconds))
                 continue
             rate, spread = _speed(times)
-            reference = references[config.dtype]
+            if command:
+                spread = None  # one number per run: the Trainer's train_steps_per_second
             assert isinstance(reference, Run)
-            measured.append(Measured(config, rate, spread, prove(run, reference, tol), tol.text(), "", seconds))
+            verdict = (prove(run, reference, tol) if run.losses else
+                       Verdict(False, False, "unproven: its losses could not be read from its output, so it cannot be shown to train the same model", None, None))
+            measured.append(Measured(config, rate, spread, verdict, tol.text(), "", seconds))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (processes.Terminated): the run in progress was swept; what was measured stays
         from ..processes import Terminated
 
@@ -154,12 +178,18 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     winner = pick_winner(measured)
     default = next((m for m in measured if m.config.default), None)
     current = next((m for m in measured if m.config.current), None)
-    notes = list(setting_notes) + ["compat's own tiny workload was measured (an MLP of 64 inputs, 128 hidden units, a global batch of 120), not a training "
-             "command of yours: its speeds rank the launch settings for a model this small, where start-up and communication weigh most"]
+    notes = list(setting_notes) + command_notes
+    if command:
+        notes.append(f"your training command was measured: {CMD_STEPS} steps a run, the global batch of {runner.global_batch} split over the ranks; "
+                     "steps/s is the Trainer's train_steps_per_second (one number per run, no spread); the proof compares the logged losses only")
+    else:
+        notes.append("compat's own tiny workload was measured (an MLP of 64 inputs, 128 hidden units, a global batch of 120), not a training "
+                     "command of yours: its speeds rank the launch settings for a model this small, where start-up and communication weigh most")
     if options.launcher == "spawn":
         notes.append("measured with spawn (compat starts each rank); compat launch runs the winner with torchrun, which binds the ranks the same way")
     return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, current, interrupted, time.monotonic() - started,
-                   runner.rank_env(winner.config) if winner else {}, tuple(notes), machine.topology.threads_per_core)
+                   runner.rank_env(winner.config) if winner else {}, tuple(notes), machine.topology.threads_per_core,
+                   "command" if command else "compat")
 
 
 def rate_interval(m: Measured) -> tuple[float, float]:
@@ -206,7 +236,7 @@ def _speed(times: list[float]) -> tuple[Optional[float], Optional[float]]:
 class _Runner:
     """Runs one configuration of the workload under the launcher; reads rank 0's result."""
 
-    def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path) -> None:  # noqa: ANN001
+    def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path, command: tuple[str, ...] = ()) -> None:  # noqa: ANN001
         from ..environment.libraries import preload_candidates, preload_entries
         from ..placement.environment import choose_preload
         from ..placement.service import oneccl_bindings_installed
@@ -217,7 +247,15 @@ class _Runner:
         self.preload = choose_preload(preload_candidates(snapshot.prefix), preload_entries(base.get("LD_PRELOAD", "")))
         self.tools = _tools(base)
         self.count = 0
-        self.global_batch, self.fan_in = _workload_shape()
+        self.command = command
+        if command:
+            from .trainer import ASSUMED_FAN_IN, global_batch
+
+            self.global_batch, self.fan_in = global_batch(command), ASSUMED_FAN_IN
+            self.steps, self.what = CMD_STEPS, "your training command"
+        else:
+            self.global_batch, self.fan_in = _workload_shape()
+            self.steps, self.what = STEPS, "compat's workload"
 
     def rank_env(self, config: Configuration) -> dict[str, str]:
         from ..placement.environment import launch_environment
@@ -247,8 +285,20 @@ class _Runner:
         out.mkdir()
         plan = plan_ranks(self.machine, config.ranks, config.ccl_workers)
         rank_env = self.rank_env(config)
-        words = [str(WORKLOAD), "--out", str(out), "--steps", str(STEPS), "--warmup", str(WARMUP), "--dtype", config.dtype,
-                 "--backend", config.backend or "gloo"] + (["--compile"] if config.compile else [])
+        if self.command:
+            from .trainer import STEPS_VAR, is_trainer_command, trainer_argv
+
+            if is_trainer_command(self.command):
+                built = trainer_argv(self.command, CMD_STEPS, config.ranks, config.backend, config.dtype, config.compile)
+                if built is None:
+                    return None, [], f"the global batch of {self.global_batch} does not divide over {config.ranks} ranks", 0.0
+                words = built
+            else:
+                words = list(self.command)
+            rank_env = {**rank_env, STEPS_VAR: str(CMD_STEPS)}
+        else:
+            words = [str(WORKLOAD), "--out", str(out), "--steps", str(STEPS), "--warmup", str(WARMUP), "--dtype", config.dtype,
+                     "--backend", config.backend or "gloo"] + (["--compile"] if config.compile else [])
         if self.launcher == "torchrun":
             invocation = compose(plan, rank_env, "torchrun", words, self.python, self.tools)
             commands, envs = [invocation.argv], [invocation.environment(self.base)]
@@ -267,6 +317,8 @@ class _Runner:
         if done.timed_out:
             why = "COMPAT_TUNE_TIMEOUT" if own <= left else "the rest of the budget"
             return None, [], f"no result within {timeout:.0f} s ({why})", done.seconds
+        if self.command:
+            return _command_result(out, done)
         errors = sorted(out.glob("error-*.txt"))
         if errors:
             return None, [], _last_line(errors[0].read_text(errors="replace")), done.seconds
@@ -280,6 +332,21 @@ class _Runner:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             return None, [], f"its result could not be read: {exc}", done.seconds
         return run, times, "", done.seconds
+
+
+def _command_result(out: Path, done) -> tuple[Optional[Run], list[float], str, float]:  # noqa: ANN001 - supervise's answer
+    """A training command's run read from rank 0's output (the first launcher's log: torchrun's, or rank 0's with spawn)."""
+    from .trainer import read_log
+
+    log = out / "launcher-0.log"
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    codes = [end.returncode for end in done.ends]
+    if any(code != 0 for code in codes):
+        return None, [], f"the command failed (exit {', '.join(str(c) for c in codes)}): {_last_line(text)}", done.seconds
+    found = read_log(text)
+    if found.steps_per_second is None:
+        return None, [], "its output has no train_steps_per_second (see README, Tuning: the protocol)", done.seconds
+    return Run(found.losses, (), "", found.precision), [1.0 / found.steps_per_second], "", done.seconds
 
 
 def _workload_shape() -> tuple[int, int]:

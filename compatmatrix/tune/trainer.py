@@ -1,0 +1,176 @@
+"""compat tune's protocol for a user's training command (``compat tune -- train.py …``): how the command is run for a
+bounded number of steps and what is read from its output. Pure.
+
+The protocol works with an HF Trainer script unchanged: compat recognises one by a TrainingArguments flag on its
+command line (``--output_dir`` or ``--do_train``) and sets, for every run, overriding the same flags of the command:
+
+* ``--max_steps N`` (the bounded run), ``--logging_steps 1`` and ``--logging_strategy steps`` (a loss line every
+  step: the Trainer prints ``{'loss': 0.6931, 'grad_norm': …, 'learning_rate': …, 'epoch': …}`` on the main process),
+  ``--save_strategy no`` and ``--report_to none`` (nothing written or sent), ``--disable_tqdm true`` (no progress bar
+  in the log);
+* the configuration's own Trainer flags: ``--ddp_backend gloo|ccl``, ``--bf16``, ``--torch_compile``;
+* the same global batch in every configuration: ``--per_device_train_batch_size`` becomes the command's value (the
+  Trainer's default 8 when it has none) divided by the ranks; a configuration whose ranks do not divide it is not
+  run (the reference could not be compared).
+
+What is read from rank 0's output: every logged ``'loss'`` in order (one per step: the losses the proof compares) and
+the final metrics line's ``'train_steps_per_second'`` (numbers or quoted numbers: transformers 4 prints
+``'loss': 2.3026`` (4 decimals), transformers 5 ``'loss': '2.303'`` (4 significant digits); the printing rounds, so
+the proof's bound adds what each run's printing may have rounded away, read from the text itself: log_precision) and (the Trainer's own: steps over ``train_runtime``, which starts
+after the model is loaded and the process group is up, so start-up is left out but the first steps count).
+
+A command that is not a Trainer script must print the same two things itself: a line ``{'loss': X}`` per step and one
+``{'train_steps_per_second': Y}`` at the end (compat then adds no flags, and passes the step count as
+COMPAT_TUNE_STEPS). A run whose losses cannot be read is "unproven", never accepted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from typing import Optional
+
+from ..record import Record
+
+TRAINER_MARKERS = ("--output_dir", "--do_train")
+DEFAULT_BATCH = 8  # TrainingArguments.per_device_train_batch_size's default
+STEPS_VAR = "COMPAT_TUNE_STEPS"
+#: The widest fan-in assumed for a user's model (its dot products' length, which OpenMP threads split): hidden sizes of
+#: models trained on CPUs are below it; it enters the proof's count of reduction terms.
+ASSUMED_FAN_IN = 4096
+
+_NUMBER = r"'?(-?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|nan|inf))'?"
+_LOSS = re.compile(r"['\"]loss['\"]:\s*" + _NUMBER)
+_RATE = re.compile(r"['\"]train_steps_per_second['\"]:\s*" + _NUMBER)
+
+
+class TrainerLog(Record):
+    losses: tuple[float, ...]
+    steps_per_second: Optional[float]
+    precision: float  # what the printing of a loss may have rounded away, at most (log_precision)
+
+
+def is_trainer_command(argv: Sequence[str]) -> bool:
+    return any(word.partition("=")[0] in TRAINER_MARKERS for word in argv)
+
+
+def script_words(argv: Sequence[str]) -> tuple[list[str], Optional[str]]:
+    """The command as compat launch takes it (a script, -m MODULE or -c CODE first): a leading ``python`` word is
+    dropped (the environment's interpreter runs the ranks), with a note saying so."""
+    words = list(argv)
+    if words and re.fullmatch(r"python[0-9.]*", os.path.basename(words[0])):
+        return words[1:], f"the leading {words[0]!r} was dropped: each rank runs the script with the measured environment's interpreter"
+    return words, None
+
+
+def _value(argv: Sequence[str], flag: str) -> Optional[str]:
+    found = None
+    for i, word in enumerate(argv):
+        name, eq, inline = word.partition("=")
+        if name == flag:
+            found = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return found
+
+
+_BOOL_WORDS = ("true", "false", "1", "0", "yes", "no")
+
+
+def _without(argv: Sequence[str], valued: Sequence[str], boolean: Sequence[str]) -> list[str]:
+    """``argv`` without the ``valued`` flags and their value, and without the ``boolean`` flags (and a true/false word
+    after one)."""
+    kept: list[str] = []
+    i = 0
+    while i < len(argv):
+        name, eq, _ = argv[i].partition("=")
+        if name in valued:
+            i += 1 if eq else 2
+        elif name in boolean:
+            i += 2 if (not eq and i + 1 < len(argv) and argv[i + 1].lower() in _BOOL_WORDS) else 1
+        else:
+            kept.append(argv[i])
+            i += 1
+    return kept
+
+
+def global_batch(argv: Sequence[str]) -> int:
+    """The command's per-device batch (one process's, the reference's), DEFAULT_BATCH when not given."""
+    text = _value(argv, "--per_device_train_batch_size")
+    return int(text) if text is not None and text.isdigit() and int(text) > 0 else DEFAULT_BATCH
+
+
+VALUED = ("--max_steps", "--logging_steps", "--logging_strategy", "--save_strategy", "--report_to", "--disable_tqdm",
+          "--ddp_backend", "--per_device_train_batch_size")
+BOOLEAN = ("--bf16", "--torch_compile", "--fp16")
+
+
+def trainer_argv(argv: Sequence[str], steps: int, ranks: int, backend: Optional[str], dtype: str, compile: bool) -> Optional[list[str]]:
+    """The command for one run of ``ranks`` ranks; None when the global batch does not divide over them."""
+    batch = global_batch(argv)
+    if batch % ranks:
+        return None
+    words = _without(argv, VALUED, BOOLEAN)
+    words += ["--max_steps", str(steps), "--logging_steps", "1", "--logging_strategy", "steps", "--save_strategy", "no",
+              "--report_to", "none", "--disable_tqdm", "true", "--per_device_train_batch_size", str(batch // ranks)]
+    if backend:
+        words += ["--ddp_backend", backend]
+    if dtype == "bf16":
+        words.append("--bf16")
+    if compile:
+        words.append("--torch_compile")
+    return words
+
+
+def read_log(text: str) -> TrainerLog:
+    """The losses logged, in order, and the final train_steps_per_second (None: not printed), from a run's output."""
+    losses: list[float] = []
+    texts: list[str] = []
+    rate: Optional[float] = None
+    for line in re.split(r"[\r\n]", text):
+        if "{" not in line:
+            continue
+        body = line[line.index("{"):]
+        loss = _LOSS.search(body)
+        if loss:
+            losses.append(_float(loss.group(1)))
+            texts.append(loss.group(1))
+        found = _RATE.search(body)
+        if found:
+            rate = _float(found.group(1))
+    return TrainerLog(tuple(losses), rate if rate is not None and math.isfinite(rate) and rate > 0 else None, log_precision(texts))
+
+
+def log_precision(texts: Sequence[str]) -> float:
+    """What the printing of these losses may have rounded away, at most: the printer kept either a fixed number of
+    decimals (transformers 4: 4) or of significant digits (transformers 5: 4), and dropped trailing zeros ('1.1'), so
+    each value is taken to the finer of the two places the log shows it uses (its most decimals, its most significant
+    digits): never coarser than the truth, so the slack never widens the bound beyond the printing's own rounding."""
+    numbers = [(text, _float(text)) for text in texts if math.isfinite(_float(text)) and printed_precision(text) > 0]
+    if not numbers:
+        return 0.0
+    places = [-math.log10(2 * printed_precision(text)) for text, _ in numbers]  # decimals, 10^-places = the last digit's unit
+    decimals = max(places)
+    significant = max(p + math.floor(math.log10(abs(v))) + 1 for (_, v), p in zip(numbers, places) if v != 0) if any(v for _, v in numbers) else decimals
+    worst = 0.0
+    for _, value in numbers:
+        by_decimals = 0.5 * 10.0 ** (-decimals)
+        by_digits = 0.5 * 10.0 ** (math.floor(math.log10(abs(value))) - significant + 1) if value else by_decimals
+        worst = max(worst, min(by_decimals, by_digits))
+    return worst
+
+
+def printed_precision(text: str) -> float:
+    """Half a unit in the last place of a printed decimal: '3.802' 0.0005, '2.3026' 0.00005, '5e-05' 5e-06, '12' 0.5."""
+    mantissa, _, exponent = text.lower().partition("e")
+    if not re.fullmatch(r"-?[0-9]*\.?[0-9]*", mantissa) or not re.search(r"[0-9]", mantissa):
+        return 0.0
+    decimals = len(mantissa.partition(".")[2])
+    return 0.5 * 10.0 ** (-decimals + (int(exponent) if re.fullmatch(r"[-+]?[0-9]+", exponent) else 0))
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan

@@ -1,0 +1,99 @@
+"""compat tune -- COMMAND: the protocol of tune/trainer.py (pure) on real recorded Trainer output
+(tests/data/tune/transformers-*.log: tests/data/tune/tiny_trainer.py run for 4 steps under transformers 4.56.2 and 5.23.0),
+and the proof with the printed losses' rounding."""
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compatmatrix.tune.proof import Run, prove, tolerance
+from compatmatrix.tune.trainer import global_batch, is_trainer_command, printed_precision, read_log, script_words, trainer_argv
+
+DATA = Path(__file__).resolve().parent / "data" / "tune"
+
+
+@pytest.mark.parametrize("version,losses,rate,precision", [
+    ("4.56.2", (3.8022, 2.4269, 7.6412, 1.3548), 26.715, 5e-5),  # round(loss, 4), numbers
+    ("5.23.0", (3.802, 2.427, 7.641, 1.355), 240.4, 5e-4),  # 4 significant digits, quoted
+])
+def test_the_losses_and_speed_are_read_from_recorded_trainer_output(version, losses, rate, precision):
+    found = read_log((DATA / f"transformers-{version}.log").read_text())
+    assert found.losses == losses  # train_loss of the final line is not a step's loss
+    assert found.steps_per_second == rate
+    assert found.precision == pytest.approx(precision)
+
+
+def test_output_without_loss_lines_or_speed_reads_as_nothing():
+    found = read_log("Traceback (most recent call last):\n  ...\n{'eval_loss': 1.0}\n")
+    assert found.losses == () and found.steps_per_second is None
+    assert read_log("{'train_steps_per_second': '0'}").steps_per_second is None
+    assert read_log("100%|###| 4/4\r{'loss': 1.5, 'epoch': 1}\r\n").losses == (1.5,)  # a progress bar's carriage return
+
+
+def test_the_printing_precision_is_taken_from_the_whole_log_not_a_short_value():
+    from compatmatrix.tune.trainer import log_precision
+
+    assert log_precision(["3.802", "1.1", "0.5"]) == pytest.approx(5e-4)  # 4 significant digits: '1.1' is 1.100
+    assert log_precision(["3.8022", "1.1"]) == pytest.approx(5e-5)  # 4 decimals: '1.1' is 1.1000
+    assert log_precision(["12.5", "3.802"]) == pytest.approx(5e-4)  # never coarser than the finest place seen
+    assert log_precision([]) == 0.0 and log_precision(["nan"]) == 0.0
+
+
+def test_printed_precision():
+    assert printed_precision("3.802") == pytest.approx(5e-4)
+    assert printed_precision("5e-05") == pytest.approx(5e-6)
+    assert printed_precision("12") == 0.5
+    assert printed_precision("nan") == 0.0
+
+
+def test_a_trainer_command_gets_the_bounded_run_and_the_same_global_batch():
+    argv = ["train.py", "--output_dir", "o", "--max_steps=1000", "--bf16", "true", "--per_device_train_batch_size", "16", "--seed", "3"]
+    assert is_trainer_command(argv) and not is_trainer_command(["bench.py", "--steps", "3"])
+    assert global_batch(argv) == 16 and global_batch(["t.py"]) == 8
+    words = trainer_argv(argv, 20, 4, "gloo", "fp32", False)
+    assert words is not None
+    assert words[:5] == ["train.py", "--output_dir", "o", "--seed", "3"]  # the user's --max_steps and --bf16 (and its value) replaced
+    pairs = dict(zip(words[5::2], words[6::2]))
+    assert pairs["--max_steps"] == "20" and pairs["--logging_steps"] == "1" and pairs["--per_device_train_batch_size"] == "4"
+    assert pairs["--ddp_backend"] == "gloo" and "--bf16" not in words
+    assert trainer_argv(argv, 20, 3, "gloo", "fp32", False) is None  # 16 does not divide over 3 ranks
+    reference = trainer_argv(argv, 20, 1, None, "bf16", True)
+    assert reference is not None and "--ddp_backend" not in reference and reference[-2:] == ["--bf16", "--torch_compile"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["--max_steps", "--bf16", "true", "--ddp_backend", "ccl", "--output_dir", "x", "--fp16", "--per_device_train_batch_size", "4", "--seed=1"]), max_size=12))
+def test_the_run_flags_appear_once_whatever_the_command_had(argv):
+    words = trainer_argv(["t.py", *argv], 7, 1, None, "fp32", False)
+    if words is None:
+        return
+    for flag in ("--max_steps", "--logging_steps", "--per_device_train_batch_size"):
+        assert sum(word.partition("=")[0] == flag for word in words) == 1
+    assert "--bf16" not in words and "--fp16" not in words
+
+
+def test_a_leading_interpreter_is_dropped():
+    assert script_words(["python3", "train.py", "--x"])[0] == ["train.py", "--x"]
+    assert script_words(["/usr/bin/python3.11", "-m", "pkg"])[0] == ["-m", "pkg"]
+    assert script_words(["train.py"]) == (["train.py"], None)
+
+
+def test_the_printed_rounding_is_part_of_the_bound_and_only_that():
+    reference = Run((3.802, 2.427, 7.641, 1.355), (), "", 5e-4)
+    tol = tolerance("fp32", 8 + 4096 + 2, 4, 1e-3)
+    same = Run((3.802, 2.428, 7.641, 1.355), (), "", 5e-4)  # one rounding step apart
+    assert prove(same, reference, tol).accepted
+    wrong = Run((3.802, 2.5, 7.641, 1.355), (), "", 5e-4)
+    verdict = prove(wrong, reference, tol)
+    assert not verdict.accepted and "step 2's loss" in verdict.reason and "plus 0.001 absolute" in verdict.reason
+    few = 8 + 16 + 2  # a model whose fan-in is 16: the rounding error bound alone is far below a printed digit
+    assert prove(same, reference, tolerance("fp32", few, 4, 1e-3)).accepted
+    assert not prove(same, reference, tolerance("fp32", few, 4)).accepted  # without the printed rounding, one step apart is too much
+
+
+def test_bf16_of_a_user_model_is_unprovable_not_accepted():
+    reference = Run((3.802, 2.427), (), "", 5e-4)
+    verdict = prove(Run((3.803, 2.427), (), "", 5e-4), reference, tolerance("bf16", 8 + 4096 + 2, 2, 1e-3))
+    assert not verdict.accepted and "cannot be proven" in verdict.reason
