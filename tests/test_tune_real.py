@@ -96,3 +96,26 @@ def test_ctrl_c_keeps_what_was_measured(torch213):
     assert re.search(r"  \d[\d,]*\.\d  ", row) and ("exact" in row or "same model" in row), row  # its steps/s and its verdict
     assert marked(mark) == []
     assert os.environ.get(MARK_VARIABLE) != mark
+
+
+def test_a_trainer_script_is_measured_unchanged_with_your_current_settings(torch213, tmp_path):
+    """compat tune -- tiny_trainer.py (an HF Trainer script, transformers of the torch213 environment): every run's
+    losses are read from the Trainer's log and proven against the one-process reference; OMP_NUM_THREADS=1 in the
+    environment is measured as "your current settings" where the plan's default differs. ~40-60 s here."""
+    script = ROOT / "tests" / "data" / "tune" / "tiny_trainer.py"
+    done = tune("--python", torch213, "--budget", "60", "--no-bf16", "--no-compile", "--json", "--",
+                "python", str(script), "--output_dir", str(tmp_path / "out"), "--use_cpu", extra={"OMP_NUM_THREADS": "1"}, timeout=240)
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, SCHEMA)
+    assert document["workload"] == "command"
+    measured = [c for c in document["configurations"] if c["steps_per_second"] is not None]
+    assert measured and all(c["verdict"] is not None for c in measured), done.stderr
+    accepted = [c for c in measured if c["verdict"]["accepted"]]
+    assert accepted, document  # the one-process default at least matches its own reference (the same losses as printed)
+    default = next(c for c in document["configurations"] if c["default"])
+    current = [c for c in document["configurations"] if c["current"]]
+    assert (current != []) == (default["omp_threads"] != 1)
+    assert all(c["omp_threads"] == 1 and c["ranks"] == default["ranks"] for c in current)
+    assert done.returncode == 0 and document["winner"] is not None
+    assert document["winner"]["export_arguments"]["sbatch"][:2] == ["--nproc-per-node", str(next(c for c in measured if c["name"] == document["winner"]["name"])["ranks"])]
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("checkpoint-*"))  # --save_strategy no

@@ -97,3 +97,25 @@ def test_bf16_of_a_user_model_is_unprovable_not_accepted():
     reference = Run((3.802, 2.427), (), "", 5e-4)
     verdict = prove(Run((3.803, 2.427), (), "", 5e-4), reference, tolerance("bf16", 8 + 4096 + 2, 2, 1e-3))
     assert not verdict.accepted and "cannot be proven" in verdict.reason
+
+
+class FakeSupervised:
+    """A FIXTURE standing in for live/supervise's answer: the launcher's exit codes and the wall-clock."""
+
+    def __init__(self, *codes):
+        self.ends = [type("End", (), {"returncode": code})() for code in codes]
+        self.seconds = 1.5
+
+
+def test_a_run_is_read_from_rank_0s_log_and_one_without_losses_is_unproven(tmp_path):
+    from compatmatrix.tune.service import _command_result
+
+    (tmp_path / "launcher-0.log").write_text((DATA / "transformers-5.23.0.log").read_text())
+    run, times, problem, _ = _command_result(tmp_path, FakeSupervised(0))
+    assert problem == "" and run.losses == (3.802, 2.427, 7.641, 1.355) and times == [1 / 240.4]
+    (tmp_path / "launcher-0.log").write_text("{'train_runtime': '1.0', 'train_steps_per_second': '20.5'}\n")
+    run, times, problem, _ = _command_result(tmp_path, FakeSupervised(0))
+    assert run is not None and run.losses == ()  # measured, but tune() judges it "unproven" (never accepted)
+    (tmp_path / "launcher-0.log").write_text("Traceback ...\nValueError: no --output_dir\n")
+    run, _, problem, _ = _command_result(tmp_path, FakeSupervised(1))
+    assert run is None and "exit 1" in problem and "no --output_dir" in problem
