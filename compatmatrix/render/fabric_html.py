@@ -22,6 +22,7 @@ from ..console import visible, visible_line
 HEATMAP_ID = "fabric-heatmap"
 SWEEP_ID = "fabric-sweep"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+DTYPES = ("fp32", "bf16")
 _CELL_LABELS_UP_TO = 16  # hosts: above this the heat-map cells carry no numbers (the table below has them)
 _STYLE = """body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td.t,th.t{text-align:left}.fail{color:#b00}.warn{color:#a60}
@@ -127,7 +128,7 @@ def _pairs_section(pairs: Any) -> list[str]:
 
 def _sweep_section(sweep: Any, backend: str, memcpy: Mapping[str, Any]) -> list[str]:
     out = ["<h2>Bus bandwidth against message size</h2>"]
-    if not sweep or not sweep.get("rows"):
+    if not sweep or not any(r["collective"] in COLLECTIVES and r["dtype"] in DTYPES for r in sweep.get("rows") or []):
         return out + ["<p>No sweep (no rank reached it, or no size fits in the ranks' memory).</p>"]
     rows = sweep["rows"]
     out.append(f"<p>nccl-tests' bus bandwidth over {text(sweep.get('world_size'))} ranks, the slowest rank's mean time per call; "
@@ -201,6 +202,7 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], backend: str, memcpy: Mappi
     """One panel per collective: bus bandwidth (GB/s) against message size, log-log, a line per backend and type."""
     from matplotlib.figure import Figure
 
+    rows = [r for r in rows if r["collective"] in COLLECTIVES and r["dtype"] in DTYPES]  # the schema's names only reach matplotlib
     names = [c for c in COLLECTIVES if any(r["collective"] == c for r in rows)]
     columns = min(3, len(names))
     lines = -(-len(names) // columns)
@@ -229,4 +231,4 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], backend: str, memcpy: Mappi
 
 def _label(value: str) -> str:
     """A backend name as a legend label: matplotlib's math text ($...$) and controls kept out."""
-    return visible_line(value).replace("$", r"\$")
+    return _encodable(visible_line(value)).replace("$", r"\$")
