@@ -739,8 +739,10 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
         live_args = LiveArgs(ns.launcher, ns.backend, timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
                              ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric),
                              _pairs(ns.pairs, ns.fabric), _report(ns.report, ns.fabric))
-    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None) or getattr(ns, "report", None):
-        raise UsageError("--fabric, --sizes, --pairs and --report measure the ranks: they go with compat doctor --live.", "Add --live.")
+    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None):
+        raise UsageError("--fabric, --sizes and --pairs measure the ranks: they go with compat doctor --live.", "Add --live.")
+    elif getattr(ns, "report", None):
+        raise UsageError("--report draws what compat doctor --live --fabric measures: it goes with them.", "Add --live --fabric.")
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
                       tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
                       getattr(ns, "hostfile", None), getattr(ns, "rsh", None), launcher)

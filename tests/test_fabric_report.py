@@ -211,7 +211,7 @@ def test_report_without_matplotlib_is_one_sentence_and_the_fix(capsys, tmp_path,
 
 @pytest.mark.parametrize("args,message", [
     (["--live", "--report", "r.html"], "--report draws the --fabric measurements"),
-    (["--report", "r.html"], "they go with compat doctor --live"),
+    (["--report", "r.html"], "--report draws what compat doctor --live --fabric measures"),
     (["--live", "--fabric", "--report", "/nonexistent-folder/r.html"], "is not a file in an existing folder"),
 ])
 def test_report_flags_are_usage_errors_before_anything_runs(capsys, args, message):
