@@ -1113,10 +1113,10 @@ def _run_checks(args: ChecksArgs) -> int:
             data["live"] = live.details
         return data
 
+    written: Optional[dict] = None
     if args.live is not None and args.live.report:
-        recorded = document()  # the page and --json show the same document
-        _write_report(args.live.report, recorded)
-        document = lambda: recorded  # noqa: E731
+        written = document()  # the page and --json show the same document
+        _write_report(args.live.report, written)
 
     def text(console) -> None:
         from .render.text import findings_header, render_findings
@@ -1125,7 +1125,7 @@ def _run_checks(args: ChecksArgs) -> int:
 
     from .render import emit
 
-    emit(args.output.json, args.output.no_color, document, text)
+    emit(args.output.json, args.output.no_color, document if written is None else (lambda: written), text)
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
 
 
