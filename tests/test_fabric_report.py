@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compatmatrix.console import visible, visible_line
@@ -164,8 +164,19 @@ def plain_page() -> Page:
     return read(render_report(_with(["h1", "h2", "h3", "h4"], "m", "gloo")))
 
 
+#: What breaks out of HTML text, an attribute, a comment, a <pre>, an SVG or a CDATA section.
+HTML_PARTS = ["<", ">", "&", "&amp;", "&lt;", '"', "'", "<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "</td></tr></table>",
+              "</pre>", "<!--", "-->", "<![CDATA[", "]]>", "<svg onload=alert(1)>", "</svg>", "<style>", "javascript:", "\x1b[31m", "$x$"]
+
+
+def html_hostile():
+    return st.one_of(hostile(), st.lists(st.sampled_from(HTML_PARTS + ["node1", "a"]), min_size=1, max_size=5).map("".join))
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(hosts=st.lists(hostile(), min_size=4, max_size=4, unique=True), message=hostile().filter(bool), backend=hostile())
+@given(hosts=st.lists(html_hostile(), min_size=4, max_size=4, unique=True), message=html_hostile().filter(bool), backend=html_hostile())
+@example(hosts=["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "</td></tr></table>", "a&amp;b<!--"],
+         message="</pre><b>fix</b>\r\n\x1b[31m", backend="<svg onload=alert(1)>$x$")
 def test_hostile_host_names_and_messages_are_text_and_inject_nothing(plain_page, hosts, message, backend):
     plain = plain_page
     page = read(render_report(_with(hosts, message, backend)))  # a lone surrogate too: written as its escape, never an encoding error
