@@ -639,6 +639,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--sizes", metavar="LIST", help="--fabric's message sizes, e.g. 1K,64K,4M (default: 1 KiB up by powers of 4 to 16 MiB, bounded by memory)")
             live.add_argument("--pairs", metavar="MODE", help="--fabric across hosts: which pairs of hosts to measure: all (default; N-1 rounds "
                               "for N hosts), ring (N pairs, 2-3 rounds: finds a slow host) or sample:K (the ring plus K rounds drawn from all)")
+            live.add_argument("--report", metavar="FILE.html", help="--fabric: also write one self-contained HTML page (no network needed to open it): "
+                              "the pair heat-map, bus bandwidth against size, the memory-copy line and the findings (needs matplotlib: the report extra)")
             live.add_argument("--no-rank-env", action="store_true",
                               help="start the ranks without RANK/WORLD_SIZE (spawn, mpirun): reproduces the every-rank-trains-alone mistake")
         _output_options(parser)
@@ -739,9 +741,11 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
         timeout = ns.live_timeout if ns.live_timeout is not None else FABRIC_LIVE_TIMEOUT_S if ns.fabric else LIVE_TIMEOUT_S
         live_args = LiveArgs(ns.launcher, ns.backend, timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
                              ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric),
-                             _pairs(ns.pairs, ns.fabric))
+                             _pairs(ns.pairs, ns.fabric), _report(ns.report, ns.fabric))
     elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None):
         raise UsageError("--fabric, --sizes and --pairs measure the ranks: they go with compat doctor --live.", "Add --live.")
+    elif getattr(ns, "report", None):
+        raise UsageError("--report draws what compat doctor --live --fabric measures: it goes with them.", "Add --live --fabric.")
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
                       tuple(ns.only), tuple(ns.skip), ns.list, ns.verbose, getattr(ns, "import_timeout", 120.0), live_args,
                       getattr(ns, "hostfile", None), getattr(ns, "rsh", None), launcher)
@@ -762,6 +766,24 @@ def _sizes(text: Optional[str], fabric: bool) -> tuple[int, ...]:
         return parse_sizes(text)
     except ValueError as exc:
         raise UsageError(f"{exc}.", "Pass sizes like --sizes 1K,64K,4M (bytes, K = 1024, M = 1024 K, G = 1024 M).") from None
+
+
+def _report(path: Optional[str], fabric: bool) -> Optional[str]:
+    """--report FILE.html, checked before any rank starts: it goes with --fabric, its folder exists, and matplotlib (the
+    report extra, imported on this path only) is installed."""
+    if path is None:
+        return None
+    if not fabric:
+        raise UsageError("--report draws the --fabric measurements.", "Add --fabric, or drop --report.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not path or not os.path.isdir(folder) or os.path.isdir(path):
+        raise UsageError(f"--report {visible(path[:200])} is not a file in an existing folder.", "Pass a file name such as --report fabric.html.")
+    from importlib.util import find_spec
+
+    if find_spec("matplotlib") is None:
+        raise UsageError("--report draws its charts with matplotlib, which is not installed in compat's environment.",
+                         "Install it (pip install 'compatmatrix[report]', or pip install matplotlib), then run again.")
+    return path
 
 
 def _pairs(text: Optional[str], fabric: bool) -> str:
@@ -1094,6 +1116,11 @@ def _run_checks(args: ChecksArgs) -> int:
             data["live"] = live.details
         return data
 
+    written: Optional[dict] = None
+    if args.live is not None and args.live.report:
+        written = document()  # the page and --json show the same document
+        _write_report(args.live.report, written)
+
     def text(console) -> None:
         from .render.text import findings_header, render_findings
 
@@ -1101,8 +1128,31 @@ def _run_checks(args: ChecksArgs) -> int:
 
     from .render import emit
 
-    emit(args.output.json, args.output.no_color, document, text)
+    emit(args.output.json, args.output.no_color, document if written is None else (lambda: written), text)
     return EXIT_PROBLEMS if any(f.status.value == "fail" for f in findings) else EXIT_OK
+
+
+def _write_report(path: str, data: dict) -> None:
+    """The fabric report of ``data`` (the --json document) written whole or not at all (a temporary file renamed)."""
+    import tempfile
+
+    from .render.fabric_html import render_report
+
+    page = render_report(data)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=".compat-report-", suffix=".html", dir=folder)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(page)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as exc:
+        raise CompatError(f"The report could not be written to {visible(path[:200])}: {exc.strerror or exc}.",
+                          "Pass --report a file in a folder you can write to.") from None
 
 
 def _preflight_hosts(given: str) -> list[str]:

@@ -111,6 +111,7 @@ class LiveArgs(Record):
     fabric: bool = False  # --fabric: the collectives swept over sizes
     sizes: tuple[int, ...] = ()  # --sizes, bytes (default: 1 KiB up by powers of 4, bounded by memory)
     pairs: str = "all"  # --pairs: all | ring | sample:K (checked by live/fabric.parse_pair_mode)
+    report: Optional[str] = None  # --report FILE.html: the fabric report (render/fabric_html.py), written after the run
 
 
 class ChecksArgs(Record):

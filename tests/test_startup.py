@@ -56,6 +56,7 @@ def test_no_rich_where_rich_writes_nothing(args):
     # hashlib loads OpenSSL (~3 ms); secrets pulls in hashlib, hmac, random and base64 (~10 ms): a static start has neither
     assert not {"hashlib", "secrets", "hmac"} & _top(modules), sorted({"hashlib", "secrets", "hmac"} & _top(modules))
     assert not {"requests", "urllib3", "yaml"} & _top(modules), sorted({"requests", "urllib3", "yaml"} & _top(modules))  # nothing is fetched
+    assert not {"matplotlib", "numpy"} & _top(modules)  # the --report charts' library: that path only
 
 
 @pytest.mark.parametrize("args", [("--help",), ("--version",), ("resolve", "--help"), ("bogus",)])

@@ -9,6 +9,8 @@
 ``dockerfile.py``   a Dockerfile for a resolved set
 ``pylock.py``       a PEP 751 pylock.toml for a resolved set
 ``requirements.py`` pip's forms of a plan: a requirements file, constraints, the one-line pip command
+``fabric_html.py``  doctor --live --fabric --report: one self-contained HTML page of the --json document (matplotlib
+                    SVG charts, imported on that path only)
 ==================  ==================================================================================================
 
 Not here, because they belong to the code that knows the format: the shell exports of ``compat env``
