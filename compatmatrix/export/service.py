@@ -95,7 +95,6 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
     """The PyTorchJob (or with --trainer-v2 the TrainJob for ``release``, default the newest) for the resolved set; refuses a training command that cannot
     work with the set's transformers/accelerate (CannotWork) and a shape that cannot give a valid manifest (UsageError)."""
     from ..matrix.model import Component
-    from ..translate import translate
     from .k8s import JobShape, ShapeError, pytorchjob, trainjob
 
     if not job.image:
@@ -105,18 +104,8 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
         raise UsageError(f"compat export pytorchjob needs --{'cpu' if not job.cpu else 'memory'}: each pod's requests and limits (the thread plan follows the CPUs).",
                          "Pass --cpu C --memory M, e.g. --cpu 8 --memory 16Gi.")
     command, notes = training_command(job.command)
-    versions = resolved_versions(planned.outcome)
-    transformers, accelerate, torch = versions["transformers"], versions["accelerate"], versions["torch"]
-    if transformers is not None:
-        done = translate(planned.matrix, command, transformers, accelerate, torch)
-        if done.blocking:
-            raise CannotWork(f"The training command cannot work with the resolved set ({'; '.join(done.blocking)}).",
-                             "Resolve a set that still runs it (compat export pytorchjob --profile ddp-ccl ...), or change the command (--ddp_backend gloo).")
-        command = done.argv
-        notes += [f"training command for transformers {transformers}: {e.before} -> {e.after or '(dropped)'}: {e.why}" for e in done.edits]
-        notes += [f"note: {w}" for w in done.warnings]
-    else:
-        notes.append("no transformers in the set: the training command is used as written")
+    command, said = _for_the_set(planned, command, "pytorchjob")
+    notes += said
     ccl = Component.CCL in planned.outcome.picks
     extra = (("CCL_ATL_TRANSPORT", "ofi"),) if ccl else ()
     if ccl:
@@ -146,6 +135,23 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
 # --- sbatch ------------------------------------------------------------------------------------------------------------
 
 
+def _for_the_set(planned: Any, command: Sequence[str], form: str) -> tuple[list[str], list[str]]:
+    """The training command as the resolved set's transformers/accelerate take it (translate), and what was changed and
+    why; CannotWork when no rewrite makes it run with that set."""
+    versions = resolved_versions(planned.outcome)
+    transformers, accelerate, torch = versions["transformers"], versions["accelerate"], versions["torch"]
+    if transformers is None:
+        return list(command), ["no transformers in the set: the training command is used as written"]
+    from ..translate import translate
+
+    done = translate(planned.matrix, list(command), transformers, accelerate, torch)
+    if done.blocking:
+        raise CannotWork(f"The training command cannot work with the resolved set ({'; '.join(done.blocking)}).",
+                         f"Resolve a set that still runs it (compat export {form} --profile ddp-ccl ...), or change the command (--ddp_backend gloo).")
+    notes = [f"training command for transformers {transformers}: {e.before} -> {e.after or '(dropped)'}: {e.why}" for e in done.edits]
+    return list(done.argv), notes + [f"note: {w}" for w in done.warnings]
+
+
 # programs that start ranks of their own (one srun task each would start several): accelerate launch, deepspeed
 _RANK_STARTERS = {("accelerate", "launch"): "accelerate launch", ("deepspeed",): "deepspeed",
                   ("-m", "accelerate.commands.launch"): "accelerate launch", ("-m", "deepspeed.launcher.runner"): "deepspeed"}
@@ -162,7 +168,6 @@ def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[st
     """The Slurm batch script for the resolved set (render/sbatch.py): the training command checked against the set's
     transformers/accelerate as for pytorchjob; ``python``: the environment's interpreter on the cluster (--python)."""
     from ..render.sbatch import BatchShape, sbatch_text
-    from ..translate import translate
 
     if not python:
         raise UsageError("compat export sbatch needs --python PATH: the interpreter of the environment that holds the set, at the same path on every node.",
@@ -178,16 +183,7 @@ def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[st
     if launcher:
         raise UsageError(f"The job starts every rank under srun itself: the training command is what each rank runs, not {launcher}.",
                          "Give the script after -- (compat export sbatch --nproc-per-node M -- train.py ...).")
-    notes: list[str] = []
-    versions = resolved_versions(planned.outcome)
-    transformers, accelerate, torch = versions["transformers"], versions["accelerate"], versions["torch"]
-    if transformers is not None:
-        done = translate(planned.matrix, command, transformers, accelerate, torch)
-        if done.blocking:
-            raise CannotWork(f"The training command cannot work with the resolved set ({'; '.join(done.blocking)}).",
-                             "Resolve a set that still runs it (compat export sbatch --profile ddp-ccl ...), or change the command (--ddp_backend gloo).")
-        command = list(done.argv)
-        notes += [f"training command for transformers {transformers}: {e.before} -> {e.after or '(dropped)'}: {e.why}" for e in done.edits]
+    command, notes = _for_the_set(planned, command, "sbatch")
     pins = ", ".join(p.pin for p in planned.plan.packages)
     notes.append(f"{python} must hold this set (Python {planned.plan.resolution.request.python.label}): {pins}")
     shape = BatchShape(job.name, job.nnodes, job.nproc_per_node, os.path.abspath(python), tuple(compat), tuple(command), slurm.time, slurm.partition,
