@@ -213,7 +213,7 @@ def test_parse_pin():
 
 # --- two real verifies (integration) -------------------------------------------------------------------------------
 
-DEPENDENCIES = ("torch==2.13.0", "accelerate==1.15.0", "numpy", "pillow")  # resolved with the CPU torch of pip's find-links
+DEPENDENCIES = ("torch==2.13.0", "numpy", "pillow")  # resolved with the CPU torch of pip's find-links
 
 
 def torchvision_wheel() -> Path:
@@ -257,7 +257,10 @@ def verify_real(index: FixtureIndex, data: Path, *args: str):
 
 @pytest.mark.integration
 @pytest.mark.network
-def test_real_pairings_one_that_breaks_and_one_that_works_are_recorded(real_index, tmp_path):
+def test_a_real_pairing_that_breaks_is_recorded(real_index, tmp_path):
+    """One real verify in CI (each builds a venv and installs the CPU torch: 100-180 s here). The working pairing that
+    was recorded for real (accelerate 1.15.0 with torch 2.13.0+cpu) is in README's verify paragraph with its seconds;
+    recording a "works" result is covered with the FIXTURE judge in the tests above."""
     (tmp_path / "tmp").mkdir()
     schema = json.loads(Path(schema_path("matrix verify")).read_text())
     # PyPI's torchvision 0.29.1 (its operators built for torch >= 2.14 and CUDA) next to the CPU torch 2.13.0: nms fails
@@ -268,13 +271,9 @@ def test_real_pairings_one_that_breaks_and_one_that_works_are_recorded(real_inde
     record = document["record"]
     assert document["result"] == "breaks" and record["error_class"] and record["torch_label"] == "+cpu" and record["host"] == "pypi"
     assert record["ran"] == "torchvision.ops.nms on 3 boxes" and record["seconds"] > 0
-    # accelerate 1.15.0 next to the same torch: an Accelerator prepares a tiny module
-    works, _ = verify_real(real_index, tmp_path, "accelerate==1.15.0", "--with", "torch==2.13.0")
-    assert works.returncode == 0, works.stderr[-3000:]
-    assert json.loads(works.stdout)["record"]["result"] == "works"
     kept = json.loads((tmp_path / "compatmatrix" / "overlay.json").read_text())["tested"]
-    assert [(t["package"], t["result"]) for t in kept] == [("torchvision", "breaks"), ("accelerate", "works")]
-    assert list((tmp_path / "tmp").iterdir()) == []  # the throw-away venvs (and the install's work folders) are gone
+    assert [(t["package"], t["result"]) for t in kept] == [("torchvision", "breaks")]
+    assert list((tmp_path / "tmp").iterdir()) == []  # the throw-away venv (and the install's work folders) are gone
     shown = run_compat("matrix", "--package", "torchvision", env_extra={"XDG_DATA_HOME": str(tmp_path)})
     assert "BREAKS" in shown.stdout or "breaks" in shown.stdout
 
