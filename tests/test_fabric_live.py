@@ -66,3 +66,27 @@ def test_fabric_gets_a_longer_default_deadline(args, timeout):
     parser = build_parser()
     ns = parser.parse_args(["doctor", "--live", *args])
     assert ns.build(ns).live.timeout == timeout
+
+
+def _link(a, b, rate):
+    return {"a": a, "b": b, "out": rate, "back": rate * 1.1}
+
+
+def test_the_ranks_measure_again_exactly_the_links_the_judgement_would_call_slow():
+    """live/worker.py's second pass: a link below fabric.SLOW_FRACTION of the median is measured once more (a busy
+    machine slows a link for a while, a rate limit every time), in rounds where no host is in two pairs."""
+    from compatmatrix.live.worker import slow_link_rounds
+
+    even = [_link(0, 1, 1.0), _link(0, 2, 1.0), _link(1, 2, 1.0), _link(0, 3, 1.0), _link(1, 3, 1.0), _link(2, 3, 1.0)]
+    assert slow_link_rounds(even) == []
+    just_below = fabric.SLOW_FRACTION * 0.99
+    just_above = fabric.SLOW_FRACTION * 1.01
+    links = [_link(0, 1, just_below), _link(0, 2, 1.0), _link(1, 2, 1.0), _link(0, 3, just_above), _link(1, 3, 1.0), _link(2, 3, 1.0)]
+    assert slow_link_rounds(links) == [[(0, 1)]]
+    # two slow links that share host 3 go in two rounds; one that does not joins the first
+    links = [_link(0, 1, 1.0), _link(0, 2, 1.0), _link(1, 2, 0.1), _link(0, 3, 0.1), _link(1, 3, 1.0), _link(2, 3, 0.1), _link(0, 4, 1.0),
+             _link(1, 4, 1.0), _link(2, 4, 1.0), _link(3, 4, 1.0)]
+    rounds = slow_link_rounds(links)
+    assert sorted(p for pairs in rounds for p in pairs) == [(0, 3), (1, 2), (2, 3)]
+    assert all(len({h for pair in pairs for h in pair}) == 2 * len(pairs) for pairs in rounds)
+    assert slow_link_rounds([_link(0, 1, 0.1), _link(0, 2, 1.0)]) == []  # two links have no median to be far below
