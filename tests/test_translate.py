@@ -96,9 +96,7 @@ def test_translate_needs_a_command_and_transformers():
 
 @pytest.mark.integration
 def test_translate_reads_the_installed_versions_from_a_real_environment():
-    from .real_envs import real_env
-
-    from .real_envs import SPECS
+    from .real_envs import SPECS, real_env
 
     python = real_env("torch213-stock")
     pinned = dict(r.split("==") for r in SPECS["torch213-stock"][0])  # what the environment was built with
