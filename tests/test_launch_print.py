@@ -28,6 +28,7 @@ import pytest
 from .clean_env import base_env
 from .conftest import ROOT
 from .fixture_ccl import SOURCE as FIXTURE_CCL_SOURCE
+from .test_oneccl_runtime_layout import fixture_layout
 from .test_system_oneccl import EXT_SUFFIX, PACKAGE, _cc, fixture_extension_for, machine_libccl, needs_gcc
 
 pytestmark = pytest.mark.integration
@@ -178,19 +179,6 @@ def test_fixture_ccl_forms_its_group_as_printed_with_the_real_runtime(ccl_python
 
 
 # --- one computation: compat launch, compat env and compat translate print the same oneCCL environment -------------------
-
-
-def fixture_layout(tmp_path):
-    """A FIXTURE PyPI runtime layout (tests/test_oneccl_runtime_layout.py) with a FIXTURE mpirun answering as Intel MPI's."""
-    from .fixture_envs import FixtureEnv
-    from .test_oneccl_runtime_layout import fixture_intel_mpirun, fixture_runtime
-
-    if machine_libccl():
-        pytest.skip(f"{machine_libccl()}: the loader would take that one first")
-    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
-    prefix = fixture_runtime(env)
-    fixture_intel_mpirun(env)
-    return env, prefix
 
 
 def compat_json(*args):

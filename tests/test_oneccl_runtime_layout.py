@@ -297,13 +297,20 @@ def launcher_finding(env: FixtureEnv, launcher: str, env_extra=None) -> dict:
     return finding
 
 
-@needs_gcc
-def test_oneccl_launcher_names_what_each_launcher_lacks_and_compat_envs_fix_makes_it_pass(tmp_path):
+def fixture_layout(tmp_path: Path) -> tuple[FixtureEnv, Path]:
+    """A FIXTURE environment with torch 2.7.0, the FIXTURE PyPI runtime layout and a FIXTURE mpirun answering as Intel
+    MPI's (skips where the machine's own libccl would be found first)."""
     if machine_libccl():
         pytest.skip(f"{machine_libccl()}: the loader would take that one first")
     env = FixtureEnv(tmp_path / "env").torch("2.7.0")
     prefix = fixture_runtime(env)
     fixture_intel_mpirun(env)
+    return env, prefix
+
+
+@needs_gcc
+def test_oneccl_launcher_names_what_each_launcher_lacks_and_compat_envs_fix_makes_it_pass(tmp_path):
+    env, prefix = fixture_layout(tmp_path)
     mpirun = launcher_finding(env, "mpirun")
     assert mpirun["status"] == "fail", mpirun
     assert mpirun["summary"] == "under mpirun, ccl needs I_MPI_ROOT, MASTER_ADDR, MASTER_PORT, which are not set as needed here"
