@@ -20,6 +20,18 @@ from .clean_env import base_env, config_home, data_home, scrubbed, with_loopback
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """The README's test command runs two pytest-xdist workers with ``--dist loadgroup``: every integration test is in one
+    group, so one worker runs them all, one at a time and in order (real ranks, namespaces, daemons and timings never
+    share the machine with each other), while the other worker runs the unit tests beside them. Without xdist the
+    mark does nothing."""
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            item.add_marker(pytest.mark.xdist_group("integration"))
+
+
 ROOT = Path(__file__).resolve().parents[1]
 # shared/ sits beside the repository (CI's clone and the lead's tree); COMPAT_TEST_SHARED names it for a tree elsewhere
 SHARED = Path(os.environ.get("COMPAT_TEST_SHARED") or ROOT.parent / "shared")

@@ -173,10 +173,23 @@ class Cluster:
             etc = Path("/etc/netns") / host.namespace
             etc.mkdir(parents=True, exist_ok=True)
             (etc / "hosts").write_text("127.0.0.1 localhost\n" + "".join(f"{address} {name}\n" for name, address in names.items()))
+        self._wait_for_carrier()
         (self.folder / "rsh").write_text(f"#!/bin/sh\n# TEST remote shell: runs the command on a test host, called like ssh\nexec {sys.executable} {DOOR} rsh {self.folder} \"$@\"\n")
         os.chmod(self.rsh, 0o755)
         for host in self.hosts.values():
             self._start_door(host)
+
+    def _wait_for_carrier(self) -> None:
+        """Each host's eth0 is operationally up before the hosts are handed out: a veth reads 'down' or 'lowerlayerdown' for a
+        moment after both ends are set up, and compat (rightly) lists only interfaces that are up (bounded wait)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        waiting = list(self.hosts.values())
+        while waiting:
+            waiting = [h for h in waiting if " UP " not in f" {_run(['ip', '-n', h.namespace, '-br', 'link', 'show', 'eth0']).stdout} "]
+            if waiting and time.monotonic() > deadline:
+                raise RuntimeError(f"eth0 of {', '.join(h.name for h in waiting)} is not up {START_TIMEOUT_S:g} s after it was set up")
+            if waiting:
+                time.sleep(0.05)
 
     def _start_door(self, host: Host) -> None:
         spec = self.specs.get(host.name, HostSpec())

@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -25,7 +26,7 @@ import pytest
 from .clean_env import base_env
 from .fixture_ccl import fixture_ccl_path
 from .procs import cmdline
-from .real_envs import real_env, real_overlay
+from .real_envs import SPECS, real_env, real_overlay
 
 pytestmark = pytest.mark.integration
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "findings-v1.json").read_text())
@@ -120,23 +121,39 @@ def marked_processes(mark: str) -> list[int]:
     return found
 
 
-def live(python, *args, env_extra=None, timeout=300):
-    """Run compat doctor --live --json as a user would; return (exit code, checks by id, live details, seconds)."""
+def start_live(python, *args, env_extra=None):
+    """Start compat doctor --live --json as a user would; finish_live() collects it."""
     mark = uuid.uuid4().hex
     # tests/clean_env.py: no I_MPI_*, HYDRA_*, SLURM_*, PBS_*, OMP_*, CCL_*, COMPAT_*, PYTHONPATH ... of the CI shell
     env = base_env({"COMPAT_TEST_TREE_MARK": mark, **(env_extra or {})}, drop=("COMPAT_LIVE_FIXTURE_FAULT", "CCL_WORKER_COUNT", "PYTHONPATH"))
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "compatmatrix", "doctor", "--live", "--json", "--only", "live", "--python", str(python), *args],
-                          capture_output=True, text=True, timeout=timeout, check=False, env=env)
-    seconds = time.monotonic() - started
-    assert done.returncode in (0, 1), done.stderr
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "doctor", "--live", "--json", "--only", "live", "--python", str(python), *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return process, mark, time.monotonic()
+
+
+def finish_live(started, timeout=300):
+    """(exit code, checks by id, live details, seconds) of a run start_live() started; nothing of it may be left running."""
+    process, mark, began = started
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    seconds = time.monotonic() - began
+    assert process.returncode in (0, 1), err
     assert marked_processes(mark) == [], "processes of the run outlived compat"
-    data = json.loads(done.stdout)
+    data = json.loads(out)
     jsonschema.validate(data, SCHEMA)
     # and by pid, not only by the marker: every rank and launcher process compat reported is gone
     pids = [r["pid"] for r in data["live"].get("ranks", [])] + [p["pid"] for p in data["live"].get("launcher_processes", [])]
     assert [pid for pid in pids if alive(pid)] == []
-    return done.returncode, {c["id"]: c for c in data["checks"]}, data["live"], seconds
+    return process.returncode, {c["id"]: c for c in data["checks"]}, data["live"], seconds
+
+
+def live(python, *args, env_extra=None, timeout=300):
+    """Run compat doctor --live --json as a user would; return (exit code, checks by id, live details, seconds)."""
+    return finish_live(start_live(python, *args, env_extra=env_extra), timeout=timeout)
 
 
 def alive(pid: int) -> bool:
@@ -273,17 +290,6 @@ def test_a_rank_that_exits_early_under_a_launcher_is_named(stock, request, launc
     assert_ended_before_the_limit(details, seconds, limit)  # compat stops the waiting rank 0 soon after rank 1 died
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
-def test_a_rank_that_never_joins_under_a_launcher_is_a_hang(stock, request, launcher):
-    limit = 60.0  # room for both ranks to start and reach their stage on a loaded machine; the sleep never ends anyway
-    mpi = ["--mpirun", request.getfixturevalue("mpirun")] if launcher == "mpirun" else []
-    code, checks, _, seconds = live(stock, "--launcher", launcher, *mpi, "--live-timeout", f"{limit:g}", "--no-trainer",
-                                    env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "sleep:1"})
-    assert code == 1
-    assert checks["live.hang"]["status"] == "fail" and checks["live.hang"]["summary"].endswith("rank 1 stuck at stage backend")
-    assert_held_to_the_limit(seconds, limit)
-
-
 def test_a_rank_that_exits_0_before_finishing_fails_the_run(stock):
     code, checks, _, _ = live(stock, env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "exit0:1"})
     assert code == 1
@@ -341,28 +347,6 @@ def test_sigkill_to_compat_under_intel_mpirun_leaves_nothing_for_long(stock, mpi
     assert left == []
 
 
-def test_a_rank_ends_itself_at_its_own_deadline_even_without_compat(stock, tmp_path):
-    """The last line of defence: run the worker by hand (no compat, no launcher) with a rank that sleeps forever;
-    the kernel's SIGALRM ends it at --deadline."""
-    import signal
-
-    from compatmatrix.live.service import WORKER
-
-    env = base_env({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
-                    "COMPAT_LIVE_FIXTURE_FAULT": "sleep:0"})
-    lead = 30  # seconds for the rank to import torch and reach its fault on a loaded machine
-    deadline = int(time.time()) + lead
-    started = time.monotonic()
-    done = subprocess.run([str(stock), str(WORKER), "--run-dir", str(tmp_path), "--expect-world", "1", "--deadline", str(deadline)],
-                          env=env, timeout=lead + 90, check=False, cwd=str(tmp_path))
-    assert done.returncode == -signal.SIGALRM
-    assert time.time() >= deadline - 1, "the rank ended before its deadline"
-    assert time.monotonic() - started < lead + 30
-    (status,) = [json.loads(p.read_text()) for p in tmp_path.glob("proc-*.json")]
-    assert status["fixture_fault"] == "sleep before joining"
-    assert status["updated"] < deadline, "the fault was recorded only after the alarm: the sleep was never reached"
-
-
 def test_a_rank_crashing_in_the_trainer_under_torchrun_fails_the_run(stock):
     """A SIGSEGV leaves no Python error behind: the rank's exit code comes from torchrun's report."""
     code, checks, _, _ = live(stock, "--launcher", "torchrun", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "segv:1"})
@@ -371,33 +355,113 @@ def test_a_rank_crashing_in_the_trainer_under_torchrun_fails_the_run(stock):
     assert "Segmentation fault" in " ".join(checks["live.ranks"]["evidence"])
 
 
-def test_a_rank_that_never_joins_is_a_hang_within_the_timeout(stock):
-    limit = 60.0  # room for the ranks to reach their stages on a loaded machine
-    code, checks, details, seconds = live(stock, "--live-timeout", f"{limit:g}", "--no-trainer", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "sleep:1"})
+# --- hangs: every scenario below only waits out its own deadline, so they are started side by side -----------------------
+
+HANG_LIMIT_S = 60.0  # --live-timeout: room for every rank of every scenario to import torch and reach its stage while all start at once
+WORKER_LEAD_S = 45  # the bare worker's --deadline, from its start: room to import torch and reach its fault under the same load
+
+
+@pytest.fixture(scope="module")
+def hangs(stock, request, tmp_path_factory):
+    """The hang scenarios, all started at once and all collected before the first of their tests goes on: each one only waits
+    for a deadline, so side by side they cost the wall clock of the longest (~45 s) instead of their sum (~160 s one after
+    another). Nothing else of this module runs meanwhile. name -> finish_live()'s answer, or the exception it raised; the
+    bare worker's entry is (return code, seconds, deadline, run folder); the mpirun entry is the skip reason where Intel MPI
+    cannot run here."""
+    from compatmatrix.live.service import WORKER
+
+    limit = ["--live-timeout", f"{HANG_LIMIT_S:g}", "--no-trainer"]
+    try:
+        mpi = ["--launcher", "mpirun", "--mpirun", request.getfixturevalue("mpirun")]
+    except pytest.skip.Exception as exc:
+        mpi = exc
+    scenarios = {"spawn, never joins": (limit, "sleep:1"), "torchrun, never joins": (["--launcher", "torchrun", *limit], "sleep:1"),
+                 "collective never returns": (limit, "stall:1")}
+    if not isinstance(mpi, BaseException):
+        scenarios["mpirun, never joins"] = ([*mpi, *limit], "sleep:1")
+    run_dir = tmp_path_factory.mktemp("bare-worker")
+    deadline = int(time.time()) + WORKER_LEAD_S
+    env = base_env({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+                    "COMPAT_LIVE_FIXTURE_FAULT": "sleep:0"})
+    bare_started = time.monotonic()
+    bare = subprocess.Popen([str(stock), str(WORKER), "--run-dir", str(run_dir), "--expect-world", "1", "--deadline", str(deadline)],
+                            env=env, cwd=str(run_dir))
+    bare_ended = []  # (wall clock, seconds) when it ended, taken by a thread while the other runs are collected
+    waiter = threading.Thread(target=lambda: (bare.wait(timeout=WORKER_LEAD_S + 90), bare_ended.append((time.time(), time.monotonic() - bare_started))),
+                              daemon=True)
+    waiter.start()
+    started = {name: start_live(stock, *args, env_extra={"COMPAT_LIVE_FIXTURE_FAULT": fault}) for name, (args, fault) in scenarios.items()}
+    results = {}
+    for name, run in started.items():
+        try:
+            results[name] = finish_live(run, timeout=HANG_LIMIT_S + 120)
+        except Exception as exc:  # noqa: BLE001 - handed to the scenario's own test, which raises it
+            results[name] = exc
+    waiter.join(timeout=WORKER_LEAD_S + 120)
+    if bare.poll() is None:
+        bare.kill()
+        bare.wait()
+    ended, seconds = bare_ended[0] if bare_ended else (time.time(), time.monotonic() - bare_started)
+    results["bare worker"] = (bare.returncode, ended, seconds, deadline, run_dir)
+    results["mpirun, never joins"] = results.get("mpirun, never joins", mpi)
+    return results
+
+
+def hang(hangs, name):
+    result = hangs[name]
+    if isinstance(result, pytest.skip.Exception):
+        pytest.skip(str(result))
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_a_rank_that_never_joins_under_a_launcher_is_a_hang(hangs, launcher):
+    code, checks, _, seconds = hang(hangs, f"{launcher}, never joins")
     assert code == 1
-    hang = checks["live.hang"]
+    assert checks["live.hang"]["status"] == "fail" and checks["live.hang"]["summary"].endswith("rank 1 stuck at stage backend")
+    assert_held_to_the_limit(seconds, HANG_LIMIT_S)
+
+
+def test_a_rank_that_never_joins_is_a_hang_within_the_timeout(hangs):
+    code, checks, details, seconds = hang(hangs, "spawn, never joins")
+    assert code == 1
+    hang_check = checks["live.hang"]
     # rank 0's own rendezvous timeout (half the limit) or compat's deadline: either way it is a hang that names rank 1
-    assert hang["status"] == "fail" and hang["summary"].startswith("hang: ")
-    assert hang["summary"].endswith("rank 1 stuck at stage backend")
-    evidence = " ".join(hang["evidence"])
+    assert hang_check["status"] == "fail" and hang_check["summary"].startswith("hang: ")
+    assert hang_check["summary"].endswith("rank 1 stuck at stage backend")
+    evidence = " ".join(hang_check["evidence"])
     assert "rank 1: last stage backend" in evidence and "stuck in fixture_fault (worker.py" in evidence  # its stack, dumped on SIGUSR1
     assert "likely causes:" in evidence and "MASTER_ADDR:MASTER_PORT" in evidence
     assert checks["live.cleanup"]["status"] == "pass"
-    assert_held_to_the_limit(seconds, limit)
+    assert_held_to_the_limit(seconds, HANG_LIMIT_S)
 
 
-def test_a_collective_that_never_returns_is_a_hang_killed_at_the_deadline(stock):
-    # rank 1 joins and then never enters the allreduce (an endless stall); the whole run is held to the hard limit, with room
-    # for both ranks to import torch and join on a loaded machine. Rank 0's collective timeout (half the limit) or compat's
-    # deadline ends it: either way a hang naming rank 1
-    limit = 30.0
-    code, checks, details, seconds = live(stock, "--live-timeout", f"{limit:g}", "--no-trainer", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "stall:1"})
+def test_a_collective_that_never_returns_is_a_hang_killed_at_the_deadline(hangs):
+    # rank 1 joins and then never enters the allreduce (an endless stall); the whole run is held to the hard limit. Rank 0's
+    # collective timeout (half the limit) or compat's deadline ends it: either way a hang naming rank 1
+    code, checks, details, seconds = hang(hangs, "collective never returns")
     assert code == 1
-    hang = checks["live.hang"]
-    assert hang["status"] == "fail"
-    assert "rank 1 stuck at stage joined" in hang["summary"]
-    assert "a collective never returned" in " ".join(hang["evidence"])
-    assert_held_to_the_limit(seconds, limit)
+    hang_check = checks["live.hang"]
+    assert hang_check["status"] == "fail"
+    assert "rank 1 stuck at stage joined" in hang_check["summary"]
+    assert "a collective never returned" in " ".join(hang_check["evidence"])
+    assert_held_to_the_limit(seconds, HANG_LIMIT_S)
+
+
+def test_a_rank_ends_itself_at_its_own_deadline_even_without_compat(hangs):
+    """The last line of defence: the worker run by hand (no compat, no launcher) with a rank that sleeps forever;
+    the kernel's SIGALRM ends it at --deadline."""
+    import signal
+
+    returncode, ended, seconds, deadline, run_dir = hangs["bare worker"]
+    assert returncode == -signal.SIGALRM
+    assert ended >= deadline - 1, "the rank ended before its deadline"
+    assert seconds < WORKER_LEAD_S + 30
+    (status,) = [json.loads(p.read_text()) for p in run_dir.glob("proc-*.json")]
+    assert status["fixture_fault"] == "sleep before joining"
+    assert status["updated"] < deadline, "the fault was recorded only after the alarm: the sleep was never reached"
 
 
 def test_a_rank_that_exits_early_is_reported_and_the_rest_are_stopped(stock):
@@ -434,8 +498,10 @@ def test_fixture_ccl_is_chosen_labelled_and_blocked_for_the_trainer_on_transform
     assert checks["live.allreduce"]["summary"].startswith("fp32 and bf16 allreduce on ccl is exact")
     trainer = checks["live.trainer"]
     assert code == 1 and trainer["status"] == "fail"
-    assert trainer["summary"].startswith("the Trainer cannot use ccl with transformers 5.23.0 / accelerate 1.15.0")
-    assert any("transformers 5.23.0 no longer accepts ccl" in e for e in trainer["evidence"])
+    built = dict(r.split("==") for r in SPECS["torch213-stock"][0])  # what the environment was built with, not a copy
+    transformers, accelerate = built["transformers"], built["accelerate"]
+    assert trainer["summary"].startswith(f"the Trainer cannot use ccl with transformers {transformers} / accelerate {accelerate}")
+    assert any(f"transformers {transformers} no longer accepts ccl" in e for e in trainer["evidence"])
 
 
 def test_real_ipex_applied_with_the_fixture_ccl_backend(ipex_env, tmp_path):
