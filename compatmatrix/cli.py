@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -165,15 +166,44 @@ def positive_float(text: str) -> float:
     return value
 
 
+MAX_COUNT = 1_000_000  # nodes, steps: far above any cluster (the largest have ~160,000 nodes), far below what overflows a writer
+MAX_PER_NODE = 8192  # ranks or threads on one node: Linux's own ceiling on CPUs (CONFIG_NR_CPUS, NR_CPUS_MAX)
+
+
+def _whole_number(text: str, most: int) -> int:
+    """A whole number from 1 to ``most``, written in ASCII digits only: int() would also take '1_000', '+3', ' 3 ' and
+    other scripts' digits ('３'), which no launcher or scheduler reads back as the same number."""
+    return _digits(text, 1, most)
+
+
+def _digits(text: str, least: int, most: int) -> int:
+    if not re.fullmatch(r"[0-9]+", text):
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' is not a whole number (digits 0-9 only)")
+    if len(text.lstrip("0")) > len(str(most)) or int(text) > most:  # the length first: int() of 5,000 digits is an error
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' is more than {most:,}")
+    if int(text) < least:
+        raise argparse.ArgumentTypeError(f"'{shown(text)}' must be at least {least}")
+    return int(text)
+
+
+def zero_or_more_int(text: str) -> int:
+    """argparse type: a whole number from 0 to MAX_COUNT (a node's rank, oneCCL's worker count)."""
+    return _digits(text, 0, MAX_COUNT)
+
+
+def port_int(text: str) -> int:
+    """argparse type: a TCP port, 1 to 65535."""
+    return _digits(text, 1, 65535)
+
+
 def positive_int(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{shown(text)}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{shown(text)}' must be at least 1")
-    return value
+    """argparse type: a whole number from 1 to MAX_COUNT (nodes, steps)."""
+    return _whole_number(text, MAX_COUNT)
+
+
+def per_node_int(text: str) -> int:
+    """argparse type: a whole number from 1 to MAX_PER_NODE (ranks or threads on one node)."""
+    return _whole_number(text, MAX_PER_NODE)
 
 
 class _Bf16Action(argparse.BooleanOptionalAction):
@@ -423,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate_cmd.add_argument("--source", dest="sources", action="append", default=[], metavar="PATH",
                              help="a training script (or a folder of them) to scan for IPEX / oneCCL calls (read, never imported or rewritten); repeatable")
     migrate_cmd.add_argument("--compare", action="store_true", help="run the live doctor before and after and print bandwidth, step time and losses side by side")
-    migrate_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N", help="ranks of the live validation and of the thread settings (default 2)")
+    migrate_cmd.add_argument("--ranks-per-node", type=per_node_int, default=2, metavar="N", help="ranks of the live validation and of the thread settings (default 2)")
     migrate_cmd.add_argument("--index", dest="indexes", action="append", default=[], metavar="HOST=URL", help="take HOST's packages from URL (as for compat install)")
     migrate_cmd.add_argument("--installer", choices=["pip", "uv", "auto"], default="auto", help="pip, uv, or uv when it is there (default)")
     migrate_cmd.add_argument("--live-timeout", type=positive_float, default=300.0, metavar="S", help="deadline of each live validation run (default 300 s)")
@@ -517,7 +547,7 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
     _output_options(export_cmd, json_help="with --validate: the findings as JSON (compatmatrix/schemas/export-validate-v1.json)")
     job = export_cmd.add_argument_group("pytorchjob")
     job.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="pods (nodes): a Master and N-1 Workers (default 1)")
-    job.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=positive_int, default=1, metavar="M",
+    job.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=per_node_int, default=1, metavar="M",
                      help="ranks per pod (default 1), started by torchrun")
     job.add_argument("--image", metavar="IMG", help="the image that holds the set (compat export dockerfile writes its Dockerfile); required")
     job.add_argument("--cpu", metavar="C", help="CPUs per pod, a Kubernetes quantity (8, 7500m): requests = limits; the thread plan follows it; required")
@@ -525,7 +555,7 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
     job.add_argument("--name", default="compat-train", metavar="NAME", help="the job's name, a DNS-1035 label (default compat-train)")
     job.add_argument("--namespace", metavar="NS", help="the job's namespace (default: none in the manifest)")
     job.add_argument("--shm-size", default="2Gi", metavar="S", help="size of the Memory emptyDir mounted at /dev/shm (default 2Gi)")
-    job.add_argument("--threads-per-core", type=positive_int, default=1, metavar="K",
+    job.add_argument("--threads-per-core", type=per_node_int, default=1, metavar="K",
                      help="2 when the pod's CPU units are hyperthreads of SMT nodes (the plan then counts physical cores); default 1")
     job.add_argument("--no-preflight", action="store_true", help="no compat doctor --live in every pod before training")
     job.add_argument("--trainer-v2", action="store_true", help="write a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1) instead")
@@ -541,7 +571,7 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
                      "the manifest (YAML); they are judged either way")
     docker = export_cmd.add_argument_group("dockerfile")
     docker.add_argument("--base", metavar="IMG", help="the base image (default python:X.Y-slim for the resolved set's Python)")
-    docker.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="N", help="ranks per container, for compat env's thread settings (default 1)")
+    docker.add_argument("--ranks-per-node", type=per_node_int, default=1, metavar="N", help="ranks per container, for compat env's thread settings (default 1)")
     docker.add_argument("--wheelhouse", metavar="DIR", help="install offline from this compat download folder of the build context")
     export_cmd.set_defaults(build=_export_args_of)
 
@@ -550,7 +580,7 @@ def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
     from .launchers.interface import ENV
 
     env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
-    env_cmd.add_argument("--ranks-per-node", type=positive_int, default=2, metavar="N")
+    env_cmd.add_argument("--ranks-per-node", type=per_node_int, default=2, metavar="N")
     env_cmd.add_argument("--launcher", choices=names(ENV),
                          help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
     env_cmd.add_argument("--master-addr", metavar="HOST", help="the job's master (node 0; default $MASTER_ADDR): export the interface that reaches "
@@ -571,8 +601,8 @@ def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
     from .launchers.interface import BOUND
 
     launch_cmd.add_argument("--launcher", choices=names(BOUND), required=True, help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH)")
-    launch_cmd.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=positive_int, required=True, metavar="N", help="ranks on this node")
-    launch_cmd.add_argument("--ccl-workers", type=int, default=None, metavar="K",
+    launch_cmd.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=per_node_int, required=True, metavar="N", help="ranks on this node")
+    launch_cmd.add_argument("--ccl-workers", type=zero_or_more_int, default=None, metavar="K",
                             help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
     launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
     launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
@@ -600,7 +630,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                                 "under it (its transport, I_MPI_ROOT, MASTER_ADDR/MASTER_PORT; the rendezvous under mpirun whatever the backend)")
         else:
             _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
-        parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=positive_int, default=2, metavar="N",
+        parser.add_argument("--ranks-per-node", "--nproc-per-node", dest="ranks_per_node", type=per_node_int, default=2, metavar="N",
                             help="ranks you launch per node (default 2): for the thread checks, and the ranks --live starts")
         parser.add_argument("--bf16", action=_Bf16Action, default=None,
                             help="--bf16: you intend to train in bf16 (checks the CPU supports it natively; --live then trains in bf16, emulated "
@@ -625,9 +655,9 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--no-trainer", action="store_true", help="only the allreduce, no Trainer step")
             live.add_argument("--steps", type=positive_int, default=3, metavar="K", help="Trainer steps (default 3)")
             live.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="nodes in the run (torchrun/spawn: run compat doctor --live on each)")
-            live.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's index, 0..N-1")
+            live.add_argument("--node-rank", type=zero_or_more_int, default=0, metavar="R", help="this node's index, 0..N-1")
             live.add_argument("--master-addr", metavar="HOST", help="rendezvous address, node 0 (default 127.0.0.1, or the hostfile's first host)")
-            live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
+            live.add_argument("--master-port", type=port_int, metavar="PORT", help="rendezvous port (default: a free one; required with --nnodes > 1)")
             live.add_argument("--hostfile", metavar="FILE", help="the hosts: a hostfile or a Slurm node list, node[01-16]; with --live, mpirun starts --nproc-per-node ranks on each; without --live, the static preflight on every host")
             live.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
             live.add_argument("--run-dir", metavar="DIR", help="where the ranks write their results (mpirun --hostfile: a folder every node sees)")
@@ -854,8 +884,6 @@ def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
 
     if ns.json and not ns.print_:
         raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
-    if ns.ccl_workers is not None and ns.ccl_workers < 0:
-        raise UsageError("--ccl-workers must be 0 or more.", "Pass the oneCCL worker cores per rank, e.g. --ccl-workers 1.")
     return LaunchArgs(ns.json, ns.launcher, ns.nproc_per_node, ns.ccl_workers, ns.print_, _target(ns).python, ns.sysfs_root, ns.mpirun,
                       ns.mpi_flavor, _command_words(ns.training_command))
 

@@ -171,6 +171,8 @@ def parse_host(word: str) -> tuple[Optional[tuple[str, Optional[int]]], str]:
     name, colon, count = rest.partition(":")
     if colon and not _SLOTS.fullmatch(count):
         return None, "its slots after ':' are not a number"
+    if colon and int(count) == 0:
+        return None, "it has 0 slots after ':' (a host with no rank has no place in the hostfile)"
     if len(name) > 253 or not _HOST_NAME.fullmatch(name):
         return None, "it is not a host name, an IPv4 or an IPv6 address"
     return (f"{user}@{name}" if at else name, int(count) if colon else None), ""
@@ -199,6 +201,9 @@ def read_hosts(path: str) -> list[tuple[str, Optional[int]]]:
         for word in words[1:]:
             key, _, value = word.partition("=")
             if key in ("slots", "max_slots") and _SLOTS.fullmatch(value):
+                if int(value) == 0:
+                    raise HostfileError(f"line {number} of the hostfile {shown(path, 200)} gives {escape_text(repr(words[0][:80]))} {key}=0.",
+                                        "Give every host at least one slot, or leave the host out.")
                 slots = int(value)
         hosts.append((name, slots))
     if not hosts:

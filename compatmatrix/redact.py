@@ -76,12 +76,52 @@ def _stripped_authority(authority: str) -> str:
     return _split(authority)[2]
 
 
+# a URL's query (after its first '?', up to white space, a quote, an angle bracket or '#'): where a signed or token URL
+# carries its secret (?token=, ?access_token=, S3's X-Amz-Signature / X-Amz-Credential / X-Amz-Security-Token, Google's
+# X-Goog-Signature, Azure's sig=)
+_QUERY = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>?#]*\?)(?P<query>[^\s'\"<>#]*)")
+# a query parameter whose value is a secret by its name (the whole name, or its last part after '-', '_' or '.')
+_SECRET_PARAMETER = re.compile(r"(?:^|[-_.])(?:token|auth|authorization|key|apikey|password|passwd|pwd|secret|signature|sig|"
+                               r"credential|credentials)$", re.IGNORECASE)
+
+
+def _secret_parameter(name: str) -> bool:
+    import urllib.parse
+
+    return bool(_SECRET_PARAMETER.search(urllib.parse.unquote_plus(name).strip()))
+
+
+def _query(text: str, masked: bool) -> str:
+    """``text`` with the value of every secret query parameter of its URLs masked (``token=****``), or, unmasked, the
+    parameter left out (a query left empty goes, its '?' too)."""
+    def fix(match: re.Match) -> str:
+        kept = []
+        for part in re.split(r"[&;]", match.group("query")):
+            name, equals, _value = part.partition("=")
+            if equals and _secret_parameter(name):
+                if masked:
+                    kept.append(f"{name}={MASK}")
+                continue
+            kept.append(part)
+        if not masked and kept == [""] * len(kept):
+            return match.group("head")[:-1]
+        separators = re.findall(r"[&;]", match.group("query"))
+        if masked:  # the separators as written
+            return match.group("head") + "".join(p + (separators[i] if i < len(separators) else "") for i, p in enumerate(kept))
+        return match.group("head") + "&".join(kept)
+
+    return _QUERY.sub(fix, text)
+
+
 def redact_text(text: str) -> str:
-    """``text`` with the credentials of every URL in it masked (pip's form). Anything else is unchanged."""
-    if "@" not in text:
-        return text
-    text = _unencoded(text, masked=True)
-    return _AUTHORITY.sub(lambda m: m.group("scheme") + _redacted_authority(m.group("authority")), text)
+    """``text`` with the credentials of every URL in it masked (pip's form), and the value of a secret query parameter
+    (``?token=****``). Anything else is unchanged."""
+    if "@" in text:
+        text = _unencoded(text, masked=True)
+        text = _AUTHORITY.sub(lambda m: m.group("scheme") + _redacted_authority(m.group("authority")), text)
+    if "?" in text:
+        text = _query(text, masked=True)
+    return text
 
 
 def redact_url(url: str) -> str:
@@ -90,11 +130,13 @@ def redact_url(url: str) -> str:
 
 
 def strip_credentials(url: str) -> str:
-    """The URL without user, password or token (for exports and for what compat keeps on disk)."""
-    if "@" not in url:
-        return url
-    url = _unencoded(url, masked=False)
-    return _AUTHORITY.sub(lambda m: m.group("scheme") + _stripped_authority(m.group("authority")), url)
+    """The URL without user, password, token or secret query parameter (for exports and for what compat keeps on disk)."""
+    if "@" in url:
+        url = _unencoded(url, masked=False)
+        url = _AUTHORITY.sub(lambda m: m.group("scheme") + _stripped_authority(m.group("authority")), url)
+    if "?" in url:
+        url = _query(url, masked=False)
+    return url
 
 
 def has_credentials(url: str) -> bool:

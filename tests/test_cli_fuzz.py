@@ -336,3 +336,27 @@ def test_the_new_commands_end_in_a_sentence_and_an_exit_code(argv, capsys, monke
         script = tmp_path / "job.sh"
         script.write_text(out, encoding="utf-8")
         assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=30).returncode == 0, out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["export", "sbatch", "--python", "/v/bin/python", "--nnodes", "99999999999999", "--", "python", "t.py"], "'99999999999999' is more than 1,000,000"),
+    (["export", "sbatch", "--python", "/v/bin/python", "--nnodes", "1_0", "--", "python", "t.py"], "'1_0' is not a whole number (digits 0-9 only)"),
+    (["export", "sbatch", "--python", "/v/bin/python", "--nproc-per-node", "+2", "--", "python", "t.py"], "'+2' is not a whole number"),
+    (["export", "sbatch", "--python", "/v/bin/python", "--nproc-per-node", "8193", "--", "python", "t.py"], "'8193' is more than 8,192"),
+    (["env", "--nnodes", "\uff13", "--master-addr", "node1"], "is not a whole number (digits 0-9 only)"),  # a fullwidth 3, which int() takes
+    (["doctor", "--live", "--nnodes", "2", "--master-addr", "10.0.0.1", "--master-port", "1_0"], "'1_0' is not a whole number"),
+    (["doctor", "--live", "--nnodes", "2", "--master-addr", "10.0.0.1", "--master-port", "65536"], "'65536' is more than 65,535"),
+    (["doctor", "--live", "--nnodes", "2", "--master-addr", "10.0.0.1", "--node-rank", " 1"], "is not a whole number"),
+    (["doctor", "--live", "--nnodes", "9" * 5000], "is more than 1,000,000"),  # int() itself refuses 5,000 digits with a ValueError
+])
+def test_a_count_or_port_is_ascii_digits_in_range_or_one_sentence(argv, words, capsys):
+    """Counts and ports are typed at the edge: only what a launcher, Slurm or a manifest reads back as the same number."""
+    code, out, err = run_in_process(argv, capsys)
+    last = err.strip().splitlines()[-1]  # argparse's usage lines, then the one sentence
+    assert code == 2 and last.startswith("compat: error: argument ") and words in last and "Traceback" not in err, err
+
+
+def test_the_largest_count_is_written_back_as_given(capsys):
+    code, out, err = run_in_process(["export", "sbatch", "--python", sys.executable, "--nnodes", "1000000", "--", "python", "t.py"], capsys)
+    assert code == 0, err
+    assert "#SBATCH --nodes=1000000" in out

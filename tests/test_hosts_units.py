@@ -197,6 +197,17 @@ def test_a_word_that_is_not_a_host_is_refused_naming_the_line(tmp_path, word):
         read_hostfile(str(hostfile))
 
 
+@pytest.mark.parametrize("line, words", [("node1:0", "it has 0 slots after ':'"), ("node1 slots=0", "gives 'node1' slots=0"),
+                                          ("node1:00", "it has 0 slots after ':'"), ("node1 max_slots=0", "max_slots=0")])
+def test_a_host_with_no_slot_is_refused_with_its_line(tmp_path, line, words):
+    """Zero slots is no rank on that host: mpirun refuses it or skips the host, and the plan's world size would be wrong."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"node0\n{line}\n")
+    with pytest.raises(HostfileError, match="line 2 of the hostfile") as caught:
+        read_hosts(str(hostfile))
+    assert words in str(caught.value)
+
+
 def test_an_option_in_the_hostfile_never_reaches_the_remote_shell(tmp_path):
     ran = tmp_path / "ran"
     rsh = write_exe(tmp_path / "rsh", f"#!/bin/sh\n# FIXTURE remote shell: records that it ran\necho \"$@\" > {ran}\nexit 255\n")

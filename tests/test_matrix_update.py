@@ -167,6 +167,32 @@ def test_write_adds_entries_and_keeps_the_file(registry, data_home, tmp_path):
     assert target.read_text().splitlines() == after and "0 entries added" in again.stdout
 
 
+def test_write_keeps_crlf_the_mode_and_the_link_and_leaves_no_temporary_file(registry, data_home, tmp_path):
+    """A matrix file kept with CRLF (a Windows checkout) stays CRLF on every line, the added ones too; its mode stays; a
+    symbolic link to it stays a link (the file it names is replaced, through a temporary file renamed over it)."""
+    real = tmp_path / "shared" / "matrix.toml"
+    real.parent.mkdir()
+    real.write_bytes((ROOT / "data" / "matrix.toml").read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    real.chmod(0o640)
+    link = tmp_path / "matrix.toml"
+    link.symlink_to(real)
+    done = _update(registry, data_home, "--write", str(link))
+    assert f"WROTE torch {TORCH_NEW}" in done.stdout
+    data = real.read_bytes()
+    assert data.count(b"\n") == data.count(b"\r\n") > 0 and b"\r\r" not in data
+    assert link.is_symlink() and (real.stat().st_mode & 0o777) == 0o640
+    assert sorted(p.name for p in real.parent.iterdir()) == ["matrix.toml"]
+    assert load_matrix(link).release(Component.TORCH, Version(TORCH_NEW)) is not None
+
+
+def test_crlf_is_kept_only_where_the_file_had_it():
+    from compatmatrix.matrix.update import in_line_endings_of
+
+    assert in_line_endings_of("a\r\nb\r\n", "a\nb\nc\n") == "a\r\nb\r\nc\r\n"
+    assert in_line_endings_of("a\r\nb\r\n", "a\r\nb\r\nc\n") == "a\r\nb\r\nc\r\n"
+    assert in_line_endings_of("a\nb\n", "a\nb\nc\n") == "a\nb\nc\n"
+
+
 def test_no_registry_readable_is_one_sentence_exit_2(data_home, tmp_path):
     done = run_compat("matrix", "update", "--index", "pypi=http://127.0.0.1:9/simple", "--index", "pytorch-cpu=http://127.0.0.1:9/simple",
                       "--index", "intel-cpu-us=http://127.0.0.1:9/simple", env_extra={"XDG_DATA_HOME": str(data_home)})
@@ -496,3 +522,19 @@ def test_an_overlay_with_a_lone_surrogate_is_printed_not_a_crash(tmp_path):
         done = run_compat(*args, env_extra={"XDG_DATA_HOME": str(tmp_path)})
         assert done.returncode == 0 and "internal error" not in done.stderr, done.stderr
         assert "0.98.0" in done.stdout
+
+
+def test_an_overlay_read_in_the_future_is_never_shown_as_fresh():
+    import datetime
+
+    from compatmatrix.matrix.overlay import OverlayState
+
+    now = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.timezone.utc)
+
+    def age(read_at):
+        return OverlayState(path="o.json", read_at=read_at, harvested=frozenset(), filled=0, disagreements=(), hosts_unread=()).age(now)
+
+    assert age("2026-11-27T11:30:00Z") == "30 min old"
+    assert age("2026-11-27T12:03:00Z") == "0 min old"  # a few minutes of clock skew between machines: fresh
+    assert age("2027-01-01T00:00:00Z") == "in the future: check this machine's clock"
+    assert age("2026-11-20T12:00:00Z") == "7 days old" and age("not a date") == "unknown age"

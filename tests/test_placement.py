@@ -415,7 +415,7 @@ def test_a_recorded_cgroup_quota_limits_the_printed_plan(tmp_path, files, expect
     (["--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "29", "--ccl-workers", "1", "--", "train.py"],
      "29 ranks with 1 oneCCL worker core each need 58 physical cores, but this process may use 56"),
     (["--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "2"], "No command to launch."),
-    (["--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "2", "--ccl-workers", "-1", "--", "x.py"], "--ccl-workers must be 0 or more."),
+    (["--sysfs-root", str(XEON), "--launcher", "torchrun", "--nproc-per-node", "2", "--ccl-workers", "-1", "--", "x.py"], "argument --ccl-workers: '-1' is not a whole number"),
 ])
 def test_impossible_requests_are_exit_2_with_one_sentence(args, words):
     done = launch_print(*args)

@@ -85,6 +85,23 @@ def test_no_shape_of_url_shows_its_secret(case):
     assert written not in in_a_sentence.replace(MASK, ""), in_a_sentence
 
 
+@pytest.mark.parametrize("url, shown, exported", [
+    (f"https://h.example/simple?token={TOKEN}", f"https://h.example/simple?token={MASK}", "https://h.example/simple"),
+    (f"https://h.example/simple/?x=1&access_token={TOKEN};y=2", f"https://h.example/simple/?x=1&access_token={MASK};y=2", "https://h.example/simple/?x=1&y=2"),
+    (f"https://b.s3.example/links.html?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={TOKEN}&X-Amz-Security-Token={PASSWORD}",
+     f"https://b.s3.example/links.html?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={MASK}&X-Amz-Security-Token={MASK}",
+     "https://b.s3.example/links.html?X-Amz-Algorithm=AWS4-HMAC-SHA256"),
+    (f"https://a.blob.example/c/links.html?sv=2024&sig={PASSWORD}", f"https://a.blob.example/c/links.html?sv=2024&sig={MASK}", "https://a.blob.example/c/links.html?sv=2024"),
+    (f"https://h.example/s?api%5Fkey={TOKEN}#frag", f"https://h.example/s?api%5Fkey={MASK}#frag", "https://h.example/s#frag"),
+    (f"https://alice:{PASSWORD}@h.example/s?key={TOKEN}", f"https://alice:{MASK}@h.example/s?key={MASK}", "https://h.example/s"),
+    ("https://h.example/s?monkey=1&keys=2&key", "https://h.example/s?monkey=1&keys=2&key", "https://h.example/s?monkey=1&keys=2&key"),  # not secrets by name
+])
+def test_a_secret_query_parameter_is_masked_where_shown_and_left_out_where_exported(url, shown, exported):
+    assert redact_url(url) == shown and strip_credentials(url) == exported
+    assert has_credentials(url) == (url != exported)
+    assert redact_text(f"compat: error: {url} cannot be reached") == f"compat: error: {shown} cannot be reached"
+
+
 # --- every command, every source -----------------------------------------------------------------------------------
 
 PYPI = "https://pypi.org/simple"
@@ -104,6 +121,8 @@ def _source(kind: str, tmp_path: Path, monkeypatch) -> tuple[list[str], list[str
         requirements.write_text(f"--index-url {_with_auth(PYPI, 'alice:' + PASSWORD)}\n{pins}")
     elif kind == "file --extra-index-url":
         requirements.write_text(f"--extra-index-url {_with_auth(TORCH_HOST, TOKEN)}\n{pins}")
+    elif kind == "file query token":
+        requirements.write_text(f"--extra-index-url {TORCH_HOST}?token={TOKEN}\n{pins}")
     elif kind == "file -f":
         requirements.write_text(f"-f {_with_auth('https://find.example/links/', 'bob:' + PASSWORD)}\n{pins}")
     else:
@@ -111,6 +130,8 @@ def _source(kind: str, tmp_path: Path, monkeypatch) -> tuple[list[str], list[str
     files = ["-r", str(requirements)]
     if kind == "--index":
         return ["--index", f"pytorch-cpu={_with_auth(TORCH_HOST, 'alice:' + PASSWORD)}"], files
+    if kind == "--index signed URL":  # an S3-style presigned URL: its secrets are query parameters
+        return ["--index", f"pytorch-cpu={TORCH_HOST}/?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={TOKEN}&X-Amz-Signature={PASSWORD}"], files
     if kind == "COMPAT_INDEX_*":
         monkeypatch.setenv("COMPAT_INDEX_PYPI", _with_auth("https://pypi.mirror.example/simple", TOKEN))
         monkeypatch.setenv("COMPAT_INDEX_PYTORCH_CPU", _with_auth(TORCH_HOST, "alice:" + PASSWORD))
@@ -121,7 +142,7 @@ def _source(kind: str, tmp_path: Path, monkeypatch) -> tuple[list[str], list[str
     return [], files
 
 
-SOURCES = ["file --index-url", "file --extra-index-url", "file -f", "--index", "COMPAT_INDEX_*", "config file"]
+SOURCES = ["file --index-url", "file --extra-index-url", "file query token", "file -f", "--index", "--index signed URL", "COMPAT_INDEX_*", "config file"]
 COMMANDS = {
     "resolve -r": (["resolve"], False),
     "resolve -r --json": (["resolve", "--json"], False),
@@ -158,7 +179,7 @@ def test_no_command_prints_or_exports_a_credential(command, source, tmp_path, mo
     assert not list(tmp_path.glob("compat-crash-*"))
     if command.endswith("--json") and code in (0, 1):
         json.loads(out)  # still a document
-    if command in EXPORTS and code == 0 and source in ("--index", "COMPAT_INDEX_*", "config file"):
+    if command in EXPORTS and code == 0 and source in ("--index", "--index signed URL", "COMPAT_INDEX_*", "config file"):
         if command != "export constraints":  # constraints have no index lines
             assert "download.pytorch.org/whl/cpu" in out and CREDENTIALS_NOTE in out  # the URL stays, without credentials, and says where they come from
     if command in ("resolve -r", "resolve -r --json", "check -r --json") and source.startswith("file") and code in (0, 1):

@@ -72,7 +72,10 @@ class OverlayState(Record):
             then = datetime.datetime.strptime(self.read_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
         except ValueError:
             return "unknown age"
-        seconds = max(0, int(((now or datetime.datetime.now(datetime.timezone.utc)) - then).total_seconds()))
+        seconds = int(((now or datetime.datetime.now(datetime.timezone.utc)) - then).total_seconds())
+        if seconds < -300:  # a clock that was wrong when it was written, or is now: said, never shown as fresh
+            return "in the future: check this machine's clock"
+        seconds = max(0, seconds)
         if seconds < 3600:
             return f"{seconds // 60} min old"
         if seconds < 2 * 86400:

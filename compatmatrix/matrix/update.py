@@ -72,7 +72,11 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
             raise CompatError(f"The harvested entries do not validate in {shown(str(target), 200)} ({exc.message}); nothing was written.",
                               "Report this as a bug of compat matrix update.") from None
         if written.text != text:
-            target.write_text(written.text, encoding="utf-8")
+            try:
+                replace_text(target, in_line_endings_of(text, written.text))
+            except OSError as exc:
+                raise CompatError(f"--write {shown(str(target), 200)} cannot be written ({exc.strerror or exc}); it is unchanged.",
+                                  "Pass a matrix file in a folder you can write to.") from None
         return UpdateResult(found, read, None, target, written, None, read_at)
     from . import overlay
 
@@ -87,6 +91,39 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
         raise CompatError(f"The overlay cannot be written to {shown(str(path), 200)} ({exc.strerror or exc}).",
                           "Make XDG_DATA_HOME (or ~/.local/share) writable, or pass --write FILE.") from None
     return UpdateResult(found, read, saved, None, None, state, read_at)
+
+
+def in_line_endings_of(original: str, text: str) -> str:
+    """``text`` with the line endings ``original`` uses: a matrix file written with CRLF keeps CRLF on every line, the
+    added ones included (the entries are made with LF)."""
+    crlf = original.count("\r\n")
+    if not crlf or crlf < original.count("\n") - crlf:  # LF, or mostly LF: as made
+        return text
+    return text.replace("\r\n", "\n").replace("\n", "\r\n")
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``text`` over the file at ``path`` (through a symbolic link, to the file it names) as a new file renamed over
+    it: a reader, or compat killed midway, sees the old file or the new one, never half of one; its mode is kept."""
+    import os
+    import tempfile
+
+    real = Path(os.path.realpath(path))
+    mode = os.stat(real).st_mode & 0o7777
+    handle, temporary = tempfile.mkstemp(prefix=f".{real.name}-", suffix=".tmp", dir=str(real.parent))
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:  # newline="": the endings exactly as given
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, real)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def update_json(result: UpdateResult) -> dict[str, Any]:
