@@ -22,6 +22,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
 def pytest_collection_modifyitems(config, items):
     """The README's test command runs two pytest-xdist workers with ``--dist loadgroup``: every integration test is in one
     group, so one worker runs them all, one at a time and in order (real ranks, namespaces, daemons and timings never
