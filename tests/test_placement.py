@@ -471,3 +471,26 @@ def test_without_the_bindings_no_worker_core_is_set_aside_and_no_flag_is_invente
     asked = json.loads(run_compat("launch", "--print", "--json", *without_bindings, "--ccl-workers", "1", "--sysfs-root", str(XEON), "--launcher", "torchrun",
                                   "--nproc-per-node", "2", "--", "t.py").stdout)
     assert asked["env"]["CCL_WORKER_COUNT"] == "1"  # what the user asks for is kept
+
+
+@pytest.mark.parametrize("written", ["1_0", "99999999999999999999999", "\u0663", "+3", "0x10", ""])
+def test_a_sysfs_id_that_no_kernel_writes_is_named_not_read(tmp_path, written):
+    """core_id / physical_package_id are ASCII digits (-1: no package); int() would take '1_0', '٣' and 23 digits."""
+    root = tmp_path / "sys"
+    shutil.copytree(XEON, root, symlinks=True)
+    (root / "devices" / "system" / "cpu" / "cpu3" / "topology" / "core_id").write_text(written + "\n")
+    answer = env_probe.cpu_topology(str(root))
+    assert answer["cpus"] is None and answer["problem"].endswith("cpu3/topology/core_id is missing or unreadable"), answer["problem"]
+
+
+def test_a_package_id_of_minus_one_is_read():
+    """Some machines (VMs, some ARM boards) write -1: no package known; it is a value, not an error."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder) / "sys"
+        shutil.copytree(XEON, root, symlinks=True)
+        for topology in (root / "devices" / "system" / "cpu").glob("cpu[0-9]*/topology"):
+            (topology / "physical_package_id").write_text("-1\n")
+        answer = env_probe.cpu_topology(str(root))
+        assert answer["problem"] is None and {cpu["package"] for cpu in answer["cpus"]} == {-1}

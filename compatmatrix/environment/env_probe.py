@@ -206,11 +206,12 @@ def cpu_list(text):
 
 
 def _read_number(path):
+    """A sysfs id (physical_package_id, core_id): ASCII digits, -1 allowed (no package known), at most 10 digits; None for
+    anything else (int() would also take '1_0', other scripts' digits and numbers no kernel writes)."""
     text = read_text(path, 100)
-    try:
-        return int(text.strip()) if text is not None else None
-    except ValueError:
+    if text is None or not re.match(r"-?[0-9]{1,10}\Z", text.strip()):
         return None
+    return int(text.strip())
 
 
 def cpu_topology(sys_root="/sys"):
