@@ -55,6 +55,9 @@ class _Parser(argparse.ArgumentParser):
     after the options."""
 
     command_after_dashes = False
+    #: a subcommand whose training command is argparse's REMAINDER (launch, translate, migrate, tune): an option it does
+    #: not know, before the command, is refused by name (REMAINDER would take it, and everything after it, as the command)
+    command_remainder = False
     _inner = False
     #: adds the arguments on first use: a subcommand's many options (compat export's) cost nothing to the other commands
     populate: Optional[Callable[[argparse.ArgumentParser], None]] = None
@@ -108,8 +111,28 @@ class _Parser(argparse.ArgumentParser):
             populate(self)
         return self
 
+    def _refuse_unknown_options_before_the_command(self, words: Sequence[str]) -> None:
+        """Read the words up to where argparse's REMAINDER would start (the first word that is neither an option of this
+        command nor its value, or ``--``) and refuse the first option this command does not have."""
+        index = 0
+        while index < len(words):
+            word = words[index]
+            if word == "--" or not word.startswith("-") or word == "-":
+                return
+            name = word.split("=", 1)[0]
+            action = self._option_string_actions.get(name)
+            if action is None and self.allow_abbrev and name.startswith("--"):
+                matches = {a for option, a in self._option_string_actions.items() if option.startswith(name)}
+                action = matches.pop() if len(matches) == 1 else None
+            if action is None:
+                self.error(f"unrecognized option '{shown(word, 80)}' (the training command goes after --)")
+            takes = action.nargs if action.nargs is not None else 1
+            index += 1 + (takes if isinstance(takes, int) and "=" not in word else 0)
+
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         self.ensure_arguments()
+        if self.command_remainder and not self._inner:
+            self._refuse_unknown_options_before_the_command(list(sys.argv[1:] if args is None else args))
         if not self.command_after_dashes or self._inner:  # parse_known_intermixed_args calls back in (Python < 3.12)
             return super().parse_known_args(args, namespace)
         words = list(sys.argv[1:] if args is None else args)
@@ -429,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     _target_options(translate_cmd, python="read the installed versions from this interpreter (default: $COMPAT_PYTHON, else the running one)")
     translate_cmd.add_argument("--transformers", metavar="VERSION", help="translate for this transformers version instead of the installed one")
     translate_cmd.add_argument("--accelerate", metavar="VERSION", help="translate for this accelerate version instead of the installed one")
+    translate_cmd.command_remainder = True
     translate_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command line, after --")
     _output_options(translate_cmd)
     translate_cmd.set_defaults(build=_translate_args_of)
@@ -457,6 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate_cmd.add_argument("--index", dest="indexes", action="append", default=[], metavar="HOST=URL", help="take HOST's packages from URL (as for compat install)")
     migrate_cmd.add_argument("--installer", choices=["pip", "uv", "auto"], default="auto", help="pip, uv, or uv when it is there (default)")
     migrate_cmd.add_argument("--live-timeout", type=positive_float, default=300.0, metavar="S", help="deadline of each live validation run (default 300 s)")
+    migrate_cmd.command_remainder = True
     migrate_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the training command to rewrite, after --")
     _output_options(migrate_cmd)
     migrate_cmd.set_defaults(build=_migrate_args_of)
@@ -496,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cmd.add_argument("--no-compile", action="store_true", help="leave torch.compile out (the training cannot use it)")
     tune_cmd.add_argument("--json", action="store_true", help="print the table as JSON (compatmatrix/schemas/tune-v1.json)")
     _target_options(tune_cmd, python="the training environment's interpreter (default: $COMPAT_PYTHON, else the running one)")
+    tune_cmd.command_remainder = True
     tune_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                           help="the training command to measure instead of compat's workload, after -- (an HF Trainer script: compat sets "
                           "--max_steps, --logging_steps 1 and the batch; see README, Tuning)")
@@ -610,6 +636,7 @@ def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
     launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
     launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
     launch_cmd.add_argument("--mpi-flavor", choices=LAUNCHERS["mpirun"].flavors, help="mpirun: which MPI it is (default: asked with mpirun --version)")
+    launch_cmd.command_remainder = True
     launch_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what each rank runs, after -- (a .py script gets the interpreter in front)")
 
 

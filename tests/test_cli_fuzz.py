@@ -11,6 +11,7 @@ update against a FIXTURE index on 127.0.0.1, its overlay and --write in the test
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -360,3 +361,23 @@ def test_the_largest_count_is_written_back_as_given(capsys):
     code, out, err = run_in_process(["export", "sbatch", "--python", sys.executable, "--nnodes", "1000000", "--", "python", "t.py"], capsys)
     assert code == 0, err
     assert "#SBATCH --nodes=1000000" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["launch", "--launcher", "torchrun", "--bogus", "1", "--nproc-per-node", "2", "--", "python", "t.py"],
+    ["translate", "--transformers", "4.30.2", "--bogus", "--", "python", "t.py"],
+    ["migrate", "--dry-run", "--bogus=1", "--", "python", "t.py"],
+    ["tune", "--bogus", "--budget", "30", "--", "t.py"],
+])
+def test_an_unknown_option_before_the_command_is_named_not_taken_as_the_command(argv, capsys):
+    """argparse's REMAINDER took '--bogus' and every word after it as the training command, and then asked for an option
+    that was given ('the following arguments are required: --nproc-per-node')."""
+    code, out, err = run_in_process(argv, capsys)
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("compat: error: unrecognized option '--bogus") and "goes after --" in last, err
+
+
+def test_a_command_without_dashes_still_starts_at_its_first_word(capsys):
+    code, out, err = run_in_process(["launch", "--launcher", "torchrun", "--nproc-per-node", "1", "--print", "--json", "train.py", "--lr", "1"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["command"][-3:] == ["train.py", "--lr", "1"]
