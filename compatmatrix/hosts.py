@@ -158,6 +158,8 @@ def parse_host(word: str) -> tuple[Optional[tuple[str, Optional[int]]], str]:
     user, at, rest = word.rpartition("@")
     if at and not _USER.fullmatch(user):
         return None, "its user name is not one"
+    if rest.startswith("["):  # [::1] or [::1]:2, as a URL writes it: mpirun's hostfiles take the bare address
+        return None, "an IPv6 address goes in a hostfile without brackets (::1, not [::1]), and its slots after slots=N"
     if ":" in rest and rest.count(":") > 1:  # an IPv6 address (host:N has one colon)
         import ipaddress
 

@@ -198,9 +198,11 @@ def test_a_word_that_is_not_a_host_is_refused_naming_the_line(tmp_path, word):
 
 
 @pytest.mark.parametrize("line, words", [("node1:0", "it has 0 slots after ':'"), ("node1 slots=0", "gives 'node1' slots=0"),
+                                          ("[::1]", "without brackets (::1, not [::1])"), ("[fe80::1]:2", "without brackets"),
                                           ("node1:00", "it has 0 slots after ':'"), ("node1 max_slots=0", "max_slots=0")])
-def test_a_host_with_no_slot_is_refused_with_its_line(tmp_path, line, words):
-    """Zero slots is no rank on that host: mpirun refuses it or skips the host, and the plan's world size would be wrong."""
+def test_a_host_with_no_slot_or_a_bracketed_address_is_refused_with_its_line(tmp_path, line, words):
+    """Zero slots is no rank on that host: mpirun refuses it or skips the host, and the plan's world size would be wrong.
+    A bracketed IPv6 address is one, written as a URL writes it: the sentence says how a hostfile takes it."""
     hostfile = tmp_path / "hosts"
     hostfile.write_text(f"node0\n{line}\n")
     with pytest.raises(HostfileError, match="line 2 of the hostfile") as caught:
