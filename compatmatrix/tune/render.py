@@ -31,13 +31,14 @@ def tune_text(outcome: Outcome) -> str:
     lines = [f"# compat tune: {outcome.space.machine_text}; {outcome.python}, launcher {outcome.launcher}",
              f"# budget {outcome.space.budget:g} s (estimated {outcome.space.estimated:.0f} s), took {outcome.seconds:.0f} s"
              + ("; INTERRUPTED: the table holds what was measured before Ctrl-C" if outcome.interrupted else "")]
-    rows = [("configuration", "steps/s", "spread", "correctness")]
+    rows = [("configuration", "steps/s", "spread", "runs", "correctness")]
     for m in sorted(outcome.measured, key=lambda m: -(m.steps_per_second or 0.0)):
         name = m.config.name + (" (default plan)" if m.config.default else "") + (" (your current settings)" if m.config.current else "") + (" *" if outcome.winner is m else "")
-        rows.append((name, _rate(m.steps_per_second), f"±{m.spread:.0%}" if m.spread is not None else "-", _verdict_words(m)))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        rows.append((name, _rate(m.steps_per_second), f"±{m.spread:.0%}" if m.spread is not None else "-",
+                     str(m.runs) if m.steps_per_second is not None else "-", _verdict_words(m)))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}".rstrip())
+        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:>{widths[3]}}  {row[4]}".rstrip())
     bounds = sorted({m.tolerance for m in outcome.measured if m.tolerance})
     for text in bounds:
         lines.append(f"# proof: {text}")
@@ -79,7 +80,7 @@ def tune_json(outcome: Outcome) -> dict[str, Any]:
         return {
             "name": c.name, "ranks": c.ranks, "layout": c.layout, "omp_threads": c.omp_threads, "ccl_workers": c.ccl_workers,
             "backend": c.backend, "dtype": c.dtype, "compile": c.compile, "default": c.default, "current": c.current,
-            "steps_per_second": m.steps_per_second, "spread": m.spread, "seconds": round(m.seconds, 3),
+            "steps_per_second": m.steps_per_second, "spread": m.spread, "runs": m.runs, "seconds": round(m.seconds, 3),
             "problem": m.problem or None,
             "verdict": None if m.verdict is None else {
                 "accepted": m.verdict.accepted, "exact": m.verdict.exact, "reason": m.verdict.reason,

@@ -1,7 +1,7 @@
 """``compat tune``: measure the search space's configurations with compat's own tiny workload and keep only those
 that train the same model as the single-process reference. The steps in order: probe the environment, derive the
 space (tune/space.py), run the references (one process, one per dtype), run each configuration under the real
-launcher, judge it (tune/proof.py), pick the fastest accepted one.
+launcher, judge it (tune/proof.py), repeat the close ones (below), pick the fastest accepted one.
 
 Each run is the live doctor's kind of child: every process in a session of its own, tagged with a run id, held to
 a deadline (COMPAT_TUNE_TIMEOUT, default 120 s a run; torch.compile runs 3 times that; never past the budget, except
@@ -11,11 +11,18 @@ bound by numactl/taskset); spawn starts each rank itself through the same bindin
 LOCAL_RANK and a free MASTER_PORT. Ctrl-C stops the run in progress (its processes swept) and keeps what was
 measured. No new configuration starts once the budget's seconds have passed.
 
+Repeats: after every configuration has run once, the budget left goes to repeating the ones whose speeds the noise
+does not yet separate (next_to_repeat): the fastest accepted configuration and every accepted one whose rate interval
+overlaps its, the one with the fewest runs first, each up to MAX_RUNS runs. Each repeat pools its samples with the
+earlier runs' (the rate and spread are recomputed from them all), is judged again (a configuration must train the same
+model every run: one rejected run rejects it), and starts only where the budget's rest covers what one of its runs took.
+
 With a training command (``compat tune -- train.py …``) that command is measured instead of compat's workload, by
 the protocol of tune/trainer.py: CMD_STEPS steps, the Trainer's logged losses and train_steps_per_second; the proof
 compares the losses only (a command reports no parameters), with the Trainer's logged precision added to the bound
 and an assumed fan-in (trainer.ASSUMED_FAN_IN) in the count of reduction terms; a run whose losses cannot be read is
-"unproven", never accepted. Its speed is one number per run (no spread).
+"unproven", never accepted. Its speed is one number per run: with two runs or more, the median of its runs' steps/s and
+half their interquartile range (no spread from a single run).
 
 Side effects: the environment probe, child processes, a private temporary folder.
 """
@@ -27,7 +34,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -43,6 +50,7 @@ STEPS = WARMUP + TIMED
 CMD_STEPS = 20  # steps of a user's training command per run
 TIMEOUT_S = 120.0
 MIN_RUN_S = 10.0  # the least a run started is given, even where the budget has less left
+MAX_RUNS = 3  # runs of one configuration at most: the budget of a small machine pays for a few repeats of the close ones, not a long series
 LAUNCHERS = ("spawn", "torchrun")
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 DROPPED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -60,12 +68,14 @@ class TuneOptions:
 
 class Measured(Record):
     config: Configuration
-    steps_per_second: Optional[float]  # 1 / the median timed step
-    spread: Optional[float]  # half the interquartile range of the step times, relative to the median
-    verdict: Optional[Verdict]
+    steps_per_second: Optional[float]  # 1 / the median timed step of all its runs (a command: the median of its runs' steps/s)
+    spread: Optional[float]  # half the interquartile range of those step times (a command: of its runs' steps/s), relative to the median
+    verdict: Optional[Verdict]  # of all its runs: the farthest one from the reference, or the first rejected one
     tolerance: str  # the bound's formula with its numbers
     problem: str  # why it has no measurement ("" when it has one)
-    seconds: float  # wall-clock of the run
+    seconds: float  # wall-clock of its runs, together
+    runs: int = 1  # the runs its numbers come from
+    samples: tuple[float, ...] = ()  # what they were computed from: every timed step's seconds, pooled (a command: each run's steps/s)
 
 
 class Outcome(Record):
@@ -135,40 +145,10 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         command_notes += [dropped] if dropped else []
     runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")), command)
     measured: list[Measured] = []
+    repeat_notes: list[str] = []
     interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
-    references: dict[str, Run | str] = {}  # dtype -> its reference run, or why it has none
     try:
-        for config in configurations:
-            if time.monotonic() - started >= options.budget:
-                measured.append(Measured(config, None, None, None, "", f"the budget of {options.budget:g} s was spent before it started", 0.0))
-                continue
-            if config.dtype not in references:
-                say(f"compat tune: the single-process {config.dtype} reference")
-                reference, _, problem, _ = runner.run(_reference_of(config, machine), 1.0, _left(started, options.budget))
-                if reference is not None and not reference.losses:
-                    reference, problem = None, "its losses could not be read from its output (see README, Tuning: the protocol)"
-                if reference is None and not measured:
-                    raise CompatError(f"The single-process {config.dtype} reference run of {runner.what} did not finish: {problem}",
-                                      "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
-                references[config.dtype] = reference if reference is not None else f"its single-process {config.dtype} reference did not finish: {problem}"
-            if isinstance(references[config.dtype], str):  # what was measured before stays; this dtype cannot be judged
-                measured.append(Measured(config, None, None, None, "", str(references[config.dtype]), 0.0))
-                continue
-            say(f"compat tune: {config.name} ({config.describe()})")
-            run, times, problem, seconds = runner.run(config, 3.0 if config.compile else 1.0, _left(started, options.budget))
-            reference = references[config.dtype]
-            slack = (run.precision if run is not None else 0.0) + (reference.precision if isinstance(reference, Run) else 0.0)
-            tol = tolerance(config.dtype, reduction_terms(runner.global_batch, runner.fan_in, config.ranks), runner.steps, slack)
-            if run is None:
-                measured.append(Measured(config, None, None, None, tol.text(), problem, seconds))
-                continue
-            rate, spread = _speed(times)
-            if command:
-                spread = None  # one number per run: the Trainer's train_steps_per_second
-            assert isinstance(reference, Run)
-            verdict = (prove(run, reference, tol) if run.losses else
-                       Verdict(False, False, "unproven: its losses could not be read from its output, so it cannot be shown to train the same model", None, None))
-            measured.append(Measured(config, rate, spread, verdict, tol.text(), "", seconds))
+        measure(configurations, runner, machine, options.budget, started, measured, repeat_notes, say)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (processes.Terminated): the run in progress was swept; what was measured stays
         from ..processes import Terminated
 
@@ -178,10 +158,11 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     winner = pick_winner(measured)
     default = next((m for m in measured if m.config.default), None)
     current = next((m for m in measured if m.config.current), None)
-    notes = list(setting_notes) + command_notes
+    notes = list(setting_notes) + command_notes + repeat_notes
     if command:
         notes.append(f"your training command was measured: {CMD_STEPS} steps a run, the global batch of {runner.global_batch} split over the ranks; "
-                     "steps/s is the Trainer's train_steps_per_second (one number per run, no spread); the proof compares the logged losses only")
+                     "steps/s is the Trainer's train_steps_per_second (one number per run; with 2 runs or more, their median and spread); "
+                     "the proof compares the logged losses only")
     else:
         notes.append("compat's own tiny workload was measured (an MLP of 64 inputs, 128 hidden units, a global batch of 120), not a training "
                      "command of yours: its speeds rank the launch settings for a model this small, where start-up and communication weigh most")
@@ -190,6 +171,134 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, current, interrupted, time.monotonic() - started,
                    runner.rank_env(winner.config) if winner else {}, tuple(notes), machine.topology.threads_per_core,
                    "command" if command else "compat")
+
+
+def measure(configurations, runner, machine, budget: float, started: float, measured: list[Measured], notes: list[str],  # noqa: ANN001
+            say: Callable[[str], None] = lambda line: None, clock: Callable[[], float] = time.monotonic) -> None:
+    """Run each configuration once with ``runner`` (a _Runner), then repeat what next_to_repeat names while the budget
+    lasts. Appends to ``measured`` as it goes (and replaces a configuration's entry after each repeat), so that what
+    was measured stays when Ctrl-C raises out of here; why a repeat was not counted goes to ``notes``."""
+    command = bool(runner.command)
+    references: dict[str, Run | str] = {}  # dtype -> its reference run, or why it has none
+
+    def judge(config: Configuration) -> tuple[Optional[Run], list[float], str, float, Optional[Verdict], str]:
+        """One run of ``config``: the run, its step times, why it has none, its seconds, its verdict and the bound's text."""
+        run, times, problem, seconds = runner.run(config, 3.0 if config.compile else 1.0, _left(started, budget, clock()))
+        reference = references[config.dtype]
+        slack = (run.precision if run is not None else 0.0) + (reference.precision if isinstance(reference, Run) else 0.0)
+        tol = tolerance(config.dtype, reduction_terms(runner.global_batch, runner.fan_in, config.ranks), runner.steps, slack)
+        if run is None:
+            return None, [], problem, seconds, None, tol.text()
+        assert isinstance(reference, Run)
+        verdict = (prove(run, reference, tol) if run.losses else
+                   Verdict(False, False, "unproven: its losses could not be read from its output, so it cannot be shown to train the same model", None, None))
+        return run, times, "", seconds, verdict, tol.text()
+
+    for config in configurations:
+        if clock() - started >= budget:
+            measured.append(Measured(config, None, None, None, "", f"the budget of {budget:g} s was spent before it started", 0.0))
+            continue
+        if config.dtype not in references:
+            say(f"compat tune: the single-process {config.dtype} reference")
+            reference, _, problem, _ = runner.run(_reference_of(config, machine), 1.0, _left(started, budget, clock()))
+            if reference is not None and not reference.losses:
+                reference, problem = None, "its losses could not be read from its output (see README, Tuning: the protocol)"
+            if reference is None and not measured:
+                raise CompatError(f"The single-process {config.dtype} reference run of {runner.what} did not finish: {problem}",
+                                  "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
+            references[config.dtype] = reference if reference is not None else f"its single-process {config.dtype} reference did not finish: {problem}"
+        if isinstance(references[config.dtype], str):  # what was measured before stays; this dtype cannot be judged
+            measured.append(Measured(config, None, None, None, "", str(references[config.dtype]), 0.0))
+            continue
+        say(f"compat tune: {config.name} ({config.describe()})")
+        run, times, problem, seconds, verdict, tol_text = judge(config)
+        if run is None:
+            measured.append(Measured(config, None, None, None, tol_text, problem, seconds))
+            continue
+        samples = _samples(times, command)
+        rate, spread = pooled_speed(samples, command)
+        measured.append(Measured(config, rate, spread, verdict, tol_text, "", seconds, 1, samples))
+
+    stopped: set[int] = set()  # configurations not to repeat: a repeat failed to run, or one run no longer fits the budget
+    while clock() - started < budget:
+        index = next_to_repeat(measured, MAX_RUNS, stopped)
+        if index is None:
+            return
+        earlier = measured[index]
+        if budget - (clock() - started) < earlier.seconds / earlier.runs:  # it would run past the budget: a shorter one may fit
+            stopped.add(index)
+            continue
+        config, number = earlier.config, earlier.runs + 1
+        say(f"compat tune: {config.name} again (run {number}): {config.describe()}")
+        run, times, problem, seconds, verdict, _ = judge(config)
+        if run is None or verdict is None or not times:  # the runs before it stand; no more repeats of it
+            why = problem or "it reported no step times"
+            notes.append(f"{config.name}: its run {number} did not finish ({why}); its numbers are those of its {earlier.runs} run(s) before")
+            stopped.add(index)
+            continue
+        samples = earlier.samples + _samples(times, command)
+        rate, spread = pooled_speed(samples, command)
+        measured[index] = Measured(config, rate, spread, _of_all_runs(earlier.verdict, verdict, number), earlier.tolerance, "",
+                                   earlier.seconds + seconds, number, samples)
+
+
+def next_to_repeat(measured, max_runs: int = MAX_RUNS, skip: Collection[int] = ()) -> Optional[int]:  # noqa: ANN001 - a sequence of Measured
+    """Which configuration to run again (its index in ``measured``), or None. The contenders are the fastest accepted
+    configuration and every accepted one whose rate interval overlaps its (the default plan among them when it does:
+    pick_winner compares with it); a speed from a single run without a spread (a command's) overlaps everything, since
+    its noise is not known yet. Of the contenders with fewer than ``max_runs`` runs and not in ``skip``, the one with the
+    fewest runs, the faster first on a tie. None when the fastest is separated from every other one, or no contender
+    may run again. Rejected and unmeasured configurations are never repeated."""
+    accepted = [(i, m) for i, m in enumerate(measured) if _accepted(m)]
+    if len(accepted) < 2:
+        return None
+    best_index, best = max(accepted, key=lambda pair: pair[1].steps_per_second or 0.0)
+    low, high = _noise(best)
+    contenders = [(i, m) for i, m in accepted if i == best_index or (_noise(m)[0] <= high and low <= _noise(m)[1])]
+    if len(contenders) < 2:
+        return None
+    open_ = [(i, m) for i, m in contenders if m.runs < max_runs and i not in skip]
+    if not open_:
+        return None
+    return min(open_, key=lambda pair: (pair[1].runs, -(pair[1].steps_per_second or 0.0)))[0]
+
+
+def _noise(m: Measured) -> tuple[float, float]:
+    """rate_interval, or everything where the spread is not known yet."""
+    return (0.0, float("inf")) if m.spread is None else rate_interval(m)
+
+
+def _of_all_runs(earlier: Optional[Verdict], latest: Verdict, number: int) -> Verdict:
+    """The verdict of a configuration's runs together: a rejected run rejects it (named by its number); otherwise the
+    run farthest from the reference speaks for them all."""
+    if not latest.accepted:
+        return Verdict(False, False, f"in its run {number}: {latest.reason}", latest.worst_loss, latest.worst_param)
+    if earlier is None or not earlier.accepted:
+        return earlier or latest
+
+    def distance(v: Verdict) -> tuple[bool, float, float]:
+        return not v.exact, v.worst_loss or 0.0, v.worst_param or 0.0
+
+    return latest if distance(latest) > distance(earlier) else earlier
+
+
+def _samples(times: list[float], command: bool) -> tuple[float, ...]:
+    """A run's samples: its timed steps' seconds; a command's one steps/s (its runner reports 1 / train_steps_per_second)."""
+    return tuple(1.0 / t for t in times if t > 0) if command else tuple(times)
+
+
+def pooled_speed(samples: tuple[float, ...], command: bool) -> tuple[Optional[float], Optional[float]]:
+    """steps/s and spread from a configuration's samples: compat's workload, 1 / the median step and half the
+    interquartile range relative to the median (_speed); a command, the median of its runs' steps/s and half their
+    interquartile range relative to it (no spread from one run)."""
+    if not command:
+        return _speed(list(samples))
+    if not samples:
+        return None, None
+    if len(samples) == 1:
+        return samples[0], None
+    median, spread = _median_spread(list(samples))
+    return (median, spread) if median > 0 else (None, None)
 
 
 def rate_interval(m: Measured) -> tuple[float, float]:
@@ -210,9 +319,9 @@ def pick_winner(measured) -> Optional[Measured]:  # noqa: ANN001 - a sequence of
     return next((m for m in accepted if m is not default and rate_interval(m)[0] > ceiling), default)
 
 
-def _left(started: float, budget: float) -> float:
-    """Seconds of the budget left, at least MIN_RUN_S: a run started is given a chance to finish."""
-    return max(MIN_RUN_S, budget - (time.monotonic() - started))
+def _left(started: float, budget: float, now: float) -> float:
+    """Seconds of the budget left at ``now``, at least MIN_RUN_S: a run started is given a chance to finish."""
+    return max(MIN_RUN_S, budget - (now - started))
 
 
 def _reference_of(config: Configuration, machine) -> Configuration:  # noqa: ANN001 - a Machine
@@ -223,14 +332,18 @@ def _reference_of(config: Configuration, machine) -> Configuration:  # noqa: ANN
     return Configuration(1, "one process", threads, 0, None, config.dtype, False, "the plan's share")
 
 
+def _median_spread(values: list[float]) -> tuple[float, float]:
+    """The median and half the interquartile range relative to it (0 for one value; the median must be > 0)."""
+    median = statistics.median(values)
+    quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [median, median, median]
+    return median, (quartiles[2] - quartiles[0]) / 2 / median
+
+
 def _speed(times: list[float]) -> tuple[Optional[float], Optional[float]]:
-    if not times:
+    if not times or statistics.median(times) <= 0:
         return None, None
-    median = statistics.median(times)
-    if median <= 0:
-        return None, None
-    quartiles = statistics.quantiles(times, n=4) if len(times) > 1 else [median, median, median]
-    return 1.0 / median, (quartiles[2] - quartiles[0]) / 2 / median
+    median, spread = _median_spread(times)
+    return 1.0 / median, spread
 
 
 class _Runner:
