@@ -113,15 +113,21 @@ def _query(text: str, masked: bool) -> str:
     return _QUERY.sub(fix, text)
 
 
+def _without_secrets(text: str, masked: bool) -> str:
+    """``text`` with the credentials of its URLs masked (``masked``) or left out: userinfo, then secret query parameters."""
+    if "@" in text:
+        text = _unencoded(text, masked=masked)
+        authority = _redacted_authority if masked else _stripped_authority
+        text = _AUTHORITY.sub(lambda m: m.group("scheme") + authority(m.group("authority")), text)
+    if "?" in text:
+        text = _query(text, masked=masked)
+    return text
+
+
 def redact_text(text: str) -> str:
     """``text`` with the credentials of every URL in it masked (pip's form), and the value of a secret query parameter
     (``?token=****``). Anything else is unchanged."""
-    if "@" in text:
-        text = _unencoded(text, masked=True)
-        text = _AUTHORITY.sub(lambda m: m.group("scheme") + _redacted_authority(m.group("authority")), text)
-    if "?" in text:
-        text = _query(text, masked=True)
-    return text
+    return _without_secrets(text, masked=True)
 
 
 def redact_url(url: str) -> str:
@@ -131,12 +137,7 @@ def redact_url(url: str) -> str:
 
 def strip_credentials(url: str) -> str:
     """The URL without user, password, token or secret query parameter (for exports and for what compat keeps on disk)."""
-    if "@" in url:
-        url = _unencoded(url, masked=False)
-        url = _AUTHORITY.sub(lambda m: m.group("scheme") + _stripped_authority(m.group("authority")), url)
-    if "?" in url:
-        url = _query(url, masked=False)
-    return url
+    return _without_secrets(url, masked=False)
 
 
 def has_credentials(url: str) -> bool:
