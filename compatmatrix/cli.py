@@ -121,9 +121,14 @@ class _Parser(argparse.ArgumentParser):
                 return
             name = word.split("=", 1)[0]
             action = self._option_string_actions.get(name)
+            if action is None and not word.startswith("--") and word[:2] in self._option_string_actions:
+                index += 1  # a short option with its value attached (-rFILE)
+                continue
             if action is None and self.allow_abbrev and name.startswith("--"):
                 matches = {a for option, a in self._option_string_actions.items() if option.startswith(name)}
-                action = matches.pop() if len(matches) == 1 else None
+                if len(matches) > 1:
+                    return  # argparse names the ambiguity itself
+                action = matches.pop() if matches else None
             if action is None:
                 self.error(f"unrecognized option '{shown(word, 80)}' (the training command goes after --)")
             takes = action.nargs if action.nargs is not None else 1

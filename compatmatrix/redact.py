@@ -82,21 +82,26 @@ def _stripped_authority(authority: str) -> str:
 _QUERY = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>?#]*\?)(?P<query>[^\s'\"<>#]*)")
 # a query parameter whose value is a secret by its name (the whole name, or its last part after '-', '_' or '.')
 _SECRET_PARAMETER = re.compile(r"(?:^|[-_.])(?:token|auth|authorization|key|apikey|password|passwd|pwd|secret|signature|sig|"
-                               r"credential|credentials)$", re.IGNORECASE)
+                               r"credential|credentials|jwt|bearer|session|hdnts|policy)$", re.IGNORECASE)
+_SECRET_CAMEL = re.compile(r"[a-z0-9](?:Token|Key|Secret|Signature|Password|Credential|Session)$")  # accessToken, secretKey
 
 
 def _secret_parameter(name: str) -> bool:
     import urllib.parse
 
-    return bool(_SECRET_PARAMETER.search(urllib.parse.unquote_plus(name).strip()))
+    name = urllib.parse.unquote_plus(name).strip().strip("_")  # __token__ (Akamai), token_
+    return bool(_SECRET_PARAMETER.search(name) or _SECRET_CAMEL.search(name))
 
 
 def _query(text: str, masked: bool) -> str:
     """``text`` with the value of every secret query parameter of its URLs masked (``token=****``), or, unmasked, the
     parameter left out (a query left empty goes, its '?' too)."""
     def fix(match: re.Match) -> str:
+        parts = re.split(r"[&;]", match.group("query"))
+        if not any(equals and _secret_parameter(name) for name, equals, _ in (part.partition("=") for part in parts)):
+            return match.group(0)  # nothing secret: the URL exactly as written
         kept = []
-        for part in re.split(r"[&;]", match.group("query")):
+        for part in parts:
             name, equals, _value = part.partition("=")
             if equals and _secret_parameter(name):
                 if masked:
@@ -108,7 +113,7 @@ def _query(text: str, masked: bool) -> str:
         separators = re.findall(r"[&;]", match.group("query"))
         if masked:  # the separators as written
             return match.group("head") + "".join(p + (separators[i] if i < len(separators) else "") for i, p in enumerate(kept))
-        return match.group("head") + "&".join(kept)
+        return match.group("head") + "&".join(kept)  # a parameter was left out: what stays is joined by '&'
 
     return _QUERY.sub(fix, text)
 

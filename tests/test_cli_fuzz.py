@@ -381,3 +381,8 @@ def test_a_command_without_dashes_still_starts_at_its_first_word(capsys):
     code, out, err = run_in_process(["launch", "--launcher", "torchrun", "--nproc-per-node", "1", "--print", "--json", "train.py", "--lr", "1"], capsys)
     assert code == 0, err
     assert json.loads(out)["command"][-3:] == ["train.py", "--lr", "1"]
+
+
+def test_a_short_option_with_its_value_attached_is_not_taken_for_an_unknown_one(tmp_path, capsys):
+    code, out, err = run_in_process(["migrate", f"-r{tmp_path / 'missing.txt'}", "--dry-run", "--", "python", "x.py"], capsys)
+    assert code == 2 and "unrecognized option" not in err and "missing.txt does not exist" in err, err

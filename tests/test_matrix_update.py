@@ -538,3 +538,17 @@ def test_an_overlay_read_in_the_future_is_never_shown_as_fresh():
     assert age("2026-11-27T12:03:00Z") == "0 min old"  # a few minutes of clock skew between machines: fresh
     assert age("2027-01-01T00:00:00Z") == "in the future: check this machine's clock"
     assert age("2026-11-20T12:00:00Z") == "7 days old" and age("not a date") == "unknown age"
+
+
+def test_write_keeps_a_hard_linked_file_one_file(tmp_path):
+    """A matrix file with another hard link is written in place (a rename would leave the other name on the old text)."""
+    import os
+
+    from compatmatrix.matrix.update import replace_text
+
+    first = tmp_path / "matrix.toml"
+    first.write_text("a = 1\n")
+    os.link(first, tmp_path / "other.toml")
+    replace_text(first, "a = 2\n")
+    assert (tmp_path / "other.toml").read_text() == "a = 2\n" == first.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.toml", "other.toml"]

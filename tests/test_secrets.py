@@ -95,6 +95,12 @@ def test_no_shape_of_url_shows_its_secret(case):
     (f"https://h.example/s?api%5Fkey={TOKEN}#frag", f"https://h.example/s?api%5Fkey={MASK}#frag", "https://h.example/s#frag"),
     (f"https://alice:{PASSWORD}@h.example/s?key={TOKEN}", f"https://alice:{MASK}@h.example/s?key={MASK}", "https://h.example/s"),
     ("https://h.example/s?monkey=1&keys=2&key", "https://h.example/s?monkey=1&keys=2&key", "https://h.example/s?monkey=1&keys=2&key"),  # not secrets by name
+    (f"https://h.example/s?accessToken={TOKEN}&x=1", f"https://h.example/s?accessToken={MASK}&x=1", "https://h.example/s?x=1"),  # camelCase
+    (f"https://h.example/s?__token__={TOKEN}", f"https://h.example/s?__token__={MASK}", "https://h.example/s"),  # Akamai's
+    # a URL with nothing secret stays exactly as written, whatever its separators
+    ("https://h.example/p?a=1;b=2", "https://h.example/p?a=1;b=2", "https://h.example/p?a=1;b=2"),
+    ("https://h.example/p?x=1&amp;y=2", "https://h.example/p?x=1&amp;y=2", "https://h.example/p?x=1&amp;y=2"),
+    ("https://h.example/simple?", "https://h.example/simple?", "https://h.example/simple?"),
 ])
 def test_a_secret_query_parameter_is_masked_where_shown_and_left_out_where_exported(url, shown, exported):
     assert redact_url(url) == shown and strip_credentials(url) == exported

@@ -228,6 +228,17 @@ def test_a_repeat_that_trains_something_else_rejects_the_configuration():
     assert pick_winner(measured) is default
 
 
+def test_a_repeat_that_trains_something_else_rejects_even_without_step_times():
+    """A run whose losses diverge but that reports no speed (a command without train_steps_per_second) still rejects."""
+    clock = FixtureClock()
+    script = {DEFAULT.name: [(REFERENCE, FIRST, "", 10.0)] * MAX_RUNS, OTHER.name: [(REFERENCE, FIRST, "", 10.0), (WRONG, [], "", 10.0)]}
+    runner = FixtureRunner(script, clock)
+    measured, _, _ = measured_by(runner, budget=1000.0)
+    other = measured[1]
+    assert not other.verdict.accepted and other.verdict.reason.startswith("in its run 2: ") and other.runs == 2
+    assert pick_winner(measured) is measured[0]
+
+
 def test_a_repeat_that_fails_to_run_keeps_the_earlier_measurement_and_says_why():
     clock = FixtureClock()
     script = {DEFAULT.name: [(REFERENCE, FIRST, "", 10.0)] * MAX_RUNS, OTHER.name: [(REFERENCE, FIRST, "", 10.0), (None, [], "no result within 120 s", 120.0)]}
@@ -256,9 +267,10 @@ def test_a_command_gets_a_spread_from_two_runs_and_stops_once_separated():
     runner = FixtureRunner(script, clock, command=("train.py",))
     measured, _, _ = measured_by(runner, budget=1000.0)
     default, other = measured
-    # one run each: no spread, so both are repeated; then 105 +- 7% and 10 +- 0%: separated, no third run
+    # one run each: no spread, so both are repeated; then 105 +- 2% (inclusive quartiles of 100 and 110: 102.5, 107.5) and
+    # 10 +- 0%: separated, no third run
     assert (default.runs, other.runs) == (2, 2)
-    assert default.steps_per_second == pytest.approx(105.0) and default.spread == pytest.approx(7.5 / 105.0)
+    assert default.steps_per_second == pytest.approx(105.0) and default.spread == pytest.approx(2.5 / 105.0)
     assert default.samples == pytest.approx((100.0, 110.0))
     assert other.steps_per_second == pytest.approx(10.0) and other.spread == pytest.approx(0.0)
 
@@ -295,3 +307,12 @@ def test_the_runs_are_in_the_table_and_the_json():
     del without["configurations"][0]["runs"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(without, SCHEMA)
+
+
+def test_the_spread_of_a_few_command_runs_stays_within_their_rates():
+    """Two or three runs' exclusive quartiles reach past the values (1.0 and 2.0 gave the interval 1.0-3.0)."""
+    from compatmatrix.tune.service import pooled_speed
+
+    for rates in ((1.0, 2.0), (1.0, 5.0), (2.0, 2.0, 9.0)):
+        rate, spread = pooled_speed(rates, True)
+        assert spread < 1.0 and 0.0 <= rate * (1 - spread) and rate * (1 + spread) <= max(rates), (rates, rate, spread)

@@ -104,26 +104,55 @@ def in_line_endings_of(original: str, text: str) -> str:
 
 def replace_text(path: Path, text: str) -> None:
     """Write ``text`` over the file at ``path`` (through a symbolic link, to the file it names) as a new file renamed over
-    it: a reader, or compat killed midway, sees the old file or the new one, never half of one; its mode is kept."""
+    it: a reader, or compat killed midway, sees the old file or the new one, never half of one; its mode and owner are
+    kept. Where a rename cannot keep the file what it is -- a file with other hard links, a folder compat may not write
+    to, a file bind-mounted on its own (EBUSY) -- it is written in place instead. A file compat may not write is refused."""
+    import errno
     import os
     import tempfile
 
     real = Path(os.path.realpath(path))
-    mode = os.stat(real).st_mode & 0o7777
-    handle, temporary = tempfile.mkstemp(prefix=f".{real.name}-", suffix=".tmp", dir=str(real.parent))
+    status = os.stat(real)
+    if not os.access(real, os.W_OK):
+        raise PermissionError(errno.EACCES, "the file is not writable")
+    if status.st_nlink > 1:
+        return _write_in_place(real, text)
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{real.name}-", suffix=".tmp", dir=str(real.parent))
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return _write_in_place(real, text)
+        raise
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:  # newline="": the endings exactly as given
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, real)
+        os.chmod(temporary, status.st_mode & 0o7777)
+        if hasattr(os, "chown") and os.geteuid() == 0:
+            os.chown(temporary, status.st_uid, status.st_gid)
+        try:
+            os.replace(temporary, real)
+        except OSError as exc:
+            if exc.errno not in (errno.EBUSY, errno.EXDEV, errno.EACCES, errno.EPERM):
+                raise
+            os.unlink(temporary)
+            return _write_in_place(real, text)
     except BaseException:
         try:
             os.unlink(temporary)
         except OSError:
             pass
         raise
+
+
+def _write_in_place(real: Path, text: str) -> None:
+    import os
+
+    with open(real, "w", encoding="utf-8", newline="") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def update_json(result: UpdateResult) -> dict[str, Any]:

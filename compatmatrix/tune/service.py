@@ -231,7 +231,7 @@ def measure(configurations, runner, machine, budget: float, started: float, meas
         config, number = earlier.config, earlier.runs + 1
         say(f"compat tune: {config.name} again (run {number}): {config.describe()}")
         run, times, problem, seconds, verdict, _ = judge(config)
-        if run is None or verdict is None or not times:  # the runs before it stand; no more repeats of it
+        if run is None or verdict is None or (not times and verdict.accepted):  # the runs before it stand; no more repeats of it
             why = problem or "it reported no step times"
             notes.append(f"{config.name}: its run {number} did not finish ({why}); its numbers are those of its {earlier.runs} run(s) before")
             stopped.add(index)
@@ -297,7 +297,7 @@ def pooled_speed(samples: tuple[float, ...], command: bool) -> tuple[Optional[fl
         return None, None
     if len(samples) == 1:
         return samples[0], None
-    median, spread = _median_spread(list(samples))
+    median, spread = _median_spread(list(samples), method="inclusive")
     return (median, spread) if median > 0 else (None, None)
 
 
@@ -332,10 +332,11 @@ def _reference_of(config: Configuration, machine) -> Configuration:  # noqa: ANN
     return Configuration(1, "one process", threads, 0, None, config.dtype, False, "the plan's share")
 
 
-def _median_spread(values: list[float]) -> tuple[float, float]:
-    """The median and half the interquartile range relative to it (0 for one value; the median must be > 0)."""
+def _median_spread(values: list[float], method: str = "exclusive") -> tuple[float, float]:
+    """The median and half the interquartile range relative to it (0 for one value; the median must be > 0). A command's
+    few per-run rates take method="inclusive": the exclusive quartiles of 2 or 3 values reach past the values themselves."""
     median = statistics.median(values)
-    quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [median, median, median]
+    quartiles = statistics.quantiles(values, n=4, method=method) if len(values) > 1 else [median, median, median]
     return median, (quartiles[2] - quartiles[0]) / 2 / median
 
 
