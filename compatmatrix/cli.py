@@ -198,13 +198,9 @@ MAX_COUNT = 1_000_000  # nodes, steps: far above any cluster (the largest have ~
 MAX_PER_NODE = 8192  # ranks or threads on one node: Linux's own ceiling on CPUs (CONFIG_NR_CPUS, NR_CPUS_MAX)
 
 
-def _whole_number(text: str, most: int) -> int:
-    """A whole number from 1 to ``most``, written in ASCII digits only: int() would also take '1_000', '+3', ' 3 ' and
-    other scripts' digits ('３'), which no launcher or scheduler reads back as the same number."""
-    return _digits(text, 1, most)
-
-
 def _digits(text: str, least: int, most: int) -> int:
+    """A whole number from ``least`` to ``most``, written in ASCII digits only: int() would also take '1_000', '+3', ' 3 '
+    and other scripts' digits ('３'), which no launcher or scheduler reads back as the same number."""
     if not re.fullmatch(r"[0-9]+", text):
         raise argparse.ArgumentTypeError(f"'{shown(text)}' is not a whole number (digits 0-9 only)")
     if len(text.lstrip("0")) > len(str(most)) or int(text) > most:  # the length first: int() of 5,000 digits is an error
@@ -226,12 +222,12 @@ def port_int(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """argparse type: a whole number from 1 to MAX_COUNT (nodes, steps)."""
-    return _whole_number(text, MAX_COUNT)
+    return _digits(text, 1, MAX_COUNT)
 
 
 def per_node_int(text: str) -> int:
     """argparse type: a whole number from 1 to MAX_PER_NODE (ranks or threads on one node)."""
-    return _whole_number(text, MAX_PER_NODE)
+    return _digits(text, 1, MAX_PER_NODE)
 
 
 class _Bf16Action(argparse.BooleanOptionalAction):
