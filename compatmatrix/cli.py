@@ -697,6 +697,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--sizes", metavar="LIST", help="--fabric's message sizes, e.g. 1K,64K,4M (default: 1 KiB up by powers of 4 to 16 MiB, bounded by memory)")
             live.add_argument("--pairs", metavar="MODE", help="--fabric across hosts: which pairs of hosts to measure: all (default; N-1 rounds "
                               "for N hosts), ring (N pairs, 2-3 rounds: finds a slow host) or sample:K (the ring plus K rounds drawn from all)")
+            live.add_argument("--pair-deadline", type=positive_float, default=None, metavar="S",
+                              help="--fabric across hosts: seconds each pair of hosts may take before it is named as not answering (default 30)")
             live.add_argument("--report", metavar="FILE.html", help="--fabric: also write one self-contained HTML page (no network needed to open it): "
                               "the pair heat-map, bus bandwidth against size, the memory-copy line and the findings (needs matplotlib: the report extra)")
             live.add_argument("--no-rank-env", action="store_true",
@@ -799,9 +801,9 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
         timeout = ns.live_timeout if ns.live_timeout is not None else FABRIC_LIVE_TIMEOUT_S if ns.fabric else LIVE_TIMEOUT_S
         live_args = LiveArgs(ns.launcher, ns.backend, timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
                              ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric),
-                             _pairs(ns.pairs, ns.fabric), _report(ns.report, ns.fabric))
-    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None):
-        raise UsageError("--fabric, --sizes and --pairs measure the ranks: they go with compat doctor --live.", "Add --live.")
+                             _pairs(ns.pairs, ns.fabric), _report(ns.report, ns.fabric), _pair_deadline(ns.pair_deadline, ns.fabric))
+    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None) or getattr(ns, "pair_deadline", None) is not None:
+        raise UsageError("--fabric, --sizes, --pairs and --pair-deadline measure the ranks: they go with compat doctor --live.", "Add --live.")
     elif getattr(ns, "report", None):
         raise UsageError("--report draws what compat doctor --live --fabric measures: it goes with them.", "Add --live --fabric.")
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
@@ -842,6 +844,19 @@ def _report(path: Optional[str], fabric: bool) -> Optional[str]:
         raise UsageError("--report draws its charts with matplotlib, which is not installed in compat's environment.",
                          "Install it (pip install 'compatmatrix[report]', or pip install matplotlib), then run again.")
     return path
+
+
+PAIR_DEADLINE_S = 30.0  # --pair-deadline's default: a pair test takes ~0.3 s on a healthy link, ~1 s through 10 Mbit/s
+
+
+def _pair_deadline(seconds: Optional[float], fabric: bool) -> float:
+    if seconds is None:
+        return PAIR_DEADLINE_S
+    if not fabric:
+        raise UsageError("--pair-deadline bounds each pair of hosts of the --fabric test.", "Add --fabric, or drop --pair-deadline.")
+    if seconds > 3600:
+        raise UsageError(f"--pair-deadline {seconds:g} is more than an hour.", "Pass a number of seconds up to 3600, e.g. --pair-deadline 60.")
+    return seconds
 
 
 def _pairs(text: Optional[str], fabric: bool) -> str:
@@ -1320,7 +1335,8 @@ def _live_options(args: ChecksArgs):
     topology = RankLayout(args.ranks_per_node, live.nnodes, live.node_rank, live.master_addr, live.master_port, args.hostfile, layout_hosts)
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
-                       layout_notes=layout_notes, fabric=live.fabric, fabric_sizes=live.sizes, pairs=live.pairs)
+                       layout_notes=layout_notes, fabric=live.fabric, fabric_sizes=live.sizes, pairs=live.pairs,
+                       pair_deadline=live.pair_deadline)
 
 
 def cmd_doctor(args: ChecksArgs) -> int:

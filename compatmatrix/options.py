@@ -112,6 +112,7 @@ class LiveArgs(Record):
     sizes: tuple[int, ...] = ()  # --sizes, bytes (default: 1 KiB up by powers of 4, bounded by memory)
     pairs: str = "all"  # --pairs: all | ring | sample:K (checked by live/fabric.parse_pair_mode)
     report: Optional[str] = None  # --report FILE.html: the fabric report (render/fabric_html.py), written after the run
+    pair_deadline: float = 30.0  # --pair-deadline: seconds each pair of hosts may take (its own process group's timeout)
 
 
 class ChecksArgs(Record):

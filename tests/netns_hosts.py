@@ -283,6 +283,16 @@ class Cluster:
         rules = f"table inet cmtest {{\n chain input {{\n  type filter hook input priority 0; policy accept;\n  tcp dport {port} drop\n }}\n}}\n"
         _run(["ip", "netns", "exec", self.hosts[host].namespace, "nft", "-f", "-"], stdin=rules)
 
+    def drop_packets(self, host: str, percent: int) -> None:
+        """Drop ``percent``% of the TCP packets arriving at and leaving ``host``, at random (nft numgen, inside its namespace only): a lossy
+        cable, port or policer."""
+        if shutil.which("nft") is None:
+            raise NetnsUnavailable("`nft` is not installed (apt-get install -y nftables; .ci/run installs it)")
+        rule = f"meta l4proto tcp numgen random mod 100 < {int(percent)} drop"
+        rules = (f"table inet cmloss {{\n chain input {{\n  type filter hook input priority 0; policy accept;\n  {rule}\n }}\n"
+                 f" chain output {{\n  type filter hook output priority 0; policy accept;\n  {rule}\n }}\n}}\n")
+        _run(["ip", "netns", "exec", self.hosts[host].namespace, "nft", "-f", "-"], stdin=rules)
+
     def limit_rate(self, host: str, rate: str = "10mbit") -> None:
         """Shape everything ``host`` sends to ``rate`` (tc tbf on its eth0, inside its namespace): a slow cable or port."""
         if shutil.which("tc") is None:

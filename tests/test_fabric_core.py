@@ -192,3 +192,53 @@ def test_loss_cause_from_tcp_counters():
     assert fabric.loss_cause(3383, 180).startswith("TCP retransmitted 180 of 3383 segments (5.3%): packets are lost")
     assert fabric.loss_cause(10000, 100) is None  # 1%: not notable
     assert fabric.loss_cause(0, 0) is None
+
+
+# --- loss: TCP segments retransmitted while a pair alone was measured ----------------------------------------------
+
+def simulate_loss(pairs, lossy_hosts, lossy_links, rng):
+    """(sent, retransmitted) per pair: healthy links retransmit 0-0.2% (a stray retransmission), lossy ones 2-10%."""
+    counts = {}
+    for pair in pairs:
+        sent = rng.randint(5_000, 60_000)
+        bad = pair in lossy_links or pair[0] in lossy_hosts or pair[1] in lossy_hosts
+        counts[pair] = (sent, int(sent * (rng.uniform(0.02, 0.10) if bad else rng.uniform(0, 0.002))))
+    return counts
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_loss_judgement_names_exactly_the_injected_lossy_hosts_and_links(cluster):
+    hosts, pairs, lossy_hosts, lossy_links, rng = cluster  # the same sparse fault patterns as the slow ones
+    verdict = fabric.judge_loss(simulate_loss(pairs, lossy_hosts, lossy_links, rng))
+    assert {h.host for h in verdict.lossy_hosts} == lossy_hosts
+    assert {(link.a, link.b) for link in verdict.lossy_links} == lossy_links
+
+
+def test_loss_judgement_thresholds_and_sentences():
+    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    clean = {p: (30_000, 2) for p in pairs}
+    assert fabric.judge_loss(clean) == fabric.LossJudgement([], [], 180_000, 12)
+    # node3 (index 3) loses on every link; 9 retransmissions are below RETRANSMIT_MIN however small the link; 1% is not more than 1%
+    counts = {**clean, (0, 3): (20_000, 600), (1, 3): (10_000, 250), (2, 3): (30_000, 900), (0, 1): (500, 9), (0, 2): (10_000, 100)}
+    verdict = fabric.judge_loss(counts)
+    assert [h.host for h in verdict.lossy_hosts] == [3] and verdict.lossy_links == []
+    assert verdict.lossy_hosts[0] == fabric.LossyHost(3, 60_000, 1_750, 3)
+    names = ["node1", "node2", "node3", "node4"]
+    assert fabric.describe_loss(verdict, names) == [
+        "node4: loses packets on every link: TCP retransmitted 1750 of 60000 segments (2.9%) over its 3 links, 111 of 40500 on the other links"]
+    one_link = fabric.judge_loss({**clean, (1, 2): (8_000, 400)})
+    assert one_link.lossy_hosts == [] and [(x.a, x.b) for x in one_link.lossy_links] == [(1, 2)]
+    assert fabric.describe_loss(one_link, names)[0].startswith("node2 <-> node3: loses packets: TCP retransmitted 400 of 8000 segments (5.0%)")
+    assert fabric.judge_loss({}) == fabric.LossJudgement()
+
+
+def test_silent_pairs_name_the_host_that_answers_none_whatever_the_median():
+    three = [(0, 1), (0, 2), (1, 2)]
+    silence = fabric.judge_silence(three, [(0, 2), (1, 2)])  # two of three silent: a median would hide them
+    assert silence.hosts == [2] and silence.links == []
+    assert fabric.describe_silence(silence, ["a", "b", "c"], 2.0) == ["c: no answer within 2 s on any of its pairs (the host, its NIC or a firewall)"]
+    lone = fabric.judge_silence(three, [(0, 1)])
+    assert lone.hosts == [] and lone.links == [(0, 1)]
+    assert fabric.describe_silence(lone, ["a", "b", "c"], None) == ["a <-> b: no answer within its deadline"]
+    assert fabric.judge_silence(three, []) == fabric.Silence()

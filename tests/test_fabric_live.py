@@ -22,7 +22,10 @@ def test_parse_sizes_rejects(text):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--fabric"], "--fabric, --sizes and --pairs measure the ranks"),
+    (["--fabric"], "--fabric, --sizes, --pairs and --pair-deadline measure the ranks"),
+    (["--pair-deadline", "5"], "--fabric, --sizes, --pairs and --pair-deadline measure the ranks"),
+    (["--live", "--pair-deadline", "5"], "--pair-deadline bounds each pair of hosts of the --fabric test"),
+    (["--live", "--fabric", "--pair-deadline", "3601"], "--pair-deadline 3601 is more than an hour"),
     (["--live", "--sizes", "1K"], "--sizes sets the sizes of the --fabric sweep"),
     (["--live", "--fabric", "--sizes", "1X"], "--sizes item '1X' is not a size"),
 ])
@@ -90,3 +93,76 @@ def test_the_ranks_measure_again_exactly_the_links_the_judgement_would_call_slow
     assert sorted(p for pairs in rounds for p in pairs) == [(0, 3), (1, 2), (2, 3)]
     assert all(len({h for pair in pairs for h in pair}) == 2 * len(pairs) for pairs in rounds)
     assert slow_link_rounds([_link(0, 1, 0.1), _link(0, 2, 1.0)]) == []  # two links have no median to be far below
+
+
+def test_a_pair_that_ran_out_its_deadline_is_not_measured_again():
+    from compatmatrix.live.worker import slow_link_rounds
+
+    links = [_link(0, 1, 1.0), _link(0, 2, 1.0), _link(1, 2, 1.0), _link(0, 3, 0.1), {"a": 1, "b": 3, "out": None, "back": None, "error": "no answer"}]
+    assert slow_link_rounds(links) == [[(0, 3)]]
+
+
+def test_measured_again_keeps_the_faster_each_way_sums_segments_and_lets_an_answer_replace_silence():
+    from compatmatrix.live.worker import merge_again
+
+    links = [{**_link(0, 1, 1.0), "sent": 100, "retransmitted": 5, "allreduce": {"busbw": 2.0, "bytes": 8, "wrong": 0}},
+             {"a": 0, "b": 2, "out": None, "back": None, "latency": None, "allreduce": None, "error": "no answer", "sent": 10, "retransmitted": 0},
+             _link(1, 2, 1.0)]
+    merge_again(links, [{**_link(0, 1, 0.5), "back": 3.0, "sent": 50, "retransmitted": 1, "allreduce": {"busbw": 4.0, "bytes": 8, "wrong": 1}},
+                        {**_link(0, 2, 0.7), "latency": 1e-4, "allreduce": None, "error": None, "sent": 20, "retransmitted": 0}])
+    assert (links[0]["out"], links[0]["back"], links[0]["sent"], links[0]["retransmitted"], links[0]["measured"]) == (1.0, 3.0, 150, 6, 2)
+    assert links[0]["allreduce"] == {"busbw": 4.0, "bytes": 8, "wrong": 1}  # the faster, and every wrong value of both
+    assert links[1]["error"] is None and links[1]["out"] == 0.7 and links[1]["sent"] == 30
+    assert "measured" not in links[2]
+
+
+@pytest.mark.parametrize("rate,times", [(None, 1), (0.0, 1), (1e5, 1), (10 * (256 << 10) / 0.25 / 10, 1), (4 * (256 << 10) / 0.25, 4), (1e12, 5)])
+def test_the_pair_all_reduce_runs_as_many_times_as_fit_its_quarter_second(rate, times):
+    from compatmatrix.live.worker import pair_allreduce_times
+
+    assert pair_allreduce_times(rate) == times
+
+
+def _pairs_rank(links, tcp=None, deadline=30.0):
+    from compatmatrix.live.report import RankRecord
+
+    record = {"hosts": ["n1", "n2", "n3", "n4"], "mode": "all", "rounds": 3, "seconds": 2.0, "deadline": deadline, "links": links,
+              "memcpy": [8e9] * 4, "tcp": tcp or [{"out": 1000, "retrans": 0}] * 4}
+    return [RankRecord(1, {"rank": 0, "stage": "done", "pairs": record}, "", 0, True)]
+
+
+def _measured(a, b, rate=1e9, sent=30_000, again=0, wrong=0):
+    return {"a": a, "b": b, "out": rate, "back": rate, "latency": 1e-4, "seconds": 0.3, "round": 0,
+            "allreduce": {"busbw": rate / 3, "bytes": 262144, "wrong": wrong}, "sent": sent, "retransmitted": again}
+
+
+def test_the_pair_table_names_slow_lossy_and_silent_hosts_and_a_wrong_pair_sum():
+    from compatmatrix.live.report import pair_table, pairs_finding
+
+    healthy = [_measured(0, 1), _measured(0, 2), _measured(1, 2)]
+    silent = [{"a": a, "b": 3, "out": None, "back": None, "latency": None, "allreduce": None, "seconds": 3.1, "round": 1,
+               "error": "no answer within 3 s (Timed out waiting 3000ms for recv operation to complete)", "sent": 40, "retransmitted": 0} for a in range(3)]
+    table = pair_table(_pairs_rank(healthy + silent, deadline=3.0))
+    assert table["silent_hosts"] == ["n4"] and table["slow_hosts"] == [] and table["lossy_hosts"] == []
+    assert [link["bandwidth"] for link in table["links"][3:]] == [0.0, 0.0, 0.0]
+    finding = pairs_finding(_pairs_rank(healthy + silent, deadline=3.0))
+    assert finding.status.value == "fail" and finding.summary == "n4: no answer within 3 s on any of its pairs (the host, its NIC or a firewall)"
+    assert any(line.startswith("n1 <-> n4: no answer within 3 s") for line in finding.evidence)
+
+    lossy = [_measured(0, 1), _measured(0, 2), _measured(1, 2, wrong=3), _measured(0, 3, again=900), _measured(1, 3, again=800), _measured(2, 3, again=700)]
+    table = pair_table(_pairs_rank(lossy))
+    assert table["lossy_hosts"] == ["n4"] and table["slow_hosts"] == [] and table["silent_hosts"] == []
+    assert table["verdicts"] == ["n4: loses packets on every link: TCP retransmitted 2400 of 90000 segments (2.7%) over its 3 links, 0 of 90000 on the other links",
+                                 "n2 <-> n3: the two-rank all_reduce returned 3 wrong values"]
+
+
+def test_the_report_shows_a_silent_pair_and_the_new_columns():
+    from compatmatrix.live.report import pair_table
+    from compatmatrix.render.fabric_html import _pairs_section
+
+    silent = {"a": 0, "b": 3, "out": None, "back": None, "latency": None, "allreduce": None, "seconds": 3.1, "round": 1,
+              "error": "no answer within 3 s <script>", "sent": None, "retransmitted": None}
+    table = pair_table(_pairs_rank([_measured(0, 1, again=7), _measured(0, 2), _measured(1, 2), silent, _measured(1, 3), _measured(2, 3)], deadline=3.0))
+    page = "".join(_pairs_section(table))
+    assert "no answer within 3 s &lt;script&gt;" in page and "<script>" not in page
+    assert '<td data-v="7.0">7 of 30000</td>' in page and "two-rank all_reduce GB/s" in page

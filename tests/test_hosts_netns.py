@@ -318,25 +318,59 @@ def test_preflight_names_every_difference_that_breaks_a_job(hosts, stock, tmp_pa
 # --- the fabric: every pair of hosts measured, the slow one named ------------------------------------------------------
 
 
-@pytest.mark.parametrize("slow", [None, "node3"])
-def test_fabric_across_four_hosts_names_exactly_the_rate_limited_host(hosts, stock, slow):
-    """Four hosts on one bridge; with ``slow``, that host's cable is shaped to 10 Mbit/s (tc tbf on its eth0) and rank 1
-    (node2) returns a wrong all_reduce sum (the FIXTURE fault wrongsum:1): --fabric measures the 6 pairs in 3 rounds and
-    names that host and nothing else, node2's compat names rank 1 and the others say another host's rank was wrong;
-    without faults, everything passes."""
-    cluster = hosts(names=("node1", "node2", "node3", "node4"))
-    faults = {}
-    if slow:
-        cluster.limit_rate(slow, "10mbit")
-        faults = {name: {"COMPAT_LIVE_FIXTURE_FAULT": "wrongsum:1"} for name in cluster.hosts}
+def test_fabric_names_a_host_that_does_not_answer_its_pairs_within_the_pair_deadline(hosts, stock):
+    """Three hosts; node3's rank does not answer in its pair tests (the FIXTURE fault stallpair:2): each of its pairs ends
+    at --pair-deadline on its own process group (2 s), node3 is named as not answering, the pair without it is measured
+    and its two-rank all_reduce is exact, and the run goes on to the sweep and ends (no hang, nothing left)."""
+    cluster = hosts(names=("node1", "node2", "node3"))
     mark = uuid.uuid4().hex
-    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, extra=("--fabric", "--sizes", "1K,16K", "--no-trainer"), env_by_host=faults)
+    env_by_host = {name: {"COMPAT_LIVE_FIXTURE_FAULT": "stallpair:2"} for name in cluster.hosts}
+    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, env_by_host=env_by_host,
+                                        extra=("--fabric", "--sizes", "1K", "--no-trainer", "--pair-deadline", "2"))
+    for host, (code, checks, data) in zip(cluster.hosts, results):
+        pairs = data["live"]["pairs"]
+        assert pairs is not None
+        assert code == 1 and pairs["deadline"] == 2 and pairs["silent_hosts"] == ["node3"] and pairs["silent_links"] == [], pairs["verdicts"]
+        by_pair = {(link["a"], link["b"]): link for link in pairs["links"]}
+        assert by_pair[("node1", "node2")]["error"] is None and by_pair[("node1", "node2")]["allreduce"]["wrong"] == 0
+        for other in ("node1", "node2"):
+            assert by_pair[(other, "node3")]["error"].startswith("no answer within 2 s")
+            assert by_pair[(other, "node3")]["seconds"] < 2 + 8  # its own deadline, not the run's
+        assert checks["live.pairs"]["summary"].startswith("node3: no answer within 2 s on any of its pairs")
+        assert checks["live.fabric"]["status"] == "pass"  # the run went on after the pairs
+    print(f"fabric with a silent host: {seconds:.1f} s")
+    assert_nothing_left(cluster, mark)
+
+
+
+@pytest.mark.parametrize("faults", [False, True], ids=["no-fault", "node3-shaped-node4-lossy"])
+def test_fabric_across_four_hosts_names_exactly_the_rate_limited_and_the_lossy_host(hosts, stock, faults):
+    """Four hosts on one bridge; with ``faults``, node3's cable is shaped to 10 Mbit/s (tc tbf on its eth0), node4 drops
+    5% of the TCP packets it receives and sends (an nft rule in its namespace) and rank 1 (node2) returns a wrong all_reduce sum
+    (the FIXTURE fault wrongsum:1): --fabric measures the 6 pairs in 3 rounds, names node3 slow and node4 losing packets
+    and nothing else, node2's compat names rank 1 and the others say another host's rank was wrong; without faults,
+    everything passes."""
+    cluster = hosts(names=("node1", "node2", "node3", "node4"))
+    env_by_host = {}
+    if faults:
+        cluster.limit_rate("node3", "10mbit")
+        cluster.drop_packets("node4", 5)
+        env_by_host = {name: {"COMPAT_LIVE_FIXTURE_FAULT": "wrongsum:1"} for name in cluster.hosts}
+    mark = uuid.uuid4().hex
+    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, extra=("--fabric", "--sizes", "1K", "--no-trainer"), env_by_host=env_by_host)
     for host, (code, checks, data) in zip(cluster.hosts, results):
         pairs = data["live"]["pairs"]
         assert len(pairs["links"]) == 6 and pairs["rounds"] == 3 and sorted(pairs["hosts"]) == ["node1", "node2", "node3", "node4"]
-        if slow:
-            assert code == 1 and pairs["slow_hosts"] == [slow] and pairs["slow_links"] == [] and pairs["slow_memory"] == []
-            assert checks["live.pairs"]["status"] == "fail" and checks["live.pairs"]["summary"].startswith(f"{slow}: every link slow")
+        assert all(link["allreduce"]["wrong"] == 0 and link["allreduce"]["busbw"] > 0 and link["error"] is None for link in pairs["links"])
+        assert all(link["sent"] > 0 for link in pairs["links"])  # both ends' /proc/net/snmp counted over each pair
+        if faults:
+            slow = set(pairs["slow_hosts"]) | {h for link in pairs["slow_links"] for h in link}
+            lossy = set(pairs["lossy_hosts"]) | {h for link in pairs["lossy_links"] for h in link}
+            assert code == 1 and "node3" in pairs["slow_hosts"] and "node4" in pairs["lossy_hosts"], pairs["verdicts"]
+            assert slow | lossy == {"node3", "node4"} and pairs["slow_links"] == [] and pairs["lossy_links"] == [], pairs["verdicts"]
+            assert pairs["slow_memory"] == []
+            summary = checks["live.pairs"]["summary"]
+            assert checks["live.pairs"]["status"] == "fail" and summary.startswith("node3: every link slow") and "node4: loses packets on every link" in summary
             assert set(pairs["tcp"]) == set(cluster.hosts) and all(c["out"] > 0 for c in pairs["tcp"].values())  # /proc/net/snmp per host
             fabric = checks["live.fabric"]
             assert fabric["status"] == "fail"
@@ -345,6 +379,6 @@ def test_fabric_across_four_hosts_names_exactly_the_rate_limited_host(hosts, sto
         else:
             assert checks["live.fabric"]["status"] == "pass", checks["live.fabric"]
             assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
-            assert checks["live.pairs"]["status"] == "pass" and pairs["verdicts"] == []
-    print(f"fabric across 4 hosts ({slow or 'no fault'}): {seconds:.1f} s", results[0][1]["live.pairs"], sep="\n")
+            assert checks["live.pairs"]["status"] == "pass" and pairs["verdicts"] == [] and pairs["lossy_hosts"] == []
+    print(f"fabric across 4 hosts ({'node3 shaped, node4 lossy' if faults else 'no fault'}): {seconds:.1f} s", results[0][1]["live.pairs"], sep="\n")
     assert_nothing_left(cluster, mark)

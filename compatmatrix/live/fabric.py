@@ -232,17 +232,8 @@ def judge(links: Mapping[Pair, float], memcpy: Optional[Mapping[int, float]] = N
         return Judgement(statistics.median(links.values()) if links else None, slow_memory=slow_memory, note=note)
     median = statistics.median(links.values())
     slow = {pair for pair, value in links.items() if value < slow_fraction * median}
-    per_host: dict[int, list[Pair]] = {}
-    for pair in links:
-        for host in pair:
-            per_host.setdefault(host, []).append(pair)
-    candidates = {h for h, pairs in per_host.items() if len(pairs) >= 2 and all(p in slow for p in pairs)}
-    # a candidate whose every link goes to another candidate is explained by its peers (ring: a good host between two
-    # slow ones); drop such hosts one at a time, the least slow first, while they stay explained
-    for host in sorted(candidates, key=lambda h: -statistics.median(links[p] for p in per_host[h])):
-        others = candidates - {host}
-        if all((p[0] if p[1] == host else p[1]) in others for p in per_host[host]):
-            candidates = others
+    per_host = _links_per_host(links)
+    candidates = _hosts_behind(slow, per_host, badness=lambda h: -statistics.median(links[p] for p in per_host[h]))
     # the sentences compare with the median of the links judged healthy: with a slow host among four, half the links
     # are slow and the median of all of them lies between the two groups
     healthy = [value for pair, value in links.items() if pair not in slow]
@@ -257,6 +248,26 @@ def judge(links: Mapping[Pair, float], memcpy: Optional[Mapping[int, float]] = N
     return Judgement(median, named_links, hosts, slow_memory)
 
 
+def _links_per_host(links: Iterable[Pair]) -> dict[int, list[Pair]]:
+    per_host: dict[int, list[Pair]] = {}
+    for pair in links:
+        for host in pair:
+            per_host.setdefault(host, []).append(pair)
+    return per_host
+
+
+def _hosts_behind(bad: set[Pair], per_host: Mapping[int, list[Pair]], badness) -> set[int]:
+    """The hosts that explain the ``bad`` links: every one of a host's (at least two) links is bad. A candidate whose
+    every link goes to another candidate is explained by its peers (ring: a good host between two bad ones); such hosts
+    are dropped one at a time, the least bad first (lowest ``badness(host)``), while they stay explained."""
+    candidates = {h for h, pairs in per_host.items() if len(pairs) >= 2 and all(p in bad for p in pairs)}
+    for host in sorted(candidates, key=badness):
+        others = candidates - {host}
+        if all((p[0] if p[1] == host else p[1]) in others for p in per_host[host]):
+            candidates = others
+    return candidates
+
+
 def _slow_memory(memcpy: Mapping[int, float], slow_fraction: float) -> list[SlowMemory]:
     if len(memcpy) < 3:
         return []
@@ -265,6 +276,57 @@ def _slow_memory(memcpy: Mapping[int, float], slow_fraction: float) -> list[Slow
 
 
 RETRANSMIT_NOTABLE = 0.01  # a host that retransmitted more than 1% of its TCP segments during the pairs lost packets
+RETRANSMIT_MIN = 10  # and at least this many: a single retransmission among a few hundred segments is not a pattern
+
+
+@dataclass(frozen=True)
+class LossyLink:
+    a: int
+    b: int
+    sent: int  # TCP segments both ends sent while the pair was measured
+    retransmitted: int
+
+
+@dataclass(frozen=True)
+class LossyHost:
+    host: int
+    sent: int  # over its measured links
+    retransmitted: int
+    links: int
+
+
+@dataclass(frozen=True)
+class LossJudgement:
+    lossy_links: list[LossyLink] = field(default_factory=list)
+    lossy_hosts: list[LossyHost] = field(default_factory=list)
+    healthy_sent: int = 0  # the segments of the links not judged lossy, and how many of them were retransmitted
+    healthy_retransmitted: int = 0
+
+
+def lossy(sent: int, retransmitted: int) -> bool:
+    """A link (or host) that lost packets: more than RETRANSMIT_NOTABLE of its segments and at least RETRANSMIT_MIN retransmitted."""
+    return sent > 0 and retransmitted >= RETRANSMIT_MIN and retransmitted / sent > RETRANSMIT_NOTABLE
+
+
+def judge_loss(counts: Mapping[Pair, tuple[int, int]]) -> LossJudgement:
+    """Name the links and hosts that lose packets, from the TCP segments (sent, retransmitted) both ends of each pair
+    counted while that pair alone was measured (a host is in one pair per round, and its network namespace's counters,
+    /proc/net/snmp, are its own). Loss is judged absolutely (a healthy link retransmits nothing), not against the median:
+    a host is named when every one of its (at least two) links lost packets and its lossy links are not all explained by
+    lossy peers, as for slow hosts; a lossy link is named on its own when neither end is such a host."""
+    bad = {pair for pair, (sent, retransmitted) in counts.items() if lossy(sent, retransmitted)}
+    per_host = _links_per_host(counts)
+
+    def rate(pair: Pair) -> float:
+        sent, retransmitted = counts[pair]
+        return retransmitted / sent if sent else 0.0
+
+    hosts = _hosts_behind(bad, per_host, badness=lambda h: statistics.median(rate(p) for p in per_host[h]))
+    named_hosts = [LossyHost(h, sum(counts[p][0] for p in per_host[h]), sum(counts[p][1] for p in per_host[h]), len(per_host[h]))
+                   for h in sorted(hosts)]
+    named_links = [LossyLink(a, b, *counts[(a, b)]) for a, b in sorted(bad) if a not in hosts and b not in hosts]
+    healthy = [counts[p] for p in counts if p not in bad]
+    return LossJudgement(named_links, named_hosts, sum(c[0] for c in healthy), sum(c[1] for c in healthy))
 
 
 def loss_cause(sent: int, retransmitted: int) -> Optional[str]:
@@ -290,4 +352,40 @@ def describe(judgement: Judgement, names: Sequence[str]) -> list[str]:
         lines.append(f"{names[link.a]} <-> {names[link.b]}: {gbps(link.bandwidth)}, median {gbps(link.median)}{extra}")
     for memory in judgement.slow_memory:
         lines.append(f"{names[memory.host]}: memcpy {gbps(memory.memcpy)}, median host {gbps(memory.median)} (memory or CPU contention)")
+    return lines
+
+
+@dataclass(frozen=True)
+class Silence:
+    hosts: list[int] = field(default_factory=list)  # every one of its (at least two) pairs ended without an answer
+    links: list[Pair] = field(default_factory=list)  # pairs without an answer where neither end is such a host
+
+
+def judge_silence(pairs: Iterable[Pair], silent: Iterable[Pair]) -> Silence:
+    """The hosts and links behind the pairs that did not answer within their deadline: always named, whatever the
+    median (a pair without an answer has no bandwidth to compare)."""
+    silent = set(silent)
+    per_host = _links_per_host(set(pairs) | silent)
+    hosts = _hosts_behind(silent, per_host, badness=lambda h: sum(p in silent for p in per_host[h]))
+    return Silence(sorted(hosts), [p for p in sorted(silent) if p[0] not in hosts and p[1] not in hosts])
+
+
+def describe_silence(silence: Silence, names: Sequence[str], deadline: Optional[float]) -> list[str]:
+    within = f"within {deadline:g} s" if deadline else "within its deadline"
+    lines = [f"{names[h]}: no answer {within} on any of its pairs (the host, its NIC or a firewall)" for h in silence.hosts]
+    lines += [f"{names[a]} <-> {names[b]}: no answer {within}" for a, b in silence.links]
+    return lines
+
+
+def describe_loss(judgement: LossJudgement, names: Sequence[str]) -> list[str]:
+    """One sentence per host or link that lost packets (``node4: loses packets on every link: ...``)."""
+    others = (f"{judgement.healthy_retransmitted} of {judgement.healthy_sent} on the other links"
+              if judgement.healthy_sent else "no other link measured")
+    lines = []
+    for host in judgement.lossy_hosts:
+        lines.append(f"{names[host.host]}: loses packets on every link: TCP retransmitted {host.retransmitted} of {host.sent} segments "
+                     f"({host.retransmitted / host.sent:.1%}) over its {host.links} links, {others}")
+    for link in judgement.lossy_links:
+        lines.append(f"{names[link.a]} <-> {names[link.b]}: loses packets: TCP retransmitted {link.retransmitted} of {link.sent} segments "
+                     f"({link.retransmitted / link.sent:.1%}), {others}")
     return lines

@@ -428,31 +428,55 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
 
 
 def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
-    """The pairs of hosts measured (the table every rank gathered), with each link's bandwidth (the slower direction)
-    and the judgement's verdicts by host name; None when no rank measured them."""
-    from .fabric import judge
+    """The pairs of hosts measured (the table every rank gathered), with each link's bandwidth (the slower direction;
+    0 for a pair that did not answer within its deadline), its two-rank all_reduce, the TCP segments both ends sent and
+    retransmitted meanwhile, and the judgements' verdicts by host name; None when no rank measured them."""
+    from .fabric import describe, describe_loss, describe_silence, judge, judge_loss, judge_silence
 
     record = next((r.status["pairs"] for r in ranks if (r.status.get("pairs") or {}).get("links") or (r.status.get("pairs") or {}).get("error")), None)
     if record is None:
         return None
     hosts = list(record["hosts"])
+
+    def rate(link: Mapping[str, Any]) -> float:
+        return 0.0 if link.get("error") or link.get("out") is None or link.get("back") is None else min(link["out"], link["back"])
+
+    raw = list(record.get("links", []))
     links = [{"a": hosts[link["a"]], "b": hosts[link["b"]], "latency": link.get("latency"), "out": link.get("out"), "back": link.get("back"),
-              "bandwidth": min(link["out"], link["back"]), "seconds": link.get("seconds"), "round": link.get("round")}
-             for link in record.get("links", [])]
+              "bandwidth": rate(link), "seconds": link.get("seconds"), "round": link.get("round"), "error": link.get("error"),
+              "allreduce": link.get("allreduce"), "allreduce_skipped": link.get("allreduce_skipped"),
+              "sent": link.get("sent"), "retransmitted": link.get("retransmitted")} for link in raw]
     memcpy = {i: float(v) for i, v in enumerate(record.get("memcpy") or []) if v}
-    verdict = judge({(link["a"], link["b"]): min(link["out"], link["back"]) for link in record.get("links", [])}, memcpy)
+    answered = [link for link in raw if not link.get("error")]
+    verdict = judge({(link["a"], link["b"]): rate(link) for link in answered}, memcpy)
+    silence = judge_silence([(link["a"], link["b"]) for link in raw], [(link["a"], link["b"]) for link in raw if link.get("error")])
+    loss = judge_loss({(link["a"], link["b"]): (link["sent"], link["retransmitted"]) for link in raw if link.get("sent") is not None})
+    wrong = [f"{link['a']} <-> {link['b']}: the two-rank all_reduce returned {link['allreduce']['wrong']} wrong values"
+             for link in links if (link["allreduce"] or {}).get("wrong")]
     return {"hosts": hosts, "mode": record.get("mode"), "rounds": record.get("rounds"), "seconds": record.get("seconds"),
-            "error": record.get("error"), "links": links, "memcpy": {hosts[i]: v for i, v in memcpy.items()},
+            "deadline": record.get("deadline"), "error": record.get("error"), "links": links, "memcpy": {hosts[i]: v for i, v in memcpy.items()},
             "median": verdict.median_link, "note": verdict.note,
             "slow_hosts": [hosts[h.host] for h in verdict.slow_hosts], "slow_links": [[hosts[x.a], hosts[x.b]] for x in verdict.slow_links],
-            "slow_memory": [hosts[m.host] for m in verdict.slow_memory], "verdicts": _verdict_lines(verdict, hosts),
+            "slow_memory": [hosts[m.host] for m in verdict.slow_memory],
+            "lossy_hosts": [hosts[h.host] for h in loss.lossy_hosts], "lossy_links": [[hosts[x.a], hosts[x.b]] for x in loss.lossy_links],
+            "silent_hosts": [hosts[h] for h in silence.hosts], "silent_links": [[hosts[a], hosts[b]] for a, b in silence.links],
+            "verdicts": describe_silence(silence, hosts, record.get("deadline")) + describe(verdict, hosts) + describe_loss(loss, hosts) + wrong,
             "tcp": {hosts[i]: counts for i, counts in enumerate(record.get("tcp") or []) if counts}}
 
 
-def _verdict_lines(verdict, hosts: Sequence[str]) -> list[str]:
-    from .fabric import describe
+def _link_evidence(link: Mapping[str, Any], deadline: Optional[float]) -> str:
+    from .fabric import gbps
 
-    return describe(verdict, hosts)
+    head = f"{link['a']} <-> {link['b']}: "
+    if link["error"]:
+        return head + str(link["error"])
+    text = (head + f"{gbps(link['bandwidth'])} ({gbps(link['out'])} {link['a']} -> {link['b']}, {gbps(link['back'])} back), "
+            f"latency {link['latency'] * 1e6:.0f} us")
+    if link["allreduce"]:
+        text += f", two-rank all_reduce {gbps(link['allreduce']['busbw'])}"
+    if link["sent"] is not None:
+        text += f", TCP retransmitted {link['retransmitted']} of {link['sent']} segments"
+    return text
 
 
 def pairs_finding(ranks: Sequence[RankRecord]) -> Finding:
@@ -462,23 +486,23 @@ def pairs_finding(ranks: Sequence[RankRecord]) -> Finding:
         return Finding(cid, Status.SKIP, "no rank reached the pair tests")
     if table["error"]:
         return Finding(cid, Status.FAIL, table["error"], (), "Give --nnodes (or the hostfile) the number of hosts the ranks really run on.")
-    from .fabric import gbps
+    from .fabric import gbps, loss_cause
 
-    evidence = tuple(f"{link['a']} <-> {link['b']}: {gbps(link['bandwidth'])} ({gbps(link['out'])} {link['a']} -> {link['b']}, "
-                     f"{gbps(link['back'])} back), latency {link['latency'] * 1e6:.0f} us" for link in table["links"])
+    evidence = tuple(_link_evidence(link, table["deadline"]) for link in table["links"])
     evidence += tuple(f"{host}: memcpy {gbps(value)}" for host, value in table["memcpy"].items())
-    from .fabric import loss_cause
-
+    skipped = sorted({link["allreduce_skipped"] for link in table["links"] if link["allreduce_skipped"]})
+    evidence += tuple(f"no two-rank all_reduce per pair: {why}" for why in skipped)
     cost = f"{len(table['links'])} pairs of {len(table['hosts'])} hosts in {table['rounds']} rounds ({table['mode']}), {table['seconds']:.1f} s"
     named = set(table["slow_hosts"]) | {host for link in table["slow_links"] for host in link}
+    lossy = set(table["lossy_hosts"]) | {host for link in table["lossy_links"] for host in link}
     causes = tuple(f"{host}: {cause}" for host, counts in table["tcp"].items()
-                   if host in named and (cause := loss_cause(counts["out"], counts["retrans"])))
+                   if host in named and host not in lossy and (cause := loss_cause(counts["out"], counts["retrans"])))
     if table["verdicts"]:
         return Finding(cid, Status.FAIL, "; ".join(table["verdicts"]), causes + evidence + (cost,),
                        "Check the named host's or link's interface (ip -s link: errors, drops; ethtool: speed, duplex; tc qdisc show: a rate "
-                       "limit) and its cable or switch port, then run compat doctor --live --fabric again.")
+                       "limit; nft list ruleset: a rule that drops) and its cable or switch port, then run compat doctor --live --fabric again.")
     median = f"median link {gbps(table['median'])}" if table["median"] else "no link"
-    return Finding(cid, Status.PASS, f"{cost}: no link or host far below the others ({median}{'; ' + table['note'] if table['note'] else ''})", evidence)
+    return Finding(cid, Status.PASS, f"{cost}: no link or host far below the others or losing packets ({median}{'; ' + table['note'] if table['note'] else ''})", evidence)
 
 
 def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:

@@ -76,6 +76,7 @@ class LiveOptions:
     layout_notes: tuple[str, ...] = ()  # where the layout came from (srun: the allocation), shown with the launch's evidence
     fabric: bool = False  # --fabric: the collectives swept over sizes, each result checked
     pairs: str = "all"  # --pairs: all | ring | sample:K (live/fabric.parse_pair_mode), for runs across hosts
+    pair_deadline: float = 30.0  # --pair-deadline: seconds each pair may take before it is named as not answering
     fabric_sizes: tuple[int, ...] = ()  # bytes; () = 1 KiB up by powers of 4 to FABRIC_MAX_BYTES, bounded by memory on every host
 
 
@@ -182,7 +183,7 @@ def write_pair_plan(run_dir: Path, options: LiveOptions) -> None:
 
     hosts = _host_count(options)
     mode = parse_pair_mode(options.pairs)
-    plan = {"hosts": hosts, "mode": options.pairs, "rounds": [[list(pair) for pair in pairs] for pairs in schedule(hosts, mode, seed=0)]}
+    plan = {"hosts": hosts, "mode": options.pairs, "deadline": options.pair_deadline, "rounds": [[list(pair) for pair in pairs] for pairs in schedule(hosts, mode, seed=0)]}
     (run_dir / "fabric-pairs.json").write_text(json.dumps(plan))
 
 

@@ -71,14 +71,18 @@ FIXTURE_FAULTS = {  # (kind, where) -> what the rank does; test hook only (COMPA
     ("segv", "trainer"): "SIGSEGV at the Trainer stage",
     ("exit0", "trainer"): "os._exit(0) at the Trainer stage",
     ("wrongsum", "fabric"): "a wrong all_reduce result in the fabric sweep",
+    ("stallpair", "pairs"): "no answer in its pair tests until the pair's deadline has passed",
 }
 
 
 def fixture_asks(rank, kind):
-    """Whether the test hook asks this rank for the non-fatal fault ``kind`` (wrongsum)."""
-    spec = os.environ.get("COMPAT_LIVE_FIXTURE_FAULT", "")
-    wanted, _, who = spec.partition(":")
-    return rank is not None and wanted == kind and who == str(rank)
+    """Whether the test hook asks this rank for the non-fatal fault ``kind`` (wrongsum, stallpair); the hook's value
+    may list several KIND:RANK items, comma-separated."""
+    for item in os.environ.get("COMPAT_LIVE_FIXTURE_FAULT", "").split(","):
+        wanted, _, who = item.partition(":")
+        if rank is not None and wanted == kind and who == str(rank):
+            return True
+    return False
 
 
 def fixture_fault(rank, when):
@@ -385,7 +389,7 @@ PAIR_DIRECTION_SECONDS = 0.25  # more messages while the direction has taken les
 PAIR_PINGS = 10  # latency round trips
 
 
-def pair_direction(dist, torch, sending, peer, big, tick):
+def pair_direction(dist, torch, sending, peer, big, tick, group=None):
     """Bytes per second from the sending side to ``peer``: each message is announced (a one-element tensor: 1 = one
     follows, 0 = done) and acknowledged, and the fastest message counts. Both sides call it; the sender returns the
     rate, the receiver None."""
@@ -396,49 +400,150 @@ def pair_direction(dist, torch, sending, peer, big, tick):
         if sending:
             more = index <= PAIR_MIN_MESSAGES or (index <= PAIR_MAX_MESSAGES and time.perf_counter() - began < PAIR_DIRECTION_SECONDS)
             tick.fill_(1.0 if more else 0.0)
-            dist.send(tick, peer)
+            dist.send(tick, peer, group=group)
             if not more:
                 return big.numel() * big.element_size() / best
             start = time.perf_counter()
-            dist.send(big, peer)
-            dist.recv(tick, peer)
+            dist.send(big, peer, group=group)
+            dist.recv(tick, peer, group=group)
             spent = time.perf_counter() - start
             if index:  # the first is a warm-up
                 best = spent if best is None else min(best, spent)
         else:
-            dist.recv(tick, peer)
+            dist.recv(tick, peer, group=group)
             if float(tick[0]) == 0.0:
                 return None
-            dist.recv(big, peer)
-            dist.send(tick, peer)
+            dist.recv(big, peer, group=group)
+            dist.send(tick, peer, group=group)
         index += 1
 
 
-def pair_measure(dist, torch, first, peer):
-    """One pair of hosts, leader to leader: latency (half the median round trip of a one-element message) and the
-    bandwidth each way. ``first``: this side starts (the pair's lower host)."""
+PAIR_ALLREDUCE_BYTES = PAIR_MESSAGE_BYTES  # the two-rank all_reduce of each pair: 256 KiB of fp32
+PAIR_ALLREDUCE_TIMES = 5  # timed after one warm-up, fewer where the link is slow (within PAIR_DIRECTION_SECONDS); the fastest counts
+
+
+def pair_allreduce_times(rate):
+    """How many timed all_reduce iterations a pair runs, from the slower direction's rate (bytes/s), which both sides
+    know: as many as fit in PAIR_DIRECTION_SECONDS (a 2-rank all_reduce moves about its size each way), 1 to 5."""
+    if not rate or rate <= 0:
+        return 1
+    return max(1, min(PAIR_ALLREDUCE_TIMES, int(PAIR_DIRECTION_SECONDS * rate / PAIR_ALLREDUCE_BYTES)))
+
+
+def pair_measure(dist, torch, first, peer, group=None):
+    """One pair of hosts, leader to leader: latency (half the median round trip of a one-element message), the bandwidth
+    each way and, on the pair's own group, a two-rank all_reduce (its bus bandwidth, nccl-tests' factor 2(n-1)/n = 1
+    for two ranks, and whether every iteration's sum was exact). ``first``: this side starts (the pair's lower host)."""
     tick = torch.zeros(1, dtype=torch.float32)
     big = torch.zeros(PAIR_MESSAGE_BYTES // 4, dtype=torch.float32)
     trips = []
     for _ in range(PAIR_PINGS):
         if first:
             start = time.perf_counter()
-            dist.send(tick, peer)
-            dist.recv(tick, peer)
+            dist.send(tick, peer, group=group)
+            dist.recv(tick, peer, group=group)
             trips.append(time.perf_counter() - start)
         else:
-            dist.recv(tick, peer)
-            dist.send(tick, peer)
-    out = pair_direction(dist, torch, first, peer, big, tick)  # the first side's rate to its peer (None on the peer)
-    back = pair_direction(dist, torch, not first, peer, big, tick)  # the peer's rate back (None on the first side)
-    measured = torch.tensor([back or 0.0], dtype=torch.float64)
+            dist.recv(tick, peer, group=group)
+            dist.send(tick, peer, group=group)
+    out = pair_direction(dist, torch, first, peer, big, tick, group)  # the first side's rate to its peer (None on the peer)
+    back = pair_direction(dist, torch, not first, peer, big, tick, group)  # the peer's rate back (None on the first side)
+    rates = torch.tensor([out or 0.0, back or 0.0], dtype=torch.float64)  # each side tells the other the rate it timed
+    other = torch.zeros(2, dtype=torch.float64)
     if first:
-        dist.recv(measured, peer)  # the peer timed the way back: it tells
-        back = float(measured[0])
+        dist.send(rates, peer, group=group)
+        dist.recv(other, peer, group=group)
+        back = float(other[1])
     else:
-        dist.send(measured, peer)
+        dist.recv(other, peer, group=group)
+        dist.send(rates, peer, group=group)
+        out = float(other[0])
+    allreduce = None
+    if group is not None:  # the pair's own group: a collective of these two ranks only
+        count = PAIR_ALLREDUCE_BYTES // 4
+        mine = (torch.arange(count, dtype=torch.float32) % 7) + (0.0 if first else 1.0)
+        expected = (torch.arange(count, dtype=torch.float32) % 7) * 2 + 1
+        buffer = torch.empty(count, dtype=torch.float32)
+        best, wrong = None, 0
+        for iteration in range(pair_allreduce_times(min(out, back)) + 1):
+            buffer.copy_(mine)
+            start = time.perf_counter()
+            dist.all_reduce(buffer, group=group)
+            took = time.perf_counter() - start
+            wrong += int((buffer != expected).sum())
+            if iteration:
+                best = took if best is None else min(best, took)
+        theirs = torch.tensor([float(wrong)], dtype=torch.float64)
+        dist.all_reduce(theirs, group=group)  # the wrong values of both sides
+        allreduce = {"busbw": PAIR_ALLREDUCE_BYTES / best, "bytes": PAIR_ALLREDUCE_BYTES, "wrong": int(theirs[0])}
     trips.sort()
-    return {"latency": trips[len(trips) // 2] / 2 if trips else None, "out": out, "back": back}
+    return {"latency": trips[len(trips) // 2] / 2 if trips else None, "out": out if first else None, "back": back if first else None,
+            "allreduce": allreduce}
+
+
+def round_groups(dist, pairs, leaders, deadline):
+    """The process groups of one round's pairs (each pair's two leaders), with the pair's own deadline: every operation
+    of a pair test runs on its group, so a link that never answers costs ``deadline`` seconds, not the run. Every rank
+    forms every group of the round, in the same order (torch names a group by how many it formed before: a group formed
+    by its two members alone gets a different name on each side once they have formed different numbers); the
+    groups are destroyed after the round. ({}, why) where the backend forms no such groups."""
+    import datetime
+
+    groups = {}
+    try:
+        for a, b in pairs:
+            groups[(a, b)] = dist.new_group(sorted({leaders[a], leaders[b]}), timeout=datetime.timedelta(seconds=deadline))
+    except (RuntimeError, ValueError, TypeError) as exc:
+        return {}, "the backend formed no group of two ranks: " + (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+    return groups, None
+
+
+def end_round_groups(dist, groups, rank, leaders):
+    for (a, b), group in groups.items():
+        if rank in (leaders[a], leaders[b]):
+            try:
+                dist.destroy_process_group(group)
+            except (RuntimeError, ValueError, AssertionError):  # a group closed by a timeout: nothing left to release
+                pass
+
+
+def pair_test(dist, torch, first, peer, deadline, stalled, group, why):
+    """One pair measured from this side on its ``group`` (None: the world's group, without a deadline of its own, for
+    the reason ``why``): the result (or the error that ended it) and this host's TCP segments sent and retransmitted
+    meanwhile, which the peer sends to the first side."""
+    began = time.perf_counter()
+    before = tcp_counters()
+    try:
+        if stalled:  # FIXTURE fault stallpair: this side does not answer until the pair's deadline has passed
+            time.sleep(deadline + 1)
+            raise RuntimeError("FIXTURE stallpair: this side did not answer")
+        result = pair_measure(dist, torch, first, peer, group)
+    except RuntimeError as exc:  # gloo: "Timed out waiting ... for recv operation to complete", a peer gone from the pair's group
+        if group is None and not stalled:
+            raise  # the world's group itself failed: the run's own deadline and live.hang say so
+        text = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:300]
+        result = {"latency": None, "out": None, "back": None, "allreduce": None, "error": f"no answer within {deadline:g} s ({text})"}
+    if why and result.get("allreduce") is None:
+        result["allreduce_skipped"] = why
+    after = tcp_counters()
+    result["tcp"] = [after["out"] - before["out"], after["retrans"] - before["retrans"]] if before and after else None
+    result["seconds"] = time.perf_counter() - began
+    return result
+
+
+def pair_counters(dist, torch, first, peer, result):
+    """The peer's TCP counters of the pair test, sent to the first side over the default group (the pair's own may have
+    timed out): the first side's result then holds the segments both ends sent and retransmitted."""
+    mine = result.get("tcp")
+    tensor = torch.tensor(mine if mine else [-1.0, -1.0], dtype=torch.float64)
+    if first:
+        dist.recv(tensor, peer)
+        theirs = [int(v) for v in tensor.tolist()]
+        both = mine is not None and min(theirs) >= 0
+        result["sent"] = mine[0] + theirs[0] if both else None
+        result["retransmitted"] = mine[1] + theirs[1] if both else None
+    else:
+        dist.send(tensor, peer)
 
 
 def tcp_counters():
@@ -455,11 +560,12 @@ def tcp_counters():
 def slow_link_rounds(links):
     """The links measured below half the median link (live/fabric.py SLOW_FRACTION), in rounds where no host is in
     two pairs at once (greedy, in the links' order): every rank computes the same rounds from the same table."""
-    rates = sorted(min(link["out"], link["back"]) for link in links)
+    answered = [link for link in links if link.get("error") is None]  # a pair that ran out its deadline is not tried again
+    rates = sorted(min(link["out"], link["back"]) for link in answered)
     if len(rates) < 3:
         return []
     median = rates[len(rates) // 2] if len(rates) % 2 else (rates[len(rates) // 2 - 1] + rates[len(rates) // 2]) / 2
-    slow = [(link["a"], link["b"]) for link in links if min(link["out"], link["back"]) < 0.5 * median]
+    slow = [(link["a"], link["b"]) for link in answered if min(link["out"], link["back"]) < 0.5 * median]
     rounds = []
     for a, b in slow:
         for pairs in rounds:
@@ -471,11 +577,37 @@ def slow_link_rounds(links):
     return rounds
 
 
+PAIR_RETRIES = 2  # times a slow link is measured again (each time only the links still slow)
+
+
+def merge_again(links, again):
+    """Each link measured again: the faster of the measurements, each way (load only ever slows one down), the
+    segments summed; a pair that answered this time replaces one that did not."""
+    retried = {(link["a"], link["b"]): link for link in again}
+    for link in links:
+        second = retried.get((link["a"], link["b"]))
+        if second is None:
+            continue
+        if second.get("error") is None:
+            if link.get("error") is not None:
+                link.update(out=second["out"], back=second["back"], latency=second["latency"], allreduce=second["allreduce"], error=None)
+            else:
+                link.update(out=max(link["out"], second["out"]), back=max(link["back"], second["back"]))
+                if link.get("allreduce") and second.get("allreduce"):
+                    link["allreduce"] = {**second["allreduce"], "busbw": max(link["allreduce"]["busbw"], second["allreduce"]["busbw"]),
+                                         "wrong": link["allreduce"]["wrong"] + second["allreduce"]["wrong"]}
+        if link.get("sent") is not None and second.get("sent") is not None:
+            link.update(sent=link["sent"] + second["sent"], retransmitted=link["retransmitted"] + second["retransmitted"])
+        link["measured"] = link.get("measured", 1) + 1
+
+
 def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
     """compat doctor --live --fabric across hosts: the pairs of hosts compat scheduled (live/fabric.py), measured
-    round by round between each host's first rank, no host in two pairs at once; every rank gets the whole table."""
+    round by round between each host's first rank, no host in two pairs at once, each pair on its own group with its
+    own deadline; every rank gets the whole table."""
     with open(plan_path) as handle:
         plan = json.load(handle)
+    deadline = float(plan.get("deadline") or 30)
     names = [None] * world
     dist.all_gather_object(names, os.uname()[1])
     hosts = []
@@ -483,47 +615,52 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
         if name not in hosts:
             hosts.append(name)
     leaders = [names.index(h) for h in hosts]
-    record = {"hosts": hosts, "mode": plan["mode"], "rounds": len(plan["rounds"]), "links": [], "seconds": 0.0}
+    record = {"hosts": hosts, "mode": plan["mode"], "rounds": len(plan["rounds"]), "deadline": deadline, "links": [], "seconds": 0.0}
     if len(hosts) != plan["hosts"]:
         record["error"] = "the schedule is for %d hosts but the ranks run on %d (%s)" % (plan["hosts"], len(hosts), ", ".join(hosts))
         save(pairs=record)
         return record
+    stalled = fixture_asks(rank, "stallpair")
     started = time.perf_counter()
     before = tcp_counters()
     mine = []
-    for number, pairs in enumerate(plan["rounds"]):
-        save(pairs_round=number)
+
+    def measure_round(pairs, number, kept):
+        groups, why = round_groups(dist, pairs, leaders, deadline)
         for a, b in pairs:
             if rank in (leaders[a], leaders[b]):
                 first = rank == leaders[a]
-                began = time.perf_counter()
-                result = pair_measure(dist, torch, first, leaders[b] if first else leaders[a])
+                peer = leaders[b] if first else leaders[a]
+                result = pair_test(dist, torch, first, peer, deadline, stalled, groups.get((a, b)), why)
+                pair_counters(dist, torch, first, peer, result)
                 if first:
-                    result.update({"a": a, "b": b, "round": number, "seconds": time.perf_counter() - began})
-                    mine.append(result)
+                    result.update({"a": a, "b": b, "round": number})
+                    result.pop("tcp", None)
+                    kept.append(result)
         dist.barrier()  # the round ends for everyone: the next round's pairs start together
+        end_round_groups(dist, groups, rank, leaders)
+
+    for number, pairs in enumerate(plan["rounds"]):
+        save(pairs_round=number)
+        measure_round(pairs, number, mine)
     found = [None] * world
     dist.all_gather_object(found, mine)
     links = sorted((link for part in found for link in part), key=lambda link: (link["a"], link["b"]))
-    again = []
-    for pairs in slow_link_rounds(links):  # a link below half the median is measured once more: a busy machine slows a
-        for a, b in pairs:                   # link for a while, a rate limit or a bad cable does every time
-            if rank in (leaders[a], leaders[b]):
-                first = rank == leaders[a]
-                result = pair_measure(dist, torch, first, leaders[b] if first else leaders[a])
-                if first:
-                    again.append({"a": a, "b": b, "out": result["out"], "back": result["back"]})
-        dist.barrier()
+    for _attempt in range(PAIR_RETRIES):  # a link below half the median is measured again: a busy machine slows a link
+        rounds = slow_link_rounds(links)     # for a while, a rate limit or a bad cable does every time
+        if not rounds:
+            break
+        again = []
+        for pairs in rounds:
+            measure_round(pairs, None, again)
+        parts = [None] * world
+        dist.all_gather_object(parts, again)
+        merge_again(links, [link for part in parts for link in part])
     record["seconds"] = time.perf_counter() - started
     after = tcp_counters()
     tcp = {"out": after["out"] - before["out"], "retrans": after["retrans"] - before["retrans"]} if before and after else None
     gathered = [None] * world
-    dist.all_gather_object(gathered, {"links": again, "memcpy": memcpy.get("per_rank"), "tcp": tcp})
-    retried = {(link["a"], link["b"]): link for part in gathered for link in part["links"]}
-    for link in links:  # the faster of the two measurements, each way: load only ever slows one down
-        second = retried.get((link["a"], link["b"]))
-        if second is not None:
-            link.update(out=max(link["out"], second["out"]), back=max(link["back"], second["back"]), measured=2)
+    dist.all_gather_object(gathered, {"memcpy": memcpy.get("per_rank"), "tcp": tcp})
     record["links"] = links
     record["memcpy"] = [gathered[leader]["memcpy"] for leader in leaders]
     record["tcp"] = [gathered[leader]["tcp"] for leader in leaders]  # segments sent and retransmitted by each host during the pairs

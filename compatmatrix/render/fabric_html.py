@@ -107,7 +107,9 @@ def _pairs_section(pairs: Any) -> list[str]:
     out.append(f"<p>{len(links)} pairs of {len(hosts)} hosts in {text(pairs.get('rounds'))} rounds ({text(pairs.get('mode'))})"
                + (f", median link {gb(median)} GB/s" if median else "") + ". Each cell is the slower direction of the link.</p>")
     if links:
-        out.append(_svg(_heatmap_figure(hosts, links, {tuple(x) for x in pairs.get("slow_links") or []}, set(pairs.get("slow_hosts") or [])), HEATMAP_ID))
+        named_links = {tuple(x) for key in ("slow_links", "lossy_links", "silent_links") for x in pairs.get(key) or []}
+        named_hosts = {h for key in ("slow_hosts", "lossy_hosts", "silent_hosts") for h in pairs.get(key) or []}
+        out.append(_svg(_heatmap_figure(hosts, links, named_links, named_hosts), HEATMAP_ID))
     out.append('<table id="hosts"><tr><th>#</th><th class="t">host</th><th>memcpy GB/s</th></tr>')
     host_memcpy = pairs.get("memcpy") or {}
     for i, host in enumerate(hosts, 1):
@@ -115,15 +117,38 @@ def _pairs_section(pairs: Any) -> list[str]:
         cell = f'<td data-v="{_number(value)}">{gb(value)}</td>' if value is not None else "<td>-</td>"
         out.append(f'<tr><td>{i}</td><td class="t">{text(host)}</td>{cell}</tr>')
     out.append("</table>")
-    out.append('<table id="links"><tr><th class="t">link</th><th>GB/s</th><th>a → b GB/s</th><th>b → a GB/s</th><th>latency µs</th></tr>')
+    out.append('<table id="links"><tr><th class="t">link</th><th>GB/s</th><th>a → b GB/s</th><th>b → a GB/s</th><th>latency µs</th>'
+               '<th>two-rank all_reduce GB/s</th><th>TCP segments retransmitted</th></tr>')
     for link in links:
-        latency = link.get("latency")
-        out.append(f'<tr><td class="t">{text(link["a"])} ↔ {text(link["b"])}</td>'
-                   f'<td data-v="{_number(link["bandwidth"])}">{gb(link["bandwidth"])}</td>'
-                   f'<td data-v="{_number(link["out"])}">{gb(link["out"])}</td><td data-v="{_number(link["back"])}">{gb(link["back"])}</td>'
-                   + (f'<td data-v="{_number(latency)}">{latency * 1e6:.0f}</td>' if latency is not None else "<td>-</td>") + "</tr>")
+        out.append(f'<tr><td class="t">{text(link["a"])} ↔ {text(link["b"])}</td>' + "".join(_link_cells(link)) + "</tr>")
     out.append("</table>")
     return out
+
+
+def _cell(value: Any, shown: str) -> str:
+    return f'<td data-v="{_number(value)}">{shown}</td>' if value is not None else "<td>-</td>"
+
+
+def _link_cells(link: Mapping[str, Any]) -> list[str]:
+    """The cells of one measured pair; a pair that did not answer within its deadline says so in place of its numbers."""
+    cells = [_cell(link["bandwidth"], gb(link["bandwidth"]))]
+    if link.get("error"):
+        return cells + [f'<td class="t fail" colspan="3">{text(link["error"])}</td>', "<td>-</td>", _retransmitted(link)]
+    latency = link.get("latency")
+    allreduce = link.get("allreduce") or {}
+    cells += [_cell(link.get("out"), gb(link["out"]) if link.get("out") is not None else ""),
+              _cell(link.get("back"), gb(link["back"]) if link.get("back") is not None else ""),
+              _cell(latency, f"{latency * 1e6:.0f}" if latency is not None else ""),
+              _cell(allreduce.get("busbw"), gb(allreduce["busbw"]) if allreduce.get("busbw") is not None else ""),
+              _retransmitted(link)]
+    return cells
+
+
+def _retransmitted(link: Mapping[str, Any]) -> str:
+    sent, again = link.get("sent"), link.get("retransmitted")
+    if sent is None or again is None:
+        return "<td>-</td>"
+    return f'<td data-v="{_number(again)}">{int(again)} of {int(sent)}</td>'
 
 
 def _sweep_section(sweep: Any, backend: str, memcpy: Mapping[str, Any]) -> list[str]:
