@@ -53,6 +53,8 @@ MIN_RUN_S = 10.0  # the least a run started is given, even where the budget has 
 MAX_RUNS = 3  # runs of one configuration at most: the budget of a small machine pays for a few repeats of the close ones, not a long series
 LAUNCHERS = ("spawn", "torchrun")
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
+FIXTURE_VAR = "COMPAT_TUNE_FIXTURE_PERTURB"  # a test hook (FIXTURE): see workload.py and fixture_site/sitecustomize.py
+FIXTURE_SITE = Path(__file__).resolve().parent / "fixture_site"  # a FIXTURE sitecustomize for a training command's ranks
 DROPPED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -143,7 +145,7 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
             raise CompatError("compat tune -- COMMAND needs a script after the interpreter.", "Pass e.g. compat tune -- train.py --output_dir out.")
         command = tuple(words)
         command_notes += [dropped] if dropped else []
-    runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")), command)
+    runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")), command, _cwd())
     measured: list[Measured] = []
     repeat_notes: list[str] = []
     interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
@@ -350,7 +352,8 @@ def _speed(times: list[float]) -> tuple[Optional[float], Optional[float]]:
 class _Runner:
     """Runs one configuration of the workload under the launcher; reads rank 0's result."""
 
-    def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path, command: tuple[str, ...] = ()) -> None:  # noqa: ANN001
+    def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path, command: tuple[str, ...] = (),  # noqa: ANN001
+                 cwd: Optional[Path] = None) -> None:
         from ..environment.libraries import preload_candidates, preload_entries
         from ..placement.environment import choose_preload
         from ..placement.service import oneccl_bindings_installed
@@ -362,6 +365,7 @@ class _Runner:
         self.tools = _tools(base)
         self.count = 0
         self.command = command
+        self.cwd = cwd  # where a training command runs (its relative paths are the caller's); compat's workload runs in its run folder
         if command:
             from .trainer import ASSUMED_FAN_IN, global_batch
 
@@ -409,7 +413,7 @@ class _Runner:
                 words = built
             else:
                 words = list(self.command)
-            rank_env = {**rank_env, STEPS_VAR: str(CMD_STEPS)}
+            rank_env = {**rank_env, STEPS_VAR: str(CMD_STEPS), **fixture_pythonpath(self.base)}
         else:
             words = [str(WORKLOAD), "--out", str(out), "--steps", str(STEPS), "--warmup", str(WARMUP), "--dtype", config.dtype,
                      "--backend", config.backend or "gloo"] + (["--compile"] if config.compile else [])
@@ -426,7 +430,7 @@ class _Runner:
                              "LOCAL_WORLD_SIZE": str(config.ranks), "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port})
         own = env_timeout("COMPAT_TUNE_TIMEOUT", TIMEOUT_S) * timeout_factor
         timeout = min(own, left)
-        done = supervise(commands, envs, out, timeout, new_run_id())
+        done = supervise(commands, envs, out, timeout, new_run_id(), cwd=self.cwd if self.command else None)
         result = out / "result.json"
         if done.timed_out:
             why = "COMPAT_TUNE_TIMEOUT" if own <= left else "the rest of the budget"
@@ -448,6 +452,16 @@ class _Runner:
         return run, times, "", done.seconds
 
 
+def fixture_pythonpath(base: Mapping[str, str]) -> dict[str, str]:
+    """The FIXTURE perturbation for a training command's ranks: with COMPAT_TUNE_FIXTURE_PERTURB set (by the tests
+    only), PYTHONPATH with fixture_site first (its sitecustomize perturbs rank 1's gradients); nothing otherwise."""
+    if not base.get(FIXTURE_VAR):
+        return {}
+    from ..launchers.interface import PathEntries, joined
+
+    return {"PYTHONPATH": joined(base.get("PYTHONPATH"), PathEntries(prepend=(str(FIXTURE_SITE),)))}
+
+
 def _command_result(out: Path, done) -> tuple[Optional[Run], list[float], str, float]:  # noqa: ANN001 - supervise's answer
     """A training command's run read from rank 0's output (the first launcher's log: torchrun's, or rank 0's with spawn)."""
     from .trainer import read_log
@@ -461,6 +475,14 @@ def _command_result(out: Path, done) -> tuple[Optional[Run], list[float], str, f
     if found.steps_per_second is None:
         return None, [], "its output has no train_steps_per_second (see README, Tuning: the protocol)", done.seconds
     return Run(found.losses, (), "", found.precision), [1.0 / found.steps_per_second], "", done.seconds
+
+
+def _cwd() -> Optional[Path]:
+    """The caller's working folder (a training command's relative paths are relative to it); None if it is gone."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
 
 
 def _workload_shape() -> tuple[int, int]:
