@@ -298,11 +298,13 @@ def current_configuration(default: Optional[Configuration], omp_threads: Optiona
 
 
 def _distance(config: Configuration, default: Optional[Configuration]) -> int:
-    """In how many dimensions ``config`` differs from the default (ranks, threads, backend and workers, dtype, compile)."""
+    """In how many dimensions ``config`` differs from the default (ranks, threads, backend and workers, dtype, compile).
+    One process against DDP ranks is one dimension, the ranks: the backend comes with the ranks (one process has none)."""
     if default is None:
         return 0
+    backend = (config.backend, config.ccl_workers) != (default.backend, default.ccl_workers) and None not in (config.backend, default.backend)
     return ((config.ranks != default.ranks) + (config.threads_note != default.threads_note)
-            + ((config.backend, config.ccl_workers) != (default.backend, default.ccl_workers)) + (config.dtype != default.dtype) + (config.compile != default.compile))
+            + backend + (config.dtype != default.dtype) + (config.compile != default.compile))
 
 
 def _fits(machine: Machine, ranks: int, workers: int) -> bool:
