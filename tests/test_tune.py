@@ -427,7 +427,7 @@ def test_the_speedup_over_your_current_settings_is_said_in_text_and_json():
 
 # --- the per-run cost estimate (space.run_estimate, space.over_budget): from the reference run's wall time ----------
 
-from compatmatrix.tune.space import Configuration, over_budget, run_estimate  # noqa: E402
+from compatmatrix.tune.space import over_budget, run_estimate  # noqa: E402
 
 
 def cfg(dtype="fp32", compile=False, ranks=2):
