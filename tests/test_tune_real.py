@@ -158,7 +158,7 @@ def test_bf16_is_measured_and_proven_on_torch_2_8_with_ipex_where_the_cpu_has_na
     """The real clean IPEX set (torch 2.8 + IPEX 2.8): where the CPU has native bf16 (avx512_bf16 or AMX), the bf16
     configurations are offered, the one-process bf16 run matches its own bf16 reference (timed, and paid from the
     budget), and two bf16 ranks are rejected as unprovable, never accepted. Skips, with compat's own reason, where the
-    CPU has no native bf16. 21-40 s here: the space's estimate leaves out the two-rank runs at this budget (where a
+    CPU has no native bf16. 21-44 s here: the space's estimate leaves out the two-rank runs at this budget (where a
     larger machine or budget has them, two bf16 ranks must be rejected), and repeats of the close ones fill the rest."""
     done = tune("--python", str(ipex280_torch280), "--budget", "50", "--no-compile", "--json", timeout=240)
     document = json.loads(done.stdout)
