@@ -119,25 +119,35 @@ def test_a_cgroup_quota_of_3_cpus_caps_every_configuration(tmp_path):
 
 def test_this_machines_recording_two_cores():
     space = search_space(read_machine(str(VM)), PLAIN, ROOMY)
-    assert [c.name for c in space.configurations] == ["1r-2t-fp32", "1r-2t-fp32-compile", "2r-1t-gloo-fp32", "2r-1t-gloo-fp32-compile"]
+    # one process against two DDP ranks is one dimension (the backend comes with the ranks): before compile, the cheaper
+    assert [c.name for c in space.configurations] == ["1r-2t-fp32", "2r-1t-gloo-fp32", "1r-2t-fp32-compile", "2r-1t-gloo-fp32-compile"]
 
 
 def test_the_budget_keeps_the_default_first_and_names_what_it_cut():
     costs = Costs(start=5.0, measure=5.0, compile=30.0)
     budget = reference_seconds(costs) + 2 * 10.0  # the reference and two eager configurations
     space = search_space(read_machine(str(XEON)), PLAIN, budget, costs)
-    assert [c.name for c in space.configurations] == ["2r-28t-gloo-fp32", "4r-14t-gloo-fp32"]
+    assert [c.name for c in space.configurations] == ["2r-28t-gloo-fp32", "1r-56t-fp32"]  # one process: the ranks, one dimension
     assert space.estimated == budget
     cut = reasons(space)
-    assert cut["8r-7t-gloo-fp32"] == "over the budget: 10 s estimated, 0 s of 30 s left"
+    assert cut["4r-14t-gloo-fp32"] == cut["8r-7t-gloo-fp32"] == "over the budget: 10 s estimated, 0 s of 30 s left"
     assert cut["2r-28t-gloo-fp32-compile"].startswith("over the budget: 40 s estimated")
+
+
+def test_a_commands_space_is_not_cut_by_costs_known_only_for_compats_workload():
+    """costs None (a training command): the budget leaves nothing out before measuring; the same order as with costs."""
+    space = search_space(read_machine(str(XEON)), PLAIN, 30.0, None)
+    with_costs = search_space(read_machine(str(XEON)), PLAIN, 10_000.0)
+    assert space.estimated is None and not any(p.reason.startswith("over the budget") for p in space.pruned)
+    assert [c.name for c in space.configurations] == [c.name for c in with_costs.configurations]
 
 
 def test_a_bf16_configuration_pays_for_its_own_reference():
     costs = Costs(start=5.0, measure=5.0, compile=30.0)
-    # the fp32 reference + the default + the bf16 variant with its bf16 reference
-    space = search_space(read_machine(str(XEON)), EVERYTHING, reference_seconds(costs) * 2 + 20.0, costs)
-    assert [c.name for c in space.configurations] == ["2r-27t-ccl1w-fp32", "2r-27t-ccl1w-bf16"]
+    # the fp32 reference + the default + one process + the bf16 variant with its bf16 reference
+    space = search_space(read_machine(str(XEON)), EVERYTHING, reference_seconds(costs) * 2 + 30.0, costs)
+    assert [c.name for c in space.configurations] == ["2r-27t-ccl1w-fp32", "1r-56t-fp32", "2r-27t-ccl1w-bf16"]
+    assert space.estimated == 50.0 and reasons(space)["2r-28t-ccl0w-fp32"] == "over the budget: 10 s estimated, 0 s of 50 s left"
 
 
 @settings(max_examples=40, deadline=None)
@@ -413,3 +423,42 @@ def test_the_speedup_over_your_current_settings_is_said_in_text_and_json():
     import jsonschema
 
     jsonschema.validate(document, json.loads((Path(__file__).resolve().parents[1] / "compatmatrix" / "schemas" / "tune-v1.json").read_text()))
+
+
+# --- the per-run cost estimate (space.run_estimate, space.over_budget): from the reference run's wall time ----------
+
+from compatmatrix.tune.space import over_budget, run_estimate  # noqa: E402
+
+
+def cfg(dtype="fp32", compile=False, ranks=2):
+    return Configuration(ranks, "fixture layout", 1, 0, "gloo" if ranks > 1 else None, dtype, compile, "the plan's share")
+
+
+@pytest.mark.parametrize("config,references,extra,expected", [
+    (cfg(), {}, 25.0, None),  # no reference timed yet: nothing to estimate from
+    (cfg(), {"fp32": 0.0}, 25.0, None),  # a zero time is no measurement
+    (cfg(), {"fp32": 9.5}, 25.0, 9.5),  # a Trainer command: its imports, whatever the ranks
+    (cfg(ranks=1), {"fp32": 9.5}, 25.0, 9.5),
+    (cfg(compile=True), {"fp32": 9.5}, 25.0, 34.5),  # the references are eager: compile's extra on top
+    (cfg(compile=True), {"fp32": 9.5}, 0.0, 9.5),
+    (cfg("bf16"), {"fp32": 9.5}, 25.0, 19.0),  # its own reference runs first
+    (cfg("bf16"), {"fp32": 9.5, "bf16": 12.0}, 25.0, 12.0),
+    (cfg("fp32"), {"fp32": 9.5, "bf16": 12.0}, 25.0, 9.5),
+    (cfg("bf16", compile=True), {"fp32": 4.0}, 25.0, 33.0),
+])
+def test_a_run_is_estimated_from_its_reference_runs_wall_time(config, references, extra, expected):
+    assert run_estimate(config, references, extra) == (pytest.approx(expected) if expected is not None else None)
+
+
+@pytest.mark.parametrize("estimate,left,reason", [
+    (9.5, 30.0, None),
+    (9.5, 9.5, None),  # exactly fits
+    (9.5, 9.4, "needs ~10 s, 9 s of budget left"),  # the need rounded up, what is left down: the sentence reads as the comparison
+    (34.5, 20.2, "needs ~35 s, 20 s of budget left"),
+    (9.5, -3.0, "needs ~10 s, 0 s of budget left"),  # the budget overrun by a run in progress
+    (None, 5.0, None),  # nothing to estimate from: it starts
+    (None, 0.0, "no budget left to start it"),
+    (None, -1.0, "no budget left to start it"),
+])
+def test_a_run_that_does_not_fit_the_budget_left_says_both_numbers(estimate, left, reason):
+    assert over_budget(estimate, left) == reason

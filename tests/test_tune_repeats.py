@@ -282,6 +282,62 @@ def test_a_single_run_of_a_command_has_no_spread():
     assert default.runs == 1 and default.steps_per_second == pytest.approx(100.0) and default.spread is None
 
 
+# --- the per-run cost estimate: a run that cannot fit the budget left is not started, and is listed -----------------
+
+
+def test_a_configuration_whose_run_does_not_fit_the_budget_left_is_not_started_and_is_listed():
+    """The reference takes 5 s of the FIXTURE clock, so each run is estimated at 5 s: after the default's 10 s run,
+    18 s of budget leave 3 s, and OTHER is left out with both numbers (it used to start and run past the budget)."""
+    from compatmatrix.tune.space import Pruned
+
+    clock = FixtureClock()
+    runner = FixtureRunner({DEFAULT.name: [(REFERENCE, FIRST, "", 10.0)], OTHER.name: [(REFERENCE, FIRST, "", 10.0)]}, clock)
+    measured, pruned, timed = [], [], {}
+    measure([DEFAULT, OTHER], runner, read_machine(str(VM)), 18.0, clock(), measured, [], clock=clock, pruned=pruned, reference_seconds=timed)
+    assert [x.config.name for x in measured] == [DEFAULT.name]
+    assert [name for name, _ in runner.calls] == [DEFAULT.name]
+    assert pruned == [Pruned(OTHER.name, "needs ~5 s, 3 s of budget left")]
+    assert timed == {"fp32": 5.0}
+    assert clock.now - 1000.0 <= 18.0
+
+
+def test_a_shorter_configuration_after_one_that_does_not_fit_still_runs():
+    """Each one is judged by its own estimate: a compiled run (+25 s) is left out, the eager one after it still fits."""
+    from dataclasses import replace
+
+    compiled = replace(OTHER, compile=True)
+    clock = FixtureClock()
+    runner = FixtureRunner({DEFAULT.name: [(REFERENCE, FIRST, "", 10.0)], compiled.name: [], OTHER.name: [(REFERENCE, FIRST, "", 10.0)]}, clock)
+    measured, pruned = [], []
+    measure([DEFAULT, compiled, OTHER], runner, read_machine(str(VM)), 30.0, clock(), measured, [], clock=clock, pruned=pruned)
+    assert [x.config.name for x in measured] == [DEFAULT.name, OTHER.name]
+    assert [(p.name, p.reason) for p in pruned] == [(compiled.name, "needs ~30 s, 15 s of budget left")]
+
+
+def test_the_budget_left_out_configurations_and_the_reference_seconds_are_in_the_output():
+    from compatmatrix.tune.render import tune_json, tune_text
+    from compatmatrix.tune.service import Outcome
+    from compatmatrix.tune.space import Pruned, Space
+
+    default = Measured(DEFAULT, 50.0, None, ACCEPT, "", "", 10.0, 1, (50.0,))
+    outcome = Outcome("/py", "torchrun", Space("machine", (DEFAULT, OTHER), (), 18.0, 10.0), (default,), default, default, None, 0, 17.0, {}, (),
+                      pruned=(Pruned(OTHER.name, "needs ~5 s, 3 s of budget left"),), reference_seconds=(("fp32", 5.0),))
+    assert f"# left out: {OTHER.name}: needs ~5 s, 3 s of budget left" in tune_text(outcome).splitlines()
+    document = tune_json(outcome)
+    jsonschema.validate(document, SCHEMA)
+    assert document["pruned"] == [{"name": OTHER.name, "reason": "needs ~5 s, 3 s of budget left"}]
+    assert document["reference_seconds"] == {"fp32": 5.0}
+    document["reference_seconds"] = {"fp16": 1.0}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, SCHEMA)
+    nothing = Outcome("/py", "torchrun", Space("machine", (DEFAULT,), (), 25.0, None), (), None, None, None, 0, 20.0, {}, (),
+                      pruned=(Pruned(DEFAULT.name, "needs ~20 s, 5 s of budget left"),), reference_seconds=(("fp32", 19.2),))
+    text = tune_text(nothing)
+    assert "# budget 25 s (each run estimated from its reference run's fp32 19.2 s)" in text
+    assert "none of them fitted the budget left after the reference run (left out below): pass a larger --budget" in text
+    jsonschema.validate(tune_json(nothing), SCHEMA)
+
+
 # --- the output: a runs column, and runs in --json ------------------------------------------------------------
 
 

@@ -119,3 +119,56 @@ def test_a_run_is_read_from_rank_0s_log_and_one_without_losses_is_unproven(tmp_p
     (tmp_path / "launcher-0.log").write_text("Traceback ...\nValueError: no --output_dir\n")
     run, _, problem, _ = _command_result(tmp_path, FakeSupervised(1))
     assert run is None and "exit 1" in problem and "no --output_dir" in problem
+
+
+# The FIXTURE gradient perturbation for a training command (compatmatrix/tune/fixture_site/sitecustomize.py): only the
+# tests set COMPAT_TUNE_FIXTURE_PERTURB; without it, no rank ever has the fixture's folder on its path.
+
+import importlib.util  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from compatmatrix.tune.service import FIXTURE_SITE, FIXTURE_VAR, fixture_pythonpath  # noqa: E402
+
+
+def fixture_site_module():
+    spec = importlib.util.spec_from_file_location("fixture_sitecustomize", FIXTURE_SITE / "sitecustomize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # under another name: no start-up side effects
+    return module
+
+
+def test_the_fixture_site_reaches_a_commands_ranks_only_with_the_fixture_variable():
+    assert fixture_pythonpath({}) == {} and fixture_pythonpath({FIXTURE_VAR: "", "PYTHONPATH": "/x"}) == {}
+    assert fixture_pythonpath({FIXTURE_VAR: "-100@5"}) == {"PYTHONPATH": str(FIXTURE_SITE)}
+    assert fixture_pythonpath({FIXTURE_VAR: "2", "PYTHONPATH": "/a:/b"}) == {"PYTHONPATH": f"{FIXTURE_SITE}:/a:/b"}  # first: its sitecustomize wins
+
+
+@pytest.mark.parametrize("text,parsed", [
+    ("-100@5", (-100.0, 5)), ("1.5", (1.5, None)), (" 2@1 ", (2.0, 1)),
+    ("2@0", None), ("2@-1", None), ("x@3", None), ("2@x", None), ("", None), ("@3", None),
+])
+def test_the_fixture_value_is_factor_at_step(text, parsed):
+    assert fixture_site_module().parse(text) == parsed
+
+
+@pytest.mark.parametrize("variable,rank,world,installed", [
+    ("-100@5", "1", "2", True),
+    ("-100@5", "0", "2", False),  # rank 1 only
+    ("-100@5", "1", "1", False),  # a single process has no allreduce to perturb
+    ("-100@5", None, None, False),  # the launcher itself (torchrun's agent has no RANK)
+    (None, "1", "2", False),  # without the FIXTURE variable nothing happens
+    ("nonsense", "1", "2", False),
+])
+def test_the_fixture_site_hooks_only_rank_1_of_a_multi_rank_run(variable, rank, world, installed):
+    """A real interpreter started with the fixture's folder on PYTHONPATH: is the import finder in place?"""
+    env = {k: v for k, v in os.environ.items() if k not in (FIXTURE_VAR, "RANK", "WORLD_SIZE")}
+    env.update({k: v for k, v in ((FIXTURE_VAR, variable), ("RANK", rank), ("WORLD_SIZE", world)) if v is not None})
+    env["PYTHONPATH"] = str(FIXTURE_SITE)
+    done = subprocess.run([sys.executable, "-c", "import sys, sitecustomize; print(sitecustomize.__file__); "
+                           "print(any(type(f).__name__ == '_Finder' for f in sys.meta_path))"],
+                          capture_output=True, text=True, env=env, timeout=60, check=True)
+    path, found = done.stdout.split()
+    assert Path(path).parent == FIXTURE_SITE
+    assert found == str(installed)

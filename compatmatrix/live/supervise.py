@@ -133,8 +133,10 @@ def supervise(
     run_id: str,
     grace_after_failure: float = 3.0,
     stack_dump_wait: float = 0.7,
+    cwd: Optional[Path] = None,
 ) -> Supervised:
-    """Run ``commands`` together until all end or ``timeout`` seconds pass; then make sure none is left."""
+    """Run ``commands`` together until all end or ``timeout`` seconds pass; then make sure none is left. They run in
+    ``cwd`` (default: ``run_dir``, where their logs go)."""
     started = time.monotonic()
     processes: list[subprocess.Popen] = []
     logs = []
@@ -147,7 +149,7 @@ def supervise(
                 with open(log_path, "wb") as log:
                     processes.append(subprocess.Popen(
                         list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                        start_new_session=True, cwd=str(run_dir), preexec_fn=die_with_parent,
+                        start_new_session=True, cwd=str(cwd or run_dir), preexec_fn=die_with_parent,
                     ))
             timed_out, stopped_early, died = _wait(processes, wait_until, grace_after_failure, run_dir)
             dumped = False

@@ -27,9 +27,16 @@ def _rate(value: Optional[float]) -> str:
     return f"{value:,.1f}" if value is not None else "-"
 
 
+def _estimate_words(outcome: Outcome) -> str:
+    if outcome.space.estimated is not None:
+        return f"estimated {outcome.space.estimated:.0f} s"
+    timed = ", ".join(f"{dtype} {seconds:.1f} s" for dtype, seconds in outcome.reference_seconds)
+    return f"each run estimated from its reference run's {timed}" if timed else "no reference run timed"
+
+
 def tune_text(outcome: Outcome) -> str:
     lines = [f"# compat tune: {outcome.space.machine_text}; {outcome.python}, launcher {outcome.launcher}",
-             f"# budget {outcome.space.budget:g} s (estimated {outcome.space.estimated:.0f} s), took {outcome.seconds:.0f} s"
+             f"# budget {outcome.space.budget:g} s ({_estimate_words(outcome)}), took {outcome.seconds:.0f} s"
              + ("; INTERRUPTED: the table holds what was measured before Ctrl-C" if outcome.interrupted else "")]
     rows = [("configuration", "steps/s", "spread", "runs", "correctness")]
     for m in sorted(outcome.measured, key=lambda m: -(m.steps_per_second or 0.0)):
@@ -66,8 +73,10 @@ def tune_text(outcome: Outcome) -> str:
         if flags:
             lines.append("# an HF Trainer script's flags for it: " + shlex.join(flags))
     else:
-        lines.append("# no configuration was measured and proven to train the same model as the reference")
-    for pruned in outcome.space.pruned:
+        lines.append("# no configuration was measured and proven to train the same model as the reference"
+                     + ("; none of them fitted the budget left after the reference run (left out below): pass a larger --budget"
+                        if outcome.pruned and not any(m.steps_per_second is not None for m in outcome.measured) else ""))
+    for pruned in outcome.space.pruned + outcome.pruned:
         lines.append(f"# left out: {pruned.name}: {pruned.reason}")
     for note in outcome.notes:
         lines.append(f"# note: {note}")
@@ -105,7 +114,8 @@ def tune_json(outcome: Outcome) -> dict[str, Any]:
         "seconds": round(outcome.seconds, 3),
         "interrupted": bool(outcome.interrupted),
         "configurations": [configuration(m) for m in outcome.measured],
-        "pruned": [{"name": p.name, "reason": p.reason} for p in outcome.space.pruned],
+        "pruned": [{"name": p.name, "reason": p.reason} for p in outcome.space.pruned + outcome.pruned],
+        "reference_seconds": dict(outcome.reference_seconds),
         "winner": winner,
         "notes": list(outcome.notes),
     }

@@ -42,7 +42,7 @@ from typing import Callable, Optional
 from ..errors import CompatError
 from ..record import Record
 from .proof import Run, Verdict, prove, reduction_terms, tolerance
-from .space import Configuration, Space
+from .space import DEFAULT_COSTS, Configuration, Pruned, Space, over_budget, run_estimate
 
 WARMUP = 5
 TIMED = 40
@@ -53,6 +53,8 @@ MIN_RUN_S = 10.0  # the least a run started is given, even where the budget has 
 MAX_RUNS = 3  # runs of one configuration at most: the budget of a small machine pays for a few repeats of the close ones, not a long series
 LAUNCHERS = ("spawn", "torchrun")
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
+FIXTURE_VAR = "COMPAT_TUNE_FIXTURE_PERTURB"  # a test hook (FIXTURE): see workload.py and fixture_site/sitecustomize.py
+FIXTURE_SITE = Path(__file__).resolve().parent / "fixture_site"  # a FIXTURE sitecustomize for a training command's ranks
 DROPPED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -92,6 +94,8 @@ class Outcome(Record):
     notes: tuple[str, ...]
     threads_per_core: int = 1  # the machine's hyperthreads per core (for compat export pytorchjob's --cpu)
     workload: str = "compat"  # "compat" (its own workload) or "command" (the user's training command)
+    pruned: tuple[Pruned, ...] = ()  # configurations not started: their estimated run did not fit the budget left
+    reference_seconds: tuple[tuple[str, float], ...] = ()  # (dtype, wall seconds of its single-process reference run)
 
     @property
     def speedup(self) -> Optional[float]:
@@ -125,7 +129,10 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         raise CompatError(f"torch is not installed in {snapshot.executable}: compat tune trains a small model with it.",
                           "Pass --python PATH of the training environment (or install torch there).")
     machine = machine_from_snapshot(snapshot)
-    space = search_space(machine, installed_from_snapshot(snapshot), options.budget, bf16=options.bf16, compile=options.compile)
+    # a training command's cost is known only once its reference has run (a Trainer spends seconds importing): the
+    # measuring estimates each of its runs from that; compat's own workload has known costs (space.Costs)
+    space = search_space(machine, installed_from_snapshot(snapshot), options.budget, None if options.command else DEFAULT_COSTS,
+                         bf16=options.bf16, compile=options.compile)
     omp, workers, setting_notes = current_settings(environ)
     mine = current_configuration(space.default, omp, workers)
     configurations = list(space.configurations)
@@ -143,12 +150,14 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
             raise CompatError("compat tune -- COMMAND needs a script after the interpreter.", "Pass e.g. compat tune -- train.py --output_dir out.")
         command = tuple(words)
         command_notes += [dropped] if dropped else []
-    runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")), command)
+    runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")), command, _cwd())
     measured: list[Measured] = []
     repeat_notes: list[str] = []
+    pruned: list[Pruned] = []
+    reference_seconds: dict[str, float] = {}
     interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
     try:
-        measure(configurations, runner, machine, options.budget, started, measured, repeat_notes, say)
+        measure(configurations, runner, machine, options.budget, started, measured, repeat_notes, say, pruned=pruned, reference_seconds=reference_seconds)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (processes.Terminated): the run in progress was swept; what was measured stays
         from ..processes import Terminated
 
@@ -166,20 +175,30 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     else:
         notes.append("compat's own tiny workload was measured (an MLP of 64 inputs, 128 hidden units, a global batch of 120), not a training "
                      "command of yours: its speeds rank the launch settings for a model this small, where start-up and communication weigh most")
+    if pruned:
+        timed = ", ".join(f"{dtype} {seconds:.1f} s" for dtype, seconds in sorted(reference_seconds.items()))
+        notes.append(f"each run was estimated at its single-process reference run's wall time ({timed}, start to exit; twice that where "
+                     f"its dtype's reference had not run yet; +{DEFAULT_COSTS.compile:g} s with torch.compile); a configuration whose run did not "
+                     "fit the budget left was not started (left out)")
     if options.launcher == "spawn":
         notes.append("measured with spawn (compat starts each rank); compat launch runs the winner with torchrun, which binds the ranks the same way")
     return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, current, interrupted, time.monotonic() - started,
                    runner.rank_env(winner.config) if winner else {}, tuple(notes), machine.topology.threads_per_core,
-                   "command" if command else "compat")
+                   "command" if command else "compat", tuple(pruned), tuple(sorted(reference_seconds.items())))
 
 
 def measure(configurations, runner, machine, budget: float, started: float, measured: list[Measured], notes: list[str],  # noqa: ANN001
-            say: Callable[[str], None] = lambda line: None, clock: Callable[[], float] = time.monotonic) -> None:
+            say: Callable[[str], None] = lambda line: None, clock: Callable[[], float] = time.monotonic,
+            pruned: Optional[list[Pruned]] = None, reference_seconds: Optional[dict[str, float]] = None) -> None:
     """Run each configuration once with ``runner`` (a _Runner), then repeat what next_to_repeat names while the budget
     lasts. Appends to ``measured`` as it goes (and replaces a configuration's entry after each repeat), so that what
-    was measured stays when Ctrl-C raises out of here; why a repeat was not counted goes to ``notes``."""
+    was measured stays when Ctrl-C raises out of here; why a repeat was not counted goes to ``notes``. Each reference
+    run's wall time goes to ``reference_seconds`` (dtype -> seconds); a configuration whose run is estimated from them
+    (space.run_estimate) to need more than the budget left is not started and goes to ``pruned`` with the numbers."""
     command = bool(runner.command)
     references: dict[str, Run | str] = {}  # dtype -> its reference run, or why it has none
+    pruned = [] if pruned is None else pruned
+    reference_seconds = {} if reference_seconds is None else reference_seconds
 
     def judge(config: Configuration) -> tuple[Optional[Run], list[float], str, float, Optional[Verdict], str]:
         """One run of ``config``: the run, its step times, why it has none, its seconds, its verdict and the bound's text."""
@@ -195,12 +214,15 @@ def measure(configurations, runner, machine, budget: float, started: float, meas
         return run, times, "", seconds, verdict, tol.text()
 
     for config in configurations:
-        if clock() - started >= budget:
-            measured.append(Measured(config, None, None, None, "", f"the budget of {budget:g} s was spent before it started", 0.0))
+        why = over_budget(run_estimate(config, reference_seconds), budget - (clock() - started))
+        if why is not None:
+            pruned.append(Pruned(config.name, why))
             continue
         if config.dtype not in references:
             say(f"compat tune: the single-process {config.dtype} reference")
-            reference, _, problem, _ = runner.run(_reference_of(config, machine), 1.0, _left(started, budget, clock()))
+            reference, _, problem, seconds = runner.run(_reference_of(config, machine), 1.0, _left(started, budget, clock()))
+            if reference is not None:
+                reference_seconds[config.dtype] = seconds
             if reference is not None and not reference.losses:
                 reference, problem = None, "its losses could not be read from its output (see README, Tuning: the protocol)"
             if reference is None and not measured:
@@ -209,6 +231,10 @@ def measure(configurations, runner, machine, budget: float, started: float, meas
             references[config.dtype] = reference if reference is not None else f"its single-process {config.dtype} reference did not finish: {problem}"
         if isinstance(references[config.dtype], str):  # what was measured before stays; this dtype cannot be judged
             measured.append(Measured(config, None, None, None, "", str(references[config.dtype]), 0.0))
+            continue
+        why = over_budget(run_estimate(config, reference_seconds), budget - (clock() - started))  # its own reference has just been timed
+        if why is not None:
+            pruned.append(Pruned(config.name, why))
             continue
         say(f"compat tune: {config.name} ({config.describe()})")
         run, times, problem, seconds, verdict, tol_text = judge(config)
@@ -350,7 +376,8 @@ def _speed(times: list[float]) -> tuple[Optional[float], Optional[float]]:
 class _Runner:
     """Runs one configuration of the workload under the launcher; reads rank 0's result."""
 
-    def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path, command: tuple[str, ...] = ()) -> None:  # noqa: ANN001
+    def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path, command: tuple[str, ...] = (),  # noqa: ANN001
+                 cwd: Optional[Path] = None) -> None:
         from ..environment.libraries import preload_candidates, preload_entries
         from ..placement.environment import choose_preload
         from ..placement.service import oneccl_bindings_installed
@@ -362,6 +389,7 @@ class _Runner:
         self.tools = _tools(base)
         self.count = 0
         self.command = command
+        self.cwd = cwd  # where a training command runs (its relative paths are the caller's); compat's workload runs in its run folder
         if command:
             from .trainer import ASSUMED_FAN_IN, global_batch
 
@@ -409,7 +437,7 @@ class _Runner:
                 words = built
             else:
                 words = list(self.command)
-            rank_env = {**rank_env, STEPS_VAR: str(CMD_STEPS)}
+            rank_env = {**rank_env, STEPS_VAR: str(CMD_STEPS), **fixture_pythonpath(self.base)}
         else:
             words = [str(WORKLOAD), "--out", str(out), "--steps", str(STEPS), "--warmup", str(WARMUP), "--dtype", config.dtype,
                      "--backend", config.backend or "gloo"] + (["--compile"] if config.compile else [])
@@ -426,7 +454,7 @@ class _Runner:
                              "LOCAL_WORLD_SIZE": str(config.ranks), "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port})
         own = env_timeout("COMPAT_TUNE_TIMEOUT", TIMEOUT_S) * timeout_factor
         timeout = min(own, left)
-        done = supervise(commands, envs, out, timeout, new_run_id())
+        done = supervise(commands, envs, out, timeout, new_run_id(), cwd=self.cwd if self.command else None)
         result = out / "result.json"
         if done.timed_out:
             why = "COMPAT_TUNE_TIMEOUT" if own <= left else "the rest of the budget"
@@ -448,6 +476,16 @@ class _Runner:
         return run, times, "", done.seconds
 
 
+def fixture_pythonpath(base: Mapping[str, str]) -> dict[str, str]:
+    """The FIXTURE perturbation for a training command's ranks: with COMPAT_TUNE_FIXTURE_PERTURB set (by the tests
+    only), PYTHONPATH with fixture_site first (its sitecustomize perturbs rank 1's gradients); nothing otherwise."""
+    if not base.get(FIXTURE_VAR):
+        return {}
+    from ..launchers.interface import PathEntries, joined
+
+    return {"PYTHONPATH": joined(base.get("PYTHONPATH"), PathEntries(prepend=(str(FIXTURE_SITE),)))}
+
+
 def _command_result(out: Path, done) -> tuple[Optional[Run], list[float], str, float]:  # noqa: ANN001 - supervise's answer
     """A training command's run read from rank 0's output (the first launcher's log: torchrun's, or rank 0's with spawn)."""
     from .trainer import read_log
@@ -461,6 +499,14 @@ def _command_result(out: Path, done) -> tuple[Optional[Run], list[float], str, f
     if found.steps_per_second is None:
         return None, [], "its output has no train_steps_per_second (see README, Tuning: the protocol)", done.seconds
     return Run(found.losses, (), "", found.precision), [1.0 / found.steps_per_second], "", done.seconds
+
+
+def _cwd() -> Optional[Path]:
+    """The caller's working folder (a training command's relative paths are relative to it); None if it is gone."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
 
 
 def _workload_shape() -> tuple[int, int]:

@@ -30,7 +30,8 @@ Side effects: none.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from typing import Optional
 
 from packaging.version import Version
@@ -113,7 +114,7 @@ class Space(Record):
     configurations: tuple[Configuration, ...]  # in measuring order, within the budget
     pruned: tuple[Pruned, ...]
     budget: float
-    estimated: float  # seconds: the references and the configurations kept
+    estimated: Optional[float]  # seconds: the references and the configurations kept (None: the costs are not known before measuring)
 
     @property
     def default(self) -> Optional[Configuration]:
@@ -152,6 +153,31 @@ def estimate_seconds(config: Configuration, costs: Costs) -> float:
     return costs.start + costs.measure + (costs.compile if config.compile else 0.0)
 
 
+def run_estimate(config: Configuration, references: Mapping[str, float], compile_extra: float = DEFAULT_COSTS.compile) -> Optional[float]:
+    """Seconds the next run of ``config`` is expected to take, from what the single-process reference runs took (wall
+    time, start to exit: a training command's imports and start-up are most of it, and they do not shrink with more
+    ranks on the same node): its dtype's reference's; where its dtype has no reference yet, the slowest reference
+    timed, twice (its own reference runs first); plus ``compile_extra`` with torch.compile (the references are eager).
+    None while no reference has been timed (nothing to estimate from: the first configuration starts)."""
+    timed = {dtype: seconds for dtype, seconds in references.items() if seconds > 0}
+    if not timed:
+        return None
+    own = timed.get(config.dtype)
+    seconds = own if own is not None else 2.0 * max(timed.values())
+    return seconds + (compile_extra if config.compile else 0.0)
+
+
+def over_budget(estimate: Optional[float], left: float) -> Optional[str]:
+    """Why a run estimated at ``estimate`` seconds is not started with ``left`` seconds of the budget left (None: it
+    fits, or nothing is known to estimate from while some budget is left). The seconds are rounded so that the sentence
+    reads as the comparison it is: the need up, what is left down."""
+    if estimate is None:
+        return None if left > 0 else "no budget left to start it"
+    if estimate <= left:
+        return None
+    return f"needs ~{math.ceil(estimate):d} s, {max(0, math.floor(left)):d} s of budget left"
+
+
 def reference_seconds(costs: Costs) -> float:
     """One single-process reference run (eager) of the same global batch."""
     return costs.start + costs.measure
@@ -165,9 +191,13 @@ def _thread_choices(machine: Machine, ranks: int, workers: int, share: int) -> l
     return choices
 
 
-def search_space(machine: Machine, installed: Installed, budget: float, costs: Costs = DEFAULT_COSTS, bf16: bool = True, compile: bool = True) -> Space:
+def search_space(machine: Machine, installed: Installed, budget: float, costs: Optional[Costs] = DEFAULT_COSTS, bf16: bool = True,
+                 compile: bool = True) -> Space:
     """The configurations to measure, in order and within ``budget`` seconds, and every one left out with its reason.
-    ``bf16`` / ``compile`` False: the user left that dimension out (--no-bf16, --no-compile: the training cannot use it)."""
+    ``bf16`` / ``compile`` False: the user left that dimension out (--no-bf16, --no-compile: the training cannot use it).
+    ``costs`` None: what a run costs is not known before one is measured (a user's training command): nothing is left
+    out by the budget here (the measuring estimates each run from the reference run's wall time: run_estimate), and
+    the space's ``estimated`` is None."""
     pruned: list[Pruned] = []
     dtypes = ["fp32"]
     if not bf16:
@@ -221,7 +251,9 @@ def search_space(machine: Machine, installed: Installed, budget: float, costs: C
                                       and workers == default_workers and backend == (None if ranks == 1 else ("ccl" if installed.ccl_bindings else "gloo")))
                         candidates.append(Configuration(ranks, layout, threads, workers, backend, dtype, compiled, note, is_default))
     default = next((c for c in candidates if c.default), None)
-    candidates.sort(key=lambda c: (not c.default, _distance(c, default), estimate_seconds(c, costs), c.ranks, c.name))
+    candidates.sort(key=lambda c: (not c.default, _distance(c, default), estimate_seconds(c, costs or DEFAULT_COSTS), c.ranks, c.name))
+    if costs is None:
+        return Space(machine.describe(), tuple(candidates), tuple(pruned), budget, None)
     spent = reference_seconds(costs)  # the fp32 single-process reference
     kept: list[Configuration] = []
     references = {"fp32"}
@@ -266,11 +298,13 @@ def current_configuration(default: Optional[Configuration], omp_threads: Optiona
 
 
 def _distance(config: Configuration, default: Optional[Configuration]) -> int:
-    """In how many dimensions ``config`` differs from the default (ranks, threads, backend and workers, dtype, compile)."""
+    """In how many dimensions ``config`` differs from the default (ranks, threads, backend and workers, dtype, compile).
+    One process against DDP ranks is one dimension, the ranks: the backend comes with the ranks (one process has none)."""
     if default is None:
         return 0
+    backend = (config.backend, config.ccl_workers) != (default.backend, default.ccl_workers) and None not in (config.backend, default.backend)
     return ((config.ranks != default.ranks) + (config.threads_note != default.threads_note)
-            + ((config.backend, config.ccl_workers) != (default.backend, default.ccl_workers)) + (config.dtype != default.dtype) + (config.compile != default.compile))
+            + backend + (config.dtype != default.dtype) + (config.compile != default.compile))
 
 
 def _fits(machine: Machine, ranks: int, workers: int) -> bool:

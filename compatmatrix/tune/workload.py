@@ -16,8 +16,10 @@ Rank 0 writes ``<out>/result.json``: losses, final parameters (float32 values an
 A rank that fails writes ``<out>/error-<rank>.txt`` (the traceback) and exits 1.
 
 Test hook (a FIXTURE): COMPAT_TUNE_FIXTURE_PERTURB=FACTOR makes rank 0 of a run with more than one rank multiply its
-gradients by FACTOR before every optimizer step: a configuration that trains something else, which compat tune's
-correctness proof must reject. Only the test suite sets it.
+gradients by FACTOR before every optimizer step (FACTOR@STEP: before step STEP's only, 1-based): a configuration that
+trains something else, which compat tune's correctness proof must reject. Only the test suite sets it. (A training
+command's ranks get the same variable through fixture_site/sitecustomize.py, which perturbs rank 1 before DDP's
+allreduce.)
 """
 
 import argparse
@@ -84,7 +86,9 @@ def run(args, rank, world):
     if args.compile:
         trained = torch.compile(trained)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    perturb = float(os.environ.get(FIXTURE_VAR) or 1.0) if world > 1 and rank == 0 else 1.0
+    factor_text, at, step_text = (os.environ.get(FIXTURE_VAR) or "1").partition("@")
+    perturb = float(factor_text) if world > 1 and rank == 0 else 1.0
+    perturbed_step = int(step_text) if at else None
     losses, times = [], []
     for step in range(args.steps):
         started = time.perf_counter()
@@ -96,7 +100,7 @@ def run(args, rank, world):
             out = trained(inputs)
         loss = torch.nn.functional.mse_loss(out.float(), targets)
         loss.backward()
-        if perturb != 1.0:
+        if perturb != 1.0 and perturbed_step in (None, step + 1):
             for parameter in model.parameters():
                 parameter.grad.mul_(perturb)
         optimizer.step()
