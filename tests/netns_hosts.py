@@ -293,6 +293,10 @@ class Cluster:
                  f" chain output {{\n  type filter hook output priority 0; policy accept;\n  {rule}\n }}\n}}\n")
         _run(["ip", "netns", "exec", self.hosts[host].namespace, "nft", "-f", "-"], stdin=rules)
 
+    def set_mtu(self, host: str, mtu: int) -> None:
+        """Set ``host``'s eth0 MTU (inside its namespace only): a host configured unlike the others."""
+        _run(["ip", "netns", "exec", self.hosts[host].namespace, "ip", "link", "set", "dev", "eth0", "mtu", str(int(mtu))])
+
     def limit_rate(self, host: str, rate: str = "10mbit") -> None:
         """Shape everything ``host`` sends to ``rate`` (tc tbf on its eth0, inside its namespace): a slow cable or port."""
         if shutil.which("tc") is None:

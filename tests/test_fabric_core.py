@@ -242,3 +242,29 @@ def test_silent_pairs_name_the_host_that_answers_none_whatever_the_median():
     assert lone.hosts == [] and lone.links == [(0, 1)]
     assert fabric.describe_silence(lone, ["a", "b", "c"], None) == ["a <-> b: no answer within its deadline"]
     assert fabric.judge_silence(three, []) == fabric.Silence()
+
+
+def test_interface_causes_name_what_differs_on_the_named_hosts_only():
+    eth = {"interface": "eth0", "address": "10.0.0.1", "mtu": 9000, "speed": 100000, "gloo_ifname": None}
+    facts = [eth, {**eth, "mtu": 1500}, {**eth, "speed": 10000, "interface": "ens1"}, {**eth, "gloo_ifname": "ib0"}, None, {**eth, "mtu": 1500}]
+    causes = fabric.interface_causes(facts, named=[1, 2, 3, 4, 99])
+    assert causes[1] == ["MTU 1500 on eth0 while most hosts have 9000: packets larger than the smaller MTU are dropped or fragmented between them "
+                         "(set the same MTU on every host and switch port: ip link set dev IFACE mtu N)"]
+    assert causes[2] == ["ens1 links at 10000 Mb/s while most hosts link at 100000 Mb/s (ethtool ens1: speed, duplex; the cable or port)"]
+    assert causes[3][0].startswith("GLOO_SOCKET_IFNAME=ib0 but the route to the master leaves over eth0")
+    assert set(causes) == {1, 2, 3}  # host 5 differs too but is not named; host 4 is unknown
+    # no majority (two MTUs, two hosts each), virtual interfaces (no speed): nothing to blame
+    even = [{**eth, "mtu": 1500}, {**eth, "mtu": 1500}, eth, eth]
+    assert fabric.interface_causes(even, [0, 1, 2, 3]) == {}
+    assert fabric.interface_causes([{**eth, "speed": None}] * 3, [0]) == {}
+
+
+def test_loss_on_links_already_named_slow_is_their_evidence_not_a_second_fault():
+    # node 2 is rate-limited (its limiter drops: its links retransmit), node 3 loses packets; 0-1 is clean
+    counts = {(0, 1): (300_000, 500), (0, 2): (600_000, 7_000), (1, 2): (600_000, 2_000), (0, 3): (25_000, 1_000), (1, 3): (80_000, 1_200),
+              (2, 3): (90_000, 1_200)}
+    unexplained = fabric.judge_loss(counts)
+    assert [(x.a, x.b) for x in unexplained.lossy_links] == [(0, 2)]  # without the slow judgement, 0-2 looks lossy on its own
+    verdict = fabric.judge_loss(counts, explained=[(0, 2), (1, 2), (2, 3)])
+    assert [h.host for h in verdict.lossy_hosts] == [3] and verdict.lossy_links == []
+    assert (verdict.healthy_sent, verdict.healthy_retransmitted) == (300_000, 500)

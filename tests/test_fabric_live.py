@@ -60,6 +60,40 @@ def test_real_sweep_checks_every_collective_and_names_the_rank_with_a_wrong_sum(
     assert {(e["rank"], e["collective"], e["bytes"]) for e in errors} == {(1, "all_reduce", 1024), (1, "all_reduce", 65536)}
     assert all(e["iterations_wrong"] == e["iterations"] and e["got"] == e["expected"] + 1 for e in errors)
     assert checks["live.allreduce"]["status"] == "pass"  # the fixture hits the sweep only
+    assert details["fabric"]["backends"] == ["gloo"]  # stock torch from PyPI: no MPI built in, no bindings: nothing to compare
+
+
+@pytest.mark.integration
+def test_the_sweep_compares_the_backends_on_the_same_ranks_in_the_same_run(stock_torch213, tmp_path):
+    """With the FIXTURE ccl (gloo underneath, labelled so everywhere) the run's backend is ccl: the same sweep runs again on
+    gloo over the same two ranks, every iteration of both checked, the comparison said; a wrong sum on the compared backend
+    is named with its backend."""
+    from .fixture_ccl import fixture_ccl_path
+    from .test_live_real import live
+
+    env = {"PYTHONPATH": str(fixture_ccl_path(tmp_path)), "CCL_WORKER_COUNT": "1"}
+    code, checks, details, _ = live(stock_torch213, "--fabric", "--sizes", "1K,64K", "--no-trainer", "--launcher", "spawn", env_extra=env)
+    assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
+    sweep = details["fabric"]
+    assert sweep["backend"] == "ccl" and sweep["backends"] == ["ccl", "gloo"] and sweep["fixture_backends"] == ["ccl"]
+    for backend in ("ccl", "gloo"):
+        cases = {(r["collective"], r["dtype"], r["bytes"]) for r in sweep["rows"] if r["backend"] == backend}
+        assert {(c, d) for c, d, _ in cases} >= {(c, "fp32") for c in fabric.COLLECTIVES}
+    summary = checks["live.fabric"]["summary"]
+    assert "on ccl (TEST FIXTURE on gloo, not oneCCL) and, for comparison, gloo, every iteration exact on all 2 ranks" in summary
+    assert any(line.startswith("all_reduce fp32 at 64 KiB: ccl (TEST FIXTURE on gloo, not oneCCL) ") and ", gloo " in line
+               for line in checks["live.fabric"]["evidence"])
+    page = tmp_path / "report.html"
+    from compatmatrix.render.fabric_html import render_report
+
+    page.write_text(render_report(details_document(checks, details)))
+    text = page.read_text()
+    assert 'id="sweep-all_reduce-fp32-vs1"' in text and "ccl (TEST FIXTURE on gloo, not oneCCL)" in text
+
+
+def details_document(checks, details):
+    """The --json document's shape the report reads (checks and the live details)."""
+    return {"checks": list(checks.values()), "live": details}
 
 
 @pytest.mark.parametrize("args,timeout", [([], 120.0), (["--fabric"], 300.0), (["--fabric", "--live-timeout", "50"], 50.0), (["--live-timeout", "7"], 7.0)])

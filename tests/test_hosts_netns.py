@@ -346,7 +346,7 @@ def test_fabric_names_a_host_that_does_not_answer_its_pairs_within_the_pair_dead
 @pytest.mark.parametrize("faults", [False, True], ids=["no-fault", "node3-shaped-node4-lossy"])
 def test_fabric_across_four_hosts_names_exactly_the_rate_limited_and_the_lossy_host(hosts, stock, faults):
     """Four hosts on one bridge; with ``faults``, node3's cable is shaped to 10 Mbit/s (tc tbf on its eth0), node4 drops
-    5% of the TCP packets it receives and sends (an nft rule in its namespace) and rank 1 (node2) returns a wrong all_reduce sum
+    10% of the TCP packets it receives and sends (an nft rule in its namespace) and rank 1 (node2) returns a wrong all_reduce sum
     (the FIXTURE fault wrongsum:1): --fabric measures the 6 pairs in 3 rounds, names node3 slow and node4 losing packets
     and nothing else, node2's compat names rank 1 and the others say another host's rank was wrong; without faults,
     everything passes."""
@@ -354,24 +354,31 @@ def test_fabric_across_four_hosts_names_exactly_the_rate_limited_and_the_lossy_h
     env_by_host = {}
     if faults:
         cluster.limit_rate("node3", "10mbit")
-        cluster.drop_packets("node4", 5)
+        cluster.set_mtu("node3", 1280)  # the MTU the evidence then shows as a cause (on a veth it slows nothing: TCP's MSS follows it)
+        cluster.drop_packets("node4", 10)
         env_by_host = {name: {"COMPAT_LIVE_FIXTURE_FAULT": "wrongsum:1"} for name in cluster.hosts}
     mark = uuid.uuid4().hex
     results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, extra=("--fabric", "--sizes", "1K", "--no-trainer"), env_by_host=env_by_host)
+    print("links (a, b, segments sent, retransmitted, GB/s):",
+          [(link["a"], link["b"], link["sent"], link["retransmitted"], round(link["bandwidth"] / 1e9, 4)) for link in results[0][2]["live"]["pairs"]["links"]])
     for host, (code, checks, data) in zip(cluster.hosts, results):
         pairs = data["live"]["pairs"]
         assert len(pairs["links"]) == 6 and pairs["rounds"] == 3 and sorted(pairs["hosts"]) == ["node1", "node2", "node3", "node4"]
         assert all(link["allreduce"]["wrong"] == 0 and link["allreduce"]["busbw"] > 0 and link["error"] is None for link in pairs["links"])
         assert all(link["sent"] > 0 for link in pairs["links"])  # both ends' /proc/net/snmp counted over each pair
         if faults:
-            slow = set(pairs["slow_hosts"]) | {h for link in pairs["slow_links"] for h in link}
-            lossy = set(pairs["lossy_hosts"]) | {h for link in pairs["lossy_links"] for h in link}
-            assert code == 1 and "node3" in pairs["slow_hosts"] and "node4" in pairs["lossy_hosts"], pairs["verdicts"]
-            assert slow | lossy == {"node3", "node4"} and pairs["slow_links"] == [] and pairs["lossy_links"] == [], pairs["verdicts"]
+            assert code == 1 and pairs["slow_hosts"] == ["node3"] and pairs["lossy_hosts"] == ["node4"], pairs["verdicts"]
+            # a link of node4 may also be measured slow (its drops cost TCP time): named, it still has node4 at one end
+            assert all("node4" in link for link in pairs["slow_links"] + pairs["lossy_links"]), pairs["verdicts"]
             assert pairs["slow_memory"] == []
             summary = checks["live.pairs"]["summary"]
             assert checks["live.pairs"]["status"] == "fail" and summary.startswith("node3: every link slow") and "node4: loses packets on every link" in summary
             assert set(pairs["tcp"]) == set(cluster.hosts) and all(c["out"] > 0 for c in pairs["tcp"].values())  # /proc/net/snmp per host
+            assert pairs["interface_causes"] == {"node3": [pairs["interface_causes"]["node3"][0]]}
+            assert pairs["interface_causes"]["node3"][0].startswith("MTU 1280 on eth0 while most hosts have 1500")
+            assert {h: (f["interface"], f["mtu"], f["speed"]) for h, f in pairs["interfaces"].items()} == {
+                "node1": ("eth0", 1500, pairs["interfaces"]["node1"]["speed"]), "node2": ("eth0", 1500, pairs["interfaces"]["node2"]["speed"]),
+                "node3": ("eth0", 1280, pairs["interfaces"]["node3"]["speed"]), "node4": ("eth0", 1500, pairs["interfaces"]["node4"]["speed"])}
             fabric = checks["live.fabric"]
             assert fabric["status"] == "fail"
             assert fabric["summary"] == ("the sweep on gloo returned wrong values on rank 1 on node2 (first: all_reduce fp32 at 1 KiB)" if host == "node2" else

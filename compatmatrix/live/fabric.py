@@ -308,12 +308,16 @@ def lossy(sent: int, retransmitted: int) -> bool:
     return sent > 0 and retransmitted >= RETRANSMIT_MIN and retransmitted / sent > RETRANSMIT_NOTABLE
 
 
-def judge_loss(counts: Mapping[Pair, tuple[int, int]]) -> LossJudgement:
+def judge_loss(counts: Mapping[Pair, tuple[int, int]], explained: Iterable[Pair] = ()) -> LossJudgement:
     """Name the links and hosts that lose packets, from the TCP segments (sent, retransmitted) both ends of each pair
     counted while that pair alone was measured (a host is in one pair per round, and its network namespace's counters,
     /proc/net/snmp, are its own). Loss is judged absolutely (a healthy link retransmits nothing), not against the median:
     a host is named when every one of its (at least two) links lost packets and its lossy links are not all explained by
-    lossy peers, as for slow hosts; a lossy link is named on its own when neither end is such a host."""
+    lossy peers, as for slow hosts; a lossy link is named on its own when neither end is such a host. ``explained``:
+    pairs already accounted for (a slow host's: a rate limiter drops what exceeds its rate), left out here -- their
+    retransmissions are that finding's evidence, not a second fault. A link slow on its own stays in: loss may be why."""
+    explained = set(explained)
+    counts = {pair: value for pair, value in counts.items() if pair not in explained}
     bad = {pair for pair, (sent, retransmitted) in counts.items() if lossy(sent, retransmitted)}
     per_host = _links_per_host(counts)
 
@@ -335,6 +339,42 @@ def loss_cause(sent: int, retransmitted: int) -> Optional[str]:
         return None
     return (f"TCP retransmitted {retransmitted} of {sent} segments ({retransmitted / sent:.1%}): packets are lost or dropped on the way "
             "(a rate limit or full queue, a firewall rule, a bad cable; check tc qdisc show, nft list ruleset, ip -s link)")
+
+
+def _most_common(values: Iterable[Optional[int]]) -> Optional[int]:
+    known = [v for v in values if v is not None]
+    if not known:
+        return None
+    counts = {v: known.count(v) for v in known}
+    best = max(counts.values())
+    return min(v for v, c in counts.items() if c == best) if list(counts.values()).count(best) == 1 else None
+
+
+def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Iterable[int]) -> dict[int, list[str]]:
+    """The causes each named host's interface shows, against the other hosts (``facts``: per host, its interface
+    toward the master, MTU, link speed in Mb/s and GLOO_SOCKET_IFNAME, each None where unknown): an MTU that differs
+    from the one most hosts have (large packets dropped or fragmented between them), a link slower than most hosts',
+    GLOO_SOCKET_IFNAME naming another interface than the one toward the master. Pure."""
+    rows = [dict(f) if isinstance(f, Mapping) else {} for f in facts]
+    mtu = _most_common(r.get("mtu") for r in rows)  # type: ignore[misc]
+    speed = _most_common(r.get("speed") for r in rows)  # type: ignore[misc]
+    causes: dict[int, list[str]] = {}
+    for host in sorted(set(named)):
+        if not 0 <= host < len(rows):
+            continue
+        row, found = rows[host], []
+        interface = row.get("interface") or "its interface"
+        if mtu is not None and row.get("mtu") is not None and row["mtu"] != mtu:
+            found.append(f"MTU {row['mtu']} on {interface} while most hosts have {mtu}: packets larger than the smaller MTU are dropped "
+                         "or fragmented between them (set the same MTU on every host and switch port: ip link set dev IFACE mtu N)")
+        if speed is not None and row.get("speed") is not None and row["speed"] < speed:
+            found.append(f"{interface} links at {row['speed']} Mb/s while most hosts link at {speed} Mb/s (ethtool {interface}: speed, duplex; the cable or port)")
+        if row.get("gloo_ifname") and row.get("interface") and row["gloo_ifname"] != row["interface"]:
+            found.append(f"GLOO_SOCKET_IFNAME={row['gloo_ifname']} but the route to the master leaves over {row['interface']}: gloo's traffic takes "
+                         f"another way (export GLOO_SOCKET_IFNAME={row['interface']}, or compat env --master-addr MASTER)")
+        if found:
+            causes[host] = found
+    return causes
 
 
 def gbps(value: float) -> str:

@@ -356,7 +356,8 @@ def size_text(size: int) -> str:
 
 def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     """The --fabric sweep of the run (times are the slowest rank's, the same on every rank) with nccl-tests' algbw/busbw,
-    and every wrong value any rank saw; None when no rank swept."""
+    and every wrong value any rank saw: the run's backend first, then each other backend swept on the same ranks for
+    the comparison (rows and errors carry their backend); None when no rank swept."""
     from .fabric import bandwidths
 
     swept = [r for r in ranks if r.status.get("fabric")]
@@ -364,16 +365,55 @@ def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
         return None
     source = max(swept, key=lambda r: len(r.status["fabric"].get("rows", [])))
     world = int(source.status.get("world_size") or len(ranks))
+    main = str(source.status.get("backend") or "?")
     record = source.status["fabric"]
-    rows = []
-    for row in record.get("rows", []):
-        algbw, busbw = bandwidths(row["collective"], row["bytes"], row["seconds"], world) if row["seconds"] > 0 else (0.0, 0.0)
-        rows.append({"collective": row["collective"], "dtype": row["dtype"], "bytes": int(row["bytes"]), "iterations": int(row["iterations"]),
-                     "seconds": float(row["seconds"]), "algbw": algbw, "busbw": busbw, "ranks_wrong": int(row.get("ranks_wrong", 0))})
-    errors = [{"rank": r.rank, "host": r.host, **error} for r in swept for error in r.status["fabric"].get("errors", [])]
-    return {"world_size": world, "sizes": list(record.get("sizes", [])), "bound": record.get("bound"), "dropped": list(record.get("dropped", [])),
-            "rows": rows, "unsupported": list(record.get("unsupported", [])), "errors": errors,
-            "ranks_swept": len(swept)}
+    others = {str(name): sweep for name, sweep in (source.status.get("fabric_others") or {}).items() if isinstance(sweep, dict)}
+    rows, errors, unsupported, cut = [], [], [], []
+    for backend, part in [(main, record), *others.items()]:
+        for row in part.get("rows", []):
+            algbw, busbw = bandwidths(row["collective"], row["bytes"], row["seconds"], world) if row["seconds"] > 0 else (0.0, 0.0)
+            rows.append({"backend": backend, "collective": row["collective"], "dtype": row["dtype"], "bytes": int(row["bytes"]),
+                         "iterations": int(row["iterations"]), "seconds": float(row["seconds"]), "algbw": algbw, "busbw": busbw,
+                         "ranks_wrong": int(row.get("ranks_wrong", 0))})
+        unsupported += [{"backend": backend, **item} for item in part.get("unsupported", [])]
+        cut += [{"backend": backend, **item} for item in part.get("cut", [])]
+        key = "fabric" if backend == main else None
+        for r in swept:
+            own = r.status["fabric"] if key else ((r.status.get("fabric_others") or {}).get(backend) or {})
+            errors += [{"rank": r.rank, "host": r.host, "backend": backend, **error} for error in own.get("errors", [])]
+    ccl = (source.status.get("imports") or {}).get("ccl") or {}
+    return {"world_size": world, "backend": main, "backends": [main, *[n for n, o in others.items() if not o.get("error")]],
+            "backend_errors": {n: str(o["error"]) for n, o in others.items() if o.get("error")},
+            "fixture_backends": ["ccl"] if ccl.get("fixture") and "ccl" in [main, *others] else [],
+            "sizes": list(record.get("sizes", [])), "bound": record.get("bound"), "dropped": list(record.get("dropped", [])),
+            "rows": rows, "unsupported": unsupported, "errors": errors, "cut": cut, "ranks_swept": len(swept)}
+
+
+def backend_shown(name: str, sweep: Mapping[str, Any]) -> str:
+    """A backend as the findings and the report name it: the FIXTURE ccl says what it is."""
+    return f"{name} (TEST FIXTURE on gloo, not oneCCL)" if name in sweep.get("fixture_backends", ()) else name
+
+
+def backend_comparison(sweep: Mapping[str, Any]) -> list[str]:
+    """For each backend compared with the run's: its all_reduce fp32 bus bandwidth against the run's at the largest
+    size both measured (the run's / the other's)."""
+    lines = []
+    main = sweep["backend"]
+
+    def largest(backend: str) -> dict[int, float]:
+        return {row["bytes"]: row["busbw"] for row in sweep["rows"] if row["backend"] == backend and row["collective"] == "all_reduce"
+                and row["dtype"] == "fp32" and row["busbw"] > 0}
+
+    ours = largest(main)
+    for other in sweep["backends"][1:]:
+        theirs = largest(other)
+        common = sorted(set(ours) & set(theirs))
+        if not common:
+            continue
+        size = common[-1]
+        lines.append(f"all_reduce fp32 at {size_text(size)}: {backend_shown(main, sweep)} {_gb(ours[size])}, {backend_shown(other, sweep)} "
+                     f"{_gb(theirs[size])} ({ours[size] / theirs[size]:.2f}x)")
+    return lines
 
 
 def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
@@ -383,47 +423,58 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     sweep = fabric_rows(ranks)
     if sweep is None:
         return Finding(cid, Status.SKIP, "no rank reached the fabric sweep")
-    backend = next((r.status.get("backend") for r in ranks if r.status.get("backend")), "?")
+    backend = backend_shown(sweep["backend"], sweep)
     named: dict[str, list[dict[str, Any]]] = {}
     for error in sweep["errors"]:
         who = next(r.name for r in ranks if r.rank == error["rank"] and r.host == error["host"])
         named.setdefault(who, []).append(error)
-    elsewhere = [row for row in sweep["rows"] if row["ranks_wrong"] > sum(1 for e in sweep["errors"] if (e["collective"], e["dtype"], e["bytes"]) ==
-                                                                         (row["collective"], row["dtype"], row["bytes"]))]
+    elsewhere = [row for row in sweep["rows"] if row["ranks_wrong"] > sum(1 for e in sweep["errors"] if (e["backend"], e["collective"], e["dtype"], e["bytes"]) ==
+                                                                         (row["backend"], row["collective"], row["dtype"], row["bytes"]))]
     if elsewhere and not named:
         row = elsewhere[0]
-        return Finding(cid, Status.FAIL, f"the sweep on {backend} returned wrong values on a rank of another host (first: {row['collective']} "
+        return Finding(cid, Status.FAIL, f"the sweep on {backend_shown(row['backend'], sweep)} returned wrong values on a rank of another host (first: {row['collective']} "
                        f"{row['dtype']} at {size_text(row['bytes'])}, {row['ranks_wrong']} rank(s))",
                        tuple(f"{r['collective']} {r['dtype']} at {size_text(r['bytes'])}: wrong on {r['ranks_wrong']} rank(s)" for r in elsewhere),
                        "That host's compat doctor --live --fabric names the rank; a collective that completes with wrong values points at "
                        "that host (memory errors, a mixed installation) or the backend build.")
     if named:
-        evidence = tuple(f"{who}: {e['collective']} {e['dtype']} at {size_text(e['bytes'])}, {e['iterations_wrong']} of {e['iterations']} iterations wrong, "
+        evidence = tuple(f"{who}: {backend_shown(e['backend'], sweep)} {e['collective']} {e['dtype']} at {size_text(e['bytes'])}, {e['iterations_wrong']} of {e['iterations']} iterations wrong, "
                          f"the first (iteration {e['iteration']}) in {e['wrong']} of {e['elements']} elements (element {e['index']}: {e['got']:g}, "
                          f"expected {e['expected']:g})"
                          for who, errors in named.items() for e in errors)
         first = next(iter(named.items()))
-        return Finding(cid, Status.FAIL, f"the sweep on {backend} returned wrong values on {', '.join(named)} (first: {first[1][0]['collective']} "
+        return Finding(cid, Status.FAIL, f"the sweep on {backend_shown(first[1][0]['backend'], sweep)} returned wrong values on {', '.join(named)} (first: {first[1][0]['collective']} "
                        f"{first[1][0]['dtype']} at {size_text(first[1][0]['bytes'])})", evidence,
                        "A collective that completes with wrong values on one rank points at that rank's host (memory errors, a mixed "
                        "installation: compare compat doctor there) or the backend build: reinstall the matrix's set on every node.")
-    lines = []
-    for name in dict.fromkeys(row["collective"] for row in sweep["rows"]):
-        for dtype in dict.fromkeys(row["dtype"] for row in sweep["rows"] if row["collective"] == name):
-            points = [row for row in sweep["rows"] if row["collective"] == name and row["dtype"] == dtype]
-            lines.append(f"{name} {dtype} bus bandwidth: " + ", ".join(f"{size_text(row['bytes'])} {gbps(row['busbw'])}" for row in points))
-    lines += [f"{u['collective']} {u['dtype']} is not supported by {backend}: {u['error']}" for u in sweep["unsupported"]]
+    lines = backend_comparison(sweep)
+    several = len(sweep["backends"]) > 1
+    for each in sweep["backends"]:
+        mine = [row for row in sweep["rows"] if row["backend"] == each]
+        for name in dict.fromkeys(row["collective"] for row in mine):
+            for dtype in dict.fromkeys(row["dtype"] for row in mine if row["collective"] == name):
+                points = [row for row in mine if row["collective"] == name and row["dtype"] == dtype]
+                lines.append((f"{backend_shown(each, sweep)}: " if several else "") + f"{name} {dtype} bus bandwidth: "
+                             + ", ".join(f"{size_text(row['bytes'])} {gbps(row['busbw'])}" for row in points))
+    lines += [f"{u['collective']} {u['dtype']} is not supported by {backend_shown(u['backend'], sweep)}: {u['error']}" for u in sweep["unsupported"]]
+    lines += [f"{name}: not compared: {why}" for name, why in sweep["backend_errors"].items()]
     memcpy = next((r.status["memcpy"] for r in ranks if r.status.get("memcpy")), None)
     if memcpy:
         lines.append(f"memory copy, every rank at once (one thread each): {_gb(memcpy['all_ranks'])} in all, {_gb(memcpy['per_rank'])} per rank")
     if sweep["dropped"]:
         lines.append(f"sizes above {size_text(int(sweep['bound']))} left out: more than 1/16 of a host's free memory per rank")
-    largest = max((row for row in sweep["rows"] if row["collective"] == "all_reduce" and row["dtype"] == "fp32"), key=lambda row: row["bytes"], default=None)
+    lines += [f"{backend_shown(cut['backend'], sweep) + ': ' if several else ''}{cut['collective']} {cut['dtype']}: sizes above {size_text(int(cut['after']))} not run: one call took {cut['seconds']:.2g} s "
+              f"(more than {cut['limit']:g} s: a slow link; see live.pairs)" for cut in sweep["cut"]]
+    largest = max((row for row in sweep["rows"] if row["backend"] == sweep["backend"] and row["collective"] == "all_reduce" and row["dtype"] == "fp32"),
+                  key=lambda row: row["bytes"], default=None)
     sizes = sweep["sizes"]
-    summary = (f"{len(sweep['rows'])} collective/type/size cases from {size_text(sizes[0])} to {size_text(sizes[-1])} on {backend}, "
+    on = backend if not several else f"{backend} and, for comparison, {', '.join(backend_shown(b, sweep) for b in sweep['backends'][1:])}"
+    summary = (f"{len(sweep['rows'])} collective/type/size cases from {size_text(sizes[0])} to {size_text(sizes[-1])} on {on}, "
                f"every iteration exact on all {sweep['world_size']} ranks" if sizes else "no size fits in the ranks' memory")
     if largest is not None:
         summary += f"; all_reduce fp32 bus bandwidth {gbps(largest['busbw'])} at {size_text(largest['bytes'])}"
+    if several and lines and sizes:
+        summary += f" ({lines[0].split(': ', 1)[1]})" if lines[0].startswith("all_reduce fp32 at") else ""
     return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(lines))
 
 
@@ -431,7 +482,7 @@ def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     """The pairs of hosts measured (the table every rank gathered), with each link's bandwidth (the slower direction;
     0 for a pair that did not answer within its deadline), its two-rank all_reduce, the TCP segments both ends sent and
     retransmitted meanwhile, and the judgements' verdicts by host name; None when no rank measured them."""
-    from .fabric import describe, describe_loss, describe_silence, judge, judge_loss, judge_silence
+    from .fabric import describe, describe_loss, describe_silence, interface_causes, judge, judge_loss, judge_silence
 
     record = next((r.status["pairs"] for r in ranks if (r.status.get("pairs") or {}).get("links") or (r.status.get("pairs") or {}).get("error")), None)
     if record is None:
@@ -445,12 +496,14 @@ def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     links = [{"a": hosts[link["a"]], "b": hosts[link["b"]], "latency": link.get("latency"), "out": link.get("out"), "back": link.get("back"),
               "bandwidth": rate(link), "seconds": link.get("seconds"), "round": link.get("round"), "error": link.get("error"),
               "allreduce": link.get("allreduce"), "allreduce_skipped": link.get("allreduce_skipped"),
-              "sent": link.get("sent"), "retransmitted": link.get("retransmitted")} for link in raw]
+              "sent": link.get("sent"), "retransmitted": link.get("retransmitted"), "tcp_source": link.get("tcp_source")} for link in raw]
     memcpy = {i: float(v) for i, v in enumerate(record.get("memcpy") or []) if v}
     answered = [link for link in raw if not link.get("error")]
     verdict = judge({(link["a"], link["b"]): rate(link) for link in answered}, memcpy)
     silence = judge_silence([(link["a"], link["b"]) for link in raw], [(link["a"], link["b"]) for link in raw if link.get("error")])
-    loss = judge_loss({(link["a"], link["b"]): (link["sent"], link["retransmitted"]) for link in raw if link.get("sent") is not None})
+    slow_hosts = {h.host for h in verdict.slow_hosts}
+    explained = {(link["a"], link["b"]) for link in raw if {link["a"], link["b"]} & slow_hosts}  # a slow host's limiter drops: its loss is its evidence
+    loss = judge_loss({(link["a"], link["b"]): (link["sent"], link["retransmitted"]) for link in raw if link.get("sent") is not None}, explained)
     wrong = [f"{link['a']} <-> {link['b']}: the two-rank all_reduce returned {link['allreduce']['wrong']} wrong values"
              for link in links if (link["allreduce"] or {}).get("wrong")]
     return {"hosts": hosts, "mode": record.get("mode"), "rounds": record.get("rounds"), "seconds": record.get("seconds"),
@@ -461,7 +514,16 @@ def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
             "lossy_hosts": [hosts[h.host] for h in loss.lossy_hosts], "lossy_links": [[hosts[x.a], hosts[x.b]] for x in loss.lossy_links],
             "silent_hosts": [hosts[h] for h in silence.hosts], "silent_links": [[hosts[a], hosts[b]] for a, b in silence.links],
             "verdicts": describe_silence(silence, hosts, record.get("deadline")) + describe(verdict, hosts) + describe_loss(loss, hosts) + wrong,
-            "tcp": {hosts[i]: counts for i, counts in enumerate(record.get("tcp") or []) if counts}}
+            "tcp": {hosts[i]: counts for i, counts in enumerate(record.get("tcp") or []) if counts},
+            "interfaces": {hosts[i]: facts for i, facts in enumerate(record.get("interfaces") or []) if isinstance(facts, dict)},
+            "interface_causes": {hosts[i]: found for i, found in interface_causes(list(record.get("interfaces") or []), _named(hosts, verdict, loss, silence)).items()}}
+
+
+def _named(hosts: Sequence[str], verdict, loss, silence) -> set[int]:
+    """The host indices the judgements name: slow, lossy or silent hosts, and both ends of each named link."""
+    named = {h.host for h in verdict.slow_hosts} | {h.host for h in loss.lossy_hosts} | set(silence.hosts)
+    named |= {end for link in verdict.slow_links for end in (link.a, link.b)} | {end for link in loss.lossy_links for end in (link.a, link.b)}
+    return named | {end for pair in silence.links for end in pair}
 
 
 def _link_evidence(link: Mapping[str, Any], deadline: Optional[float]) -> str:
@@ -475,7 +537,7 @@ def _link_evidence(link: Mapping[str, Any], deadline: Optional[float]) -> str:
     if link["allreduce"]:
         text += f", two-rank all_reduce {gbps(link['allreduce']['busbw'])}"
     if link["sent"] is not None:
-        text += f", TCP retransmitted {link['retransmitted']} of {link['sent']} segments"
+        text += f", TCP retransmitted {link['retransmitted']} of {link['sent']} segments" + (" (the host's counters)" if link.get("tcp_source") == "host" else "")
     return text
 
 
@@ -497,6 +559,11 @@ def pairs_finding(ranks: Sequence[RankRecord]) -> Finding:
     lossy = set(table["lossy_hosts"]) | {host for link in table["lossy_links"] for host in link}
     causes = tuple(f"{host}: {cause}" for host, counts in table["tcp"].items()
                    if host in named and host not in lossy and (cause := loss_cause(counts["out"], counts["retrans"])))
+    causes += tuple(f"{host}: {cause}" for host, found in table["interface_causes"].items() for cause in found)
+    evidence += tuple(f"{host}: toward the master over {facts.get('interface') or '?'} ({facts.get('address') or '?'}), MTU {facts.get('mtu') or '?'}, "
+                      f"link speed {str(facts['speed']) + ' Mb/s' if facts.get('speed') else 'not reported (a virtual interface)'}"
+                      + (f", GLOO_SOCKET_IFNAME={facts['gloo_ifname']}" if facts.get("gloo_ifname") else "")
+                      for host, facts in table["interfaces"].items())
     if table["verdicts"]:
         return Finding(cid, Status.FAIL, "; ".join(table["verdicts"]), causes + evidence + (cost,),
                        "Check the named host's or link's interface (ip -s link: errors, drops; ethtool: speed, duplex; tc qdisc show: a rate "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -221,7 +222,15 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
         except LaunchError as exc:
             finding = Finding("live.launch", Status.FAIL, exc.message, (), exc.fix)
             return LiveResult([finding], {"launcher": options.launcher, "error": exc.message})
-        supervised = supervise(launch.commands, launch.envs, run_dir, options.timeout, new_run_id())
+        from .progress import terminal_progress
+
+        progress = terminal_progress(sys.stderr, run_dir)
+        try:
+            supervised = supervise(launch.commands, launch.envs, run_dir, options.timeout, new_run_id(),
+                                   on_look=progress.look if progress else None)
+        finally:
+            if progress:
+                progress.close()
         ends_by_pid = {end.pid: end.returncode for end in supervised.ends} if LAUNCHERS[launch.launcher].starts_ranks_itself else {}
         multi_host = options.topology.nnodes > 1 or len(launch.hosts) > 1
         ranks = read_ranks(run_dir, ends_by_pid, "\n".join(end.log for end in supervised.ends), show_host=multi_host)

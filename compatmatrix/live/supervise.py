@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -98,7 +98,8 @@ def rank_outcomes(run_dir: Path) -> tuple[list[int], list[int]]:
     return dead, failed
 
 
-def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_failure: float, run_dir: Path) -> tuple[bool, bool, tuple[int, ...]]:
+def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_failure: float, run_dir: Path,
+          on_look: Optional[Callable[[], None]] = None) -> tuple[bool, bool, tuple[int, ...]]:
     """Until all end (False, False), the deadline passes (True, _), or a process or rank failed and the grace ran
     out (_, True); with the ranks seen dying on the way."""
     failed_at: Optional[float] = None
@@ -116,6 +117,8 @@ def _wait(processes: Sequence[subprocess.Popen], deadline: float, grace_after_fa
             dead.update(dict.fromkeys(newly_dead))
             errored = errored or bool(failed)
             last_look = now
+            if on_look is not None:
+                on_look()
         if failed_at is None and (dead or errored or any(code not in (None, 0) for code in codes)):
             failed_at = now  # one rank failed: the others may wait for it forever
         if failed_at is not None and now - failed_at > grace_after_failure:
@@ -134,6 +137,7 @@ def supervise(
     grace_after_failure: float = 3.0,
     stack_dump_wait: float = 0.7,
     cwd: Optional[Path] = None,
+    on_look: Optional[Callable[[], None]] = None,
 ) -> Supervised:
     """Run ``commands`` together until all end or ``timeout`` seconds pass; then make sure none is left. They run in
     ``cwd`` (default: ``run_dir``, where their logs go)."""
@@ -151,7 +155,7 @@ def supervise(
                         list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                         start_new_session=True, cwd=str(cwd or run_dir), preexec_fn=die_with_parent,
                     ))
-            timed_out, stopped_early, died = _wait(processes, wait_until, grace_after_failure, run_dir)
+            timed_out, stopped_early, died = _wait(processes, wait_until, grace_after_failure, run_dir, on_look)
             dumped = False
             codes_at_stop = [p.poll() for p in processes]
             stopped: list[int] = []

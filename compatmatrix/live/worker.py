@@ -258,11 +258,15 @@ def memory_bound(cap, local_ranks):
     return cap
 
 
+SWEEP_CASE_SECONDS = 1.0  # a case runs as many timed calls as fit in this (at least one), up to sweep_iterations(size)
+SWEEP_STOP_SECONDS = 2.0  # one call slower than this: the larger sizes of that collective and type are not run (a slow link)
+
+
 def sweep_iterations(size):
     return 20 if size <= 64 << 10 else 10 if size <= 1 << 20 else 5 if size <= 16 << 20 else 3
 
 
-def fabric_case(torch, dist, name, dtype, size, rank, world):
+def fabric_case(torch, dist, name, dtype, size, rank, world, group=None):
     """Inputs whose exact result is known, for one collective at one size: small integers (partial sums stay integers
     far below 2**8, exact in bf16 and fp32 whatever the reduction order). Returns (bytes, prepare, run, wrong)
     where wrong() gives (count, elements, first index, got, expected) for this rank's result."""
@@ -281,7 +285,7 @@ def fabric_case(torch, dist, name, dtype, size, rank, world):
     if name == "all_reduce":
         source, out, expected = pattern(count, rank), torch.empty(count, dtype=dtype), summed(count, 0)
         prepare = lambda: out.copy_(source)  # noqa: E731
-        run = lambda: dist.all_reduce(out)  # noqa: E731
+        run = lambda: dist.all_reduce(out, group=group)  # noqa: E731
         result = lambda: out  # noqa: E731
         moved = count * itemsize
     elif name == "all_gather":
@@ -289,7 +293,7 @@ def fabric_case(torch, dist, name, dtype, size, rank, world):
         outs = [torch.empty(chunk, dtype=dtype) for _ in range(world)]
         expected = torch.cat([pattern(chunk, j) for j in range(world)]).to(torch.float64)
         prepare = lambda: [o.fill_(-1) for o in outs]  # noqa: E731
-        run = lambda: dist.all_gather(outs, source)  # noqa: E731
+        run = lambda: dist.all_gather(outs, source, group=group)  # noqa: E731
         result = lambda: torch.cat(outs)  # noqa: E731
         moved = chunk * world * itemsize
     elif name == "reduce_scatter":
@@ -297,7 +301,7 @@ def fabric_case(torch, dist, name, dtype, size, rank, world):
         out = torch.empty(chunk, dtype=dtype)
         expected = summed(chunk, rank)
         prepare = lambda: out.fill_(-1)  # noqa: E731
-        run = lambda: dist.reduce_scatter(out, inputs)  # noqa: E731
+        run = lambda: dist.reduce_scatter(out, inputs, group=group)  # noqa: E731
         result = lambda: out  # noqa: E731
         moved = chunk * world * itemsize
     elif name == "broadcast":
@@ -305,7 +309,7 @@ def fabric_case(torch, dist, name, dtype, size, rank, world):
         out = torch.empty(count, dtype=dtype)
         expected = truth.to(torch.float64)
         prepare = lambda: out.copy_(truth) if rank == 0 else out.fill_(0)  # noqa: E731
-        run = lambda: dist.broadcast(out, 0)  # noqa: E731
+        run = lambda: dist.broadcast(out, 0, group=group)  # noqa: E731
         result = lambda: out  # noqa: E731
         moved = count * itemsize
     else:  # all_to_all: chunk j of rank s goes to rank j; rank r then holds pattern(chunk, s + 2r) from each s
@@ -313,7 +317,7 @@ def fabric_case(torch, dist, name, dtype, size, rank, world):
         out = torch.empty(chunk * world, dtype=dtype)
         expected = torch.cat([pattern(chunk, s + 2 * rank) for s in range(world)]).to(torch.float64)
         prepare = lambda: out.fill_(-1)  # noqa: E731
-        run = lambda: dist.all_to_all_single(out, source)  # noqa: E731
+        run = lambda: dist.all_to_all_single(out, source, group=group)  # noqa: E731
         result = lambda: out  # noqa: E731
         moved = chunk * world * itemsize
 
@@ -329,33 +333,41 @@ def fabric_case(torch, dist, name, dtype, size, rank, world):
     return moved, prepare, run, result, wrong
 
 
-def fabric_sweep(dist, torch, rank, world, sizes, cap):
+def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None):
     """compat doctor --live --fabric: every collective at every size, fp32 and bf16, each iteration's result checked
     exactly on this rank; the time of each is the slowest rank's (mean of its timed iterations)."""
     bound = torch.tensor([memory_bound(cap, int(os.environ.get("LOCAL_WORLD_SIZE") or world))], dtype=torch.float64)
     dist.all_reduce(bound, op=dist.ReduceOp.MIN)  # one bound for the whole world: every rank runs the same sizes
     bound = int(bound[0])
     chosen = [s for s in sizes if s <= bound]
-    record = {"sizes": chosen, "bound": bound, "dropped": [s for s in sizes if s > bound], "rows": [], "errors": [], "unsupported": []}
+    record = {"sizes": chosen, "bound": bound, "dropped": [s for s in sizes if s > bound], "rows": [], "errors": [], "unsupported": [], "cut": []}
     wrong_fixture = fixture_asks(rank, "wrongsum")
     dtypes = [("fp32", torch.float32)] + ([("bf16", torch.bfloat16)] if hasattr(torch, "bfloat16") else [])
+    cases_begun = 0
     for name in FABRIC_COLLECTIVES:
         for label, dtype in dtypes:
             for size in chosen:
-                moved, prepare, run, result, wrong = fabric_case(torch, dist, name, dtype, size, rank, world)
+                moved, prepare, run, result, wrong = fabric_case(torch, dist, name, dtype, size, rank, world, group)
+                cases_begun += 1
+                save(fabric_case=[name, label, moved, cases_begun], fabric_backend=backend)  # compat's progress line on a terminal
                 iterations = sweep_iterations(size)
                 spent = 0.0
                 wrong_total = 0
                 case_error = None
                 try:
-                    for iteration in range(iterations + 1):  # the first is a warm-up: checked, not timed
+                    iteration = 0
+                    while iteration <= iterations:  # the first is a warm-up: checked, not timed
                         prepare()
-                        dist.barrier()
+                        dist.barrier(group=group)
                         start = time.perf_counter()
                         run()
                         took = time.perf_counter() - start
                         if iteration:
                             spent += took
+                        else:  # as many timed calls as fit in SWEEP_CASE_SECONDS, from the slowest rank's warm-up: the same on every rank
+                            warm = torch.tensor([took], dtype=torch.float64)
+                            dist.all_reduce(warm, op=dist.ReduceOp.MAX)
+                            iterations = max(1, min(iterations, int(SWEEP_CASE_SECONDS / max(float(warm[0]), 1e-9))))
                         if wrong_fixture and name == "all_reduce":
                             result()[0] += 1
                         bad, elements, first, got, expected = wrong()
@@ -367,10 +379,13 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap):
                                 case_error = {"collective": name, "dtype": label, "bytes": moved, "iteration": iteration, "iterations_wrong": 1,
                                               "iterations": iterations + 1, "wrong": bad, "elements": elements, "index": first, "got": got, "expected": expected}
                                 record["errors"].append(case_error)
+                        iteration += 1
+                    if case_error is not None:
+                        case_error["iterations"] = iterations + 1
                 except (RuntimeError, TypeError, ValueError) as exc:
                     text = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
                     record["unsupported"].append({"collective": name, "dtype": label, "error": text[:300]})
-                    dist.barrier()  # a backend that refused it must still work for the rest; if not, this raises here
+                    dist.barrier(group=group)  # a backend that refused it must still work for the rest; if not, this raises here
                     break
                 slowest = torch.tensor([spent / iterations], dtype=torch.float64)
                 dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
@@ -378,8 +393,54 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap):
                 dist.all_reduce(ranks_wrong)  # across hosts each compat reads only its own ranks' records: every rank learns the count
                 record["rows"].append({"collective": name, "dtype": label, "bytes": moved, "iterations": iterations,
                                        "seconds": float(slowest[0]), "wrong": wrong_total, "ranks_wrong": int(ranks_wrong[0])})
-            save(fabric=record)
+                if float(slowest[0]) > SWEEP_STOP_SECONDS and size != chosen[-1]:  # every rank sees the same slowest time
+                    record["cut"].append({"collective": name, "dtype": label, "after": moved, "seconds": float(slowest[0]), "limit": SWEEP_STOP_SECONDS,
+                                          "sizes": [s for s in chosen if s > size]})
+                    break
+            if backend is None:
+                save(fabric=record)
+            else:
+                OTHER_SWEEPS[backend] = record
+                save(fabric_others=OTHER_SWEEPS)
     return record
+
+
+OTHER_SWEEPS = {}  # backend -> its sweep, for --fabric's comparison
+
+
+def comparison_backends(dist, main):
+    """The other backends this torch has on every rank (gloo; mpi where torch was built with it; ccl where the
+    bindings registered it), to sweep on the same ranks after the run's own: a list every rank agrees on."""
+    mine = []
+    for name in ("gloo", "ccl", "mpi"):
+        if name == main:
+            continue
+        try:
+            if name == "gloo" and dist.is_gloo_available():
+                mine.append(name)
+            elif name == "mpi" and dist.is_mpi_available():
+                mine.append(name)
+            elif name == "ccl" and ("oneccl_bindings_for_pytorch" in sys.modules or "torch_ccl" in sys.modules) and backend_registered("ccl"):
+                mine.append(name)
+        except (AttributeError, RuntimeError):
+            continue
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, mine)
+    return [name for name in mine if all(name in other for other in every)]
+
+
+def fabric_compare(dist, torch, rank, world, sizes, cap, main):
+    """--fabric: the same sweep on each other backend, on a group of all the ranks; a backend that cannot form the
+    group is recorded with why."""
+    for name in comparison_backends(dist, main):
+        save(fabric_comparing=name)
+        try:
+            group = dist.new_group(backend=name)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            OTHER_SWEEPS[name] = {"error": (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:300]}
+            save(fabric_others=OTHER_SWEEPS)
+            continue
+        fabric_sweep(dist, torch, rank, world, sizes, cap, group=group, backend=name)
 
 
 PAIR_MESSAGE_BYTES = 256 << 10  # one point-to-point message of the pair test
@@ -389,31 +450,41 @@ PAIR_DIRECTION_SECONDS = 0.25  # more messages while the direction has taken les
 PAIR_PINGS = 10  # latency round trips
 
 
-def pair_direction(dist, torch, sending, peer, big, tick, group=None):
-    """Bytes per second from the sending side to ``peer``: each message is announced (a one-element tensor: 1 = one
-    follows, 0 = done) and acknowledged, and the fastest message counts. Both sides call it; the sender returns the
-    rate, the receiver None."""
+PAIR_LARGE_BYTES = 4 << 20  # once a 256 KiB message crossed in under PAIR_LARGE_AFTER, the timed ones are 4 MiB: on a busy
+PAIR_LARGE_AFTER = 0.02      # CPU a thread's wake-up (~1 ms) would dominate a 256 KiB message (0.2 ms at 1.5 GB/s), not a 4 MiB one
+
+
+def pair_direction(dist, torch, sending, peer, big, tick, group=None, large=None):
+    """Bytes per second from the sending side to ``peer``: each message is announced (a one-element tensor: 1 = a
+    256 KiB message follows, 2 = a 4 MiB one, 0 = done) and acknowledged, and the fastest message counts. The first
+    (a warm-up, 256 KiB) decides the size of the rest: 4 MiB where the link moved it in under PAIR_LARGE_AFTER.
+    Both sides call it; the sender returns the rate, the receiver None."""
     best = None
     began = time.perf_counter()
     index = 0
+    size = 1.0
     while True:
         if sending:
             more = index <= PAIR_MIN_MESSAGES or (index <= PAIR_MAX_MESSAGES and time.perf_counter() - began < PAIR_DIRECTION_SECONDS)
-            tick.fill_(1.0 if more else 0.0)
+            tick.fill_(size if more else 0.0)
             dist.send(tick, peer, group=group)
             if not more:
-                return big.numel() * big.element_size() / best
+                return best
+            message = large if size == 2.0 else big
             start = time.perf_counter()
-            dist.send(big, peer, group=group)
+            dist.send(message, peer, group=group)
             dist.recv(tick, peer, group=group)
             spent = time.perf_counter() - start
             if index:  # the first is a warm-up
-                best = spent if best is None else min(best, spent)
+                rate = message.numel() * message.element_size() / spent
+                best = rate if best is None else max(best, rate)
+            elif large is not None and spent < PAIR_LARGE_AFTER:
+                size = 2.0
         else:
             dist.recv(tick, peer, group=group)
             if float(tick[0]) == 0.0:
                 return None
-            dist.recv(big, peer, group=group)
+            dist.recv(large if float(tick[0]) == 2.0 else big, peer, group=group)
             dist.send(tick, peer, group=group)
         index += 1
 
@@ -446,8 +517,9 @@ def pair_measure(dist, torch, first, peer, group=None):
         else:
             dist.recv(tick, peer, group=group)
             dist.send(tick, peer, group=group)
-    out = pair_direction(dist, torch, first, peer, big, tick, group)  # the first side's rate to its peer (None on the peer)
-    back = pair_direction(dist, torch, not first, peer, big, tick, group)  # the peer's rate back (None on the first side)
+    large = torch.zeros(PAIR_LARGE_BYTES // 4, dtype=torch.float32)
+    out = pair_direction(dist, torch, first, peer, big, tick, group, large)  # the first side's rate to its peer (None on the peer)
+    back = pair_direction(dist, torch, not first, peer, big, tick, group, large)  # the peer's rate back (None on the first side)
     rates = torch.tensor([out or 0.0, back or 0.0], dtype=torch.float64)  # each side tells the other the rate it timed
     other = torch.zeros(2, dtype=torch.float64)
     if first:
@@ -507,7 +579,50 @@ def end_round_groups(dist, groups, rank, leaders):
                 pass
 
 
-def pair_test(dist, torch, first, peer, deadline, stalled, group, why):
+def socket_fds():
+    """This process's open socket descriptors (/proc/self/fd), by number."""
+    found = set()
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    for name in names:
+        try:
+            if os.readlink("/proc/self/fd/" + name).startswith("socket:"):
+                found.add(int(name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def tcp_info_counts(fds):
+    """[segments sent, segments retransmitted] over the TCP connections ``fds`` (the kernel's own per-connection
+    counters, getsockopt TCP_INFO: tcpi_segs_out at byte 136, tcpi_total_retrans at byte 100, Linux 4.2+); None when
+    none of them answers (not TCP, an older kernel)."""
+    import socket
+    import struct
+
+    sent = again = 0
+    answered = False
+    for fd in fds:
+        try:
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 144)
+        except (OSError, AttributeError):
+            continue
+        finally:
+            sock.close()
+        if len(info) >= 144:
+            again += struct.unpack_from("I", info, 100)[0]
+            sent += struct.unpack_from("I", info, 136)[0]
+            answered = True
+    return [sent, again] if answered else None
+
+
+def pair_test(dist, torch, first, peer, deadline, stalled, group, why, own_sockets=()):
     """One pair measured from this side on its ``group`` (None: the world's group, without a deadline of its own, for
     the reason ``why``): the result (or the error that ended it) and this host's TCP segments sent and retransmitted
     meanwhile, which the peer sends to the first side."""
@@ -525,8 +640,12 @@ def pair_test(dist, torch, first, peer, deadline, stalled, group, why):
         result = {"latency": None, "out": None, "back": None, "allreduce": None, "error": f"no answer within {deadline:g} s ({text})"}
     if why and result.get("allreduce") is None:
         result["allreduce_skipped"] = why
+    # the pair group's own connections were opened for this pair alone: their counters are this pair's traffic, and
+    # nothing else's (a host's /proc/net/snmp also counts late retransmissions on its earlier pairs' connections)
+    own = tcp_info_counts(own_sockets) if own_sockets else None
     after = tcp_counters()
-    result["tcp"] = [after["out"] - before["out"], after["retrans"] - before["retrans"]] if before and after else None
+    result["tcp"] = own if own is not None else [after["out"] - before["out"], after["retrans"] - before["retrans"]] if before and after else None
+    result["tcp_source"] = "connections" if own is not None else "host"
     result["seconds"] = time.perf_counter() - began
     return result
 
@@ -535,13 +654,15 @@ def pair_counters(dist, torch, first, peer, result):
     """The peer's TCP counters of the pair test, sent to the first side over the default group (the pair's own may have
     timed out): the first side's result then holds the segments both ends sent and retransmitted."""
     mine = result.get("tcp")
-    tensor = torch.tensor(mine if mine else [-1.0, -1.0], dtype=torch.float64)
+    source = 1.0 if result.get("tcp_source") == "connections" else 0.0
+    tensor = torch.tensor(list(mine) + [source] if mine else [-1.0, -1.0, source], dtype=torch.float64)
     if first:
         dist.recv(tensor, peer)
         theirs = [int(v) for v in tensor.tolist()]
-        both = mine is not None and min(theirs) >= 0
+        both = mine is not None and min(theirs[:2]) >= 0
         result["sent"] = mine[0] + theirs[0] if both else None
         result["retransmitted"] = mine[1] + theirs[1] if both else None
+        result["tcp_source"] = ("connections" if theirs[2] == 1 and source == 1.0 else "host") if both else None
     else:
         dist.send(tensor, peer)
 
@@ -575,6 +696,61 @@ def slow_link_rounds(links):
         else:
             rounds.append([(a, b)])
     return rounds
+
+
+def interface_facts():
+    """This host's interface toward the master (the one holding the local address the kernel's route to MASTER_ADDR
+    leaves from: a UDP socket connected to it sends nothing), its MTU and link speed (/sys/class/net; a virtual
+    interface has none), and GLOO_SOCKET_IFNAME as set. Standard library only; every field None where unknown."""
+    import socket
+
+    facts = {"interface": None, "address": None, "mtu": None, "speed": None, "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME") or None}
+    master = os.environ.get("MASTER_ADDR")
+    try:
+        family, _, _, _, target = socket.getaddrinfo(master, 9, 0, socket.SOCK_DGRAM)[0]
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.connect(target)
+            facts["address"] = str(sock.getsockname()[0]).split("%", 1)[0]
+    except (OSError, TypeError, UnicodeError, IndexError):
+        return facts
+    facts["interface"] = owner_of(facts["address"])
+    for key in ("mtu", "speed"):
+        try:
+            with open("/sys/class/net/%s/%s" % (facts["interface"], key)) as handle:
+                value = int(handle.read().strip())
+            facts[key] = value if value > 0 else None
+        except (OSError, ValueError, TypeError):
+            pass
+    return facts
+
+
+def owner_of(address):
+    """The interface that holds ``address`` (IPv4: each interface's address by SIOCGIFADDR; IPv6: /proc/net/if_inet6)."""
+    import socket
+
+    if ":" in address:
+        try:
+            wanted = socket.inet_pton(socket.AF_INET6, address).hex()
+            with open("/proc/net/if_inet6") as handle:
+                for line in handle:
+                    words = line.split()
+                    if len(words) >= 6 and words[0].lower() == wanted:
+                        return words[5]
+        except (OSError, ValueError):
+            return None
+        return None
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                answer = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue
+            if socket.inet_ntoa(answer[20:24]) == address:
+                return name
+    return None
 
 
 PAIR_RETRIES = 2  # times a slow link is measured again (each time only the links still slow)
@@ -626,12 +802,14 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
     mine = []
 
     def measure_round(pairs, number, kept):
+        earlier = socket_fds()
         groups, why = round_groups(dist, pairs, leaders, deadline)
+        opened = socket_fds() - earlier  # this rank's connections of its pair's group (a rank is in one pair a round)
         for a, b in pairs:
             if rank in (leaders[a], leaders[b]):
                 first = rank == leaders[a]
                 peer = leaders[b] if first else leaders[a]
-                result = pair_test(dist, torch, first, peer, deadline, stalled, groups.get((a, b)), why)
+                result = pair_test(dist, torch, first, peer, deadline, stalled, groups.get((a, b)), why, opened)
                 pair_counters(dist, torch, first, peer, result)
                 if first:
                     result.update({"a": a, "b": b, "round": number})
@@ -641,7 +819,7 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
         end_round_groups(dist, groups, rank, leaders)
 
     for number, pairs in enumerate(plan["rounds"]):
-        save(pairs_round=number)
+        save(pairs_round=number, pairs_rounds=len(plan["rounds"]))
         measure_round(pairs, number, mine)
     found = [None] * world
     dist.all_gather_object(found, mine)
@@ -660,10 +838,11 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
     after = tcp_counters()
     tcp = {"out": after["out"] - before["out"], "retrans": after["retrans"] - before["retrans"]} if before and after else None
     gathered = [None] * world
-    dist.all_gather_object(gathered, {"memcpy": memcpy.get("per_rank"), "tcp": tcp})
+    dist.all_gather_object(gathered, {"memcpy": memcpy.get("per_rank"), "tcp": tcp, "interface": interface_facts() if rank in leaders else None})
     record["links"] = links
     record["memcpy"] = [gathered[leader]["memcpy"] for leader in leaders]
     record["tcp"] = [gathered[leader]["tcp"] for leader in leaders]  # segments sent and retransmitted by each host during the pairs
+    record["interfaces"] = [gathered[leader]["interface"] for leader in leaders]  # each host's interface toward the master
     save(pairs=record)
     return record
 
@@ -1040,6 +1219,7 @@ def main():
     parser.add_argument("--fabric", action="store_true", help="sweep every collective over sizes (compat doctor --live --fabric)")
     parser.add_argument("--fabric-sizes", default="", help="comma-separated bytes (default: 1 KiB up by powers of 4 to --fabric-max)")
     parser.add_argument("--fabric-max", type=int, default=16 << 20, help="the largest size in bytes, further bounded by memory")
+    parser.add_argument("--fabric-one-backend", action="store_true", help="--fabric: sweep the run's backend only (no comparison)")
     parser.add_argument("--fabric-pairs", default="", help="JSON file: the rounds of host pairs compat scheduled (runs across hosts)")
     parser.add_argument("--ipex", action="store_true")
     parser.add_argument("--ipex-mode", choices=["none", "trainer", "direct"], default="none")
@@ -1129,6 +1309,8 @@ def main():
                         wanted.append(size)
                         size *= 4
                 fabric_sweep(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)))
+                if not args.fabric_one_backend:
+                    fabric_compare(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)), str(dist.get_backend()))
             dist.barrier()
         else:
             save(world_size=None)

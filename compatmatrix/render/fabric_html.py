@@ -158,7 +158,15 @@ def _sweep_section(sweep: Any, backend: str, memcpy: Mapping[str, Any]) -> list[
     rows = sweep["rows"]
     out.append(f"<p>nccl-tests' bus bandwidth over {text(sweep.get('world_size'))} ranks, the slowest rank's mean time per call; "
                "every iteration checked exactly. Dashed: memory copy (one thread per rank).</p>")
-    out.append(_svg(_sweep_figure(rows, backend, memcpy), SWEEP_ID))
+    backends = [str(b) for b in sweep.get("backends") or [backend]]
+    fixtures = set(sweep.get("fixture_backends") or [])
+
+    def shown(name: str) -> str:
+        return f"{name} (TEST FIXTURE on gloo, not oneCCL)" if name in fixtures else name
+
+    if len(backends) > 1:
+        out.append(f"<p>Compared on the same ranks in the same run: {text(', '.join(shown(b) for b in backends))}.</p>")
+    out.append(_svg(_sweep_figure(rows, backends, memcpy, shown), SWEEP_ID))
     if memcpy:
         out.append('<table id="memcpy"><tr><th class="t">memory copy</th><th>GB/s</th></tr>')
         for key, label in (("per_rank", "one rank"), ("all_ranks", "every rank at once, in all")):
@@ -168,14 +176,15 @@ def _sweep_section(sweep: Any, backend: str, memcpy: Mapping[str, Any]) -> list[
     out.append('<table id="sweep"><tr><th class="t">backend</th><th class="t">collective</th><th class="t">type</th><th>size</th><th>bytes</th>'
                "<th>iterations</th><th>time µs</th><th>algbw GB/s</th><th>busbw GB/s</th><th>ranks wrong</th></tr>")
     for row in rows:
-        out.append(f'<tr><td class="t">{text(backend)}</td><td class="t">{text(row["collective"])}</td><td class="t">{text(row["dtype"])}</td>'
+        out.append(f'<tr><td class="t">{text(shown(str(row.get("backend", backend))))}</td><td class="t">{text(row["collective"])}</td><td class="t">{text(row["dtype"])}</td>'
                    f'<td>{size_label(int(row["bytes"]))}</td><td>{int(row["bytes"])}</td><td>{int(row["iterations"])}</td>'
                    f'<td data-v="{_number(row["seconds"])}">{row["seconds"] * 1e6:.1f}</td>'
                    f'<td data-v="{_number(row["algbw"])}">{gb(row["algbw"])}</td><td data-v="{_number(row["busbw"])}">{gb(row["busbw"])}</td>'
                    f'<td>{int(row.get("ranks_wrong", 0))}</td></tr>')
     out.append("</table>")
     for item in sweep.get("unsupported") or []:
-        out.append(f"<p>{text(item.get('collective'))} {text(item.get('dtype'))}: not supported by {text(backend)}: {text(item.get('error'))}</p>")
+        out.append(f"<p>{text(item.get('collective'))} {text(item.get('dtype'))}: not supported by {text(shown(str(item.get('backend', backend))))}: "
+                   f"{text(item.get('error'))}</p>")
     return out
 
 
@@ -223,7 +232,7 @@ def _heatmap_figure(hosts: Sequence[str], links: Sequence[Mapping[str, Any]], sl
     return figure
 
 
-def _sweep_figure(rows: Sequence[Mapping[str, Any]], backend: str, memcpy: Mapping[str, Any]):
+def _sweep_figure(rows: Sequence[Mapping[str, Any]], backends: Sequence[str], memcpy: Mapping[str, Any], shown):
     """One panel per collective: bus bandwidth (GB/s) against message size, log-log, a line per backend and type."""
     from matplotlib.figure import Figure
 
@@ -236,11 +245,14 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], backend: str, memcpy: Mappi
     for axes in panels[len(names):]:
         axes.set_visible(False)
     for axes, name in zip(panels, names):
-        for dtype in dict.fromkeys(r["dtype"] for r in rows if r["collective"] == name):
-            points = sorted((int(r["bytes"]), r["busbw"] / 1e9) for r in rows if r["collective"] == name and r["dtype"] == dtype and r["busbw"] > 0)
-            if points:
-                (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{_label(backend)} {dtype}")
-                line.set_gid(f"sweep-{name}-{dtype}")
+        for number, backend in enumerate(backends):  # the run's backend keeps the plain ids; a compared one's carry its place
+            mine = [r for r in rows if r.get("backend", backends[0]) == backend and r["collective"] == name]
+            for dtype in dict.fromkeys(r["dtype"] for r in mine):
+                points = sorted((int(r["bytes"]), r["busbw"] / 1e9) for r in mine if r["dtype"] == dtype and r["busbw"] > 0)
+                if points:
+                    (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o" if number == 0 else "s",
+                                        linestyle="-" if number == 0 else "-.", label=f"{_label(shown(backend))} {dtype}")
+                    line.set_gid(f"sweep-{name}-{dtype}" + (f"-vs{number}" if number else ""))
         for key, label, style in (("per_rank", "memcpy, one rank", "--"), ("all_ranks", "memcpy, all ranks", ":")):
             if isinstance(memcpy.get(key), (int, float)) and memcpy[key] > 0:
                 axes.axhline(memcpy[key] / 1e9, color="grey", linestyle=style, label=label).set_gid(f"memcpy-{key}-{name}")

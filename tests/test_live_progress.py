@@ -1,0 +1,51 @@
+"""compat doctor --live's progress line on a terminal (live/progress.py): what it says, and that it is written only to a
+terminal, only when the line changes, and cleared at the end."""
+
+import io
+import json
+
+import pytest
+
+from compatmatrix.live.progress import TerminalProgress, progress_line, terminal_progress
+
+
+@pytest.mark.parametrize("status,line", [
+    ({}, None),
+    ({"rank": 0, "stage": "init"}, "live: rank 0 at stage init (2 ranks reporting)"),
+    ({"rank": 0, "stage": "pairs", "pairs_round": 1, "pairs_rounds": 3}, "live: rank 0 at stage pairs (2 ranks reporting), round 2 of 3 of host pairs"),
+    ({"rank": 0, "stage": "pairs", "pairs_round": 0}, "live: rank 0 at stage pairs (2 ranks reporting), round 1 of host pairs"),
+    ({"rank": 0, "stage": "fabric", "fabric_case": ["all_gather", "bf16", 4 << 20, 17]},
+     "live: rank 0 at stage fabric (2 ranks reporting): all_gather bf16 at 4 MiB (case 17)"),
+    ({"rank": 0, "stage": "fabric", "fabric_case": ["x", "y", "1K", 2]}, "live: rank 0 at stage fabric (2 ranks reporting)"),  # not what the worker writes
+])
+def test_progress_line(status, line):
+    assert progress_line(status, 2) == line
+
+
+class FakeTerminal(io.StringIO):
+    """FIXTURE: a text stream that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def test_the_line_is_rewritten_in_place_only_on_change_and_cleared(tmp_path):
+    stream = FakeTerminal()
+    progress = TerminalProgress(stream, tmp_path, every=0)
+    progress.look()
+    assert stream.getvalue() == ""  # no rank has written yet
+    (tmp_path / "proc-11.json").write_text(json.dumps({"rank": 1, "stage": "joined"}))
+    (tmp_path / "proc-10.json").write_text(json.dumps({"rank": 0, "stage": "pairs", "pairs_round": 0, "pairs_rounds": 3}))
+    (tmp_path / "proc-12.json").write_text("{half a reco")  # being written: skipped
+    progress.look()
+    progress.look()
+    assert stream.getvalue() == "\r\x1b[Klive: rank 0 at stage pairs (2 ranks reporting), round 1 of 3 of host pairs"
+    (tmp_path / "proc-10.json").write_text(json.dumps({"rank": 0, "stage": "done"}))
+    progress.look()
+    progress.close()
+    assert stream.getvalue().endswith("\r\x1b[Klive: rank 0 at stage done (2 ranks reporting)\r\x1b[K")
+
+
+def test_nothing_is_written_where_stderr_is_not_a_terminal(tmp_path):
+    assert terminal_progress(io.StringIO(), tmp_path) is None
+    assert isinstance(terminal_progress(FakeTerminal(), tmp_path), TerminalProgress)
