@@ -1310,6 +1310,14 @@ def _live_options(args: ChecksArgs):
         raise UsageError("--node-rank must be between 0 and --nnodes - 1.", "Pass --nnodes N and a --node-rank below N.")
     if live.timeout <= 0 or live.steps < 1:
         raise UsageError("--live-timeout and --steps must be positive.", "Pass e.g. --live-timeout 120 --steps 3.")
+    if live.fabric:
+        from .live.service import init_timeout_for
+
+        group_timeout = init_timeout_for(live.timeout)  # the ranks wait for a round's pairs on their own group's timeout
+        if live.pair_deadline > group_timeout - 5:
+            raise UsageError(f"--pair-deadline {live.pair_deadline:g} does not fit in the ranks' own timeout of {group_timeout:g} s "
+                             f"(half of --live-timeout, at most 60 s), which the other ranks wait on while a pair runs.",
+                             f"Pass --pair-deadline {max(1, int(group_timeout - 5))} or less, or a longer --live-timeout.")
     across = launcher_names(HOSTFILE)  # the launchers that start other hosts' ranks themselves
     if args.hostfile and live.launcher not in across:
         raise UsageError(f"--hostfile goes with --launcher {' or '.join(across)}.",

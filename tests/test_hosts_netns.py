@@ -365,7 +365,7 @@ def test_fabric_across_four_hosts_names_exactly_the_rate_limited_and_the_lossy_h
         pairs = data["live"]["pairs"]
         assert len(pairs["links"]) == 6 and pairs["rounds"] == 3 and sorted(pairs["hosts"]) == ["node1", "node2", "node3", "node4"]
         assert all(link["allreduce"]["wrong"] == 0 and link["allreduce"]["busbw"] > 0 and link["error"] is None for link in pairs["links"])
-        assert all(link["sent"] > 0 for link in pairs["links"])  # both ends' /proc/net/snmp counted over each pair
+        assert all(link["sent"] > 0 for link in pairs["links"])  # both ends' counters of the pair's own connections (TCP_INFO)
         if faults:
             assert code == 1 and pairs["slow_hosts"] == ["node3"] and pairs["lossy_hosts"] == ["node4"], pairs["verdicts"]
             # a link of node4 may also be measured slow (its drops cost TCP time): named, it still has node4 at one end

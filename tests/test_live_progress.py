@@ -49,3 +49,13 @@ def test_the_line_is_rewritten_in_place_only_on_change_and_cleared(tmp_path):
 def test_nothing_is_written_where_stderr_is_not_a_terminal(tmp_path):
     assert terminal_progress(io.StringIO(), tmp_path) is None
     assert isinstance(terminal_progress(FakeTerminal(), tmp_path), TerminalProgress)
+
+
+def test_a_status_file_cannot_write_controls_to_the_terminal_nor_stop_the_run(tmp_path):
+    stream = FakeTerminal()
+    progress = TerminalProgress(stream, tmp_path, every=0)
+    (tmp_path / "proc-1.json").write_text("[" * 100_000)  # deeper than json's recursion limit
+    progress.look()
+    (tmp_path / "proc-2.json").write_text(json.dumps({"rank": 0, "stage": "x\x1b]0;PWNED\x07"}))
+    progress.look()
+    assert "\x1b]" not in stream.getvalue() and "\x07" not in stream.getvalue() and "PWNED" in stream.getvalue()

@@ -55,7 +55,7 @@ class TerminalProgress:
         for path in self.run_dir.glob("proc-*.json"):
             try:
                 record = json.loads(path.read_text())
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):  # being written, or not a rank's record (a shared --run-dir)
                 continue
             if isinstance(record, dict) and isinstance(record.get("rank"), int):
                 records.append(record)
@@ -63,7 +63,9 @@ class TerminalProgress:
             return
         line = progress_line(min(records, key=lambda r: r["rank"]), len(records))
         if line and line != self.shown:
-            self._write("\r\x1b[K" + line[:200])
+            from ..console import visible_line
+
+            self._write("\r\x1b[K" + visible_line(line)[:200])  # what a status file says reaches the terminal without its controls
             self.shown = line
 
     def close(self) -> None:

@@ -354,7 +354,7 @@ def size_text(size: int) -> str:
     return f"{size} B"
 
 
-def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+def _fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     """The --fabric sweep of the run (times are the slowest rank's, the same on every rank) with nccl-tests' algbw/busbw,
     and every wrong value any rank saw: the run's backend first, then each other backend swept on the same ranks for
     the comparison (rows and errors carry their backend); None when no rank swept."""
@@ -387,6 +387,33 @@ def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
             "fixture_backends": ["ccl"] if ccl.get("fixture") and "ccl" in [main, *others] else [],
             "sizes": list(record.get("sizes", [])), "bound": record.get("bound"), "dropped": list(record.get("dropped", [])),
             "rows": rows, "unsupported": unsupported, "errors": errors, "cut": cut, "ranks_swept": len(swept)}
+
+
+MALFORMED = (TypeError, KeyError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError)
+
+
+def _unreadable(what: str, exc: BaseException) -> str:
+    from ..console import visible_line
+
+    return (f"a rank's record of the {what} could not be read ({exc.__class__.__name__}: {visible_line(str(exc))[:120]}): "
+            "its status file was not written by this compat's worker (a shared --run-dir?)")
+
+
+def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+    """_fabric_rows, or {"unreadable": why} when a rank's record is not the worker's shape (status files are outside
+    input: a --run-dir may be shared)."""
+    try:
+        return _fabric_rows(ranks)
+    except MALFORMED as exc:
+        return {"unreadable": _unreadable("sweep", exc)}
+
+
+def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+    """_pair_table, or a table holding only the error when a rank's record is not the worker's shape."""
+    try:
+        return _pair_table(ranks)
+    except MALFORMED as exc:
+        return {"hosts": [], "links": [], "slow_hosts": [], "slow_links": [], "verdicts": [], "error": _unreadable("pairs", exc)}
 
 
 def backend_shown(name: str, sweep: Mapping[str, Any]) -> str:
@@ -423,6 +450,18 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     sweep = fabric_rows(ranks)
     if sweep is None:
         return Finding(cid, Status.SKIP, "no rank reached the fabric sweep")
+    if "unreadable" in sweep:
+        return Finding(cid, Status.FAIL, sweep["unreadable"], (), "Run compat doctor --live --fabric again with a --run-dir of its own.")
+    try:
+        return _fabric_finding(ranks, sweep)
+    except MALFORMED as exc:
+        return Finding(cid, Status.FAIL, _unreadable("sweep", exc), (), "Run compat doctor --live --fabric again with a --run-dir of its own.")
+
+
+def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Finding:
+    from .fabric import gbps
+
+    cid = "live.fabric"
     backend = backend_shown(sweep["backend"], sweep)
     named: dict[str, list[dict[str, Any]]] = {}
     for error in sweep["errors"]:
@@ -478,7 +517,7 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(lines))
 
 
-def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+def _pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     """The pairs of hosts measured (the table every rank gathered), with each link's bandwidth (the slower direction;
     0 for a pair that did not answer within its deadline), its two-rank all_reduce, the TCP segments both ends sent and
     retransmitted meanwhile, and the judgements' verdicts by host name; None when no rank measured them."""
@@ -502,7 +541,8 @@ def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     verdict = judge({(link["a"], link["b"]): rate(link) for link in answered}, memcpy)
     silence = judge_silence([(link["a"], link["b"]) for link in raw], [(link["a"], link["b"]) for link in raw if link.get("error")])
     slow_hosts = {h.host for h in verdict.slow_hosts}
-    explained = {(link["a"], link["b"]) for link in raw if {link["a"], link["b"]} & slow_hosts}  # a slow host's limiter drops: its loss is its evidence
+    explained = {(link["a"], link["b"]) for link in raw if {link["a"], link["b"]} & slow_hosts or link.get("error")}  # a slow host's limiter drops:
+    # its loss is its finding's evidence; a pair that never answered retransmits into the void: named silent, not lossy
     loss = judge_loss({(link["a"], link["b"]): (link["sent"], link["retransmitted"]) for link in raw if link.get("sent") is not None}, explained)
     wrong = [f"{link['a']} <-> {link['b']}: the two-rank all_reduce returned {link['allreduce']['wrong']} wrong values"
              for link in links if (link["allreduce"] or {}).get("wrong")]
@@ -546,6 +586,14 @@ def pairs_finding(ranks: Sequence[RankRecord]) -> Finding:
     table = pair_table(ranks)
     if table is None:
         return Finding(cid, Status.SKIP, "no rank reached the pair tests")
+    try:
+        return _pairs_finding(table)
+    except MALFORMED as exc:
+        return Finding(cid, Status.FAIL, _unreadable("pairs", exc), (), "Run compat doctor --live --fabric again with a --run-dir of its own.")
+
+
+def _pairs_finding(table: Mapping[str, Any]) -> Finding:
+    cid = "live.pairs"
     if table["error"]:
         return Finding(cid, Status.FAIL, table["error"], (), "Give --nnodes (or the hostfile) the number of hosts the ranks really run on.")
     from .fabric import gbps, loss_cause

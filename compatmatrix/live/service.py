@@ -249,7 +249,8 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             findings = [Finding("live.trainer", Status.SKIP, plan.skip_reason) if f.id == "live.trainer" else f for f in findings]
         details = _details(launch, supervised, ranks, plan)
         if options.fabric:
-            details["fabric"] = fabric_rows(ranks)
+            sweep = fabric_rows(ranks)
+            details["fabric"] = None if sweep is not None and "unreadable" in sweep else sweep  # said by live.fabric
             if _across_hosts(options):
                 details["pairs"] = pair_table(ranks)
         return LiveResult(findings, details)

@@ -86,12 +86,14 @@ def fixture_asks(rank, kind):
 
 
 def fixture_fault(rank, when):
-    spec = os.environ.get("COMPAT_LIVE_FIXTURE_FAULT", "")
-    if not spec or rank is None:
+    if rank is None:
         return
-    kind, _, who = spec.partition(":")
-    what = FIXTURE_FAULTS.get((kind, when))
-    if who != str(rank) or what is None:
+    for item in os.environ.get("COMPAT_LIVE_FIXTURE_FAULT", "").split(","):
+        kind, _, who = item.partition(":")
+        what = FIXTURE_FAULTS.get((kind, when))
+        if who == str(rank) and what is not None:
+            break
+    else:
         return
     save(fixture_fault=what)
     sys.stderr.flush()
@@ -408,36 +410,39 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None)
 OTHER_SWEEPS = {}  # backend -> its sweep, for --fabric's comparison
 
 
-def comparison_backends(dist, main):
-    """The other backends this torch has on every rank (gloo; mpi where torch was built with it; ccl where the
-    bindings registered it), to sweep on the same ranks after the run's own: a list every rank agrees on."""
+def comparison_backends(dist, torch, main):
+    """The other backends this torch has on every rank (gloo; mpi where torch was built with it and the ranks were
+    started by an MPI launcher; ccl where the bindings registered it), to sweep on the same ranks after the run's own:
+    a list every rank agrees on (a bit per backend, a MIN over the world)."""
+    names = ("gloo", "ccl", "mpi")
+    under_mpi = any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
     mine = []
-    for name in ("gloo", "ccl", "mpi"):
-        if name == main:
-            continue
+    for name in names:
         try:
-            if name == "gloo" and dist.is_gloo_available():
-                mine.append(name)
-            elif name == "mpi" and dist.is_mpi_available():
-                mine.append(name)
-            elif name == "ccl" and ("oneccl_bindings_for_pytorch" in sys.modules or "torch_ccl" in sys.modules) and backend_registered("ccl"):
-                mine.append(name)
+            have = (name == "gloo" and dist.is_gloo_available()) or (name == "mpi" and under_mpi and dist.is_mpi_available()) or (
+                name == "ccl" and ("oneccl_bindings_for_pytorch" in sys.modules or "torch_ccl" in sys.modules) and backend_registered("ccl"))
         except (AttributeError, RuntimeError):
-            continue
-    every = [None] * dist.get_world_size()
-    dist.all_gather_object(every, mine)
-    return [name for name in mine if all(name in other for other in every)]
+            have = False
+        mine.append(1.0 if have and name != main else 0.0)
+    agreed = torch.tensor(mine, dtype=torch.float64)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
+    return [name for name, flag in zip(names, agreed.tolist()) if flag == 1.0]
 
 
 def fabric_compare(dist, torch, rank, world, sizes, cap, main):
     """--fabric: the same sweep on each other backend, on a group of all the ranks; a backend that cannot form the
     group is recorded with why."""
-    for name in comparison_backends(dist, main):
+    for name in comparison_backends(dist, torch, main):
         save(fabric_comparing=name)
+        group, why = None, None
         try:
             group = dist.new_group(backend=name)
         except (RuntimeError, ValueError, TypeError) as exc:
-            OTHER_SWEEPS[name] = {"error": (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:300]}
+            why = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:300]
+        formed = torch.tensor([0.0 if why else 1.0], dtype=torch.float64)
+        dist.all_reduce(formed, op=dist.ReduceOp.MIN)  # every rank sweeps it, or none does
+        if float(formed[0]) < 1.0:
+            OTHER_SWEEPS[name] = {"error": why or "the group could not be formed on another rank"}
             save(fabric_others=OTHER_SWEEPS)
             continue
         fabric_sweep(dist, torch, rank, world, sizes, cap, group=group, backend=name)
@@ -553,20 +558,26 @@ def pair_measure(dist, torch, first, peer, group=None):
             "allreduce": allreduce}
 
 
-def round_groups(dist, pairs, leaders, deadline):
+def round_groups(dist, torch, pairs, leaders, deadline):
     """The process groups of one round's pairs (each pair's two leaders), with the pair's own deadline: every operation
     of a pair test runs on its group, so a link that never answers costs ``deadline`` seconds, not the run. Every rank
     forms every group of the round, in the same order (torch names a group by how many it formed before: a group formed
-    by its two members alone gets a different name on each side once they have formed different numbers); the
-    groups are destroyed after the round. ({}, why) where the backend forms no such groups."""
+    by its two members alone gets a different name on each side once they have formed different numbers), each call
+    on its own so that one that fails on one rank does not change the count; then every rank learns whether all
+    formed (a MIN over the world), and if any did not, no rank uses the round's groups. The groups are destroyed
+    after the round. ({}, why) where they could not be formed."""
     import datetime
 
-    groups = {}
-    try:
-        for a, b in pairs:
+    groups, why = {}, None
+    for a, b in pairs:
+        try:
             groups[(a, b)] = dist.new_group(sorted({leaders[a], leaders[b]}), timeout=datetime.timedelta(seconds=deadline))
-    except (RuntimeError, ValueError, TypeError) as exc:
-        return {}, "the backend formed no group of two ranks: " + (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+        except (RuntimeError, ValueError, TypeError) as exc:
+            why = why or ("the backend formed no group of two ranks: " + (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200])
+    formed = torch.tensor([0.0 if why else 1.0], dtype=torch.float64)
+    dist.all_reduce(formed, op=dist.ReduceOp.MIN)
+    if float(formed[0]) < 1.0:
+        return {}, why or "a pair's group could not be formed on another rank"
     return groups, None
 
 
@@ -713,6 +724,8 @@ def interface_facts():
             facts["address"] = str(sock.getsockname()[0]).split("%", 1)[0]
     except (OSError, TypeError, UnicodeError, IndexError):
         return facts
+    if facts["address"].startswith("127.") or facts["address"] in ("::1", "::ffff:127.0.0.1"):
+        return facts  # the master's name resolves to loopback here (Debian's 127.0.1.1): no interface of the job's to judge
     facts["interface"] = owner_of(facts["address"])
     for key in ("mtu", "speed"):
         try:
@@ -757,21 +770,18 @@ PAIR_RETRIES = 2  # times a slow link is measured again (each time only the link
 
 
 def merge_again(links, again):
-    """Each link measured again: the faster of the measurements, each way (load only ever slows one down), the
-    segments summed; a pair that answered this time replaces one that did not."""
+    """Each slow link measured again: the faster of the measurements, each way (load only ever slows one down), the
+    segments summed (a pair that did not answer is never measured again: slow_link_rounds)."""
     retried = {(link["a"], link["b"]): link for link in again}
     for link in links:
         second = retried.get((link["a"], link["b"]))
         if second is None:
             continue
-        if second.get("error") is None:
-            if link.get("error") is not None:
-                link.update(out=second["out"], back=second["back"], latency=second["latency"], allreduce=second["allreduce"], error=None)
-            else:
-                link.update(out=max(link["out"], second["out"]), back=max(link["back"], second["back"]))
-                if link.get("allreduce") and second.get("allreduce"):
-                    link["allreduce"] = {**second["allreduce"], "busbw": max(link["allreduce"]["busbw"], second["allreduce"]["busbw"]),
-                                         "wrong": link["allreduce"]["wrong"] + second["allreduce"]["wrong"]}
+        if second.get("error") is None:  # a repeat that ran out its deadline keeps the first measurement
+            link.update(out=max(link["out"], second["out"]), back=max(link["back"], second["back"]))
+            if link.get("allreduce") and second.get("allreduce"):
+                link["allreduce"] = {**second["allreduce"], "busbw": max(link["allreduce"]["busbw"], second["allreduce"]["busbw"]),
+                                     "wrong": link["allreduce"]["wrong"] + second["allreduce"]["wrong"]}
         if link.get("sent") is not None and second.get("sent") is not None:
             link.update(sent=link["sent"] + second["sent"], retransmitted=link["retransmitted"] + second["retransmitted"])
         link["measured"] = link.get("measured", 1) + 1
@@ -803,7 +813,7 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
 
     def measure_round(pairs, number, kept):
         earlier = socket_fds()
-        groups, why = round_groups(dist, pairs, leaders, deadline)
+        groups, why = round_groups(dist, torch, pairs, leaders, deadline)
         opened = socket_fds() - earlier  # this rank's connections of its pair's group (a rank is in one pair a round)
         for a, b in pairs:
             if rank in (leaders[a], leaders[b]):
@@ -1219,7 +1229,6 @@ def main():
     parser.add_argument("--fabric", action="store_true", help="sweep every collective over sizes (compat doctor --live --fabric)")
     parser.add_argument("--fabric-sizes", default="", help="comma-separated bytes (default: 1 KiB up by powers of 4 to --fabric-max)")
     parser.add_argument("--fabric-max", type=int, default=16 << 20, help="the largest size in bytes, further bounded by memory")
-    parser.add_argument("--fabric-one-backend", action="store_true", help="--fabric: sweep the run's backend only (no comparison)")
     parser.add_argument("--fabric-pairs", default="", help="JSON file: the rounds of host pairs compat scheduled (runs across hosts)")
     parser.add_argument("--ipex", action="store_true")
     parser.add_argument("--ipex-mode", choices=["none", "trainer", "direct"], default="none")
@@ -1309,8 +1318,7 @@ def main():
                         wanted.append(size)
                         size *= 4
                 fabric_sweep(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)))
-                if not args.fabric_one_backend:
-                    fabric_compare(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)), str(dist.get_backend()))
+                fabric_compare(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)), str(dist.get_backend()))
             dist.barrier()
         else:
             save(world_size=None)
