@@ -346,18 +346,21 @@ def test_the_runs_are_in_the_table_and_the_json():
     from compatmatrix.tune.service import Outcome
     from compatmatrix.tune.space import Space
 
-    default = Measured(DEFAULT, 50.0, 0.5, ACCEPT, "", "", 30.0, 3, (0.01, 0.02, 0.03))
+    default = Measured(DEFAULT, 50.0, 0.5, ACCEPT, "", "", 30.0, 3, (0.01, 0.02, 0.03), (40.0, 62.5))
     other = Measured(OTHER, 20.0, 0.1, ACCEPT, "", "", 10.0, 1, (0.05,))
     cut = Measured(config(4), None, None, None, "", "the budget of 60 s was spent before it started", 0.0)
     outcome = Outcome("/py", "torchrun", Space("machine", (DEFAULT, OTHER), (), 60.0, 10.0), (default, other, cut), default, default, None, 0, 1.0, {}, ())
     table = tune_text(outcome).splitlines()
     header = next(line for line in table if line.startswith("configuration"))
-    assert header.split() == ["configuration", "steps/s", "spread", "runs", "correctness"]
+    # the confidence interval's column (its level in its header) comes after the spread, which keeps its meaning
+    assert header.split() == ["configuration", "steps/s", "spread", "95%", "CI", "runs", "correctness"]
     rows = {line.split()[0]: line.split() for line in table if line.startswith(("1r-", "2r-", "4r-"))}
-    assert rows[DEFAULT.name][6] == "3" and rows[OTHER.name][3] == "1" and rows["4r-1t-gloo-fp32"][3] == "-"
+    assert rows[DEFAULT.name][6:8] == ["40.0–62.5", "3"] and rows[OTHER.name][3:5] == ["-", "1"] and rows["4r-1t-gloo-fp32"][3:5] == ["-", "-"]
+    assert any(line.startswith("# interval: 95% CI is the distribution-free 95% confidence interval of the median") for line in table)
     document = tune_json(outcome)
     jsonschema.validate(document, SCHEMA)
     assert [c["runs"] for c in document["configurations"]] == [3, 1, 1]
+    assert [c["interval"] for c in document["configurations"]] == [{"low": 40.0, "high": 62.5, "level": 0.95}, None, None]
     assert "samples" not in document["configurations"][0]
     without = json.loads(json.dumps(document))
     del without["configurations"][0]["runs"]
@@ -372,3 +375,59 @@ def test_the_spread_of_a_few_command_runs_stays_within_their_rates():
     for rates in ((1.0, 2.0), (1.0, 5.0), (2.0, 2.0, 9.0)):
         rate, spread = pooled_speed(rates, True)
         assert spread < 1.0 and 0.0 <= rate * (1 - spread) and rate * (1 + spread) <= max(rates), (rates, rate, spread)
+
+
+# --- the confidence interval of the median decides, not the quartile spread -------------------------------------
+
+SPREAD_OUT = [0.010 * (0.6 + 0.8 * i / 39) for i in range(40)]  # 40 step times, median 10 ms, quartiles ~8 and ~12 ms
+QUICKER = [t * 0.7 for t in SPREAD_OUT]  # the same noise, 30% shorter steps
+
+
+def test_many_step_times_separate_by_the_confidence_interval_where_the_quartile_spreads_still_overlap():
+    """The old rule (rate / (1 +- half the IQR)) kept two configurations whose step times spread +-20% overlapping
+    however many steps were timed, so both were repeated to MAX_RUNS and the default stayed the winner; the median's 95%
+    confidence interval of 40 step times is narrow enough to separate medians 30% apart after one run each."""
+    from compatmatrix.tune.interval import median_ranks
+
+    clock = FixtureClock()
+    script = {DEFAULT.name: [(REFERENCE, SPREAD_OUT, "", 10.0)] * MAX_RUNS, OTHER.name: [(REFERENCE, QUICKER, "", 10.0)] * MAX_RUNS}
+    measured, _, _ = measured_by(FixtureRunner(script, clock), budget=1000.0)
+    default, other = measured
+    # the quartile spreads (kept in the table) overlap: the old rule's reason to repeat
+    assert other.steps_per_second / (1 + other.spread) < default.steps_per_second / (1 - default.spread)
+    # the intervals are the step times' order statistics by the binomial ranks, inverted into steps/s
+    j, k = median_ranks(40)
+    assert default.interval == pytest.approx((1 / sorted(SPREAD_OUT)[k - 1], 1 / sorted(SPREAD_OUT)[j - 1]))
+    assert other.interval[0] > default.interval[1]
+    assert (default.runs, other.runs) == (1, 1)
+    assert pick_winner(measured) is other
+
+
+def test_a_repeat_narrows_the_interval():
+    """Pooling a second run's step times narrows the median's interval (the quartile spread does not narrow)."""
+    from compatmatrix.tune.service import pooled_interval
+
+    one = pooled_interval(tuple(SPREAD_OUT), False)
+    two = pooled_interval(tuple(SPREAD_OUT) * 2, False)
+    assert two[1] - two[0] < one[1] - one[0]
+
+
+@pytest.mark.parametrize("samples, command, expected, why", [
+    (tuple(range(1, 11)), False, (1 / 9, 1 / 2), "ten step times 1..10 s: ranks 2 and 9, inverted"),
+    ((10.0, 20.0, 30.0, 40.0, 50.0, 60.0), True, (10.0, 60.0), "six runs' steps/s: ranks 1 and 6, as they are"),
+    ((10.0, 20.0, 30.0), True, None, "three runs of a command cannot reach 95%"),
+    ((0.0, 1.0, 2.0, 3.0, 4.0, 5.0), False, None, "a step of 0 s has no finite rate"),
+])
+def test_pooled_interval(samples, command, expected, why):
+    from compatmatrix.tune.service import pooled_interval
+
+    found = pooled_interval(samples, command)
+    assert (found is None and expected is None) or found == pytest.approx(expected), why
+
+
+def test_with_no_confidence_interval_a_single_run_overlaps_everything_and_two_runs_use_their_spread():
+    single = m(1, 100.0, None, default=True)
+    assert rate_interval(single) == (0.0, float("inf"))
+    two = m(1, 100.0, 0.25)
+    assert rate_interval(two) == pytest.approx((80.0, 100.0 / 0.75))
+    assert pick_winner([single, m(2, 1000.0, None)]) is single  # nothing separates from an unknown noise

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Optional
 
+from .interval import LEVEL
 from .service import Measured, Outcome, export_arguments, launch_arguments, training_flags
 
 SCHEMA_VERSION = 1
@@ -34,18 +35,33 @@ def _estimate_words(outcome: Outcome) -> str:
     return f"each run estimated from its reference run's {timed}" if timed else "no reference run timed"
 
 
+def _interval_words(outcome: Outcome) -> str:
+    """What the table's interval column is, and what decided the repeats and the winner where it is missing."""
+    level = f"{LEVEL:.0%}"
+    if outcome.workload == "command":
+        return (f"# interval: {level} CI is the distribution-free {level} confidence interval of the median steps/s of the runs (order "
+                f"statistics); fewer than 6 runs cannot reach {level} ('-'), so repeats and the winner went by the spread of 2 runs or "
+                "more (rate / (1 ± spread): a spread, not a confidence statement), and a single run overlaps every other")
+    return (f"# interval: {level} CI is the distribution-free {level} confidence interval of the median steps/s (order statistics of "
+            "the timed step times pooled over the runs); repeats and the winner go by it. It assumes the step times exchangeable: "
+            "consecutive steps are correlated in practice, so the interval is optimistic (narrower than the truth)")
+
+
 def tune_text(outcome: Outcome) -> str:
     lines = [f"# compat tune: {outcome.space.machine_text}; {outcome.python}, launcher {outcome.launcher}",
              f"# budget {outcome.space.budget:g} s ({_estimate_words(outcome)}), took {outcome.seconds:.0f} s"
              + ("; INTERRUPTED: the table holds what was measured before Ctrl-C" if outcome.interrupted else "")]
-    rows = [("configuration", "steps/s", "spread", "runs", "correctness")]
+    rows = [("configuration", "steps/s", "spread", f"{LEVEL:.0%} CI", "runs", "correctness")]
     for m in sorted(outcome.measured, key=lambda m: -(m.steps_per_second or 0.0)):
         name = m.config.name + (" (default plan)" if m.config.default else "") + (" (your current settings)" if m.config.current else "") + (" *" if outcome.winner is m else "")
         rows.append((name, _rate(m.steps_per_second), f"±{m.spread:.0%}" if m.spread is not None else "-",
+                     f"{_rate(m.interval[0])}–{_rate(m.interval[1])}" if m.interval is not None else "-",
                      str(m.runs) if m.steps_per_second is not None else "-", _verdict_words(m)))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
-        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:>{widths[3]}}  {row[4]}".rstrip())
+        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:>{widths[3]}}  {row[4]:>{widths[4]}}  {row[5]}".rstrip())
+    if any(m.steps_per_second is not None for m in outcome.measured):
+        lines.append(_interval_words(outcome))
     bounds = sorted({m.tolerance for m in outcome.measured if m.tolerance})
     for text in bounds:
         lines.append(f"# proof: {text}")
@@ -53,9 +69,9 @@ def tune_text(outcome: Outcome) -> str:
         config = outcome.winner.config
         speedup = outcome.speedup
         if outcome.winner.config.default:
-            why = "; no configuration was faster than the default plan beyond the measured spread"
+            why = "; no configuration was faster than the default plan beyond the measured intervals"
         elif speedup is not None:
-            why = f"; {speedup:.2f}x the default plan's steps/s, beyond both spreads"
+            why = f"; {speedup:.2f}x the default plan's steps/s, beyond both intervals"
         else:
             why = "; the default plan was not measured and accepted"
         lines.append(f"# winner: {config.name}: {config.describe()}{why}")
@@ -89,7 +105,8 @@ def tune_json(outcome: Outcome) -> dict[str, Any]:
         return {
             "name": c.name, "ranks": c.ranks, "layout": c.layout, "omp_threads": c.omp_threads, "ccl_workers": c.ccl_workers,
             "backend": c.backend, "dtype": c.dtype, "compile": c.compile, "default": c.default, "current": c.current,
-            "steps_per_second": m.steps_per_second, "spread": m.spread, "runs": m.runs, "seconds": round(m.seconds, 3),
+            "steps_per_second": m.steps_per_second, "spread": m.spread,
+            "interval": None if m.interval is None else {"low": m.interval[0], "high": m.interval[1], "level": LEVEL}, "runs": m.runs, "seconds": round(m.seconds, 3),
             "problem": m.problem or None,
             "verdict": None if m.verdict is None else {
                 "accepted": m.verdict.accepted, "exact": m.verdict.exact, "reason": m.verdict.reason,

@@ -11,18 +11,28 @@ bound by numactl/taskset); spawn starts each rank itself through the same bindin
 LOCAL_RANK and a free MASTER_PORT. Ctrl-C stops the run in progress (its processes swept) and keeps what was
 measured. No new configuration starts once the budget's seconds have passed.
 
-Repeats: after every configuration has run once, the budget left goes to repeating the ones whose speeds the noise
-does not yet separate (next_to_repeat): the fastest accepted configuration and every accepted one whose rate interval
+Repeats: after every configuration has run once, the budget left goes to repeating the ones whose speeds are not
+yet separated (next_to_repeat): the fastest accepted configuration and every accepted one whose rate interval
 overlaps its, the one with the fewest runs first, each up to MAX_RUNS runs. Each repeat pools its samples with the
-earlier runs' (the rate and spread are recomputed from them all), is judged again (a configuration must train the same
-model every run: one rejected run rejects it), and starts only where the budget's rest covers what one of its runs took.
+earlier runs' (the rate, spread and interval are recomputed from them all), is judged again (a configuration must train
+the same model every run: one rejected run rejects it), and starts only where the budget's rest covers what one of its
+runs took.
+
+The rate interval (rate_interval) is the 95% confidence interval of the median (tune/interval.py: order statistics,
+distribution-free) turned into steps/s: for compat's workload, of the timed step times pooled over its runs (1 / the
+slow bound, 1 / the fast bound). That treats the step times as exchangeable draws of one distribution; consecutive
+steps are correlated in practice (a disturbed stretch slows several in a row, runs differ by their placement), so the
+interval is optimistic: narrower than the truth. Where there are too few samples to reach 95% (fewer than 6: a
+command's 1 to MAX_RUNS runs always) there is no confidence interval; the interval is then the quartile spread of
+two runs or more (rate / (1 +- spread): a spread, not a confidence statement, and the output says so), and a single
+run overlaps everything.
 
 With a training command (``compat tune -- train.py …``) that command is measured instead of compat's workload, by
 the protocol of tune/trainer.py: CMD_STEPS steps, the Trainer's logged losses and train_steps_per_second; the proof
 compares the losses only (a command reports no parameters), with the Trainer's logged precision added to the bound
 and an assumed fan-in (trainer.ASSUMED_FAN_IN) in the count of reduction terms; a run whose losses cannot be read is
 "unproven", never accepted. Its speed is one number per run: with two runs or more, the median of its runs' steps/s and
-half their interquartile range (no spread from a single run).
+half their interquartile range (no spread from a single run); MAX_RUNS runs are too few for a 95% confidence interval.
 
 Side effects: the environment probe, child processes, a private temporary folder.
 """
@@ -41,6 +51,7 @@ from typing import Callable, Optional
 
 from ..errors import CompatError
 from ..record import Record
+from .interval import LEVEL, median_interval
 from .proof import Run, Verdict, prove, reduction_terms, tolerance
 from .space import DEFAULT_COSTS, Configuration, Pruned, Space, over_budget, run_estimate
 
@@ -78,6 +89,7 @@ class Measured(Record):
     seconds: float  # wall-clock of its runs, together
     runs: int = 1  # the runs its numbers come from
     samples: tuple[float, ...] = ()  # what they were computed from: every timed step's seconds, pooled (a command: each run's steps/s)
+    interval: Optional[tuple[float, float]] = None  # steps/s (low, high): the LEVEL confidence interval of the median (pooled_interval); None: too few samples
 
 
 class Outcome(Record):
@@ -243,7 +255,7 @@ def measure(configurations, runner, machine, budget: float, started: float, meas
             continue
         samples = _samples(times, command)
         rate, spread = pooled_speed(samples, command)
-        measured.append(Measured(config, rate, spread, verdict, tol_text, "", seconds, 1, samples))
+        measured.append(Measured(config, rate, spread, verdict, tol_text, "", seconds, 1, samples, pooled_interval(samples, command)))
 
     stopped: set[int] = set()  # configurations not to repeat: a repeat failed to run, or one run no longer fits the budget
     while clock() - started < budget:
@@ -265,33 +277,28 @@ def measure(configurations, runner, machine, budget: float, started: float, meas
         samples = earlier.samples + _samples(times, command)
         rate, spread = pooled_speed(samples, command)
         measured[index] = Measured(config, rate, spread, _of_all_runs(earlier.verdict, verdict, number), earlier.tolerance, "",
-                                   earlier.seconds + seconds, number, samples)
+                                   earlier.seconds + seconds, number, samples, pooled_interval(samples, command))
 
 
 def next_to_repeat(measured, max_runs: int = MAX_RUNS, skip: Collection[int] = ()) -> Optional[int]:  # noqa: ANN001 - a sequence of Measured
     """Which configuration to run again (its index in ``measured``), or None. The contenders are the fastest accepted
-    configuration and every accepted one whose rate interval overlaps its (the default plan among them when it does:
-    pick_winner compares with it); a speed from a single run without a spread (a command's) overlaps everything, since
-    its noise is not known yet. Of the contenders with fewer than ``max_runs`` runs and not in ``skip``, the one with the
+    configuration and every accepted one whose rate interval (rate_interval) overlaps its (the default plan among them
+    when it does: pick_winner compares with it); a speed from a single run without a spread (a command's) overlaps
+    everything, since its noise is not known yet. Of the contenders with fewer than ``max_runs`` runs and not in ``skip``, the one with the
     fewest runs, the faster first on a tie. None when the fastest is separated from every other one, or no contender
     may run again. Rejected and unmeasured configurations are never repeated."""
     accepted = [(i, m) for i, m in enumerate(measured) if _accepted(m)]
     if len(accepted) < 2:
         return None
     best_index, best = max(accepted, key=lambda pair: pair[1].steps_per_second or 0.0)
-    low, high = _noise(best)
-    contenders = [(i, m) for i, m in accepted if i == best_index or (_noise(m)[0] <= high and low <= _noise(m)[1])]
+    low, high = rate_interval(best)
+    contenders = [(i, m) for i, m in accepted if i == best_index or (rate_interval(m)[0] <= high and low <= rate_interval(m)[1])]
     if len(contenders) < 2:
         return None
     open_ = [(i, m) for i, m in contenders if m.runs < max_runs and i not in skip]
     if not open_:
         return None
     return min(open_, key=lambda pair: (pair[1].runs, -(pair[1].steps_per_second or 0.0)))[0]
-
-
-def _noise(m: Measured) -> tuple[float, float]:
-    """rate_interval, or everything where the spread is not known yet."""
-    return (0.0, float("inf")) if m.spread is None else rate_interval(m)
 
 
 def _of_all_runs(earlier: Optional[Verdict], latest: Verdict, number: int) -> Verdict:
@@ -327,15 +334,37 @@ def pooled_speed(samples: tuple[float, ...], command: bool) -> tuple[Optional[fl
     return (median, spread) if median > 0 else (None, None)
 
 
+def pooled_interval(samples: tuple[float, ...], command: bool, level: float = LEVEL) -> Optional[tuple[float, float]]:
+    """steps/s bounds (low, high) of the ``level`` confidence interval of the median (interval.median_interval) of a
+    configuration's samples: compat's workload, its pooled step times' interval inverted (1 / the slow bound, 1 / the
+    fast bound; assumes the step times exchangeable, see the module docstring); a command, its runs' steps/s. None
+    with too few samples to reach the level (fewer than 6 at 95%)."""
+    found = median_interval(samples, level)
+    if found is None:
+        return None
+    low, high = found
+    if command:
+        return low, high
+    if low <= 0:  # a step time of 0 s: no finite rate
+        return None
+    return 1.0 / high, 1.0 / low
+
+
 def rate_interval(m: Measured) -> tuple[float, float]:
-    """steps/s from the step times' quartiles: (1 / Q3, 1 / Q1), written as rate / (1 + spread), rate / (1 - spread)."""
-    rate, spread = m.steps_per_second or 0.0, m.spread or 0.0
+    """The steps/s interval repeats and the winner decide by: the LEVEL confidence interval of the median where the
+    samples reach it (m.interval); otherwise the quartile spread's rate / (1 + spread), rate / (1 - spread) (a
+    command's 2 or 3 runs: a spread, not a confidence statement); with neither (one run of a command) everything."""
+    if m.interval is not None:
+        return m.interval
+    if m.spread is None:
+        return 0.0, float("inf")
+    rate, spread = m.steps_per_second or 0.0, m.spread
     return rate / (1.0 + spread), (rate / (1.0 - spread) if spread < 1.0 else float("inf"))
 
 
 def pick_winner(measured) -> Optional[Measured]:  # noqa: ANN001 - a sequence of Measured
-    """The fastest accepted configuration that is faster than the default plan beyond the measured noise (its slow
-    end above the default's fast end); the default itself when none is (and it was accepted); with no accepted
+    """The fastest accepted configuration that is faster than the default plan beyond the measured noise (the slow
+    end of its rate_interval above the default's fast end); the default itself when none is (and it was accepted); with no accepted
     default, the fastest accepted one."""
     accepted = sorted((m for m in measured if _accepted(m)), key=lambda m: -(m.steps_per_second or 0.0))
     default = next((m for m in accepted if m.config.default), None)
