@@ -431,3 +431,16 @@ def test_with_no_confidence_interval_a_single_run_overlaps_everything_and_two_ru
     two = m(1, 100.0, 0.25)
     assert rate_interval(two) == pytest.approx((80.0, 100.0 / 0.75))
     assert pick_winner([single, m(2, 1000.0, None)]) is single  # nothing separates from an unknown noise
+
+
+def test_a_command_s_table_says_its_runs_are_too_few_for_the_interval_and_what_decided_instead():
+    from compatmatrix.tune.render import tune_json, tune_text
+    from compatmatrix.tune.service import Outcome
+    from compatmatrix.tune.space import Space
+
+    default = Measured(DEFAULT, 105.0, 2.5 / 105.0, ACCEPT, "", "", 30.0, 3, (100.0, 105.0, 110.0))
+    outcome = Outcome("/py", "torchrun", Space("machine", (DEFAULT,), (), 60.0, None), (default,), default, default, None, 0, 1.0, {}, (),
+                      workload="command")
+    text = tune_text(outcome)
+    assert "fewer than 6 runs cannot reach 95% ('-'), so repeats and the winner went by the spread" in text
+    assert tune_json(outcome)["configurations"][0]["interval"] is None
