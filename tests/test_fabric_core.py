@@ -268,3 +268,12 @@ def test_loss_on_links_already_named_slow_is_their_evidence_not_a_second_fault()
     verdict = fabric.judge_loss(counts, explained=[(0, 2), (1, 2), (2, 3)])
     assert [h.host for h in verdict.lossy_hosts] == [3] and verdict.lossy_links == []
     assert (verdict.healthy_sent, verdict.healthy_retransmitted) == (300_000, 500)
+
+
+def test_two_bad_hosts_among_four_are_both_named_although_most_links_are_bad():
+    """Measured in CI: node3 rate-limited, node4 losing 10% of its packets (so its TCP crawled too): five of the six links
+    slow, the median of all links a slow one; the hosts' fastest links still say what healthy is."""
+    links = {(0, 1): 4.9762e9, (0, 2): 0.0012e9, (0, 3): 0.0197e9, (1, 2): 0.0012e9, (1, 3): 0.0012e9, (2, 3): 0.0011e9}
+    verdict = judge(links)
+    assert [h.host for h in verdict.slow_hosts] == [2, 3] and verdict.slow_links == []
+    assert fabric.healthy_reference(links, fabric._links_per_host(links)) == pytest.approx((4.9762e9 + 0.0197e9) / 2)

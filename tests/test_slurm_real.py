@@ -31,12 +31,13 @@ def assert_nothing_left(cluster):
 
 
 def test_doctor_live_under_srun_takes_the_layout_from_the_allocation(slurm_cluster, stock_torch213, tmp_path):
-    """srun -N2 --ntasks-per-node=1 compat doctor --live: no --nnodes, --node-rank or --master-addr; each node's compat
-    reads them from the allocation and the 4 ranks of the two nodes join one group."""
+    """srun -N2 --ntasks-per-node=1 compat doctor --live --fabric: no --nnodes, --node-rank or --master-addr; each node's
+    compat reads them from the allocation, the 4 ranks of the two nodes join one group, sweep every collective (each
+    value checked) and measure the one pair of hosts on its own group."""
     output = tmp_path / "doctor-%t.json"
     started = time.monotonic()
     done = slurm_cluster.run(["srun", "-N2", "--ntasks-per-node=1", f"--output={output}", *COMPAT, "doctor", "--live", "--python", str(stock_torch213),
-                              "--only", "live", "--json"], cluster_env(), timeout=300)
+                              "--only", "live", "--json", "--fabric", "--sizes", "1K,64K"], cluster_env(), timeout=300)
     seconds = time.monotonic() - started
     reports = [json.loads((tmp_path / f"doctor-{task}.json").read_text()) for task in (0, 1)]
     assert done.returncode == 0, (done.stderr[-2000:], [r["summary"] for r in reports])
@@ -44,8 +45,13 @@ def test_doctor_live_under_srun_takes_the_layout_from_the_allocation(slurm_clust
         live = report["live"]
         assert (live["launcher"], live["world_size"], report["ok"]) == ("srun", 4, True), live.get("error")
         assert live["master"].startswith("node1:")
-        assert {c["id"]: c["status"] for c in report["checks"]}["live.trainer"] == "pass"
-    print(f"\nlive preflight under srun -N2: {seconds:.1f} s")
+        statuses = {c["id"]: c["status"] for c in report["checks"]}
+        assert statuses["live.trainer"] == statuses["live.fabric"] == statuses["live.pairs"] == "pass"
+        assert live["fabric"]["errors"] == [] and {r["bytes"] for r in live["fabric"]["rows"]} >= {1024}
+        assert [(link["a"], link["b"]) for link in live["pairs"]["links"]] == [("node1", "node2")] or \
+            [(link["a"], link["b"]) for link in live["pairs"]["links"]] == [("node2", "node1")]
+        assert live["pairs"]["links"][0]["allreduce"]["wrong"] == 0 and live["pairs"]["links"][0]["error"] is None
+    print(f"\nlive preflight with --fabric under srun -N2: {seconds:.1f} s")
     assert_nothing_left(slurm_cluster)
 
 

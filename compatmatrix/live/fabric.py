@@ -11,8 +11,9 @@ Schedules
                  exactly K/(N-1) for even N (K/N for odd N): each pair lies in exactly one round of the full schedule.
 
 Judgement
-    A link is *slow* when its bandwidth is below ``SLOW_FRACTION`` of the median link (so fewer than half the links may
-    be slow: in ``all`` mode up to about a quarter of the hosts, in ``ring`` mode a quarter of the hosts). A host is slow when every one of
+    A link is *slow* when its bandwidth is below ``SLOW_FRACTION`` of what a healthy link measures: the median over hosts
+    of each host's fastest link (healthy_reference; it holds while fewer than half the hosts are bad, where the median
+    of all links fails once faults touch most links). A host is slow when every one of
     its (at least two) measured links is slow and its slow links are not all explained by slow peers; a slow link is
     named on its own when neither end is a slow host. On a ring a host has two links, so some patterns are ambiguous
     (slow hosts at every other place look like the good hosts between them): ``all`` mode has no such ambiguity. A host's memcpy bandwidth is judged the same way against the
@@ -230,9 +231,10 @@ def judge(links: Mapping[Pair, float], memcpy: Optional[Mapping[int, float]] = N
     if len(links) < 3:
         note = "fewer than 3 links measured: no median to compare a link with"
         return Judgement(statistics.median(links.values()) if links else None, slow_memory=slow_memory, note=note)
-    median = statistics.median(links.values())
-    slow = {pair for pair, value in links.items() if value < slow_fraction * median}
     per_host = _links_per_host(links)
+    reference = healthy_reference(links, per_host)
+    slow = {pair for pair, value in links.items() if value < slow_fraction * reference}
+    median = statistics.median(links.values())
     candidates = _hosts_behind(slow, per_host, badness=lambda h: -statistics.median(links[p] for p in per_host[h]))
     # the sentences compare with the median of the links judged healthy: with a slow host among four, half the links
     # are slow and the median of all of them lies between the two groups
@@ -246,6 +248,14 @@ def judge(links: Mapping[Pair, float], memcpy: Optional[Mapping[int, float]] = N
         ends = [memcpy[h] for h in (a, b) if memcpy.get(h)]
         named_links.append(SlowLink(a, b, links[(a, b)], median, links[(a, b)] / min(ends) if ends else None))
     return Judgement(median, named_links, hosts, slow_memory)
+
+
+def healthy_reference(links: Mapping[Pair, float], per_host: Mapping[int, list[Pair]]) -> float:
+    """What a healthy link measures: the median over hosts of each host's fastest link. The median of all links fails
+    when faults touch most of them (two bad hosts among four touch five of the six links: the median is a bad link and
+    nothing is below half of it); a host's fastest link is healthy as long as one of its peers is, so this holds while
+    fewer than half the hosts are bad."""
+    return statistics.median(max(links[p] for p in pairs) for pairs in per_host.values())
 
 
 def _links_per_host(links: Iterable[Pair]) -> dict[int, list[Pair]]:
@@ -314,8 +324,7 @@ def judge_loss(counts: Mapping[Pair, tuple[int, int]], explained: Iterable[Pair]
     /proc/net/snmp, are its own). Loss is judged absolutely (a healthy link retransmits nothing), not against the median:
     a host is named when every one of its (at least two) links lost packets and its lossy links are not all explained by
     lossy peers, as for slow hosts; a lossy link is named on its own when neither end is such a host. ``explained``:
-    pairs already accounted for (a slow host's: a rate limiter drops what exceeds its rate), left out here -- their
-    retransmissions are that finding's evidence, not a second fault. A link slow on its own stays in: loss may be why."""
+    pairs already accounted for (one that never answered retransmits into the void), left out here."""
     explained = set(explained)
     counts = {pair: value for pair, value in counts.items() if pair not in explained}
     bad = {pair for pair, (sent, retransmitted) in counts.items() if lossy(sent, retransmitted)}

@@ -540,9 +540,9 @@ def _pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     answered = [link for link in raw if not link.get("error")]
     verdict = judge({(link["a"], link["b"]): rate(link) for link in answered}, memcpy)
     silence = judge_silence([(link["a"], link["b"]) for link in raw], [(link["a"], link["b"]) for link in raw if link.get("error")])
-    slow_hosts = {h.host for h in verdict.slow_hosts}
-    explained = {(link["a"], link["b"]) for link in raw if {link["a"], link["b"]} & slow_hosts or link.get("error")}  # a slow host's limiter drops:
-    # its loss is its finding's evidence; a pair that never answered retransmits into the void: named silent, not lossy
+    # a pair that never answered retransmits into the void: named silent, not lossy. A slow host's links stay in: a host
+    # that loses packets is slow too (its TCP waits), and a rate limiter that drops is losing packets, both true
+    explained = {(link["a"], link["b"]) for link in raw if link.get("error")}
     loss = judge_loss({(link["a"], link["b"]): (link["sent"], link["retransmitted"]) for link in raw if link.get("sent") is not None}, explained)
     wrong = [f"{link['a']} <-> {link['b']}: the two-rank all_reduce returned {link['allreduce']['wrong']} wrong values"
              for link in links if (link["allreduce"] or {}).get("wrong")]
