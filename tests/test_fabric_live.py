@@ -129,6 +129,9 @@ def test_the_ranks_measure_again_exactly_the_links_the_judgement_would_call_slow
     assert sorted(p for pairs in rounds for p in pairs) == [(0, 3), (1, 2), (2, 3)]
     assert all(len({h for pair in pairs for h in pair}) == 2 * len(pairs) for pairs in rounds)
     assert slow_link_rounds([_link(0, 1, 0.1), _link(0, 2, 1.0)]) == []  # two links have no median to be far below
+    # the rehearsal's numbers: five of six links slow; the judgement names hosts 2 and 3, and those links are measured again
+    crawl = [_link(0, 1, 4.9762), _link(0, 2, 0.0012), _link(0, 3, 0.0197), _link(1, 2, 0.0012), _link(1, 3, 0.0012), _link(2, 3, 0.0011)]
+    assert sorted(p for pairs in slow_link_rounds(crawl) for p in pairs) == [(0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
 
 
 def test_a_pair_that_ran_out_its_deadline_is_not_measured_again():

@@ -690,14 +690,21 @@ def tcp_counters():
 
 
 def slow_link_rounds(links):
-    """The links measured below half the median link (live/fabric.py SLOW_FRACTION), in rounds where no host is in
-    two pairs at once (greedy, in the links' order): every rank computes the same rounds from the same table."""
+    """The links the judgement would call slow (live/fabric.py: below SLOW_FRACTION of healthy_reference, the median
+    over hosts of each host's fastest link), in rounds where no host is in two pairs at once (greedy, in the links'
+    order): every rank computes the same rounds from the same table."""
     answered = [link for link in links if link.get("error") is None]  # a pair that ran out its deadline is not tried again
-    rates = sorted(min(link["out"], link["back"]) for link in answered)
-    if len(rates) < 3:
+    if len(answered) < 3:
         return []
-    median = rates[len(rates) // 2] if len(rates) % 2 else (rates[len(rates) // 2 - 1] + rates[len(rates) // 2]) / 2
-    slow = [(link["a"], link["b"]) for link in answered if min(link["out"], link["back"]) < 0.5 * median]
+    fastest = {}
+    for link in answered:
+        rate = min(link["out"], link["back"])
+        for host in (link["a"], link["b"]):
+            fastest[host] = max(fastest.get(host, rate), rate)
+    bests = sorted(fastest.values())
+    middle = len(bests) // 2
+    reference = bests[middle] if len(bests) % 2 else (bests[middle - 1] + bests[middle]) / 2
+    slow = [(link["a"], link["b"]) for link in answered if min(link["out"], link["back"]) < 0.5 * reference]
     rounds = []
     for a, b in slow:
         for pairs in rounds:
