@@ -31,6 +31,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("integration") is not None:
             item.add_marker(pytest.mark.xdist_group("integration"))
+            # named in --junitxml, so bench/ci_durations.py can add up the integration worker's critical path
+            item.user_properties.append(("tier", "integration"))
 
 
 ROOT = Path(__file__).resolve().parents[1]
