@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 from .clean_env import base_env
 
@@ -67,6 +68,25 @@ def real_env(name: str, python: str = sys.executable) -> Path:
         return _real_env(name, python)
 
 
+def uv_binary() -> Optional[str]:
+    """The uv of the test environment (a test dependency, next to its interpreter), else one on PATH, else None."""
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.exists() else shutil.which("uv")
+
+
+def installer(interpreter: Path, requirements: list[str], extra: list[str]) -> list[str]:
+    """The command that fills a new environment. Sets from the registry alone go through uv, into uv's own cache
+    (~/.cache/uv): test_install_real installs the same torch 2.8.0 + IPEX 2.8.0 (~7 GB) with `compat install --installer
+    uv`, which then takes them from that cache instead of downloading them a second time (an empty-cache CI run paid that
+    download twice, once for pip's cache and once for uv's). ``--link-mode copy``: a test may write into an environment's
+    files, which must never write through into uv's cache. A set with a local wheel (pip's find-links, which uv does not
+    read) goes through the environment's own pip, as do all sets where uv is missing."""
+    uv = uv_binary()
+    if uv and not any(requirement in LOCAL_WHEELS for requirement in requirements) and not extra:
+        return [uv, "pip", "install", "--quiet", "--link-mode", "copy", "--python", str(interpreter), *requirements]
+    return [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *extra, *requirements]
+
+
 def _real_env(name: str, python: str) -> Path:
     requirements, extra = SPECS[name]
     target = CACHE / name
@@ -85,10 +105,8 @@ def _real_env(name: str, python: str) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([python, "-m", "venv", str(target)], check=True, timeout=300, env=base_env())
-    done = subprocess.run(
-        [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *extra, *requirements],
-        capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False, env=base_env(),
-    )
+    done = subprocess.run(installer(interpreter, requirements, extra),
+                          capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False, env=base_env())
     if done.returncode != 0:
         shutil.rmtree(target, ignore_errors=True)
         raise RuntimeError(f"building the real environment {name} failed:\n{done.stderr[-3000:]}")
