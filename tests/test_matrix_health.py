@@ -97,3 +97,15 @@ def test_hole_versions_are_exclusions_inside_a_minor_only():
     assert hole_versions(">=2.7, !=3.0.*, !=3.1.*, !=3.4.*", python_range) == []  # whole minors, outside the range: no holes
     assert hole_versions(">=3.10,!=3.9.1", python_range) == []  # a minor the specifier excludes anyway
     assert [str(r) for r in requires_dist("Name: x\nRequires-Dist: libfabric (>=2.6)\n\nRequires-Dist: not-a-header\n")] == ["libfabric>=2.6"]
+
+
+@pytest.mark.network
+def test_live_pypi_names_libfabric_and_the_torchvision_hole():
+    """The same against PyPI itself (about 3 s: torchvision's page, the two runtime pages, a few METADATA files by range
+    requests, libfabric's 404). As of 2026-12-07; it fails the day PyPI serves a libfabric >= 2.6, which is then news."""
+    done = run_compat("matrix", "update", "--health", "--json", "--package", "torchvision", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    items = json.loads(done.stdout)["items"]
+    unsatisfiable = {(i["package"], i["versions"][0]) for i in items if i["kind"] == "unsatisfiable" and "libfabric>=2.6" in i["summary"]}
+    assert {("impi-rt", "2021.19.0"), ("oneccl-cpu", "2022.2.0")} <= unsatisfiable
+    assert any(i["kind"] == "requires-python-hole" and i["package"] == "torchvision" and "3.14.1" in i["summary"] for i in items)
