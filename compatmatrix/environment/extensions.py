@@ -10,7 +10,6 @@ Side effects: reads files (RECORD, the extension files' headers and dynamic sect
 
 from __future__ import annotations
 
-import csv
 import io
 import os
 import re
@@ -97,6 +96,8 @@ def _record_paths(dist_path: str) -> Optional[list[str]]:
             data = handle.read(RECORD_BYTES)
     except OSError:
         return None
+    import csv  # here, not at the top: compat check reads no RECORD without an extension installed (start-up time)
+
     rows = csv.reader(io.StringIO(data.decode("utf-8", "replace")))
     return [row[0] for row in rows if row and _SHARED.search(row[0])]
 
@@ -184,6 +185,8 @@ def distribution_bytes(dist_path: str) -> Optional[int]:
             data = handle.read(RECORD_BYTES)
     except OSError:
         return None
+    import csv
+
     total = 0
     for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
         if len(row) >= 3 and row[2].isdigit():
