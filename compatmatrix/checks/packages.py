@@ -401,7 +401,7 @@ def cuda_build(ctx: Context) -> Finding:
     nvidia = [d for d in ctx.snapshot.distributions if d.canonical.startswith("nvidia-")]
     cuda_label = version is not None and version.local is not None and version.local.startswith("cu")
     cuda_lib = False
-    if not pinned and not (cuda_label or nvidia):
+    if not pinned and not (cuda_label or nvidia) and not (version is not None and version.local == "cpu"):  # +cpu: its label says it
         from ..environment.extensions import torch_build
 
         build = torch_build(dist.site)
