@@ -127,8 +127,10 @@ def _first_mismatch(ctx: Context, torch: Distribution, build, dist: Distribution
             fix = (cpu_build_fix(ctx, dist, component) if not build.devices
                    else f"Install the {build.words[2:]} of {dist.name} {dist.public_version} that matches torch {torch.raw_version} (the index torch came from).")
             name = extension.path.rsplit("/", 1)[-1]
+            effect = (f"OSError: Could not load this library: {extension.path}" if module == "torchaudio"  # torch.ops.load_library's words
+                      else f"{name} cannot be loaded: {libraries[0]} is not found")
             return (f"{dist.name} {dist.raw_version} is a {DEVICE_WORDS[device]} build (its {name} links {libraries[0]}), but torch {torch.raw_version} "
-                    f"is {build.words}: import {module} fails (OSError: Could not load this library: {extension.path})",
+                    f"is {build.words}: import {module} fails ({effect})",
                     f"{extension.path} links {', '.join(libraries)} (DT_NEEDED): {why}", fix)
         major = cuda_runtime_major(extension.needed)
         if major is not None and build.cuda_major is not None and major != build.cuda_major:
