@@ -4,7 +4,7 @@ PyPI on 2026-12-07 (data/matrix.toml [[runtime]], [[unavailable]]), what pip end
 
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
 import pytest
 from packaging.requirements import Requirement
@@ -76,7 +76,8 @@ def test_resolve_says_the_fallback_and_install_refuses_the_unsatisfiable_pin(tmp
     assert done.returncode == 2 and "impi-rt==2021.19.0 cannot be installed: impi-rt 2021.19.0 declares libfabric>=2.6" in done.stderr
     assert "Pin impi-rt==2021.18.1 in its place" in done.stderr
     done = run_compat("check", "--json", "--python-version", "3.11", "-r", str(pinned))
-    assert "impi-rt==2021.19.0 cannot be installed" in done.stdout
+    head = next(c for c in json.loads(done.stdout)["checks"] if c["id"] == "input.files")
+    assert done.returncode == 1 and head["status"] == "fail" and "impi-rt==2021.19.0 cannot be installed" in head["summary"]
 
 
 def test_an_installed_impi_rt_2021_19_has_no_layout(tmp_path):

@@ -33,11 +33,12 @@ class FileRequest:
     index_warnings: tuple[str, ...] = ()  # a file's index that cannot serve a pin; names exposed to shadowing
     pinned: Mapping[str, str] = field(default_factory=dict)  # name as written -> exact version (label kept), every pinned line
     input_warnings: tuple[str, ...] = ()  # markers the target does not decide, options pip ignores (InputSet.warnings)
+    refusals: tuple[str, ...] = ()  # pins pip cannot install: a runtime wheel whose dependencies no index has (matrix/runtime.py)
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """Everything to warn about, in reading order: the lines themselves, then the index lines."""
-        return self.input_warnings + self.index_warnings
+        """Everything to warn about, in reading order: what pip cannot install, the lines themselves, then the index lines."""
+        return self.refusals + self.input_warnings + self.index_warnings
 
     @property
     def passthrough_lines(self) -> tuple[str, ...]:
@@ -96,7 +97,7 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
     refused = [said for said, _ in refused]
     pinned = dict(pinned_by_project.values())
     return FileRequest(tuple(dict.fromkeys(requirements)), {component: all_of(sets) for component, sets in constraints.items()}, tuple(passthrough), tuple(notes),
-                       tuple(refused) + indexes.warnings, pinned, inputs.warnings)
+                       indexes.warnings, pinned, inputs.warnings, tuple(refused))
 
 
 def runtime_sentences(matrix: Matrix, passthrough: Sequence[InputRequirement]) -> tuple[list[tuple[str, str]], list[str]]:
