@@ -18,7 +18,6 @@ from compatmatrix.environment.extensions import installed_extensions, torch_buil
 from compatmatrix.environment.from_pins import snapshot_from_pins
 from compatmatrix.environment.snapshot import Distribution
 from compatmatrix.record import replace
-from compatmatrix.target import Platform
 
 from .test_system_oneccl import _synthetic_elf
 

@@ -94,10 +94,9 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
     notes += indexes.notes
     refused, fallbacks = runtime_sentences(matrix, passthrough)
     notes += fallbacks
-    refused = [said for said, _ in refused]
     pinned = dict(pinned_by_project.values())
     return FileRequest(tuple(dict.fromkeys(requirements)), {component: all_of(sets) for component, sets in constraints.items()}, tuple(passthrough), tuple(notes),
-                       indexes.warnings, pinned, inputs.warnings, tuple(refused))
+                       indexes.warnings, pinned, inputs.warnings, tuple(said for said, _ in refused))
 
 
 def runtime_sentences(matrix: Matrix, passthrough: Sequence[InputRequirement]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -117,7 +116,7 @@ def runtime_sentences(matrix: Matrix, passthrough: Sequence[InputRequirement]) -
             continue
         choice = pip_choice(matrix, Requirement(f"{item.name}{item.specifier}"))
         said = choice_sentence(matrix, choice) if choice is not None else None
-        if said is None:
+        if choice is None or said is None:
             continue
         said = conceal_variables(f"{item.origin}: {said}", item.variables)
         if choice.refused:

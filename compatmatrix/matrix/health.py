@@ -220,7 +220,7 @@ def judge(matrix: Matrix, pages: Sequence[ProjectPage], metadata: Mapping[str, O
             labels = {h: sorted(local_labels(linux_files(per_host[h][version]))) for h in hosts}
             tags = {h: sorted(str(p) for p in linux_pythons(per_host[h][version], matrix.policy.python_range)) for h in hosts}
             if len({tuple(v) for v in labels.values()}) > 1 or len({tuple(v) for v in tags.values()}) > 1:
-                said = "; ".join(f"{h}: {', '.join(l or '(unlabelled)' for l in labels[h]) or 'no Linux x86_64 wheel'} for Python {', '.join(tags[h]) or '-'}"
+                said = "; ".join(f"{h}: {', '.join(label or '(unlabelled)' for label in labels[h]) or 'no Linux x86_64 wheel'} for Python {', '.join(tags[h]) or '-'}"
                                  for h in hosts)
                 items.append(HealthItem("host-builds-differ", project, (str(version),), f"{project} {version} is a different build per host: {said}",
                                         tuple(page_source(p) for p in host_pages)))

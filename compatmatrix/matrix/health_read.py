@@ -53,6 +53,7 @@ def read_health(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequence[
     budget = page_seconds() + 2
 
     def page_of(project: str):
+        assert index is not None  # called only with a package index
         try:
             return project, read_page(session, index, project), ""
         except ReadError as exc:
