@@ -103,6 +103,14 @@ def test_a_cpu_companion_next_to_a_cuda_torch_warns_and_a_cpu_ipex_does_not(tmp_
     assert extension_build(site.context(matrix)).status is Status.PASS
 
 
+def test_an_environment_of_metadata_only_is_judged_by_labels_as_its_pins_are(tmp_path, matrix):
+    """No torch/lib folder (dist-info entries only, as compat check -r's twin environment in test_real_inputs): the labels decide."""
+    site = Site(tmp_path / "site").dist("torch", "2.13.0+cpu", {}).dist("torchaudio", "2.11.1+cu130", {})
+    finding = extension_build(site.context(matrix))
+    assert finding.status is Status.FAIL and finding.summary.startswith("torchaudio 2.11.1+cu130 is a CUDA build, torch 2.13.0+cpu a CPU build")
+    assert finding.evidence[-1].endswith("torch/lib is not there: judged by the versions' local labels")
+
+
 def test_without_record_the_package_folder_is_read(tmp_path):
     site = Site(tmp_path / "site").dist("torchaudio", "2.11.1", {"torchaudio/lib/_torchaudio.so": CUDA_AUDIO}, record=False)
     found = installed_extensions(site.dists[0].path, str(site.root), "torchaudio")
@@ -121,7 +129,7 @@ def test_a_record_entry_outside_the_site_folder_is_not_read(tmp_path):
 @pytest.mark.parametrize("pins, status, text", [
     ({"torch": "2.13.0+cpu", "torchaudio": "2.11.1+cu130"}, Status.FAIL, "torchaudio 2.11.1+cu130 is a CUDA build, torch 2.13.0+cpu a CPU build"),
     ({"torch": "2.13.0+cpu", "torchaudio": "2.11.1+cpu"}, Status.PASS, "the same build as torch 2.13.0+cpu"),
-    ({"torch": "2.13.0+cpu", "torchaudio": "2.11.1"}, Status.PASS, "no labelled extension pins"),
+    ({"torch": "2.13.0+cpu", "torchaudio": "2.11.1"}, Status.PASS, "no local label to compare with torch 2.13.0+cpu's build"),
 ])
 def test_pins_are_judged_by_their_labels(matrix, pins, status, text):
     snapshot = snapshot_from_pins(pins, Version("3.11"), _platform(), "requirements.txt")

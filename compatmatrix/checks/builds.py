@@ -71,13 +71,12 @@ def extension_build(ctx: Context) -> Finding:
     if not installed:
         return Finding(cid, Status.SKIP, "no torchvision, torchaudio, IPEX or oneCCL bindings installed")
     if _pinned(ctx):
-        return _by_labels(ctx, torch, installed)
+        return _by_labels(ctx, torch, installed, "judged by the pins' local labels (no files to read)")
     from ..environment.extensions import DEVICE_WORDS, installed_extensions, torch_build
 
     build = torch_build(torch.site)
-    if build is None:
-        return Finding(cid, Status.WARN, f"torch {torch.raw_version}'s lib folder cannot be read: its build (CPU, CUDA, XPU) is unknown",
-                       (f"looked in {torch.site}/torch/lib",), f"Reinstall torch: {ctx.snapshot.executable} -m pip install --force-reinstall --no-deps torch=={torch.raw_version}")
+    if build is None:  # no torch/lib (metadata only): what the versions' labels say, as for pins
+        return _by_labels(ctx, torch, installed, f"{torch.site}/torch/lib is not there: judged by the versions' local labels")
     torch_words = f"torch {torch.raw_version} is {build.words} (its lib folder {build.lib})"
     fails: list[tuple[str, str, str]] = []  # (summary, evidence, fix)
     warns: list[tuple[str, str, str]] = []
@@ -140,9 +139,10 @@ def _first_mismatch(ctx: Context, torch: Distribution, build, dist: Distribution
     return None
 
 
-def _by_labels(ctx: Context, torch: Distribution, installed) -> Finding:
-    """Pins only: a companion whose label names a device torch's label does not (torchaudio==2.11.1+cu130 with
-    torch==2.13.0+cpu) fails, as its files would; an unlabelled pin is not judged (PyPI's build, whatever it links)."""
+def _by_labels(ctx: Context, torch: Distribution, installed, how: str) -> Finding:
+    """Without files to read (pins; an environment of metadata only): a companion whose label names a device torch's
+    label does not (torchaudio==2.11.1+cu130 with torch==2.13.0+cpu) fails, as its files would; an unlabelled one is
+    not judged (PyPI's build, whatever it links). ``how``: the evidence saying why labels decide."""
     cid = "packages.extension-build"
     torch_label = torch.version.local if torch.version is not None else None
     torch_device = _label_device(torch_label)
@@ -158,7 +158,7 @@ def _by_labels(ctx: Context, torch: Distribution, installed) -> Finding:
                           f"{'a CPU build' if torch_device is None else 'another build'}: import {dist.name} would fail on a missing torch library",
                           cpu_build_fix(ctx, dist, component) if torch_device is None else f"Pin the {dist.name} build with torch's label (+{torch_label})."))
     if fails:
-        return Finding(cid, Status.FAIL, fails[0][0], tuple(f"also: {s}" for s, _ in fails[1:]) + ("judged by the pins' local labels (no files to read)",), fails[0][1])
+        return Finding(cid, Status.FAIL, fails[0][0], tuple(f"also: {s}" for s, _ in fails[1:]) + (how,), fails[0][1])
     if not judged:
-        return Finding(cid, Status.PASS, "no labelled extension pins to compare with torch's build (the installed files are judged by compat check --python ENV)")
-    return Finding(cid, Status.PASS, f"{', '.join(judged)}: the same build as torch {torch.raw_version} (by their labels)")
+        return Finding(cid, Status.PASS, f"no local label to compare with torch {torch.raw_version}'s build (an installed extension's files say more)", (how,))
+    return Finding(cid, Status.PASS, f"{', '.join(judged)}: the same build as torch {torch.raw_version} (by their labels)", (how,))
