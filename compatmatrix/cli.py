@@ -367,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "in its own format instead of the overlay: new entries are added, the rest of the file is kept as it is")
     update_cmd.add_argument("--package", action="append", metavar="NAME", help="only this package (repeatable): torch, ipex, torchvision, "
                             "torchaudio, transformers, accelerate")
+    update_cmd.add_argument("--health", action="store_true", help="write nothing; list what the registries make impossible or surprising for "
+                            "the matrix's packages and the runtime wheels (unsatisfiable dependencies, Requires-Python holes, yanks, builds "
+                            "that differ by host, what pip falls back to), each with its source (--json: matrix-health-v1.json)")
     _output_options(update_cmd, json_help="print the harvest as JSON (compatmatrix/schemas/matrix-update-v1.json)")
     update_cmd.set_defaults(build=_matrix_update_args_of)
     verify_cmd = matrix_actions.add_parser(
@@ -768,7 +771,7 @@ def _matrix_args_of(ns: argparse.Namespace) -> MatrixArgs:
 def _matrix_update_args_of(ns: argparse.Namespace):
     from .options import MatrixUpdateArgs
 
-    return MatrixUpdateArgs(_output(ns), tuple(ns.index), ns.write, tuple(ns.package or ()))
+    return MatrixUpdateArgs(_output(ns), tuple(ns.index), ns.write, tuple(ns.package or ()), bool(ns.health))
 
 
 def _matrix_verify_args_of(ns: argparse.Namespace):
@@ -1077,6 +1080,10 @@ def cmd_matrix_update(args) -> int:
     from .matrix.load import load_matrix
 
     progress = terminal_progress()
+    if args.health:
+        if args.write is not None:
+            raise UsageError("--health writes nothing: it goes without --write.", "Drop --write, or run compat matrix update --write FILE on its own.")
+        return _matrix_health(load_matrix(args.output.matrix), args, packages, progress)
     try:
         result = update(load_matrix(args.output.matrix), args.indexes, args.write, packages, progress)
     finally:
@@ -1093,6 +1100,30 @@ def cmd_matrix_update(args) -> int:
 
         # one fact a line: a yank reason's line break (a registry's text) is shown as \n, never starts a line of its own
         sys.stdout.write("".join(visible_line(redact_text(line)) + "\n" for line in update_lines(result)))
+    return EXIT_OK
+
+
+def _matrix_health(matrix, args, packages, progress) -> int:
+    """compat matrix update --health: the registries read, nothing written; exit 0 (the findings are facts of the
+    registries, not problems of this machine)."""
+    from .matrix.health import health_json, health_lines
+    from .matrix.health_read import read_health
+
+    try:
+        report = read_health(matrix, args.indexes, packages, progress)
+    finally:
+        if progress is not None:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+    if args.output.json:
+        from .console import dump_json
+
+        print(dump_json(health_json(report)))
+    else:
+        from .console import visible_line
+        from .redact import redact_text
+
+        sys.stdout.write("".join(visible_line(redact_text(line)) + "\n" for line in health_lines(report)))
     return EXIT_OK
 
 

@@ -91,6 +91,7 @@ class MatrixUpdateArgs(Record):
     indexes: tuple[str, ...]
     write: Optional[str]
     packages: tuple[str, ...]
+    health: bool = False  # --health: report what the registries make impossible or surprising (nothing is written)
 
 
 class LiveArgs(Record):

@@ -164,8 +164,21 @@ def plan_for(matrix: Matrix, wanted: Wanted, sources: Sources, python: PythonTar
     if asked.files is not None and asked.files.passthrough:
         import dataclasses
 
+        refuse_unsatisfiable_runtime(matrix, asked.files)
         plan = dataclasses.replace(plan, passthrough=passed_on(asked.files), withheld=asked.files.withheld)
     return Planned(matrix, outcome, plan, asked)
+
+
+def refuse_unsatisfiable_runtime(matrix: Matrix, files: FileRequest) -> None:
+    """A pin of a runtime wheel whose declared dependencies no index has is never planned: pip would fail on it
+    (matrix/runtime.py), after compat had taken its snapshot. Refused, naming the newest release that installs."""
+    from .inputs.request import runtime_sentences
+    from .matrix.runtime import install_words
+
+    refused, _ = runtime_sentences(matrix, files.passthrough)
+    if refused:
+        said, name = refused[0]
+        raise UsageError(said + ".", f"Pin {install_words(matrix, name)} in its place (the newest release whose dependencies an index has).")
 
 
 def passed_on(files: FileRequest) -> tuple[str, ...]:

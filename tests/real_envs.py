@@ -119,6 +119,9 @@ def _real_env(name: str, python: str) -> Path:
 OVERLAYS = {
     # the last transformers whose Trainer applies IPEX itself (--use_ipex), with the tokenizers it requires
     "transformers-4.52.4": ["transformers==4.52.4", "tokenizers>=0.21,<0.22"],
+    # PyPI's torchaudio 2.11.1 (py3-none, declares torch>=2.11): a CUDA build (its _torchaudio.so links libc10_cuda.so),
+    # put over the cached CPU torch 2.13.0+cpu of torch213-stock: the build mismatch packages.extension-build reads
+    "torchaudio-2.11.1": ["torchaudio==2.11.1"],
 }
 
 

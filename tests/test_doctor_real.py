@@ -62,9 +62,37 @@ def test_real_clean_ipex_set(ipex280_torch280):
     assert checks["packages.cuda-build"]["status"] == "warn"
 
 
+def test_real_pypi_torchaudio_over_a_cpu_torch_fails_check_and_doctor(stock_torch213):
+    """PyPI's real torchaudio 2.11.1 (installed --no-deps into a cached overlay folder on PYTHONPATH, tests/real_envs.py)
+    over the cached torch 2.13.0+cpu: its _torchaudio.so links libc10_cuda.so, so `import torchaudio` fails; check
+    reads that from the file, doctor's import probe sees it happen. The same environment without it passes (below)."""
+    from .real_envs import real_overlay
+
+    overlay = real_overlay("torchaudio-2.11.1", stock_torch213)
+    env = dict(base_env(), PYTHONPATH=str(overlay))
+    for command, extra in (("check", ()), ("doctor", ("--only", "packages", "--only", "imports"))):
+        done = subprocess.run([sys.executable, "-m", "compatmatrix", command, "--json", "--python", str(stock_torch213), *extra],
+                              capture_output=True, text=True, timeout=600, check=False, env=env)
+        assert done.returncode == 1, done.stderr
+        checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+        finding = checks["packages.extension-build"]
+        assert finding["status"] == "fail"
+        assert finding["summary"].startswith("torchaudio 2.11.1 is a CUDA build (its _torchaudio.so links libc10_cuda.so), but torch 2.13.0+cpu is a CPU build")
+        assert f"{overlay}/torchaudio/lib/" in finding["evidence"][0] and "libtorch_cuda.so" in finding["evidence"][0]
+        assert "pip install torchaudio==2.11.1+cpu --index-url https://download.pytorch.org/whl/cpu" in finding["fix"]
+        if command == "doctor":
+            imported = checks["imports.torchaudio"]
+            assert imported["status"] == "fail" and "libc10_cuda.so" in imported["summary"]
+            assert "OSError: Could not load this library" in " ".join(imported["evidence"])
+            assert checks["imports.torch"]["status"] == "pass"
+        else:
+            assert not any(c.startswith("imports.") for c in checks)
+
+
 def test_real_stock_environment_is_clean(stock_torch213):
     code, checks = compat("doctor", stock_torch213, "--only", "packages", "--only", "imports")
     assert code == 0
     assert checks["packages.transformers-torch"]["status"] == "pass"
     assert checks["packages.eol"]["summary"] == "no end-of-life packages installed"
     assert checks["imports.ipex"]["status"] == "skip" and checks["imports.ccl"]["status"] == "skip"
+    assert checks["packages.extension-build"]["status"] == "skip" and checks["packages.cuda-build"]["summary"] == "torch 2.13.0+cpu is a CPU build"

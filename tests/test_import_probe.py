@@ -67,6 +67,22 @@ def test_one_child_imports_torch_once_then_ipex_then_the_bindings(tmp_path):
     assert len({pid for _, pid in seen}) == 1, seen  # one process
 
 
+def test_torchvision_and_torchaudio_are_imported_after_the_intel_parts_in_the_same_child(tmp_path):
+    """A FIXTURE torchaudio whose import fails as PyPI's CUDA build does next to a CPU torch (the OSError torch.ops.load_library
+    raises): imports.torchaudio fails with it and points to packages.extension-build; torchvision, before it, passes."""
+    env, log = logged_env(tmp_path)
+    env.dist("torchvision", "0.22.0")
+    env.module("torchvision/__init__.py", _logger(log, "torchvision") + "import torch\n__version__ = '0.22.0'\n")
+    env.dist("torchaudio", "2.7.0")
+    env.module("torchaudio/__init__.py", _logger(log, "torchaudio") + "import torch\nraise OSError('libc10_cuda.so: cannot open shared object file: No such file or directory')\n")
+    checks, _ = compat_json("doctor", env.python, "--only", "imports", code=1)
+    assert checks["imports.torchvision"]["summary"] == "torchvision 0.22.0 imports with torch 2.7.0"
+    assert checks["imports.torchaudio"]["status"] == "fail" and "libc10_cuda.so" in checks["imports.torchaudio"]["summary"]
+    assert "packages.extension-build" in checks["imports.torchaudio"]["fix"]
+    seen = imports_of(log)
+    assert [part for part, _ in seen] == ["torch", "ipex", "ccl", "torchvision", "torchaudio"] and len({pid for _, pid in seen}) == 1, seen
+
+
 def test_only_the_parts_whose_checks_run_are_imported(tmp_path):
     env, log = logged_env(tmp_path)
     checks, _ = compat_json("doctor", env.python, "--only", "imports.ccl", code=0)

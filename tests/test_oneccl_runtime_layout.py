@@ -215,6 +215,25 @@ def test_fixture_runtime_without_impi_rt_fails_libfabric_and_providers(tmp_path,
 
 
 @needs_gcc
+def test_fixture_impi_rt_2021_19_ships_no_libfabric_and_the_fix_names_2021_18_1(tmp_path, matrix):
+    """impi-rt 2021.19.0 (as read from its PyPI wheel 2026-12-07): no libfabric in the wheel, an activation script that names
+    none, `Requires-Dist: libfabric (>=2.6)`, which no index has. The finding says so; the fix names the newest release
+    that installs (data/matrix.toml [[runtime]]), not a bare `pip install impi-rt` (which would give 2021.18.1 silently)."""
+    if machine_libfabric():
+        pytest.skip(f"{machine_libfabric()}: the loader would find that one")
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    ccl = fixture_libccl(Path(env.root) / "lib")
+    fixture_bindings(env, ccl.parent)
+    env.dist("impi-rt", "2021.19.0")
+    ctx = context(env, matrix, tmp_path, machine_free=True)
+    found = libfabric(ctx)
+    assert found.status is Status.FAIL, found
+    assert found.evidence[0].startswith("impi-rt 2021.19.0 is installed; its wheel ships no libfabric and its activation script names none: "
+                                        "it declares libfabric>=2.6, which no configured index has")
+    assert found.fix.startswith("pip install impi-rt==2021.18.1 (its lib folder holds libfabric.so)")
+
+
+@needs_gcc
 def test_fixture_runtime_with_an_empty_provider_folder_fails(tmp_path, matrix):
     env = FixtureEnv(tmp_path / "env").torch("2.7.0")
     prefix = fixture_runtime(env, providers=False)

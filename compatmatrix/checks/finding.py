@@ -102,7 +102,7 @@ def check(id: str, description: str, static: bool = True) -> Callable[[CheckFn],
 
 
 def all_checks() -> list[Check]:
-    from . import imports, oneccl_env, packages, runtime  # noqa: F401  (registration)
+    from . import builds, imports, oneccl_env, packages, runtime  # noqa: F401  (registration)
 
     return list(REGISTRY.values())
 

@@ -115,12 +115,17 @@ def _ccl(module):
         registered = "ccl" in getattr(backend, "backend_list", []) or "ccl" in getattr(backend, "_plugins", {})
     return {"registered": registered, "cwd": getattr(bindings, "cwd", None), "torch": torch.__version__}
 
+def _companion(module):
+    import torch
+    companion = importlib.import_module(module)
+    return {"version": getattr(companion, "__version__", "?"), "torch": torch.__version__}
+
 _done = {}
 for _spec in _argv[2:]:
     _name, _module = _spec.split("=", 1)
     _mark(_name)
     _answer({"parts": _done, "started": _name})
-    _done[_name] = {"torch": _torch, "ipex": _ipex, "ccl": _ccl}[_name](_module)
+    _done[_name] = {"torch": _torch, "ipex": _ipex, "ccl": _ccl}.get(_name, _companion)(_module)
     _answer({"parts": _done, "started": None})
 """
 ANSWER_LIMIT = 1 << 20  # bytes; a real answer is under 1 kB
@@ -138,6 +143,7 @@ class Part(Record):
 
 
 TORCH = Part("torch", "torch")
+COMPANIONS = ("torchvision", "torchaudio")  # imported by name; their native extensions load with the import
 
 
 class ImportResult(Record):
@@ -335,6 +341,9 @@ def _parts(ctx: Context) -> list[Part]:
         parts.append(Part("ipex", ipex))
     if ccl and wanted("imports.ccl"):
         parts.append(Part("ccl", ccl))
+    for name in COMPANIONS:  # after the Intel parts: a companion that fails does not send them to children of their own
+        if ctx.snapshot.get(name) is not None and wanted(f"imports.{name}"):
+            parts.append(Part(name, name))
     return parts
 
 
@@ -406,3 +415,34 @@ def import_ccl(ctx: Context) -> Finding:
                        (f"torch.distributed.is_backend_available('ccl') is False after import {module}",),
                        "Reinstall the oneccl_bind_pt built for this torch (compat check shows it).")
     return finding
+
+
+def _import_companion(ctx: Context, name: str) -> Finding:
+    cid = f"imports.{name}"
+    if ctx.snapshot.get(name) is None:
+        return Finding(cid, Status.SKIP, f"{name} is not installed")
+    result = _imports(ctx, Part(name, name))
+    data = result.data or {}
+    finding = _finding(cid, result, f"{name} {data.get('version')} imports with torch {data.get('torch')}")
+    if finding.status is Status.FAIL:
+        import re
+
+        from ..environment.extensions import device_of
+
+        said = " ".join((finding.summary, *finding.evidence, result.stderr[-2000:]))
+        device = next((library for library in re.findall(r"lib[\w+-]+\.so[.0-9]*", said) if device_of(library.rstrip(".")) is not None), None)
+        if device is not None:  # a device build next to a torch without that device: the build is wrong, not the search path
+            return Finding(cid, finding.status, finding.summary, finding.evidence,
+                           f"{name} is a build for another device than the installed torch ({device.rstrip('.')}): compat check --only packages.extension-build "
+                           "names its file, the library and the build that fits.")
+    return finding
+
+
+@check("imports.torchvision", "torchvision imports (its native extension loads) in a child process", static=False)
+def import_torchvision(ctx: Context) -> Finding:
+    return _import_companion(ctx, "torchvision")
+
+
+@check("imports.torchaudio", "torchaudio imports (its native extension loads) in a child process", static=False)
+def import_torchaudio(ctx: Context) -> Finding:
+    return _import_companion(ctx, "torchaudio")

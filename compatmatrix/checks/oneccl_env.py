@@ -308,14 +308,36 @@ def setvars_result(ctx: Context) -> Optional[SetvarsResult]:
     return ctx.once("setvars", compute)
 
 
-SYSTEM_FIX = ("Install the oneCCL runtime the bindings were built against: pip install oneccl-cpu (the PyPI runtime, into this "
+SYSTEM_FIX = ("Install the oneCCL runtime the bindings were built against: pip install {runtime} (the PyPI runtime, into this "
               "environment's lib folder), or source <oneAPI>/setvars.sh (a oneAPI install), or export CCL_ROOT=<your oneCCL> "
               "(its lib/ holds {name}); then eval \"$(compat env{python})\".")
 
 
-def setvars_fix(path: Path, result: Optional[SetvarsResult] = None, python_arg: str = "") -> str:
+def runtime_install(matrix, name: str = "impi-rt") -> str:
+    """``impi-rt==2021.18.1``: the newest release of a runtime wheel whose declared dependencies an index has (matrix/runtime.py;
+    impi-rt 2021.19.0 ships no libfabric and declares libfabric>=2.6, which none has), or the bare name."""
+    from ..matrix.runtime import install_words
+
+    return install_words(matrix, name) if matrix is not None else name
+
+
+def _no_libfabric_note(ctx: Context) -> tuple[str, ...]:
+    """Why the installed impi-rt gives no libfabric, when it is a release whose wheel ships none (2021.19)."""
+    from ..environment.oneccl_layouts import LAYOUTS, NO_LIBFABRIC, installed_release
+
+    release = installed_release(ctx.snapshot.prefix) if ctx.snapshot.prefix else None
+    row = next((r for r in LAYOUTS if release is not None and r.applies_to(release)), None)
+    if row is None or row.libfabric != NO_LIBFABRIC:
+        return ()
+    entry = next((r for r in ctx.matrix.runtime if r.distribution == "impi-rt" and r.version == release), None)
+    declared = f": it declares {', '.join(entry.requires)}, which no configured index has" if entry is not None and entry.requires else ""
+    return (f"impi-rt {release} is installed; its wheel ships no libfabric and its activation script names none{declared} ({row.source})",)
+
+
+def setvars_fix(path: Path, result: Optional[SetvarsResult] = None, python_arg: str = "", matrix=None) -> str:
     if result is not None and result.system is not None and not result.system.found:
-        return SYSTEM_FIX.format(name=result.system.name, python=python_arg)
+        runtime = f"{runtime_install(matrix, 'oneccl-cpu')} {runtime_install(matrix, 'impi-rt')}" if matrix is not None and matrix.runtime else "oneccl-cpu"
+        return SYSTEM_FIX.format(name=result.system.name, python=python_arg, runtime=runtime)
     if not path.is_file():
         return "Reinstall oneccl_bind_pt: its env/setvars.sh is part of the wheel."
     return f"Run bash -x {path} to see where it stops; if the script is damaged, reinstall oneccl_bind_pt (env/setvars.sh is part of the wheel)."
@@ -372,7 +394,7 @@ def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -
     located = system.located
     if located is None:
         return Finding(cid, Status.FAIL, f"the bindings carry no env/setvars.sh (built against a system oneCCL) and no {system.name} they load is found",
-                       tuple(evidence + [f"looked in: {place}" for place in shown]), setvars_fix(result.path, result, _python_arg(ctx)))
+                       tuple(evidence + [f"looked in: {place}" for place in shown]), setvars_fix(result.path, result, _python_arg(ctx), ctx.matrix))
     evidence.append(f"found: {located.path} ({located.how})")
     if system.root:
         evidence.append(f"oneCCL root: {system.root}" + (f", with {system.script}" if system.script is not None else ""))
@@ -410,14 +432,14 @@ def fi_provider(ctx: Context) -> Finding:
         if result.system is not None:
             return Finding(cid, Status.FAIL, "no libfabric provider folder found for the system oneCCL and FI_PROVIDER_PATH is not set: libfabric has "
                            "no default folder, so oneCCL's transport finds no provider (\"fi_getinfo error: ret -61\")", (),
-                           f"pip install impi-rt (its lib/libfabric/prov holds the providers), then {_fix(ctx, result.path)}")
+                           f"pip install {runtime_install(ctx.matrix)} (its lib folder holds the providers), then {_fix(ctx, result.path)}")
         bundled = sorted(str(p) for p in find_bindings_dir(ctx).glob("**/libfabric/lib/prov") if p.is_dir())
         if bundled:
             return Finding(cid, Status.WARN, "setvars.sh does not set FI_PROVIDER_PATH: libfabric has no default folder, so oneCCL's OFI transport "
                            "finds no provider (\"fi_getinfo error: ret -61\")", (f"the bindings' providers: {bundled[0]}",),
                            f'eval "$(compat env{_python_arg(ctx)} --launcher torchrun)"   (it sets FI_PROVIDER_PATH={bundled[0]})')
         return Finding(cid, Status.FAIL, "setvars.sh does not set FI_PROVIDER_PATH and the bindings hold no libfabric provider folder", (),
-                       "Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers), or pip install impi-rt.")
+                       f"Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers), or pip install {runtime_install(ctx.matrix)}.")
     holding: list[str] = []
     empty: list[str] = []
     for entry in _entries(value):
@@ -425,9 +447,9 @@ def fi_provider(ctx: Context) -> Finding:
         providers = sorted(p.name for p in directory.glob("lib*-fi.so")) if directory.is_dir() else []
         (holding if providers else empty).append(f"{entry}: {', '.join(providers) if providers else 'no providers' if directory.is_dir() else 'does not exist'}")
     if not holding:
-        where = ("pip install impi-rt (its lib folder holds the providers)" if result.system is not None
+        where = (f"pip install {runtime_install(ctx.matrix)} (its lib folder holds the providers)" if result.system is not None
                  else "Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers)")
-        return Finding(cid, Status.FAIL, "no FI_PROVIDER_PATH entry holds a libfabric provider", tuple(empty), f"{where}, then {_fix(ctx, result.path)}")
+        return Finding(cid, Status.FAIL, "no FI_PROVIDER_PATH entry holds a libfabric provider", tuple(empty) + _no_libfabric_note(ctx), f"{where}, then {_fix(ctx, result.path)}")
     return Finding(cid, Status.PASS, f"{len(holding)} FI_PROVIDER_PATH entr{'y holds' if len(holding) == 1 else 'ies hold'} providers", tuple(holding + empty))
 
 
@@ -454,10 +476,10 @@ def libfabric(ctx: Context) -> Finding:
     search = library_search(ctx).with_ld_library_path(_entries(result.after.get("LD_LIBRARY_PATH", "")))
     located, looked = search.find(LIBFABRIC, None, loader_only=True)
     if located is None:
-        shown = tuple(f"looked in: {place}" for place in looked[:LOOKED_SHOWN])
+        shown = _no_libfabric_note(ctx) + tuple(f"looked in: {place}" for place in looked[:LOOKED_SHOWN])
         return Finding(cid, Status.FAIL, f"the loader finds no {LIBFABRIC} in the oneCCL environment: oneCCL's transport cannot start "
                        f"(\"could not open the library: {LIBFABRIC}\")", shown,
-                       f"pip install impi-rt (its lib/libfabric holds {LIBFABRIC}), then {_fix(ctx, result.path)}")
+                       f"pip install {runtime_install(ctx.matrix)} (its lib folder holds {LIBFABRIC}), then {_fix(ctx, result.path)}")
     layout = result.system.layout if result.system is not None else None
     evidence = (f"the PyPI runtime's libfabric folder, as {layout.source} sets it: {layout.libfabric}",) if layout is not None else ()
     return Finding(cid, Status.PASS, f"{LIBFABRIC} is found at {located.path} ({located.how})", evidence)

@@ -387,25 +387,49 @@ def ccl_trainer(ctx: Context) -> Finding:
                    f"pip install 'transformers{ccl_range}' 'accelerate<1.13', or train with --ddp_backend gloo (compat resolve --profile stock)")
 
 
-@check("packages.cuda-build", "no CUDA build of torch next to the Intel CPU packages")
+@check("packages.cuda-build", "torch is not a CUDA build on a CPU stack (its size in nvidia-* wheels, the +cpu fix)")
 def cuda_build(ctx: Context) -> Finding:
+    """WARN a CUDA torch (label cu*, nvidia-* packages, or a libtorch_cuda.so in its lib folder): compat's stacks
+    (stock, ddp-ccl, ipex, ccl) run on CPU nodes, where the CUDA libraries are gigabytes that nothing loads. In an
+    environment the nvidia-* packages' size is read from their RECORD files; from pins (compat check -r) it is unknown."""
     cid = "packages.cuda-build"
     dist = torch_dist(ctx)
     if dist is None:
         return Finding(cid, Status.SKIP, "torch is not installed")
     version = dist.version
+    pinned = not ctx.snapshot.purelib  # compat check -r: pins, no files
     nvidia = [d for d in ctx.snapshot.distributions if d.canonical.startswith("nvidia-")]
     cuda_label = version is not None and version.local is not None and version.local.startswith("cu")
+    cuda_lib = False
+    if not pinned and not (cuda_label or nvidia) and not (version is not None and version.local == "cpu"):  # +cpu: its label says it
+        from ..environment.extensions import torch_build
+
+        build = torch_build(dist.site)
+        cuda_lib = build is not None and "cuda" in build.devices
     intel = ctx.snapshot.get(*IPEX_NAMES) or ctx.snapshot.get(*CCL_NAMES)
-    if not (cuda_label or nvidia):
+    if not (cuda_label or nvidia or cuda_lib):
         return Finding(cid, Status.PASS, f"torch {dist.raw_version} is a CPU build" if version and version.local == "cpu" else f"torch {dist.raw_version} brings no CUDA packages")
-    evidence = tuple([f"torch {dist.raw_version}"] + [f"{d.name} {d.raw_version}" for d in nvidia[:5]] + ([f"... {len(nvidia) - 5} more nvidia-* packages"] if len(nvidia) > 5 else []))
+    cpu_host = ctx.matrix.hosts.get("pytorch-cpu")
+    index = f" --index-url {cpu_host.url}" if cpu_host is not None else ""
+    public = dist.public_version or dist.raw_version
+    next_to = f" next to {intel.name}" if intel is not None else ""
+    if pinned:
+        return Finding(cid, Status.WARN, f"torch {dist.raw_version} is a CUDA build{next_to}: pip installs it with the nvidia-* CUDA wheels "
+                       "(gigabytes) that a CPU node does not use",
+                       (f"torch {dist.raw_version} pinned in {dist.site}", "the size is that of the nvidia-* wheels pip resolves for it (not read from a file)"),
+                       f"Pin torch=={public}+cpu and install it from the CPU index: pip install torch=={public}+cpu{index} "
+                       "(compat install and compat export requirements do this).")
+    from ..environment.extensions import distribution_bytes
+
+    sizes = [distribution_bytes(d.path) for d in nvidia]
+    known = [s for s in sizes if s is not None]
+    size = f"{sum(known) / 1e9:.1f} GB in {len(known)} nvidia-* package(s)" if known else ("nvidia-* packages of unread size" if nvidia else "torch's own CUDA libraries")
+    evidence = tuple([f"torch {dist.raw_version}"] + [f"{d.name} {d.raw_version}" + (f" ({s / 1e6:.0f} MB)" if s is not None else "") for d, s in list(zip(nvidia, sizes))[:5]]
+                     + ([f"... {len(nvidia) - 5} more nvidia-* packages"] if len(nvidia) > 5 else []) + (["sizes: the size column of each package's RECORD"] if known else []))
     py = ctx.snapshot.executable
-    fix = (f"compat install --yes --python {py} torch=={dist.public_version} (takes the +cpu build), then "
-           f"{py} -m pip uninstall -y " + " ".join(d.name for d in nvidia))
-    if intel is None:
-        return Finding(cid, Status.PASS, f"torch {dist.raw_version} is a CUDA build (no Intel CPU packages installed)", evidence)
-    return Finding(cid, Status.WARN, f"torch {dist.raw_version} is a CUDA build next to {intel.name}: several GB of CUDA libraries a CPU node does not use", evidence, fix)
+    fix = (f"compat install --yes --python {py} torch=={public} (takes the +cpu build{', from ' + cpu_host.url if cpu_host is not None else ''})"
+           + (f", then {py} -m pip uninstall -y " + " ".join(d.name for d in nvidia) if nvidia else ""))
+    return Finding(cid, Status.WARN, f"torch {dist.raw_version} is a CUDA build{next_to}: {size} that a CPU node does not use", evidence, fix)
 
 
 STACK = ("torch", "intel-extension-for-pytorch", "torch-ipex", "oneccl-bind-pt", "torch-ccl", "transformers", "accelerate", "torchvision", "torchaudio")

@@ -66,7 +66,13 @@ LAYOUTS: tuple[RuntimeLayout, ...] = (
                   f"impi_rt-2021.14.1-py2.py3-none-manylinux_2_28_x86_64.whl: {ACTIVATION}"),
     RuntimeLayout(DISTRIBUTION, "2021.18.1", "lib", "lib", ".",
                   f"impi_rt-2021.18.1-py2.py3-none-manylinux_2_28_x86_64.whl (as pip installed it): {ACTIVATION}"),
+    # 2021.19: the script sets I_MPI_ROOT only ("Do not set LD_LIBRARY_PATH/LIBRARY_PATH in Conda activation scripts"), and
+    # the wheel holds no libfabric: it declares `Requires-Dist: libfabric (>=2.6)`, a distribution no index has (read
+    # 2026-12-07; data/matrix.toml [[runtime]] impi-rt 2021.19.0). No folders: "" (NO_LIBFABRIC).
+    RuntimeLayout(DISTRIBUTION, "2021.19.0", "", "", ".",
+                  f"impi_rt-2021.19.0-py2.py3-none-manylinux_2_28_x86_64.whl: {ACTIVATION}, impi_rt-2021.19.0.dist-info/METADATA"),
 )
+NO_LIBFABRIC = ""  # a row's libfabric for a release whose wheel ships none
 
 _ROOT = r'\$\{(?:I_MPI_ROOT|CONDA_PREFIX)\}'
 _LD = re.compile(r'export\s+LD_LIBRARY_PATH="' + _ROOT + r'(/[^:"$]*)?[:"]')
@@ -108,6 +114,8 @@ def runtime_layout(prefix: str) -> Optional[ResolvedLayout]:
     if release is None:
         return None
     row = next((r for r in LAYOUTS if r.applies_to(release)), None)
+    if row is not None and row.libfabric == NO_LIBFABRIC:
+        return None  # the wheel ships no libfabric (and its script names none): nothing to find
     if row is not None:
         resolved = row.resolved(prefix)
         if os.path.isfile(os.path.join(resolved.libfabric, LIBFABRIC)):

@@ -38,7 +38,10 @@ def file_findings(paths: Sequence[str], files: FileRequest, findings: Sequence[F
     if not torch_pinned:
         problems.append("torch is not pinned in the files: the pairings with torch cannot be checked (compat resolve -r FILE names the torch they need)")
     evidence = tuple(files.notes) + tuple(f"passed through (not modelled): {line}" for line in files.shown_passthrough)
-    if problems:
+    if files.refusals:  # pip install -r fails on such a pin: the file is broken, not incomplete
+        head = Finding("input.files", Status.FAIL, files.refusals[0], tuple(problems[len(files.refusals):]) + files.refusals[1:] + evidence,
+                       "Pin the newest release that installs, as named, in its place.")
+    elif problems:
         head = Finding("input.files", Status.WARN, problems[0], tuple(problems[1:]) + evidence, FIX)
     else:
         head = Finding("input.files", Status.PASS, f"read {', '.join(paths)}: {len(files.pinned)} exact pins", evidence)

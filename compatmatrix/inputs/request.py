@@ -33,11 +33,12 @@ class FileRequest:
     index_warnings: tuple[str, ...] = ()  # a file's index that cannot serve a pin; names exposed to shadowing
     pinned: Mapping[str, str] = field(default_factory=dict)  # name as written -> exact version (label kept), every pinned line
     input_warnings: tuple[str, ...] = ()  # markers the target does not decide, options pip ignores (InputSet.warnings)
+    refusals: tuple[str, ...] = ()  # pins pip cannot install: a runtime wheel whose dependencies no index has (matrix/runtime.py)
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """Everything to warn about, in reading order: the lines themselves, then the index lines."""
-        return self.input_warnings + self.index_warnings
+        """Everything to warn about, in reading order: what pip cannot install, the lines themselves, then the index lines."""
+        return self.refusals + self.input_warnings + self.index_warnings
 
     @property
     def passthrough_lines(self) -> tuple[str, ...]:
@@ -91,8 +92,38 @@ def file_request(matrix: Matrix, inputs: InputSet) -> FileRequest:
         requirements.append(f"{item.name}{item.specifier}")
     indexes = index_findings(matrix, inputs.indexes, inputs.requirements)
     notes += indexes.notes
+    refused, fallbacks = runtime_sentences(matrix, passthrough)
+    notes += fallbacks
     pinned = dict(pinned_by_project.values())
-    return FileRequest(tuple(dict.fromkeys(requirements)), {component: all_of(sets) for component, sets in constraints.items()}, tuple(passthrough), tuple(notes), indexes.warnings, pinned, inputs.warnings)
+    return FileRequest(tuple(dict.fromkeys(requirements)), {component: all_of(sets) for component, sets in constraints.items()}, tuple(passthrough), tuple(notes),
+                       indexes.warnings, pinned, inputs.warnings, tuple(said for said, _ in refused))
+
+
+def runtime_sentences(matrix: Matrix, passthrough: Sequence[InputRequirement]) -> tuple[list[tuple[str, str]], list[str]]:
+    """([(refusal, its distribution)], fall-backs) for the pass-through requirements on runtime wheels (matrix/runtime.py): a pin of a release
+    whose dependencies no index has (pip fails), an open requirement pip quietly answers with an older release."""
+    if not matrix.runtime:
+        return [], []
+    from packaging.requirements import Requirement
+
+    from ..matrix.runtime import choice_sentence, pip_choice, runtime_names
+
+    names = runtime_names(matrix)
+    refused: list[tuple[str, str]] = []
+    fallbacks: list[str] = []
+    for item in passthrough:
+        if item.url or canonical_name(item.name) not in names:
+            continue
+        choice = pip_choice(matrix, Requirement(f"{item.name}{item.specifier}"))
+        said = choice_sentence(matrix, choice) if choice is not None else None
+        if choice is None or said is None:
+            continue
+        said = conceal_variables(f"{item.origin}: {said}", item.variables)
+        if choice.refused:
+            refused.append((said, canonical_name(item.name)))
+        else:
+            fallbacks.append(said)
+    return refused, fallbacks
 
 
 def check_pins(requirements: Iterable[InputRequirement]) -> None:

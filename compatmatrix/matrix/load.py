@@ -17,7 +17,7 @@ import re
 import reprlib
 import stat
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -25,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import cachefiles
 from ..errors import MatrixError, shown
+from ..names import canonical_name
 from ..record import replace
 from . import cache
 from .model import (
@@ -48,7 +49,9 @@ from .model import (
     Profile,
     Provenance,
     Release,
+    RuntimeRelease,
     TorchRelease,
+    Unavailable,
     WheelSet,
 )
 
@@ -59,7 +62,7 @@ SUPPORTED_SCHEMA = 1
 _MISSING = object()
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 _HOST_STYLES = ("index", "find-links")
-_TOP_LEVEL = {"schema_version", "registry_checked", "policy", "profiles", "hosts", "feature", "eol", "known_bad", "device_build", *(c.table for c in COMPONENT_ORDER)}
+_TOP_LEVEL = {"schema_version", "registry_checked", "policy", "profiles", "hosts", "feature", "eol", "known_bad", "device_build", "runtime", "unavailable", *(c.table for c in COMPONENT_ORDER)}
 _GLIBC_RE = re.compile(r"^2\.\d{1,2}$")
 _LABEL_RE = re.compile(r"^\+[a-z0-9]+(?:[._-][a-z0-9]+)*$")
 _DEVICES = ("XPU", "GPU")
@@ -429,6 +432,8 @@ def _build(document: Any, path: str) -> Matrix:
         entry.done()
     known_bad = [_known_bad(entry, releases) for entry in root.tables("known_bad", _describe_known_bad)]
     device_builds = [_device_build(entry, releases) for entry in root.tables("device_build", _describe("device_build", "package"))]
+    runtime = [_runtime(entry) for entry in root.tables("runtime", _describe("runtime", "distribution"))]
+    unavailable = [_unavailable(entry, hosts) for entry in root.tables("unavailable", _describe("unavailable", "project"))]
     root.done()
     releases = _with_known_bad(releases, known_bad)
 
@@ -454,7 +459,45 @@ def _build(document: Any, path: str) -> Matrix:
         source_path=path,
         known_bad=tuple(known_bad),
         device_builds=tuple(device_builds),
+        runtime=tuple(sorted(runtime, key=lambda r: (r.distribution, r.version), reverse=True)),
+        unavailable=tuple(unavailable),
     )
+
+
+def _runtime(entry: _Entry) -> RuntimeRelease:
+    """A [[runtime]] entry: a runtime wheel's release, its declared dependencies (each a PEP 508 requirement) and folders."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    name = canonical_name(entry.text("distribution"))
+    requires = entry.str_list("requires", [])
+    for text in requires:
+        try:
+            Requirement(text)
+        except InvalidRequirement:
+            raise entry.error("requires", f"{_show(text)} is not a PEP 508 requirement") from None
+    released = entry.text("released")
+    if not re.match(r"^\d{4}-\d{2}-\d{2}$", released):
+        raise entry.error("released", f"{_show(released)} is not a date like 2026-10-16")
+    folders = {key: entry.text(key, "") for key in ("libfabric", "providers", "mpi_root")}
+    for key, folder in folders.items():
+        if folder.startswith("/") or folder == ".." or folder.startswith("../"):
+            raise entry.error(key, f"{_show(folder)} is not a folder inside the environment (relative to its prefix)")
+    release = RuntimeRelease(name, entry.version("version"), requires, released, entry.provenance(), **folders)
+    entry.done()
+    return release
+
+
+def _unavailable(entry: _Entry, hosts: Mapping[str, Any]) -> Unavailable:
+    asked = entry.str_list("hosts")
+    for host in asked:
+        if host not in hosts:
+            raise entry.error("hosts", f"{_show(host)} is not a host under [hosts]")
+    checked = entry.text("checked")
+    if not re.match(r"^\d{4}-\d{2}-\d{2}$", checked):
+        raise entry.error("checked", f"{_show(checked)} is not a date like 2026-12-07")
+    item = Unavailable(canonical_name(entry.text("project")), asked, checked, entry.provenance())
+    entry.done()
+    return item
 
 
 # --- one parser per kind of [[table]] entry: (entry, hosts, torch versions, table name) -> release ---------------

@@ -260,6 +260,30 @@ class DeviceBuildEntry(Record):
     provenance: Provenance
 
 
+class RuntimeRelease(Record):
+    """A release of a runtime wheel compat does not resolve but passes on (``[[runtime]]``: oneccl-cpu, impi-rt): its
+    METADATA's Requires-Dist as written, and (impi-rt) the folders its activation script names, relative to the
+    environment's prefix ("" where the script names none: impi-rt 2021.19.0 ships no libfabric)."""
+
+    distribution: str  # canonical name
+    version: Version
+    requires: tuple[str, ...]  # PEP 508 strings, as the METADATA declares them
+    released: str  # upload date on PyPI (YYYY-MM-DD)
+    provenance: Provenance
+    libfabric: str = ""
+    providers: str = ""
+    mpi_root: str = ""
+
+
+class Unavailable(Record):
+    """A project no configured index serves (``[[unavailable]]``): a dependency on it cannot be satisfied."""
+
+    project: str  # canonical name
+    hosts: tuple[str, ...]  # the matrix hosts asked (dependencies come from PyPI or its mirror)
+    checked: str  # when (YYYY-MM-DD)
+    provenance: Provenance
+
+
 class Yank(Record):
     """A release withdrawn from its index: on ``host`` (None: the package index of a pure-Python line, PyPI)."""
 
@@ -618,6 +642,8 @@ class Matrix(Record):
     source_path: str = ""  # not compared: the same matrix read from another path is equal
     known_bad: tuple[KnownBad, ...] = ()  # also on the releases they name (release.known_bad)
     device_builds: tuple[DeviceBuildEntry, ...] = ()
+    runtime: tuple[RuntimeRelease, ...] = ()  # newest first per distribution ([[runtime]])
+    unavailable: tuple[Unavailable, ...] = ()  # [[unavailable]]
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{len(self.releases[c])} {c.label}" for c in COMPONENT_ORDER)

@@ -35,6 +35,7 @@ SCHEMAS: Mapping[str, str] = {
     "matrix": "matrix-v1.json",
     "matrix verify": "matrix-verify-v1.json",
     "matrix update": "matrix-update-v1.json",
+    "matrix update --health": "matrix-health-v1.json",  # an option's own document: "<command> --<option>"
     "doctor": "findings-v1.json",
     "check": "findings-v1.json",
     "install": "install-v1.json",
