@@ -838,12 +838,31 @@ def _report(path: Optional[str], fabric: bool) -> Optional[str]:
     folder = os.path.dirname(os.path.abspath(path))
     if not path or not os.path.isdir(folder) or os.path.isdir(path):
         raise UsageError(f"--report {visible(path[:200])} is not a file in an existing folder.", "Pass a file name such as --report fabric.html.")
+    _probe_folder(folder, path)
     from importlib.util import find_spec
 
     if find_spec("matplotlib") is None:
         raise UsageError("--report draws its charts with matplotlib, which is not installed in compat's environment.",
                          "Install it (pip install 'compatmatrix[report]', or pip install matplotlib), then run again.")
     return path
+
+
+def _probe_folder(folder: str, path: str) -> None:
+    """The report's folder takes a file (created, written, removed: what _write_report does at the end), before any rank
+    starts: a folder that cannot be written would otherwise fail after the whole run, with its findings lost."""
+    import tempfile
+
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".compat-report-probe-", suffix=".html", dir=folder)
+        try:
+            os.write(handle, b"<!-- compat probe -->")
+        finally:
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"--report {visible(path[:200])} cannot be written: its folder {visible(folder[:200])} refuses a new file "
+                         f"({exc.strerror or exc.__class__.__name__}).",
+                         "Pass --report a file in a folder you can write to (e.g. --report ./fabric.html), then run again.") from None
 
 
 PAIR_DEADLINE_S = 30.0  # --pair-deadline's default: a pair test takes ~0.3 s on a healthy link, ~1 s through 10 Mbit/s

@@ -224,6 +224,7 @@ def test_report_without_matplotlib_is_one_sentence_and_the_fix(capsys, tmp_path,
     (["--live", "--report", "r.html"], "--report draws the --fabric measurements"),
     (["--report", "r.html"], "--report draws what compat doctor --live --fabric measures"),
     (["--live", "--fabric", "--report", "/nonexistent-folder/r.html"], "is not a file in an existing folder"),
+    (["--live", "--fabric", "--report", "/proc/compat-report.html"], "cannot be written: its folder /proc refuses a new file ("),  # even for root
 ])
 def test_report_flags_are_usage_errors_before_anything_runs(capsys, args, message):
     from compatmatrix.cli import main
@@ -231,6 +232,33 @@ def test_report_flags_are_usage_errors_before_anything_runs(capsys, args, messag
     assert main(["doctor", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_an_unwritable_report_folder_is_refused_before_any_rank_starts(capsys, tmp_path, monkeypatch):
+    """--report into a folder that cannot be written failed only after the whole fabric run (its JSON and findings lost):
+    the folder is probed (a file created, written, removed) before anything runs, exit 2, and nothing is left in it."""
+    import os
+
+    from compatmatrix import cli
+    from compatmatrix.live import service
+
+    started = []
+    monkeypatch.setattr(service, "run_live", lambda *a, **k: started.append(a))  # FIXTURE: a run that must not start
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if os.geteuid() == 0:  # root writes through a mode: a folder that refuses files for root too is /proc's kind
+        target = "/proc/fabric.html"
+    else:
+        folder.chmod(0o555)
+        target = str(folder / "fabric.html")
+    assert cli.main(["doctor", "--live", "--fabric", "--report", target]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be written" in err and "refuses a new file" in err and "Pass --report a file in a folder you can write to" in err
+    assert "Traceback" not in err and started == []
+    folder.chmod(0o755)
+    assert list(folder.iterdir()) == []
+    assert cli.main(["doctor", "--live", "--fabric", "--report", str(folder / "r.html"), "--pair-deadline", "9999"]) == 2  # a writable one passes the probe
+    assert list(folder.iterdir()) == [] and "cannot be written" not in capsys.readouterr().err
 
 
 @pytest.mark.integration
