@@ -22,8 +22,12 @@ def test_parse_sizes_rejects(text):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--fabric"], "--fabric, --sizes, --pairs and --pair-deadline measure the ranks"),
-    (["--pair-deadline", "5"], "--fabric, --sizes, --pairs and --pair-deadline measure the ranks"),
+    (["--fabric"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
+    (["--pair-deadline", "5"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
+    (["--fabric-deadline", "5"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
+    (["--live", "--fabric-deadline", "5"], "--fabric-deadline bounds the --fabric measurements"),
+    (["--live", "--fabric", "--fabric-deadline", "3601"], "--fabric-deadline 3601 is more than an hour"),
+    (["--live", "--fabric", "--fabric-deadline", "280"], "--fabric-deadline 280 does not fit in --live-timeout 300"),
     (["--live", "--pair-deadline", "5"], "--pair-deadline bounds each pair of hosts of the --fabric test"),
     (["--live", "--fabric", "--pair-deadline", "3601"], "--pair-deadline 3601 is more than an hour"),
     (["--live", "--fabric", "--pair-deadline", "60"], "--pair-deadline 60 does not fit in the ranks' own timeout of 60 s"),
@@ -105,6 +109,17 @@ def test_fabric_gets_a_longer_default_deadline(args, timeout):
     parser = build_parser()
     ns = parser.parse_args(["doctor", "--live", *args])
     assert ns.build(ns).live.timeout == timeout
+
+
+@pytest.mark.parametrize("args,deadline", [(["--fabric"], 75.0), (["--fabric", "--live-timeout", "50"], 20.0), (["--fabric", "--fabric-deadline", "40"], 40.0),
+                                           (["--fabric", "--live-timeout", "20"], 5.0), ([], 0.0)])
+def test_the_fabric_deadline_defaults_to_four_hosts_in_two_minutes_and_fits_the_live_timeout(args, deadline):
+    from compatmatrix.cli import build_parser, fabric_deadline_for
+
+    parser = build_parser()
+    ns = parser.parse_args(["doctor", "--live", *args])
+    live = ns.build(ns).live
+    assert (fabric_deadline_for(live.fabric_deadline, live.timeout) if live.fabric else 0.0) == deadline
 
 
 def _link(a, b, rate):

@@ -79,6 +79,7 @@ class LiveOptions:
     pairs: str = "all"  # --pairs: all | ring | sample:K (live/fabric.parse_pair_mode), for runs across hosts
     pair_deadline: float = 30.0  # --pair-deadline: seconds each pair may take before it is named as not answering
     fabric_sizes: tuple[int, ...] = ()  # bytes; () = 1 KiB up by powers of 4 to FABRIC_MAX_BYTES, bounded by memory on every host
+    fabric_deadline: float = 0.0  # --fabric-deadline: seconds the pairs and the sweep may take in all (0: no bound)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,8 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
         args.append("--ipex")
     if options.fabric:
         args += ["--fabric", "--fabric-max", str(FABRIC_MAX_BYTES)]
+        if options.fabric_deadline:
+            args += ["--fabric-deadline", f"{options.fabric_deadline:g}"]
         if options.fabric_sizes:
             args += ["--fabric-sizes", ",".join(str(s) for s in options.fabric_sizes)]
         if _host_count(options) > 1:
@@ -182,9 +185,17 @@ def write_pair_plan(run_dir: Path, options: LiveOptions) -> None:
     """The rounds of host pairs the ranks measure (--fabric across hosts); the same on every node (a fixed seed)."""
     from .fabric import parse_pair_mode, schedule
 
+    from .fabric import PAIRS_SHARE, pair_deadline_under
+
     hosts = _host_count(options)
     mode = parse_pair_mode(options.pairs)
-    plan = {"hosts": hosts, "mode": options.pairs, "deadline": options.pair_deadline, "rounds": [[list(pair) for pair in pairs] for pairs in schedule(hosts, mode, seed=0)]}
+    rounds = [[list(pair) for pair in pairs] for pairs in schedule(hosts, mode, seed=0)]
+    plan: dict[str, Any] = {"hosts": hosts, "mode": options.pairs, "deadline": options.pair_deadline, "rounds": rounds}
+    if options.fabric_deadline:  # the pairs get at most PAIRS_SHARE of the deadline: each pair's own deadline lowered to fit
+        plan["deadline"] = pair_deadline_under(options.fabric_deadline, len(rounds), options.pair_deadline)
+        plan["budget"] = PAIRS_SHARE * options.fabric_deadline
+        if plan["deadline"] < options.pair_deadline:
+            plan["asked_deadline"] = options.pair_deadline
     (run_dir / "fabric-pairs.json").write_text(json.dumps(plan))
 
 
@@ -213,6 +224,8 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     run_dir = Path(tempfile.mkdtemp(prefix="compat-live-", dir=options.run_dir))
     try:
         shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
+        if options.fabric:  # the deadline's pure planning (live/fabric.py), imported by the worker under a name of its own
+            shutil.copyfile(WORKER.with_name("fabric.py"), run_dir / "compat_fabric_plan.py")
         if options.fabric and _across_hosts(options):
             write_pair_plan(run_dir, options)
         try:
