@@ -530,6 +530,9 @@ def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Fi
     largest = max((row for row in sweep["rows"] if row["backend"] == sweep["backend"] and row["collective"] == "all_reduce" and row["dtype"] == "fp32"),
                   key=lambda row: row["bytes"], default=None)
     sizes = sweep["sizes"]
+    if deadline and sweep["rows"]:  # the range measured, not the one asked for: the rest is in the evidence
+        measured = {row["bytes"] for row in sweep["rows"] if row["collective"] in ("all_reduce", "broadcast")}
+        sizes = sorted(measured) or sizes
     on = backend if not several else f"{backend} and, for comparison, {', '.join(backend_shown(b, sweep) for b in sweep['backends'][1:])}"
     summary = (f"{len(sweep['rows'])} collective/type/size cases from {size_text(sizes[0])} to {size_text(sizes[-1])} on {on}, "
                f"every iteration exact on all {sweep['world_size']} ranks" if sizes else "no size fits in the ranks' memory")
