@@ -700,7 +700,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live.add_argument("--pair-deadline", type=positive_float, default=None, metavar="S",
                               help="--fabric across hosts: seconds each pair of hosts may take before it is named as not answering (default 30)")
             live.add_argument("--fabric-deadline", type=positive_float, default=None, metavar="S",
-                              help="--fabric: seconds the pairs and the sweep may take in all (default 75: 4 hosts in under 2 minutes); the pairs "
+                              help="--fabric: seconds the pairs and the sweep may take in all (default 60: 4 hosts in under 2 minutes in all); the pairs "
                               "come first, the sweep is sized to the slowest link they found, and what did not fit is named")
             live.add_argument("--report", metavar="FILE.html", help="--fabric: also write one self-contained HTML page (no network needed to open it): "
                               "the pair heat-map, bus bandwidth against size, the memory-copy line and the findings (needs matplotlib: the report extra)")

@@ -192,6 +192,28 @@ def test_hostile_host_names_and_messages_are_text_and_inject_nothing(plain_page,
     assert shown(backend) in text
 
 
+def test_the_deadline_section_says_what_was_not_measured_and_escapes_the_link_names():
+    """--fabric-deadline's part of the page: the bound, the slowest link the sweep was sized to (its bandwidth to the last
+    digit, data-v), every size not measured with why; host names from outside are text. No deadline: no section."""
+    assert 'id="deadline"' not in render_report(BASE)
+    document = json.loads(json.dumps(BASE))
+    hostile_host = '<script>alert(1)</script>'
+    document["live"]["fabric"]["deadline"] = {"seconds": 40.0, "budget": 22.8, "link": {"a": hostile_host, "b": "node3", "bandwidth": 2409326.7960790466},
+                                              "timed": 0.1, "estimate": 16.76, "began": 13.2, "spent": 36.805644}
+    document["live"]["fabric"]["skipped"] = [{"backend": "gloo", "collective": "all_gather", "dtype": "fp32", "sizes": [4194304], "why": "deadline"},
+                                             {"backend": "gloo", "collective": "all_reduce", "dtype": "bf16", "sizes": [4194304, 16777216], "why": "slow link"}]
+    document["live"]["pairs"]["skipped"] = ["measuring again 2 slow link(s) (3.1 s more would pass the 16 s the pairs may take under --fabric-deadline)"]
+    html = render_report(document)
+    page = read(html)
+    text = "".join(page.texts)
+    assert "<script>alert(1)</script>" not in html and hostile_host in text
+    assert "--fabric-deadline 40 s from the pairs' start, the last sweep ended at 36.8 s" in text
+    assert 'data-v="2409326.7960790466"' in html
+    rows = [tag for tag in page.tags if tag[0] == "tr"]
+    assert ("table", {"id": "skipped"}) in page.tags and len(rows) > 2
+    assert "4 MiB, 16 MiB" in text and "slow link" in text and "Pairs: not measured: measuring again 2 slow link(s)" in text
+
+
 def test_no_pairs_and_no_sweep_still_make_a_page():
     document = json.loads(json.dumps(BASE))
     document["live"]["pairs"] = None

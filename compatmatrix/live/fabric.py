@@ -442,7 +442,7 @@ def describe_loss(judgement: LossJudgement, names: Sequence[str]) -> list[str]:
 
 # --- the deadline: the pairs first, then a sweep sized to the slowest link ---------------------------------------------
 
-FABRIC_DEADLINE_S = 75.0  # --fabric-deadline's default: 4 hosts here end in under 2 minutes in all (start, pairs, sweep, Trainer step)
+FABRIC_DEADLINE_S = 60.0  # --fabric-deadline's default: 4 hosts here end in under 2 minutes in all (start 25-35 s, pairs and sweep, Trainer step 8 s)
 PAIRS_SHARE = 0.4  # of the deadline, at most, for the pair rounds (a pair that never answers costs its deadline, each round)
 PAIR_DEADLINE_FLOOR = 3.0  # a pair deadline below this names a healthy pair silent while its group is still forming
 SWEEP_MARGIN = 0.85  # the sweep plans to fill this share of what is left: the estimates are a model, the clock is not

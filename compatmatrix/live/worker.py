@@ -262,6 +262,7 @@ def memory_bound(cap, local_ranks):
 
 SWEEP_CASE_SECONDS = 1.0  # a case runs as many timed calls as fit in this (at least one), up to sweep_iterations(size)
 SWEEP_STOP_SECONDS = 2.0  # one call slower than this: the larger sizes of that collective and type are not run (a slow link)
+GUARD_RESERVE = 0.05  # of --fabric-deadline, kept free by the guard: an estimate may still be short by that much
 SWEEP_MARGIN = 0.85  # under --fabric-deadline the sweep plans to fill this share of what is left (live/fabric.py SWEEP_MARGIN)
 
 
@@ -411,7 +412,7 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None,
             for size in sizes_here:
                 guess = estimates.get((name, label, size), 0.0) * slower
                 before = clock.agreed if clock is not None else 0.0
-                if clock is not None and clock.deadline and (clock.agreed + guess > clock.deadline or clock.left() <= 0):
+                if clock is not None and clock.deadline and (clock.agreed + guess > clock.deadline * (1 - GUARD_RESERVE) or clock.left() <= 0):
                     # every rank holds the same agreed time and estimate: all skip the rest of this collective and type
                     rest = [s for s in sizes_here if s >= size]
                     record["skipped"].append({"collective": name, "dtype": label, "sizes": rest, "why": "deadline"})
