@@ -558,7 +558,7 @@ def deadline_summary(deadline: Mapping[str, Any], sweep: Mapping[str, Any]) -> s
     sized = f"sized to the slowest link, {link['a']} <-> {link['b']} ({gbps(link['bandwidth'])})" if link else "sized to this host's memory copy"
     left = _skipped_cases(sweep)
     run = sum(1 for _ in sweep["rows"])
-    what = f"{left} of {left + run} cases not measured (see the evidence)" if left else "nothing left out"
+    what = f"{left} of {left + run} cases not measured (--verbose lists them)" if left else "nothing left out"
     return f"under --fabric-deadline {deadline['seconds']:g} s{spent}: {sized}, {what}"
 
 
