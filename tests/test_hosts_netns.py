@@ -367,8 +367,8 @@ def test_fabric_ends_within_its_deadline_names_the_slow_and_the_lossy_link_and_w
           "per host (run s, fabric spent s):", [(round(d["live"]["seconds"], 1), round(d["live"]["fabric"]["deadline"]["spent"], 1)) for _, _, d in results])
     print("deadline:", results[0][2]["live"]["fabric"]["deadline"], "pairs:", pairs0["seconds"], pairs0["deadline"], pairs0.get("skipped"),
           "skipped:", results[0][2]["live"]["fabric"]["skipped"], "rows:", len(results[0][2]["live"]["fabric"]["rows"]))
-    print("links (a, b, GB/s, sent, retransmitted, s):",
-          [(link["a"], link["b"], round(link["bandwidth"] / 1e9, 4), link["sent"], link["retransmitted"], round(link["seconds"] or 0, 1)) for link in pairs0["links"]])
+    print("links (a, b, GB/s, sent, retransmitted, counters, s):",
+          [(link["a"], link["b"], round(link["bandwidth"] / 1e9, 4), link["sent"], link["retransmitted"], link["tcp_source"], round(link["seconds"] or 0, 1)) for link in pairs0["links"]])
     for host, (code, checks, data) in zip(cluster.hosts, results):
         sweep, pairs = data["live"]["fabric"], data["live"]["pairs"]
         deadline = sweep["deadline"]
