@@ -702,6 +702,9 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                               "for N hosts), ring (N pairs, 2-3 rounds: finds a slow host) or sample:K (the ring plus K rounds drawn from all)")
             live.add_argument("--pair-deadline", type=positive_float, default=None, metavar="S",
                               help="--fabric across hosts: seconds each pair of hosts may take before it is named as not answering (default 30)")
+            live.add_argument("--fabric-deadline", type=positive_float, default=None, metavar="S",
+                              help="--fabric: seconds the pairs and the sweep may take in all (default 60: 4 hosts in under 2 minutes in all); the pairs "
+                              "come first, the sweep is sized to the slowest link they found, and what did not fit is named")
             live.add_argument("--report", metavar="FILE.html", help="--fabric: also write one self-contained HTML page (no network needed to open it): "
                               "the pair heat-map, bus bandwidth against size, the memory-copy line and the findings (needs matplotlib: the report extra)")
             live.add_argument("--no-rank-env", action="store_true",
@@ -804,9 +807,11 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
         timeout = ns.live_timeout if ns.live_timeout is not None else FABRIC_LIVE_TIMEOUT_S if ns.fabric else LIVE_TIMEOUT_S
         live_args = LiveArgs(ns.launcher, ns.backend, timeout, not ns.no_trainer, ns.steps, ns.nnodes, ns.node_rank, ns.master_addr,
                              ns.master_port, ns.mpirun, ns.run_dir, not ns.no_rank_env, ns.fabric, _sizes(ns.sizes, ns.fabric),
-                             _pairs(ns.pairs, ns.fabric), _report(ns.report, ns.fabric), _pair_deadline(ns.pair_deadline, ns.fabric))
-    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None) or getattr(ns, "pair_deadline", None) is not None:
-        raise UsageError("--fabric, --sizes, --pairs and --pair-deadline measure the ranks: they go with compat doctor --live.", "Add --live.")
+                             _pairs(ns.pairs, ns.fabric), _report(ns.report, ns.fabric), _pair_deadline(ns.pair_deadline, ns.fabric),
+                             _fabric_deadline(ns.fabric_deadline, ns.fabric))
+    elif getattr(ns, "fabric", False) or getattr(ns, "sizes", None) or getattr(ns, "pairs", None) or getattr(ns, "pair_deadline", None) is not None \
+            or getattr(ns, "fabric_deadline", None) is not None:
+        raise UsageError("--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks: they go with compat doctor --live.", "Add --live.")
     elif getattr(ns, "report", None):
         raise UsageError("--report draws what compat doctor --live --fabric measures: it goes with them.", "Add --live --fabric.")
     return ChecksArgs(ns.command, _output(ns), _target(ns), tuple(getattr(ns, "requirement_files", ()) or ()), ns.ranks_per_node, ns.bf16,
@@ -841,12 +846,31 @@ def _report(path: Optional[str], fabric: bool) -> Optional[str]:
     folder = os.path.dirname(os.path.abspath(path))
     if not path or not os.path.isdir(folder) or os.path.isdir(path):
         raise UsageError(f"--report {visible(path[:200])} is not a file in an existing folder.", "Pass a file name such as --report fabric.html.")
+    _probe_folder(folder, path)
     from importlib.util import find_spec
 
     if find_spec("matplotlib") is None:
         raise UsageError("--report draws its charts with matplotlib, which is not installed in compat's environment.",
                          "Install it (pip install 'compatmatrix[report]', or pip install matplotlib), then run again.")
     return path
+
+
+def _probe_folder(folder: str, path: str) -> None:
+    """The report's folder takes a file (created, written, removed: what _write_report does at the end), before any rank
+    starts: a folder that cannot be written would otherwise fail after the whole run, with its findings lost."""
+    import tempfile
+
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".compat-report-probe-", suffix=".html", dir=folder)
+        try:
+            os.write(handle, b"<!-- compat probe -->")
+        finally:
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"--report {visible(path[:200])} cannot be written: its folder {visible(folder[:200])} refuses a new file "
+                         f"({exc.strerror or exc.__class__.__name__}).",
+                         "Pass --report a file in a folder you can write to (e.g. --report ./fabric.html), then run again.") from None
 
 
 PAIR_DEADLINE_S = 30.0  # --pair-deadline's default: a pair test takes ~0.3 s on a healthy link, ~1 s through 10 Mbit/s
@@ -860,6 +884,34 @@ def _pair_deadline(seconds: Optional[float], fabric: bool) -> float:
     if seconds > 3600:
         raise UsageError(f"--pair-deadline {seconds:g} is more than an hour.", "Pass a number of seconds up to 3600, e.g. --pair-deadline 60.")
     return seconds
+
+
+FABRIC_DEADLINE_RESERVE_S = 30.0  # of --live-timeout, kept beside --fabric-deadline: the ranks' start and the Trainer step
+
+
+def _fabric_deadline(seconds: Optional[float], fabric: bool) -> Optional[float]:
+    if seconds is None:
+        return None
+    if not fabric:
+        raise UsageError("--fabric-deadline bounds the --fabric measurements.", "Add --fabric, or drop --fabric-deadline.")
+    if seconds > 3600:
+        raise UsageError(f"--fabric-deadline {seconds:g} is more than an hour.", "Pass a number of seconds up to 3600, e.g. --fabric-deadline 120.")
+    return seconds
+
+
+def fabric_deadline_for(asked: Optional[float], live_timeout: float) -> float:
+    """--fabric-deadline as the run uses it: the one asked (it must fit in --live-timeout beside the ranks' start and the
+    Trainer step), else live/fabric.FABRIC_DEADLINE_S, shortened to fit a shorter --live-timeout."""
+    from .live.fabric import FABRIC_DEADLINE_S
+
+    room = live_timeout - FABRIC_DEADLINE_RESERVE_S
+    if asked is None:
+        return max(5.0, min(FABRIC_DEADLINE_S, room))
+    if asked > room:
+        raise UsageError(f"--fabric-deadline {asked:g} does not fit in --live-timeout {live_timeout:g} beside the {FABRIC_DEADLINE_RESERVE_S:g} s "
+                         "the ranks' start and the Trainer step take.",
+                         f"Pass --fabric-deadline {max(1, int(room))} or less, or --live-timeout {int(asked + FABRIC_DEADLINE_RESERVE_S) + 1} or more.")
+    return asked
 
 
 def _pairs(text: Optional[str], fabric: bool) -> str:
@@ -1375,7 +1427,7 @@ def _live_options(args: ChecksArgs):
     return LiveOptions(launcher=live.launcher, topology=topology, backend=live.backend, timeout=live.timeout, trainer=live.trainer,
                        steps=live.steps, mpirun=live.mpirun, rank_env=live.rank_env, run_dir=live.run_dir, bf16=args.bf16, rsh=args.rsh,
                        layout_notes=layout_notes, fabric=live.fabric, fabric_sizes=live.sizes, pairs=live.pairs,
-                       pair_deadline=live.pair_deadline)
+                       pair_deadline=live.pair_deadline, fabric_deadline=fabric_deadline_for(live.fabric_deadline, live.timeout) if live.fabric else 0.0)
 
 
 def cmd_doctor(args: ChecksArgs) -> int:

@@ -114,6 +114,7 @@ class LiveArgs(Record):
     pairs: str = "all"  # --pairs: all | ring | sample:K (checked by live/fabric.parse_pair_mode)
     report: Optional[str] = None  # --report FILE.html: the fabric report (render/fabric_html.py), written after the run
     pair_deadline: float = 30.0  # --pair-deadline: seconds each pair of hosts may take (its own process group's timeout)
+    fabric_deadline: Optional[float] = None  # --fabric-deadline: seconds the pairs and the sweep may take in all (None: the default)
 
 
 class ChecksArgs(Record):

@@ -293,6 +293,32 @@ class Cluster:
                  f" chain output {{\n  type filter hook output priority 0; policy accept;\n  {rule}\n }}\n}}\n")
         _run(["ip", "netns", "exec", self.hosts[host].namespace, "nft", "-f", "-"], stdin=rules)
 
+    def drop_link_packets(self, host: str, peer: str, percent: int) -> None:
+        """Drop ``percent``% of the TCP packets between ``host`` and ``peer`` only, both ways, at random (nft numgen in
+        ``host``'s namespace, matched on ``peer``'s address): one lossy link, every other link of both hosts clean."""
+        if shutil.which("nft") is None:
+            raise NetnsUnavailable("`nft` is not installed (apt-get install -y nftables; .ci/run installs it)")
+        other = self.hosts[peer].address
+        rule = f"meta l4proto tcp numgen random mod 100 < {int(percent)} drop"
+        rules = (f"table inet cmlinkloss {{\n chain input {{\n  type filter hook input priority 0; policy accept;\n  ip saddr {other} {rule}\n }}\n"
+                 f" chain output {{\n  type filter hook output priority 0; policy accept;\n  ip daddr {other} {rule}\n }}\n}}\n")
+        _run(["ip", "netns", "exec", self.hosts[host].namespace, "nft", "-f", "-"], stdin=rules)
+
+    def limit_link_rate(self, host: str, peer: str, rate: str = "20mbit") -> None:
+        """Shape what ``host`` sends to ``peer`` only to ``rate`` (tc in ``host``'s namespace: an htb root on eth0 whose
+        default class passes everything, a second class whose leaf is a tbf at ``rate``, and a u32 filter that sends
+        ``peer``'s address there; the kernel here has htb, tbf and u32, not prio): one slow link; the pair test counts
+        a link's slower direction."""
+        if shutil.which("tc") is None:
+            raise NetnsUnavailable("`tc` is not installed (apt-get install -y iproute2)")
+        tc = ["ip", "netns", "exec", self.hosts[host].namespace, "tc"]
+        _run([*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10"])
+        for classid in ("1:10", "1:20"):
+            _run([*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", classid, "htb", "rate", "10gbit", "quantum", "60000"])
+        _run([*tc, "qdisc", "add", "dev", "eth0", "parent", "1:20", "handle", "20:", "tbf", "rate", rate, "burst", "32kbit", "latency", "50ms"])
+        _run([*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+              "match", "ip", "dst", f"{self.hosts[peer].address}/32", "flowid", "1:20"])
+
     def set_mtu(self, host: str, mtu: int) -> None:
         """Set ``host``'s eth0 MTU (inside its namespace only): a host configured unlike the others."""
         _run(["ip", "netns", "exec", self.hosts[host].namespace, "ip", "link", "set", "dev", "eth0", "mtu", str(int(mtu))])

@@ -277,3 +277,59 @@ def test_two_bad_hosts_among_four_are_both_named_although_most_links_are_bad():
     verdict = judge(links)
     assert [h.host for h in verdict.slow_hosts] == [2, 3] and verdict.slow_links == []
     assert fabric.healthy_reference(links, fabric._links_per_host(links)) == pytest.approx((4.9762e9 + 0.0197e9) / 2)
+
+
+# --- the deadline: the sweep planned over the slowest link (live/fabric.py plan_sweep, pure) ----------------------------
+
+DEFAULT_SIZES = fabric.sweep_sizes(16 << 20)  # 1 KiB .. 16 MiB by powers of 4: 8 sizes, 80 cases with two types
+
+
+def _covered(plan):
+    """Every (collective, type, size) exactly once: measured or skipped."""
+    measured = [(c.collective, c.dtype, c.size) for c in plan.cases]
+    skipped = [(k.collective, k.dtype, s) for k in plan.skipped for s in k.sizes]
+    return measured, skipped
+
+
+@pytest.mark.parametrize("world", [2, 4, 64])
+@pytest.mark.parametrize("link", [None, 1.5e9, 2.5e6, 2e5])
+@pytest.mark.parametrize("budget", [0.5, 5.0, 20.0, 45.0, 600.0])
+def test_the_sweep_plan_fits_its_budget_and_says_what_it_left_out(world, link, budget):
+    plan = fabric.plan_sweep(DEFAULT_SIZES, world, budget, link)
+    measured, skipped = _covered(plan)
+    assert sorted(measured + skipped) == sorted((n, d, s) for n in fabric.COLLECTIVES for d in fabric.DTYPES for s in DEFAULT_SIZES)
+    assert len(set(measured)) == len(measured) and not set(measured) & set(skipped)
+    assert ("all_reduce", "fp32", 1024) in measured  # the world is checked once whatever the budget
+    assert plan.estimate == pytest.approx(sum(c.seconds for c in plan.cases))
+    if len(plan.cases) > 1:
+        assert plan.estimate <= budget  # more than the one kept case only when it fits
+    assert all(k.why in ("slow link", "deadline") for k in plan.skipped)
+    for k in plan.skipped:  # every size left out for the link is one whose single call over it takes more than the stop time
+        if k.why == "slow link":
+            assert all(fabric.call_seconds(k.collective, s, world, link) > 2.0 for s in k.sizes)
+    assert fabric.SWEEP_CASE_FLOOR <= plan.timed <= 1.0
+
+
+def test_a_slow_link_makes_the_messages_smaller_and_fewer_before_any_collective_goes():
+    fast = fabric.plan_sweep(DEFAULT_SIZES, 4, 60.0, 1.5e9)
+    assert len(fast.cases) == 80 and fast.skipped == () and fast.timed == 1.0  # a healthy 4-host bridge: everything in a minute
+    slow = fabric.plan_sweep(DEFAULT_SIZES, 4, 30.0, 2.5e6)  # 20 Mbit/s
+    assert {c.collective for c in slow.cases} == set(fabric.COLLECTIVES) and {c.dtype for c in slow.cases} == {"fp32", "bf16"}
+    assert max(c.size for c in slow.cases) <= 1 << 20 and slow.timed < 1.0
+    assert {k.why for k in slow.skipped} == {"slow link", "deadline"}
+    tiny = fabric.plan_sweep(DEFAULT_SIZES, 4, 0.01, 2.5e6)  # no room: the one case that checks the world
+    assert [(c.collective, c.dtype, c.size) for c in tiny.cases] == [("all_reduce", "fp32", 1024)]
+
+
+def test_the_pairs_get_their_share_of_the_deadline():
+    assert fabric.pair_deadline_under(75.0, 3, 30.0) == 10.0  # 4 hosts: 3 rounds within 40% of 75 s
+    assert fabric.pair_deadline_under(600.0, 3, 30.0) == 30.0  # room enough: as asked
+    assert fabric.pair_deadline_under(10.0, 63, 30.0) == fabric.PAIR_DEADLINE_FLOOR  # never below the floor
+    assert fabric.pair_deadline_under(10.0, 63, 2.0) == 2.0  # nor above what was asked
+
+
+def test_the_slowest_link_is_the_slower_direction_of_the_pairs_that_answered():
+    links = [{"a": 0, "b": 1, "out": 1e9, "back": 9e8}, {"a": 0, "b": 2, "out": 2e6, "back": 3e9}, {"a": 1, "b": 2, "out": None, "back": None, "error": "no answer"},
+             {"a": 2, "b": 3, "out": "x", "back": 1.0}]
+    assert fabric.slowest_link(links) == (0, 2, 2e6)
+    assert fabric.slowest_link([]) is None

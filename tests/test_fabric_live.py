@@ -22,8 +22,12 @@ def test_parse_sizes_rejects(text):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--fabric"], "--fabric, --sizes, --pairs and --pair-deadline measure the ranks"),
-    (["--pair-deadline", "5"], "--fabric, --sizes, --pairs and --pair-deadline measure the ranks"),
+    (["--fabric"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
+    (["--pair-deadline", "5"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
+    (["--fabric-deadline", "5"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
+    (["--live", "--fabric-deadline", "5"], "--fabric-deadline bounds the --fabric measurements"),
+    (["--live", "--fabric", "--fabric-deadline", "3601"], "--fabric-deadline 3601 is more than an hour"),
+    (["--live", "--fabric", "--fabric-deadline", "280"], "--fabric-deadline 280 does not fit in --live-timeout 300"),
     (["--live", "--pair-deadline", "5"], "--pair-deadline bounds each pair of hosts of the --fabric test"),
     (["--live", "--fabric", "--pair-deadline", "3601"], "--pair-deadline 3601 is more than an hour"),
     (["--live", "--fabric", "--pair-deadline", "60"], "--pair-deadline 60 does not fit in the ranks' own timeout of 60 s"),
@@ -105,6 +109,17 @@ def test_fabric_gets_a_longer_default_deadline(args, timeout):
     parser = build_parser()
     ns = parser.parse_args(["doctor", "--live", *args])
     assert ns.build(ns).live.timeout == timeout
+
+
+@pytest.mark.parametrize("args,deadline", [(["--fabric"], 60.0), (["--fabric", "--live-timeout", "50"], 20.0), (["--fabric", "--fabric-deadline", "40"], 40.0),
+                                           (["--fabric", "--live-timeout", "20"], 5.0), ([], 0.0)])
+def test_the_fabric_deadline_defaults_to_four_hosts_in_two_minutes_and_fits_the_live_timeout(args, deadline):
+    from compatmatrix.cli import build_parser, fabric_deadline_for
+
+    parser = build_parser()
+    ns = parser.parse_args(["doctor", "--live", *args])
+    live = ns.build(ns).live
+    assert (fabric_deadline_for(live.fabric_deadline, live.timeout) if live.fabric else 0.0) == deadline
 
 
 def _link(a, b, rate):
@@ -238,3 +253,28 @@ def test_a_sweep_record_not_of_the_workers_shape_is_a_finding_not_a_traceback(st
     finding = fabric_finding(ranks, Expectation(world_size=2, trainer=False, steps=1, per_device_batch=1, backend="gloo", ccl_installed=False))
     assert finding.status.value == "fail" and finding.summary.startswith("a rank's record of the sweep could not be read ("), finding.summary
     assert isinstance(fabric_rows(ranks), dict)
+
+
+def test_the_sweep_finding_says_the_deadline_the_link_it_was_sized_to_and_what_it_did_not_measure():
+    """live.fabric under --fabric-deadline (the worker's record): the summary names the deadline, the seconds spent, the
+    slowest link and how many cases were left out; the evidence has one line per collective and type left out."""
+    from compatmatrix.live.report import Expectation, RankRecord, fabric_finding, fabric_rows
+
+    rows = [{"collective": "all_reduce", "dtype": "fp32", "bytes": size, "iterations": 2, "seconds": 0.01, "wrong": 0, "ranks_wrong": 0}
+            for size in (1024, 4096)]
+    record = {"sizes": [1024, 4096, 16384], "bound": 1 << 30, "dropped": [], "rows": rows, "errors": [], "unsupported": [], "cut": [],
+              "deadline": {"seconds": 40.0, "began": 13.2, "budget": 22.8, "link": ["node1", "node3", 2.4e6], "planned": True, "timed": 0.1,
+                           "estimate": 16.8, "spent": 36.8},
+              "skipped": [{"collective": "all_reduce", "dtype": "fp32", "sizes": [16384], "why": "deadline"},
+                          {"collective": "all_gather", "dtype": "bf16", "sizes": [1024, 4096, 16384], "why": "slow link"}]}
+    ranks = [RankRecord(1, {"rank": 0, "stage": "done", "world_size": 4, "backend": "gloo", "fabric": record}, "", 0, True)]
+    finding = fabric_finding(ranks, Expectation(world_size=4, trainer=False, steps=1, per_device_batch=1, backend="gloo", ccl_installed=False))
+    assert finding.status.value == "pass"
+    assert finding.summary.endswith("under --fabric-deadline 40 s, 37 s spent: sized to the slowest link, node1 <-> node3 (0.0024 GB/s), "
+                                    "4 of 6 cases not measured (--verbose lists them)"), finding.summary
+    assert "from 1 KiB to 4 KiB" in finding.summary  # the range measured, not the one asked for
+    assert [line for line in finding.evidence if line.startswith("not measured: ")] == [
+        "not measured: all_reduce fp32 at 16 KiB (no room left under --fabric-deadline)",
+        "not measured: all_gather bf16 at 1 KiB, 4 KiB, 16 KiB (one call over the slowest link would take more than the stop time)"]
+    sweep = fabric_rows(ranks)
+    assert sweep["deadline"]["link"] == {"a": "node1", "b": "node3", "bandwidth": 2.4e6} and len(sweep["skipped"]) == 2

@@ -192,6 +192,28 @@ def test_hostile_host_names_and_messages_are_text_and_inject_nothing(plain_page,
     assert shown(backend) in text
 
 
+def test_the_deadline_section_says_what_was_not_measured_and_escapes_the_link_names():
+    """--fabric-deadline's part of the page: the bound, the slowest link the sweep was sized to (its bandwidth to the last
+    digit, data-v), every size not measured with why; host names from outside are text. No deadline: no section."""
+    assert 'id="deadline"' not in render_report(BASE)
+    document = json.loads(json.dumps(BASE))
+    hostile_host = '<script>alert(1)</script>'
+    document["live"]["fabric"]["deadline"] = {"seconds": 40.0, "budget": 22.8, "link": {"a": hostile_host, "b": "node3", "bandwidth": 2409326.7960790466},
+                                              "timed": 0.1, "estimate": 16.76, "began": 13.2, "spent": 36.805644}
+    document["live"]["fabric"]["skipped"] = [{"backend": "gloo", "collective": "all_gather", "dtype": "fp32", "sizes": [4194304], "why": "deadline"},
+                                             {"backend": "gloo", "collective": "all_reduce", "dtype": "bf16", "sizes": [4194304, 16777216], "why": "slow link"}]
+    document["live"]["pairs"]["skipped"] = ["measuring again 2 slow link(s) (3.1 s more would pass the 16 s the pairs may take under --fabric-deadline)"]
+    html = render_report(document)
+    page = read(html)
+    text = "".join(page.texts)
+    assert "<script>alert(1)</script>" not in html and hostile_host in text
+    assert "--fabric-deadline 40 s from the pairs' start, the last sweep ended at 36.8 s" in text
+    assert 'data-v="2409326.7960790466"' in html
+    rows = [tag for tag in page.tags if tag[0] == "tr"]
+    assert ("table", {"id": "skipped"}) in page.tags and len(rows) > 2
+    assert "4 MiB, 16 MiB" in text and "slow link" in text and "Pairs: not measured: measuring again 2 slow link(s)" in text
+
+
 def test_no_pairs_and_no_sweep_still_make_a_page():
     document = json.loads(json.dumps(BASE))
     document["live"]["pairs"] = None
@@ -224,6 +246,7 @@ def test_report_without_matplotlib_is_one_sentence_and_the_fix(capsys, tmp_path,
     (["--live", "--report", "r.html"], "--report draws the --fabric measurements"),
     (["--report", "r.html"], "--report draws what compat doctor --live --fabric measures"),
     (["--live", "--fabric", "--report", "/nonexistent-folder/r.html"], "is not a file in an existing folder"),
+    (["--live", "--fabric", "--report", "/proc/compat-report.html"], "cannot be written: its folder /proc refuses a new file ("),  # even for root
 ])
 def test_report_flags_are_usage_errors_before_anything_runs(capsys, args, message):
     from compatmatrix.cli import main
@@ -231,6 +254,33 @@ def test_report_flags_are_usage_errors_before_anything_runs(capsys, args, messag
     assert main(["doctor", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_an_unwritable_report_folder_is_refused_before_any_rank_starts(capsys, tmp_path, monkeypatch):
+    """--report into a folder that cannot be written failed only after the whole fabric run (its JSON and findings lost):
+    the folder is probed (a file created, written, removed) before anything runs, exit 2, and nothing is left in it."""
+    import os
+
+    from compatmatrix import cli
+    from compatmatrix.live import service
+
+    started = []
+    monkeypatch.setattr(service, "run_live", lambda *a, **k: started.append(a))  # FIXTURE: a run that must not start
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if os.geteuid() == 0:  # root writes through a mode: a folder that refuses files for root too is /proc's kind
+        target = "/proc/fabric.html"
+    else:
+        folder.chmod(0o555)
+        target = str(folder / "fabric.html")
+    assert cli.main(["doctor", "--live", "--fabric", "--report", target]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be written" in err and "refuses a new file" in err and "Pass --report a file in a folder you can write to" in err
+    assert "Traceback" not in err and started == []
+    folder.chmod(0o755)
+    assert list(folder.iterdir()) == []
+    assert cli.main(["doctor", "--live", "--fabric", "--report", str(folder / "r.html"), "--pair-deadline", "9999"]) == 2  # a writable one passes the probe
+    assert list(folder.iterdir()) == [] and "cannot be written" not in capsys.readouterr().err
 
 
 @pytest.mark.integration

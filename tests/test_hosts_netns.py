@@ -343,7 +343,62 @@ def test_fabric_names_a_host_that_does_not_answer_its_pairs_within_the_pair_dead
 
 
 
-@pytest.mark.parametrize("faults", [False, True], ids=["no-fault", "node3-shaped-node4-lossy"])
+FABRIC_DEADLINE = 40  # --fabric-deadline of the 4-host deadline test: below what the default sizes take here, so the plan must cut
+
+
+@pytest.mark.parametrize("faults", [False, True], ids=["no-fault", "link-20mbit-link-5pct-loss"])
+def test_fabric_ends_within_its_deadline_names_the_slow_and_the_lossy_link_and_what_it_did_not_measure(hosts, stock, faults):
+    """Four hosts on one bridge, default sizes, --fabric-deadline 40; with ``faults`` ONE link is rate-limited (node3 sends
+    to node1 through tc tbf at 20 Mbit/s) and ONE drops 5% of its TCP packets both ways (nft numgen on node4, matched
+    on node2's address). Without a deadline this did not end within 300 s on any host. Every host's fabric (pairs and
+    sweep, on the clock the ranks agree on) ends within the deadline, the whole run soon after; exactly those two links
+    are named (no host), the sweep names the slowest link it was sized to and what it did not measure (findings, --json,
+    the report drawn from that --json). Without faults the same run passes."""
+    from compatmatrix.render.fabric_html import render_report
+
+    cluster = hosts(names=("node1", "node2", "node3", "node4"))
+    if faults:
+        cluster.limit_link_rate("node3", "node1", "20mbit")
+        cluster.drop_link_packets("node4", "node2", 5)
+    mark = uuid.uuid4().hex
+    results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, extra=("--fabric", "--no-trainer", "--fabric-deadline", str(FABRIC_DEADLINE)))
+    pairs0 = results[0][2]["live"]["pairs"]
+    print(f"fabric across 4 hosts under --fabric-deadline {FABRIC_DEADLINE} ({'faults' if faults else 'no fault'}): {seconds:.1f} s in all;",
+          "per host (run s, fabric spent s):", [(round(d["live"]["seconds"], 1), round(d["live"]["fabric"]["deadline"]["spent"], 1)) for _, _, d in results])
+    print("deadline:", results[0][2]["live"]["fabric"]["deadline"], "pairs:", pairs0["seconds"], pairs0["deadline"], pairs0.get("skipped"),
+          "skipped:", results[0][2]["live"]["fabric"]["skipped"], "rows:", len(results[0][2]["live"]["fabric"]["rows"]))
+    print("links (a, b, GB/s, sent, retransmitted, counters, s):",
+          [(link["a"], link["b"], round(link["bandwidth"] / 1e9, 4), link["sent"], link["retransmitted"], link["tcp_source"], round(link["seconds"] or 0, 1)) for link in pairs0["links"]])
+    for host, (code, checks, data) in zip(cluster.hosts, results):
+        sweep, pairs = data["live"]["fabric"], data["live"]["pairs"]
+        deadline = sweep["deadline"]
+        assert deadline["seconds"] == FABRIC_DEADLINE and deadline["spent"] <= FABRIC_DEADLINE, (host, deadline)
+        assert data["live"]["seconds"] < FABRIC_DEADLINE + 60, host  # the ranks' start and end beside the fabric, on a loaded machine
+        assert len(pairs["links"]) == 6 and all(link["error"] is None for link in pairs["links"]), pairs["links"]
+        slowest = min(pairs["links"], key=lambda link: link["bandwidth"])
+        assert {deadline["link"]["a"], deadline["link"]["b"]} == {slowest["a"], slowest["b"]}  # sized to the slowest link measured, named
+        summary = checks["live.fabric"]["summary"]
+        assert checks["live.fabric"]["status"] == "pass" and "under --fabric-deadline 40 s" in summary, summary
+        assert f"sized to the slowest link, {deadline['link']['a']} <-> {deadline['link']['b']}" in summary
+        not_measured = [line for line in checks["live.fabric"]["evidence"] if line.startswith("not measured: ")]
+        assert len(not_measured) == len(sweep["skipped"]) and sweep["skipped"], summary  # 40 s is below what the default sizes take
+        assert f"{sum(len(k['sizes']) for k in sweep['skipped'])} of 80 cases not measured" in summary
+        if faults:
+            named = {tuple(link) for link in pairs["slow_links"] + pairs["lossy_links"]}
+            assert named == {("node1", "node3"), ("node2", "node4")}, pairs["verdicts"]
+            assert ["node1", "node3"] in pairs["slow_links"] and ["node2", "node4"] in pairs["lossy_links"], pairs["verdicts"]
+            assert pairs["slow_hosts"] == pairs["lossy_hosts"] == pairs["silent_hosts"] == pairs["silent_links"] == [], pairs["verdicts"]
+            assert {deadline["link"]["a"], deadline["link"]["b"]} in ({"node1", "node3"}, {"node2", "node4"})
+            assert code == 1 and checks["live.pairs"]["status"] == "fail"
+        else:
+            assert code == 0, {k: v["summary"] for k, v in checks.items() if v["status"] != "pass"}
+            assert checks["live.pairs"]["status"] == "pass" and pairs["verdicts"] == []
+    page = render_report(results[0][2])
+    assert 'id="deadline"' in page and 'id="skipped"' in page and f"{pairs0['hosts'][0]}" in page
+    assert_nothing_left(cluster, mark)
+
+
+@pytest.mark.parametrize("faults", [True], ids=["node3-shaped-node4-lossy"])
 def test_fabric_across_four_hosts_names_exactly_the_rate_limited_and_the_lossy_host(hosts, stock, faults):
     """Four hosts on one bridge; with ``faults``, node3's cable is shaped to 10 Mbit/s (tc tbf on its eth0), node4 drops
     10% of the TCP packets it receives and sends (an nft rule in its namespace) and rank 1 (node2) returns a wrong all_reduce sum

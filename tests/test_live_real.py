@@ -350,6 +350,46 @@ def test_sigkill_to_compat_under_intel_mpirun_leaves_nothing_for_long(stock, mpi
     assert left == []
 
 
+def test_a_killed_doctor_live_leaves_its_folder_and_the_next_start_removes_it(stock, tmp_path):
+    """SIGKILL of compat doctor --live left its compat-live-* folder for good. Checked from outside: the folder a killed
+    run left is removed at the next start (its owner lock, fcntl.flock, is free and the pid and start time it names are
+    gone); a folder whose lock is held (a run going on) and one without a lock are left alone."""
+    import fcntl
+    import signal
+
+    from compatmatrix.live.service import OWNER_LOCK, own_identity
+
+    mark = uuid.uuid4().hex
+    runs = tmp_path / "runs"
+    env = base_env({"COMPAT_TEST_TREE_MARK": mark, "COMPAT_LIVE_FIXTURE_FAULT": "sleep:1"})  # rank 1 never joins: the run waits
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "doctor", "--live", "--only", "live", "--launcher", "spawn", "--no-trainer",
+                                "--run-dir", str(runs), "--python", str(stock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not list(runs.glob("compat-live-*/proc-*.json")):  # a rank is going
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    left = list(runs.glob("compat-live-*"))
+    assert len(left) == 1 and (left[0] / OWNER_LOCK).is_file(), left
+    held = runs / "compat-live-held"  # a run going on: this test holds its lock, under its own identity
+    held.mkdir()
+    lock = os.open(held / OWNER_LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    os.write(lock, own_identity().encode())
+    unlocked = runs / "compat-live-nolock"  # an older compat's folder, or one being made: no lock file
+    unlocked.mkdir()
+    try:
+        # the next start: a target without torch ends at once, after the sweep (the sweep runs first)
+        done = subprocess.run([sys.executable, "-m", "compatmatrix", "doctor", "--live", "--only", "live", "--run-dir", str(runs), "--no-trainer",
+                               "--python", sys.executable, "--json"], capture_output=True, text=True, timeout=300, env=base_env({"COMPAT_TEST_TREE_MARK": mark}))
+        assert done.returncode in (0, 1), done.stderr[-2000:]
+        assert not left[0].exists() and held.is_dir() and unlocked.is_dir()
+    finally:
+        os.close(lock)
+        for pid in marked_processes(mark):  # the ranks end themselves once compat is gone; never leave one to the next test
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_a_rank_crashing_in_the_trainer_under_torchrun_fails_the_run(stock):
     """A SIGSEGV leaves no Python error behind: the rank's exit code comes from torchrun's report."""
     code, checks, _, _ = live(stock, "--launcher", "torchrun", env_extra={"COMPAT_LIVE_FIXTURE_FAULT": "segv:1"})

@@ -90,12 +90,12 @@ def test_the_tasks_per_node_list_is_read_when_ntasks_per_node_is_not_set(fixture
     ({"SLURM_NODEID": "one"}, "SLURM_NODEID='one' is not a whole number"),
     ({"SLURM_NODEID": "-1"}, "is not a whole number"),
     ({"SLURM_NODEID": "99999999999999999999"}, "is not a whole number"),
-    ({"SLURM_STEP_NUM_NODES": "0"}, "SLURM_STEP_NUM_NODES='0' is not a whole number of at least 1"),
+    ({"SLURM_STEP_NUM_NODES": "0"}, "SLURM_STEP_NUM_NODES=0 is outside 1..1,000,000"),
     ({"SLURM_PROCID": "0"}, "SLURM_PROCID=0 differs from SLURM_NODEID=1"),
     ({"SLURM_STEP_NODELIST": "-oProxyCommand=x"}, "is not a Slurm node list"),
     ({"SLURM_STEP_NODELIST": "n[01-03]"}, "gave 3 hosts"),
     ({"SLURM_STEP_NODELIST": "bad"}, "is not a host name"),
-    ({"SLURM_JOB_ID": "0"}, "SLURM_JOB_ID='0' is not a whole number of at least 1"),
+    ({"SLURM_JOB_ID": "0"}, "SLURM_JOB_ID=0 is outside 1..4,294,967,295"),
 ])
 def test_an_allocation_compat_cannot_read_is_one_sentence(fixture_hostnames, changes, said):
     if said is None:  # Slurm never writes one, but a stray newline around a number is still the number
@@ -104,6 +104,33 @@ def test_an_allocation_compat_cannot_read_is_one_sentence(fixture_hostnames, cha
     with pytest.raises(UsageError) as caught:
         allocation_layout(step_env(**changes), 2, hostnames=fixture_hostnames)
     assert said in caught.value.message and caught.value.fix
+
+
+@pytest.mark.parametrize("name", ["SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID",
+                                  "SLURM_JOB_ID", "SLURM_STEP_TASKS_PER_NODE"])
+@pytest.mark.parametrize("value", ["4294967295", "4294967296", "9999999999", "1000001", "8193(x2)"])
+def test_every_slurm_count_is_capped_like_its_flag_in_one_sentence(fixture_hostnames, name, value):
+    """SLURM_STEP_NUM_NODES=4294967295 was a MemoryError (a tuple of that many counts): every SLURM_* count the layout
+    reads has the range of the flag it stands for (--nnodes, --node-rank: cli.MAX_COUNT; --nproc-per-node: cli.MAX_PER_NODE)."""
+    from compatmatrix import cli
+    from compatmatrix.launchers import srun
+
+    assert (srun.MAX_NODES, srun.MAX_PER_NODE) == (cli.MAX_COUNT, cli.MAX_PER_NODE)
+    changes = {name: value}
+    if name == "SLURM_NNODES":
+        changes["SLURM_STEP_NUM_NODES"] = None
+    if name == "SLURM_STEP_TASKS_PER_NODE":
+        changes["SLURM_NTASKS_PER_NODE"] = None
+    in_range = name == "SLURM_JOB_ID" and value.isdigit() and int(value) < 1 << 32
+    if in_range:  # a job id is not a count: any 32-bit job number is one
+        assert allocation_layout(step_env(**changes), 2, hostnames=fixture_hostnames)[0].nnodes == 2
+        return
+    with pytest.raises(UsageError) as caught:
+        allocation_layout(step_env(**changes), 2, hostnames=fixture_hostnames)
+    message = caught.value.message
+    assert message.startswith(name) and message.endswith(".") and "\n" not in message and caught.value.fix
+    said = ("outside", "is not a whole number", "tasks-per-node list", "differs from SLURM_NODEID")  # a PROCID in range: one task per node
+    assert any(words in message for words in said), message
 
 
 @settings(max_examples=60, deadline=None)

@@ -45,6 +45,15 @@ PORT_BASE = 20000  # master_port: PORT_BASE + SLURM_JOB_ID mod PORT_SPAN, the sa
 PORT_SPAN = 20000
 SLURM_RANK = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")  # what srun gives each task it starts
 _MAX_COUNT = 1 << 20  # no allocation has more nodes or tasks per node than this: a larger number is not one
+# The SLURM_* counts are capped like the flags they stand for (cli.MAX_COUNT for --nnodes / --node-rank, cli.MAX_PER_NODE
+# for --nproc-per-node): a value past them is no allocation, and 4294967295 nodes would be a tuple of that many counts.
+MAX_NODES = 1_000_000
+MAX_PER_NODE = 8192
+SLURM_CAPS = {  # name -> (least, most): what each SLURM_* count the layout reads may be
+    "SLURM_NODEID": (0, MAX_NODES - 1), "SLURM_PROCID": (0, MAX_NODES * MAX_PER_NODE - 1), "SLURM_LOCALID": (0, MAX_PER_NODE - 1),
+    "SLURM_STEP_NUM_NODES": (1, MAX_NODES), "SLURM_NNODES": (1, MAX_NODES), "SLURM_NTASKS_PER_NODE": (1, MAX_PER_NODE),
+    "SLURM_JOB_ID": (1, (1 << 32) - 1),
+}
 _TASKS_ITEM = re.compile(r"([0-9]{1,7})(?:\(x([0-9]{1,7})\))?")
 _TASK_FAILED = re.compile(r"srun: error: (\S+): tasks? ([0-9]+)(?:-[0-9]+)?: (?:Exited with exit code ([0-9]+)|(Killed|Terminated|Segmentation fault|Aborted))")
 _SIGNALS = {"Killed": -9, "Terminated": -15, "Segmentation fault": -11, "Aborted": -6}
@@ -57,14 +66,18 @@ def in_step(environ: Mapping[str, str]) -> bool:
                 and (environ.get("SLURM_STEP_ID") or environ.get("SLURM_STEPID")))
 
 
-def slurm_count(environ: Mapping[str, str], name: str, low: int = 0) -> int:
-    """The SLURM_* variable ``name`` as a whole number >= ``low``; a missing or odd value is a usage error naming it."""
+def slurm_count(environ: Mapping[str, str], name: str) -> int:
+    """The SLURM_* variable ``name`` as a whole number within SLURM_CAPS[name]; a missing, odd or out-of-range value is a
+    usage error naming it and its range."""
+    low, high = SLURM_CAPS[name]
     value = environ.get(name)
     if value is None:
         raise UsageError(f"{name} is not set, so compat cannot read the allocation's layout.", _FIX)
     text = value.strip()
-    if not text.isascii() or not text.isdigit() or len(text) > 10 or not low <= int(text) < (1 << 32):
+    if not text.isascii() or not text.isdigit() or len(text) > 10:
         raise UsageError(f"{name}='{quoted(value)}' is not a whole number of at least {low}, so compat cannot read the allocation's layout.", _FIX)
+    if not low <= int(text) <= high:
+        raise UsageError(f"{name}={int(text)} is outside {low}..{high:,}, so it is no allocation's layout.", _FIX)
     return int(text)
 
 
@@ -74,7 +87,7 @@ def tasks_per_node(text: str, name: str = "SLURM_TASKS_PER_NODE") -> tuple[int, 
     for item in text.strip().split(","):
         match = _TASKS_ITEM.fullmatch(item.strip())
         repeat = int(match.group(2)) if match and match.group(2) else 1
-        if not match or not 0 < int(match.group(1)) <= _MAX_COUNT or not 0 < repeat <= _MAX_COUNT or len(counts) + repeat > _MAX_COUNT:
+        if not match or not 0 < int(match.group(1)) <= MAX_PER_NODE or not 0 < repeat <= MAX_NODES or len(counts) + repeat > MAX_NODES:
             raise UsageError(f"{name}='{quoted(text)}' is not Slurm's tasks-per-node list (like 2(x3),1).", _FIX)
         counts.extend([int(match.group(1))] * repeat)
     return tuple(counts)
@@ -109,10 +122,10 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
     procid = slurm_count(environ, "SLURM_PROCID")
     localid = slurm_count(environ, "SLURM_LOCALID") if environ.get("SLURM_LOCALID") is not None else 0
     nodes_var = "SLURM_STEP_NUM_NODES" if environ.get("SLURM_STEP_NUM_NODES") is not None else "SLURM_NNODES"
-    nnodes = slurm_count(environ, nodes_var, low=1)
+    nnodes = slurm_count(environ, nodes_var)
     tasks_var = next((n for n in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE") if environ.get(n) is not None), "")
     if environ.get("SLURM_NTASKS_PER_NODE") is not None:
-        per_node = (slurm_count(environ, "SLURM_NTASKS_PER_NODE", low=1),) * nnodes
+        per_node = (slurm_count(environ, "SLURM_NTASKS_PER_NODE"),) * nnodes
         tasks_var = "SLURM_NTASKS_PER_NODE"
     elif tasks_var:
         per_node = tasks_per_node(environ[tasks_var], tasks_var)
@@ -147,7 +160,7 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
                      f"node k runs ranks {ranks_per_node}k to {ranks_per_node}k+{ranks_per_node - 1}")
     port = master_port
     if port is None:
-        port = master_port_of(slurm_count(environ, "SLURM_JOB_ID", low=1))
+        port = master_port_of(slurm_count(environ, "SLURM_JOB_ID"))
         notes.append(f"srun: master port {port} = {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} (--master-port to choose another)")
     return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
 
@@ -213,7 +226,7 @@ def ranks_per_node(options: Mapping[str, str]) -> Optional[int]:
     when they divide; None when the line does not say (-n alone: the allocation spreads the tasks over its nodes)."""
     def whole(name: str) -> Optional[int]:
         text = options.get(name, "").split("-")[0]  # --nodes=2-4: the minimum
-        return int(text) if text.isascii() and text.isdigit() and 0 < int(text) <= _MAX_COUNT else None
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 7 and 0 < int(text) <= _MAX_COUNT else None
 
     per_node, ntasks, nodes = whole("ntasks_per_node"), whole("ntasks"), whole("nodes")
     if per_node:

@@ -438,3 +438,161 @@ def describe_loss(judgement: LossJudgement, names: Sequence[str]) -> list[str]:
         lines.append(f"{names[link.a]} <-> {names[link.b]}: loses packets: TCP retransmitted {link.retransmitted} of {link.sent} segments "
                      f"({link.retransmitted / link.sent:.1%}), {others}")
     return lines
+
+
+# --- the deadline: the pairs first, then a sweep sized to the slowest link ---------------------------------------------
+
+FABRIC_DEADLINE_S = 60.0  # --fabric-deadline's default: 4 hosts here end in under 2 minutes in all (start 25-35 s, pairs and sweep, Trainer step 8 s)
+PAIRS_SHARE = 0.4  # of the deadline, at most, for the pair rounds (a pair that never answers costs its deadline, each round)
+PAIR_DEADLINE_FLOOR = 3.0  # a pair deadline below this names a healthy pair silent while its group is still forming
+SWEEP_MARGIN = 0.85  # the sweep plans to fill this share of what is left: the estimates are a model, the clock is not
+SWEEP_CASE_FLOOR = 0.1  # the least time a case's timed calls get (fewer messages) before whole sizes go
+CALL_OVERHEAD_S = 0.002  # one collective call beside its bytes: the barrier before it, the check after it, a thread's wake-up
+CHECK_RATE = 150e6  # bytes/s a rank checks and prepares its buffers at (float64 copies of the result; a shared core)
+DTYPES = ("fp32", "bf16")
+
+
+def pair_deadline_under(deadline: float, rounds: int, pair_deadline: float) -> float:
+    """The deadline each pair gets under the run's ``deadline``: the asked ``pair_deadline``, lowered so that every round
+    ending at its deadline (a silent host) still takes at most PAIRS_SHARE of the whole, never below PAIR_DEADLINE_FLOOR."""
+    if rounds <= 0:
+        return pair_deadline
+    return max(min(pair_deadline, PAIR_DEADLINE_FLOOR), min(pair_deadline, PAIRS_SHARE * deadline / rounds))
+
+
+def call_seconds(collective: str, size: int, world: int, link: Optional[float]) -> float:
+    """One call of ``collective`` at ``size`` bytes (nccl-tests' S) on ``world`` ranks whose slowest link moves ``link``
+    bytes/s: the bus bytes (S x bus factor, what each rank's link carries in a ring) over the link, plus the overhead."""
+    moved = size * bus_factor(collective, max(2, world))
+    return CALL_OVERHEAD_S * max(1, world - 1) + (moved / link if link else 0.0)
+
+
+def case_seconds(collective: str, size: int, world: int, link: Optional[float], timed: float) -> tuple[float, int]:
+    """(seconds, timed calls) of one sweep case as the worker runs it: a warm-up, then as many timed calls as fit in
+    ``timed`` seconds (1 to sweep_iterations), each call prepared and checked (CHECK_RATE) and the case's buffers made."""
+    call = call_seconds(collective, size, world, link)
+    calls = max(1, min(case_iterations(size), int(timed / max(call, 1e-9))))
+    check = size * 2 / CHECK_RATE
+    return (calls + 1) * (call + check) + size * max(2, world) / CHECK_RATE + 3 * CALL_OVERHEAD_S * max(1, world - 1), calls
+
+
+def case_iterations(size: int) -> int:
+    """The most timed calls of a case (the worker's sweep_iterations)."""
+    return 20 if size <= 64 << 10 else 10 if size <= 1 << 20 else 5 if size <= 16 << 20 else 3
+
+
+@dataclass(frozen=True)
+class PlannedCase:
+    collective: str
+    dtype: str
+    size: int
+    calls: int  # timed calls the model expects (the worker still decides from its warm-up)
+    seconds: float  # the model's estimate of the whole case
+
+
+@dataclass(frozen=True)
+class Skipped:
+    collective: str
+    dtype: str
+    sizes: tuple[int, ...]
+    why: str  # "slow link": one call over the slowest link would take more than the stop time; "deadline": no room left
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    cases: tuple[PlannedCase, ...]
+    skipped: tuple[Skipped, ...]
+    timed: float  # seconds of timed calls per case (SWEEP_CASE_SECONDS, or fewer under the deadline)
+    budget: float
+    estimate: float  # the model's seconds for the cases kept
+
+    def sizes(self, collective: str, dtype: str) -> list[int]:
+        return [case.size for case in self.cases if case.collective == collective and case.dtype == dtype]
+
+
+def plan_sweep(sizes: Sequence[int], world: int, budget: float, link: Optional[float], collectives: Sequence[str] = COLLECTIVES,
+               dtypes: Sequence[str] = DTYPES, timed: float = 1.0, stop: float = 2.0) -> SweepPlan:
+    """The sweep that fits in ``budget`` seconds when the slowest link measured moves ``link`` bytes/s (None: unknown,
+    nothing cut for the link). Pure. In this order, until the model's estimate fits:
+    1. sizes whose one call through that link takes more than ``stop`` seconds go (the worker's cut rule, decided ahead);
+    2. fewer timed calls per case: ``timed`` halved down to SWEEP_CASE_FLOOR;
+    3. the largest remaining size goes, for every collective and type at once (smaller messages), down to the smallest;
+    4. then whole cases from the end (bf16 before fp32, the last collectives first): all_reduce fp32 at the smallest
+       size is kept whatever the budget (one case: the world still has to be checked once).
+    Every size left out is in ``skipped`` with why."""
+    ordered = sorted(set(int(s) for s in sizes))
+    skipped: list[Skipped] = []
+    kept: dict[tuple[str, str], list[int]] = {}
+    for name in collectives:
+        for dtype in dtypes:
+            fits = [s for s in ordered if call_seconds(name, s, world, link) <= stop] or ordered[:1]
+            if len(fits) < len(ordered):
+                skipped.append(Skipped(name, dtype, tuple(s for s in ordered if s not in fits), "slow link"))
+            kept[(name, dtype)] = fits
+
+    def estimate(seconds_timed: float) -> float:
+        return sum(case_seconds(n, s, world, link, seconds_timed)[0] for (n, _), group in kept.items() for s in group)
+
+    while estimate(timed) > budget and timed > SWEEP_CASE_FLOOR:
+        timed = max(SWEEP_CASE_FLOOR, timed / 2)
+    dropped: dict[tuple[str, str], list[int]] = {key: [] for key in kept}
+    while estimate(timed) > budget:
+        largest = max((group[-1] for group in kept.values() if len(group) > 1), default=None)
+        if largest is None:
+            break
+        for key, group in kept.items():
+            if len(group) > 1 and group[-1] == largest:
+                dropped[key].insert(0, group.pop())
+    order = [(n, d) for d in reversed(list(dtypes)) for n in reversed(list(collectives))]  # bf16 first, the last collective first
+    for key in order:
+        if estimate(timed) <= budget:
+            break
+        if key == (collectives[0], dtypes[0]):
+            continue
+        dropped[key] = kept[key] + dropped[key]
+        kept[key] = []
+    for key, group in dropped.items():
+        if group:
+            skipped.append(Skipped(key[0], key[1], tuple(group), "deadline"))
+    cases = []
+    for name in collectives:
+        for dtype in dtypes:
+            for size in kept[(name, dtype)]:
+                seconds, calls = case_seconds(name, size, world, link, timed)
+                cases.append(PlannedCase(name, dtype, size, calls, seconds))
+    merged: dict[tuple[str, str, str], list[int]] = {}
+    for item in skipped:
+        merged.setdefault((item.collective, item.dtype, item.why), []).extend(item.sizes)
+    skipped = [Skipped(n, d, tuple(sorted(s)), why) for (n, d, why), s in merged.items()]
+    rank = {key: i for i, key in enumerate((n, d) for n in collectives for d in dtypes)}
+    skipped.sort(key=lambda item: (rank[(item.collective, item.dtype)], item.why))
+    return SweepPlan(tuple(cases), tuple(skipped), timed, budget, sum(case.seconds for case in cases))
+
+
+def slowest_link(links: Sequence[Mapping[str, object]]) -> Optional[tuple[int, int, float]]:
+    """(a, b, bytes/s) of the slowest link that answered (its slower direction), from the pair table the ranks share;
+    None when no pair answered."""
+    best = None
+    for link in links:
+        if link.get("error") is not None:
+            continue
+        try:
+            rate = min(float(link["out"]), float(link["back"]))  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError):
+            continue
+        if rate > 0 and (best is None or rate < best[2]):
+            best = (int(link["a"]), int(link["b"]), rate)  # type: ignore[call-overload]
+    return best
+
+
+def describe_skipped(skipped: Sequence[Mapping[str, object]], size_text) -> list[str]:
+    """One line per collective and type the deadline or the slow link left sizes out of (the sweep's JSON ``skipped``)."""
+    lines = []
+    for item in skipped:
+        sizes = list(item["sizes"])  # type: ignore[call-overload]
+        backend = f"{item['backend']}: " if item.get("backend") else ""
+        shown = ", ".join(size_text(int(s)) for s in sizes[:6]) + (f" and {len(sizes) - 6} more" if len(sizes) > 6 else "")
+        why = {"slow link": "one call over the slowest link would take more than the stop time",
+               "deadline": "no room left under --fabric-deadline"}.get(str(item["why"]), str(item["why"]))
+        lines.append(f"not measured: {backend}{item['collective']} {item['dtype']} at {shown} ({why})")
+    return lines

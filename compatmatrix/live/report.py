@@ -368,8 +368,10 @@ def _fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     main = str(source.status.get("backend") or "?")
     record = source.status["fabric"]
     others = {str(name): sweep for name, sweep in (source.status.get("fabric_others") or {}).items() if isinstance(sweep, dict)}
-    rows, errors, unsupported, cut = [], [], [], []
+    rows, errors, unsupported, cut, skipped = [], [], [], [], []
     for backend, part in [(main, record), *others.items()]:
+        skipped += [{"backend": backend, "collective": str(item["collective"]), "dtype": str(item["dtype"]),
+                     "sizes": [int(size) for size in item["sizes"]], "why": str(item["why"])} for item in part.get("skipped", [])]
         for row in part.get("rows", []):
             algbw, busbw = bandwidths(row["collective"], row["bytes"], row["seconds"], world) if row["seconds"] > 0 else (0.0, 0.0)
             rows.append({"backend": backend, "collective": row["collective"], "dtype": row["dtype"], "bytes": int(row["bytes"]),
@@ -386,7 +388,22 @@ def _fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
             "backend_errors": {n: str(o["error"]) for n, o in others.items() if o.get("error")},
             "fixture_backends": ["ccl"] if ccl.get("fixture") and "ccl" in [main, *others] else [],
             "sizes": list(record.get("sizes", [])), "bound": record.get("bound"), "dropped": list(record.get("dropped", [])),
-            "rows": rows, "unsupported": unsupported, "errors": errors, "cut": cut, "ranks_swept": len(swept)}
+            "rows": rows, "unsupported": unsupported, "errors": errors, "cut": cut, "ranks_swept": len(swept),
+            **({"deadline": _deadline_of(record, others), "skipped": skipped} if isinstance(record.get("deadline"), dict) else {})}
+
+
+def _deadline_of(record: Mapping[str, Any], others: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """--fabric-deadline as the sweep kept it: the seconds, what the sweep planned with (its budget, the slowest link
+    it was sized to: [host, host, bytes/s], the timed seconds per case) and the seconds spent when the last sweep ended
+    (from the clock every rank agreed on, started before the pairs)."""
+    own = record["deadline"]
+    last = [part["deadline"] for part in others.values() if isinstance(part.get("deadline"), dict) and part["deadline"].get("spent") is not None]
+    spent = last[-1]["spent"] if last else own.get("spent")
+    link = own.get("link")
+    return {"seconds": float(own["seconds"]), "budget": float(own["budget"]) if own.get("budget") is not None else None,
+            "link": {"a": str(link[0]), "b": str(link[1]), "bandwidth": float(link[2])} if link else None,
+            "timed": float(own["timed"]), "estimate": float(own["estimate"]) if own.get("estimate") is not None else None,
+            "began": float(own.get("began") or 0.0), "spent": float(spent) if spent is not None else None}
 
 
 MALFORMED = (TypeError, KeyError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError)
@@ -502,11 +519,20 @@ def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Fi
         lines.append(f"memory copy, every rank at once (one thread each): {_gb(memcpy['all_ranks'])} in all, {_gb(memcpy['per_rank'])} per rank")
     if sweep["dropped"]:
         lines.append(f"sizes above {size_text(int(sweep['bound']))} left out: more than 1/16 of a host's free memory per rank")
+    deadline = sweep.get("deadline")
+    if deadline:
+        from .fabric import describe_skipped
+
+        lines += _deadline_lines(deadline, sweep)
+        lines += describe_skipped([{**item, "backend": item["backend"] if several else ""} for item in sweep["skipped"]], size_text)
     lines += [f"{backend_shown(cut['backend'], sweep) + ': ' if several else ''}{cut['collective']} {cut['dtype']}: sizes above {size_text(int(cut['after']))} not run: one call took {cut['seconds']:.2g} s "
               f"(more than {cut['limit']:g} s: a slow link; see live.pairs)" for cut in sweep["cut"]]
     largest = max((row for row in sweep["rows"] if row["backend"] == sweep["backend"] and row["collective"] == "all_reduce" and row["dtype"] == "fp32"),
                   key=lambda row: row["bytes"], default=None)
     sizes = sweep["sizes"]
+    if deadline and sweep["rows"]:  # the range measured, not the one asked for: the rest is in the evidence
+        measured = {row["bytes"] for row in sweep["rows"] if row["collective"] in ("all_reduce", "broadcast")}
+        sizes = sorted(measured) or sizes
     on = backend if not several else f"{backend} and, for comparison, {', '.join(backend_shown(b, sweep) for b in sweep['backends'][1:])}"
     summary = (f"{len(sweep['rows'])} collective/type/size cases from {size_text(sizes[0])} to {size_text(sizes[-1])} on {on}, "
                f"every iteration exact on all {sweep['world_size']} ranks" if sizes else "no size fits in the ranks' memory")
@@ -514,7 +540,33 @@ def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Fi
         summary += f"; all_reduce fp32 bus bandwidth {gbps(largest['busbw'])} at {size_text(largest['bytes'])}"
     if several and lines and sizes:
         summary += f" ({lines[0].split(': ', 1)[1]})" if lines[0].startswith("all_reduce fp32 at") else ""
+    if deadline:
+        summary += "; " + deadline_summary(deadline, sweep)
     return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(lines))
+
+
+def _skipped_cases(sweep: Mapping[str, Any]) -> int:
+    return sum(len(item["sizes"]) for item in sweep.get("skipped", []))
+
+
+def deadline_summary(deadline: Mapping[str, Any], sweep: Mapping[str, Any]) -> str:
+    """One clause: the deadline, the seconds spent, the link the sweep was sized to and how many cases it left out."""
+    from .fabric import gbps
+
+    spent = f", {deadline['spent']:.0f} s spent" if deadline.get("spent") is not None else ""
+    link = deadline.get("link")
+    sized = f"sized to the slowest link, {link['a']} <-> {link['b']} ({gbps(link['bandwidth'])})" if link else "sized to this host's memory copy"
+    left = _skipped_cases(sweep)
+    run = sum(1 for _ in sweep["rows"])
+    what = f"{left} of {left + run} cases not measured (--verbose lists them)" if left else "nothing left out"
+    return f"under --fabric-deadline {deadline['seconds']:g} s{spent}: {sized}, {what}"
+
+
+def _deadline_lines(deadline: Mapping[str, Any], sweep: Mapping[str, Any]) -> list[str]:
+    budget = f"{deadline['budget']:.1f} s" if deadline.get("budget") is not None else "what was left"
+    estimate = f", estimated {deadline['estimate']:.1f} s" if deadline.get("estimate") is not None else ""
+    return [f"--fabric-deadline {deadline['seconds']:g} s from the pairs' start: the sweep began at {deadline['began']:.1f} s with {budget} planned{estimate}, "
+            f"{deadline['timed']:g} s of timed calls per case" + (f", and ended at {deadline['spent']:.1f} s" if deadline.get("spent") is not None else "")]
 
 
 def _pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
@@ -548,6 +600,8 @@ def _pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
              for link in links if (link["allreduce"] or {}).get("wrong")]
     return {"hosts": hosts, "mode": record.get("mode"), "rounds": record.get("rounds"), "seconds": record.get("seconds"),
             "deadline": record.get("deadline"), "error": record.get("error"), "links": links, "memcpy": {hosts[i]: v for i, v in memcpy.items()},
+            **({"asked_deadline": float(record["asked_deadline"])} if record.get("asked_deadline") is not None else {}),
+            "skipped": [str(item) for item in record.get("skipped") or []],
             "median": verdict.median_link, "note": verdict.note,
             "slow_hosts": [hosts[h.host] for h in verdict.slow_hosts], "slow_links": [[hosts[x.a], hosts[x.b]] for x in verdict.slow_links],
             "slow_memory": [hosts[m.host] for m in verdict.slow_memory],
@@ -596,13 +650,17 @@ def _pairs_finding(table: Mapping[str, Any]) -> Finding:
     cid = "live.pairs"
     if table["error"]:
         return Finding(cid, Status.FAIL, table["error"], (), "Give --nnodes (or the hostfile) the number of hosts the ranks really run on.")
-    from .fabric import gbps, loss_cause
+    from .fabric import PAIRS_SHARE, gbps, loss_cause
 
     evidence = tuple(_link_evidence(link, table["deadline"]) for link in table["links"])
     evidence += tuple(f"{host}: memcpy {gbps(value)}" for host, value in table["memcpy"].items())
     skipped = sorted({link["allreduce_skipped"] for link in table["links"] if link["allreduce_skipped"]})
     evidence += tuple(f"no two-rank all_reduce per pair: {why}" for why in skipped)
     cost = f"{len(table['links'])} pairs of {len(table['hosts'])} hosts in {table['rounds']} rounds ({table['mode']}), {table['seconds']:.1f} s"
+    if table.get("asked_deadline") is not None:
+        evidence += (f"each pair's deadline {table['deadline']:g} s, not --pair-deadline {table['asked_deadline']:g} s: the pairs may take "
+                     f"at most {PAIRS_SHARE:.0%} of --fabric-deadline",)
+    evidence += tuple(f"not measured: {item}" for item in table.get("skipped", []))
     named = set(table["slow_hosts"]) | {host for link in table["slow_links"] for host in link}
     lossy = set(table["lossy_hosts"]) | {host for link in table["lossy_links"] for host in link}
     causes = tuple(f"{host}: {cause}" for host, counts in table["tcp"].items()

@@ -79,6 +79,7 @@ class LiveOptions:
     pairs: str = "all"  # --pairs: all | ring | sample:K (live/fabric.parse_pair_mode), for runs across hosts
     pair_deadline: float = 30.0  # --pair-deadline: seconds each pair may take before it is named as not answering
     fabric_sizes: tuple[int, ...] = ()  # bytes; () = 1 KiB up by powers of 4 to FABRIC_MAX_BYTES, bounded by memory on every host
+    fabric_deadline: float = 0.0  # --fabric-deadline: seconds the pairs and the sweep may take in all (0: no bound)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,8 @@ def _worker_args(run_dir: Path, options: LiveOptions, init_timeout: float, plan:
         args.append("--ipex")
     if options.fabric:
         args += ["--fabric", "--fabric-max", str(FABRIC_MAX_BYTES)]
+        if options.fabric_deadline:
+            args += ["--fabric-deadline", f"{options.fabric_deadline:g}"]
         if options.fabric_sizes:
             args += ["--fabric-sizes", ",".join(str(s) for s in options.fabric_sizes)]
         if _host_count(options) > 1:
@@ -182,10 +185,87 @@ def write_pair_plan(run_dir: Path, options: LiveOptions) -> None:
     """The rounds of host pairs the ranks measure (--fabric across hosts); the same on every node (a fixed seed)."""
     from .fabric import parse_pair_mode, schedule
 
+    from .fabric import PAIRS_SHARE, pair_deadline_under
+
     hosts = _host_count(options)
     mode = parse_pair_mode(options.pairs)
-    plan = {"hosts": hosts, "mode": options.pairs, "deadline": options.pair_deadline, "rounds": [[list(pair) for pair in pairs] for pairs in schedule(hosts, mode, seed=0)]}
+    rounds = [[list(pair) for pair in pairs] for pairs in schedule(hosts, mode, seed=0)]
+    plan: dict[str, Any] = {"hosts": hosts, "mode": options.pairs, "deadline": options.pair_deadline, "rounds": rounds}
+    if options.fabric_deadline:  # the pairs get at most PAIRS_SHARE of the deadline: each pair's own deadline lowered to fit
+        plan["deadline"] = pair_deadline_under(options.fabric_deadline, len(rounds), options.pair_deadline)
+        plan["budget"] = PAIRS_SHARE * options.fabric_deadline
+        if plan["deadline"] < options.pair_deadline:
+            plan["asked_deadline"] = options.pair_deadline
     (run_dir / "fabric-pairs.json").write_text(json.dumps(plan))
+
+
+RUN_DIR_PREFIX = "compat-live-"
+OWNER_LOCK = "owner.lock"  # in each run folder: held (fcntl.flock) by the compat that made it for as long as it runs
+SWEEP_SCAN_LIMIT = 10_000  # entries of the temp folder looked at for stale run folders (a bound on a folder that may be huge)
+
+
+def claim_run_dir(parent: Optional[str]) -> tuple[Path, int]:
+    """A fresh run folder (in ``parent``, else the temp folder) and the descriptor of its owner lock, held by this
+    process (flock, exclusive) until it closes it or dies: a SIGKILL releases it, which is how the next run knows the
+    folder is left over. The lock file names this host, pid and the pid's start time."""
+    import fcntl
+
+    run_dir = Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX, dir=parent))
+    fd = os.open(run_dir / OWNER_LOCK, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, own_identity().encode())
+    except OSError:  # a file system without locks (some NFS): the folder is removed at the end as before, never swept
+        pass
+    return run_dir, fd
+
+
+def sweep_stale_run_dirs(parent: Optional[str]) -> list[Path]:
+    """Remove the run folders a killed ``doctor --live`` left in ``parent`` (else the temp folder): a compat-live-*
+    folder whose owner lock names this host and whose lock nobody holds (its compat is gone: a SIGKILL, an OOM kill),
+    verified again by the pid and its start time it names. Folders without a lock (an older compat's, or one being
+    made), of another host (a shared --run-dir) or whose lock is held are left alone. Returns the folders removed."""
+    import fcntl
+
+    folder = Path(parent or tempfile.gettempdir())
+    removed: list[Path] = []
+    host = os.uname()[1]
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        return removed
+    with entries:
+        for count, entry in enumerate(entries):
+            if count >= SWEEP_SCAN_LIMIT:
+                break
+            if not entry.name.startswith(RUN_DIR_PREFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                fd = os.open(os.path.join(entry.path, OWNER_LOCK), os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a live compat: BlockingIOError
+                owner = os.read(fd, 512).decode("ascii", "replace").split(":")
+                if len(owner) == 3 and owner[0] == host and not _same_process(owner[1], owner[2]):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed.append(Path(entry.path))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    return removed
+
+
+def _same_process(pid: str, start: str) -> bool:
+    """Whether process ``pid`` runs and started at ``start`` (clock ticks since boot, /proc/PID/stat field 22): a pid
+    alone may have been reused since."""
+    if not pid.isdigit():
+        return False
+    try:
+        return Path(f"/proc/{int(pid)}/stat").read_bytes().rsplit(b")", 1)[-1].split()[19].decode() == start
+    except (OSError, IndexError, ValueError):
+        return False
 
 
 def worker_environment() -> dict[str, str]:
@@ -203,6 +283,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     init_timeout = init_timeout_for(options.timeout)
     deadline = time.time() + options.timeout + SELF_DEADLINE_SLACK_S
     threads = max(1, snapshot.allowed_cpus // max(1, options.topology.nproc_per_node))
+    sweep_stale_run_dirs(options.run_dir)  # what a killed doctor --live left behind (its lock released, its pid gone)
     if snapshot.get("torch") is None:
         finding = Finding("live.launch", Status.FAIL, f"torch is not installed in {snapshot.prefix}: there is nothing to launch",
                           (), "Install the set compat resolve gives (compat install), or point --python at the environment you train in.")
@@ -210,9 +291,11 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     if options.run_dir:
         Path(options.run_dir).mkdir(parents=True, exist_ok=True)
     # a fresh folder per run, inside --run-dir when given (multi-node mpirun: a path every node sees)
-    run_dir = Path(tempfile.mkdtemp(prefix="compat-live-", dir=options.run_dir))
+    run_dir, owner_lock = claim_run_dir(options.run_dir)
     try:
         shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
+        if options.fabric:  # the deadline's pure planning (live/fabric.py), imported by the worker under a name of its own
+            shutil.copyfile(WORKER.with_name("fabric.py"), run_dir / "compat_fabric_plan.py")
         if options.fabric and _across_hosts(options):
             write_pair_plan(run_dir, options)
         try:
@@ -256,6 +339,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
         return LiveResult(findings, details)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+        os.close(owner_lock)
 
 
 def ccl_run(launch: Launch, snapshot) -> CclRun:

@@ -262,6 +262,8 @@ def memory_bound(cap, local_ranks):
 
 SWEEP_CASE_SECONDS = 1.0  # a case runs as many timed calls as fit in this (at least one), up to sweep_iterations(size)
 SWEEP_STOP_SECONDS = 2.0  # one call slower than this: the larger sizes of that collective and type are not run (a slow link)
+GUARD_RESERVE = 0.05  # of --fabric-deadline, kept free by the guard: an estimate may still be short by that much
+SWEEP_MARGIN = 0.85  # under --fabric-deadline the sweep plans to fill this share of what is left (live/fabric.py SWEEP_MARGIN)
 
 
 def sweep_iterations(size):
@@ -335,9 +337,56 @@ def fabric_case(torch, dist, name, dtype, size, rank, world, group=None):
     return moved, prepare, run, result, wrong
 
 
-def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None):
+PLAN_MODULE = "compat_fabric_plan"  # live/fabric.py, copied beside this file by compat: the pure planning of the deadline
+
+
+def plan_core():
+    """compat's live/fabric.py (copied into the run folder as PLAN_MODULE), or None where it cannot be imported."""
+    try:
+        return __import__(PLAN_MODULE)
+    except Exception:  # an older interpreter than the module's syntax: the sweep runs with the deadline's guard only
+        return None
+
+
+class FabricClock:
+    """--fabric-deadline: one clock for the pairs and the sweep, started together on every rank (a barrier), read as
+    the slowest rank's elapsed seconds (a MAX over the world) wherever a decision depends on it, so every rank decides
+    the same."""
+
+    def __init__(self, dist, torch, deadline):
+        self.dist, self.torch, self.deadline = dist, torch, float(deadline or 0.0)
+        dist.barrier()
+        self.began = time.perf_counter()
+        self.agreed = 0.0  # the last elapsed time every rank agreed on
+
+    def mine(self):
+        return time.perf_counter() - self.began
+
+    def agree(self, group=None):
+        value = self.torch.tensor([self.mine()], dtype=self.torch.float64)
+        self.dist.all_reduce(value, op=self.dist.ReduceOp.MAX, group=group)
+        self.agreed = float(value[0])
+        return self.agreed
+
+    def left(self):
+        return self.deadline - self.agreed if self.deadline else float("inf")
+
+
+def sweep_plan_for(chosen, world, labels, budget, link):
+    """The sizes and timed seconds of the sweep under the deadline (live/fabric.py plan_sweep), or None without one."""
+    core = plan_core()
+    if core is None or budget is None:
+        return None
+    return core.plan_sweep(chosen, world, max(0.0, budget), link, collectives=FABRIC_COLLECTIVES, dtypes=labels,
+                           timed=SWEEP_CASE_SECONDS, stop=SWEEP_STOP_SECONDS)
+
+
+def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None, clock=None, budget=None, link=None, rate=None):
     """compat doctor --live --fabric: every collective at every size, fp32 and bf16, each iteration's result checked
-    exactly on this rank; the time of each is the slowest rank's (mean of its timed iterations)."""
+    exactly on this rank; the time of each is the slowest rank's (mean of its timed iterations). Under --fabric-deadline
+    (``clock``): the sizes and timed calls are planned to fit ``budget`` seconds over the slowest link measured (``link``:
+    (a, b, bytes/s) or None), and a case whose estimate no longer fits before the deadline is not run; both are in
+    ``skipped``. ``rate``: the bytes/s to plan with where no link was measured (one host: its memory copy)."""
     bound = torch.tensor([memory_bound(cap, int(os.environ.get("LOCAL_WORLD_SIZE") or world))], dtype=torch.float64)
     dist.all_reduce(bound, op=dist.ReduceOp.MIN)  # one bound for the whole world: every rank runs the same sizes
     bound = int(bound[0])
@@ -345,10 +394,29 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None)
     record = {"sizes": chosen, "bound": bound, "dropped": [s for s in sizes if s > bound], "rows": [], "errors": [], "unsupported": [], "cut": []}
     wrong_fixture = fixture_asks(rank, "wrongsum")
     dtypes = [("fp32", torch.float32)] + ([("bf16", torch.bfloat16)] if hasattr(torch, "bfloat16") else [])
+    plan = sweep_plan_for(chosen, world, [label for label, _ in dtypes], budget, link[2] if link else rate) if clock and clock.deadline else None
+    timed_seconds = SWEEP_CASE_SECONDS
+    if clock is not None and clock.deadline:
+        record["deadline"] = {"seconds": clock.deadline, "began": clock.agreed, "budget": budget, "link": list(link) if link else None,
+                              "planned": plan is not None, "timed": plan.timed if plan else SWEEP_CASE_SECONDS,
+                              "estimate": plan.estimate if plan else None, "spent": None}
+        record["skipped"] = [{"collective": k.collective, "dtype": k.dtype, "sizes": list(k.sizes), "why": k.why} for k in plan.skipped] if plan else []
+        if plan is not None:
+            timed_seconds = plan.timed
+    estimates = {(c.collective, c.dtype, c.size): c.seconds for c in plan.cases} if plan else {}
     cases_begun = 0
+    slower = 1.0  # how much slower than its estimate the last case ran (the model knows no TCP stall): later estimates scaled by it
     for name in FABRIC_COLLECTIVES:
         for label, dtype in dtypes:
-            for size in chosen:
+            sizes_here = plan.sizes(name, label) if plan is not None else chosen
+            for size in sizes_here:
+                guess = estimates.get((name, label, size), 0.0) * slower
+                before = clock.agreed if clock is not None else 0.0
+                if clock is not None and clock.deadline and (clock.agreed + guess > clock.deadline * (1 - GUARD_RESERVE) or clock.left() <= 0):
+                    # every rank holds the same agreed time and estimate: all skip the rest of this collective and type
+                    rest = [s for s in sizes_here if s >= size]
+                    record["skipped"].append({"collective": name, "dtype": label, "sizes": rest, "why": "deadline"})
+                    break
                 moved, prepare, run, result, wrong = fabric_case(torch, dist, name, dtype, size, rank, world, group)
                 cases_begun += 1
                 save(fabric_case=[name, label, moved, cases_begun], fabric_backend=backend)  # compat's progress line on a terminal
@@ -366,10 +434,10 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None)
                         took = time.perf_counter() - start
                         if iteration:
                             spent += took
-                        else:  # as many timed calls as fit in SWEEP_CASE_SECONDS, from the slowest rank's warm-up: the same on every rank
+                        else:  # as many timed calls as fit in SWEEP_CASE_SECONDS (fewer under a deadline), from the slowest rank's warm-up: the same on every rank
                             warm = torch.tensor([took], dtype=torch.float64)
                             dist.all_reduce(warm, op=dist.ReduceOp.MAX)
-                            iterations = max(1, min(iterations, int(SWEEP_CASE_SECONDS / max(float(warm[0]), 1e-9))))
+                            iterations = max(1, min(iterations, int(timed_seconds / max(float(warm[0]), 1e-9))))
                         if wrong_fixture and name == "all_reduce":
                             result()[0] += 1
                         bad, elements, first, got, expected = wrong()
@@ -389,8 +457,12 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None)
                     record["unsupported"].append({"collective": name, "dtype": label, "error": text[:300]})
                     dist.barrier(group=group)  # a backend that refused it must still work for the rest; if not, this raises here
                     break
-                slowest = torch.tensor([spent / iterations], dtype=torch.float64)
-                dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+                slowest = torch.tensor([spent / iterations, clock.mine() if clock is not None else 0.0], dtype=torch.float64)
+                dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # the slowest rank's time, and the clock every rank agrees on
+                if clock is not None:
+                    clock.agreed = float(slowest[1])
+                    if estimates.get((name, label, size)):
+                        slower = max(1.0, (clock.agreed - before) / estimates[(name, label, size)])
                 ranks_wrong = torch.tensor([1.0 if wrong_total else 0.0], dtype=torch.float64)
                 dist.all_reduce(ranks_wrong)  # across hosts each compat reads only its own ranks' records: every rank learns the count
                 record["rows"].append({"collective": name, "dtype": label, "bytes": moved, "iterations": iterations,
@@ -399,6 +471,8 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None)
                     record["cut"].append({"collective": name, "dtype": label, "after": moved, "seconds": float(slowest[0]), "limit": SWEEP_STOP_SECONDS,
                                           "sizes": [s for s in chosen if s > size]})
                     break
+            if clock is not None and clock.deadline:
+                record["deadline"]["spent"] = clock.agreed
             if backend is None:
                 save(fabric=record)
             else:
@@ -429,10 +503,11 @@ def comparison_backends(dist, torch, main):
     return [name for name, flag in zip(names, agreed.tolist()) if flag == 1.0]
 
 
-def fabric_compare(dist, torch, rank, world, sizes, cap, main):
+def fabric_compare(dist, torch, rank, world, sizes, cap, main, names=None, clock=None, link=None):
     """--fabric: the same sweep on each other backend, on a group of all the ranks; a backend that cannot form the
-    group is recorded with why."""
-    for name in comparison_backends(dist, torch, main):
+    group is recorded with why. Under a deadline each gets an equal share of what is left."""
+    names = comparison_backends(dist, torch, main) if names is None else names
+    for index, name in enumerate(names):
         save(fabric_comparing=name)
         group, why = None, None
         try:
@@ -445,7 +520,10 @@ def fabric_compare(dist, torch, rank, world, sizes, cap, main):
             OTHER_SWEEPS[name] = {"error": why or "the group could not be formed on another rank"}
             save(fabric_others=OTHER_SWEEPS)
             continue
-        fabric_sweep(dist, torch, rank, world, sizes, cap, group=group, backend=name)
+        budget = None
+        if clock is not None and clock.deadline:
+            budget = clock.left() * SWEEP_MARGIN / (len(names) - index) if clock.agree() < clock.deadline else 0.0
+        fabric_sweep(dist, torch, rank, world, sizes, cap, group=group, backend=name, clock=clock, budget=budget, link=link)
 
 
 PAIR_MESSAGE_BYTES = 256 << 10  # one point-to-point message of the pair test
@@ -794,7 +872,7 @@ def merge_again(links, again):
         link["measured"] = link.get("measured", 1) + 1
 
 
-def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
+def fabric_pairs(dist, torch, rank, world, plan_path, memcpy, clock=None):
     """compat doctor --live --fabric across hosts: the pairs of hosts compat scheduled (live/fabric.py), measured
     round by round between each host's first rank, no host in two pairs at once, each pair on its own group with its
     own deadline; every rank gets the whole table."""
@@ -809,6 +887,9 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
             hosts.append(name)
     leaders = [names.index(h) for h in hosts]
     record = {"hosts": hosts, "mode": plan["mode"], "rounds": len(plan["rounds"]), "deadline": deadline, "links": [], "seconds": 0.0}
+    if plan.get("asked_deadline") is not None:  # --fabric-deadline lowered --pair-deadline: said with both numbers
+        record["asked_deadline"] = float(plan["asked_deadline"])
+    share = float(plan.get("budget") or 0.0)  # the seconds the pairs may take under --fabric-deadline (0: no bound)
     if len(hosts) != plan["hosts"]:
         record["error"] = "the schedule is for %d hosts but the ranks run on %d (%s)" % (plan["hosts"], len(hosts), ", ".join(hosts))
         save(pairs=record)
@@ -845,6 +926,13 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy):
         rounds = slow_link_rounds(links)     # for a while, a rate limit or a bad cable does every time
         if not rounds:
             break
+        if share and clock is not None:  # under --fabric-deadline: again only while the slowest such round still fits in the pairs' share
+            took = {(link["a"], link["b"]): float(link.get("seconds") or deadline) for link in links}
+            need = sum(max(took.get(tuple(pair), deadline) for pair in pairs) for pairs in rounds)
+            if clock.agree() + need > share:
+                record["skipped"] = ["measuring again %d slow link(s) (%.1f s more would pass the %.0f s the pairs may take under --fabric-deadline)"
+                                     % (sum(len(p) for p in rounds), need, share)]
+                break
         again = []
         for pairs in rounds:
             measure_round(pairs, None, again)
@@ -1237,6 +1325,7 @@ def main():
     parser.add_argument("--fabric-sizes", default="", help="comma-separated bytes (default: 1 KiB up by powers of 4 to --fabric-max)")
     parser.add_argument("--fabric-max", type=int, default=16 << 20, help="the largest size in bytes, further bounded by memory")
     parser.add_argument("--fabric-pairs", default="", help="JSON file: the rounds of host pairs compat scheduled (runs across hosts)")
+    parser.add_argument("--fabric-deadline", type=float, default=0.0, help="seconds the pairs and the sweep may take in all (0: no bound)")
     parser.add_argument("--ipex", action="store_true")
     parser.add_argument("--ipex-mode", choices=["none", "trainer", "direct"], default="none")
     parser.add_argument("--trainer", action="store_true")
@@ -1313,9 +1402,11 @@ def main():
                 save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes))
             memcpy = memcpy_bandwidth(dist, torch)
             save(memcpy=memcpy)
+            clock = FabricClock(dist, torch, args.fabric_deadline) if args.fabric and args.fabric_deadline else None
+            pairs = None
             if args.fabric_pairs:
                 stage("pairs")
-                fabric_pairs(dist, torch, dist.get_rank(), dist.get_world_size(), args.fabric_pairs, memcpy)
+                pairs = fabric_pairs(dist, torch, dist.get_rank(), dist.get_world_size(), args.fabric_pairs, memcpy, clock)
             if args.fabric:
                 stage("fabric")
                 wanted = [int(s) for s in args.fabric_sizes.split(",") if s]
@@ -1324,8 +1415,20 @@ def main():
                     while size <= args.fabric_max:
                         wanted.append(size)
                         size *= 4
-                fabric_sweep(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)))
-                fabric_compare(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)), str(dist.get_backend()))
+                main_backend = str(dist.get_backend())
+                others = comparison_backends(dist, torch, main_backend)
+                link, budget = None, None
+                if clock is not None:
+                    core = plan_core()
+                    found = core.slowest_link((pairs or {}).get("links") or []) if core is not None else None
+                    if found is not None:  # named by the hosts: every rank has the same table
+                        link = (pairs["hosts"][found[0]], pairs["hosts"][found[1]], found[2])
+                    budget = max(0.0, clock.deadline - clock.agree()) * SWEEP_MARGIN / (1 + len(others))
+                rate = (memcpy or {}).get("per_rank") if link is None else None
+                fabric_sweep(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)),
+                             clock=clock, budget=budget, link=link, rate=rate)
+                fabric_compare(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)), main_backend,
+                               names=others, clock=clock, link=link)
             dist.barrier()
         else:
             save(world_size=None)

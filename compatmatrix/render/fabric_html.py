@@ -73,11 +73,40 @@ def render_report(document: Mapping[str, Any]) -> str:
              "<h1>Fabric report</h1>",
              f"<p>launcher {text(live.get('launcher', '?'))}, backend {text(backend)}, {text(live.get('world_size', '?'))} ranks; "
              f"python {text(document.get('python_version', '?'))}. Bandwidths in GB/s (10<sup>9</sup> bytes/s).</p>"]
+    parts += _deadline_section(sweep, pairs)
     parts += _pairs_section(pairs)
     parts += _sweep_section(sweep, backend, memcpy)
     parts += _findings_section(document.get("checks") or [])
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _deadline_section(sweep: Any, pairs: Any) -> list[str]:
+    """--fabric-deadline: the bound, the link the sweep was sized to, and every size not measured with why (the
+    --json document's ``fabric.deadline``, ``fabric.skipped`` and ``pairs.skipped``); nothing without a deadline."""
+    deadline = (sweep or {}).get("deadline") if isinstance(sweep, Mapping) else None
+    if not isinstance(deadline, Mapping):
+        return []
+    out = ['<h2 id="deadline">Deadline and what was not measured</h2>']
+    spent = deadline.get("spent")
+    link = deadline.get("link")
+    sized = (f"sized to the slowest link, {text(link.get('a'))} &lt;-&gt; {text(link.get('b'))} "
+             f'(<span data-v="{_number(link["bandwidth"])}">{gb(link["bandwidth"])}</span> GB/s)') if isinstance(link, Mapping) else "sized to the memory copy (one host)"
+    out.append(f'<p>--fabric-deadline <span data-v="{_number(deadline["seconds"])}">{float(deadline["seconds"]):g}</span> s from the pairs\' start'
+               + (f', the last sweep ended at <span data-v="{_number(spent)}">{float(spent):.1f}</span> s' if isinstance(spent, (int, float)) else "")
+               + f"; the sweep was {sized}, {text(deadline.get('timed'))} s of timed calls per case.</p>")
+    skipped = [item for item in sweep.get("skipped") or [] if isinstance(item, Mapping)]
+    skipped_pairs = [str(item) for item in (pairs or {}).get("skipped") or []] if isinstance(pairs, Mapping) else []
+    if not skipped and not skipped_pairs:
+        return out + ["<p>Everything asked for was measured.</p>"]
+    out.append('<table id="skipped"><tr><th class="t">backend</th><th class="t">collective</th><th class="t">type</th><th class="t">sizes not measured</th><th class="t">why</th></tr>')
+    for item in skipped:
+        sizes = ", ".join(size_label(int(size)) for size in item.get("sizes") or [])
+        out.append(f'<tr><td class="t">{text(item.get("backend", ""))}</td><td class="t">{text(item.get("collective"))}</td><td class="t">{text(item.get("dtype"))}</td>'
+                   f'<td class="t">{text(sizes)}</td><td class="t">{text(item.get("why"))}</td></tr>')
+    out.append("</table>")
+    out += [f"<p>Pairs: not measured: {text(item)}</p>" for item in skipped_pairs]
+    return out
 
 
 def _findings_section(checks: Sequence[Mapping[str, Any]]) -> list[str]:
