@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 from urllib.parse import unquote, urlsplit
 
-from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -345,8 +345,11 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
     """One requirement line: PEP 508 (name, extras, specifier, marker, `name @ URL`), a bare wheel URL or path, or -e."""
     hashes, ignored = _line_options(options, origin)
     text = text.strip()
-    if editable or _is_bare_location(text):
+    if editable:
         return _from_location(text, origin, hashes, constraint, editable, ignored)
+    text, marker = _marker_split(text, origin)
+    if _is_bare_location(text):
+        return replace(_from_location(text, origin, hashes, constraint, editable, ignored), marker=marker)
     try:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
@@ -367,8 +370,43 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
             version = wheel[1]
             specifier = SpecifierSet(f"=={version}")
             label = f"+{version.local}" if version.local else ""
-    return InputRequirement(name, specifier, origin, requirement.marker, frozenset(requirement.extras), url, hashes, constraint,
+    return InputRequirement(name, specifier, origin, marker, frozenset(requirement.extras), url, hashes, constraint,
                             local_label=label, ignored_options=ignored)
+
+
+# pip's is_url (pip/_internal/vcs/versioncontrol.py): these schemes and its VCS backends' (vcs/git.py, mercurial.py,
+# subversion.py, bazaar.py `schemes`), at pypa/pip 6d309205
+_PIP_URL_SCHEMES = frozenset({"http", "https", "file", "ftp",
+                              *(f"git+{s}" for s in ("http", "https", "ssh", "git", "file")),
+                              *(f"hg+{s}" for s in ("file", "http", "https", "ssh", "static-http")),
+                              *(f"svn+{s}" for s in ("ssh", "http", "https", "svn", "file")),
+                              *(f"bzr+{s}" for s in ("http", "https", "ssh", "sftp", "ftp", "lp", "file"))})
+
+
+def _is_pip_url(text: str) -> bool:
+    try:
+        return urlsplit(text).scheme.lower() in _PIP_URL_SCHEMES
+    except ValueError:
+        return False
+
+
+def _marker_split(text: str, origin: Origin) -> tuple[str, Optional[Marker]]:
+    """pip's split of a requirement line from its marker (parse_req_from_line in pip/_internal/req/constructors.py,
+    pypa/pip 6d309205, 2026-08-20): a line that is itself a URL ends at its first '; ', any other line at its first ';'
+    (so `name @ URL; marker` with no space before the ';' is read, which packaging's PEP 508 grammar alone refuses).
+    The requirement part is then read by packaging, the marker part by packaging.markers."""
+    separator = "; " if _is_pip_url(text) else ";"
+    if separator not in text:
+        return text, None
+    requirement, marker_text = text.split(separator, 1)
+    marker_text = marker_text.strip()
+    if not marker_text:
+        return requirement.strip(), None
+    try:
+        return requirement.strip(), Marker(marker_text)
+    except InvalidMarker as exc:
+        raise InputError(f"{origin}: '{_line_start(requirement.strip())}' has a marker pip refuses ({_why(exc)}).",
+                         "Write the marker with PEP 508 names, e.g. python_version < '3.10'.") from None
 
 
 _NAME_START = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
