@@ -17,6 +17,7 @@ from packaging.version import Version
 from .matrix.model import (
     COMPONENT_ORDER,
     PAIRING_RANK,
+    AbsentRelease,
     CclRelease,
     Component,
     EndOfLife,
@@ -28,6 +29,7 @@ from .matrix.model import (
     UnlistedRelease,
     WheelSet,
     Yank,
+    absent_release,
     nearest_pinned,
     security_yank,
 )
@@ -79,6 +81,14 @@ class NoneMatches(Record):
     spec: SpecifierSet
     oldest: Version
     newest: Version
+    depth: ClassVar[int] = 0
+
+
+class NoSuchRelease(Record):
+    """The user pinned a version inside the span the matrix lists that the registries never had (matrix/model.py
+    AbsentRelease): no such release, with the nearest real ones."""
+
+    absent: AbsentRelease
     depth: ClassVar[int] = 0
 
 
@@ -160,7 +170,7 @@ class NoConsistentCombination(Record):
 
 
 ConflictReason = Union[
-    Unsupported, PythonOutsideRange, NoneMatches, NoneUsable, RejectionGroup, WouldDo, FitsNoTorch, MoreFitNoTorch,
+    Unsupported, PythonOutsideRange, NoneMatches, NoSuchRelease, NoneUsable, RejectionGroup, WouldDo, FitsNoTorch, MoreFitNoTorch,
     NoPartnerForTorch, TorchPairsWith, NoCommonTorch, PartnerBreak, NoConsistentCombination,
 ]
 
@@ -463,10 +473,24 @@ def conflict_reasons(matrix: Matrix, request: Request, table: CandidateTable) ->
     return reasons or [NoConsistentCombination()]
 
 
+def _absent_pin(matrix: Matrix, component: Component, spec: SpecifierSet) -> Optional[AbsentRelease]:
+    """The AbsentRelease an exact ``==X`` pin names, or None."""
+    items = tuple(spec)
+    if len(items) != 1 or items[0].operator not in ("==", "===") or items[0].version.endswith(".*"):
+        return None
+    try:
+        return absent_release(matrix, component, Version(items[0].version))
+    except ValueError:  # InvalidVersion: build_request has refused it already
+        return None
+
+
 def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component, rejected: Sequence[Rejection]) -> list[ConflictReason]:
     spec = request.spec(component)
     other = [r for r in rejected if r.kind != "user"]
     if spec is not None and not other:
+        absent = _absent_pin(matrix, component, spec)
+        if absent is not None:
+            return [NoSuchRelease(absent)]
         known = matrix.versions(component)
         return [NoneMatches(component, spec, known[-1], known[0])]
     python_bound = any(r.kind in ("python", "requires-python", "platform") for r in other)

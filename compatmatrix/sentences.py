@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .matrix.model import CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, UnlistedRelease, Yank
+from .matrix.model import AbsentRelease, CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, UnlistedRelease, Yank
 from .rules import GlibcTooOld, MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, Undeclared, UserConstraint, Yanked
 
 if TYPE_CHECKING:  # explain is imported when the first record is written: `compat check` needs only the phrases
@@ -145,6 +145,33 @@ def unlisted_nearest(release: UnlistedRelease) -> str:
     if release.nearest_torch is None:
         return f"the nearest listed release: {release.component.label} {release.nearest}"
     return f"the nearest verified pairing: {nearest_verified(release.component, release.nearest_torch, release.nearest, None)}"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _real_release(component: Component, version: Version, torch: Optional[Version]) -> str:
+    return f"{component.label} {version}" + (f" (pins torch {torch})" if torch is not None else "")
+
+
+def absent_phrase(release: AbsentRelease) -> str:
+    """"there is no torchaudio 1.13.1: the registries go from 0.13.1 to 2.0.0 (...)": a pin inside the listed span."""
+    label = release.component.label
+    checked = f", checked {release.checked}" if release.checked else ""
+    return (f"there is no {label} {release.version}: the registries go from {label} {release.below} to {release.above} (the matrix lists every "
+            f"{label} release of its span{checked}), so pip would stop with 'No matching distribution'")
+
+
+def absent_nearest(release: AbsentRelease) -> str:
+    """"the nearest real releases: torchaudio 0.13.1 (pins torch 1.13.1) and torchaudio 2.0.0 (pins torch 2.0.0)"."""
+    return (f"the nearest real releases: {_real_release(release.component, release.below, release.below_torch)} and "
+            f"{_real_release(release.component, release.above, release.above_torch)}")
+
+
+def absent_fix(release: AbsentRelease) -> str:
+    name = release.component.distribution
+    return f"Pin a real release: {name}=={release.above} or {name}=={release.below}."
 
 
 def unlisted_sentence(release: UnlistedRelease, torch: Optional[Version]) -> str:
@@ -401,6 +428,7 @@ def _writers() -> dict[type, Callable[[Any], str]]:
             f"No {item.component.label} release in the matrix matches {spec_text(item.component, item.spec)}; "
             f"the matrix knows {item.component.label} {item.oldest} to {item.newest}."
         ),
+        x.NoSuchRelease: lambda item: f"{_capital(absent_phrase(item.absent))}; {absent_nearest(item.absent)}.",
         x.NoneUsable: _none_usable,
         x.RejectionGroup: _group,
         x.WouldDo: lambda item: f"(without {spec_text(item.component, item.spec)}, these would do: {versions_text(item.versions, limit=4)})",

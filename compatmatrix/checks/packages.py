@@ -8,10 +8,14 @@ from typing import Optional
 from packaging.version import Version
 
 from ..devices import DeviceBuild, device_build
+from ..environment.from_pins import PINNED_INSTALLER
 from ..environment.snapshot import Distribution
-from ..matrix.model import CclRelease, Component, IpexRelease, LibraryLine, UnlistedRelease, nearest_pinned, unlisted_release
+from ..matrix.model import AbsentRelease, CclRelease, Component, IpexRelease, LibraryLine, UnlistedRelease, absent_release, nearest_pinned, unlisted_release
 from ..rules import fits, known_bad, pairing_evidence, problem_with
 from ..sentences import (
+    absent_fix,
+    absent_nearest,
+    absent_phrase,
     ccl_torch_phrase,
     device_build_fix,
     device_build_sentence,
@@ -110,6 +114,20 @@ def _installed_with_torch(ctx: Context, cid: str, names: tuple[str, ...], label:
     return torch, release
 
 
+def _absent_finding(cid: str, release: AbsentRelease, dist: Distribution) -> Finding:
+    """A version inside the span the matrix lists that the registries never had: FAIL for a pin in a file (pip stops
+    there: 'No matching distribution'), WARN for an installed one (built here, or from somewhere else)."""
+    evidence = (absent_nearest(release), dist.path)
+    if dist.installer == PINNED_INSTALLER:
+        return Finding(cid, Status.FAIL, absent_phrase(release), evidence, absent_fix(release))
+    return Finding(cid, Status.WARN, f"{release.component.label} {dist.raw_version} is installed, but {absent_phrase(release).replace(', so pip would', ': pip would')}"
+                   " (a build from elsewhere?)", evidence, absent_fix(release).replace("Pin", "Install"))
+
+
+def _absent(ctx: Context, component: Component, dist: Distribution) -> Optional[AbsentRelease]:
+    return absent_release(ctx.matrix, component, dist.public_version) if dist.public_version is not None else None
+
+
 def _unlisted_finding(ctx: Context, cid: str, release: UnlistedRelease, dist: Distribution, torch: Optional[Version]) -> Finding:
     """An installed (or pinned) release the matrix does not list: its pairing with torch is graded as the resolver grades
     it (rules.pairing_evidence: unverified within its line's torch series) -- WARN unverified, naming the missing facts,
@@ -161,6 +179,9 @@ def torch_installed(ctx: Context) -> Finding:
     unlisted = unlisted_release(ctx.matrix, Component.TORCH, dist.public_version) if dist.public_version is not None else None
     if unlisted is not None:
         return _unlisted_finding(ctx, "packages.torch-installed", unlisted, dist, None)
+    absent = _absent(ctx, Component.TORCH, dist)
+    if absent is not None:
+        return _absent_finding("packages.torch-installed", absent, dist)
     return Finding("packages.torch-installed", Status.PASS, f"torch {dist.raw_version}", (dist.path,))
 
 
@@ -277,6 +298,9 @@ def _companion(ctx: Context, component: Component) -> Finding:
         unlisted = unlisted_release(ctx.matrix, component, dist.public_version) if dist.public_version is not None else None
         if unlisted is not None:
             return _unlisted_finding(ctx, cid, unlisted, dist, torch)
+        absent = _absent(ctx, component, dist)
+        if absent is not None:
+            return _absent_finding(cid, absent, dist)
         return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
     pairing = pairing_evidence(release, torch)
     if pairing is not None and pairing.tested:  # compat matrix verify tried this pair here: its record decides
@@ -325,10 +349,17 @@ def transformers_torch(ctx: Context) -> Finding:
         if dist is None or dist.public_version is None or torch is None:
             continue
         line = _line(ctx, component, dist.public_version)
+        absent = _absent(ctx, component, dist) if line is not None and dist.public_version not in line.versions else None
+        if absent is not None:  # a patch its line never had
+            unlisted.append(_absent_finding(cid, absent, dist))
+            continue
         if line is None:
             release = unlisted_release(ctx.matrix, component, dist.public_version)
+            absent = _absent(ctx, component, dist) if release is None else None
             if release is not None:
                 unlisted.append(_unlisted_finding(ctx, cid, release, dist, torch))
+            elif absent is not None:
+                unlisted.append(_absent_finding(cid, absent, dist))
             else:
                 evidence.append(f"{package} {dist.raw_version} is not in the matrix")
             continue
@@ -345,6 +376,7 @@ def transformers_torch(ctx: Context) -> Finding:
         return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + evidence + [u.summary for u in unlisted]),
                        "pip install the versions `compat resolve --profile stock torch==" + str(torch) + "` gives")
     if unlisted:  # nothing unknown passes silently: the first unlisted release's finding, the others' summaries with it
+        unlisted.sort(key=lambda u: u.status is not Status.FAIL)  # a release that does not exist first
         first = unlisted[0]
         return Finding(cid, first.status, first.summary, first.evidence + tuple(u.summary for u in unlisted[1:]) + tuple(evidence),
                        "; ".join(dict.fromkeys(u.fix for u in unlisted if u.fix)))
