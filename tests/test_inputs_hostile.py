@@ -4,6 +4,7 @@ requirement line, mirrors, wheel tags and names, torch_ipex and device builds. E
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -299,3 +300,23 @@ def test_install_judges_markers_with_the_environments_own_probe(tmp_path, capsys
     path = write(tmp_path, "r.txt", f'torch==2.7.0; platform_release == "{release}"\ntorch==2.8.0; platform_release != "{release}"\n')
     code, out, err = run(["install", "--dry-run", "-r", path, "--python", sys.executable], capsys, monkeypatch, tmp_path)
     assert code == 0 and "would install torch 2.7.0" in err and "2.8.0" not in err, out + err  # the plan goes to stderr; 810247e: release "" -> torch 2.8.0
+
+
+# --- issue 30 item 6: transformers and accelerate judged as dependencies ----------------------------------------------
+
+
+def test_the_trainers_need_for_accelerate_is_a_warning_when_the_file_pins_none(tmp_path, capsys, monkeypatch):
+    """transformers declares no accelerate requirement; only its Trainer needs it (the old code: FAIL)."""
+    path = write(tmp_path, "r.txt", "torch==2.3.1\ntransformers==4.40.2\n")
+    code, out, _ = run(["check", "-r", path, "--python-version", "3.11", "--json"], capsys, monkeypatch, tmp_path)
+    found = {c["id"]: c for c in json.loads(out)["checks"]}["packages.transformers-torch"]
+    assert code == 0 and found["status"] == "warn", found
+    assert "Trainer needs accelerate >= 0.21.0, which is not pinned in the files" in found["summary"]
+    assert found["fix"].startswith("If the script uses the Trainer")
+
+
+def test_a_pinned_accelerate_the_trainer_cannot_use_still_fails(tmp_path, capsys, monkeypatch):
+    path = write(tmp_path, "r.txt", "torch==2.3.1\ntransformers==4.40.2\naccelerate==0.20.3\n")
+    code, out, _ = run(["check", "-r", path, "--python-version", "3.11", "--json"], capsys, monkeypatch, tmp_path)
+    found = {c["id"]: c for c in json.loads(out)["checks"]}["packages.transformers-torch"]
+    assert code == 1 and found["status"] == "fail" and "needs accelerate >= 0.21.0, accelerate 0.20.3" in found["summary"], found

@@ -341,6 +341,7 @@ def transformers_torch(ctx: Context) -> Finding:
     cid = "packages.transformers-torch"
     torch = torch_version(ctx)
     problems, evidence = [], []
+    cautions: list[str] = []  # what only the Trainer needs (a WARN): transformers runs without accelerate
     unlisted: list[Finding] = []
     checked = False
     for component in (Component.TRANSFORMERS, Component.ACCELERATE):
@@ -368,18 +369,23 @@ def transformers_torch(ctx: Context) -> Finding:
             problems.append(f"{package} {dist.raw_version} needs torch >= {line.torch_min}, torch {torch} is installed")
         if component is Component.TRANSFORMERS and line.accelerate_min is not None:
             accelerate = ctx.snapshot.get("accelerate")
-            if accelerate is None:
-                problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which is not installed")
+            if accelerate is None:  # transformers does not require accelerate (no Requires-Dist): only its Trainer does
+                where = "pinned in the files" if dist.installer == PINNED_INSTALLER else "installed"
+                cautions.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which is not {where} "
+                                "(transformers itself does not require it: only a script that uses the Trainer does)")
             elif accelerate.public_version is not None and problem_with(component, line, dist.public_version, Component.ACCELERATE, accelerate.public_version):
                 problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, accelerate {accelerate.raw_version} is installed")
     if problems:
-        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + evidence + [u.summary for u in unlisted]),
+        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + cautions + evidence + [u.summary for u in unlisted]),
                        "pip install the versions `compat resolve --profile stock torch==" + str(torch) + "` gives")
     if unlisted:  # nothing unknown passes silently: the first unlisted release's finding, the others' summaries with it
         unlisted.sort(key=lambda u: u.status is not Status.FAIL)  # a release that does not exist first
         first = unlisted[0]
-        return Finding(cid, first.status, first.summary, first.evidence + tuple(u.summary for u in unlisted[1:]) + tuple(evidence),
+        return Finding(cid, first.status, first.summary, first.evidence + tuple(u.summary for u in unlisted[1:]) + tuple(cautions + evidence),
                        "; ".join(dict.fromkeys(u.fix for u in unlisted if u.fix)))
+    if cautions:
+        return Finding(cid, Status.WARN, cautions[0], tuple(cautions[1:] + evidence),
+                       "If the script uses the Trainer, add the accelerate `compat resolve --profile stock torch==" + str(torch) + "` gives; otherwise nothing to do.")
     if not checked:
         return Finding(cid, Status.SKIP if not evidence else Status.WARN, "transformers / accelerate are not installed" if not evidence else evidence[0], tuple(evidence))
     return Finding(cid, Status.PASS, "transformers / accelerate support the installed torch", tuple(evidence))
