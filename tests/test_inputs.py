@@ -275,3 +275,14 @@ def test_a_bare_wheel_url_takes_its_marker_after_a_semicolon_and_a_space(tmp_pat
     (item,) = read_inputs([str(path)]).requirements
     assert item.url == ONECCL_38 and str(item.marker) == 'python_version == "3.8"'
     assert read_inputs([str(path)], Version("3.11")).requirements == ()
+
+
+def test_a_direct_wheel_url_gets_no_dependency_confusion_warning(tmp_path, matrix):
+    """pip never asks an index for a `name @ URL` requirement (the old code warned about PyPI competing for it)."""
+    from compatmatrix.inputs.request import file_request
+
+    url = ("https://intel-extension-for-pytorch.s3.amazonaws.com/torch_ccl/cpu/oneccl_bind_pt-2.3.0%2Bcpu-cp311-cp311-linux_x86_64.whl")
+    path = write(tmp_path, "r.txt", "--extra-index-url https://pytorch-extension.intel.com/release-whl/stable/cpu/us/\n"
+                                    f"oneccl_bind_pt @ {url}\n{url}\n")
+    files = file_request(matrix, read_inputs([str(path)]))
+    assert not [w for w in files.index_warnings if "dependency confusion" in w], files.index_warnings
