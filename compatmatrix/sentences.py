@@ -413,6 +413,33 @@ def _pin_yanked(item: x.PinYanked) -> str:
     return f"pin {rejection.component.label}=={rejection.version} ({yanked_clause(rejection.component, rejection.version, rejection.cause.yank)})"
 
 
+def _because(item: x.Because) -> str:
+    """Why an alternative is offered, from its change (explain.Because)."""
+    from . import explain as x
+
+    edit = item.edit
+    if isinstance(edit, x.MovePin):
+        pinned = next(iter(edit.spec)).version
+        text = (f"the nearest {edit.component.label} release to {pinned} with a consistent set"
+                + ("; none nearer has every pairing built for its torch, and this one does not either" if item.weaker
+                   else " whose pairings are all built for their torch"))
+    elif isinstance(edit, x.PinYanked):
+        text = (f"{edit.rejection.component.label} {edit.rejection.version} is the release the other pins pair with; "
+                "compat takes a yanked release only for an exact pin")
+    elif isinstance(edit, x.DropConstraint):
+        text = "the newest set without that constraint"
+    elif isinstance(edit, x.UseProfile):
+        text = "the sibling profile, whose features the request's packages can meet"
+    elif isinstance(edit, x.UsePython):
+        text = "the nearest Python with a consistent set"
+    else:
+        text = f"nothing nearer works, and the rest resolves without {edit.component.label}"
+    if item.older_than is not None:
+        text += (f"; it is older than {item.older_than.component.label} {item.older_than.version}, which is yanked for security, "
+                 "and no set at least as new works without that release")
+    return text
+
+
 @functools.lru_cache(maxsize=None)
 def _writers() -> dict[type, Callable[[Any], str]]:
     """One writer per record type."""
@@ -480,6 +507,7 @@ def _writers() -> dict[type, Callable[[Any], str]]:
         x.UseProfile: lambda item: f"use --profile {item.name} ({item.description.partition(':')[0]})",
         x.UsePython: lambda item: f"use Python {item.version}",
         x.LeaveOut: lambda item: f"leave out {item.component.label}",
+        x.Because: _because,
         # why the next newer release was not taken (inside NewerRuledOut)
         x.NotInRequest: lambda why: "not allowed by the request",
         x.NoPartnerForThisTorch: lambda why: f"no allowed {why.component.label} release pairs with it ({rejected_sentence(why.example)})",

@@ -320,3 +320,44 @@ def test_a_pinned_accelerate_the_trainer_cannot_use_still_fails(tmp_path, capsys
     code, out, _ = run(["check", "-r", path, "--python-version", "3.11", "--json"], capsys, monkeypatch, tmp_path)
     found = {c["id"]: c for c in json.loads(out)["checks"]}["packages.transformers-torch"]
     assert code == 1 and found["status"] == "fail" and "needs accelerate >= 0.21.0, accelerate 0.20.3" in found["summary"], found
+
+
+def test_no_alternative_is_older_than_the_security_yanked_release_it_replaces(matrix):
+    """The old code offered IPEX 1.10.0 (never on PyPI) ahead of pinning the security-yanked IPEX 1.13.100, although
+    dropping the oneccl_bind_pt pin gives a newer set; now that older set is not offered, and each alternative says why."""
+    from compatmatrix.explain import PinYanked
+    from compatmatrix.matrix.model import Component
+    from compatmatrix.resolve import Conflict, resolve
+
+    from .conftest import make_request
+
+    outcome = resolve(matrix, make_request(matrix, "3.9", "intel_extension_for_pytorch>=1.10", "oneccl_bind_pt==1.13"))
+    assert isinstance(outcome, Conflict)
+    pinned = next(a for a in outcome.alternatives if isinstance(a.edit, PinYanked))
+    yanked = pinned.edit.rejection.version
+    assert yanked == Version("1.13.100")
+    for alternative in outcome.alternatives:
+        ipex = alternative.resolution.picks.get(Component.IPEX)
+        assert ipex is None or ipex.version >= yanked, (alternative.change, ipex)
+        assert alternative.reason, alternative.change
+    assert "compat takes a yanked release only for an exact pin" in pinned.reason
+
+
+def test_an_older_set_comes_after_the_yanked_pin_when_nothing_newer_works(matrix):
+    from compatmatrix.explain import Because, DropConstraint, MovePin, PinYanked, _newer_than_security_yanks
+    from compatmatrix.matrix.model import Component
+    from compatmatrix.resolve import Conflict, resolve
+
+    from .conftest import make_request
+
+    outcome = resolve(matrix, make_request(matrix, "3.9", "intel_extension_for_pytorch>=1.10", "oneccl_bind_pt==1.13"))
+    assert isinstance(outcome, Conflict)
+    pinned = next(a for a in outcome.alternatives if isinstance(a.edit, PinYanked))
+    older = resolve(matrix, make_request(matrix, "3.9", "intel_extension_for_pytorch==1.10.0"))
+    assert older.picks[Component.IPEX].version < pinned.edit.rejection.version
+    moved = type(pinned)(MovePin(Component.CCL, outcome.request.spec(Component.CCL), Version("1.10.0")), older, None)
+    ordered = _newer_than_security_yanks([moved, pinned])  # no newer set: kept, behind the yanked pin, saying why
+    assert [type(a.edit) for a in ordered] == [PinYanked, MovePin]
+    assert isinstance(ordered[1].why, Because) and "older than intel-extension-for-pytorch 1.13.100, which is yanked for security" in ordered[1].reason
+    newer = next(a for a in outcome.alternatives if isinstance(a.edit, DropConstraint))
+    assert [a.edit for a in _newer_than_security_yanks([moved, pinned, newer])] == [pinned.edit, newer.edit]

@@ -150,6 +150,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         data["alternatives"] = [
             {
                 "change": alt.change,
+                "why": alt.reason,
                 "python": alt.resolution.request.python.label,
                 "profile": alt.resolution.request.profile,
                 "constraints": {c.distribution: str(s) for c, s in alt.resolution.request.specifiers.items()},

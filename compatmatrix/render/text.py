@@ -83,6 +83,8 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
         console.print("\n[bold]What would work[/]")
         for alt in outcome.alternatives:
             console.print(f"  -> {escape(alt.change)}: {escape(_set_text(alt.resolution.picks))}", style="green")
+            if alt.reason:
+                console.print(f"     why: {escape(alt.reason)}", style="dim")
     else:
         console.print("\nNo nearby change (one constraint dropped, another Python) gives a consistent set.")
 
