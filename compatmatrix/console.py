@@ -176,6 +176,12 @@ def make_console(no_color: bool = False, stderr: bool = False) -> TextConsole:
     return TextConsole(no_color=no_color, stderr=stderr)
 
 
+def plural(count: int, word: str, many: str = "") -> str:
+    """"1 warning", "2 warnings", "0 entries" (``many``: the plural when it is not ``word`` + s): the one rule for a
+    count in a sentence, so no output says "1 warnings"."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
 def dump_json(data: Mapping[str, Any]) -> str:
     """A --json document; every string in it with a URL's credentials masked (redact.py)."""
     from .redact import redact_document

@@ -361,3 +361,18 @@ def test_an_older_set_comes_after_the_yanked_pin_when_nothing_newer_works(matrix
     assert isinstance(ordered[1].why, Because) and "older than intel-extension-for-pytorch 1.13.100, which is yanked for security" in ordered[1].reason
     newer = next(a for a in outcome.alternatives if isinstance(a.edit, DropConstraint))
     assert [a.edit for a in _newer_than_security_yanks([moved, pinned, newer])] == [pinned.edit, newer.edit]
+
+
+# --- issue 31, the low items still open: counts in words, includes, file URLs, file names, long paths -----------------
+
+
+def test_one_of_a_kind_is_said_in_the_singular(tmp_path, capsys, monkeypatch):
+    from compatmatrix.console import plural
+
+    assert (plural(1, "warning"), plural(2, "warning"), plural(0, "entry", "entries")) == ("1 warning", "2 warnings", "0 entries")
+    path = write(tmp_path, "r.txt", "torch==2.7.0\ntorchaudio==9.0.0\n")  # one exact pin each, one warning (unlisted torchaudio)
+    code, out, _ = run(["check", "-r", path, "--python-version", "3.11"], capsys, monkeypatch, tmp_path)
+    assert code == 0 and "OK with warnings: 0 failed, 1 warning, " in out, out  # the old code: "1 warnings"
+    single = write(tmp_path, "one.txt", "torch==2.7.0\n")
+    code, out, _ = run(["check", "-r", single, "--python-version", "3.11"], capsys, monkeypatch, tmp_path)
+    assert f"read {single}: 1 exact pin" in out and "1 exact pins" not in out, out

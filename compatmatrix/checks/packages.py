@@ -7,6 +7,7 @@ from typing import Optional
 
 from packaging.version import Version
 
+from ..console import plural
 from ..devices import DeviceBuild, device_build
 from ..environment.from_pins import PINNED_INSTALLER
 from ..environment.snapshot import Distribution
@@ -469,7 +470,7 @@ def duplicates(ctx: Context) -> Finding:
             shadowed.append((name, copies))
     notes = tuple(f"{name}: {copies[0].raw_version} at {copies[0].site} shadows {', '.join(d.raw_version + ' at ' + d.site for d in copies[1:])}" for name, copies in shadowed)
     if not broken:
-        return Finding(cid, Status.PASS, f"{len(seen)} distributions; none installed twice where it matters", notes)
+        return Finding(cid, Status.PASS, f"{plural(len(seen), 'distribution')}; none installed twice where it matters", notes)
     evidence = tuple(f"{name}: " + "; ".join(f"{d.raw_version} at {d.path}" for d in copies) for name, copies in broken) + notes
     name, copies = broken[0]
     inside = [d for d in copies[1:] if d.site.startswith(ctx.snapshot.prefix)]
