@@ -183,7 +183,31 @@ def plural(count: int, word: str, many: str = "") -> str:
 
 
 def dump_json(data: Mapping[str, Any]) -> str:
-    """A --json document; every string in it with a URL's credentials masked (redact.py)."""
+    """A --json document; every string in it with a URL's credentials masked (redact.py) and a file name's undecodable
+    bytes written as backslash escapes (json_safe)."""
     from .redact import redact_document
 
-    return json.dumps(redact_document(data), indent=2, sort_keys=False)
+    return json.dumps(json_safe(redact_document(data)), indent=2, sort_keys=False)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with the bytes of a name that is not UTF-8 (Python's surrogateescape: r'\udcff') written as '\xff',
+    so no lone surrogate reaches a JSON document (strict parsers refuse it) or a log; other text unchanged."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-8", "surrogateescape" if all(0xDC80 <= ord(c) <= 0xDCFF for c in _SURROGATE.findall(text)) else "surrogatepass") \
+        .decode("utf-8", "backslashreplace")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` (a document of dicts, lists and scalars) with every string, keys too, through :func:`safe_text`."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, Mapping):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

@@ -376,3 +376,21 @@ def test_one_of_a_kind_is_said_in_the_singular(tmp_path, capsys, monkeypatch):
     single = write(tmp_path, "one.txt", "torch==2.7.0\n")
     code, out, _ = run(["check", "-r", single, "--python-version", "3.11"], capsys, monkeypatch, tmp_path)
     assert f"read {single}: 1 exact pin" in out and "1 exact pins" not in out, out
+
+
+def test_a_file_name_that_is_not_utf8_reaches_json_escaped_under_files(tmp_path, capsys, monkeypatch):
+    """The old code wrote the name as a lone surrogate ("r\\udcff.txt", which strict JSON parsers refuse) under "python"."""
+    import jsonschema
+
+    from .conftest import ROOT
+
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/r\xff.txt")
+    with open(os.fsencode(name), "w") as out:
+        out.write("torch==2.7.0\n")
+    code, out, _ = run(["check", "-r", name, "--python-version", "3.11", "--json"], capsys, monkeypatch, tmp_path)
+    assert code == 0 and "\\udcff" not in out and "\\ud" not in out, out[:400]
+    data = json.loads(out)
+    jsonschema.validate(data, json.loads((ROOT / "compatmatrix" / "schemas" / "findings-v1.json").read_text()))
+    assert data["python"] is None and data["files"] == [f"{tmp_path}/r\\xff.txt"]
+    assert data["checks"][0]["summary"] == f"read {tmp_path}/r\\xff.txt: 1 exact pin"
+    out.encode("utf-8")  # every character encodable: no lone surrogate anywhere
