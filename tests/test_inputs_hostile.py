@@ -176,15 +176,28 @@ def test_a_diamond_of_includes_reads_each_file_once(tmp_path):
 def test_an_include_cycle_ends_with_a_sentence(tmp_path):
     write(tmp_path, "b.txt", "-r a.txt\n")
     a = write(tmp_path, "a.txt", "-r b.txt\n")
-    with pytest.raises(InputError, match="includes itself"):
+    with pytest.raises(InputError) as caught:
         read_inputs([a], Version("3.11"))
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path}/b.txt:1: '-r a.txt': ") and "the includes loop" in message, message
+    assert f"({a} -> {tmp_path}/b.txt -> {a})" in message and "limit" not in message
 
 
-def test_too_deep_includes_are_named(tmp_path):
-    for level in range(30):
-        write(tmp_path, f"f{level}.txt", f"-r f{level + 1}.txt\n" if level < 29 else "six\n")
-    with pytest.raises(InputError, match=r"f2\d.txt is included more than 20 levels deep"):
-        read_inputs([str(tmp_path / "f0.txt")], Version("3.11"))
+def test_a_long_chain_of_distinct_includes_is_read_and_only_a_far_longer_one_meets_the_depth_limit(tmp_path):
+    """The old code refused a chain of 22 distinct files (limit 20) as though it looped; the limit is now its own
+    message, far above any real chain, and says the files are all different."""
+    for level in range(23):
+        write(tmp_path, f"f{level}.txt", f"pkg{level}==1.0\n" + (f"-r f{level + 1}.txt\n" if level < 22 else ""))
+    inputs = read_inputs([str(tmp_path / "f0.txt")], Version("3.11"))
+    assert len(inputs.requirements) == 23
+    levels = read_module.MAX_DEPTH + 2
+    for level in range(levels):
+        write(tmp_path, f"g{level}.txt", f"-r g{level + 1}.txt\n" if level < levels - 1 else "six\n")
+    with pytest.raises(InputError) as caught:
+        read_inputs([str(tmp_path / "g0.txt")], Version("3.11"))
+    message = str(caught.value)
+    assert f"a chain of {read_module.MAX_DEPTH + 1} nested includes" in message and "no loop" in message and "the includes loop" not in message
+    assert message.startswith(f"{tmp_path}/g{read_module.MAX_DEPTH}.txt:1: '-r g{read_module.MAX_DEPTH + 1}.txt'"), message
 
 
 def test_all_files_together_are_capped(tmp_path, monkeypatch):
@@ -394,3 +407,25 @@ def test_a_file_name_that_is_not_utf8_reaches_json_escaped_under_files(tmp_path,
     assert data["python"] is None and data["files"] == [f"{tmp_path}/r\\xff.txt"]
     assert data["checks"][0]["summary"] == f"read {tmp_path}/r\\xff.txt: 1 exact pin"
     out.encode("utf-8")  # every character encodable: no lone surrogate anywhere
+
+
+def test_a_missing_include_is_named_with_the_file_and_line_that_include_it(tmp_path):
+    top = write(tmp_path, "top.txt", "torch==2.7.0\n\n-c constraints/missing.txt\n")
+    with pytest.raises(InputError) as caught:
+        read_inputs([top], Version("3.11"))
+    message = str(caught.value)
+    assert message.startswith(f"{top}:3: '-c constraints/missing.txt' names a file that cannot be read: "), message  # the old code: no origin
+    assert "does not exist" in message and f"Correct the -c line in {top}" in message
+
+
+@pytest.mark.parametrize("url", ["file://otherhost/etc/r.txt", "file://otherhost{path}"])
+def test_a_file_url_on_another_host_is_refused_as_pip_refuses_it(tmp_path, url):
+    """pip's url_to_path (pypa/pip 6d309205 src/pip/_internal/utils/urls.py): 'non-local file URIs are not supported on
+    this platform'. The old code read the local path of file://otherhost/PATH."""
+    local = write(tmp_path, "inc.txt", "six==1.16.0\n")
+    top = write(tmp_path, "top.txt", f"-r {url.format(path=local)}\n")
+    with pytest.raises(InputError, match=r"top.txt:1: '-r file://otherhost/.*' names a file on another host \(otherhost\), which pip refuses"):
+        read_inputs([top], Version("3.11"))
+    for good in (f"file://{local}", f"file://localhost{local}", f"file:{local}"):
+        write(tmp_path, "top.txt", f"-r {good}\n")
+        assert [r.name for r in read_inputs([top], Version("3.11")).requirements] == ["six"], good
