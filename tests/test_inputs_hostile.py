@@ -429,3 +429,28 @@ def test_a_file_url_on_another_host_is_refused_as_pip_refuses_it(tmp_path, url):
     for good in (f"file://{local}", f"file://localhost{local}", f"file:{local}"):
         write(tmp_path, "top.txt", f"-r {good}\n")
         assert [r.name for r in read_inputs([top], Version("3.11")).requirements] == ["six"], good
+
+
+@pytest.mark.parametrize("where", ["check", "include", "file-url"])
+def test_a_path_longer_than_name_max_is_one_sentence(tmp_path, capsys, monkeypatch, where):
+    long = "x" * 300  # NAME_MAX is 255 bytes
+    if where == "check":
+        target = str(tmp_path / f"{long}.txt")
+    else:
+        target = write(tmp_path, "top.txt", f"-r {long}.txt\n" if where == "include" else f"-r file://{tmp_path}/{long}.txt\n")
+    code, _, err = run(["check", "-r", target, "--python-version", "3.11"], capsys, monkeypatch, tmp_path)
+    assert code == 2 and "is longer than the file system allows" in err and err.count("\n") == 1, err
+    if where != "check":
+        assert f"{tmp_path}/top.txt:1: '-r " in err
+
+
+def test_a_sysfs_root_longer_than_name_max_is_one_sentence(tmp_path):
+    """The old code: 'internal error in launch (OSError: [Errno 36] File name too long)'."""
+    from compatmatrix.errors import UsageError
+    from compatmatrix.placement.sysfs import read_machine
+
+    for root in (tmp_path / ("x" * 300), tmp_path.joinpath(*["y" * 250] * 17)):
+        with pytest.raises(UsageError, match="is longer than the file system allows"):
+            read_machine(str(root))
+    with pytest.raises(UsageError, match="does not exist"):
+        read_machine(str(tmp_path / "missing"))
