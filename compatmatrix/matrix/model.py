@@ -473,9 +473,10 @@ class UnlistedRelease(Record):
 
 def unlisted_release(matrix: "Matrix", component: "Component", version: Version) -> Optional[UnlistedRelease]:
     """``version`` of ``component`` as an :class:`UnlistedRelease` when the matrix lists no entry for it, the component
-    keeps releasing (:data:`UNLISTED_COMPONENTS`) and the release is newer than the oldest the matrix lists (one the
-    matrix has not caught up with, or skipped); None otherwise (listed, a frozen Intel package, or older than the
-    matrix's span: out of its scope, "the matrix knows X to Y"). The nearest listed release is the nearest of its own
+    keeps releasing (:data:`UNLISTED_COMPONENTS`) and the release is newer than the newest the matrix lists (one the
+    matrix has not caught up with) or a pre/dev release inside its span; None otherwise (listed, a frozen Intel package,
+    older than the matrix's span: out of its scope, "the matrix knows X to Y", or a final release inside the span that
+    the registries never had: :func:`absent_release`). The nearest listed release is the nearest of its own
     minor line, else the nearest overall."""
     if component not in UNLISTED_COMPONENTS or matrix.release(component, version) is not None:
         return None
