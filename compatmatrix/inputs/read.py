@@ -339,9 +339,9 @@ def _included_path(value: str, include: Include) -> Path:
     """The local path an include names, as pip reads it (req_file.get_file_content, pypa/pip 6d309205): a path, or a
     file: URL whose host is empty or 'localhost' (pip's url_to_path, utils/urls.py: "non-local file URIs are not
     supported on this platform" otherwise); an http(s) or other URL is refused by name, as compat fetches nothing."""
-    scheme = re.match(r"^([a-z][a-z0-9+.-]*):", value, re.IGNORECASE)
-    if scheme is None or len(scheme.group(1)) == 1:  # no scheme (C: is a Windows drive, not one)
-        return Path(value)
+    scheme = re.match(r"^([a-z][a-z0-9+.-]*):(//)?", value, re.IGNORECASE)
+    if scheme is None or (scheme.group(1).lower() not in ("file", "http", "https") and not scheme.group(2)):
+        return Path(value)  # pip opens anything but http(s) and file URLs as a path ("sub:dir/r.txt" too)
     if scheme.group(1).lower() != "file":
         raise InputError(f"{include} names a remote file, which compat does not download.", "Download it and name the local copy.")
     try:
