@@ -187,7 +187,10 @@ def dump_json(data: Mapping[str, Any]) -> str:
     bytes written as backslash escapes (json_safe)."""
     from .redact import redact_document
 
-    return json.dumps(json_safe(redact_document(data)), indent=2, sort_keys=False)
+    document = redact_document(data)
+    text = json.dumps(document, indent=2, sort_keys=False)
+    # a surrogate is written as \udXXX (ensure_ascii): only then is the document walked (an emoji's pair too, left as it is)
+    return json.dumps(json_safe(document), indent=2, sort_keys=False) if "\\ud" in text else text
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
