@@ -708,7 +708,7 @@ def _newer_than_security_yanks(found: list[Alternative]) -> list[Alternative]:
     for pin in [a for a in found if isinstance(a.edit, PinYanked) and _for_security(a.edit.rejection)]:
         component, yanked = pin.edit.rejection.component, pin.edit.rejection.version
 
-        def older(alt: Alternative) -> bool:
+        def older(alt: Alternative, component: Component = component, yanked: Version = yanked) -> bool:
             pick = alt.resolution.picks.get(component)
             return pick is not None and pick.version < yanked
 

@@ -11,7 +11,17 @@ from ..console import plural
 from ..devices import DeviceBuild, device_build
 from ..environment.from_pins import PINNED_INSTALLER
 from ..environment.snapshot import Distribution
-from ..matrix.model import AbsentRelease, CclRelease, Component, IpexRelease, LibraryLine, UnlistedRelease, absent_release, nearest_pinned, unlisted_release
+from ..matrix.model import (
+    AbsentRelease,
+    CclRelease,
+    Component,
+    IpexRelease,
+    LibraryLine,
+    UnlistedRelease,
+    absent_release,
+    nearest_pinned,
+    unlisted_release,
+)
 from ..rules import fits, known_bad, pairing_evidence, problem_with
 from ..sentences import (
     absent_fix,

@@ -15,7 +15,6 @@ from ..names import canonical_name
 from ..target import Platform
 from .snapshot import CpuInfo, Distribution, EnvSnapshot
 
-
 PINNED_INSTALLER = "compat-check-r"  # the installer a pinned (not installed) distribution carries: checks tell a file's pin by it
 
 
