@@ -324,7 +324,7 @@ def test_the_trainers_need_for_accelerate_is_a_warning_when_the_file_pins_none(t
     code, out, _ = run(["check", "-r", path, "--python-version", "3.11", "--json"], capsys, monkeypatch, tmp_path)
     found = {c["id"]: c for c in json.loads(out)["checks"]}["packages.transformers-torch"]
     assert code == 0 and found["status"] == "warn", found
-    assert "Trainer needs accelerate >= 0.21.0, which is not pinned in the files" in found["summary"]
+    assert "Trainer needs accelerate >= 0.21.0, which the set does not have" in found["summary"]
     assert found["fix"].startswith("If the script uses the Trainer")
 
 

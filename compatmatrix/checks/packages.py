@@ -381,8 +381,7 @@ def transformers_torch(ctx: Context) -> Finding:
         if component is Component.TRANSFORMERS and line.accelerate_min is not None:
             accelerate = ctx.snapshot.get("accelerate")
             if accelerate is None:  # transformers does not require accelerate (no Requires-Dist): only its Trainer does
-                where = "pinned in the files" if dist.installer == PINNED_INSTALLER else "installed"
-                cautions.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which is not {where} "
+                cautions.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which the set does not have "
                                 "(transformers itself does not require it: only a script that uses the Trainer does)")
             elif accelerate.public_version is not None and problem_with(component, line, dist.public_version, Component.ACCELERATE, accelerate.public_version):
                 problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, accelerate {accelerate.raw_version} is installed")
