@@ -454,3 +454,11 @@ def test_a_sysfs_root_longer_than_name_max_is_one_sentence(tmp_path):
             read_machine(str(root))
     with pytest.raises(UsageError, match="does not exist"):
         read_machine(str(tmp_path / "missing"))
+
+
+def test_the_ccl_trainers_need_for_accelerate_is_a_warning_too(tmp_path, capsys, monkeypatch):
+    path = write(tmp_path, "r.txt", "torch==2.3.1\noneccl_bind_pt==2.3.0\ntransformers==4.40.2\n")
+    code, out, _ = run(["check", "-r", path, "--python-version", "3.10", "--json"], capsys, monkeypatch, tmp_path)
+    checks = {c["id"]: c for c in json.loads(out)["checks"]}
+    assert code == 0 and checks["packages.ccl-trainer"]["status"] == "warn", checks["packages.ccl-trainer"]  # the old code: FAIL
+    assert checks["packages.transformers-torch"]["status"] == "warn"

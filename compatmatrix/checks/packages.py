@@ -415,8 +415,10 @@ def ccl_trainer(ctx: Context) -> Finding:
     if feature["ddp_backend_ccl"].present_in(version):
         accelerate = ctx.snapshot.get("accelerate")
         works = accel["ddp_backend_ccl_works"]
-        if accelerate is None or accelerate.public_version is None:
-            return Finding(cid, Status.FAIL, f"transformers {version} hands --ddp_backend ccl to accelerate, which is not installed", fix="pip install 'accelerate" + range_text(works.versions) + "'")
+        if accelerate is None or accelerate.public_version is None:  # only the Trainer needs it: a WARN, as packages.transformers-torch says
+            return Finding(cid, Status.WARN, f"transformers {version}'s Trainer hands --ddp_backend ccl to accelerate, which the set does not have",
+                           ("transformers itself does not require accelerate: only a script that uses the Trainer does",),
+                           "If the script uses the Trainer: pip install 'accelerate" + range_text(works.versions) + "'")
         if not works.present_in(accelerate.public_version):
             removed = accel.get("ccl_removed")
             why = (
