@@ -1261,7 +1261,7 @@ def _run_checks(args: ChecksArgs) -> int:
     def document() -> dict:
         from .render.json import findings_json
 
-        data = findings_json(args.command, snapshot, findings)
+        data = findings_json(args.command, snapshot, findings, list(args.files) if files is not None else None)
         if files is None:  # this host's facts, for doctor --hostfile to compare hosts
             from .hosts import host_facts
 

@@ -176,8 +176,41 @@ def make_console(no_color: bool = False, stderr: bool = False) -> TextConsole:
     return TextConsole(no_color=no_color, stderr=stderr)
 
 
+def plural(count: int, word: str, many: str = "") -> str:
+    """"1 warning", "2 warnings", "0 entries" (``many``: the plural when it is not ``word`` + s): the one rule for a
+    count in a sentence, so no output says "1 warnings"."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
 def dump_json(data: Mapping[str, Any]) -> str:
-    """A --json document; every string in it with a URL's credentials masked (redact.py)."""
+    """A --json document; every string in it with a URL's credentials masked (redact.py) and a file name's undecodable
+    bytes written as backslash escapes (json_safe)."""
     from .redact import redact_document
 
-    return json.dumps(redact_document(data), indent=2, sort_keys=False)
+    document = redact_document(data)
+    text = json.dumps(document, indent=2, sort_keys=False)
+    # a surrogate is written as \udXXX (ensure_ascii): only then is the document walked (an emoji's pair too, left as it is)
+    return json.dumps(json_safe(document), indent=2, sort_keys=False) if "\\ud" in text else text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with the bytes of a name that is not UTF-8 (Python's surrogateescape: r'\udcff') written as '\xff',
+    so no lone surrogate reaches a JSON document (strict parsers refuse it) or a log; other text unchanged."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-8", "surrogateescape" if all(0xDC80 <= ord(c) <= 0xDCFF for c in _SURROGATE.findall(text)) else "surrogatepass") \
+        .decode("utf-8", "backslashreplace")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` (a document of dicts, lists and scalars) with every string, keys too, through :func:`safe_text`."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, Mapping):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

@@ -9,7 +9,7 @@ releases they are about;
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -17,6 +17,7 @@ from packaging.version import Version
 from .matrix.model import (
     COMPONENT_ORDER,
     PAIRING_RANK,
+    AbsentRelease,
     CclRelease,
     Component,
     EndOfLife,
@@ -28,6 +29,7 @@ from .matrix.model import (
     UnlistedRelease,
     WheelSet,
     Yank,
+    absent_release,
     nearest_pinned,
     security_yank,
 )
@@ -79,6 +81,14 @@ class NoneMatches(Record):
     spec: SpecifierSet
     oldest: Version
     newest: Version
+    depth: ClassVar[int] = 0
+
+
+class NoSuchRelease(Record):
+    """The user pinned a version inside the span the matrix lists that the registries never had (matrix/model.py
+    AbsentRelease): no such release, with the nearest real ones."""
+
+    absent: AbsentRelease
     depth: ClassVar[int] = 0
 
 
@@ -160,7 +170,7 @@ class NoConsistentCombination(Record):
 
 
 ConflictReason = Union[
-    Unsupported, PythonOutsideRange, NoneMatches, NoneUsable, RejectionGroup, WouldDo, FitsNoTorch, MoreFitNoTorch,
+    Unsupported, PythonOutsideRange, NoneMatches, NoSuchRelease, NoneUsable, RejectionGroup, WouldDo, FitsNoTorch, MoreFitNoTorch,
     NoPartnerForTorch, TorchPairsWith, NoCommonTorch, PartnerBreak, NoConsistentCombination,
 ]
 
@@ -374,6 +384,16 @@ class LeaveOut(Record):
 Change = Union[MovePin, PinYanked, DropConstraint, UseProfile, UsePython, LeaveOut]
 
 
+class Because(Record):
+    """Why an alternative is offered: its change, whether its set rests on a pairing that is not built for its torch
+    (``weaker``: a moved pin where no nearer set is wholly built-for), and the release yanked for security it is older
+    than (``older_than``: offered only because no set at least as new works without that release)."""
+
+    edit: Any  # a Change
+    weaker: bool = False
+    older_than: Optional[Rejection] = None
+
+
 # --- helpers -------------------------------------------------------------------------------------
 
 
@@ -463,10 +483,24 @@ def conflict_reasons(matrix: Matrix, request: Request, table: CandidateTable) ->
     return reasons or [NoConsistentCombination()]
 
 
+def _absent_pin(matrix: Matrix, component: Component, spec: SpecifierSet) -> Optional[AbsentRelease]:
+    """The AbsentRelease an exact ``==X`` pin names, or None."""
+    items = tuple(spec)
+    if len(items) != 1 or items[0].operator not in ("==", "===") or items[0].version.endswith(".*"):
+        return None
+    try:
+        return absent_release(matrix, component, Version(items[0].version))
+    except ValueError:  # InvalidVersion: build_request has refused it already
+        return None
+
+
 def _no_candidate_reasons(matrix: Matrix, request: Request, component: Component, rejected: Sequence[Rejection]) -> list[ConflictReason]:
     spec = request.spec(component)
     other = [r for r in rejected if r.kind != "user"]
     if spec is not None and not other:
+        absent = _absent_pin(matrix, component, spec)
+        if absent is not None:
+            return [NoSuchRelease(absent)]
         known = matrix.versions(component)
         return [NoneMatches(component, spec, known[-1], known[0])]
     python_bound = any(r.kind in ("python", "requires-python", "platform") for r in other)
@@ -575,7 +609,7 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
     found: list[Alternative] = []
     seen: set = set()
 
-    def attempt(change: Change, changed: Request) -> bool:
+    def attempt(change: Change, changed: Request, weaker: bool = False) -> bool:
         if len(found) >= MAX_ALTERNATIVES:
             return False
         outcome = resolve(matrix, changed, explain=False)
@@ -583,7 +617,7 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
             key = (changed.python.version, tuple(sorted((c.distribution, str(p.version)) for c, p in outcome.picks.items())))
             if key not in seen:
                 seen.add(key)
-                found.append(Alternative(change, outcome))
+                found.append(Alternative(change, outcome, Because(change, weaker)))
             return True
         return False
 
@@ -612,7 +646,7 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
                 if fallback is None:
                     fallback = (MovePin(component, spec, version), changed)
             if fallback is not None:
-                attempt(*fallback)
+                attempt(*fallback, weaker=True)
     table = None
     for component in request.ordered_components:
         if is_pin(request.spec(component)):
@@ -663,7 +697,33 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
                     LeaveOut(component),
                     request.replace(components=request.components - {component}, specifiers=remaining, features=features),
                 )
-    return found
+    return _newer_than_security_yanks(found)
+
+
+def _newer_than_security_yanks(found: list[Alternative]) -> list[Alternative]:
+    """Never offer a set older than a release yanked for security that another alternative pins (IPEX 1.10.0, never on
+    PyPI, ahead of the IPEX 1.13.100 it would replace): such a set is dropped when another alternative keeps the
+    package at least that new without the yank, and otherwise comes after the yanked pin, saying why."""
+    out = list(found)
+    for pin in [a for a in found if isinstance(a.edit, PinYanked) and _for_security(a.edit.rejection)]:
+        component, yanked = pin.edit.rejection.component, pin.edit.rejection.version
+
+        def older(alt: Alternative, component: Component = component, yanked: Version = yanked) -> bool:
+            pick = alt.resolution.picks.get(component)
+            return pick is not None and pick.version < yanked
+
+        newer_exists = any(a is not pin and not isinstance(a.edit, PinYanked) and component in a.resolution.picks and not older(a) for a in out)
+        behind = [] if newer_exists else [Alternative(a.edit, a.resolution, Because(a.edit, bool(a.why and a.why.weaker), pin.edit.rejection))
+                                          for a in out if a is not pin and older(a)]
+        kept = [a for a in out if a is pin or not older(a)]
+        at = kept.index(pin) + 1
+        out = kept[:at] + behind + kept[at:]
+    return out
+
+
+def _for_security(rejection: Rejection) -> bool:
+    cause = rejection.cause
+    return isinstance(cause, Yanked) and "security" in cause.yank.reason.casefold()
 
 
 # --- why these versions --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from .checks.finding import Finding, Status
+from .console import plural
 from .environment.snapshot import NATIVE_BF16_FLAGS
 from .errors import shown
 from .record import Record
@@ -390,7 +391,7 @@ def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str, unroutable
                                 (f"remote shell: {escape_text(rsh)} ({rsh_source})",),
                                 f"Check that `{escape_text(rsh)} {answer.host} true` works without a password, and that compat and --python exist at the same path there."))
     if good and not bad:
-        findings.append(Finding("hosts.reach", Status.PASS, f"compat check ran on {len(good)} hosts ({', '.join(a.host for a in good)}) through {escape_text(rsh)}",
+        findings.append(Finding("hosts.reach", Status.PASS, f"compat check ran on {plural(len(good), 'host')} ({', '.join(a.host for a in good)}) through {escape_text(rsh)}",
                                 (f"remote shell: {escape_text(rsh)} ({rsh_source})",)))
     for answer in good:
         failed = [c for c in answer.document.get("checks", []) if c.get("status") == "fail"]

@@ -77,6 +77,7 @@ class Resolution(Record):
 class Alternative(Record):
     edit: Any  # explain's change to the request: MovePin, PinYanked, DropConstraint, UseProfile, UsePython, LeaveOut
     resolution: Resolution
+    why: Any = None  # explain's Because: why this change is offered (None: no reason recorded)
 
     @property
     def change(self) -> str:
@@ -84,6 +85,13 @@ class Alternative(Record):
         from .sentences import sentence
 
         return sentence(self.edit)
+
+    @property
+    def reason(self) -> str:
+        """Why it is offered: "the nearest oneccl_bind_pt release to 1.13 with a set whose pairings are all built for their torch"."""
+        from .sentences import sentence
+
+        return sentence(self.why) if self.why is not None else ""
 
 
 class Conflict(Record):

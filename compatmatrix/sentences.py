@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .matrix.model import CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, UnlistedRelease, Yank
+from .matrix.model import AbsentRelease, CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, UnlistedRelease, Yank
 from .rules import GlibcTooOld, MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, Undeclared, UserConstraint, Yanked
 
 if TYPE_CHECKING:  # explain is imported when the first record is written: `compat check` needs only the phrases
@@ -145,6 +145,33 @@ def unlisted_nearest(release: UnlistedRelease) -> str:
     if release.nearest_torch is None:
         return f"the nearest listed release: {release.component.label} {release.nearest}"
     return f"the nearest verified pairing: {nearest_verified(release.component, release.nearest_torch, release.nearest, None)}"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _real_release(component: Component, version: Version, torch: Optional[Version]) -> str:
+    return f"{component.label} {version}" + (f" (pins torch {torch})" if torch is not None else "")
+
+
+def absent_phrase(release: AbsentRelease) -> str:
+    """"there is no torchaudio 1.13.1: the registries go from 0.13.1 to 2.0.0 (...)": a pin inside the listed span."""
+    label = release.component.label
+    checked = f", checked {release.checked}" if release.checked else ""
+    return (f"there is no {label} {release.version}: the registries go from {label} {release.below} to {release.above} (the matrix lists every "
+            f"{label} release of its span{checked}), so pip would stop with 'No matching distribution'")
+
+
+def absent_nearest(release: AbsentRelease) -> str:
+    """"the nearest real releases: torchaudio 0.13.1 (pins torch 1.13.1) and torchaudio 2.0.0 (pins torch 2.0.0)"."""
+    return (f"the nearest real releases: {_real_release(release.component, release.below, release.below_torch)} and "
+            f"{_real_release(release.component, release.above, release.above_torch)}")
+
+
+def absent_fix(release: AbsentRelease) -> str:
+    name = release.component.distribution
+    return f"Pin a real release: {name}=={release.above} or {name}=={release.below}."
 
 
 def unlisted_sentence(release: UnlistedRelease, torch: Optional[Version]) -> str:
@@ -386,6 +413,33 @@ def _pin_yanked(item: x.PinYanked) -> str:
     return f"pin {rejection.component.label}=={rejection.version} ({yanked_clause(rejection.component, rejection.version, rejection.cause.yank)})"
 
 
+def _because(item: x.Because) -> str:
+    """Why an alternative is offered, from its change (explain.Because)."""
+    from . import explain as x
+
+    edit = item.edit
+    if isinstance(edit, x.MovePin):
+        pinned = next(iter(edit.spec)).version
+        text = (f"the nearest {edit.component.label} release to {pinned} with a consistent set"
+                + ("; none nearer has every pairing built for its torch, and this one does not either" if item.weaker
+                   else " whose pairings are all built for their torch"))
+    elif isinstance(edit, x.PinYanked):
+        text = (f"{edit.rejection.component.label} {edit.rejection.version} is the release the other pins pair with; "
+                "compat takes a yanked release only for an exact pin")
+    elif isinstance(edit, x.DropConstraint):
+        text = "the newest set without that constraint"
+    elif isinstance(edit, x.UseProfile):
+        text = "the sibling profile, whose features the request's packages can meet"
+    elif isinstance(edit, x.UsePython):
+        text = "the nearest Python with a consistent set"
+    else:
+        text = f"nothing nearer works, and the rest resolves without {edit.component.label}"
+    if item.older_than is not None:
+        text += (f"; it is older than {item.older_than.component.label} {item.older_than.version}, which is yanked for security, "
+                 "and no set at least as new works without that release")
+    return text
+
+
 @functools.lru_cache(maxsize=None)
 def _writers() -> dict[type, Callable[[Any], str]]:
     """One writer per record type."""
@@ -401,6 +455,7 @@ def _writers() -> dict[type, Callable[[Any], str]]:
             f"No {item.component.label} release in the matrix matches {spec_text(item.component, item.spec)}; "
             f"the matrix knows {item.component.label} {item.oldest} to {item.newest}."
         ),
+        x.NoSuchRelease: lambda item: f"{_capital(absent_phrase(item.absent))}; {absent_nearest(item.absent)}.",
         x.NoneUsable: _none_usable,
         x.RejectionGroup: _group,
         x.WouldDo: lambda item: f"(without {spec_text(item.component, item.spec)}, these would do: {versions_text(item.versions, limit=4)})",
@@ -452,6 +507,7 @@ def _writers() -> dict[type, Callable[[Any], str]]:
         x.UseProfile: lambda item: f"use --profile {item.name} ({item.description.partition(':')[0]})",
         x.UsePython: lambda item: f"use Python {item.version}",
         x.LeaveOut: lambda item: f"leave out {item.component.label}",
+        x.Because: _because,
         # why the next newer release was not taken (inside NewerRuledOut)
         x.NotInRequest: lambda why: "not allowed by the request",
         x.NoPartnerForThisTorch: lambda why: f"no allowed {why.component.label} release pairs with it ({rejected_sentence(why.example)})",

@@ -171,8 +171,12 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None, 
     worker_count = ccl_worker_count(ctx.snapshot.env) if oneccl.bindings else 0
     # the same plan compat launch binds by and runtime.threads checks against: physical cores, not hyperthreads
     advice = thread_advice(machine_from_snapshot(ctx.snapshot), ranks_per_node, worker_count)
+    if advice.problem and oneccl.bindings and "CCL_WORKER_COUNT" not in ctx.snapshot.env:  # compat launch's automatic choice
+        advice = thread_advice(machine_from_snapshot(ctx.snapshot), ranks_per_node, 0)
+        comments.append(f"threads: no core is set aside for oneCCL workers: {ranks_per_node} ranks leave none on {advice.cores} physical cores "
+                        "(as compat launch chooses); each rank's worker shares its cores")
     if oneccl.bindings:
-        exports["CCL_WORKER_COUNT"] = str(advice.ccl_workers)
+        exports["CCL_WORKER_COUNT"] = str(worker_count)  # at least 1, with or without a core set aside (ccl_worker_count)
     exports["OMP_NUM_THREADS"] = str(advice.omp_threads)
     hyper = f" ({advice.cpus} CPUs with hyperthreads)" if advice.cpus != advice.cores else ""
     workers = f", {worker_count} oneCCL worker(s) per rank" if oneccl.bindings else ""

@@ -72,7 +72,7 @@ def test_includes_are_relative_to_the_including_file_and_constraints_are_marked(
 def test_an_include_loop_is_refused_by_name(tmp_path):
     write(tmp_path, "a.txt", "-r b.txt\n")
     write(tmp_path, "b.txt", "-r a.txt\n")
-    with pytest.raises(InputError, match="includes itself"):
+    with pytest.raises(InputError, match="the includes loop"):
         read_inputs([str(tmp_path / "a.txt")])
 
 
@@ -245,3 +245,44 @@ def test_a_constraint_pinning_a_gpu_build_is_refused(tmp_path, matrix):
     request = build_request(matrix, PythonTarget.parse("3.11"), Platform.from_tag("manylinux_2_28_x86_64"), None, (), files.requirements)
     with pytest.raises(UsageError, match="XPU build"):
         with_constraints(matrix, request, files.constraints)
+
+
+# --- issue 30 item 6: read as pip reads it ---------------------------------------------------------------------------
+
+ONECCL_38 = ("https://intel-extension-for-pytorch.s3.amazonaws.com/torch_ccl/cpu/"
+             "oneccl_bind_pt-1.13.0%2Bcpu-cp38-cp38-linux_x86_64.whl#sha256=" + "ab" * 32)
+
+
+@pytest.mark.parametrize("line", [
+    f"oneccl_bind_pt @ {ONECCL_38}; python_version=='3.8'",  # no space before ';': pip splits a non-URL line at ';'
+    f"oneccl_bind_pt @ {ONECCL_38} ; python_version=='3.8'",
+    f"oneccl_bind_pt @ {ONECCL_38};python_version=='3.8'",
+])
+def test_a_url_requirement_with_its_marker_right_after_the_url_is_read_as_pip_reads_it(tmp_path, line):
+    """pip/_internal/req/constructors.py parse_req_from_line (pypa/pip 6d30920): a line that is not itself a URL is
+    split at its first ';' before packaging reads the requirement; packaging alone refuses the first form."""
+    path = write(tmp_path, "r.txt", line + "\n")
+    wrote = read_inputs([str(path)])
+    (item,) = wrote.requirements
+    assert item.name == "oneccl_bind_pt" and str(item.pinned) == "1.13.0+cpu" and item.url == ONECCL_38
+    assert str(item.marker) == 'python_version == "3.8"'
+    assert read_inputs([str(path)], Version("3.11")).requirements == ()  # the marker decides it, as for pip
+
+
+def test_a_bare_wheel_url_takes_its_marker_after_a_semicolon_and_a_space(tmp_path):
+    """pip: a line that is a URL is split at '; ' only (a ';' inside a URL stays part of it)."""
+    path = write(tmp_path, "r.txt", ONECCL_38 + "; python_version=='3.8'\n")
+    (item,) = read_inputs([str(path)]).requirements
+    assert item.url == ONECCL_38 and str(item.marker) == 'python_version == "3.8"'
+    assert read_inputs([str(path)], Version("3.11")).requirements == ()
+
+
+def test_a_direct_wheel_url_gets_no_dependency_confusion_warning(tmp_path, matrix):
+    """pip never asks an index for a `name @ URL` requirement (the old code warned about PyPI competing for it)."""
+    from compatmatrix.inputs.request import file_request
+
+    url = ("https://intel-extension-for-pytorch.s3.amazonaws.com/torch_ccl/cpu/oneccl_bind_pt-2.3.0%2Bcpu-cp311-cp311-linux_x86_64.whl")
+    path = write(tmp_path, "r.txt", "--extra-index-url https://pytorch-extension.intel.com/release-whl/stable/cpu/us/\n"
+                                    f"oneccl_bind_pt @ {url}\n{url}\n")
+    files = file_request(matrix, read_inputs([str(path)]))
+    assert not [w for w in files.index_warnings if "dependency confusion" in w], files.index_warnings

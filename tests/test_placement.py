@@ -494,3 +494,20 @@ def test_a_package_id_of_minus_one_is_read():
             (topology / "physical_package_id").write_text("-1\n")
         answer = env_probe.cpu_topology(str(root))
         assert answer["problem"] is None and {cpu["package"] for cpu in answer["cpus"]} == {-1}
+
+
+def test_compat_env_with_too_few_cores_for_a_worker_each_follows_launchs_automatic_choice(matrix, tmp_path, monkeypatch):
+    """Issue 31: the comment said '... Pass --ccl-workers 0' (a launch flag) where compat launch itself sets no core aside."""
+    from compatmatrix import shell_env
+    from compatmatrix.environment.snapshot import take_snapshot
+
+    from .fixture_envs import FixtureEnv
+
+    monkeypatch.setattr(shell_env, "preload_candidates", lambda prefix: {"tcmalloc": [], "jemalloc": [], "iomp5": []})
+    env = FixtureEnv(tmp_path / "env", sys.executable).torch("2.7.0").bindings("2.7.0")
+    real = take_snapshot(str(env.python))
+    snapshot = dataclasses.replace(real, raw={**real.raw, **xeon_snapshot().raw}, env={})  # this FIXTURE environment, on the Xeon
+    plan = shell_env.plan_env(Context(matrix, snapshot), 30)  # 30 x (1 + 1) > 56 cores
+    assert plan.exports["OMP_NUM_THREADS"] == "1" and plan.exports["CCL_WORKER_COUNT"] == "1"
+    assert not [c for c in plan.comments if "--ccl-workers" in c], plan.comments
+    assert any("no core is set aside for oneCCL workers: 30 ranks leave none on 56 physical cores" in c for c in plan.comments)

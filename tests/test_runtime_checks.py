@@ -339,3 +339,33 @@ def test_preload_candidates_list_a_folder_as_the_globs_did(tmp_path):
     kinds = preload_candidates(str(tmp_path))
     assert [p.name for p in kinds["tcmalloc"] if p.parent == lib] == ["libtcmalloc.so", "libtcmalloc.so.4", "libtcmalloc_minimal.so.4"]
     assert [p.name for p in kinds["iomp5"] if p.parent == lib] == ["libiomp5.so"]
+
+
+def test_without_the_bindings_the_thread_summary_speaks_of_no_oneccl_worker(matrix):
+    """Issue 31: the old summary said 'OMP_NUM_THREADS=1 + CCL_WORKER_COUNT=0' in an environment where no oneCCL worker can run."""
+    finding = run(matrix, runtime.threads, snapshot(cpus=2, env={"OMP_NUM_THREADS": "1"}), ranks_per_node=2)
+    assert finding.status is Status.PASS and finding.summary == "2 ranks x OMP_NUM_THREADS=1 = 2 threads on 2 physical cores", finding
+    assert "CCL" not in " ".join((finding.summary, finding.fix, *finding.evidence)) and "oneCCL" not in " ".join(finding.evidence)
+
+
+def test_with_the_bindings_and_too_few_cores_the_advice_is_launchs_automatic_choice(matrix):
+    """2 ranks on 2 cores with the bindings: compat launch sets no core aside (and keeps CCL_WORKER_COUNT=1); the old
+    advice kept a worker core per rank and told the doctor's reader to 'Pass --ccl-workers 0', a launch flag."""
+    finding = run(matrix, runtime.threads, snapshot(cpus=2, distributions=(CCL,)), ranks_per_node=2)
+    text = " ".join((finding.summary, finding.fix, *finding.evidence))
+    assert "--ccl-workers" not in text and "oneCCL worker core each" not in text, finding
+    assert finding.fix.startswith("export OMP_NUM_THREADS=1 CCL_WORKER_COUNT=1   (for 2 ranks on 2 physical cores;"), finding.fix
+    assert any("no core is set aside for oneCCL workers" in e for e in finding.evidence), finding.evidence
+
+
+def test_an_explicit_ccl_workers_0_without_the_bindings_speaks_of_no_oneccl_worker():
+    from compatmatrix.placement.environment import Preload, environment_notes
+    from compatmatrix.placement.plan import plan_ranks
+    from compatmatrix.placement.topology import machine_from_snapshot
+
+    plan = plan_ranks(machine_from_snapshot(snapshot(cpus=4)), 2, 0)
+    notes = environment_notes(plan, Preload((), None, False), {}, workers_asked=True, ccl=False)
+    assert not [n for n in notes if "worker" in n.replace("--ccl-workers", "")], notes  # the old note: "oneCCL's worker (1 by default) shares its rank's CPUs"
+    assert "--ccl-workers 0: nothing set aside (no oneCCL bindings in this environment)" in notes
+    with_ccl = environment_notes(plan, Preload((), None, False), {}, workers_asked=True, ccl=True)
+    assert any(n.startswith("--ccl-workers 0: no cores set aside; oneCCL's worker") for n in with_ccl)

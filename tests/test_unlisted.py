@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from compatmatrix.explain import UnlistedNote
-from compatmatrix.matrix.model import MISSING_FACTS, UNLISTED_COMPONENTS, Component, UnlistedRelease, unlisted_release
+from compatmatrix.matrix.model import MISSING_FACTS, UNLISTED_COMPONENTS, Component, UnlistedRelease, absent_release, unlisted_release
 from compatmatrix.resolve import Conflict, Resolution, resolve
 from compatmatrix.rules import candidates, pairing_evidence
 
@@ -103,6 +103,11 @@ def test_any_exact_pin_the_matrix_lacks_is_kept_as_unlisted_never_silently(matri
         return  # listed, or older than the matrix's span (out of its scope: "the matrix knows X to Y")
     request = make_request(matrix, "3.11", f"{component.distribution}=={version}", profile="stock")
     kept, _ = candidates(matrix, component, request.python, request.spec(component), request.features, request.platform)
+    if version < max(matrix.versions(component)):  # inside the span the matrix lists from the registries: no such release
+        assert unlisted_release(matrix, component, version) is None and kept == []
+        outcome = resolve(matrix, request)
+        assert isinstance(outcome, Conflict) and any(f"There is no {component.label} {version}" in r for r in outcome.reasons), outcome.reasons
+        return
     assert [(c.version, type(c.release)) for c in kept] == [(version, UnlistedRelease)]
     outcome = resolve(matrix, request)
     if isinstance(outcome, Resolution):  # an answer always says what it rests on
@@ -204,3 +209,24 @@ def test_the_matrix_command_shows_a_companion_declaring_no_torch(no_torch_matrix
     jsonschema.validate(json.loads(out), schema)
     code, out, err = run_in_process(["matrix", "--matrix", str(no_torch_matrix), "--package", "torchaudio"], capsys)
     assert code == 0 and "none declared" in out, err  # the old loader refused the entry; a torch-less row crashed the table
+
+
+# --- a pin inside the listed span that the registries never had (issue 30 item 6) -----------------------------------
+
+
+def test_a_release_that_never_existed_inside_the_span_is_no_such_release(matrix, tmp_path, capsys):
+    """torchaudio 1.13.1: PyPI goes 0.13.1 -> 2.0.0. The old code answered it as a release newer than the matrix, with a set."""
+    absent = absent_release(matrix, TA, Version("1.13.1"))
+    assert absent is not None and (absent.below, absent.above) == (Version("0.13.1"), Version("2.0.0"))
+    assert unlisted_release(matrix, TA, Version("1.13.1")) is None
+    outcome = resolve(matrix, make_request(matrix, "3.10", "torch==1.13.1", "torchaudio==1.13.1"))
+    assert isinstance(outcome, Conflict), outcome
+    (reason,) = outcome.reasons
+    assert reason.startswith("There is no torchaudio 1.13.1: the registries go from torchaudio 0.13.1 to 2.0.0")
+    assert "the nearest real releases: torchaudio 0.13.1 (pins torch 1.13.1) and torchaudio 2.0.0 (pins torch 2.0.0)" in reason
+    code, findings = _check(tmp_path, capsys, ["torch==1.13.1", "torchaudio==1.13.1"], "--python-version", "3.10")
+    found = findings["packages.torchaudio-torch"]
+    assert code == 1 and found["status"] == "fail" and "there is no torchaudio 1.13.1" in found["summary"], found
+    assert found["fix"] == "Pin a real release: torchaudio==2.0.0 or torchaudio==0.13.1."
+    # beyond the span and pre-releases stay unlisted (the registries may have them by now)
+    assert absent_release(matrix, TA, Version("99.0.0")) is None and absent_release(matrix, TA, Version("1.13.1rc1")) is None

@@ -7,11 +7,26 @@ from typing import Optional
 
 from packaging.version import Version
 
+from ..console import plural
 from ..devices import DeviceBuild, device_build
+from ..environment.from_pins import PINNED_INSTALLER
 from ..environment.snapshot import Distribution
-from ..matrix.model import CclRelease, Component, IpexRelease, LibraryLine, UnlistedRelease, nearest_pinned, unlisted_release
+from ..matrix.model import (
+    AbsentRelease,
+    CclRelease,
+    Component,
+    IpexRelease,
+    LibraryLine,
+    UnlistedRelease,
+    absent_release,
+    nearest_pinned,
+    unlisted_release,
+)
 from ..rules import fits, known_bad, pairing_evidence, problem_with
 from ..sentences import (
+    absent_fix,
+    absent_nearest,
+    absent_phrase,
     ccl_torch_phrase,
     device_build_fix,
     device_build_sentence,
@@ -110,6 +125,20 @@ def _installed_with_torch(ctx: Context, cid: str, names: tuple[str, ...], label:
     return torch, release
 
 
+def _absent_finding(cid: str, release: AbsentRelease, dist: Distribution) -> Finding:
+    """A version inside the span the matrix lists that the registries never had: FAIL for a pin in a file (pip stops
+    there: 'No matching distribution'), WARN for an installed one (built here, or from somewhere else)."""
+    evidence = (absent_nearest(release), dist.path)
+    if dist.installer == PINNED_INSTALLER:
+        return Finding(cid, Status.FAIL, absent_phrase(release), evidence, absent_fix(release))
+    return Finding(cid, Status.WARN, f"{release.component.label} {dist.raw_version} is installed, but {absent_phrase(release).replace(', so pip would', ': pip would')}"
+                   " (a build from elsewhere?)", evidence, absent_fix(release).replace("Pin", "Install"))
+
+
+def _absent(ctx: Context, component: Component, dist: Distribution) -> Optional[AbsentRelease]:
+    return absent_release(ctx.matrix, component, dist.public_version) if dist.public_version is not None else None
+
+
 def _unlisted_finding(ctx: Context, cid: str, release: UnlistedRelease, dist: Distribution, torch: Optional[Version]) -> Finding:
     """An installed (or pinned) release the matrix does not list: its pairing with torch is graded as the resolver grades
     it (rules.pairing_evidence: unverified within its line's torch series) -- WARN unverified, naming the missing facts,
@@ -161,6 +190,9 @@ def torch_installed(ctx: Context) -> Finding:
     unlisted = unlisted_release(ctx.matrix, Component.TORCH, dist.public_version) if dist.public_version is not None else None
     if unlisted is not None:
         return _unlisted_finding(ctx, "packages.torch-installed", unlisted, dist, None)
+    absent = _absent(ctx, Component.TORCH, dist)
+    if absent is not None:
+        return _absent_finding("packages.torch-installed", absent, dist)
     return Finding("packages.torch-installed", Status.PASS, f"torch {dist.raw_version}", (dist.path,))
 
 
@@ -277,6 +309,9 @@ def _companion(ctx: Context, component: Component) -> Finding:
         unlisted = unlisted_release(ctx.matrix, component, dist.public_version) if dist.public_version is not None else None
         if unlisted is not None:
             return _unlisted_finding(ctx, cid, unlisted, dist, torch)
+        absent = _absent(ctx, component, dist)
+        if absent is not None:
+            return _absent_finding(cid, absent, dist)
         return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
     pairing = pairing_evidence(release, torch)
     if pairing is not None and pairing.tested:  # compat matrix verify tried this pair here: its record decides
@@ -317,6 +352,7 @@ def transformers_torch(ctx: Context) -> Finding:
     cid = "packages.transformers-torch"
     torch = torch_version(ctx)
     problems, evidence = [], []
+    cautions: list[str] = []  # what only the Trainer needs (a WARN): transformers runs without accelerate
     unlisted: list[Finding] = []
     checked = False
     for component in (Component.TRANSFORMERS, Component.ACCELERATE):
@@ -325,10 +361,17 @@ def transformers_torch(ctx: Context) -> Finding:
         if dist is None or dist.public_version is None or torch is None:
             continue
         line = _line(ctx, component, dist.public_version)
+        absent = _absent(ctx, component, dist) if line is not None and dist.public_version not in line.versions else None
+        if absent is not None:  # a patch its line never had
+            unlisted.append(_absent_finding(cid, absent, dist))
+            continue
         if line is None:
             release = unlisted_release(ctx.matrix, component, dist.public_version)
+            absent = _absent(ctx, component, dist) if release is None else None
             if release is not None:
                 unlisted.append(_unlisted_finding(ctx, cid, release, dist, torch))
+            elif absent is not None:
+                unlisted.append(_absent_finding(cid, absent, dist))
             else:
                 evidence.append(f"{package} {dist.raw_version} is not in the matrix")
             continue
@@ -337,17 +380,22 @@ def transformers_torch(ctx: Context) -> Finding:
             problems.append(f"{package} {dist.raw_version} needs torch >= {line.torch_min}, torch {torch} is installed")
         if component is Component.TRANSFORMERS and line.accelerate_min is not None:
             accelerate = ctx.snapshot.get("accelerate")
-            if accelerate is None:
-                problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which is not installed")
+            if accelerate is None:  # transformers does not require accelerate (no Requires-Dist): only its Trainer does
+                cautions.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which the set does not have "
+                                "(transformers itself does not require it: only a script that uses the Trainer does)")
             elif accelerate.public_version is not None and problem_with(component, line, dist.public_version, Component.ACCELERATE, accelerate.public_version):
                 problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, accelerate {accelerate.raw_version} is installed")
     if problems:
-        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + evidence + [u.summary for u in unlisted]),
+        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + cautions + evidence + [u.summary for u in unlisted]),
                        "pip install the versions `compat resolve --profile stock torch==" + str(torch) + "` gives")
     if unlisted:  # nothing unknown passes silently: the first unlisted release's finding, the others' summaries with it
+        unlisted.sort(key=lambda u: u.status is not Status.FAIL)  # a release that does not exist first
         first = unlisted[0]
-        return Finding(cid, first.status, first.summary, first.evidence + tuple(u.summary for u in unlisted[1:]) + tuple(evidence),
+        return Finding(cid, first.status, first.summary, first.evidence + tuple(u.summary for u in unlisted[1:]) + tuple(cautions + evidence),
                        "; ".join(dict.fromkeys(u.fix for u in unlisted if u.fix)))
+    if cautions:
+        return Finding(cid, Status.WARN, cautions[0], tuple(cautions[1:] + evidence),
+                       "If the script uses the Trainer, add the accelerate `compat resolve --profile stock torch==" + str(torch) + "` gives; otherwise nothing to do.")
     if not checked:
         return Finding(cid, Status.SKIP if not evidence else Status.WARN, "transformers / accelerate are not installed" if not evidence else evidence[0], tuple(evidence))
     return Finding(cid, Status.PASS, "transformers / accelerate support the installed torch", tuple(evidence))
@@ -367,8 +415,10 @@ def ccl_trainer(ctx: Context) -> Finding:
     if feature["ddp_backend_ccl"].present_in(version):
         accelerate = ctx.snapshot.get("accelerate")
         works = accel["ddp_backend_ccl_works"]
-        if accelerate is None or accelerate.public_version is None:
-            return Finding(cid, Status.FAIL, f"transformers {version} hands --ddp_backend ccl to accelerate, which is not installed", fix="pip install 'accelerate" + range_text(works.versions) + "'")
+        if accelerate is None or accelerate.public_version is None:  # only the Trainer needs it: a WARN, as packages.transformers-torch says
+            return Finding(cid, Status.WARN, f"transformers {version}'s Trainer hands --ddp_backend ccl to accelerate, which the set does not have",
+                           ("transformers itself does not require accelerate: only a script that uses the Trainer does",),
+                           "If the script uses the Trainer: pip install 'accelerate" + range_text(works.versions) + "'")
         if not works.present_in(accelerate.public_version):
             removed = accel.get("ccl_removed")
             why = (
@@ -455,7 +505,7 @@ def duplicates(ctx: Context) -> Finding:
             shadowed.append((name, copies))
     notes = tuple(f"{name}: {copies[0].raw_version} at {copies[0].site} shadows {', '.join(d.raw_version + ' at ' + d.site for d in copies[1:])}" for name, copies in shadowed)
     if not broken:
-        return Finding(cid, Status.PASS, f"{len(seen)} distributions; none installed twice where it matters", notes)
+        return Finding(cid, Status.PASS, f"{plural(len(seen), 'distribution')}; none installed twice where it matters", notes)
     evidence = tuple(f"{name}: " + "; ".join(f"{d.raw_version} at {d.path}" for d in copies) for name, copies in broken) + notes
     name, copies = broken[0]
     inside = [d for d in copies[1:] if d.site.startswith(ctx.snapshot.prefix)]

@@ -87,13 +87,20 @@ def threads(ctx: Context) -> Finding:
     machine = machine_from_snapshot(ctx.snapshot)
     bindings = ctx.snapshot.get(*CCL_NAMES) is not None  # without them no oneCCL worker runs: no core is set aside, none advised
     advice = thread_advice(machine, ranks, workers if workers is not None else (1 if bindings else 0))
+    automatic = ""
+    if workers is None and bindings and advice.problem:  # compat launch's automatic choice: no core aside where none is left
+        advice = thread_advice(machine, ranks, 0)
+        automatic = (f"no core is set aside for oneCCL workers: {plural(ranks, 'rank')} leave none on {plural(advice.cores, 'physical core')} "
+                     "(as compat launch chooses; each rank's worker shares its cores)")
     cores = advice.cores
     workers_n = workers if workers is not None else 0
-    fix = (f"export OMP_NUM_THREADS={advice.omp_threads}" + ("" if workers is not None or not bindings else f" CCL_WORKER_COUNT={advice.ccl_workers}")
+    fix = (f"export OMP_NUM_THREADS={advice.omp_threads}" + ("" if workers is not None or not bindings else f" CCL_WORKER_COUNT={max(1, advice.ccl_workers)}")
            + f"   (for {ranks} ranks on {plural(cores, 'physical core')}; compat launch --nproc-per-node {ranks} also binds each rank to its cores)")
     hyper = f" ({advice.cpus} CPUs with hyperthreads)" if advice.cpus != cores else ""
     evidence = (f"{plural(cores, 'physical core')}{hyper} allowed for this process"
                 + (f" (cgroup quota {ctx.snapshot.cgroup_quota:g})" if ctx.snapshot.cgroup_quota else ""), f"{ranks} ranks per node (--ranks-per-node)")
+    if automatic:
+        evidence += (automatic,)
     if advice.problem:
         evidence += (advice.problem,)
     if omp is None:
@@ -105,7 +112,9 @@ def threads(ctx: Context) -> Finding:
     used = (omp + workers_n) * ranks
     if omp_text is not None and "," in omp_text:
         evidence += (f"OMP_NUM_THREADS={omp_text.strip()} sets nested levels: each rank starts {omp} threads at the first level",)
-    summary = f"{ranks} ranks x (OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n}) = {used} threads on {plural(cores, 'physical core')}"
+    threads_text = (f"(OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n})" if workers is not None or bindings
+                    else f"OMP_NUM_THREADS={omp}")  # no bindings and no CCL_WORKER_COUNT: no oneCCL worker to speak of
+    summary = f"{ranks} ranks x {threads_text} = {used} threads on {plural(cores, 'physical core')}"
     if used > cores and (1 + workers_n) * ranks > cores and omp == 1:
         # no setting fits: this is already the least a rank can use
         return Finding(cid, Status.WARN, summary + ": more ranks than physical cores can carry even at one thread each", evidence,

@@ -15,11 +15,13 @@ from ..names import canonical_name
 from ..target import Platform
 from .snapshot import CpuInfo, Distribution, EnvSnapshot
 
+PINNED_INSTALLER = "compat-check-r"  # the installer a pinned (not installed) distribution carries: checks tell a file's pin by it
+
 
 def snapshot_from_pins(pins: Mapping[str, str], python: Version, platform: Platform, origin: str) -> EnvSnapshot:
     """``pins``: distribution name -> exact version; ``origin`` names the files (shown where an interpreter would be)."""
     distributions = tuple(Distribution(name=name, canonical=canonical_name(name), raw_version=version, path=f"{origin} (pinned)", site=origin,
-                                       installer="compat-check-r")
+                                       installer=PINNED_INSTALLER)
                           for name, version in pins.items())
     return EnvSnapshot(executable=origin, python=python, prefix="", purelib="", scripts="", paths=(), platform=platform, libc_version="",
                        cpu=CpuInfo(model="", flags=frozenset(), sockets=None, cores=None, logical=None, numa_nodes=None),

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..checks.finding import Finding, Status
+from ..console import plural
 from ..names import canonical_name
 from .request import FileRequest, component_of
 
@@ -44,7 +45,7 @@ def file_findings(paths: Sequence[str], files: FileRequest, findings: Sequence[F
     elif problems:
         head = Finding("input.files", Status.WARN, problems[0], tuple(problems[1:]) + evidence, FIX)
     else:
-        head = Finding("input.files", Status.PASS, f"read {', '.join(paths)}: {len(files.pinned)} exact pins", evidence)
+        head = Finding("input.files", Status.PASS, f"read {', '.join(paths)}: {plural(len(files.pinned), 'exact pin')}", evidence)
     out = [head]
     for finding in findings:
         if finding.id == "packages.torch-installed" and not torch_pinned:

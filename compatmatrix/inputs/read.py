@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 from urllib.parse import unquote, urlsplit
 
-from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..target import Platform, PythonTarget
 
 Reader = Callable[[Path], str]
-MAX_DEPTH = 20  # -r inside -r inside ...: pip has no limit, but a file nested this deep is not a real one
+MAX_DEPTH = 100  # -r inside -r inside ...: pip has no limit of its own (Python's recursion ends it); a chain this long is not a real one
 MAX_BYTES = 8 * 1024 * 1024  # all files together (each -r/-c include counted once): no set of requirements files is larger
 MAX_LINES = 200_000  # logical lines of all files together
 
@@ -228,19 +228,44 @@ def _concealed(error: InputError, origin: Origin, expansions: Expansions) -> Inp
                       conceal(error.fix))
 
 
+class Include:
+    """The line that includes a file (-r/-c): where it is and what it says, for every message about the included file."""
+
+    __slots__ = ("origin", "option", "value")
+
+    def __init__(self, origin: Origin, option: str, value: str) -> None:
+        self.origin, self.option, self.value = origin, option, value
+
+    def __str__(self) -> str:
+        return f"{self.origin}: '{self.option} {shown(self.value, 120)}'"
+
+
 def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: list, state: dict, constraint: bool, depth: int,
-                       seen: tuple[str, ...]) -> None:
-    key = os.path.realpath(path)
-    if key in seen:
-        raise InputError(f"{path} includes itself (through -r/-c), so it never ends.", "Remove the include that loops back.")
+                       seen: tuple[tuple[str, str], ...], include: Optional[Include] = None) -> None:
+    """``seen``: (real path, path as named) of each file on the chain of includes down to this one; ``include``: the
+    line that names this file (None for a file named on the command line)."""
+    key = _real_key(path, include)
+    chain = [named for _, named in seen]
+    if key in (real for real, _ in seen):
+        start = next(index for index, (real, _) in enumerate(seen) if real == key)
+        loop = " -> ".join([*chain[start:], str(path)])
+        raise InputError(f"{include}: {path} is already being read ({loop}): the includes loop, so pip would never finish reading them.",
+                         "Remove the include that loops back.")
     if depth > MAX_DEPTH:
-        raise InputError(f"{path} is included more than {MAX_DEPTH} levels deep (-r inside -r ...), which no real requirements file is.",
-                         "Name the nested files directly.")
+        raise InputError(f"{include}: a chain of {depth} nested includes (-r inside -r ..., {chain[0]} -> ... -> {path}) passes compat's limit "
+                         f"of {MAX_DEPTH} levels; the files are all different (no loop), but no real set of requirements nests this deep.",
+                         "Name some of the nested files directly (compat check -r A -r B ...).")
     budget: _Budget = state["budget"]
     if (key, constraint) in budget.read:  # a diamond of includes: pip would read the same lines again, to the same effect
         return
     budget.read.add((key, constraint))
-    text = reader(path)
+    try:
+        text = reader(path)
+    except InputError as exc:
+        if include is None:
+            raise
+        raise InputError(f"{include} names a file that cannot be read: {exc.message.rstrip('.')}.",
+                         f"Correct the {include.option} line in {include.origin.path}, or create the file it names.") from None
     budget.take(path, text)
     for number, line, expansions in _expanded_lines(text):
         origin = Origin(str(path), number)
@@ -251,7 +276,7 @@ def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: 
         before = len(indexes)
         first = len(requirements)
         try:
-            _read_line(line, origin, path, reader, requirements, indexes, state, constraint, depth, (*seen, key))
+            _read_line(line, origin, path, reader, requirements, indexes, state, constraint, depth, (*seen, (key, str(path))))
         except InputError as exc:
             if not expansions:
                 raise
@@ -262,7 +287,7 @@ def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: 
 
 
 def _read_line(line: str, origin: Origin, path: Path, reader: Reader, requirements: list, indexes: list, state: dict, constraint: bool,
-               depth: int, seen: tuple[str, ...]) -> None:
+               depth: int, seen: tuple[tuple[str, str], ...]) -> None:
     """One logical line: a requirement (with its options) or an option line."""
     requirement_text, option_text = _break_args_options(line)
     try:
@@ -286,16 +311,12 @@ def _break_args_options(line: str) -> tuple[str, str]:
 
 
 def _option_line(tokens: list[str], origin: Origin, path: Path, reader: Reader, requirements: list, indexes: list, state: dict,
-                 constraint: bool, depth: int, seen: tuple[str, ...]) -> None:
+                 constraint: bool, depth: int, seen: tuple[tuple[str, str], ...]) -> None:
     option, value, rest = _take_option(tokens, origin)
     if option in ("-r", "--requirement", "-c", "--constraint"):
-        if re.match(r"^[a-z][a-z0-9+.-]*://", value, re.IGNORECASE) and not value.startswith("file://"):
-            raise InputError(f"{origin}: '{option} {shown(value)}' names a remote file, which compat does not download.",
-                             "Download it and name the local copy.")
-        included = Path(unquote(urlsplit(value).path) if value.startswith("file://") else value)
-        if not included.is_absolute():
-            included = path.parent / included
-        _read_requirements(included, reader, requirements, indexes, state, constraint or option in ("-c", "--constraint"), depth + 1, seen)
+        included = path.parent / _included_path(value, Include(origin, option, value))  # an absolute path stays itself
+        _read_requirements(included, reader, requirements, indexes, state, constraint or option in ("-c", "--constraint"), depth + 1, seen,
+                           Include(origin, option, value))
     elif option in _INDEX_OPTIONS:
         _check_url(value, origin, option)
         indexes.append(IndexLine(_INDEX_OPTIONS[option], value, origin))
@@ -312,6 +333,35 @@ def _option_line(tokens: list[str], origin: Origin, path: Path, reader: Reader, 
                          "See pip's 'Requirements File Format'; compat reads what pip reads.")
     if rest:
         _option_line(rest, origin, path, reader, requirements, indexes, state, constraint, depth, seen)
+
+
+def _included_path(value: str, include: Include) -> Path:
+    """The local path an include names, as pip reads it (req_file.get_file_content, pypa/pip 6d309205): a path, or a
+    file: URL whose host is empty or 'localhost' (pip's url_to_path, utils/urls.py: "non-local file URIs are not
+    supported on this platform" otherwise); an http(s) or other URL is refused by name, as compat fetches nothing."""
+    scheme = re.match(r"^([a-z][a-z0-9+.-]*):(//)?", value, re.IGNORECASE)
+    if scheme is None or (scheme.group(1).lower() not in ("file", "http", "https") and not scheme.group(2)):
+        return Path(value)  # pip opens anything but http(s) and file URLs as a path ("sub:dir/r.txt" too)
+    if scheme.group(1).lower() != "file":
+        raise InputError(f"{include} names a remote file, which compat does not download.", "Download it and name the local copy.")
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:
+        raise InputError(f"{include} is not a file URL ({exc}).", f"Correct the {include.option} line.") from None
+    if parts.netloc not in ("", "localhost"):
+        raise InputError(f"{include} names a file on another host ({shown(parts.netloc, 60)}), which pip refuses "
+                         "(non-local file URIs are not supported).", "Copy the file here and name its local path.")
+    return Path(unquote(parts.path))
+
+
+def _real_key(path: Path, include: Optional[Include]) -> str:
+    """The file's real path (what makes two names of one file the same include), or one sentence naming the include."""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError) as exc:
+        what = f"{include} names" if include is not None else "The path"
+        raise InputError(f"{what} {shown(str(path), 160)}, which cannot be looked at ({shown(str(exc), 80)}).",
+                         "Name the file by a shorter path that exists.") from None
 
 
 _VALUE_OPTIONS = {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", *_INDEX_OPTIONS, *_IGNORED_OPTIONS}
@@ -345,8 +395,11 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
     """One requirement line: PEP 508 (name, extras, specifier, marker, `name @ URL`), a bare wheel URL or path, or -e."""
     hashes, ignored = _line_options(options, origin)
     text = text.strip()
-    if editable or _is_bare_location(text):
+    if editable:
         return _from_location(text, origin, hashes, constraint, editable, ignored)
+    text, marker = _marker_split(text, origin)
+    if _is_bare_location(text):
+        return replace(_from_location(text, origin, hashes, constraint, editable, ignored), marker=marker)
     try:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
@@ -367,8 +420,43 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
             version = wheel[1]
             specifier = SpecifierSet(f"=={version}")
             label = f"+{version.local}" if version.local else ""
-    return InputRequirement(name, specifier, origin, requirement.marker, frozenset(requirement.extras), url, hashes, constraint,
+    return InputRequirement(name, specifier, origin, marker, frozenset(requirement.extras), url, hashes, constraint,
                             local_label=label, ignored_options=ignored)
+
+
+# pip's is_url (pip/_internal/vcs/versioncontrol.py): these schemes and its VCS backends' (vcs/git.py, mercurial.py,
+# subversion.py, bazaar.py `schemes`), at pypa/pip 6d309205
+_PIP_URL_SCHEMES = frozenset({"http", "https", "file", "ftp",
+                              *(f"git+{s}" for s in ("http", "https", "ssh", "git", "file")),
+                              *(f"hg+{s}" for s in ("file", "http", "https", "ssh", "static-http")),
+                              *(f"svn+{s}" for s in ("ssh", "http", "https", "svn", "file")),
+                              *(f"bzr+{s}" for s in ("http", "https", "ssh", "sftp", "ftp", "lp", "file"))})
+
+
+def _is_pip_url(text: str) -> bool:
+    try:
+        return urlsplit(text).scheme.lower() in _PIP_URL_SCHEMES
+    except ValueError:
+        return False
+
+
+def _marker_split(text: str, origin: Origin) -> tuple[str, Optional[Marker]]:
+    """pip's split of a requirement line from its marker (parse_req_from_line in pip/_internal/req/constructors.py,
+    pypa/pip 6d309205, 2026-08-20): a line that is itself a URL ends at its first '; ', any other line at its first ';'
+    (so `name @ URL; marker` with no space before the ';' is read, which packaging's PEP 508 grammar alone refuses).
+    The requirement part is then read by packaging, the marker part by packaging.markers."""
+    separator = "; " if _is_pip_url(text) else ";"
+    if separator not in text:
+        return text, None
+    requirement, marker_text = text.split(separator, 1)
+    marker_text = marker_text.strip()
+    if not marker_text:
+        return requirement.strip(), None
+    try:
+        return requirement.strip(), Marker(marker_text)
+    except InvalidMarker as exc:
+        raise InputError(f"{origin}: '{_line_start(requirement.strip())}' has a marker pip refuses ({_why(exc)}).",
+                         "Write the marker with PEP 508 names, e.g. python_version < '3.10'.") from None
 
 
 _NAME_START = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")

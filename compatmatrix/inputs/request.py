@@ -227,7 +227,7 @@ def index_findings(matrix: Matrix, lines: Sequence[IndexLine], requirements: Ite
         if item.pinned is not None and hosts and not unknown and (own or not item.index) and not (hosts & own) and not item.url:
             warnings.append(f"{item.origin}: none of the file's indexes ({', '.join(sorted(own)) or 'none'}) has {component.label} {item.pinned}: "
                             f"pip would stop with 'No matching distribution'; it is on {', '.join(sorted(hosts))}, where compat takes it from")
-        if extra_index and not replaces_pypi and not _on_pypi(matrix, component):
+        if extra_index and not replaces_pypi and not item.url and not _on_pypi(matrix, component):  # pip asks no index for a URL
             warnings.append(f"{item.origin}: {component.label} is not on PyPI, yet pip asks PyPI too (--extra-index-url adds to it, "
                             f"{extra_index[0].origin}): a project registered under that name there would compete with it (dependency confusion); "
                             "compat takes it from its own host only")

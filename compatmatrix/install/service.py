@@ -33,6 +33,7 @@ from typing import Callable, Optional
 import requests
 
 from ..checks.finding import Context, Finding, Options, Status, all_checks, run_checks, select
+from ..console import plural
 from ..environment.snapshot import EnvSnapshot, take_snapshot
 from ..matrix.model import Matrix
 from ..names import canonical_name
@@ -315,7 +316,7 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         items = confirm_hashes(session, items, [canonical_name(f.package.distribution) for f in fetched], plan.dependency_index, target, planner, store)
         check_dependency_hashes(items, fetched, plan.dependency_index, options)
         if unlocked:
-            say(f"  unverified: {options.offline_dir} has no lock; the {len(items)} wheels used from it are installed unchecked (--allow-unverified)")
+            say(f"  unverified: {options.offline_dir} has no lock; the {plural(len(items), 'wheel')} used from it {'is' if len(items) == 1 else 'are'} installed unchecked (--allow-unverified)")
         planned = changes(items, installed)
         replaced = [c for c in planned if c.before is not None and c.before != c.after]
         for change in planned:

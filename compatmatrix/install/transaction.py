@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ..console import plural
 from . import JOURNAL_NAME
 from .checkpoints import checkpoint
 from .errors import InstallError, InstallInputError
@@ -378,9 +379,9 @@ def _difference(folder: Path, expected: list[str]) -> str:
     paths = {e.split("\0")[0] for e in actual}
     missing = sorted({e.split("\0")[0] for e in expected} - paths)
     if missing:
-        return f"{len(missing)} of {len(expected)} entries are missing from {folder}, e.g. {missing[0]}"
+        return f"{len(missing)} of {plural(len(expected), 'entry', 'entries')} {'is' if len(missing) == 1 else 'are'} missing from {folder}, e.g. {missing[0]}"
     changed = sorted({e.split("\0")[0] for e in set(expected) ^ set(actual)})
-    return f"{len(changed)} entries of {folder} differ from the snapshot (replaced after it was taken), e.g. {changed[0]}"
+    return f"{plural(len(changed), 'entry', 'entries')} of {folder} {'differs' if len(changed) == 1 else 'differ'} from the snapshot (replaced after it was taken), e.g. {changed[0]}"
 
 
 @dataclass(frozen=True)

@@ -497,14 +497,17 @@ class UnlistedRelease(Record):
 
 def unlisted_release(matrix: "Matrix", component: "Component", version: Version) -> Optional[UnlistedRelease]:
     """``version`` of ``component`` as an :class:`UnlistedRelease` when the matrix lists no entry for it, the component
-    keeps releasing (:data:`UNLISTED_COMPONENTS`) and the release is newer than the oldest the matrix lists (one the
-    matrix has not caught up with, or skipped); None otherwise (listed, a frozen Intel package, or older than the
-    matrix's span: out of its scope, "the matrix knows X to Y"). The nearest listed release is the nearest of its own
+    keeps releasing (:data:`UNLISTED_COMPONENTS`) and the release is newer than the newest the matrix lists (one the
+    matrix has not caught up with) or a pre/dev release inside its span; None otherwise (listed, a frozen Intel package,
+    older than the matrix's span: out of its scope, "the matrix knows X to Y", or a final release inside the span that
+    the registries never had: :func:`absent_release`). The nearest listed release is the nearest of its own
     minor line, else the nearest overall."""
     if component not in UNLISTED_COMPONENTS or matrix.release(component, version) is not None:
         return None
     entries = [(v, r) for r in matrix.releases[component] for v in r.versions]
     if not entries or version <= min(v for v, _ in entries):
+        return None
+    if absent_release(matrix, component, version) is not None:  # inside the listed span: no such release, not a new one
         return None
     line = [(v, r) for v, r in entries if v.release[:2] == version.release[:2]]
     pool = nearest_pool(line or entries)
@@ -524,6 +527,41 @@ def unlisted_release(matrix: "Matrix", component: "Component", version: Version)
         series=series[0] if len(series) == 1 else None,
         missing=MISSING_FACTS[component],
     )
+
+
+class AbsentRelease(Record):
+    """A version inside the span of releases the matrix lists (newer than its oldest, older than its newest), which it
+    does not list: no such release. The matrix lists every final release of its span as the registries have them
+    (`compat matrix update` harvests them; scripts/crosscheck_registry.py reports one it lacks), so a pin of it is a
+    typo (torchaudio==1.13.1: PyPI goes 0.13.1 -> 2.0.0), and pip would stop with 'No matching distribution'.
+    ``below``/``above``: the nearest listed (real) releases on either side, with the torch each pins (None: none)."""
+
+    component: "Component"
+    version: Version
+    below: Version
+    above: Version
+    below_torch: Optional[Version]
+    above_torch: Optional[Version]
+    checked: str  # the matrix's registry_checked date ("" when it has none)
+
+
+def absent_release(matrix: "Matrix", component: "Component", version: Version) -> Optional[AbsentRelease]:
+    """``version`` of a component that keeps releasing (:data:`UNLISTED_COMPONENTS`) as an :class:`AbsentRelease` when
+    it lies inside the span the matrix lists and is not listed; None otherwise (listed, older or newer than the span,
+    a pre- or dev release: the registries' lists the matrix copies leave those out, or a frozen Intel package)."""
+    if component not in UNLISTED_COMPONENTS or version.is_prerelease or version.is_devrelease:
+        return None
+    public = Version(version.public)
+    by_version = {v: r for r in matrix.releases[component] for v in r.versions}
+    if not by_version or public in by_version:
+        return None
+    below = max((v for v in by_version if v < public), default=None)
+    above = min((v for v in by_version if v > public), default=None)
+    if below is None or above is None:
+        return None
+    return AbsentRelease(component=component, version=public, below=below, above=above,
+                         below_torch=getattr(by_version[below], "torch", None), above_torch=getattr(by_version[above], "torch", None),
+                         checked=matrix.registry_checked)
 
 
 def nearest_pool(entries: list[tuple[Version, Release]]) -> list[tuple[Version, Release]]:

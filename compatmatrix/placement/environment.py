@@ -64,8 +64,9 @@ def launch_environment(plan: Plan, preload: Preload, ccl: bool = False) -> dict[
     return env
 
 
-def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str], workers_asked: bool = True, ccl: bool = False) -> tuple[str, ...]:
-    """``workers_asked``: --ccl-workers was given (a plan without workers that nobody asked for is explained by the caller)."""
+def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str], workers_asked: bool, ccl: bool) -> tuple[str, ...]:
+    """``workers_asked``: --ccl-workers was given (a plan without workers that nobody asked for, the automatic choice,
+    is explained by the caller, never as "--ccl-workers 0"); ``ccl``: the oneCCL bindings are installed."""
     notes = []
     if preload.iomp5:
         notes.append(f"Intel OpenMP (libiomp5) is preloaded: KMP_AFFINITY={KMP_AFFINITY} binds OpenMP thread i to the i-th core of the rank's CPUs")
@@ -75,8 +76,10 @@ def environment_notes(plan: Plan, preload: Preload, inherited: Mapping[str, str]
         notes.append("no tcmalloc or jemalloc on this machine: the default allocator stays (apt-get install libgoogle-perftools4, or pip install intel-openmp for libiomp5)")
     if plan.ccl_workers:
         notes.append(f"oneCCL: {plan.ccl_workers} worker(s) per rank on CPUs {cpu_list_text(plan.worker_cpus)} (CCL_WORKER_AFFINITY lists local rank 0's first), outside the ranks' compute CPUs")
-    elif workers_asked:
+    elif workers_asked and ccl:
         notes.append("--ccl-workers 0: no cores set aside; oneCCL's worker (1 by default) shares its rank's CPUs")
+    elif workers_asked:  # no bindings: no oneCCL worker runs, so there was nothing to set aside
+        notes.append("--ccl-workers 0: nothing set aside (no oneCCL bindings in this environment)")
     if ccl and not plan.ccl_workers:
         notes.append("CCL_WORKER_COUNT=1 although no core is set aside: accelerate takes ccl only when CCL_WORKER_COUNT > 0 "
                      "(\"ValueError: Your assigned backend ccl is not available\" otherwise)")

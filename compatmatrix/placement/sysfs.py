@@ -16,14 +16,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..environment import env_probe
-from ..errors import UsageError, shown
+from ..errors import UsageError, path_refused, shown
 from .topology import Machine, TopologyError, topology_from_probe
 
 
 def read_machine(sys_root: str) -> Machine:
     root = Path(sys_root)
-    if not (root / "devices" / "system" / "cpu").is_dir():
-        raise UsageError(f"--sysfs-root {sys_root} has no devices/system/cpu folder: it is not shaped like /sys.",
+    cpu = root / "devices" / "system" / "cpu"
+    why = path_refused(sys_root)
+    if why is None:
+        try:
+            shaped = cpu.is_dir()
+        except OSError as exc:  # ENAMETOOLONG below the root (the whole path over PATH_MAX), ...
+            why = path_refused(str(cpu)) or f"cannot be looked at ({exc.strerror})"
+    if why is not None:  # a name over NAME_MAX, a path over PATH_MAX, a missing folder: one sentence, never an OSError
+        raise UsageError(f"--sysfs-root {shown(sys_root, 160)} {why}.", "Pass the folder of a recorded copy of /sys (by a shorter path if it is long).")
+    if not shaped:
+        raise UsageError(f"--sysfs-root {shown(sys_root, 160)} has no devices/system/cpu folder: it is not shaped like /sys.",
                          "Pass a folder holding devices/system/cpu/online, devices/system/cpu/cpuN/topology/ and devices/system/node/nodeN/cpulist (a copy of /sys).")
     data = env_probe.cpu_topology(str(root))
     try:

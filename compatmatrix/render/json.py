@@ -150,6 +150,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         data["alternatives"] = [
             {
                 "change": alt.change,
+                "why": alt.reason,
                 "python": alt.resolution.request.python.label,
                 "profile": alt.resolution.request.profile,
                 "constraints": {c.distribution: str(s) for c, s in alt.resolution.request.specifiers.items()},
@@ -327,14 +328,16 @@ def summary_counts(findings: Iterable[Finding]) -> dict[str, int]:
     return {status: statuses.count(status) for status in ("pass", "warn", "fail", "skip")}
 
 
-def findings_json(command: str, snapshot, findings: Sequence[Finding]) -> dict[str, Any]:
-    """``compat doctor --json`` / ``compat check --json`` (the callers add "host", "hosts" and "live")."""
+def findings_json(command: str, snapshot, findings: Sequence[Finding], files: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    """``compat doctor --json`` / ``compat check --json`` (the callers add "host", "hosts" and "live"); ``files``:
+    ``compat check -r``'s files, which are judged instead of an interpreter ("python" is then null)."""
     counts = summary_counts(findings)
     return {
         "schema_version": JSON_SCHEMA_VERSION,
         "command": command,
         "ok": counts["fail"] == 0,
-        "python": snapshot.executable,
+        "python": snapshot.executable if files is None else None,
+        **({"files": list(files)} if files is not None else {}),
         "python_version": str(snapshot.python),
         "platform": snapshot.platform.tag,
         "summary": counts,

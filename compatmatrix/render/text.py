@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..console import escape
+from ..console import escape, plural
 from ..redact import redact_url
 
 if TYPE_CHECKING:
@@ -83,6 +83,8 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
         console.print("\n[bold]What would work[/]")
         for alt in outcome.alternatives:
             console.print(f"  -> {escape(alt.change)}: {escape(_set_text(alt.resolution.picks))}", style="green")
+            if alt.reason:
+                console.print(f"     why: {escape(alt.reason)}", style="dim")
     else:
         console.print("\nNo nearby change (one constraint dropped, another Python) gives a consistent set.")
 
@@ -171,7 +173,7 @@ def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict
     else:
         if overlay.read_at:
             console.print(escape(f"(h) = harvested from a registry, kept in the overlay {overlay.path} (read {overlay.read_at}, {overlay.age()}): "
-                                 f"{len(overlay.harvested)} releases; (+h) = a curated entry with facts the overlay added"), style="dim")
+                                 f"{plural(len(overlay.harvested), 'release')}; (+h) = a curated entry with facts the overlay added"), style="dim")
         else:
             console.print(escape(f"The overlay {overlay.path} holds no harvest (compat matrix update has not written it)."), style="dim")
         for line in overlay.hosts_unread:
@@ -226,7 +228,7 @@ def render_findings(console: Console, header: str, findings: Sequence[Finding], 
 
     counts = summary_counts(findings)
     verdict = "[bold red]FAIL[/]" if counts["fail"] else "[bold yellow]OK with warnings[/]" if counts["warn"] else "[bold green]OK[/]"
-    console.print(f"\n{verdict}: {counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['skip']} skipped")
+    console.print(f"\n{verdict}: {counts['fail']} failed, {plural(counts['warn'], 'warning')}, {counts['pass']} passed, {counts['skip']} skipped")
 
 
 def render_check_list(console: Console, checks) -> None:
