@@ -68,7 +68,13 @@ def _say_overlay(state) -> None:
         _SAID.add("ignored")
         sys.stderr.write(visible(f"compat: note: the overlay {state.path} is ignored: {shown(state.ignored, 300)}. "
                                  "Run 'compat matrix update' to write it again, or remove the file.") + "\n")
-    elif state.disagreements and "disagree" not in _SAID:
+        return
+    if state.skipped and "skipped" not in _SAID:
+        _SAID.add("skipped")
+        more = f" and {len(state.skipped) - 1} more" if len(state.skipped) > 1 else ""
+        sys.stderr.write(visible(f"compat: note: the overlay {state.path}: a record is skipped ({shown(state.skipped[0], 300)}){more}; "
+                                 "the rest of it is used ('compat matrix' lists what was skipped).") + "\n")
+    if state.disagreements and "disagree" not in _SAID:
         _SAID.add("disagree")
         count = len(state.disagreements)
         sys.stderr.write(f"compat: note: the overlay disagrees with the curated matrix on {count} fact{'s' if count != 1 else ''}; "

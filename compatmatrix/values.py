@@ -85,6 +85,14 @@ def comment_text(text: str) -> str:
     return "".join(ch if ch.isprintable() or ch == "\t" else ascii(ch)[1:-1] for ch in text)
 
 
+def record_text(text: str, limit: int) -> str:
+    """``text`` for one text field of a record compat keeps and reads back (the overlay's tested records): every character
+    that is not printable -- TAB, a line break, a terminal escape, a lone surrogate -- as its Python escape (``\\t``,
+    ``\\x1b``), then cut to ``limit`` characters; what it returns is printable, so the reader's own rule takes it."""
+    escaped = text if text.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return escaped if len(escaped) <= limit else escaped[: limit - 3] + "..."
+
+
 def quoted(text: str, limit: int = 80) -> str:
     """User input inside an error message: cut (errors.shown), every character that is not printable escaped."""
     return comment_text(shown(text, limit))

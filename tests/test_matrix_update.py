@@ -209,6 +209,9 @@ def _document(**entries):
     return {"format": overlay_mod.FORMAT, "schema_version": 1, "read_at": "2026-11-26T00:00:00Z", "entries": entries}
 
 
+BAD = {**GOOD_ENTRY, "version": "0.97.5"}  # a second release, spoilt one way per case below
+
+#: What makes the file no overlay at all: ignored whole, in one sentence.
 HOSTILE = {
     "not JSON": b"{not json",
     "not UTF-8": b"\xff\xfe{}",
@@ -217,16 +220,24 @@ HOSTILE = {
     "another schema": json.dumps({**_document(), "schema_version": 99}).encode(),
     "entries not a table": json.dumps({**_document(), "entries": []}).encode(),
     "unknown top key": json.dumps({**_document(), "run": "rm -rf ~"}).encode(),
-    "unknown entry key": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "exec": "x"}])).encode(),
-    "bad version": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "version": "not a version"}])).encode(),
-    "unknown torch": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "torch": "9.9.9"}])).encode(),
-    "unknown host": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "wheels": [{"host": "evil", "python": ["3.11"], "source": "x"}]}])).encode(),
-    "no source": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "source": ""}])).encode(),
-    "wrong type": json.dumps(_document(torchvision=[{**GOOD_ENTRY, "wheels": [{"host": "pypi", "python": "3.11\x1b[2J", "source": "x"}]}])).encode(),
-    "IPEX harvested": json.dumps(_document(ipex=[{"version": "9.0.0"}])).encode(),
-    "twice": json.dumps(_document(torchvision=[GOOD_ENTRY, GOOD_ENTRY])).encode(),
     "deep": b"[" * 100000 + b"]" * 100000,
     "huge": b'{"format": "' + b"x" * (5 << 20) + b'"}',
+}
+
+#: One bad record next to a good one (GOOD_ENTRY): that record is skipped alone, with a note naming it; the rest is used.
+HOSTILE_RECORDS = {
+    "unknown entry key": {"torchvision": [GOOD_ENTRY, {**BAD, "exec": "x"}]},
+    "bad version": {"torchvision": [GOOD_ENTRY, {**BAD, "version": "not a version"}]},
+    "unknown torch": {"torchvision": [GOOD_ENTRY, {**BAD, "torch": "9.9.9"}]},
+    "unknown host": {"torchvision": [GOOD_ENTRY, {**BAD, "wheels": [{"host": "evil", "python": ["3.11"], "source": "x"}]}]},
+    "no source": {"torchvision": [GOOD_ENTRY, {**BAD, "source": ""}]},
+    "wrong type": {"torchvision": [GOOD_ENTRY, {**BAD, "wheels": [{"host": "pypi", "python": "3.11\x1b[2J", "source": "x"}]}]},
+    "not a table": {"torchvision": [GOOD_ENTRY, ["0.97.5"]]},
+    "IPEX harvested": {"torchvision": [GOOD_ENTRY], "ipex": [{"version": "9.0.0"}]},
+    "unknown package": {"torchvision": [GOOD_ENTRY], "evil\x1b[2J": []},
+    "table not a list": {"torchvision": [GOOD_ENTRY], "torchaudio": {"version": "1"}},
+    "twice": {"torchvision": [GOOD_ENTRY, GOOD_ENTRY]},
+    "escape in a version": {"torchvision": [GOOD_ENTRY, {**BAD, "version": "0.97.5\x1b]0;title\x07\n"}]},
 }
 
 
@@ -238,6 +249,22 @@ def test_a_hostile_overlay_is_ignored_with_one_sentence(case, tmp_path, matrix):
     merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(tmp_path)})
     assert merged is matrix
     assert state is not None and state.ignored and "\n" not in state.ignored and "\x1b" not in state.ignored
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_RECORDS))
+def test_one_hostile_record_is_skipped_alone_and_named(case, tmp_path, matrix):
+    """Issue 31: one bad record cost the whole overlay (every harvested entry, every tested record). Now it is skipped
+    alone, with a note naming it (escaped: no line break, no terminal escape); the good entry next to it is used."""
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps(_document(**HOSTILE_RECORDS[case])))
+    merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(tmp_path)})
+    assert not state.ignored, state.ignored
+    assert (Component.TORCHVISION, "0.98.0") in state.harvested
+    assert merged.release(Component.TORCHVISION, Version("0.98.0")) is not None
+    assert merged.release(Component.TORCHVISION, Version("0.97.5")) is None
+    assert len(state.skipped) == 1, state.skipped
+    assert all(ch.isprintable() for ch in state.skipped[0]), state.skipped
 
 
 def test_an_overlay_that_is_a_fifo_or_a_folder_is_ignored(tmp_path, matrix):
@@ -265,11 +292,17 @@ def test_a_good_overlay_adds_its_release(tmp_path, matrix):
 def test_commands_say_a_hostile_overlay_is_ignored_and_still_answer(tmp_path):
     folder = tmp_path / "compatmatrix"
     folder.mkdir()
-    (folder / "overlay.json").write_bytes(HOSTILE["unknown torch"])
+    (folder / "overlay.json").write_bytes(HOSTILE["unknown top key"])
     done = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", "--json", env_extra={"XDG_DATA_HOME": str(tmp_path)})
     assert done.returncode == 0 and json.loads(done.stdout)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "is ignored" in lines[0] and "9.9.9" in lines[0] and "Traceback" not in done.stderr
+    assert len(lines) == 1 and "is ignored" in lines[0] and "'run'" in lines[0] and "Traceback" not in done.stderr
+    # one bad record: said once, the rest used (0.98.0 resolves from the overlay)
+    (folder / "overlay.json").write_text(json.dumps(_document(**HOSTILE_RECORDS["unknown torch"])))
+    done = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", "torchvision==0.98.0", "--json", env_extra={"XDG_DATA_HOME": str(tmp_path)})
+    assert done.returncode == 0 and json.loads(done.stdout)["packages"]["torchvision"] == "0.98.0", done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "skipped" in lines[0] and "9.9.9" in lines[0] and "0.97.5" in lines[0], lines
 
 
 # --- the pure reading of a registry ---------------------------------------------------------------------------------

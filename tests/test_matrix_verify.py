@@ -143,18 +143,57 @@ def test_matrix_update_keeps_the_tested_records(tmp_path):
     {"machine": {"cpu": "x"}},
     {"extra": 1},
 ])
-def test_a_hostile_tested_record_ignores_the_overlay_in_one_sentence(tmp_path, change):
+def test_a_hostile_tested_record_is_skipped_alone_in_one_sentence(tmp_path, change):
+    """Issue 31: one bad tested record cost the whole overlay. Now that record is skipped alone, named in one note; the
+    good record next to it (another pair) is used."""
     item = {**record_of().to_json(), **change}
     with pytest.raises(tested_mod.TestedProblem):
         tested_mod.parse([item], list(load_matrix().hosts))
+    good = record_of(version="2.10.0").to_json()
     folder = tmp_path / "compatmatrix"
     folder.mkdir()
     (folder / "overlay.json").write_text(json.dumps({"format": "compatmatrix-overlay", "schema_version": 1, "read_at": "", "hosts_unread": [],
-                                                      "entries": {}, "tested": [item]}))
+                                                      "entries": {}, "tested": [item, good]}))
+    _, state = overlay_mod.apply(load_matrix(), {"XDG_DATA_HOME": str(tmp_path)})
+    assert not state.ignored and [t.to_json() for t in state.tested] == [good] and len(state.skipped) == 1
+    assert state.skipped[0].startswith("tested #1") and state.skipped[0].isprintable()
     done = run_compat("matrix", "--package", "torchaudio", env_extra={"XDG_DATA_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
-    notes = [line for line in done.stderr.splitlines() if "is ignored" in line]
-    assert len(notes) == 1 and "tested" in notes[0] and "Traceback" not in done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(notes) == 1 and "skipped" in notes[0] and "tested #1" in notes[0] and "Traceback" not in done.stderr
+    assert "TESTED torchaudio 2.10.0" in done.stdout
+
+
+def test_a_verify_error_with_a_tab_or_an_escape_is_stored_escaped_and_read_back(tmp_path):
+    """Issue 31 (high): a failed verify whose error text held a TAB or a terminal escape was stored raw; from then on every
+    command ignored the whole overlay. Now the record is escaped when written and read back as written."""
+    environ = {"XDG_DATA_HOME": str(tmp_path)}
+    summary = "importing torchaudio failed:\tOSError \x1b[31mred\x1b[0m \x9b2J \u2028 \ud800"
+    path = overlay_mod.record_tested(record_of(works=False, summary=summary), load_matrix(), environ)
+    text = Path(path).read_text(encoding="utf-8")
+    assert "\t" not in json.loads(text)["tested"][0]["summary"] and "\x1b" not in text
+    merged, state = overlay_mod.apply(load_matrix(), environ)
+    assert not state.ignored and not state.skipped and len(state.tested) == 1
+    assert state.tested[0].summary.startswith("importing torchaudio failed:\\tOSError \\x1b[31mred")
+    assert merged.release(Component.TORCHAUDIO, Version("2.11.0")).pairing_with(T2141).evidence == "documented-break"
+
+
+def test_a_raw_tab_record_of_an_older_compat_survives_the_next_write_escaped(tmp_path):
+    """An overlay an older compat wrote (a raw TAB in a summary): read, that record alone is skipped; the next write
+    (matrix update, verify) keeps it, escaped, instead of dropping it."""
+    environ = {"XDG_DATA_HOME": str(tmp_path)}
+    raw = {**record_of(works=False).to_json(), "summary": "failed:\there"}
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps({"format": "compatmatrix-overlay", "schema_version": 1, "read_at": "", "hosts_unread": [],
+                                                      "entries": {}, "tested": [raw]}))
+    _, state = overlay_mod.apply(load_matrix(), environ)
+    assert not state.ignored and state.tested == () and len(state.skipped) == 1
+    kept = overlay_mod.kept_tested(str(folder / "overlay.json"), load_matrix())
+    assert [k["summary"] for k in kept] == ["failed:\\there"]
+    overlay_mod.record_tested(record_of(version="2.10.0"), load_matrix(), environ)
+    _, state = overlay_mod.apply(load_matrix(), environ)
+    assert not state.skipped and sorted(str(t.version) for t in state.tested) == ["2.10.0", "2.11.0"]
 
 
 def test_compat_matrix_shows_the_tested_records(tmp_path):

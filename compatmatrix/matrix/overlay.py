@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
@@ -26,7 +26,9 @@ from ..errors import MatrixError, shown
 from ..record import Record, replace
 from .model import COMPONENT_ORDER, Component, LibraryLine, Matrix, Provenance, Release
 from .tested import Tested, TestedProblem
-from .tested import parse as parse_tested
+from .tested import parse_each as parse_tested_each
+from .tested import parse_one as parse_tested_one
+from .tested import rewritable
 
 FORMAT = "compatmatrix-overlay"
 SCHEMA = 1
@@ -64,6 +66,7 @@ class OverlayState(Record):
     hosts_unread: tuple[str, ...]  # "host: why", the hosts the update could not read
     ignored: str = ""  # why the overlay was not used ("" when it was)
     tested: tuple[Any, ...] = ()  # matrix.tested.Tested: the pairings compat matrix verify tried on this machine
+    skipped: tuple[str, ...] = ()  # a note for each record (entry, tested record) skipped alone; the rest is used
 
     def age(self, now: Optional[datetime.datetime] = None) -> str:
         import datetime
@@ -114,37 +117,114 @@ def read_document(path: str) -> Optional[dict[str, Any]]:
     return document
 
 
-def parse_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> dict[Component, list[Release]]:
-    """The overlay's entries as releases, validated by the matrix loader's parsers (MatrixError for anything wrong)."""
+#: Top-level keys of the overlay (anything else: not an overlay this compatmatrix wrote, ignored whole).
+_TOP_KEYS = ("format", "schema_version", "read_at", "hosts_unread", "generator", "tested")
+_NOTES_KEPT = 20  # notes about skipped records said one by one; the rest counted
+
+
+def _note(text: str) -> str:
+    from ..values import comment_text
+
+    return comment_text(shown(text, 300))
+
+
+def _skip_note(exc: Exception) -> str:
+    if isinstance(exc, MatrixError):
+        where = f"{exc.where}, field '{exc.field}'" if exc.field else exc.where
+        return _note(f"{where}: {exc.problem}" if where else exc.problem)
+    return _note(f"a value of an unexpected type or size ({type(exc).__name__})")
+
+
+class Entries(Record):
+    """The overlay's harvested entries, each validated alone: the releases, the raw entries that passed (per table, as
+    written: what a rewrite keeps), and a note for each entry skipped."""
+
+    releases: dict[Component, list[Release]]
+    kept: dict[str, list[Any]]
+    skipped: tuple[str, ...]
+
+
+def read_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> Entries:
+    """The overlay's entries as releases, each entry validated alone by the matrix loader's own parsers against the
+    matrix's hosts and torches (those of the overlay's valid torch entries too). A bad entry -- unknown key, bad version,
+    unknown host or torch, a release listed twice, no wheels -- is skipped with a note naming it; the others are used.
+    MatrixError only for what makes the file no overlay at all (an unknown top-level key, ``entries`` not a table).
+    Linear in the number of entries."""
     from .load import _KEY, _PARSERS, _describe, _Entry, _torch_release
 
     root = _Entry(path, "top level", dict(document))
-    for key in ("format", "schema_version", "read_at", "hosts_unread", "generator", "tested"):
+    for key in _TOP_KEYS:
         root.raw(key, None)
-    entries = _Entry(path, "entries", root.raw("entries", {}))
+    table_of_entries = root.raw("entries", {})
     root.done()
+    if not isinstance(table_of_entries, dict):
+        raise MatrixError(path, "entries", "", "must be a table of the harvested packages' entries")
     hosts = matrix.hosts
-    releases: dict[Component, list[Release]] = {}
-    torch_entries = [_torch_release(e, hosts) for e in entries.tables("torch", _describe("torch"))]
-    releases[Component.TORCH] = list(torch_entries)
-    torch_versions = set(matrix.versions(Component.TORCH)) | {r.version for r in torch_entries}
-    for component in COMPONENT_ORDER:
-        if component in (Component.TORCH,):
-            continue
+    known_tables = {c.table: c for c in COMPONENT_ORDER if c not in (Component.IPEX, Component.CCL)}
+    releases: dict[Component, list[Release]] = {c: [] for c in known_tables.values()}
+    kept: dict[str, list[Any]] = {}
+    skipped: list[str] = []
+    for table in table_of_entries:
+        if table not in known_tables:
+            why = "is not harvested (IPEX's and the bindings' facts are curated by hand)" if table in (Component.IPEX.table, Component.CCL.table) \
+                else "is not a package compat matrix update harvests"
+            skipped.append(_note(f"entries > {table} {why}: skipped"))
+    torch_versions = set(matrix.versions(Component.TORCH))
+    for component in sorted(known_tables.values(), key=lambda c: c is not Component.TORCH):  # torch first: the others pair with it
         table = component.table
-        if component in (Component.IPEX, Component.CCL) and table in entries.table:
-            raise entries.error(table, "is not harvested (IPEX's and the bindings' facts are curated by hand)")
-        parse = _PARSERS[component]
-        releases[component] = [parse(e, hosts, torch_versions, table) for e in entries.tables(table, _describe(table, _KEY.get(component, "version")))]
-    entries.done()
-    for component, items in releases.items():
-        keys = [r.line if isinstance(r, LibraryLine) else r.version for r in items]
-        if len(set(keys)) != len(keys):
-            raise MatrixError(path, f"entries > {component.table}", "", "lists a release twice")
-        for release in items:
+        items = table_of_entries.get(table, [])
+        if not isinstance(items, list):
+            skipped.append(_note(f"entries > {table} is not a list of entries: skipped"))
+            continue
+        describe = _describe(table, _KEY.get(component, "version"))
+        seen: set[Any] = set()
+        for index, item in enumerate(items):
+            where = f"entries > {describe(index, item)}"
+            try:
+                entry = _Entry(path, where, item)
+                release = _torch_release(entry, hosts) if component is Component.TORCH else _PARSERS[component](entry, hosts, torch_versions, table)
+            except (MatrixError, TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as exc:
+                skipped.append(_skip_note(exc) if isinstance(exc, MatrixError) else _note(f"{where}: {_skip_note(exc)}"))
+                continue
+            key = release.line if isinstance(release, LibraryLine) else release.version
+            if key in seen:
+                skipped.append(_note(f"{where}: lists a release an earlier entry lists: skipped"))
+                continue
             if not release.wheels and not isinstance(release, LibraryLine):
-                raise MatrixError(path, f"entries > {component.table} {release.version}", "wheels", "lists no host with wheels")
-    return releases
+                skipped.append(_note(f"{where}, field 'wheels': lists no host with wheels: skipped"))
+                continue
+            seen.add(key)
+            releases[component].append(release)
+            kept.setdefault(table, []).append(item)
+        if component is Component.TORCH:
+            torch_versions |= seen
+    return Entries(releases, kept, tuple(skipped))
+
+
+def valid_entries(entries: Mapping[str, Sequence[Mapping[str, Any]]], matrix: Matrix) -> tuple[dict[str, tuple[dict[str, Any], ...]], tuple[str, ...]]:
+    """Harvested entries as they may be stored: each validated alone, as ``apply`` will read it; (the entries that pass,
+    a note naming each one that does not and why). One odd registry value (``Requires-Python: ===3.11``, a tag
+    ``manylinux_2_999999999``) costs its own release, never the update."""
+    from ..values import json_text
+
+    document = {"entries": json_text({table: [dict(e) for e in items] for table, items in entries.items()})}
+    found = read_entries(document, matrix, "the harvest")
+    return {table: tuple(items) for table, items in found.kept.items()}, found.skipped
+
+
+def parse_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> dict[Component, list[Release]]:
+    """``read_entries``, strict: MatrixError naming the first entry that would be skipped."""
+    found = read_entries(document, matrix, path)
+    if found.skipped:
+        raise MatrixError(path, "", "", found.skipped[0])
+    return found.releases
+
+
+def said_notes(notes: Sequence[str]) -> tuple[str, ...]:
+    """At most _NOTES_KEPT notes, then how many more: a file of 16,000 bad entries is 21 lines, not 16,000."""
+    if len(notes) <= _NOTES_KEPT:
+        return tuple(notes)
+    return tuple(notes[:_NOTES_KEPT]) + (f"... and {len(notes) - _NOTES_KEPT} more records skipped",)
 
 
 def _with_source(provenance: Provenance, other: Provenance, what: str) -> Provenance:
@@ -154,7 +234,8 @@ def _with_source(provenance: Provenance, other: Provenance, what: str) -> Proven
 
 def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: str = "", read_at: str = "",
           hosts_unread: tuple[str, ...] = ()) -> tuple[Matrix, OverlayState]:
-    """The curated matrix with the harvested releases: curated facts win, a disagreement is kept as a sentence."""
+    """The curated matrix with the harvested releases: curated facts win, a disagreement is kept as a sentence.
+    Linear: each harvested release finds its curated one through an index by key (version, or a line's major.minor)."""
     from .compare import compare_line, compare_wheels
     from .load import _newest_first
 
@@ -167,17 +248,21 @@ def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: st
         if not items:
             continue
         mine = list(matrix.releases[component])
+        lines = {r.line.release[:2]: i for i, r in enumerate(mine) if isinstance(r, LibraryLine)}
+        versions = {r.version: i for i, r in enumerate(mine) if not isinstance(r, LibraryLine)}
         for release in items:
             if isinstance(release, LibraryLine):
-                index = next((i for i, r in enumerate(mine) if isinstance(r, LibraryLine) and r.line.release[:2] == release.line.release[:2]), None)
+                index = lines.get(release.line.release[:2])
                 if index is None:
+                    lines[release.line.release[:2]] = len(mine)
                     mine.append(release)
                     added.add((component, str(release.line)))
                     continue
                 curated: LibraryLine = mine[index]  # type: ignore[assignment]
                 found = compare_line(component, curated, release)
                 disagreements.extend(d.sentence() for d in found.disagreements)
-                new = [v for v in release.versions if v not in curated.versions]
+                have = set(curated.versions)
+                new = [v for v in release.versions if v not in have]
                 if new:
                     filled += len(new)
                     mine[index] = replace(curated, versions=tuple(sorted(curated.versions + tuple(new), reverse=True)),
@@ -185,8 +270,9 @@ def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: st
                                           provenance=_with_source(curated.provenance, release.provenance, f"releases {', '.join(map(str, new))}"))
                     added.update((component, str(v)) for v in new)
                 continue
-            index = next((i for i, r in enumerate(mine) if r.version == release.version), None)
+            index = versions.get(release.version)
             if index is None:
+                versions[release.version] = len(mine)
                 mine.append(release)
                 added.add((component, str(release.version)))
                 continue
@@ -224,10 +310,13 @@ def with_tested(matrix: Matrix, tested: Sequence[Tested]) -> Matrix:
     if not tested:
         return matrix
     releases = dict(matrix.releases)
+    by_release: dict[tuple[Component, Any], list[Tested]] = {}
+    for t in tested:
+        by_release.setdefault((t.component, t.version), []).append(t)
     for component in {t.component for t in tested}:
         items = list(releases[component])
         for i, release in enumerate(items):
-            mine = [t.pairing() for t in tested if t.component is component and t.version in release.versions]
+            mine = [t.pairing() for v in release.versions for t in by_release.get((component, v), ())]
             if mine and hasattr(release, "pairings"):
                 items[i] = replace(release, pairings=tuple(release.pairings) + tuple(mine))  # type: ignore[attr-defined]
         releases[component] = tuple(items)
@@ -235,7 +324,9 @@ def with_tested(matrix: Matrix, tested: Sequence[Tested]) -> Matrix:
 
 
 def apply(matrix: Matrix, environ: Mapping[str, str] = os.environ) -> tuple[Matrix, Optional[OverlayState]]:
-    """The matrix with the user's overlay, if there is one; a broken or hostile overlay leaves the matrix as it is and
+    """The matrix with the user's overlay, if there is one. Each record (a harvested entry, a tested record) is validated
+    alone: a bad one is skipped and named in ``OverlayState.skipped``, the rest used. Only a file that is no overlay at all
+    (not UTF-8 JSON, another format or schema, over the size cap, an unknown top-level key) leaves the matrix as it is and
     says why in ``OverlayState.ignored``."""
     path = overlay_path(environ)
     if path is None:
@@ -247,15 +338,13 @@ def apply(matrix: Matrix, environ: Mapping[str, str] = os.environ) -> tuple[Matr
     if document is None:
         return matrix, None
     try:
-        harvested = parse_entries(document, matrix, str(path))
+        found = read_entries(document, matrix, str(path))
         read_at = document.get("read_at") if isinstance(document.get("read_at"), str) else ""
         unread = document.get("hosts_unread") or []
-        unread_lines = tuple(shown(str(u), 200) for u in unread) if isinstance(unread, list) else ()
-        tested = parse_tested(document.get("tested"), list(matrix.hosts))
-        merged, state = merge(matrix, harvested, str(path), read_at, unread_lines)
-        return with_tested(merged, tested), replace(state, tested=tested)
-    except TestedProblem as exc:
-        return matrix, OverlayState(str(path), "", frozenset(), 0, (), (), f"tested: {exc}")
+        unread_lines = tuple(shown(str(u), 200) for u in unread[:50]) if isinstance(unread, list) else ()
+        tested, tested_notes = parse_tested_each(document.get("tested"), list(matrix.hosts))
+        merged, state = merge(matrix, found.releases, str(path), read_at, unread_lines)
+        return with_tested(merged, tested), replace(state, tested=tested, skipped=said_notes(found.skipped + tested_notes))
     except MatrixError as exc:
         where = f"{exc.where}, field '{exc.field}'" if exc.field else exc.where
         return matrix, OverlayState(str(path), "", frozenset(), 0, (), (), f"{where}: {exc.problem}" if where else exc.problem)
@@ -270,49 +359,146 @@ def document_of(entries: Mapping[str, Any], read_at: str, hosts_unread: Mapping[
 
 
 def kept_tested(path: str, matrix: Matrix) -> list[dict[str, Any]]:
-    """The tested records of the overlay at ``path``, as JSON, to keep when the overlay is written again (none when it
-    cannot be read: a broken overlay is replaced whole)."""
+    """The tested records of the overlay at ``path``, as JSON, to keep when the overlay is written again: each record
+    alone (a bad one costs no other), escaped where it only lacked escaping; none when the file is no overlay at all."""
     try:
         document = read_document(path)
-        return [t.to_json() for t in parse_tested(document.get("tested"), list(matrix.hosts))] if document is not None else []
-    except (OverlayIgnored, TestedProblem):
+    except OverlayIgnored:
         return []
-
-
-def record_tested(record: Tested, matrix: Matrix, environ: Mapping[str, str] = os.environ) -> str:
-    """Add ``record`` to the overlay (replacing an older record of the same pair), keeping everything else in it; an
-    overlay that cannot be read is not overwritten (OverlayIgnored says why). Returns the overlay's path."""
-    path = overlay_path(environ)
-    document = read_document(path)
     if document is None:
-        document = {"format": FORMAT, "schema_version": SCHEMA, "generator": "compat matrix verify", "read_at": "", "hosts_unread": [],
-                    "entries": {}}
+        return []
+    return [t.to_json() for t in rewritable(document.get("tested"), list(matrix.hosts))[0]]
+
+
+# --- writing: one writer at a time, each merging into what the file holds when it writes ---------------------------
+
+NOT_READ = object()  # transact's read_at_start when the writer took no fingerprint at its start
+LOCK_WAIT_S = 30.0  # how long a writer waits for another compat's write (a write takes well under a second)
+
+
+class Stored(Record):
+    """What a write of the overlay did."""
+
+    path: str
+    skipped: tuple[str, ...]  # records not written (each invalid alone), with why
+    changed_meanwhile: bool  # the file changed between the writer's start and its write (another compat wrote it): merged
+    replaced_unreadable: str = ""  # why the file compat replaced could not be read ("" when it could)
+    document: Any = None  # what was written
+
+
+def fingerprint(path: Optional[str]) -> Optional[str]:
+    """sha256 of the file's bytes, None when there is none (or it cannot be read): what a writer read at its start, to
+    compare with what it finds when it writes."""
+    import hashlib
+
+    if path is None:
+        return None
     try:
-        kept = parse_tested(document.get("tested"), list(matrix.hosts))
-    except TestedProblem as exc:
-        raise OverlayIgnored(f"its tested records cannot be read ({exc})") from None
-    from .tested import recorded
-
-    document = dict(document)
-    document["tested"] = [t.to_json() for t in recorded(kept, record)]
-    return save(document, environ)
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read(MAX_BYTES + 1)).hexdigest()
+    except OSError:
+        return None
 
 
-def save(document: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> str:
-    """Write the overlay (a temporary file renamed over the old one: a reader never sees half a file)."""
-    import tempfile
+class folder_lock:
+    """An exclusive lock (flock) on a folder, held while one writer reads, merges and writes a file in it; every other
+    compat writing there waits for it, up to ``seconds`` (then OSError EWOULDBLOCK, said as one sentence by the caller).
+    A lock on the folder itself: nothing is left behind, and a rename over the file keeps it. Advisory: readers need no
+    lock (a write is a rename, so a reader sees the old file or the new one)."""
 
-    from ..redact import strip_document
+    def __init__(self, folder: str, seconds: float = LOCK_WAIT_S) -> None:
+        self.folder = folder
+        self.seconds = seconds
+        self.fd = -1
 
+    def __enter__(self) -> "folder_lock":
+        import fcntl
+        import time
+
+        self.fd = os.open(self.folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        deadline = time.monotonic() + self.seconds
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self.fd)
+                    self.fd = -1
+                    raise OSError(errno.EWOULDBLOCK, f"another compat has held the lock on {self.folder} for over {self.seconds:.0f} s") from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing the only descriptor releases the flock
+            self.fd = -1
+
+
+def transact(change: Callable[[Optional[dict[str, Any]]], dict[str, Any]], matrix: Matrix, environ: Mapping[str, str] = os.environ,
+             read_at_start: Any = NOT_READ, keep_unreadable: bool = False) -> Stored:
+    """Read the overlay, ``change`` it, validate and escape every record, and write it -- all under the folder's lock, so
+    two writers at once (two updates, an update and a verify) each merge into what the other wrote instead of one
+    reverting the other. ``change`` gets the current document (None when there is none, or it is no overlay and
+    ``keep_unreadable`` is false: it is replaced); with ``keep_unreadable`` an unreadable file is left as it is
+    (OverlayIgnored). ``read_at_start``: the file's fingerprint when the writer started; ``Stored.changed_meanwhile``
+    says whether it differs now (the write merged with what another compat wrote). OSError when it cannot be written."""
     path = overlay_path(environ)
     if path is None:
         raise OSError(errno.ENOENT, "HOME is a relative path and XDG_DATA_HOME is not set, so the overlay has no place")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    text = json.dumps(strip_document(document), indent=1, ensure_ascii=False) + "\n"
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    with folder_lock(folder):
+        unreadable = ""
+        try:
+            current = read_document(path)
+        except OverlayIgnored as exc:
+            if keep_unreadable:
+                raise
+            current, unreadable = None, str(exc)
+        changed = read_at_start is not NOT_READ and fingerprint(path) != read_at_start
+        document, skipped = valid_document(change(current), matrix, path)
+        _write(path, document)
+    return Stored(path, skipped, changed, unreadable, document)
+
+
+def valid_document(document: Mapping[str, Any], matrix: Matrix, path: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The document as it may be written: every string made writable text (values.json_text: a lone surrogate becomes
+    U+FFFD), credentials stripped (redact.strip_document), every tested record escaped for one line, and only the records
+    the reader takes -- each entry and each tested record validated alone by the same parsers ``apply`` uses. What was
+    dropped is said (one note a record). Whatever is written is read back whole."""
+    from ..redact import strip_document
+    from ..values import json_text
+
+    clean: dict[str, Any] = json_text(strip_document(dict(document)))  # type: ignore[assignment]
+    clean = {key: value for key, value in clean.items() if key in _TOP_KEYS or key == "entries"}
+    clean.update(format=FORMAT, schema_version=SCHEMA)
+    if not isinstance(clean.get("read_at"), str):
+        clean["read_at"] = ""
+    unread = clean.get("hosts_unread")
+    clean["hosts_unread"] = [u for u in unread if isinstance(u, str)][:50] if isinstance(unread, list) else []
+    if not isinstance(clean.get("entries"), dict):
+        clean["entries"] = {}
+    found = read_entries(clean, matrix, path)
+    clean["entries"] = found.kept
+    tested, notes = rewritable(clean.get("tested"), list(matrix.hosts))
+    clean["tested"] = [t.to_json() for t in tested]
+    return clean, found.skipped + notes
+
+
+def _write(path: str, document: Mapping[str, Any]) -> None:
+    """A temporary file in the same folder, synced, renamed over the overlay: a reader never sees half a file."""
+    import tempfile
+
+    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+    data = text.encode("utf-8")
+    if len(data) > MAX_BYTES:
+        raise OSError(errno.EFBIG, f"the overlay would be larger than its {MAX_BYTES >> 20} MiB cap")
     fd, temp = tempfile.mkstemp(prefix=".overlay-", suffix=".json", dir=os.path.dirname(path))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(temp, path)
     except BaseException:
         try:
@@ -320,4 +506,23 @@ def save(document: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -
         except OSError:
             pass
         raise
-    return path
+
+
+def record_tested(record: Tested, matrix: Matrix, environ: Mapping[str, str] = os.environ) -> str:
+    """Add ``record`` to the overlay (replacing an older record of the same pair), keeping everything else in it, under
+    the overlay's lock; an overlay that cannot be read is not overwritten (OverlayIgnored says why). A record that does
+    not validate once escaped is not written (OverlayIgnored). Returns the overlay's path."""
+    from .tested import recorded
+
+    def change(document: Optional[dict[str, Any]]) -> dict[str, Any]:
+        if document is None:
+            document = {"format": FORMAT, "schema_version": SCHEMA, "generator": "compat matrix verify", "read_at": "", "hosts_unread": [],
+                        "entries": {}}
+        kept, _ = rewritable(document.get("tested"), list(matrix.hosts))
+        return {**document, "tested": [t.to_json() for t in recorded(kept, record)]}
+
+    try:
+        parse_tested_one(record.to_json(), list(matrix.hosts))
+    except TestedProblem as exc:
+        raise OverlayIgnored(f"the new record does not validate ({exc})") from None
+    return transact(change, matrix, environ, keep_unreadable=True).path

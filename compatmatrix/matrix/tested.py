@@ -26,6 +26,7 @@ RESULTS = ("works", "breaks")
 _KEYS = frozenset({"package", "version", "host", "label", "torch", "torch_host", "torch_label", "result", "error_class", "summary",
                    "ran", "seconds", "date", "machine"})
 _MACHINE_KEYS = frozenset({"cpu", "glibc", "python"})
+MAX_RECORDS = 10_000  # tested records the overlay keeps at most
 _TEXT_LIMIT = 500  # characters of one text field kept (a summary quotes a child's last line)
 _DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 _LABEL = re.compile(r"(\+[A-Za-z0-9.]+)?")
@@ -82,20 +83,29 @@ class Tested(Record):
         return Pairing(self.torch, "tested-here" if self.works else "documented-break", Provenance((self.source,), True, self.note()))
 
     def to_json(self) -> dict[str, Any]:
-        return {"package": self.component.distribution, "version": str(self.version), "host": self.host, "label": self.label,
-                "torch": str(self.torch), "torch_host": self.torch_host, "torch_label": self.torch_label,
-                "result": "works" if self.works else "breaks", "error_class": self.error_class, "summary": self.summary,
-                "ran": self.ran, "seconds": round(self.seconds, 1), "date": self.date,
-                "machine": {"cpu": self.machine.cpu, "glibc": self.machine.glibc, "python": self.machine.python}}
+        """The record as the overlay keeps it: every text field escaped for one line (values.record_text: a child's TAB or
+        terminal escape in ``summary`` is written as ``\\t`` / ``\\x1b``), so ``parse_one`` reads back what is written."""
+        text = _kept_text
+        return {"package": self.component.distribution, "version": str(self.version), "host": text(self.host), "label": text(self.label),
+                "torch": str(self.torch), "torch_host": text(self.torch_host), "torch_label": text(self.torch_label),
+                "result": "works" if self.works else "breaks", "error_class": text(self.error_class), "summary": text(self.summary),
+                "ran": text(self.ran), "seconds": round(self.seconds, 1), "date": text(self.date),
+                "machine": {"cpu": text(self.machine.cpu), "glibc": text(self.machine.glibc), "python": text(self.machine.python)}}
 
 
 class TestedProblem(ValueError):
     pass
 
 
+def _kept_text(value: str) -> str:
+    from ..values import record_text
+
+    return record_text(value, _TEXT_LIMIT)
+
+
 def _text(item: Mapping[str, Any], key: str, pattern: "re.Pattern[str] | None" = None) -> str:
     value = item.get(key)
-    if not isinstance(value, str) or len(value) > _TEXT_LIMIT or any(ord(c) < 32 or c == "\x7f" for c in value):
+    if not isinstance(value, str) or len(value) > _TEXT_LIMIT or not value.isprintable():  # what to_json writes, nothing else
         raise TestedProblem(f"'{key}' is not a line of text")
     if pattern is not None and not pattern.fullmatch(value):
         raise TestedProblem(f"'{key}' is not of the expected form")
@@ -147,7 +157,7 @@ def parse(items: Any, hosts: Sequence[str]) -> tuple[Tested, ...]:
     """The overlay's ``tested`` list; a pair tried twice keeps its newest record (the later in the list)."""
     if items is None:
         return ()
-    if not isinstance(items, list) or len(items) > 10_000:
+    if not isinstance(items, list) or len(items) > MAX_RECORDS:
         raise TestedProblem("'tested' is not a list of records")
     kept: dict[tuple[Component, Version, Version], Tested] = {}
     for item in items:
@@ -155,6 +165,56 @@ def parse(items: Any, hosts: Sequence[str]) -> tuple[Tested, ...]:
         kept.pop(record.key, None)
         kept[record.key] = record
     return tuple(kept.values())
+
+
+def _named(item: Any, index: int) -> str:
+    """"tested #3 (torchvision 0.29.1 with torch 2.13.0)": a record named for a note, from whatever it holds (escaped)."""
+    from ..values import quoted
+
+    name = f"tested #{index + 1}"
+    if isinstance(item, dict) and all(isinstance(item.get(k), str) for k in ("package", "version", "torch")):
+        name += f" ({quoted(item['package'], 40)} {quoted(item['version'], 30)} with torch {quoted(item['torch'], 30)})"
+    return name
+
+
+def parse_each(items: Any, hosts: Sequence[str]) -> tuple[tuple[Tested, ...], tuple[str, ...]]:
+    """The overlay's ``tested`` list, each record read alone: (the records, a note for each one skipped). A bad record
+    never costs the others; a pair tried twice keeps its newest record (the later in the list)."""
+    if items is None:
+        return (), ()
+    if not isinstance(items, list) or len(items) > MAX_RECORDS:
+        return (), (f"'tested' is not a list of at most {MAX_RECORDS} records: none of it is used",)
+    kept: dict[tuple[Component, Version, Version], Tested] = {}
+    notes: list[str] = []
+    for index, item in enumerate(items):
+        try:
+            record = parse_one(item, hosts)
+        except TestedProblem as exc:
+            notes.append(f"{_named(item, index)}: {exc}")
+            continue
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            notes.append(f"{_named(item, index)}: it holds a value of an unexpected type or size ({type(exc).__name__})")
+            continue
+        kept.pop(record.key, None)
+        kept[record.key] = record
+    return tuple(kept.values()), tuple(notes)
+
+
+def rewritable(items: Any, hosts: Sequence[str]) -> tuple[tuple[Tested, ...], tuple[str, ...]]:
+    """``parse_each`` of records about to be written again (compat matrix update, verify): a text field that only lacks
+    escaping (a raw TAB or terminal escape an older compat stored) is escaped first, so such a record is kept, escaped,
+    rather than lost; anything else wrong skips that record alone, with its note."""
+    if isinstance(items, list) and len(items) <= MAX_RECORDS:
+        items = [_escaped(item) for item in items]
+    return parse_each(items, hosts)
+
+
+def _escaped(item: Any) -> Any:
+    if isinstance(item, str):
+        return _kept_text(item)
+    if isinstance(item, dict):
+        return {key: _escaped(value) for key, value in item.items()}
+    return item
 
 
 def recorded(items: Sequence[Tested], new: Tested) -> tuple[Tested, ...]:

@@ -7,17 +7,19 @@ matrix/registry.py reads, matrix/harvest.py derives, matrix/overlay.py keeps and
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..errors import CompatError, MatrixError, shown
+from ..record import replace
 from .harvest import PACKAGES, Harvest, harvest
 from .model import Component, Matrix
 
 
 class UpdateResult:
-    def __init__(self, found: Harvest, read, overlay: Optional[Path], write: Optional[Path], written, state, read_at: str) -> None:
+    def __init__(self, found: Harvest, read, overlay: Optional[Path], write: Optional[Path], written, state, read_at: str,
+                 notes: Sequence[str] = ()) -> None:
         self.harvest = found
         self.read = read
         self.overlay = overlay
@@ -25,6 +27,7 @@ class UpdateResult:
         self.written = written
         self.state = state  # the overlay merged with the curated matrix (disagreements), None with --write
         self.read_at = read_at
+        self.notes = tuple(notes)  # what the write of the overlay kept, merged or dropped (one sentence each)
 
 
 def read_and_harvest(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequence[Component] = PACKAGES,
@@ -42,14 +45,22 @@ def read_and_harvest(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequ
 
 
 def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = None, packages: Sequence[Component] = PACKAGES,
-           progress: Optional[Callable[[str], None]] = None) -> UpdateResult:
+           progress: Optional[Callable[[str], None]] = None, environ: Optional[Mapping[str, str]] = None) -> UpdateResult:
+    """Read the registries for ``packages`` and keep what they add: in the overlay (merged per package into what it
+    holds when it is written, under its lock: the other packages' entries and the tested records stay), or with
+    ``write`` in that matrix file (refused, unchanged, when the file changed while the registries were read). Each
+    harvested entry is validated alone before it is kept: an odd one is skipped with a note, the rest kept."""
+    import os
+
+    from . import overlay
+
+    environ = os.environ if environ is None else environ
     read_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if write is None:
-        from .overlay import overlay_path
-
-        if overlay_path() is None:  # said before the registries are read, not after
+        if overlay.overlay_path(environ) is None:  # said before the registries are read, not after
             raise CompatError("The overlay has no place: HOME is a relative path and XDG_DATA_HOME is not set.",
                               "Set HOME (or XDG_DATA_HOME) to an absolute path, or pass --write FILE.")
+        at_start = overlay.fingerprint(overlay.overlay_path(environ))
     if write is not None:
         from .load import load_matrix, read_text_file
 
@@ -61,36 +72,78 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
                               "Pass the matrix file to update, e.g. --write data/matrix.toml.") from None
         matrix = load_matrix(target)
     read, found = read_and_harvest(matrix, indexes, packages, progress)
+    entries, odd = overlay.valid_entries(found.entries, matrix)
+    found = replace(found, entries=entries, skipped=found.skipped + tuple(f"{note}: not kept" for note in odd))
     if write is not None:
-        from .load import parse_matrix
-        from .write import insert_entries
+        return _write_matrix(target, text, matrix, found, read, read_at)
+    tables = {c.table for c in packages}
+    kept: list[str] = []
 
-        written = insert_entries(text, matrix, found.entries)
-        try:
-            parse_matrix(written.text, str(target))
-        except MatrixError as exc:
-            raise CompatError(f"The harvested entries do not validate in {shown(str(target), 200)} ({exc.message}); nothing was written.",
-                              "Report this as a bug of compat matrix update.") from None
-        if written.text != text:
-            try:
-                replace_text(target, in_line_endings_of(text, written.text))
-            except OSError as exc:
-                raise CompatError(f"--write {shown(str(target), 200)} cannot be written ({exc.strerror or exc}); it is unchanged.",
-                                  "Pass a matrix file in a folder you can write to.") from None
-        return UpdateResult(found, read, None, target, written, None, read_at)
-    from . import overlay
+    def change(current: Optional[dict[str, Any]]) -> dict[str, Any]:
+        before = current.get("entries") if current is not None and isinstance(current.get("entries"), dict) else {}
+        others = {table: items for table, items in before.items() if table not in tables and isinstance(items, list) and items}
+        kept.extend(f"{table}: {len(items)} entries from an earlier update (not read this time)" for table, items in sorted(others.items()))
+        document = overlay.document_of({**others, **found.entries}, _oldest(read_at, current) if others else read_at, read.unread)
+        document["tested"] = current.get("tested") if current is not None else []  # what compat matrix verify recorded stays
+        return document
 
-    document = overlay.document_of(found.entries, read_at, read.unread)
-    path = overlay.overlay_path()
-    document["tested"] = overlay.kept_tested(path, matrix)  # what compat matrix verify recorded stays
-    harvested = overlay.parse_entries(document, matrix, str(path))  # what every command will read: it must validate
-    _, state = overlay.merge(matrix, harvested, str(path), read_at, tuple(f"{h}: {w}" for h, w in sorted(read.unread.items())))
     try:
-        saved = overlay.save(document)
+        stored = overlay.transact(change, matrix, environ, read_at_start=at_start)
     except OSError as exc:
-        raise CompatError(f"The overlay cannot be written to {shown(str(path), 200)} ({exc.strerror or exc}).",
+        raise CompatError(f"The overlay cannot be written to {shown(str(overlay.overlay_path(environ)), 200)} ({exc.strerror or exc}).",
                           "Make XDG_DATA_HOME (or ~/.local/share) writable, or pass --write FILE.") from None
-    return UpdateResult(found, read, saved, None, None, state, read_at)
+    notes = [f"KEPT {line}" for line in kept]
+    if stored.changed_meanwhile:
+        notes.append("MERGED the overlay changed while the registries were read (another compat wrote it): this update was merged into it, nothing it held was lost")
+    if stored.replaced_unreadable:
+        notes.append(f"REPLACED the overlay could not be read ({stored.replaced_unreadable}): it was written anew")
+    notes += [f"SKIPPED {note}: not kept" for note in stored.skipped]
+    harvested = overlay.read_entries(stored.document, matrix, stored.path).releases
+    _, state = overlay.merge(matrix, harvested, stored.path, stored.document.get("read_at", ""), tuple(stored.document.get("hosts_unread", ())))
+    return UpdateResult(found, read, Path(stored.path), None, None, state, read_at, notes)
+
+
+def _oldest(read_at: str, current: Optional[Mapping[str, Any]]) -> str:
+    """The older of this read and the overlay's: entries kept from an earlier update are as old as it is."""
+    earlier = current.get("read_at") if current is not None else None
+    try:
+        then = datetime.datetime.strptime(str(earlier), "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return read_at
+    return earlier if then < datetime.datetime.strptime(read_at, "%Y-%m-%dT%H:%M:%SZ") else read_at  # type: ignore[return-value]
+
+
+def _write_matrix(target: Path, text: str, matrix: Matrix, found: Harvest, read, read_at: str) -> UpdateResult:
+    """--write: the entries added into the matrix file, under its folder's lock, only if the file is still what was read
+    at the start (a compare-and-swap: another update --write or an edit saved meanwhile is never reverted)."""
+    import os
+
+    from .load import parse_matrix, read_text_file
+    from .overlay import folder_lock
+    from .write import insert_entries
+
+    written = insert_entries(text, matrix, found.entries)
+    try:
+        parse_matrix(written.text, str(target))
+    except MatrixError as exc:
+        raise CompatError(f"The harvested entries do not validate in {shown(str(target), 200)} ({exc.message}); nothing was written.",
+                          "Report this as a bug of compat matrix update.") from None
+    if written.text != text:
+        try:
+            with folder_lock(os.path.dirname(os.path.realpath(target))):
+                try:
+                    now = read_text_file(target)
+                except (OSError, ValueError):
+                    now = None
+                if now != text:
+                    raise CompatError(f"--write {shown(str(target), 200)} changed while the registries were read (another compat matrix update "
+                                      "--write, or an edit saved meanwhile); nothing was written, the file keeps that change.",
+                                      "Run the same compat matrix update --write again: it starts from the file as it is now.")
+                replace_text(target, in_line_endings_of(text, written.text))
+        except OSError as exc:
+            raise CompatError(f"--write {shown(str(target), 200)} cannot be written ({exc.strerror or exc}); it is unchanged.",
+                              "Pass a matrix file in a folder you can write to.") from None
+    return UpdateResult(found, read, None, target, written, None, read_at)
 
 
 def in_line_endings_of(original: str, text: str) -> str:
@@ -174,6 +227,7 @@ def update_json(result: UpdateResult) -> dict[str, Any]:
         "unverified": list(result.harvest.unverified),
         "skipped": list(result.harvest.skipped),
         "metadata_problems": list(result.read.metadata_problems),
+        "overlay_notes": list(result.notes),
         "written": None if result.written is None else {"added": result.written.added, "extended": result.written.extended,
                                                          "not_written": result.written.not_written},
     }
@@ -200,6 +254,7 @@ def update_lines(result: UpdateResult) -> list[str]:
         out.append(f"SKIPPED {line}")
     for line in result.read.metadata_problems:
         out.append(f"METADATA {line}")
+    out += list(result.notes)
     if result.written is not None:
         out += [f"WROTE {line}" for line in result.written.added]
         out += [f"EXTENDED {line}" for line in result.written.extended]

@@ -280,7 +280,7 @@ def overlay_json(overlay: Any) -> Optional[dict[str, Any]]:
             "used": not overlay.ignored, "ignored_because": overlay.ignored or None,
             "harvested": sorted(f"{c.distribution} {v}" for c, v in overlay.harvested), "facts_added_to_curated": overlay.filled,
             "disagreements": list(overlay.disagreements), "hosts_unread": list(overlay.hosts_unread),
-            "tested": [t.to_json() for t in overlay.tested]}
+            "tested": [t.to_json() for t in overlay.tested], "skipped": list(overlay.skipped)}
 
 
 def _line_features(matrix: Matrix, component: Component, line) -> list[str]:

@@ -178,6 +178,8 @@ def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict
             console.print(escape(f"The overlay {overlay.path} holds no harvest (compat matrix update has not written it)."), style="dim")
         for line in overlay.hosts_unread:
             console.print(escape(f"  not read by that update: {line}"), style="dim")
+        for line in overlay.skipped:
+            console.print(escape(f"SKIPPED (overlay) {line}"), style="yellow")
         for line in overlay.disagreements:
             console.print(escape(f"DISAGREE {line}"), style="yellow")
         for record in overlay.tested:
