@@ -585,3 +585,142 @@ def test_write_keeps_a_hard_linked_file_one_file(tmp_path):
     replace_text(first, "a = 2\n")
     assert (tmp_path / "other.toml").read_text() == "a = 2\n" == first.read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.toml", "other.toml"]
+
+
+# --- issue 31: the overlay is a database -----------------------------------------------------------------------------
+
+
+def test_an_update_of_one_package_keeps_the_other_packages_entries(registry, data_home):
+    """`matrix update --package torch` wrote the overlay with torch's entries alone: every other package's were lost."""
+    _update(registry, data_home)
+    path = data_home / "compatmatrix" / "overlay.json"
+    before = json.loads(path.read_text())["entries"]
+    assert before.get("torchvision") and before.get("transformers")
+    done = run_compat("matrix", "update", *_indexes(registry), "--package", "torch", env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = json.loads(path.read_text())["entries"]
+    assert after["torchvision"] == before["torchvision"] and after["transformers"] == before["transformers"]
+    assert any(line.startswith("KEPT torchvision") for line in done.stdout.splitlines()), done.stdout
+
+
+def _harvest_then(monkeypatch, during):
+    """update's registry read, with ``during()`` run while it reads (another compat writing meanwhile)."""
+    from compatmatrix.matrix import update as update_mod
+
+    original = update_mod.read_and_harvest
+
+    def reading(*args, **kwargs):
+        result = original(*args, **kwargs)
+        during()
+        return result
+
+    monkeypatch.setattr(update_mod, "read_and_harvest", reading)
+    return update_mod
+
+
+def test_an_update_merges_into_what_another_compat_wrote_while_it_read(registry, data_home, monkeypatch):
+    """Two updates at once: the one that writes last merged nothing, so the other's entries (or a verify's record, or an
+    edit) saved while it read were reverted. Now it merges into the file as it is when it writes, under the lock."""
+    from compatmatrix.matrix import update as update_mod
+
+    environ = {"XDG_DATA_HOME": str(data_home)}
+    monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
+    matrix = load_matrix()
+    real = update_mod.read_and_harvest
+
+    def other_writer():
+        monkeypatch.setattr(update_mod, "read_and_harvest", real)
+        update_mod.update(matrix, _indexes(registry)[1::2], None, [Component.TRANSFORMERS], environ=environ)
+
+    mod = _harvest_then(monkeypatch, other_writer)
+    result = mod.update(matrix, _indexes(registry)[1::2], None, [Component.TORCH], environ=environ)
+    document = json.loads((data_home / "compatmatrix" / "overlay.json").read_text())
+    assert document["entries"].get("torch") and document["entries"].get("transformers"), sorted(document["entries"])
+    assert any(n.startswith("MERGED") for n in result.notes) and any(n.startswith("KEPT transformers") for n in result.notes), result.notes
+
+
+def test_write_refuses_when_the_file_changed_while_the_registries_were_read(registry, data_home, tmp_path, monkeypatch):
+    """--write read the file, read the registries, and wrote over whatever the file had become: an edit saved meanwhile
+    (or another update --write) was reverted and both said WROTE. Now the write is a compare-and-swap under a lock."""
+    from compatmatrix.errors import CompatError
+
+    target = tmp_path / "matrix.toml"
+    shutil.copy(ROOT / "data" / "matrix.toml", target)
+    edit = "\n# FIXTURE: a maintainer's edit saved while the update ran\n"
+    mod = _harvest_then(monkeypatch, lambda: target.write_text(target.read_text() + edit))
+    with pytest.raises(CompatError) as caught:
+        mod.update(load_matrix(target), _indexes(registry)[1::2], str(target), [Component.TORCH])
+    assert "changed while the registries were read" in caught.value.message and "nothing was written" in caught.value.message
+    assert target.read_text().endswith(edit) and TORCH_NEW not in target.read_text()
+
+
+def test_two_write_runs_at_once_never_both_claim_what_one_lost(registry, data_home, tmp_path):
+    """Two `matrix update --write` at once: every entry a run says it WROTE is in the file afterwards (the loser of the
+    race refuses in one sentence, exit 2)."""
+    import subprocess
+    import sys
+
+    from .clean_env import base_env
+
+    target = tmp_path / "matrix.toml"
+    shutil.copy(ROOT / "data" / "matrix.toml", target)
+    env = base_env({"XDG_DATA_HOME": str(data_home)})
+    runs = [subprocess.Popen([sys.executable, "-m", "compatmatrix", "matrix", "update", *_indexes(registry), "--package", package, "--write", str(target)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for package in ("torch", "transformers")]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    final = target.read_text()
+    for run, (out, err) in zip(runs, outputs):
+        assert run.returncode in (0, 2) and "Traceback" not in err, err
+        if run.returncode == 2:
+            assert "changed while the registries were read" in err
+        for line in out.splitlines():
+            if line.startswith("WROTE torch "):
+                assert f'version = "{line.split()[2]}"' in final, line
+            if line.startswith("WROTE transformers "):
+                assert f'line = "{line.split()[2].rstrip(".*")}"' in final, line
+    load_matrix(target)
+
+
+def _corrupt_deflate(wheel, member_suffix=".dist-info/METADATA"):
+    """The wheel with its METADATA's compressed bytes overwritten (its directory, sizes and CRC intact): zlib.error."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(member_suffix))
+    data = bytearray(wheel.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    start = info.header_offset + 30 + name_len + extra_len
+    data[start:start + info.compress_size] = b"\xff" * info.compress_size
+    wheel.write_bytes(bytes(data))
+    return wheel
+
+
+def test_odd_registry_values_and_a_corrupt_wheel_skip_their_release_not_the_update(tmp_path, data_home):
+    """Issue 31: `Requires-Python: ===3.11` or a tag manylinux_2_999999999 failed the whole update and blamed overlay.json;
+    a corrupt compressed METADATA (zlib.error) reached the internal-error guard. Now each odd release is skipped with a
+    note naming it and why, and the rest of the update is kept."""
+    folder = tmp_path / "odd"
+    index = FixtureIndex(folder)
+    good = build_wheel(folder / "pypi", "torch", TORCH_NEW, tag=TAG)
+    triple_equal = build_wheel(folder / "pypi", "torch", "2.98.0", tag=TAG)
+    huge_glibc = build_wheel(folder / "pypi", "torch", "2.97.0", tag="cp311-cp311-manylinux_2_999999999_x86_64")
+    corrupt = _corrupt_deflate(build_wheel(folder / "pypi", "torchvision", VISION_NEW, tag=TAG, requires=(f"torch=={TORCH_NEW}",)))
+    for wheel in (good, triple_equal, huge_glibc, corrupt):
+        index.add("pypi", wheel)
+    index.json_hosts.add("pypi")
+    index.requires_python[triple_equal.name] = "===3.11"
+    server, _ = serve(index)
+    try:
+        done = run_compat("matrix", "update", *_indexes(index), "--package", "torch", "--package", "torchvision",
+                          env_extra={"XDG_DATA_HOME": str(data_home)})
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "internal error" not in done.stderr and "overlay.json" not in done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("SKIPPED") and "2.98.0" in line and "===" in line for line in lines), done.stdout
+    assert any(line.startswith("SKIPPED") and "2.97.0" in line and "glibc" in line for line in lines), done.stdout
+    assert any(line.startswith("METADATA") and corrupt.name in line and "error" in line for line in lines), done.stdout
+    document = json.loads((data_home / "compatmatrix" / "overlay.json").read_text())
+    assert [e["version"] for e in document["entries"]["torch"]] == [TORCH_NEW]

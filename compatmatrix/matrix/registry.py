@@ -14,11 +14,13 @@ from __future__ import annotations
 import datetime
 import io
 import json
+import struct
 import sys
 import threading
 import time
 import urllib.parse
 import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Callable, Optional
 
@@ -233,8 +235,9 @@ def read_metadata_text(session, file: RegistryFile) -> str:
             raise ReadError(f"{shown(file.url, 160)} answered HTTP {status}")
         with archive:
             return archive.read(_metadata_member(archive)).decode("utf-8", errors="replace")
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
-        raise ReadError(f"{shown(file.url, 160)} is not a readable wheel ({exc.__class__.__name__})") from None
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError, RuntimeError, struct.error) as exc:
+        # zlib.error: a corrupt deflate stream; RuntimeError: an encrypted member; struct.error: a cut header
+        raise ReadError(f"{shown(file.url, 160)} is not a readable wheel ({exc.__class__.__name__}: {shown(str(exc), 80)})") from None
 
 
 def bounded_map(fn: Callable, items: Sequence, seconds: float, late: Callable, workers: int = WORKERS) -> list:
