@@ -724,3 +724,40 @@ def test_odd_registry_values_and_a_corrupt_wheel_skip_their_release_not_the_upda
     assert any(line.startswith("METADATA") and corrupt.name in line and "error" in line for line in lines), done.stdout
     document = json.loads((data_home / "compatmatrix" / "overlay.json").read_text())
     assert [e["version"] for e in document["entries"]["torch"]] == [TORCH_NEW]
+
+
+def _cap_document():
+    """An overlay of harvested-looking torchvision entries (one wheel set, ~250 bytes each) up to the size cap."""
+    entries, size = [], 200
+    i = 0
+    while True:
+        version = f"1.{i // 1000}.{i % 1000}"
+        source = f"registry:pypi/torchvision/{version}"
+        entry = {"version": version, "torch": "2.15.0", "source": source, "note": "FIXTURE",
+                 "wheels": [{"host": "pypi", "python": ["3.11", "3.12"], "glibc_min": "2.28", "source": source}]}
+        size += len(json.dumps(entry)) + 2
+        if size > overlay_mod.MAX_BYTES - 4096:
+            return _document(torchvision=entries)
+        entries.append(entry)
+        i += 1
+
+
+def test_an_overlay_at_the_size_cap_loads_and_merges_in_under_a_second(tmp_path, matrix):
+    """Issue 31: the merge searched the whole release list for each harvested release (quadratic), and every command
+    merges: 16,500 entries under the 4 MiB cap took 340 s. Now an index by key: linear (CPU time of this process, so a
+    loaded machine's other work does not count; measured 0.6 s here)."""
+    import time
+
+    document = _cap_document()
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps(document))
+    assert (folder / "overlay.json").stat().st_size > overlay_mod.MAX_BYTES * 0.95
+    count = len(document["entries"]["torchvision"])
+    assert count > 16_000
+    started = time.process_time()
+    merged, state = overlay_mod.apply(matrix, {"XDG_DATA_HOME": str(tmp_path)})
+    took = time.process_time() - started
+    assert not state.ignored and not state.skipped and len(state.harvested) == count
+    assert len(merged.releases[Component.TORCHVISION]) == len(matrix.releases[Component.TORCHVISION]) + count
+    assert took < 1.0, f"{count} entries: {took:.2f} s"
