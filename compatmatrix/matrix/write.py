@@ -111,10 +111,10 @@ def insert_entries(text: str, matrix: Matrix, entries: Mapping[str, Sequence[Map
                 insert = [""] + "\n\n".join(b.rstrip("\n") for b in new_blocks).splitlines()
                 lines[at:at] = insert
             continue
-        known = set(matrix.versions(component))
+        known = {str(v) for v in matrix.versions(component)}  # once per table: a check per entry stays linear
         new_blocks = []
         for entry in items:
-            if entry["version"] in {str(v) for v in known}:
+            if entry["version"] in known:
                 not_written.append(f"{component.distribution} {entry['version']}: the file has this release; what the registry adds to it or says "
                                    f"otherwise ({', '.join(w['host'] for w in entry.get('wheels', ()))}) is listed above: edit that entry by hand")
                 continue
