@@ -42,6 +42,7 @@ from .real_envs import CACHE
 
 MACHINE = tested_mod.Machine("FIXTURE CPU", "2.35", "3.11.7")
 T2130, T2141 = Version("2.13.0"), Version("2.14.1")
+DEAD_INDEXES = [arg for host in ("pypi", "pytorch-cpu", "intel-cpu-us") for arg in ("--index", f"{host}=http://127.0.0.1:9/simple")]
 
 
 def record_of(component=Component.TORCHAUDIO, version="2.11.0", torch="2.14.1", works=True, **changes) -> tested_mod.Tested:
@@ -236,7 +237,7 @@ def test_every_smoke_program_compiles():
     (["torchvision==0.29.1", "--with", "torchaudio==2.11.0"], "not a torch pin"),
     (["torchvision==0.29.1", "--timeout", "nan"], "--timeout"),
     (["torchvision==0.29.1", "--host", "nowhere"], "not a host"),
-    (["torchvision==0.99.0", "--with", "torch==2.13.0"], "compat matrix update"),
+    (["torchvision==0.99.0", "--with", "torch==2.13.0", *DEAD_INDEXES], "compat matrix update"),
     (["torchaudio==2.11.0"], "--with torch=="),
 ])
 def test_usage_errors_say_one_sentence_and_the_fix(tmp_path, args, said):
@@ -244,6 +245,75 @@ def test_usage_errors_say_one_sentence_and_the_fix(tmp_path, args, said):
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert said in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "compatmatrix" / "overlay.json").exists()
+
+
+@pytest.mark.parametrize("args", [[], ["--with", "torch==2.13.0"]])
+def test_an_unlisted_release_gets_the_registry_s_answer_before_any_venv(tmp_path, args):
+    """Issue 31 (low): verify of a release the matrix lacks said "pins no torch, pass --with", and with --with built a venv
+    before saying the matrix lacks it. Now the real answer comes first -- what the registry says, read now -- and no
+    throw-away folder is made (FIXTURE index on 127.0.0.1 listing torchvision 0.99.0)."""
+    from .fixture_index import build_wheel, serve
+
+    index = FixtureIndex(tmp_path / "index")
+    index.add("pypi", build_wheel(tmp_path / "wheels", "torchvision", "0.99.0", tag="cp311-cp311-manylinux_2_28_x86_64"))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    server, _ = serve(index)
+    try:
+        indexes = ["--index", f"pypi={index.host_url('pypi')}", "--index", "pytorch-cpu=http://127.0.0.1:9/simple",
+                   "--index", "intel-cpu-us=http://127.0.0.1:9/simple"]
+        listed = run_compat("matrix", "verify", "torchvision==0.99.0", *args, *indexes, env_extra={"XDG_DATA_HOME": str(tmp_path), "TMPDIR": str(temp)})
+        unknown = run_compat("matrix", "verify", "torchvision==0.98.7", *args, *indexes, env_extra={"XDG_DATA_HOME": str(tmp_path), "TMPDIR": str(temp)})
+    finally:
+        server.shutdown()
+    assert listed.returncode == 2 and "Traceback" not in listed.stderr, listed.stderr
+    assert "does not list torchvision 0.99.0" in listed.stderr and "pypi lists it (1 files, 1 Linux x86_64 wheels)" in listed.stderr, listed.stderr
+    assert "compat matrix update --package torchvision" in listed.stderr and "pins no torch" not in listed.stderr
+    assert unknown.returncode == 2 and "torchvision 0.98.7" in unknown.stderr and "pins no torch" not in unknown.stderr, unknown.stderr
+    assert not list(temp.glob("compat-verify-*")) and "making a throw-away venv" not in listed.stderr + unknown.stderr
+
+
+def test_a_killed_verify_s_venv_is_swept_at_the_next_start(tmp_path):
+    """Issue 31: SIGKILL of verify left its throw-away venv in the temp folder for good. Its child dies with it
+    (PR_SET_PDEATHSIG), and the next verify removes the folder: its owner file names a process that is gone. A folder of
+    a verify still running stays; one whose pid now belongs to another process (another start time) goes. The FIXTURE
+    --python is a script that records its pid and sleeps, standing in for a slow 'python -m venv'."""
+    import os
+    import signal
+
+    from compatmatrix.matrix.verify import OWNER_FILE, make_folder
+    from compatmatrix.processes import alive
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    pids = tmp_path / "pids"
+    slow = tmp_path / "slow-python"
+    slow.write_text(f"#!/bin/sh\n# FIXTURE: a python whose venv step never ends\necho $$ >> {pids}\nexec sleep 120\n")
+    slow.chmod(0o755)
+    env = base_env({"XDG_DATA_HOME": str(tmp_path), "TMPDIR": str(temp)})
+    run = subprocess.Popen([sys.executable, "-m", "compatmatrix", "matrix", "verify", "torchvision==0.29.1", "--with", "torch==2.13.0",
+                            "--python", str(slow), *DEAD_INDEXES], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.1)
+    assert pids.exists(), "the verify never reached its venv step"
+    child = int(pids.read_text().split()[0])
+    left = list(temp.glob("compat-verify-*"))
+    assert len(left) == 1 and (left[0] / OWNER_FILE).is_file()
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(child), "the venv step outlived the killed verify"
+    assert left[0].is_dir()  # SIGKILL: nothing cleaned up
+    running = Path(make_folder(str(temp)))  # this test process is alive: its folder must stay
+    reused = Path(make_folder(str(temp)))
+    (reused / OWNER_FILE).write_text(f"{os.getpid()} 1\n")  # this pid, another start time: a reused pid
+    done = run_compat("matrix", "verify", "torchvision==0.98.7", *DEAD_INDEXES, env_extra={"XDG_DATA_HOME": str(tmp_path), "TMPDIR": str(temp)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert not left[0].exists() and not reused.exists() and running.is_dir()
+    assert f"removed {left[0]}" in done.stderr
 
 
 def test_parse_pin():

@@ -248,6 +248,100 @@ def _requires(python: str, distribution: str) -> list[str]:
     return value
 
 
+# --- the throw-away folder: marked with its owner, swept at the next start when a SIGKILL left it --------------------
+
+FOLDER_PREFIX = "compat-verify-"
+OWNER_FILE = "compat-owner"  # "PID STARTTIME": the verify that made the folder (a pid alone could be reused)
+ORPHAN_AGE_S = 86400.0  # a folder without an owner file (an older compat's): removed once this old
+
+
+def _process_start(pid: int) -> str:
+    """Field 22 of /proc/PID/stat (the start time in clock ticks), "" when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[-1].split()
+        return "" if fields[0] == b"Z" else fields[19].decode()
+    except (OSError, IndexError, ValueError):
+        return ""
+
+
+def make_folder(base: Optional[str] = None) -> str:
+    """The throw-away folder (``compat-verify-*`` in the temp folder), with the owner file the next verify's sweep reads."""
+    folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base)
+    with open(os.path.join(folder, OWNER_FILE), "w", encoding="ascii") as out:
+        out.write(f"{os.getpid()} {_process_start(os.getpid())}\n")
+    return folder
+
+
+def sweep_left_behind(base: Optional[str] = None, now: Optional[float] = None) -> list[str]:
+    """Remove the throw-away folders a killed verify left (SIGKILL runs no cleanup): each ``compat-verify-*`` folder of the
+    temp folder, owned by this user and not a symbolic link, whose owner file names a process that is gone -- no such
+    pid, or a pid now another process's (another start time); one without an owner file once a day old. The folders
+    of a verify still running are left alone. Returns the folders removed."""
+    base = base or tempfile.gettempdir()
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            if not entry.name.startswith(FOLDER_PREFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            status = entry.stat(follow_symlinks=False)
+            if status.st_uid != os.getuid():
+                continue
+            try:
+                with open(os.path.join(entry.path, OWNER_FILE), "rb") as handle:
+                    owner = handle.read(64).split()
+            except FileNotFoundError:
+                owner = None
+            if owner is None:
+                gone = now - status.st_mtime > ORPHAN_AGE_S
+            else:
+                pid = int(owner[0]) if owner and owner[0].isdigit() else 0
+                started = owner[1].decode("ascii", "replace") if len(owner) > 1 else ""
+                current = _process_start(pid) if pid > 0 else ""
+                gone = current == "" or (started != "" and current != started)
+            if gone:
+                shutil.rmtree(entry.path)
+                removed.append(entry.path)
+        except (OSError, ValueError):
+            continue  # another sweep removed it first, or it cannot be removed: left as it is
+    return removed
+
+
+def unlisted_answer(matrix: Matrix, component: Component, version: Version, locations: Mapping[str, Any], session=None) -> UsageError:
+    """The answer for a release the matrix (with the overlay) does not list, given before anything is built: which hosts
+    list it and what they offer, read now (each page under its deadline), and the command that records its facts."""
+    from .harvest import by_release, linux_files
+    from .registry import read_registries
+
+    read = read_registries(matrix, locations, [component], session=session, metadata=False)
+    listed, missing = [], []
+    for page in read.pages.get(component, []):
+        files = by_release(page.files).get(Version(version.public))
+        if files:
+            yanked = all(f.yanked for f in files)
+            listed.append(f"{page.host} lists it ({len(files)} files, {len(linux_files(files))} Linux x86_64 wheels{', yanked' if yanked else ''})")
+        else:
+            missing.append(page.host)
+    unread = [f"{host} could not be read ({why})" for host, why in sorted(read.unread.items())]
+    what = f"{component.distribution} {version}"
+    if listed:
+        said = "; ".join(listed + ([f"{', '.join(missing)} does not"] if missing else []) + unread)
+        return UsageError(f"The matrix (with the overlay) does not list {what}, so compat does not know its wheels or the torch it goes with; "
+                          f"the registry, read now: {shown(said, 400)}.",
+                          f"Run compat matrix update --package {component.distribution} (it records the release), then verify again.")
+    if missing and not unread:
+        return UsageError(f"{what} is not a release: neither the matrix nor the registry lists it ({', '.join(missing)} read now).",
+                          f"Check the version: compat matrix --package {component.distribution} lists the known releases.")
+    said = "; ".join(([f"{', '.join(missing)} does not list it"] if missing else []) + unread) or "no host to read"
+    return UsageError(f"The matrix (with the overlay) does not list {what}, and the registry could not say whether it exists ({shown(said, 400)}).",
+                      f"Run compat matrix update --package {component.distribution} when the registry can be reached, then verify again.")
+
+
 def verify(matrix: Matrix, component: Component, version: Version, torch: Optional[Version], python: str, indexes: Sequence[str],
            host: Optional[str], say: Callable[[str], None], display: str = "auto", timeout: float = SMOKE_TIMEOUT_S,
            environ: Mapping[str, str] = os.environ) -> Verification:
@@ -262,10 +356,15 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     if component not in VERIFIABLE:
         raise UsageError(f"compat matrix verify tries a package next to torch; {component.distribution} is not one.",
                          "Verify torchvision, torchaudio, intel-extension-for-pytorch, oneccl_bind_pt, transformers or accelerate.")
-    torch = torch if torch is not None else default_torch(matrix, component, version)
     started = time.monotonic()
+    for left in sweep_left_behind():
+        say(f"compat: removed {left}, the throw-away venv of a verify that was killed")
     locations = configure_indexes(matrix, list(indexes))
-    folder = tempfile.mkdtemp(prefix="compat-verify-")
+    for what, release_version in ((component, version), (Component.TORCH, torch)):  # the real answer before any venv is built
+        if release_version is not None and matrix.release(what, release_version) is None:
+            raise unlisted_answer(matrix, what, release_version, locations)
+    torch = torch if torch is not None else default_torch(matrix, component, version)
+    folder = make_folder()
     try:
         say(f"compat: making a throw-away venv in {folder} with {python}")
         venv = os.path.join(folder, "venv")
