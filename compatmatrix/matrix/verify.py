@@ -363,6 +363,8 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     for what, release_version in ((component, version), (Component.TORCH, torch)):  # the real answer before any venv is built
         if release_version is not None and matrix.release(what, release_version) is None:
             raise unlisted_answer(matrix, what, release_version, locations)
+    if host and host not in matrix.hosts:  # said before the venv is built, as choose() would after
+        raise UsageError(f"'{shown(host)}' is not a host of the matrix.", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
     torch = torch if torch is not None else default_torch(matrix, component, version)
     folder = make_folder()
     try:
