@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.parse
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -77,6 +78,20 @@ def build_wheel(folder: Path, name: str, version: str, tag: str = "py3-none-any"
             archive.writestr(file_path, data)
         archive.writestr(f"{info}/RECORD", record)
     return path
+
+
+def corrupt_deflate(wheel: Path, member_suffix: str = ".dist-info/METADATA") -> Path:
+    """FIXTURE damage: the wheel with its METADATA's compressed bytes overwritten (its directory, sizes and CRC intact): zlib.error."""
+    import struct
+
+    with zipfile.ZipFile(wheel) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(member_suffix))
+    data = bytearray(wheel.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    start = info.header_offset + 30 + name_len + extra_len
+    data[start:start + info.compress_size] = b"\xff" * info.compress_size
+    wheel.write_bytes(bytes(data))
+    return wheel
 
 
 @dataclass
@@ -222,7 +237,11 @@ def serve(index: FixtureIndex):
             if parts[-2:-1] == ["files"] or (len(parts) >= 2 and parts[1] == "files"):
                 name = parts[-1]
                 if name.endswith(".metadata") and host in index.metadata_hosts and name[:-len(".metadata")] in wheels:
-                    return self._send(200, self._metadata_of(wheels[name[:-len(".metadata")]]), "text/plain")
+                    try:
+                        metadata = self._metadata_of(wheels[name[:-len(".metadata")]])
+                    except (zipfile.BadZipFile, zlib.error):  # a wheel corrupt_deflate damaged: the index cannot serve it either
+                        return self._send(500, b"the wheel's METADATA cannot be read")
+                    return self._send(200, metadata, "text/plain")
                 if name not in wheels:
                     return self._send(404, b"no such file")
                 time.sleep(index.slow.get(name, 0))

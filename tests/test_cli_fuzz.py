@@ -386,3 +386,120 @@ def test_a_command_without_dashes_still_starts_at_its_first_word(capsys):
 def test_a_short_option_with_its_value_attached_is_not_taken_for_an_unknown_one(tmp_path, capsys):
     code, out, err = run_in_process(["migrate", f"-r{tmp_path / 'missing.txt'}", "--dry-run", "--", "python", "x.py"], capsys)
     assert code == 2 and "unrecognized option" not in err and "missing.txt does not exist" in err, err
+
+
+# --- matrix update / verify against a FIXTURE index whose pages and METADATA are hostile (issue 31) ------------------
+
+ODD_TAGS = ["cp311-cp311-manylinux_2_28_x86_64", "cp311-cp311-manylinux_2_999999999_x86_64", "cp311-cp311-manylinux_2_5_x86_64",
+            "cp3999-cp3999-manylinux_2_28_x86_64", "py3-none-manylinux_2_28_x86_64", "cp311-abi3-manylinux_2_28_x86_64",
+            "cp311-cp311t-manylinux_2_28_x86_64", "cp311-cp311-manylinux1_x86_64", "cp311-cp311-linux_x86_64", "cp311-cp311-win_amd64",
+            "py3-none-any"]
+ODD_VERSIONS = ["2.99.0", "2.99.0+cpu", "2.99.0.post1", "2.99.0rc1", "2!2.99.0", "99999999999999999999.0", "0.0.0", "2.99"]
+ODD_SPECIFIERS = ["===3.11", ">=3.11", ">=3.x", "", ">=3.11,<3.1", "==3.*", "~=3", "!=3.11.*", "<3", ">=3.11\n>=3.12", "1" * 300]
+
+
+def _registry_value():
+    return st.one_of(st.sampled_from(ODD_SPECIFIERS), hostile(surrogates=False))
+
+
+@st.composite
+def hostile_registries(draw):
+    """What a registry might serve: releases of torch, torchvision and transformers with drawn versions, tags,
+    Requires-Python, yank reasons, upload times and Requires-Dist lines, a corrupt compressed METADATA, JSON or HTML pages,
+    PEP 658 metadata or not."""
+    releases = []
+    for project in ("torch", "torchvision", "transformers"):
+        for _ in range(draw(st.integers(0, 2))):
+            releases.append({
+                "project": project,
+                "version": draw(st.sampled_from(ODD_VERSIONS)),
+                "tag": draw(st.sampled_from(ODD_TAGS)),
+                "requires_python": draw(st.one_of(st.none(), _registry_value())),
+                "yanked": draw(st.one_of(st.none(), _registry_value())),
+                "upload_time": draw(st.one_of(st.none(), st.sampled_from(["2026-11-20T10:00:00Z", "9999-99-99", "x"]), hostile(surrogates=False))),
+                "requires": draw(st.lists(st.one_of(st.sampled_from(["torch==2.99.0", "torch===2.99.0", "torch>=2.14.0", "torch (==2.15.0)",
+                                                                     'torch>=2.9; extra == "torch"', "torch==99999999999999999999.0"]),
+                                                    hostile_requirement(surrogates=False).map(lambda r: "torch" + r)), max_size=2)),
+                "corrupt": draw(st.booleans()) and draw(st.booleans()),
+            })
+    return {"releases": releases, "json": draw(st.booleans()), "metadata": draw(st.booleans())}
+
+
+@pytest.fixture(scope="module")
+def hostile_registry(tmp_path_factory):
+    """One FIXTURE index server on 127.0.0.1 for the module; each example swaps what it serves."""
+    from .fixture_index import FixtureIndex, serve
+
+    index = FixtureIndex(tmp_path_factory.mktemp("hostile-registry"))
+    server, _ = serve(index)
+    yield index
+    server.shutdown()
+
+
+def _serve_drawn(index, drawn, folder) -> None:
+    from .fixture_index import build_wheel, corrupt_deflate
+
+    index.hosts.clear()
+    for field in (index.yanked, index.upload_times, index.requires_python):
+        field.clear()
+    index.json_hosts.clear()
+    index.metadata_hosts.clear()
+    index.hosts["pypi"] = []
+    index.styles["pypi"] = "index"
+    for n, release in enumerate(drawn["releases"]):
+        wheel = build_wheel(folder / f"w{n}", release["project"], release["version"], tag=release["tag"], requires=tuple(release["requires"]))
+        if release["corrupt"]:
+            corrupt_deflate(wheel)
+        if any(w.name == wheel.name for w in index.hosts["pypi"]):
+            continue
+        index.hosts["pypi"].append(wheel)
+        for field, key in ((index.requires_python, "requires_python"), (index.yanked, "yanked"), (index.upload_times, "upload_time")):
+            if release[key] is not None:
+                field[wheel.name] = release[key]
+    if drawn["json"]:
+        index.json_hosts.add("pypi")
+    if drawn["metadata"]:
+        index.metadata_hosts.add("pypi")
+
+
+@settings(max_examples=int(os.environ.get("COMPAT_FUZZ_EXAMPLES_REGISTRY", "20")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(drawn=hostile_registries(), verify=st.sampled_from(["torchvision==2.99.0", "torchvision==0.29.1", "transformers==2.99.0"]),
+       write=st.booleans())
+def test_matrix_update_and_verify_against_hostile_registry_pages(drawn, verify, write, capsys, monkeypatch, tmp_path_factory, hostile_registry):
+    """Whatever the index serves, `matrix update` ends in exit 0/1/2 (never the guard), an odd release costs only itself,
+    and what it keeps is read back whole by every command (no record skipped, the overlay not ignored); `matrix verify`
+    of what it lists or not gives its answer without a traceback (FIXTURE --python that cannot run: no venv is made)."""
+    import shutil
+
+    from compatmatrix.matrix import load_matrix
+    from compatmatrix.matrix import overlay as overlay_mod
+
+    folder = tmp_path_factory.mktemp("hostile")
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(folder))
+    monkeypatch.setenv("XDG_DATA_HOME", str(folder / "data"))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.delenv("COMPAT_MATRIX", raising=False)
+    _serve_drawn(hostile_registry, drawn, folder)
+    indexes = ["--index", f"pypi={hostile_registry.url}/pypi/simple", "--index", "pytorch-cpu=http://127.0.0.1:9/simple",
+               "--index", "intel-cpu-us=http://127.0.0.1:9/simple"]
+    argv = ["matrix", "update", "--package", "torch", "--package", "torchvision", "--package", "transformers", *indexes]
+    if write:
+        shutil.copy(ROOT / "data" / "matrix.toml", folder / "matrix.toml")
+        argv += ["--write", str(folder / "matrix.toml")]
+    code, out, err = run_in_process(argv, capsys)
+    assert code in (0, 2), (drawn, code, err[-2000:])
+    assert "Traceback" not in out + err and "internal error" not in err, (drawn, err[-3000:])
+    from compatmatrix.console import _LINE_CONTROL
+
+    assert not any(_LINE_CONTROL.search(line) for line in out.split("\n")), out  # one fact a line, no terminal control
+    if code == 2:
+        assert err.strip() and "overlay.json" not in err, (drawn, err)
+    elif write:
+        load_matrix(folder / "matrix.toml")
+    else:
+        _, state = overlay_mod.apply(load_matrix(), {"XDG_DATA_HOME": str(folder / "data")})
+        assert state is not None and not state.ignored and not state.skipped, (drawn, state.ignored, state.skipped)
+    code, out, err = run_in_process(["matrix", "verify", verify, "--with", "torch==2.99.0", "--python", str(folder / "no-python"), *indexes], capsys)
+    assert code == 2 and err.strip() and "Traceback" not in out + err and "internal error" not in err, (drawn, verify, err[-2000:])
+    assert not list(folder.glob("compat-verify-*")), "a throw-away folder was left"

@@ -23,7 +23,7 @@ from compatmatrix.matrix.model import Component
 from compatmatrix.render import schema_path
 
 from .conftest import ROOT, run_compat
-from .fixture_index import FixtureIndex, build_wheel, serve
+from .fixture_index import FixtureIndex, build_wheel, corrupt_deflate, serve
 
 TORCH_NEW = "2.99.0"  # FIXTURE: no such torch exists; the bundled matrix lacks it
 VISION_NEW = "0.98.0"  # FIXTURE torchvision pinning torch==2.99.0 in its METADATA
@@ -681,21 +681,6 @@ def test_two_write_runs_at_once_never_both_claim_what_one_lost(registry, data_ho
     load_matrix(target)
 
 
-def _corrupt_deflate(wheel, member_suffix=".dist-info/METADATA"):
-    """The wheel with its METADATA's compressed bytes overwritten (its directory, sizes and CRC intact): zlib.error."""
-    import struct
-    import zipfile
-
-    with zipfile.ZipFile(wheel) as archive:
-        info = next(i for i in archive.infolist() if i.filename.endswith(member_suffix))
-    data = bytearray(wheel.read_bytes())
-    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
-    start = info.header_offset + 30 + name_len + extra_len
-    data[start:start + info.compress_size] = b"\xff" * info.compress_size
-    wheel.write_bytes(bytes(data))
-    return wheel
-
-
 def test_odd_registry_values_and_a_corrupt_wheel_skip_their_release_not_the_update(tmp_path, data_home):
     """Issue 31: `Requires-Python: ===3.11` or a tag manylinux_2_999999999 failed the whole update and blamed overlay.json;
     a corrupt compressed METADATA (zlib.error) reached the internal-error guard. Now each odd release is skipped with a
@@ -705,7 +690,7 @@ def test_odd_registry_values_and_a_corrupt_wheel_skip_their_release_not_the_upda
     good = build_wheel(folder / "pypi", "torch", TORCH_NEW, tag=TAG)
     triple_equal = build_wheel(folder / "pypi", "torch", "2.98.0", tag=TAG)
     huge_glibc = build_wheel(folder / "pypi", "torch", "2.97.0", tag="cp311-cp311-manylinux_2_999999999_x86_64")
-    corrupt = _corrupt_deflate(build_wheel(folder / "pypi", "torchvision", VISION_NEW, tag=TAG, requires=(f"torch=={TORCH_NEW}",)))
+    corrupt = corrupt_deflate(build_wheel(folder / "pypi", "torchvision", VISION_NEW, tag=TAG, requires=(f"torch=={TORCH_NEW}",)))
     for wheel in (good, triple_equal, huge_glibc, corrupt):
         index.add("pypi", wheel)
     index.json_hosts.add("pypi")
