@@ -25,7 +25,7 @@ from packaging.version import Version
 from ..errors import CompatError, UsageError, shown
 from ..record import Record
 from .model import Component, Matrix
-from .tested import VERIFIABLE, Machine, Tested
+from .tested import VERIFIABLE, Machine, Tested, TestedProblem
 
 MARK = "COMPAT-VERIFY-SMOKE-OK"
 IMPORTED = "COMPAT-VERIFY-IMPORTED"  # printed between the imports and the smoke operation: a failure after it is the operation's
@@ -405,6 +405,9 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     except overlay.OverlayIgnored as exc:
         raise CompatError(f"The result could not be recorded: the overlay {shown(overlay.overlay_path(environ), 200)} cannot be read ({exc}). "
                           f"Result: {record.note()}", "Run compat matrix update to write the overlay again, then verify again.") from None
+    except TestedProblem as exc:
+        raise CompatError(f"The result could not be recorded: the record would not be read back ({exc}). Result: {record.note()}",
+                          "Report this as a bug of compat matrix verify, with the result above.") from None
     except OSError as exc:
         raise CompatError(f"The result could not be recorded in {shown(overlay.overlay_path(environ), 200)} ({exc.strerror or exc}). Result: {record.note()}",
                           "Make XDG_DATA_HOME (or ~/.local/share) writable, then verify again.") from None
