@@ -197,6 +197,23 @@ def test_a_raw_tab_record_of_an_older_compat_survives_the_next_write_escaped(tmp
     assert not state.skipped and sorted(str(t.version) for t in state.tested) == ["2.10.0", "2.11.0"]
 
 
+def test_the_tested_records_stay_within_their_bound_keeping_the_newest(tmp_path, monkeypatch):
+    """The reader takes at most MAX_RECORDS tested records (10,000; 5 here, to stay cheap); a write past it drops the
+    oldest, never the whole list."""
+    for module in (tested_mod, overlay_mod):
+        monkeypatch.setattr(module, "MAX_RECORDS", 5)
+    environ = {"XDG_DATA_HOME": str(tmp_path)}
+    records = [record_of(version=f"2.11.{i}").to_json() for i in range(tested_mod.MAX_RECORDS)]
+    folder = tmp_path / "compatmatrix"
+    folder.mkdir()
+    (folder / "overlay.json").write_text(json.dumps({"format": "compatmatrix-overlay", "schema_version": 1, "read_at": "", "hosts_unread": [],
+                                                      "entries": {}, "tested": records}))
+    overlay_mod.record_tested(record_of(version="2.10.0"), load_matrix(), environ)
+    _, state = overlay_mod.apply(load_matrix(), environ)
+    assert len(state.tested) == tested_mod.MAX_RECORDS and not state.skipped
+    assert str(state.tested[-1].version) == "2.10.0" and "2.11.0" not in {str(t.version) for t in state.tested}
+
+
 def test_compat_matrix_shows_the_tested_records(tmp_path):
     overlay_mod.record_tested(record_of(works=False), load_matrix(), {"XDG_DATA_HOME": str(tmp_path)})
     done = run_compat("matrix", "--package", "torchaudio", env_extra={"XDG_DATA_HOME": str(tmp_path)})

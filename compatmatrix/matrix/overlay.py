@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 from ..errors import MatrixError, shown
 from ..record import Record, replace
 from .model import COMPONENT_ORDER, Component, LibraryLine, Matrix, Provenance, Release
-from .tested import Tested, rewritable
+from .tested import MAX_RECORDS, Tested, rewritable
 from .tested import parse_each as parse_tested_each
 from .tested import parse_one as parse_tested_one
 
@@ -505,9 +505,14 @@ def valid_document(document: Mapping[str, Any], matrix: Matrix, path: str) -> tu
         clean["entries"] = {}
     found = read_entries(clean, matrix, path)
     clean["entries"] = found.kept
-    tested, notes = rewritable(clean.get("tested"), list(matrix.hosts))
+    items = clean.get("tested")
+    dropped: tuple[str, ...] = ()
+    if isinstance(items, list) and len(items) > MAX_RECORDS:  # the bound the reader keeps: the oldest records go
+        dropped = (f"the {len(items) - MAX_RECORDS} oldest tested records: the overlay keeps the newest {MAX_RECORDS}",)
+        items = items[-MAX_RECORDS:]
+    tested, notes = rewritable(items, list(matrix.hosts))
     clean["tested"] = [t.to_json() for t in tested]
-    return clean, found.skipped + notes
+    return clean, found.skipped + dropped + notes
 
 
 def _write(path: str, document: Mapping[str, Any]) -> None:
