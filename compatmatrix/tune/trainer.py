@@ -36,6 +36,7 @@ from ..record import Record
 
 TRAINER_MARKERS = ("--output_dir", "--do_train")
 DEFAULT_BATCH = 8  # TrainingArguments.per_device_train_batch_size's default
+MAX_BATCH = 1 << 20  # a per-device batch past this is no batch a CPU run takes (and never a divisor to compute with)
 STEPS_VAR = "COMPAT_TUNE_STEPS"
 #: The widest fan-in assumed for a user's model (its dot products' length, which OpenMP threads split): hidden sizes of
 #: models trained on CPUs are below it; it enters the proof's count of reduction terms.
@@ -96,8 +97,11 @@ def _without(argv: Sequence[str], valued: Sequence[str], boolean: Sequence[str])
 
 def global_batch(argv: Sequence[str]) -> int:
     """The command's per-device batch (one process's, the reference's), DEFAULT_BATCH when not given."""
+    from ..values import whole_number
+
     text = _value(argv, "--per_device_train_batch_size")
-    return int(text) if text is not None and text.isdigit() and int(text) > 0 else DEFAULT_BATCH
+    number = whole_number(text, 1, MAX_BATCH) if text is not None else None
+    return number if number is not None else DEFAULT_BATCH
 
 
 VALUED = ("--max_steps", "--logging_steps", "--logging_strategy", "--save_strategy", "--report_to", "--disable_tqdm",
