@@ -36,3 +36,118 @@ def test_current_settings_never_raise_and_take_only_ascii_digits(value):
 @pytest.mark.parametrize("value", ["²", "٣", "99999999999999999999999", "-4", "4.0"])
 def test_a_batch_size_that_is_not_ascii_digits_is_the_trainers_default(value):
     assert global_batch(["t.py", "--per_device_train_batch_size", value]) == 8
+
+
+# --- a training command's outputs go into compat's scratch folder, never where the command line points --------------
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from .conftest import ROOT  # noqa: E402
+from .fixture_envs import FixtureEnv  # noqa: E402
+
+WRITER = ROOT / "tests" / "data" / "tune" / "fixture_writer.py"
+
+
+@pytest.fixture(scope="module")
+def fake_torch(tmp_path_factory):
+    """A FIXTURE environment: a venv with a fake torch 2.8.0 (enough for the probe; the fixture script needs none)."""
+    return FixtureEnv(tmp_path_factory.mktemp("tune-env") / "env").torch("2.8.0").python
+
+
+def run_tune(python, *args, cwd, extra=None, tmpdir=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPAT_")}
+    env.update(extra or {})
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    return subprocess.run([sys.executable, "-m", "compatmatrix", "tune", "--python", str(python), "--launcher", "spawn", "--budget", "20",
+                           "--no-bf16", "--no-compile", *args], capture_output=True, text=True, timeout=180, cwd=cwd, env=env, check=False)
+
+
+def test_a_trainer_scripts_output_folders_are_untouched_and_the_output_says_where_they_went(fake_torch, tmp_path):
+    """The HIGH defect of issue 31: every run wrote into the user's own --output_dir (a Trainer's save_model())."""
+    mine = tmp_path / "mine"
+    (mine / "out").mkdir(parents=True)
+    (mine / "out" / "model.bin").write_text("the user's model\n")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    done = run_tune(fake_torch, "--json", "--", "python", str(WRITER), "--output_dir", "out", "--logging_dir=logs", "--outdir", str(mine / "o2"),
+                    "--cache_dir", "cache", cwd=mine, tmpdir=temp)
+    assert "Traceback" not in done.stderr, done.stderr
+    document = json.loads(done.stdout)
+    assert any(c["steps_per_second"] for c in document["configurations"]), document
+    assert (mine / "out" / "model.bin").read_text() == "the user's model\n"
+    assert sorted(p.name for p in mine.iterdir()) == ["out"]  # no logs/, no o2/, no trainer_output/ (cache/ is not written by this script)
+    notes = " ".join(document["notes"])
+    assert "--output_dir, --logging_dir, --outdir" in notes and "removed afterwards" in notes and "--cache_dir" in notes
+    assert list(temp.iterdir()) == []  # the scratch folder (every run's outputs and temp files) is gone
+
+
+def test_a_trainer_command_without_output_dir_gets_one_in_the_scratch_folder(fake_torch, tmp_path):
+    done = run_tune(fake_torch, "--json", "--", str(WRITER), "--do_train", cwd=tmp_path, tmpdir=tmp_path)
+    document = json.loads(done.stdout)
+    assert "--output_dir (added" in " ".join(document["notes"]), document["notes"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_argument_compat_cannot_place_is_refused_before_anything_runs(fake_torch, tmp_path):
+    done = run_tune(fake_torch, "--", str(WRITER), "--output_dir", "out", "--data_path", "d", cwd=tmp_path, tmpdir=tmp_path)
+    assert done.returncode == 2 and "--data_path" in done.stderr and "--reads data_path" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+    done = run_tune(fake_torch, "--json", "--reads", "data_path", "--", str(WRITER), "--output_dir", "out", "--data_path", "d", cwd=tmp_path, tmpdir=tmp_path)
+    assert done.returncode in (0, 1) and "kept as given, read only: --data_path" in done.stdout, done.stderr
+
+
+def test_an_unreadable_thread_count_is_a_note_not_an_internal_error(fake_torch, tmp_path):
+    done = run_tune(fake_torch, "--json", "--", str(WRITER), "--output_dir", "out", cwd=tmp_path, extra={"OMP_NUM_THREADS": "²"}, tmpdir=tmp_path)
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr.lower(), done.stderr
+    assert "OMP_NUM_THREADS is set to '²'" in " ".join(json.loads(done.stdout)["notes"])
+
+
+# --- the path rule itself (pure) --------------------------------------------------------------------------------------
+
+from compatmatrix.tune.paths import classify, redirect  # noqa: E402
+
+
+@pytest.mark.parametrize("argv, redirected, kept, caches, refused", [
+    (["--output_dir", "o", "--logging_dir=l", "--save_dir", "s", "--checkpoint_path", "c", "--log_file", "f", "--outdir", "d", "--output", "x"],
+     ("output_dir", "logging_dir", "save_dir", "checkpoint_path", "log_file", "outdir", "output"), (), (), ()),
+    (["--model_name_or_path", "m", "--train_file", "t.csv", "--data_dir", "d", "--cache_dir", "c"], (), ("model_name_or_path", "train_file", "data_dir"), ("cache_dir",), ()),
+    (["--data_path", "d", "--foo-dir", "f", "--dir", "x"], (), (), (), ("data_path", "foo_dir", "dir")),
+    (["--overwrite_output_dir", "--logging_strategy", "steps", "--log", "info", "--profile", "p", "--save_steps", "5"], (), (), (), ()),
+    (["--output_dir", "--seed", "1"], (), (), (), ()),  # no value: nothing to point anywhere
+])
+def test_the_path_rule(argv, redirected, kept, caches, refused):
+    found = classify(["t.py", *argv])
+    assert (found.redirected, found.kept, found.caches, found.refused) == (redirected, kept, caches, refused)
+
+
+def test_reads_keeps_a_path_but_never_the_trainers_own_outputs():
+    found = classify(["t.py", "--data_path", "d", "--output_dir", "o", "--save_dir", "s"], reads=("data_path", "output_dir", "save_dir"))
+    assert found.kept == ("data_path", "save_dir") and found.redirected == ("output_dir",) and found.refused == ()
+
+
+HOSTILE_VALUES = st.one_of(st.sampled_from(["..", "../../etc", "/", "", ".", "~", "-", "a\nb", "$(rm -rf ~)", "x" * 300, "/dev/null", "out/", "é",
+                                            "\x00", "con:", "--output_dir"]), st.text(max_size=20))
+NAMES = st.sampled_from(["--output_dir", "--logging_dir", "--Output-Dir", "--save_dir", "--outdir", "--log_file", "--cache_dir", "--data_dir", "--seed"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(st.tuples(NAMES, HOSTILE_VALUES, st.booleans()), max_size=6), trainer=st.booleans())
+def test_every_redirected_value_lands_inside_the_runs_folder(pairs, trainer, tmp_path_factory):
+    argv = ["t.py"]
+    for name, value, glued in pairs:
+        argv += [f"{name}={value}"] if glued else [name, value]
+    folder = tmp_path_factory.mktemp("run") / "paths"
+    found = classify(argv, trainer=trainer)
+    words = redirect(argv, found, folder)
+    assert len(words) == len(argv) + (2 if found.add_output_dir else 0)
+    for at, word in enumerate(words):
+        name = word.partition("=")[0].lower().replace("-", "_")
+        if name.lstrip("_") in found.redirected:
+            value = word.partition("=")[2] if "=" in word else (words[at + 1] if at + 1 < len(words) and not argv[at + 1].startswith("-") else None)
+            if value is not None:
+                assert Path(value).resolve().is_relative_to(folder.resolve()), (argv, words)

@@ -106,7 +106,7 @@ def global_batch(argv: Sequence[str]) -> int:
 
 VALUED = ("--max_steps", "--logging_steps", "--logging_strategy", "--save_strategy", "--report_to", "--disable_tqdm",
           "--ddp_backend", "--per_device_train_batch_size")
-BOOLEAN = ("--bf16", "--torch_compile", "--fp16")
+BOOLEAN = ("--bf16", "--torch_compile", "--fp16", "--push_to_hub")  # --push_to_hub dropped: its default, false, sends nothing
 
 
 def trainer_argv(argv: Sequence[str], steps: int, ranks: int, backend: Optional[str], dtype: str, compile: bool) -> Optional[list[str]]:
