@@ -151,3 +151,74 @@ def test_every_redirected_value_lands_inside_the_runs_folder(pairs, trainer, tmp
             value = word.partition("=")[2] if "=" in word else (words[at + 1] if at + 1 < len(words) and not argv[at + 1].startswith("-") else None)
             if value is not None:
                 assert Path(value).resolve().is_relative_to(folder.resolve()), (argv, words)
+
+
+# --- a run's output: a bounded tail plus what is parsed from it --------------------------------------------------------
+
+from compatmatrix.live.supervise import OutputTail  # noqa: E402
+from compatmatrix.tune import trainer  # noqa: E402
+from compatmatrix.tune.trainer import LogReader, read_log  # noqa: E402
+
+LINES = st.lists(st.one_of(st.sampled_from(["{'loss': 1.25}", "{'loss': '0.5', 'epoch': 1}", "{'train_steps_per_second': 3.5}", "x" * 50,
+                                            "{'loss': 2.5" + "y" * 40 + "}", "", "é{'loss': 7}"]), st.text(max_size=30)), max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=LINES, cuts=st.lists(st.integers(0, 2000), max_size=8), newline=st.sampled_from(["\n", "\r\n", "\r"]))
+def test_the_streamed_parse_is_the_whole_texts_whatever_the_chunks(lines, cuts, newline):
+    data = newline.join(lines).encode()
+    reader = LogReader()
+    at = 0
+    for cut in sorted(cuts):
+        reader.feed(data[at:cut])
+        at = max(at, cut)
+    reader.feed(data[at:])
+    whole = LogReader()
+    whole.feed(data)
+    assert reader.result() == whole.result()
+
+
+def test_an_overlong_line_is_cut_and_too_many_losses_are_counted_not_kept(monkeypatch):
+    monkeypatch.setattr(trainer, "MAX_LINE", 32)
+    monkeypatch.setattr(trainer, "MAX_LOSSES", 3)
+    reader = LogReader()
+    reader.feed(b"{'loss': 1.5, 'x': '" + b"z" * 100)
+    reader.feed(b"z" * 100 + b"{'loss': 9}\n")  # the same line: past MAX_LINE, skipped to its end
+    reader.feed(b"{'loss': 2}\n{'loss': 3}\n{'loss': 4}\n{'loss': 5}\n{'train_steps_per_second': 2}")
+    found = reader.result()
+    assert found.losses == (1.5, 2.0, 3.0) and found.more == 2 and found.steps_per_second == 2.0
+    assert len(reader.partial) <= 32
+
+
+def test_the_output_tail_keeps_the_last_bytes_only():
+    tail = OutputTail(limit=10)
+    everything = b""
+    for i in range(1000):
+        chunk = str(i % 10).encode() * 7
+        everything += chunk
+        tail.feed(chunk)
+        assert len(tail.buffer) <= 20 and tail.text() == everything[-10:].decode()
+    assert tail.total == 7000
+
+
+def peak_rss_of_tune(python, tmp_path, spew_mib):
+    """compat tune's own peak RSS in KiB (os.wait4 on it), measuring the FIXTURE writer printing ``spew_mib`` MiB a run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPAT_")}
+    env["TMPDIR"] = str(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "tune", "--python", str(python), "--launcher", "spawn", "--budget", "5",
+                                "--no-bf16", "--no-compile", "--json", "--", str(WRITER), "--output_dir", "out", "--spew-mib", str(spew_mib)],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path, env=env)
+    out = process.stdout.read()
+    _, _, usage = os.wait4(process.pid, 0)
+    document = json.loads(out)
+    assert any(c["steps_per_second"] for c in document["configurations"]), document
+    assert list(tmp_path.iterdir()) == []
+    return usage.ru_maxrss
+
+
+def test_a_chatty_command_is_measured_in_bounded_memory(fake_torch, tmp_path):
+    """16 MiB of output from every run costs compat under 8 MiB more than a quiet run (it was ~2 bytes a byte before:
+    each run's whole log was read back, decoded and split; 156 MB peak for 64 MiB a run)."""
+    quiet = peak_rss_of_tune(fake_torch, tmp_path, 0)
+    chatty = peak_rss_of_tune(fake_torch, tmp_path, 16)
+    assert chatty - quiet < 8 * 1024, f"peak RSS {chatty} KiB, {quiet} KiB without the output"

@@ -498,13 +498,19 @@ class _Runner:
                              "LOCAL_WORLD_SIZE": str(config.ranks), "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port})
         own = env_timeout("COMPAT_TUNE_TIMEOUT", TIMEOUT_S) * timeout_factor
         timeout = min(own, left)
-        done = supervise(commands, envs, out, timeout, new_run_id(), cwd=self.cwd if self.command else None)
+        reader = None
+        if self.command:
+            from .trainer import LogReader
+
+            reader = LogReader()  # rank 0's output (torchrun's, or rank 0's own with spawn), parsed as it comes: nothing else of it is kept
+        done = supervise(commands, envs, out, timeout, new_run_id(), cwd=self.cwd if self.command else None,
+                         on_output=(lambda index, chunk: reader.feed(chunk) if index == 0 else None) if reader is not None else None)
         result = out / "result.json"
         if done.timed_out:
             why = "COMPAT_TUNE_TIMEOUT" if own <= left else "the rest of the budget"
             return None, [], f"no result within {timeout:.0f} s ({why})", done.seconds
-        if self.command:
-            return _command_result(out, done)
+        if reader is not None:
+            return _command_result(reader.result(), done)
         errors = sorted(out.glob("error-*.txt"))
         if errors:
             return None, [], _last_line(errors[0].read_text(errors="replace")), done.seconds
@@ -530,16 +536,18 @@ def fixture_pythonpath(base: Mapping[str, str]) -> dict[str, str]:
     return {"PYTHONPATH": joined(base.get("PYTHONPATH"), PathEntries(prepend=(str(FIXTURE_SITE),)))}
 
 
-def _command_result(out: Path, done) -> tuple[Optional[Run], list[float], str, float]:  # noqa: ANN001 - supervise's answer
-    """A training command's run read from rank 0's output (the first launcher's log: torchrun's, or rank 0's with spawn)."""
-    from .trainer import read_log
+def _command_result(found, done) -> tuple[Optional[Run], list[float], str, float]:  # noqa: ANN001 - a TrainerLog, supervise's answer
+    """A training command's run: what was parsed from rank 0's output (the first launcher's: torchrun's, or rank 0's
+    with spawn) as it came, and how its processes ended (the tail of rank 0's output for the problem's text)."""
+    from .trainer import MAX_LOSSES
 
-    log = out / "launcher-0.log"
-    text = log.read_text(errors="replace") if log.is_file() else ""
+    text = done.ends[0].log if done.ends else ""
     codes = [end.returncode for end in done.ends]
     if any(code != 0 for code in codes):
         return None, [], f"the command failed (exit {', '.join(str(c) for c in codes)}): {_last_line(text)}", done.seconds
-    found = read_log(text)
+    if found.more:
+        return None, [], (f"it printed {MAX_LOSSES + found.more:,} loss lines in a run of {CMD_STEPS} steps; compat keeps the first "
+                          f"{MAX_LOSSES:,} (see README, Tuning: the protocol)"), done.seconds
     if found.steps_per_second is None:
         return None, [], "its output has no train_steps_per_second (see README, Tuning: the protocol)", done.seconds
     return Run(found.losses, (), "", found.precision), [1.0 / found.steps_per_second], "", done.seconds
