@@ -222,3 +222,69 @@ def test_a_chatty_command_is_measured_in_bounded_memory(fake_torch, tmp_path):
     quiet = peak_rss_of_tune(fake_torch, tmp_path, 0)
     chatty = peak_rss_of_tune(fake_torch, tmp_path, 16)
     assert chatty - quiet < 8 * 1024, f"peak RSS {chatty} KiB, {quiet} KiB without the output"
+
+
+# --- nothing left behind: torchrun's temp folders, the ranks of a SIGKILLed compat, its scratch folder ----------------
+# REAL torchrun (the cached torch 2.13 environment, tests/real_envs.py) with the FIXTURE writer as the command (no torch
+# in the ranks: each run costs torchrun's start-up only), checked from outside: the temp folder compat was given, and
+# the processes carrying the test's mark (tests/procs.py).
+
+import signal  # noqa: E402
+import time  # noqa: E402
+
+from .procs import MARK_VARIABLE, cmdline, marked, new_mark  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def torch213():
+    from .real_envs import real_env
+
+    return real_env("torch213-stock")
+
+
+@pytest.mark.integration
+def test_torchrun_runs_leave_no_torchelastic_folder(torch213, tmp_path):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "tune", "--python", str(torch213), "--launcher", "torchrun", "--budget", "20",
+                           "--no-bf16", "--no-compile", "--json", "--", str(WRITER), "--output_dir", "out"],
+                          capture_output=True, text=True, timeout=240, cwd=tmp_path, env={**os.environ, "TMPDIR": str(temp)}, check=False)
+    # a loaded machine may not finish even the reference within the budget (torchrun alone took 17 s here at a load
+    # of 17): the agent made its torchelastic_* folder at its start all the same
+    assert done.returncode in (0, 1, 2) and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert list(temp.iterdir()) == []  # torchrun's torchelastic_* went with the run's folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["temp"]  # and out/ was never written
+
+
+@pytest.mark.integration
+def test_sigkill_of_tune_under_torchrun_leaves_no_rank_and_the_next_start_sweeps_its_folder(torch213, fake_torch, tmp_path):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    mark = new_mark()
+    env = {**os.environ, "TMPDIR": str(temp), MARK_VARIABLE: mark}
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "tune", "--python", str(torch213), "--launcher", "torchrun", "--budget", "60",
+                                "--no-bf16", "--no-compile", "--", str(WRITER), "--output_dir", "out", "--sleep", "600"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=env)
+
+    def rank_running():
+        return any(cmdline(pid).split(" ")[1:2] == [str(WRITER)] for pid in marked(mark))  # PYTHON fixture_writer.py ...: the rank itself
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not rank_running():
+        time.sleep(0.2)
+    running = rank_running()
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert running, "the reference run's rank never started"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and marked(mark):
+        time.sleep(0.25)
+    left = marked(mark)
+    for pid in left:  # not left to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], [cmdline(pid) for pid in left]
+    stale = [p.name for p in temp.iterdir()]
+    assert len(stale) == 1 and stale[0].startswith("compat-tune-")  # what the SIGKILL left: the scratch folder (torchelastic_* inside)
+    done = run_tune(fake_torch, "--json", "--", str(WRITER), "--output_dir", "out", cwd=tmp_path, tmpdir=temp)
+    assert done.returncode in (0, 1), done.stderr
+    assert list(temp.iterdir()) == []  # the next compat tune swept it
