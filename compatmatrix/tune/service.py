@@ -34,6 +34,11 @@ and an assumed fan-in (trainer.ASSUMED_FAN_IN) in the count of reduction terms; 
 "unproven", never accepted. Its speed is one number per run: with two runs or more, the median of its runs' steps/s and
 half their interquartile range (no spread from a single run); MAX_RUNS runs are too few for a 95% confidence interval.
 
+What a run writes stays in compat tune's scratch folder (scratch.py: <tempdir>/compat-tune-*, locked while compat
+lives, removed at the end, swept at the next start when a SIGKILL left it): each run's folder run-N holds its temporary
+files (TMPDIR of its processes, live/supervise.py) and a training command's outputs (tune/paths.py points them there). A
+run's output is parsed as it comes (trainer.LogReader) and only its tail is kept.
+
 Side effects: the environment probe, child processes, a private temporary folder.
 """
 

@@ -6,8 +6,9 @@ command line (``--output_dir`` or ``--do_train``) and sets, for every run, overr
 
 * ``--max_steps N`` (the bounded run), ``--logging_steps 1`` and ``--logging_strategy steps`` (a loss line every
   step: the Trainer prints ``{'loss': 0.6931, 'grad_norm': …, 'learning_rate': …, 'epoch': …}`` on the main process),
-  ``--save_strategy no`` and ``--report_to none`` (nothing written or sent), ``--disable_tqdm true`` (no progress bar
-  in the log);
+  ``--save_strategy no`` (no checkpoints) and ``--report_to none`` (nothing sent), ``--disable_tqdm true`` (no progress
+  bar in the log); ``--push_to_hub`` is dropped. Where the run writes is tune/paths.py's: ``--save_strategy no`` does not
+  stop a script's own ``save_model()``, so the output arguments point into each run's own folder;
 * the configuration's own Trainer flags: ``--ddp_backend gloo|ccl``, ``--bf16``, ``--torch_compile``;
 * the same global batch in every configuration: ``--per_device_train_batch_size`` becomes the command's value (the
   Trainer's default 8 when it has none) divided by the ranks; a configuration whose ranks do not divide it is not
