@@ -3,9 +3,9 @@
 A scratch folder is ``<tempdir>/<prefix>XXXXXXXX`` (tempfile.mkdtemp: private, mode 0700) on whose directory compat
 holds an exclusive flock while it lives; the kernel drops the lock when compat dies, SIGKILL included. An ``owner``
 file is written once the lock is held. ``sweep_stale(prefix)``, run first by ``scratch_folder``, removes every folder
-of that prefix owned by this user whose lock it can take (no live compat holds it); one without its ``owner`` file is
-left alone for STARTING_S (its compat may be between mkdtemp and the lock). At most MAX_SCAN entries of the temp
-folder are looked at per start.
+of that prefix owned by this user that has its ``owner`` file and whose lock it can take (no live compat holds it). A
+folder without the file is never removed: its compat may be between mkdtemp and the lock, or be an older compat that
+took no lock (and may still be running). At most MAX_SCAN entries of the temp folder are looked at per start.
 
 Side effects: creates, locks and removes folders in the temp folder (TMPDIR).
 """
@@ -15,13 +15,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 OWNER = "owner"
-STARTING_S = 60.0
 MAX_SCAN = 100_000
 
 
@@ -69,8 +67,7 @@ def sweep_stale(prefix: str, root: "str | None" = None) -> list[Path]:
                 os.close(handle)
                 continue
             try:
-                started = os.path.exists(os.path.join(entry.path, OWNER))
-                if started or time.time() - os.fstat(handle).st_mtime > STARTING_S:
+                if os.path.isfile(os.path.join(entry.path, OWNER)):
                     shutil.rmtree(entry.path, ignore_errors=True)
                     removed.append(Path(entry.path))
             finally:
