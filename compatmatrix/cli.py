@@ -976,7 +976,6 @@ def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
 
 def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
     from .options import TuneArgs
-
     from .tune.paths import normal_name
 
     reads = []

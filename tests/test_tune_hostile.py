@@ -157,7 +157,7 @@ def test_every_redirected_value_lands_inside_the_runs_folder(pairs, trainer, tmp
 
 from compatmatrix.live.supervise import OutputTail  # noqa: E402
 from compatmatrix.tune import trainer  # noqa: E402
-from compatmatrix.tune.trainer import LogReader, read_log  # noqa: E402
+from compatmatrix.tune.trainer import LogReader  # noqa: E402
 
 LINES = st.lists(st.one_of(st.sampled_from(["{'loss': 1.25}", "{'loss': '0.5', 'epoch': 1}", "{'train_steps_per_second': 3.5}", "x" * 50,
                                             "{'loss': 2.5" + "y" * 40 + "}", "", "é{'loss': 7}"]), st.text(max_size=30)), max_size=30)

@@ -57,8 +57,8 @@ from ..errors import CompatError
 from ..record import Record
 from ..scratch import scratch_folder
 from .interval import LEVEL, median_interval
-from .proof import Run, Verdict, prove, reduction_terms, tolerance
 from .paths import PathArgs
+from .proof import Run, Verdict, prove, reduction_terms, tolerance
 from .space import DEFAULT_COSTS, Configuration, Pruned, Space, over_budget, run_estimate
 
 WARMUP = 5
