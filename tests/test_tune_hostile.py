@@ -114,11 +114,12 @@ from compatmatrix.tune.paths import classify, redirect  # noqa: E402
 
 @pytest.mark.parametrize("argv, redirected, kept, caches, refused", [
     (["--output_dir", "o", "--logging_dir=l", "--save_dir", "s", "--checkpoint_path", "c", "--log_file", "f", "--outdir", "d", "--output", "x"],
-     ("output_dir", "logging_dir", "save_dir", "checkpoint_path", "log_file", "outdir", "output"), (), (), ()),
+     ("output_dir", "logging_dir", "save_dir", "checkpoint_path", "log_file", "outdir"), (), (), ()),  # --output: argparse's --output_dir
     (["--model_name_or_path", "m", "--train_file", "t.csv", "--data_dir", "d", "--cache_dir", "c"], (), ("model_name_or_path", "train_file", "data_dir"), ("cache_dir",), ()),
     (["--data_path", "d", "--foo-dir", "f", "--dir", "x"], (), (), (), ("data_path", "foo_dir", "dir")),
     (["--overwrite_output_dir", "--logging_strategy", "steps", "--log", "info", "--profile", "p", "--save_steps", "5"], (), (), (), ()),
     (["--output_dir", "--seed", "1"], (), (), (), ()),  # no value: nothing to point anywhere
+    (["--output_d", "o", "--outp=o", "--logging_d", "l", "--output-dir", "-"], ("output_dir", "logging_dir"), (), (), ()),  # argparse's abbreviations; '-' is a value
 ])
 def test_the_path_rule(argv, redirected, kept, caches, refused):
     found = classify(["t.py", *argv])

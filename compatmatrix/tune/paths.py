@@ -31,6 +31,11 @@ from ..record import Record
 
 #: TrainingArguments fields the Trainer writes into (transformers/training_args.py: output_dir, logging_dir)
 TRAINER_OUTPUTS = frozenset({"output_dir", "logging_dir"})
+#: the shortest prefix argparse resolves to each of them among TrainingArguments' options (transformers
+#: src/transformers/training_args.py: output_dir is the only field beginning "ou"; logging_dir shares "logging_" with
+#: logging_strategy, logging_steps, logging_first_step, logging_nan_inf_filter); "out" rather than "ou": a word
+#: for an output either way
+ABBREVIATED = {"output_dir": "out", "logging_dir": "logging_d"}
 #: path arguments the HF Trainer (TrainingArguments) and its example scripts (ModelArguments, DataTrainingArguments of
 #: transformers/examples/pytorch/*) only read
 INPUTS = frozenset({
@@ -63,9 +68,13 @@ class PathArgs(Record):
 
 
 def normal_name(word: str) -> str:
-    """``--Output-Dir=x`` -> ``output_dir``; "" for a word that is no long option."""
+    """``--Output-Dir=x`` -> ``output_dir``; "" for a word that is no long option. A proper prefix of one of the Trainer's
+    outputs is that output: argparse (HfArgumentParser) takes ``--output_d`` or ``--outp`` for ``--output_dir``."""
     match = _NAME.fullmatch(word.partition("=")[0])
-    return match.group(1).lower().replace("-", "_") if match else ""
+    if not match:
+        return ""
+    name = match.group(1).lower().replace("-", "_")
+    return next((full for full, least in ABBREVIATED.items() if name.startswith(least) and full.startswith(name)), name)
 
 
 def is_path_name(name: str) -> bool:
@@ -152,7 +161,7 @@ def _valued(argv: Sequence[str]) -> list[tuple[str, int, str]]:
             continue
         if "=" in word:
             found.append((name, at, word.partition("=")[2]))
-        elif at + 1 < len(argv) and not argv[at + 1].startswith("-"):
+        elif at + 1 < len(argv) and (argv[at + 1] == "-" or not argv[at + 1].startswith("-")):  # argparse takes a lone '-' for a value
             found.append((name, at, argv[at + 1]))
     return found
 
