@@ -524,6 +524,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cmd.add_argument("--no-bf16", action="store_true", help="leave bf16 autocast out (the training cannot use it)")
     tune_cmd.add_argument("--no-compile", action="store_true", help="leave torch.compile out (the training cannot use it)")
     tune_cmd.add_argument("--json", action="store_true", help="print the table as JSON (compatmatrix/schemas/tune-v1.json)")
+    tune_cmd.add_argument("--reads", action="append", default=[], metavar="NAME",
+                          help="a path argument of the training command that its runs only read (e.g. --reads data_path): passed as given; "
+                          "repeatable (output arguments are pointed into each run's own folder; see README, compat tune)")
     _target_options(tune_cmd, python="the training environment's interpreter (default: $COMPAT_PYTHON, else the running one)")
     tune_cmd.command_remainder = True
     tune_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
@@ -973,8 +976,15 @@ def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
 
 def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
     from .options import TuneArgs
+    from .tune.paths import normal_name
 
-    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, _command_words(ns.training_command))
+    reads = []
+    for word in ns.reads:
+        name = normal_name("--" + word.lstrip("-"))
+        if not name or "=" in word:
+            raise UsageError(f"--reads takes the name of one of the command's options, not {word[:60]!r}.", "Pass e.g. --reads data_path (without its value).")
+        reads.append(name)
+    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, _command_words(ns.training_command), tuple(reads))
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -1488,7 +1498,7 @@ def cmd_launch(args: LaunchArgs) -> int:
 def cmd_tune(args: TuneArgs) -> int:
     from .tune.service import TuneOptions, tune
 
-    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, args.bf16, args.compile, args.command), os.environ, say=_say_error if not args.json else (lambda line: None))
+    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, args.bf16, args.compile, args.command, args.reads), os.environ, say=_say_error if not args.json else (lambda line: None))
     if args.json:
         from .console import dump_json
         from .tune.render import tune_json

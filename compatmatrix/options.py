@@ -201,6 +201,7 @@ class TuneArgs(Record):
     bf16: bool
     compile: bool
     command: tuple[str, ...] = ()  # the training command after -- (empty: compat's own workload)
+    reads: tuple[str, ...] = ()  # --reads NAME: the command's path arguments its runs only read
 
 
 class JobArgs(Record):

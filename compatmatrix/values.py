@@ -42,6 +42,7 @@ _NAME_MAX = 255  # the reference's name part, as distribution/reference limits i
 # a path a Dockerfile's COPY takes as written: no space, quote, '$' (Docker expands it), glob character or leading '-'
 _BUILD_PATH = re.compile(r"[A-Za-z0-9._/@+=,~][A-Za-z0-9._/@+=,~-]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WHOLE = re.compile(r"[0-9]{1,20}", re.ASCII)  # str.isdigit() takes '²' and '٣', which int() refuses or reads
 
 
 class UnwritableValue(CompatError):
@@ -128,3 +129,13 @@ def build_path_ok(text: str) -> bool:
 def env_name_ok(text: str) -> bool:
     """A variable name every shell (bash, zsh, dash, fish) and a Dockerfile's ARG/ENV take."""
     return bool(_ENV_NAME.fullmatch(text))
+
+
+def whole_number(text: str, low: int, high: int) -> "int | None":
+    """``text`` (surrounding blanks stripped) as a whole number written in ASCII digits within [low, high], else None:
+    never a superscript, another script's digits, a sign, a fraction or a number past ``high``."""
+    stripped = text.strip()
+    if not _WHOLE.fullmatch(stripped):
+        return None
+    number = int(stripped)
+    return number if low <= number <= high else None

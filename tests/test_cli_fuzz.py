@@ -6,7 +6,8 @@ The commands are called in-process (hypothesis needs hundreds of examples); a fe
 subprocess, where the interpreter's own shutdown (flushing a full or closed stdout) is part of what is checked.
 Only commands that change nothing are fuzzed: resolve, matrix, check, translate, install --dry-run/--print, env --json, export;
 and the newer ones (export sbatch, export --validate --show-pods --trainer-version/--crd, env --master-addr/--nnodes, matrix
-update against a FIXTURE index on 127.0.0.1, its overlay and --write in the test's folder).
+update against a FIXTURE index on 127.0.0.1, its overlay and --write in the test's folder); compat tune's training command
+with hostile path arguments and --reads, up to where a run would start (a FIXTURE probe stops it there).
 """
 
 from __future__ import annotations
@@ -503,3 +504,39 @@ def test_matrix_update_and_verify_against_hostile_registry_pages(drawn, verify, 
     code, out, err = run_in_process(["matrix", "verify", verify, "--with", "torch==2.99.0", "--python", str(folder / "no-python"), *indexes], capsys)
     assert code == 2 and err.strip() and "Traceback" not in out + err and "internal error" not in err, (drawn, verify, err[-2000:])
     assert not list(folder.glob("compat-verify-*")), "a throw-away folder was left"
+
+
+# --- compat tune's training command: hostile path arguments (issue 31) --------------------------------------------------
+# Only the part before anything runs is drawn: the command's path arguments are classified (tune/paths.py) and refused
+# or accepted; a FIXTURE take_snapshot then stops the command with a sentinel sentence, so no probe or run starts.
+
+TUNE_FLAGS = ["--output_dir", "--logging_dir", "--save_dir", "--outdir", "--data_path", "--cache_dir", "--model_name_or_path", "--Output-Dir",
+              "--overwrite_output_dir", "--do_train", "--per_device_train_batch_size", "--x_file", "--dir", "--", "-o"]
+
+
+def tune_command_lines():
+    word = st.one_of(st.sampled_from(TUNE_FLAGS), hostile(surrogates=False), st.sampled_from(["²", "..", "/", "", "=", "--output_dir=", "-"]))
+    glued = st.tuples(st.sampled_from(TUNE_FLAGS), hostile(surrogates=False)).map(lambda pair: f"{pair[0]}={pair[1]}")
+    reads = st.lists(st.one_of(st.sampled_from(["data_path", "x_file", "--dir", "output_dir"]), hostile(surrogates=False)), max_size=2)
+    return st.tuples(reads, st.lists(st.one_of(word, glued), max_size=8)).map(
+        lambda pair: ["tune", "--python", sys.executable, *[w for r in pair[0] for w in ("--reads", r)], "--", "t.py", *pair[1]])
+
+
+@settings(max_examples=int(os.environ.get("COMPAT_FUZZ_EXAMPLES", "400")) // 4, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(argv=tune_command_lines())
+@example(argv=["tune", "--python", sys.executable, "--", "t.py", "--output_dir", "../../", "--data_path=\n", "--per_device_train_batch_size", "²"])
+def test_tune_with_hostile_path_arguments_refuses_or_goes_on_in_one_sentence(argv, capsys, monkeypatch, tmp_path):
+    from compatmatrix.environment import snapshot
+
+    def stop(*args, **kwargs):
+        raise CompatError("FIXTURE: the probe is where this test stops.", "Nothing to fix.")
+
+    from compatmatrix.errors import CompatError
+
+    monkeypatch.setattr(snapshot, "take_snapshot", stop)
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 2 and "Traceback" not in out + err and "internal error" not in err, (argv, err[-2000:])
+    assert "FIXTURE: the probe" in err or "compat tune cannot tell whether your command writes" in err or "--reads takes" in err \
+        or "needs a script" in err or err.strip().splitlines()[-1].startswith("compat: error: "), (argv, err[-2000:])

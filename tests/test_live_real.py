@@ -210,9 +210,10 @@ def test_bf16_forced_on_trains_in_bf16_natively_or_emulated(stock):
     assert details["bf16"]["why"].startswith("on (--bf16): " + ("native on this CPU" if NATIVE_BF16 else "this CPU has no native bf16"))
 
 
-def test_torchrun_passes(stock):
-    code, checks, details, _ = live(stock, "--launcher", "torchrun")
+def test_torchrun_passes(stock, tmp_path):
+    code, checks, details, _ = live(stock, "--launcher", "torchrun", env_extra={"TMPDIR": str(tmp_path)})
     assert code == 0, checks
+    assert list(tmp_path.iterdir()) == []  # torchrun's torchelastic_* folder went with compat's run folder (issue 31)
     assert_passes(checks, "torchrun started 2 of 2 ranks here")
     assert "rank variables from RANK/WORLD_SIZE" in checks["live.world"]["summary"]
 

@@ -100,24 +100,22 @@ def test_bf16_of_a_user_model_is_unprovable_not_accepted():
 
 
 class FakeSupervised:
-    """A FIXTURE standing in for live/supervise's answer: the launcher's exit codes and the wall-clock."""
+    """A FIXTURE standing in for live/supervise's answer: the launcher's exit codes, its output's tail and the wall-clock."""
 
-    def __init__(self, *codes):
-        self.ends = [type("End", (), {"returncode": code})() for code in codes]
+    def __init__(self, *codes, log=""):
+        self.ends = [type("End", (), {"returncode": code, "log": log})() for code in codes]
         self.seconds = 1.5
 
 
-def test_a_run_is_read_from_rank_0s_log_and_one_without_losses_is_unproven(tmp_path):
+def test_a_run_is_read_from_rank_0s_log_and_one_without_losses_is_unproven():
     from compatmatrix.tune.service import _command_result
 
-    (tmp_path / "launcher-0.log").write_text((DATA / "transformers-5.23.0.log").read_text())
-    run, times, problem, _ = _command_result(tmp_path, FakeSupervised(0))
+    run, times, problem, _ = _command_result(read_log((DATA / "transformers-5.23.0.log").read_text()), FakeSupervised(0))
     assert problem == "" and run.losses == (3.802, 2.427, 7.641, 1.355) and times == [1 / 240.4]
-    (tmp_path / "launcher-0.log").write_text("{'train_runtime': '1.0', 'train_steps_per_second': '20.5'}\n")
-    run, times, problem, _ = _command_result(tmp_path, FakeSupervised(0))
+    run, times, problem, _ = _command_result(read_log("{'train_runtime': '1.0', 'train_steps_per_second': '20.5'}\n"), FakeSupervised(0))
     assert run is not None and run.losses == ()  # measured, but tune() judges it "unproven" (never accepted)
-    (tmp_path / "launcher-0.log").write_text("Traceback ...\nValueError: no --output_dir\n")
-    run, _, problem, _ = _command_result(tmp_path, FakeSupervised(1))
+    text = "Traceback ...\nValueError: no --output_dir\n"
+    run, _, problem, _ = _command_result(read_log(text), FakeSupervised(1, log=text))
     assert run is None and "exit 1" in problem and "no --output_dir" in problem
 
 

@@ -1,4 +1,6 @@
-"""The guardian of a compat launch: ``python -m compatmatrix.launchers.guard PGID RUN_ID PARENT``.
+"""The guardian of a compat launch: ``python -m compatmatrix.launchers.guard PGID[,PGID...] RUN_ID PARENT [VARIABLE]``
+(VARIABLE: the environment variable that carries the run id, COMPAT_LAUNCH_RUN by default; compat doctor --live and
+compat tune start one for their runs with COMPAT_LIVE_RUN, live/supervise.py).
 
 compat starts it next to the launcher. It sleeps until compat dies (PR_SET_PDEATHSIG gives it SIGTERM) and then
 stops the job: the launcher's process group and every process tagged with the run id, TERM then KILL. This is what
@@ -16,15 +18,17 @@ import signal
 import sys
 
 
-def _stop(pgid: int, run_id: str) -> None:
+def _stop(pgids: list[int], run_id: str, variable: str) -> None:
     from ..processes import sweep
-    from .run import RUN_ID_VAR
 
-    sweep(run_id, [pgid], wait=5.0, variable=RUN_ID_VAR)
+    sweep(run_id, pgids, wait=5.0, variable=variable)
 
 
 def main(argv: list[str]) -> int:
-    pgid, run_id, parent = int(argv[0]), argv[1], int(argv[2])
+    from .run import RUN_ID_VAR
+
+    pgids, run_id, parent = [int(p) for p in argv[0].split(",") if p], argv[1], int(argv[2])
+    variable = argv[3] if len(argv) > 3 else RUN_ID_VAR
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is compat's to pass on, not the guardian's
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # taken below by sigtimedwait
@@ -37,7 +41,7 @@ def main(argv: list[str]) -> int:
     while os.getppid() == parent:  # also ends when compat died before the parent-death signal was in place
         if signal.sigtimedwait([signal.SIGTERM], 1.0) is not None:
             break
-    _stop(pgid, run_id)
+    _stop(pgids, run_id, variable)
     return 0
 
 

@@ -4,6 +4,15 @@ Every process compat starts runs in a session of its own and carries COMPAT_LIVE
 which its children (torchrun's workers, mpirun's hydra proxies and ranks) inherit. At the end -- success,
 failure or timeout -- every process still carrying the id is found in /proc and killed, so a rank that
 escaped its process group (a daemonised proxy, a setsid) is not left behind either.
+
+Should compat be killed outright (SIGKILL, the OOM killer), the launchers' guardian (launchers/guard.py, as compat
+launch starts it) does that sweep: PR_SET_PDEATHSIG reaches the launcher only, and torchrun's workers are not its to
+pass a SIGKILL on to. Every process gets TMPDIR=<run folder>/tmp, so what it leaves in the temp folder (torchrun's
+torchelastic_* folder, a script's temporary files) goes with the run folder.
+
+Output: what each process prints (stdout and stderr) is read through a pipe as it comes; compat keeps its last
+TAIL_BYTES (``ProcessEnd.log``) and hands every chunk to ``on_output`` (a parser that keeps what it needs), so
+neither memory nor disk grows with a chatty process's output.
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +31,8 @@ from typing import Optional
 from ..processes import alive, die_with_parent, raise_on_termination, signal_all, sweep, tagged_processes
 
 RUN_ID_VAR = "COMPAT_LIVE_RUN"
+TAIL_BYTES = 64 * 1024  # of each process's output, kept for the report (ProcessEnd.log: its last 20,000 characters)
+CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -27,7 +40,7 @@ class ProcessEnd:
     command: tuple[str, ...]
     pid: int
     returncode: Optional[int]  # None: still running at the deadline, then killed
-    log: str  # what it printed (the launcher's own output; ranks write their own logs)
+    log: str  # the end of what it printed (the launcher's own output; ranks write their own logs): TAIL_BYTES at most
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,60 @@ class Supervised:
     leftovers: tuple[int, ...]  # pids still alive after the sweep (should be empty)
     died: tuple[int, ...] = ()  # ranks seen gone before finishing, without an error of their own, in the order seen
     stopped: tuple[int, ...] = ()  # ranks compat itself stopped (still running when the run was cut short)
+
+
+class OutputTail:
+    """The last ``limit`` bytes of a stream (a ring: older bytes are dropped as new ones come) and its total length."""
+
+    def __init__(self, limit: int = TAIL_BYTES) -> None:
+        self.limit, self.total, self.buffer = limit, 0, bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.buffer += chunk
+        if len(self.buffer) > 2 * self.limit:
+            del self.buffer[:-self.limit]
+
+    def text(self) -> str:
+        return bytes(self.buffer[-self.limit:]).decode("utf-8", errors="replace")
+
+
+def _drain(fd: int, tail: OutputTail, index: int, on_output: Optional[Callable[[int, bytes], None]]) -> None:
+    """Read a process's output pipe to its end into ``tail`` and ``on_output`` (dropped if it raises: the pipe is
+    read on, so the process never blocks on a full pipe)."""
+    try:
+        while True:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                return
+            tail.feed(chunk)
+            if on_output is not None:
+                try:
+                    on_output(index, chunk)
+                except Exception:  # noqa: BLE001 - a parser's fault must not stop the draining
+                    on_output = None
+    except OSError:
+        return
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def start_guardian(pgids: Sequence[int], run_id: str, variable: str) -> Optional[subprocess.Popen]:
+    """The launchers' guardian (launchers/guard.py) for these process groups and this run id: it sweeps them should
+    compat die without doing so itself. None if it cannot start."""
+    from pathlib import Path as _Path
+
+    package_parent = str(_Path(__file__).resolve().parents[2])
+    env = {k: v for k, v in os.environ.items() if k != variable}
+    env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    try:
+        return subprocess.Popen([sys.executable, "-m", "compatmatrix.launchers.guard", ",".join(map(str, pgids)), run_id, str(os.getpid()), variable],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    except OSError:
+        return None
 
 
 def status_files(run_dir: Path) -> list[tuple[str, int, Path]]:
@@ -74,6 +141,15 @@ def _sweep_unbothered(run_id: str, groups: Sequence[int]) -> tuple[int, ...]:
     finally:
         if held:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _stop_guardian(guardian: Optional[subprocess.Popen]) -> None:
+    if guardian is not None:
+        guardian.kill()
+        try:
+            guardian.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def rank_outcomes(run_dir: Path) -> tuple[list[int], list[int]]:
@@ -138,23 +214,36 @@ def supervise(
     stack_dump_wait: float = 0.7,
     cwd: Optional[Path] = None,
     on_look: Optional[Callable[[], None]] = None,
+    on_output: Optional[Callable[[int, bytes], None]] = None,
 ) -> Supervised:
     """Run ``commands`` together until all end or ``timeout`` seconds pass; then make sure none is left. They run in
-    ``cwd`` (default: ``run_dir``, where their logs go)."""
+    ``cwd`` (default: ``run_dir``); ``on_output(index, chunk)`` gets command ``index``'s output as it comes."""
     started = time.monotonic()
     processes: list[subprocess.Popen] = []
-    logs = []
+    tails: list[OutputTail] = []
+    readers: list[threading.Thread] = []
+    guardian: Optional[subprocess.Popen] = None
+    temp = run_dir / "tmp"
+    temp.mkdir(exist_ok=True)
     wait_until = started + max(timeout * 0.8, timeout - CLEANUP_BUDGET_S)  # the stack dump and the sweep fit in the limit
     with raise_on_termination():  # SIGTERM/SIGHUP become processes.Terminated; a SIGTERM that came during the sweep is raised after it
         try:
             for index, (command, env) in enumerate(zip(commands, envs)):
-                log_path = run_dir / f"launcher-{index}.log"
-                logs.append(log_path)
-                with open(log_path, "wb") as log:
+                read_end, write_end = os.pipe()
+                try:
                     processes.append(subprocess.Popen(
-                        list(command), env={**env, RUN_ID_VAR: run_id}, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                        start_new_session=True, cwd=str(cwd or run_dir), preexec_fn=die_with_parent,
+                        list(command), env={**env, RUN_ID_VAR: run_id, "TMPDIR": str(temp)}, stdin=subprocess.DEVNULL, stdout=write_end,
+                        stderr=subprocess.STDOUT, start_new_session=True, cwd=str(cwd or run_dir), preexec_fn=die_with_parent,
                     ))
+                except BaseException:
+                    os.close(read_end)
+                    raise
+                finally:
+                    os.close(write_end)
+                tails.append(OutputTail())
+                readers.append(threading.Thread(target=_drain, args=(read_end, tails[-1], index, on_output), name=f"compat-output-{index}", daemon=True))
+                readers[-1].start()
+            guardian = start_guardian([p.pid for p in processes], run_id, RUN_ID_VAR)
             timed_out, stopped_early, died = _wait(processes, wait_until, grace_after_failure, run_dir, on_look)
             dumped = False
             codes_at_stop = [p.poll() for p in processes]
@@ -168,14 +257,18 @@ def supervise(
                     time.sleep(stack_dump_wait)
         except BaseException:  # Ctrl-C, SIGTERM/SIGHUP (turned into an exception), a failed Popen: leave nothing behind
             _sweep_unbothered(run_id, [p.pid for p in processes])
+            _stop_guardian(guardian)
             raise
         leftovers = _sweep_unbothered(run_id, [p.pid for p in processes])
+        _stop_guardian(guardian)
     for process in processes:
         try:
             process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+    for reader in readers:  # the pipes close when the last process holding them is gone (the sweep saw to that)
+        reader.join(timeout=5)
     ends = []
-    for process, command, log_path, code in zip(processes, commands, logs, codes_at_stop):
-        ends.append(ProcessEnd(tuple(command), process.pid, code, log_path.read_text(errors="replace")[-20000:]))
+    for process, command, tail, code in zip(processes, commands, tails, codes_at_stop):
+        ends.append(ProcessEnd(tuple(command), process.pid, code, tail.text()[-20000:]))
     return Supervised(run_id, tuple(ends), timed_out, stopped_early, time.monotonic() - started, dumped, leftovers, died, tuple(stopped))

@@ -34,6 +34,11 @@ and an assumed fan-in (trainer.ASSUMED_FAN_IN) in the count of reduction terms; 
 "unproven", never accepted. Its speed is one number per run: with two runs or more, the median of its runs' steps/s and
 half their interquartile range (no spread from a single run); MAX_RUNS runs are too few for a 95% confidence interval.
 
+What a run writes stays in compat tune's scratch folder (scratch.py: <tempdir>/compat-tune-*, locked while compat
+lives, removed at the end, swept at the next start when a SIGKILL left it): each run's folder run-N holds its temporary
+files (TMPDIR of its processes, live/supervise.py) and a training command's outputs (tune/paths.py points them there). A
+run's output is parsed as it comes (trainer.LogReader) and only its tail is kept.
+
 Side effects: the environment probe, child processes, a private temporary folder.
 """
 
@@ -42,7 +47,6 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -51,7 +55,9 @@ from typing import Callable, Optional
 
 from ..errors import CompatError
 from ..record import Record
+from ..scratch import scratch_folder
 from .interval import LEVEL, median_interval
+from .paths import PathArgs
 from .proof import Run, Verdict, prove, reduction_terms, tolerance
 from .space import DEFAULT_COSTS, Configuration, Pruned, Space, over_budget, run_estimate
 
@@ -66,6 +72,7 @@ LAUNCHERS = ("spawn", "torchrun")
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 FIXTURE_VAR = "COMPAT_TUNE_FIXTURE_PERTURB"  # a test hook (FIXTURE): see workload.py and fixture_site/sitecustomize.py
 FIXTURE_SITE = Path(__file__).resolve().parent / "fixture_site"  # a FIXTURE sitecustomize for a training command's ranks
+SCRATCH_PREFIX = "compat-tune-"  # <tempdir>/compat-tune-XXXXXXXX: every run's folder, the command's outputs and TMPDIR
 DROPPED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -77,6 +84,7 @@ class TuneOptions:
     bf16: bool = True  # False: --no-bf16
     compile: bool = True  # False: --no-compile
     command: tuple[str, ...] = ()  # the training command (empty: compat's own workload)
+    reads: tuple[str, ...] = ()  # path arguments of the command its runs only read (--reads NAME; tune/paths.py)
 
 
 class Measured(Record):
@@ -135,6 +143,7 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
 
     if options.launcher not in LAUNCHERS:
         raise CompatError(f"compat tune runs its ranks with spawn or torchrun, not {options.launcher}.", "Pass --launcher spawn or --launcher torchrun.")
+    command, command_notes, paths = _command_of(options)  # a path argument compat cannot place is refused before anything runs
     started = time.monotonic()
     snapshot = take_snapshot(options.python)
     if snapshot.get("torch") is None:
@@ -152,30 +161,19 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         at = next((i + 1 for i, c in enumerate(configurations) if c.default), 0)
         configurations.insert(at, mine)
     base = {k: v for k, v in environ.items() if k not in DROPPED}
-    command_notes: list[str] = []
-    command: tuple[str, ...] = ()
-    if options.command:
-        from .trainer import script_words
-
-        words, dropped = script_words(options.command)
-        if not words:
-            raise CompatError("compat tune -- COMMAND needs a script after the interpreter.", "Pass e.g. compat tune -- train.py --output_dir out.")
-        command = tuple(words)
-        command_notes += [dropped] if dropped else []
-    runner = _Runner(snapshot, machine, options.launcher, base, Path(tempfile.mkdtemp(prefix="compat-tune-")), command, _cwd())
     measured: list[Measured] = []
     repeat_notes: list[str] = []
     pruned: list[Pruned] = []
     reference_seconds: dict[str, float] = {}
     interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
-    try:
-        measure(configurations, runner, machine, options.budget, started, measured, repeat_notes, say, pruned=pruned, reference_seconds=reference_seconds)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (processes.Terminated): the run in progress was swept; what was measured stays
-        from ..processes import Terminated
+    with scratch_folder(SCRATCH_PREFIX) as folder:  # removed at the end; one a SIGKILL left is swept at the next start
+        runner = _Runner(snapshot, machine, options.launcher, base, folder, command, _cwd(), paths)
+        try:
+            measure(configurations, runner, machine, options.budget, started, measured, repeat_notes, say, pruned=pruned, reference_seconds=reference_seconds)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (processes.Terminated): the run in progress was swept; what was measured stays
+            from ..processes import Terminated
 
-        interrupted = 143 if isinstance(exc, Terminated) else 130
-    finally:
-        shutil.rmtree(runner.folder, ignore_errors=True)
+            interrupted = 143 if isinstance(exc, Terminated) else 130
     winner = pick_winner(measured)
     default = next((m for m in measured if m.config.default), None)
     current = next((m for m in measured if m.config.current), None)
@@ -197,6 +195,23 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, current, interrupted, time.monotonic() - started,
                    runner.rank_env(winner.config) if winner else {}, tuple(notes), machine.topology.threads_per_core,
                    "command" if command else "compat", tuple(pruned), tuple(sorted(reference_seconds.items())))
+
+
+def _command_of(options: TuneOptions) -> tuple[tuple[str, ...], list[str], Optional[PathArgs]]:
+    """The training command's words (empty: compat's workload), the notes about it, and what happens to its path
+    arguments (tune/paths.py); raises CompatError for a command without a script or with a path argument compat
+    cannot tell read from written."""
+    if not options.command:
+        return (), [], None
+    from .paths import classify, notes, refuse
+    from .trainer import is_trainer_command, script_words
+
+    words, dropped = script_words(options.command)
+    if not words:
+        raise CompatError("compat tune -- COMMAND needs a script after the interpreter.", "Pass e.g. compat tune -- train.py --output_dir out.")
+    paths = classify(words, options.reads, is_trainer_command(words))
+    refuse(paths)
+    return tuple(words), ([dropped] if dropped else []) + notes(paths), paths
 
 
 def measure(configurations, runner, machine, budget: float, started: float, measured: list[Measured], notes: list[str],  # noqa: ANN001
@@ -406,7 +421,7 @@ class _Runner:
     """Runs one configuration of the workload under the launcher; reads rank 0's result."""
 
     def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path, command: tuple[str, ...] = (),  # noqa: ANN001
-                 cwd: Optional[Path] = None) -> None:
+                 cwd: Optional[Path] = None, paths: Optional[PathArgs] = None) -> None:
         from ..environment.libraries import preload_candidates, preload_entries
         from ..placement.environment import choose_preload
         from ..placement.service import oneccl_bindings_installed
@@ -418,6 +433,7 @@ class _Runner:
         self.tools = _tools(base)
         self.count = 0
         self.command = command
+        self.paths = paths  # the command's path arguments: its outputs are pointed into each run's folder (tune/paths.py)
         self.cwd = cwd  # where a training command runs (its relative paths are the caller's); compat's workload runs in its run folder
         if command:
             from .trainer import ASSUMED_FAN_IN, global_batch
@@ -466,6 +482,10 @@ class _Runner:
                 words = built
             else:
                 words = list(self.command)
+            if self.paths is not None:
+                from .paths import redirect
+
+                words = redirect(words, self.paths, out / "paths")
             rank_env = {**rank_env, STEPS_VAR: str(CMD_STEPS), **fixture_pythonpath(self.base)}
         else:
             words = [str(WORKLOAD), "--out", str(out), "--steps", str(STEPS), "--warmup", str(WARMUP), "--dtype", config.dtype,
@@ -483,13 +503,19 @@ class _Runner:
                              "LOCAL_WORLD_SIZE": str(config.ranks), "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port})
         own = env_timeout("COMPAT_TUNE_TIMEOUT", TIMEOUT_S) * timeout_factor
         timeout = min(own, left)
-        done = supervise(commands, envs, out, timeout, new_run_id(), cwd=self.cwd if self.command else None)
+        reader = None
+        if self.command:
+            from .trainer import LogReader
+
+            reader = LogReader()  # rank 0's output (torchrun's, or rank 0's own with spawn), parsed as it comes: nothing else of it is kept
+        done = supervise(commands, envs, out, timeout, new_run_id(), cwd=self.cwd if self.command else None,
+                         on_output=(lambda index, chunk: reader.feed(chunk) if index == 0 else None) if reader is not None else None)
         result = out / "result.json"
         if done.timed_out:
             why = "COMPAT_TUNE_TIMEOUT" if own <= left else "the rest of the budget"
             return None, [], f"no result within {timeout:.0f} s ({why})", done.seconds
-        if self.command:
-            return _command_result(out, done)
+        if reader is not None:
+            return _command_result(reader.result(), done)
         errors = sorted(out.glob("error-*.txt"))
         if errors:
             return None, [], _last_line(errors[0].read_text(errors="replace")), done.seconds
@@ -515,16 +541,18 @@ def fixture_pythonpath(base: Mapping[str, str]) -> dict[str, str]:
     return {"PYTHONPATH": joined(base.get("PYTHONPATH"), PathEntries(prepend=(str(FIXTURE_SITE),)))}
 
 
-def _command_result(out: Path, done) -> tuple[Optional[Run], list[float], str, float]:  # noqa: ANN001 - supervise's answer
-    """A training command's run read from rank 0's output (the first launcher's log: torchrun's, or rank 0's with spawn)."""
-    from .trainer import read_log
+def _command_result(found, done) -> tuple[Optional[Run], list[float], str, float]:  # noqa: ANN001 - a TrainerLog, supervise's answer
+    """A training command's run: what was parsed from rank 0's output (the first launcher's: torchrun's, or rank 0's
+    with spawn) as it came, and how its processes ended (the tail of rank 0's output for the problem's text)."""
+    from .trainer import MAX_LOSSES
 
-    log = out / "launcher-0.log"
-    text = log.read_text(errors="replace") if log.is_file() else ""
+    text = done.ends[0].log if done.ends else ""
     codes = [end.returncode for end in done.ends]
     if any(code != 0 for code in codes):
         return None, [], f"the command failed (exit {', '.join(str(c) for c in codes)}): {_last_line(text)}", done.seconds
-    found = read_log(text)
+    if found.more:
+        return None, [], (f"it printed {MAX_LOSSES + found.more:,} loss lines in a run of {CMD_STEPS} steps; compat keeps the first "
+                          f"{MAX_LOSSES:,} (see README, Tuning: the protocol)"), done.seconds
     if found.steps_per_second is None:
         return None, [], "its output has no train_steps_per_second (see README, Tuning: the protocol)", done.seconds
     return Run(found.losses, (), "", found.precision), [1.0 / found.steps_per_second], "", done.seconds

@@ -269,16 +269,21 @@ def search_space(machine: Machine, installed: Installed, budget: float, costs: O
     return Space(machine.describe(), tuple(kept), tuple(pruned), budget, spent)
 
 
+MAX_SETTING = 65536  # OMP_NUM_THREADS / CCL_WORKER_COUNT past this are no setting a run could be measured with
+
+
 def current_settings(environ) -> tuple[Optional[int], Optional[int], tuple[str, ...]]:  # noqa: ANN001 - a Mapping
-    """OMP_NUM_THREADS and CCL_WORKER_COUNT of ``environ`` as whole numbers of 1 or more (None: not set), and a note for
-    each one set to something else (ignored)."""
+    """OMP_NUM_THREADS and CCL_WORKER_COUNT of ``environ`` as whole numbers from 1 to MAX_SETTING written in ASCII digits
+    (None: not set), and a note for each one set to something else (ignored: '²' or '٣' is no thread count for libgomp)."""
+    from ..values import whole_number
+
     values: list[Optional[int]] = []
     notes: list[str] = []
     for key in ("OMP_NUM_THREADS", "CCL_WORKER_COUNT"):
         text = str(environ.get(key) or "").strip()
-        number = int(text) if text.isdigit() and int(text) >= 1 else None
+        number = whole_number(text, 1, MAX_SETTING)
         if text and number is None:
-            notes.append(f"{key} is set to {text[:40]!r}, not a whole number of 1 or more: your current settings leave it out")
+            notes.append(f"{key} is set to {text[:40]!r}, not a whole number from 1 to {MAX_SETTING} in ASCII digits: your current settings leave it out")
         values.append(number)
     return values[0], values[1], tuple(notes)
 

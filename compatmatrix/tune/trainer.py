@@ -6,8 +6,9 @@ command line (``--output_dir`` or ``--do_train``) and sets, for every run, overr
 
 * ``--max_steps N`` (the bounded run), ``--logging_steps 1`` and ``--logging_strategy steps`` (a loss line every
   step: the Trainer prints ``{'loss': 0.6931, 'grad_norm': …, 'learning_rate': …, 'epoch': …}`` on the main process),
-  ``--save_strategy no`` and ``--report_to none`` (nothing written or sent), ``--disable_tqdm true`` (no progress bar
-  in the log);
+  ``--save_strategy no`` (no checkpoints) and ``--report_to none`` (nothing sent), ``--disable_tqdm true`` (no progress
+  bar in the log); ``--push_to_hub`` is dropped. Where the run writes is tune/paths.py's: ``--save_strategy no`` does not
+  stop a script's own ``save_model()``, so the output arguments point into each run's own folder;
 * the configuration's own Trainer flags: ``--ddp_backend gloo|ccl``, ``--bf16``, ``--torch_compile``;
 * the same global batch in every configuration: ``--per_device_train_batch_size`` becomes the command's value (the
   Trainer's default 8 when it has none) divided by the ranks; a configuration whose ranks do not divide it is not
@@ -36,6 +37,7 @@ from ..record import Record
 
 TRAINER_MARKERS = ("--output_dir", "--do_train")
 DEFAULT_BATCH = 8  # TrainingArguments.per_device_train_batch_size's default
+MAX_BATCH = 1 << 20  # a per-device batch past this is no batch a CPU run takes (and never a divisor to compute with)
 STEPS_VAR = "COMPAT_TUNE_STEPS"
 #: The widest fan-in assumed for a user's model (its dot products' length, which OpenMP threads split): hidden sizes of
 #: models trained on CPUs are below it; it enters the proof's count of reduction terms.
@@ -50,6 +52,7 @@ class TrainerLog(Record):
     losses: tuple[float, ...]
     steps_per_second: Optional[float]
     precision: float  # what the printing of a loss may have rounded away, at most (log_precision)
+    more: int = 0  # loss lines past MAX_LOSSES: counted, not kept
 
 
 def is_trainer_command(argv: Sequence[str]) -> bool:
@@ -96,13 +99,16 @@ def _without(argv: Sequence[str], valued: Sequence[str], boolean: Sequence[str])
 
 def global_batch(argv: Sequence[str]) -> int:
     """The command's per-device batch (one process's, the reference's), DEFAULT_BATCH when not given."""
+    from ..values import whole_number
+
     text = _value(argv, "--per_device_train_batch_size")
-    return int(text) if text is not None and text.isdigit() and int(text) > 0 else DEFAULT_BATCH
+    number = whole_number(text, 1, MAX_BATCH) if text is not None else None
+    return number if number is not None else DEFAULT_BATCH
 
 
 VALUED = ("--max_steps", "--logging_steps", "--logging_strategy", "--save_strategy", "--report_to", "--disable_tqdm",
           "--ddp_backend", "--per_device_train_batch_size")
-BOOLEAN = ("--bf16", "--torch_compile", "--fp16")
+BOOLEAN = ("--bf16", "--torch_compile", "--fp16", "--push_to_hub")  # --push_to_hub dropped: its default, false, sends nothing
 
 
 def trainer_argv(argv: Sequence[str], steps: int, ranks: int, backend: Optional[str], dtype: str, compile: bool) -> Optional[list[str]]:
@@ -124,21 +130,67 @@ def trainer_argv(argv: Sequence[str], steps: int, ranks: int, backend: Optional[
 
 def read_log(text: str) -> TrainerLog:
     """The losses logged, in order, and the final train_steps_per_second (None: not printed), from a run's output."""
-    losses: list[float] = []
-    texts: list[str] = []
-    rate: Optional[float] = None
-    for line in re.split(r"[\r\n]", text):
-        if "{" not in line:
-            continue
-        body = line[line.index("{"):]
+    reader = LogReader()
+    reader.feed(text.encode("utf-8", errors="surrogateescape"))
+    return reader.result()
+
+
+MAX_LINE = 64 * 1024  # bytes of one output line looked at (a loss line is far shorter); the rest of a longer line is skipped
+MAX_LOSSES = 10_000  # loss lines kept of one run (the protocol's runs log CMD_STEPS); more are counted, not kept
+MAX_NUMBER = 64  # characters of a printed number
+
+
+class LogReader:
+    """read_log over a stream, fed a run's output in chunks as it comes (live/supervise.py's on_output): it keeps at most
+    MAX_LINE bytes of an unfinished line and what it parsed (MAX_LOSSES losses, with their printed text for the
+    precision), so a run that prints hundreds of MiB costs no more memory than one that prints a page."""
+
+    def __init__(self) -> None:
+        self.partial = bytearray()
+        self.overlong = False  # the current line passed MAX_LINE: skipped to its end
+        self.losses: list[float] = []
+        self.texts: list[str] = []
+        self.more = 0  # loss lines past MAX_LOSSES
+        self.rate: Optional[float] = None
+
+    def feed(self, chunk: bytes) -> None:
+        pieces = re.split(rb"[\r\n]", chunk)
+        for piece in pieces[:-1]:  # each ends a line
+            if not self.overlong:
+                self.partial += piece[: MAX_LINE - len(self.partial)]
+                self._line(bytes(self.partial))
+            self.partial.clear()
+            self.overlong = False
+        if not self.overlong:
+            self.partial += pieces[-1][: MAX_LINE + 1 - len(self.partial)]
+            if len(self.partial) > MAX_LINE:
+                self._line(bytes(self.partial[:MAX_LINE]))
+                self.partial.clear()
+                self.overlong = True
+
+    def _line(self, raw: bytes) -> None:
+        at = raw.find(b"{")
+        if at < 0:
+            return
+        body = raw[at:].decode("utf-8", errors="replace")
         loss = _LOSS.search(body)
-        if loss:
-            losses.append(_float(loss.group(1)))
-            texts.append(loss.group(1))
+        if loss and len(loss.group(1)) <= MAX_NUMBER:
+            if len(self.losses) < MAX_LOSSES:
+                self.losses.append(_float(loss.group(1)))
+                self.texts.append(loss.group(1))
+            else:
+                self.more += 1
         found = _RATE.search(body)
-        if found:
-            rate = _float(found.group(1))
-    return TrainerLog(tuple(losses), rate if rate is not None and math.isfinite(rate) and rate > 0 else None, log_precision(texts))
+        if found and len(found.group(1)) <= MAX_NUMBER:
+            self.rate = _float(found.group(1))
+
+    def result(self) -> TrainerLog:
+        """What was read, the unfinished last line included."""
+        if self.partial and not self.overlong:
+            self._line(bytes(self.partial))
+            self.partial.clear()
+        rate = self.rate
+        return TrainerLog(tuple(self.losses), rate if rate is not None and math.isfinite(rate) and rate > 0 else None, log_precision(self.texts), self.more)
 
 
 def log_precision(texts: Sequence[str]) -> float:
