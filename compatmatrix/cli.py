@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         "update",
         help="read the registries (PyPI, the PyTorch CPU index) and keep the releases the matrix lacks in the overlay",
         description="Read the registries for torch, torchvision, torchaudio, IPEX, transformers and accelerate, and keep what the "
-        "bundled matrix lacks (releases, yanks, Python coverage, glibc floors, declared torch pins) in the overlay "
+        "bundled matrix lacks (releases, yanks, Python coverage, glibc floors, the torch each extension declares: pin, floor or range) in the overlay "
         "($XDG_DATA_HOME/compatmatrix/overlay.json) that every command reads; or --write it into a matrix file.",
     )
     update_cmd.add_argument("--index", action="append", default=[], metavar="HOST=URL",
