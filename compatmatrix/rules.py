@@ -339,7 +339,7 @@ def _python_problem(release: Release, python: PythonTarget, requires: Version, p
             return _binary_requires_python(release, python)
         assert platform is not None  # a floor only bites with a known glibc
         return GlibcTooOld(platform, tuple(for_python))
-    if release.requires_python is not None and not release.requires_python.contains(requires, prereleases=True):
+    if release.requires_python is not None and python_admits(release.requires_python, python) is False:
         return RequiresPython(Version(f"{release.version.major}.{release.version.minor}"), release.requires_python)
     return None
 
@@ -377,7 +377,7 @@ def python_undecided(release: Any, python: PythonTarget) -> Optional[SpecifierSe
     """The release's Requires-Python when it leaves the target's ``X.Y`` undecided (an exclusion inside the line and no
     full version known), else None."""
     spec = getattr(release, "requires_python", None)
-    if spec is None or not getattr(release, "wheels", ()):  # pure-Python lines: judged on X.Y.0 as before
+    if spec is None:
         return None
     return spec if python_admits(spec, python) is None else None
 

@@ -130,8 +130,8 @@ def is_known_bad(name, version, torch, torch_label) -> bool:
 def library_candidates(name, python, spec, features):
     out = []
     for line in RAW[name]:
-        requires = line.get("requires_python")
-        if requires and not SpecifierSet(requires).contains(Version(f"{python}.0")):
+        requires = line.get("requires_python")  # out only when it admits no X.Y.z (>=3.6.2 leaves 3.6 undecided, and in)
+        if requires and not any(SpecifierSet(requires).contains(Version(f"{python}.{z}")) for z in range(0, 40)):
             continue
         for text in line["versions"]:
             version = Version(text)
