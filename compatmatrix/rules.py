@@ -367,10 +367,29 @@ def python_admits(spec: SpecifierSet, python: PythonTarget) -> Optional[bool]:
         return bool(spec.contains(python.full, prereleases=True))
     key = (str(spec), python.label)
     if key not in _LINE_VERDICTS:
-        line = SpecifierSet(f">={python.label},<{python.version.major}.{python.version.minor + 1}").to_range()
-        admitted = spec.to_range()
-        _LINE_VERDICTS[key] = True if line.is_subset(admitted) else False if line.is_disjoint(admitted) else None
+        if _uniform_on_line(spec, python.version.release[:2]):  # the common case, without importing packaging.ranges (~5 ms)
+            _LINE_VERDICTS[key] = bool(spec.contains(Version(f"{python.label}.0"), prereleases=True))
+        else:
+            line = SpecifierSet(f">={python.label},<{python.version.major}.{python.version.minor + 1}").to_range()
+            admitted = spec.to_range()
+            _LINE_VERDICTS[key] = True if line.is_subset(admitted) else False if line.is_disjoint(admitted) else None
     return _LINE_VERDICTS[key]
+
+
+def _uniform_on_line(spec: SpecifierSet, line: tuple[int, ...]) -> bool:
+    """Does ``spec`` say the same of every X.Y.z of the line?  True when each specifier names a version outside the line
+    (every X.Y.z compares alike with it) or is ``>=X.Y`` / ``<X.Y`` (``.0`` allowed): then X.Y.0 speaks for the line."""
+    for item in spec:
+        text = item.version[:-2] if item.version.endswith(".*") else item.version
+        release = Version(text).release
+        if tuple(release[:2]) != tuple(line) and not (len(release) < 2 and item.version.endswith(".*")):
+            if item.operator != "~=" or tuple(release[:len(release) - 1][:2]) != tuple(line)[:len(release) - 1]:
+                continue
+            return False
+        if item.operator in (">=", "<") and not item.version.endswith(".*") and all(part == 0 for part in release[2:]):
+            continue
+        return False
+    return True
 
 
 def python_undecided(release: Any, python: PythonTarget) -> Optional[SpecifierSet]:

@@ -142,6 +142,20 @@ def test_requires_python_with_the_full_version_and_undecided_for_the_line(python
     assert python_admits(SpecifierSet(">=3.10,!=3.14.1"), PythonTarget.parse(python)) is admitted
 
 
+_ITEMS = st.tuples(st.sampled_from([">=", ">", "<", "<=", "==", "!=", "~="]),
+                   st.sampled_from(["3.9", "3.10", "3.10.0", "3.10.2", "3.11", "3.11.0", "3.11.4", "3.9.5", "3.12.1"]), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(_ITEMS, min_size=1, max_size=3), line=st.sampled_from(["3.9", "3.10", "3.11", "3.12"]))
+def test_a_line_verdict_is_what_its_micro_releases_say(items, line):
+    """For X.Y alone: True when every X.Y.z is admitted, False when none is, None (undecided) otherwise."""
+    spec = SpecifierSet(",".join(f"{op}{v}{'.*' if star and op in ('==', '!=') else ''}" for op, v, star in items))
+    said = [spec.contains(Version(f"{line}.{z}")) for z in range(0, 30)]
+    expected = True if all(said) else False if not any(said) else None
+    assert python_admits(spec, PythonTarget.parse(line)) is expected
+
+
 def test_python_3_14_1_never_gets_a_torchvision_that_excludes_it(matrix):
     outcome = resolve(matrix, make_request(matrix, "3.14.1", with_=("torchvision",)))
     assert isinstance(outcome, Resolution), outcome.reasons
