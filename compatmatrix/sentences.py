@@ -375,7 +375,7 @@ def _pairing_note(item: x.PairingNote) -> str:
         built = f" (it is built for torch {item.built_for})" if item.built_for is not None else ""
         return f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing)}{built}."
     if item.built_for is None:  # a companion that declares no torch requirement
-        nearest = (f"; the nearest verified (built-for) pairing: {nearest_verified(candidate.component, item.nearest[1], item.nearest[0], item.partner)}"
+        nearest = (f"; the nearest verified (pinned) pairing: {nearest_verified(candidate.component, item.nearest[1], item.nearest[0], item.partner)}"
                    if item.nearest is not None else "")
         return (f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing)} ({item.pairing.provenance.note}){nearest}. "
                 f"Settle it: compat matrix verify {candidate.component.distribution}=={candidate.version} --with torch=={item.pairing.torch}.")

@@ -182,3 +182,17 @@ def test_resolve_json_pairs_torch_2_15_with_torchvision_0_29_2_and_marks_it_decl
     pairing = document["pairings"]["torchvision"]
     assert (pairing["evidence"], pairing["declares"], pairing["declared_only"]) == ("declared", ">=2.14.0", True)
     assert "_C_stable.so" in pairing["stable_abi"]
+
+
+def test_an_old_overlay_that_read_a_floor_as_a_pin_is_overruled_and_said(matrix):
+    """What compat matrix update wrote before issue 30 (torchaudio 2.11.1 as `torch = "2.11.0"`, a floor read as a pin):
+    the curated floor is used, and the disagreement names both declarations."""
+    from compatmatrix.matrix import overlay as overlay_mod
+
+    document = {"format": "compatmatrix-overlay", "schema_version": 1, "entries": {"torchaudio": [
+        {"version": "2.11.1", "torch": "2.11.0", "verified": False, "source": "registry:pypi/torchaudio/2.11.1",
+         "wheels": [{"host": "pypi", "python": ["3.11"], "source": "registry:pypi/torchaudio/2.11.1"}]}]}}
+    merged, state = overlay_mod.merge(matrix, overlay_mod.parse_entries(document, matrix, "overlay.json"))
+    assert merged.release(TA, Version("2.11.1")).torch_requires == SpecifierSet(">=2.11")
+    assert any("declares torch==2.11.0" in d and "curated matrix says torch>=2.11" in d for d in state.disagreements)
+

@@ -196,7 +196,7 @@ def test_a_companion_declaring_no_torch_pairs_unverified_with_any_torch(no_torch
     found = warned["packages.torchaudio-torch"]
     assert found["status"] == "warn" and "unverified" in found["summary"]
     assert any("declares no torch requirement" in e for e in found["evidence"])
-    assert any(e.startswith("the nearest verified (built-for) pairing: torch ") for e in found["evidence"])
+    assert any(e.startswith("the nearest verified (pinned) pairing: torch ") for e in found["evidence"])
     outcome = resolve(matrix, make_request(matrix, "3.11", "torchaudio==9.0.0", profile="stock"))
     assert isinstance(outcome, Resolution)
     assert any("torchaudio 9.0.0 with torch" in n and "unverified" in n and "nearest verified" in n for n in outcome.notes), outcome.notes

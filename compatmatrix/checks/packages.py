@@ -333,7 +333,7 @@ def _companion(ctx: Context, component: Component) -> Finding:
     if pairing is not None:  # declares no torch requirement, nothing curated: unverified, as the resolver grades it
         pinned = nearest_pinned(ctx.matrix, component, release.version)
         evidence = (f"{package} {release.version}: {pairing.provenance.note}",
-                    *((f"the nearest verified (built-for) pairing: {nearest_verified(component, pinned[1], pinned[0], None)}",) if pinned is not None else ()))
+                    *((f"the nearest verified (pinned) pairing: {nearest_verified(component, pinned[1], pinned[0], None)}",) if pinned is not None else ()))
         return Finding(cid, Status.WARN, f"{package} {release.version} with torch {torch}: {pairing_phrase(pairing)}", evidence,
                        f"Settle it: compat matrix verify {package}=={release.version} --with torch=={torch}.")
     partner = next((r for r in ctx.matrix.releases[component] if getattr(r, "requirement", None) is not None and _fits_torch(component, r, torch)), None)
