@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         "update",
         help="read the registries (PyPI, the PyTorch CPU index) and keep the releases the matrix lacks in the overlay",
         description="Read the registries for torch, torchvision, torchaudio, IPEX, transformers and accelerate, and keep what the "
-        "bundled matrix lacks (releases, yanks, Python coverage, glibc floors, declared torch pins) in the overlay "
+        "bundled matrix lacks (releases, yanks, Python coverage, glibc floors, the torch each extension declares: pin, floor or range) in the overlay "
         "($XDG_DATA_HOME/compatmatrix/overlay.json) that every command reads; or --write it into a matrix file.",
     )
     update_cmd.add_argument("--index", action="append", default=[], metavar="HOST=URL",
@@ -381,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify_cmd.add_argument("pin", metavar="PKG==V", help="the release to try: torchvision, torchaudio, intel-extension-for-pytorch, "
                             "oneccl_bind_pt, transformers or accelerate, e.g. torchvision==0.29.1")
-    verify_cmd.add_argument("--with", dest="with_torch", metavar="torch==X", help="the torch to try it with (default: the torch the release pins)")
+    verify_cmd.add_argument("--with", dest="with_torch", metavar="torch==X", help="the torch to try it with (default: the torch the release pins, or the newest its floor or range admits)")
     verify_cmd.add_argument("--python", metavar="PATH", help="the interpreter the throw-away venv is made with (default: the running one)")
     verify_cmd.add_argument("--host", metavar="HOST", help="the host PKG's wheel comes from (default: the first of its [policy.host_preference] "
                             "with a wheel for that Python), e.g. pypi to try PyPI's build next to the PyTorch CPU index's torch")

@@ -36,6 +36,7 @@ from .matrix.model import (
 from .record import Record
 from .resolve import Alternative, CandidateTable, Request, Resolution, best_in_group, complete_set, groups, preference, resolve
 from .rules import (
+    python_undecided,
     Candidate,
     PairRule,
     Rejected,
@@ -309,6 +310,15 @@ class PairingNote(Record):
     nearest: Optional[tuple[Version, Version]] = None  # when built_for is None: (the nearest release that pins a torch, that torch)
 
 
+class PythonUndecidedNote(Record):
+    """A pick whose Requires-Python admits only part of the target's X.Y line (``!=3.14.1`` inside 3.14) and the target's
+    full version is not known: undecided, said with how to decide."""
+
+    candidate: Candidate
+    spec: SpecifierSet
+    python: str
+
+
 class KnownBadNote(Record):
     candidate: Candidate
     known_bad: KnownBad
@@ -346,7 +356,7 @@ class YankedNewerNote(Record):
 
 
 Note = Union[
-    EolNote, UnlistedNote, UnverifiedNote, YankedPinNote, YankedElsewhereNote, OffBuildNote, PairingNote, KnownBadNote, IsaFloorNote, GlibcUnknownNote, CclWorkerCountNote, SetvarsNote,
+    EolNote, UnlistedNote, UnverifiedNote, YankedPinNote, YankedElsewhereNote, OffBuildNote, PairingNote, PythonUndecidedNote, KnownBadNote, IsaFloorNote, GlibcUnknownNote, CclWorkerCountNote, SetvarsNote,
     YankedNewerNote,
 ]
 
@@ -821,10 +831,16 @@ def _candidate_for(table: CandidateTable, component: Component, version: Version
 # --- what to know about the set ------------------------------------------------------------------
 
 
-def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Optional[Platform] = None) -> list[Note]:
+def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Optional[Platform] = None, python: Optional[PythonTarget] = None) -> list[Note]:
     """End-of-life status, the unverified facts the answer rests on (unverified entries, pairings weaker than built-for,
-    known-bad sets), CPU and glibc floors to know about, and the next step for oneCCL."""
+    pairings that rest on a declaration alone, known-bad sets), a Requires-Python left undecided by ``X.Y``, CPU and glibc
+    floors to know about, and the next step for oneCCL."""
     out: list[Note] = []
+    if python is not None:
+        for pick in picks.values():
+            spec = python_undecided(pick.release, python)
+            if spec is not None:
+                out.append(PythonUndecidedNote(pick, spec, python.label))
     for component in picks:
         eol = matrix.eol_of(component.distribution)
         if eol is not None:
@@ -859,7 +875,7 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Option
             if component is Component.TORCH:
                 continue
             pairing = pairing_evidence(pick.release, torch.version)
-            if pairing is not None and pairing.evidence != "built-for" and not isinstance(pick.release, UnlistedRelease):
+            if pairing is not None and pairing.evidence not in ("built-for", "pinned") and not isinstance(pick.release, UnlistedRelease):
                 partner = next((r.version for r in matrix.releases[component] if getattr(r, "torch", None) == torch.version), None)
                 built_for = pick.release.torch  # type: ignore[attr-defined]
                 nearest = nearest_pinned(matrix, component, pick.version) if built_for is None else None

@@ -400,5 +400,5 @@ def resolve(matrix: Matrix, request: Request, *, explain: bool = True) -> Outcom
     return replace(
         resolution,
         explanation=tuple(explanations.pick_reasons(matrix, request, table, picks)),
-        remarks=tuple(explanations.notes(matrix, picks, request.platform) + explanations.yanked_newer_notes(table, picks)),
+        remarks=tuple(explanations.notes(matrix, picks, request.platform, request.python) + explanations.yanked_newer_notes(table, picks)),
     )

@@ -27,6 +27,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .matrix.model import (
+    DECLARED_LEVELS,
     PAIRING_RANK,
     Component,
     Feature,
@@ -98,11 +99,14 @@ class GlibcTooOld(Record):
 
 
 class RequiresPython(Record):
-    """A pure-Python line whose Requires-Python excludes the target."""
+    """A release whose Requires-Python excludes the target: a pure-Python line (``line``: its major.minor), or one
+    binary release (``release``: True, ``line`` the release) judged with the target's full version (``python``)."""
 
     line: Version
     spec: SpecifierSet
     kind: ClassVar[str] = "requires-python"
+    release: bool = False
+    python: Optional[Version] = None
 
 
 class MissingFeature(Record):
@@ -332,12 +336,69 @@ def _python_problem(release: Release, python: PythonTarget, requires: Version, p
         if not for_python:
             return NoWheel(python, release.wheels)
         if any(w.runs_on(glibc) for w in for_python):
-            return None
+            return _binary_requires_python(release, python)
         assert platform is not None  # a floor only bites with a known glibc
         return GlibcTooOld(platform, tuple(for_python))
-    if release.requires_python is not None and not release.requires_python.contains(requires, prereleases=True):
+    if release.requires_python is not None and python_admits(release.requires_python, python) is False:
         return RequiresPython(Version(f"{release.version.major}.{release.version.minor}"), release.requires_python)
     return None
+
+
+def _binary_requires_python(release: Release, python: PythonTarget) -> Optional[Cause]:
+    """A binary release's own Requires-Python (torchvision 0.29.2: ``>=3.10,!=3.14.1``) against the target: with the full
+    version when it is known (``--python``, ``--python-version 3.14.1``); for ``X.Y`` alone only when it excludes the whole
+    line (an exclusion inside it leaves the release in, undecided: :func:`python_undecided`)."""
+    spec = release.requires_python
+    if spec is None:
+        return None
+    if python_admits(spec, python) is False:
+        return RequiresPython(release.version, spec, release=True, python=python.full)
+    return None
+
+
+_LINE_VERDICTS: dict[tuple[str, str], Optional[bool]] = {}
+
+
+def python_admits(spec: SpecifierSet, python: PythonTarget) -> Optional[bool]:
+    """Does Requires-Python ``spec`` admit the target?  With a full version (3.14.1) packaging's ``contains`` decides; for
+    ``X.Y`` alone, every ``X.Y.z`` in the spec is True, none False, some (``!=3.14.1`` inside 3.14) None: undecided.
+    The line is compared as a range (packaging.ranges: ``>=X.Y,<X.Y+1`` against the spec), once per spec and line."""
+    if python.full is not None:
+        return bool(spec.contains(python.full, prereleases=True))
+    key = (str(spec), python.label)
+    if key not in _LINE_VERDICTS:
+        if _uniform_on_line(spec, python.version.release[:2]):  # the common case, without importing packaging.ranges (~5 ms)
+            _LINE_VERDICTS[key] = bool(spec.contains(Version(f"{python.label}.0"), prereleases=True))
+        else:
+            line = SpecifierSet(f">={python.label},<{python.version.major}.{python.version.minor + 1}").to_range()
+            admitted = spec.to_range()
+            _LINE_VERDICTS[key] = True if line.is_subset(admitted) else False if line.is_disjoint(admitted) else None
+    return _LINE_VERDICTS[key]
+
+
+def _uniform_on_line(spec: SpecifierSet, line: tuple[int, ...]) -> bool:
+    """Does ``spec`` say the same of every X.Y.z of the line?  True when each specifier names a version outside the line
+    (every X.Y.z compares alike with it) or is ``>=X.Y`` / ``<X.Y`` (``.0`` allowed): then X.Y.0 speaks for the line."""
+    for item in spec:
+        text = item.version[:-2] if item.version.endswith(".*") else item.version
+        release = Version(text).release
+        if tuple(release[:2]) != tuple(line) and not (len(release) < 2 and item.version.endswith(".*")):
+            if item.operator != "~=" or tuple(release[:len(release) - 1][:2]) != tuple(line)[:len(release) - 1]:
+                continue
+            return False
+        if item.operator in (">=", "<") and not item.version.endswith(".*") and all(part == 0 for part in release[2:]):
+            continue
+        return False
+    return True
+
+
+def python_undecided(release: Any, python: PythonTarget) -> Optional[SpecifierSet]:
+    """The release's Requires-Python when it leaves the target's ``X.Y`` undecided (an exclusion inside the line and no
+    full version known), else None."""
+    spec = getattr(release, "requires_python", None)
+    if spec is None:
+        return None
+    return spec if python_admits(spec, python) is None else None
 
 
 def _usable(release: Release, python: PythonTarget, glibc: Optional[Version]) -> list[WheelSet]:
@@ -351,7 +412,7 @@ def _feature_or_yank(release: Release, version: Version, features: Sequence[Miss
         return missing
     if pinned:  # an explicit == pin takes a yanked release (PEP 592), and a release that declares no torch
         return None
-    if (getattr(release, "torch", False) is None and getattr(release, "package", None) is not None
+    if (getattr(release, "package", None) is not None and getattr(release, "requirement", False) is None
             and not any(p.tested and p.evidence != "documented-break" for p in getattr(release, "pairings", ()))):
         return Undeclared()
     if release.wheels:
@@ -401,13 +462,15 @@ class PairRule(Record):
     #: Where a rejection's facts come from, when not from the release entry itself: (release, version, partner) ->
     #: the Pairing that states it (a documented break); None: the release entry's provenance.
     fact: Optional[Callable[[Any, Version, Version], Optional[Pairing]]] = None
+    #: The evidence of a rejection by this release, where it depends on the release (a companion's pin or floor).
+    graded: Optional[Callable[[Any], str]] = None
 
     def check(self, release: Release, version: Version, partner_version: Version) -> Optional["Rejected"]:
         if self.holds(release, version, partner_version):
             return None
         stated = self.fact(release, version, partner_version) if self.fact is not None else None
         provenance = stated.provenance if stated is not None else release.provenance
-        evidence = self.evidence if provenance.verified else "unverified"
+        evidence = (self.graded(release) if self.graded is not None else self.evidence) if provenance.verified else "unverified"
         return Rejected(self.subject, version, release, self.partner, partner_version, self, evidence, provenance.sources)
 
 
@@ -449,17 +512,18 @@ def _ccl_no_break(release: Any, version: Version, torch: Version) -> bool:
     return _ccl_break(release, version, torch) is None
 
 
-def _pins_torch(release: Any, version: Version, torch: Version) -> bool:
-    """A listed companion pins exactly one torch (or declares none: unverified with any); an unlisted one pairs
-    (unverified) within its line's series: one path, the graded pairing (``pairing_with``), where the pin does not decide.
-    A pairing compat matrix verify tried on this machine decides for any torch but the pinned one (``tested-here``: it
-    works; a break: it does not)."""
+def _declared_torch(release: Any, version: Version, torch: Version) -> bool:
+    """A listed companion's declaration decides (``pairing_with``): an exact pin admits its torch alone, a floor or a range
+    every torch inside it (``declared``), a release that declares none any torch (``unverified``); a pairing compat
+    matrix verify tried on this machine decides for any torch but a pinned one (``tested-here``: it works; a break: it
+    does not). An unlisted one pairs (unverified) within its line's series."""
     pairing = release.pairing_with(torch)
-    if pairing is not None and pairing.tested:
-        return pairing.evidence != "documented-break"
-    if getattr(release, "torch", None) is not None:
-        return bool(torch == release.torch)
-    return pairing is not None
+    return pairing is not None and pairing.evidence != "documented-break"
+
+
+def _declaration_level(release: Any) -> str:
+    """``pinned`` for a release that pins one torch, ``declared`` for a floor or a range (what refuses the partner)."""
+    return "pinned" if getattr(release, "torch", None) is not None else "declared"
 
 
 def _tested_break(release: Any, version: Version, torch: Version) -> Optional[Pairing]:
@@ -487,8 +551,10 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "[[oneccl_bind_pt]] torch (the bindings are C++ built against one torch: another major.minor has another ABI)",
     ),
     PairRule("ccl-torch-break", CCL, T, _ccl_no_break, "documented-break", "[[oneccl_bind_pt.pairing]] evidence = \"documented-break\"", _ccl_break),
-    PairRule("torchvision-torch", Component.TORCHVISION, T, _pins_torch, "built-for", "[[torchvision]] torch (its pinned requirement)", _tested_break),
-    PairRule("torchaudio-torch", Component.TORCHAUDIO, T, _pins_torch, "built-for", "[[torchaudio]] torch (its pinned requirement)", _tested_break),
+    PairRule("torchvision-torch", Component.TORCHVISION, T, _declared_torch, "declared",
+             "[[torchvision]] torch / torch_requires (its declared Requires-Dist: torch: a pin, a floor or a range)", _tested_break, _declaration_level),
+    PairRule("torchaudio-torch", Component.TORCHAUDIO, T, _declared_torch, "declared",
+             "[[torchaudio]] torch / torch_requires (its declared Requires-Dist: torch: a pin, a floor or a range)", _tested_break, _declaration_level),
     PairRule("transformers-torch", Component.TRANSFORMERS, T, _torch_min, "declared", "[[transformers]] torch_min"),
     PairRule("accelerate-torch", Component.ACCELERATE, T, _torch_min, "declared", "[[accelerate]] torch_min"),
     PairRule(
@@ -567,10 +633,17 @@ def known_bad(release: Any, version: Version, torch: Version, torch_label: Optio
 
 def standing(candidate: Candidate, torch: Candidate) -> tuple[int, int]:
     """How well ``candidate`` is known to pair with ``torch``, lower is better: (1 for a known-bad set else 0, the
-    pairing's rank: built-for 0, reported-working 1, tested-here 2, unverified 3).  Ungraded pairings count as built-for."""
+    pairing's rank: built-for 0, reported-working 1, tested-here 2, unverified 4).  Ungraded pairings count as built-for, and so
+    does a pairing a release's own declaration admits (pinned, declared, verified: pip installs it), so that evidence never
+    holds torch back below what pip would install."""
     bad = known_bad(candidate.release, candidate.version, torch.version, torch.local_label)
     pairing = pairing_evidence(candidate.release, torch.version)
-    return (1 if bad is not None else 0, PAIRING_RANK.get(pairing.evidence, 0) if pairing is not None else 0)
+    if pairing is None or pairing.evidence in DECLARED_LEVELS:
+        rank = 0
+    else:
+        declares = getattr(candidate.release, "declares", None)  # tested here inside its own declaration: still what pip installs
+        rank = 0 if declares is not None and pairing.evidence == "tested-here" and declares(torch.version) else PAIRING_RANK.get(pairing.evidence, 0)
+    return (1 if bad is not None else 0, rank)
 
 
 def set_standing(picks: Mapping[Component, Candidate]) -> tuple[int, int]:

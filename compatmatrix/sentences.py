@@ -99,6 +99,12 @@ def pairing_phrase(pairing: Pairing, detail: bool = False) -> str:
     ``detail``: with the note of a report that could not be verified."""
     if pairing.evidence == "built-for":
         return "built for it"
+    if pairing.evidence == "pinned":
+        return "its METADATA pins it"
+    if pairing.evidence == "declared":
+        return f"declared only: {pairing.provenance.note}" if detail else "declared only: its METADATA's range admits it, no source verified the pair"
+    if pairing.evidence == "verified":
+        return f"declared and verified ({sources_text(pairing.provenance.sources)})"
     if pairing.evidence == "reported-working":
         if pairing.provenance.verified:
             caveat = ""
@@ -185,10 +191,19 @@ def unlisted_sentence(release: UnlistedRelease, torch: Optional[Version]) -> str
 
 
 def _companion_pin(release: Any) -> str:
+    """What a torchvision/torchaudio release declares of torch, in its own terms: "pins torch 2.14.0" only for an exact
+    pin; "declares torch>=2.14.0" for a floor or a range; "declares no torch"."""
     if isinstance(release, UnlistedRelease):
         return (f"is not in the matrix, and its line's listed releases pin torch {'.'.join(map(str, release.series))}.*" if release.series is not None
                 else "is not in the matrix")
-    return f"pins torch {release.torch}"
+    return declaration_phrase(release)
+
+
+def declaration_phrase(release: Any) -> str:
+    if release.torch is not None:
+        return f"pins torch {release.torch}"
+    requirement = release.requirement
+    return "declares no torch" if requirement is None else f"declares torch{range_text(requirement)}"
 
 
 def known_bad_phrase(entry: KnownBad) -> str:
@@ -263,6 +278,9 @@ def rejection_sentence(rejection: Rejection) -> str:
     if isinstance(cause, GlibcTooOld):
         floors = "; ".join(f"{w.host}: glibc >= {w.glibc_min}" for w in cause.wheels)
         return f"{component.label} {version}'s wheels for this Python need a newer glibc than {cause.platform.tag} has ({cause.platform.glibc_text}; {floors})"
+    if isinstance(cause, RequiresPython) and cause.release:
+        target = f"Python {cause.python}" if cause.python is not None else "this Python"
+        return f"{component.label} {version} requires Python {range_text(cause.spec)} (its Requires-Python), which excludes {target}"
     if isinstance(cause, RequiresPython):
         return f"{component.distribution} {cause.line}.* requires Python {cause.spec}"
     if isinstance(cause, MissingFeature):
@@ -350,11 +368,14 @@ def _unverified(item: x.UnverifiedNote) -> str:
 
 def _pairing_note(item: x.PairingNote) -> str:
     candidate = item.candidate
+    if item.pairing.evidence in ("declared", "verified"):  # inside its own floor or range: what pip installs, said as such
+        return (f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing, detail=True)}. "
+                f"Settle it: compat matrix verify {candidate.component.distribution}=={candidate.version} --with torch=={item.pairing.torch}.")
     if item.pairing.tested:  # compat matrix verify tried it here: the record is the note (nothing left to settle)
         built = f" (it is built for torch {item.built_for})" if item.built_for is not None else ""
         return f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing)}{built}."
     if item.built_for is None:  # a companion that declares no torch requirement
-        nearest = (f"; the nearest verified (built-for) pairing: {nearest_verified(candidate.component, item.nearest[1], item.nearest[0], item.partner)}"
+        nearest = (f"; the nearest verified (pinned) pairing: {nearest_verified(candidate.component, item.nearest[1], item.nearest[0], item.partner)}"
                    if item.nearest is not None else "")
         return (f"{candidate} with torch {item.pairing.torch}: {pairing_phrase(item.pairing)} ({item.pairing.provenance.note}){nearest}. "
                 f"Settle it: compat matrix verify {candidate.component.distribution}=={candidate.version} --with torch=={item.pairing.torch}.")
@@ -370,6 +391,11 @@ def _weaker(pairing: Optional[Pairing], bad: Optional[KnownBad]) -> str:
     if pairing is None:
         return "its pairing is less well known"
     return "unverified: no source says whether this pair works" if pairing.evidence == "unverified" else pairing_phrase(pairing)
+
+
+def _python_undecided(item: x.PythonUndecidedNote) -> str:
+    return (f"{item.candidate} requires Python {range_text(item.spec)} (its Requires-Python): undecided for Python {item.python}, whose "
+            f"{item.python}.x releases it admits only in part; pass the full version (--python-version {item.python}.N) or --python PATH to decide.")
 
 
 def _weaker_pairing(why: x.WeakerPairing) -> str:
@@ -488,6 +514,7 @@ def _writers() -> dict[type, Callable[[Any], str]]:
             f"Pin torch=={item.built_for} to match the build exactly."
         ),
         x.PairingNote: _pairing_note,
+        x.PythonUndecidedNote: _python_undecided,
         x.KnownBadNote: lambda item: f"{item.candidate}: {known_bad_phrase(item.known_bad)}.",
         x.IsaFloorNote: lambda item: (
             f"{item.candidate} {isa_phrase(item.floor)}: it does not run on CPUs without them "

@@ -26,6 +26,11 @@ LINUX = Platform.from_tag("linux_x86_64")
         ("transformers-5.0.0-py3-none-any.whl", "3.10", None, True),
         ("torch-2.7.0-cp311-cp311-macosx_11_0_arm64.whl", "3.11", None, False),
         ("torch-2.7.0-cp311-cp311-manylinux_2_28_aarch64.whl", "3.11", None, False),
+        # packaging.tags (issue 30): a py3-none platform wheel (torchvision 0.29.2, torchaudio 2.11.1), a free-threaded build
+        ("torchvision-0.29.2-py3-none-manylinux_2_28_x86_64.whl", "3.13", (2, 28), True),
+        ("torchvision-0.29.2-py3-none-manylinux_2_28_x86_64.whl", "3.13", (2, 17), False),
+        ("torch-2.15.0-cp313-cp313t-manylinux_2_28_x86_64.whl", "3.13", (2, 28), False),
+        ("x-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "3.11", (2, 17), True),
     ],
 )
 def test_wheel_fits(filename, python, glibc, fits):

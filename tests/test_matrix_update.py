@@ -325,15 +325,20 @@ def test_python_coverage_and_floor_from_tags():
     assert harvest_mod.glibc_floor(abi3) == Version("2.17")
 
 
-def test_declared_torch_floor_pairs_unverified_and_no_declaration_pins_nothing():
-    floor = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchvision\nRequires-Dist: torch (>=2.14.0)\n\n")
-    torch, verified, note = harvest_mod._companion_torch(Component.TORCHVISION, Version("0.29.2"), floor, {Version("2.14.0")}, "src")
-    assert torch == Version("2.14.0") and not verified and "floor" in note
+def test_declared_torch_floor_is_harvested_as_declared_and_no_declaration_pins_nothing():
+    """Issue 30: torchaudio 2.11.1's `torch>=2.11` was recorded as "torch 2.11" (a pin); now a floor or a range is kept as
+    declared (torch_requires), Requires-Python as written, an exact pin is `torch`."""
+    floor = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchvision\nRequires-Python: >=3.10,!=3.14.1\nRequires-Dist: torch (>=2.14.0)\n\n")
+    fields, verified, note = harvest_mod._companion_torch(Component.TORCHVISION, Version("0.29.2"), floor, {Version("2.14.0")}, "src")
+    assert fields == {"torch_requires": ">=2.14.0", "requires_python": "!=3.14.1,>=3.10"} and verified and "floor" in note
+    audio = harvest_mod.read_metadata("Metadata-Version: 2.4\nName: torchaudio\nVersion: 2.11.1\nRequires-Python: >=3.10\nRequires-Dist: torch>=2.11\n\n")
+    fields, _, _ = harvest_mod._companion_torch(Component.TORCHAUDIO, Version("2.11.1"), audio, {Version("2.11.0")}, "src")
+    assert fields == {"torch_requires": ">=2.11", "requires_python": ">=3.10"}  # not "torch 2.11"
     none = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchaudio\n\n")
-    torch, _, note = harvest_mod._companion_torch(Component.TORCHAUDIO, Version("2.11.0"), none, {Version("2.11.0")}, "src")
-    assert torch is None and "no torch requirement" in note
+    fields, _, note = harvest_mod._companion_torch(Component.TORCHAUDIO, Version("2.11.0"), none, {Version("2.11.0")}, "src")
+    assert fields == {} and "no torch requirement" in note
     exact = harvest_mod.read_metadata("Metadata-Version: 2.1\nName: torchvision\nRequires-Dist: torch==2.7.0+cpu\n\n")
-    assert harvest_mod._companion_torch(Component.TORCHVISION, Version("0.22.0"), exact, {Version("2.7.0")}, "src")[:2] == (Version("2.7.0"), True)
+    assert harvest_mod._companion_torch(Component.TORCHVISION, Version("0.22.0"), exact, {Version("2.7.0")}, "src")[:2] == ({"torch": "2.7.0"}, True)
 
 
 def test_a_companion_that_declares_no_torch_is_written_without_one_where_the_model_takes_it(monkeypatch, matrix):

@@ -84,18 +84,20 @@ def test_a_tested_break_refuses_the_pairing_and_cites_the_test():
 
 
 def test_a_working_test_admits_a_torch_the_release_does_not_pin():
-    """torchvision 0.29.1 declares torch>=2.14.0 (paired with 2.14.0): tried with 2.14.1 and working, the rules admit it."""
-    release = load_matrix().release(Component.TORCHVISION, Version("0.29.1"))
-    assert not fits(Component.TORCHVISION, release, Version("0.29.1"), Component.TORCH, T2141)
-    matrix = with_records(record_of(Component.TORCHVISION, "0.29.1", "2.14.1"))
-    assert fits(Component.TORCHVISION, matrix.release(Component.TORCHVISION, Version("0.29.1")), Version("0.29.1"), Component.TORCH, T2141)
+    """torchvision 0.28.0 pins torch 2.13.0: tried with 2.14.1 and working, the rules admit it (torchvision 0.29.1's floor
+    torch>=2.14.0 admits 2.14.1 without any test: a floor is not a pin)."""
+    assert fits(Component.TORCHVISION, load_matrix().release(Component.TORCHVISION, Version("0.29.1")), Version("0.29.1"), Component.TORCH, T2141)
+    release = load_matrix().release(Component.TORCHVISION, Version("0.28.0"))
+    assert not fits(Component.TORCHVISION, release, Version("0.28.0"), Component.TORCH, T2141)
+    matrix = with_records(record_of(Component.TORCHVISION, "0.28.0", "2.14.1"))
+    assert fits(Component.TORCHVISION, matrix.release(Component.TORCHVISION, Version("0.28.0")), Version("0.28.0"), Component.TORCH, T2141)
 
 
 def test_a_tested_break_never_overrides_the_torch_a_release_is_built_for():
     """PyPI's torchvision 0.28.0 next to the +cpu torch 2.13.0 fails (another build): the pin to 2.13.0 stays."""
     matrix = with_records(record_of(Component.TORCHVISION, "0.28.0", "2.13.0", works=False))
     release = matrix.release(Component.TORCHVISION, Version("0.28.0"))
-    assert release.pairing_with(T2130) is None  # ungraded: built for it
+    assert release.pairing_with(T2130).evidence == "pinned"  # its METADATA pins it: the pin decides
     assert fits(Component.TORCHVISION, release, Version("0.28.0"), Component.TORCH, T2130)
 
 

@@ -50,7 +50,8 @@ OLD_LINES = {
                     {"torch": "2.14.1+cpu", "transformers": "5.20.2", "accelerate": "1.15.0"}),
     "2.7 on 3.11": ("11", {"torch": "2.7.0", "intel-extension-for-pytorch": "2.7.0", "oneccl-bind-pt": "2.7.0", "transformers": "5.0.0",
                            "accelerate": "1.12.0", "torchaudio": "2.7.0"},
-                    {"torch": "2.10.0+cpu", "torchaudio": "2.10.0+cpu", "transformers": "5.24.0", "accelerate": "1.15.0"}),
+                    # torchaudio 2.11.1 declares torch>=2.11 (a floor): the newest torch, as pip takes it (issue 30; was 2.10.0)
+                    {"torch": "2.15.0+cpu", "torchaudio": "2.11.1+cpu", "transformers": "5.24.0", "accelerate": "1.15.0"}),
 }
 
 
@@ -103,7 +104,7 @@ def test_dry_run_answers_in_a_new_process_on_a_metadata_environment(tmp_path):
             f"c, d = run_migrate(MigrateOptions(python={str(python)!r}, dry_run=True, command=tuple(sys.argv[1:]))); print(json.dumps(d))")
     done = subprocess.run([sys.executable, "-c", code, *QA], capture_output=True, text=True, timeout=120, env=base_env(), cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout)["install"]["torch"] == "2.10.0+cpu"
+    assert json.loads(done.stdout)["install"]["torch"] == "2.15.0+cpu"
 
 
 def test_pins_from_a_requirements_file(tmp_path):

@@ -75,7 +75,12 @@ def binary_candidates(name, python, spec, glibc=None):
         # build everywhere); a pin takes a yanked one anyway
         security = any(w.get("yanked", False) and "security" in w.get("yanked_reason", "").lower() for w in wheels(entry))
         # a torchvision/torchaudio release that declares no torch (torchaudio 2.11.0) is taken only when pinned
-        undeclared = name in ("torchvision", "torchaudio") and "torch" not in entry
+        undeclared = name in ("torchvision", "torchaudio") and "torch" not in entry and "torch_requires" not in entry
+        # a binary's own Requires-Python (torchvision 0.29.2: >=3.10,!=3.14.1): for X.Y alone it rules the release out only
+        # when it admits no X.Y.z at all (an exclusion inside the line leaves it undecided, and in)
+        requires = entry.get("requires_python")
+        if requires and not any(SpecifierSet(requires).contains(Version(f"{python}.{z}")) for z in range(0, 40)):
+            continue
         if found and (pinned(spec) or not (security or undeclared or all(w.get("yanked", False) for w in found))):
             out.append((version, entry))
     return sorted(out, key=lambda item: item[0], reverse=True)
@@ -102,8 +107,10 @@ def device_build(name, version, label) -> bool:
 
 def evidence_rank(name, entry, torch) -> int:
     """oneccl_bind_pt: 0 built for this torch, 1 a [[pairing]] reported working, 2 unverified (same series). Others: 0."""
-    if name in ("torchvision", "torchaudio") and "torch" not in entry:
+    if name in ("torchvision", "torchaudio") and "torch" not in entry and "torch_requires" not in entry:
         return RANK["unverified"]  # declares no torch: unverified with any
+    # a pin, or a floor / range the torch is inside: what the release declares, ranked as pip takes it (never holding
+    # torch back below what pip would install)
     if name != "oneccl-bind-pt":
         return 0
     if torch == Version(entry["torch"]):
@@ -123,8 +130,8 @@ def is_known_bad(name, version, torch, torch_label) -> bool:
 def library_candidates(name, python, spec, features):
     out = []
     for line in RAW[name]:
-        requires = line.get("requires_python")
-        if requires and not SpecifierSet(requires).contains(Version(f"{python}.0")):
+        requires = line.get("requires_python")  # out only when it admits no X.Y.z (>=3.6.2 leaves 3.6 undecided, and in)
+        if requires and not any(SpecifierSet(requires).contains(Version(f"{python}.{z}")) for z in range(0, 40)):
             continue
         for text in line["versions"]:
             version = Version(text)
@@ -147,8 +154,10 @@ def fits(name, entry, version, chosen) -> bool:
     if name == "oneccl-bind-pt":  # the major.minor it is built for (C++ ABI), minus documented breaks
         breaks = {Version(p["torch"]) for p in entry.get("pairing", []) if p["evidence"] == "documented-break"}
         return torch.release[:2] == Version(entry["torch"]).release[:2] and torch not in breaks
-    if name in ("torchvision", "torchaudio"):  # each release pins exactly one torch, or declares none (any, unverified)
-        return "torch" not in entry or torch == Version(entry["torch"])
+    if name in ("torchvision", "torchaudio"):  # an exact pin, a floor or range (torch_requires), or none (any, unverified)
+        if "torch" in entry:
+            return torch == Version(entry["torch"])
+        return "torch_requires" not in entry or SpecifierSet(entry["torch_requires"]).contains(torch, prereleases=True)
     if entry.get("torch_min") and torch < Version(entry["torch_min"]):
         return False
     if name == "accelerate" and "transformers" in chosen:
@@ -334,9 +343,10 @@ def test_conflicts_are_explained_and_alternatives_really_resolve(matrix, args):
         ("3.13", ["torch", "transformers", "accelerate"]),
         ("3.14", ["torch", "intel-extension-for-pytorch"]),
         ("3.11", ["torch==2.7.0", "torchvision", "torchaudio"]),
-        ("3.11", ["torch", "torchaudio"]),  # torchaudio stops at 2.10.0: torch 2.11 and later have no partner
+        ("3.11", ["torch", "torchaudio"]),  # torchaudio 2.11.1 declares torch>=2.11: the newest torch
+        ("3.14", ["torch", "torchvision"]),  # Requires-Python !=3.14.1: undecided for 3.14, kept
         ("3.9", ["torch==1.9.0", "torchvision", "torchaudio"]),  # torchaudio 0.9.0: PyPI only
-        ("3.15", ["torch", "torchvision"]),  # no torchvision for torch 2.15 / Python 3.15
+        ("3.15", ["torch", "torchvision"]),  # torchvision 0.29.2 (py3-none, torch>=2.14.0) with torch 2.15.0
         ("3.13", ["torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "torchvision", "torchaudio", "transformers", "accelerate"]),
         ("3.10", ["torch==2.5.1", "oneccl-bind-pt"]),  # reported working
         ("3.9", ["torch==1.13.1", "oneccl-bind-pt"]),  # unverified, allowed

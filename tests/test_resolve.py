@@ -413,13 +413,14 @@ def test_companions_pin_exactly_one_torch(matrix, python, requirements, expected
             assert (pick.host.id, pick.local_label) == (outcome.picks[T].host.id, outcome.picks[T].local_label) == ("pytorch-cpu", "+cpu")
 
 
-def test_with_torchvision_and_torchaudio_takes_the_newest_torch_both_pin(matrix):
+def test_with_torchvision_and_torchaudio_takes_the_newest_torch_the_declarations_allow(matrix):
+    """Issue 30: torchvision 0.29.2 declares torch>=2.14.0 and torchaudio 2.11.1 torch>=2.11 (floors, not pins): the newest
+    torch they allow is taken, as pip and uv take it (the old code read each floor as a pin and answered torch 2.10.0)."""
     outcome = resolve(matrix, make_request(matrix, "3.11", with_=("torchvision", "torchaudio")))
-    assert versions(outcome) == {"torch": "2.10.0", "torchvision": "0.25.0", "torchaudio": "2.10.0"}
-    assert outcome.reasons[0].startswith(
-        "torch 2.10.0: 7 newer releases ruled out; the next, 2.11.0: no allowed torchaudio release pairs with it "
-        "(torchaudio 2.10.0 pins torch 2.10.0, not torch 2.11.0)"
-    )
+    assert versions(outcome) == {"torch": "2.15.0", "torchvision": "0.29.2", "torchaudio": "2.11.1"}
+    declared = [n for n in outcome.notes if "declared only" in n]
+    assert len(declared) == 2 and all("Requires-Dist: torch>=" in n for n in declared)
+    assert not any("pins torch" in line for line in outcome.reasons + outcome.notes)
 
 
 def test_old_torchaudio_comes_from_pypi_next_to_the_cpu_torch(matrix):
@@ -430,12 +431,21 @@ def test_old_torchaudio_comes_from_pypi_next_to_the_cpu_torch(matrix):
 
 
 def test_a_torch_without_torchvision_is_explained(matrix):
-    outcome = resolve(matrix, make_request(matrix, "3.12", "torch==2.14.1", "torchvision"))
+    outcome = resolve(matrix, make_request(matrix, "3.12", "torch==2.13.0", "torchvision==0.29.2"))
     assert isinstance(outcome, Conflict)
-    assert outcome.reasons[0] == "torchvision 0.29.2 pins torch 2.14.0; you asked for torch==2.14.1."
-    assert "No torchvision release in the matrix pairs with torch 2.14.1." in outcome.reasons
-    assert outcome.alternatives[0].change == "change torch==2.14.1 to torch==2.14.0"
+    assert outcome.reasons[0] == "torchvision 0.29.2 declares torch>=2.14.0; you asked for torch==2.13.0."
+    assert outcome.alternatives[0].change == "change torch==2.13.0 to torch==2.14.0"  # the nearest torch it declares
     assert versions(outcome.alternatives[0].resolution) == {"torch": "2.14.0", "torchvision": "0.29.2"}
+
+
+def test_a_torch_above_a_floor_pairs_as_declared(matrix):
+    """torch 2.15.0 with torchvision 0.29.2 (torch>=2.14.0) is a set, its pairing marked as resting on the declaration."""
+    outcome = resolve(matrix, make_request(matrix, "3.11", "torch==2.15.0", "torchvision==0.29.2", profile="stock"))
+    assert isinstance(outcome, Resolution), outcome.reasons
+    assert versions(outcome)["torchvision"] == "0.29.2"
+    from compatmatrix.rules import pairing_evidence
+
+    assert pairing_evidence(outcome.picks[Component.TORCHVISION].release, Version("2.15.0")).evidence == "declared"
 
 
 def test_companions_with_the_full_stack(matrix):

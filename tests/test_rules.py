@@ -121,7 +121,7 @@ def test_pair_rejections_name_rule_evidence_and_source(matrix):
     assert problem_with(CCL, unchecked, unchecked.version, T, Version("1.13.0")).evidence == "unverified"
     assert problem_with(CCL, ccl.release, ccl.version, T, Version("1.12.1")) == rejected
     vision_rejected = pair_problem(vision, torch)
-    assert (vision_rejected.rule.name, vision_rejected.evidence) == ("torchvision-torch", "built-for")
+    assert (vision_rejected.rule.name, vision_rejected.evidence) == ("torchvision-torch", "pinned")
     assert sentences.rejected_sentence(vision_rejected) == "torchvision 0.13.0 pins torch 1.12.0, not torch 1.12.1"
     ipex = matrix.ipex_release(Version("2.8.0"))
     guard = problem_with(IPEX, ipex, ipex.version, T, Version("2.9.0"))

@@ -47,7 +47,7 @@ def test_a_pin_beyond_the_matrix_answers_a_set_and_names_what_is_missing(matrix)
     for fact in ("pairing with torch", "Python coverage", "glibc floor", "unverified", "compat matrix update",
                  f"compat matrix verify torchvision==0.99.0 --with torch=={outcome.picks[T].version}"):
         assert fact in text, (fact, text)
-    nearest = max(matrix.versions(TV))
+    nearest = max(v for v in matrix.versions(TV) if matrix.release(TV, v).torch is not None)  # a floor is no verified pairing
     assert f"the nearest verified pairing: torch {matrix.release(TV, nearest).torch} with torchvision {nearest}" in text
     assert not any("newest torchvision in the matrix" in r for r in outcome.reasons)
 
@@ -196,7 +196,7 @@ def test_a_companion_declaring_no_torch_pairs_unverified_with_any_torch(no_torch
     found = warned["packages.torchaudio-torch"]
     assert found["status"] == "warn" and "unverified" in found["summary"]
     assert any("declares no torch requirement" in e for e in found["evidence"])
-    assert any(e.startswith("the nearest verified (built-for) pairing: torch ") for e in found["evidence"])
+    assert any(e.startswith("the nearest verified (pinned) pairing: torch ") for e in found["evidence"])
     outcome = resolve(matrix, make_request(matrix, "3.11", "torchaudio==9.0.0", profile="stock"))
     assert isinstance(outcome, Resolution)
     assert any("torchaudio 9.0.0 with torch" in n and "unverified" in n and "nearest verified" in n for n in outcome.notes), outcome.notes

@@ -28,6 +28,7 @@ from ..sentences import (
     absent_nearest,
     absent_phrase,
     ccl_torch_phrase,
+    declaration_phrase,
     device_build_fix,
     device_build_sentence,
     ipex_torch_phrase,
@@ -324,25 +325,30 @@ def _companion(ctx: Context, component: Component) -> Finding:
                else f"Uninstall {package}, or install the torch it was tested to work with.")
         return Finding(cid, Status.FAIL, f"{package} {release.version} does not work with torch {torch}: tested here, it breaks",
                        (pairing.provenance.note, f"source: {pairing.provenance.sources[0]}"), fix)
+    source = f"source: {release.provenance.sources[0]}" if release.provenance.sources else "source: the matrix"
+    if pairing is not None and pairing.evidence == "pinned":
+        return Finding(cid, Status.PASS, f"{package} {release.version} pins torch {torch}", (source,))
+    if pairing is not None and pairing.evidence in ("declared", "verified"):  # inside its own floor or range: pip installs it
+        return Finding(cid, Status.PASS, f"{package} {release.version} with torch {torch}: {pairing_phrase(pairing)}", (pairing.provenance.note, source))
     if pairing is not None:  # declares no torch requirement, nothing curated: unverified, as the resolver grades it
         pinned = nearest_pinned(ctx.matrix, component, release.version)
         evidence = (f"{package} {release.version}: {pairing.provenance.note}",
-                    *((f"the nearest verified (built-for) pairing: {nearest_verified(component, pinned[1], pinned[0], None)}",) if pinned is not None else ()))
+                    *((f"the nearest verified (pinned) pairing: {nearest_verified(component, pinned[1], pinned[0], None)}",) if pinned is not None else ()))
         return Finding(cid, Status.WARN, f"{package} {release.version} with torch {torch}: {pairing_phrase(pairing)}", evidence,
                        f"Settle it: compat matrix verify {package}=={release.version} --with torch=={torch}.")
-    if _fits_torch(component, release, torch):
-        return Finding(cid, Status.PASS, f"{package} {release.version} pins torch {torch}")
-    partner = next((r for r in ctx.matrix.releases[component] if _fits_torch(component, r, torch)), None)
-    fix = f"pip install {package}=={partner.version}" if partner else f"No {package} release pins torch {torch}; uninstall it or pip install torch=={release.torch}"
-    return Finding(cid, Status.FAIL, f"{package} {release.version} pins torch {release.torch}, but torch {torch} is installed", (f"source: {release.provenance.sources[0]}",), fix)
+    partner = next((r for r in ctx.matrix.releases[component] if getattr(r, "requirement", None) is not None and _fits_torch(component, r, torch)), None)
+    declared = declaration_phrase(release)
+    wanted = (f"pip install torch=={release.torch}" if release.torch is not None else f"pip install 'torch{range_text(release.requirement)}'")
+    fix = f"pip install {package}=={partner.version}" if partner else f"No {package} release declares torch {torch}; uninstall it or {wanted}"
+    return Finding(cid, Status.FAIL, f"{package} {release.version} {declared}, but torch {torch} is installed", (source,), fix)
 
 
-@check("packages.torchvision-torch", "torchvision pins the installed torch")
+@check("packages.torchvision-torch", "torchvision declares the installed torch (its pin, floor or range)")
 def torchvision_torch(ctx: Context) -> Finding:
     return _companion(ctx, Component.TORCHVISION)
 
 
-@check("packages.torchaudio-torch", "torchaudio pins the installed torch")
+@check("packages.torchaudio-torch", "torchaudio declares the installed torch (its pin, floor or range)")
 def torchaudio_torch(ctx: Context) -> Finding:
     return _companion(ctx, Component.TORCHAUDIO)
 

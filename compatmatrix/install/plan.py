@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,6 @@ from ..resolve import Resolution
 from ..target import Platform
 from .indexes import IndexLocation, Link
 
-_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_x86_64$")
 _LEGACY_MANYLINUX = {"manylinux1_x86_64": (2, 5), "manylinux2010_x86_64": (2, 12), "manylinux2014_x86_64": (2, 17)}
 
 
@@ -33,26 +33,36 @@ def glibc_of(text: str) -> Optional[tuple[int, int]]:
 
 
 def wheel_fits(filename: str, target: WheelTarget) -> bool:
+    """Does the wheel install on the target (Linux x86_64, its CPython, its glibc)?  Its tags against the target's
+    supported tags as ``packaging.tags`` lists them (:func:`supported_tags`), the way pip and uv decide."""
     try:
         _, _, _, tags = parse_wheel_filename(filename)
     except (InvalidWheelFilename, InvalidVersion):
         return False
-    cp = f"cp{target.python.major}{target.python.minor}"
-    for tag in tags:
-        interpreter_ok = tag.interpreter in (cp, f"py{target.python.major}", f"py{target.python.major}{target.python.minor}")
-        abi3_ok = tag.abi == "abi3" and tag.interpreter.startswith("cp3") and int(tag.interpreter[3:] or 0) <= target.python.minor
-        abi_ok = tag.abi in ("none", cp) or abi3_ok or (target.python.minor <= 7 and tag.abi == cp + "m")  # CPython <= 3.7 ABI tags end in m
-        if not (interpreter_ok or abi3_ok) or not abi_ok:
-            continue
-        if tag.platform == "any" or tag.platform == "linux_x86_64":
-            return True
-        level = _LEGACY_MANYLINUX.get(tag.platform)
-        match = _MANYLINUX.match(tag.platform)
-        if match:
-            level = (int(match.group(1)), int(match.group(2)))
-        if level is not None and (target.glibc is None or level <= target.glibc):
-            return True
-    return False
+    return not supported_tags(target).isdisjoint(tags)
+
+
+#: The newest glibc minor a target of unknown glibc is taken to have (any manylinux level is taken).
+_ANY_GLIBC = (2, 99)
+
+
+@functools.lru_cache(maxsize=32)
+def supported_tags(target: WheelTarget) -> frozenset:
+    """The wheel tags a target takes, by ``packaging.tags``: ``cpython_tags`` (its ABI, abi3 of older CPythons, none)
+    and ``compatible_tags`` (py3-none, any) for the platforms its glibc meets: ``manylinux_2_M_x86_64`` from its glibc
+    down to 2.5, the legacy aliases (manylinux2014/2010/1) where their level fits, and ``linux_x86_64``. CPython <= 3.7
+    ABIs end in ``m``. (This replaced a hand-written tag matcher: tags, ABIs and manylinux levels as packaging reads them.)"""
+    from packaging import tags
+
+    major, minor = target.python.major, target.python.minor
+    top = target.glibc or _ANY_GLIBC
+    platforms = [f"manylinux_{top[0]}_{m}_x86_64" for m in range(top[1], 4, -1)]
+    platforms += [name for name, level in _LEGACY_MANYLINUX.items() if level <= top]
+    platforms.append("linux_x86_64")
+    abi = f"cp{major}{minor}" + ("m" if (major, minor) <= (3, 7) else "")
+    supported = set(tags.cpython_tags((major, minor), abis=[abi], platforms=platforms))
+    supported.update(tags.compatible_tags((major, minor), f"cp{major}{minor}", platforms))
+    return frozenset(supported)
 
 
 def _specificity(filename: str) -> int:

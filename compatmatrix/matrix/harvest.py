@@ -207,29 +207,40 @@ class Declared(Record):
 
 
 def read_metadata(text: str) -> Declared:
-    """The partner requirements of a METADATA file (RFC 822 headers); unreadable lines are skipped."""
-    from email.parser import HeaderParser  # here: the overlay's merge (every command) needs none of this
-
+    """The partner requirements of a METADATA file, read by ``packaging.metadata.parse_email`` (the core-metadata fields
+    as packaging reads them: any Metadata-Version, folded headers); unreadable requirements are skipped. Which extra a
+    requirement belongs to is its marker, evaluated by packaging (``extra == "torch"``), not matched as text."""
+    from packaging.metadata import parse_email  # here: the overlay's merge (every command) needs none of this
     from packaging.requirements import InvalidRequirement, Requirement
 
-    headers = HeaderParser().parsestr(text, headersonly=True)
+    raw, _ = parse_email(text)
     torch = extra_torch = extra_accelerate = None
-    for line in headers.get_all("Requires-Dist") or []:
+    for line in raw.get("requires_dist", []):
         try:
             requirement = Requirement(str(line))
         except InvalidRequirement:
             continue
         name = requirement.name.lower().replace("_", "-")
-        marker = str(requirement.marker or "")
-        in_torch_extra = bool(re.search(r"""extra\s*==\s*["']torch["']""", marker))
-        if name == "torch" and not marker:
+        marker = requirement.marker
+        in_torch_extra = marker is not None and _in_extra(marker, "torch")
+        if name == "torch" and marker is None:
             torch = requirement.specifier
         elif name == "torch" and in_torch_extra:
             extra_torch = requirement.specifier
         elif name == "accelerate" and in_torch_extra:
             extra_accelerate = requirement.specifier
-    requires = headers.get("Requires-Python")
+    requires = raw.get("requires_python")
     return Declared(torch, extra_torch, extra_accelerate, str(requires) if requires else None)
+
+
+def _in_extra(marker: Any, extra: str) -> bool:
+    """Is a requirement with this marker asked for by ``extra`` alone (true with it, false without)?"""
+    from packaging.markers import UndefinedEnvironmentName
+
+    try:
+        return bool(marker.evaluate({"extra": extra})) and not marker.evaluate({"extra": ""})
+    except (UndefinedEnvironmentName, ValueError, TypeError):
+        return False
 
 
 def _floor(spec: Optional[SpecifierSet]) -> Optional[Version]:
@@ -345,21 +356,36 @@ UNPINNED_COMPANIONS = "Optional" in str(CompanionRelease.__annotations__.get("to
 
 
 def _companion_torch(component: Component, version: Version, declared: Optional[Declared], torch_versions: set[Version],
-                     source: str) -> tuple[Optional[Version], bool, str]:
-    """(torch, verified, note) of a companion release the matrix lacks: the exact pin its METADATA declares (built-for);
-    a floor (``torch>=2.14.0``) pairs it with that floor, any other torch unverified; no declaration at all: None (the
-    release pairs ``unverified`` with any torch, as the model reads a companion without ``torch``)."""
+                     source: str) -> tuple[dict[str, str], bool, str]:
+    """(fields, verified, note) of a companion release the matrix lacks, from what its METADATA declares, as declared:
+    an exact pin is ``torch`` (pinned); a floor or a range is ``torch_requires`` (every torch inside it ``declared``, none
+    verified); no declaration at all leaves both out (the release pairs ``unverified`` with any torch). Its
+    Requires-Python goes into ``requires_python`` as written."""
     if declared is None:
-        return None, False, f"its METADATA could not be read; the torch it goes with is unknown ({source})"
+        return {}, False, f"its METADATA could not be read; the torch it goes with is unknown ({source})"
+    fields: dict[str, str] = {}
+    if declared.requires_python and _spec(declared.requires_python) is not None:
+        fields["requires_python"] = str(_spec(declared.requires_python))
     exact = _exact(declared.torch)
     if exact is not None:
-        exact = Version(exact.public)
-        return exact, True, f"METADATA declares Requires-Dist: torch=={exact} ({source})"
-    floor = _floor(declared.torch)
-    if floor is not None:
-        return floor, False, (f"METADATA declares Requires-Dist: torch {declared.torch}: a floor, not an exact pin; paired with "
-                              f"torch {floor}, the floor it declares; any other torch is unverified ({source})")
-    return None, True, f"METADATA declares no torch requirement: no torch is pinned, every pairing is unverified until curated ({source})"
+        fields["torch"] = str(Version(exact.public))
+        return fields, True, f"METADATA declares Requires-Dist: torch=={fields['torch']} ({source})"
+    if declared.torch is not None and str(declared.torch):
+        fields["torch_requires"] = str(declared.torch)
+        return fields, True, (f"METADATA declares Requires-Dist: torch{declared.torch}: a floor or a range, kept as declared: every torch "
+                              f"it admits pairs as declared, none verified ({source})")
+    return fields, True, f"METADATA declares no torch requirement: no torch is pinned, every pairing is unverified until curated ({source})"
+
+
+def stable_abi_fact(files: Iterable[RegistryFile]) -> str:
+    """What a release's Linux x86_64 wheel tags say of a stable ABI: "a py3-none wheel", "abi3 wheels"; "" for neither
+    (a ``*_stable.so`` inside a wheel is not on the page: curate it from the wheel's file list)."""
+    tags = {t for f in linux_files(files) for t in (wheel_of(f.filename) or ("", "", ()))[2]}
+    if any(t.interpreter.startswith("py3") and t.abi == "none" for t in tags):
+        return "a py3-none wheel"
+    if any(t.abi == "abi3" for t in tags):
+        return "abi3 wheels"
+    return ""
 
 
 def harvest(matrix: Matrix, pages: Mapping[Component, Sequence[ProjectPage]],
@@ -424,8 +450,11 @@ def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], 
             differ.extend(found.disagreements)
             if found.adds or found.disagreements:  # kept: every command merges it, and prints the disagreement
                 entry = {"version": str(version)}
-                if isinstance(curated, CompanionRelease):
-                    entry["torch"] = str(curated.torch)
+                if isinstance(curated, CompanionRelease):  # what it declares, as curated (a pin, a floor or range, none)
+                    if curated.torch is not None:
+                        entry["torch"] = str(curated.torch)
+                    elif curated.torch_requires is not None:
+                        entry["torch_requires"] = str(curated.torch_requires)
                 entry["source"] = next(iter(sets.values()))["source"]
                 entry["note"] = "harvested for a release the curated matrix has: the facts it lacks are added (a host's wheel set, a glibc floor), curated facts win where they disagree"
                 entry["wheels"] = list(sets.values())
@@ -456,21 +485,28 @@ def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], 
         else:
             declared_text = next((metadata.get(f.url) for _, files in hosts.values() for f in linux_files(files) if metadata.get(f.url)), None)
             declared = read_metadata(declared_text) if declared_text else None
-            torch, verified, note = _companion_torch(component, version, declared, torch_versions, source)
-            unpinned = torch is None and declared is not None
+            fields, verified, note = _companion_torch(component, version, declared, torch_versions, source)
+            unpinned = "torch" not in fields and "torch_requires" not in fields and declared is not None
             if unpinned and not UNPINNED_COMPANIONS:
                 skip.append(f"{project} {version}: not harvested: {note}; this compat's matrix model takes no torchvision/torchaudio "
                             "entry without a torch pin, so the release stays unlisted")
                 continue
-            if not unpinned and (torch is None or torch not in torch_versions):
-                why = note if torch is None else f"it goes with torch {torch}, which neither the matrix nor this read has"
-                skip.append(f"{project} {version}: not harvested: {why}")
+            if declared is None:
+                skip.append(f"{project} {version}: not harvested: {note}")
                 continue
-            if torch is not None:
-                entry["torch"] = str(torch)
+            if "torch" in fields and Version(fields["torch"]) not in torch_versions:
+                skip.append(f"{project} {version}: not harvested: it pins torch {fields['torch']}, which neither the matrix nor this read has")
+                continue
+            if "torch_requires" in fields and not any(SpecifierSet(fields["torch_requires"]).contains(t, prereleases=True) for t in torch_versions):
+                skip.append(f"{project} {version}: not harvested: it declares torch{fields['torch_requires']}, which no torch of the matrix or this read meets")
+                continue
+            entry.update(fields)
+            abi = stable_abi_fact([f for _, files in hosts.values() for f in files])
+            if abi:
+                entry["stable_abi"] = abi
             if not verified:
                 entry["verified"] = False
-            if not verified or unpinned:
+            if "torch_requires" in fields or unpinned:
                 loose.append(f"{project} {version}: {note}")
             entry["note"] = note
         entry["source"] = source

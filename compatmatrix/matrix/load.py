@@ -669,7 +669,23 @@ def _device_build(entry: _Entry, releases: dict[Component, tuple[Release, ...]])
 def _companion_release(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> CompanionRelease:
     """torchvision / torchaudio: ``[[<table>.wheels]]`` like torch, or (the short form) ``python``: the PyPI wheels."""
     version = entry.version("version")
-    torch = _known_torch(entry, "torch", torch_versions) if "torch" in entry.table else None  # none: its METADATA declares no torch requirement
+    torch = _known_torch(entry, "torch", torch_versions) if "torch" in entry.table else None  # the torch an exact pin names
+    # torch_requires: Requires-Dist: torch as the METADATA declares it (a floor, a range; a pin is `torch` alone)
+    requires = entry.optional_spec("torch_requires")
+    if requires is not None:
+        pinned = _pinned_version(requires)
+        if torch is not None and (pinned is None or pinned != torch):
+            raise entry.error("torch_requires", f"{requires} is not the pin of torch {torch} the entry names",
+                              "Give `torch` for an exact pin, `torch_requires` for a floor or a range (docs/MATRIX.md).")
+        if pinned is not None and torch is None:
+            raise entry.error("torch_requires", f"{requires} is an exact pin", f"Write it as torch = \"{pinned}\".")
+        if not any(requires.contains(t, prereleases=True) for t in torch_versions):
+            raise entry.error("torch_requires", f"{requires} admits no torch release of the matrix", "Add the [[torch]] entries it declares, or correct it.")
+    verified_with = _known_torch(entry, "verified_with", torch_versions) if "verified_with" in entry.table else None
+    if verified_with is not None and (requires is None or not requires.contains(verified_with, prereleases=True)):
+        raise entry.error("verified_with", f"{verified_with} is outside what the release declares", "Name a torch its torch_requires admits.")
+    requires_python = entry.optional_spec("requires_python")
+    stable_abi = entry.text("stable_abi", "")
     provenance = entry.provenance()
     if "python" in entry.table:
         if "wheels" in entry.table:
@@ -680,7 +696,16 @@ def _companion_release(entry: _Entry, hosts: dict[str, Host], torch_versions: se
     else:
         wheels = _wheels(entry, hosts)
     entry.done()
-    return CompanionRelease(package=table, version=version, torch=torch, wheels=wheels, provenance=provenance)
+    return CompanionRelease(package=table, version=version, torch=torch, wheels=wheels, provenance=provenance, torch_requires=requires,
+                            requires_python=requires_python, verified_with=verified_with, stable_abi=stable_abi)
+
+
+def _pinned_version(spec: SpecifierSet) -> Optional[Version]:
+    """The version an exact pin (``==X``, one specifier, no wildcard) names; None for anything else."""
+    items = list(spec)
+    if len(items) == 1 and items[0].operator == "==" and not items[0].version.endswith(".*"):
+        return Version(items[0].version)
+    return None
 
 
 def _library_line(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Version], table: str) -> LibraryLine:

@@ -97,9 +97,11 @@ COMPONENT_ORDER: tuple[Component, ...] = tuple(Component)
 #: How a pairing fact is known.  The set is open (the matrix's curation may name more); these are the
 #: levels the rules use today, with what each one means.
 EVIDENCE: dict[str, str] = {
+    "pinned": "the release's metadata requires exactly this partner (Requires-Dist: torch==X): every other one is excluded",
     "built-for": "the release's own files name this partner: it is built against exactly it (its binary, its pinned requirement)",
     "import-guard": "the release checks the partner's version when it is imported or used, and refuses others",
-    "declared": "the release's metadata states the range it needs",
+    "declared": "the release's metadata states a range the partner is in (Requires-Dist: torch>=X): pip and uv install the pair; no source says it was verified",
+    "verified": "inside the declared range and at or below the newest partner a source verified the release with",
     "reported-working": "an issue, a pull request or a vendor's CI / dependency file pins the pair and reports it working, though the release is not built for it",
     "tested-here": "compat matrix verify installed the pair on this machine and a smoke operation through the extension worked (recorded in the overlay)",
     "documented-break": "a source documents that the pair fails",
@@ -108,8 +110,12 @@ EVIDENCE: dict[str, str] = {
 
 #: The graded pairing levels, strongest first: the resolver prefers a stronger one (docs/MATRIX.md,
 #: "Evidence"); a documented break is never a pairing (the rules refuse it).
-#: ``tested-here`` (compat matrix verify ran the pair on this machine) ranks above ``unverified`` and below the sourced levels.
-PAIRING_RANK: dict[str, int] = {"built-for": 0, "reported-working": 1, "tested-here": 2, "unverified": 3}
+#: ``tested-here`` (compat matrix verify ran the pair on this machine) ranks above ``unverified`` and below the sourced levels;
+#: ``declared`` (a release's floor or range admits the torch) below it. A pairing inside a release's own declaration never
+#: holds torch back (rules.standing counts it as pinned): pip and uv install the newest torch the declarations allow.
+PAIRING_RANK: dict[str, int] = {"built-for": 0, "pinned": 0, "verified": 1, "reported-working": 1, "tested-here": 2, "declared": 3, "unverified": 4}
+#: The levels that rest on a release's own declaration (its Requires-Dist: torch): what pip obeys.
+DECLARED_LEVELS = frozenset({"pinned", "declared", "verified"})
 #: The levels a [[<table>.pairing]] entry may state (built-for is the entry's own ``torch``; unverified is the default).
 PAIRING_LEVELS = ("reported-working", "documented-break")
 
@@ -399,9 +405,13 @@ class CclRelease(_Binary, Record):
 
 
 class CompanionRelease(_Binary, Record):
-    """torchvision / torchaudio: a release pins exactly one torch (``torch``, from its METADATA), or declares no torch
-    requirement at all (``torch`` None: torchaudio 2.11.0) -- then, with no curated pairing, it pairs with every torch as
-    ``unverified``, as oneccl_bind_pt's unverified pairings do (:meth:`pairing_with`)."""
+    """torchvision / torchaudio (and any extension whose wheels declare torch): the torch it needs, as its METADATA
+    declares it (``torch_requires``, a SpecifierSet: ``==2.14.0`` a pin, ``>=2.14.0`` a floor, a range; None: it declares
+    no torch requirement, torchaudio 2.11.0). ``torch`` is the torch a pin names (the build it is made for), None for a
+    floor, a range or nothing. ``requires_python``: its Requires-Python as declared (``>=3.10,!=3.14.1``);
+    ``verified_with``: the newest torch a source verified it with (above it a pairing rests on the declaration alone);
+    ``stable_abi``: the stable-ABI fact of its wheels (a ``py3-none`` or ``abi3`` tag, a ``*_stable.so``), "" when none is
+    recorded. See :meth:`pairing_with`."""
 
     package: str
     version: Version
@@ -410,19 +420,53 @@ class CompanionRelease(_Binary, Record):
     provenance: Provenance
     known_bad: tuple[KnownBad, ...] = ()
     pairings: tuple[Pairing, ...] = ()  # torch releases tried on this machine (compat matrix verify: tested-here or a break)
+    torch_requires: Optional[SpecifierSet] = None  # Requires-Dist: torch as declared (a pin, a floor, a range); None: none
+    requires_python: Optional[SpecifierSet] = None  # Requires-Python as declared; None: not recorded
+    verified_with: Optional[Version] = None  # the newest torch a source verified it with; None: none
+    stable_abi: str = ""  # "py3-none wheel; torchvision/_C_stable.so": what says it is built for the stable ABI
 
-    requires_python = None
+    @property
+    def requirement(self) -> Optional[SpecifierSet]:
+        """What it declares of torch: ``torch_requires``, else ``==torch`` for an entry that names only the pinned torch."""
+        if self.torch_requires is not None:
+            return self.torch_requires
+        return SpecifierSet(f"=={self.torch}") if self.torch is not None else None
+
+    def declares(self, torch: Version) -> bool:
+        """Does its declaration admit ``torch`` (pip would install the pair)?  False when it declares nothing."""
+        if self.torch is not None and self.torch_requires is None:
+            return public(torch) == self.torch
+        return self.torch_requires is not None and self.torch_requires.contains(public(torch), prereleases=True)
+
+    @property
+    def is_pin(self) -> bool:
+        return self.torch is not None
 
     def pairing_with(self, torch: Version) -> Optional[Pairing]:
-        """None for the torch a release pins (ungraded: built for it, the pin decides); a pairing tried on this machine
-        (``tested-here``, or ``documented-break`` for one that failed) for any other; ``unverified`` with any torch for a
-        release that declares none; None for another torch of a release that pins one."""
-        if self.torch is not None and torch == self.torch:
-            return None
+        """How it pairs with ``torch``, from what it declares: ``pinned`` for the torch an exact pin names; for a floor or
+        range, ``verified`` at or below ``verified_with`` and ``declared`` above it; ``unverified`` with any torch for a
+        release that declares none. A pairing tried on this machine (``tested-here``, or ``documented-break`` for one
+        that failed) is the answer for any torch but a pinned one. None: the declaration excludes ``torch``."""
+        if self.torch is not None and public(torch) == self.torch:
+            return Pairing(torch, "pinned", self.provenance)
         tested = tested_pairing(self.pairings, torch)
         if tested is not None:
             return tested
-        return None if self.torch is not None else Pairing(torch, "unverified", _NO_DECLARED_TORCH)
+        if self.torch is None and self.torch_requires is None:
+            return Pairing(torch, "unverified", _NO_DECLARED_TORCH)
+        if not self.declares(torch):
+            return None
+        if self.verified_with is not None and public(torch) <= self.verified_with:
+            return Pairing(torch, "verified", self.provenance)
+        return Pairing(torch, "declared", Provenance(self.provenance.sources, False, self.declared_note(torch)))
+
+    def declared_note(self, torch: Version) -> str:
+        """"its METADATA declares Requires-Dist: torch>=2.14.0, and no source verified it with any torch; stable ABI: ..."."""
+        above = (f"above torch {self.verified_with}, the newest torch a source verified it with" if self.verified_with is not None
+                 else "no source verified it with any torch")
+        abi = f"; stable ABI: {self.stable_abi}" if self.stable_abi else ""
+        return f"its METADATA declares Requires-Dist: torch{self.requirement}, and torch {torch} is {above}{abi}" if self.verified_with is not None \
+            else f"its METADATA declares Requires-Dist: torch{self.requirement}, and {above}{abi}"
 
     @property
     def distribution(self) -> str:

@@ -280,9 +280,11 @@ def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: st
             curated_release = mine[index]
             found = compare_wheels(component, release.version, curated_release.wheels, release.wheels)
             disagreements.extend(d.sentence() for d in found.disagreements)
-            if getattr(curated_release, "torch", None) is not None and getattr(release, "torch", None) != curated_release.torch:  # type: ignore[attr-defined]
-                disagreements.append(f"{component.distribution} {release.version}: goes with torch {release.torch} per {release.provenance.sources[0]}, "  # type: ignore[attr-defined]
-                                     f"the curated matrix says torch {curated_release.torch} (the curated fact is used)")  # type: ignore[attr-defined]
+            curated_requirement = getattr(curated_release, "requirement", None)  # what a companion declares of torch: pin, floor, range
+            if curated_requirement is not None and getattr(release, "requirement", None) != curated_requirement:
+                declared = getattr(release, "requirement", None)
+                disagreements.append(f"{component.distribution} {release.version}: declares {'torch' + str(declared) if declared is not None else 'no torch'} "
+                                     f"per {release.provenance.sources[0]}, the curated matrix says torch{curated_requirement} (the curated fact is used)")
             wheels = list(curated_release.wheels)
             by_host = {w.host: i for i, w in enumerate(wheels)}
             changed = False

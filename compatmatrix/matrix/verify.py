@@ -151,12 +151,17 @@ def choose(matrix: Matrix, component: Component, version: Version, python: Versi
 
 
 def default_torch(matrix: Matrix, component: Component, version: Version) -> Version:
-    """The torch a release is built for (its pin), when --with is not given; UsageError for one that pins none."""
+    """The torch to try a release with when --with is not given: the torch it pins; for a floor or a range, the newest
+    torch of the matrix its declaration admits (the one pip would install next to it); UsageError for one that declares none."""
     release = matrix.release(component, version)
     torch = getattr(release, "torch", None)
     if isinstance(torch, Version):
         return torch
-    raise UsageError(f"{component.distribution} {version} pins no torch, so compat cannot choose one to try it with.",
+    declares = getattr(release, "declares", None)
+    admitted = [t for t in matrix.versions(Component.TORCH) if declares is not None and declares(t)]
+    if admitted:
+        return admitted[0]
+    raise UsageError(f"{component.distribution} {version} declares no torch, so compat cannot choose one to try it with.",
                      f"Pass --with torch==X, e.g. compat matrix verify {component.distribution}=={version} --with torch=={matrix.versions(Component.TORCH)[0]}.")
 
 

@@ -50,7 +50,9 @@ def _picks_json(picks: Mapping[Component, Candidate]) -> dict[str, str]:
 
 
 def _pairings_json(picks: Mapping[Component, Candidate]) -> dict[str, dict[str, Any]]:
-    """The graded pairings with torch (oneccl_bind_pt): built-for, reported-working or unverified, with their sources."""
+    """The graded pairings with torch, with their sources: oneccl_bind_pt (built-for, reported-working, unverified);
+    torchvision / torchaudio as they declare torch (pinned, declared, verified; unverified when they declare none; tested-here),
+    with the declaration itself and whether the pairing rests on it alone."""
     from ..matrix.model import COMPONENT_ORDER, Component
     from ..rules import pairing_evidence
 
@@ -62,6 +64,12 @@ def _pairings_json(picks: Mapping[Component, Candidate]) -> dict[str, dict[str, 
         if pairing is not None:
             out[component.distribution] = {"torch": str(torch.version), "evidence": pairing.evidence,  # type: ignore[union-attr]
                                            "sources": list(pairing.provenance.sources), "verified": pairing.provenance.verified}
+            requirement = getattr(pick.release, "requirement", None)  # type: ignore[union-attr]
+            if getattr(pick.release, "package", None) is not None:  # a companion: what it declares, as declared ("" none)
+                out[component.distribution]["declares"] = "" if requirement is None else str(requirement)
+                out[component.distribution]["declared_only"] = pairing.evidence == "declared"
+                if pick.release.stable_abi:  # type: ignore[union-attr]
+                    out[component.distribution]["stable_abi"] = pick.release.stable_abi  # type: ignore[union-attr]
     return out
 
 
@@ -209,8 +217,13 @@ def _release_row(component: Component, release: Any) -> dict[str, Any]:
         row.update(module=release.module, torch=str(release.torch), has_cwd=release.has_cwd, setvars=release.setvars, oneccl=release.oneccl,
                    released=release.released,
                    pairings=[{"torch": str(p.torch), "evidence": p.evidence, **_provenance_json(p.provenance)} for p in release.pairings])
-    elif hasattr(release, "torch"):  # torchvision, torchaudio: the torch they pin ("": their METADATA declares none)
-        row.update(torch=str(release.torch or ""))
+    elif hasattr(release, "torch"):  # torchvision, torchaudio: the torch they pin ("": a floor, a range or none), what they declare
+        requirement = getattr(release, "requirement", None)
+        row.update(torch=str(release.torch or ""), torch_requires=str(requirement or ""))
+        if getattr(release, "requires_python", None) is not None:
+            row.update(requires_python=str(release.requires_python))
+        if getattr(release, "package", None) is not None:
+            row.update(verified_with=str(release.verified_with or ""), stable_abi=release.stable_abi)
     row["wheels"] = _wheels_json(release.wheels)
     return row
 

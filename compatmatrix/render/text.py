@@ -114,6 +114,15 @@ def _pairings_text(row: Mapping[str, Any]) -> str:
 
 _Columns = list[tuple[str, Callable[[dict[str, Any]], str]]]
 
+def _declared(row: Mapping[str, Any]) -> str:
+    """A companion's torch as its METADATA declares it: "==2.14.0 (pin)", ">=2.14.0 (floor, stable ABI)", "none declared";
+    with its Requires-Python when it has one."""
+    requires = row.get("torch_requires", "") or (f"=={row['torch']}" if row.get("torch") else "")
+    kind = "pin" if row.get("torch") else "floor" if requires.startswith(">=") and "," not in requires else "range"
+    text = f"{requires} ({kind}{', stable ABI' if row.get('stable_abi') else ''})" if requires else "none declared"
+    return text + (f"; Python {row['requires_python']}" if row.get("requires_python") else "")
+
+
 #: The tables of ``compat matrix``: per package (its distribution name), the title and (column, cell) per column.
 _TABLES: dict[str, tuple[str, _Columns]] = {
     "torch": ("torch", [("version", lambda e: e["version"]), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
@@ -126,9 +135,9 @@ _TABLES: dict[str, tuple[str, _Columns]] = {
         ("python wheels (host: versions)", lambda e: _coverage(e["wheels"])),
         ("module", lambda e: e["module"]), ("oneCCL", lambda e: e["oneccl"])]),
     "torchvision": ("torchvision", [
-        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"] or "none declared"), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
+        ("version", lambda e: e["version"]), ("torch (declared)", lambda e: _declared(e)), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
     "torchaudio": ("torchaudio", [
-        ("version", lambda e: e["version"]), ("torch (pinned)", lambda e: e["torch"] or "none declared"), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
+        ("version", lambda e: e["version"]), ("torch (declared)", lambda e: _declared(e)), ("python wheels (host: versions)", lambda e: _coverage(e["wheels"]))]),
     "transformers": ("transformers", [
         ("line", lambda e: e["line"]), ("latest", lambda e: e["latest"]), ("requires python", lambda e: e["requires_python"]),
         ("torch >=", lambda e: e["torch_min"]), ("accelerate >=", lambda e: e["accelerate_min"]), ("features", lambda e: ", ".join(e["features"]))]),
