@@ -18,7 +18,7 @@ from ..checks.crash import classify, describe_exit
 from ..checks.finding import Finding, Status
 from ..launchers.interface import MASTER_PORT, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
-from .oneccl_causes import CclRun, ccl_cause, foreign_mpirun_hang
+from .oneccl_causes import CclRun, ccl_cause, fallback_hang, foreign_mpirun_hang
 from .supervise import Supervised
 
 GB = 1e9
@@ -870,7 +870,10 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     causes = "; ".join(_HANG_CAUSES[p] for p in ("launcher", "import", "init", "collective") if p in phases) or _HANG_CAUSES["collective"]
     fix = "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again."
     ccl = expect.backend == "ccl" or any(r.status.get("backend") == "ccl" for r in ranks)
-    for known in (ccl_interface_unset(ranks, expect), foreign_mpirun_hang(expect.ccl) if ccl else None):
+    fell_back = fallback_hang([r.log for r in ranks], expect.ccl) if ccl else None
+    if fell_back is not None:  # the ranks' own words name the first failure: what a hang has in general comes after it
+        causes, fix = fell_back
+    for known in (() if fell_back is not None else (ccl_interface_unset(ranks, expect), foreign_mpirun_hang(expect.ccl) if ccl else None)):
         if known is not None:
             cause, fix = known
             causes = f"{cause}; {causes}"
