@@ -197,8 +197,11 @@ THREADS = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "KM
 
 
 @needs_gcc
-@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "srun"])
 def test_launch_print_carries_exactly_what_compat_env_launcher_exports(tmp_path, launcher):
+    """One plan, every form (issue 36): the old srun line dropped the libfabric entry of LD_LIBRARY_PATH the torchrun
+    and mpirun lines carry ("failed to initialize ATL" as printed), and compat env --launcher mpirun lacked VENV/bin on
+    PATH, where hydra's programs are (a clean shell's mpirun was then Debian's Open MPI)."""
     env, prefix = fixture_layout(tmp_path)
     exported = compat_json("env", "--python", str(env.python), "--launcher", launcher)
     printed = compat_json("launch", "--python", str(env.python), "--launcher", launcher, "--nproc-per-node", "2", "--ccl-workers", "0", "--", "train.py")
@@ -206,16 +209,16 @@ def test_launch_print_carries_exactly_what_compat_env_launcher_exports(tmp_path,
     assert oneccl == {k: v for k, v in exported["exports"].items() if k not in THREADS}
     assert oneccl["FI_PROVIDER_PATH"] == str(prefix / "lib" / "libfabric" / "prov")
     assert printed["env"]["CCL_WORKER_COUNT"] == "1"  # no worker core set aside, at least 1 all the same
-    launch_additions = {k: v for k, v in printed["additions"].items() if k != "PATH"}
-    assert launch_additions == exported["additions"] and str(prefix / "lib" / "libfabric") in launch_additions["LD_LIBRARY_PATH"]["prepend"]
+    assert printed["additions"] == exported["additions"] and str(prefix / "lib" / "libfabric") in printed["additions"]["LD_LIBRARY_PATH"]["prepend"]
     if launcher == "mpirun":
         assert (oneccl["I_MPI_ROOT"], oneccl["MASTER_ADDR"], oneccl["MASTER_PORT"]) == (str(prefix), "127.0.0.1", "29500")
         command = printed["command"]
         passed = command[command.index("-genvlist") + 1].split(",")  # by name: hydra's remote ranks get them too
         assert set(oneccl) | {"LD_LIBRARY_PATH", "CCL_WORKER_COUNT"} <= set(passed) and "PATH" not in passed
-        assert printed["additions"]["PATH"] == {"prepend": [str(Path(env.python).parent)], "append": []}
+        assert exported["additions"]["PATH"] == {"prepend": [str(Path(env.python).parent)], "append": []}
     else:
-        assert oneccl["CCL_ATL_TRANSPORT"] == "ofi" and "MASTER_ADDR" not in oneccl  # torchrun gives its ranks a rendezvous
+        assert oneccl["CCL_ATL_TRANSPORT"] == "ofi" and "MASTER_ADDR" not in oneccl  # torchrun and srun give their ranks a rendezvous
+        assert "PATH" not in exported["additions"]
 
 
 @needs_gcc
