@@ -284,3 +284,35 @@ def test_the_worker_count_note_against_accelerate_1_12_own_source(tmp_path):
     assert re.search(r'raise ValueError\(f"Your assigned backend \{original_backend\} is not available, please use \{backend\}"\)', source)
     text = sentence(CclWorkerCountNote())
     assert '"ValueError: Your assigned backend ccl is not available"' in text and "quietly" not in text
+
+
+@needs_gcc
+def test_srun_across_an_allocations_nodes_prints_the_interface_compat_env_exports(tmp_path, monkeypatch):
+    """Issue 36: under salloc -N2 the srun line with the libfabric entry hung across the two nodes without CCL_KVS_IFACE
+    and FI_TCP_IFACE; compat launch --launcher srun now takes the allocation's first host as the master (as each task
+    does) and exports the interface that reaches it, the same compat env --launcher srun --master-addr --nnodes gives.
+    FIXTURE: scontrol's answer and the kernel's route (no Slurm, no second host here)."""
+    from compatmatrix.checks.finding import Context, Options
+    from compatmatrix.environment.interfaces import RouteFacts
+    from compatmatrix.environment.snapshot import take_snapshot
+    from compatmatrix.placement.service import LaunchOptions, prepare
+    from compatmatrix.planning import load
+    from compatmatrix.shell_env import plan_env
+
+    env, prefix = fixture_layout(tmp_path)
+    asked = []
+    monkeypatch.setattr("compatmatrix.launchers.srun.scontrol_hostnames", lambda nodelist: asked.append(nodelist) or ["node1", "node2"])
+    route = lambda master: RouteFacts(master, ("10.0.0.1",), "", {"10.0.0.1": "eth1"}, {}, ("eth1", "lo"))  # noqa: E731
+    monkeypatch.setattr("compatmatrix.shell_env.route_facts", route)
+    allocation = {**base_env(), "SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[1-2]"}
+    options = LaunchOptions("srun", 2, ("train.py",), ccl_workers=0, python=str(env.python), print_only=True)
+    launched = prepare(options, allocation).invocation
+    assert asked == ["node[1-2]"]
+    assert {k: launched.env.get(k) for k in ("CCL_KVS_IFACE", "FI_TCP_IFACE", "GLOO_SOCKET_IFNAME")} == dict.fromkeys(
+        ("CCL_KVS_IFACE", "FI_TCP_IFACE", "GLOO_SOCKET_IFNAME"), "eth1")
+    assert str(prefix / "lib" / "libfabric") in launched.additions["LD_LIBRARY_PATH"].prepend
+    exported = plan_env(Context(load(None), take_snapshot(str(env.python)), Options()), 2, "srun", "node1", 2, route=route)
+    assert {k: v for k, v in launched.env.items() if k not in THREADS} == {k: v for k, v in exported.exports.items() if k not in THREADS}
+    # one node's allocation, or none: nothing to choose, as before
+    single = prepare(options, {**base_env(), "SLURM_JOB_NUM_NODES": "1"}).invocation
+    assert "CCL_KVS_IFACE" not in single.env and "GLOO_SOCKET_IFNAME" not in single.env
