@@ -25,7 +25,7 @@ from .checks.finding import Context
 from .checks.oneccl_env import (
     INTERFACES_KEY,
     PathAddition,
-    _python_arg,
+    env_command,
     export_plan,
     find_bindings,
     setvars_fix,
@@ -113,7 +113,7 @@ def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Opt
     assert result is not None
     if not result.ok:  # no half environment to eval: exit 2 with the reason and the script's last words
         if result.system is not None and not result.system.found:
-            raise CompatError(f"{system_error(bindings.directory, result.system)}.", setvars_fix(result.path, result, _python_arg(ctx), ctx.matrix))
+            raise CompatError(f"{system_error(bindings.directory, result.system)}.", setvars_fix(result.path, result, env_command(ctx, launcher), ctx.matrix))
         said = f" (it said: {' | '.join(result.output[-2:])})" if result.output else ""
         raise CompatError(f"The bindings' setvars.sh cannot be used: {result.error}{said}.", setvars_fix(result.path))
     exports, additions = export_plan(result.before, result.exports)

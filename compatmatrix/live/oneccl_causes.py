@@ -68,6 +68,11 @@ OPEN_MPI_ENDED = re.compile(r"exiting improperly\. There are three reasons|on\s+
 FALLBACK_TO_MPI = "fallback to MPI transport"
 
 
+def with_arguments(command: str, extra: str) -> str:
+    """``eval "$(compat env ...)"`` with ``extra`` arguments added inside the command substitution."""
+    return f'{command[:-2]}{extra})"' if command.endswith(')"') else f"{command}{extra}"
+
+
 def _line(text: str, pattern: "re.Pattern[str]") -> str:
     return next((part.strip() for part in text.splitlines() if pattern.search(part)), "")
 
