@@ -191,9 +191,29 @@ def test_fixture_runtime_layout_passes_libfabric_and_providers_and_env_names_the
     ctx = context(env, matrix, tmp_path, machine_free=True)
     found = libfabric(ctx)
     assert found.status is Status.PASS, found
-    assert found.summary == f"libfabric.so is found at {prefix / 'lib' / 'libfabric' / 'libfabric.so'} (LD_LIBRARY_PATH)"
+    assert found.summary == f"with compat env's exports: libfabric.so is found at {prefix / 'lib' / 'libfabric' / 'libfabric.so'} (LD_LIBRARY_PATH)"
     providers = fi_provider(ctx)
     assert providers.status is Status.PASS and providers.evidence == (f"{prefix / 'lib' / 'libfabric' / 'prov'}: libtcp-fi.so",), providers
+
+
+@needs_gcc
+def test_each_oneccl_check_says_whether_it_judges_this_shell_or_compat_envs_exports(tmp_path, matrix, monkeypatch):
+    """Issue 36: in a clean shell oneccl.fi-provider and oneccl.libfabric PASS because they judge the environment compat env
+    would create (FI_PROVIDER_PATH and LD_LIBRARY_PATH are its exports, not this shell's); the line said nothing of it."""
+    from compatmatrix.checks.oneccl_env import setvars_sourced
+
+    for name in ("FI_PROVIDER_PATH", "LD_LIBRARY_PATH"):
+        monkeypatch.delenv(name, raising=False)  # a clean shell
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    fixture_runtime(env)
+    ctx = context(env, matrix, tmp_path, machine_free=True)
+    for finding in (libfabric(ctx), fi_provider(ctx)):
+        assert finding.status is Status.PASS and finding.summary.startswith("with compat env's exports: "), finding
+    system = setvars_sourced(ctx)
+    assert system.status is Status.WARN and "in this shell" in system.summary, system
+    bundled = FixtureEnv(tmp_path / "bundled").torch("2.7.0").bindings("2.7.0")
+    sourced = setvars_sourced(context(bundled, matrix, tmp_path))
+    assert sourced.status is Status.FAIL and sourced.summary.startswith("in this shell: the oneCCL environment is not set up"), sourced
 
 
 @needs_gcc

@@ -389,12 +389,18 @@ def setvars_sourced(ctx: Context) -> Finding:
         return Finding(cid, Status.FAIL, f"setvars.sh cannot be used: {result.error}", evidence, setvars_fix(result.path))
     wanted = [k for k in KEYS if k in result.missing]
     if not wanted:
-        return Finding(cid, Status.PASS, f"{result.path} has been sourced", tuple(f"{k} is set" for k in KEYS if k in result.after and k in os.environ)[:4])
+        return Finding(cid, Status.PASS, f"{IN_SHELL}{result.path} has been sourced", tuple(f"{k} is set" for k in KEYS if k in result.after and k in os.environ)[:4])
     evidence = tuple(f"{key}: missing {result.missing[key]}" for key in wanted)
-    return Finding(cid, Status.FAIL, f"the oneCCL environment is not set up: {', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing", evidence, _fix(ctx, result.path))
+    return Finding(cid, Status.FAIL, f"{IN_SHELL}the oneCCL environment is not set up: {', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing",
+                   evidence, _fix(ctx, result.path))
 
 
 LOOKED_SHOWN = 10  # places searched, quoted in a finding's evidence
+# What a oneCCL check judges, said at the head of its summary: the shell compat runs in (oneccl.setvars, a system
+# oneCCL's environment), or the environment compat env would create on top of it (oneccl.fi-provider, oneccl.libfabric:
+# they PASS in a clean shell because compat env's exports set FI_PROVIDER_PATH and LD_LIBRARY_PATH, which the shell lacks)
+IN_SHELL = "in this shell: "
+WITH_EXPORTS = "with compat env's exports: "
 
 
 def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -> Finding:
@@ -419,7 +425,7 @@ def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -
     evidence += list(result.notes)
     if not located.loader:
         return Finding(cid, Status.WARN, f"the bindings load {system.name} from a system oneCCL found at {located.path} ({located.how}), "
-                       f"but the loader does not search there: LD_LIBRARY_PATH lacks {located.directory}", tuple(evidence), _fix(ctx, system.script))
+                       f"but the loader does not search there in this shell: LD_LIBRARY_PATH lacks {located.directory}", tuple(evidence), _fix(ctx, system.script))
     if system.unresolved:
         missing = ", ".join(system.unresolved)
         return Finding(cid, Status.WARN, f"the system oneCCL {located.path} is found ({located.how}), but the loader cannot load it: "
@@ -428,13 +434,20 @@ def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -
     wanted = [k for k in KEYS if k in result.missing]
     if wanted:
         evidence += [f"{key}: missing {result.missing[key]}" for key in wanted]
-        return Finding(cid, Status.WARN, f"the bindings load the system oneCCL {located.path}, but its environment is not set up: "
+        return Finding(cid, Status.WARN, f"the bindings load the system oneCCL {located.path}, but its environment is not set up in this shell: "
                        f"{', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing", tuple(evidence), _fix(ctx, system.script))
     return Finding(cid, Status.PASS, f"the bindings load the system oneCCL {located.path} ({located.how})", tuple(evidence))
 
 
-@check("oneccl.fi-provider", "FI_PROVIDER_PATH holds libfabric providers")
+@check("oneccl.fi-provider", "FI_PROVIDER_PATH holds libfabric providers, with compat env's exports")
 def fi_provider(ctx: Context) -> Finding:
+    """Judged with compat env's exports on top of this shell (the oneCCL environment: setvars.sh sourced, or a system
+    oneCCL's exports), as the launch that runs eval "$(compat env)" first sees it; every summary says so (WITH_EXPORTS)."""
+    finding = _fi_provider(ctx)
+    return finding if finding.status is Status.SKIP else Finding(finding.id, finding.status, WITH_EXPORTS + finding.summary, finding.evidence, finding.fix)
+
+
+def _fi_provider(ctx: Context) -> Finding:
     cid = "oneccl.fi-provider"
     result = setvars_result(ctx)
     if result is None or not result.ok:
@@ -478,11 +491,16 @@ def find_bindings_dir(ctx: Context) -> Path:
 LIBFABRIC = "libfabric.so"  # the name libccl dlopens ("could not open the library: libfabric.so" when the loader finds none)
 
 
-@check("oneccl.libfabric", "libfabric, which oneCCL loads at run time, is found by the loader in the oneCCL environment")
+@check("oneccl.libfabric", "libfabric, which oneCCL loads at run time, is found by the loader, with compat env's exports")
 def libfabric(ctx: Context) -> Finding:
     """libccl dlopens libfabric (its OFI transport; Intel MPI's too): not a DT_NEEDED entry, so nothing else sees it
     missing until every rank stops "could not open the library: libfabric.so". Judged with LD_LIBRARY_PATH as the oneCCL
-    environment (what compat env exports) leaves it."""
+    environment (what compat env exports) leaves it; every summary says so (WITH_EXPORTS)."""
+    finding = _libfabric(ctx)
+    return finding if finding.status is Status.SKIP else Finding(finding.id, finding.status, WITH_EXPORTS + finding.summary, finding.evidence, finding.fix)
+
+
+def _libfabric(ctx: Context) -> Finding:
     cid = "oneccl.libfabric"
     result = setvars_result(ctx)
     if result is None or not result.ok:
@@ -493,7 +511,7 @@ def libfabric(ctx: Context) -> Finding:
     located, looked = search.find(LIBFABRIC, None, loader_only=True)
     if located is None:
         shown = _no_libfabric_note(ctx) + tuple(f"looked in: {place}" for place in looked[:LOOKED_SHOWN])
-        return Finding(cid, Status.FAIL, f"the loader finds no {LIBFABRIC} in the oneCCL environment: oneCCL's transport cannot start "
+        return Finding(cid, Status.FAIL, f"the loader finds no {LIBFABRIC}: oneCCL's transport cannot start "
                        f"(\"could not open the library: {LIBFABRIC}\")", shown,
                        f"pip install {runtime_install(ctx.matrix)} (its lib folder holds {LIBFABRIC}), then {_fix(ctx, result.path)}")
     layout = result.system.layout if result.system is not None else None
