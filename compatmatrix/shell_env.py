@@ -198,7 +198,7 @@ def launcher_env(ctx: Context, launcher: Optional[str], mpirun: Optional[str] = 
     master = master_addr or (_master_from_env(ctx.snapshot.env, comments) if master_from_env else None)
     if master_addr:
         exports["MASTER_ADDR"] = master_addr
-        comments.append(f"MASTER_ADDR={master_addr}: --master-addr")
+        comments.append(f"MASTER_ADDR={master_addr}: " + ("--master-addr" if master_from_env else "the job's first host"))
     if master or nnodes > 1 or (launcher and master_from_env):
         extra, reasons = network_exports(master, nnodes, launcher, oneccl.bindings, ctx.snapshot.env, ctx.snapshot.executable, oneccl.path, route)
         exports.update(extra)

@@ -112,8 +112,13 @@ def test_the_sbatch_script_renders_compat_env_then_compat_launch_over_it():
 
 def test_the_pytorchjob_renders_the_pods_env_then_the_images_compat_env_with_defaults():
     from compatmatrix.export.service import POD_CCL_ENV
+    from pathlib import Path
+
+    from compatmatrix.launchers.interface import CclEnv
+
+    torchrun, _ = LAUNCHERS["torchrun"].ccl_exports(CclEnv({}, {}, Path("/nonexistent"), ("eth0", "lo")))
+    assert all(torchrun[k] == v == EXPORTS[k] for k, v in POD_CCL_ENV)  # the pod's own values are torchrun's plan's
     pod = {**BASE, **dict(POD_CCL_ENV)}
-    assert all(EXPORTS[k] == v for k, v in POD_CCL_ENV)  # the pod's own values are torchrun's plan's
     sourced = in_bash(format_env(EnvPlan(EXPORTS, (), ADDITIONS), "bash", defaults=True), pod)
     assert picked(sourced) == expected()
 
