@@ -18,6 +18,7 @@ venv whose .pth names the cached torch 2.13's site-packages. About 3 launches of
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -316,3 +317,24 @@ def test_srun_across_an_allocations_nodes_prints_the_interface_compat_env_export
     # one node's allocation, or none: nothing to choose, as before
     single = prepare(options, {**base_env(), "SLURM_JOB_NUM_NODES": "1"}).invocation
     assert "CCL_KVS_IFACE" not in single.env and "GLOO_SOCKET_IFNAME" not in single.env
+
+
+@needs_gcc
+def test_srun_as_printed_loads_the_real_libfabric_and_finds_its_providers(ccl_python, tmp_path):
+    """Issue 36: `compat launch --launcher srun --print` as printed under salloc -N2 failed "failed to initialize ATL": its
+    lines lacked the libfabric entry of LD_LIBRARY_PATH the torchrun and mpirun lines carry. Here the printed lines (all
+    but the srun command itself: no Slurm is needed for what they set) run in a clean bash with the REAL PyPI runtime,
+    and the real libfabric loads by the name libccl dlopens and finds a provider; no rank is started."""
+    from .test_oneccl_runtime_layout import FI_PROBE
+
+    text = printed(["--python", str(ccl_python), "--launcher", "srun", "--nproc-per-node", "2", "--ccl-workers", "0", "--", "train.py"], launch_env())
+    assert text.splitlines()[-1].startswith("srun ")
+    probe = tmp_path / "fi_probe.py"
+    probe.write_text(FI_PROBE)
+    script = "\n".join(text.splitlines()[:-1]) + f"\n{shlex.quote(str(ccl_python))} {shlex.quote(str(probe))}\n"
+    ran = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True, timeout=120,
+                         env=base_env({"FI_PROVIDER": "tcp"}), check=False)
+    assert ran.returncode == 0, text + "\n---\n" + ran.stdout + ran.stderr
+    lines = ran.stdout.split()
+    assert Path(lines[-2]).parent == (runtime_prefix() / "lib" / "libfabric").resolve(), ran.stdout  # impi-rt's own libfabric
+    assert lines[-1] == "0", ran.stdout  # fi_getinfo found a provider
