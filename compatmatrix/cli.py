@@ -1248,7 +1248,8 @@ def _run_checks(args: ChecksArgs) -> int:
         if args.target.python_version or args.target.platform:
             raise UsageError("--python-version and --platform go with -r FILE.", "To check an environment, pass --python PATH of its interpreter.")
         snapshot = take_snapshot(args.target.python, cached=True)  # the environment's facts, kept while its fingerprint holds
-    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=args.import_timeout, launcher=args.launcher)
+    options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=args.import_timeout, launcher=args.launcher,
+                      env_launcher=live_options.launcher if live_options is not None else None)  # the launcher the fixes' compat env names
     context = Context(matrix, snapshot, options)
     only = [n for n in args.only if n not in live_named]
     chosen = select(checks, only, list(args.skip), static_only=static_only) if only or not args.only else []

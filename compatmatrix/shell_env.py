@@ -25,7 +25,7 @@ from .checks.finding import Context
 from .checks.oneccl_env import (
     INTERFACES_KEY,
     PathAddition,
-    _python_arg,
+    env_command,
     export_plan,
     find_bindings,
     setvars_fix,
@@ -50,7 +50,7 @@ from .placement.topology import machine_from_snapshot
 from .values import UnwritableValue, comment_text, env_name_ok
 
 SHELLS = ("bash", "zsh", "fish")
-__all__ = ["EnvPlan", "OnecclEnv", "SHELLS", "ccl_launch_env", "ccl_worker_count", "format_env", "launcher_exports", "network_exports", "oneccl_environment", "plan_env", "up_interfaces"]
+__all__ = ["EnvPlan", "LauncherEnv", "OnecclEnv", "SHELLS", "ccl_launch_env", "ccl_worker_count", "format_env", "launcher_env", "launcher_exports", "network_exports", "oneccl_environment", "plan_env", "up_interfaces"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,9 @@ class OnecclEnv:
     where it gives none), each with why. ``bindings``: the environment has the oneCCL bindings (ccl can be the backend)."""
 
     exports: Mapping[str, str]  # set outright: the oneCCL environment's own values
-    additions: Mapping[str, PathAddition]  # joined to the value the shell has (LD_LIBRARY_PATH gains libfabric, ...)
+    # joined to the value the shell has: the oneCCL runtime's (LD_LIBRARY_PATH gains libfabric, ...) and the launcher's own
+    # program's (PATH gains a hydra mpirun's folder: launchers' path_additions), with or without the bindings
+    additions: Mapping[str, PathAddition]
     comments: tuple[str, ...]
     launcher_exports: Mapping[str, str] = field(default_factory=dict)  # the launcher's needs (after the thread settings)
     launcher_comments: tuple[str, ...] = ()
@@ -105,12 +107,13 @@ def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Opt
                 reasons.append(f"launcher {launcher}: nothing added (no oneCCL bindings: the gloo backend needs no oneCCL settings)")
             else:
                 extra, reasons = master_exports(launcher, env)
+            reasons += _launcher_path(launcher, additions, ctx.snapshot.executable, env.get("PATH"), mpirun)
         return OnecclEnv(exports, additions, tuple(comments), extra, tuple(reasons), False)
     result = setvars_result(ctx)
     assert result is not None
     if not result.ok:  # no half environment to eval: exit 2 with the reason and the script's last words
         if result.system is not None and not result.system.found:
-            raise CompatError(f"{system_error(bindings.directory, result.system)}.", setvars_fix(result.path, result, _python_arg(ctx), ctx.matrix))
+            raise CompatError(f"{system_error(bindings.directory, result.system)}.", setvars_fix(result.path, result, env_command(ctx, launcher), ctx.matrix))
         said = f" (it said: {' | '.join(result.output[-2:])})" if result.output else ""
         raise CompatError(f"The bindings' setvars.sh cannot be used: {result.error}{said}.", setvars_fix(result.path))
     exports, additions = export_plan(result.before, result.exports)
@@ -129,7 +132,22 @@ def oneccl_environment(ctx: Context, launcher: Optional[str] = None, mpirun: Opt
         interfaces = list(ctx.once(INTERFACES_KEY, up_interfaces))
         extra, reasons = launcher_exports(launcher, exports, env, bindings.directory, interfaces, ctx.snapshot.executable,
                                           mpi_root, path, mpirun)
+        reasons += _launcher_path(launcher, additions, ctx.snapshot.executable, path, mpirun)
     return OnecclEnv(exports, additions, tuple(comments), extra, tuple(reasons), True, result.after.get("PATH"))
+
+
+def _launcher_path(launcher: str, additions: dict[str, PathAddition], python: str, path: Optional[str], mpirun: Optional[str]) -> list[str]:
+    """The launcher's own path additions (launchers' ``path_additions``: the mpirun's folder for hydra) merged into
+    ``additions`` in front of the oneCCL environment's own entries of the same list; what was added, in words."""
+    from .launchers import LAUNCHERS
+
+    own, said = LAUNCHERS[launcher].path_additions(python, path, mpirun)
+    for key, entries in own.items():
+        given = additions.get(key, PathAddition())
+        front = tuple(entries.prepend) + tuple(e for e in given.prepend if e not in entries.prepend)
+        back = tuple(e for e in given.append if e not in front) + tuple(e for e in entries.append if e not in given.append and e not in front)
+        additions[key] = PathAddition(front, back, given.reordered)
+    return said
 
 
 def ccl_worker_count(env: Mapping[str, str]) -> int:
@@ -152,13 +170,50 @@ def ccl_launch_env(ctx: Context, launcher: Optional[str]) -> Optional[EnvPlan]:
     return EnvPlan(exports, oneccl.comments + oneccl.launcher_comments, dict(oneccl.additions))
 
 
+@dataclass(frozen=True)
+class LauncherEnv:
+    """The one plan of a launcher's environment, which every form renders: compat env (its text, --json, the sbatch and
+    Dockerfile lines that run it), compat launch with and without --print. ``oneccl``: the oneCCL environment, with the
+    path additions of the oneCCL runtime and of the launcher's own program (``oneccl.additions``); ``exports``: what the
+    launcher needs on top (its transport, I_MPI_ROOT, MASTER_ADDR/PORT), the master given, and the interface that reaches
+    it when there is one (GLOO_SOCKET_IFNAME, CCL_KVS_IFACE, FI_TCP_IFACE, the MPI's own). Each form adds its own thread
+    settings (compat env's for the node, compat launch's plan per rank)."""
+
+    oneccl: OnecclEnv
+    exports: Mapping[str, str]
+    comments: tuple[str, ...]
+
+    def all_exports(self) -> dict[str, str]:
+        return {**self.oneccl.exports, **self.exports}
+
+
+def launcher_env(ctx: Context, launcher: Optional[str], mpirun: Optional[str] = None, master_addr: Optional[str] = None, nnodes: int = 1,
+                 route: Optional[Callable[[str], RouteFacts]] = None, master_from_env: bool = True) -> LauncherEnv:
+    """The plan of ``launcher``'s environment (``LauncherEnv``). ``master_addr`` and ``nnodes``: the job's master and its
+    host count (compat env --master-addr/--nnodes; compat launch under srun: the allocation's first host and its node
+    count); ``master_from_env``: $MASTER_ADDR stands for an unnamed master (compat env; compat launch names its own)."""
+    oneccl = oneccl_environment(ctx, launcher, mpirun=mpirun, master_addr=master_addr)
+    exports = dict(oneccl.launcher_exports)
+    comments = list(oneccl.launcher_comments)
+    master = master_addr or (_master_from_env(ctx.snapshot.env, comments) if master_from_env else None)
+    if master_addr:
+        exports["MASTER_ADDR"] = master_addr
+        comments.append(f"MASTER_ADDR={master_addr}: " + ("--master-addr" if master_from_env else "the job's first host"))
+    if master or nnodes > 1 or (launcher and master_from_env):
+        extra, reasons = network_exports(master, nnodes, launcher, oneccl.bindings, ctx.snapshot.env, ctx.snapshot.executable, oneccl.path, route)
+        exports.update(extra)
+        comments += reasons
+    return LauncherEnv(oneccl, exports, tuple(comments))
+
+
 def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None, master_addr: Optional[str] = None, nnodes: int = 1,
              route: Optional[Callable[[str], RouteFacts]] = None, mpirun: Optional[str] = None) -> EnvPlan:
     """compat env's plan. ``master_addr`` (--master-addr, else $MASTER_ADDR) and ``nnodes``: the interface that reaches
     the master is exported for gloo, oneCCL and the launcher (``network_exports``); ``route``: how the master's way is
     asked (environment/interfaces.route_facts; a test passes its own facts); ``mpirun`` (--mpirun): the mpirun the job
     runs, whose MPI decides oneCCL's transport under --launcher mpirun."""
-    oneccl = oneccl_environment(ctx, launcher, mpirun=mpirun, master_addr=master_addr)
+    shared = launcher_env(ctx, launcher, mpirun, master_addr, nnodes, route)  # the plan compat launch renders too
+    oneccl = shared.oneccl
     exports = dict(oneccl.exports)
     additions = dict(oneccl.additions)
     comments = list(oneccl.comments)
@@ -184,16 +239,8 @@ def plan_env(ctx: Context, ranks_per_node: int, launcher: Optional[str] = None, 
     if advice.problem:
         comments.append(f"threads: {advice.problem} The ranks will share cores; compat launch says what fits.")
     comments.append("no per-rank binding here (the same values for every rank): compat launch binds each rank to its own cores")
-    exports.update(oneccl.launcher_exports)
-    comments += oneccl.launcher_comments
-    master = master_addr or _master_from_env(ctx.snapshot.env, comments)
-    if master_addr:
-        exports["MASTER_ADDR"] = master_addr
-        comments.append(f"MASTER_ADDR={master_addr}: --master-addr")
-    if master or nnodes > 1 or launcher:
-        extra, reasons = network_exports(master, nnodes, launcher, oneccl.bindings, ctx.snapshot.env, ctx.snapshot.executable, oneccl.path, route)
-        exports.update(extra)
-        comments += reasons
+    exports.update(shared.exports)
+    comments += shared.comments
     return EnvPlan(exports, tuple(comments), additions)
 
 

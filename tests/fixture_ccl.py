@@ -163,11 +163,13 @@ def _oneccl_2021_14():
     if transport == "mpi":
         if "impi-under-foreign-mpirun" in MODES and _foreign_mpirun():
             _foreign_mpirun_abort()
-        if not under_mpi:
-            _atl_failure("atl_mpi_comm.cpp:102 init_transport", "transport->init(nullptr, nullptr, &attr, nullptr, pmi) == ATL_STATUS_SUCCESS")
-        if not os.environ.get("I_MPI_ROOT") and not os.environ.get("ONEAPI_ROOT"):
+        # atl_mpi_ctx.cpp:570-571 set_env: check_impi_env logs its error and its result is not looked at, so it is said
+        # before MPI_Init whatever the launcher (issue 36: under spawn/torchrun it came after the fallback)
+        no_root = not os.environ.get("I_MPI_ROOT") and not os.environ.get("ONEAPI_ROOT")
+        if no_root:
             _log("ERROR", "atl_mpi_ctx.cpp:671 check_impi_env", "CCL/MPI uses Intel(R) MPI Library but neither I_MPI_ROOT nor ONEAPI_ROOT is set. "
                  "Please source release version of Intel(R) MPI Library (2019 or higher version).")
+        if not under_mpi or no_root:  # without an MPI launcher the real one hangs in MPI_Init once I_MPI_ROOT is set: not modelled
             _atl_failure("atl_mpi_comm.cpp:102 init_transport", "transport->init(nullptr, nullptr, &attr, nullptr, pmi) == ATL_STATUS_SUCCESS")
         return
     if not under_mpi:

@@ -18,6 +18,7 @@ venv whose .pth names the cached torch 2.13's site-packages. About 3 launches of
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -197,8 +198,11 @@ THREADS = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "KM
 
 
 @needs_gcc
-@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "srun"])
 def test_launch_print_carries_exactly_what_compat_env_launcher_exports(tmp_path, launcher):
+    """One plan, every form (issue 36): the old srun line dropped the libfabric entry of LD_LIBRARY_PATH the torchrun
+    and mpirun lines carry ("failed to initialize ATL" as printed), and compat env --launcher mpirun lacked VENV/bin on
+    PATH, where hydra's programs are (a clean shell's mpirun was then Debian's Open MPI)."""
     env, prefix = fixture_layout(tmp_path)
     exported = compat_json("env", "--python", str(env.python), "--launcher", launcher)
     printed = compat_json("launch", "--python", str(env.python), "--launcher", launcher, "--nproc-per-node", "2", "--ccl-workers", "0", "--", "train.py")
@@ -206,16 +210,16 @@ def test_launch_print_carries_exactly_what_compat_env_launcher_exports(tmp_path,
     assert oneccl == {k: v for k, v in exported["exports"].items() if k not in THREADS}
     assert oneccl["FI_PROVIDER_PATH"] == str(prefix / "lib" / "libfabric" / "prov")
     assert printed["env"]["CCL_WORKER_COUNT"] == "1"  # no worker core set aside, at least 1 all the same
-    launch_additions = {k: v for k, v in printed["additions"].items() if k != "PATH"}
-    assert launch_additions == exported["additions"] and str(prefix / "lib" / "libfabric") in launch_additions["LD_LIBRARY_PATH"]["prepend"]
+    assert printed["additions"] == exported["additions"] and str(prefix / "lib" / "libfabric") in printed["additions"]["LD_LIBRARY_PATH"]["prepend"]
     if launcher == "mpirun":
         assert (oneccl["I_MPI_ROOT"], oneccl["MASTER_ADDR"], oneccl["MASTER_PORT"]) == (str(prefix), "127.0.0.1", "29500")
         command = printed["command"]
         passed = command[command.index("-genvlist") + 1].split(",")  # by name: hydra's remote ranks get them too
         assert set(oneccl) | {"LD_LIBRARY_PATH", "CCL_WORKER_COUNT"} <= set(passed) and "PATH" not in passed
-        assert printed["additions"]["PATH"] == {"prepend": [str(Path(env.python).parent)], "append": []}
+        assert exported["additions"]["PATH"] == {"prepend": [str(Path(env.python).parent)], "append": []}
     else:
-        assert oneccl["CCL_ATL_TRANSPORT"] == "ofi" and "MASTER_ADDR" not in oneccl  # torchrun gives its ranks a rendezvous
+        assert oneccl["CCL_ATL_TRANSPORT"] == "ofi" and "MASTER_ADDR" not in oneccl  # torchrun and srun give their ranks a rendezvous
+        assert "PATH" not in exported["additions"]
 
 
 @needs_gcc
@@ -281,3 +285,56 @@ def test_the_worker_count_note_against_accelerate_1_12_own_source(tmp_path):
     assert re.search(r'raise ValueError\(f"Your assigned backend \{original_backend\} is not available, please use \{backend\}"\)', source)
     text = sentence(CclWorkerCountNote())
     assert '"ValueError: Your assigned backend ccl is not available"' in text and "quietly" not in text
+
+
+@needs_gcc
+def test_srun_across_an_allocations_nodes_prints_the_interface_compat_env_exports(tmp_path, monkeypatch):
+    """Issue 36: under salloc -N2 the srun line with the libfabric entry hung across the two nodes without CCL_KVS_IFACE
+    and FI_TCP_IFACE; compat launch --launcher srun now takes the allocation's first host as the master (as each task
+    does) and exports the interface that reaches it, the same compat env --launcher srun --master-addr --nnodes gives.
+    FIXTURE: scontrol's answer and the kernel's route (no Slurm, no second host here)."""
+    from compatmatrix.checks.finding import Context, Options
+    from compatmatrix.environment.interfaces import RouteFacts
+    from compatmatrix.environment.snapshot import take_snapshot
+    from compatmatrix.placement.service import LaunchOptions, prepare
+    from compatmatrix.planning import load
+    from compatmatrix.shell_env import plan_env
+
+    env, prefix = fixture_layout(tmp_path)
+    asked = []
+    monkeypatch.setattr("compatmatrix.launchers.srun.scontrol_hostnames", lambda nodelist: asked.append(nodelist) or ["node1", "node2"])
+    route = lambda master: RouteFacts(master, ("10.0.0.1",), "", {"10.0.0.1": "eth1"}, {}, ("eth1", "lo"))  # noqa: E731
+    monkeypatch.setattr("compatmatrix.shell_env.route_facts", route)
+    allocation = {**base_env(), "SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[1-2]"}
+    options = LaunchOptions("srun", 2, ("train.py",), ccl_workers=0, python=str(env.python), print_only=True)
+    launched = prepare(options, allocation).invocation
+    assert asked == ["node[1-2]"]
+    assert {k: launched.env.get(k) for k in ("CCL_KVS_IFACE", "FI_TCP_IFACE", "GLOO_SOCKET_IFNAME")} == dict.fromkeys(
+        ("CCL_KVS_IFACE", "FI_TCP_IFACE", "GLOO_SOCKET_IFNAME"), "eth1")
+    assert str(prefix / "lib" / "libfabric") in launched.additions["LD_LIBRARY_PATH"].prepend
+    exported = plan_env(Context(load(None), take_snapshot(str(env.python)), Options()), 2, "srun", "node1", 2, route=route)
+    assert {k: v for k, v in launched.env.items() if k not in THREADS} == {k: v for k, v in exported.exports.items() if k not in THREADS}
+    # one node's allocation, or none: nothing to choose, as before
+    single = prepare(options, {**base_env(), "SLURM_JOB_NUM_NODES": "1"}).invocation
+    assert "CCL_KVS_IFACE" not in single.env and "GLOO_SOCKET_IFNAME" not in single.env
+
+
+@needs_gcc
+def test_srun_as_printed_loads_the_real_libfabric_and_finds_its_providers(ccl_python, tmp_path):
+    """Issue 36: `compat launch --launcher srun --print` as printed under salloc -N2 failed "failed to initialize ATL": its
+    lines lacked the libfabric entry of LD_LIBRARY_PATH the torchrun and mpirun lines carry. Here the printed lines (all
+    but the srun command itself: no Slurm is needed for what they set) run in a clean bash with the REAL PyPI runtime,
+    and the real libfabric loads by the name libccl dlopens and finds a provider; no rank is started."""
+    from .test_oneccl_runtime_layout import FI_PROBE
+
+    text = printed(["--python", str(ccl_python), "--launcher", "srun", "--nproc-per-node", "2", "--ccl-workers", "0", "--", "train.py"], launch_env())
+    assert text.splitlines()[-1].startswith("srun ")
+    probe = tmp_path / "fi_probe.py"
+    probe.write_text(FI_PROBE)
+    script = "\n".join(text.splitlines()[:-1]) + f"\n{shlex.quote(str(ccl_python))} {shlex.quote(str(probe))}\n"
+    ran = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True, timeout=120,
+                         env=base_env({"FI_PROVIDER": "tcp"}), check=False)
+    assert ran.returncode == 0, text + "\n---\n" + ran.stdout + ran.stderr
+    lines = ran.stdout.split()
+    assert Path(lines[-2]).parent == (runtime_prefix() / "lib" / "libfabric").resolve(), ran.stdout  # impi-rt's own libfabric
+    assert lines[-1] == "0", ran.stdout  # fi_getinfo found a provider

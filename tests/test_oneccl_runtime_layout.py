@@ -153,6 +153,30 @@ def test_compat_env_under_each_launcher_makes_the_real_libfabric_loadable_with_i
     assert lines[-1] == "0", ran.stdout  # fi_getinfo found a provider (-61 without FI_PROVIDER_PATH)
 
 
+@pytest.mark.integration
+@pytest.mark.network
+def test_compat_env_for_mpirun_puts_the_real_impi_rt_mpirun_first_on_path(tmp_path):
+    """Issue 36: compat env --launcher mpirun did not put VENV/bin on PATH: in a clean shell `mpirun` was then another
+    MPI's (Debian's Open MPI), and VENV/bin/mpirun called by its path failed "mpiexec.hydra: not found". With the REAL
+    impi-rt 2021.14.1 (cached venv) and the FIXTURE bindings linked against its real libccl (no rank is started)."""
+    reason = machine_libccl()
+    if reason:
+        pytest.skip(f"{reason}: the loader would take that one first")
+    python = runtime_env()
+    prefix = python.parent.parent
+    overlay = fixture_extension_for(tmp_path, prefix / "lib" / "libccl.so.1")
+    clean = base_env({"PYTHONPATH": str(overlay)})
+    assert str(python.parent) not in clean["PATH"].split(":")
+    by_path = subprocess.run([str(python.parent / "mpirun"), "--version"], capture_output=True, text=True, timeout=60, env=clean, check=False)
+    script = (f'eval "$({sys.executable} -m compatmatrix env --python {python} --launcher mpirun)" || exit 9; '
+              'command -v mpirun && mpirun --version')
+    ran = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], capture_output=True, text=True, timeout=180, env=clean, check=False)
+    assert ran.returncode == 0, (by_path.stdout + by_path.stderr, ran.stdout + ran.stderr)
+    assert ran.stdout.splitlines()[0] == str(python.parent / "mpirun") and "Intel(R) MPI" in ran.stdout, ran.stdout
+    if by_path.returncode != 0:  # the failure the issue saw, where this machine reproduces it
+        assert "mpiexec.hydra" in by_path.stdout + by_path.stderr, by_path.stdout + by_path.stderr
+
+
 # --- the static checks, on FIXTURE layouts --------------------------------------------------------------------------
 
 
@@ -191,9 +215,29 @@ def test_fixture_runtime_layout_passes_libfabric_and_providers_and_env_names_the
     ctx = context(env, matrix, tmp_path, machine_free=True)
     found = libfabric(ctx)
     assert found.status is Status.PASS, found
-    assert found.summary == f"libfabric.so is found at {prefix / 'lib' / 'libfabric' / 'libfabric.so'} (LD_LIBRARY_PATH)"
+    assert found.summary == f"with compat env's exports: libfabric.so is found at {prefix / 'lib' / 'libfabric' / 'libfabric.so'} (LD_LIBRARY_PATH)"
     providers = fi_provider(ctx)
     assert providers.status is Status.PASS and providers.evidence == (f"{prefix / 'lib' / 'libfabric' / 'prov'}: libtcp-fi.so",), providers
+
+
+@needs_gcc
+def test_each_oneccl_check_says_whether_it_judges_this_shell_or_compat_envs_exports(tmp_path, matrix, monkeypatch):
+    """Issue 36: in a clean shell oneccl.fi-provider and oneccl.libfabric PASS because they judge the environment compat env
+    would create (FI_PROVIDER_PATH and LD_LIBRARY_PATH are its exports, not this shell's); the line said nothing of it."""
+    from compatmatrix.checks.oneccl_env import setvars_sourced
+
+    for name in ("FI_PROVIDER_PATH", "LD_LIBRARY_PATH"):
+        monkeypatch.delenv(name, raising=False)  # a clean shell
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0")
+    fixture_runtime(env)
+    ctx = context(env, matrix, tmp_path, machine_free=True)
+    for finding in (libfabric(ctx), fi_provider(ctx)):
+        assert finding.status is Status.PASS and finding.summary.startswith("with compat env's exports: "), finding
+    system = setvars_sourced(ctx)
+    assert system.status is Status.WARN and "in this shell" in system.summary, system
+    bundled = FixtureEnv(tmp_path / "bundled").torch("2.7.0").bindings("2.7.0")
+    sourced = setvars_sourced(context(bundled, matrix, tmp_path))
+    assert sourced.status is Status.FAIL and sourced.summary.startswith("in this shell: the oneCCL environment is not set up"), sourced
 
 
 @needs_gcc

@@ -184,7 +184,7 @@ def test_runpath_absolute_and_what_compat_env_exports(tmp_path, matrix):
     finding = setvars_sourced(ctx)
     assert finding.status is Status.WARN, finding  # found by the loader, but FI_PROVIDER_PATH is not set
     # only what a run needs: CCL_ROOT, which oneCCL on CPUs runs without (issue 25's hand check), is neither asked for nor exported
-    assert finding.summary == f"the bindings load the system oneCCL {ccl}, but its environment is not set up: FI_PROVIDER_PATH is missing"
+    assert finding.summary == f"the bindings load the system oneCCL {ccl}, but its environment is not set up in this shell: FI_PROVIDER_PATH is missing"
     assert f"found: {ccl} (RUNPATH {ccl.parent} of {env.site / PACKAGE / 'lib' / 'liboneccl_bindings_for_pytorch.so'})" in finding.evidence
     plan = plan_env(ctx, 1)
     assert "CCL_ROOT" not in plan.exports and plan.exports["FI_PROVIDER_PATH"] == str(root / "lib" / "prov")
@@ -257,7 +257,7 @@ def test_in_the_environments_lib_folder_the_loader_does_not_search(tmp_path):
     setvars = findings["oneccl.setvars"]
     assert setvars["status"] == "warn", setvars
     assert setvars["summary"] == (f"the bindings load libccl.so.1 from a system oneCCL found at {ccl} (the environment's own lib folder, where the "
-                                  f"oneccl-cpu wheel installs), but the loader does not search there: LD_LIBRARY_PATH lacks {ccl.parent}")
+                                  f"oneccl-cpu wheel installs), but the loader does not search there in this shell: LD_LIBRARY_PATH lacks {ccl.parent}")
     # no impi-rt here: libfabric has no provider folder to fall back on (it was "skip": "libfabric uses its own default")
     assert findings["oneccl.fi-provider"]["status"] == "fail" and findings["oneccl.mpirun"]["status"] == "skip"
     assert ldd(extension(env))["libccl.so.1"] is None

@@ -29,6 +29,16 @@ class Verdict(Record):
     def ok(self) -> bool:
         return self.kind == "ok"
 
+    def naming(self, command: str) -> "Verdict":
+        """This verdict with its fix's compat env named in full (``command``: checks/oneccl_env.env_command, or the live
+        run's CclRun.env_command: --python, --launcher), where the fix names one."""
+        if not command or ENV_COMMAND not in self.fix:
+            return self
+        return Verdict(self.kind, self.summary, self.detail, self.fix.replace(ENV_COMMAND, command))
+
+
+ENV_COMMAND = 'eval "$(compat env)"'  # a verdict's fix as classify writes it; the caller names it in full (Verdict.naming)
+
 
 def describe_exit(returncode: Optional[int]) -> str:
     if returncode is None:
@@ -82,7 +92,7 @@ def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: boo
         name = missing_lib.group(1)
         if name.startswith("libccl.so"):
             return Verdict("missing-libccl", f"importing {what} failed: {name} cannot be found", (_last_line(stderr),),
-                           "The oneCCL runtime is not on the library path: eval \"$(compat env)\" (or source the bindings' env/setvars.sh); reinstall oneccl_bind_pt if it persists.")
+                           f"The oneCCL runtime is not on the library path: {ENV_COMMAND} (or source the bindings' env/setvars.sh); reinstall oneccl_bind_pt if it persists.")
         return Verdict("missing-library", f"importing {what} failed: {name} cannot be found", (_last_line(stderr),), f"Install the package that provides {name} or put its directory on LD_LIBRARY_PATH.")
     not_installed = re.search(r"No module named '([\w.]+)'", output)
     if not_installed and returncode not in (0, None):

@@ -49,6 +49,9 @@ class Options(Record):
     bf16: bool = False
     import_timeout: float = 120.0
     launcher: Optional[str] = None  # compat check --launcher: the launcher whose oneCCL needs oneccl.launcher judges
+    # the launcher of the run the fixes are for when no --launcher asked for oneccl.launcher: doctor --live's (given, or
+    # detected: srun inside an srun step); every `compat env` a fix names carries it (checks/oneccl_env.env_command)
+    env_launcher: Optional[str] = None
 
 
 class Context(Record):

@@ -372,8 +372,12 @@ def _ccl_module(ctx: Context) -> Optional[str]:
     return release.module if release else ("oneccl_bindings_for_pytorch" if "oneccl_bindings_for_pytorch" in ctx.snapshot.modules else "torch_ccl")
 
 
-def _finding(cid: str, result: ImportResult, ok_summary: str) -> Finding:
+def _finding(cid: str, result: ImportResult, ok_summary: str, ctx: Optional[Context] = None) -> Finding:
     verdict = result.verdict
+    if ctx is not None:
+        from .oneccl_env import env_command
+
+        verdict = verdict.naming(env_command(ctx))
     if verdict.ok:
         return Finding(cid, Status.PASS, ok_summary)
     tail = result.stderr.strip()[-400:]  # the child's output is cut to run_child's OUTPUT_LIMIT; a finding quotes less
@@ -388,7 +392,7 @@ def import_torch(ctx: Context) -> Finding:
         return Finding(cid, Status.SKIP, "torch is not installed")
     result = _imports(ctx, TORCH)
     data = result.data or {}
-    return _finding(cid, result, f"torch {data.get('version')} imports" + (f" (CUDA {data['cuda']} build)" if data.get("cuda") else ""))
+    return _finding(cid, result, f"torch {data.get('version')} imports" + (f" (CUDA {data['cuda']} build)" if data.get("cuda") else ""), ctx)
 
 
 @check("imports.ipex", "intel_extension_for_pytorch imports in a child process", static=False)
@@ -399,7 +403,7 @@ def import_ipex(ctx: Context) -> Finding:
         return Finding(cid, Status.SKIP, "intel-extension-for-pytorch is not installed")
     result = _imports(ctx, Part("ipex", module))
     data = result.data or {}
-    return _finding(cid, result, f"{module} {data.get('version')} imports with torch {data.get('torch')}")
+    return _finding(cid, result, f"{module} {data.get('version')} imports with torch {data.get('torch')}", ctx)
 
 
 @check("imports.ccl", "the oneCCL bindings import and register the ccl backend", static=False)
@@ -409,7 +413,7 @@ def import_ccl(ctx: Context) -> Finding:
     if module is None:
         return Finding(cid, Status.SKIP, "oneccl_bind_pt is not installed")
     result = _imports(ctx, Part("ccl", module))
-    finding = _finding(cid, result, f"{module} imports and registers the ccl backend")
+    finding = _finding(cid, result, f"{module} imports and registers the ccl backend", ctx)
     if finding.status is Status.PASS and not (result.data or {}).get("registered"):
         return Finding(cid, Status.FAIL, f"{module} imports but the ccl backend is not registered",
                        (f"torch.distributed.is_backend_available('ccl') is False after import {module}",),

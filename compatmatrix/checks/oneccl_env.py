@@ -11,7 +11,7 @@ when compat is gone, even by SIGKILL); reads ELF files and runs ``ldconfig -p`` 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Optional
@@ -310,7 +310,7 @@ def setvars_result(ctx: Context) -> Optional[SetvarsResult]:
 
 SYSTEM_FIX = ("Install the oneCCL runtime the bindings were built against: pip install {runtime} (the PyPI runtime, into this "
               "environment's lib folder), or source <oneAPI>/setvars.sh (a oneAPI install), or export CCL_ROOT=<your oneCCL> "
-              "(its lib/ holds {name}); then eval \"$(compat env{python})\".")
+              "(its lib/ holds {name}); then {command}.")
 
 
 def runtime_install(matrix, name: str = "impi-rt") -> str:
@@ -334,10 +334,11 @@ def _no_libfabric_note(ctx: Context) -> tuple[str, ...]:
     return (f"impi-rt {release} is installed; its wheel ships no libfabric and its activation script names none{declared} ({row.source})",)
 
 
-def setvars_fix(path: Path, result: Optional[SetvarsResult] = None, python_arg: str = "", matrix=None) -> str:
+def setvars_fix(path: Path, result: Optional[SetvarsResult] = None, command: str = 'eval "$(compat env)"', matrix=None) -> str:
+    """``command``: the full compat env command for the environment judged (``env_command``)."""
     if result is not None and result.system is not None and not result.system.found:
         runtime = f"{runtime_install(matrix, 'oneccl-cpu')} {runtime_install(matrix, 'impi-rt')}" if matrix is not None and matrix.runtime else "oneccl-cpu"
-        return SYSTEM_FIX.format(name=result.system.name, python=python_arg, runtime=runtime)
+        return SYSTEM_FIX.format(name=result.system.name, command=command, runtime=runtime)
     if not path.is_file():
         return "Reinstall oneccl_bind_pt: its env/setvars.sh is part of the wheel."
     return f"Run bash -x {path} to see where it stops; if the script is damaged, reinstall oneccl_bind_pt (env/setvars.sh is part of the wheel)."
@@ -351,7 +352,22 @@ def system_error(bindings_dir: Path, system: SystemOneccl) -> str:
 
 def _fix(ctx: Context, path: Optional[Path]) -> str:
     also = f"   (or: source {path})" if path is not None and path.is_file() else ""
-    return f'eval "$(compat env{_python_arg(ctx)})"{also}'
+    return f"{env_command(ctx)}{also}"
+
+
+def fix_launcher(ctx: Context) -> Optional[str]:
+    """The launcher a fix's compat env names: the one asked (compat check --launcher), else the live run's (doctor --live,
+    given or detected), else none."""
+    return ctx.options.launcher or ctx.options.env_launcher
+
+
+def env_command(ctx: Context, launcher: Optional[str] = None, extra: str = "") -> str:
+    """``eval "$(compat env ...)"`` as a fix names it, in full: ``--python`` when the environment judged is not the one
+    compat runs in (compat env there would export another environment's settings), ``--launcher`` when one was asked or
+    detected (``launcher`` names one outright; without it compat env under mpirun lacks MASTER_ADDR and I_MPI_ROOT), and
+    ``extra`` (" --master-addr HOST")."""
+    chosen = launcher or fix_launcher(ctx)
+    return f'eval "$(compat env{_python_arg(ctx)}{" --launcher " + chosen if chosen else ""}{extra})"'
 
 
 def _python_arg(ctx: Context) -> str:
@@ -373,12 +389,18 @@ def setvars_sourced(ctx: Context) -> Finding:
         return Finding(cid, Status.FAIL, f"setvars.sh cannot be used: {result.error}", evidence, setvars_fix(result.path))
     wanted = [k for k in KEYS if k in result.missing]
     if not wanted:
-        return Finding(cid, Status.PASS, f"{result.path} has been sourced", tuple(f"{k} is set" for k in KEYS if k in result.after and k in os.environ)[:4])
+        return Finding(cid, Status.PASS, f"{IN_SHELL}{result.path} has been sourced", tuple(f"{k} is set" for k in KEYS if k in result.after and k in os.environ)[:4])
     evidence = tuple(f"{key}: missing {result.missing[key]}" for key in wanted)
-    return Finding(cid, Status.FAIL, f"the oneCCL environment is not set up: {', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing", evidence, _fix(ctx, result.path))
+    return Finding(cid, Status.FAIL, f"{IN_SHELL}the oneCCL environment is not set up: {', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing",
+                   evidence, _fix(ctx, result.path))
 
 
 LOOKED_SHOWN = 10  # places searched, quoted in a finding's evidence
+# What a oneCCL check judges, said at the head of its summary: the shell compat runs in (oneccl.setvars, a system
+# oneCCL's environment), or the environment compat env would create on top of it (oneccl.fi-provider, oneccl.libfabric:
+# they PASS in a clean shell because compat env's exports set FI_PROVIDER_PATH and LD_LIBRARY_PATH, which the shell lacks)
+IN_SHELL = "in this shell: "
+WITH_EXPORTS = "with compat env's exports: "
 
 
 def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -> Finding:
@@ -394,7 +416,7 @@ def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -
     located = system.located
     if located is None:
         return Finding(cid, Status.FAIL, f"the bindings carry no env/setvars.sh (built against a system oneCCL) and no {system.name} they load is found",
-                       tuple(evidence + [f"looked in: {place}" for place in shown]), setvars_fix(result.path, result, _python_arg(ctx), ctx.matrix))
+                       tuple(evidence + [f"looked in: {place}" for place in shown]), setvars_fix(result.path, result, env_command(ctx), ctx.matrix))
     evidence.append(f"found: {located.path} ({located.how})")
     if system.root:
         evidence.append(f"oneCCL root: {system.root}" + (f", with {system.script}" if system.script is not None else ""))
@@ -403,7 +425,7 @@ def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -
     evidence += list(result.notes)
     if not located.loader:
         return Finding(cid, Status.WARN, f"the bindings load {system.name} from a system oneCCL found at {located.path} ({located.how}), "
-                       f"but the loader does not search there: LD_LIBRARY_PATH lacks {located.directory}", tuple(evidence), _fix(ctx, system.script))
+                       f"but the loader does not search there in this shell: LD_LIBRARY_PATH lacks {located.directory}", tuple(evidence), _fix(ctx, system.script))
     if system.unresolved:
         missing = ", ".join(system.unresolved)
         return Finding(cid, Status.WARN, f"the system oneCCL {located.path} is found ({located.how}), but the loader cannot load it: "
@@ -412,13 +434,20 @@ def _system_finding(ctx: Context, result: SetvarsResult, system: SystemOneccl) -
     wanted = [k for k in KEYS if k in result.missing]
     if wanted:
         evidence += [f"{key}: missing {result.missing[key]}" for key in wanted]
-        return Finding(cid, Status.WARN, f"the bindings load the system oneCCL {located.path}, but its environment is not set up: "
+        return Finding(cid, Status.WARN, f"the bindings load the system oneCCL {located.path}, but its environment is not set up in this shell: "
                        f"{', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} missing", tuple(evidence), _fix(ctx, system.script))
     return Finding(cid, Status.PASS, f"the bindings load the system oneCCL {located.path} ({located.how})", tuple(evidence))
 
 
-@check("oneccl.fi-provider", "FI_PROVIDER_PATH holds libfabric providers")
+@check("oneccl.fi-provider", "FI_PROVIDER_PATH holds libfabric providers, with compat env's exports")
 def fi_provider(ctx: Context) -> Finding:
+    """Judged with compat env's exports on top of this shell (the oneCCL environment: setvars.sh sourced, or a system
+    oneCCL's exports), as the launch that runs eval "$(compat env)" first sees it; every summary says so (WITH_EXPORTS)."""
+    finding = _fi_provider(ctx)
+    return finding if finding.status is Status.SKIP else Finding(finding.id, finding.status, WITH_EXPORTS + finding.summary, finding.evidence, finding.fix)
+
+
+def _fi_provider(ctx: Context) -> Finding:
     cid = "oneccl.fi-provider"
     result = setvars_result(ctx)
     if result is None or not result.ok:
@@ -437,7 +466,7 @@ def fi_provider(ctx: Context) -> Finding:
         if bundled:
             return Finding(cid, Status.WARN, "setvars.sh does not set FI_PROVIDER_PATH: libfabric has no default folder, so oneCCL's OFI transport "
                            "finds no provider (\"fi_getinfo error: ret -61\")", (f"the bindings' providers: {bundled[0]}",),
-                           f'eval "$(compat env{_python_arg(ctx)} --launcher torchrun)"   (it sets FI_PROVIDER_PATH={bundled[0]})')
+                           f"{env_command(ctx, fix_launcher(ctx) or 'torchrun')}   (it sets FI_PROVIDER_PATH={bundled[0]})")
         return Finding(cid, Status.FAIL, "setvars.sh does not set FI_PROVIDER_PATH and the bindings hold no libfabric provider folder", (),
                        f"Reinstall oneccl_bind_pt (its opt/mpi/libfabric/lib/prov holds the providers), or pip install {runtime_install(ctx.matrix)}.")
     holding: list[str] = []
@@ -462,11 +491,16 @@ def find_bindings_dir(ctx: Context) -> Path:
 LIBFABRIC = "libfabric.so"  # the name libccl dlopens ("could not open the library: libfabric.so" when the loader finds none)
 
 
-@check("oneccl.libfabric", "libfabric, which oneCCL loads at run time, is found by the loader in the oneCCL environment")
+@check("oneccl.libfabric", "libfabric, which oneCCL loads at run time, is found by the loader, with compat env's exports")
 def libfabric(ctx: Context) -> Finding:
     """libccl dlopens libfabric (its OFI transport; Intel MPI's too): not a DT_NEEDED entry, so nothing else sees it
     missing until every rank stops "could not open the library: libfabric.so". Judged with LD_LIBRARY_PATH as the oneCCL
-    environment (what compat env exports) leaves it."""
+    environment (what compat env exports) leaves it; every summary says so (WITH_EXPORTS)."""
+    finding = _libfabric(ctx)
+    return finding if finding.status is Status.SKIP else Finding(finding.id, finding.status, WITH_EXPORTS + finding.summary, finding.evidence, finding.fix)
+
+
+def _libfabric(ctx: Context) -> Finding:
     cid = "oneccl.libfabric"
     result = setvars_result(ctx)
     if result is None or not result.ok:
@@ -477,7 +511,7 @@ def libfabric(ctx: Context) -> Finding:
     located, looked = search.find(LIBFABRIC, None, loader_only=True)
     if located is None:
         shown = _no_libfabric_note(ctx) + tuple(f"looked in: {place}" for place in looked[:LOOKED_SHOWN])
-        return Finding(cid, Status.FAIL, f"the loader finds no {LIBFABRIC} in the oneCCL environment: oneCCL's transport cannot start "
+        return Finding(cid, Status.FAIL, f"the loader finds no {LIBFABRIC}: oneCCL's transport cannot start "
                        f"(\"could not open the library: {LIBFABRIC}\")", shown,
                        f"pip install {runtime_install(ctx.matrix)} (its lib folder holds {LIBFABRIC}), then {_fix(ctx, result.path)}")
     layout = result.system.layout if result.system is not None else None
@@ -550,12 +584,18 @@ def stale_prefix(ctx: Context) -> Finding:
     return Finding(cid, Status.PASS, "no stale oneCCL/MPI prefixes in the environment")
 
 
+def _plain_command(launcher: Optional[str], extra: str) -> str:
+    return f'eval "$(compat env{" --launcher " + launcher if launcher else ""}{extra})"'
+
+
 def kvs_iface_finding(installed: bool, interfaces: list[str], value: Optional[str], route: Optional[InterfaceChoice] = None,
-                      master: str = "") -> Finding:
+                      master: str = "", command: Callable[[Optional[str], str], str] = _plain_command) -> Finding:
     """oneCCL's key-value store (how the ranks find each other) binds to an interface other than lo unless CCL_KVS_IFACE
     names one: where lo is the only interface up (a container without a network) it needs CCL_KVS_IFACE=lo. With
     MASTER_ADDR set (a job across hosts), ``route`` is the interface that reaches it (environment/interfaces, as compat
-    env chooses it): with several interfaces up it must be named, and a CCL_KVS_IFACE naming another one is said."""
+    env chooses it): with several interfaces up it must be named, and a CCL_KVS_IFACE naming another one is said.
+    ``command(launcher, extra)``: the full compat env command a fix names (``env_command``; ``launcher`` the default when
+    none was asked)."""
     cid = "oneccl.kvs-iface"
     if not installed:
         return Finding(cid, Status.SKIP, "the oneCCL bindings are not installed")
@@ -566,11 +606,11 @@ def kvs_iface_finding(installed: bool, interfaces: list[str], value: Optional[st
     why = route.why if route is not None else ""
     if chosen and value and value != chosen and value in interfaces:
         return Finding(cid, Status.WARN, f"CCL_KVS_IFACE={value}, but the route to the master {master} leaves by {chosen}", (up, why),
-                       f"export CCL_KVS_IFACE={chosen} FI_TCP_IFACE={chosen}   (eval \"$(compat env --master-addr {master})\" sets them)")
+                       f"export CCL_KVS_IFACE={chosen} FI_TCP_IFACE={chosen}   ({command(None, f' --master-addr {master}')} sets them)")
     if chosen and not value and len([i for i in interfaces if i != "lo"]) > 1:
         return Finding(cid, Status.WARN, f"CCL_KVS_IFACE is not set and several interfaces are up: oneCCL's key-value store may bind to another "
                        f"than {chosen}, the one that reaches the master {master}", (up, why),
-                       f"export CCL_KVS_IFACE={chosen} FI_TCP_IFACE={chosen}   (eval \"$(compat env --master-addr {master})\" sets them)")
+                       f"export CCL_KVS_IFACE={chosen} FI_TCP_IFACE={chosen}   ({command(None, f' --master-addr {master}')} sets them)")
     if value:
         if value in interfaces:
             return Finding(cid, Status.PASS, f"CCL_KVS_IFACE={value}, an interface that is up", (up,))
@@ -578,7 +618,7 @@ def kvs_iface_finding(installed: bool, interfaces: list[str], value: Optional[st
                        f"export CCL_KVS_IFACE={next((i for i in interfaces if i != 'lo'), 'lo')}   (an interface that is up here)")
     if interfaces == ["lo"]:
         return Finding(cid, Status.WARN, "lo is the only network interface up and CCL_KVS_IFACE is not set: oneCCL's key-value store finds no interface",
-                       (up,), "export CCL_KVS_IFACE=lo   (compat env --launcher torchrun prints it)")
+                       (up,), f"export CCL_KVS_IFACE=lo   ({command('torchrun', '')} sets it)")
     return Finding(cid, Status.PASS, "CCL_KVS_IFACE is not set; oneCCL's key-value store has an interface other than lo", (up,))
 
 
@@ -590,7 +630,8 @@ def kvs_iface(ctx: Context) -> Finding:
     route = None
     if installed and master and not is_loopback(master) and master != "localhost":  # a job across hosts: the route to its master
         route = choose_interface(master, True, route_facts(master))
-    return kvs_iface_finding(installed, list(interfaces), ctx.snapshot.env.get("CCL_KVS_IFACE"), route, master)
+    return kvs_iface_finding(installed, list(interfaces), ctx.snapshot.env.get("CCL_KVS_IFACE"), route, master,
+                             lambda launcher, extra: env_command(ctx, fix_launcher(ctx) or launcher, extra))
 
 
 MUST_MATCH = ("CCL_ATL_TRANSPORT",)  # needs only that value meets (the transport); any value meets the others
@@ -626,4 +667,4 @@ def launcher_needs(ctx: Context) -> Finding:
     evidence = [f"{key}: {('is ' + env[key]) if env.get(key) else 'not set'}; needs {needed[key]}" for key in unmet]
     return Finding(cid, Status.FAIL, f"under {launcher}, {what} {'needs' if bindings is not None else 'need'} {', '.join(unmet)}, "
                    f"which {'is' if len(unmet) == 1 else 'are'} not set as needed here",
-                   tuple(evidence + said), f'eval "$(compat env{_python_arg(ctx)} --launcher {launcher})"')
+                   tuple(evidence + said), env_command(ctx, launcher))

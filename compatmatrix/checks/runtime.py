@@ -35,7 +35,9 @@ def ld_preload(ctx: Context) -> Finding:
     if not bad:
         return Finding(cid, Status.PASS, f"LD_PRELOAD: {value}")
     if found:
-        fix = f"export LD_PRELOAD={':'.join(found[:2])}   (libraries found on this machine; compat env prints this)"
+        from .oneccl_env import env_command
+
+        fix = f"export LD_PRELOAD={':'.join(found[:2])}   (libraries found on this machine; {env_command(ctx)} sets it)"
     else:
         fix = "unset LD_PRELOAD, or install tcmalloc (apt-get install libgoogle-perftools4) and libiomp5 (pip install intel-openmp)"
     return Finding(cid, Status.FAIL, bad[0], tuple(bad[1:]) + tuple(f"available: {p}" for p in found), fix)
@@ -59,12 +61,14 @@ def _worker_count(value: str) -> Optional[int]:
     return int(text) if re.fullmatch(r"\+?[0-9]+", text) else None
 
 
-def _bad_count(key: str, value: str) -> Finding:
+def _bad_count(key: str, value: str, ctx: Context) -> Finding:
     if key == "OMP_NUM_THREADS":
         summary = f"OMP_NUM_THREADS={value!r} is not a thread count: OpenMP takes a whole number above 0, or a comma-separated list of them for nested levels (4,2)"
     else:
         summary = f"CCL_WORKER_COUNT={value!r} is not a worker count: oneCCL takes a whole number, 0 or more"
-    return Finding("runtime.threads", Status.FAIL, summary, fix=f"export {key}=<a whole number>   (compat env prints the value for this machine)")
+    from .oneccl_env import env_command
+
+    return Finding("runtime.threads", Status.FAIL, summary, fix=f"export {key}=<a whole number>   ({env_command(ctx)} sets the value for this machine)")
 
 
 @check("runtime.threads", "OMP_NUM_THREADS x ranks and CCL_WORKER_COUNT fit the physical cores this process may use")
@@ -81,9 +85,9 @@ def threads(ctx: Context) -> Finding:
     omp = first_level_threads(omp_text) if omp_text is not None else None
     workers = _worker_count(workers_text) if workers_text is not None else None
     if omp_text is not None and omp is None:
-        return _bad_count("OMP_NUM_THREADS", omp_text)
+        return _bad_count("OMP_NUM_THREADS", omp_text, ctx)
     if workers_text is not None and workers is None:
-        return _bad_count("CCL_WORKER_COUNT", workers_text)
+        return _bad_count("CCL_WORKER_COUNT", workers_text, ctx)
     machine = machine_from_snapshot(ctx.snapshot)
     bindings = ctx.snapshot.get(*CCL_NAMES) is not None  # without them no oneCCL worker runs: no core is set aside, none advised
     advice = thread_advice(machine, ranks, workers if workers is not None else (1 if bindings else 0))

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from .k8s import Manifest
     from .releases import Release
 
+# what the pods' env sets for ccl under torchrun, the launcher of a PyTorchJob: torchrun's own ccl_exports outright (its
+# transport); the rest of the plan (libfabric's places, the providers) is the image's compat-env.sh, written by
+# compat env --launcher torchrun --defaults, so the two render one plan (tests/test_one_plan_every_form.py holds them equal)
+POD_CCL_ENV = (("CCL_ATL_TRANSPORT", "ofi"),)
 CCL_KEY = "oneccl-bind-pt"  # the oneCCL bindings in the versions of --validate: whether the image's set can run the ccl backend
 MAX_FILE = 4 * 1024 * 1024  # a manifest or a Dockerfile larger than this is not one
 _PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
@@ -107,7 +111,7 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
     command, said = _for_the_set(planned, command, "pytorchjob")
     notes += said
     ccl = Component.CCL in planned.outcome.picks
-    extra = (("CCL_ATL_TRANSPORT", "ofi"),) if ccl else ()
+    extra = POD_CCL_ENV if ccl else ()
     if ccl:
         notes.append("CCL_ATL_TRANSPORT=ofi: oneCCL's default MPI transport needs an MPI launcher, and the pods run torchrun")
         notes.append("the oneCCL environment comes from the image's compat-env.sh, which bash -c reads through BASH_ENV (compat export "

@@ -7,6 +7,9 @@ for every command that starts ranks:
 * ``tool(request)`` then ``bound(job)``: the command line ``compat launch`` runs (an :class:`Invocation`), given the
   CPU binding ``placement/`` planned as a ready wrapper (the wing knows nothing of CPU plans);
 * ``ccl_exports(env)``: what ``compat env --launcher`` adds for oneCCL under it (its transport, the interface);
+* ``path_additions(python, path, mpirun)``: what its own program needs on PATH-like lists, whatever the backend (Intel
+  MPI's and MPICH's hydra run their proxies from PATH: the mpirun's folder, VENV/bin for impi-rt's); every form of the
+  environment (compat env, compat launch, the job scripts) carries the same;
 * ``interface_exports(interface, env, python, path)``: its own variables that name the interface reaching the master
   (Intel MPI's I_MPI_HYDRA_IFACE, Open MPI's btl/oob_tcp_if_include); gloo's and oneCCL's are everyone's
   (environment/interfaces.py: GLOO_VARIABLES, CCL_VARIABLES);
@@ -226,6 +229,8 @@ class Launcher(Protocol):
     def bound(self, job: BoundJob) -> Invocation: ...
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]: ...
+
+    def path_additions(self, python: str, path: Optional[str] = None, mpirun: Optional[str] = None) -> tuple[dict[str, PathEntries], list[str]]: ...
 
     def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]: ...
 

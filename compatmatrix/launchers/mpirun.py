@@ -100,7 +100,26 @@ def mpi_path(mpirun: str, path: str) -> str:
     return os.pathsep.join([folder] + [p for p in path.split(os.pathsep) if p and p != folder])
 
 
+_FLAVORS: dict[tuple[str, int, int], str] = {}  # (realpath, mtime_ns, size) -> flavour: one mpirun --version per binary and run
+
+
 def mpi_flavor(mpirun: str, timeout: float = 20.0) -> str:
+    """The MPI of ``mpirun`` by its own --version (asked once per binary as it is on disk: compat env asks it for the
+    transport, the PATH addition and the interface variables)."""
+    try:
+        info = os.stat(mpirun)
+        key: Optional[tuple[str, int, int]] = (os.path.realpath(mpirun), info.st_mtime_ns, info.st_size)
+    except OSError:
+        key = None
+    if key is not None and key in _FLAVORS:
+        return _FLAVORS[key]
+    flavor = _ask_flavor(mpirun, timeout)
+    if key is not None:
+        _FLAVORS[key] = flavor
+    return flavor
+
+
+def _ask_flavor(mpirun: str, timeout: float) -> str:
     try:
         env = dict(os.environ, PATH=mpi_path(mpirun, os.environ.get("PATH", "")))
         done = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False, env=env)
@@ -276,6 +295,22 @@ class Mpirun:
             extra["I_MPI_ROOT"] = root
             said.append(f"I_MPI_ROOT={root}: oneCCL's MPI transport refuses Intel MPI without it (\"neither I_MPI_ROOT nor ONEAPI_ROOT is set\")")
         return {**extra, **master}, said + words
+
+    def path_additions(self, python: str, path: Optional[str] = None, mpirun: Optional[str] = None) -> tuple[dict[str, PathEntries], list[str]]:
+        """Intel MPI's and MPICH's mpirun (hydra) run mpiexec.hydra and hydra_pmi_proxy from PATH: the mpirun's folder in
+        front of PATH (VENV/bin for impi-rt's), as compat launch's own line puts it there; without it a clean shell's
+        ``mpirun`` is another MPI's, and VENV/bin/mpirun called by its path fails "mpiexec.hydra: not found". Open MPI's
+        mpirun finds its own programs: nothing."""
+        try:
+            program, flavor = env_mpirun(python, path, mpirun)
+        except LaunchError:
+            return {}, []  # ccl_exports says that no mpirun is found
+        folder = os.path.dirname(os.path.abspath(program))
+        if flavor not in ("intel-mpi", "mpich"):
+            return {}, []
+        return ({"PATH": PathEntries((folder,))},
+                [f"launcher mpirun ({flavor}, {program}): PATH gains {folder} in front, where hydra finds mpiexec.hydra and hydra_pmi_proxy "
+                 "(a clean shell's mpirun would be another MPI's)"])
 
     def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
         """Its own network between the hosts: Intel MPI's hydra (I_MPI_HYDRA_IFACE), MPICH's (HYDRA_IFACE), Open MPI's

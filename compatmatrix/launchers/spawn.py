@@ -20,6 +20,7 @@ from .interface import (
     Launch,
     LaunchError,
     LiveJob,
+    PathEntries,
     Tool,
     ToolRequest,
     master_exports,
@@ -72,6 +73,9 @@ class Spawn:
 
     def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
         return {}, []  # its ranks read gloo's and oneCCL's variables only
+
+    def path_additions(self, python: str, path: Optional[str] = None, mpirun: Optional[str] = None) -> tuple[dict[str, PathEntries], list[str]]:
+        return {}, []  # its program needs nothing on PATH beyond what starts it
 
     def failures(self, log: str) -> Failures:
         return Failures({})  # compat's own children: their exit codes are known without a log

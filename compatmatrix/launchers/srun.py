@@ -33,6 +33,7 @@ from .interface import (
     Launch,
     LaunchError,
     LiveJob,
+    PathEntries,
     RankLayout,
     Tool,
     ToolRequest,
@@ -165,6 +166,36 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
     return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
 
 
+def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[str], Sequence[str]]] = None) -> tuple[Optional[str], int, list[str]]:
+    """compat launch --launcher srun: (master, nodes, notes) of the allocation it runs in, when it has several nodes: its
+    first host as each task takes MASTER_ADDR (``scontrol show hostnames``), so that the interface reaching it is exported
+    (CCL_KVS_IFACE, FI_TCP_IFACE, GLOO_SOCKET_IFNAME) as compat env --master-addr does; (None, 1, ...) in one node's
+    allocation or outside one, with a note when the nodes cannot be read."""
+    text = (environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or "").strip()
+    if not text:
+        return None, 1, []
+    if not text.isascii() or not text.isdigit() or not 0 < int(text) <= _MAX_COUNT:
+        return None, 1, [f"srun: SLURM_JOB_NUM_NODES='{quoted(text)}' is not a node count: no interface variable is exported"]
+    nnodes = int(text)
+    if nnodes == 1:
+        return None, 1, []
+    nodelist = (environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or "").strip()
+    why = ""
+    hosts: Sequence[str] = ()
+    if not nodelist or len(nodelist) > 65536 or nodelist.startswith("-") or any(not ch.isprintable() for ch in nodelist):
+        why = "SLURM_JOB_NODELIST is not a Slurm node list"
+    else:
+        try:
+            hosts = (hostnames or scontrol_hostnames)(nodelist)
+        except UsageError as exc:
+            why = exc.message[:-1] if exc.message.endswith(".") else exc.message
+    if not hosts:
+        return None, nnodes, [f"srun: {nnodes} nodes, but the first host is not known ({why or 'scontrol named none'}): CCL_KVS_IFACE and FI_TCP_IFACE "
+                              "are not exported; eval \"$(compat env --launcher srun --master-addr FIRST_HOST --nnodes N)\" before launching sets them"]
+    return hosts[0], nnodes, [f"srun: {nnodes} nodes; the master is the allocation's first host {quoted(hosts[0], 64)} (scontrol show hostnames), "
+                              "as each task's MASTER_ADDR is taken: the interface that reaches it is exported"]
+
+
 def master_port_of(job_id: int) -> int:
     """The rendezvous port of a job: the same on every node, computed from the job id alone (the sh form is in
     ``_MAP_RANKS``)."""
@@ -284,11 +315,14 @@ class Srun:
                  "task/affinity or task/cgroup) and every node is planned as this one",
                  "each task maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID to RANK/WORLD_SIZE/LOCAL_RANK, MASTER_ADDR to the allocation's first "
                  f"host and MASTER_PORT to {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} unless exported")
-        return Invocation("srun", "srun", tuple(argv), dict(job.rank_env), "srun --cpu-bind", notes)
+        return Invocation("srun", "srun", tuple(argv), dict(job.rank_env), "srun --cpu-bind", notes, dict(job.additions))
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         return ofi_exports(self.name, env, why="srun starts the ranks without Intel MPI's launcher, which oneCCL's MPI transport needs "
                            "(\"failed to initialize ATL\" otherwise)")
+
+    def path_additions(self, python: str, path: Optional[str] = None, mpirun: Optional[str] = None) -> tuple[dict[str, PathEntries], list[str]]:
+        return {}, []  # its program needs nothing on PATH beyond what starts it
 
     def failures(self, log: str) -> Failures:
         first = None

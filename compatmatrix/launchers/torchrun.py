@@ -25,6 +25,7 @@ from .interface import (
     Launch,
     LaunchError,
     LiveJob,
+    PathEntries,
     Tool,
     ToolRequest,
     ofi_exports,
@@ -76,6 +77,9 @@ class Torchrun:
 
     def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]:
         return {}, []  # its rendezvous is the master's TCP store; its ranks read gloo's and oneCCL's variables only
+
+    def path_additions(self, python: str, path: Optional[str] = None, mpirun: Optional[str] = None) -> tuple[dict[str, PathEntries], list[str]]:
+        return {}, []  # its program needs nothing on PATH beyond what starts it
 
     def failures(self, log: str) -> Failures:
         codes = {int(pid): int(code) for code, pid in re.findall(r"exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", log)}  # its error summary

@@ -18,7 +18,7 @@ from ..checks.crash import classify, describe_exit
 from ..checks.finding import Finding, Status
 from ..launchers.interface import MASTER_PORT, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
-from .oneccl_causes import CclRun, ccl_cause, foreign_mpirun_hang
+from .oneccl_causes import CclRun, ccl_cause, fallback_hang, foreign_mpirun_hang, with_arguments
 from .supervise import Supervised
 
 GB = 1e9
@@ -162,7 +162,7 @@ def known_cause(record: RankRecord, run: CclRun = NO_RUN) -> Optional[tuple[str,
     text = record.log + (f"\n{error.get('type', '')}: {error.get('message', '')}" if error else "")
     if record.stage.startswith("import:"):
         code = record.returncode if record.returncode is not None else (1 if record.error else -6)
-        verdict = classify(code, "", text, False, record.stage.split(":", 1)[1])
+        verdict = classify(code, "", text, False, record.stage.split(":", 1)[1]).naming(run.env_command)
         if verdict.kind in _SIGNATURE_KINDS:
             return verdict.summary, verdict.detail, verdict.fix
     return ccl_cause(text, run)
@@ -218,7 +218,7 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: Cc
         if stage.startswith("import:") and record.error:  # a Python-level import error (e.g. torch missing, undefined symbol)
             what = stage.split(":", 1)[1]
             error = record.error
-            verdict = classify(1, "", f"{record.log}\n{error.get('type')}: {error.get('message')}", False, what)
+            verdict = classify(1, "", f"{record.log}\n{error.get('type')}: {error.get('message')}", False, what).naming(run.env_command)
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail, verdict.fix)
         if stage.startswith("import:") and not record.error:
             what = stage.split(":", 1)[1]
@@ -227,18 +227,18 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: Cc
                 return Finding(cid, Status.FAIL, f"{record.name}: {cause[0]}", cause[1] + (f"last output: {_tail(record.log)}",), cause[2])
             if record.returncode is None and (supervised.timed_out or supervised.stopped_early):
                 if supervised.timed_out:  # still importing at the deadline
-                    verdict = classify(None, "", record.log, True, what, supervised.seconds)
+                    verdict = classify(None, "", record.log, True, what, supervised.seconds).naming(run.env_command)
                     return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
                 continue  # stopped by compat or the launcher because another rank failed: not this import's fault
             if record.returncode is None or record.returncode in (-15, -9) or record.pid in supervised.stopped:
                 continue  # no exit status known, or stopped by the launcher or compat: see live.ranks
-            verdict = classify(record.returncode, "", record.log, False, what)
+            verdict = classify(record.returncode, "", record.log, False, what).naming(run.env_command)
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
         imports = record.status.get("imports") or {}
         for key in ("ipex", "ccl"):
             item = imports.get(key)
             if item and not item.get("ok"):
-                verdict = classify(1, "", f"{record.log}\n{item.get('error', '')}", False, item.get("module", key))
+                verdict = classify(1, "", f"{record.log}\n{item.get('error', '')}", False, item.get("module", key)).naming(run.env_command)
                 return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", (str(item.get("error", "")),), verdict.fix)
     first = ranks[0].status.get("imports") or {}
     parts = [f"torch {first.get('torch', {}).get('version')}"]
@@ -260,7 +260,8 @@ def backend_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     reason = str(chosen[0].status.get("backend_reason", ""))
     ccl = (chosen[0].status.get("imports") or {}).get("ccl") or {}
     if None in backends:
-        return Finding(cid, Status.FAIL, reason, (), "Install the oneccl_bind_pt that compat resolve gives for this torch, then eval \"$(compat env)\"; or run with --backend gloo.")
+        return Finding(cid, Status.FAIL, reason, (), f"Install the oneccl_bind_pt that compat resolve gives for this torch, then {expect.ccl.env_command}; "
+                       "or run with --backend gloo.")
     if len(backends) > 1:
         return Finding(cid, Status.FAIL, f"the ranks chose different backends: {', '.join(sorted(str(b) for b in backends))}",
                        tuple(f"{r.name}: {r.status.get('backend')} ({r.status.get('backend_reason')})" for r in chosen),
@@ -698,7 +699,7 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         message = str(error.get("message", "")).strip().splitlines()
         fix = "compat translate -- <your command> shows the flags this transformers takes; compat check lists version problems."
         if re.search(r"backend ccl is not ava", str(error.get("message", ""))) and not expect.ccl_trainer_blocked:
-            fix = "accelerate picks ccl only when CCL_WORKER_COUNT is 1 or more: eval \"$(compat env)\" (or export CCL_WORKER_COUNT=1) and run again."
+            fix = f"accelerate picks ccl only when CCL_WORKER_COUNT is 1 or more: {expect.ccl.env_command} (or export CCL_WORKER_COUNT=1) and run again."
         crashed = [r for r in records if not r.done and not r.error and r.returncode not in (None, 0)]
         if crashed or all(PEER_GONE.search(str((r.error or {}).get("message", ""))) for r in failed):
             return Finding(cid, Status.SKIP, "the Trainer step did not finish because a rank died (see live.ranks)")
@@ -870,7 +871,10 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     causes = "; ".join(_HANG_CAUSES[p] for p in ("launcher", "import", "init", "collective") if p in phases) or _HANG_CAUSES["collective"]
     fix = "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again."
     ccl = expect.backend == "ccl" or any(r.status.get("backend") == "ccl" for r in ranks)
-    for known in (ccl_interface_unset(ranks, expect), foreign_mpirun_hang(expect.ccl) if ccl else None):
+    fell_back = fallback_hang([r.log for r in ranks], expect.ccl) if ccl else None
+    if fell_back is not None:  # the ranks' own words name the first failure: what a hang has in general comes after it
+        causes, fix = fell_back
+    for known in (() if fell_back is not None else (ccl_interface_unset(ranks, expect), foreign_mpirun_hang(expect.ccl) if ccl else None)):
         if known is not None:
             cause, fix = known
             causes = f"{cause}; {causes}"
@@ -904,9 +908,7 @@ def ccl_interface_unset(ranks: Sequence[RankRecord], expect: Expectation) -> Opt
     where = "; ".join(f"{name} not set on {', '.join(sorted(hosts))}" for name, hosts in missing.items()) or "no rank reported its variables"
     cause = (f"the ccl backend across hosts without {names} ({where}): oneCCL's key-value store and libfabric's tcp provider each pick an "
              "interface of their own (lo, a container bridge), which the other hosts cannot reach, so the ranks wait for each other")
-    command = expect.ccl.env_command
-    if command.endswith(')"'):  # eval "$(compat env --launcher L ...)": the same command told the master and the node count
-        command = f'{command[:-2]} --master-addr MASTER --nnodes N)"'
+    command = with_arguments(expect.ccl.env_command, " --master-addr MASTER --nnodes N")  # the same command told the master and the nodes
     fix = (f"On every host export {' and '.join(CCL_VARIABLES)} set to the interface that reaches the master (the same name on every host; "
            f"ip -br addr lists them): {command} sets both, with the rest of oneCCL's environment; then run compat doctor --live again.")
     return cause, fix

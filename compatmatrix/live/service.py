@@ -317,6 +317,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
         ends_by_pid = {end.pid: end.returncode for end in supervised.ends} if LAUNCHERS[launch.launcher].starts_ranks_itself else {}
         multi_host = options.topology.nnodes > 1 or len(launch.hosts) > 1
         ranks = read_ranks(run_dir, ends_by_pid, "\n".join(end.log for end in supervised.ends), show_host=multi_host)
+        ccl = ccl_run(launch, snapshot)  # the launcher and the compat env command every fix names
         expect = Expectation(
             world_size=launch.world_size, trainer=not plan.skip_reason, steps=options.steps, per_device_batch=options.per_device_batch,
             backend=options.backend, ccl_installed=snapshot.get(*CCL_NAMES) is not None, ccl_trainer_blocked=plan.ccl_blocked if _chose_ccl(ranks) else (),
@@ -324,8 +325,8 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             ipex_note=plan.ipex_note, bf16_why=plan.bf16_why, multi_host=multi_host,
             reach=reach_master(launch.master, supervised, ranks, launch.hosts or options.topology.hosts, bool(launch.hosts),
                                options.topology.nnodes, options.topology.node_rank) if multi_host else {},
-            ccl=ccl_run(launch, snapshot), fabric=options.fabric, pairs=options.fabric and _across_hosts(options),
-            interface_fix=interface_fix(launch.master, options.topology.nnodes if not launch.hosts else len(launch.hosts)) if multi_host else "",
+            ccl=ccl, fabric=options.fabric, pairs=options.fabric and _across_hosts(options),
+            interface_fix=interface_fix(launch.master, options.topology.nnodes if not launch.hosts else len(launch.hosts), ccl.env_command) if multi_host else "",
         )
         findings = live_findings(launch, supervised, ranks, expect)
         if plan.skip_reason:
@@ -468,9 +469,12 @@ def reach_master(master: str, supervised, ranks, hosts: Sequence[str] = (), reco
     return {"from": here, "what": f"{shown} port {port_text} answers from here: the rendezvous is reachable"}
 
 
-def interface_fix(master: str, nnodes: int) -> str:
+def interface_fix(master: str, nnodes: int, command: str = 'eval "$(compat env)"') -> str:
     """The fix's words for a job across hosts whose ranks advertise loopback: the interface of this host's route to the
-    master (environment/interfaces, as compat env chooses it), exported on every host; "" when none can be chosen."""
+    master (environment/interfaces, as compat env chooses it), exported on every host; "" when none can be chosen.
+    ``command``: the run's compat env command (CclRun.env_command: --launcher, --python), told the master and the nodes."""
+    from .oneccl_causes import with_arguments
+
     from ..environment.interfaces import choose_interface, route_facts
 
     addr = master.rpartition(":")[0] or master
@@ -478,7 +482,7 @@ def interface_fix(master: str, nnodes: int) -> str:
     if choice.interface is None:
         return ""
     return (f"export GLOO_SOCKET_IFNAME={choice.interface} on every host ({choice.why} on {os.uname()[1]}; "
-            f"eval \"$(compat env --master-addr {addr} --nnodes {nnodes})\" sets it, and oneCCL's and the MPI's with --launcher)")
+            f"{with_arguments(command, f' --master-addr {addr} --nnodes {nnodes}')} sets it, with oneCCL's and the launcher's)")
 
 
 def _chose_ccl(ranks) -> bool:

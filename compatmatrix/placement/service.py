@@ -72,7 +72,9 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     # the launcher's own program on this machine (mpirun and its MPI; torchrun needs torch), then the command line
     tool = LAUNCHERS[options.launcher].tool(ToolRequest(python, snapshot.get("torch") is not None, options.mpirun, options.mpi_flavor, options.print_only))
     notes += list(tool.notes)
-    oneccl, additions, said = launch_oneccl(snapshot, options.launcher, tool.program if options.launcher == "mpirun" else None)
+    master, nnodes, said = job_hosts(options.launcher, environ)
+    notes += said
+    oneccl, additions, said = launch_oneccl(snapshot, options.launcher, tool.program if options.launcher == "mpirun" else None, master, nnodes)
     rank_env = {**rank_env, **{k: v for k, v in oneccl.items() if k not in rank_env}}  # the plan's thread settings stay
     notes += said
     invocation = compose(plan, rank_env, options.launcher, options.command, python, tools, flavor=tool.flavor, mpirun=tool.program,
@@ -80,23 +82,36 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     return Prepared(plan, invocation, rank_env, tuple(notes) + invocation.notes)
 
 
-def launch_oneccl(snapshot, launcher: str, mpirun: Optional[str]) -> tuple[dict[str, str], dict[str, PathEntries], list[str]]:  # noqa: ANN001
-    """What ``compat env --launcher LAUNCHER`` exports for this environment (shell_env.oneccl_environment, the one
-    computation), as the launch's exports, path-list additions and notes; the thread settings are the plan's own. An
+def launch_oneccl(snapshot, launcher: str, mpirun: Optional[str], master: Optional[str] = None, nnodes: int = 1,  # noqa: ANN001
+                  route=None) -> tuple[dict[str, str], dict[str, PathEntries], list[str]]:  # noqa: ANN001
+    """What ``compat env --launcher LAUNCHER`` exports for this environment (shell_env.launcher_env, the one plan), as the
+    launch's exports, path-list additions and notes; the thread settings are the plan's own. ``master``/``nnodes``: the
+    job's hosts where the launch spans several (srun in an allocation: ``job_hosts``), for the interface variables. An
     oneCCL environment that cannot be set up is a note (the launch may run gloo), not an error."""
     from ..checks.finding import Context, Options
     from ..errors import CompatError
     from ..planning import load
-    from ..shell_env import oneccl_environment
+    from ..shell_env import launcher_env
 
     try:
-        found = oneccl_environment(Context(load(None), snapshot, Options(launcher=launcher)), launcher, mpirun if mpirun and os.path.isfile(mpirun) else None)
+        found = launcher_env(Context(load(None), snapshot, Options(launcher=launcher)), launcher, mpirun if mpirun and os.path.isfile(mpirun) else None,
+                             master, nnodes, route, master_from_env=False)
     except CompatError as exc:
         return {}, {}, [f"no oneCCL environment exported: {exc.message} {exc.fix}".strip()]
-    exports = {**found.exports, **found.launcher_exports}
-    additions = {key: PathEntries(added.prepend, added.append) for key, added in found.additions.items()}
-    notes = list(found.comments) if found.bindings else []
-    return exports, additions, notes + list(found.launcher_comments)
+    additions = {key: PathEntries(added.prepend, added.append) for key, added in found.oneccl.additions.items()}
+    notes = list(found.oneccl.comments) if found.oneccl.bindings else []
+    return found.all_exports(), additions, notes + list(found.comments)
+
+
+def job_hosts(launcher: str, environ: Mapping[str, str], hostnames=None) -> tuple[Optional[str], int, list[str]]:  # noqa: ANN001
+    """(master, node count, notes) of a launch across hosts: under srun inside an allocation of several nodes, its first
+    host (``scontrol show hostnames``, as each task's MASTER_ADDR is taken) and its node count; (None, 1, []) elsewhere
+    (torchrun --standalone and mpirun without a hostfile stay on this host)."""
+    if launcher != "srun":
+        return None, 1, []
+    from ..launchers.srun import allocation_master
+
+    return allocation_master(environ, hostnames)
 
 
 def oneccl_bindings_installed(snapshot) -> bool:  # noqa: ANN001 - an EnvSnapshot
