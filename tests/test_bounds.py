@@ -52,7 +52,7 @@ def test_an_alias_bomb_is_refused_at_once_with_one_sentence(tmp_path):
 
 
 def test_aliases_that_add_a_little_still_read_as_yaml_reads_them():
-    text = "base: &b {image: x, env: [{name: A, value: '1'}]}\nmaster: *b\nworker: {<<: *b, image: y}\n"
+    text = "base: &b {image: x, env: [{name: A, value: '1'}]}\nmaster: *b\nworker: {<<: *b, image: z}\n"
     assert load_documents(text) == [yaml.safe_load(text)]
     shared = "\n".join([f"k{i}: *a" for i in range(MAX_ALIAS_NODES // 4)])
     assert len(load_documents("a: &a [1, 2, 3]\n" + shared)[0]) == MAX_ALIAS_NODES // 4 + 1  # 4 nodes per alias: at the limit

@@ -33,7 +33,7 @@ _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 @dataclass(frozen=True)
 class Problem:
     """One thing the server does not keep as written: ``kind`` is pruned | unknown | duplicate | null (dropped) or an
-    error: type | format | enum | range | pattern | required | list | cel."""
+    error: type | format | enum | range | pattern | required | list | cel | json (no JSON form)."""
 
     path: str
     kind: str
@@ -48,15 +48,20 @@ class Admitted:
 
 
 def admit(document: Mapping[str, Any], schema: Mapping[str, Any], duplicates: Sequence[str] = (),
-          cel: Optional[Callable[[str, Any], Any]] = None, bounded: bool = False) -> Admitted:
-    """The object as the server would store it on create, and every field it drops or refuses. ``duplicates`` are the
-    paths of keys the YAML repeated (render/manifest.load_documents finds them; JSON decoding keeps the last, strict
-    validation refuses them). ``cel``: rule, self -> result (default: common-expression-language). ``bounded``: the
-    schema's rules and patterns are untrusted; they run in one child under a deadline (the module's docstring)."""
+          cel: Optional[Callable[[str, Any], Any]] = None, bounded: bool = False,
+          no_json: Sequence[tuple[str, str]] = ()) -> Admitted:
+    """The object as the server would store it on create, and every field it drops or refuses. ``document`` is typed
+    as the server types YAML (render/manifest.load_documents: go-yaml v2, then JSON). ``duplicates`` are the paths of
+    keys the YAML repeated (load_documents finds them; JSON decoding keeps the last, strict validation refuses them);
+    ``no_json`` (path, what) of the values and keys JSON has no form for (.inf, .nan, a null key: kubectl refuses the file).
+    ``cel``: rule, self -> result (default: common-expression-language). ``bounded``: the schema's rules and patterns
+    are untrusted; they run in one child under a deadline (the module's docstring)."""
     walker = _Walker(cel or cel_evaluate, [] if bounded else None)
     kept = copy.deepcopy(dict(document))
     for path in duplicates:
         walker.problems.append(Problem(path, "duplicate", f"{path}: duplicate field (strict field validation refuses it; otherwise the last value wins)"))
+    for path, said in no_json:
+        walker.add(path, "json", f"{path}: {said}: kubectl and the API server refuse the whole file (sigs.k8s.io/yaml converts the YAML to JSON first)")
     walker.node(kept, schema, "", root=True)
     walker.settle()
     walker.problems.sort(key=lambda p: (p.kind not in ("unknown", "duplicate"), p.path))

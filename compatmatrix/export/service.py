@@ -266,13 +266,14 @@ def is_dockerfile(text: str) -> bool:
     return bool(_DOCKERFILE.search(text))
 
 
-def _yaml_documents(path: str, text: str, flag: str, duplicates: Optional[list] = None) -> list[Any]:
-    """The YAML documents of a file read for ``flag``, or UsageError naming the line; ``duplicates`` gets each
-    document's repeated keys."""
+def _yaml_documents(path: str, text: str, flag: str, duplicates: Optional[list] = None, no_json: Optional[list] = None) -> list[Any]:
+    """The YAML documents of a file read for ``flag`` (typed as the API server types them: render/goyaml.py), or
+    UsageError naming the line; ``duplicates`` gets each document's repeated keys, ``no_json`` the paths JSON has no
+    form for."""
     from ..render.manifest import AliasLimitError, load_documents
 
     try:
-        return load_documents(text, duplicates)
+        return load_documents(text, duplicates, no_json)
     except AliasLimitError as exc:
         raise UsageError(f"{flag} {shown(path, 200)} is not read: {exc.problem} (line {exc.line}).",
                          "Write the manifest out without YAML anchors and aliases (kubectl get -o yaml does), or pass the Dockerfile.") from None
@@ -306,7 +307,8 @@ def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, O
     if is_dockerfile(text):
         return Validated("dockerfile", 1, validate_dockerfile(text))
     repeated: list[list[str]] = []
-    documents = _yaml_documents(path, text, "--validate", repeated)
+    unencodable: list[list[str]] = []
+    documents = _yaml_documents(path, text, "--validate", repeated, unencodable)
     if not documents:
         raise UsageError(f"--validate {shown(path, 200)} holds no YAML document and no FROM line.", "Pass a PyTorchJob / TrainJob manifest or a Dockerfile.")
     findings: list[Finding] = []
@@ -320,7 +322,8 @@ def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, O
         kinds.add(str(document.get("kind") or "").lower())
         done = examine(document, matrix, versions.get("transformers"), versions.get("accelerate"), versions.get("torch"), release,
                        repeated[number - 1] if number - 1 < len(repeated) else (),
-                       ccl=(versions[CCL_KEY] is not None) if CCL_KEY in versions else None)
+                       ccl=(versions[CCL_KEY] is not None) if CCL_KEY in versions else None,
+                       no_json=unencodable[number - 1] if number - 1 < len(unencodable) else ())
         found = done.findings
         pods += done.pods
         if len(documents) > 1:

@@ -117,10 +117,12 @@ def validate_manifest(doc: Mapping[str, Any], matrix: Matrix, transformers: Opti
 
 
 def examine(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Version], accelerate: Optional[Version],
-            torch: Optional[Version], release: Optional[Release] = None, duplicates: Sequence[str] = (), ccl: Optional[bool] = None) -> Examined:
+            torch: Optional[Version], release: Optional[Release] = None, duplicates: Sequence[str] = (), ccl: Optional[bool] = None,
+            no_json: Sequence[tuple[str, str]] = ()) -> Examined:
     """The API server's view (apiserver.admit against the PyTorchJob v1 CRD or the TrainJob CRD of ``release``, default
     the newest Trainer compat knows), then compat's rules on what the server keeps and on the pods it runs (pods.py);
-    ``ccl``: whether the image's set has the oneCCL bindings (None: not known, the ccl backend is not judged)."""
+    ``ccl``: whether the image's set has the oneCCL bindings (None: not known, the ccl backend is not judged);
+    ``duplicates`` / ``no_json``: what render/manifest.load_documents found repeated / without a JSON form."""
     kind, api = doc.get("kind"), doc.get("apiVersion")
     if not ((kind == "PyTorchJob" and api == PYTORCHJOB_API) or (kind == "TrainJob" and api == TRAINJOB_API)):
         return Examined([Finding("export.kind", Status.FAIL, f"not a PyTorchJob ({PYTORCHJOB_API}) or TrainJob ({TRAINJOB_API}): kind {kind!r}, apiVersion {api!r}",
@@ -131,14 +133,14 @@ def examine(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Versi
 
     if kind == "TrainJob":
         release = release or releases.newest()
-        admitted = admit(doc, release.schema, duplicates, bounded=release.rules_from_file)
+        admitted = admit(doc, release.schema, duplicates, bounded=release.rules_from_file, no_json=no_json)
         findings = list(_api_findings(admitted, f"the TrainJob CRD of {release.label} ({release.cited})", release))
         stored = admitted.document
         findings += list(_trainjob(stored, matrix, transformers, accelerate, torch, release))
         pods = trainjob_pods(stored, release)
         findings += pods.findings + list(judge(pods, ccl=ccl))
     else:
-        admitted = admit(doc, releases.pytorchjob_schema(), duplicates)
+        admitted = admit(doc, releases.pytorchjob_schema(), duplicates, no_json=no_json)
         findings = list(_api_findings(admitted, "the PyTorchJob v1 CRD (kubeflow/training-operator@374e88af)", None))
         stored = admitted.document
         findings += list(_pytorchjob(stored, matrix, transformers, accelerate, torch))
@@ -185,6 +187,8 @@ def _api_findings(admitted: Any, against: str, release: Optional[Release]) -> It
             yield Finding("export.api-pruned", Status.WARN, f"{problem.message} by {against}", (), "Give the field a value or leave it out.")
         elif problem.kind == "duplicate":
             yield Finding("export.api-duplicate", Status.FAIL, f"{problem.message}", (), "Keep one of the two keys.")
+        elif problem.kind == "json":
+            yield Finding("export.api-json", Status.FAIL, problem.message, (), "Quote it to make it a string ('.inf'), or write a finite number.")
         elif problem.kind == "cel-unavailable":
             continue  # one finding for all of them, below
         elif problem.kind == "cel":

@@ -2,8 +2,10 @@
 
 PyYAML is imported here only, when a manifest is written or read, so the static paths (``compat check``,
 ``compat resolve``, ``compat export requirements``) never load it (tests/test_startup.py). YAML is read with a bound on
-what its aliases may add (MAX_ALIAS_NODES). Every string is written so that a YAML parser reads back exactly that string
-(scalar_style), and notes are comments on one line each. Pure.
+what its aliases may add (MAX_ALIAS_NODES). Plain scalars are typed, both ways, by the rules of kubectl and the API
+server (go-yaml v2, then JSON: render/goyaml.py), not PyYAML's YAML 1.1: what is read is what the server would hold
+(``2e-5`` a number, ``1:30`` and ``2024-01-01`` strings, ``1.0`` the integer 1), and a string is written plain only when
+go-yaml reads it back as that string (else quoted). Notes are comments on one line each. Pure.
 """
 
 from __future__ import annotations
@@ -28,19 +30,107 @@ def scalar_style(value: str) -> Optional[str]:
     return "|" if "\n" in value else None
 
 
-def manifest_text(document: Mapping[str, Any], notes: Sequence[str] = ()) -> str:
-    import yaml  # the manifest path only
+_TAG = "tag:yaml.org,2002:"
+_CLASSES: dict[str, Any] = {}
 
-    class _Dumper(yaml.SafeDumper):
+
+def _typed(node: Any) -> Any:
+    """A scalar node as go-yaml types it (goyaml.Resolved; None for a merge key); ValueError as go-yaml's failf."""
+    from .goyaml import go_yaml_tagged
+
+    tag = str(node.tag)
+    short = tag[len(_TAG):] if tag.startswith(_TAG) else "str"  # go-yaml hands a scalar of any other tag over as its text
+    return None if short == "merge" else go_yaml_tagged(short, node.value)
+
+
+def _go_yaml_classes() -> tuple[Any, Any]:
+    """(a SafeLoader, a SafeDumper) whose implicit typing of plain scalars is go-yaml v2's (render/goyaml.py), built once."""
+    if _CLASSES:
+        return _CLASSES["loader"], _CLASSES["dumper"]
+    import yaml
+
+    from .goyaml import MERGE, NoJSONForm, go_yaml_resolve, wire_key, wire_value
+
+    class GoYamlResolver(yaml.resolver.BaseResolver):
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+            if kind is yaml.ScalarNode and implicit[0]:
+                # "<<" is a string to resolve.go and a merge to decode.go's isMerge when it is a key: the merge tag lets
+                # SafeConstructor.flatten_mapping merge it, and a "<<" value is constructed as the text "<<"
+                return _TAG + (MERGE if value == "<<" else go_yaml_resolve(value).tag)
+            return super().resolve(kind, value, implicit)
+
+    def resolved(node: Any) -> Any:
+        try:
+            return _typed(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
+
+    class GoYamlLoader(GoYamlResolver, yaml.SafeLoader):
+        def construct_go_scalar(self, node: Any) -> Any:
+            found = resolved(node)
+            if found is None:
+                return "<<"
+            try:
+                return wire_value(found)
+            except NoJSONForm:  # NaN, ±Inf: kept as the float; load_documents' no_json names its path
+                return found.value
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            if not isinstance(node, yaml.MappingNode):
+                raise yaml.constructor.ConstructorError(None, None, f"expected a mapping node, but found {node.id}", node.start_mark)
+            self.flatten_mapping(node)
+            mapping: dict = {}
+            for key_node, value_node in node.value:
+                mapping[_json_key(key_node)] = self.construct_object(value_node, deep=deep)
+            return mapping
+
+        def construct_go_sequence(self, node: Any) -> Any:  # !!omap, !!pairs: go-yaml reads the sequence of mappings as it is
+            return self.construct_yaml_seq(node)
+
+        def construct_go_set(self, node: Any) -> Any:  # !!set: a mapping to go-yaml
+            return self.construct_yaml_map(node)
+
+        def construct_go_other(self, node: Any) -> Any:  # a tag go-yaml does not resolve: the scalar's text, the collection as it is
+            if isinstance(node, yaml.ScalarNode):
+                return node.value
+            return self.construct_yaml_seq(node) if isinstance(node, yaml.SequenceNode) else self.construct_yaml_map(node)
+
+    def _json_key(node: Any) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            raise yaml.constructor.ConstructorError(None, None, "a mapping key that is a list or a mapping (go-yaml: invalid map key)", node.start_mark)
+        found = resolved(node)
+        if found is None:
+            return "<<"
+        try:
+            return wire_key(found)
+        except NoJSONForm:  # null or a uint64: kept as its text; load_documents' no_json names its path
+            return node.value
+
+    for short in ("null", "bool", "int", "float", "str", "timestamp", "binary", MERGE):
+        GoYamlLoader.add_constructor(_TAG + short, GoYamlLoader.construct_go_scalar)
+    for short in ("omap", "pairs"):
+        GoYamlLoader.add_constructor(_TAG + short, GoYamlLoader.construct_go_sequence)
+    GoYamlLoader.add_constructor(_TAG + "set", GoYamlLoader.construct_go_set)
+    GoYamlLoader.add_constructor(None, GoYamlLoader.construct_go_other)
+
+    class GoYamlDumper(GoYamlResolver, yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:  # the Master and Worker templates are written out in full, no &anchors
             return True
 
-    def _text(dumper: yaml.SafeDumper, value: str) -> Any:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=scalar_style(value))
+    def _text(dumper: Any, value: str) -> Any:
+        # plain only when go-yaml reads the plain text back as this string (the resolver above tells the emitter); else quoted
+        return dumper.represent_scalar(_TAG + "str", value, style=scalar_style(value))
 
-    _Dumper.add_representer(str, _text)
+    GoYamlDumper.add_representer(str, _text)
+    _CLASSES.update(loader=GoYamlLoader, dumper=GoYamlDumper)
+    return GoYamlLoader, GoYamlDumper
+
+
+def manifest_text(document: Mapping[str, Any], notes: Sequence[str] = ()) -> str:
+    import yaml  # the manifest path only
+
     head = "".join(f"# {comment_text(line)}\n" for note in notes for line in note.splitlines())
-    return head + yaml.dump(dict(document), Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
+    return head + yaml.dump(dict(document), Dumper=_go_yaml_classes()[1], sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
 
 
 # Nodes that aliases (*name, and << merges) may add to a file, all its documents together: a template shared between
@@ -57,14 +147,16 @@ class AliasLimitError(ValueError):
         self.line = line
 
 
-def load_documents(text: str, duplicates: Optional[list[list[str]]] = None) -> list[Any]:
-    """Every YAML document of a file (a manifest file may hold several), safely; yaml.YAMLError when it is not YAML,
-    AliasLimitError when its aliases would make it grow past MAX_ALIAS_NODES nodes or refer to themselves. The caller
-    caps the file's size. ``duplicates``, when given, gets for each document the paths of the keys a mapping repeats
-    (YAML keeps the last value silently; Kubernetes' strict field validation refuses them)."""
+def load_documents(text: str, duplicates: Optional[list[list[str]]] = None, no_json: Optional[list[list[tuple[str, str]]]] = None) -> list[Any]:
+    """Every YAML document of a file (a manifest file may hold several), safely, typed as the API server types it
+    (the module's docstring); yaml.YAMLError when it is not YAML, AliasLimitError when its aliases would make it grow
+    past MAX_ALIAS_NODES nodes or refer to themselves. The caller caps the file's size. ``duplicates``, when given, gets
+    for each document the paths of the keys a mapping repeats as JSON keys (YAML keeps the last value silently;
+    Kubernetes' strict field validation refuses them); ``no_json`` (path, what) of the values and keys JSON has no form
+    for (.inf, .nan, a null key: kubectl and the API server refuse the file)."""
     import yaml
 
-    class _BoundedLoader(yaml.SafeLoader):
+    class _BoundedLoader(_go_yaml_classes()[0]):
         """SafeLoader that counts what every alias adds (the anchored node, expanded) before taking it."""
 
         def __init__(self, stream: str) -> None:
@@ -100,18 +192,29 @@ def load_documents(text: str, duplicates: Optional[list[list[str]]] = None) -> l
             document = loader.construct_document(node) if node is not None else None
             if document is not None:
                 documents.append(document)
-                if duplicates is not None:
-                    duplicates.append(_repeated_keys(node))
+                if duplicates is not None or no_json is not None:
+                    repeated, unencodable = _repeated_keys(node)
+                    if duplicates is not None:
+                        duplicates.append(repeated)
+                    if no_json is not None:
+                        no_json.append(unencodable)
         return documents
     finally:
         loader.dispose()
 
 
-def _repeated_keys(root: Any) -> list[str]:
-    """The paths (spec.trainer.env[0].name) of the keys that a mapping of the composed document repeats."""
+def _repeated_keys(root: Any) -> tuple[list[str], list[tuple[str, str]]]:
+    """The paths (spec.trainer.env[0].name) of the keys that a mapping of the composed document repeats, compared as
+    the JSON keys they become (``on`` and ``true`` are one key), and of the values and keys JSON has no form for."""
     import yaml
 
+    from .goyaml import NoJSONForm, Resolved, wire_key, wire_value
+
+    def typed(node: Any) -> Any:
+        return _typed(node) or Resolved("str", "<<")
+
     found: list[str] = []
+    unencodable: list[tuple[str, str]] = []
     stack: list[tuple[Any, str, int]] = [(root, "", 0)]
     while stack:
         node, path, depth = stack.pop()
@@ -121,6 +224,13 @@ def _repeated_keys(root: Any) -> list[str]:
             seen: set[str] = set()
             for key, value in node.value:
                 name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
+                if isinstance(key, yaml.ScalarNode):
+                    try:
+                        name = wire_key(typed(key))
+                    except NoJSONForm as exc:
+                        unencodable.append((f"{path}.{name}" if path else name, str(exc)))
+                    except ValueError:
+                        pass
                 child = f"{path}.{name}" if path else name
                 if name in seen:
                     found.append(child)
@@ -129,7 +239,14 @@ def _repeated_keys(root: Any) -> list[str]:
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 stack.append((item, f"{path}[{i}]", depth + 1))
-    return sorted(set(found))
+        elif isinstance(node, yaml.ScalarNode) and str(node.tag) == _TAG + "float":
+            try:
+                wire_value(typed(node))
+            except NoJSONForm as exc:
+                unencodable.append((path or "<root>", str(exc)))
+            except ValueError:
+                pass
+    return sorted(set(found)), sorted(set(unencodable))
 
 
 def _expanded_size(node: Any, budget: int) -> int:
