@@ -111,3 +111,139 @@ def test_compat_writes_every_string_quoted_where_go_yaml_would_type_it():
         assert f"\n    - '{word}'\n" in text or f'\n    - "{word}"\n' in text, (word, text)
     (back,) = load_documents(text)
     assert back["spec"]["trainer"]["args"][-len(risky):] == risky
+
+
+# --- go_yaml_resolve against go-yaml's own source ------------------------------------------------------------------------
+# (plain scalar, go-yaml's tag, the Go value) -- from resolve.go @ 7649d454 (its resolveMapList, the resolve table's
+# hints, ParseInt(plain, 0, 64), the float regexp, the 0b / -0b fallbacks, parseTimestamp's layouts) and from the
+# interface{} cases of decode_test.go at the same commit (marked "decode_test"); each one was also run through go-yaml
+# v2 itself when the table was written.
+TABLE = [
+    # resolveMapList
+    *[(w, "bool", True) for w in ("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")],
+    *[(w, "bool", False) for w in ("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")],
+    *[(w, "null", None) for w in ("", "~", "null", "Null", "NULL")],
+    *[(w, "float", math.inf) for w in (".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF")],
+    *[(w, "float", -math.inf) for w in ("-.inf", "-.Inf", "-.INF")],
+    ("<<", "str", "<<"),  # '<' has no hint: a string to resolve(); a merge only as a key (decode.go isMerge)
+    # hint 'M' but not in the map; no hint at all
+    ("yES", "str", "yES"), ("oN", "str", "oN"), ("nULL", "str", "nULL"), ("Nothing", "str", "Nothing"), ("hi", "str", "hi"), ("inf", "str", "inf"),
+    ("_1", "str", "_1"), ("=", "str", "="),
+    # decode_test (into interface{})
+    ("10", "int", 10), ("0b10", "int", 2), ("0xA", "int", 10), ("4294967296", "int", 4294967296), ("0.1", "float", 0.1), (".1", "float", 0.1),
+    ("-10", "int", -10), ("-.1", "float", -0.1), ("6.8523e+5", "float", 6.8523e5), ("685_230.15", "float", 685230.15), ("685230", "int", 685230),
+    ("+685_230", "int", 685230), ("02472256", "int", 685230), ("0x_0A_74_AE", "int", 685230), ("0b1010_0111_0100_1010_1110", "int", 685230),
+    ("-0b101010", "int", -42), ("-0b1000000000000000000000000000000000000000000000000000000000000000", "int", -(2**63)),
+    ("190:20:30.15", "str", "190:20:30.15"), ("190:20:30", "str", "190:20:30"),  # "Unsupported" sexagesimals: strings
+    ("2015-01-01", "timestamp", "2015-01-01"), ("2015-02-24T18:19:39.12Z", "timestamp", "2015-02-24T18:19:39.12Z"),
+    ("2015-2-3T3:4:5Z", "timestamp", "2015-2-3T3:4:5Z"), ("2015-02-24t18:19:39Z", "timestamp", "2015-02-24t18:19:39Z"),
+    ("2015-02-24 18:19:39", "timestamp", "2015-02-24 18:19:39"), ("2015-02-24T18:19:39.123456789-03:00", "timestamp", "2015-02-24T18:19:39.123456789-03:00"),
+    ("2001-12-14 21:59:43.10 -5", "str", "2001-12-14 21:59:43.10 -5"),  # "time.Parse cannot handle" (resolve.go)
+    ("9223372036854775808", "int", 2**63), ("18446744073709551615", "int", 2**64 - 1),  # ParseUint: a uint64
+    # the issue's shapes, and what ParseInt base 0 / the float regexp / ParseFloat make of the rest
+    ("2e-5", "float", 2e-5), ("553640e6", "float", 553640e6), ("0o17", "int", 15), ("0O17", "int", 15), ("1:30", "str", "1:30"),
+    ("2024-01-01", "timestamp", "2024-01-01"), ("2024-02-30", "str", "2024-02-30"), ("2024-13-01", "str", "2024-13-01"),
+    ("08", "float", 8.0), ("017", "int", 15), ("0", "int", 0), ("-0", "int", 0), ("1.", "float", 1.0), ("+.5", "float", 0.5), ("1e5", "float", 1e5),
+    ("1_", "int", 1), ("-_1", "int", -1), ("1__0", "int", 10), (".5_5", "float", 0.55), ("._5", "str", "._5"), (".5_", "str", ".5_"),
+    ("0b", "str", "0b"), ("0x", "str", "0x"), ("0b+101", "int", 5), ("0b2", "str", "0b2"), ("1e400", "str", "1e400"), (".5e400", "str", ".5e400"),
+    ("1e-400", "float", 0.0), ("18446744073709551616", "float", 18446744073709551616.0), ("-9223372036854775809", "float", -9223372036854775809.0),
+    (".", "str", "."), ("+", "str", "+"), ("1.5.5", "str", "1.5.5"), ("1e", "str", "1e"), ("0x1p-2", "str", "0x1p-2"), ("1_000:30", "str", "1_000:30"),
+]
+
+
+@pytest.mark.parametrize("plain, tag, value", TABLE, ids=[repr(t[0]) for t in TABLE])
+def test_go_yaml_resolve_is_resolve_go(plain, tag, value):
+    from compatmatrix.render.goyaml import go_yaml_resolve
+
+    found = go_yaml_resolve(plain)
+    assert (found.tag, type(found.value)) == (tag, type(value)) and found.value == value, found
+
+
+@pytest.mark.parametrize("plain, wire", [("1.0", 1), ("1e3", 1000), ("08", 8), ("2e-5", 2e-5), ("1e21", 1e21), ("9223372036854775807", 2**63 - 1),
+                                         ("9223372036854775808", 9223372036854775808.0), ("2024-01-01", "2024-01-01"), ("y", True), ("~", None),
+                                         ("9007199254740993", 9007199254740993), ("9007199254740993.0", 9007199254740992),
+                                         ("-9223372036854775809", -9223372036854775809.0)])
+def test_the_wire_value_is_what_json_gives_the_server(plain, wire):
+    """encoding/json writes 1.0 as 1 and the server keeps a JSON integer as int64 (so `replicas: 1.0` is the integer 1)."""
+    from compatmatrix.render.goyaml import go_yaml_resolve, wire_value
+
+    got = wire_value(go_yaml_resolve(plain))
+    assert type(got) is type(wire) and got == wire
+
+
+@pytest.mark.parametrize("tag, text, value", [("str", "2e-5", "2e-5"), ("int", "0o17", 15), ("float", "1", 1.0), ("timestamp", "2015-01-01", "2015-01-01"),
+                                              ("str", "2015-01-01", "2015-01-01"), ("binary", "aGk=", "hi"), ("set", "x", "x")])
+def test_an_explicit_tag_is_taken_as_go_yaml_takes_it(tag, text, value):
+    from compatmatrix.render.goyaml import go_yaml_tagged
+
+    assert go_yaml_tagged(tag, text).value == value
+    (document,) = load_documents(f"a: !!{tag} {text}\n")
+    assert document == {"a": value}
+
+
+@pytest.mark.parametrize("tag, text", [("int", "x"), ("bool", "1"), ("float", "y"), ("timestamp", "2015-13-01"), ("null", "0")])
+def test_an_explicit_tag_go_yaml_cannot_decode_is_not_yaml(tag, text):
+    """go-yaml: "cannot decode !!str `x` as a !!int"; kubectl refuses the file."""
+    import yaml
+
+    with pytest.raises(yaml.YAMLError, match="cannot decode"):
+        load_documents(f"a: !!{tag} {text}\n")
+
+
+# --- the loader and the dumper agree with go_yaml_resolve over every scalar shape ----------------------------------------
+
+from .yaml_scalars import go_yaml_scalars  # noqa: E402
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=400, deadline=None)
+@given(plain=go_yaml_scalars())
+@example(plain="2e-5")
+@example(plain="1:30")
+@example(plain="2024-01-01")
+def test_the_validate_loader_types_every_plain_scalar_as_go_yaml(plain):
+    """--validate's typing equals go-yaml's: the value the loader gives is go_yaml_resolve's, through JSON; a key is
+    the JSON key sigs.k8s.io/yaml makes of it."""
+    from compatmatrix.render.goyaml import NoJSONForm, go_yaml_resolve, wire_key, wire_value
+
+    found = go_yaml_resolve(plain)
+    (document,) = load_documents(f"k: {plain}\n")
+    try:
+        expected = wire_value(found)
+    except NoJSONForm:
+        expected = found.value
+    assert _same(document["k"], expected), (plain, found, document)
+    if plain != "<<":
+        no_json: list = []
+        (document,) = load_documents(f"{plain}: v\n", None, no_json)
+        try:
+            assert list(document) == [wire_key(found)] and no_json == [[]]
+        except NoJSONForm:
+            assert no_json[0] and no_json[0][0][0] == plain
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.one_of(go_yaml_scalars(), st.text(max_size=12).filter(lambda t: not any("\ud800" <= c <= "\udfff" for c in t))))
+@example(text="2e-5")
+@example(text="y")
+def test_every_string_compat_writes_reads_back_as_that_string_under_go_yaml(text):
+    """A value written plain is one go-yaml reads as a string (else compat quotes it), as a value and as a key."""
+    import yaml
+
+    from compatmatrix.render.goyaml import go_yaml_resolve
+
+    written = manifest_text({"k": text, text: [text]})
+    for event in yaml.parse(written):
+        if isinstance(event, yaml.ScalarEvent) and event.style is None and event.tag is None:
+            assert go_yaml_resolve(event.value).tag == "str", (text, written)
+    assert load_documents(written) == [{"k": text, text: [text]}]
+
+
+def test_written_numbers_booleans_and_nulls_read_back_as_themselves():
+    document = {"i": 3, "f": 2e-05, "big": 2**63 - 1, "t": True, "n": None, "inf": 1.5e300, "neg": -0.5}
+    assert load_documents(manifest_text(document)) == [document]

@@ -84,13 +84,9 @@ def _go_yaml_classes() -> tuple[Any, Any]:
                 mapping[_json_key(key_node)] = self.construct_object(value_node, deep=deep)
             return mapping
 
-        def construct_go_sequence(self, node: Any) -> Any:  # !!omap, !!pairs: go-yaml reads the sequence of mappings as it is
-            return self.construct_yaml_seq(node)
-
-        def construct_go_set(self, node: Any) -> Any:  # !!set: a mapping to go-yaml
-            return self.construct_yaml_map(node)
-
-        def construct_go_other(self, node: Any) -> Any:  # a tag go-yaml does not resolve: the scalar's text, the collection as it is
+        def construct_go_other(self, node: Any) -> Any:
+            """A tag go-yaml does not resolve (and !!set, !!omap, !!pairs, which it does not know): a scalar's text, a
+            sequence or a mapping as it is."""
             if isinstance(node, yaml.ScalarNode):
                 return node.value
             return self.construct_yaml_seq(node) if isinstance(node, yaml.SequenceNode) else self.construct_yaml_map(node)
@@ -108,10 +104,8 @@ def _go_yaml_classes() -> tuple[Any, Any]:
 
     for short in ("null", "bool", "int", "float", "str", "timestamp", "binary", MERGE):
         GoYamlLoader.add_constructor(_TAG + short, GoYamlLoader.construct_go_scalar)
-    for short in ("omap", "pairs"):
-        GoYamlLoader.add_constructor(_TAG + short, GoYamlLoader.construct_go_sequence)
-    GoYamlLoader.add_constructor(_TAG + "set", GoYamlLoader.construct_go_set)
-    GoYamlLoader.add_constructor(None, GoYamlLoader.construct_go_other)
+    for other in (_TAG + "omap", _TAG + "pairs", _TAG + "set", None):
+        GoYamlLoader.add_constructor(other, GoYamlLoader.construct_go_other)
 
     class GoYamlDumper(GoYamlResolver, yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:  # the Master and Worker templates are written out in full, no &anchors
