@@ -16,7 +16,6 @@ Pure: plain data in, plain data and findings out.
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..checks.finding import Finding, Status
+from .apiserver import document_copy
 from .k8s import CONTAINER, PORT, PORT_NAME, ShapeError, cpu_count
 from .releases import Release, override_parts
 
@@ -44,28 +44,46 @@ class Pods:
 
 
 def _merged_list(base: list, patch: list, key: str) -> list:
-    out = [copy.deepcopy(item) for item in base]
+    """``base`` with each item of ``patch`` merged into the first item of the same ``key`` (or appended): linear, an
+    index by key (a key value that cannot be hashed, which no schema-typed list holds, is looked up by a scan)."""
+    out = [document_copy(item) for item in base]
+    index: dict[Any, int] = {}
+    for i, item in enumerate(out):
+        if isinstance(item, dict):
+            _index(index, item.get(key), i)
     for item in patch:
         if not isinstance(item, dict):
             continue
-        match = next((i for i, b in enumerate(out) if isinstance(b, dict) and b.get(key) == item.get(key)), None)
+        value = item.get(key)
+        try:
+            match = index.get(value)
+        except TypeError:
+            match = next((i for i, b in enumerate(out) if isinstance(b, dict) and b.get(key) == value), None)
         if match is None:
-            out.append(copy.deepcopy(item))
+            out.append(document_copy(item))
+            _index(index, value, len(out) - 1)
         else:
             out[match] = merge(out[match], item)
     return out
 
 
+def _index(index: dict[Any, int], value: Any, position: int) -> None:
+    try:
+        index.setdefault(value, position)
+    except TypeError:  # a list or a mapping as the key's value: found by the scan above
+        pass
+
+
 def merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     """A strategic merge patch of a pod spec (or part of one): maps merged, keyed lists merged by key, the rest replaced."""
-    out = copy.deepcopy(dict(base))
+    out = document_copy(dict(base))
     for key, value in patch.items():
         if isinstance(value, list) and key in _MERGE_KEYS and isinstance(out.get(key), list):
             out[key] = _merged_list(out[key], value, _MERGE_KEYS[key])
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge(out[key], value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = document_copy(value)
     return out
 
 
@@ -128,7 +146,7 @@ def trainjob_pods(document: Mapping[str, Any], release: Release) -> Pods:
                                     f"{release.label}): its pods are not rendered", (), "Validate against torch-distributed, or check the runtime's own pod template."))
         return out
     jobs = {j.get("name"): j for j in ((runtime.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs", [])}
-    templates = {job_name: copy.deepcopy(((job.get("template") or {}).get("spec") or {}).get("template") or {}) for job_name, job in jobs.items()}
+    templates = {job_name: document_copy(((job.get("template") or {}).get("spec") or {}).get("template") or {}) for job_name, job in jobs.items()}
     if release.override == "runtimePatches":  # the jobset plugin's webhook: validation.IsDomainPrefixedPath(manager)
         for i, patch in enumerate(spec.get("runtimePatches") or []):
             manager = str(patch.get("manager", "")) if isinstance(patch, dict) else ""
@@ -166,9 +184,9 @@ def trainjob_pods(document: Mapping[str, Any], release: Release) -> Pods:
             continue
         for key in ("image", "command", "args"):
             if trainer.get(key) is not None:
-                container[key] = copy.deepcopy(trainer[key])
+                container[key] = document_copy(trainer[key])
         if isinstance(trainer.get("resourcesPerNode"), dict):
-            container["resources"] = copy.deepcopy(trainer["resourcesPerNode"])
+            container["resources"] = document_copy(trainer["resourcesPerNode"])
         container["env"] = _upsert_env(container.get("env") or [], trainer.get("env") or [])
         container["env"] = _upsert_env(container["env"], [
             {"name": "PET_NNODES", "value": str(nodes)}, {"name": "PET_NPROC_PER_NODE", "value": ranks},
@@ -205,7 +223,7 @@ def pytorchjob_pods(document: Mapping[str, Any]) -> Pods:
         replica = replicas[rtype]
         count = int(replica.get("replicas", 1)) if isinstance(replica.get("replicas", 1), int) else 1
         for index in range(min(count, 1)):  # one pod of each replica type: the others differ in their rank only
-            template = copy.deepcopy(replica.get("template") or {})
+            template = document_copy(replica.get("template") or {})
             pod_spec = template.get("spec") or {}
             rank = index + (1 if rtype.lower() == "worker" and master is not None else 0)
             for container in pod_spec.get("containers") or []:
