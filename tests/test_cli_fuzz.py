@@ -31,6 +31,7 @@ else:  # pragma: no cover - Python 3.9/3.10
 
 from .conftest import ROOT
 from .hostile_strings import hostile, hostile_requirement
+from .yaml_scalars import go_yaml_scalars
 
 NAMES = ["torch", "intel-extension-for-pytorch", "intel_extension_for_pytorch", "ipex", "oneccl_bind_pt", "ccl", "torch_ccl",
          "transformers", "accelerate", "numpy", "Torch", "TORCH", "t", ""]
@@ -219,6 +220,33 @@ def test_an_unexpected_exception_is_one_sentence_naming_the_report_file(tmp_path
 
 TRAINER_VERSIONS = ["v2.0", "v2.1", "v2.2", "v2.3", "v2.9", "2.3", ""]
 MANIFEST = "{manifest}"  # the generated TrainJob (run_new writes it), else a hostile file's text after "\0"
+GO_YAML = "{go-yaml}"  # a TrainJob whose args, env value, numProcPerNode, label and CPU limit are the plain scalars after "\0" (JSON)
+GO_YAML_JOB = """apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: fuzz
+  labels:
+    team: {3}
+spec:
+  runtimeRef:
+    name: torch-distributed
+  trainer:
+    image: registry.example/t:1
+    command:
+    - torchrun
+    args:
+    - train.py
+    - --learning_rate
+    - {0}
+    numNodes: 2
+    numProcPerNode: {2}
+    env:
+    - name: MODE
+      value: {1}
+    resourcesPerNode:
+      limits:
+        cpu: {4}
+"""
 CRD = "{crd}"  # a TrainJob CRD around a shipped schema, mangled by the drawn path and value after "\0"
 WRITE = "{matrix.toml}"  # a copy of data/matrix.toml
 
@@ -238,7 +266,8 @@ def new_command_lines(draw):
         argv += draw(st.lists(requirement(), max_size=2))
         return argv + ["--", *draw(st.lists(st.one_of(st.sampled_from(["python", "train.py", "srun", "torchrun"]), hostile(surrogates=False)), max_size=4))]
     if kind == "validate":
-        manifest = draw(st.one_of(st.just(MANIFEST), hostile(surrogates=False).map(lambda text: MANIFEST + "\0" + text)))
+        manifest = draw(st.one_of(st.just(MANIFEST), hostile(surrogates=False).map(lambda text: MANIFEST + "\0" + text),
+                                  st.lists(go_yaml_scalars(), min_size=5, max_size=5).map(lambda scalars: GO_YAML + "\0" + json.dumps(scalars))))
         argv = ["export", "--validate", manifest, "--python-version", "3.11"]
         which = draw(st.sampled_from(["", "--trainer-version", "--crd"]))
         if which == "--trainer-version":
@@ -287,7 +316,11 @@ def _materialised(argv, folder, registry) -> list:
 
     out = []
     for word in argv:
-        if word.startswith(MANIFEST):
+        if word.startswith(GO_YAML + "\0"):
+            path = folder / "job.yaml"
+            path.write_text(GO_YAML_JOB.format(*json.loads(word.split("\0", 1)[1])), encoding="utf-8")
+            word = str(path)
+        elif word.startswith(MANIFEST):
             path = folder / "job.yaml"
             text = word.split("\0", 1)[1] if "\0" in word else manifest_text(trainjob(JobShape(
                 name="fuzz", image="registry.example/t:1", command=("train.py",), nnodes=2, nproc_per_node=2, cpu="8", memory="16Gi"), by_version("v2.3")).document)
@@ -540,3 +573,36 @@ def test_tune_with_hostile_path_arguments_refuses_or_goes_on_in_one_sentence(arg
     assert code == 2 and "Traceback" not in out + err and "internal error" not in err, (argv, err[-2000:])
     assert "FIXTURE: the probe" in err or "compat tune cannot tell whether your command writes" in err or "--reads takes" in err \
         or "needs a script" in err or err.strip().splitlines()[-1].startswith("compat: error: "), (argv, err[-2000:])
+
+
+# --- export --validate with go-yaml's scalar shapes (issue 31) ---------------------------------------------------------
+
+
+@settings(max_examples=int(os.environ.get("COMPAT_FUZZ_EXAMPLES_YAML", "30")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scalars=st.lists(go_yaml_scalars(), min_size=5, max_size=5))
+@example(scalars=["2e-5", "y", "2", "1:30", "8"])
+@example(scalars=["1:30", "2024-01-01", "0o17", "on", "8.0"])
+@example(scalars=[".inf", "~", "<<", "553640e6", "1e400"])
+def test_validate_types_each_plain_scalar_as_the_api_server(scalars, capsys, monkeypatch, tmp_path):
+    """export --validate judges what go-yaml and JSON make of each plain scalar (render/goyaml.py): an argument, an env
+    value or a label the API server does not get as a string is refused, one it does is not (issue 31: `2e-5` passed,
+    `1:30` failed)."""
+    from compatmatrix.render.goyaml import NoJSONForm, go_yaml_resolve, wire_value
+
+    monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
+    path = tmp_path / "job.yaml"
+    path.write_text(GO_YAML_JOB.format(*scalars), encoding="utf-8")
+    code, out, err = run_in_process(["export", "--validate", str(path), "--python-version", "3.11", "--trainer-version", "v2.3", "--json"], capsys)
+    assert code in (0, 1) and "Traceback" not in out + err and "internal error" not in err, (scalars, err[-2000:])
+    refused = {c["summary"].split(":")[0] for c in json.loads(out)["checks"] if c["id"] == "export.api-schema" and c["status"] == "fail"}
+
+    def wire(text):
+        try:
+            return wire_value(go_yaml_resolve(text))
+        except NoJSONForm:
+            return float("inf")
+
+    arg, env, label = (wire(s) for s in (scalars[0], scalars[1], scalars[3]))
+    assert ("spec.trainer.args[2]" in refused) == (not isinstance(arg, str)), (scalars[0], arg, refused)
+    assert ("spec.trainer.env[0].value" in refused) == (env is not None and not isinstance(env, str)), (scalars[1], env, refused)
+    assert ("metadata.labels" in refused) == (not isinstance(label, str)), (scalars[3], label, refused)

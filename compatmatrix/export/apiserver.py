@@ -33,7 +33,8 @@ _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 @dataclass(frozen=True)
 class Problem:
     """One thing the server does not keep as written: ``kind`` is pruned | unknown | duplicate | null (dropped) or an
-    error: type | format | enum | range | pattern | required | list | cel | json (no JSON form)."""
+    error: type | unquoted (a number or boolean for a string) | format | enum | range | pattern | required | list | cel |
+    json (no JSON form)."""
 
     path: str
     kind: str
@@ -141,7 +142,9 @@ class _Walker:
               "boolean": lambda v: isinstance(v, bool), "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
               "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)}.get(wanted, lambda v: True)(value)
         if not ok:
-            self.add(path, "type", f"{path}: must be {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}, not {_kind(value)} ({_short(value)})")
+            # a number or a boolean where a string belongs: most often an unquoted 2e-5, y, on or 0o17 (go-yaml's typing)
+            kind = "unquoted" if wanted == "string" and isinstance(value, (bool, int, float)) else "type"
+            self.add(path, kind, f"{path}: must be {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}, not {_kind(value)} ({_short(value)})")
         return ok
 
     def obj(self, value: dict, schema: Mapping[str, Any], path: str, root: bool) -> None:

@@ -187,6 +187,10 @@ def _api_findings(admitted: Any, against: str, release: Optional[Release]) -> It
             yield Finding("export.api-pruned", Status.WARN, f"{problem.message} by {against}", (), "Give the field a value or leave it out.")
         elif problem.kind == "duplicate":
             yield Finding("export.api-duplicate", Status.FAIL, f"{problem.message}", (), "Keep one of the two keys.")
+        elif problem.kind == "unquoted":
+            yield Finding("export.api-schema", Status.FAIL, f"{problem.message}: {against} refuses the object", (),
+                          "Quote the value: unquoted, YAML as kubectl and the API server read it (go-yaml) makes 2e-5, 0o17 and 1.0 numbers and "
+                          "y, n, on, off booleans.")
         elif problem.kind == "json":
             yield Finding("export.api-json", Status.FAIL, problem.message, (), "Quote it to make it a string ('.inf'), or write a finite number.")
         elif problem.kind == "cel-unavailable":
