@@ -24,6 +24,8 @@ from compatmatrix.export.validate import examine
 from compatmatrix.matrix.load import load_matrix
 from compatmatrix.render.manifest import load_documents, manifest_text
 
+from .yaml_scalars import go_yaml_scalars
+
 TRAINJOB = """apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata: {{name: bert}}
@@ -191,8 +193,6 @@ def test_an_explicit_tag_go_yaml_cannot_decode_is_not_yaml(tag, text):
 
 
 # --- the loader and the dumper agree with go_yaml_resolve over every scalar shape ----------------------------------------
-
-from .yaml_scalars import go_yaml_scalars  # noqa: E402
 
 
 def _same(a, b) -> bool:

@@ -105,9 +105,10 @@ def go_yaml_tagged(tag: str, text: str) -> Resolved:
     ``tag`` is the short name (int, float, bool, null, str, timestamp, binary)."""
     if tag == STR or tag not in (NULL, BOOL, INT, FLOAT, TIMESTAMP, "binary"):  # resolvableTag: any other tag keeps the text
         return Resolved(STR, text)
-    if tag == "binary":  # the bytes as a Go string; JSON writes invalid UTF-8 as U+FFFD
+    if tag == "binary":  # the bytes as a Go string (base64.StdEncoding skips line breaks); JSON writes invalid UTF-8 as U+FFFD
         try:
-            return Resolved(STR, base64.b64decode(text.encode("ascii", "strict"), validate=False).decode("utf-8", "replace"))
+            data = text.replace("\n", "").replace("\r", "").encode("ascii", "strict")
+            return Resolved(STR, base64.b64decode(data, validate=True).decode("utf-8", "replace"))
         except (ValueError, UnicodeEncodeError):
             raise ValueError("!!binary value contains invalid base64 data") from None
     if tag == TIMESTAMP and _go_timestamp(text):
@@ -128,8 +129,8 @@ class NoJSONForm(ValueError):
 
 def wire_value(resolved: Resolved) -> Any:
     """What the API server holds once the YAML went through JSON: a string for a str or a timestamp, a bool, None, an
-    int (any integral float below 2**63 in size, since JSON writes 1.0 as 1 and the server keeps integers as int64), or
-    a float (one whose JSON digits fall outside int64 too); NoJSONForm for NaN and ±Inf."""
+    int (an integral float too when the digits encoding/json writes for it fit int64: JSON writes 1.0 as 1 and the
+    server keeps a JSON integer as int64), or a float (an integer past int64 too); NoJSONForm for NaN and ±Inf."""
     value = resolved.value
     if resolved.tag == FLOAT:
         if math.isnan(value) or math.isinf(value):
