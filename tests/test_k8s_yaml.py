@@ -231,8 +231,11 @@ def test_the_validate_loader_types_every_plain_scalar_as_go_yaml(plain):
 @given(text=st.one_of(go_yaml_scalars(), st.text(max_size=12).filter(lambda t: not any("\ud800" <= c <= "\udfff" for c in t))))
 @example(text="2e-5")
 @example(text="y")
+@example(text="=")
+@example(text="1:30")
 def test_every_string_compat_writes_reads_back_as_that_string_under_go_yaml(text):
-    """A value written plain is one go-yaml reads as a string (else compat quotes it), as a value and as a key."""
+    """A value written plain is one go-yaml reads as a string (else compat quotes it), as a value and as a key; YAML
+    1.1 readers (PyYAML) read the file back the same."""
     import yaml
 
     from compatmatrix.render.goyaml import go_yaml_resolve
@@ -241,7 +244,7 @@ def test_every_string_compat_writes_reads_back_as_that_string_under_go_yaml(text
     for event in yaml.parse(written):
         if isinstance(event, yaml.ScalarEvent) and event.style is None and event.tag is None:
             assert go_yaml_resolve(event.value).tag == "str", (text, written)
-    assert load_documents(written) == [{"k": text, text: [text]}]
+    assert load_documents(written) == [{"k": text, text: [text]}] == [yaml.safe_load(written)]
 
 
 def test_written_numbers_booleans_and_nulls_read_back_as_themselves():
@@ -295,3 +298,13 @@ def test_a_cel_rule_is_handed_only_the_fields_it_names():
     assert cel_view("has(self.spec) && self.metadata.name != ''", document) == document
     for whole in ("self == oldSelf", "self.all(k, k != '')", "self['spec'] == 1", "self.size() > 1", "self.__namespace__ == 1"):
         assert cel_view(whole, document) is document, whole
+
+
+@pytest.mark.parametrize("text, merged", [
+    # go-yaml v2 itself gave these (decode.go mapping() / merge() at 7649d454): a key before "<<" loses to the merge
+    ("base: &b {a: 2, c: 3}\nx: {a: 1, <<: *b}\n", {"a": 2, "c": 3}),
+    ("base: &b {a: 2}\nx: {<<: *b, a: 1}\n", {"a": 1}),
+    ("b1: &b1 {a: 1}\nb2: &b2 {a: 2}\nx: {<<: [*b1, *b2]}\n", {"a": 1}),
+])
+def test_a_merge_key_merges_as_go_yaml_merges(text, merged):
+    assert load_documents(text)[0]["x"] == merged

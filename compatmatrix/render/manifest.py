@@ -76,11 +76,21 @@ def _go_yaml_classes() -> tuple[Any, Any]:
                 return found.value
 
         def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            """The keys in order, each setting its value, a ``<<`` merge setting every key of its mapping (of a list of
+            mappings: the first one's win) over what came before it: go-yaml v2's decode.go mapping() and merge(), where
+            a key written before the merge loses to it (YAML's merge spec and PyYAML keep the key)."""
             if not isinstance(node, yaml.MappingNode):
                 raise yaml.constructor.ConstructorError(None, None, f"expected a mapping node, but found {node.id}", node.start_mark)
-            self.flatten_mapping(node)
             mapping: dict = {}
             for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag == _TAG + "merge":
+                    sources = value_node.value[::-1] if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                    for source in sources:
+                        if not isinstance(source, yaml.MappingNode):
+                            raise yaml.constructor.ConstructorError(None, None, "map merge requires map or sequence of maps as the value",
+                                                                    value_node.start_mark)
+                        mapping.update(self.construct_mapping(source, deep=deep))
+                    continue
                 mapping[_json_key(key_node)] = self.construct_object(value_node, deep=deep)
             return mapping
 
@@ -111,8 +121,16 @@ def _go_yaml_classes() -> tuple[Any, Any]:
         def ignore_aliases(self, data: Any) -> bool:  # the Master and Worker templates are written out in full, no &anchors
             return True
 
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+            """A string is written plain only when go-yaml and YAML 1.1 (PyYAML, and the other readers of the file) both
+            read the plain text back as that string."""
+            tag = super().resolve(kind, value, implicit)
+            if tag == _TAG + "str" and kind is yaml.ScalarNode and implicit[0]:
+                return yaml.resolver.Resolver.resolve(self, kind, value, implicit)
+            return tag
+
     def _text(dumper: Any, value: str) -> Any:
-        # plain only when go-yaml reads the plain text back as this string (the resolver above tells the emitter); else quoted
+        # plain only when go-yaml and YAML 1.1 read the plain text back as this string (the resolvers tell the emitter)
         return dumper.represent_scalar(_TAG + "str", value, style=scalar_style(value))
 
     GoYamlDumper.add_representer(str, _text)
