@@ -358,7 +358,7 @@ def test_a_killed_doctor_live_leaves_its_folder_and_the_next_start_removes_it(st
     import fcntl
     import signal
 
-    from compatmatrix.live.service import OWNER_LOCK, own_identity
+    from compatmatrix.scratch import OWNER_LOCK, own_identity
 
     mark = uuid.uuid4().hex
     runs = tmp_path / "runs"

@@ -289,31 +289,3 @@ def test_sigkill_of_tune_under_torchrun_leaves_no_rank_and_the_next_start_sweeps
     done = run_tune(fake_torch, "--json", "--", str(WRITER), "--output_dir", "out", cwd=tmp_path, tmpdir=temp)
     assert done.returncode in (0, 1), done.stderr
     assert list(temp.iterdir()) == []  # the next compat tune swept it
-
-
-# --- the scratch folder's lock and the sweep (compatmatrix/scratch.py) ---------------------------------------------------
-
-from compatmatrix.scratch import scratch_folder, sweep_stale  # noqa: E402
-
-
-def test_the_sweep_removes_only_unlocked_folders_that_a_compat_of_this_kind_owned(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
-    stale = tmp_path / "compat-tune-stale"
-    stale.mkdir()
-    (stale / "owner").write_text("1\n")
-    (stale / "run-1" / "tmp" / "torchelastic_x").mkdir(parents=True)
-    older = tmp_path / "compat-tune-older"  # no owner file: an older compat (no lock) that may still run
-    older.mkdir()
-    other = tmp_path / "compat-live-x"
-    other.mkdir()
-    (other / "owner").write_text("1\n")
-    (tmp_path / "compat-tune-link").symlink_to(other)
-    with scratch_folder("compat-tune-") as live:
-        assert (live / "owner").is_file()
-        assert not stale.exists() and older.exists() and other.exists() and (tmp_path / "compat-tune-link").is_symlink()
-        assert sweep_stale("compat-tune-", str(tmp_path)) == []  # the live one is locked
-        assert live.exists()
-    assert not live.exists()

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from ..launchers.interface import Launch, LaunchError, RankLayout
 from ..launchers.live import plan_launch
 from ..processes import new_run_id
 from ..record import replace
+from ..scratch import claim, own_identity, release, sweep_stale
 from ..translate import ipex_through_trainer, translate
 from .oneccl_causes import CclRun
 from .report import Expectation, fabric_rows, live_findings, pair_table, rank_outputs, read_ranks
@@ -31,21 +31,9 @@ FABRIC_MAX_BYTES = 16 << 20  # --fabric's default largest size (each rank furthe
 SELF_DEADLINE_SLACK_S = 30.0  # a rank ends itself this long after the hard limit, should compat be gone (SIGKILL, OOM)
 
 
-def own_identity() -> str:
-    """HOST:PID:STARTTIME of this compat process, for the ranks to watch (a pid alone could be reused)."""
-    pid = os.getpid()
-    try:
-        start = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()[19].decode()
-    except (OSError, IndexError):
-        start = ""
-    return f"{os.uname()[1]}:{pid}:{start}"
-
-
 def init_timeout_for(timeout: float) -> float:
     """The ranks' own rendezvous/collective timeout: half the hard limit, at least 15 s, at most 60 s."""
     return min(60.0, max(15.0, timeout / 2))
-
-
 
 
 def bf16_choice(cpu_flags, asked: Optional[bool]) -> tuple[bool, str]:
@@ -199,73 +187,7 @@ def write_pair_plan(run_dir: Path, options: LiveOptions) -> None:
     (run_dir / "fabric-pairs.json").write_text(json.dumps(plan))
 
 
-RUN_DIR_PREFIX = "compat-live-"
-OWNER_LOCK = "owner.lock"  # in each run folder: held (fcntl.flock) by the compat that made it for as long as it runs
-SWEEP_SCAN_LIMIT = 10_000  # entries of the temp folder looked at for stale run folders (a bound on a folder that may be huge)
-
-
-def claim_run_dir(parent: Optional[str]) -> tuple[Path, int]:
-    """A fresh run folder (in ``parent``, else the temp folder) and the descriptor of its owner lock, held by this
-    process (flock, exclusive) until it closes it or dies: a SIGKILL releases it, which is how the next run knows the
-    folder is left over. The lock file names this host, pid and the pid's start time."""
-    import fcntl
-
-    run_dir = Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX, dir=parent))
-    fd = os.open(run_dir / OWNER_LOCK, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.write(fd, own_identity().encode())
-    except OSError:  # a file system without locks (some NFS): the folder is removed at the end as before, never swept
-        pass
-    return run_dir, fd
-
-
-def sweep_stale_run_dirs(parent: Optional[str]) -> list[Path]:
-    """Remove the run folders a killed ``doctor --live`` left in ``parent`` (else the temp folder): a compat-live-*
-    folder whose owner lock names this host and whose lock nobody holds (its compat is gone: a SIGKILL, an OOM kill),
-    verified again by the pid and its start time it names. Folders without a lock (an older compat's, or one being
-    made), of another host (a shared --run-dir) or whose lock is held are left alone. Returns the folders removed."""
-    import fcntl
-
-    folder = Path(parent or tempfile.gettempdir())
-    removed: list[Path] = []
-    host = os.uname()[1]
-    try:
-        entries = os.scandir(folder)
-    except OSError:
-        return removed
-    with entries:
-        for count, entry in enumerate(entries):
-            if count >= SWEEP_SCAN_LIMIT:
-                break
-            if not entry.name.startswith(RUN_DIR_PREFIX) or not entry.is_dir(follow_symlinks=False):
-                continue
-            try:
-                fd = os.open(os.path.join(entry.path, OWNER_LOCK), os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a live compat: BlockingIOError
-                owner = os.read(fd, 512).decode("ascii", "replace").split(":")
-                if len(owner) == 3 and owner[0] == host and not _same_process(owner[1], owner[2]):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                    removed.append(Path(entry.path))
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-    return removed
-
-
-def _same_process(pid: str, start: str) -> bool:
-    """Whether process ``pid`` runs and started at ``start`` (clock ticks since boot, /proc/PID/stat field 22): a pid
-    alone may have been reused since."""
-    if not pid.isdigit():
-        return False
-    try:
-        return Path(f"/proc/{int(pid)}/stat").read_bytes().rsplit(b")", 1)[-1].split()[19].decode() == start
-    except (OSError, IndexError, ValueError):
-        return False
+RUN_DIR_PREFIX = "compat-live-"  # a fresh folder per run, owned by this compat (scratch.py: swept at the next start once it is gone)
 
 
 def worker_environment() -> dict[str, str]:
@@ -283,7 +205,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     init_timeout = init_timeout_for(options.timeout)
     deadline = time.time() + options.timeout + SELF_DEADLINE_SLACK_S
     threads = max(1, snapshot.allowed_cpus // max(1, options.topology.nproc_per_node))
-    sweep_stale_run_dirs(options.run_dir)  # what a killed doctor --live left behind (its lock released, its pid gone)
+    sweep_stale(RUN_DIR_PREFIX, options.run_dir)  # what a killed doctor --live of this host left behind (its lock free, its process gone)
     if snapshot.get("torch") is None:
         finding = Finding("live.launch", Status.FAIL, f"torch is not installed in {snapshot.prefix}: there is nothing to launch",
                           (), "Install the set compat resolve gives (compat install), or point --python at the environment you train in.")
@@ -291,7 +213,8 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     if options.run_dir:
         Path(options.run_dir).mkdir(parents=True, exist_ok=True)
     # a fresh folder per run, inside --run-dir when given (multi-node mpirun: a path every node sees)
-    run_dir, owner_lock = claim_run_dir(options.run_dir)
+    owned = claim(RUN_DIR_PREFIX, options.run_dir)
+    run_dir = owned.folder
     try:
         shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
         if options.fabric:  # the deadline's pure planning (live/fabric.py), imported by the worker under a name of its own
@@ -339,8 +262,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
                 details["pairs"] = pair_table(ranks)
         return LiveResult(findings, details)
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        os.close(owner_lock)
+        release(owned)
 
 
 def ccl_run(launch: Launch, snapshot) -> CclRun:

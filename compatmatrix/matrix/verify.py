@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
@@ -24,6 +22,7 @@ from packaging.version import Version
 
 from ..errors import CompatError, UsageError, shown
 from ..record import Record
+from ..scratch import ORPHAN_AGE_S, claim, release, sweep_stale
 from .model import Component, Matrix
 from .tested import VERIFIABLE, Machine, Tested, TestedProblem
 
@@ -253,68 +252,7 @@ def _requires(python: str, distribution: str) -> list[str]:
     return value
 
 
-# --- the throw-away folder: marked with its owner, swept at the next start when a SIGKILL left it --------------------
-
-FOLDER_PREFIX = "compat-verify-"
-OWNER_FILE = "compat-owner"  # "PID STARTTIME": the verify that made the folder (a pid alone could be reused)
-ORPHAN_AGE_S = 86400.0  # a folder without an owner file (an older compat's): removed once this old
-
-
-def _process_start(pid: int) -> str:
-    """Field 22 of /proc/PID/stat (the start time in clock ticks), "" when there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[-1].split()
-        return "" if fields[0] == b"Z" else fields[19].decode()
-    except (OSError, IndexError, ValueError):
-        return ""
-
-
-def make_folder(base: Optional[str] = None) -> str:
-    """The throw-away folder (``compat-verify-*`` in the temp folder), with the owner file the next verify's sweep reads."""
-    folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base)
-    with open(os.path.join(folder, OWNER_FILE), "w", encoding="ascii") as out:
-        out.write(f"{os.getpid()} {_process_start(os.getpid())}\n")
-    return folder
-
-
-def sweep_left_behind(base: Optional[str] = None, now: Optional[float] = None) -> list[str]:
-    """Remove the throw-away folders a killed verify left (SIGKILL runs no cleanup): each ``compat-verify-*`` folder of the
-    temp folder, owned by this user and not a symbolic link, whose owner file names a process that is gone -- no such
-    pid, or a pid now another process's (another start time); one without an owner file once a day old. The folders
-    of a verify still running are left alone. Returns the folders removed."""
-    base = base or tempfile.gettempdir()
-    now = time.time() if now is None else now
-    removed = []
-    try:
-        entries = list(os.scandir(base))
-    except OSError:
-        return []
-    for entry in entries:
-        try:
-            if not entry.name.startswith(FOLDER_PREFIX) or not entry.is_dir(follow_symlinks=False):
-                continue
-            status = entry.stat(follow_symlinks=False)
-            if status.st_uid != os.getuid():
-                continue
-            try:
-                with open(os.path.join(entry.path, OWNER_FILE), "rb") as handle:
-                    owner = handle.read(64).split()
-            except FileNotFoundError:
-                owner = None
-            if owner is None:
-                gone = now - status.st_mtime > ORPHAN_AGE_S
-            else:
-                pid = int(owner[0]) if owner and owner[0].isdigit() else 0
-                started = owner[1].decode("ascii", "replace") if len(owner) > 1 else ""
-                current = _process_start(pid) if pid > 0 else ""
-                gone = current == "" or (started != "" and current != started)
-            if gone:
-                shutil.rmtree(entry.path)
-                removed.append(entry.path)
-        except (OSError, ValueError):
-            continue  # another sweep removed it first, or it cannot be removed: left as it is
-    return removed
+VERIFY_PREFIX = "compat-verify-"  # <tempdir>/compat-verify-XXXXXXXX: the throw-away venv, owned by this verify (scratch.py)
 
 
 def unlisted_answer(matrix: Matrix, component: Component, version: Version, locations: Mapping[str, Any], session=None) -> UsageError:
@@ -362,7 +300,7 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
         raise UsageError(f"compat matrix verify tries a package next to torch; {component.distribution} is not one.",
                          "Verify torchvision, torchaudio, intel-extension-for-pytorch, oneccl_bind_pt, transformers or accelerate.")
     started = time.monotonic()
-    for left in sweep_left_behind():
+    for left in sweep_stale(VERIFY_PREFIX, orphan_age=ORPHAN_AGE_S):  # a killed verify's; one without an owner once a day old
         say(f"compat: removed {left}, the throw-away venv of a verify that was killed")
     locations = configure_indexes(matrix, list(indexes))
     for what, release_version in ((component, version), (Component.TORCH, torch)):  # the real answer before any venv is built
@@ -371,7 +309,8 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     if host and host not in matrix.hosts:  # said before the venv is built, as choose() would after
         raise UsageError(f"'{shown(host)}' is not a host of the matrix.", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
     torch = torch if torch is not None else default_torch(matrix, component, version)
-    folder = make_folder()
+    owned = claim(VERIFY_PREFIX)
+    folder = str(owned.folder)
     try:
         say(f"compat: making a throw-away venv in {folder} with {python}")
         venv = os.path.join(folder, "venv")
@@ -404,7 +343,7 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
         record = Tested(component, version, package.host, package.label, torch, torch_pick.host, torch_pick.label, not error_class,
                         error_class, shown(summary, 400), what, time.monotonic() - started, now(), machine_of(snapshot))
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        release(owned)
     try:
         path = overlay.record_tested(record, matrix, environ)
     except overlay.OverlayIgnored as exc:
