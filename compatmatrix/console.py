@@ -207,10 +207,6 @@ def safe_text(text: str) -> str:
 
 def json_safe(value: Any) -> Any:
     """``value`` (a document of dicts, lists and scalars) with every string, keys too, through :func:`safe_text`."""
-    if isinstance(value, str):
-        return safe_text(value)
-    if isinstance(value, Mapping):
-        return {json_safe(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
+    from .redact import map_strings
+
+    return map_strings(safe_text, value)

@@ -10,6 +10,7 @@ Pure, stdlib only (static commands import it).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 MASK = "****"
@@ -165,24 +166,24 @@ def conceal_variables(text: str, variables: Variables) -> str:
     return text
 
 
+def map_strings(function: Callable[[str], str], data: Any) -> Any:
+    """A document (dicts, lists, tuples and scalars; a tuple becomes a list) with ``function`` applied to every string
+    in it, keys included: the one walk of the document rules below and console.json_safe."""
+    if isinstance(data, str):
+        return function(data)
+    if isinstance(data, Mapping):
+        return {map_strings(function, k): map_strings(function, v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [map_strings(function, v) for v in data]
+    return data
+
+
 def strip_document(data: Any) -> Any:
     """A document with strip_credentials applied to every string in it (keys included): what compat keeps on disk
     (the overlay, a matrix file --write extends) names where a fact was read, never the credentials it was read with."""
-    if isinstance(data, str):
-        return strip_credentials(redact_text(data))  # a URL shown() already masked loses its user name too
-    if isinstance(data, dict):
-        return {strip_document(k): strip_document(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [strip_document(v) for v in data]
-    return data
+    return map_strings(lambda text: strip_credentials(redact_text(text)), data)  # a URL shown() already masked loses its user name too
 
 
 def redact_document(data: Any) -> Any:
     """A JSON document with redact_text applied to every string in it (keys included)."""
-    if isinstance(data, str):
-        return redact_text(data)
-    if isinstance(data, dict):
-        return {redact_document(k): redact_document(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [redact_document(v) for v in data]
-    return data
+    return map_strings(redact_text, data)

@@ -170,6 +170,21 @@ def _run(argv, capsys) -> tuple[int, str, str]:
     return run_in_process(argv, capsys)
 
 
+def test_the_document_rules_walk_keys_values_lists_and_tuples_alike():
+    """redact_document, strip_document and console.json_safe: one walk (redact.map_strings), each its own rule."""
+    from compatmatrix.console import json_safe
+    from compatmatrix.redact import redact_document, strip_document
+
+    url = "https://user:secret@example.org/simple"
+    document = {url: [url, (url, 1), {"k": url, "n": None}], "name-\udcff": "\udcff"}
+    assert redact_document(document) == {"https://user:****@example.org/simple": ["https://user:****@example.org/simple",
+                                         ["https://user:****@example.org/simple", 1], {"k": "https://user:****@example.org/simple", "n": None}],
+                                         "name-\udcff": "\udcff"}
+    plain = "https://example.org/simple"
+    assert strip_document(document) == {plain: [plain, [plain, 1], {"k": plain, "n": None}], "name-\udcff": "\udcff"}
+    assert json_safe(document)["name-\\xff"] == "\\xff" and json_safe(document)[url][1] == [url, 1]
+
+
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_no_command_prints_or_exports_a_credential(command, source, tmp_path, monkeypatch, capsys):
