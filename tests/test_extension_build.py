@@ -152,3 +152,16 @@ def test_a_cuda_torch_in_an_environment_warns_with_the_nvidia_packages_size(tmp_
     assert "sizes: the size column of each package's RECORD" in finding.evidence
     bare = Site(tmp_path / "bare").torch("2.8.0", cuda_major="12")  # no nvidia-* package left: torch's own libtorch_cuda.so says it
     assert cuda_build(bare.context(matrix)).summary == "torch 2.8.0 is a CUDA build: torch's own CUDA libraries that a CPU node does not use"
+
+
+def test_a_record_s_sizes_are_summed_and_a_size_that_is_not_ascii_digits_is_passed_over(tmp_path):
+    """distribution_bytes reads the size column of a RECORD it shares with the extension listing (_record_rows): a
+    hostile size ('²' is a digit to str.isdigit, not to int) is passed over, never a traceback."""
+    from compatmatrix.environment.extensions import _record_paths, distribution_bytes
+
+    dist = tmp_path / "x-1.dist-info"
+    dist.mkdir()
+    assert distribution_bytes(str(dist)) is None and _record_paths(str(dist)) is None
+    (dist / "RECORD").write_text("x/_C.so,sha256=a,100\nx/__init__.py,sha256=b,\u00b2\nx/y.py,,20\nx-1.dist-info/RECORD,,\n", encoding="utf-8")
+    assert distribution_bytes(str(dist)) == 120
+    assert _record_paths(str(dist)) == ["x/_C.so"]

@@ -90,7 +90,8 @@ class Extensions(Record):
     cut: bool = False
 
 
-def _record_paths(dist_path: str) -> Optional[list[str]]:
+def _record_rows(dist_path: str) -> Optional[list[list[str]]]:
+    """The rows of a distribution's RECORD (its first RECORD_BYTES), or None without one."""
     try:
         with open(os.path.join(dist_path, "RECORD"), "rb") as handle:
             data = handle.read(RECORD_BYTES)
@@ -98,8 +99,12 @@ def _record_paths(dist_path: str) -> Optional[list[str]]:
         return None
     import csv  # here, not at the top: compat check reads no RECORD without an extension installed (start-up time)
 
-    rows = csv.reader(io.StringIO(data.decode("utf-8", "replace")))
-    return [row[0] for row in rows if row and _SHARED.search(row[0])]
+    return list(csv.reader(io.StringIO(data.decode("utf-8", "replace"))))
+
+
+def _record_paths(dist_path: str) -> Optional[list[str]]:
+    rows = _record_rows(dist_path)
+    return None if rows is None else [row[0] for row in rows if row and _SHARED.search(row[0])]
 
 
 def _folder_paths(site: str, packages: list[str]) -> list[str]:
@@ -180,15 +185,5 @@ def torch_build(site: str) -> Optional[TorchBuild]:
 
 def distribution_bytes(dist_path: str) -> Optional[int]:
     """The bytes a distribution's files take, as its RECORD lists them (the size column), or None without a RECORD."""
-    try:
-        with open(os.path.join(dist_path, "RECORD"), "rb") as handle:
-            data = handle.read(RECORD_BYTES)
-    except OSError:
-        return None
-    import csv
-
-    total = 0
-    for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
-        if len(row) >= 3 and row[2].isdigit():
-            total += int(row[2])
-    return total
+    rows = _record_rows(dist_path)
+    return None if rows is None else sum(int(row[2]) for row in rows if len(row) >= 3 and row[2].isascii() and row[2].isdigit())
