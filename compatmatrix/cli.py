@@ -1146,23 +1146,8 @@ def cmd_matrix_update(args) -> int:
         if args.write is not None:
             raise UsageError("--health writes nothing: it goes without --write.", "Drop --write, or run compat matrix update --write FILE on its own.")
         return _matrix_health(load_matrix(args.output.matrix), args, packages, progress)
-    try:
-        result = update(load_matrix(args.output.matrix), args.indexes, args.write, packages, progress)
-    finally:
-        if progress is not None:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
-    if args.output.json:
-        from .console import dump_json
-
-        print(dump_json(update_json(result)))
-    else:
-        from .console import visible_line
-        from .redact import redact_text
-
-        # one fact a line: a yank reason's line break (a registry's text) is shown as \n, never starts a line of its own
-        sys.stdout.write("".join(visible_line(redact_text(line)) + "\n" for line in update_lines(result)))
-    return EXIT_OK
+    return _read_registries(args, progress, lambda: update(load_matrix(args.output.matrix), args.indexes, args.write, packages, progress),
+                            update_json, update_lines)
 
 
 def _matrix_health(matrix, args, packages, progress) -> int:
@@ -1171,8 +1156,15 @@ def _matrix_health(matrix, args, packages, progress) -> int:
     from .matrix.health import health_json, health_lines
     from .matrix.health_read import read_health
 
+    return _read_registries(args, progress, lambda: read_health(matrix, args.indexes, packages, progress), health_json, health_lines)
+
+
+def _read_registries(args, progress, read, to_json, to_lines) -> int:
+    """compat matrix update and --health: ``read()`` under the progress line (cleared when it ends, however), then its
+    result as ``--json`` or as text, one fact a line: a registry's line break (a yank reason's) is shown as \\n, never
+    starts a line of its own. Exit 0."""
     try:
-        report = read_health(matrix, args.indexes, packages, progress)
+        result = read()
     finally:
         if progress is not None:
             sys.stderr.write("\r\x1b[2K")
@@ -1180,12 +1172,12 @@ def _matrix_health(matrix, args, packages, progress) -> int:
     if args.output.json:
         from .console import dump_json
 
-        print(dump_json(health_json(report)))
+        print(dump_json(to_json(result)))
     else:
         from .console import visible_line
         from .redact import redact_text
 
-        sys.stdout.write("".join(visible_line(redact_text(line)) + "\n" for line in health_lines(report)))
+        sys.stdout.write("".join(visible_line(redact_text(line)) + "\n" for line in to_lines(result)))
     return EXIT_OK
 
 
