@@ -37,7 +37,8 @@ class FileTime:
     path: str
     seconds: float
     tests: int
-    integration: float  # seconds of it spent in integration tests (the one worker that runs them all)
+    integration: float  # seconds of it spent in the serial integration group (the one worker that runs them one at a time)
+    beside: float  # seconds of it spent in the integration-beside group
 
 
 def file_of(classname: str) -> str:
@@ -49,9 +50,9 @@ def file_of(classname: str) -> str:
     return "/".join(parts) + ".py"
 
 
-def is_integration(case: ET.Element) -> bool:
-    """tests/conftest.py names every integration test with the junit property ``tier=integration``."""
-    return any(p.get("name") == "tier" and p.get("value") == "integration" for p in case.iter("property"))
+def tier(case: ET.Element) -> str:
+    """tests/conftest.py names every integration test's group in the junit property ``tier``; "unit" for the others."""
+    return next((p.get("value") or "unit" for p in case.iter("property") if p.get("name") == "tier"), "unit")
 
 
 def read_times(xml_path: Path) -> list[FileTime]:
@@ -61,14 +62,18 @@ def read_times(xml_path: Path) -> list[FileTime]:
     seconds: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
     integration: dict[str, float] = defaultdict(float)
+    beside: dict[str, float] = defaultdict(float)
     for case in root.iter("testcase"):
         path = file_of(case.get("classname", "?"))
         took = float(case.get("time", "0") or 0)
         seconds[path] += took
         counts[path] += 1
-        if is_integration(case):
+        group = tier(case)
+        if group == "integration":
             integration[path] += took
-    return sorted((FileTime(p, seconds[p], counts[p], integration[p]) for p in seconds), key=lambda f: -f.seconds)
+        elif group == "integration-beside":
+            beside[path] += took
+    return sorted((FileTime(p, seconds[p], counts[p], integration[p], beside[p]) for p in seconds), key=lambda f: -f.seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,15 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     over = [t for t in times if t.seconds > budgets.get(t.path, default)]
     total = sum(t.seconds for t in times)
     print(f"{len(times)} test files, {sum(t.tests for t in times)} tests, {total:.0f} s of worker time in all")
-    print(f"integration tests (one worker, one at a time: the run's critical path): {sum(t.integration for t in times):.0f} s; "
-          f"unit tests: {total - sum(t.integration for t in times):.0f} s")
+    serial, beside = sum(t.integration for t in times), sum(t.beside for t in times)
+    print(f"integration tests one at a time on one worker: {serial:.0f} s; integration tests beside the unit tests: {beside:.0f} s; "
+          f"unit tests: {total - serial - beside:.0f} s; two workers need at least {max(serial, total / 2):.0f} s")
     if over:
         print(f"OVER BUDGET ({len(over)}): a file's time above bench/ci_budget.toml (default {default:.0f} s for a file not listed)")
         for t in over:
             print(f"  {t.path:48} {t.seconds:8.1f} s  budget {budgets.get(t.path, default):6.0f} s  ({t.tests} tests)")
     print(f"slowest {args.top}:")
     for t in times[: args.top]:
-        print(f"  {t.path:48} {t.seconds:8.1f} s  ({t.tests} tests, {t.integration:.0f} s of them integration)")
+        print(f"  {t.path:48} {t.seconds:8.1f} s  ({t.tests} tests; {t.integration:.0f} s serial, {t.beside:.0f} s beside)")
     return 1 if (over and args.strict) else 0
 
 

@@ -359,20 +359,23 @@ def _binary_requires_python(release: Release, python: PythonTarget) -> Optional[
 _LINE_VERDICTS: dict[tuple[str, str], Optional[bool]] = {}
 
 
+LINE_MICROS = 100  # micro releases judged per X.Y line (CPython's highest so far: 3.6.15, 2.7.18)
+
+
 def python_admits(spec: SpecifierSet, python: PythonTarget) -> Optional[bool]:
     """Does Requires-Python ``spec`` admit the target?  With a full version (3.14.1) packaging's ``contains`` decides; for
     ``X.Y`` alone, every ``X.Y.z`` in the spec is True, none False, some (``!=3.14.1`` inside 3.14) None: undecided.
-    The line is compared as a range (packaging.ranges: ``>=X.Y,<X.Y+1`` against the spec), once per spec and line."""
+    The line's micro releases X.Y.0 to X.Y.99 are each judged by packaging (packaging.ranges would compare the line as a
+    continuous range, where ``==3.9.5.*,>3.9.5`` admits 3.9.5.1, a version no Python has), once per spec and line."""
     if python.full is not None:
         return bool(spec.contains(python.full, prereleases=True))
     key = (str(spec), python.label)
     if key not in _LINE_VERDICTS:
         if _uniform_on_line(spec, python.version.release[:2]):  # the common case, without importing packaging.ranges (~5 ms)
             _LINE_VERDICTS[key] = bool(spec.contains(Version(f"{python.label}.0"), prereleases=True))
-        else:
-            line = SpecifierSet(f">={python.label},<{python.version.major}.{python.version.minor + 1}").to_range()
-            admitted = spec.to_range()
-            _LINE_VERDICTS[key] = True if line.is_subset(admitted) else False if line.is_disjoint(admitted) else None
+        else:  # each micro release of the line, as packaging judges it: a Python is X.Y.Z, never X.Y.Z.W
+            said = {bool(spec.contains(Version(f"{python.label}.{micro}"), prereleases=True)) for micro in range(LINE_MICROS)}
+            _LINE_VERDICTS[key] = said.pop() if len(said) == 1 else None
     return _LINE_VERDICTS[key]
 
 

@@ -22,17 +22,41 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 
 
+# Integration test files that start no ranks, namespaces, daemons or containers and judge no timing: installs into
+# venvs, compat as a subprocess against FIXTURE environments and indexes, shells, TLS on loopback. They form a second
+# group, which the other worker runs beside the unit tests, while the first group (every other integration test) runs on
+# one worker, one at a time. Before 2026-12-07 all integration tests were one group and the unit worker sat idle for most
+# of the run (bench/ci_durations.py shows each worker's share from .ci/run's junit XML).
+BESIDE = frozenset({
+    "test_bounds.py", "test_cli.py", "test_cli_export.py", "test_crosscheck.py", "test_doctor.py", "test_dockerfile.py",
+    "test_env_exports.py", "test_export_sbatch.py", "test_extension_build.py", "test_fix_commands.py", "test_install.py",
+    "test_install_hostile.py", "test_install_killpoints.py", "test_install_real.py", "test_install_review.py",
+    "test_install_uv.py", "test_json_schemas.py", "test_matrix_health.py", "test_matrix_update.py", "test_matrix_verify.py",
+    "test_network_choice.py", "test_one_plan_every_form.py", "test_packaging.py", "test_planner_errors.py",
+    "test_precommit.py", "test_real_inputs.py", "test_runtime_wheels.py", "test_secrets.py", "test_system_oneccl.py",
+    "test_tls_trust.py", "test_translate.py", "test_xdist_grouping.py",
+})
+SERIAL_GROUP, BESIDE_GROUP = "integration", "integration-beside"
+
+
+def integration_group(path: Path) -> str:
+    """The xdist group of an integration test in ``path``: BESIDE's files share the unit tests' worker."""
+    return BESIDE_GROUP if path.name in BESIDE else SERIAL_GROUP
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
 def pytest_collection_modifyitems(config, items):
-    """The README's test command runs two pytest-xdist workers with ``--dist loadgroup``: every integration test is in one
-    group, so one worker runs them all, one at a time and in order (real ranks, namespaces, daemons and timings never
-    share the machine with each other), while the other worker runs the unit tests beside them. Without xdist the
-    mark does nothing."""
+    """The README's test command runs two pytest-xdist workers with ``--dist loadgroup``. The integration tests that
+    run real ranks, namespaces, daemons, containers or timings are one group, so one worker runs them all, one at a time
+    and in order, and they never share the machine with each other; the integration tests of BESIDE's files are a
+    second group, which xdist (its scopes ordered by size, largest first) gives the other worker, where the unit tests
+    run too. Without xdist the marks do nothing."""
     for item in items:
         if item.get_closest_marker("integration") is not None:
-            item.add_marker(pytest.mark.xdist_group("integration"))
-            # named in --junitxml, so bench/ci_durations.py can add up the integration worker's critical path
-            item.user_properties.append(("tier", "integration"))
+            group = integration_group(Path(str(item.fspath)))
+            item.add_marker(pytest.mark.xdist_group(group))
+            # named in --junitxml, so bench/ci_durations.py can add up each worker's share
+            item.user_properties.append(("tier", group))
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ The wheels come from PyPI unchanged; the index that serves them is the tests' ow
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -38,10 +39,17 @@ def pypi_wheels(requirements: Sequence[str], python: str = sys.executable) -> Pa
     """The folder of the wheels ``python``'s pip would install for ``requirements`` (their dependencies included),
     downloaded once; skips the test when PyPI cannot be reached and nothing is cached."""
     folder = CACHE / "pypi-mirror" / _key(requirements, python)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # one downloader at a time per set: the two pytest workers may both ask for it (tests/conftest.py BESIDE)
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _pypi_wheels(requirements, python, folder)
+
+
+def _pypi_wheels(requirements: Sequence[str], python: str, folder: Path) -> Path:
     stamp = folder / ".complete"
     if stamp.exists():
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
     errors = []
     for pause in PAUSES_S:
         time.sleep(pause)
