@@ -129,7 +129,17 @@ def test_a_record_entry_outside_the_site_folder_is_not_read(tmp_path):
 @pytest.mark.parametrize("pins, status, text", [
     ({"torch": "2.13.0+cpu", "torchaudio": "2.11.1+cu130"}, Status.FAIL, "torchaudio 2.11.1+cu130 is a CUDA build, torch 2.13.0+cpu a CPU build"),
     ({"torch": "2.13.0+cpu", "torchaudio": "2.11.1+cpu"}, Status.PASS, "the same build as torch 2.13.0+cpu"),
-    ({"torch": "2.13.0+cpu", "torchaudio": "2.11.1"}, Status.PASS, "no local label to compare with torch 2.13.0+cpu's build"),
+    # issue 30 review: labels compared as builds (one rule with the environment path: checks/builds.judge_build)
+    ({"torch": "2.13.0+cu130", "torchvision": "0.28.0+cpu"}, Status.WARN, "torchvision 0.28.0+cpu is a CPU build next to torch 2.13.0+cu130, a CUDA 13.0 build"),
+    ({"torch": "2.13.0+cu130", "torchvision": "0.28.0+cu126"}, Status.FAIL, "torchvision 0.28.0+cu126 is built for CUDA 12, torch 2.13.0+cu130 for CUDA 13"),
+    ({"torch": "2.13.0+cu126", "torchvision": "0.28.0+cu130"}, Status.FAIL, "torchvision 0.28.0+cu130 is built for CUDA 13, torch 2.13.0+cu126 for CUDA 12"),
+    ({"torch": "2.13.0+cu128", "torchvision": "0.28.0+cu126"}, Status.PASS, "the same build as torch 2.13.0+cu128"),
+    ({"torch": "2.13.0+cu130", "torchvision": "0.28.0+cu130"}, Status.PASS, "the same build as torch 2.13.0+cu130"),
+    ({"torch": "2.13.0+xpu", "torchvision": "0.28.0+cu130"}, Status.FAIL, "torchvision 0.28.0+cu130 is a CUDA build, torch 2.13.0+xpu another build"),
+    # no label: the matrix records PyPI's torchaudio 2.11.1 as the CUDA build (data/matrix.toml, build = "cuda")
+    ({"torch": "2.13.0+cpu", "torchaudio": "2.11.1"}, Status.FAIL, "torchaudio 2.11.1 (no local label: PyPI's build, which links CUDA) is a CUDA build, torch 2.13.0+cpu a CPU build"),
+    # no label and no recorded build: a WARN that says nothing was compared, never a PASS
+    ({"torch": "2.13.0+cpu", "torchaudio": "2.10.0"}, Status.WARN, "torchaudio 2.10.0: no local label to compare with torch 2.13.0+cpu: PyPI's build of torchaudio 2.10.0 may be CUDA"),
 ])
 def test_pins_are_judged_by_their_labels(matrix, pins, status, text):
     snapshot = snapshot_from_pins(pins, Version("3.11"), _platform(), "requirements.txt")
@@ -165,3 +175,19 @@ def test_a_record_s_sizes_are_summed_and_a_size_that_is_not_ascii_digits_is_pass
     (dist / "RECORD").write_text("x/_C.so,sha256=a,100\nx/__init__.py,sha256=b,\u00b2\nx/y.py,,20\nx-1.dist-info/RECORD,,\n", encoding="utf-8")
     assert distribution_bytes(str(dist)) == 120
     assert _record_paths(str(dist)) == ["x/_C.so"]
+
+
+def test_a_label_of_no_known_build_is_not_taken_for_a_cpu_build(matrix):
+    from compatmatrix.checks.builds import label_build
+
+    assert label_build("cpu") == (frozenset(), None, None)
+    assert label_build("cu130") == (frozenset({"cuda"}), "13", "0")
+    assert label_build("cu92") == (frozenset({"cuda"}), "9", "2")
+    assert label_build("rocm6.4") == (frozenset({"rocm"}), None, None)
+    assert label_build("gitabc123") is None and label_build(None) is None
+
+
+def test_the_cpu_fix_for_an_unlabelled_cuda_pin_names_the_cpu_index(matrix):
+    snapshot = snapshot_from_pins({"torch": "2.13.0+cpu", "torchaudio": "2.11.1"}, Version("3.11"), _platform(), "requirements.txt")
+    finding = extension_build(Context(matrix, snapshot))
+    assert finding.fix.startswith("pip install torchaudio==2.11.1+cpu --index-url https://download.pytorch.org/whl/cpu"), finding

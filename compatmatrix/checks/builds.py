@@ -25,14 +25,62 @@ EXTENSIONS: tuple[tuple[tuple[str, ...], str, Optional[Component]], ...] = (
     (CCL_NAMES, "oneccl_bindings_for_pytorch", None),
 )
 LABEL_DEVICES = (("cu", "cuda"), ("rocm", "rocm"), ("xpu", "xpu"))
+DEVICE_WORDS = {"cuda": "CUDA", "xpu": "XPU", "rocm": "ROCm"}  # as environment/extensions.py (not imported on check -r's path)
+
+# A build: (the devices it links, its CUDA major, its CUDA minor); no devices: the CPU build.
+Build = tuple[frozenset[str], Optional[str], Optional[str]]
+
+
+def label_build(label: Optional[str]) -> Optional[Build]:
+    """The build a local version label names: ``cpu`` -> the CPU build, ``cu130`` -> CUDA 13.0, ``cu92`` -> CUDA 9.2,
+    ``xpu``, ``rocm6.4``; None for no label or one that names no build (``+git1234``: not taken for a CPU build)."""
+    if not label:
+        return None
+    label = label.lower()
+    if label == "cpu":
+        return frozenset(), None, None
+    if label.startswith("cu") and label[2:].isdigit() and len(label) >= 4:
+        digits = label[2:]
+        return frozenset({"cuda"}), str(int(digits[:-1])), digits[-1]
+    for prefix, device in LABEL_DEVICES:
+        if prefix != "cu" and label.startswith(prefix):
+            return frozenset({device}), None, None
+    return None
+
+
+def build_words(build: Build) -> str:
+    devices, major, minor = build
+    if not devices:
+        return "a CPU build"
+    if devices == {"cuda"} and major is not None:
+        return f"a CUDA {major}{'.' + minor if minor else ''} build"
+    return "a " + "/".join(DEVICE_WORDS[d] for d in sorted(devices)) + " build"
+
+
+# What judge_build finds: an extension links a device torch's build does not provide (FAIL), links another CUDA major
+# than torch's (FAIL), or is the CPU build beside a device torch (WARN: it imports, its operators run on the CPU only).
+DEVICE_MISSING, CUDA_MAJOR, CPU_EXTENSION = "device-missing", "cuda-major", "cpu-extension"
+
+
+def judge_build(torch_devices: frozenset[str], torch_cuda: Optional[str], devices: frozenset[str], cuda: Optional[str]) -> Optional[tuple[str, str]]:
+    """The one rule both paths of packages.extension-build take (an environment's files, and check -r's local labels):
+    (what is wrong, the device or CUDA major concerned) for an extension of ``devices`` (CUDA major ``cuda``) beside a
+    torch of ``torch_devices`` (``torch_cuda``); None when it fits. A CUDA minor is not judged (the files name the
+    runtime's major only: libcudart.so.13). Pure."""
+    missing = sorted(devices - torch_devices)
+    if missing:
+        return DEVICE_MISSING, missing[0]
+    if cuda is not None and torch_cuda is not None and cuda != torch_cuda:
+        return CUDA_MAJOR, cuda
+    if torch_devices and not devices:
+        return CPU_EXTENSION, ""
+    return None
 
 
 def _label_device(label: Optional[str]) -> Optional[str]:
     """The device a local version label names (cu130 -> cuda, xpu, rocm6.4), None for cpu or none."""
-    for prefix, device in LABEL_DEVICES:
-        if label and label.startswith(prefix):
-            return device
-    return None
+    build = label_build(label)
+    return min(build[0]) if build is not None and build[0] else None
 
 
 def cpu_build_fix(ctx: Context, dist: Distribution, component: Optional[Component]) -> str:
@@ -72,7 +120,7 @@ def extension_build(ctx: Context) -> Finding:
         return Finding(cid, Status.SKIP, "no torchvision, torchaudio, IPEX or oneCCL bindings installed")
     if _pinned(ctx):
         return _by_labels(ctx, torch, installed, "judged by the pins' local labels (no files to read)")
-    from ..environment.extensions import DEVICE_WORDS, installed_extensions, torch_build
+    from ..environment.extensions import installed_extensions, torch_build
 
     build = torch_build(torch.site)
     if build is None:  # no torch/lib (metadata only): what the versions' labels say, as for pins
@@ -91,7 +139,8 @@ def extension_build(ctx: Context) -> Finding:
         mismatch = _first_mismatch(ctx, torch, build, dist, module, component, found.files)
         if mismatch is not None:
             fails.append(mismatch)
-        if build.devices and component is not None and torch_linked and not any(e.devices for e in found.files):
+        linked = frozenset(d for e in found.files for d in e.devices)
+        if component is not None and torch_linked and (judge_build(build.devices, None, linked, None) or ("",))[0] == CPU_EXTENSION:
             warns.append((f"{dist.name} {dist.raw_version} is a CPU build next to torch {torch.raw_version}, {build.words}: it imports, "
                           f"but its operators have no {'/'.join(DEVICE_WORDS[d] for d in sorted(build.devices))} kernels",
                           f"{torch_linked[0].path} links {', '.join(n for n in torch_linked[0].needed if n.startswith(('libc10', 'libtorch')))} and no device library",
@@ -111,12 +160,14 @@ def extension_build(ctx: Context) -> Finding:
 def _first_mismatch(ctx: Context, torch: Distribution, build, dist: Distribution, module: str, component: Optional[Component], files) -> Optional[tuple[str, str, str]]:
     """(summary, evidence, fix) for the first of ``files`` that links a device library torch's build does not provide,
     or a CUDA runtime of another major than torch's; None when every file fits."""
-    from ..environment.extensions import DEVICE_WORDS, cuda_runtime_major
+    from ..environment.extensions import cuda_runtime_major
 
     for extension in files:
-        for device in extension.devices:
-            if device in build.devices:
-                continue
+        verdict = judge_build(build.devices, build.cuda_major, frozenset(extension.devices), cuda_runtime_major(extension.needed))
+        if verdict is None or verdict[0] == CPU_EXTENSION:
+            continue
+        if verdict[0] == DEVICE_MISSING:
+            device = verdict[1]
             libraries = extension.libraries_of(device)
             torch_own = [n for n in libraries if n.startswith(("libc10", "libtorch"))]
             runtime = [n for n in libraries if n not in torch_own]
@@ -131,34 +182,85 @@ def _first_mismatch(ctx: Context, torch: Distribution, build, dist: Distribution
             return (f"{dist.name} {dist.raw_version} is a {DEVICE_WORDS[device]} build (its {name} links {libraries[0]}), but torch {torch.raw_version} "
                     f"is {build.words}: import {module} fails ({effect})",
                     f"{extension.path} links {', '.join(libraries)} (DT_NEEDED): {why}", fix)
-        major = cuda_runtime_major(extension.needed)
-        if major is not None and build.cuda_major is not None and major != build.cuda_major:
-            return (f"{dist.name} {dist.raw_version} is built for CUDA {major}, torch {torch.raw_version} for CUDA {build.cuda_major}: import {module} fails",
-                    f"{extension.path} links libcudart.so.{major}; torch's CUDA library links libcudart.so.{build.cuda_major}",
-                    f"Install the {dist.name} build for torch {torch.raw_version}'s CUDA {build.cuda_major} (the index torch came from).")
+        major = verdict[1]
+        return (f"{dist.name} {dist.raw_version} is built for CUDA {major}, torch {torch.raw_version} for CUDA {build.cuda_major}: import {module} fails",
+                f"{extension.path} links libcudart.so.{major}; torch's CUDA library links libcudart.so.{build.cuda_major}",
+                f"Install the {dist.name} build for torch {torch.raw_version}'s CUDA {build.cuda_major} (the index torch came from).")
     return None
 
 
+def _pin_build(ctx: Context, dist: Distribution, component: Optional[Component]) -> tuple[Optional[Build], str]:
+    """(the build a pin names, how it is known): by its local label; unlabelled, PyPI's build of that release when the
+    matrix records what its files link (``build`` of its PyPI wheel set); else (None, "")."""
+    version = dist.version
+    label = version.local if version is not None else None
+    if label is not None:
+        return label_build(label), ""
+    if version is None:
+        return None, ""
+    release = None
+    if component is not None:
+        release = ctx.matrix.release(component, version)
+    elif dist.canonical == "torch":
+        release = ctx.matrix.release(Component.TORCH, version)
+    recorded = next((w.build for w in getattr(release, "wheels", ()) if w.host == "pypi" and w.build), "") if release is not None else ""
+    if not recorded:
+        return None, ""
+    devices = frozenset() if recorded == "cpu" else frozenset({recorded})
+    return (devices, None, None), f"no local label: PyPI's build, which links {DEVICE_WORDS.get(recorded, 'the CPU libraries only')}"
+
+
 def _by_labels(ctx: Context, torch: Distribution, installed, how: str) -> Finding:
-    """Without files to read (pins; an environment of metadata only): a companion whose label names a device torch's
-    label does not (torchaudio==2.11.1+cu130 with torch==2.13.0+cpu) fails, as its files would; an unlabelled one is
-    not judged (PyPI's build, whatever it links). ``how``: the evidence saying why labels decide."""
+    """Without files to read (pins; an environment of metadata only): the builds the local labels name, compared by
+    :func:`judge_build` as the environment path compares what the files link (torchaudio==2.11.1+cu130 or PyPI's
+    unlabelled CUDA build beside torch==2.13.0+cpu fails; +cpu beside +cu130 warns; +cu126 beside +cu130 fails, another
+    CUDA minor passes). An unlabelled pin whose build the matrix does not record is a WARN that says nothing was
+    compared. ``how``: the evidence saying why labels decide."""
     cid = "packages.extension-build"
-    torch_label = torch.version.local if torch.version is not None else None
-    torch_device = _label_device(torch_label)
-    fails, judged = [], []
+    torch_build_, torch_known = _pin_build(ctx, torch, Component.TORCH)
+    fails: list[tuple[str, str]] = []
+    warns: list[tuple[str, str]] = []
+    judged: list[str] = []
+    notes: list[str] = []
     for dist, _module, component in installed:
-        label = dist.version.local if dist.version is not None else None
-        if label is None or torch_label is None:
+        build, known = _pin_build(ctx, dist, component)
+        name = f"{dist.name} {dist.raw_version}" + (f" ({known})" if known else "")
+        if build is None or torch_build_ is None:
+            if build is None and torch_build_ is None:
+                notes.append(f"{dist.name} {dist.raw_version} and torch {torch.raw_version}: neither names its build (no local label, none recorded)")
+                continue
+            if build is None:
+                unknown, other = dist, torch
+                fix = cpu_build_fix(ctx, dist, component) if not torch_build_[0] else f"Pin the {dist.name} build with torch's label (+{torch.version.local})."
+            else:
+                unknown, other = torch, dist
+                fix = f"Pin torch's build with a local label (torch=={torch.public_version}+cpu from the CPU index, or the +cuXYZ build {dist.name} is made for)."
+            warns.append((f"{unknown.name} {unknown.raw_version}: no local label to compare with {other.name} {other.raw_version}: "
+                          f"PyPI's build of {unknown.name} {unknown.public_version} may be CUDA", fix))
             continue
-        judged.append(f"{dist.name} {dist.raw_version}")
-        device = _label_device(label)
-        if device is not None and device != torch_device:
-            fails.append((f"{dist.name} {dist.raw_version} is a {device.upper() if device != 'rocm' else 'ROCm'} build, torch {torch.raw_version} "
-                          f"{'a CPU build' if torch_device is None else 'another build'}: import {dist.name} would fail on a missing torch library",
-                          cpu_build_fix(ctx, dist, component) if torch_device is None else f"Pin the {dist.name} build with torch's label (+{torch_label})."))
+        verdict = judge_build(torch_build_[0], torch_build_[1], build[0], build[1])
+        if verdict is None:
+            minor = (f" (CUDA {build[1]}.{build[2]} beside {torch_build_[1]}.{torch_build_[2]}: the same major)"
+                     if build[1] is not None and build[2] != torch_build_[2] and torch_build_[2] is not None else "")
+            judged.append(name + minor)
+        elif verdict[0] == DEVICE_MISSING:
+            device = verdict[1]
+            fails.append((f"{name} is a {DEVICE_WORDS[device]} build, torch {torch.raw_version} "
+                          f"{'a CPU build' if not torch_build_[0] else 'another build'}: import {dist.name} would fail on a missing torch library",
+                          cpu_build_fix(ctx, dist, component) if not torch_build_[0] else f"Pin the {dist.name} build with torch's label (+{torch.version.local})."))
+        elif verdict[0] == CUDA_MAJOR:
+            fails.append((f"{name} is built for CUDA {build[1]}, torch {torch.raw_version} for CUDA {torch_build_[1]}: import {dist.name} would fail",
+                          f"Pin the {dist.name} build with torch's label (+{torch.version.local}), from the index torch comes from."))
+        else:
+            warns.append((f"{name} is a CPU build next to torch {torch.raw_version}, {build_words(torch_build_)}: it imports, but its operators "
+                          f"have no {'/'.join(DEVICE_WORDS[d] for d in sorted(torch_build_[0]))} kernels",
+                          f"On a CPU node pin torch=={torch.public_version}+cpu too (the lighter pair); on a GPU node, the {dist.name} build with torch's label "
+                          f"(+{torch.version.local})."))
+    evidence = tuple(notes) + ((torch_known,) if torch_known else ()) + (how,)
     if fails:
-        return Finding(cid, Status.FAIL, fails[0][0], tuple(f"also: {s}" for s, _ in fails[1:]) + (how,), fails[0][1])
+        return Finding(cid, Status.FAIL, fails[0][0], tuple(f"also: {s}" for s, _ in fails[1:] + warns) + evidence, fails[0][1])
+    if warns:
+        return Finding(cid, Status.WARN, warns[0][0], tuple(f"also: {s}" for s, _ in warns[1:]) + evidence, warns[0][1])
     if not judged:
-        return Finding(cid, Status.PASS, f"no local label to compare with torch {torch.raw_version}'s build (an installed extension's files say more)", (how,))
-    return Finding(cid, Status.PASS, f"{', '.join(judged)}: the same build as torch {torch.raw_version} (by their labels)", (how,))
+        return Finding(cid, Status.PASS, f"no local label to compare with torch {torch.raw_version}'s build (an installed extension's files say more)", evidence)
+    return Finding(cid, Status.PASS, f"{', '.join(judged)}: the same build as torch {torch.raw_version} (by their labels)", evidence)

@@ -251,10 +251,22 @@ def _wheels(entry: _Entry, hosts: dict[str, Host]) -> tuple[WheelSet, ...]:
                 yanked_reason=sub.text("yanked_reason", ""),
                 provenance=sub.provenance(),
                 glibc_min=_glibc(sub, "glibc_min"),
+                build=_wheel_build(sub),
             )
         )
         sub.done()
     return tuple(result)
+
+
+BUILDS = ("cpu", "cuda", "xpu", "rocm")
+
+
+def _wheel_build(entry: _Entry) -> str:
+    """``build``: what a wheel set's files link (a device build or the CPU build), "" when not recorded."""
+    value = entry.raw("build", "")
+    if value != "" and value not in BUILDS:
+        raise entry.error("build", f"{_show(value)} is not a build compat knows", f"Write one of: {', '.join(BUILDS)} (what the files link), or leave it out.")
+    return value
 
 
 def _glibc(entry: _Entry, key: str) -> Optional[Version]:

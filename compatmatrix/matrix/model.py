@@ -173,6 +173,7 @@ class WheelSet(Record):
     yanked_reason: str
     provenance: Provenance
     glibc_min: Optional[Version] = None  # the oldest glibc its files run on (manylinux_2_28 -> 2.28); None: not recorded
+    build: str = ""  # what its files link: "cpu", "cuda", "xpu", "rocm" (read from the files); "": not recorded
 
     def has_python(self, python: Version) -> bool:
         return python in self.python
