@@ -66,8 +66,7 @@ def _say_overlay(state) -> None:
 
     if state.ignored and "ignored" not in _SAID:
         _SAID.add("ignored")
-        sys.stderr.write(visible(f"compat: note: the overlay {state.path} is ignored: {shown(state.ignored, 300)}. "
-                                 "Run 'compat matrix update' to write it again, or remove the file.") + "\n")
+        sys.stderr.write(visible(f"compat: note: the overlay {state.path} is ignored: {shown(state.ignored, 300)}. {state.ignored_advice}") + "\n")
         return
     if state.skipped and "skipped" not in _SAID:
         _SAID.add("skipped")

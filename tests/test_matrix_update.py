@@ -751,3 +751,79 @@ def test_an_overlay_at_the_size_cap_loads_and_merges_in_under_a_second(tmp_path,
     assert not state.ignored and not state.skipped and len(state.harvested) == count
     assert len(merged.releases[Component.TORCHVISION]) == len(matrix.releases[Component.TORCHVISION]) + count
     assert took < 1.0, f"{count} entries: {took:.2f} s"
+
+
+# --- issue 31 review: an overlay compat cannot read is never replaced without a copy ----------------------------------
+
+
+def _newer_overlay(data_home):
+    """A newer compat's overlay (schema_version 2): torch and torchvision entries and one tested record."""
+    folder = data_home / "compatmatrix"
+    folder.mkdir(parents=True, exist_ok=True)
+    document = {**_document(torch=[{"version": "2.99.0"}], torchvision=[GOOD_ENTRY]), "schema_version": 2,
+                "tested": [{"package": "torchvision", "version": "0.98.0", "FIXTURE": "a record of a newer compat"}]}
+    path = folder / "overlay.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_newer_compat_s_overlay_is_refused_never_replaced(registry, data_home):
+    """`matrix update --package torch` printed "REPLACED ... written anew" over a schema_version 2 overlay: its
+    torchvision entries and tested record were gone, with no copy. Now it is refused in one sentence (exit 2), the file
+    byte for byte as it was, and the readers' note says to upgrade compat (not to run matrix update)."""
+    path = _newer_overlay(data_home)
+    before = path.read_bytes()
+    done = run_compat("matrix", "update", *_indexes(registry), "--package", "torch", env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "written by a newer compat" in done.stderr and "Upgrade compat, or move the file aside" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "REPLACED" not in done.stdout
+    assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["overlay.json"]
+    said = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", env_extra={"XDG_DATA_HOME": str(data_home)})
+    note = [line for line in said.stderr.splitlines() if "overlay" in line]
+    assert len(note) == 1 and "written by a newer compat" in note[0] and "Upgrade compat" in note[0], said.stderr
+    assert "Run 'compat matrix update'" not in note[0]
+
+
+@pytest.mark.parametrize("spoil", ["trailing comma", "unknown top key"])
+def test_an_unreadable_overlay_is_moved_aside_before_a_new_one_is_written(spoil, registry, data_home):
+    """A trailing comma made the overlay unparseable, and `matrix update` wrote over it: every entry and tested record
+    of it lost. Now it is moved aside to overlay.json.bad-<UTC time> (said, with its path) and the new one written; the
+    readers' note before says that is what update does."""
+    _update(registry, data_home)
+    path = data_home / "compatmatrix" / "overlay.json"
+    text = path.read_text()
+    spoilt = text.rstrip().rstrip("}") + "},\n" if spoil == "trailing comma" else json.dumps({**json.loads(text), "FIXTURE": 1})
+    path.write_text(spoilt)
+    said = run_compat("resolve", "--profile", "stock", "--python-version", "3.11", env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert "moves the file aside to overlay.json.bad-" in said.stderr, said.stderr
+    done = run_compat("matrix", "update", *_indexes(registry), "--package", "torch", env_extra={"XDG_DATA_HOME": str(data_home)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    moved = [p for p in path.parent.iterdir() if p.name.startswith("overlay.json.bad-")]
+    assert len(moved) == 1 and moved[0].read_text() == spoilt
+    line = [x for x in done.stdout.splitlines() if x.startswith("MOVED ASIDE")]
+    assert len(line) == 1 and str(moved[0]) in line[0], done.stdout
+    assert json.loads(path.read_text())["entries"]["torch"]
+
+
+def test_a_held_lock_names_its_holder_not_the_folder_s_permissions(registry, data_home, monkeypatch):
+    """`flock DIR sleep 1000` beside `matrix update`: after ~31 s, exit 2 with "Make XDG_DATA_HOME writable". Now the
+    sentence says another process holds the overlay's lock (its pid), and to wait or stop it; the wait is injectable
+    (0.3 s here)."""
+    import fcntl
+
+    from compatmatrix.errors import CompatError
+    from compatmatrix.matrix import update as update_mod
+
+    folder = data_home / "compatmatrix"
+    folder.mkdir()
+    holder = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        with pytest.raises(CompatError) as caught:
+            update_mod.update(load_matrix(), _indexes(registry)[1::2], None, [Component.TORCH], environ={"XDG_DATA_HOME": str(data_home)}, lock_wait=0.3)
+    finally:
+        os.close(holder)
+    error = caught.value
+    assert "is locked: another process (pid " in error.message and f"pid {os.getpid()}" in error.message, error.message
+    assert error.fix.startswith("Wait for it to finish, or stop it (kill ") and "writable" not in str(error), error.fix
+    assert not (folder / "overlay.json").exists()

@@ -66,6 +66,11 @@ class OverlayState(Record):
     ignored: str = ""  # why the overlay was not used ("" when it was)
     tested: tuple[Any, ...] = ()  # matrix.tested.Tested: the pairings compat matrix verify tried on this machine
     skipped: tuple[str, ...] = ()  # a note for each record (entry, tested record) skipped alone; the rest is used
+    ignored_kind: str = ""  # NEWER: a newer compat's overlay (never replaced); else "" (update moves it aside)
+
+    @property
+    def ignored_advice(self) -> str:
+        return ignored_advice(self.ignored_kind)
 
     def age(self, now: Optional[datetime.datetime] = None) -> str:
         import datetime
@@ -85,8 +90,26 @@ class OverlayState(Record):
         return f"{seconds // 86400} days old"
 
 
+NEWER = "newer"  # OverlayIgnored.kind: written by a newer compat (a schema_version above SCHEMA)
+BAD_SUFFIX = ".bad-"  # an unreadable overlay is moved aside to overlay.json.bad-<UTC time> before a new one is written
+
+
 class OverlayIgnored(Exception):
-    pass
+    """Why the overlay file cannot be used; ``kind`` NEWER for a newer compat's overlay (refused, never replaced), ""
+    for one that is no overlay this compat can read (compat matrix update moves it aside, then writes a new one)."""
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def ignored_advice(kind: str) -> str:
+    """The fix every reader gives for an overlay it ignores: never 'run compat matrix update' for one that update would
+    not replace."""
+    if kind == NEWER:
+        return "Upgrade compat, or move the file aside (compat matrix update will not replace it)."
+    return (f"Run 'compat matrix update': it moves the file aside to {FILE_NAME}{BAD_SUFFIX}<UTC time> (kept, for you to read) "
+            "and writes a new one; or remove the file.")
 
 
 def read_document(path: str) -> Optional[dict[str, Any]]:
@@ -113,7 +136,10 @@ def read_document(path: str) -> Optional[dict[str, Any]]:
         raise OverlayIgnored("it is not UTF-8 JSON") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise OverlayIgnored(f"it is not a compatmatrix overlay (no \"format\": \"{FORMAT}\")")
-    if document.get("schema_version") != SCHEMA:
+    version = document.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA:
+        raise OverlayIgnored(f"it was written by a newer compat (schema_version {shown(str(version), 20)}; this compat reads {SCHEMA})", NEWER)
+    if version != SCHEMA:
         raise OverlayIgnored(f"its schema_version is {shown(repr(document.get('schema_version')), 40)}; this compatmatrix reads {SCHEMA}")
     return document
 
@@ -360,7 +386,7 @@ def _apply(matrix: Matrix, path: str) -> tuple[Matrix, Optional[OverlayState]]:
     try:
         document = read_document(path)
     except OverlayIgnored as exc:
-        return matrix, OverlayState(str(path), "", frozenset(), 0, (), (), str(exc))
+        return matrix, OverlayState(str(path), "", frozenset(), 0, (), (), str(exc), ignored_kind=exc.kind)
     if document is None:
         return matrix, None
     try:
@@ -408,8 +434,9 @@ class Stored(Record):
     path: str
     skipped: tuple[str, ...]  # records not written (each invalid alone), with why
     changed_meanwhile: bool  # the file changed between the writer's start and its write (another compat wrote it): merged
-    replaced_unreadable: str = ""  # why the file compat replaced could not be read ("" when it could)
+    replaced_unreadable: str = ""  # why the file compat moved aside could not be read ("" when it could)
     document: Any = None  # what was written
+    moved_to: str = ""  # where the unreadable file was moved (overlay.json.bad-<UTC time>), "" when none was
 
 
 def fingerprint(path: Optional[str]) -> Optional[str]:
@@ -424,6 +451,51 @@ def fingerprint(path: Optional[str]) -> Optional[str]:
             return hashlib.sha256(handle.read(MAX_BYTES + 1)).hexdigest()
     except OSError:
         return None
+
+
+class LockHeld(OSError):
+    """Another process held a folder's lock for longer than a writer waits: ``holder`` its pid and name, when
+    /proc/locks names it ("" otherwise)."""
+
+    def __init__(self, folder: str, seconds: float, holder: str = "") -> None:
+        super().__init__(errno.EWOULDBLOCK, f"another process{f' ({holder})' if holder else ''} has held the lock on {folder} for over {seconds:.0f} s")
+        self.folder = folder
+        self.seconds = seconds
+        self.holder = holder
+
+    def sentence(self, what: str) -> tuple[str, str]:
+        """(the error, the fix) for a write of ``what`` that gave up waiting."""
+        who = f"another process ({self.holder})" if self.holder else "another process"
+        pid = self.holder.split(" ", 2)[1].rstrip(",") if self.holder.startswith("pid ") else ""
+        return (f"{what} is locked: {who} has held the lock on {shown(self.folder, 200)} for over {self.seconds:.0f} s "
+                "(another compat matrix update or verify writing it).",
+                "Wait for it to finish, or stop it" + (f" (kill {pid})" if pid else "") + ", then run the same command again.")
+
+
+def lock_holder(fd: int) -> str:
+    """'pid N, NAME' of the process holding the flock on ``fd``'s file, read from /proc/locks (bounded); "" when it
+    cannot be told (no /proc, another kind of lock)."""
+    try:
+        status = os.fstat(fd)
+        wanted = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+        with open("/proc/locks", "rb") as handle:
+            text = handle.read(1 << 20).decode("ascii", "replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or "->" in fields or fields[1] != "FLOCK" or fields[5] != wanted or not fields[4].isdigit():
+            continue
+        pid = fields[4]
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as handle:
+                name = handle.read(64).decode("utf-8", "replace").strip()
+        except OSError:
+            name = ""
+        from ..values import comment_text
+
+        return f"pid {pid}" + (f", {comment_text(shown(name, 40))}" if name else "")
+    return ""
 
 
 class folder_lock:
@@ -449,9 +521,10 @@ class folder_lock:
                 return self
             except BlockingIOError:
                 if time.monotonic() >= deadline:
+                    holder = lock_holder(self.fd)
                     os.close(self.fd)
                     self.fd = -1
-                    raise OSError(errno.EWOULDBLOCK, f"another compat has held the lock on {self.folder} for over {self.seconds:.0f} s") from None
+                    raise LockHeld(self.folder, self.seconds, holder) from None
                 time.sleep(0.05)
 
     def __exit__(self, *exc: object) -> None:
@@ -461,31 +534,67 @@ class folder_lock:
 
 
 def transact(change: Callable[[Optional[dict[str, Any]]], dict[str, Any]], matrix: Matrix, environ: Mapping[str, str] = os.environ,
-             read_at_start: Any = NOT_READ, keep_unreadable: bool = False) -> Stored:
+             read_at_start: Any = NOT_READ, keep_unreadable: bool = False, lock_wait: float = LOCK_WAIT_S) -> Stored:
     """Read the overlay, ``change`` it, validate and escape every record, and write it -- all under the folder's lock, so
     two writers at once (two updates, an update and a verify) each merge into what the other wrote instead of one
     reverting the other. ``change`` gets the current document (None when there is none, or it is no overlay and
-    ``keep_unreadable`` is false: it is replaced); with ``keep_unreadable`` an unreadable file is left as it is
-    (OverlayIgnored). ``read_at_start``: the file's fingerprint when the writer started; ``Stored.changed_meanwhile``
+    ``keep_unreadable`` is false: it is first moved aside to ``overlay.json.bad-<UTC time>``, never lost); with
+    ``keep_unreadable`` an unreadable file is left as it is (OverlayIgnored). A newer compat's overlay is never
+    replaced (OverlayIgnored, kind NEWER). ``read_at_start``: the file's fingerprint when the writer started; ``Stored.changed_meanwhile``
     says whether it differs now (the write merged with what another compat wrote). OSError when it cannot be written."""
     path = overlay_path(environ)
     if path is None:
         raise OSError(errno.ENOENT, "HOME is a relative path and XDG_DATA_HOME is not set, so the overlay has no place")
     folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
-    with folder_lock(folder):
-        unreadable = ""
+    with folder_lock(folder, lock_wait):
+        unreadable, moved = "", ""
+        changed = read_at_start is not NOT_READ and fingerprint(path) != read_at_start
         try:
             current = read_document(path)
+            shape = _shape_problem(current)
+            if shape:
+                raise OverlayIgnored(shape)
         except OverlayIgnored as exc:
-            if keep_unreadable:
+            if keep_unreadable or exc.kind == NEWER:
                 raise
-            current, unreadable = None, str(exc)
-        changed = read_at_start is not NOT_READ and fingerprint(path) != read_at_start
+            unreadable = str(exc)
+            moved = _move_aside(path)
+            current = None
         with gc_paused():
             document, skipped = valid_document(change(current), matrix, path)
         _write(path, document)
-    return Stored(path, skipped, changed, unreadable, document)
+    return Stored(path, skipped, changed, unreadable, document, moved)
+
+
+def _shape_problem(document: Optional[Mapping[str, Any]]) -> str:
+    """Why ``document`` is no overlay the reader takes (an unknown top-level key, ``entries`` not a table), "" when it is:
+    such a file is moved aside before a new one is written, as an unparseable one is."""
+    if document is None:
+        return ""
+    unknown = [key for key in document if key not in _TOP_KEYS and key != "entries"]
+    if unknown:
+        return f"it has a top-level key this compat does not know ({shown(repr(unknown[0]), 40)})"
+    if not isinstance(document.get("entries", {}), dict):
+        return "its 'entries' is not a table"
+    return ""
+
+
+def _move_aside(path: str) -> str:
+    """Rename the unreadable overlay to overlay.json.bad-<UTC time> (a -N suffix when that name is taken) in its folder;
+    the new path. OSError when it cannot be moved (then nothing is written over it)."""
+    import datetime
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = f"{path}{BAD_SUFFIX}{stamp}"
+    for n in range(2, 102):
+        if not os.path.lexists(target):
+            break
+        target = f"{path}{BAD_SUFFIX}{stamp}-{n}"
+    else:
+        raise OSError(errno.EEXIST, f"{target} exists: the overlay cannot be moved aside")
+    os.rename(path, target)
+    return target
 
 
 def valid_document(document: Mapping[str, Any], matrix: Matrix, path: str) -> tuple[dict[str, Any], tuple[str, ...]]:

@@ -45,22 +45,27 @@ def read_and_harvest(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequ
 
 
 def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = None, packages: Sequence[Component] = PACKAGES,
-           progress: Optional[Callable[[str], None]] = None, environ: Optional[Mapping[str, str]] = None) -> UpdateResult:
+           progress: Optional[Callable[[str], None]] = None, environ: Optional[Mapping[str, str]] = None,
+           lock_wait: Optional[float] = None) -> UpdateResult:
     """Read the registries for ``packages`` and keep what they add: in the overlay (merged per package into what it
     holds when it is written, under its lock: the other packages' entries and the tested records stay), or with
     ``write`` in that matrix file (refused, unchanged, when the file changed while the registries were read). Each
-    harvested entry is validated alone before it is kept: an odd one is skipped with a note, the rest kept."""
+    harvested entry is validated alone before it is kept: an odd one is skipped with a note, the rest kept. An overlay
+    that cannot be read is moved aside (overlay.json.bad-<UTC time>, said) before the new one is written; a newer
+    compat's is refused (exit 2), never replaced. ``lock_wait``: how long to wait for another writer's lock (seconds)."""
     import os
 
     from . import overlay
 
     environ = os.environ if environ is None else environ
+    lock_wait = overlay.LOCK_WAIT_S if lock_wait is None else lock_wait
     read_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if write is None:
         if overlay.overlay_path(environ) is None:  # said before the registries are read, not after
             raise CompatError("The overlay has no place: HOME is a relative path and XDG_DATA_HOME is not set.",
                               "Set HOME (or XDG_DATA_HOME) to an absolute path, or pass --write FILE.")
         at_start = overlay.fingerprint(overlay.overlay_path(environ))
+        _refuse_newer(overlay, overlay.overlay_path(environ))  # said before the registries are read, not after
     if write is not None:
         from .load import load_matrix, read_text_file
 
@@ -75,7 +80,7 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
     entries, odd = overlay.valid_entries(found.entries, matrix)
     found = replace(found, entries=entries, skipped=found.skipped + tuple(f"{note}: not kept" for note in odd))
     if write is not None:
-        return _write_matrix(target, text, matrix, found, read, read_at)
+        return _write_matrix(target, text, matrix, found, read, read_at, lock_wait)
     tables = {c.table for c in packages}
     kept: list[str] = []
 
@@ -88,7 +93,11 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
         return document
 
     try:
-        stored = overlay.transact(change, matrix, environ, read_at_start=at_start)
+        stored = overlay.transact(change, matrix, environ, read_at_start=at_start, lock_wait=lock_wait)
+    except overlay.OverlayIgnored as exc:  # a newer compat's overlay (the only one transact refuses)
+        raise _newer_error(overlay, overlay.overlay_path(environ), exc) from None
+    except overlay.LockHeld as exc:
+        raise CompatError(*exc.sentence(f"The overlay {shown(str(overlay.overlay_path(environ)), 200)}")) from None
     except OSError as exc:
         raise CompatError(f"The overlay cannot be written to {shown(str(overlay.overlay_path(environ)), 200)} ({exc.strerror or exc}).",
                           "Make XDG_DATA_HOME (or ~/.local/share) writable, or pass --write FILE.") from None
@@ -96,11 +105,27 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
     if stored.changed_meanwhile:
         notes.append("MERGED the overlay changed while the registries were read (another compat wrote it): this update was merged into it, nothing it held was lost")
     if stored.replaced_unreadable:
-        notes.append(f"REPLACED the overlay could not be read ({stored.replaced_unreadable}): it was written anew")
+        notes.append(f"MOVED ASIDE the overlay could not be read ({stored.replaced_unreadable}): it is kept as {stored.moved_to}, and a new one was written")
     notes += [f"SKIPPED {note}: not kept" for note in stored.skipped]
     harvested = overlay.read_entries(stored.document, matrix, stored.path).releases
     _, state = overlay.merge(matrix, harvested, stored.path, stored.document.get("read_at", ""), tuple(stored.document.get("hosts_unread", ())))
     return UpdateResult(found, read, Path(stored.path), None, None, state, read_at, notes)
+
+
+def _newer_error(overlay, path: Optional[str], exc: Exception) -> CompatError:
+    return CompatError(f"The overlay {shown(str(path), 200)} was written by a newer compat ({exc}); compat matrix update does not replace it.",
+                       "Upgrade compat, or move the file aside, then run compat matrix update again.")
+
+
+def _refuse_newer(overlay, path: Optional[str]) -> None:
+    """CompatError (exit 2) for a newer compat's overlay, before any registry is read."""
+    if path is None:
+        return
+    try:
+        overlay.read_document(path)
+    except overlay.OverlayIgnored as exc:
+        if exc.kind == overlay.NEWER:
+            raise _newer_error(overlay, path, exc) from None
 
 
 def _oldest(read_at: str, current: Optional[Mapping[str, Any]]) -> str:
@@ -113,13 +138,13 @@ def _oldest(read_at: str, current: Optional[Mapping[str, Any]]) -> str:
     return earlier if then < datetime.datetime.strptime(read_at, "%Y-%m-%dT%H:%M:%SZ") else read_at  # type: ignore[return-value]
 
 
-def _write_matrix(target: Path, text: str, matrix: Matrix, found: Harvest, read, read_at: str) -> UpdateResult:
+def _write_matrix(target: Path, text: str, matrix: Matrix, found: Harvest, read, read_at: str, lock_wait: float) -> UpdateResult:
     """--write: the entries added into the matrix file, under its folder's lock, only if the file is still what was read
     at the start (a compare-and-swap: another update --write or an edit saved meanwhile is never reverted)."""
     import os
 
     from .load import parse_matrix, read_text_file
-    from .overlay import folder_lock
+    from .overlay import LockHeld, folder_lock
     from .write import insert_entries
 
     written = insert_entries(text, matrix, found.entries)
@@ -130,7 +155,7 @@ def _write_matrix(target: Path, text: str, matrix: Matrix, found: Harvest, read,
                           "Report this as a bug of compat matrix update.") from None
     if written.text != text:
         try:
-            with folder_lock(os.path.dirname(os.path.realpath(target))):
+            with folder_lock(os.path.dirname(os.path.realpath(target)), lock_wait):
                 try:
                     now = read_text_file(target)
                 except (OSError, ValueError):
@@ -140,6 +165,8 @@ def _write_matrix(target: Path, text: str, matrix: Matrix, found: Harvest, read,
                                       "--write, or an edit saved meanwhile); nothing was written, the file keeps that change.",
                                       "Run the same compat matrix update --write again: it starts from the file as it is now.")
                 replace_text(target, in_line_endings_of(text, written.text))
+        except LockHeld as exc:
+            raise CompatError(*exc.sentence(f"--write {shown(str(target), 200)}")) from None
         except OSError as exc:
             raise CompatError(f"--write {shown(str(target), 200)} cannot be written ({exc.strerror or exc}); it is unchanged.",
                               "Pass a matrix file in a folder you can write to.") from None

@@ -348,10 +348,13 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
         path = overlay.record_tested(record, matrix, environ)
     except overlay.OverlayIgnored as exc:
         raise CompatError(f"The result could not be recorded: the overlay {shown(overlay.overlay_path(environ), 200)} cannot be read ({exc}). "
-                          f"Result: {record.note()}", "Run compat matrix update to write the overlay again, then verify again.") from None
+                          f"Result: {record.note()}", overlay.ignored_advice(exc.kind) + " Then verify again.") from None
     except TestedProblem as exc:
         raise CompatError(f"The result could not be recorded: the record would not be read back ({exc}). Result: {record.note()}",
                           "Report this as a bug of compat matrix verify, with the result above.") from None
+    except overlay.LockHeld as exc:
+        message, fix = exc.sentence(f"The overlay {shown(overlay.overlay_path(environ), 200)}")
+        raise CompatError(f"The result could not be recorded: {message[0].lower()}{message[1:]} Result: {record.note()}", fix) from None
     except OSError as exc:
         raise CompatError(f"The result could not be recorded in {shown(overlay.overlay_path(environ), 200)} ({exc.strerror or exc}). Result: {record.note()}",
                           "Make XDG_DATA_HOME (or ~/.local/share) writable, then verify again.") from None

@@ -178,7 +178,7 @@ def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict
     if overlay is None:
         console.print("No overlay: every fact is curated (compat matrix update harvests the registries' newer releases).", style="dim")
     elif overlay.ignored:
-        console.print(escape(f"Overlay {overlay.path} ignored: {overlay.ignored}"), style="yellow")
+        console.print(escape(f"Overlay {overlay.path} ignored: {overlay.ignored}. {overlay.ignored_advice}"), style="yellow")
     else:
         if overlay.read_at:
             console.print(escape(f"(h) = harvested from a registry, kept in the overlay {overlay.path} (read {overlay.read_at}, {overlay.age()}): "
