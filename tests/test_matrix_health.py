@@ -70,7 +70,7 @@ def test_health_names_the_unsatisfiable_libfabric_the_hole_the_yank_and_pips_fal
         by_kind.setdefault(item["kind"], []).append(item)
     unsatisfiable = {(i["package"], i["versions"][0]): i for i in by_kind["unsatisfiable"]}
     assert set(unsatisfiable) == {("impi-rt", "2021.19.0"), ("oneccl-cpu", "2022.2.0")}
-    assert "declares Requires-Dist: libfabric>=2.6, which no configured index can satisfy" in unsatisfiable[("impi-rt", "2021.19.0")]["summary"]
+    assert "declares Requires-Dist: libfabric>=2.6, which none of the indexes read (pypi) can satisfy" in unsatisfiable[("impi-rt", "2021.19.0")]["summary"]
     assert any("/pypi/simple/libfabric/ (404: no such project" in s for s in unsatisfiable[("impi-rt", "2021.19.0")]["sources"])
     hole = by_kind["requires-python-hole"]
     assert [(i["package"], i["versions"]) for i in hole] == [("torchvision", ["0.26.0", "0.29.2"])]
@@ -109,3 +109,23 @@ def test_live_pypi_names_libfabric_and_the_torchvision_hole():
     unsatisfiable = {(i["package"], i["versions"][0]) for i in items if i["kind"] == "unsatisfiable" and "libfabric>=2.6" in i["summary"]}
     assert {("impi-rt", "2021.19.0"), ("oneccl-cpu", "2022.2.0")} <= unsatisfiable
     assert any(i["kind"] == "requires-python-hole" and i["package"] == "torchvision" and "3.14.1" in i["summary"] for i in items)
+
+
+def test_an_unsatisfiable_dependency_names_the_indexes_read_and_those_not_reached(matrix):
+    """Review of issue 30: with pytorch-cpu and intel-cpu-us unreachable (ConnectionError), --health said "no configured
+    index can satisfy libfabric" although only pypi was read. Pure: judge() on a RECORDED page set (2026-12-07)."""
+    from compatmatrix.matrix.harvest import ProjectPage, RegistryFile
+    from compatmatrix.matrix.health import judge
+
+    wheel = RegistryFile("impi_rt-2021.19.0-py2.py3-none-manylinux_2_28_x86_64.whl", "https://pypi.org/files/impi_rt-2021.19.0.whl",
+                         False, "", None, "2026-10-16T12:36:40Z", True)
+    page = ProjectPage("pypi", "impi-rt", "https://pypi.org/simple/impi-rt/", "PEP 691 JSON", "2026-12-07T10:00:00Z", (wheel,))
+    libfabric = ProjectPage("pypi", "libfabric", "https://pypi.org/simple/libfabric/", "404", "2026-12-07T10:00:00Z", ())
+    metadata = {wheel.url: "Metadata-Version: 2.1\nName: impi_rt\nVersion: 2021.19.0\nRequires-Dist: libfabric (>=2.6)\n\n"}
+    unread = {"pytorch-cpu": "https://download.pytorch.org/whl/cpu cannot be reached (ConnectionError)",
+              "intel-cpu-us": "https://pytorch-extension.intel.com/release-whl/stable/cpu/us/ cannot be reached (ConnectionError)"}
+    report = judge(matrix, [page], metadata, {"libfabric": libfabric}, unread, "2026-12-07T10:00:00Z")
+    [item] = [i for i in report.items if i.kind == "unsatisfiable"]
+    assert ("which none of the indexes read (pypi) can satisfy (intel-cpu-us and pytorch-cpu could not be reached): "
+            "https://pypi.org/simple/libfabric/ answered 404") in item.summary, item.summary
+    assert "no configured index" not in item.summary

@@ -132,6 +132,17 @@ def _release_span(versions: Sequence[Version]) -> str:
     return str(ordered[0]) if len(ordered) == 1 else f"{ordered[0]}–{ordered[-1]}"
 
 
+def _none_has(read: str, matrix: Matrix, unread: Mapping[str, str]) -> str:
+    """Who was asked, as it happened: "none of the indexes read (pypi) has it; pytorch-cpu and intel-cpu-us could not be
+    reached" -- never "no configured index" when some configured index was not read."""
+    unreached = sorted(host for host in unread if host in matrix.hosts and host != read)
+    said = f"none of the indexes read ({read}) can satisfy"
+    if not unreached:
+        return said
+    names = unreached[0] if len(unreached) == 1 else f"{', '.join(unreached[:-1])} and {unreached[-1]}"
+    return f"{said} ({names} could not be reached)"
+
+
 def judge(matrix: Matrix, pages: Sequence[ProjectPage], metadata: Mapping[str, Optional[str]], dependency_pages: Mapping[str, ProjectPage],
           unread: Mapping[str, str], read_at: str, runtime_projects: Sequence[str] = ()) -> HealthReport:
     items: list[HealthItem] = []
@@ -165,7 +176,7 @@ def judge(matrix: Matrix, pages: Sequence[ProjectPage], metadata: Mapping[str, O
                 continue
             dep_page = known_pages[dependency]
             items.append(HealthItem("unsatisfiable", project, (str(version),),
-                                    f"{project} {version} declares Requires-Dist: {requirement}, which no configured index can satisfy: {why}; "
+                                    f"{project} {version} declares Requires-Dist: {requirement}, which {_none_has(dep_page.host, matrix, unread)}: {why}; "
                                     f"pinned, pip fails; unpinned, pip passes over it",
                                     (f"{entry.url} (METADATA, read {read_at})", page_source(dep_page))))
             gone.setdefault(dependency, Unavailable(dependency, (dep_page.host,), dep_page.read_at[:10], Provenance((dep_page.url,), note=why)))
