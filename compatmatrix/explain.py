@@ -402,6 +402,26 @@ class Because(Record):
     edit: Any  # a Change
     weaker: bool = False
     older_than: Optional[Rejection] = None
+    declared: tuple[str, ...] = ()  # "torchvision 0.29.2 declares torch>=2.14.0": the set's pairings that rest on a declaration only
+
+
+def declared_only(picks: Mapping[Component, Any]) -> tuple[str, ...]:
+    """The pairings of a set with its torch that rest on the release's declaration alone (a floor or range, evidence
+    ``declared``): said as "X declares torch>=Y", never as built for that torch."""
+    from .rules import pairing_evidence
+
+    torch = picks.get(Component.TORCH)
+    if torch is None:
+        return ()
+    out = []
+    for component, pick in picks.items():
+        if component is Component.TORCH:
+            continue
+        pairing = pairing_evidence(pick.release, torch.version)
+        requirement = getattr(pick.release, "requirement", None)
+        if pairing is not None and pairing.evidence == "declared" and requirement is not None:
+            out.append(f"{component.label} {pick.version} declares torch{requirement}")
+    return tuple(out)
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -627,7 +647,7 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
             key = (changed.python.version, tuple(sorted((c.distribution, str(p.version)) for c, p in outcome.picks.items())))
             if key not in seen:
                 seen.add(key)
-                found.append(Alternative(change, outcome, Because(change, weaker)))
+                found.append(Alternative(change, outcome, Because(change, weaker, declared=declared_only(outcome.picks))))
             return True
         return False
 

@@ -448,6 +448,7 @@ def _because(item: x.Because) -> str:
         pinned = next(iter(edit.spec)).version
         text = (f"the nearest {edit.component.label} release to {pinned} with a consistent set"
                 + ("; none nearer has every pairing built for its torch, and this one does not either" if item.weaker
+                   else f" whose pairings the releases declare ({'; '.join(item.declared)})" if item.declared
                    else " whose pairings are all built for their torch"))
     elif isinstance(edit, x.PinYanked):
         text = (f"{edit.rejection.component.label} {edit.rejection.version} is the release the other pins pair with; "

@@ -455,3 +455,13 @@ def test_companions_with_the_full_stack(matrix):
         "torchaudio": "2.7.0", "transformers": "5.0.0", "accelerate": "1.12.0",
     }
     assert set_problems(outcome.picks) == []
+
+
+def test_a_declared_only_pairing_is_said_as_a_declaration_not_a_build(matrix):
+    """Review of issue 30: "What would work" said a set resting on torchvision 0.29.2's floor (Requires-Dist:
+    torch>=2.14.0) was "built for their torch". A declaration is said as one; a pin still reads as built for its torch."""
+    outcome = resolve(matrix, make_request(matrix, "3.11", "torch==2.13.0", "torchvision==0.29.2", profile="stock"))
+    reasons = {a.change: a.reason for a in outcome.alternatives}
+    moved_torch = reasons["change torch==2.13.0 to torch==2.14.0"]
+    assert "built for" not in moved_torch and "torchvision 0.29.2 declares torch>=2.14.0" in moved_torch, moved_torch
+    assert reasons["change torchvision==0.29.2 to torchvision==0.28.0"].endswith("whose pairings are all built for their torch")
