@@ -77,12 +77,6 @@ def judge_build(torch_devices: frozenset[str], torch_cuda: Optional[str], device
     return None
 
 
-def _label_device(label: Optional[str]) -> Optional[str]:
-    """The device a local version label names (cu130 -> cuda, xpu, rocm6.4), None for cpu or none."""
-    build = label_build(label)
-    return min(build[0]) if build is not None and build[0] else None
-
-
 def cpu_build_fix(ctx: Context, dist: Distribution, component: Optional[Component]) -> str:
     """The command that puts the CPU index's +cpu build of the same release in place of ``dist``."""
     version = dist.public_version or dist.raw_version
@@ -189,25 +183,27 @@ def _first_mismatch(ctx: Context, torch: Distribution, build, dist: Distribution
     return None
 
 
-def _pin_build(ctx: Context, dist: Distribution, component: Optional[Component]) -> tuple[Optional[Build], str]:
-    """(the build a pin names, how it is known): by its local label; unlabelled, PyPI's build of that release when the
-    matrix records what its files link (``build`` of its PyPI wheel set); else (None, "")."""
+def _pin_build(ctx: Context, dist: Distribution, component: Optional[Component]) -> tuple[Optional[Build], str, str]:
+    """(the build a pin names, how it is known, the matrix fact's source): by its local label; unlabelled, PyPI's build
+    of that release when the matrix records what its files link (``build`` of its PyPI wheel set); else (None, "", "")."""
     version = dist.version
     label = version.local if version is not None else None
     if label is not None:
-        return label_build(label), ""
+        return label_build(label), "", ""
     if version is None:
-        return None, ""
+        return None, "", ""
     release = None
     if component is not None:
         release = ctx.matrix.release(component, version)
     elif dist.canonical == "torch":
         release = ctx.matrix.release(Component.TORCH, version)
-    recorded = next((w.build for w in getattr(release, "wheels", ()) if w.host == "pypi" and w.build), "") if release is not None else ""
-    if not recorded:
-        return None, ""
-    devices = frozenset() if recorded == "cpu" else frozenset({recorded})
-    return (devices, None, None), f"no local label: PyPI's build, which links {DEVICE_WORDS.get(recorded, 'the CPU libraries only')}"
+    wheels = next((w for w in getattr(release, "wheels", ()) if w.host == "pypi" and w.build), None) if release is not None else None
+    if wheels is None:
+        return None, "", ""
+    devices = frozenset() if wheels.build == "cpu" else frozenset({wheels.build})
+    source = ", ".join(wheels.provenance.sources) or "the matrix"
+    return ((devices, None, None), f"no local label: PyPI's build, which links {DEVICE_WORDS.get(wheels.build, 'the CPU libraries only')}",
+            f"{dist.name} {dist.public_version} on PyPI is recorded as build = \"{wheels.build}\" (what its files link; {source})")
 
 
 def _by_labels(ctx: Context, torch: Distribution, installed, how: str) -> Finding:
@@ -217,13 +213,15 @@ def _by_labels(ctx: Context, torch: Distribution, installed, how: str) -> Findin
     CUDA minor passes). An unlabelled pin whose build the matrix does not record is a WARN that says nothing was
     compared. ``how``: the evidence saying why labels decide."""
     cid = "packages.extension-build"
-    torch_build_, torch_known = _pin_build(ctx, torch, Component.TORCH)
+    torch_build_, _, torch_source = _pin_build(ctx, torch, Component.TORCH)
     fails: list[tuple[str, str]] = []
     warns: list[tuple[str, str]] = []
     judged: list[str] = []
     notes: list[str] = []
     for dist, _module, component in installed:
-        build, known = _pin_build(ctx, dist, component)
+        build, known, source = _pin_build(ctx, dist, component)
+        if source:
+            notes.append(source)
         name = f"{dist.name} {dist.raw_version}" + (f" ({known})" if known else "")
         if build is None or torch_build_ is None:
             if build is None and torch_build_ is None:
@@ -256,7 +254,7 @@ def _by_labels(ctx: Context, torch: Distribution, installed, how: str) -> Findin
                           f"have no {'/'.join(DEVICE_WORDS[d] for d in sorted(torch_build_[0]))} kernels",
                           f"On a CPU node pin torch=={torch.public_version}+cpu too (the lighter pair); on a GPU node, the {dist.name} build with torch's label "
                           f"(+{torch.version.local})."))
-    evidence = tuple(notes) + ((torch_known,) if torch_known else ()) + (how,)
+    evidence = tuple(notes) + ((torch_source,) if torch_source else ()) + (how,)
     if fails:
         return Finding(cid, Status.FAIL, fails[0][0], tuple(f"also: {s}" for s, _ in fails[1:] + warns) + evidence, fails[0][1])
     if warns:
