@@ -458,7 +458,7 @@ class LockHeld(OSError):
     /proc/locks names it ("" otherwise)."""
 
     def __init__(self, folder: str, seconds: float, holder: str = "") -> None:
-        super().__init__(errno.EWOULDBLOCK, f"another process{f' ({holder})' if holder else ''} has held the lock on {folder} for over {seconds:.0f} s")
+        super().__init__(errno.EWOULDBLOCK, f"another process{f' ({holder})' if holder else ''} has held the lock on {folder} for over {seconds:g} s")
         self.folder = folder
         self.seconds = seconds
         self.holder = holder
@@ -467,7 +467,7 @@ class LockHeld(OSError):
         """(the error, the fix) for a write of ``what`` that gave up waiting."""
         who = f"another process ({self.holder})" if self.holder else "another process"
         pid = self.holder.split(" ", 2)[1].rstrip(",") if self.holder.startswith("pid ") else ""
-        return (f"{what} is locked: {who} has held the lock on {shown(self.folder, 200)} for over {self.seconds:.0f} s "
+        return (f"{what} is locked: {who} has held the lock on {shown(self.folder, 200)} for over {self.seconds:g} s "
                 "(another compat matrix update or verify writing it).",
                 "Wait for it to finish, or stop it" + (f" (kill {pid})" if pid else "") + ", then run the same command again.")
 
@@ -487,6 +487,8 @@ def lock_holder(fd: int) -> str:
         if len(fields) < 6 or "->" in fields or fields[1] != "FLOCK" or fields[5] != wanted or not fields[4].isdigit():
             continue
         pid = fields[4]
+        if not os.path.exists(f"/proc/{pid}"):  # the process that took it is gone (a child it passed the lock to holds it)
+            return ""
         try:
             with open(f"/proc/{pid}/comm", "rb") as handle:
                 name = handle.read(64).decode("utf-8", "replace").strip()
