@@ -1234,14 +1234,16 @@ def _run_checks(args: ChecksArgs) -> int:
     live_options = _live_options(args) if args.live is not None else None
     matrix = load(args.output.matrix)
     files = None
+    cpu_index = False
     if args.files:
-        snapshot, files = _pinned_snapshot(args, matrix)
+        snapshot, files, cpu_index = _pinned_snapshot(args, matrix)
     else:
         if args.target.python_version or args.target.platform:
             raise UsageError("--python-version and --platform go with -r FILE.", "To check an environment, pass --python PATH of its interpreter.")
         snapshot = take_snapshot(args.target.python, cached=True)  # the environment's facts, kept while its fingerprint holds
     options = Options(ranks_per_node=args.ranks_per_node, bf16=args.bf16 is True, import_timeout=args.import_timeout, launcher=args.launcher,
-                      env_launcher=live_options.launcher if live_options is not None else None)  # the launcher the fixes' compat env names
+                      env_launcher=live_options.launcher if live_options is not None else None,  # the launcher the fixes' compat env names
+                      cpu_index=cpu_index)
     context = Context(matrix, snapshot, options)
     only = [n for n in args.only if n not in live_named]
     chosen = select(checks, only, list(args.skip), static_only=static_only) if only or not args.only else []
@@ -1360,9 +1362,18 @@ def _pinned_snapshot(args: ChecksArgs, matrix: Matrix):
     if args.target.python and args.target.python != os.environ.get(PYTHON_ENV):  # an exported COMPAT_PYTHON (pre-commit) does not conflict
         raise UsageError("-r checks files, --python an environment: give one of them.", "Drop --python to check the files' pins.")
     python, platform = target_of(replace(args.target, python=None, python_given=False))  # the files' target, not an environment's
-    files = file_request(matrix, read_inputs(list(args.files), python, platform=platform))
+    inputs = read_inputs(list(args.files), python, platform=platform)
+    files = file_request(matrix, inputs)
     origin = ", ".join(args.files)
-    return snapshot_from_pins(files.pinned, python.version, platform, origin), files
+    return snapshot_from_pins(files.pinned, python.version, platform, origin), files, _names_cpu_index(matrix, inputs)
+
+
+def _names_cpu_index(matrix: Matrix, inputs) -> bool:
+    """Do the files name the PyTorch CPU index (--index-url or --extra-index-url)? There pip takes an unlabelled
+    torch/torchvision/torchaudio pin as its +cpu build: a local version sorts above PyPI's release of the same number."""
+    host = matrix.hosts.get("pytorch-cpu")
+    return host is not None and any(line.kind in ("index-url", "extra-index-url") and line.url.rstrip("/") == host.url.rstrip("/")
+                                    for line in inputs.indexes)
 
 
 def _live_options(args: ChecksArgs):

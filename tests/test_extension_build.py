@@ -6,6 +6,8 @@ libc10_cuda.so libtorch_cuda.so. The real environment is in tests/test_doctor_re
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,6 +147,23 @@ def test_pins_are_judged_by_their_labels(matrix, pins, status, text):
     snapshot = snapshot_from_pins(pins, Version("3.11"), _platform(), "requirements.txt")
     finding = extension_build(Context(matrix, snapshot))
     assert finding.status is status and text in finding.summary
+
+
+def test_an_unlabelled_pin_under_the_files_cpu_index_is_its_cpu_build(matrix, tmp_path):
+    """A file that names the PyTorch CPU index: pip takes torchaudio 2.11.1+cpu there (a local version sorts above PyPI's
+    2.11.1), so PyPI's recorded CUDA build does not apply; the same pin without the index still fails."""
+    from compatmatrix.checks.finding import Options
+
+    snapshot = snapshot_from_pins({"torch": "2.13.0+cpu", "torchaudio": "2.11.1"}, Version("3.11"), _platform(), "requirements.txt")
+    finding = extension_build(Context(matrix, snapshot, Options(cpu_index=True)))
+    assert finding.status is Status.PASS, finding
+    assert "the files name the PyTorch CPU index, where pip takes torchaudio 2.11.1+cpu" in finding.summary + " ".join(finding.evidence)
+    wanted = tmp_path / "requirements.txt"
+    for index, code in (("--extra-index-url https://download.pytorch.org/whl/cpu\n", 0), ("", 1)):
+        wanted.write_text(f"{index}torch==2.13.0+cpu\ntorchaudio==2.11.1\n")
+        done = subprocess.run([sys.executable, "-m", "compatmatrix", "check", "-r", str(wanted), "--python-version", "3.11", "--only",
+                               "packages.extension-build", "--json"], capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == code, (index, done.stdout[-2000:], done.stderr[-2000:])
 
 
 def test_a_cuda_torch_pin_is_never_passed_silently(matrix):

@@ -183,6 +183,9 @@ def _first_mismatch(ctx: Context, torch: Distribution, build, dist: Distribution
     return None
 
 
+CPU_INDEX_PACKAGES = frozenset({"torch", "torchvision", "torchaudio"})  # what the PyTorch CPU index serves as +cpu builds
+
+
 def _pin_build(ctx: Context, dist: Distribution, component: Optional[Component]) -> tuple[Optional[Build], str, str]:
     """(the build a pin names, how it is known, the matrix fact's source): by its local label; unlabelled, PyPI's build
     of that release when the matrix records what its files link (``build`` of its PyPI wheel set); else (None, "", "")."""
@@ -192,6 +195,9 @@ def _pin_build(ctx: Context, dist: Distribution, component: Optional[Component])
         return label_build(label), "", ""
     if version is None:
         return None, "", ""
+    if ctx.options.cpu_index and dist.canonical in CPU_INDEX_PACKAGES:
+        return (label_build("cpu"), f"no local label: the files name the PyTorch CPU index, where pip takes {dist.name} "
+                f"{dist.public_version}+cpu (a local version sorts above PyPI's {dist.public_version})", "")
     release = None
     if component is not None:
         release = ctx.matrix.release(component, version)

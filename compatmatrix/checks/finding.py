@@ -52,6 +52,8 @@ class Options(Record):
     # the launcher of the run the fixes are for when no --launcher asked for oneccl.launcher: doctor --live's (given, or
     # detected: srun inside an srun step); every `compat env` a fix names carries it (checks/oneccl_env.env_command)
     env_launcher: Optional[str] = None
+    # check -r: the files name the PyTorch CPU index, where pip takes an unlabelled torch/torchvision/torchaudio pin's +cpu build
+    cpu_index: bool = False
 
 
 class Context(Record):
