@@ -682,7 +682,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live = parser.add_argument_group("live validation (--live)")
             live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
             live.add_argument("--launcher", choices=names(LIVE), default=None,
-                              help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them)")
+                              help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them); "
+                              "without --live: the launcher oneccl.launcher judges and the fixes' compat env names, as compat check --launcher")
             live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
             live.add_argument("--live-timeout", type=positive_float, default=None, metavar="S",
                               help="hard limit for the whole live run (default 120 s; 300 s with --fabric)")
@@ -799,6 +800,8 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
             raise UsageError(f"--no-bf16 only keeps the live Trainer step in fp32: it goes with {where}.",
                              "Drop --no-bf16 (without --bf16 the bf16 checks do not apply), or add --live to compat doctor.")
     launcher = getattr(ns, "check_launcher", None)
+    if ns.command == "doctor" and not live:  # static doctor --launcher: the launcher oneccl.launcher judges and every fix names
+        launcher = getattr(ns, "launcher", None)
     if launcher is not None:
         from .launchers import names
         from .launchers.interface import ENV

@@ -150,3 +150,28 @@ def test_every_live_fix_names_compat_env_with_python_and_the_launcher(launcher, 
     ids = {cid for cid, fix in fixes if "compat env" in fix}
     assert {"live.trainer", "live.backend", "live.imports", "live.hang", "live.ranks"} <= ids, fixes
     assert assert_full(fixes, Snapshot.executable, launcher) >= len(ids)
+
+
+# --- the commands themselves: compat check and compat doctor (static) pass their --launcher to the checks ------------
+
+
+@pytest.mark.parametrize("command", ["check", "doctor"])
+def test_the_commands_pass_their_launcher_to_the_static_checks(tmp_path, monkeypatch, capsys, command):
+    """`compat doctor --python P --launcher mpirun` without --live: oneccl.launcher judges mpirun and every fix's compat
+    env names --python P --launcher mpirun, as compat check --launcher does (on the old code doctor's --launcher was
+    read only by --live: oneccl.launcher SKIPped "no launcher named" and the oneCCL fixes said compat env without it)."""
+    import json
+
+    from compatmatrix.cli import main
+
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0", ending="missing_libccl")
+    for key, value in BROKEN_SHELL.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("COMPAT_PYTHON", raising=False)
+    main([command, "--python", str(env.python), "--launcher", "mpirun", "--only", "oneccl", "--only", "runtime", "--json"])
+    document = json.loads(capsys.readouterr().out)
+    findings = document["checks"]
+    launcher = next(f for f in findings if f["id"] == "oneccl.launcher")
+    assert "no launcher named" not in launcher["summary"], launcher
+    fixes = [(f["id"], f["fix"]) for f in findings if f["fix"]]
+    assert assert_full(fixes, str(env.python), "mpirun") >= 2, fixes

@@ -647,7 +647,7 @@ def launcher_needs(ctx: Context) -> Finding:
     cid = "oneccl.launcher"
     launcher = ctx.options.launcher
     if launcher is None:
-        return Finding(cid, Status.SKIP, "no launcher named (compat check --launcher spawn|torchrun|mpirun judges what ccl needs under it)")
+        return Finding(cid, Status.SKIP, "no launcher named (compat check or compat doctor --launcher spawn|torchrun|mpirun|srun judges what ccl needs under it)")
     bindings = find_bindings(ctx)
     result = setvars_result(ctx) if bindings is not None else None
     if result is not None and not result.ok:
