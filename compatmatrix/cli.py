@@ -1338,8 +1338,8 @@ def _run_hosts(args: ChecksArgs) -> int:
     assert args.hostfile is not None
     hosts = _preflight_hosts(args.hostfile)
     rsh, source = remote_shell(os.environ, args.rsh)
-    answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node), os.environ)
-    findings = compare(answers, rsh, source, routes_from_here(own_addresses(answers)))
+    answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node, args.launcher), os.environ)
+    findings = compare(answers, rsh, source, routes_from_here(own_addresses(answers)), args.target.python, args.launcher)
     snapshot = take_snapshot(args.target.python)
 
     def document() -> dict:

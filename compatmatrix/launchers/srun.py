@@ -37,6 +37,7 @@ from .interface import (
     RankLayout,
     Tool,
     ToolRequest,
+    compat_env_command,
     ofi_exports,
 )
 from .spawn import SPAWN
@@ -166,11 +167,13 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
     return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
 
 
-def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[str], Sequence[str]]] = None) -> tuple[Optional[str], int, list[str]]:
+def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[str], Sequence[str]]] = None,
+                      python: str = "") -> tuple[Optional[str], int, list[str]]:
     """compat launch --launcher srun: (master, nodes, notes) of the allocation it runs in, when it has several nodes: its
     first host as each task takes MASTER_ADDR (``scontrol show hostnames``), so that the interface reaching it is exported
     (CCL_KVS_IFACE, FI_TCP_IFACE, GLOO_SOCKET_IFNAME) as compat env --master-addr does; (None, 1, ...) in one node's
-    allocation or outside one, with a note when the nodes cannot be read."""
+    allocation or outside one, with a note when the nodes cannot be read (``python``: the training environment's
+    interpreter, which the note's compat env names)."""
     text = (environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or "").strip()
     if not text:
         return None, 1, []
@@ -190,8 +193,9 @@ def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[
         except UsageError as exc:
             why = exc.message[:-1] if exc.message.endswith(".") else exc.message
     if not hosts:
+        command = compat_env_command(python, "srun", f" --master-addr FIRST_HOST --nnodes {nnodes}")
         return None, nnodes, [f"srun: {nnodes} nodes, but the first host is not known ({why or 'scontrol named none'}): CCL_KVS_IFACE and FI_TCP_IFACE "
-                              "are not exported; eval \"$(compat env --launcher srun --master-addr FIRST_HOST --nnodes N)\" before launching sets them"]
+                              f"are not exported; {command} before launching sets them"]
     return hosts[0], nnodes, [f"srun: {nnodes} nodes; the master is the allocation's first host {quoted(hosts[0], 64)} (scontrol show hostnames), "
                               "as each task's MASTER_ADDR is taken: the interface that reaches it is exported"]
 

@@ -359,11 +359,16 @@ def _most_common(values: Iterable[Optional[int]]) -> Optional[int]:
     return min(v for v, c in counts.items() if c == best) if list(counts.values()).count(best) == 1 else None
 
 
-def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Iterable[int]) -> dict[int, list[str]]:
+def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Iterable[int], command: str = "") -> dict[int, list[str]]:
     """The causes each named host's interface shows, against the other hosts (``facts``: per host, its interface
     toward the master, MTU, link speed in Mb/s and GLOO_SOCKET_IFNAME, each None where unknown): an MTU that differs
     from the one most hosts have (large packets dropped or fragmented between them), a link slower than most hosts',
-    GLOO_SOCKET_IFNAME naming another interface than the one toward the master. Pure."""
+    GLOO_SOCKET_IFNAME naming another interface than the one toward the master. ``command``: the run's compat env
+    command (CclRun.env_command: --python, --launcher), which the GLOO_SOCKET_IFNAME cause names with --master-addr. Pure."""
+    from ..launchers.interface import compat_env_command
+    from .oneccl_causes import with_arguments
+
+    told = with_arguments(command, " --master-addr MASTER") if command else compat_env_command("", None, " --master-addr MASTER")
     rows = [dict(f) if isinstance(f, Mapping) else {} for f in facts]
     mtu = _most_common(r.get("mtu") for r in rows)  # type: ignore[misc]
     speed = _most_common(r.get("speed") for r in rows)  # type: ignore[misc]
@@ -380,7 +385,7 @@ def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Ite
             found.append(f"{interface} links at {row['speed']} Mb/s while most hosts link at {speed} Mb/s (ethtool {interface}: speed, duplex; the cable or port)")
         if row.get("gloo_ifname") and row.get("interface") and row["gloo_ifname"] != row["interface"]:
             found.append(f"GLOO_SOCKET_IFNAME={row['gloo_ifname']} but the route to the master leaves over {row['interface']}: gloo's traffic takes "
-                         f"another way (export GLOO_SOCKET_IFNAME={row['interface']}, or compat env --master-addr MASTER)")
+                         f"another way (export GLOO_SOCKET_IFNAME={row['interface']}, or {told})")
         if found:
             causes[host] = found
     return causes
