@@ -76,11 +76,13 @@ def slurm_count(environ: Mapping[str, str], name: str) -> int:
     if value is None:
         raise UsageError(f"{name} is not set, so compat cannot read the allocation's layout.", _FIX)
     text = value.strip()
-    if not text.isascii() or not text.isdigit() or len(text) > 10:
+    if not text.isascii() or not text.isdigit():
         raise UsageError(f"{name}='{quoted(value)}' is not a whole number of at least {low}, so compat cannot read the allocation's layout.", _FIX)
-    if not low <= int(text) <= high:
-        raise UsageError(f"{name}={int(text)} is outside {low}..{high:,}, so it is no allocation's layout.", _FIX)
-    return int(text)
+    number = text.lstrip("0") or "0"
+    # past 10 digits it is past every cap: said as out of range without reading it (int() refuses 4300 digits and more)
+    if len(number) > 10 or not low <= int(number) <= high:
+        raise UsageError(f"{name}={quoted(number)} is outside {low}..{high:,}, so it is no allocation's layout.", _FIX)
+    return int(number)
 
 
 def tasks_per_node(text: str, name: str = "SLURM_TASKS_PER_NODE") -> tuple[int, ...]:
@@ -177,7 +179,7 @@ def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[
     text = (environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or "").strip()
     if not text:
         return None, 1, []
-    if not text.isascii() or not text.isdigit() or not 0 < int(text) <= _MAX_COUNT:
+    if not text.isascii() or not text.isdigit() or len(text) > 10 or not 0 < int(text) <= _MAX_COUNT:  # int() refuses 4300 digits
         return None, 1, [f"srun: SLURM_JOB_NUM_NODES='{quoted(text)}' is not a node count: no interface variable is exported"]
     nnodes = int(text)
     if nnodes == 1:
