@@ -23,6 +23,7 @@ Judgement
 from __future__ import annotations
 
 import random
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
@@ -87,6 +88,20 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             raise ValueError(f"--sizes item {item.strip()!r} is outside 1 byte .. 16G")
         sizes.add(size)
     return tuple(sorted(sizes))
+
+
+DEADLINE_RANGE = (1, 3600)  # --fabric-deadline: whole seconds from one second to an hour, decimals allowed
+_DECIMAL_SECONDS = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,3})?")  # 60, 90.5: no exponent, sign, '_', or other scripts' digits
+
+
+def parse_deadline(text: str) -> float:
+    """--fabric-deadline as given: plain decimal seconds (``60``, ``90.5``) within DEADLINE_RANGE; ValueError with the one
+    sentence otherwise (float() would take 1e-9, 1_0, nan and '٦٠')."""
+    token = text.strip()
+    low, high = DEADLINE_RANGE
+    if not token.isascii() or not _DECIMAL_SECONDS.fullmatch(token) or not low <= float(token) <= high:
+        raise ValueError(f"--fabric-deadline {text.strip()[:40]!r} is not plain decimal seconds from {low} to {high}")
+    return float(token)
 
 
 # --- schedules -----------------------------------------------------------------------------------------------------
