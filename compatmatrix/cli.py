@@ -682,7 +682,8 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
             live = parser.add_argument_group("live validation (--live)")
             live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
             live.add_argument("--launcher", choices=names(LIVE), default=None,
-                              help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them)")
+                              help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them); "
+                              "without --live: the launcher oneccl.launcher judges and the fixes' compat env names, as compat check --launcher")
             live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
             live.add_argument("--live-timeout", type=positive_float, default=None, metavar="S",
                               help="hard limit for the whole live run (default 120 s; 300 s with --fabric)")
@@ -705,8 +706,9 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                               "for N hosts), ring (N pairs, 2-3 rounds: finds a slow host) or sample:K (the ring plus K rounds drawn from all)")
             live.add_argument("--pair-deadline", type=positive_float, default=None, metavar="S",
                               help="--fabric across hosts: seconds each pair of hosts may take before it is named as not answering (default 30)")
-            live.add_argument("--fabric-deadline", type=positive_float, default=None, metavar="S",
-                              help="--fabric: seconds the pairs and the sweep may take in all (default 60: 4 hosts in under 2 minutes in all); the pairs "
+            live.add_argument("--fabric-deadline", default=None, metavar="S",
+                              help="--fabric: seconds the pairs and the sweep may take in all, 1 to 3600, e.g. 90 or 90.5 (default 60: 4 hosts in "
+                              "under 2 minutes in all); the pairs "
                               "come first, the sweep is sized to the slowest link they found, and what did not fit is named")
             live.add_argument("--report", metavar="FILE.html", help="--fabric: also write one self-contained HTML page (no network needed to open it): "
                               "the pair heat-map, bus bandwidth against size, the memory-copy line and the findings (needs matplotlib: the report extra)")
@@ -799,6 +801,8 @@ def _checks_args_of(ns: argparse.Namespace) -> ChecksArgs:
             raise UsageError(f"--no-bf16 only keeps the live Trainer step in fp32: it goes with {where}.",
                              "Drop --no-bf16 (without --bf16 the bf16 checks do not apply), or add --live to compat doctor.")
     launcher = getattr(ns, "check_launcher", None)
+    if ns.command == "doctor" and not live:  # static doctor --launcher: the launcher oneccl.launcher judges and every fix names
+        launcher = getattr(ns, "launcher", None)
     if launcher is not None:
         from .launchers import names
         from .launchers.interface import ENV
@@ -892,14 +896,17 @@ def _pair_deadline(seconds: Optional[float], fabric: bool) -> float:
 FABRIC_DEADLINE_RESERVE_S = 30.0  # of --live-timeout, kept beside --fabric-deadline: the ranks' start and the Trainer step
 
 
-def _fabric_deadline(seconds: Optional[float], fabric: bool) -> Optional[float]:
-    if seconds is None:
+def _fabric_deadline(text: Optional[str], fabric: bool) -> Optional[float]:
+    if text is None:
         return None
     if not fabric:
         raise UsageError("--fabric-deadline bounds the --fabric measurements.", "Add --fabric, or drop --fabric-deadline.")
-    if seconds > 3600:
-        raise UsageError(f"--fabric-deadline {seconds:g} is more than an hour.", "Pass a number of seconds up to 3600, e.g. --fabric-deadline 120.")
-    return seconds
+    from .live.fabric import parse_deadline
+
+    try:
+        return parse_deadline(text)
+    except ValueError as exc:
+        raise UsageError(f"{exc}.", "Pass whole or decimal seconds from 1 to 3600, e.g. --fabric-deadline 120.") from None
 
 
 def fabric_deadline_for(asked: Optional[float], live_timeout: float) -> float:
@@ -1337,8 +1344,8 @@ def _run_hosts(args: ChecksArgs) -> int:
     assert args.hostfile is not None
     hosts = _preflight_hosts(args.hostfile)
     rsh, source = remote_shell(os.environ, args.rsh)
-    answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node), os.environ)
-    findings = compare(answers, rsh, source, routes_from_here(own_addresses(answers)))
+    answers = collect(hosts, rsh, remote_command(args.target.python, args.ranks_per_node, args.launcher), os.environ)
+    findings = compare(answers, rsh, source, routes_from_here(own_addresses(answers)), args.target.python, args.launcher)
     snapshot = take_snapshot(args.target.python)
 
     def document() -> dict:

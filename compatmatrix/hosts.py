@@ -66,11 +66,14 @@ class HostAnswer(Record):
     error: str = ""
 
 
-def remote_command(python: Optional[str], ranks_per_node: int) -> str:
-    """The command line the remote shell runs on each host (one string, as ssh passes it to the remote shell)."""
+def remote_command(python: Optional[str], ranks_per_node: int, launcher: Optional[str] = None) -> str:
+    """The command line the remote shell runs on each host (one string, as ssh passes it to the remote shell);
+    ``launcher``: doctor's --launcher, which each host's oneccl.launcher judges and its fixes name."""
     words = [sys.executable, "-m", "compatmatrix", "check", "--json", "--ranks-per-node", str(ranks_per_node)]
     if python:
         words += ["--python", python]
+    if launcher:
+        words += ["--launcher", launcher]
     return shlex.join(words)
 
 
@@ -379,10 +382,17 @@ def _listing(values: Mapping[str, Optional[str]], missing: str = "not installed"
     return "; ".join(f"{value if value is not None else missing} on {host}" for host, value in values.items())
 
 
-def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str, unroutable: Optional[Mapping[str, str]] = None) -> list[Finding]:
+def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str, unroutable: Optional[Mapping[str, str]] = None,
+            python: Optional[str] = None, launcher: Optional[str] = None) -> list[Finding]:
     """Findings from the hosts' answers: who could not be checked, each host's own failures, and every difference that
     breaks a job (one finding per difference, naming the hosts). ``unroutable``: the hosts' own addresses to which the
-    collecting host has no route, with the kernel's error (``routes_from_here``)."""
+    collecting host has no route, with the kernel's error (``routes_from_here``). ``python``/``launcher``: the environment
+    checked and doctor's --launcher, which every compat env a fix names carries (launchers.interface.compat_env_command)."""
+    from functools import partial
+
+    from .launchers.interface import compat_env_command
+
+    command = partial(compat_env_command, python or "", launcher)
     findings: list[Finding] = []
     good = [a for a in answers if a.document is not None]
     bad = [a for a in answers if a.document is None]
@@ -400,19 +410,26 @@ def compare(answers: Sequence[HostAnswer], rsh: str, rsh_source: str, unroutable
             findings.append(Finding("hosts.checks", Status.FAIL, f"{answer.host}: {first['id']}: {first['summary']}",
                                     tuple(f"{answer.host}: {c['id']}: {c['summary']}" for c in failed[1:]), first.get("fix", "")))
     if len(good) >= 2:
-        findings += _differences(good)
+        findings += _differences(good, command)
     elif len(good) == 1 and not bad:
         findings.append(Finding("hosts.packages", Status.SKIP, "one host: nothing to compare"))
     if len(answers) > 1:  # one host: its ranks meet on it, a loopback name does no harm
-        findings += _own_names(good, unroutable or {})
+        findings += _own_names(good, unroutable or {}, command)
     return findings
+
+
+def compat_env_command_default(extra: str = "") -> str:
+    """The compat env command of a fix when no environment or launcher is known (compare's own is told both)."""
+    from .launchers.interface import compat_env_command
+
+    return compat_env_command("", None, extra)
 
 
 def _facts(answer: HostAnswer) -> Mapping[str, Any]:
     return (answer.document or {}).get("host") or {}
 
 
-def _differences(good: Sequence[HostAnswer]) -> list[Finding]:
+def _differences(good: Sequence[HostAnswer], command=compat_env_command_default) -> list[Finding]:  # noqa: ANN001
     findings: list[Finding] = []
     names = [a.host for a in good]
     packages = {a.host: _facts(a).get("packages") or {} for a in good}
@@ -446,12 +463,12 @@ def _differences(good: Sequence[HostAnswer]) -> list[Finding]:
     breaking = [v for v in variables if v in TRANSPORT_VARIABLES and len({env[h].get(v) for h in names}) > 1]
     for variable in breaking:
         findings.append(Finding("hosts.oneccl", Status.FAIL, f"{variable} differs between the hosts: {_listing({h: env[h].get(variable) for h in names}, 'unset')}", (),
-                                f"Set {variable} the same on every host (the job script or `compat env` on each): the ranks must use one transport."))
+                                f"Set {variable} the same on every host (the job script, or {command()} on each): the ranks must use one transport."))
     drift = [v for v in variables if v not in breaking and len({env[h].get(v) for h in names}) > 1]
     if drift:
         findings.append(Finding("hosts.oneccl", Status.WARN, f"{len(drift)} oneCCL/libfabric/Intel MPI variable(s) differ between the hosts: {', '.join(drift[:8])}",
                                 tuple(f"{v}: {_listing({h: env[h].get(v) for h in names}, 'unset')}" for v in drift[:20]),
-                                "Export the same environment on every host (eval \"$(compat env)\" in the job script)."))
+                                f"Export the same environment on every host ({command()} in the job script)."))
     if not breaking and not drift and len({tuple(v) for v in bindings.values()}) == 1:
         findings.append(Finding("hosts.oneccl", Status.PASS, f"the same oneCCL bindings and variables on {', '.join(names)}"))
     flags = {a.host: set(_facts(a).get("cpu_flags") or ()) for a in good}
@@ -491,7 +508,7 @@ def routes_from_here(addresses: Sequence[str]) -> dict[str, str]:
     return {address: problem for address in addresses for source, problem in [route_source(address)] if source is None}
 
 
-def _own_names(good: Sequence[HostAnswer], unroutable: Mapping[str, str]) -> list[Finding]:
+def _own_names(good: Sequence[HostAnswer], unroutable: Mapping[str, str], command=compat_env_command_default) -> list[Finding]:  # noqa: ANN001
     """hosts.network: each host's own name must resolve there to an address other than loopback. gloo listens on the
     address its host name resolves to and gives the other hosts that address: a name mapped to 127.0.1.1 (Debian's
     /etc/hosts line) or 127.0.0.1 makes them connect to their own loopback ("connectFullMesh failed ... remote=[127.0.1.1]").
@@ -526,8 +543,8 @@ def _own_names(good: Sequence[HostAnswer], unroutable: Mapping[str, str]) -> lis
         others = [i for i in network["interfaces"] if i != "lo"]
         interface = others[0] if len(others) == 1 else "IFACE"
         fix = (f"On {answer.host}, map {own} to its cluster address in /etc/hosts or DNS (Debian's '127.0.1.1 {own}' line is the usual culprit), "
-               f"or export the interface that reaches the master on every host: export GLOO_SOCKET_IFNAME={interface} (eval \"$(compat env "
-               f"--master-addr {master} --nnodes {len(good)})\" sets it, and oneCCL's and the MPI's with --launcher).")
+               f"or export the interface that reaches the master on every host: export GLOO_SOCKET_IFNAME={interface} "
+               f"({command(f' --master-addr {master} --nnodes {len(good)}')} sets it, and oneCCL's and the MPI's with --launcher).")
         more = tuple(f"also {a.host}: its own name resolves to no address of its own other than loopback there" for a, _ in bad[1:])
         return [Finding("hosts.network", Status.FAIL, summary, more + evidence, fix)]
     cut_off = [(a, usable(n)) for a, n in told if n and all(address in unroutable for address in usable(n))]
@@ -537,7 +554,7 @@ def _own_names(good: Sequence[HostAnswer], unroutable: Mapping[str, str]) -> lis
                         f"({unroutable[addresses[0]]}): gloo there listens on it, and the ranks here cannot reach it",
                         tuple(f"also {a.host} ({', '.join(x)})" for a, x in cut_off[1:]) + evidence,
                         f"Map {answer.host}'s name there to the address the other hosts reach it by (/etc/hosts or DNS on {answer.host}), "
-                        "or export GLOO_SOCKET_IFNAME on every host (compat env --master-addr prints it).")]
+                        f"or export GLOO_SOCKET_IFNAME on every host ({command(' --master-addr MASTER')} prints it).")]
     if not all(network for _, network in told):
         return [Finding("hosts.network", Status.SKIP, "some hosts did not tell what their own name resolves to (an older compat there)", evidence)]
     return [Finding("hosts.network", Status.PASS, f"every host's own name resolves there to an address of its own other than loopback ({', '.join(a.host for a in good)})", evidence)]

@@ -281,7 +281,10 @@ def network_exports(master: Optional[str], nnodes: int, launcher: Optional[str],
         extra.update(own)
         said += words
     if nnodes > 1 or not is_loopback(master or ""):
-        said.append("interface: the same name must exist on every host (run compat env on each host, or check that it does)")
+        from .launchers.interface import compat_env_command
+
+        command = compat_env_command(python, launcher, f" --master-addr {shlex.quote(master or 'MASTER')} --nnodes {nnodes}")
+        said.append(f"interface: the same name must exist on every host (run {command} on each host, or check that it does)")
     return extra, said
 
 

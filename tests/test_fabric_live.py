@@ -21,12 +21,26 @@ def test_parse_sizes_rejects(text):
         fabric.parse_sizes(text)
 
 
+@pytest.mark.parametrize("text,seconds", [("60", 60.0), ("1", 1.0), ("3600", 3600.0), ("90.5", 90.5), (" 120 ", 120.0), ("0060", 60.0)])
+def test_parse_deadline(text, seconds):
+    assert fabric.parse_deadline(text) == seconds
+
+
+# float() takes every one of these: an exponent, '_' between digits, other scripts' digits, nan/inf, a sign
+@pytest.mark.parametrize("text", ["1e-9", "1e3", "1_0", "\u0666\u0660", "nan", "inf", "+60", "-5", "0", "0.5", "3600.001", "3601", "60.", ".5",
+                                  "1.0000", "", "60s", "99999"])
+def test_parse_deadline_rejects_all_but_plain_decimal_seconds_in_range(text):
+    with pytest.raises(ValueError, match="is not plain decimal seconds from 1 to 3600"):
+        fabric.parse_deadline(text)
+
+
 @pytest.mark.parametrize("args,message", [
     (["--fabric"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
     (["--pair-deadline", "5"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
     (["--fabric-deadline", "5"], "--fabric, --sizes, --pairs, --pair-deadline and --fabric-deadline measure the ranks"),
     (["--live", "--fabric-deadline", "5"], "--fabric-deadline bounds the --fabric measurements"),
-    (["--live", "--fabric", "--fabric-deadline", "3601"], "--fabric-deadline 3601 is more than an hour"),
+    (["--live", "--fabric", "--fabric-deadline", "3601"], "--fabric-deadline '3601' is not plain decimal seconds from 1 to 3600"),
+    (["--live", "--fabric", "--fabric-deadline", "1e-9"], "--fabric-deadline '1e-9' is not plain decimal seconds from 1 to 3600"),
     (["--live", "--fabric", "--fabric-deadline", "280"], "--fabric-deadline 280 does not fit in --live-timeout 300"),
     (["--live", "--pair-deadline", "5"], "--pair-deadline bounds each pair of hosts of the --fabric test"),
     (["--live", "--fabric", "--pair-deadline", "3601"], "--pair-deadline 3601 is more than an hour"),

@@ -150,3 +150,87 @@ def test_every_live_fix_names_compat_env_with_python_and_the_launcher(launcher, 
     ids = {cid for cid, fix in fixes if "compat env" in fix}
     assert {"live.trainer", "live.backend", "live.imports", "live.hang", "live.ranks"} <= ids, fixes
     assert assert_full(fixes, Snapshot.executable, launcher) >= len(ids)
+
+
+# --- the commands themselves: compat check and compat doctor (static) pass their --launcher to the checks ------------
+
+
+@pytest.mark.parametrize("command", ["check", "doctor"])
+def test_the_commands_pass_their_launcher_to_the_static_checks(tmp_path, monkeypatch, capsys, command):
+    """`compat doctor --python P --launcher mpirun` without --live: oneccl.launcher judges mpirun and every fix's compat
+    env names --python P --launcher mpirun, as compat check --launcher does (on the old code doctor's --launcher was
+    read only by --live: oneccl.launcher SKIPped "no launcher named" and the oneCCL fixes said compat env without it)."""
+    import json
+
+    from compatmatrix.cli import main
+
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0", ending="missing_libccl")
+    for key, value in BROKEN_SHELL.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("COMPAT_PYTHON", raising=False)
+    main([command, "--python", str(env.python), "--launcher", "mpirun", "--only", "oneccl", "--only", "runtime", "--json"])
+    document = json.loads(capsys.readouterr().out)
+    findings = document["checks"]
+    launcher = next(f for f in findings if f["id"] == "oneccl.launcher")
+    assert "no launcher named" not in launcher["summary"], launcher
+    fixes = [(f["id"], f["fix"]) for f in findings if f["fix"]]
+    assert assert_full(fixes, str(env.python), "mpirun") >= 2, fixes
+
+
+# --- the notes: every compat env a note of compat env, compat launch, a job script or doctor --hostfile names ----------
+
+
+@pytest.mark.parametrize("launcher", ["spawn", "torchrun", "mpirun", "srun"])
+def test_every_note_of_compat_env_names_compat_env_in_full(tmp_path, matrix, launcher):
+    """compat env --launcher X --master-addr ADDR --nnodes 2 on a host with two interfaces: its comments (the ofi
+    launchers' CCL_KVS_IFACE note, the interface note) name compat env with --python and --launcher (on the old code:
+    "compat env --master-addr ADDR sets them" and "run compat env on each host")."""
+    from compatmatrix.environment.interfaces import RouteFacts
+    from compatmatrix.shell_env import plan_env
+
+    env = FixtureEnv(tmp_path / "env").torch("2.7.0").bindings("2.7.0")
+    ctx = Context(matrix, take_snapshot(str(env.python)), Options(launcher=launcher))
+    ctx.cache[INTERFACES_KEY] = ("lo", "eth0", "ib0")
+    route = lambda master: RouteFacts(master, (master,), routes={master: "eth0"}, up=("lo", "eth0", "ib0"))  # noqa: E731 - a FIXTURE route
+    plan = plan_env(ctx, 2, launcher, "10.0.0.1", 2, route)
+    notes = [("note", comment) for comment in plan.comments if "compat env" in comment]
+    assert notes, plan.comments
+    assert assert_full(notes, str(env.python), launcher) == len(notes)
+
+
+def test_srun_and_hostfile_notes_name_compat_env_in_full():
+    """The srun note when the allocation's first host cannot be read, and doctor --hostfile's fixes (hosts.oneccl,
+    hosts.network): on the old code `eval "$(compat env --launcher srun --master-addr FIRST_HOST --nnodes N)"` without
+    --python, and `compat env --master-addr` / `eval "$(compat env)"` without either."""
+    from compatmatrix.errors import UsageError
+    from compatmatrix.hosts import HostAnswer, compare
+    from compatmatrix.placement.service import job_hosts
+
+    python = "/train/venv/bin/python"
+
+    def unreadable(nodelist):
+        raise UsageError("scontrol is not installed.", "")
+
+    _, _, notes = job_hosts("srun", {"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[1-2]"}, unreadable, python=python)
+    assert assert_full([("srun", note) for note in notes], python, "srun") == 1, notes
+
+    def answer(host, env, resolves):
+        facts = {"name": host, "packages": {"torch": "2.7.0+cpu"}, "cpu_flags": [], "oneccl_env": env, "bindings": {},
+                 "network": {"resolves": resolves, "interfaces": ["lo", "eth0"], "own": []}}
+        return HostAnswer(host, {"checks": [], "host": facts})
+
+    answers = [answer("node1", {"CCL_ATL_TRANSPORT": "ofi", "FI_TCP_IFACE": "eth0"}, ["127.0.1.1"]), answer("node2", {}, ["127.0.1.1"])]
+    fixes = [(f.id, f.fix) for f in compare(answers, "ssh", "the default", {}, python, "mpirun") if f.fix]
+    told = {cid for cid, fix in fixes if "compat env" in fix}
+    assert {"hosts.oneccl", "hosts.network"} <= told, fixes
+    assert assert_full(fixes, python, "mpirun") >= 3
+
+
+def test_the_fabric_interface_cause_names_the_runs_compat_env():
+    """live.pairs' GLOO_SOCKET_IFNAME cause names the run's compat env (on the old code: "compat env --master-addr MASTER")."""
+    from compatmatrix.live.fabric import interface_causes
+
+    facts = [{"interface": "eth0", "gloo_ifname": "eth1"}, {"interface": "eth0"}]
+    command = 'eval "$(compat env --launcher mpirun --python /train/venv/bin/python)"'
+    causes = [("live.pairs", cause) for cause in interface_causes(facts, [0], command)[0]]
+    assert assert_full(causes, "/train/venv/bin/python", "mpirun") == 1, causes

@@ -308,3 +308,56 @@ def test_a_cel_rule_is_handed_only_the_fields_it_names():
 ])
 def test_a_merge_key_merges_as_go_yaml_merges(text, merged):
     assert load_documents(text)[0]["x"] == merged
+
+
+# --- tags go-yaml v2 does not resolve, and the !!float range (review of issue 31's loader) ------------------------------
+# Each row cites go-yaml/yaml at 7649d4548cb53a614db133b2a8ac1f31859dda8c (v2.4.0):
+# - parserc.go 470-471: a scalar tagged with the non-specific `!` is plain_implicit (whatever its style), its tag "!";
+#   decode.go 414-418: a tag that is set goes to resolve(n.tag, ...); resolve.go 76-89: resolvableTag("!") is false,
+#   so resolve returns the text as it is: `! 3e-5` is the string "3e-5" (PyYAML resolves `!` plain scalars implicitly);
+# - resolve.go 76-89 again for !!merge, !!map and !!seq on a scalar: not resolvable, the text (decode.go scalar());
+# - decode.go 813-815 isMerge: a key merges only when its value is "<<" and it is implicit or tagged !!merge (so
+#   `! <<` and `!!merge <<` as keys merge, `!!merge X` is the key "X");
+# - resolve.go 151-161 then 91-109: under !!float a number past int64 resolves to a uint64, which the deferred check
+#   does not convert (only int64 and int): "cannot decode !!int `9223372036854775808` as a !!float".
+@pytest.mark.parametrize("text, value", [
+    ("a: ! 3e-5\n", "3e-5"),
+    ("a: ! 3\n", "3"),
+    ("a: ! true\n", "true"),
+    ("a: ! ~\n", "~"),
+    ("a: ! '3'\n", "3"),
+    ("a: ! <<\n", "<<"),
+    ("a: !!merge X\n", "X"),
+    ("a: !!merge <<\n", "<<"),
+    ("a: !!map 3\n", "3"),
+    ("a: !!seq 3\n", "3"),
+    ("a: !!float 9223372036854775807\n", 9223372036854775807),  # an int64: taken as float64 (2**63), written by JSON as ...808e18: kept as 2**63 as float
+])
+def test_a_tag_go_yaml_does_not_resolve_keeps_the_text(text, value):
+    (document,) = load_documents(text)
+    if isinstance(value, int) and not isinstance(value, bool):
+        assert document["a"] == float(value)
+    else:
+        assert document == {"a": value}
+
+
+@pytest.mark.parametrize("text, key_value", [
+    ("base: &b {c: 3}\nx: {! <<: *b}\n", {"c": 3}),  # implicit: a merge
+    ("base: &b {c: 3}\nx: {!!merge <<: *b}\n", {"c": 3}),
+    ("base: &b {c: 3}\nx: {!!merge X: *b}\n", {"X": {"c": 3}}),  # not "<<": the key X
+])
+def test_merge_keys_as_decode_go_is_merge(text, key_value):
+    assert load_documents(text)[0]["x"] == key_value
+
+
+@pytest.mark.parametrize("text", ["a: !!float 9223372036854775808\n", "a: !!float 18446744073709551615\n", "a: !!float 0x8000000000000000\n"])
+def test_a_float_tag_on_a_uint64_is_not_yaml_to_go_yaml(text):
+    import yaml
+
+    with pytest.raises(yaml.YAMLError, match="cannot decode !!int"):
+        load_documents(text)
+
+
+def test_an_args_entry_tagged_with_the_non_specific_tag_is_a_string_for_the_schema():
+    """`! 3e-5` in args: go-yaml hands over the string "3e-5", so the schema is met (was a false FAIL "must be a string")."""
+    assert _schema_failures(_examined("--learning_rate, ! 3e-5")) == []

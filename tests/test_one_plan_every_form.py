@@ -14,6 +14,7 @@ dropped the plan's path additions (its LD_LIBRARY_PATH lacked libfabric's folder
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -122,3 +123,91 @@ def test_the_pytorchjob_renders_the_pods_env_then_the_images_compat_env_with_def
     sourced = in_bash(format_env(EnvPlan(EXPORTS, (), ADDITIONS), "bash", defaults=True), pod)
     assert picked(sourced) == expected()
 
+
+
+# --- each command computes its own plan: the same exports and path additions from one environment ---------------------
+# The tests above render ONE hand-written plan through every form, so they cannot see two commands computing different
+# plans. Here each form's plan is computed by the command itself, from the same FIXTURE environment (torch 2.7.0, the
+# FIXTURE PyPI runtime layout, a FIXTURE mpirun answering as Intel MPI's: tests/test_oneccl_runtime_layout.fixture_layout),
+# in-process: compat env --launcher X --json, compat launch --launcher X --print --json, and the sbatch script's own
+# lines run in bash (its compat env, then its compat launch --launcher srun with --print --json). The CPU plan's own
+# variables (threads, pinning) are compat launch's and differ by design; every other export and every path addition
+# must be the same.
+
+CPU_PLAN = frozenset({"OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "CCL_WORKER_AFFINITY", "I_MPI_PIN", "I_MPI_PIN_DOMAIN"})
+
+
+@pytest.fixture(scope="module")
+def layout_python(tmp_path_factory) -> str:
+    from .test_oneccl_runtime_layout import fixture_layout
+    from .test_system_oneccl import GCC
+
+    if GCC is None:
+        pytest.skip("needs gcc (or cc) to build the FIXTURE shared libraries")
+    env, _ = fixture_layout(tmp_path_factory.mktemp("one-plan"))
+    return str(env.python)
+
+
+def _document(*args: str) -> dict:
+    import contextlib
+    import io
+
+    from compatmatrix.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(args)) == 0, args
+    return json.loads(out.getvalue())
+
+
+def _oneccl(exports: dict) -> dict:
+    return {k: v for k, v in exports.items() if k not in CPU_PLAN}
+
+
+def _additions(document: dict) -> dict:
+    return {k: (tuple(v["prepend"]), tuple(v["append"])) for k, v in document["additions"].items()}
+
+
+@pytest.mark.parametrize("launcher", sorted(names(BOUND)))
+def test_compat_env_and_compat_launch_compute_the_same_plan(layout_python, monkeypatch, launcher):
+    for key in ("MASTER_ADDR", "MASTER_PORT", "CCL_ATL_TRANSPORT", "FI_PROVIDER_PATH", "I_MPI_ROOT", "CCL_WORKER_COUNT", "LD_PRELOAD",
+                *(k for k in list(os.environ) if k.startswith("SLURM_"))):
+        monkeypatch.delenv(key, raising=False)
+    env = _document("env", "--python", layout_python, "--launcher", launcher, "--json")
+    launch = _document("launch", "--python", layout_python, "--launcher", launcher, "--print", "--json", "--nproc-per-node", "1", "--", "train.py")
+    assert _oneccl(launch["env"]) == _oneccl(env["exports"]), launcher
+    assert _additions(launch) == _additions(env), launcher
+    assert any("libfabric" in entry for entry in _additions(env)["LD_LIBRARY_PATH"][0])  # the plan holds what the issue named
+
+
+def test_the_sbatch_scripts_own_lines_compute_compat_envs_plan(layout_python, tmp_path):
+    """The script as compat export sbatch writes it, its compat env and compat launch lines run in bash inside a FIXTURE
+    one-node allocation (a FIXTURE scontrol naming 127.0.0.1): the ranks' oneCCL exports and path lists are compat env
+    --launcher srun's, each added entry once."""
+    from compatmatrix.render.sbatch import BatchShape, sbatch_text
+
+    compat = (sys.executable, "-m", "compatmatrix")
+    script = sbatch_text(BatchShape("j", 1, 1, layout_python, compat, ("train.py",), preflight=False))
+    launch_line = next(line for line in script.splitlines() if line.startswith("exec ") and " launch --launcher srun " in line)
+    printer = f"{shlex.quote(sys.executable)} -c 'import json, os; print(json.dumps(dict(os.environ)))' > {shlex.quote(str(tmp_path / 'env.json'))}"
+    ran = script.replace(launch_line, f"{printer}\n" + launch_line[len("exec "):].replace(" launch --launcher srun ", " launch --print --json --launcher srun ", 1))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 127.0.0.1\n")  # FIXTURE scontrol: the allocation's one host
+    (bin_dir / "scontrol").chmod(0o755)
+    allocation = {"SLURM_JOB_NODELIST": "node1", "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_ID": "4242", "PATH": f"{bin_dir}:{BASE['PATH']}"}
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-c", ran], capture_output=True, text=True, timeout=180,
+                          env={**base_env(), **allocation}, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    sourced, launch = json.loads((tmp_path / "env.json").read_text()), json.loads(done.stdout)
+    planned = _document("env", "--python", layout_python, "--ranks-per-node", "1", "--launcher", "srun", "--master-addr", "127.0.0.1",
+                        "--nnodes", "1", "--json")
+    ranks = {**sourced, **launch["env"]}
+    for key, (prepend, append) in _additions(launch).items():
+        entries = [e for e in ranks.get(key, "").split(":") if e]
+        ranks[key] = ":".join([*prepend, *(e for e in entries if e not in prepend), *append])
+    assert {k: ranks.get(k) for k in _oneccl(planned["exports"])} == _oneccl(planned["exports"])
+    for key, (prepend, append) in _additions(planned).items():
+        entries = ranks[key].split(":")
+        assert entries[: len(prepend)] == list(prepend), (key, ranks[key])
+        assert all(entries.count(e) == 1 for e in (*prepend, *append)), (key, ranks[key])

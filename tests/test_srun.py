@@ -89,7 +89,10 @@ def test_the_tasks_per_node_list_is_read_when_ntasks_per_node_is_not_set(fixture
     ({"SLURM_NODEID": "1\n"}, None),
     ({"SLURM_NODEID": "one"}, "SLURM_NODEID='one' is not a whole number"),
     ({"SLURM_NODEID": "-1"}, "is not a whole number"),
-    ({"SLURM_NODEID": "99999999999999999999"}, "is not a whole number"),
+    # a whole number past the cap is out of range, however many digits (was "not a whole number" past 10 digits)
+    ({"SLURM_NODEID": "99999999999999999999"}, "SLURM_NODEID=99999999999999999999 is outside 0..999,999"),
+    ({"SLURM_LOCALID": "99999999999999999999"}, "SLURM_LOCALID=99999999999999999999 is outside 0..8,191"),
+    ({"SLURM_LOCALID": "9" * 5000}, "is outside 0..8,191"),  # past int()'s 4300 digits: no ValueError, no traceback
     ({"SLURM_STEP_NUM_NODES": "0"}, "SLURM_STEP_NUM_NODES=0 is outside 1..1,000,000"),
     ({"SLURM_PROCID": "0"}, "SLURM_PROCID=0 differs from SLURM_NODEID=1"),
     ({"SLURM_STEP_NODELIST": "-oProxyCommand=x"}, "is not a Slurm node list"),
@@ -230,3 +233,11 @@ def test_a_hostile_slurm_job_id_is_never_evaluated_by_the_tasks_shell(shell, job
     done = subprocess.run([shell, "-c", _MAP_RANKS, "compat-launch-rank", "sh", "-c", "echo RAN $MASTER_PORT"], env=env,
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and done.stdout.split() == ["RAN", "29500"] and "INJECTED" not in done.stderr
+
+
+def test_a_node_count_of_thousands_of_digits_is_a_note_not_a_traceback():
+    """compat launch --launcher srun reads SLURM_JOB_NUM_NODES: past int()'s 4300 digits it was a ValueError."""
+    from compatmatrix.launchers.srun import allocation_master
+
+    master, nnodes, notes = allocation_master({"SLURM_JOB_NUM_NODES": "9" * 5000})
+    assert (master, nnodes) == (None, 1) and "is not a node count" in notes[0]

@@ -366,14 +366,9 @@ def env_command(ctx: Context, launcher: Optional[str] = None, extra: str = "") -
     compat runs in (compat env there would export another environment's settings), ``--launcher`` when one was asked or
     detected (``launcher`` names one outright; without it compat env under mpirun lacks MASTER_ADDR and I_MPI_ROOT), and
     ``extra`` (" --master-addr HOST")."""
-    chosen = launcher or fix_launcher(ctx)
-    return f'eval "$(compat env{_python_arg(ctx)}{" --launcher " + chosen if chosen else ""}{extra})"'
+    from ..launchers.interface import compat_env_command
 
-
-def _python_arg(ctx: Context) -> str:
-    import sys
-
-    return "" if os.path.abspath(ctx.snapshot.executable) == os.path.abspath(sys.executable) else f" --python {ctx.snapshot.executable}"
+    return compat_env_command(ctx.snapshot.executable, launcher or fix_launcher(ctx), extra)
 
 
 @check("oneccl.setvars", "the oneCCL environment is set up: the bindings' setvars.sh sourced, or the system oneCCL they load found")
@@ -647,7 +642,7 @@ def launcher_needs(ctx: Context) -> Finding:
     cid = "oneccl.launcher"
     launcher = ctx.options.launcher
     if launcher is None:
-        return Finding(cid, Status.SKIP, "no launcher named (compat check --launcher spawn|torchrun|mpirun judges what ccl needs under it)")
+        return Finding(cid, Status.SKIP, "no launcher named (compat check or compat doctor --launcher spawn|torchrun|mpirun|srun judges what ccl needs under it)")
     bindings = find_bindings(ctx)
     result = setvars_result(ctx) if bindings is not None else None
     if result is not None and not result.ok:

@@ -277,6 +277,19 @@ def master_exports(name: str, env: Mapping[str, str]) -> tuple[dict[str, str], l
     return extra, said
 
 
+def compat_env_command(python: str = "", launcher: Optional[str] = None, extra: str = "") -> str:
+    """``eval "$(compat env ...)"`` as advice names it, in full: ``--python PYTHON`` when that environment is not the one
+    compat runs in (compat env there would export this environment's settings instead), ``--launcher`` when one is known,
+    then ``extra`` (" --master-addr HOST"). Every fix and note that tells the user to run compat env is written here
+    (checks/oneccl_env.env_command for the checks)."""
+    import os
+    import shlex
+    import sys
+
+    target = "" if not python or os.path.abspath(python) == os.path.abspath(sys.executable) else f" --python {shlex.quote(python)}"
+    return f'eval "$(compat env{target}{" --launcher " + launcher if launcher else ""}{extra})"'
+
+
 def ofi_exports(name: str, env: CclEnv, why: str = "oneCCL's MPI transport needs an MPI launcher (\"failed to initialize ATL\" otherwise)"
                 ) -> tuple[dict[str, str], list[str]]:
     """What a launch of the ccl backend needs on top of setvars.sh under a launcher that is not Intel MPI's. oneCCL's
@@ -300,6 +313,7 @@ def ofi_exports(name: str, env: CclEnv, why: str = "oneCCL's MPI transport needs
         extra["CCL_KVS_IFACE"] = "lo"
         said.append("CCL_KVS_IFACE=lo: lo is the only interface that is up here (oneCCL's key-value store finds no other)")
     else:
+        command = compat_env_command(env.python, name.split(" ", 1)[0], " --master-addr ADDR")  # mpirun's name says its flavor after a space
         said.append(f"CCL_KVS_IFACE, FI_TCP_IFACE: on several hosts both must name the interface that reaches the master ({', '.join(others)} here): "
-                    "compat env --master-addr ADDR sets them")
+                    f"{command} sets them")
     return extra, said

@@ -37,6 +37,7 @@ from .interface import (
     RankLayout,
     Tool,
     ToolRequest,
+    compat_env_command,
     ofi_exports,
 )
 from .spawn import SPAWN
@@ -75,11 +76,13 @@ def slurm_count(environ: Mapping[str, str], name: str) -> int:
     if value is None:
         raise UsageError(f"{name} is not set, so compat cannot read the allocation's layout.", _FIX)
     text = value.strip()
-    if not text.isascii() or not text.isdigit() or len(text) > 10:
+    if not text.isascii() or not text.isdigit():
         raise UsageError(f"{name}='{quoted(value)}' is not a whole number of at least {low}, so compat cannot read the allocation's layout.", _FIX)
-    if not low <= int(text) <= high:
-        raise UsageError(f"{name}={int(text)} is outside {low}..{high:,}, so it is no allocation's layout.", _FIX)
-    return int(text)
+    number = text.lstrip("0") or "0"
+    # past 10 digits it is past every cap: said as out of range without reading it (int() refuses 4300 digits and more)
+    if len(number) > 10 or not low <= int(number) <= high:
+        raise UsageError(f"{name}={quoted(number)} is outside {low}..{high:,}, so it is no allocation's layout.", _FIX)
+    return int(number)
 
 
 def tasks_per_node(text: str, name: str = "SLURM_TASKS_PER_NODE") -> tuple[int, ...]:
@@ -166,15 +169,17 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
     return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
 
 
-def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[str], Sequence[str]]] = None) -> tuple[Optional[str], int, list[str]]:
+def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[str], Sequence[str]]] = None,
+                      python: str = "") -> tuple[Optional[str], int, list[str]]:
     """compat launch --launcher srun: (master, nodes, notes) of the allocation it runs in, when it has several nodes: its
     first host as each task takes MASTER_ADDR (``scontrol show hostnames``), so that the interface reaching it is exported
     (CCL_KVS_IFACE, FI_TCP_IFACE, GLOO_SOCKET_IFNAME) as compat env --master-addr does; (None, 1, ...) in one node's
-    allocation or outside one, with a note when the nodes cannot be read."""
+    allocation or outside one, with a note when the nodes cannot be read (``python``: the training environment's
+    interpreter, which the note's compat env names)."""
     text = (environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or "").strip()
     if not text:
         return None, 1, []
-    if not text.isascii() or not text.isdigit() or not 0 < int(text) <= _MAX_COUNT:
+    if not text.isascii() or not text.isdigit() or len(text) > 10 or not 0 < int(text) <= _MAX_COUNT:  # int() refuses 4300 digits
         return None, 1, [f"srun: SLURM_JOB_NUM_NODES='{quoted(text)}' is not a node count: no interface variable is exported"]
     nnodes = int(text)
     if nnodes == 1:
@@ -190,8 +195,9 @@ def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[
         except UsageError as exc:
             why = exc.message[:-1] if exc.message.endswith(".") else exc.message
     if not hosts:
+        command = compat_env_command(python, "srun", f" --master-addr FIRST_HOST --nnodes {nnodes}")
         return None, nnodes, [f"srun: {nnodes} nodes, but the first host is not known ({why or 'scontrol named none'}): CCL_KVS_IFACE and FI_TCP_IFACE "
-                              "are not exported; eval \"$(compat env --launcher srun --master-addr FIRST_HOST --nnodes N)\" before launching sets them"]
+                              f"are not exported; {command} before launching sets them"]
     return hosts[0], nnodes, [f"srun: {nnodes} nodes; the master is the allocation's first host {quoted(hosts[0], 64)} (scontrol show hostnames), "
                               "as each task's MASTER_ADDR is taken: the interface that reaches it is exported"]
 

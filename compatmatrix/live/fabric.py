@@ -23,6 +23,7 @@ Judgement
 from __future__ import annotations
 
 import random
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
@@ -87,6 +88,20 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             raise ValueError(f"--sizes item {item.strip()!r} is outside 1 byte .. 16G")
         sizes.add(size)
     return tuple(sorted(sizes))
+
+
+DEADLINE_RANGE = (1, 3600)  # --fabric-deadline: whole seconds from one second to an hour, decimals allowed
+_DECIMAL_SECONDS = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,3})?")  # 60, 90.5: no exponent, sign, '_', or other scripts' digits
+
+
+def parse_deadline(text: str) -> float:
+    """--fabric-deadline as given: plain decimal seconds (``60``, ``90.5``) within DEADLINE_RANGE; ValueError with the one
+    sentence otherwise (float() would take 1e-9, 1_0, nan and '٦٠')."""
+    token = text.strip()
+    low, high = DEADLINE_RANGE
+    if not token.isascii() or not _DECIMAL_SECONDS.fullmatch(token) or not low <= float(token) <= high:
+        raise ValueError(f"--fabric-deadline {text.strip()[:40]!r} is not plain decimal seconds from {low} to {high}")
+    return float(token)
 
 
 # --- schedules -----------------------------------------------------------------------------------------------------
@@ -359,11 +374,16 @@ def _most_common(values: Iterable[Optional[int]]) -> Optional[int]:
     return min(v for v, c in counts.items() if c == best) if list(counts.values()).count(best) == 1 else None
 
 
-def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Iterable[int]) -> dict[int, list[str]]:
+def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Iterable[int], command: str = "") -> dict[int, list[str]]:
     """The causes each named host's interface shows, against the other hosts (``facts``: per host, its interface
     toward the master, MTU, link speed in Mb/s and GLOO_SOCKET_IFNAME, each None where unknown): an MTU that differs
     from the one most hosts have (large packets dropped or fragmented between them), a link slower than most hosts',
-    GLOO_SOCKET_IFNAME naming another interface than the one toward the master. Pure."""
+    GLOO_SOCKET_IFNAME naming another interface than the one toward the master. ``command``: the run's compat env
+    command (CclRun.env_command: --python, --launcher), which the GLOO_SOCKET_IFNAME cause names with --master-addr. Pure."""
+    from ..launchers.interface import compat_env_command
+    from .oneccl_causes import with_arguments
+
+    told = with_arguments(command, " --master-addr MASTER") if command else compat_env_command("", None, " --master-addr MASTER")
     rows = [dict(f) if isinstance(f, Mapping) else {} for f in facts]
     mtu = _most_common(r.get("mtu") for r in rows)  # type: ignore[misc]
     speed = _most_common(r.get("speed") for r in rows)  # type: ignore[misc]
@@ -380,7 +400,7 @@ def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Ite
             found.append(f"{interface} links at {row['speed']} Mb/s while most hosts link at {speed} Mb/s (ethtool {interface}: speed, duplex; the cable or port)")
         if row.get("gloo_ifname") and row.get("interface") and row["gloo_ifname"] != row["interface"]:
             found.append(f"GLOO_SOCKET_IFNAME={row['gloo_ifname']} but the route to the master leaves over {row['interface']}: gloo's traffic takes "
-                         f"another way (export GLOO_SOCKET_IFNAME={row['interface']}, or compat env --master-addr MASTER)")
+                         f"another way (export GLOO_SOCKET_IFNAME={row['interface']}, or {told})")
         if found:
             causes[host] = found
     return causes

@@ -426,10 +426,11 @@ def fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
         return {"unreadable": _unreadable("sweep", exc)}
 
 
-def pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
-    """_pair_table, or a table holding only the error when a rank's record is not the worker's shape."""
+def pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict[str, Any]]:
+    """_pair_table, or a table holding only the error when a rank's record is not the worker's shape. ``command``: the
+    run's compat env command, which the interface causes name."""
     try:
-        return _pair_table(ranks)
+        return _pair_table(ranks, command)
     except MALFORMED as exc:
         return {"hosts": [], "links": [], "slow_hosts": [], "slow_links": [], "verdicts": [], "error": _unreadable("pairs", exc)}
 
@@ -570,7 +571,7 @@ def _deadline_lines(deadline: Mapping[str, Any], sweep: Mapping[str, Any]) -> li
             f"{deadline['timed']:g} s of timed calls per case" + (f", and ended at {deadline['spent']:.1f} s" if deadline.get("spent") is not None else "")]
 
 
-def _pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
+def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict[str, Any]]:
     """The pairs of hosts measured (the table every rank gathered), with each link's bandwidth (the slower direction;
     0 for a pair that did not answer within its deadline), its two-rank all_reduce, the TCP segments both ends sent and
     retransmitted meanwhile, and the judgements' verdicts by host name; None when no rank measured them."""
@@ -611,7 +612,7 @@ def _pair_table(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
             "verdicts": describe_silence(silence, hosts, record.get("deadline")) + describe(verdict, hosts) + describe_loss(loss, hosts) + wrong,
             "tcp": {hosts[i]: counts for i, counts in enumerate(record.get("tcp") or []) if counts},
             "interfaces": {hosts[i]: facts for i, facts in enumerate(record.get("interfaces") or []) if isinstance(facts, dict)},
-            "interface_causes": {hosts[i]: found for i, found in interface_causes(list(record.get("interfaces") or []), _named(hosts, verdict, loss, silence)).items()}}
+            "interface_causes": {hosts[i]: found for i, found in interface_causes(list(record.get("interfaces") or []), _named(hosts, verdict, loss, silence), command).items()}}
 
 
 def _named(hosts: Sequence[str], verdict, loss, silence) -> set[int]:
@@ -636,9 +637,9 @@ def _link_evidence(link: Mapping[str, Any], deadline: Optional[float]) -> str:
     return text
 
 
-def pairs_finding(ranks: Sequence[RankRecord]) -> Finding:
+def pairs_finding(ranks: Sequence[RankRecord], command: str = "") -> Finding:
     cid = "live.pairs"
-    table = pair_table(ranks)
+    table = pair_table(ranks, command)
     if table is None:
         return Finding(cid, Status.SKIP, "no rank reached the pair tests")
     try:
@@ -1102,7 +1103,7 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
             world_finding(ranks, expect),
             allreduce_finding(ranks),
             *([fabric_finding(ranks, expect)] if expect.fabric else [bandwidth_finding(ranks)]),  # the sweep measures all_reduce itself
-            *([pairs_finding(ranks)] if expect.pairs else []),
+            *([pairs_finding(ranks, expect.ccl.env_command)] if expect.pairs else []),
             trainer_finding(ranks, expect),
         ]
     findings.append(network_finding(ranks, expect))

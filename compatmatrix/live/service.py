@@ -259,7 +259,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
             sweep = fabric_rows(ranks)
             details["fabric"] = None if sweep is not None and "unreadable" in sweep else sweep  # said by live.fabric
             if _across_hosts(options):
-                details["pairs"] = pair_table(ranks)
+                details["pairs"] = pair_table(ranks, ccl.env_command)
         return LiveResult(findings, details)
     finally:
         release(owned)

@@ -72,7 +72,7 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     # the launcher's own program on this machine (mpirun and its MPI; torchrun needs torch), then the command line
     tool = LAUNCHERS[options.launcher].tool(ToolRequest(python, snapshot.get("torch") is not None, options.mpirun, options.mpi_flavor, options.print_only))
     notes += list(tool.notes)
-    master, nnodes, said = job_hosts(options.launcher, environ)
+    master, nnodes, said = job_hosts(options.launcher, environ, python=python)
     notes += said
     oneccl, additions, said = launch_oneccl(snapshot, options.launcher, tool.program if options.launcher == "mpirun" else None, master, nnodes)
     rank_env = {**rank_env, **{k: v for k, v in oneccl.items() if k not in rank_env}}  # the plan's thread settings stay
@@ -103,7 +103,7 @@ def launch_oneccl(snapshot, launcher: str, mpirun: Optional[str], master: Option
     return found.all_exports(), additions, notes + list(found.comments)
 
 
-def job_hosts(launcher: str, environ: Mapping[str, str], hostnames=None) -> tuple[Optional[str], int, list[str]]:  # noqa: ANN001
+def job_hosts(launcher: str, environ: Mapping[str, str], hostnames=None, python: str = "") -> tuple[Optional[str], int, list[str]]:  # noqa: ANN001
     """(master, node count, notes) of a launch across hosts: under srun inside an allocation of several nodes, its first
     host (``scontrol show hostnames``, as each task's MASTER_ADDR is taken) and its node count; (None, 1, []) elsewhere
     (torchrun --standalone and mpirun without a hostfile stay on this host)."""
@@ -111,7 +111,7 @@ def job_hosts(launcher: str, environ: Mapping[str, str], hostnames=None) -> tupl
         return None, 1, []
     from ..launchers.srun import allocation_master
 
-    return allocation_master(environ, hostnames)
+    return allocation_master(environ, hostnames, python)
 
 
 def oneccl_bindings_installed(snapshot) -> bool:  # noqa: ANN001 - an EnvSnapshot

@@ -118,7 +118,9 @@ def go_yaml_tagged(tag: str, text: str) -> Resolved:
         found = Resolved(STR, text)
     if found.tag == tag:
         return found
-    if tag == FLOAT and found.tag == INT:
+    if tag == FLOAT and found.tag == INT and _INT64[0] <= found.value <= _INT64[1]:
+        # resolve.go 91-109: the deferred check converts an int or int64 only; past int64 the value is a uint64 (151-161),
+        # which fails "cannot decode !!int `9223372036854775808` as a !!float"
         return Resolved(FLOAT, float(found.value))
     raise ValueError(f"cannot decode !!{found.tag} `{text}` as a !!{tag}")
 

@@ -36,11 +36,21 @@ _CLASSES: dict[str, Any] = {}
 
 def _typed(node: Any) -> Any:
     """A scalar node as go-yaml types it (goyaml.Resolved; None for a merge key); ValueError as go-yaml's failf."""
-    from .goyaml import go_yaml_tagged
+    from .goyaml import Resolved, go_yaml_tagged
 
     tag = str(node.tag)
     short = tag[len(_TAG):] if tag.startswith(_TAG) else "str"  # go-yaml hands a scalar of any other tag over as its text
-    return None if short == "merge" else go_yaml_tagged(short, node.value)
+    if short == "merge":  # resolve.go resolvableTag: !!merge is not resolved, its text kept; "<<" merges as a key (_is_merge)
+        return None if node.value == "<<" else Resolved("str", node.value)
+    return go_yaml_tagged(short, node.value)
+
+
+def _is_merge(node: Any) -> bool:
+    """decode.go isMerge (go-yaml v2.4.0, lines 813-815): a scalar "<<" that is implicit (plain, or tagged with the
+    non-specific ``!``) or tagged !!merge; the resolver and compose_scalar_node give both the merge tag."""
+    import yaml
+
+    return isinstance(node, yaml.ScalarNode) and node.tag == _TAG + "merge" and node.value == "<<"
 
 
 def _go_yaml_classes() -> tuple[Any, Any]:
@@ -66,7 +76,18 @@ def _go_yaml_classes() -> tuple[Any, Any]:
             raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
 
     class GoYamlLoader(GoYamlResolver, yaml.SafeLoader):
+        def compose_scalar_node(self, anchor: Any) -> Any:
+            """The non-specific tag ``!``: go-yaml's parser makes the scalar implicit with the tag "!" (parserc.go
+            470-471), which resolve() does not resolve (resolve.go 76-89): the text, whatever it looks like, and a merge
+            as a key when it is "<<" (decode.go isMerge). PyYAML would resolve it as a plain scalar (`! 3e-5`: a float)."""
+            event = self.peek_event()
+            if event.tag == "!":
+                event.tag = _TAG + (MERGE if event.value == "<<" else "str")
+            return super().compose_scalar_node(anchor)
+
         def construct_go_scalar(self, node: Any) -> Any:
+            if not isinstance(node, yaml.ScalarNode):  # a mapping or a sequence: go-yaml's decoder goes by the node's kind, not its tag
+                return self.construct_go_other(node)
             found = resolved(node)
             if found is None:
                 return "<<"
@@ -83,7 +104,7 @@ def _go_yaml_classes() -> tuple[Any, Any]:
                 raise yaml.constructor.ConstructorError(None, None, f"expected a mapping node, but found {node.id}", node.start_mark)
             mapping: dict = {}
             for key_node, value_node in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.tag == _TAG + "merge":
+                if _is_merge(key_node):
                     sources = value_node.value[::-1] if isinstance(value_node, yaml.SequenceNode) else [value_node]
                     for source in sources:
                         if not isinstance(source, yaml.MappingNode):
@@ -112,7 +133,8 @@ def _go_yaml_classes() -> tuple[Any, Any]:
         except NoJSONForm:  # null or a uint64: kept as its text; load_documents' no_json names its path
             return node.value
 
-    for short in ("null", "bool", "int", "float", "str", "timestamp", "binary", MERGE):
+    # !!map and !!seq too: go-yaml's decoder goes by the node's kind (a scalar tagged !!map is its text: resolve.go 76-89)
+    for short in ("null", "bool", "int", "float", "str", "timestamp", "binary", MERGE, "map", "seq"):
         GoYamlLoader.add_constructor(_TAG + short, GoYamlLoader.construct_go_scalar)
     for other in (_TAG + "omap", _TAG + "pairs", _TAG + "set", None):
         GoYamlLoader.add_constructor(other, GoYamlLoader.construct_go_other)
