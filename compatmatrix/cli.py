@@ -983,15 +983,16 @@ def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
 
 def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
     from .options import TuneArgs
-    from .tune.paths import normal_name
 
-    reads = []
+    command = _command_words(ns.training_command)
+    if ns.reads and not command:
+        raise UsageError("--reads names an argument of a training command, and none was given after --.",
+                         "Pass the command after -- (compat tune --reads data_path -- train.py --data_path d), or drop --reads.")
     for word in ns.reads:
-        name = normal_name("--" + word.lstrip("-"))
-        if not name or "=" in word:
-            raise UsageError(f"--reads takes the name of one of the command's options, not {word[:60]!r}.", "Pass e.g. --reads data_path (without its value).")
-        reads.append(name)
-    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, _command_words(ns.training_command), tuple(reads))
+        if not word.strip("-") or "\0" in word:
+            raise UsageError(f"--reads takes the name of one of the command's options or a positional argument as written, not {word[:60]!r}.",
+                             "Pass e.g. --reads data_path (without its value).")
+    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, command, tuple(ns.reads))
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:

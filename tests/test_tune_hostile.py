@@ -115,9 +115,10 @@ from compatmatrix.tune.paths import classify, redirect  # noqa: E402
 @pytest.mark.parametrize("argv, redirected, kept, caches, refused", [
     (["--output_dir", "o", "--logging_dir=l", "--save_dir", "s", "--checkpoint_path", "c", "--log_file", "f", "--outdir", "d", "--output", "x"],
      ("output_dir", "logging_dir", "save_dir", "checkpoint_path", "log_file", "outdir"), (), (), ()),  # --output: argparse's --output_dir
-    (["--model_name_or_path", "m", "--train_file", "t.csv", "--data_dir", "d", "--cache_dir", "c"], (), ("model_name_or_path", "train_file", "data_dir"), ("cache_dir",), ()),
-    (["--data_path", "d", "--foo-dir", "f", "--dir", "x"], (), (), (), ("data_path", "foo_dir", "dir")),
-    (["--overwrite_output_dir", "--logging_strategy", "steps", "--log", "info", "--profile", "p", "--save_steps", "5"], (), (), (), ()),
+    (["--model_name_or_path", "m", "--train_file", "t.csv", "--data_dir", "d", "--cache_dir", "c"], (), ("--model_name_or_path", "--train_file", "--data_dir"), ("cache_dir",), ()),
+    (["--data_path", "d", "--foo-dir", "f", "--dir", "x"], (), (), (), ("--data_path", "--foo-dir", "--dir")),
+    (["--overwrite_output_dir", "--logging_strategy", "steps", "--log", "info", "--profile", "p", "--save_steps", "5"], (), (), (), ("--logging_strategy", "--log", "--profile")),
+    (["--do_train", "--overwrite_output_dir", "--logging_strategy", "steps", "--log", "info", "--save_steps", "5"], (), (), (), ("--log",)),  # a Trainer's own
     (["--output_dir", "--seed", "1"], (), (), (), ()),  # no value: nothing to point anywhere
     (["--output_d", "o", "--outp=o", "--logging_d", "l", "--output-dir", "-"], ("output_dir", "logging_dir"), (), (), ()),  # argparse's abbreviations; '-' is a value
 ])
@@ -126,9 +127,10 @@ def test_the_path_rule(argv, redirected, kept, caches, refused):
     assert (found.redirected, found.kept, found.caches, found.refused) == (redirected, kept, caches, refused)
 
 
-def test_reads_keeps_a_path_but_never_the_trainers_own_outputs():
+def test_reads_keeps_a_path_but_never_an_output():
     found = classify(["t.py", "--data_path", "d", "--output_dir", "o", "--save_dir", "s"], reads=("data_path", "output_dir", "save_dir"))
-    assert found.kept == ("data_path", "save_dir") and found.redirected == ("output_dir",) and found.refused == ()
+    assert found.kept == ("--data_path",) and found.redirected == ("output_dir", "save_dir") and found.refused == ()
+    assert found.conflicts == ("output_dir", "save_dir")
 
 
 HOSTILE_VALUES = st.one_of(st.sampled_from(["..", "../../etc", "/", "", ".", "~", "-", "a\nb", "$(rm -rf ~)", "x" * 300, "/dev/null", "out/", "é",
@@ -143,7 +145,7 @@ def test_every_redirected_value_lands_inside_the_runs_folder(pairs, trainer, tmp
     for name, value, glued in pairs:
         argv += [f"{name}={value}"] if glued else [name, value]
     folder = tmp_path_factory.mktemp("run") / "paths"
-    found = classify(argv, trainer=trainer)
+    found = classify(argv, trainer=trainer or None)
     words = redirect(argv, found, folder)
     assert len(words) == len(argv) + (2 if found.add_output_dir else 0)
     for at, word in enumerate(words):
@@ -289,3 +291,121 @@ def test_sigkill_of_tune_under_torchrun_leaves_no_rank_and_the_next_start_sweeps
     done = run_tune(fake_torch, "--json", "--", str(WRITER), "--output_dir", "out", cwd=tmp_path, tmpdir=temp)
     assert done.returncode in (0, 1), done.stderr
     assert list(temp.iterdir()) == []  # the next compat tune swept it
+
+
+# --- the closed rule (issue 31, second review): every argument of the command is placed, or refused before anything runs
+
+from compatmatrix.errors import CompatError  # noqa: E402
+from compatmatrix.tune.paths import refuse  # noqa: E402
+from compatmatrix.tune.trainer import is_trainer_command, trainer_argv  # noqa: E402
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["--save_d", "saved", "--outd", "od", "--output_dir", "out"], ("--save_d", "--outd")),  # argparse's abbreviations of the script's own options
+    (["--output_dir", "o", "-o", "o1"], ("-o",)),  # a short option
+    (["--output_dir", "o", "-oo1", "-o=o2"], ("-o",)),  # glued
+    (["--ckpt", "c1", "--save", "s", "--save_to", "x", "--model_out", "m", "--log", "l", "--tensorboard", "t"],
+     ("--ckpt", "--save", "--save_to", "--model_out", "--log", "--tensorboard")),  # names that say no path
+    (["--output_dir", "o", "config.json"], ("config.json",)),  # a positional
+    (["--do_train", "--", "--output_dir"], ("--output_dir",)),  # after --, a positional however it looks
+    (["--do_train", "--model_name", "m"], ("--model_name",)),  # an abbreviation of an input: the script may have its own --model_name
+])
+def test_every_argument_compat_cannot_place_is_refused(argv, refused):
+    found = classify(["t.py", *argv])
+    assert found.refused == refused, found
+    with pytest.raises(CompatError) as caught:
+        refuse(found)
+    assert f"--reads {refused[0].lstrip('-')}" in str(caught.value)
+
+
+def test_a_word_argparse_reads_as_no_option_is_refused_and_declared_as_written():
+    found = classify(["t.py", "--x y", "z"])
+    assert found.refused == ("--x y", "z")
+    with pytest.raises(CompatError, match="--reads '--x y' --reads z"):
+        refuse(found)
+    assert classify(["t.py", "--x y", "z"], reads=("--x y", "z")).kept == ("--x y", "z")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--seed", "3", "--learning_rate", "-1e-5", "--fp16", "true", "--flag", "--other", "7", "-v", "-j4", "12", "--no", "False"],
+    ["--output_dir", "o", "--lr_scheduler_type", "cosine", "--run_name", "a/b", "--optim=adamw_torch", "--report_to", "wandb", "tensorboard"],
+    ["--do_train", "--per_device_train_b", "4", "--model_name_or_path", "gpt2", "--dataset_name", "wikitext"],
+])
+def test_values_that_are_plainly_no_path_and_the_trainers_own_options_pass(argv):
+    found = classify(["t.py", *argv])
+    assert found.refused == (), found
+
+
+def test_hfargumentparsers_dash_aliases_and_argparse_prefixes_are_the_trainers_options():
+    """HfArgumentParser adds --field-name beside --field_name (transformers src/transformers/hf_argparser.py,
+    _parse_dataclass_field: long_options.append(f"--{field.name.replace('_', '-')}")); argparse takes a unique prefix."""
+    assert is_trainer_command(["t.py", "--do-train"]) and is_trainer_command(["t.py", "--output-d", "o"])
+    assert classify(["t.py", "--do-train"]).add_output_dir
+    found = classify(["t.py", "--Output-Dir", "o", "--logging-dir=l", "--outp", "p"])
+    assert found.redirected == ("output_dir", "logging_dir") and not found.add_output_dir
+
+
+@pytest.mark.parametrize("hub", [["--push-to-hub"], ["--push_to_hub", "true"], ["--push_to_hub=yes"], ["--push"], ["--hub-model-id", "me/m"],
+                                 ["--hub_token=secret"], ["--hub-strategy", "end"], ["--push_to_hub_model_id", "m"]])
+def test_push_to_hub_and_the_hub_options_are_dropped_in_every_spelling(hub):
+    words = trainer_argv(["t.py", "--output_dir", "o", *hub, "--seed", "1"], 20, 1, None, "fp32", False)
+    assert words is not None
+    assert words[:5] == ["t.py", "--output_dir", "o", "--seed", "1"], words  # the hub words (between) are gone
+    assert words[-2:] == ["--push_to_hub", "false"] or words[words.index("--push_to_hub") + 1] == "false"
+    assert sum(w.partition("=")[0].replace("-", "_").startswith(("__push", "__hub")) for w in words) == 1
+
+
+def test_dashed_training_options_are_read_and_replaced():
+    argv = ["t.py", "--output_dir", "o", "--per-device-train-batch-size", "64", "--max-steps", "1000", "--bf16", "--logging-steps=50"]
+    assert global_batch(argv) == 64
+    words = trainer_argv(argv, 20, 2, "gloo", "fp32", False)
+    assert words is not None and "--per-device-train-batch-size" not in words and "--max-steps" not in words and "--bf16" not in words
+    assert not any(w.startswith("--logging-steps") for w in words)
+    pairs = dict(zip(words[3::2], words[4::2]))
+    assert pairs["--per_device_train_batch_size"] == "32" and pairs["--max_steps"] == "20"
+
+
+def test_reads_never_turns_an_output_into_an_input():
+    found = classify(["t.py", "--save_dir", "saved", "--output_dir", "o"], reads=("save_dir",))
+    assert found.redirected == ("save_dir", "output_dir") and found.conflicts == ("save_dir",)
+    with pytest.raises(CompatError, match="--reads save_dir"):
+        refuse(found)
+
+
+def test_reads_names_a_positional_a_short_option_or_an_abbreviation():
+    found = classify(["t.py", "--output_dir", "o", "config.json", "-c", "x.yaml", "--save_d", "s"], reads=("config.json", "c", "save_d"))
+    assert found.refused == () and found.kept == ("config.json", "-c", "--save_d")
+    unused = classify(["t.py", "--output_dir", "o"], reads=("data_path",))
+    assert unused.unmatched == ("data_path",)
+    with pytest.raises(CompatError, match="--reads data_path"):
+        refuse(unused)
+
+
+def test_abbreviations_of_the_scripts_own_outputs_are_refused_before_anything_runs(fake_torch, tmp_path):
+    """The HIGH defect of the second review: --save_d and --outd (argparse's --save_dir and --outdir) wrote ./saved and ./od."""
+    done = run_tune(fake_torch, "--", "python", str(WRITER), "--save_d", "saved", "--outd", "od", "--output_dir", "out", cwd=tmp_path, tmpdir=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "--save_d" in done.stderr and "--outd" in done.stderr and "--reads save_d" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dashed_do_train_gets_an_output_dir_in_the_scratch_folder(fake_torch, tmp_path):
+    done = run_tune(fake_torch, "--json", "--", str(WRITER), "--do-train", "--push-to-hub", cwd=tmp_path, tmpdir=tmp_path)
+    assert "Traceback" not in done.stderr, done.stderr
+    notes = " ".join(json.loads(done.stdout)["notes"])
+    assert "--output_dir (added" in notes and "--push-to-hub" in notes, notes
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reads_without_a_command_or_naming_an_output_is_a_usage_error(tmp_path):
+    done = run_tune(sys.executable, "--reads", "x", cwd=tmp_path, tmpdir=tmp_path)
+    assert done.returncode == 2 and "--reads" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    done = run_tune(sys.executable, "--reads", "save_dir", "--", str(WRITER), "--save_dir", "saved", cwd=tmp_path, tmpdir=tmp_path)
+    assert done.returncode == 2 and "--reads save_dir" in done.stderr and "output" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_script_is_named_with_its_fix_not_the_budget(fake_torch, tmp_path):
+    done = run_tune(fake_torch, "--", "nothere.py", "--output_dir", "out", cwd=tmp_path, tmpdir=tmp_path)
+    assert done.returncode == 2 and "nothere.py" in done.stderr and "--budget" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -211,7 +211,27 @@ def _command_of(options: TuneOptions) -> tuple[tuple[str, ...], list[str], Optio
         raise CompatError("compat tune -- COMMAND needs a script after the interpreter.", "Pass e.g. compat tune -- train.py --output_dir out.")
     paths = classify(words, options.reads, is_trainer_command(words))
     refuse(paths)
+    _script_exists(words)
     return tuple(words), ([dropped] if dropped else []) + notes(paths), paths
+
+
+def _script_exists(words: list[str]) -> None:
+    """Raise the sentence for a script that is not there (where the ranks would open it: the caller's folder), before
+    anything runs; -m MODULE and -c CODE are the interpreter's to find."""
+    if words[0] in ("-m", "-c"):
+        return
+    from ..errors import shown
+
+    folder = _cwd()
+    script = Path(words[0]) if folder is None else folder / words[0]
+    try:
+        found = script.is_file()
+    except (OSError, ValueError):  # a name past NAME_MAX, a NUL
+        found = False
+    if not found:
+        raise CompatError(f"The training script {shown(words[0])} of your command is no file{'' if folder is None else f' in {shown(str(folder), 200)}'}.",
+                          "Pass the script's path as the ranks would open it (relative to the folder you run compat tune in), "
+                          "e.g. compat tune -- train.py --output_dir out.")
 
 
 def measure(configurations, runner, machine, budget: float, started: float, measured: list[Measured], notes: list[str],  # noqa: ANN001

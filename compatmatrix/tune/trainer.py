@@ -6,8 +6,10 @@ command line (``--output_dir`` or ``--do_train``) and sets, for every run, overr
 
 * ``--max_steps N`` (the bounded run), ``--logging_steps 1`` and ``--logging_strategy steps`` (a loss line every
   step: the Trainer prints ``{'loss': 0.6931, 'grad_norm': …, 'learning_rate': …, 'epoch': …}`` on the main process),
-  ``--save_strategy no`` (no checkpoints) and ``--report_to none`` (nothing sent), ``--disable_tqdm true`` (no progress
-  bar in the log); ``--push_to_hub`` is dropped. Where the run writes is tune/paths.py's: ``--save_strategy no`` does not
+  ``--save_strategy no`` (no checkpoints), ``--report_to none`` and ``--push_to_hub false`` (nothing sent; the
+  command's push_to_hub and hub_* options are dropped, every spelling), ``--disable_tqdm true`` (no progress bar in the
+  log). The command's options are read in every spelling HfArgumentParser and argparse take (tune/argv.py:
+  ``--per-device-train-batch-size``, a unique prefix). Where the run writes is tune/paths.py's: ``--save_strategy no`` does not
   stop a script's own ``save_model()``, so the output arguments point into each run's own folder;
 * the configuration's own Trainer flags: ``--ddp_backend gloo|ccl``, ``--bf16``, ``--torch_compile``;
 * the same global batch in every configuration: ``--per_device_train_batch_size`` becomes the command's value (the
@@ -35,7 +37,6 @@ from typing import Optional
 
 from ..record import Record
 
-TRAINER_MARKERS = ("--output_dir", "--do_train")
 DEFAULT_BATCH = 8  # TrainingArguments.per_device_train_batch_size's default
 MAX_BATCH = 1 << 20  # a per-device batch past this is no batch a CPU run takes (and never a divisor to compute with)
 STEPS_VAR = "COMPAT_TUNE_STEPS"
@@ -56,7 +57,10 @@ class TrainerLog(Record):
 
 
 def is_trainer_command(argv: Sequence[str]) -> bool:
-    return any(word.partition("=")[0] in TRAINER_MARKERS for word in argv)
+    """An HF Trainer command: --output_dir or --do_train in any spelling the Trainer's parser takes (tune/argv.py)."""
+    from .argv import is_trainer
+
+    return is_trainer(argv)
 
 
 def script_words(argv: Sequence[str]) -> tuple[list[str], Optional[str]]:
@@ -68,47 +72,51 @@ def script_words(argv: Sequence[str]) -> tuple[list[str], Optional[str]]:
     return words, None
 
 
-def _value(argv: Sequence[str], flag: str) -> Optional[str]:
+BATCH = "per_device_train_batch_size"
+#: the Trainer options each run sets (replaced in the command, in every spelling argparse reads as one of them)
+VALUED = ("max_steps", "logging_steps", "logging_strategy", "save_strategy", "report_to", "disable_tqdm", "ddp_backend", BATCH,
+          "per_gpu_train_batch_size")  # transformers 4's per_gpu_train_batch_size overrides the per-device one: dropped
+BOOLEAN = ("bf16", "torch_compile", "fp16")
+
+
+def _value(argv: Sequence[str], name: str) -> Optional[str]:
+    """The last value the command gives the Trainer option ``name``, in any spelling that means it alone."""
+    from .argv import arguments, resolved
+
     found = None
-    for i, word in enumerate(argv):
-        name, eq, inline = word.partition("=")
-        if name == flag:
-            found = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    for arg in arguments(argv):
+        if arg.kind == "long" and arg.values and resolved(arg.name) == name:
+            found = arg.values[0]
     return found
 
 
-_BOOL_WORDS = ("true", "false", "1", "0", "yes", "no")
+def _without(argv: Sequence[str], names: Sequence[str]) -> list[str]:
+    """``argv`` without every option argparse may read as one of ``names`` or as a Hub option (push_to_hub, hub_*),
+    with its value words (a bool option's only where they are true/false words)."""
+    from .argv import BOOL_WORDS, BOOLS, KNOWN, arguments, candidates
 
-
-def _without(argv: Sequence[str], valued: Sequence[str], boolean: Sequence[str]) -> list[str]:
-    """``argv`` without the ``valued`` flags and their value, and without the ``boolean`` flags (and a true/false word
-    after one)."""
-    kept: list[str] = []
-    i = 0
-    while i < len(argv):
-        name, eq, _ = argv[i].partition("=")
-        if name in valued:
-            i += 1 if eq else 2
-        elif name in boolean:
-            i += 2 if (not eq and i + 1 < len(argv) and argv[i + 1].lower() in _BOOL_WORDS) else 1
-        else:
-            kept.append(argv[i])
-            i += 1
-    return kept
+    drop: set[int] = set()
+    for arg in arguments(argv):
+        meant = candidates(arg.name) if arg.kind == "long" else frozenset()
+        kinds = {KNOWN[name] for name in meant}
+        if not (meant & set(names) or "hub" in kinds):
+            continue
+        end = arg.end
+        if meant <= BOOLS and not arg.glued and not all(value.lower() in BOOL_WORDS for value in arg.values):
+            end = arg.start + 1  # a word after a flag that is no true/false word is not its value
+        drop.update(range(arg.start, end))
+    return [word for at, word in enumerate(argv) if at not in drop]
 
 
 def global_batch(argv: Sequence[str]) -> int:
-    """The command's per-device batch (one process's, the reference's), DEFAULT_BATCH when not given."""
+    """The command's per-device batch (one process's, the reference's), DEFAULT_BATCH when not given; transformers 4's
+    --per_gpu_train_batch_size first, as the Trainer reads it."""
     from ..values import whole_number
 
-    text = _value(argv, "--per_device_train_batch_size")
+    text = _value(argv, "per_gpu_train_batch_size")
+    text = text if text is not None else _value(argv, BATCH)
     number = whole_number(text, 1, MAX_BATCH) if text is not None else None
     return number if number is not None else DEFAULT_BATCH
-
-
-VALUED = ("--max_steps", "--logging_steps", "--logging_strategy", "--save_strategy", "--report_to", "--disable_tqdm",
-          "--ddp_backend", "--per_device_train_batch_size")
-BOOLEAN = ("--bf16", "--torch_compile", "--fp16", "--push_to_hub")  # --push_to_hub dropped: its default, false, sends nothing
 
 
 def trainer_argv(argv: Sequence[str], steps: int, ranks: int, backend: Optional[str], dtype: str, compile: bool) -> Optional[list[str]]:
@@ -116,9 +124,9 @@ def trainer_argv(argv: Sequence[str], steps: int, ranks: int, backend: Optional[
     batch = global_batch(argv)
     if batch % ranks:
         return None
-    words = _without(argv, VALUED, BOOLEAN)
+    words = _without(argv, VALUED + BOOLEAN)
     words += ["--max_steps", str(steps), "--logging_steps", "1", "--logging_strategy", "steps", "--save_strategy", "no",
-              "--report_to", "none", "--disable_tqdm", "true", "--per_device_train_batch_size", str(batch // ranks)]
+              "--report_to", "none", "--push_to_hub", "false", "--disable_tqdm", "true", "--per_device_train_batch_size", str(batch // ranks)]
     if backend:
         words += ["--ddp_backend", backend]
     if dtype == "bf16":
