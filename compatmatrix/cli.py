@@ -525,8 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cmd.add_argument("--no-compile", action="store_true", help="leave torch.compile out (the training cannot use it)")
     tune_cmd.add_argument("--json", action="store_true", help="print the table as JSON (compatmatrix/schemas/tune-v1.json)")
     tune_cmd.add_argument("--reads", action="append", default=[], metavar="NAME",
-                          help="a path argument of the training command that its runs only read (e.g. --reads data_path): passed as given; "
-                          "repeatable (output arguments are pointed into each run's own folder; see README, compat tune)")
+                          help="an argument of the training command that its runs only read: an option's name (--reads data_path), a short "
+                          "option's letter, or a positional as written; passed as given; repeatable (outputs are pointed into each run's own "
+                          "folder, anything else compat cannot place is refused; see README, compat tune)")
     _target_options(tune_cmd, python="the training environment's interpreter (default: $COMPAT_PYTHON, else the running one)")
     tune_cmd.command_remainder = True
     tune_cmd.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
