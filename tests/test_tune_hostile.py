@@ -365,6 +365,14 @@ def test_dashed_training_options_are_read_and_replaced():
     assert pairs["--per_device_train_batch_size"] == "32" and pairs["--max_steps"] == "20"
 
 
+def test_what_compat_adds_goes_before_the_commands_separator(tmp_path):
+    argv = ["t.py", "--do_train", "--", "pos"]
+    found = classify(argv, reads=("pos",))
+    assert found.kept == ("pos",) and found.add_output_dir
+    words = redirect(trainer_argv(argv, 20, 1, None, "fp32", False), found, tmp_path)
+    assert words[-2:] == ["--", "pos"] and "--output_dir" in words and "--max_steps" in words
+
+
 def test_reads_never_turns_an_output_into_an_input():
     found = classify(["t.py", "--save_dir", "saved", "--output_dir", "o"], reads=("save_dir",))
     assert found.redirected == ("save_dir", "output_dir") and found.conflicts == ("save_dir",)
@@ -375,6 +383,9 @@ def test_reads_never_turns_an_output_into_an_input():
 def test_reads_names_a_positional_a_short_option_or_an_abbreviation():
     found = classify(["t.py", "--output_dir", "o", "config.json", "-c", "x.yaml", "--save_d", "s"], reads=("config.json", "c", "save_d"))
     assert found.refused == () and found.kept == ("config.json", "-c", "--save_d")
+    assert classify(["t.py", "--output_dir", "o", "--seed", "3"], reads=("seed",)).unmatched == ()  # needs no declaring: no typo
+    assert classify(["t.py", "--do_train", "config.json"]).refused == ("config.json",)  # a flag takes no path for its value
+    assert classify(["t.py", "--do_train", "config.json"], reads=("config.json",)).kept == ("config.json",)
     unused = classify(["t.py", "--output_dir", "o"], reads=("data_path",))
     assert unused.unmatched == ("data_path",)
     with pytest.raises(CompatError, match="--reads data_path"):
@@ -409,3 +420,26 @@ def test_a_missing_script_is_named_with_its_fix_not_the_budget(fake_torch, tmp_p
     done = run_tune(fake_torch, "--", "nothere.py", "--output_dir", "out", cwd=tmp_path, tmpdir=tmp_path)
     assert done.returncode == 2 and "nothere.py" in done.stderr and "--budget" not in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+SPELLINGS = st.sampled_from(["--output_dir", "--output-dir", "--outp", "--do-train", "--push-to-hub", "--push", "--hub-model-id", "--hub_token=x",
+                             "--per-device-train-batch-size", "--per_device_train_b", "--save_d", "-o", "-oo", "--", "--bf16", "true", "yes",
+                             "3", "-1e-5", "out", "config.json", "--report_to", "--no_remove_unused_columns", "--x y", "-é", "---", "-", "--=x"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.one_of(SPELLINGS, st.text(max_size=8)), max_size=10), reads=st.lists(st.sampled_from(["o", "save_d", "out", "x"]), max_size=2))
+def test_any_command_is_placed_or_refused_and_a_placed_trainer_command_sends_nothing(words, reads, tmp_path_factory):
+    argv = ["t.py", *words]
+    found = classify(argv, reads=reads)
+    if found.refused or found.conflicts or found.unmatched:
+        with pytest.raises(CompatError):
+            refuse(found)
+        return
+    refuse(found)
+    if found.trainer:
+        built = trainer_argv(argv, 20, 1, None, "fp32", False)
+        if built is not None:
+            hub = [w for w in built if w.partition("=")[0].replace("-", "_").startswith(("__push", "__hub"))]
+            assert hub == ["--push_to_hub"], built
+            redirect(built, classify(built, reads=reads), tmp_path_factory.mktemp("run"))

@@ -156,8 +156,8 @@ def first_argument(words: Sequence[str]) -> int:
 
 def arguments(words: Sequence[str], trainer: bool = True) -> list[Arg]:
     """The script's arguments in ``words`` (the command after its interpreter), as argparse splits them: a long option
-    takes ``=VALUE`` or the next word that is no option (a known list option every such word; a known option of the
-    Trainer that takes no value, none); a short one ``-oVALUE``, ``-o=VALUE`` or the next word; after ``--``
+    takes ``=VALUE`` or the next word that is no option (a known list option every such word; a known bool option only a
+    true/false word; a ``--no_FIELD`` none); a short one ``-oVALUE``, ``-o=VALUE`` or the next word; after ``--``
     every word is positional."""
     found: list[Arg] = []
     at = first_argument(words)
@@ -189,7 +189,8 @@ def arguments(words: Sequence[str], trainer: bool = True) -> list[Arg]:
             if kind == "list":
                 while end < len(words) and not is_option(words[end]) and words[end] != "--":
                     end += 1
-            elif end < len(words) and not is_option(words[end]) and words[end] != "--" and not (kind == "bool" and meant and meant.startswith("no_")):
+            elif end < len(words) and not is_option(words[end]) and words[end] != "--" and not (meant and meant.startswith("no_")) \
+                    and (meant not in BOOLS or words[end].lower() in BOOL_WORDS):  # a flag's value: a true/false word only
                 end += 1
             found.append(Arg("long", body, name, at, end, tuple(words[at + 1:end])))
             at = end
@@ -210,6 +211,15 @@ def arguments(words: Sequence[str], trainer: bool = True) -> list[Arg]:
 
 #: words taken for no path whatever the option: true/false, yes/no (any case); the single letters of BOOL_WORDS may be files
 PLAIN_WORDS = frozenset({"true", "false", "yes", "no"})
+
+
+def appended(words: Sequence[str], options: Sequence[str]) -> list[str]:
+    """``words`` with ``options`` added where argparse still reads them as options: before the command's ``--``
+    separator, if it has one (after it every word is positional), else at the end (the last of an option wins)."""
+    words = list(words)
+    at = first_argument(words)
+    cut = words.index("--", at) if "--" in words[at:] else len(words)
+    return words[:cut] + list(options) + words[cut:]
 
 
 def plainly_no_path(value: str) -> bool:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..errors import CompatError, shown
 from ..record import Record
-from .argv import KNOWN, Arg, arguments, candidates, is_trainer, normal, plainly_no_path, resolved
+from .argv import KNOWN, Arg, appended, arguments, candidates, is_trainer, normal, plainly_no_path, resolved
 
 #: the Trainer's output folders (TrainingArguments output_dir; logging_dir up to transformers 4)
 TRAINER_OUTPUTS = frozenset(name for name, kind in KNOWN.items() if kind == "output")
@@ -136,6 +136,8 @@ def classify(argv: Sequence[str], reads: Collection[str] = (), trainer: "bool | 
         used.update(hits)
         return bool(hits)
 
+    for arg in arguments(argv, trainer):
+        declared(arg)  # a --reads word naming an argument that needs no declaring (--seed 3) is no typo
     for arg in arguments(argv, trainer):
         target = _place(arg, trainer, declared)
         if arg.kind == "long" and could_be_output(arg, trainer) and declared(arg):
@@ -243,7 +245,7 @@ def redirect(argv: Sequence[str], found: PathArgs, folder: Path) -> list[str]:
         target = str(place / (last if _BASENAME.fullmatch(last) else "out"))
         words[at] = words[at].partition("=")[0] + "=" + target if arg.glued else target
     if found.add_output_dir:
-        words += ["--output_dir", str(folder / "output_dir")]
+        words = appended(words, ["--output_dir", str(folder / "output_dir")])
     return words
 
 

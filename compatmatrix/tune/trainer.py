@@ -124,16 +124,17 @@ def trainer_argv(argv: Sequence[str], steps: int, ranks: int, backend: Optional[
     batch = global_batch(argv)
     if batch % ranks:
         return None
-    words = _without(argv, VALUED + BOOLEAN)
-    words += ["--max_steps", str(steps), "--logging_steps", "1", "--logging_strategy", "steps", "--save_strategy", "no",
-              "--report_to", "none", "--push_to_hub", "false", "--disable_tqdm", "true", "--per_device_train_batch_size", str(batch // ranks)]
+    from .argv import appended
+
+    extra = ["--max_steps", str(steps), "--logging_steps", "1", "--logging_strategy", "steps", "--save_strategy", "no",
+             "--report_to", "none", "--push_to_hub", "false", "--disable_tqdm", "true", "--per_device_train_batch_size", str(batch // ranks)]
     if backend:
-        words += ["--ddp_backend", backend]
+        extra += ["--ddp_backend", backend]
     if dtype == "bf16":
-        words.append("--bf16")
+        extra.append("--bf16")
     if compile:
-        words.append("--torch_compile")
-    return words
+        extra.append("--torch_compile")
+    return appended(_without(argv, VALUED + BOOLEAN), extra)
 
 
 def read_log(text: str) -> TrainerLog:
