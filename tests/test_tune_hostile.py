@@ -401,10 +401,10 @@ def test_abbreviations_of_the_scripts_own_outputs_are_refused_before_anything_ru
 
 
 def test_a_dashed_do_train_gets_an_output_dir_in_the_scratch_folder(fake_torch, tmp_path):
-    done = run_tune(fake_torch, "--json", "--", str(WRITER), "--do-train", "--push-to-hub", cwd=tmp_path, tmpdir=tmp_path)
+    done = run_tune(fake_torch, "--json", "--", str(WRITER), "--do-train", "--push-to-hub", "--per-device-train-batch-size", "64", cwd=tmp_path, tmpdir=tmp_path)
     assert "Traceback" not in done.stderr, done.stderr
     notes = " ".join(json.loads(done.stdout)["notes"])
-    assert "--output_dir (added" in notes and "--push-to-hub" in notes, notes
+    assert "--output_dir (added" in notes and "--push-to-hub" in notes and "global batch of 64" in notes, notes
     assert list(tmp_path.iterdir()) == []
 
 
