@@ -70,11 +70,6 @@ class PathArgs(Record):
     trainer: bool = False  # an HF Trainer command (trainer.is_trainer_command): the Trainer's options are known
 
 
-def normal_name(word: str) -> str:
-    """``--Output-Dir=x`` -> ``output_dir``; "" for a word that is no long option."""
-    return normal(word)
-
-
 def is_path_name(name: str) -> bool:
     """A name that says it holds a path: its last word is a path word (``data_dir``, ``log_file``, ``dir``), an output
     word glued to one (``outdir``, ``logfile``, ``model_savepath``), or just ``output`` / ``out``."""
