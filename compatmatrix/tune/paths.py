@@ -216,8 +216,8 @@ def refuse(found: PathArgs) -> None:
         return
     written = ", ".join(_shell(word) for word in found.refused)
     example = " ".join(f"--reads {_shell(_reads_name(word))}" for word in found.refused)
-    raise CompatError(f"compat tune cannot tell whether your command writes into what {written} name{'s' if len(found.refused) == 1 else ''}: "
-                      "its runs may not write where you keep things.",
+    raise CompatError(f"compat tune cannot tell whether your command writes into what {'this argument' if len(found.refused) == 1 else 'these arguments'} "
+                      f"of it name{'s' if len(found.refused) == 1 else ''}: {written} (its runs may not write where you keep things).",
                       f"If the runs only read it (or it names no file), declare each with {example} (before --); an output must be "
                       "spelled out in full as one (--output_dir, or a name that says an output path, e.g. --save_dir), and compat tune "
                       "points it into each run's own folder.")
