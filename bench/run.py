@@ -11,7 +11,7 @@ finder runs at every start, the floor's too) and a non-editable one, a wheel bui
 venv (what users run; `--skip-wheel` leaves it out).
 
 Goals (issues 15 and 20; ratios measured in one run, never timed tests):
-  compat check --python ENV <= 1.5x the floor  compat resolve --json <= 1.5x  (issue 20: ENV is what users check, torch 2.13
+  compat check --python ENV <= 1.5x the floor  compat resolve --json <= 1.5x  compat check -r FILE <= 1.5x (issue 35)  (issue 20: ENV is what users check, torch 2.13
   CPU + transformers + accelerate, tests/real_envs.py "torch213-stock"; the wheel install is the one that counts)
   a five-pin conflict <= 2.5x
   resolve time grows at most linearly with the matrix: the resolver's own time (in-process, caches cold) for a
@@ -229,6 +229,10 @@ def measure(install: Install, args: argparse.Namespace, scratch: Path, env: dict
         if not args.quick:
             goal_row("compat check --python ENV, every cache off (COMPAT_NO_CACHE=1)", compat + ["check", "--python", args.env], None, dict(env, COMPAT_NO_CACHE="1"))
             goal_row("compat check --python ENV --json", compat + ["check", "--python", args.env, "--json"], None)
+    if wanted("check"):  # issue 35: the static check of a requirements file, and `compat env`, beside the floor
+        goal_row("compat check -r examples/requirements.txt", compat + ["check", "-r", str(ROOT / "examples" / "requirements.txt")], CHECK_GOAL)
+        if not args.quick:
+            goal_row("compat env", compat + ["env"], None)
     if args.doctor_env and wanted("doctor"):
         rows.append(doctor_row(install, args, env))
     if wanted("export"):  # issue 21: the API server's view and the pods of a TrainJob, CEL rules included
