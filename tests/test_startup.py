@@ -7,8 +7,10 @@ static paths. Import lists, not timings: the times themselves are bench/run.py's
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -147,3 +149,42 @@ def test_a_command_builds_only_its_own_options():
     namespace = parser.parse_args(["check", "--json"])
     assert namespace.command == "check"
     assert len(commands["check"]._actions) > 1 and all(len(sub._actions) == 1 for name, sub in commands.items() if name != "check")
+
+
+def test_the_catalogue_lists_every_registered_check_in_its_module_and_order():
+    """checks/finding.CATALOGUE stands in for the registrations until a check runs (issue 35): the same ids, modules,
+    kinds and order as the @check decorators give once every module is imported."""
+    from compatmatrix.checks import builds, imports, oneccl_env, packages, runtime  # noqa: F401  (registration)
+    from compatmatrix.checks.finding import CATALOGUE, REGISTRY, all_checks
+
+    assert [(c.id, c.run.__module__.rsplit(".", 1)[1], c.static) for c in REGISTRY.values()] == list(CATALOGUE)
+    assert [(c.id, c.description, c.static) for c in all_checks()] == [(c.id, c.description, c.static) for c in REGISTRY.values()]
+
+
+CHECK_MODULES = ("compatmatrix.checks.imports", "compatmatrix.checks.oneccl_env", "compatmatrix.checks.runtime")
+# what a child process needs (subprocess, the process-group machinery): no static path below starts one
+CHILD = ("compatmatrix.environment.child", "compatmatrix.processes", "tempfile")
+
+
+def test_check_of_a_requirements_file_loads_only_the_package_checks():
+    """compat check -r runs the packages.* checks alone: the other check modules, the child machinery and the JSON
+    builders (the text summary counts without them) stay unloaded (issue 35)."""
+    modules = imported("check", "-r", str(ROOT / "examples" / "requirements.txt"))
+    assert "compatmatrix.checks.packages" in modules
+    assert not (set(CHECK_MODULES) | set(CHILD) | {"compatmatrix.render.json"}) & modules, sorted((set(CHECK_MODULES) | set(CHILD) | {"compatmatrix.render.json"}) & modules)
+    assert not {"rich", "yaml", "requests", "jsonschema", "tomllib"} & _top(modules)
+
+
+def test_check_of_another_environment_with_a_kept_probe_answer_starts_no_child_and_loads_no_import_probe(tmp_path):
+    import venv
+
+    env = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env)
+    hour_ago = time.time() - 3600  # settled: a probe answer is kept only for an environment nothing changed in just before
+    for path in [env, *env.rglob("*")]:
+        os.utime(path, (hour_ago, hour_ago), follow_symlinks=False)
+    modules = imported("check", "--python", str(env / "bin" / "python"), env_extra={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert list((tmp_path / "cache").rglob("probe-*.json"))  # the second run read the kept answer
+    assert "compatmatrix.checks.imports" not in modules and "compatmatrix.render.json" not in modules
+    assert not set(CHILD) & modules, sorted(set(CHILD) & modules)
+    assert not {"rich", "yaml", "requests", "jsonschema"} & _top(modules)

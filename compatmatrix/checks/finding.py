@@ -106,16 +106,76 @@ def check(id: str, description: str, static: bool = True) -> Callable[[CheckFn],
     return register
 
 
-def all_checks() -> list[Check]:
-    from . import builds, imports, oneccl_env, packages, runtime  # noqa: F401  (registration)
+#: Every check, in the order they run and print: (id, its module in compatmatrix.checks, static). A module registers
+#: its checks (@check) when imported, and the registry imports it when one of its checks runs or is described: compat
+#: check -r runs the packages.* checks alone and loads neither the oneCCL, runtime nor import-probe modules, compat check
+#: never the import probes (tests/test_startup.py; a test there holds this list to the registrations).
+CATALOGUE: tuple[tuple[str, str, bool], ...] = (
+    ("packages.torch-installed", "packages", True),
+    ("packages.ipex-torch", "packages", True),
+    ("packages.ccl-torch", "packages", True),
+    ("packages.known-bad", "packages", True),
+    ("packages.torchvision-torch", "packages", True),
+    ("packages.torchaudio-torch", "packages", True),
+    ("packages.transformers-torch", "packages", True),
+    ("packages.ccl-trainer", "packages", True),
+    ("packages.cuda-build", "packages", True),
+    ("packages.duplicates", "packages", True),
+    ("packages.interrupted-install", "packages", True),
+    ("packages.python-support", "packages", True),
+    ("packages.eol", "packages", True),
+    ("packages.extension-build", "builds", True),
+    ("imports.torch", "imports", False),
+    ("imports.ipex", "imports", False),
+    ("imports.ccl", "imports", False),
+    ("imports.torchvision", "imports", False),
+    ("imports.torchaudio", "imports", False),
+    ("oneccl.setvars", "oneccl_env", True),
+    ("oneccl.fi-provider", "oneccl_env", True),
+    ("oneccl.libfabric", "oneccl_env", True),
+    ("oneccl.mpirun", "oneccl_env", True),
+    ("oneccl.stale-prefix", "oneccl_env", True),
+    ("oneccl.kvs-iface", "oneccl_env", True),
+    ("oneccl.launcher", "oneccl_env", True),
+    ("runtime.ld-preload", "runtime", True),
+    ("runtime.threads", "runtime", True),
+    ("runtime.isa", "runtime", True),
+    ("runtime.shm", "runtime", True),
+)
 
-    return list(REGISTRY.values())
+
+class Listed(Record):
+    """A check as CATALOGUE lists it: what select() needs, without its module; description and run load it."""
+
+    id: str
+    static: bool
+    module: str
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    def registered(self) -> Check:
+        if self.id not in REGISTRY:  # __import__, not importlib.import_module: -X importtime (and so tests/test_startup.py) sees it
+            __import__(f"{__package__}.{self.module}")
+        return REGISTRY[self.id]
+
+    @property
+    def description(self) -> str:
+        return self.registered().description
+
+    def run(self, context: Context) -> Finding:
+        return self.registered().run(context)
 
 
-def select(checks: Iterable[Check], only: Sequence[str] = (), skip: Sequence[str] = (), static_only: bool = False) -> list[Check]:
+def all_checks() -> list[Listed]:
+    return [Listed(id, static, module) for id, module, static in CATALOGUE]
+
+
+def select(checks: Iterable[Listed], only: Sequence[str] = (), skip: Sequence[str] = (), static_only: bool = False) -> list[Listed]:
     """Filter by ids or areas (``packages`` selects every ``packages.*`` check)."""
 
-    def matches(c: Check, names: Sequence[str]) -> bool:
+    def matches(c: Listed, names: Sequence[str]) -> bool:
         return any(c.id == n or c.area == n for n in names)
 
     chosen = [c for c in checks if (not static_only or c.static)]
@@ -129,7 +189,7 @@ def unknown_names(names: Sequence[str]) -> list[str]:
     return [n for n in names if n not in ids]
 
 
-def run_checks(checks: Iterable[Check], context: Context) -> list[Finding]:
+def run_checks(checks: Iterable[Listed], context: Context) -> list[Finding]:
     checks = list(checks)
     context = replace(context, selected=frozenset(c.id for c in checks))  # what a shared probe needs to cover (checks/imports.py)
     findings = []
@@ -140,6 +200,12 @@ def run_checks(checks: Iterable[Check], context: Context) -> list[Finding]:
             finding = Finding(item.id, Status.FAIL, f"the check itself failed: {exc.__class__.__name__}: {exc}", fix="Report this as a compatmatrix bug.")
         findings.append(finding)
     return findings
+
+
+def summary_counts(findings: Iterable[Finding]) -> dict[str, int]:
+    """How many findings have each status, as the --json summary and the text verdict count them."""
+    statuses = [f.status.value for f in findings]
+    return {status: statuses.count(status) for status in ("pass", "warn", "fail", "skip")}
 
 
 def worst(findings: Iterable[Finding]) -> Optional[Status]:

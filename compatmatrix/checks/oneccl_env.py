@@ -16,7 +16,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Optional
 
-from ..environment.child import MARK_VAR, env_timeout, run_child
 from ..environment.interfaces import InterfaceChoice, choose_interface, is_loopback, route_facts, up_interfaces
 from ..environment.linker import LibrarySearch
 from ..environment.oneccl import SystemOneccl, extra_places, locate
@@ -163,12 +162,16 @@ def find_bindings(ctx: Context) -> Optional[Bindings]:
 
 def setvars_timeout() -> float:
     """30 s, or $COMPAT_SETVARS_TIMEOUT when that is a finite number above 0."""
+    from ..environment.child import env_timeout  # subprocess and the process-group machinery: where a child runs
+
     return env_timeout(TIMEOUT_ENV, SOURCE_TIMEOUT_S)
 
 
 def source_setvars(path: Path, env: Mapping[str, str], timeout: Optional[float] = None) -> Sourced:
     """The environment after ``source path`` in a clean bash (no profile, no rc, no arguments); a script that
     fails, exits or hangs gives no environment, the reason and its last lines of output."""
+    from ..environment.child import run_child
+
     limit = setvars_timeout() if timeout is None else timeout
     done_word = f"COMPAT-SETVARS-DONE-{os.urandom(8).hex()}"  # os.urandom: secrets would pull hashlib into every start
     lifeline_read, lifeline_write = os.pipe()
@@ -233,6 +236,8 @@ def _entries(value: str) -> list[str]:
 
 def diff_environment(before: Mapping[str, str], after: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(missing, exports): what ``before`` lacks of ``after``, and the values ``after`` changes."""
+    from ..environment.child import MARK_VAR
+
     missing, exports = {}, {}
     for key in sorted(set(after) | set(before)):
         new, old = after.get(key), before.get(key)

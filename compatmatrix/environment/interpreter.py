@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,7 +18,9 @@ from packaging.version import InvalidVersion, Version
 from ..errors import CompatError, InterpreterError, path_refused, shown
 from ..record import Record
 from ..target import Platform, PythonTarget, probed_platform
-from .child import env_timeout, run_child
+
+# environment/child.py (subprocess, signal, tempfile, the process-group machinery) is imported where a child runs:
+# a cached probe answer (compat check --python ENV) and compat check -r start none (tests/test_startup.py)
 
 PROBE_TIMEOUT_S = 30.0
 TIMEOUT_ENV = "COMPAT_PROBE_TIMEOUT"  # lowers (or raises) every probe's limit, for tests and slow file systems
@@ -63,12 +63,18 @@ def _resolve_executable(path: str) -> str:
 
 def probe_timeout(default: float) -> float:
     """``default``, or $COMPAT_PROBE_TIMEOUT when that is a finite number above 0 (at most a day: child.MAX_TIMEOUT_S)."""
+    from .child import env_timeout
+
     return env_timeout(TIMEOUT_ENV, default)
 
 
 def run_json_probe(executable: str, args: list[str], what: str, timeout: float, env=None) -> dict:
     """Run ``executable args --answer FILE`` and read the JSON object the probe wrote into FILE; every failure
     becomes one InterpreterError sentence. Output on stdout (wrappers, sitecustomize, .pth hooks) is ignored."""
+    import tempfile
+
+    from .child import run_child
+
     program = os.path.abspath(executable)
     with tempfile.TemporaryDirectory(prefix="compat-probe-") as folder:
         answer = os.path.join(folder, "answer.json")
@@ -86,6 +92,8 @@ def run_json_probe(executable: str, args: list[str], what: str, timeout: float, 
 
 def _ending(returncode: Optional[int]) -> str:
     """'exit 3', or 'killed by SIGSEGV' for a child a signal ended (a negative status)."""
+    import signal
+
     if returncode is not None and returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"

@@ -235,7 +235,7 @@ def render_findings(console: Console, header: str, findings: Sequence[Finding], 
             if process["output"].strip():
                 console.print(f"\n[bold]launcher[/] output ({escape(' '.join(process['command'][:3]))} ...):")
                 console.print(escape(process["output"].rstrip()), style="dim", highlight=False)
-    from .json import summary_counts
+    from ..checks.finding import summary_counts  # not render/json.py: the text path loads no JSON builders
 
     counts = summary_counts(findings)
     verdict = "[bold red]FAIL[/]" if counts["fail"] else "[bold yellow]OK with warnings[/]" if counts["warn"] else "[bold green]OK[/]"
