@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Optional
 
 from packaging.markers import Marker
@@ -11,6 +10,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..errors import CompatError, shown
+from ..record import Record
 
 
 class InputError(CompatError):
@@ -33,8 +33,7 @@ def checked_name(text: object, where: object) -> str:
     return str(text)
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(Record):
     """Where a line came from: the file and the line number (1-based, the first line of a continued line)."""
 
     path: str
@@ -44,8 +43,7 @@ class Origin:
         return f"{self.path}:{self.line}" if self.line else self.path
 
 
-@dataclass(frozen=True)
-class IndexLine:
+class IndexLine(Record):
     """An index option of a file: --index-url, --extra-index-url, -f/--find-links or --no-index."""
 
     kind: str  # "index-url" | "extra-index-url" | "find-links" | "no-index"
@@ -54,8 +52,7 @@ class IndexLine:
     written: str = ""  # the URL with its ${VAR}s unexpanded, when it has any: what messages show (a value may be a token)
 
 
-@dataclass(frozen=True)
-class InputRequirement:
+class InputRequirement(Record):
     """One requirement as written: the name in any spelling, the specifier, marker, extras, URL and hashes."""
 
     name: str  # as written (intel_extension_for_pytorch, oneccl-bind-pt, torch_ccl, ...)
@@ -70,7 +67,10 @@ class InputRequirement:
     local_label: str = ""  # "+cpu", "+xpu", ... taken from the pin or the wheel file name
     ignored_options: tuple[str, ...] = ()  # pip's line options after the requirement (-f, -i, ...), which pip ignores
     # (NAME, value) of each ${NAME} its line expanded: pip gets the value, no one sees it (not in a repr: crash reports)
-    variables: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    variables: tuple[tuple[str, str], ...] = ()
+
+    def __repr__(self) -> str:  # without the variables' values
+        return f"InputRequirement({', '.join(f'{name}={getattr(self, name)!r}' for name in self._fields if name != 'variables')})"
 
     @property
     def pinned(self) -> Optional[Version]:
@@ -84,14 +84,13 @@ class InputRequirement:
         return None
 
 
-@dataclass(frozen=True)
-class InputSet:
+class InputSet(Record):
     """Everything the files said, in file order, with the options that apply to all of them."""
 
     requirements: tuple[InputRequirement, ...]
     indexes: tuple[IndexLine, ...] = ()
     pre: bool = False
     files: tuple[str, ...] = ()
-    skipped: tuple[str, ...] = field(default=())  # lines read but not applying to the target (markers), with why
+    skipped: tuple[str, ...] = ()  # lines read but not applying to the target (markers), with why
     kind: str = "requirements"  # "requirements" | "freeze" | "pylock"
     warnings: tuple[str, ...] = ()  # what the target could not decide (markers) and options pip ignores, each naming its line

@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 from urllib.parse import unquote, urlsplit
@@ -28,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import path_refused, shown
 from ..names import canonical_name
+from ..record import replace
 from ..redact import conceal_variables
 from .markers import MarkerTarget, decide, marker_target
 from .model import IndexLine, InputError, InputRequirement, InputSet, Origin, checked_name, is_name

@@ -7,7 +7,7 @@ Pure: the matrix and an InputSet in, a FileRequest out (no I/O).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Optional
 from urllib.parse import urlsplit
 
@@ -17,21 +17,21 @@ from packaging.version import Version
 from ..devices import device_build
 from ..matrix.model import Component, Matrix
 from ..names import canonical_name
+from ..record import Record
 from ..redact import conceal_variables, strip_credentials
 from ..resolve import all_of
 from .model import IndexLine, InputError, InputRequirement, InputSet
 
 
-@dataclass(frozen=True)
-class FileRequest:
+class FileRequest(Record):
     """The resolver's part of the files, and what compat does with the rest."""
 
     requirements: tuple[str, ...]  # modelled packages as name+specifier, for resolve.build_request
-    constraints: Mapping[Component, SpecifierSet] = field(default_factory=dict)  # from -c files: limit, do not ask
+    constraints: Mapping[Component, SpecifierSet] = MappingProxyType({})  # from -c files: limit, do not ask
     passthrough: tuple[InputRequirement, ...] = ()  # packages compat does not model: installed as written
     notes: tuple[str, ...] = ()  # how the files were read (extras, markers, editable lines, index lines)
     index_warnings: tuple[str, ...] = ()  # a file's index that cannot serve a pin; names exposed to shadowing
-    pinned: Mapping[str, str] = field(default_factory=dict)  # name as written -> exact version (label kept), every pinned line
+    pinned: Mapping[str, str] = MappingProxyType({})  # name as written -> exact version (label kept), every pinned line
     input_warnings: tuple[str, ...] = ()  # markers the target does not decide, options pip ignores (InputSet.warnings)
     refusals: tuple[str, ...] = ()  # pins pip cannot install: a runtime wheel whose dependencies no index has (matrix/runtime.py)
 
@@ -164,8 +164,7 @@ def normalise_url(url: str) -> str:
     return f"{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
-@dataclass(frozen=True)
-class IndexFindings:
+class IndexFindings(Record):
     notes: tuple[str, ...]
     warnings: tuple[str, ...]
 
