@@ -286,3 +286,65 @@ def test_a_direct_wheel_url_gets_no_dependency_confusion_warning(tmp_path, matri
                                     f"oneccl_bind_pt @ {url}\n{url}\n")
     files = file_request(matrix, read_inputs([str(path)]))
     assert not [w for w in files.index_warnings if "dependency confusion" in w], files.index_warnings
+
+
+# --- issue 35: NAME[OP VERSION,...] lines are read without packaging.requirements; the same records as through it ----
+
+SIMPLE_LINES = ["torch", "torch==2.7.0+cpu", "oneccl_bind_pt==2.7.0+cpu", "accelerate>=0.30,<1.13", "transformers<5.1,>=4.40",
+                "Intel_Extension.For-PyTorch~=2.5.0", "torch ==2.7.0", "torch===2.7.0", "torch!=2.7.*,>=2", "torch==2.7.*",
+                "torch>=2.7.0.dev1", "torch==1!2.0.post1", "a", "a1==0", "torch==2.7.0+CPU.1"]
+NOT_SIMPLE = ["torch[extra]==2.7.0", "torch (==2.7.0)", "torch==2.7.0 ,<3", "torch==2.7.0, <3", "torch== 2.7.0", "torch @ https://h/t.whl",
+              "torch==2.7.*+cpu", "torch==2.7.0+", "torch=<2", "-torch==1", "torch-==1", "torch==2.7.0,", "torch,==2", "torch==2..7"]
+
+
+def _through_requirement(monkeypatch, text):
+    from compatmatrix.inputs import read as module
+
+    class Never:
+        @staticmethod
+        def fullmatch(text):
+            return None
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "_SIMPLE", Never)
+        try:
+            return module.parse_requirement(text, module.Origin("r.txt", 1))
+        except InputError as exc:
+            return ("error", str(exc), exc.fix)
+
+
+@pytest.mark.parametrize("text", SIMPLE_LINES + NOT_SIMPLE)
+def test_a_line_read_on_the_fast_path_is_what_requirement_reads(monkeypatch, text):
+    from compatmatrix.inputs import read as module
+
+    expected = _through_requirement(monkeypatch, text)
+    try:
+        got = module.parse_requirement(text, module.Origin("r.txt", 1))
+    except InputError as exc:
+        got = ("error", str(exc), exc.fix)
+    assert got == expected
+    if text in SIMPLE_LINES:
+        assert module._SIMPLE.fullmatch(text) is not None and not isinstance(got, tuple)
+    else:
+        assert module._SIMPLE.fullmatch(text) is None or isinstance(got, tuple)  # a bad specifier: Requirement words the error
+
+
+def test_any_name_and_specifier_line_reads_as_requirement_reads_it(monkeypatch):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from compatmatrix.inputs import read as module
+
+    piece = st.text(alphabet="aZ09._-=<>!~*+,@[]() ;", min_size=1, max_size=18)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,6}", fullmatch=True), piece)
+    def same(name, rest):
+        text = (name + rest).strip()
+        try:
+            got = module.parse_requirement(text, module.Origin("r.txt", 1))
+        except InputError as exc:
+            got = ("error", str(exc), exc.fix)
+        assert got == _through_requirement(monkeypatch, text)
+
+    same()

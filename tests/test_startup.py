@@ -175,6 +175,17 @@ def test_check_of_a_requirements_file_loads_only_the_package_checks():
     assert "compatmatrix.checks.packages" in modules
     assert not (set(CHECK_MODULES) | set(CHILD) | {"compatmatrix.render.json"}) & modules, sorted((set(CHECK_MODULES) | set(CHILD) | {"compatmatrix.render.json"}) & modules)
     assert not {"rich", "yaml", "requests", "jsonschema", "tomllib"} & _top(modules)
+    # NAME==X lines need neither packaging.requirements nor the markers (with packaging.tags, logging, platform and
+    # dataclasses: ~20 ms of CPU); a line with a marker or extras loads them (below)
+    heavy = {"packaging.requirements", "packaging.markers", "packaging.tags", "dataclasses", "inspect", "logging", "platform"}
+    assert not heavy & modules, sorted(heavy & modules)
+
+
+def test_a_line_with_a_marker_is_read_by_packaging(tmp_path):
+    file = tmp_path / "requirements.txt"
+    file.write_text("torch==2.7.0+cpu; python_version >= '3.9'\ntransformers[torch]>=4.40\n")
+    modules = imported("check", "-r", str(file))
+    assert {"packaging.requirements", "packaging.markers"} <= modules
 
 
 def test_check_of_another_environment_with_a_kept_probe_answer_starts_no_child_and_loads_no_import_probe(tmp_path):

@@ -12,11 +12,12 @@ Pure: a marker and a target in, True / False / None out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional
-
-from packaging.markers import Marker
+from typing import TYPE_CHECKING, Optional
 
 from ..record import Record
+
+if TYPE_CHECKING:  # packaging.markers is imported where a marker is read or evaluated (start-up: compat check -r of a
+    from packaging.markers import Marker  # file without markers loads neither it nor packaging.tags)
 
 #: Every PEP 508 marker variable; `extra` is "" for a top-level requirement, as pip evaluates one.
 MARKER_NAMES = ("implementation_name", "implementation_version", "os_name", "platform_machine", "platform_python_implementation",
@@ -112,4 +113,6 @@ def _decide_atom(atom, values: Mapping[str, str], missing: list[str]) -> Optiona
     if lacking:
         missing.extend(lacking)
         return None
+    from packaging.markers import Marker
+
     return Marker(f"{lhs.serialize()} {op.serialize()} {rhs.serialize()}").evaluate(dict(values))

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from packaging.markers import Marker
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..errors import CompatError, shown
 from ..record import Record
+
+if TYPE_CHECKING:
+    from packaging.markers import Marker  # imported where a marker is read (inputs/read.py)
 
 
 class InputError(CompatError):

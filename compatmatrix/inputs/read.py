@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 from urllib.parse import unquote, urlsplit
 
-from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -34,7 +32,13 @@ from .model import IndexLine, InputError, InputRequirement, InputSet, Origin, ch
 from .wheels import check_wheel_target, wheel_name_version
 
 if TYPE_CHECKING:
+    from packaging.markers import Marker
+
     from ..target import Platform, PythonTarget
+
+# packaging.markers and packaging.requirements are imported where a line needs them: together with what they import
+# (packaging.tags, logging, platform, dataclasses, inspect) ~20 ms of CPU, a third of the interpreter's own start,
+# which compat check -r of a file of NAME==X lines does without (issue 35; tests/test_startup.py)
 
 Reader = Callable[[Path], str]
 MAX_DEPTH = 100  # -r inside -r inside ...: pip has no limit of its own (Python's recursion ends it); a chain this long is not a real one
@@ -137,6 +141,8 @@ def _applies(requirement: InputRequirement, environment: Optional[MarkerTarget],
     if environment is None:  # no target: every line, as written
         return True
     if requirement.marker is not None:
+        from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+
         try:
             applies, lacking = decide(requirement.marker, values)
         except (UndefinedComparison, UndefinedEnvironmentName) as exc:
@@ -400,6 +406,18 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
     text, marker = _marker_split(text, origin)
     if _is_bare_location(text):
         return replace(_from_location(text, origin, hashes, constraint, editable, ignored), marker=marker)
+    simple = _SIMPLE.fullmatch(text)
+    if simple is not None:  # NAME, or NAME OP VERSION[,OP VERSION...]: what Requirement would make of it (test_inputs.py)
+        try:
+            specifier = SpecifierSet(simple.group(2) or "")
+        except InvalidSpecifier:
+            pass  # Requirement says why, in its own words
+        else:
+            return InputRequirement(checked_name(simple.group(1), origin), specifier, origin, marker, frozenset(), "", hashes, constraint,
+                                    local_label=_label_of(specifier), ignored_options=ignored)
+    from packaging.markers import InvalidMarker
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
@@ -440,6 +458,13 @@ def _is_pip_url(text: str) -> bool:
         return False
 
 
+# A requirement that is a PEP 508 name alone or with version specifiers and nothing else (no extras, URL, parentheses,
+# spaces inside or between the specifiers): its name and packaging's SpecifierSet of the rest are what
+# packaging.requirements.Requirement gives for it; every other line is read by Requirement.
+_OPERATOR_VERSION = r"(?:~=|===|==|!=|<=|>=|<|>)[A-Za-z0-9.*+!_-]+"
+_SIMPLE = re.compile(rf"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*({_OPERATOR_VERSION}(?:,{_OPERATOR_VERSION})*)?")
+
+
 def _marker_split(text: str, origin: Origin) -> tuple[str, Optional[Marker]]:
     """pip's split of a requirement line from its marker (parse_req_from_line in pip/_internal/req/constructors.py,
     pypa/pip 6d309205, 2026-08-20): a line that is itself a URL ends at its first '; ', any other line at its first ';'
@@ -452,6 +477,8 @@ def _marker_split(text: str, origin: Origin) -> tuple[str, Optional[Marker]]:
     marker_text = marker_text.strip()
     if not marker_text:
         return requirement.strip(), None
+    from packaging.markers import InvalidMarker, Marker
+
     try:
         return requirement.strip(), Marker(marker_text)
     except InvalidMarker as exc:

@@ -104,8 +104,6 @@ def runtime_sentences(matrix: Matrix, passthrough: Sequence[InputRequirement]) -
     whose dependencies no index has (pip fails), an open requirement pip quietly answers with an older release."""
     if not matrix.runtime:
         return [], []
-    from packaging.requirements import Requirement
-
     from ..matrix.runtime import choice_sentence, pip_choice, runtime_names
 
     names = runtime_names(matrix)
@@ -114,6 +112,8 @@ def runtime_sentences(matrix: Matrix, passthrough: Sequence[InputRequirement]) -
     for item in passthrough:
         if item.url or canonical_name(item.name) not in names:
             continue
+        from packaging.requirements import Requirement  # a runtime package was asked for: not at every start (issue 35)
+
         choice = pip_choice(matrix, Requirement(f"{item.name}{item.specifier}"))
         said = choice_sentence(matrix, choice) if choice is not None else None
         if choice is None or said is None:

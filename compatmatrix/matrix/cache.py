@@ -203,6 +203,7 @@ def decode(nodes: list[Any], budget: int) -> Any:
     sizes = [1] * len(nodes)  # each node's value expanded: 1 + its items' sizes (a shared node counted each time)
     depths = [0] * len(nodes)
     item_of, size_of, depth_of, is_kind = values.__getitem__, sizes.__getitem__, depths.__getitem__, frozenset.__contains__
+    new = object.__new__
     for position, node in enumerate(nodes):
         if type(node) is not list:
             if type(node) not in (str, int, bool) and node is not None:
@@ -230,7 +231,9 @@ def decode(nodes: list[Any], budget: int) -> Any:
             for at, check in deep:
                 if not check(items[at]):
                     raise TypeError(f"the {cls._fields[at]} of {node[1]} is not a {_annotations(cls)[cls._fields[at]]}")  # type: ignore[attr-defined]
-            values[position] = cls(*items)
+            made = new(cls)  # Record.__init__'s common case, without its call: a thousand records a start
+            made.__dict__.update(zip(cls._fields, items))  # type: ignore[attr-defined]
+            values[position] = made
         elif tag == "t":
             values[position] = tuple(map(item_of, refs))
         elif tag == "f":

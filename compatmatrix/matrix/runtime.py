@@ -8,10 +8,12 @@ requirement is said with the release pip falls back to. Pure: the matrix in, rec
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+
+if TYPE_CHECKING:  # imported where a requirement is read: compat check -r imports this module for runtime_names
+    from packaging.requirements import Requirement
 
 from ..names import canonical_name
 from ..record import Record
@@ -54,6 +56,8 @@ def _unavailable_why(matrix: Matrix, requirement: Requirement) -> Optional[str]:
 
 def _choose(matrix: Matrix, name: str, spec: SpecifierSet, depth: int) -> tuple[tuple[RuntimeRelease, ...], tuple[Passed, ...]]:
     """(picked closure, passed-over releases) for ``name`` within ``spec``: pip's newest-first backtracking."""
+    from packaging.requirements import Requirement
+
     passed: list[Passed] = []
     for release in (r for r in matrix.runtime if r.distribution == name and spec.contains(r.version, prereleases=True)):
         closure: list[RuntimeRelease] = [release]
@@ -105,6 +109,8 @@ def _releases(items) -> str:
 def choice_sentence(matrix: Matrix, choice: RuntimeChoice) -> Optional[str]:
     """What to tell about a choice: a refusal (pip fails), or the quiet fall-back; None when pip takes the newest."""
     if choice.refused:
+        from packaging.requirements import Requirement
+
         name = canonical_name(Requirement(choice.requirement).name)
         best = newest_installable(matrix, name)
         first = choice.passed[0] if choice.passed else None
