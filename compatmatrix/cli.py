@@ -609,13 +609,15 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
     docker.add_argument("--wheelhouse", metavar="DIR", help="install offline from this compat download folder of the build context")
     export_cmd.set_defaults(build=_export_args_of)
 
-def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
-    from .launchers import names
-    from .launchers.interface import ENV
+#: launchers.names(launchers.interface.ENV), written out: compat env's --launcher choices without importing every
+#: launcher module at its start (tests/test_startup.py holds the two equal)
+ENV_LAUNCHERS = ("spawn", "torchrun", "mpirun", "srun")
 
+
+def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
     env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
     env_cmd.add_argument("--ranks-per-node", type=per_node_int, default=2, metavar="N")
-    env_cmd.add_argument("--launcher", choices=names(ENV),
+    env_cmd.add_argument("--launcher", choices=ENV_LAUNCHERS,
                          help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
     env_cmd.add_argument("--master-addr", metavar="HOST", help="the job's master (node 0; default $MASTER_ADDR): export the interface that reaches "
                          "it for gloo (GLOO_SOCKET_IFNAME), oneCCL (CCL_KVS_IFACE, FI_TCP_IFACE) and --launcher's MPI, and MASTER_ADDR")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Optional
 
 from .checks.finding import Context
@@ -47,17 +47,17 @@ from .errors import CompatError
 from .placement.environment import choose_preload
 from .placement.plan import thread_advice
 from .placement.topology import machine_from_snapshot
+from .record import Record
 from .values import UnwritableValue, comment_text, env_name_ok
 
 SHELLS = ("bash", "zsh", "fish")
 __all__ = ["EnvPlan", "LauncherEnv", "OnecclEnv", "SHELLS", "ccl_launch_env", "ccl_worker_count", "format_env", "launcher_env", "launcher_exports", "network_exports", "oneccl_environment", "plan_env", "up_interfaces"]
 
 
-@dataclass(frozen=True)
-class EnvPlan:
+class EnvPlan(Record):
     exports: Mapping[str, str]  # set outright
     comments: tuple[str, ...]
-    additions: Mapping[str, PathAddition] = field(default_factory=dict)  # joined to the value the sourcing shell has
+    additions: Mapping[str, PathAddition] = MappingProxyType({})  # joined to the value the sourcing shell has
 
     def to_json(self, python: str) -> dict[str, Any]:
         """The `compat env --json` document (schema_version 2: path lists moved from "exports" to "additions")."""
@@ -66,8 +66,7 @@ class EnvPlan:
                 "comments": list(self.comments)}
 
 
-@dataclass(frozen=True)
-class OnecclEnv:
+class OnecclEnv(Record):
     """The oneCCL environment a launch of the ccl backend under a launcher needs: what sourcing the bindings' setvars.sh
     (or a system oneCCL's layout) exports, then what the launcher adds (its transport, I_MPI_ROOT, MASTER_ADDR/PORT
     where it gives none), each with why. ``bindings``: the environment has the oneCCL bindings (ccl can be the backend)."""
@@ -77,7 +76,7 @@ class OnecclEnv:
     # program's (PATH gains a hydra mpirun's folder: launchers' path_additions), with or without the bindings
     additions: Mapping[str, PathAddition]
     comments: tuple[str, ...]
-    launcher_exports: Mapping[str, str] = field(default_factory=dict)  # the launcher's needs (after the thread settings)
+    launcher_exports: Mapping[str, str] = MappingProxyType({})  # the launcher's needs (after the thread settings)
     launcher_comments: tuple[str, ...] = ()
     bindings: bool = False
     path: Optional[str] = None  # PATH as the oneCCL environment leaves it (where its mpirun is found)
@@ -170,8 +169,7 @@ def ccl_launch_env(ctx: Context, launcher: Optional[str]) -> Optional[EnvPlan]:
     return EnvPlan(exports, oneccl.comments + oneccl.launcher_comments, dict(oneccl.additions))
 
 
-@dataclass(frozen=True)
-class LauncherEnv:
+class LauncherEnv(Record):
     """The one plan of a launcher's environment, which every form renders: compat env (its text, --json, the sbatch and
     Dockerfile lines that run it), compat launch with and without --print. ``oneccl``: the oneCCL environment, with the
     path additions of the oneCCL runtime and of the launcher's own program (``oneccl.additions``); ``exports``: what the

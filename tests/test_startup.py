@@ -199,5 +199,18 @@ def test_check_of_another_environment_with_a_kept_probe_answer_starts_no_child_a
     modules = imported("check", "--python", str(env / "bin" / "python"), env_extra={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert list((tmp_path / "cache").rglob("probe-*.json"))  # the second run read the kept answer
     assert "compatmatrix.checks.imports" not in modules and "compatmatrix.render.json" not in modules
-    assert not set(CHILD) & modules, sorted(set(CHILD) & modules)
+    assert not (set(CHILD) | {"subprocess"}) & modules, sorted((set(CHILD) | {"subprocess"}) & modules)  # ldconfig is not run
     assert not {"rich", "yaml", "requests", "jsonschema"} & _top(modules)
+
+
+def test_compat_env_makes_no_dataclass_and_loads_no_launcher_module():
+    """compat env (issue 35): its plans are Records, and its --launcher choices are written out (cli.ENV_LAUNCHERS)."""
+    from compatmatrix.cli import ENV_LAUNCHERS
+    from compatmatrix.launchers import names
+    from compatmatrix.launchers.interface import ENV
+
+    assert ENV_LAUNCHERS == names(ENV)
+    modules = imported("env")
+    assert not {"dataclasses", "inspect"} & modules, sorted({"dataclasses", "inspect"} & modules)
+    assert not {m for m in modules if m.startswith("compatmatrix.launchers")}
+    assert not {"rich", "yaml", "requests", "jsonschema", "tomllib"} & _top(modules)

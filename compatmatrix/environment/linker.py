@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Optional
@@ -59,6 +58,8 @@ class Needed(Record):
 def ldconfig_cache(timeout: float = LDCONFIG_TIMEOUT_S) -> dict[str, list[str]]:
     """name -> paths, from ``ldconfig -p`` (the loader's cache, /etc/ld.so.cache); empty when ldconfig is missing,
     fails or takes longer than ``timeout``."""
+    import subprocess  # here: the static checks import this module, and start no ldconfig unless a library is looked up
+
     from ..processes import run_bounded
 
     program = shutil.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None)

@@ -7,10 +7,10 @@ Side effects: none (the library search happens before, in the caller).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..record import Record
 from .plan import Plan
 from .topology import cpu_list_text
 
@@ -20,8 +20,7 @@ KMP_AFFINITY = "granularity=fine,compact,1,0"
 JEMALLOC_CONF = "oversize_threshold:1,background_thread:true,metadata_thp:auto"  # ipexrun's, for training
 
 
-@dataclass(frozen=True)
-class Preload:
+class Preload(Record):
     """What goes into LD_PRELOAD: one allocator (tcmalloc before jemalloc), Intel OpenMP, and the entries already
     in LD_PRELOAD that exist."""
 
