@@ -833,11 +833,16 @@ LIVE_TIMEOUT_S = 120.0  # compat doctor --live's default --live-timeout
 FABRIC_LIVE_TIMEOUT_S = 300.0  # with --fabric: the sweep to 16 MiB and the pair rounds (91 s in all on 4 namespace hosts here)
 
 
+def _fabric_only(option: str, purpose: str, fabric: bool) -> None:
+    """An option of the --fabric test given without --fabric: one sentence, exit 2."""
+    if not fabric:
+        raise UsageError(f"{option} {purpose}.", f"Add --fabric, or drop {option}.")
+
+
 def _sizes(text: Optional[str], fabric: bool) -> tuple[int, ...]:
     if text is None:
         return ()
-    if not fabric:
-        raise UsageError("--sizes sets the sizes of the --fabric sweep.", "Add --fabric, or drop --sizes.")
+    _fabric_only("--sizes", "sets the sizes of the --fabric sweep", fabric)
     from .live.fabric import parse_sizes
 
     try:
@@ -851,8 +856,7 @@ def _report(path: Optional[str], fabric: bool) -> Optional[str]:
     report extra, imported on this path only) is installed."""
     if path is None:
         return None
-    if not fabric:
-        raise UsageError("--report draws the --fabric measurements.", "Add --fabric, or drop --report.")
+    _fabric_only("--report", "draws the --fabric measurements", fabric)
     folder = os.path.dirname(os.path.abspath(path))
     if not path or not os.path.isdir(folder) or os.path.isdir(path):
         raise UsageError(f"--report {visible(path[:200])} is not a file in an existing folder.", "Pass a file name such as --report fabric.html.")
@@ -889,8 +893,7 @@ PAIR_DEADLINE_S = 30.0  # --pair-deadline's default: a pair test takes ~0.3 s on
 def _pair_deadline(seconds: Optional[float], fabric: bool) -> float:
     if seconds is None:
         return PAIR_DEADLINE_S
-    if not fabric:
-        raise UsageError("--pair-deadline bounds each pair of hosts of the --fabric test.", "Add --fabric, or drop --pair-deadline.")
+    _fabric_only("--pair-deadline", "bounds each pair of hosts of the --fabric test", fabric)
     if seconds > 3600:
         raise UsageError(f"--pair-deadline {seconds:g} is more than an hour.", "Pass a number of seconds up to 3600, e.g. --pair-deadline 60.")
     return seconds
@@ -902,8 +905,7 @@ FABRIC_DEADLINE_RESERVE_S = 30.0  # of --live-timeout, kept beside --fabric-dead
 def _fabric_deadline(text: Optional[str], fabric: bool) -> Optional[float]:
     if text is None:
         return None
-    if not fabric:
-        raise UsageError("--fabric-deadline bounds the --fabric measurements.", "Add --fabric, or drop --fabric-deadline.")
+    _fabric_only("--fabric-deadline", "bounds the --fabric measurements", fabric)
     from .live.fabric import parse_deadline
 
     try:
