@@ -6,7 +6,7 @@ share a process): ``ENV/bin/python bench/tune_ipex_optimize.py DTYPE MODE`` with
 never imported), import (imported, not used) or optimize (``ipex.optimize(model, optimizer=…, dtype=…)``). It runs the
 workload's step loop (tune/workload.py: MLP 64-128-1, global batch 120, SGD lr 0.01, bf16 as autocast, 5 warm-up and 40
 timed steps, one process) three times and prints each run's steps/s (1 / the median step) and its last loss. The
-README's Tuning section gives the loop over variants and what was measured.
+docs/commands/tune.md gives the loop over variants and what was measured.
 """
 
 import statistics

@@ -93,7 +93,7 @@ def test_a_wheel_overwriting_a_file_of_the_scripts_folder_is_refused(tmp_path, t
 
 
 def test_a_clean_stack_still_installs_with_stderr_closed(tmp_path, template):
-    """The check refuses only what it must: the FIXTURE stack installs (also with descriptor 2 closed, README)."""
+    """The check refuses only what it must: the FIXTURE stack installs (also with descriptor 2 closed, docs/guarantees.md)."""
     python = copy_venv(template, tmp_path / "venv")
     index = stack_index(tmp_path)
     with served(index):

@@ -304,7 +304,7 @@ def test_the_ccl_backend_is_judged_by_the_images_set():
 
 
 def test_the_cel_library_parses_every_rule_of_every_crd_here():
-    """common-expression-language was chosen by measurement (README, Kubernetes): it must take every rule of the CRDs in
+    """common-expression-language was chosen by measurement (docs/hosts.md, Kubernetes): it must take every rule of the CRDs in
     ../shared/k8s (matches(), has(), filter(), exists(), all(), size(), in) -- each is compiled here."""
     from compatmatrix.export.apiserver import cel_library
 

@@ -382,7 +382,7 @@ def verify_real(index: FixtureIndex, data: Path, *args: str):
 @pytest.mark.network
 def test_a_real_pairing_that_breaks_is_recorded(real_index, tmp_path):
     """One real verify in CI (each builds a venv and installs the CPU torch: 100-180 s here). The working pairing that
-    was recorded for real (accelerate 1.15.0 with torch 2.13.0+cpu) is in README's verify paragraph with its seconds;
+    was recorded for real (accelerate 1.15.0 with torch 2.13.0+cpu) is in docs/commands/matrix.md's verify paragraph with its seconds;
     recording a "works" result is covered with the FIXTURE judge in the tests above."""
     (tmp_path / "tmp").mkdir()
     schema = json.loads(Path(schema_path("matrix verify")).read_text())

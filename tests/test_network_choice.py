@@ -437,7 +437,7 @@ def test_one_host_whose_name_resolves_to_loopback_is_no_fault():
 
 
 def test_compat_env_keeps_a_gloo_interface_the_shell_already_sets():
-    """The README's promise, end to end: a GLOO_SOCKET_IFNAME set in the shell is kept and said, not overwritten by the
+    """The promise of docs/commands/env.md, end to end: a GLOO_SOCKET_IFNAME set in the shell is kept and said, not overwritten by the
     route's interface (the probe of the environment read no GLOO_* variable; HYDRA_* for MPICH's HYDRA_IFACE likewise)."""
     from compatmatrix.environment.interfaces import route_source
 

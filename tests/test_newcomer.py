@@ -39,7 +39,7 @@ def test_the_example_requirements_resolve_and_pass_check(python):
 
 
 def test_resolve_advises_compat_env_not_sourcing_setvars():
-    """The defect: resolve said "source $(python -c ...)/env/setvars.sh" where README says compat env replaces it."""
+    """The defect: resolve said "source $(python -c ...)/env/setvars.sh" where docs/commands/env.md says compat env replaces it."""
     done = run_compat("resolve", "--python-version", "3.11", "torch==2.7.0", "--with", "ccl")
     assert done.returncode == 0, done.stderr[-1500:]
     assert 'eval "$(compat env)"' in done.stdout, done.stdout[-2000:]

@@ -1,4 +1,4 @@
-"""No secret is printed, logged, reported or exported (compatmatrix/redact.py; README, Guarantees).
+"""No secret is printed, logged, reported or exported (compatmatrix/redact.py; docs/guarantees.md).
 
 An index URL with a password or a token, from each place compat takes one (a requirements file's --index-url,
 --extra-index-url and -f; --index HOST=URL; COMPAT_INDEX_<HOST>; the config file's [indexes]), is run through every

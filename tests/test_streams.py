@@ -1,6 +1,6 @@
 """Streams, locales and paths that once ended in the internal-error guard (issue 19).
 
-A closed or full standard error, as the README promises: every command runs as a real subprocess with descriptor 2
+A closed or full standard error, as docs/guarantees.md promises: every command runs as a real subprocess with descriptor 2
 closed (`2>&-`) and pointed at /dev/full (`2>/dev/full`); its exit code and its output must be those of the same
 command with stderr on /dev/null. An ASCII locale (LC_ALL=C, UTF-8 mode off, PYTHONIOENCODING unset) with non-ASCII
 paths, and paths the file system refuses (a name over 255 bytes, a path over PATH_MAX): one sentence, never the guard.

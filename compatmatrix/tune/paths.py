@@ -25,7 +25,7 @@ as ``_``, any case; in an HF Trainer command argparse's prefixes read as the Tra
   run writes there. The fix names ``--reads NAME``. A ``--reads`` that names an output, or no argument, is refused too.
 
 Paths the script chooses itself, and what a file it reads (a JSON config, HfArgumentParser's ``train.args``) names,
-are not seen; the README says so (Guarantees, Not promised).
+are not seen; docs/guarantees.md says so (Not promised).
 """
 
 from __future__ import annotations

@@ -271,7 +271,7 @@ def measure(configurations, runner, machine, budget: float, started: float, meas
             if reference is not None:
                 reference_seconds[config.dtype] = seconds
             if reference is not None and not reference.losses:
-                reference, problem = None, "its losses could not be read from its output (see README, Tuning: the protocol)"
+                reference, problem = None, "its losses could not be read from its output (see docs/commands/tune.md, 'Your training command')"
             if reference is None and not measured:
                 raise CompatError(f"The single-process {config.dtype} reference run of {runner.what} did not finish: {problem}",
                                   "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
@@ -572,9 +572,9 @@ def _command_result(found, done) -> tuple[Optional[Run], list[float], str, float
         return None, [], f"the command failed (exit {', '.join(str(c) for c in codes)}): {_last_line(text)}", done.seconds
     if found.more:
         return None, [], (f"it printed {MAX_LOSSES + found.more:,} loss lines in a run of {CMD_STEPS} steps; compat keeps the first "
-                          f"{MAX_LOSSES:,} (see README, Tuning: the protocol)"), done.seconds
+                          f"{MAX_LOSSES:,} (see docs/commands/tune.md, 'Your training command')"), done.seconds
     if found.steps_per_second is None:
-        return None, [], "its output has no train_steps_per_second (see README, Tuning: the protocol)", done.seconds
+        return None, [], "its output has no train_steps_per_second (see docs/commands/tune.md, 'Your training command')", done.seconds
     return Run(found.losses, (), "", found.precision), [1.0 / found.steps_per_second], "", done.seconds
 
 
