@@ -122,6 +122,32 @@ def test_every_relative_link_in_readme_and_docs_resolves():
     assert not problems, "broken links:\n" + "\n".join(problems)
 
 
+NAMED_PAGE = re.compile(r"(?<![\w/.-])((?:\.\./)*docs/[\w./-]*?\.md)(?:#([\w-]+))?")
+
+
+def _named_pages() -> Iterator[tuple[str, str, str]]:
+    """(where, path, anchor) for every docs/....md a text names outside a link: the manual, the code's messages and
+    schemas (what a user is told to read), and the benchmarks."""
+    texts = [*_pages(), *sorted((ROOT / "compatmatrix").rglob("*.py")), *sorted((ROOT / "compatmatrix").rglob("*.json")),
+             *sorted((ROOT / "bench").glob("*.py"))]
+    for path in texts:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for m in NAMED_PAGE.finditer(LINK.sub(" ", line)):
+                yield f"{_rel(path)}:{number}", m.group(1), m.group(2) or ""
+
+
+def test_every_docs_page_a_text_names_exists():
+    """Text that sends a reader to docs/X.md (a message, a schema, a page) names a page that exists, and its #anchor."""
+    problems = []
+    for where, name, anchor in _named_pages():
+        page = ROOT / re.sub(r"^(\.\./)+", "", name)
+        if not page.is_file():
+            problems.append(f"{where}: names {name}, which does not exist: name the page it moved to")
+        elif anchor and anchor not in anchors(page):
+            problems.append(f"{where}: names {name}#{anchor}, but {name} has no such heading anchor")
+    assert not problems, "\n".join(problems)
+
+
 def test_every_docs_page_is_reachable_from_the_readme():
     seen, todo = {README.resolve()}, [README]
     while todo:
