@@ -1141,8 +1141,8 @@ def cmd_matrix(args: MatrixArgs) -> int:
 def cmd_matrix_update(args) -> int:
     from .matrix.harvest import PACKAGES
     from .matrix.model import Component
-    from .matrix.registry import terminal_progress
-    from .matrix.update import update, update_json, update_lines
+    from .maintain.registry import terminal_progress
+    from .maintain.update import update, update_json, update_lines
 
     try:
         packages = [Component.from_name(name) for name in args.packages] if args.packages else list(PACKAGES)
@@ -1167,7 +1167,7 @@ def _matrix_health(matrix, args, packages, progress) -> int:
     """compat matrix update --health: the registries read, nothing written; exit 0 (the findings are facts of the
     registries, not problems of this machine)."""
     from .matrix.health import health_json, health_lines
-    from .matrix.health_read import read_health
+    from .maintain.health_read import read_health
 
     return _read_registries(args, progress, lambda: read_health(matrix, args.indexes, packages, progress), health_json, health_lines)
 
@@ -1197,7 +1197,7 @@ def _read_registries(args, progress, read, to_json, to_lines) -> int:
 def cmd_matrix_verify(args) -> int:
     from .environment.child import valid_timeout
     from .matrix.model import Component
-    from .matrix.verify import SMOKE_TIMEOUT_S, parse_pin, verify, verify_json, verify_lines
+    from .maintain.verify import SMOKE_TIMEOUT_S, parse_pin, verify, verify_json, verify_lines
     from .planning import load
 
     component, version = parse_pin(args.pin)

@@ -19,7 +19,7 @@ Every disagreement is printed (``DISAGREE ...``) and makes the exit code 1. Rele
 that the matrix does not know yet are printed as ``NEW ...`` and do not fail the check.
 ``--record`` writes today's date into ``registry_checked`` in the matrix when the check passes.
 
-The pages are read, and their facts derived, by compat's own registry code (compatmatrix/matrix/registry.py and
+The pages are read, and their facts derived, by compat's own registry code (compatmatrix/maintain/registry.py and
 harvest.py: what ``compat matrix update`` reads and writes with ``--write data/matrix.toml``); only the comparison and
 its report are this script's.
 
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from compatmatrix.errors import CompatError  # noqa: E402
 from compatmatrix.matrix import load_matrix  # noqa: E402
-from compatmatrix.matrix import registry as registry_reader  # noqa: E402
+from compatmatrix.maintain import registry as registry_reader  # noqa: E402
 from compatmatrix.matrix.harvest import (  # noqa: E402
     PACKAGES,
     ProjectPage,

@@ -1,5 +1,5 @@
 """scripts/crosscheck_registry.py against a FIXTURE PyPI simple index (PEP 691 JSON pages) served on 127.0.0.1: the script
-reads it with compat matrix update's own reader (compatmatrix/matrix/registry.py)."""
+reads it with compat matrix update's own reader (compatmatrix/maintain/registry.py)."""
 
 from __future__ import annotations
 

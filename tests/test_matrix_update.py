@@ -186,7 +186,7 @@ def test_write_keeps_crlf_the_mode_and_the_link_and_leaves_no_temporary_file(reg
 
 
 def test_crlf_is_kept_only_where_the_file_had_it():
-    from compatmatrix.matrix.update import in_line_endings_of
+    from compatmatrix.maintain.update import in_line_endings_of
 
     assert in_line_endings_of("a\r\nb\r\n", "a\nb\nc\n") == "a\r\nb\r\nc\r\n"
     assert in_line_endings_of("a\r\nb\r\n", "a\r\nb\r\nc\n") == "a\r\nb\r\nc\r\n"
@@ -365,13 +365,13 @@ def test_an_overlay_costs_no_heavy_import_at_start_up(tmp_path):
     (folder / "overlay.json").write_text(json.dumps(_document(torchvision=[GOOD_ENTRY])))
     modules = imported("resolve", "--json", "--python-version", "3.11", env_extra={"XDG_DATA_HOME": str(tmp_path)})
     assert "compatmatrix.matrix.overlay" in modules
-    assert not {"tomllib", "tomli", "requests", "urllib3", "email.parser", "compatmatrix.matrix.harvest", "compatmatrix.matrix.registry"} & modules
+    assert not {"tomllib", "tomli", "requests", "urllib3", "email.parser", "compatmatrix.matrix.harvest", "compatmatrix.maintain.registry"} & modules
 
 
 def test_progress_only_on_a_terminal():
     import io
 
-    from compatmatrix.matrix.registry import terminal_progress
+    from compatmatrix.maintain.registry import terminal_progress
 
     class Terminal(io.StringIO):
         def isatty(self):
@@ -480,7 +480,7 @@ def test_progress_shows_a_hostile_file_name_s_escapes_never_sends_them():
     import io
 
     from compatmatrix.matrix.harvest import linux_files
-    from compatmatrix.matrix.registry import terminal_progress
+    from compatmatrix.maintain.registry import terminal_progress
 
     name = "torchvision-0.98.0-cp311-cp311-manylinux_2_28_x86_64.linux\x1b]0;FIXTURE\x07\x1b[2J.whl"
     assert linux_files([_file(name)])  # it reaches the METADATA reads, and their progress
@@ -582,7 +582,7 @@ def test_write_keeps_a_hard_linked_file_one_file(tmp_path):
     """A matrix file with another hard link is written in place (a rename would leave the other name on the old text)."""
     import os
 
-    from compatmatrix.matrix.update import replace_text
+    from compatmatrix.maintain.update import replace_text
 
     first = tmp_path / "matrix.toml"
     first.write_text("a = 1\n")
@@ -610,7 +610,7 @@ def test_an_update_of_one_package_keeps_the_other_packages_entries(registry, dat
 
 def _harvest_then(monkeypatch, during):
     """update's registry read, with ``during()`` run while it reads (another compat writing meanwhile)."""
-    from compatmatrix.matrix import update as update_mod
+    from compatmatrix.maintain import update as update_mod
 
     original = update_mod.read_and_harvest
 
@@ -626,7 +626,7 @@ def _harvest_then(monkeypatch, during):
 def test_an_update_merges_into_what_another_compat_wrote_while_it_read(registry, data_home, monkeypatch):
     """Two updates at once: the one that writes last merged nothing, so the other's entries (or a verify's record, or an
     edit) saved while it read were reverted. Now it merges into the file as it is when it writes, under the lock."""
-    from compatmatrix.matrix import update as update_mod
+    from compatmatrix.maintain import update as update_mod
 
     environ = {"XDG_DATA_HOME": str(data_home)}
     monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
@@ -812,7 +812,7 @@ def test_a_held_lock_names_its_holder_not_the_folder_s_permissions(registry, dat
     import fcntl
 
     from compatmatrix.errors import CompatError
-    from compatmatrix.matrix import update as update_mod
+    from compatmatrix.maintain import update as update_mod
 
     folder = data_home / "compatmatrix"
     folder.mkdir()

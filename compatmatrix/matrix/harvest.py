@@ -1,6 +1,6 @@
 """What a registry's project pages say about releases, as matrix entries (pure: pages in, entries out).
 
-``compat matrix update`` (matrix/registry.py reads the pages) and ``scripts/crosscheck_registry.py`` share this one
+``compat matrix update`` (maintain/registry.py reads the pages) and ``scripts/crosscheck_registry.py`` share this one
 reading of a registry: a host's files (PEP 691 JSON or PEP 503 HTML, with PEP 592 yanks, PEP 700 upload times and
 PEP 658/714 metadata flags) become, per release and host, the facts the matrix records in its own format
 (docs/MATRIX.md): the CPython versions with a Linux x86_64 wheel, the glibc floor of the manylinux tags, the local

@@ -11,7 +11,7 @@ with its source (the page or file it was read from, and when).
 * pip-backtracks: what pip installs for a bare requirement when the newest release cannot be installed (the runtime
   wheels: matrix/runtime.py's choice, over the facts read now).
 
-Pure: pages and METADATA texts in (matrix/health_read.py reads them), a HealthReport out.
+Pure: pages and METADATA texts in (maintain/health_read.py reads them), a HealthReport out.
 """
 
 from __future__ import annotations

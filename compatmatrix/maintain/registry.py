@@ -26,8 +26,8 @@ from typing import Callable, Optional
 
 from ..errors import shown
 from ..install.indexes import IndexLocation, IndexRefused, IndexUnreachable, _Anchors, get_following
-from .harvest import BINARIES, PACKAGES, ProjectPage, RegistryFile, metadata_wanted
-from .model import Component, Matrix
+from ..matrix.harvest import BINARIES, PACKAGES, ProjectPage, RegistryFile, metadata_wanted
+from ..matrix.model import Component, Matrix
 
 JSON_PAGE = "application/vnd.pypi.simple.v1+json"
 CONNECT_S = 10.0

@@ -17,8 +17,8 @@ from typing import Any
 from packaging.version import Version
 
 from ..render.pylock import toml_string
-from .harvest import LIBRARIES
-from .model import Component, Matrix
+from ..matrix.harvest import LIBRARIES
+from ..matrix.model import Component, Matrix
 
 
 def _value(value: Any) -> str:

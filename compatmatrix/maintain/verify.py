@@ -23,8 +23,8 @@ from packaging.version import Version
 from ..errors import CompatError, UsageError, shown
 from ..record import Record
 from ..scratch import ORPHAN_AGE_S, claim, release, sweep_stale
-from .model import Component, Matrix
-from .tested import VERIFIABLE, Machine, Tested, TestedProblem
+from ..matrix.model import Component, Matrix
+from ..matrix.tested import VERIFIABLE, Machine, Tested, TestedProblem
 
 MARK = "COMPAT-VERIFY-SMOKE-OK"
 IMPORTED = "COMPAT-VERIFY-IMPORTED"  # printed between the imports and the smoke operation: a failure after it is the operation's
@@ -258,7 +258,7 @@ VERIFY_PREFIX = "compat-verify-"  # <tempdir>/compat-verify-XXXXXXXX: the throw-
 def unlisted_answer(matrix: Matrix, component: Component, version: Version, locations: Mapping[str, Any], session=None) -> UsageError:
     """The answer for a release the matrix (with the overlay) does not list, given before anything is built: which hosts
     list it and what they offer, read now (each page under its deadline), and the command that records its facts."""
-    from .harvest import by_release, linux_files
+    from ..matrix.harvest import by_release, linux_files
     from .registry import read_registries
 
     read = read_registries(matrix, locations, [component], session=session, metadata=False)
@@ -294,7 +294,7 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     from ..install.indexes import configure_indexes
     from ..processes import run_bounded
     from ..render.requirements import requirement_problem
-    from . import overlay
+    from ..matrix import overlay
 
     if component not in VERIFIABLE:
         raise UsageError(f"compat matrix verify tries a package next to torch; {component.distribution} is not one.",

@@ -3,7 +3,7 @@
 The pages `compat matrix update` reads (the matrix's packages on their index hosts), the runtime wheels' pages on the
 package index (oneccl-cpu, impi-rt), the METADATA of the newest release of each (the newest RUNTIME_RELEASES of a runtime
 wheel: what pip tries in turn), then the page of every project those declare (at most MAX_DEPENDENCIES), each
-request under matrix/registry.py's own deadline and size cap. Nothing is written (no overlay).
+request under maintain/registry.py's own deadline and size cap. Nothing is written (no overlay).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Optional
 
 from ..errors import CompatError
 from ..names import canonical_name
-from .harvest import PACKAGES, ProjectPage, RegistryFile, by_release, linux_files
-from .health import HealthReport, applies_on_linux, judge, matrix_pythons, requires_dist
-from .model import Component, Matrix
+from ..matrix.harvest import PACKAGES, ProjectPage, RegistryFile, by_release, linux_files
+from ..matrix.health import HealthReport, applies_on_linux, judge, matrix_pythons, requires_dist
+from ..matrix.model import Component, Matrix
 
 RUNTIME_RELEASES = 4  # per runtime wheel, newest first: pip's first tries (oneccl-cpu 2022.2.0 -> 2022.1.2, ...)
 MAX_DEPENDENCIES = 40  # dependency pages read at most (torch declares ~20)

@@ -1,7 +1,7 @@
 """`compat matrix update`: read the registries, harvest, keep the result in the overlay (or --write it into a matrix file).
 
 The service behind the command and behind ``scripts/crosscheck_registry.py`` (one implementation of "read the registry"):
-matrix/registry.py reads, matrix/harvest.py derives, matrix/overlay.py keeps and merges, matrix/write.py writes a file.
+maintain/registry.py reads, matrix/harvest.py derives, matrix/overlay.py keeps and merges, maintain/write.py writes a file.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Callable, Optional
 
 from ..errors import CompatError, MatrixError, shown
 from ..record import replace
-from .harvest import PACKAGES, Harvest, harvest
-from .model import Component, Matrix
+from ..matrix.harvest import PACKAGES, Harvest, harvest
+from ..matrix.model import Component, Matrix
 
 
 class UpdateResult:
@@ -55,7 +55,7 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
     compat's is refused (exit 2), never replaced. ``lock_wait``: how long to wait for another writer's lock (seconds)."""
     import os
 
-    from . import overlay
+    from ..matrix import overlay
 
     environ = os.environ if environ is None else environ
     lock_wait = overlay.LOCK_WAIT_S if lock_wait is None else lock_wait
@@ -67,7 +67,7 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
         at_start = overlay.fingerprint(overlay.overlay_path(environ))
         _refuse_newer(overlay, overlay.overlay_path(environ))  # said before the registries are read, not after
     if write is not None:
-        from .load import load_matrix, read_text_file
+        from ..matrix.load import load_matrix, read_text_file
 
         target = Path(write)
         try:
@@ -143,8 +143,8 @@ def _write_matrix(target: Path, text: str, matrix: Matrix, found: Harvest, read,
     at the start (a compare-and-swap: another update --write or an edit saved meanwhile is never reverted)."""
     import os
 
-    from .load import parse_matrix, read_text_file
-    from .overlay import LockHeld, folder_lock
+    from ..matrix.load import parse_matrix, read_text_file
+    from ..matrix.overlay import LockHeld, folder_lock
     from .write import insert_entries
 
     written = insert_entries(text, matrix, found.entries)
