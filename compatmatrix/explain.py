@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from .matrix.model import (
     COMPONENT_ORDER,
+    COMPONENTS,
     PAIRING_RANK,
     AbsentRelease,
     CclRelease,
@@ -630,7 +631,7 @@ def _explain_torch_mismatch(
 
 MAX_REPLACEMENT_TRIES = 12
 #: The components "leave out" tries dropping, in order, when nothing nearer works.
-_OPTIONAL = (Component.CCL, Component.IPEX, Component.TORCHVISION, Component.TORCHAUDIO)
+_OPTIONAL = tuple(sorted((c for c, info in COMPONENTS.items() if info.leave_out), key=lambda c: COMPONENTS[c].leave_out))
 
 
 def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:

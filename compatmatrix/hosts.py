@@ -29,6 +29,7 @@ from .checks.finding import Finding, Status
 from .console import plural
 from .environment.snapshot import NATIVE_BF16_FLAGS
 from .errors import shown
+from .matrix.model import distributions_where
 from .record import Record
 
 PREFLIGHT_DEADLINE_S = 120.0  # every host together: silent hosts cost this once, not once each
@@ -36,7 +37,7 @@ PREFLIGHT_WORKERS = 16  # hosts asked at the same time (each one remote shell, o
 HOSTFILE_MAX_BYTES = 1 << 20  # 1 MiB: some 50,000 hosts of 20 characters
 HOSTFILE_MAX_LINES = 65_536
 # a different version of any of these on two hosts of one job breaks it (DDP and oneCCL need the same build everywhere)
-STACK = ("torch", "intel-extension-for-pytorch", "oneccl-bind-pt", "torch-ccl", "transformers", "accelerate", "torchvision", "torchaudio", "impi-rt")
+STACK = distributions_where(host_compared=True)
 # oneCCL / libfabric / Intel MPI variables whose difference between hosts breaks the ranks' transport
 TRANSPORT_VARIABLES = ("CCL_ATL_TRANSPORT", "CCL_ATL_SHM", "CCL_CONFIGURATION", "FI_PROVIDER", "I_MPI_FABRICS", "I_MPI_OFI_PROVIDER")
 ENV_PREFIXES = ("CCL_", "FI_", "I_MPI_")

@@ -204,11 +204,11 @@ def passed_on(files: FileRequest) -> tuple[str, ...]:
 
 def _torch_from_pypi(matrix: Matrix, outcome: Any, python: PythonTarget) -> Any:
     """torch (and torchvision, torchaudio: one build) from PyPI instead of the PyTorch CPU index."""
-    from .matrix.model import Component
+    from .matrix.model import components_where
     from .record import replace
 
     picks = dict(outcome.picks)
-    for component in (Component.TORCH, Component.TORCHVISION, Component.TORCHAUDIO):
+    for component in components_where(cpu_index_build=True):
         pick = outcome.picks.get(component)
         if pick is None:
             continue

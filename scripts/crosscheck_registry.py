@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from compatmatrix.errors import CompatError  # noqa: E402
-from compatmatrix.matrix import load_matrix  # noqa: E402
 from compatmatrix.maintain import registry as registry_reader  # noqa: E402
+from compatmatrix.matrix import load_matrix  # noqa: E402
 from compatmatrix.matrix.harvest import (  # noqa: E402
     PACKAGES,
     ProjectPage,

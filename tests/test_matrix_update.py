@@ -479,8 +479,8 @@ def test_progress_shows_a_hostile_file_name_s_escapes_never_sends_them():
     progress line, the one raw terminal write, shows them as escapes."""
     import io
 
-    from compatmatrix.matrix.harvest import linux_files
     from compatmatrix.maintain.registry import terminal_progress
+    from compatmatrix.matrix.harvest import linux_files
 
     name = "torchvision-0.98.0-cp311-cp311-manylinux_2_28_x86_64.linux\x1b]0;FIXTURE\x07\x1b[2J.whl"
     assert linux_files([_file(name)])  # it reaches the METADATA reads, and their progress

@@ -24,11 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
+from compatmatrix.maintain.verify import judge, parse_pin, requirements_to_add, smoke_program
 from compatmatrix.matrix import load_matrix
 from compatmatrix.matrix import overlay as overlay_mod
 from compatmatrix.matrix import tested as tested_mod
 from compatmatrix.matrix.model import PAIRING_RANK, Component
-from compatmatrix.maintain.verify import judge, parse_pin, requirements_to_add, smoke_program
 from compatmatrix.render import schema_path
 from compatmatrix.rules import fits, problem_with
 

@@ -12,17 +12,15 @@ from __future__ import annotations
 from typing import Optional
 
 from ..environment.snapshot import Distribution
-from ..matrix.model import Component
+from ..matrix.model import COMPONENTS, Component, components_where
 from .finding import Context, Finding, Status, check
-from .packages import CCL_NAMES, IPEX_NAMES, torch_dist
+from .packages import torch_dist
 
 CPU_HOST = "pytorch-cpu"
 # (distribution names, import name, the component whose +cpu build the CPU index serves, or None)
-EXTENSIONS: tuple[tuple[tuple[str, ...], str, Optional[Component]], ...] = (
-    (("torchvision",), "torchvision", Component.TORCHVISION),
-    (("torchaudio",), "torchaudio", Component.TORCHAUDIO),
-    (IPEX_NAMES, "intel_extension_for_pytorch", None),
-    (CCL_NAMES, "oneccl_bindings_for_pytorch", None),
+EXTENSIONS: tuple[tuple[tuple[str, ...], str, Optional[Component]], ...] = tuple(
+    (COMPONENTS[c].names, COMPONENTS[c].module, c if COMPONENTS[c].cpu_index_build else None)
+    for c in sorted(components_where(build_checked=True), key=lambda c: COMPONENTS[c].kind != "companion")
 )
 LABEL_DEVICES = (("cu", "cuda"), ("rocm", "rocm"), ("xpu", "xpu"))
 DEVICE_WORDS = {"cuda": "CUDA", "xpu": "XPU", "rocm": "ROCm"}  # as environment/extensions.py (not imported on check -r's path)

@@ -12,6 +12,7 @@ from ..devices import DeviceBuild, device_build
 from ..environment.from_pins import PINNED_INSTALLER
 from ..environment.snapshot import Distribution
 from ..matrix.model import (
+    COMPONENTS,
     AbsentRelease,
     CclRelease,
     Component,
@@ -19,6 +20,8 @@ from ..matrix.model import (
     LibraryLine,
     UnlistedRelease,
     absent_release,
+    components_where,
+    distributions_where,
     nearest_pinned,
     unlisted_release,
 )
@@ -44,8 +47,8 @@ from ..sentences import (
 )
 from .finding import Context, Finding, Status, check
 
-IPEX_NAMES = ("intel-extension-for-pytorch", "torch-ipex")
-CCL_NAMES = ("oneccl-bind-pt", "torch-ccl")
+IPEX_NAMES = COMPONENTS[Component.IPEX].names
+CCL_NAMES = COMPONENTS[Component.CCL].names
 
 GUARD_EFFECT = {
     "os_exit": "importing it prints 'needs to work with PyTorch {series}' and then fails with AttributeError: module 'os' has no attribute 'exit'",
@@ -278,7 +281,8 @@ def known_bad_sets(ctx: Context) -> Finding:
         return Finding(cid, Status.SKIP, "torch is not installed")
     label = _torch_label(ctx)
     hits = []
-    for component, names in ((Component.IPEX, IPEX_NAMES), (Component.CCL, CCL_NAMES), (Component.TORCHVISION, ("torchvision",)), (Component.TORCHAUDIO, ("torchaudio",))):
+    for component in components_where(known_bad_checked=True):
+        names = COMPONENTS[component].names
         dist = ctx.snapshot.get(*names)
         if dist is None or dist.public_version is None or installed_device_build(ctx, component, dist) is not None:
             continue
@@ -488,7 +492,7 @@ def cuda_build(ctx: Context) -> Finding:
     return Finding(cid, Status.WARN, f"torch {dist.raw_version} is a CUDA build{next_to}: {size} that a CPU node does not use", evidence, fix)
 
 
-STACK = ("torch", "intel-extension-for-pytorch", "torch-ipex", "oneccl-bind-pt", "torch-ccl", "transformers", "accelerate", "torchvision", "torchaudio")
+STACK = distributions_where(duplicate_checked=True)
 
 
 @check("packages.duplicates", "no distribution is installed twice where it matters")

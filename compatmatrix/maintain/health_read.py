@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import Optional
 
 from ..errors import CompatError
-from ..names import canonical_name
 from ..matrix.harvest import PACKAGES, ProjectPage, RegistryFile, by_release, linux_files
 from ..matrix.health import HealthReport, applies_on_linux, judge, matrix_pythons, requires_dist
 from ..matrix.model import Component, Matrix
+from ..names import canonical_name
 
 RUNTIME_RELEASES = 4  # per runtime wheel, newest first: pip's first tries (oneccl-cpu 2022.2.0 -> 2022.1.2, ...)
 MAX_DEPENDENCIES = 40  # dependency pages read at most (torch declares ~20)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..errors import CompatError, MatrixError, shown
-from ..record import replace
 from ..matrix.harvest import PACKAGES, Harvest, harvest
 from ..matrix.model import Component, Matrix
+from ..record import replace
 
 
 class UpdateResult:

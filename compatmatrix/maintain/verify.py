@@ -21,66 +21,19 @@ from typing import Any, Optional
 from packaging.version import Version
 
 from ..errors import CompatError, UsageError, shown
+from ..matrix.model import COMPONENTS, Component, Matrix
+from ..matrix.tested import VERIFIABLE, Machine, Tested, TestedProblem
 from ..record import Record
 from ..scratch import ORPHAN_AGE_S, claim, release, sweep_stale
-from ..matrix.model import Component, Matrix
-from ..matrix.tested import VERIFIABLE, Machine, Tested, TestedProblem
 
 MARK = "COMPAT-VERIFY-SMOKE-OK"
 IMPORTED = "COMPAT-VERIFY-IMPORTED"  # printed between the imports and the smoke operation: a failure after it is the operation's
 VENV_TIMEOUT_S = 300.0
 SMOKE_TIMEOUT_S = 600.0  # importing torch and a package, and one tiny op: seconds, minutes on a loaded machine
 
-#: What each component's smoke operation does (said in the record) and the program the child runs, after ``import torch``
-#: and ``import <module>`` as ``pkg``. Every program ends by printing MARK: an exit 0 without it is not a success.
-SMOKE: dict[Component, tuple[str, str]] = {
-    Component.TORCHVISION: (
-        "torchvision.ops.nms on 3 boxes",
-        "b = torch.tensor([[0., 0., 1., 1.], [0., 0., 1., 1.], [2., 2., 3., 3.]])\n"
-        "kept = pkg.ops.nms(b, torch.tensor([0.9, 0.8, 0.7]), 0.5)\n"
-        "assert kept.tolist() == [0, 2], kept\n",
-    ),
-    Component.TORCHAUDIO: (
-        "torchaudio.functional.gain and transforms.Spectrogram of a 64-sample tensor",
-        "x = torch.ones(1, 64)\n"
-        "assert pkg.functional.gain(x, 6.0).shape == x.shape\n"
-        "assert pkg.transforms.Spectrogram(n_fft=16)(x).shape[:2] == (1, 9)\n",
-    ),
-    Component.IPEX: (
-        "ipex.optimize of a 4x2 nn.Linear in eval mode, and one forward",
-        "m = pkg.optimize(torch.nn.Linear(4, 2).eval())\n"
-        "with torch.no_grad():\n"
-        "    assert tuple(m(torch.ones(1, 4)).shape) == (1, 2)\n",
-    ),
-    Component.CCL: (
-        "a ccl process group of one rank and an all_reduce",
-        "import os, socket, torch.distributed as dist\n"
-        "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
-        "os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))\n"
-        "dist.init_process_group('ccl', rank=0, world_size=1)\n"
-        "t = torch.ones(2); dist.all_reduce(t)\n"
-        "assert t.tolist() == [1.0, 1.0], t\n"
-        "dist.destroy_process_group()\n",
-    ),
-    Component.TRANSFORMERS: (
-        "a tiny BertConfig (1 layer, hidden 8) and one forward of BertModel",
-        "c = pkg.BertConfig(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)\n"
-        "with torch.no_grad():\n"
-        "    out = pkg.BertModel(c).eval()(torch.tensor([[1, 2, 3]]))\n"
-        "assert tuple(out.last_hidden_state.shape) == (1, 3, 8)\n",
-    ),
-    Component.ACCELERATE: (
-        "an Accelerator(cpu=True) preparing a 4x2 nn.Linear, and one forward",
-        "a = pkg.Accelerator(cpu=True)\n"
-        "m = a.prepare(torch.nn.Linear(4, 2))\n"
-        "assert tuple(m(torch.ones(1, 4)).shape) == (1, 2)\n",
-    ),
-}
-
-
 def smoke_program(component: Component, module: str) -> str:
     """The child's program: import torch, then the package, then its smoke operation, then MARK."""
-    return f"import torch\nimport {module} as pkg\nprint({IMPORTED!r}, flush=True)\n{SMOKE[component][1]}print({MARK!r})\n"
+    return f"import torch\nimport {module} as pkg\nprint({IMPORTED!r}, flush=True)\n{COMPONENTS[component].smoke}print({MARK!r})\n"
 
 
 class Pick(Record):
@@ -112,16 +65,19 @@ def parse_pin(text: str, flag: str = "PKG==V") -> tuple[Component, Version]:
             raise InvalidRequirement(text)
         return Component.from_name(requirement.name), Version(specifiers[0].version)
     except KeyError:
-        raise UsageError(f"'{shown(text)}' is not a package in the matrix.",
-                         "Verify torchvision, torchaudio, intel-extension-for-pytorch, oneccl_bind_pt, transformers or accelerate.") from None
+        raise UsageError(f"'{shown(text)}' is not a package in the matrix.", _verify_these()) from None
     except (InvalidRequirement, ValueError):
         raise UsageError(f"'{shown(text)}' is not an exact pin ({flag}).", f"Write it as {flag}, e.g. torchvision==0.29.1.") from None
 
 
+def _verify_these() -> str:
+    """The fix that names what compat matrix verify can try: every component with a smoke operation (companions first)."""
+    names = [COMPONENTS[c].label for c in sorted(VERIFIABLE, key=lambda c: COMPONENTS[c].kind != "companion")]
+    return f"Verify {', '.join(names[:-1])} or {names[-1]}."
+
+
 def _module(component: Component, release: Any) -> str:
-    names = {Component.TORCHVISION: "torchvision", Component.TORCHAUDIO: "torchaudio", Component.TRANSFORMERS: "transformers",
-             Component.ACCELERATE: "accelerate", Component.TORCH: "torch"}
-    return names.get(component) or getattr(release, "module", "") or component.distribution.replace("-", "_")
+    return getattr(release, "module", "") or COMPONENTS[component].module
 
 
 def choose(matrix: Matrix, component: Component, version: Version, python: Version, host: Optional[str] = None) -> Pick:
@@ -292,13 +248,13 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     from ..environment.child import run_child
     from ..environment.snapshot import take_snapshot
     from ..install.indexes import configure_indexes
+    from ..matrix import overlay
     from ..processes import run_bounded
     from ..render.requirements import requirement_problem
-    from ..matrix import overlay
 
     if component not in VERIFIABLE:
         raise UsageError(f"compat matrix verify tries a package next to torch; {component.distribution} is not one.",
-                         "Verify torchvision, torchaudio, intel-extension-for-pytorch, oneccl_bind_pt, transformers or accelerate.")
+                         _verify_these())
     started = time.monotonic()
     for left in sweep_stale(VERIFY_PREFIX, orphan_age=ORPHAN_AGE_S):  # a killed verify's; one without an owner once a day old
         say(f"compat: removed {left}, the throw-away venv of a verify that was killed")
@@ -334,7 +290,7 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
                 raise CompatError(f"{package.distribution} {version} declares a requirement compat cannot pass on ('{shown(line, 200)}').",
                                   "Report it to the package.")
         _install(matrix, [torch_pick], locations, venv_python, say, added, dependencies=True, display=display)
-        what, _ = SMOKE[component]
+        what = COMPONENTS[component].smoke_what
         say(f"compat: importing torch and {package.module} and running {what} (in a child, at most {timeout:g} s)")
         environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         result = run_child([venv_python, "-I", "-c", smoke_program(component, package.module)], timeout, env=environment, cwd=folder)

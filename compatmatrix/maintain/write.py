@@ -16,9 +16,9 @@ from typing import Any
 
 from packaging.version import Version
 
-from ..render.pylock import toml_string
 from ..matrix.harvest import LIBRARIES
 from ..matrix.model import Component, Matrix
+from ..render.pylock import toml_string
 
 
 def _value(value: Any) -> str:

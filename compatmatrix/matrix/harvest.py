@@ -22,17 +22,16 @@ from packaging.version import InvalidVersion, Version
 
 from ..record import Record
 from .compare import Comparison, Disagreement, compare_line, compare_wheels
-from .model import CompanionRelease, Component, LibraryLine, Matrix, WheelSet
+from .model import COMPONENTS, CompanionRelease, Component, LibraryLine, Matrix, WheelSet, components_where
 
 __all__ = ["Comparison", "Disagreement", "compare_line", "compare_wheels"]
 
 #: The packages `compat matrix update` reads, as the registries name them.
-PACKAGES: tuple[Component, ...] = (Component.TORCH, Component.IPEX, Component.TORCHVISION, Component.TORCHAUDIO,
-                                   Component.TRANSFORMERS, Component.ACCELERATE)
+PACKAGES: tuple[Component, ...] = components_where(registry_read=True)
 #: Binary packages: facts per release and host.  Libraries: per minor line, from PyPI.
-BINARIES = (Component.TORCH, Component.IPEX, Component.TORCHVISION, Component.TORCHAUDIO)
-LIBRARIES = (Component.TRANSFORMERS, Component.ACCELERATE)
-COMPANIONS = (Component.TORCHVISION, Component.TORCHAUDIO)
+BINARIES = tuple(c for c in PACKAGES if COMPONENTS[c].kind != "library")
+LIBRARIES = tuple(c for c in PACKAGES if COMPONENTS[c].kind == "library")
+COMPANIONS = components_where(kind="companion")
 _LEGACY = {"manylinux1": Version("2.5"), "manylinux2010": Version("2.12"), "manylinux2014": Version("2.17")}
 _PEP600 = re.compile(r"^manylinux_(\d+)_(\d+)_")
 _CPYTHON = re.compile(r"^cp3(\d{1,2})$")

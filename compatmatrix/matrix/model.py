@@ -64,26 +64,154 @@ class Component(enum.Enum):
 
 
 class ComponentInfo(Record):
-    """The names of a component and where matrix.toml keeps its releases."""
+    """Everything compat needs to know of a component, in one record: its names, where matrix.toml keeps its releases,
+    how its torch pairing is judged, and what each command does with it (harvest, verify, explain, migrate, planning,
+    checks). A command reads these fields; it keeps no list of components of its own (docs/MATRIX.md, "Components").
 
-    label: str
-    table: str
-    aliases: tuple[str, ...]
+    ``kind`` is one of :data:`KINDS`; ``pairing`` one of :data:`PAIRINGS`; ``migrate`` one of :data:`MIGRATE_ACTIONS`.
+    """
+
+    distribution: str  # the canonical distribution name (a Component's value; a runtime wheel's [[runtime]] distribution)
+    label: str  # the name people use in sentences
+    table: str  # the [[table]] of matrix.toml that holds its releases
+    kind: str
+    module: str = ""  # what `import` names ("" when nothing is imported: a runtime wheel's shared libraries)
+    aliases: tuple[str, ...] = ()  # other spellings a user may write (Component.from_name)
+    published_as: tuple[str, ...] = ()  # the distribution's former names, as an environment may still have it installed
+    former_modules: tuple[str, ...] = ()  # what older releases were imported as (torch_ccl before 1.12)
+    pairing: str = "none"
+    registry_read: bool = False  # compat matrix update reads its project pages
+    overlay_kept: bool = False  # what update harvests of it is kept in the overlay (False: curated by hand)
+    cpu_index_build: bool = False  # the PyTorch CPU index serves a +cpu build of it, one build with torch's
+    smoke_what: str = ""  # compat matrix verify's smoke operation, said in the record ("" : not verifiable)
+    smoke: str = ""  # its program, run after `import torch` and `import <module> as pkg`
+    leave_out: int = 0  # resolve's "leave it out" alternative tries it in this order (0: never left out)
+    unlisted_missing: tuple[str, ...] = ()  # what the matrix cannot know of a release it does not list (empty: frozen table)
+    migrate: str = "keep"
+    migrate_why: str = ""  # why migrate removes it ({status}: its end-of-life status from [[eol]])
+    owns_mpirun: bool = False  # migrate: the mpirun a job ran under goes with it
+    host_compared: bool = False  # doctor --hostfile: a different version on two hosts of one job breaks it
+    duplicate_checked: bool = False  # packages.duplicates: two installed copies of it break the stack
+    known_bad_checked: bool = False  # packages.known-bad judges its installed release against torch
+    build_checked: bool = False  # builds.*: its native files are checked for a device (CUDA, XPU, ROCm) build
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The distribution names an environment may hold it under: its own, then its former ones."""
+        return (self.distribution, *self.published_as)
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """What its releases are imported as: the module, then the former ones (none for a runtime wheel)."""
+        return tuple(m for m in (self.module, *self.former_modules) if m)
 
 
-COMPONENTS: dict[Component, ComponentInfo] = {
-    Component.TORCH: ComponentInfo("torch", "torch", ("pytorch",)),
-    Component.IPEX: ComponentInfo(
-        "intel-extension-for-pytorch", "ipex", ("intel_extension_for_pytorch", "ipex", "torch-ipex", "torch_ipex")
+#: What a component is: ``torch``; an ``extension`` built against one torch (IPEX, the bindings: curated pairings);
+#: a ``companion`` declaring the torch it needs (torchvision, torchaudio); a ``library`` with a torch floor per minor line
+#: (transformers, accelerate); a ``runtime`` wheel compat does not resolve but passes on to pip ([[runtime]]).
+KINDS = ("torch", "extension", "companion", "library", "runtime")
+#: How its pairing with torch is judged (rules.PAIR_RULES): ``built-for`` its own files and curated [[<table>.pairing]]
+#: entries; ``declared`` its METADATA's Requires-Dist: torch; ``torch-min`` its line's torch_min; ``none`` not paired.
+PAIRINGS = ("none", "built-for", "declared", "torch-min")
+#: What `compat migrate` (to stock PyTorch + gloo) does with it: kept in the target; kept only where it is installed; removed.
+MIGRATE_ACTIONS = ("keep", "keep-installed", "drop")
+
+_UNLISTED_BINARY = ("Python coverage", "glibc floor")
+_WHY_IPEX = "IPEX is {status}; stock PyTorch's CPU path carries its optimisations, and no IPEX release fits a newer torch"
+_WHY_BINDINGS = ("the oneCCL bindings are {status}, transformers >= 5.1 and accelerate >= 1.13 no longer accept ccl, "
+                 "and each release fits one torch only; gloo, stock PyTorch's CPU backend, replaces ccl")
+_WHY_ONECCL = "the oneCCL runtime that bindings built against a system oneCCL load; nothing in the stock set uses it"
+_WHY_IMPI = ("Intel MPI's runtime from PyPI (its mpirun, libmpi and libfabric), which the oneCCL runtime depends on; nothing in the "
+             "stock set uses it, and the mpirun it installed goes with it")
+
+#: Every component, in the resolver's order (a newer torch beats a newer IPEX, and so on), then the runtime wheels.
+REGISTRY: tuple[ComponentInfo, ...] = (
+    ComponentInfo("torch", "torch", "torch", "torch", module="torch", aliases=("pytorch",), registry_read=True, overlay_kept=True,
+                  cpu_index_build=True, unlisted_missing=_UNLISTED_BINARY, host_compared=True, duplicate_checked=True),
+    ComponentInfo(
+        "intel-extension-for-pytorch", "intel-extension-for-pytorch", "ipex", "extension", module="intel_extension_for_pytorch",
+        aliases=("intel_extension_for_pytorch", "ipex", "torch-ipex", "torch_ipex"), published_as=("torch-ipex",), pairing="built-for",
+        registry_read=True, leave_out=2, migrate="drop", migrate_why=_WHY_IPEX, host_compared=True, duplicate_checked=True,
+        known_bad_checked=True, build_checked=True,
+        smoke_what="ipex.optimize of a 4x2 nn.Linear in eval mode, and one forward",
+        smoke="m = pkg.optimize(torch.nn.Linear(4, 2).eval())\n"
+              "with torch.no_grad():\n"
+              "    assert tuple(m(torch.ones(1, 4)).shape) == (1, 2)\n",
     ),
-    Component.CCL: ComponentInfo(
-        "oneccl_bind_pt", "oneccl_bind_pt", ("oneccl_bind_pt", "oneccl_bindings_for_pytorch", "torch-ccl", "torch_ccl", "ccl")
+    ComponentInfo(
+        "oneccl-bind-pt", "oneccl_bind_pt", "oneccl_bind_pt", "extension", module="oneccl_bindings_for_pytorch",
+        aliases=("oneccl_bind_pt", "oneccl_bindings_for_pytorch", "torch-ccl", "torch_ccl", "ccl"), published_as=("torch-ccl",),
+        former_modules=("torch_ccl",),
+        pairing="built-for", leave_out=1, migrate="drop", migrate_why=_WHY_BINDINGS, host_compared=True, duplicate_checked=True,
+        known_bad_checked=True, build_checked=True,
+        smoke_what="a ccl process group of one rank and an all_reduce",
+        smoke="import os, socket, torch.distributed as dist\n"
+              "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+              "os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))\n"
+              "dist.init_process_group('ccl', rank=0, world_size=1)\n"
+              "t = torch.ones(2); dist.all_reduce(t)\n"
+              "assert t.tolist() == [1.0, 1.0], t\n"
+              "dist.destroy_process_group()\n",
     ),
-    Component.TORCHVISION: ComponentInfo("torchvision", "torchvision", ()),
-    Component.TORCHAUDIO: ComponentInfo("torchaudio", "torchaudio", ()),
-    Component.TRANSFORMERS: ComponentInfo("transformers", "transformers", ()),
-    Component.ACCELERATE: ComponentInfo("accelerate", "accelerate", ()),
-}
+    ComponentInfo(
+        "torchvision", "torchvision", "torchvision", "companion", module="torchvision", pairing="declared", registry_read=True,
+        overlay_kept=True, cpu_index_build=True, leave_out=3, unlisted_missing=("pairing with torch", *_UNLISTED_BINARY),
+        migrate="keep-installed", host_compared=True, duplicate_checked=True, known_bad_checked=True, build_checked=True,
+        smoke_what="torchvision.ops.nms on 3 boxes",
+        smoke="b = torch.tensor([[0., 0., 1., 1.], [0., 0., 1., 1.], [2., 2., 3., 3.]])\n"
+              "kept = pkg.ops.nms(b, torch.tensor([0.9, 0.8, 0.7]), 0.5)\n"
+              "assert kept.tolist() == [0, 2], kept\n",
+    ),
+    ComponentInfo(
+        "torchaudio", "torchaudio", "torchaudio", "companion", module="torchaudio", pairing="declared", registry_read=True,
+        overlay_kept=True, cpu_index_build=True, leave_out=4, unlisted_missing=("pairing with torch", *_UNLISTED_BINARY),
+        migrate="keep-installed", host_compared=True, duplicate_checked=True, known_bad_checked=True, build_checked=True,
+        smoke_what="torchaudio.functional.gain and transforms.Spectrogram of a 64-sample tensor",
+        smoke="x = torch.ones(1, 64)\n"
+              "assert pkg.functional.gain(x, 6.0).shape == x.shape\n"
+              "assert pkg.transforms.Spectrogram(n_fft=16)(x).shape[:2] == (1, 9)\n",
+    ),
+    ComponentInfo(
+        "transformers", "transformers", "transformers", "library", module="transformers", pairing="torch-min", registry_read=True,
+        overlay_kept=True, unlisted_missing=("pairing with torch (torch minimum)", "Requires-Python", "accelerate minimum"),
+        host_compared=True, duplicate_checked=True,
+        smoke_what="a tiny BertConfig (1 layer, hidden 8) and one forward of BertModel",
+        smoke="c = pkg.BertConfig(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)\n"
+              "with torch.no_grad():\n"
+              "    out = pkg.BertModel(c).eval()(torch.tensor([[1, 2, 3]]))\n"
+              "assert tuple(out.last_hidden_state.shape) == (1, 3, 8)\n",
+    ),
+    ComponentInfo(
+        "accelerate", "accelerate", "accelerate", "library", module="accelerate", pairing="torch-min", registry_read=True,
+        overlay_kept=True, unlisted_missing=("pairing with torch (torch minimum)", "Requires-Python"), host_compared=True,
+        duplicate_checked=True,
+        smoke_what="an Accelerator(cpu=True) preparing a 4x2 nn.Linear, and one forward",
+        smoke="a = pkg.Accelerator(cpu=True)\n"
+              "m = a.prepare(torch.nn.Linear(4, 2))\n"
+              "assert tuple(m(torch.ones(1, 4)).shape) == (1, 2)\n",
+    ),
+    ComponentInfo("oneccl-cpu", "oneccl-cpu", "runtime", "runtime", migrate="drop", migrate_why=_WHY_ONECCL),
+    ComponentInfo("oneccl-devel", "oneccl-devel", "runtime", "runtime", migrate="drop", migrate_why=_WHY_ONECCL),
+    ComponentInfo("impi-rt", "impi-rt", "runtime", "runtime", migrate="drop", migrate_why=_WHY_IMPI, owns_mpirun=True,
+                  host_compared=True),
+    ComponentInfo("impi-devel", "impi-devel", "runtime", "runtime", migrate="drop", migrate_why=_WHY_IMPI, owns_mpirun=True),
+)
+
+#: The components the resolver chooses versions for, by Component (the registry's records of every kind but runtime).
+COMPONENTS: dict[Component, ComponentInfo] = {Component(info.distribution): info for info in REGISTRY if info.kind != "runtime"}
+#: The runtime wheels ([[runtime]] distributions and their -devel siblings), by canonical distribution name.
+RUNTIME_COMPONENTS: dict[str, ComponentInfo] = {info.distribution: info for info in REGISTRY if info.kind == "runtime"}
+
+
+def components_where(**fields: object) -> tuple[Component, ...]:
+    """The components (resolver order) whose record has each of ``fields``: ``components_where(overlay_kept=True)``."""
+    return tuple(c for c, info in COMPONENTS.items() if all(getattr(info, k) == v for k, v in fields.items()))
+
+
+def distributions_where(**fields: object) -> tuple[str, ...]:
+    """Every distribution name (former names after each own, registry order) of the records with each of ``fields``."""
+    return tuple(name for info in REGISTRY if all(getattr(info, k) == v for k, v in fields.items()) for name in info.names)
+
 
 _ALIASES = {
     canonical_name(alias): component
@@ -476,17 +604,9 @@ class CompanionRelease(_Binary, Record):
 
 #: Components whose releases keep coming (a pin or an installed release the matrix has not caught up with is answered
 #: as unlisted, its missing facts named); the Intel packages are frozen (archived, deprecated), and their tables are complete.
-UNLISTED_COMPONENTS: frozenset["Component"] = frozenset(
-    {Component.TORCH, Component.TORCHVISION, Component.TORCHAUDIO, Component.TRANSFORMERS, Component.ACCELERATE}
-)
+UNLISTED_COMPONENTS: frozenset["Component"] = frozenset(c for c, info in COMPONENTS.items() if info.unlisted_missing)
 #: What the matrix records of a release and cannot know of one it does not list, per component.
-MISSING_FACTS: dict["Component", tuple[str, ...]] = {
-    Component.TORCH: ("Python coverage", "glibc floor"),
-    Component.TORCHVISION: ("pairing with torch", "Python coverage", "glibc floor"),
-    Component.TORCHAUDIO: ("pairing with torch", "Python coverage", "glibc floor"),
-    Component.TRANSFORMERS: ("pairing with torch (torch minimum)", "Requires-Python", "accelerate minimum"),
-    Component.ACCELERATE: ("pairing with torch (torch minimum)", "Requires-Python"),
-}
+MISSING_FACTS: dict["Component", tuple[str, ...]] = {c: info.unlisted_missing for c, info in COMPONENTS.items() if info.unlisted_missing}
 #: The commands that settle a missing fact (docs/MATRIX.md): read the registries, or try the pairing here.
 SETTLE_UPDATE = "compat matrix update"
 _UNLISTED_SOURCE = Provenance(sources=(), verified=False, note="not in the matrix: no source either way")

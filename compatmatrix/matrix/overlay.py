@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 from ..errors import MatrixError, shown
 from ..record import Record, replace
-from .model import COMPONENT_ORDER, Component, LibraryLine, Matrix, Provenance, Release
+from .model import COMPONENT_ORDER, COMPONENTS, Component, LibraryLine, Matrix, Provenance, Release
 from .tested import MAX_RECORDS, Tested, rewritable
 from .tested import parse_each as parse_tested_each
 from .tested import parse_one as parse_tested_one
@@ -187,13 +187,13 @@ def read_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> Entr
     if not isinstance(table_of_entries, dict):
         raise MatrixError(path, "entries", "", "must be a table of the harvested packages' entries")
     hosts = matrix.hosts
-    known_tables = {c.table: c for c in COMPONENT_ORDER if c not in (Component.IPEX, Component.CCL)}
+    known_tables = {c.table: c for c in COMPONENT_ORDER if COMPONENTS[c].overlay_kept}
     releases: dict[Component, list[Release]] = {c: [] for c in known_tables.values()}
     kept: dict[str, list[Any]] = {}
     skipped: list[str] = []
     for table in table_of_entries:
         if table not in known_tables:
-            why = "is not harvested (IPEX's and the bindings' facts are curated by hand)" if table in (Component.IPEX.table, Component.CCL.table) \
+            why = "is not harvested (IPEX's and the bindings' facts are curated by hand)" if table in {c.table for c in COMPONENT_ORDER} \
                 else "is not a package compat matrix update harvests"
             skipped.append(_note(f"entries > {table} {why}: skipped"))
     torch_versions = set(matrix.versions(Component.TORCH))
@@ -326,7 +326,7 @@ def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: st
             if changed:
                 filled += 1
                 mine[index] = replace(curated_release, wheels=tuple(wheels))
-        key = (lambda r: r.line) if component in (Component.TRANSFORMERS, Component.ACCELERATE) else (lambda r: r.version)
+        key = (lambda r: r.line) if COMPONENTS[component].kind == "library" else (lambda r: r.version)
         releases[component] = _newest_first(mine, key=key)
     merged = replace(matrix, releases=releases)
     return merged, OverlayState(path, read_at, frozenset(added), filled, tuple(disagreements), hosts_unread)

@@ -17,10 +17,10 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from ..record import Record
-from .model import TESTED_SOURCE, Component, Pairing, Provenance
+from .model import COMPONENTS, TESTED_SOURCE, Component, Pairing, Provenance
 
 #: The packages compat matrix verify has a smoke operation for.
-VERIFIABLE = (Component.TORCHVISION, Component.TORCHAUDIO, Component.IPEX, Component.CCL, Component.TRANSFORMERS, Component.ACCELERATE)
+VERIFIABLE = tuple(c for c, info in COMPONENTS.items() if info.smoke)
 #: What a result is, in the record and in --json.
 RESULTS = ("works", "breaks")
 _KEYS = frozenset({"package", "version", "host", "label", "torch", "torch_host", "torch_label", "result", "error_class", "summary",

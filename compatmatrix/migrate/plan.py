@@ -20,21 +20,20 @@ from packaging.version import InvalidVersion, Version
 
 from ..environment.snapshot import Distribution, EnvSnapshot
 from ..errors import UsageError, shown
-from ..matrix.model import COMPONENT_ORDER, Component, Matrix
+from ..matrix.model import COMPONENT_ORDER, COMPONENTS, REGISTRY, Component, Matrix, components_where, distributions_where
 from ..names import canonical_name
 from ..resolve import Conflict, Resolution, build_request, resolve
 from ..target import Platform, PythonTarget
 
 PROFILE = "stock"
-IPEX_DISTRIBUTIONS = ("intel-extension-for-pytorch", "torch-ipex")
-BINDINGS_DISTRIBUTIONS = ("oneccl-bind-pt", "torch-ccl")
-# oneCCL runtime wheels that only bindings built against a system oneCCL load (USE_SYSTEM_ONECCL=1): nothing in the stock set does
-ONECCL_RUNTIME_DISTRIBUTIONS = ("oneccl-cpu", "oneccl-devel")
+# what migrating to stock PyTorch + gloo removes, by distribution name (former names too): each record's `migrate`
+REMOVED = distributions_where(migrate="drop")
 # Intel MPI's runtime from PyPI, which oneccl-cpu depends on: its mpirun, libmpi and libfabric (the mpirun such a job ran under)
-INTEL_MPI_DISTRIBUTIONS = ("impi-rt", "impi-devel")
-REMOVED = IPEX_DISTRIBUTIONS + BINDINGS_DISTRIBUTIONS + ONECCL_RUNTIME_DISTRIBUTIONS + INTEL_MPI_DISTRIBUTIONS
-LEFTOVER_MODULES = ("intel_extension_for_pytorch", "oneccl_bindings_for_pytorch", "torch_ccl")
-OPTIONAL_COMPONENTS = (Component.TORCHVISION, Component.TORCHAUDIO)  # in the target only where they are installed
+INTEL_MPI_DISTRIBUTIONS = distributions_where(migrate="drop", owns_mpirun=True)
+# the modules a removed distribution leaves importable when half uninstalled, with the distributions that own each
+_OWNERS = {module: info.names for info in REGISTRY if info.migrate == "drop" for module in info.modules}
+LEFTOVER_MODULES = tuple(_OWNERS)
+OPTIONAL_COMPONENTS = components_where(migrate="keep-installed")  # in the target only where they are installed
 
 
 @dataclass(frozen=True)
@@ -179,7 +178,7 @@ def plan_migration(matrix: Matrix, snapshot: EnvSnapshot, python: PythonTarget, 
 
 
 def _aliases(component: Component) -> tuple[str, ...]:
-    return {Component.IPEX: ("torch-ipex",), Component.CCL: ("torch-ccl",)}.get(component, ())
+    return COMPONENTS[component].published_as
 
 
 def _installed_text(dist: Optional[Distribution]) -> Optional[str]:
@@ -210,25 +209,16 @@ def _removals(matrix: Matrix, snapshot: EnvSnapshot) -> list[Removal]:
 
 
 def _why_removed(matrix: Matrix, dist: Distribution) -> str:
-    if dist.canonical in IPEX_DISTRIBUTIONS:
-        eol = matrix.eol_of("intel-extension-for-pytorch")
-        status = f"{eol.status} (last CPU release {eol.last_release})" if eol else "no longer developed"
-        return f"IPEX is {status}; stock PyTorch's CPU path carries its optimisations, and no IPEX release fits a newer torch"
-    if dist.canonical in BINDINGS_DISTRIBUTIONS:
-        eol = matrix.eol_of("oneccl-bind-pt")
-        status = f"{eol.status} (last CPU release {eol.last_release})" if eol else "no longer developed"
-        return (f"the oneCCL bindings are {status}, transformers >= 5.1 and accelerate >= 1.13 no longer accept ccl, "
-                "and each release fits one torch only; gloo, stock PyTorch's CPU backend, replaces ccl")
-    if dist.canonical in INTEL_MPI_DISTRIBUTIONS:
-        return ("Intel MPI's runtime from PyPI (its mpirun, libmpi and libfabric), which the oneCCL runtime depends on; nothing in the "
-                "stock set uses it, and the mpirun it installed goes with it")
-    return "the oneCCL runtime that bindings built against a system oneCCL load; nothing in the stock set uses it"
+    info = next(i for i in REGISTRY if dist.canonical in i.names)
+    if "{status}" not in info.migrate_why:
+        return info.migrate_why
+    eol = matrix.eol_of(info.distribution)
+    status = f"{eol.status} (last CPU release {eol.last_release})" if eol else "no longer developed"
+    return info.migrate_why.format(status=status)
 
 
 def _owned(module: str, snapshot: EnvSnapshot) -> bool:
-    names = {"intel_extension_for_pytorch": IPEX_DISTRIBUTIONS, "oneccl_bindings_for_pytorch": BINDINGS_DISTRIBUTIONS,
-             "torch_ccl": BINDINGS_DISTRIBUTIONS}[module]
-    return snapshot.get(*names) is not None
+    return snapshot.get(*_OWNERS[module]) is not None
 
 
 def _leftover_notes(snapshot: EnvSnapshot) -> list[str]:
