@@ -97,3 +97,24 @@ def test_a_bad_runtime_entry_is_named(entry, problem):
     with pytest.raises(MatrixError) as raised:
         parse_matrix(text, "m.toml")
     assert problem in str(raised.value)
+
+
+def test_intel_openmp_is_a_runtime_wheel_with_its_declared_dependency(matrix, tmp_path):
+    """intel-openmp (libiomp5), added as a runtime component: each release from 2024.2.0 pins the same intel-cmplr-lib-ur (read from its
+    wheel's METADATA), which PyPI has, so pip takes the newest; -r files pass it on without a word; migrate keeps it."""
+    from compatmatrix.matrix.model import RUNTIME_COMPONENTS
+    from compatmatrix.migrate.plan import REMOVED
+
+    assert _release(matrix, "intel-openmp", "2026.2.0").requires == ("intel-cmplr-lib-ur==2026.2.0",)
+    assert _release(matrix, "intel-openmp", "2025.3.3").provenance.sources[0] == "https://pypi.org/simple/intel-openmp/"
+    choice = pip_choice(matrix, Requirement("intel-openmp"))
+    assert [f"{r.distribution} {r.version}" for r in choice.picked] == ["intel-openmp 2026.2.0"] and choice.passed == ()
+    assert choice_sentence(matrix, choice) is None and install_words(matrix, "intel-openmp") == "intel-openmp==2026.2.0"
+    assert len([r for r in matrix.runtime if r.distribution == "intel-openmp"]) == 49  # every Linux x86_64 release: a pin of any installs
+    assert [f"{r.distribution} {r.version}" for r in pip_choice(matrix, Requirement("intel-openmp==2018.0.0")).picked] == ["intel-openmp 2018.0.0"]
+    assert RUNTIME_COMPONENTS["intel-openmp"].migrate == "keep" and "intel-openmp" not in REMOVED
+    pins = tmp_path / "pins.txt"
+    pins.write_text("torch==2.13.0\nintel-openmp==2026.1.2\n")
+    done = run_compat("check", "--json", "--python-version", "3.11", "-r", str(pins))
+    head = next(c for c in json.loads(done.stdout)["checks"] if c["id"] == "input.files")
+    assert head["status"] != "fail" and "intel-openmp" not in head["summary"], head

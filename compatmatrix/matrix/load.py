@@ -32,6 +32,7 @@ from .model import (
     COMPONENT_ORDER,
     ISA_FLAGS,
     PAIRING_LEVELS,
+    RUNTIME_COMPONENTS,
     CclRelease,
     CompanionRelease,
     Component,
@@ -481,6 +482,8 @@ def _runtime(entry: _Entry) -> RuntimeRelease:
     from packaging.requirements import InvalidRequirement, Requirement
 
     name = canonical_name(entry.text("distribution"))
+    if name not in RUNTIME_COMPONENTS:
+        raise entry.error("distribution", f"{_show(name)} is not a runtime wheel compat knows: add its record to matrix/model.py REGISTRY first")
     requires = entry.str_list("requires", [])
     for text in requires:
         try:

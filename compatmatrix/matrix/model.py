@@ -195,6 +195,9 @@ REGISTRY: tuple[ComponentInfo, ...] = (
     ComponentInfo("impi-rt", "impi-rt", "runtime", "runtime", migrate="drop", migrate_why=_WHY_IMPI, owns_mpirun=True,
                   host_compared=True),
     ComponentInfo("impi-devel", "impi-devel", "runtime", "runtime", migrate="drop", migrate_why=_WHY_IMPI, owns_mpirun=True),
+    # Intel's OpenMP runtime (libiomp5.so), which compat launch's placement preloads where it is installed:
+    # stock PyTorch runs with or without it, so migrate keeps it.
+    ComponentInfo("intel-openmp", "intel-openmp", "runtime", "runtime"),
 )
 
 #: The components the resolver chooses versions for, by Component (the registry's records of every kind but runtime).
