@@ -38,6 +38,7 @@ from .matrix.model import (
     Release,
     WheelSet,
     Yank,
+    components_where,
     security_yank,
     unlisted_release,
 )
@@ -554,12 +555,10 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "[[oneccl_bind_pt]] torch (the bindings are C++ built against one torch: another major.minor has another ABI)",
     ),
     PairRule("ccl-torch-break", CCL, T, _ccl_no_break, "documented-break", "[[oneccl_bind_pt.pairing]] evidence = \"documented-break\"", _ccl_break),
-    PairRule("torchvision-torch", Component.TORCHVISION, T, _declared_torch, "declared",
-             "[[torchvision]] torch / torch_requires (its declared Requires-Dist: torch: a pin, a floor or a range)", _tested_break, _declaration_level),
-    PairRule("torchaudio-torch", Component.TORCHAUDIO, T, _declared_torch, "declared",
-             "[[torchaudio]] torch / torch_requires (its declared Requires-Dist: torch: a pin, a floor or a range)", _tested_break, _declaration_level),
-    PairRule("transformers-torch", Component.TRANSFORMERS, T, _torch_min, "declared", "[[transformers]] torch_min"),
-    PairRule("accelerate-torch", Component.ACCELERATE, T, _torch_min, "declared", "[[accelerate]] torch_min"),
+    *(PairRule(f"{c.distribution}-torch", c, T, _declared_torch, "declared",
+               f"[[{c.table}]] torch / torch_requires (its declared Requires-Dist: torch: a pin, a floor or a range)", _tested_break, _declaration_level)
+      for c in components_where(pairing="declared")),
+    *(PairRule(f"{c.distribution}-torch", c, T, _torch_min, "declared", f"[[{c.table}]] torch_min") for c in components_where(pairing="torch-min")),
     PairRule(
         "transformers-accelerate", Component.TRANSFORMERS, Component.ACCELERATE, _accelerate_min, "import-guard",
         "[[transformers]] accelerate_min (its Trainer's version check)",

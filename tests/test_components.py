@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from compatmatrix.checks.builds import EXTENSIONS
+from compatmatrix.checks.builds import CPU_INDEX_PACKAGES, EXTENSIONS
+from compatmatrix.checks.imports import COMPANIONS as IMPORTED_COMPANIONS
 from compatmatrix.checks.packages import CCL_NAMES, IPEX_NAMES
 from compatmatrix.checks.packages import STACK as DUPLICATES_STACK
 from compatmatrix.errors import MatrixError
@@ -13,7 +14,7 @@ from compatmatrix.explain import _OPTIONAL
 from compatmatrix.hosts import STACK as HOSTS_STACK
 from compatmatrix.maintain.verify import smoke_program
 from compatmatrix.matrix.harvest import BINARIES, COMPANIONS, LIBRARIES, PACKAGES
-from compatmatrix.matrix.load import parse_matrix
+from compatmatrix.matrix.load import _KEY, _PARSERS, parse_matrix
 from compatmatrix.matrix.model import (
     COMPONENT_ORDER,
     COMPONENTS,
@@ -27,6 +28,7 @@ from compatmatrix.matrix.model import (
 )
 from compatmatrix.matrix.tested import VERIFIABLE
 from compatmatrix.migrate.plan import INTEL_MPI_DISTRIBUTIONS, LEFTOVER_MODULES, OPTIONAL_COMPONENTS, REMOVED
+from compatmatrix.rules import PAIR_RULES
 
 from .conftest import ROOT
 
@@ -59,6 +61,9 @@ def test_the_former_tuples_are_the_records_fields():
                           (IPEX_NAMES, "intel_extension_for_pytorch", None), (CCL_NAMES, "oneccl_bindings_for_pytorch", None))
     assert set(MISSING_FACTS) == {T, TV, TA, TF, ACC}
     assert "impi-rt" in HOSTS_STACK and "intel-openmp" not in HOSTS_STACK
+    assert CPU_INDEX_PACKAGES == {"torch", "torchvision", "torchaudio"} and IMPORTED_COMPANIONS == ("torchvision", "torchaudio")
+    assert [r.name for r in PAIR_RULES if r.partner is T and r.evidence == "declared"] == ["torchvision-torch", "torchaudio-torch", "transformers-torch", "accelerate-torch"]
+    assert _KEY == {TF: "line", ACC: "line"} and set(_PARSERS) == set(Component) - {T}
 
 
 def test_a_verify_smoke_program_comes_from_the_record():

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..environment.snapshot import Distribution
-from ..matrix.model import COMPONENTS, Component, components_where
+from ..matrix.model import COMPONENTS, Component, components_where, distributions_where
 from .finding import Context, Finding, Status, check
 from .packages import torch_dist
 
@@ -181,7 +181,7 @@ def _first_mismatch(ctx: Context, torch: Distribution, build, dist: Distribution
     return None
 
 
-CPU_INDEX_PACKAGES = frozenset({"torch", "torchvision", "torchaudio"})  # what the PyTorch CPU index serves as +cpu builds
+CPU_INDEX_PACKAGES = frozenset(distributions_where(cpu_index_build=True))  # what the PyTorch CPU index serves as +cpu builds
 
 
 def _pin_build(ctx: Context, dist: Distribution, component: Optional[Component]) -> tuple[Optional[Build], str, str]:

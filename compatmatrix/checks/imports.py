@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 from ..environment.child import MAX_TIMEOUT_S, ChildResult, run_child
 from ..errors import shown
+from ..matrix.model import COMPONENTS, components_where
 from ..record import Record
 from .crash import Verdict, classify
 from .finding import Context, Finding, Status, check
@@ -143,7 +144,7 @@ class Part(Record):
 
 
 TORCH = Part("torch", "torch")
-COMPANIONS = ("torchvision", "torchaudio")  # imported by name; their native extensions load with the import
+COMPANIONS = tuple(COMPONENTS[c].module for c in components_where(kind="companion"))  # imported by name; their native extensions load with the import
 
 
 class ImportResult(Record):

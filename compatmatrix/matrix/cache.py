@@ -68,15 +68,7 @@ MAX_DEPTH = 12
 #: What a frozenset or a dict key may hold: values whose hash costs next to nothing.
 _PLAIN = frozenset((str, int, bool, type(None), Version, Component))
 #: The record class of each component's releases (what matrix/load.py builds).
-_RELEASE_CLASSES = {
-    Component.TORCH: model.TorchRelease,
-    Component.IPEX: model.IpexRelease,
-    Component.CCL: model.CclRelease,
-    Component.TORCHVISION: model.CompanionRelease,
-    Component.TORCHAUDIO: model.CompanionRelease,
-    Component.TRANSFORMERS: model.LibraryLine,
-    Component.ACCELERATE: model.LibraryLine,
-}
+_RELEASE_CLASSES = {component: getattr(model, info.release) for component, info in model.COMPONENTS.items()}
 
 
 def _model_types() -> dict[str, type]:

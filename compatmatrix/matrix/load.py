@@ -30,6 +30,7 @@ from ..record import replace
 from . import cache
 from .model import (
     COMPONENT_ORDER,
+    COMPONENTS,
     ISA_FLAGS,
     PAIRING_LEVELS,
     RUNTIME_COMPONENTS,
@@ -750,16 +751,12 @@ def _library_line(entry: _Entry, hosts: dict[str, Host], torch_versions: set[Ver
 
 
 #: How each component's [[table]] entries are read (torch is read first: the others pair with it).
+_READERS = {"IpexRelease": _ipex_release, "CclRelease": _ccl_release, "CompanionRelease": _companion_release, "LibraryLine": _library_line}
 _PARSERS: dict[Component, Callable[[_Entry, dict[str, Host], set[Version], str], Release]] = {
-    Component.IPEX: _ipex_release,
-    Component.CCL: _ccl_release,
-    Component.TORCHVISION: _companion_release,
-    Component.TORCHAUDIO: _companion_release,
-    Component.TRANSFORMERS: _library_line,
-    Component.ACCELERATE: _library_line,
+    component: _READERS[info.release] for component, info in COMPONENTS.items() if info.release in _READERS
 }
 #: The key that names an entry, where it is not "version" (library entries are minor lines).
-_KEY = {Component.TRANSFORMERS: "line", Component.ACCELERATE: "line"}
+_KEY = {component: "line" for component, info in COMPONENTS.items() if info.kind == "library"}
 
 
 def _component(entry: _Entry, name: str, key: Optional[str] = None) -> Component:

@@ -76,6 +76,7 @@ class ComponentInfo(Record):
     table: str  # the [[table]] of matrix.toml that holds its releases
     kind: str
     module: str = ""  # what `import` names ("" when nothing is imported: a runtime wheel's shared libraries)
+    release: str = ""  # the class of this module its [[table]] entries become ("" for a runtime wheel: RuntimeRelease)
     aliases: tuple[str, ...] = ()  # other spellings a user may write (Component.from_name)
     published_as: tuple[str, ...] = ()  # the distribution's former names, as an environment may still have it installed
     former_modules: tuple[str, ...] = ()  # what older releases were imported as (torch_ccl before 1.12)
@@ -126,10 +127,10 @@ _WHY_IMPI = ("Intel MPI's runtime from PyPI (its mpirun, libmpi and libfabric), 
 
 #: Every component, in the resolver's order (a newer torch beats a newer IPEX, and so on), then the runtime wheels.
 REGISTRY: tuple[ComponentInfo, ...] = (
-    ComponentInfo("torch", "torch", "torch", "torch", module="torch", aliases=("pytorch",), registry_read=True, overlay_kept=True,
+    ComponentInfo("torch", "torch", "torch", "torch", module="torch", release="TorchRelease", aliases=("pytorch",), registry_read=True, overlay_kept=True,
                   cpu_index_build=True, unlisted_missing=_UNLISTED_BINARY, host_compared=True, duplicate_checked=True),
     ComponentInfo(
-        "intel-extension-for-pytorch", "intel-extension-for-pytorch", "ipex", "extension", module="intel_extension_for_pytorch",
+        "intel-extension-for-pytorch", "intel-extension-for-pytorch", "ipex", "extension", module="intel_extension_for_pytorch", release="IpexRelease",
         aliases=("intel_extension_for_pytorch", "ipex", "torch-ipex", "torch_ipex"), published_as=("torch-ipex",), pairing="built-for",
         registry_read=True, leave_out=2, migrate="drop", migrate_why=_WHY_IPEX, host_compared=True, duplicate_checked=True,
         known_bad_checked=True, build_checked=True,
@@ -139,7 +140,7 @@ REGISTRY: tuple[ComponentInfo, ...] = (
               "    assert tuple(m(torch.ones(1, 4)).shape) == (1, 2)\n",
     ),
     ComponentInfo(
-        "oneccl-bind-pt", "oneccl_bind_pt", "oneccl_bind_pt", "extension", module="oneccl_bindings_for_pytorch",
+        "oneccl-bind-pt", "oneccl_bind_pt", "oneccl_bind_pt", "extension", module="oneccl_bindings_for_pytorch", release="CclRelease",
         aliases=("oneccl_bind_pt", "oneccl_bindings_for_pytorch", "torch-ccl", "torch_ccl", "ccl"), published_as=("torch-ccl",),
         former_modules=("torch_ccl",),
         pairing="built-for", leave_out=1, migrate="drop", migrate_why=_WHY_BINDINGS, host_compared=True, duplicate_checked=True,
@@ -154,7 +155,7 @@ REGISTRY: tuple[ComponentInfo, ...] = (
               "dist.destroy_process_group()\n",
     ),
     ComponentInfo(
-        "torchvision", "torchvision", "torchvision", "companion", module="torchvision", pairing="declared", registry_read=True,
+        "torchvision", "torchvision", "torchvision", "companion", module="torchvision", release="CompanionRelease", pairing="declared", registry_read=True,
         overlay_kept=True, cpu_index_build=True, leave_out=3, unlisted_missing=("pairing with torch", *_UNLISTED_BINARY),
         migrate="keep-installed", host_compared=True, duplicate_checked=True, known_bad_checked=True, build_checked=True,
         smoke_what="torchvision.ops.nms on 3 boxes",
@@ -163,7 +164,7 @@ REGISTRY: tuple[ComponentInfo, ...] = (
               "assert kept.tolist() == [0, 2], kept\n",
     ),
     ComponentInfo(
-        "torchaudio", "torchaudio", "torchaudio", "companion", module="torchaudio", pairing="declared", registry_read=True,
+        "torchaudio", "torchaudio", "torchaudio", "companion", module="torchaudio", release="CompanionRelease", pairing="declared", registry_read=True,
         overlay_kept=True, cpu_index_build=True, leave_out=4, unlisted_missing=("pairing with torch", *_UNLISTED_BINARY),
         migrate="keep-installed", host_compared=True, duplicate_checked=True, known_bad_checked=True, build_checked=True,
         smoke_what="torchaudio.functional.gain and transforms.Spectrogram of a 64-sample tensor",
@@ -172,7 +173,7 @@ REGISTRY: tuple[ComponentInfo, ...] = (
               "assert pkg.transforms.Spectrogram(n_fft=16)(x).shape[:2] == (1, 9)\n",
     ),
     ComponentInfo(
-        "transformers", "transformers", "transformers", "library", module="transformers", pairing="torch-min", registry_read=True,
+        "transformers", "transformers", "transformers", "library", module="transformers", release="LibraryLine", pairing="torch-min", registry_read=True,
         overlay_kept=True, unlisted_missing=("pairing with torch (torch minimum)", "Requires-Python", "accelerate minimum"),
         host_compared=True, duplicate_checked=True,
         smoke_what="a tiny BertConfig (1 layer, hidden 8) and one forward of BertModel",
@@ -182,7 +183,7 @@ REGISTRY: tuple[ComponentInfo, ...] = (
               "assert tuple(out.last_hidden_state.shape) == (1, 3, 8)\n",
     ),
     ComponentInfo(
-        "accelerate", "accelerate", "accelerate", "library", module="accelerate", pairing="torch-min", registry_read=True,
+        "accelerate", "accelerate", "accelerate", "library", module="accelerate", release="LibraryLine", pairing="torch-min", registry_read=True,
         overlay_kept=True, unlisted_missing=("pairing with torch (torch minimum)", "Requires-Python"), host_compared=True,
         duplicate_checked=True,
         smoke_what="an Accelerator(cpu=True) preparing a 4x2 nn.Linear, and one forward",
