@@ -365,7 +365,7 @@ def transformers_torch(ctx: Context) -> Finding:
     cautions: list[str] = []  # what only the Trainer needs (a WARN): transformers runs without accelerate
     unlisted: list[Finding] = []
     checked = False
-    for component in (Component.TRANSFORMERS, Component.ACCELERATE):
+    for component in components_where(kind="library"):
         package = component.distribution
         dist = ctx.snapshot.get(package)
         if dist is None or dist.public_version is None or torch is None:
@@ -558,11 +558,11 @@ def python_support(ctx: Context) -> Finding:
     cid = "packages.python-support"
     python = ctx.snapshot.python_minor
     problems, seen = [], []
-    for names, finder, component in ((IPEX_NAMES, ctx.matrix.ipex_release, Component.IPEX), (CCL_NAMES, ctx.matrix.ccl_release, Component.CCL)):
-        dist = ctx.snapshot.get(*names)
+    for component in components_where(kind="extension"):
+        dist = ctx.snapshot.get(*COMPONENTS[component].names)
         if dist is None or dist.public_version is None or installed_device_build(ctx, component, dist) is not None:
             continue  # a device build: packages.ipex-torch / packages.ccl-torch say so
-        release: Optional[IpexRelease | CclRelease] = finder(dist.public_version)
+        release: Optional[IpexRelease | CclRelease] = ctx.matrix.release(component, dist.public_version)  # type: ignore[assignment]
         if release is None:
             continue
         seen.append(f"{dist.name} {release.version}")
@@ -581,9 +581,9 @@ def python_support(ctx: Context) -> Finding:
 def end_of_life(ctx: Context) -> Finding:
     cid = "packages.eol"
     notes = []
-    for names, package in ((IPEX_NAMES, "intel-extension-for-pytorch"), (CCL_NAMES, "oneccl-bind-pt")):
-        dist = ctx.snapshot.get(*names)
-        eol = ctx.matrix.eol_of(package)
+    for info in (COMPONENTS[c] for c in components_where(kind="extension")):
+        dist = ctx.snapshot.get(*info.names)
+        eol = ctx.matrix.eol_of(info.distribution)
         if dist is not None and eol is not None:
             notes.append((dist, eol))
     if not notes:
