@@ -7,7 +7,8 @@ recorded, so it must stay installed to be tried); one child (run_child: own proc
 and the package and runs a smoke operation through the extension; the result recorded in the overlay as ``tested-here``
 evidence (matrix/tested.py), a failure as a break with the import-probe classifier's error class (checks/crash.py).
 
-The pure parts (the smoke programs, the choice of wheels, the record) are functions of their inputs; ``verify`` is the edge.
+The pure parts (the smoke program around the component record's smoke operation, the choice of wheels, the record) are
+functions of their inputs; ``verify`` is the edge.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ Everything here is plain data: versions are :class:`packaging.version.Version`, 
 :class:`packaging.specifiers.SpecifierSet`.  Nothing in this module reads files or talks to
 the network; :mod:`compatmatrix.matrix.load` builds these objects from ``data/matrix.toml``.
 
-Components are data: :data:`COMPONENTS` says what each one is called and where its releases live in
-the TOML, :attr:`Matrix.releases` holds every component's releases (newest first), and every release
-class implements :class:`Release`, the view the rules take of it.
+Components are data: :data:`REGISTRY` holds one :class:`ComponentInfo` per component and runtime wheel (its names,
+where its releases live in the TOML, how its torch pairing is judged, what harvest, verify, explain, migrate, planning and
+the checks do with it; :data:`COMPONENTS` the resolver's, :data:`RUNTIME_COMPONENTS` the runtime wheels),
+:attr:`Matrix.releases` holds every component's releases (newest first), and every release class implements
+:class:`Release`, the view the rules take of it.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class Component(enum.Enum):
 class ComponentInfo(Record):
     """Everything compat needs to know of a component, in one record: its names, where matrix.toml keeps its releases,
     how its torch pairing is judged, and what each command does with it (harvest, verify, explain, migrate, planning,
-    checks). A command reads these fields; it keeps no list of components of its own (docs/MATRIX.md, "Components").
+    checks). A command reads these fields; it keeps no list of components of its own.
 
     ``kind`` is one of :data:`KINDS`; ``pairing`` one of :data:`PAIRINGS`; ``migrate`` one of :data:`MIGRATE_ACTIONS`.
     """
