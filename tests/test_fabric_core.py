@@ -245,9 +245,12 @@ def test_silent_pairs_name_the_host_that_answers_none_whatever_the_median():
 
 
 def test_interface_causes_name_what_differs_on_the_named_hosts_only():
+    from compatmatrix.live.protocol import InterfaceFacts
+
     eth = {"interface": "eth0", "address": "10.0.0.1", "mtu": 9000, "speed": 100000, "gloo_ifname": None}
     facts = [eth, {**eth, "mtu": 1500}, {**eth, "speed": 10000, "interface": "ens1"}, {**eth, "gloo_ifname": "ib0"}, None, {**eth, "mtu": 1500}]
-    causes = fabric.interface_causes(facts, named=[1, 2, 3, 4, 99])
+    typed = lambda rows: [InterfaceFacts(**row) if row else None for row in rows]  # noqa: E731 -- the records as the report reads them
+    causes = fabric.interface_causes(typed(facts), named=[1, 2, 3, 4, 99])
     assert causes[1] == ["MTU 1500 on eth0 while most hosts have 9000: packets larger than the smaller MTU are dropped or fragmented between them "
                          "(set the same MTU on every host and switch port: ip link set dev IFACE mtu N)"]
     assert causes[2] == ["ens1 links at 10000 Mb/s while most hosts link at 100000 Mb/s (ethtool ens1: speed, duplex; the cable or port)"]
@@ -255,8 +258,8 @@ def test_interface_causes_name_what_differs_on_the_named_hosts_only():
     assert set(causes) == {1, 2, 3}  # host 5 differs too but is not named; host 4 is unknown
     # no majority (two MTUs, two hosts each), virtual interfaces (no speed): nothing to blame
     even = [{**eth, "mtu": 1500}, {**eth, "mtu": 1500}, eth, eth]
-    assert fabric.interface_causes(even, [0, 1, 2, 3]) == {}
-    assert fabric.interface_causes([{**eth, "speed": None}] * 3, [0]) == {}
+    assert fabric.interface_causes(typed(even), [0, 1, 2, 3]) == {}
+    assert fabric.interface_causes(typed([{**eth, "speed": None}] * 3), [0]) == {}
 
 
 def test_loss_on_links_already_named_slow_is_their_evidence_not_a_second_fault():

@@ -229,8 +229,9 @@ def test_srun_and_hostfile_notes_name_compat_env_in_full():
 def test_the_fabric_interface_cause_names_the_runs_compat_env():
     """live.pairs' GLOO_SOCKET_IFNAME cause names the run's compat env (on the old code: "compat env --master-addr MASTER")."""
     from compatmatrix.live.fabric import interface_causes
+    from compatmatrix.live.protocol import InterfaceFacts
 
-    facts = [{"interface": "eth0", "gloo_ifname": "eth1"}, {"interface": "eth0"}]
+    facts = [InterfaceFacts(interface="eth0", gloo_ifname="eth1"), InterfaceFacts(interface="eth0")]
     command = 'eval "$(compat env --launcher mpirun --python /train/venv/bin/python)"'
     causes = [("live.pairs", cause) for cause in interface_causes(facts, [0], command)[0]]
     assert assert_full(causes, "/train/venv/bin/python", "mpirun") == 1, causes

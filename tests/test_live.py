@@ -243,7 +243,7 @@ def test_missing_ranks_point_at_the_launcher():
 
 
 def test_an_abort_after_finishing_is_a_warning_not_a_failure():
-    ranks = [rank(0), RankRecord(1001, {**rank(1).status}, "terminate called without an active exception\n", returncode=-6)]
+    ranks = [rank(0), RankRecord(1001, rank(1).status, "terminate called without an active exception\n", returncode=-6)]
     findings = {f.id: f for f in live_findings(_launch(), ENDED, ranks, Expectation(**{**EXPECT.__dict__, "trainer": False}))}
     assert findings["live.ranks"].status is S.WARN and "killed by signal SIGABRT at interpreter exit" in findings["live.ranks"].summary
     assert findings["live.hang"].status is S.PASS
@@ -419,7 +419,7 @@ def test_the_rank_that_died_is_named_before_the_one_the_launcher_stopped():
 
 def test_a_peer_error_is_not_blamed_over_the_rank_that_crashed():
     peer = rank(0, stage="trainer:train", error={"type": "RuntimeError", "message": "Connection closed by peer [127.0.0.1]:1234. Good luck!"})
-    gone = RankRecord(1001, {**rank(1, stage="trainer").status}, "", returncode=None)
+    gone = RankRecord(1001, rank(1, stage="trainer").status, "", returncode=None)
     findings = {f.id: f for f in live_findings(_launch(), Supervised("x", (), False, True, 5.0, True, (), died=(1001,)), [peer, gone], EXPECT)}
     assert findings["live.ranks"].summary.startswith("rank 1 ended at stage trainer without an error of its own")
     assert findings["live.trainer"].status is S.SKIP
@@ -427,7 +427,7 @@ def test_a_peer_error_is_not_blamed_over_the_rank_that_crashed():
 
 def test_a_rank_gone_without_any_record_of_why_is_never_a_pass():
     # under a launcher that reports nothing: not done, no error, no exit code, the launcher failed
-    gone = RankRecord(1001, {**rank(1, stage="allreduce").status}, "", returncode=None)
+    gone = RankRecord(1001, rank(1, stage="allreduce").status, "", returncode=None)
     supervised = Supervised("x", (_end(1),), False, False, 5.0, False, ())
     findings = {f.id: f for f in live_findings(_launch(), supervised, [rank(0), gone], Expectation(**{**EXPECT.__dict__, "trainer": False}))}
     assert findings["live.ranks"].status is S.FAIL and "rank 1 ended at stage allreduce" in findings["live.ranks"].summary
@@ -496,7 +496,7 @@ def test_the_launchers_first_failure():
 
 def test_a_rank_compat_stopped_is_never_the_root_cause_and_an_oom_kill_is():
     oom = rank(1, stage="trainer", returncode=-9)
-    stopped = RankRecord(1000, {**rank(0, stage="trainer:train").status}, "", returncode=None)
+    stopped = RankRecord(1000, rank(0, stage="trainer:train").status, "", returncode=None)
     supervised = Supervised("x", (), False, True, 5.0, True, (), died=(1001,), stopped=(1000,))
     findings = {f.id: f for f in live_findings(_launch(), supervised, [stopped, oom], EXPECT)}
     assert findings["live.ranks"].summary == "rank 1 was killed by signal SIGKILL at stage trainer"
@@ -508,7 +508,7 @@ def test_more_ranks_than_asked_for_fail_the_launch_finding():
 
 
 def test_an_unfinished_rank_never_lets_the_run_pass():
-    quiet = RankRecord(1001, {**rank(1, stage="allreduce").status}, "", returncode=None)
+    quiet = RankRecord(1001, rank(1, stage="allreduce").status, "", returncode=None)
     findings = live_findings(_launch(), ENDED, [rank(0), quiet], Expectation(**{**EXPECT.__dict__, "trainer": False}))
     assert any(f.status is S.FAIL for f in findings)
 
@@ -627,7 +627,7 @@ def test_a_ccl_hang_across_hosts_without_the_interface_variables_names_them_firs
     # set on every host, under gloo, or on one host: not this cause
     both = {"CCL_KVS_IFACE": "eth0", "FI_TCP_IFACE": "eth0"}
     assert "CCL_KVS_IFACE" not in " ".join(hang_finding([_ccl_rank(0, "node1", both), _ccl_rank(1, "node2", both)], supervised, expect, 1).evidence)
-    gloo = [RankRecord(r.pid, {**r.status, "backend": "gloo"}, "") for r in ranks]
+    gloo = [RankRecord(r.pid, {**r.status.to_json(), "backend": "gloo"}, "") for r in ranks]
     assert "CCL_KVS_IFACE" not in " ".join(hang_finding(gloo, supervised, expect, 1).evidence)
     unread = [ranks[0], RankRecord(2, {"rank": 1, "host": "node2", "stage": "import:torch", "started": 0, "updated": 1}, "")]  # node2 read nothing yet
     assert "(CCL_KVS_IFACE not set on node1; FI_TCP_IFACE not set on node1)" in " ".join(hang_finding(unread, supervised, expect, 1).evidence)

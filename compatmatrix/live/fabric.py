@@ -26,7 +26,10 @@ import random
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:  # the worker imports this module alone (copied into the run folder): the protocol only for the types
+    from .protocol import InterfaceFacts
 
 Pair = tuple[int, int]  # (a, b) with a < b: host indices
 SLOW_FRACTION = 0.5  # a link (or a host's memcpy) below half the median is "far below the others"
@@ -374,7 +377,7 @@ def _most_common(values: Iterable[Optional[int]]) -> Optional[int]:
     return min(v for v, c in counts.items() if c == best) if list(counts.values()).count(best) == 1 else None
 
 
-def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Iterable[int], command: str = "") -> dict[int, list[str]]:
+def interface_causes(facts: Sequence[Optional[InterfaceFacts]], named: Iterable[int], command: str = "") -> dict[int, list[str]]:
     """The causes each named host's interface shows, against the other hosts (``facts``: per host, its interface
     toward the master, MTU, link speed in Mb/s and GLOO_SOCKET_IFNAME, each None where unknown): an MTU that differs
     from the one most hosts have (large packets dropped or fragmented between them), a link slower than most hosts',
@@ -384,23 +387,25 @@ def interface_causes(facts: Sequence[Optional[Mapping[str, object]]], named: Ite
     from .oneccl_causes import with_arguments
 
     told = with_arguments(command, " --master-addr MASTER") if command else compat_env_command("", None, " --master-addr MASTER")
-    rows = [dict(f) if isinstance(f, Mapping) else {} for f in facts]
-    mtu = _most_common(r.get("mtu") for r in rows)  # type: ignore[misc]
-    speed = _most_common(r.get("speed") for r in rows)  # type: ignore[misc]
+    from .protocol import InterfaceFacts
+
+    rows = [f if isinstance(f, InterfaceFacts) else InterfaceFacts() for f in facts]
+    mtu = _most_common(r.mtu for r in rows)
+    speed = _most_common(r.speed for r in rows)
     causes: dict[int, list[str]] = {}
     for host in sorted(set(named)):
         if not 0 <= host < len(rows):
             continue
         row, found = rows[host], []
-        interface = row.get("interface") or "its interface"
-        if mtu is not None and row.get("mtu") is not None and row["mtu"] != mtu:
-            found.append(f"MTU {row['mtu']} on {interface} while most hosts have {mtu}: packets larger than the smaller MTU are dropped "
+        interface = row.interface or "its interface"
+        if mtu is not None and row.mtu is not None and row.mtu != mtu:
+            found.append(f"MTU {row.mtu} on {interface} while most hosts have {mtu}: packets larger than the smaller MTU are dropped "
                          "or fragmented between them (set the same MTU on every host and switch port: ip link set dev IFACE mtu N)")
-        if speed is not None and row.get("speed") is not None and row["speed"] < speed:
-            found.append(f"{interface} links at {row['speed']} Mb/s while most hosts link at {speed} Mb/s (ethtool {interface}: speed, duplex; the cable or port)")
-        if row.get("gloo_ifname") and row.get("interface") and row["gloo_ifname"] != row["interface"]:
-            found.append(f"GLOO_SOCKET_IFNAME={row['gloo_ifname']} but the route to the master leaves over {row['interface']}: gloo's traffic takes "
-                         f"another way (export GLOO_SOCKET_IFNAME={row['interface']}, or {told})")
+        if speed is not None and row.speed is not None and row.speed < speed:
+            found.append(f"{interface} links at {row.speed} Mb/s while most hosts link at {speed} Mb/s (ethtool {interface}: speed, duplex; the cable or port)")
+        if row.gloo_ifname and row.interface and row.gloo_ifname != row.interface:
+            found.append(f"GLOO_SOCKET_IFNAME={row.gloo_ifname} but the route to the master leaves over {row.interface}: gloo's traffic takes "
+                         f"another way (export GLOO_SOCKET_IFNAME={row.interface}, or {told})")
         if found:
             causes[host] = found
     return causes

@@ -93,7 +93,7 @@ class Record:
         return _decode(cls, value, where or cls.__name__)
 
     def to_json(self):
-        """The record as a JSON value (dicts, lists, numbers, strings, None); fields left at None are left out."""
+        """The record as a JSON value (dicts, lists, numbers, strings, None), every field."""
         return _encode(self)
 
 
@@ -410,7 +410,7 @@ class RankStatus(Record):
     @property
     def chose_backend(self):
         """The rank got as far as choosing a backend (``backend`` may still be None: none could be had)."""
-        return self.backend_reason is not None
+        return self.backend is not None or self.backend_reason is not None
 
 
 @_frozen
@@ -536,7 +536,7 @@ def _encode(value):
         shape = _AS_LIST.get(type(value))
         if shape:
             return [_encode(getattr(value, n)) for n in names]
-        return {n: _encode(getattr(value, n)) for n in names if getattr(value, n) is not None}
+        return {n: _encode(getattr(value, n)) for n in names}
     if isinstance(value, (tuple, list)):
         return [_encode(v) for v in value]
     if isinstance(value, dict):

@@ -19,6 +19,21 @@ from ..checks.finding import Finding, Status
 from ..launchers.interface import MASTER_PORT, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
 from .oneccl_causes import CclRun, ccl_cause, fallback_hang, foreign_mpirun_hang, with_arguments
+from .protocol import (
+    Gone,
+    ImportEntry,
+    NetworkFacts,
+    PairLink,
+    ProtocolError,
+    RankError,
+    RankStatus,
+    Sweep,
+    SweepDeadline,
+    TrainerGroup,
+    TrainerInfo,
+    loads_status,
+    read_parts,
+)
 from .supervise import Supervised
 
 GB = 1e9
@@ -26,19 +41,32 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class RankRecord:
+    """One rank as compat saw it: what it wrote (``status``, the typed record of live/protocol; a mapping given here is
+    read through the protocol, its parts not of the protocol's shape left out and named in ``refused``), its log, and
+    how its process ended."""
+
     pid: int
-    status: Mapping[str, Any]
+    status: RankStatus
     log: str
     returncode: Optional[int] = None  # known under spawn (one process per rank)
     show_host: bool = False  # the run spans hosts: findings say on which one
+    gone_at: Optional[float] = None  # when the rank's exit watcher saw it end (runs across hosts)
+    launcher_first_failure: bool = False  # the launcher named this rank's process as the first to fail
+    refused: Mapping[str, str] = field(default_factory=dict)  # the record's fields not of the protocol's shape, and why
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, RankStatus):  # a mapping (a test's, or read by hand): the protocol's edge
+            status, refused = read_parts(RankStatus, dict(self.status), "record")
+            object.__setattr__(self, "status", status)
+            object.__setattr__(self, "refused", {**refused, **self.refused})
 
     @property
     def rank(self) -> Optional[int]:
-        return self.status.get("rank")
+        return self.status.rank
 
     @property
     def host(self) -> str:
-        return str(self.status.get("host") or "?")
+        return str(self.status.host or "?")
 
     @property
     def name(self) -> str:
@@ -47,15 +75,29 @@ class RankRecord:
 
     @property
     def stage(self) -> str:
-        return str(self.status.get("stage", "not started"))
+        return str(self.status.stage or "not started")
 
     @property
     def done(self) -> bool:
         return self.stage == "done"
 
     @property
-    def error(self) -> Optional[Mapping[str, Any]]:
-        return self.status.get("error")
+    def error(self) -> Optional[RankError]:
+        return self.status.error
+
+    @property
+    def trainer(self) -> TrainerInfo:
+        """The Trainer step's record, empty before the rank got there."""
+        return self.status.trainer or NO_TRAINER
+
+
+NO_TRAINER = TrainerInfo()
+NO_GROUP = TrainerGroup()
+
+
+def _message(record: RankRecord) -> str:
+    """The message of the error a rank recorded ("" without one)."""
+    return str(record.error.message) if record.error else ""
 
 
 @dataclass(frozen=True)
@@ -92,26 +134,29 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher
     first = launcher_first_failure(launcher_log)
     records = []
     for _host, pid, path in status_files(run_dir):
+        refused: dict[str, str] = {}
         try:
-            status = json.loads(path.read_text())
-        except (OSError, ValueError):
-            status = {"stage": "unreadable status"}
-        gone = path.with_suffix(".gone")  # the rank's own exit watcher (runs across hosts): when it ended
-        if gone.exists():
+            status = loads_status(path.read_text(errors="replace"))
+        except OSError as exc:
+            status, refused = RankStatus(stage="unreadable status"), {"record": f"{exc.__class__.__name__}: {exc}"}
+        except ProtocolError as exc:  # another compat's worker, a broken rank, a shared --run-dir: said, not read
+            status, refused = RankStatus(stage="unreadable status"), {"record": str(exc)}
+        gone_path = path.with_suffix(".gone")  # the rank's own exit watcher (runs across hosts): when it ended
+        gone_at = None
+        if gone_path.exists():
             try:
-                status = {**status, "gone_at": float(json.loads(gone.read_text())["at"])}
-            except (OSError, ValueError, KeyError, TypeError):
+                gone_at = Gone.from_json(json.loads(gone_path.read_text())).at
+            except (OSError, ValueError):  # ProtocolError is a ValueError
                 pass
         log_path = path.with_suffix(".log")
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         code = ends_by_pid.get(pid)
         if code is None:
             code = reported.get(pid)
-        if code is None and first is not None and first[0] == "rank" and status.get("rank") == first[1]:
+        if code is None and first is not None and first[0] == "rank" and status.rank == first[1]:
             code = first[2]
-        if first is not None and ((first[0] == "pid" and first[1] == pid) or (first[0] == "rank" and status.get("rank") == first[1])):
-            status = {**status, "launcher_first_failure": True}
-        records.append(RankRecord(pid, status, log[-50000:], code, show_host))
+        named_first = first is not None and ((first[0] == "pid" and first[1] == pid) or (first[0] == "rank" and status.rank == first[1]))
+        records.append(RankRecord(pid, status, log[-50000:], code, show_host, gone_at, named_first, refused))
     return sorted(records, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid))
 
 
@@ -158,8 +203,8 @@ def known_cause(record: RankRecord, run: CclRun = NO_RUN) -> Optional[tuple[str,
     """(summary, detail, fix) when what a rank printed names the cause: an import that ended the way checks/crash.classify
     recognises (the static probes' own words), or what oneCCL, libfabric, Intel MPI or torch's rendezvous said
     (live/oneccl_causes, with the fix for the launcher the ranks ran under)."""
-    error = record.error or {}
-    text = record.log + (f"\n{error.get('type', '')}: {error.get('message', '')}" if error else "")
+    error = record.error
+    text = record.log + (f"\n{error.type}: {error.message}" if error else "")
     if record.stage.startswith("import:"):
         code = record.returncode if record.returncode is not None else (1 if record.error else -6)
         verdict = classify(code, "", text, False, record.stage.split(":", 1)[1]).naming(run.env_command)
@@ -218,7 +263,7 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: Cc
         if stage.startswith("import:") and record.error:  # a Python-level import error (e.g. torch missing, undefined symbol)
             what = stage.split(":", 1)[1]
             error = record.error
-            verdict = classify(1, "", f"{record.log}\n{error.get('type')}: {error.get('message')}", False, what).naming(run.env_command)
+            verdict = classify(1, "", f"{record.log}\n{error.type}: {error.message}", False, what).naming(run.env_command)
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail, verdict.fix)
         if stage.startswith("import:") and not record.error:
             what = stage.split(":", 1)[1]
@@ -234,41 +279,48 @@ def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: Cc
                 continue  # no exit status known, or stopped by the launcher or compat: see live.ranks
             verdict = classify(record.returncode, "", record.log, False, what).naming(run.env_command)
             return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
-        imports = record.status.get("imports") or {}
-        for key in ("ipex", "ccl"):
-            item = imports.get(key)
-            if item and not item.get("ok"):
-                verdict = classify(1, "", f"{record.log}\n{item.get('error', '')}", False, item.get("module", key)).naming(run.env_command)
-                return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", (str(item.get("error", "")),), verdict.fix)
-    first = ranks[0].status.get("imports") or {}
-    parts = [f"torch {first.get('torch', {}).get('version')}"]
-    if first.get("ipex"):
-        parts.append(f"{first['ipex']['module']} {first['ipex'].get('version')}")
-    if first.get("ccl"):
-        parts.append(f"{first['ccl']['module']} {first['ccl'].get('version') or ''}".strip())
+        imports = record.status.imports
+        for key, item in (("ipex", imports and imports.ipex), ("ccl", imports and imports.ccl)):
+            if item and not item.ok:
+                verdict = classify(1, "", f"{record.log}\n{item.error or ''}", False, item.module or key).naming(run.env_command)
+                return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", (str(item.error or ""),), verdict.fix)
+    first = ranks[0].status.imports
     if not first:
         return Finding(cid, Status.SKIP, "no rank got as far as importing torch")
+    parts = [f"torch {first.torch.version if first.torch else None}"]
+    if first.ipex:
+        parts.append(f"{first.ipex.module} {first.ipex.version}")
+    if first.ccl:
+        parts.append(f"{first.ccl.module} {first.ccl.version or ''}".strip())
     return Finding(cid, Status.PASS, f"every rank imports {', '.join(parts)}")
+
+
+NO_IMPORT = ImportEntry(ok=False)
+
+
+def _ccl_of(record: RankRecord) -> ImportEntry:
+    """The oneCCL bindings' import as the rank recorded it (an empty entry when it did not)."""
+    return (record.status.imports.ccl if record.status.imports else None) or NO_IMPORT
 
 
 def backend_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     cid = "live.backend"
-    chosen = [r for r in ranks if "backend" in r.status]
+    chosen = [r for r in ranks if r.status.chose_backend]
     if not chosen:
         return Finding(cid, Status.SKIP, "no rank got as far as choosing a backend")
-    backends = {r.status.get("backend") for r in chosen}
-    reason = str(chosen[0].status.get("backend_reason", ""))
-    ccl = (chosen[0].status.get("imports") or {}).get("ccl") or {}
+    backends = {r.status.backend for r in chosen}
+    reason = str(chosen[0].status.backend_reason or "")
+    ccl = _ccl_of(chosen[0])
     if None in backends:
         return Finding(cid, Status.FAIL, reason, (), f"Install the oneccl_bind_pt that compat resolve gives for this torch, then {expect.ccl.env_command}; "
                        "or run with --backend gloo.")
     if len(backends) > 1:
         return Finding(cid, Status.FAIL, f"the ranks chose different backends: {', '.join(sorted(str(b) for b in backends))}",
-                       tuple(f"{r.name}: {r.status.get('backend')} ({r.status.get('backend_reason')})" for r in chosen),
+                       tuple(f"{r.name}: {r.status.backend} ({r.status.backend_reason})" for r in chosen),
                        "Every rank must see the same environment: install the same packages on every node and source the same setvars.sh.")
     backend = backends.pop()
-    if backend == "ccl" and ccl.get("fixture"):
-        return Finding(cid, Status.PASS, f"ccl, FIXTURE: {reason}", (f"fixture marker: {ccl.get('fixture')}",))
+    if backend == "ccl" and ccl.fixture:
+        return Finding(cid, Status.PASS, f"ccl, FIXTURE: {reason}", (f"fixture marker: {ccl.fixture}",))
     if backend == "gloo" and expect.backend == "auto" and expect.ccl_installed:
         return Finding(cid, Status.WARN, f"gloo: {reason}", (), "oneccl_bind_pt is installed but did not give a ccl backend: compat doctor --only imports.ccl shows why.")
     return Finding(cid, Status.PASS, f"{backend}: {reason}")
@@ -276,8 +328,8 @@ def backend_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
 
 def world_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     cid = "live.world"
-    without = [r for r in ranks if r.status.get("rank") is None]
-    trainer_worlds = {(r.status.get("trainer") or {}).get("world_size") for r in ranks}
+    without = [r for r in ranks if r.status.rank is None]
+    trainer_worlds = {r.trainer.world_size for r in ranks}
     if without and trainer_worlds == {expect.world_size}:  # accelerate maps PMI_*/OMPI_* itself: the Trainer is fine
         return Finding(cid, Status.WARN, f"{len(without)} of {len(ranks)} processes got no RANK/WORLD_SIZE: a plain torch.distributed script would be on its own; "
                        f"the Trainer (accelerate) mapped the launcher's variables itself and formed a group of {expect.world_size}",
@@ -294,35 +346,36 @@ def world_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     twice = sorted(r for r, n in claimed.items() if n > 1)
     if twice:
         return Finding(cid, Status.FAIL, f"{claimed[twice[0]]} processes claim rank {twice[0]}: the rank variables are wrong",
-                       tuple(f"pid {r.pid}: rank {r.rank} from {r.status.get('rank_source')}" for r in ranks if r.rank in twice),
+                       tuple(f"pid {r.pid}: rank {r.rank} from {r.status.rank_source}" for r in ranks if r.rank in twice),
                        "Check what sets RANK in the job (an exported RANK/WORLD_SIZE overrides the launcher's); compat clears them for its own run.")
-    joined = [r for r in ranks if r.status.get("world_size")]
+    joined = [r for r in ranks if r.status.world_size]
     if not joined:
         return Finding(cid, Status.SKIP, "no rank formed a process group (see live.hang / live.ranks)")
-    sizes = {r.status["world_size"] for r in joined}
+    sizes = {r.status.world_size for r in joined}
     if sizes != {expect.world_size}:
         return Finding(cid, Status.FAIL, f"the group has world size {', '.join(str(s) for s in sorted(sizes))}, expected {expect.world_size}",
-                       tuple(f"{r.name}: world size {r.status['world_size']} (from {r.status.get('rank_source')})" for r in joined),
+                       tuple(f"{r.name}: world size {r.status.world_size} (from {r.status.rank_source})" for r in joined),
                        "Every rank must get the same WORLD_SIZE: check --nproc-per-node / --nnodes / the hostfile.")
-    return Finding(cid, Status.PASS, f"{len(joined)} ranks {where(joined)} joined a group of {expect.world_size} (rank variables from {joined[0].status.get('rank_source')})")
+    return Finding(cid, Status.PASS, f"{len(joined)} ranks {where(joined)} joined a group of {expect.world_size} (rank variables from {joined[0].status.rank_source})")
 
 
 def allreduce_finding(ranks: Sequence[RankRecord]) -> Finding:
     cid = "live.allreduce"
-    done = [r for r in ranks if r.status.get("allreduce")]
+    done = [r for r in ranks if r.status.allreduce]
     if not done:
         return Finding(cid, Status.SKIP, "no rank reached the allreduce")
     bad = []
     notes = []
     for record in done:
-        results = record.status["allreduce"]
-        for dtype in ("fp32", "bf16"):
-            item = results.get(dtype) or {}
-            if item.get("unsupported"):
-                notes.append(f"{dtype} allreduce is not supported by this backend: {item.get('error')}")
-            elif item.get("ok") is False:
-                bad.append(f"{record.name}: {dtype} allreduce gave {item['wrong']} wrong of {item['elements']} elements")
-    backend = done[0].status.get("backend")
+        results = record.status.allreduce
+        for dtype, item in (("fp32", results.fp32), ("bf16", results.bf16)):
+            if item is None:
+                continue
+            if item.unsupported:
+                notes.append(f"{dtype} allreduce is not supported by this backend: {item.error}")
+            elif item.ok is False:
+                bad.append(f"{record.name}: {dtype} allreduce gave {item.wrong} wrong of {item.elements} elements")
+    backend = done[0].status.backend
     if bad:
         return Finding(cid, Status.FAIL, f"allreduce on {backend} returned wrong sums", tuple(bad),
                        "A reduction that completes with wrong values points at the backend build (oneCCL/torch-ccl) or a mixed installation across nodes: reinstall the matrix's pair.")
@@ -333,18 +386,18 @@ def allreduce_finding(ranks: Sequence[RankRecord]) -> Finding:
 
 def bandwidth_finding(ranks: Sequence[RankRecord]) -> Finding:
     cid = "live.bandwidth"
-    source = next((r for r in ranks if r.status.get("bandwidth")), None)
-    if source is None:
+    source = next((r for r in ranks if r.status.bandwidth), None)
+    if source is None or not source.status.bandwidth:
         return Finding(cid, Status.SKIP, "no bandwidth measured (the allreduce did not complete)")
-    rows = source.status["bandwidth"]
-    memcpy = source.status.get("memcpy") or {}
-    copy = memcpy.get("all_ranks")
-    evidence = [f"{row['mib']} MiB: {row['seconds'] * 1000:.1f} ms, algorithm {_gb(row['algbw'])}, bus {_gb(row['busbw'])}" for row in rows]
-    largest = max(rows, key=lambda row: row["mib"])
-    summary = f"bus bandwidth {_gb(largest['busbw'])} at {largest['mib']} MiB"
-    if copy:
-        evidence.append(f"memory copy, every rank at once (one thread each): {_gb(copy)} in all, {_gb(memcpy['per_rank'])} per rank")
-        summary += f", {100 * largest['busbw'] / copy:.1f}% of the ranks' memory-copy bandwidth ({_gb(copy)})"
+    rows = source.status.bandwidth
+    memcpy = source.status.memcpy
+    copy = memcpy.all_ranks if memcpy else None
+    evidence = [f"{row.mib} MiB: {row.seconds * 1000:.1f} ms, algorithm {_gb(row.algbw)}, bus {_gb(row.busbw)}" for row in rows]
+    largest = max(rows, key=lambda row: row.mib)
+    summary = f"bus bandwidth {_gb(largest.busbw)} at {largest.mib} MiB"
+    if memcpy and copy:
+        evidence.append(f"memory copy, every rank at once (one thread each): {_gb(copy)} in all, {_gb(memcpy.per_rank)} per rank")
+        summary += f", {100 * largest.busbw / copy:.1f}% of the ranks' memory-copy bandwidth ({_gb(copy)})"
     return Finding(cid, Status.PASS, summary, tuple(evidence))
 
 
@@ -361,50 +414,57 @@ def _fabric_rows(ranks: Sequence[RankRecord]) -> Optional[dict[str, Any]]:
     the comparison (rows and errors carry their backend); None when no rank swept."""
     from .fabric import bandwidths
 
-    swept = [r for r in ranks if r.status.get("fabric")]
+    swept = [r for r in ranks if r.status.fabric or "fabric" in r.refused]
     if not swept:
         return None
-    source = max(swept, key=lambda r: len(r.status["fabric"].get("rows", [])))
-    world = int(source.status.get("world_size") or len(ranks))
-    main = str(source.status.get("backend") or "?")
-    record = source.status["fabric"]
-    others = {str(name): sweep for name, sweep in (source.status.get("fabric_others") or {}).items() if isinstance(sweep, dict)}
+    refused = next((r.refused[part] for r in ranks for part in ("fabric", "fabric_others", "imports") if part in r.refused), None)
+    if refused is not None:  # a part of a rank's record not of the protocol's shape: the sweep cannot be read
+        raise ProtocolError(refused)
+    source = max(swept, key=lambda r: len(_sweep_of(r).rows))
+    world = int(source.status.world_size or len(ranks))
+    main = str(source.status.backend or "?")
+    record = _sweep_of(source)
+    others = dict(source.status.fabric_others or {})
     rows, errors, unsupported, cut, skipped = [], [], [], [], []
     for backend, part in [(main, record), *others.items()]:
-        skipped += [{"backend": backend, "collective": str(item["collective"]), "dtype": str(item["dtype"]),
-                     "sizes": [int(size) for size in item["sizes"]], "why": str(item["why"])} for item in part.get("skipped", [])]
-        for row in part.get("rows", []):
-            algbw, busbw = bandwidths(row["collective"], row["bytes"], row["seconds"], world) if row["seconds"] > 0 else (0.0, 0.0)
-            rows.append({"backend": backend, "collective": row["collective"], "dtype": row["dtype"], "bytes": int(row["bytes"]),
-                         "iterations": int(row["iterations"]), "seconds": float(row["seconds"]), "algbw": algbw, "busbw": busbw,
-                         "ranks_wrong": int(row.get("ranks_wrong", 0))})
-        unsupported += [{"backend": backend, **item} for item in part.get("unsupported", [])]
-        cut += [{"backend": backend, **item} for item in part.get("cut", [])]
-        key = "fabric" if backend == main else None
+        skipped += [{"backend": backend, "collective": item.collective, "dtype": item.dtype, "sizes": list(item.sizes), "why": item.why}
+                    for item in part.skipped]
+        for row in part.rows:
+            algbw, busbw = bandwidths(row.collective, row.bytes, row.seconds, world) if row.seconds > 0 else (0.0, 0.0)
+            rows.append({"backend": backend, "collective": row.collective, "dtype": row.dtype, "bytes": row.bytes,
+                         "iterations": row.iterations, "seconds": row.seconds, "algbw": algbw, "busbw": busbw,
+                         "ranks_wrong": row.ranks_wrong})
+        unsupported += [{"backend": backend, **item.to_json()} for item in part.unsupported]
+        cut += [{"backend": backend, **item.to_json()} for item in part.cut]
         for r in swept:
-            own = r.status["fabric"] if key else ((r.status.get("fabric_others") or {}).get(backend) or {})
-            errors += [{"rank": r.rank, "host": r.host, "backend": backend, **error} for error in own.get("errors", [])]
-    ccl = (source.status.get("imports") or {}).get("ccl") or {}
-    return {"world_size": world, "backend": main, "backends": [main, *[n for n, o in others.items() if not o.get("error")]],
-            "backend_errors": {n: str(o["error"]) for n, o in others.items() if o.get("error")},
-            "fixture_backends": ["ccl"] if ccl.get("fixture") and "ccl" in [main, *others] else [],
-            "sizes": list(record.get("sizes", [])), "bound": record.get("bound"), "dropped": list(record.get("dropped", [])),
+            own = _sweep_of(r) if backend == main else ((r.status.fabric_others or {}).get(backend) or NO_SWEEP)
+            errors += [{"rank": r.rank, "host": r.host, "backend": backend, **error.to_json()} for error in own.errors]
+    ccl = _ccl_of(source)
+    return {"world_size": world, "backend": main, "backends": [main, *[n for n, o in others.items() if not o.error]],
+            "backend_errors": {n: str(o.error) for n, o in others.items() if o.error},
+            "fixture_backends": ["ccl"] if ccl.fixture and "ccl" in [main, *others] else [],
+            "sizes": list(record.sizes), "bound": record.bound, "dropped": list(record.dropped),
             "rows": rows, "unsupported": unsupported, "errors": errors, "cut": cut, "ranks_swept": len(swept),
-            **({"deadline": _deadline_of(record, others), "skipped": skipped} if isinstance(record.get("deadline"), dict) else {})}
+            **({"deadline": _deadline_of(record.deadline, others), "skipped": skipped} if record.deadline is not None else {})}
 
 
-def _deadline_of(record: Mapping[str, Any], others: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+NO_SWEEP = Sweep()
+
+
+def _sweep_of(record: RankRecord) -> Sweep:
+    return record.status.fabric or NO_SWEEP
+
+
+def _deadline_of(own: SweepDeadline, others: Mapping[str, Sweep]) -> dict[str, Any]:
     """--fabric-deadline as the sweep kept it: the seconds, what the sweep planned with (its budget, the slowest link
     it was sized to: [host, host, bytes/s], the timed seconds per case) and the seconds spent when the last sweep ended
     (from the clock every rank agreed on, started before the pairs)."""
-    own = record["deadline"]
-    last = [part["deadline"] for part in others.values() if isinstance(part.get("deadline"), dict) and part["deadline"].get("spent") is not None]
-    spent = last[-1]["spent"] if last else own.get("spent")
-    link = own.get("link")
-    return {"seconds": float(own["seconds"]), "budget": float(own["budget"]) if own.get("budget") is not None else None,
-            "link": {"a": str(link[0]), "b": str(link[1]), "bandwidth": float(link[2])} if link else None,
-            "timed": float(own["timed"]), "estimate": float(own["estimate"]) if own.get("estimate") is not None else None,
-            "began": float(own.get("began") or 0.0), "spent": float(spent) if spent is not None else None}
+    last = [part.deadline for part in others.values() if part.deadline is not None and part.deadline.spent is not None]
+    spent = last[-1].spent if last else own.spent
+    link = own.link
+    return {"seconds": own.seconds, "budget": own.budget,
+            "link": {"a": link.a, "b": link.b, "bandwidth": link.bandwidth} if link else None,
+            "timed": own.timed, "estimate": own.estimate, "began": own.began, "spent": spent}
 
 
 MALFORMED = (TypeError, KeyError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError)
@@ -463,7 +523,6 @@ def backend_comparison(sweep: Mapping[str, Any]) -> list[str]:
 
 
 def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
-    from .fabric import gbps
 
     cid = "live.fabric"
     sweep = fabric_rows(ranks)
@@ -516,9 +575,9 @@ def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Fi
                              + ", ".join(f"{size_text(row['bytes'])} {gbps(row['busbw'])}" for row in points))
     lines += [f"{u['collective']} {u['dtype']} is not supported by {backend_shown(u['backend'], sweep)}: {u['error']}" for u in sweep["unsupported"]]
     lines += [f"{name}: not compared: {why}" for name, why in sweep["backend_errors"].items()]
-    memcpy = next((r.status["memcpy"] for r in ranks if r.status.get("memcpy")), None)
+    memcpy = next((r.status.memcpy for r in ranks if r.status.memcpy), None)
     if memcpy:
-        lines.append(f"memory copy, every rank at once (one thread each): {_gb(memcpy['all_ranks'])} in all, {_gb(memcpy['per_rank'])} per rank")
+        lines.append(f"memory copy, every rank at once (one thread each): {_gb(memcpy.all_ranks)} in all, {_gb(memcpy.per_rank)} per rank")
     if sweep["dropped"]:
         lines.append(f"sizes above {size_text(int(sweep['bound']))} left out: more than 1/16 of a host's free memory per rank")
     deadline = sweep.get("deadline")
@@ -577,42 +636,45 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
     retransmitted meanwhile, and the judgements' verdicts by host name; None when no rank measured them."""
     from .fabric import describe, describe_loss, describe_silence, interface_causes, judge, judge_loss, judge_silence
 
-    record = next((r.status["pairs"] for r in ranks if (r.status.get("pairs") or {}).get("links") or (r.status.get("pairs") or {}).get("error")), None)
+    refused = next((r.refused["pairs"] for r in ranks if "pairs" in r.refused), None)
+    if refused is not None:  # a rank's pairs not of the protocol's shape: the table cannot be read
+        raise ProtocolError(refused)
+    record = next((r.status.pairs for r in ranks if r.status.pairs and (r.status.pairs.links or r.status.pairs.error)), None)
     if record is None:
         return None
-    hosts = list(record["hosts"])
+    hosts = list(record.hosts)
 
-    def rate(link: Mapping[str, Any]) -> float:
-        return 0.0 if link.get("error") or link.get("out") is None or link.get("back") is None else min(link["out"], link["back"])
+    def rate(link: PairLink) -> float:
+        return 0.0 if link.error or link.out is None or link.back is None else min(link.out, link.back)
 
-    raw = list(record.get("links", []))
-    links = [{"a": hosts[link["a"]], "b": hosts[link["b"]], "latency": link.get("latency"), "out": link.get("out"), "back": link.get("back"),
-              "bandwidth": rate(link), "seconds": link.get("seconds"), "round": link.get("round"), "error": link.get("error"),
-              "allreduce": link.get("allreduce"), "allreduce_skipped": link.get("allreduce_skipped"),
-              "sent": link.get("sent"), "retransmitted": link.get("retransmitted"), "tcp_source": link.get("tcp_source")} for link in raw]
-    memcpy = {i: float(v) for i, v in enumerate(record.get("memcpy") or []) if v}
-    answered = [link for link in raw if not link.get("error")]
-    verdict = judge({(link["a"], link["b"]): rate(link) for link in answered}, memcpy)
-    silence = judge_silence([(link["a"], link["b"]) for link in raw], [(link["a"], link["b"]) for link in raw if link.get("error")])
+    raw = list(record.links)
+    links = [{"a": hosts[link.a], "b": hosts[link.b], "latency": link.latency, "out": link.out, "back": link.back,
+              "bandwidth": rate(link), "seconds": link.seconds, "round": link.round, "error": link.error,
+              "allreduce": link.allreduce.to_json() if link.allreduce else None, "allreduce_skipped": link.allreduce_skipped,
+              "sent": link.sent, "retransmitted": link.retransmitted, "tcp_source": link.tcp_source} for link in raw]
+    memcpy = {i: float(v) for i, v in enumerate(record.memcpy) if v}
+    answered = [link for link in raw if not link.error]
+    verdict = judge({(link.a, link.b): rate(link) for link in answered}, memcpy)
+    silence = judge_silence([(link.a, link.b) for link in raw], [(link.a, link.b) for link in raw if link.error])
     # a pair that never answered retransmits into the void: named silent, not lossy. A slow host's links stay in: a host
     # that loses packets is slow too (its TCP waits), and a rate limiter that drops is losing packets, both true
-    explained = {(link["a"], link["b"]) for link in raw if link.get("error")}
-    loss = judge_loss({(link["a"], link["b"]): (link["sent"], link["retransmitted"]) for link in raw if link.get("sent") is not None}, explained)
-    wrong = [f"{link['a']} <-> {link['b']}: the two-rank all_reduce returned {link['allreduce']['wrong']} wrong values"
-             for link in links if (link["allreduce"] or {}).get("wrong")]
-    return {"hosts": hosts, "mode": record.get("mode"), "rounds": record.get("rounds"), "seconds": record.get("seconds"),
-            "deadline": record.get("deadline"), "error": record.get("error"), "links": links, "memcpy": {hosts[i]: v for i, v in memcpy.items()},
-            **({"asked_deadline": float(record["asked_deadline"])} if record.get("asked_deadline") is not None else {}),
-            "skipped": [str(item) for item in record.get("skipped") or []],
+    explained = {(link.a, link.b) for link in raw if link.error}
+    loss = judge_loss({(link.a, link.b): (link.sent, link.retransmitted) for link in raw if link.sent is not None}, explained)
+    wrong = [f"{hosts[link.a]} <-> {hosts[link.b]}: the two-rank all_reduce returned {link.allreduce.wrong} wrong values"
+             for link in raw if link.allreduce and link.allreduce.wrong]
+    return {"hosts": hosts, "mode": record.mode, "rounds": record.rounds, "seconds": record.seconds,
+            "deadline": record.deadline, "error": record.error, "links": links, "memcpy": {hosts[i]: v for i, v in memcpy.items()},
+            **({"asked_deadline": record.asked_deadline} if record.asked_deadline is not None else {}),
+            "skipped": list(record.skipped),
             "median": verdict.median_link, "note": verdict.note,
             "slow_hosts": [hosts[h.host] for h in verdict.slow_hosts], "slow_links": [[hosts[x.a], hosts[x.b]] for x in verdict.slow_links],
             "slow_memory": [hosts[m.host] for m in verdict.slow_memory],
             "lossy_hosts": [hosts[h.host] for h in loss.lossy_hosts], "lossy_links": [[hosts[x.a], hosts[x.b]] for x in loss.lossy_links],
             "silent_hosts": [hosts[h] for h in silence.hosts], "silent_links": [[hosts[a], hosts[b]] for a, b in silence.links],
-            "verdicts": describe_silence(silence, hosts, record.get("deadline")) + describe(verdict, hosts) + describe_loss(loss, hosts) + wrong,
-            "tcp": {hosts[i]: counts for i, counts in enumerate(record.get("tcp") or []) if counts},
-            "interfaces": {hosts[i]: facts for i, facts in enumerate(record.get("interfaces") or []) if isinstance(facts, dict)},
-            "interface_causes": {hosts[i]: found for i, found in interface_causes(list(record.get("interfaces") or []), _named(hosts, verdict, loss, silence), command).items()}}
+            "verdicts": describe_silence(silence, hosts, record.deadline) + describe(verdict, hosts) + describe_loss(loss, hosts) + wrong,
+            "tcp": {hosts[i]: counts.to_json() for i, counts in enumerate(record.tcp) if counts},
+            "interfaces": {hosts[i]: facts.to_json() for i, facts in enumerate(record.interfaces) if facts is not None},
+            "interface_causes": {hosts[i]: found for i, found in interface_causes(list(record.interfaces), _named(hosts, verdict, loss, silence), command).items()}}
 
 
 def _named(hosts: Sequence[str], verdict, loss, silence) -> set[int]:
@@ -684,42 +746,42 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     cid = "live.trainer"
     if not expect.trainer:
         return Finding(cid, Status.SKIP, "the Trainer probe was not asked for (--no-trainer)")
-    records = [r for r in ranks if r.status.get("trainer")]
+    records = [r for r in ranks if r.status.trainer]
     if not records:
         if any(r.stage.startswith("trainer") for r in ranks):
             return Finding(cid, Status.SKIP, "the Trainer step did not start on every rank (see live.ranks / live.hang)")
         return Finding(cid, Status.SKIP, "no rank reached the Trainer step")
-    info = records[0].status["trainer"]
-    flags = " ".join(f"{k}={v}" for k, v in sorted((info.get("flags") or {}).items()))
+    info = records[0].trainer
+    flags = " ".join(f"{k}={v}" for k, v in sorted((info.flags or {}).items()))
     problems: list[str] = []
-    evidence: list[str] = [f"transformers {info.get('transformers')}, accelerate {info.get('accelerate')}; TrainingArguments({flags})"]
+    evidence: list[str] = [f"transformers {info.transformers}, accelerate {info.accelerate}; TrainingArguments({flags})"]
     evidence += list(expect.ccl_trainer_blocked)
     failed = [r for r in records if r.error and str(r.stage).startswith("trainer")]
     if failed:
-        error = failed[0].error or {}
-        message = str(error.get("message", "")).strip().splitlines()
+        error = failed[0].error or RankError("")
+        message = str(error.message).strip().splitlines()
         fix = "compat translate -- <your command> shows the flags this transformers takes; compat check lists version problems."
-        if re.search(r"backend ccl is not ava", str(error.get("message", ""))) and not expect.ccl_trainer_blocked:
+        if re.search(r"backend ccl is not ava", str(error.message)) and not expect.ccl_trainer_blocked:
             fix = f"accelerate picks ccl only when CCL_WORKER_COUNT is 1 or more: {expect.ccl.env_command} (or export CCL_WORKER_COUNT=1) and run again."
         crashed = [r for r in records if not r.done and not r.error and r.returncode not in (None, 0)]
-        if crashed or all(PEER_GONE.search(str((r.error or {}).get("message", ""))) for r in failed):
+        if crashed or all(PEER_GONE.search(_message(r)) for r in failed):
             return Finding(cid, Status.SKIP, "the Trainer step did not finish because a rank died (see live.ranks)")
-        return Finding(cid, Status.FAIL, f"{failed[0].name}: the Trainer step failed: {error.get('type')}: {first_sentence(message[0] if message else '')}",
+        return Finding(cid, Status.FAIL, f"{failed[0].name}: the Trainer step failed: {error.type}: {first_sentence(message[0] if message else '')}",
                        tuple(evidence) + (f"at stage {failed[0].stage}",), fix)
-    finished = [r for r in records if "steps_done" in r.status["trainer"]]
+    finished = [r for r in records if r.trainer.steps_done is not None]
     if len(finished) < len(records):
         return Finding(cid, Status.SKIP, "the Trainer step did not finish on every rank (see live.hang / live.ranks)")
-    worlds = {r.status["trainer"].get("world_size") for r in finished}
+    worlds = {r.trainer.world_size for r in finished}
     if worlds != {expect.world_size}:
         problems.append(
             f"every rank trains alone: the Trainer saw world size {', '.join(str(w) for w in sorted(worlds, key=str))}, expected {expect.world_size}"
         )
-    steps = {r.status["trainer"].get("steps_done") for r in finished}
+    steps = {r.trainer.steps_done for r in finished}
     if steps != {expect.steps}:
         problems.append(f"the Trainer took {sorted(steps)} steps, expected {expect.steps}")
     per_step: dict[int, list[int]] = {}
     for record in finished:
-        for index, rows in enumerate(record.status["trainer"].get("rows_per_step") or []):
+        for index, rows in enumerate(record.trainer.rows_per_step):
             per_step.setdefault(index, []).extend(rows)
     want = expect.per_device_batch * expect.world_size
     local = len(finished)
@@ -732,39 +794,39 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         problems.append(f"effective batch {sorted(sizes)} samples per step, expected {expect.per_device_batch} per device x {expect.world_size} ranks = {want}")
     elif sizes:
         evidence.append(f"effective batch: {expect.per_device_batch} per device x {expect.world_size} ranks = {want} samples per step; {local} ranks here trained on {max(sizes)} distinct samples per step")
-    bad_losses = sorted({f"{x}" for r in finished for x in (r.status["trainer"].get("losses") or []) if not math.isfinite(x)})
+    bad_losses = sorted({f"{x}" for r in finished for x in r.trainer.losses if not math.isfinite(x)})
     if bad_losses:
         precision = "bf16" if expect.trainer_flags.get("bf16") else "fp32"
         problems.append(f"the Trainer logged a loss of {', '.join(bad_losses)} in {precision}: training diverged or the kernels are broken on this CPU")
-    first_losses = [r.status["trainer"]["losses"][0] for r in finished if r.status["trainer"].get("losses")]
+    first_losses = [r.trainer.losses[0] for r in finished if r.trainer.losses]
     if first_losses and math.isfinite(first_losses[0]):
         expected_loss = math.log(128)  # an untrained model over the probe's 128-token vocabulary
         if not 0.85 * expected_loss <= first_losses[0] <= 1.15 * expected_loss:
             problems.append(f"the first logged loss is {first_losses[0]:.3f}, expected about ln(128) = {expected_loss:.3f} for the untrained model "
                             f"({first_losses[0] / expected_loss:.2f}x): the loss is scaled (transformers 5.x: set average_tokens_across_devices=False)")
-    digests = {r.status["trainer"].get("params_sha256") for r in finished}
+    digests = {r.trainer.params_sha256 for r in finished}
     if len(digests) != 1:
         problems.append(f"the parameters differ between ranks after {expect.steps} steps ({len(digests)} different sha256): gradients were not averaged")
     evidence += group_evidence(finished, problems)
     if expect.ipex_mode != "none":
-        evidence.append(f"IPEX: {expect.ipex_note or info.get('ipex')}")
-        if not all(r.status["trainer"].get("ipex_optimized") for r in finished):
+        evidence.append(f"IPEX: {expect.ipex_note or info.ipex}")
+        if not all(r.trainer.ipex_optimized for r in finished):
             problems.append("IPEX is installed but the trained model was not optimized by it (no params_attr left by ipex.optimize)")
     if expect.bf16_why:
         evidence.append(f"bf16 {expect.bf16_why}")
-    times = info.get("step_seconds") or []
+    times = info.step_seconds
     if times:
         later = times[1:] or times
-        evidence.append(f"step time: first {times[0] * 1000:.0f} ms, then {1000 * sorted(later)[len(later) // 2]:.0f} ms median; losses {', '.join(f'{x:.3f}' for x in info.get('losses', []))}")
+        evidence.append(f"step time: first {times[0] * 1000:.0f} ms, then {1000 * sorted(later)[len(later) // 2]:.0f} ms median; losses {', '.join(f'{x:.3f}' for x in info.losses)}")
     if problems:
         return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:]) + tuple(evidence),
                        "Launch every rank with RANK/WORLD_SIZE/LOCAL_RANK (torchrun does; under mpirun map PMI_*), and the same --ddp_backend on every rank.")
-    summary = f"{expect.steps} Trainer steps on {expect.world_size} ranks ({info.get('parallel_mode', '').replace('ParallelMode.', '').lower() or 'distributed'}): "
+    summary = f"{expect.steps} Trainer steps on {expect.world_size} ranks ({(info.parallel_mode or '').replace('ParallelMode.', '').lower() or 'distributed'}): "
     summary += f"world size {expect.world_size}, batch {want} per step, identical parameters on every rank"
     if expect.ipex_mode != "none":
         summary += ", IPEX applied"
     if expect.ccl_trainer_blocked:
-        return Finding(cid, Status.FAIL, f"the Trainer cannot use ccl with transformers {info.get('transformers')} / accelerate {info.get('accelerate')} "
+        return Finding(cid, Status.FAIL, f"the Trainer cannot use ccl with transformers {info.transformers} / accelerate {info.accelerate} "
                        f"(it was given gloo and adopted the ccl group compat had formed: {summary})",
                        tuple(evidence), "pip install the set compat resolve --profile ddp-ccl gives, or train with --ddp_backend gloo on stock PyTorch.")
     return Finding(cid, Status.PASS, summary, tuple(evidence))
@@ -772,23 +834,23 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
 
 def group_evidence(finished: Sequence[RankRecord], problems: list[str]) -> list[str]:
     """One process group per process: who formed it, whether the Trainer adopted it, and whether a second one was made."""
-    groups = [r.status["trainer"].get("group") or {} for r in finished]
-    if not any(groups):
+    groups = [r.trainer.group or NO_GROUP for r in finished]
+    if not any(g != NO_GROUP for g in groups):
         return []
-    twice = [(r, g) for r, g in zip(finished, groups) if (g.get("created") or 0) > 1]
+    twice = [(r, g) for r, g in zip(finished, groups) if (g.created or 0) > 1]
     if twice:
         record, group = twice[0]
-        problems.append(f"{record.name} formed {group['created']} process groups in one process: the Trainer did not use the group that was there "
+        problems.append(f"{record.name} formed {group.created} process groups in one process: the Trainer did not use the group that was there "
                         "(oneCCL's MPI transport does not survive a second initialisation)")
     group = groups[0]
-    backend = finished[0].status.get("group_backend") or finished[0].status.get("backend")
-    if group.get("made_by") == "compat" and group.get("adopted"):
+    backend = finished[0].status.group_backend or finished[0].status.backend
+    if group.made_by == "compat" and group.adopted:
         line = f"one process group per process: formed with init_process_group({backend!r}) before TrainingArguments, and the Trainer adopted it"
-    elif group.get("made_by") == "trainer":
+    elif group.made_by == "trainer":
         line = f"one process group per process: formed by the Trainer's own TrainingArguments ({backend}), the allreduce checks ran on it"
     else:
-        line = f"process groups formed in this process: {group.get('created')}"
-    if all(g.get("ddp_on_it") for g in groups if "ddp_on_it" in g) and any("ddp_on_it" in g for g in groups):
+        line = f"process groups formed in this process: {group.created}"
+    if all(g.ddp_on_it for g in groups if g.ddp_on_it is not None) and any(g.ddp_on_it is not None for g in groups):
         line += "; DDP reduced the gradients on it"
     return [line]
 
@@ -824,11 +886,11 @@ def _phase(stage: str) -> str:
 
 def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Expectation, expected_local: int) -> Finding:
     cid = "live.hang"
-    waited = [r for r in ranks if r.error and TIMED_OUT.search(str(r.error.get("message", "")))]
+    waited = [r for r in ranks if r.error and TIMED_OUT.search(_message(r))]
     unfinished = [r for r in ranks if not r.done and not r.error]
     missing = max(0, expected_local - len(ranks))
     exited = [r for r in ranks if not r.done and not r.error and (r.returncode is not None or r.pid in supervised.died or _gone(r))]
-    failed = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
+    failed = [r for r in ranks if r.error and not TIMED_OUT.search(_message(r))]
     hung = supervised.timed_out or bool(waited) or (supervised.stopped_early and bool(unfinished) and not failed)
     if (exited or failed) and not supervised.timed_out and not waited:
         first = sorted(exited + failed, key=lambda r: _root_cause_order(r, supervised))[0]
@@ -842,12 +904,12 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
     phases = set()
     for record in ranks:
         frames = stuck_frames(record.log)
-        when = record.status.get("updated", 0) - record.status.get("started", 0)
+        when = (record.status.updated or 0) - (record.status.started or 0)
         line = f"{record.name}: last stage {record.stage} (at {when:.1f} s)"
         if record.error:
-            line += f", ended with {record.error.get('type')}: {first_sentence(record.error.get('message', ''), 200)}"
-        elif record.status.get("fixture_fault"):
-            line += f", FIXTURE fault: {record.status['fixture_fault']}"
+            line += f", ended with {record.error.type}: {first_sentence(record.error.message, 200)}"
+        elif record.status.fixture_fault:
+            line += f", FIXTURE fault: {record.status.fixture_fault}"
         if frames:
             line += f"; stuck in {frames}"
         line += f"; last output: {_tail(record.log, 2)}"
@@ -871,7 +933,7 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
         summary += f"; every rank stuck at stage {laggards[0].stage}"
     causes = "; ".join(_HANG_CAUSES[p] for p in ("launcher", "import", "init", "collective") if p in phases) or _HANG_CAUSES["collective"]
     fix = "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again."
-    ccl = expect.backend == "ccl" or any(r.status.get("backend") == "ccl" for r in ranks)
+    ccl = expect.backend == "ccl" or any(r.status.backend == "ccl" for r in ranks)
     fell_back = fallback_hang([r.log for r in ranks], expect.ccl) if ccl else None
     if fell_back is not None:  # the ranks' own words name the first failure: what a hang has in general comes after it
         causes, fix = fell_back
@@ -890,20 +952,20 @@ def ccl_interface_unset(ranks: Sequence[RankRecord], expect: Expectation) -> Opt
     None on one host, under gloo, or when every host set both."""
     from ..environment.interfaces import CCL_VARIABLES
 
-    ccl = expect.backend == "ccl" or any(r.status.get("backend") == "ccl" for r in ranks)
+    ccl = expect.backend == "ccl" or any(r.status.backend == "ccl" for r in ranks)
     if not expect.multi_host or not ccl:
         return None
     missing: dict[str, list[str]] = {}  # variable -> the hosts where it was not set
     for record in ranks:
-        facts = record.status.get("network")
+        facts = record.status.network
         if not facts:  # this rank did not get as far as reading them: nothing to say of its host
             continue
-        variables = facts.get("iface_variables") or {}
+        variables = facts.iface_variables or {}
         for name in CCL_VARIABLES:
             if not variables.get(name) and record.host not in missing.setdefault(name, []):
                 missing[name].append(record.host)
     missing = {name: hosts for name, hosts in missing.items() if hosts}
-    if not missing and any(r.status.get("network") for r in ranks):
+    if not missing and any(r.status.network for r in ranks):
         return None
     names = " and ".join(missing or CCL_VARIABLES)
     where = "; ".join(f"{name} not set on {', '.join(sorted(hosts))}" for name, hosts in missing.items()) or "no rank reported its variables"
@@ -921,30 +983,30 @@ def _root_cause_order(record: RankRecord, supervised: Optional[Supervised] = Non
     stopped (SIGTERM); one whose peer went away; last, a rank compat itself stopped."""
     died = list(supervised.died) if supervised else []
     # ranks that wrote when they ended (runs across hosts) are ordered by that time; the others in the order compat saw them go
-    order = record.status["gone_at"] if "gone_at" in record.status else 1e12 + (died.index(record.pid) if record.pid in died else len(died))
+    order = record.gone_at if record.gone_at is not None else 1e12 + (died.index(record.pid) if record.pid in died else len(died))
     if supervised is not None and record.pid in supervised.stopped and not record.error:
         return (9, order)
-    if record.status.get("launcher_first_failure"):
+    if record.launcher_first_failure:
         return (0, order)
     if not record.done and not record.error:
         if record.returncode is None:
             return (3, order)
         return (4, order) if record.returncode == -15 else (1, order)
-    if record.error and not PEER_GONE.search(str(record.error.get("message", ""))):
+    if record.error and not PEER_GONE.search(_message(record)):
         return (2, order)
     return (5, order)
 
 
 def _gone(record: RankRecord) -> bool:
     """The rank wrote that it ended (its exit watcher, runs across hosts) without finishing and without an error."""
-    return "gone_at" in record.status and not record.done and not record.error
+    return record.gone_at is not None and not record.done and not record.error
 
 
 def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclRun = NO_RUN) -> Finding:
     """Did every rank finish, and end cleanly? A rank that failed on its own (not a hang) is reported here, the
     rank that died first named before the ones that only lost their peer."""
     cid = "live.ranks"
-    errors = [r for r in ranks if r.error and not TIMED_OUT.search(str(r.error.get("message", "")))]
+    errors = [r for r in ranks if r.error and not TIMED_OUT.search(_message(r))]
     early = [r for r in ranks if not r.done and not r.error and r.returncode is not None]
     died = [r for r in ranks if not r.done and not r.error and r.returncode is None and (r.pid in supervised.died or _gone(r))]
     culprits = sorted(early + errors + died, key=lambda r: _root_cause_order(r, supervised))
@@ -955,7 +1017,7 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclR
         cause = known_cause(record, run)
         for other in culprits:
             if other.error:
-                evidence.append(f"{other.name}: {other.error.get('type')}: {first_sentence(other.error.get('message', ''))} at stage {other.stage}")
+                evidence.append(f"{other.name}: {other.error.type}: {first_sentence(other.error.message)} at stage {other.stage}")
             elif other.returncode is None:
                 evidence.append(f"{other.name}: gone at stage {other.stage}, exit status not reported; last output: {_tail(other.log, 3)}")
             else:
@@ -970,7 +1032,7 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclR
                            tuple(evidence), "Run with --verbose for that rank's output.")
         if record.error:
             error = record.error
-            return Finding(cid, Status.FAIL, f"{record.name} failed at stage {record.stage}: {error.get('type')}: {first_sentence(error.get('message', ''))}",
+            return Finding(cid, Status.FAIL, f"{record.name} failed at stage {record.stage}: {error.type}: {first_sentence(error.message)}",
                            tuple(evidence), "Run with --verbose for that rank's full output and traceback.")
         signal_death = record.returncode is not None and record.returncode < 0
         if record.returncode == 0:
@@ -1010,11 +1072,11 @@ def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     name that resolves to loopback on its own host (gloo then gives the other hosts 127.x to connect to), MASTER_ADDR
     resolving differently or not at all, and compat's own attempt to reach MASTER_ADDR:PORT when the group did not form."""
     cid = "live.network"
-    by_host: dict[str, tuple[RankRecord, Mapping[str, Any]]] = {}
+    by_host: dict[str, tuple[RankRecord, NetworkFacts]] = {}
     for record in ranks:
-        facts = record.status.get("network")
+        facts = record.status.network
         if facts:
-            by_host.setdefault(str(facts.get("host")), (record, facts))
+            by_host.setdefault(str(facts.host), (record, facts))
     reach = expect.reach or {}
     if not by_host and not reach:
         return Finding(cid, Status.SKIP, "no rank got as far as reading its network settings")
@@ -1022,29 +1084,29 @@ def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     warnings: list[tuple[str, str]] = []
     evidence: list[str] = []
     for host, (_record, facts) in sorted(by_host.items()):
-        own = ", ".join(item["address"] for item in facts.get("host_resolves", [])) or f"nothing ({facts.get('host_error', 'no address')})"
+        own = ", ".join(item.address for item in facts.host_resolves) or f"nothing ({facts.host_error or 'no address'})"
         line = f"{host}: {host} -> {own}"
-        master = facts.get("master_addr")
+        master = facts.master_addr
         if master:
-            there = ", ".join(item["address"] + (" (this host)" if item.get("local") else "") for item in facts.get("master_resolves", []))
-            line += f"; MASTER_ADDR {master} -> {there or 'nothing (' + facts.get('master_error', 'no address') + ')'}"
-            if not facts.get("master_resolves"):
+            there = ", ".join(item.address + (" (this host)" if item.local else "") for item in facts.master_resolves)
+            line += f"; MASTER_ADDR {master} -> {there or 'nothing (' + (facts.master_error or 'no address') + ')'}"
+            if not facts.master_resolves:
                 problems.append((f"MASTER_ADDR {master} does not resolve on {host}", f"Make {master} resolve on every host (/etc/hosts or DNS), or pass its address."))
-        line += f"; interfaces {', '.join(facts.get('interfaces', []))}"
-        variables = facts.get("iface_variables") or {}
+        line += f"; interfaces {', '.join(facts.interfaces)}"
+        variables = facts.iface_variables or {}
         if variables:
             line += "; " + " ".join(f"{k}={v}" for k, v in sorted(variables.items()))
         evidence.append(line)
         for name, value in sorted(variables.items()):
-            missing = [part for part in str(value).split(",") if part and part not in facts.get("interfaces", [])]
+            missing = [part for part in str(value).split(",") if part and part not in facts.interfaces]
             if missing:
-                problems.append((f"{name}={value} names no interface on {host} (it has {', '.join(facts.get('interfaces', []))})",
+                problems.append((f"{name}={value} names no interface on {host} (it has {', '.join(facts.interfaces)})",
                                  f"Set {name} to the interface that reaches the other hosts (the same name must exist on every host), or unset it."))
-        resolves = facts.get("host_resolves", [])
-        loopback = [item["address"] for item in resolves if item.get("loopback")]
-        if expect.multi_host and not loopback and not any(item.get("local") for item in resolves):
+        resolves = facts.host_resolves
+        loopback = [item.address for item in resolves if item.loopback]
+        if expect.multi_host and not loopback and not any(item.local for item in resolves):
             # gloo listens on the first address of its host name that it can bind; none: it falls back to 127.0.0.1
-            said = f"to {', '.join(item['address'] for item in resolves)}, no address of {host}" if resolves else "to nothing"
+            said = f"to {', '.join(item.address for item in resolves)}, no address of {host}" if resolves else "to nothing"
             loopback = ["127.0.0.1"]
             why = f"{host} resolves its own name {said}: gloo there falls back to 127.0.0.1 (loopback) and gives the other hosts that address to reach it"
         else:
@@ -1054,17 +1116,17 @@ def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
             fix = (f"Map {host} to its cluster address in /etc/hosts (or DNS) on {host} (Debian's '127.0.1.1 {host}' line is the usual culprit), "
                    f"or {expect.interface_fix or 'set GLOO_SOCKET_IFNAME to the interface that reaches the other hosts'}.")
             on_host = [r for r in ranks if r.host == host]
-            if on_host and all(r.status.get("world_size") for r in on_host):
+            if on_host and all(r.status.world_size for r in on_host):
                 warnings.append((sentence + " (this run's ranks still formed their group)", fix))  # torch 2.x's gloo copes; the name is still wrong
             else:
                 problems.append((sentence, fix))
-    views = {host: tuple(sorted(item["address"] for item in facts.get("master_resolves", []))) for host, (_r, facts) in by_host.items() if facts.get("master_addr")}
+    views = {host: tuple(sorted(item.address for item in facts.master_resolves)) for host, (_r, facts) in by_host.items() if facts.master_addr}
     if len(set(views.values())) > 1:
-        master = next(facts.get("master_addr") for _r, facts in by_host.values() if facts.get("master_addr"))
+        master = next(facts.master_addr for _r, facts in by_host.values() if facts.master_addr)
         problems.append((f"MASTER_ADDR {master} resolves differently on the hosts: " + "; ".join(f"{', '.join(v) or 'nothing'} on {h}" for h, v in sorted(views.items())),
                          "Make every host resolve the master's name to the same address (/etc/hosts or DNS), or pass --master-addr as an address."))
     for record in ranks:  # a peer's address that is loopback: another host advertised 127.x (its own name resolves to loopback there)
-        message = str((record.error or {}).get("message", ""))
+        message = _message(record)
         match = LOOPBACK_PEER.search(message)
         if expect.multi_host and match and record.error:
             problems.append((f"{record.name} was given {match.group(1)} to reach a peer: a loopback address, so some host resolves its own name to loopback",
@@ -1123,11 +1185,11 @@ def live_findings(launch: Launch, supervised: Supervised, ranks: Sequence[RankRe
 def rank_outputs(ranks: Sequence[RankRecord], supervised: Supervised, limit: int = 4000) -> dict[str, Any]:
     """Per-rank output for --json and --verbose."""
     return {
-        "hosts": sorted({r.host for r in ranks if r.status.get("host")}),
-        "ranks": [{"rank": r.rank, "pid": r.pid, "host": r.status.get("host"), "stage": r.stage, "returncode": r.returncode, "stages": r.status.get("stages", []),
-                   "error": r.error, "params_sha256": (r.status.get("trainer") or {}).get("params_sha256"),
-                   "losses": [x if math.isfinite(x) else str(x) for x in (r.status.get("trainer") or {}).get("losses") or []],
-                   "step_seconds": [float(x) for x in (r.status.get("trainer") or {}).get("step_seconds") or []],
+        "hosts": sorted({r.host for r in ranks if r.status.host}),
+        "ranks": [{"rank": r.rank, "pid": r.pid, "host": r.status.host, "stage": r.stage, "returncode": r.returncode, "stages": [m.to_json() for m in r.status.stages],
+                   "error": r.error.to_json() if r.error else None, "params_sha256": r.trainer.params_sha256,
+                   "losses": [x if math.isfinite(x) else str(x) for x in r.trainer.losses],
+                   "step_seconds": list(r.trainer.step_seconds),
                    "output": r.log[-limit:]} for r in ranks],
         "launcher_processes": [{"command": list(e.command), "pid": e.pid, "returncode": e.returncode, "output": e.log[-limit:]} for e in supervised.ends],
     }
