@@ -7,6 +7,12 @@ import json
 import pytest
 
 from compatmatrix.live.progress import TerminalProgress, progress_line, terminal_progress
+from compatmatrix.live.protocol import PROTOCOL_VERSION, RankStatus, read_parts
+
+
+def record(**fields):
+    """A status file's text as the worker writes it (the protocol's version first)."""
+    return json.dumps({"protocol": PROTOCOL_VERSION, **fields})
 
 
 @pytest.mark.parametrize("status,line", [
@@ -19,7 +25,7 @@ from compatmatrix.live.progress import TerminalProgress, progress_line, terminal
     ({"rank": 0, "stage": "fabric", "fabric_case": ["x", "y", "1K", 2]}, "live: rank 0 at stage fabric (2 ranks reporting)"),  # not what the worker writes
 ])
 def test_progress_line(status, line):
-    assert progress_line(status, 2) == line
+    assert progress_line(read_parts(RankStatus, status)[0], 2) == line  # a part not of the protocol's shape is left out
 
 
 class FakeTerminal(io.StringIO):
@@ -34,13 +40,14 @@ def test_the_line_is_rewritten_in_place_only_on_change_and_cleared(tmp_path):
     progress = TerminalProgress(stream, tmp_path, every=0)
     progress.look()
     assert stream.getvalue() == ""  # no rank has written yet
-    (tmp_path / "proc-11.json").write_text(json.dumps({"rank": 1, "stage": "joined"}))
-    (tmp_path / "proc-10.json").write_text(json.dumps({"rank": 0, "stage": "pairs", "pairs_round": 0, "pairs_rounds": 3}))
+    (tmp_path / "proc-11.json").write_text(record(rank=1, stage="joined"))
+    (tmp_path / "proc-10.json").write_text(record(rank=0, stage="pairs", pairs_round=0, pairs_rounds=3))
+    (tmp_path / "proc-13.json").write_text(json.dumps({"protocol": PROTOCOL_VERSION + 1, "rank": -1, "stage": "newer"}))  # another compat's: not shown
     (tmp_path / "proc-12.json").write_text("{half a reco")  # being written: skipped
     progress.look()
     progress.look()
     assert stream.getvalue() == "\r\x1b[Klive: rank 0 at stage pairs (2 ranks reporting), round 1 of 3 of host pairs"
-    (tmp_path / "proc-10.json").write_text(json.dumps({"rank": 0, "stage": "done"}))
+    (tmp_path / "proc-10.json").write_text(record(rank=0, stage="done"))
     progress.look()
     progress.close()
     assert stream.getvalue().endswith("\r\x1b[Klive: rank 0 at stage done (2 ranks reporting)\r\x1b[K")
@@ -56,6 +63,6 @@ def test_a_status_file_cannot_write_controls_to_the_terminal_nor_stop_the_run(tm
     progress = TerminalProgress(stream, tmp_path, every=0)
     (tmp_path / "proc-1.json").write_text("[" * 100_000)  # deeper than json's recursion limit
     progress.look()
-    (tmp_path / "proc-2.json").write_text(json.dumps({"rank": 0, "stage": "x\x1b]0;PWNED\x07"}))
+    (tmp_path / "proc-2.json").write_text(record(rank=0, stage="x\x1b]0;PWNED\x07"))
     progress.look()
     assert "\x1b]" not in stream.getvalue() and "\x07" not in stream.getvalue() and "PWNED" in stream.getvalue()

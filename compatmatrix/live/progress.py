@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Mapping, Optional, TextIO
+from typing import Optional, TextIO
+
+from .protocol import RankStatus, check_version, read_parts
 
 
 def size_text(size: int) -> str:
@@ -22,20 +24,30 @@ def size_text(size: int) -> str:
     return f"{size} B"
 
 
-def progress_line(status: Mapping[str, Any], ranks: int) -> Optional[str]:
+def progress_line(status: RankStatus, ranks: int) -> Optional[str]:
     """The line for the lowest rank's status record (None before it has a stage)."""
-    stage = status.get("stage")
-    if not isinstance(stage, str):
+    stage = status.stage
+    if stage is None:
         return None
-    head = f"live: rank {status.get('rank', '?')} at stage {stage}" + (f" ({ranks} ranks reporting)" if ranks > 1 else "")
-    if stage == "pairs" and isinstance(status.get("pairs_round"), int):
-        rounds = status.get("pairs_rounds")
-        return head + f", round {status['pairs_round'] + 1}" + (f" of {rounds}" if isinstance(rounds, int) else "") + " of host pairs"
-    case = status.get("fabric_case")
-    if stage == "fabric" and isinstance(case, list) and len(case) == 4 and all(isinstance(x, int) for x in case[2:]):
-        name, dtype, size, index = case
-        return head + f": {name} {dtype} at {size_text(size)} (case {index})"
+    head = f"live: rank {'?' if status.rank is None else status.rank} at stage {stage}" + (f" ({ranks} ranks reporting)" if ranks > 1 else "")
+    if stage == "pairs" and status.pairs_round is not None:
+        rounds = status.pairs_rounds
+        return head + f", round {status.pairs_round + 1}" + (f" of {rounds}" if rounds is not None else "") + " of host pairs"
+    case = status.fabric_case
+    if stage == "fabric" and case is not None:
+        return head + f": {case.collective} {case.dtype} at {size_text(case.bytes)} (case {case.begun})"
     return head
+
+
+def read_progress(text: str) -> Optional[RankStatus]:
+    """A status file's text as far as the progress line needs it: the parts of the protocol's shape (a part that is not
+    is left out of the line), None for what is no rank record of this protocol (being written, a shared --run-dir)."""
+    try:
+        value = json.loads(text)
+        check_version(value)
+        return read_parts(RankStatus, value, "record")[0]
+    except (ValueError, RecursionError):  # ProtocolError is a ValueError
+        return None
 
 
 class TerminalProgress:
@@ -54,14 +66,14 @@ class TerminalProgress:
         records = []
         for path in self.run_dir.glob("proc-*.json"):
             try:
-                record = json.loads(path.read_text())
-            except (OSError, ValueError, RecursionError):  # being written, or not a rank's record (a shared --run-dir)
+                record = read_progress(path.read_text())
+            except OSError:
                 continue
-            if isinstance(record, dict) and isinstance(record.get("rank"), int):
-                records.append(record)
+            if record is not None and record.rank is not None:
+                records.append((record.rank, record))
         if not records:
             return
-        line = progress_line(min(records, key=lambda r: r["rank"]), len(records))
+        line = progress_line(min(records, key=lambda r: r[0])[1], len(records))
         if line and line != self.shown:
             from ..console import visible_line
 

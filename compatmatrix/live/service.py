@@ -217,6 +217,7 @@ def run_live(ctx: Context, options: LiveOptions) -> LiveResult:
     run_dir = owned.folder
     try:
         shutil.copyfile(WORKER, run_dir / "worker.py")  # run from its own folder: nothing of compat shadows the target's modules
+        shutil.copyfile(WORKER.with_name("protocol.py"), run_dir / "compat_live_protocol.py")  # the records it writes, loaded by path
         if options.fabric:  # the deadline's pure planning (live/fabric.py), imported by the worker under a name of its own
             shutil.copyfile(WORKER.with_name("fabric.py"), run_dir / "compat_fabric_plan.py")
         if options.fabric and _across_hosts(options):
@@ -324,7 +325,7 @@ def missing_hosts(hosts: Sequence[str], ranks, here: str, addr: str, records_fro
         return f"a rank on {shown(others)} (the {'host' if len(others) == 1 else 'hosts'} of the job other than this one) did not join"
     seen = {_short(r.host) for r in ranks}
     silent = [h for h in others if _short(h) not in seen]
-    late = [h for h in others if _short(h) in seen and not any(_short(r.host) == _short(h) and r.status.get("world_size") for r in ranks)]
+    late = [h for h in others if _short(h) in seen and not any(_short(r.host) == _short(h) and r.status.world_size for r in ranks)]
     parts = ([f"no rank on {shown(silent)} wrote a record into the run folder (it did not start there, or the folder is not one every host sees)"]
              if silent else []) + ([f"the ranks on {shown(late)} started but did not join"] if late else [])
     return "; ".join(parts) or f"a rank on {shown(others)} did not join"
@@ -342,8 +343,8 @@ def reach_master(master: str, supervised, ranks, hosts: Sequence[str] = (), reco
 
     from .report import TIMED_OUT
 
-    waited = any(r.error and TIMED_OUT.search(str(r.error.get("message", ""))) for r in ranks)
-    joined = ranks and all(r.status.get("world_size") for r in ranks)
+    waited = any(r.error and TIMED_OUT.search(str(r.error.message)) for r in ranks)
+    joined = ranks and all(r.status.world_size for r in ranks)
     if joined or not (supervised.timed_out or waited or not ranks):
         return {}
     here = os.uname()[1]
@@ -408,12 +409,12 @@ def interface_fix(master: str, nnodes: int, command: str = 'eval "$(compat env)"
 
 
 def _chose_ccl(ranks) -> bool:
-    return any(r.status.get("backend") == "ccl" for r in ranks)
+    return any(r.status.backend == "ccl" for r in ranks)
 
 
 def _details(launch: Launch, supervised, ranks, plan: TrainerPlan) -> dict[str, Any]:
-    backends = sorted({str(r.status.get("backend")) for r in ranks if "backend" in r.status})
-    fixture = any(((r.status.get("imports") or {}).get("ccl") or {}).get("fixture") for r in ranks)
+    backends = sorted({str(r.status.backend) for r in ranks if r.status.chose_backend})
+    fixture = any(r.status.imports and r.status.imports.ccl and r.status.imports.ccl.fixture for r in ranks)
     return {
         "launcher": launch.launcher,
         "flavor": launch.flavor,
@@ -427,7 +428,7 @@ def _details(launch: Launch, supervised, ranks, plan: TrainerPlan) -> dict[str, 
         "bf16": {"on": bool(plan.flags.get("bf16")), "why": plan.bf16_why} if plan.bf16_why else None,
         "ipex_mode": plan.ipex_mode,
         "ipex_note": plan.ipex_note,
-        "bandwidth": next((r.status.get("bandwidth") for r in ranks if r.status.get("bandwidth")), None),
-        "memcpy": next((r.status.get("memcpy") for r in ranks if r.status.get("memcpy")), None),
+        "bandwidth": next(([row.to_json() for row in r.status.bandwidth] for r in ranks if r.status.bandwidth), None),
+        "memcpy": next((r.status.memcpy.to_json() for r in ranks if r.status.memcpy), None),
         **rank_outputs(ranks, supervised),
     }

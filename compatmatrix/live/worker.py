@@ -1,7 +1,8 @@
 """One rank of compat doctor --live. Run by the *target* interpreter, never imported by compat.
 
 Standard library only at module level (Python 3.6+); torch, IPEX, the oneCCL bindings and transformers are
-imported inside the stages. Each process writes what it did to ``<run-dir>/proc-<pid>.json`` (rewritten
+imported inside the stages. Each process writes what it did to ``<run-dir>/proc-<pid>.json``, a RankStatus of compat's
+live/protocol.py (loaded from beside this file: ``compat_live_protocol.py`` in the run folder) (rewritten
 atomically after every stage, so a rank that dies or hangs still leaves its last stage behind) and sends its
 own stdout/stderr to ``<run-dir>/proc-<pid>.log``. compat reads those files; nothing is parsed from the
 launcher's output. SIGUSR1 dumps every thread's stack into the log (compat sends it before killing a hung run).
@@ -26,13 +27,44 @@ import traceback
 
 STATUS = {}  # type: dict
 _STATUS_PATH = None
+PROTOCOL = None  # compat's live/protocol.py, loaded from beside this file (load_protocol)
+PROTOCOL_NAME = "compat_live_protocol"  # live/protocol.py, copied beside this file by compat (in the package: protocol.py)
+
+
+def load_protocol():
+    """The records this rank writes (compat's live/protocol.py), loaded by path from beside this file: the run folder's
+    copy, or the package's own file where the worker is run from there. By path, so that no module of the target's
+    environment can stand in for it."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in (PROTOCOL_NAME + ".py", "protocol.py"):
+        path = os.path.join(here, name)
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location(PROTOCOL_NAME, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise ImportError("compat's live protocol (%s.py) is not beside %s" % (PROTOCOL_NAME, __file__))
+
+
+def record_text(status):
+    """The status as the protocol's RankStatus writes it, checked against the protocol; where it does not fit (a
+    worker out of step with its protocol) the raw status, which compat then refuses with the reason, said here too."""
+    try:
+        return PROTOCOL.dumps(PROTOCOL.RankStatus.from_json(status, "record"))
+    except PROTOCOL.ProtocolError as exc:
+        sys.stderr.write("compat-live: this rank's record does not fit the protocol: %s\n" % exc)
+        return json.dumps(status)
+
 
 def save(**fields):
     STATUS.update(fields)
     STATUS["updated"] = time.time()
     tmp = _STATUS_PATH + ".tmp"
+    text = record_text(STATUS)
     with open(tmp, "w") as handle:
-        json.dump(STATUS, handle)
+        handle.write(text)
     os.replace(tmp, _STATUS_PATH)
 
 
@@ -1255,7 +1287,7 @@ def watch_own_exit(status_path):
                 pass
             gone = status_path[: -len(".json")] + ".gone"
             with open(gone + ".tmp", "w") as handle:
-                json.dump({"at": time.time()}, handle)
+                handle.write(PROTOCOL.dumps(PROTOCOL.Gone(at=time.time())))
             os.replace(gone + ".tmp", gone)
         finally:
             os._exit(0)
@@ -1312,7 +1344,7 @@ def watch_compat(spec):
 
 
 def main():
-    global _STATUS_PATH
+    global _STATUS_PATH, PROTOCOL
     parser = argparse.ArgumentParser()
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--expect-world", type=int, required=True)
@@ -1337,6 +1369,7 @@ def main():
     parser.add_argument("--watch-exit", action="store_true", help="write <record>.gone when this rank ends (runs across hosts)")
     args = parser.parse_args()
 
+    PROTOCOL = load_protocol()
     die_with_parent()
     if args.deadline:
         self_deadline(args.deadline)
@@ -1354,7 +1387,7 @@ def main():
     os.dup2(log, 2)
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    STATUS.update({"pid": pid, "started": time.time(), "host": host, "python": sys.version.split()[0]})
+    STATUS.update({"protocol": PROTOCOL.PROTOCOL_VERSION, "pid": pid, "started": time.time(), "host": host, "python": sys.version.split()[0]})
     rank, world, local, source = rank_variables(args.map_mpi, args.rank_variables)
     STATUS.update({"rank": rank, "world_size_env": world, "local_rank": local, "rank_source": source,
                    "master": "%s:%s" % (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))})
