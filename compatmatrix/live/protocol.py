@@ -4,7 +4,7 @@ Standard library only, and no import of compatmatrix: compat copies this file in
 ``compat_live_protocol.py``) beside the worker, which imports it in the *target* interpreter (Python 3.6 to 3.13: the
 IPEX 1.8-1.10 stacks run on 3.6). So: no ``from __future__ import annotations`` (3.7+), typing's 3.6 spellings
 (``Optional``, ``Tuple``, ``Dict``), and frozen dataclasses where ``dataclasses`` exists (3.7+); on 3.6 a small
-stand-in (``_frozen``) gives the same constructor, equality and refusal to change a field.
+stand-in (``_frozen``, as ``dataclass``) gives the same constructor, equality and refusal to change a field.
 
 A rank writes one document, ``proc-<host>-<pid>.json`` (``RankStatus``), rewritten after every stage; the progress
 fields in it (``stage``, ``fabric_case``, ``pairs_round``) are what compat's terminal line reads. Beside it its exit
@@ -33,48 +33,50 @@ class ProtocolError(ValueError):
 
 
 try:
-    from dataclasses import dataclass as _dataclass
-
-    def _frozen(cls):
-        return _dataclass(frozen=True)(cls)
-
+    from dataclasses import dataclass
 except ImportError:  # Python 3.6: the same constructor, equality and immutability, from the class's annotations
 
-    def _frozen(cls):
-        names = list(cls.__dict__.get("__annotations__", {}))
-        defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
+    def dataclass(frozen=True):  # type: ignore[no-redef]  # noqa: ARG001 -- frozen always, as every record here
+        return _frozen
 
-        def __init__(self, *args, **kwargs):
-            if len(args) > len(names):
-                raise TypeError("%s takes %d fields" % (cls.__name__, len(names)))
-            values = dict(zip(names, args))
-            for key, value in kwargs.items():
-                if key not in names or key in values:
-                    raise TypeError("%s: unexpected or repeated field %r" % (cls.__name__, key))
-                values[key] = value
-            for name in names:
-                if name not in values:
-                    if name not in defaults:
-                        raise TypeError("%s: missing field %r" % (cls.__name__, name))
-                    values[name] = defaults[name]
-                object.__setattr__(self, name, values[name])
 
-        def __setattr__(self, name, value):
-            raise AttributeError("%s is frozen" % cls.__name__)
+def _frozen(cls):
+    """Python 3.6's stand-in for dataclass(frozen=True): __init__ (positional or by name, defaults from the class),
+    __eq__, __hash__, __repr__, and a __setattr__ that refuses."""
+    names = list(cls.__dict__.get("__annotations__", {}))
+    defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
 
-        def __eq__(self, other):
-            return other.__class__ is self.__class__ and all(getattr(self, n) == getattr(other, n) for n in names)
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(names):
+            raise TypeError("%s takes %d fields" % (cls.__name__, len(names)))
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names or key in values:
+                raise TypeError("%s: unexpected or repeated field %r" % (cls.__name__, key))
+            values[key] = value
+        for name in names:
+            if name not in values:
+                if name not in defaults:
+                    raise TypeError("%s: missing field %r" % (cls.__name__, name))
+                values[name] = defaults[name]
+            object.__setattr__(self, name, values[name])
 
-        def __hash__(self):
-            return hash(tuple(getattr(self, n) for n in names))
+    def __setattr__(self, name, value):
+        raise AttributeError("%s is frozen" % cls.__name__)
 
-        def __repr__(self):
-            return "%s(%s)" % (cls.__name__, ", ".join("%s=%r" % (n, getattr(self, n)) for n in names))
+    def __eq__(self, other):
+        return other.__class__ is self.__class__ and all(getattr(self, n) == getattr(other, n) for n in names)
 
-        for name, value in (("__init__", __init__), ("__setattr__", __setattr__), ("__eq__", __eq__), ("__hash__", __hash__), ("__repr__", __repr__)):
-            setattr(cls, name, value)
-        cls.__dataclass_fields__ = dict.fromkeys(names)
-        return cls
+    def __hash__(self):
+        return hash(tuple(getattr(self, n) for n in names))
+
+    def __repr__(self):
+        return "%s(%s)" % (cls.__name__, ", ".join("%s=%r" % (n, getattr(self, n)) for n in names))
+
+    for name, value in (("__init__", __init__), ("__setattr__", __setattr__), ("__eq__", __eq__), ("__hash__", __hash__), ("__repr__", __repr__)):
+        setattr(cls, name, value)
+    cls.__dataclass_fields__ = dict.fromkeys(names)
+    return cls
 
 
 def field_names(cls):
@@ -100,20 +102,20 @@ class Record:
 # ---- the records, innermost first ----------------------------------------------------------------------------
 
 
-@_frozen
+@dataclass(frozen=True)
 class StageMark(Record):
     name: str
     seconds: float  # since the rank started
 
 
-@_frozen
+@dataclass(frozen=True)
 class RankError(Record):
     type: str
     message: str = ""
     traceback: str = ""
 
 
-@_frozen
+@dataclass(frozen=True)
 class ImportEntry(Record):
     ok: bool
     module: Optional[str] = None  # the importable name (torch's entry has none)
@@ -124,21 +126,21 @@ class ImportEntry(Record):
     registered: Optional[bool] = None  # the bindings registered the ccl backend
 
 
-@_frozen
+@dataclass(frozen=True)
 class Imports(Record):
     torch: Optional[ImportEntry] = None
     ipex: Optional[ImportEntry] = None
     ccl: Optional[ImportEntry] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class HostAddress(Record):
     address: str
     loopback: Optional[bool] = None
     local: Optional[bool] = None  # this host can bind it
 
 
-@_frozen
+@dataclass(frozen=True)
 class NetworkFacts(Record):
     host: str
     interfaces: Tuple[str, ...] = ()
@@ -150,7 +152,7 @@ class NetworkFacts(Record):
     master_error: Optional[str] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class AllreduceCheck(Record):
     ok: Optional[bool] = None  # None: not supported by the backend
     elements: Optional[int] = None
@@ -159,13 +161,13 @@ class AllreduceCheck(Record):
     error: Optional[str] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class Allreduce(Record):
     fp32: Optional[AllreduceCheck] = None
     bf16: Optional[AllreduceCheck] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class BandwidthRow(Record):
     mib: int
     seconds: float
@@ -174,14 +176,14 @@ class BandwidthRow(Record):
     iterations: int
 
 
-@_frozen
+@dataclass(frozen=True)
 class Memcpy(Record):
     mib: int
     per_rank: float
     all_ranks: float
 
 
-@_frozen
+@dataclass(frozen=True)
 class SweepRow(Record):
     collective: str
     dtype: str
@@ -192,7 +194,7 @@ class SweepRow(Record):
     ranks_wrong: int = 0
 
 
-@_frozen
+@dataclass(frozen=True)
 class SweepError(Record):
     collective: str
     dtype: str
@@ -207,14 +209,14 @@ class SweepError(Record):
     expected: Optional[float] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class Unsupported(Record):
     collective: str
     dtype: str
     error: str
 
 
-@_frozen
+@dataclass(frozen=True)
 class Cut(Record):
     collective: str
     dtype: str
@@ -224,7 +226,7 @@ class Cut(Record):
     sizes: Tuple[int, ...] = ()
 
 
-@_frozen
+@dataclass(frozen=True)
 class Skipped(Record):
     collective: str
     dtype: str
@@ -232,7 +234,7 @@ class Skipped(Record):
     why: str
 
 
-@_frozen
+@dataclass(frozen=True)
 class SlowLink(Record):
     """The link a sweep was sized to: two host names and its bytes/s (written as a three-item list)."""
     a: str
@@ -240,7 +242,7 @@ class SlowLink(Record):
     bandwidth: float
 
 
-@_frozen
+@dataclass(frozen=True)
 class SweepDeadline(Record):
     seconds: float
     timed: float
@@ -252,7 +254,7 @@ class SweepDeadline(Record):
     spent: Optional[float] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class Sweep(Record):
     """One backend's --fabric sweep; another backend that could not form its group has only ``error``."""
     sizes: Tuple[int, ...] = ()
@@ -267,14 +269,14 @@ class Sweep(Record):
     error: Optional[str] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class PairAllreduce(Record):
     busbw: float
     bytes: int
     wrong: int
 
 
-@_frozen
+@dataclass(frozen=True)
 class PairLink(Record):
     a: int  # host indices into Pairs.hosts
     b: int
@@ -292,13 +294,13 @@ class PairLink(Record):
     measured: Optional[int] = None  # times measured (a slow link is measured again)
 
 
-@_frozen
+@dataclass(frozen=True)
 class HostTcp(Record):
     out: int
     retrans: int
 
 
-@_frozen
+@dataclass(frozen=True)
 class InterfaceFacts(Record):
     interface: Optional[str] = None
     address: Optional[str] = None
@@ -307,7 +309,7 @@ class InterfaceFacts(Record):
     gloo_ifname: Optional[str] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class Pairs(Record):
     hosts: Tuple[str, ...]
     mode: Optional[str] = None
@@ -323,7 +325,7 @@ class Pairs(Record):
     interfaces: Tuple[Optional[InterfaceFacts], ...] = ()
 
 
-@_frozen
+@dataclass(frozen=True)
 class TrainerGroup(Record):
     made_by: Optional[str] = None  # "compat" or "trainer"
     adopted: Optional[bool] = None
@@ -332,7 +334,7 @@ class TrainerGroup(Record):
     created: Optional[int] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class TrainerInfo(Record):
     transformers: Optional[str] = None
     steps_wanted: Optional[int] = None
@@ -357,7 +359,7 @@ class TrainerInfo(Record):
     ipex_optimized: Optional[bool] = None
 
 
-@_frozen
+@dataclass(frozen=True)
 class FabricCase(Record):
     """Progress: the sweep's case under way (written as [collective, dtype, bytes, cases begun])."""
     collective: str
@@ -366,7 +368,7 @@ class FabricCase(Record):
     begun: int
 
 
-@_frozen
+@dataclass(frozen=True)
 class RankStatus(Record):
     """Everything one rank writes, rewritten after every stage: a rank that dies still leaves its last stage."""
     protocol: int = PROTOCOL_VERSION
@@ -413,7 +415,7 @@ class RankStatus(Record):
         return self.backend is not None or self.backend_reason is not None
 
 
-@_frozen
+@dataclass(frozen=True)
 class Gone(Record):
     """<record>.gone: when the rank's process ended (its exit watcher writes it, runs across hosts)."""
     at: float

@@ -20,6 +20,7 @@ from ..launchers.interface import MASTER_PORT, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
 from .oneccl_causes import CclRun, ccl_cause, fallback_hang, foreign_mpirun_hang, with_arguments
 from .protocol import (
+    Allreduce,
     Gone,
     ImportEntry,
     NetworkFacts,
@@ -351,7 +352,7 @@ def world_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
     joined = [r for r in ranks if r.status.world_size]
     if not joined:
         return Finding(cid, Status.SKIP, "no rank formed a process group (see live.hang / live.ranks)")
-    sizes = {r.status.world_size for r in joined}
+    sizes = {r.status.world_size or 0 for r in joined}  # joined: every one has a world size
     if sizes != {expect.world_size}:
         return Finding(cid, Status.FAIL, f"the group has world size {', '.join(str(s) for s in sorted(sizes))}, expected {expect.world_size}",
                        tuple(f"{r.name}: world size {r.status.world_size} (from {r.status.rank_source})" for r in joined),
@@ -367,7 +368,7 @@ def allreduce_finding(ranks: Sequence[RankRecord]) -> Finding:
     bad = []
     notes = []
     for record in done:
-        results = record.status.allreduce
+        results = record.status.allreduce or Allreduce()
         for dtype, item in (("fp32", results.fp32), ("bf16", results.bf16)):
             if item is None:
                 continue
@@ -659,7 +660,7 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
     # a pair that never answered retransmits into the void: named silent, not lossy. A slow host's links stay in: a host
     # that loses packets is slow too (its TCP waits), and a rate limiter that drops is losing packets, both true
     explained = {(link.a, link.b) for link in raw if link.error}
-    loss = judge_loss({(link.a, link.b): (link.sent, link.retransmitted) for link in raw if link.sent is not None}, explained)
+    loss = judge_loss({(link.a, link.b): (link.sent, link.retransmitted) for link in raw if link.sent is not None and link.retransmitted is not None}, explained)
     wrong = [f"{hosts[link.a]} <-> {hosts[link.b]}: the two-rank all_reduce returned {link.allreduce.wrong} wrong values"
              for link in raw if link.allreduce and link.allreduce.wrong]
     return {"hosts": hosts, "mode": record.mode, "rounds": record.rounds, "seconds": record.seconds,
@@ -776,13 +777,13 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         problems.append(
             f"every rank trains alone: the Trainer saw world size {', '.join(str(w) for w in sorted(worlds, key=str))}, expected {expect.world_size}"
         )
-    steps = {r.trainer.steps_done for r in finished}
+    steps = {r.trainer.steps_done or 0 for r in finished}  # finished: every one has its steps
     if steps != {expect.steps}:
         problems.append(f"the Trainer took {sorted(steps)} steps, expected {expect.steps}")
     per_step: dict[int, list[int]] = {}
     for record in finished:
-        for index, rows in enumerate(record.trainer.rows_per_step):
-            per_step.setdefault(index, []).extend(rows)
+        for index, seen in enumerate(record.trainer.rows_per_step):
+            per_step.setdefault(index, []).extend(seen)
     want = expect.per_device_batch * expect.world_size
     local = len(finished)
     for index, rows in sorted(per_step.items()):
