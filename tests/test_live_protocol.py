@@ -223,3 +223,21 @@ def test_no_reader_of_a_rank_record_reads_it_by_string_key(name):
     source = (LIVE.parent / name).read_text()
     found = [line.strip() for line in source.splitlines() if BY_KEY.search(line)]
     assert found == [], found
+
+
+def test_the_report_names_a_record_of_a_newer_compat_and_reads_the_rest_of_a_record_with_a_broken_part(tmp_path):
+    """read_ranks: a status file of another protocol version is not read (its rank fails with the reason); a record
+    whose pairs are not of the shape keeps everything else, and live.pairs says it could not read them."""
+    from compatmatrix.live.report import RankRecord, pairs_finding, ranks_finding, read_ranks
+    from compatmatrix.live.supervise import Supervised
+
+    (tmp_path / "proc-n1-11.json").write_text(json.dumps({"protocol": PROTOCOL_VERSION + 1, "rank": 0, "stage": "done"}))
+    (tmp_path / "proc-n1-12.json").write_text(versioned(rank=1, host="n1", stage="done", world_size=2, pairs={"hosts": "ab"}))
+    broken, newer = read_ranks(tmp_path, {11: 0, 12: 0})  # a record without a rank last
+    assert isinstance(newer, RankRecord) and newer.rank is None and newer.stage == "unreadable status"
+    assert newer.error.type == "UnreadableRecord" and "written by a newer compat" in newer.error.message
+    assert (broken.rank, broken.status.world_size, broken.status.pairs) == (1, 2, None) and set(broken.refused) == {"pairs"}
+    assert pairs_finding([broken]).summary.startswith("a rank's record of the pairs could not be read (ProtocolError: record.pairs.hosts: a list")
+    supervised = Supervised("run", (), False, False, 1.0, False, ())
+    finding = ranks_finding([broken, newer], supervised)
+    assert finding.status.value == "fail" and "UnreadableRecord: proc-n1-11.json: the record is of protocol version" in finding.summary, finding.summary

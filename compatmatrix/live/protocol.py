@@ -588,8 +588,7 @@ def read_parts(cls, value, where=None):
         raise ProtocolError("%s: missing field%s %s" % (where, "s" if len(missing) > 1 else "", ", ".join(missing))) from None
 
 
-def loads_status(text):
-    """A status file's text -> RankStatus, or ProtocolError (not JSON, too large, another version, the wrong shape)."""
+def _status_value(text):
     if len(text) > MAX_RECORD_BYTES:
         raise ProtocolError("the record is %d bytes, more than %d" % (len(text), MAX_RECORD_BYTES))
     try:
@@ -599,7 +598,20 @@ def loads_status(text):
     except RecursionError:
         raise ProtocolError("the record is nested too deeply") from None
     check_version(value)
-    return RankStatus.from_json(value, "record")
+    return value
+
+
+def loads_status(text):
+    """A status file's text -> RankStatus, or ProtocolError (not JSON, too large, another version, the wrong shape)."""
+    return RankStatus.from_json(_status_value(text), "record")
+
+
+def read_status(text):
+    """A status file's text -> (RankStatus, {field: why}) as compat's report reads it: a part not of the protocol's
+    shape is left out and named (read_parts), so that the finding that needs it says so and the others still read
+    the rest. ProtocolError for a record that cannot be read at all (not JSON, too large, another version, not a
+    mapping, an unknown field)."""
+    return read_parts(RankStatus, _status_value(text), "record")
 
 
 def dumps(record):

@@ -32,8 +32,8 @@ from .protocol import (
     SweepDeadline,
     TrainerGroup,
     TrainerInfo,
-    loads_status,
     read_parts,
+    read_status,
 )
 from .supervise import Supervised
 
@@ -135,13 +135,12 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher
     first = launcher_first_failure(launcher_log)
     records = []
     for _host, pid, path in status_files(run_dir):
-        refused: dict[str, str] = {}
+        refused: Mapping[str, str] = {}
         try:
-            status = loads_status(path.read_text(errors="replace"))
-        except OSError as exc:
-            status, refused = RankStatus(stage="unreadable status"), {"record": f"{exc.__class__.__name__}: {exc}"}
-        except ProtocolError as exc:  # another compat's worker, a broken rank, a shared --run-dir: said, not read
-            status, refused = RankStatus(stage="unreadable status"), {"record": str(exc)}
+            status, refused = read_status(path.read_text(errors="replace"))
+        except (OSError, ProtocolError) as exc:  # another compat's worker, a broken rank, a shared --run-dir: said, not read
+            why = str(exc) if isinstance(exc, ProtocolError) else f"{exc.__class__.__name__}: {exc}"
+            status, refused = RankStatus(stage="unreadable status", error=RankError("UnreadableRecord", f"{path.name}: {why}")), {"record": why}
         gone_path = path.with_suffix(".gone")  # the rank's own exit watcher (runs across hosts): when it ended
         gone_at = None
         if gone_path.exists():
