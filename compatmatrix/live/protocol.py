@@ -448,7 +448,7 @@ def _decode(tp, value, where):
         if value is None:
             return None
         return _decode(options[0], value, where)
-    if isinstance(tp, type) and issubclass(tp, Record):
+    if origin is None and isinstance(tp, type) and issubclass(tp, Record):  # origin first: 3.6's generics are classes too
         return _decode_record(tp, value, where)
     if origin is tuple:
         if not isinstance(value, list):

@@ -147,7 +147,7 @@ def import_stack(args):
         try:
             import intel_extension_for_pytorch as ipex
 
-            imports["ipex"] = {"module": "intel_extension_for_pytorch", "version": getattr(ipex, "__version__", "?"), "ok": True}
+            imports["ipex"] = {"module": "intel_extension_for_pytorch", "version": str(getattr(ipex, "__version__", "?")), "ok": True}
         except Exception as exc:  # a Python-level failure; a hard exit ends the process and compat classifies the log
             imports["ipex"] = {"module": "intel_extension_for_pytorch", "ok": False, "error": "%s: %s" % (exc.__class__.__name__, exc)}
         save(imports=imports)
@@ -168,7 +168,7 @@ def import_stack(args):
             ccl = {
                 "module": module,
                 "ok": True,
-                "version": getattr(bindings, "__version__", None),
+                "version": text_or_none(getattr(bindings, "__version__", None)),  # the protocol's type: a string
                 "cwd": getattr(bindings, "cwd", None),
                 "fixture": getattr(bindings, "COMPAT_TEST_FIXTURE", None),
                 "registered": backend_registered("ccl"),
@@ -177,6 +177,10 @@ def import_stack(args):
             break
         save(imports=imports)
     return imports
+
+
+def text_or_none(value):
+    return None if value is None else str(value)
 
 
 def backend_registered(name):
