@@ -146,7 +146,7 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher
         if gone_path.exists():
             try:
                 gone_at = Gone.from_json(json.loads(gone_path.read_text())).at
-            except (OSError, ValueError):  # ProtocolError is a ValueError
+            except (OSError, ValueError, RecursionError):  # ProtocolError is a ValueError
                 pass
         log_path = path.with_suffix(".log")
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
