@@ -175,9 +175,10 @@ def test_measured_again_keeps_the_faster_each_way_and_sums_segments():
 
     links = [{**_link(0, 1, 1.0), "sent": 100, "retransmitted": 5, "allreduce": {"busbw": 2.0, "bytes": 8, "wrong": 0}}, _link(1, 2, 1.0),
              {**_link(0, 2, 1.0), "sent": 10, "retransmitted": 0}]
-    merge_again(links, [{**_link(0, 1, 0.5), "back": 3.0, "sent": 50, "retransmitted": 1, "allreduce": {"busbw": 4.0, "bytes": 8, "wrong": 1}},
+    merge_again(links, [{**_link(0, 1, 0.5), "back": 3.0, "sent": 50, "retransmitted": 1, "spurious": 1, "allreduce": {"busbw": 4.0, "bytes": 8, "wrong": 1}},
                         {**_link(0, 2, 9.0), "error": "no answer within 2 s", "sent": 20, "retransmitted": 3}])
     assert (links[0]["out"], links[0]["back"], links[0]["sent"], links[0]["retransmitted"], links[0]["measured"]) == (1.0, 3.0, 150, 6, 2)
+    assert links[0]["spurious"] == 1  # the first measurement had none recorded (an older worker): 0
     assert links[0]["allreduce"] == {"busbw": 4.0, "bytes": 8, "wrong": 1}  # the faster, and every wrong value of both
     assert links[2]["out"] == 1.0 and links[2]["sent"] == 30  # a repeat that ran out its deadline keeps the first numbers
     assert "measured" not in links[1]
@@ -221,8 +222,26 @@ def test_the_pair_table_names_slow_lossy_and_silent_hosts_and_a_wrong_pair_sum()
     lossy = [_measured(0, 1), _measured(0, 2), _measured(1, 2, wrong=3), _measured(0, 3, again=900), _measured(1, 3, again=800), _measured(2, 3, again=700)]
     table = pair_table(_pairs_rank(lossy))
     assert table["lossy_hosts"] == ["n4"] and table["slow_hosts"] == [] and table["silent_hosts"] == []
-    assert table["verdicts"] == ["n4: loses packets on every link: TCP retransmitted 2400 of 90000 segments (2.7%) over its 3 links, 0 of 90000 on the other links",
+    assert table["verdicts"] == ["n4: loses packets on every link: TCP lost 2400 of 90000 segments (2.7%) over its 3 links, 0 of 90000 on the other links",
                                  "n2 <-> n3: the two-rank all_reduce returned 3 wrong values"]
+
+
+def test_a_healthy_link_whose_retransmissions_the_peer_reported_as_duplicates_is_not_lossy():
+    """Measured on a 2-core machine: the one healthy veth link of a 2-node Slurm cluster retransmitted 2-4% of its segments
+    (a starved receiver, a sender moved between CPUs); every such retransmission the peer D-SACKed arrived twice."""
+    from compatmatrix.live.report import pair_table, pairs_finding
+
+    starved = [{**_measured(a, b, sent=398_753, again=17_486), "spurious": 17_401} for a, b in [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3)]]
+    table = pair_table(_pairs_rank(starved))
+    assert table["lossy_hosts"] == table["lossy_links"] == [] and table["verdicts"] == []
+    finding = pairs_finding(_pairs_rank(starved))
+    assert finding.status.value == "pass"
+    assert "n1 <-> n2: " in finding.evidence[0] and "TCP retransmitted 17486 of 398753 segments, 17401 of them arrived after all (D-SACK)" in finding.evidence[0]
+    lossy = starved[:3] + [{**link, "spurious": 20} for link in starved[3:]]  # n4's retransmissions were not answered: lost
+    table = pair_table(_pairs_rank(lossy))
+    assert table["lossy_hosts"] == ["n4"] and table["lossy_links"] == []
+    assert table["verdicts"][0].startswith("n4: loses packets on every link: TCP lost 52398 of 1196259 segments (4.4%) over its 3 links "
+                                           "(52458 retransmitted, 60 of them arrived after all: D-SACK), 255 of 1196259 on the other links")
 
 
 def test_the_report_shows_a_silent_pair_and_the_new_columns():

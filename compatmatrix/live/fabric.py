@@ -303,8 +303,32 @@ def _slow_memory(memcpy: Mapping[int, float], slow_fraction: float) -> list[Slow
     return [SlowMemory(h, v, median) for h, v in sorted(memcpy.items()) if v < slow_fraction * median]
 
 
-RETRANSMIT_NOTABLE = 0.01  # a host that retransmitted more than 1% of its TCP segments during the pairs lost packets
+RETRANSMIT_NOTABLE = 0.01  # a host that lost more than 1% of its TCP segments during the pairs lost packets
 RETRANSMIT_MIN = 10  # and at least this many: a single retransmission among a few hundred segments is not a pattern
+
+
+# A retransmission is not a lost segment. TCP also retransmits what was only late or out of order: a tail loss probe
+# fires after about two round trips without an ACK (RFC 8985; on a veth a round trip is tens of microseconds, so a
+# receiver without a CPU for a few milliseconds is enough), an RTO after 200 ms, RACK after a reordering window, and a
+# veth delivers each packet through the backlog of the CPU its sender happens to run on (net/core/dev.c netif_rx), so a
+# sender moved between CPUs reorders its own stream. The receiver of such a duplicate says so with a D-SACK (RFC 2883,
+# net/ipv4/tcp_input.c tcp_send_dupack / tcp_dsack_set), and the sender counts the duplicated segments in tcpi_dsack_dups
+# (include/uapi/linux/tcp.h: "RFC4898 tcpEStatsStackDSACKDups"; tcp_dsack_seen ignores a D-SACK naming more segments
+# than were retransmitted) and TcpExt TCPDSACKRecvSegs. What a D-SACK answered arrived twice: it was not lost. A packet
+# dropped on the way (a firewall rule, a full queue, a bad cable) never arrives, and its retransmission gets no D-SACK.
+
+
+def lost(retransmitted: int, spurious: int = 0) -> int:
+    """The retransmitted segments that were lost: those the peer did not report back as duplicates (``spurious``, its
+    D-SACKs), never below 0 nor above ``retransmitted``. Pure."""
+    return max(0, retransmitted - min(max(0, spurious), retransmitted))
+
+
+def lossy(sent: int, retransmitted: int, spurious: int = 0) -> bool:
+    """A link (or host) that lost packets: of its ``sent`` segments, more than RETRANSMIT_NOTABLE and at least
+    RETRANSMIT_MIN were retransmitted without the peer reporting a duplicate (``spurious``: see lost)."""
+    gone = lost(retransmitted, spurious)
+    return sent > 0 and gone >= RETRANSMIT_MIN and gone / sent > RETRANSMIT_NOTABLE
 
 
 @dataclass(frozen=True)
@@ -313,6 +337,11 @@ class LossyLink:
     b: int
     sent: int  # TCP segments both ends sent while the pair was measured
     retransmitted: int
+    spurious: int = 0  # of the retransmitted, those the other end reported as duplicates (D-SACK): not lost
+
+    @property
+    def lost(self) -> int:
+        return lost(self.retransmitted, self.spurious)
 
 
 @dataclass(frozen=True)
@@ -321,51 +350,73 @@ class LossyHost:
     sent: int  # over its measured links
     retransmitted: int
     links: int
+    spurious: int = 0
+
+    @property
+    def lost(self) -> int:
+        return lost(self.retransmitted, self.spurious)
 
 
 @dataclass(frozen=True)
 class LossJudgement:
     lossy_links: list[LossyLink] = field(default_factory=list)
     lossy_hosts: list[LossyHost] = field(default_factory=list)
-    healthy_sent: int = 0  # the segments of the links not judged lossy, and how many of them were retransmitted
+    healthy_sent: int = 0  # the segments of the links not judged lossy, how many of them were retransmitted, and lost
     healthy_retransmitted: int = 0
+    healthy_lost: int = 0
 
 
-def lossy(sent: int, retransmitted: int) -> bool:
-    """A link (or host) that lost packets: more than RETRANSMIT_NOTABLE of its segments and at least RETRANSMIT_MIN retransmitted."""
-    return sent > 0 and retransmitted >= RETRANSMIT_MIN and retransmitted / sent > RETRANSMIT_NOTABLE
+Counts = tuple  # (sent, retransmitted) or (sent, retransmitted, spurious)
 
 
-def judge_loss(counts: Mapping[Pair, tuple[int, int]], explained: Iterable[Pair] = ()) -> LossJudgement:
-    """Name the links and hosts that lose packets, from the TCP segments (sent, retransmitted) both ends of each pair
-    counted while that pair alone was measured (a host is in one pair per round, and its network namespace's counters,
-    /proc/net/snmp, are its own). Loss is judged absolutely (a healthy link retransmits nothing), not against the median:
-    a host is named when every one of its (at least two) links lost packets and its lossy links are not all explained by
-    lossy peers, as for slow hosts; a lossy link is named on its own when neither end is such a host. ``explained``:
-    pairs already accounted for (one that never answered retransmits into the void), left out here."""
+def _three(value: Counts) -> tuple[int, int, int]:
+    sent, retransmitted, *rest = value
+    return int(sent), int(retransmitted), int(rest[0] or 0) if rest else 0
+
+
+def judge_loss(counts: Mapping[Pair, Counts], explained: Iterable[Pair] = ()) -> LossJudgement:
+    """Name the links and hosts that lose packets, from the TCP segments (sent, retransmitted[, spurious]) both ends of
+    each pair counted while that pair alone was measured (a host is in one pair per round, and its network namespace's
+    counters, /proc/net/snmp, are its own). ``spurious``: the retransmissions the other end reported as duplicates
+    (D-SACK), which were not lost (see lost). Loss is judged absolutely (a healthy link loses nothing), not against the
+    median: a host is named when every one of its (at least two) links lost packets and its lossy links are not all
+    explained by lossy peers, as for slow hosts; a lossy link is named on its own when neither end is such a host.
+    ``explained``: pairs already accounted for (one that never answered retransmits into the void), left out here."""
     explained = set(explained)
-    counts = {pair: value for pair, value in counts.items() if pair not in explained}
-    bad = {pair for pair, (sent, retransmitted) in counts.items() if lossy(sent, retransmitted)}
-    per_host = _links_per_host(counts)
+    counts3 = {pair: _three(value) for pair, value in counts.items() if pair not in explained}
+    bad = {pair for pair, (sent, retransmitted, spurious) in counts3.items() if lossy(sent, retransmitted, spurious)}
+    per_host = _links_per_host(counts3)
 
     def rate(pair: Pair) -> float:
-        sent, retransmitted = counts[pair]
-        return retransmitted / sent if sent else 0.0
+        sent, retransmitted, spurious = counts3[pair]
+        return lost(retransmitted, spurious) / sent if sent else 0.0
+
+    def total(pairs: Iterable[Pair]) -> tuple[int, int, int]:
+        rows = [counts3[p] for p in pairs]
+        return sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
 
     hosts = _hosts_behind(bad, per_host, badness=lambda h: statistics.median(rate(p) for p in per_host[h]))
-    named_hosts = [LossyHost(h, sum(counts[p][0] for p in per_host[h]), sum(counts[p][1] for p in per_host[h]), len(per_host[h]))
-                   for h in sorted(hosts)]
-    named_links = [LossyLink(a, b, *counts[(a, b)]) for a, b in sorted(bad) if a not in hosts and b not in hosts]
-    healthy = [counts[p] for p in counts if p not in bad]
-    return LossJudgement(named_links, named_hosts, sum(c[0] for c in healthy), sum(c[1] for c in healthy))
+    named_hosts = []
+    for h in sorted(hosts):
+        sent, retransmitted, spurious = total(per_host[h])
+        named_hosts.append(LossyHost(h, sent, retransmitted, len(per_host[h]), spurious))
+    named_links = [LossyLink(a, b, *counts3[(a, b)]) for a, b in sorted(bad) if a not in hosts and b not in hosts]
+    sent, retransmitted, spurious = total(p for p in counts3 if p not in bad)
+    return LossJudgement(named_links, named_hosts, sent, retransmitted, sum(lost(c[1], c[2]) for p, c in counts3.items() if p not in bad))
 
 
-def loss_cause(sent: int, retransmitted: int) -> Optional[str]:
-    """The likely cause a host's TCP counters show (/proc/net/snmp over the pair tests), or None."""
-    if sent <= 0 or retransmitted / sent <= RETRANSMIT_NOTABLE:
+def loss_cause(sent: int, retransmitted: int, spurious: int = 0) -> Optional[str]:
+    """The likely cause a host's TCP counters show (/proc/net/snmp and TcpExt over the pair tests), or None."""
+    gone = lost(retransmitted, spurious)
+    if sent <= 0 or gone / sent <= RETRANSMIT_NOTABLE:
         return None
-    return (f"TCP retransmitted {retransmitted} of {sent} segments ({retransmitted / sent:.1%}): packets are lost or dropped on the way "
+    return (f"TCP lost {gone} of {sent} segments ({gone / sent:.1%}){_spurious_note(retransmitted, spurious)}: packets are lost or dropped on the way "
             "(a rate limit or full queue, a firewall rule, a bad cable; check tc qdisc show, nft list ruleset, ip -s link)")
+
+
+def _spurious_note(retransmitted: int, spurious: int) -> str:
+    """`` (1200 retransmitted, 40 of them arrived after all: D-SACK)`` where some retransmissions were not lost."""
+    return f" ({retransmitted} retransmitted, {spurious} of them arrived after all: D-SACK)" if spurious else ""
 
 
 def _most_common(values: Iterable[Optional[int]]) -> Optional[int]:
@@ -453,15 +504,15 @@ def describe_silence(silence: Silence, names: Sequence[str], deadline: Optional[
 
 def describe_loss(judgement: LossJudgement, names: Sequence[str]) -> list[str]:
     """One sentence per host or link that lost packets (``node4: loses packets on every link: ...``)."""
-    others = (f"{judgement.healthy_retransmitted} of {judgement.healthy_sent} on the other links"
+    others = (f"{judgement.healthy_lost} of {judgement.healthy_sent} on the other links"
               if judgement.healthy_sent else "no other link measured")
     lines = []
     for host in judgement.lossy_hosts:
-        lines.append(f"{names[host.host]}: loses packets on every link: TCP retransmitted {host.retransmitted} of {host.sent} segments "
-                     f"({host.retransmitted / host.sent:.1%}) over its {host.links} links, {others}")
+        lines.append(f"{names[host.host]}: loses packets on every link: TCP lost {host.lost} of {host.sent} segments "
+                     f"({host.lost / host.sent:.1%}) over its {host.links} links{_spurious_note(host.retransmitted, host.spurious)}, {others}")
     for link in judgement.lossy_links:
-        lines.append(f"{names[link.a]} <-> {names[link.b]}: loses packets: TCP retransmitted {link.retransmitted} of {link.sent} segments "
-                     f"({link.retransmitted / link.sent:.1%}), {others}")
+        lines.append(f"{names[link.a]} <-> {names[link.b]}: loses packets: TCP lost {link.lost} of {link.sent} segments "
+                     f"({link.lost / link.sent:.1%}){_spurious_note(link.retransmitted, link.spurious)}, {others}")
     return lines
 
 

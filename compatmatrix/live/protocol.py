@@ -290,6 +290,7 @@ class PairLink(Record):
     seconds: Optional[float] = None
     sent: Optional[int] = None  # TCP segments both ends sent and retransmitted during the pair's test
     retransmitted: Optional[int] = None
+    spurious: Optional[int] = None  # of the retransmitted, those the other end reported as duplicates (D-SACK): not lost
     tcp_source: Optional[str] = None  # "connections" (the pair's own sockets) or "host" (/proc/net/snmp)
     measured: Optional[int] = None  # times measured (a slow link is measured again)
 
@@ -298,6 +299,7 @@ class PairLink(Record):
 class HostTcp(Record):
     out: int
     retrans: int
+    spurious: int = 0  # retransmitted segments the peers reported as duplicates (TcpExt TCPDSACKRecvSegs)
 
 
 @dataclass(frozen=True)

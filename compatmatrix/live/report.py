@@ -651,7 +651,7 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
     links = [{"a": hosts[link.a], "b": hosts[link.b], "latency": link.latency, "out": link.out, "back": link.back,
               "bandwidth": rate(link), "seconds": link.seconds, "round": link.round, "error": link.error,
               "allreduce": link.allreduce.to_json() if link.allreduce else None, "allreduce_skipped": link.allreduce_skipped,
-              "sent": link.sent, "retransmitted": link.retransmitted, "tcp_source": link.tcp_source} for link in raw]
+              "sent": link.sent, "retransmitted": link.retransmitted, "spurious": link.spurious, "tcp_source": link.tcp_source} for link in raw]
     memcpy = {i: float(v) for i, v in enumerate(record.memcpy) if v}
     answered = [link for link in raw if not link.error]
     verdict = judge({(link.a, link.b): rate(link) for link in answered}, memcpy)
@@ -659,7 +659,8 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
     # a pair that never answered retransmits into the void: named silent, not lossy. A slow host's links stay in: a host
     # that loses packets is slow too (its TCP waits), and a rate limiter that drops is losing packets, both true
     explained = {(link.a, link.b) for link in raw if link.error}
-    loss = judge_loss({(link.a, link.b): (link.sent, link.retransmitted) for link in raw if link.sent is not None and link.retransmitted is not None}, explained)
+    loss = judge_loss({(link.a, link.b): (link.sent, link.retransmitted, link.spurious or 0)
+                       for link in raw if link.sent is not None and link.retransmitted is not None}, explained)
     wrong = [f"{hosts[link.a]} <-> {hosts[link.b]}: the two-rank all_reduce returned {link.allreduce.wrong} wrong values"
              for link in raw if link.allreduce and link.allreduce.wrong]
     return {"hosts": hosts, "mode": record.mode, "rounds": record.rounds, "seconds": record.seconds,
@@ -695,7 +696,8 @@ def _link_evidence(link: Mapping[str, Any], deadline: Optional[float]) -> str:
     if link["allreduce"]:
         text += f", two-rank all_reduce {gbps(link['allreduce']['busbw'])}"
     if link["sent"] is not None:
-        text += f", TCP retransmitted {link['retransmitted']} of {link['sent']} segments" + (" (the host's counters)" if link.get("tcp_source") == "host" else "")
+        text += f", TCP retransmitted {link['retransmitted']} of {link['sent']} segments" + (f", {link['spurious']} of them arrived after all (D-SACK)" if link.get("spurious") else "")
+        text += " (the host's counters)" if link.get("tcp_source") == "host" else ""
     return text
 
 
@@ -728,7 +730,7 @@ def _pairs_finding(table: Mapping[str, Any]) -> Finding:
     named = set(table["slow_hosts"]) | {host for link in table["slow_links"] for host in link}
     lossy = set(table["lossy_hosts"]) | {host for link in table["lossy_links"] for host in link}
     causes = tuple(f"{host}: {cause}" for host, counts in table["tcp"].items()
-                   if host in named and host not in lossy and (cause := loss_cause(counts["out"], counts["retrans"])))
+                   if host in named and host not in lossy and (cause := loss_cause(counts["out"], counts["retrans"], counts.get("spurious") or 0)))
     causes += tuple(f"{host}: {cause}" for host, found in table["interface_causes"].items() for cause in found)
     evidence += tuple(f"{host}: toward the master over {facts.get('interface') or '?'} ({facts.get('address') or '?'}), MTU {facts.get('mtu') or '?'}, "
                       f"link speed {str(facts['speed']) + ' Mb/s' if facts.get('speed') else 'not reported (a virtual interface)'}"

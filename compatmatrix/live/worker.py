@@ -720,14 +720,22 @@ def socket_fds():
     return found
 
 
+TCP_INFO_SENT, TCP_INFO_RETRANSMITTED, TCP_INFO_DSACK_DUPS = 136, 100, 216  # byte offsets in struct tcp_info (include/uapi/linux/tcp.h)
+
+
 def tcp_info_counts(fds):
-    """[segments sent, segments retransmitted] over the TCP connections ``fds`` (the kernel's own per-connection
-    counters, getsockopt TCP_INFO: tcpi_segs_out at byte 136, tcpi_total_retrans at byte 100, Linux 4.2+); None when
-    none of them answers (not TCP, an older kernel)."""
+    """[segments sent, segments retransmitted, retransmissions proven spurious] over the TCP connections ``fds`` (the
+    kernel's own per-connection counters, getsockopt TCP_INFO: tcpi_segs_out, tcpi_total_retrans since Linux 4.2;
+    tcpi_dsack_dups, "RFC4898 tcpEStatsStackDSACKDups", since 4.19, else 0). tcpi_dsack_dups counts the segments the
+    peer reported back as duplicates with a D-SACK (RFC 2883; net/ipv4/tcp_input.c tcp_dsack_seen adds each D-SACK's
+    segments and ignores one that names more than were retransmitted): a retransmission whose original arrived after
+    all, late (a receiver starved of CPU answering after the loss-probe or RTO timer fired) or out of order (a veth
+    delivers through the per-CPU backlog of whichever CPU the sender ran on). None when none of the sockets answers
+    (not TCP, an older kernel)."""
     import socket
     import struct
 
-    sent = again = 0
+    sent = again = spurious = 0
     answered = False
     for fd in fds:
         try:
@@ -735,16 +743,19 @@ def tcp_info_counts(fds):
         except OSError:
             continue
         try:
-            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 144)
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
         except (OSError, AttributeError):
             continue
         finally:
             sock.close()
         if len(info) >= 144:
-            again += struct.unpack_from("I", info, 100)[0]
-            sent += struct.unpack_from("I", info, 136)[0]
+            retransmitted = struct.unpack_from("I", info, TCP_INFO_RETRANSMITTED)[0]
+            again += retransmitted
+            sent += struct.unpack_from("I", info, TCP_INFO_SENT)[0]
+            if len(info) >= TCP_INFO_DSACK_DUPS + 4:
+                spurious += min(retransmitted, struct.unpack_from("I", info, TCP_INFO_DSACK_DUPS)[0])
             answered = True
-    return [sent, again] if answered else None
+    return [sent, again, spurious] if answered else None
 
 
 def pair_test(dist, torch, first, peer, deadline, stalled, group, why, own_sockets=()):
@@ -769,7 +780,7 @@ def pair_test(dist, torch, first, peer, deadline, stalled, group, why, own_socke
     # nothing else's (a host's /proc/net/snmp also counts late retransmissions on its earlier pairs' connections)
     own = tcp_info_counts(own_sockets) if own_sockets else None
     after = tcp_counters()
-    result["tcp"] = own if own is not None else [after["out"] - before["out"], after["retrans"] - before["retrans"]] if before and after else None
+    result["tcp"] = own if own is not None else tcp_difference(before, after)
     result["tcp_source"] = "connections" if own is not None else "host"
     result["seconds"] = time.perf_counter() - began
     return result
@@ -777,30 +788,51 @@ def pair_test(dist, torch, first, peer, deadline, stalled, group, why, own_socke
 
 def pair_counters(dist, torch, first, peer, result):
     """The peer's TCP counters of the pair test, sent to the first side over the default group (the pair's own may have
-    timed out): the first side's result then holds the segments both ends sent and retransmitted."""
+    timed out): the first side's result then holds the segments both ends sent, retransmitted, and of those the
+    retransmissions the other end reported as duplicates (D-SACK: not lost)."""
     mine = result.get("tcp")
     source = 1.0 if result.get("tcp_source") == "connections" else 0.0
-    tensor = torch.tensor(list(mine) + [source] if mine else [-1.0, -1.0, source], dtype=torch.float64)
+    tensor = torch.tensor(list(mine) + [source] if mine else [-1.0, -1.0, -1.0, source], dtype=torch.float64)
     if first:
         dist.recv(tensor, peer)
         theirs = [int(v) for v in tensor.tolist()]
-        both = mine is not None and min(theirs[:2]) >= 0
+        both = mine is not None and min(theirs[:3]) >= 0
         result["sent"] = mine[0] + theirs[0] if both else None
         result["retransmitted"] = mine[1] + theirs[1] if both else None
-        result["tcp_source"] = ("connections" if theirs[2] == 1 and source == 1.0 else "host") if both else None
+        result["spurious"] = mine[2] + theirs[2] if both else None
+        result["tcp_source"] = ("connections" if theirs[3] == 1 and source == 1.0 else "host") if both else None
     else:
         dist.send(tensor, peer)
 
 
 def tcp_counters():
-    """This host's TCP segments sent and retransmitted so far (/proc/net/snmp, per network namespace); None if unreadable."""
+    """This host's TCP segments sent and retransmitted so far (/proc/net/snmp, per network namespace) and the
+    retransmitted segments its peers reported as duplicates (/proc/net/netstat TcpExt TCPDSACKRecvSegs, Linux 5.10+;
+    TCPDSACKRecv, one per D-SACK block, before); None if unreadable."""
     try:
         with open("/proc/net/snmp") as handle:
             rows = [line.split() for line in handle if line.startswith("Tcp:")]
         values = dict(zip(rows[0][1:], rows[1][1:]))
-        return {"out": int(values["OutSegs"]), "retrans": int(values["RetransSegs"])}
+        counts = {"out": int(values["OutSegs"]), "retrans": int(values["RetransSegs"]), "spurious": 0}
     except (OSError, IndexError, KeyError, ValueError):
         return None
+    try:
+        with open("/proc/net/netstat") as handle:
+            rows = [line.split() for line in handle if line.startswith("TcpExt:")]
+        extended = dict(zip(rows[0][1:], rows[1][1:]))
+        counts["spurious"] = int(extended.get("TCPDSACKRecvSegs", extended.get("TCPDSACKRecv", 0)))
+    except (OSError, IndexError, ValueError):
+        pass
+    return counts
+
+
+def tcp_difference(before, after):
+    """[sent, retransmitted, spurious] between two tcp_counters() readings (spurious never above retransmitted); None
+    when either is missing."""
+    if not before or not after:
+        return None
+    again = after["retrans"] - before["retrans"]
+    return [after["out"] - before["out"], again, max(0, min(again, after.get("spurious", 0) - before.get("spurious", 0)))]
 
 
 def slow_link_rounds(links):
@@ -904,7 +936,8 @@ def merge_again(links, again):
                 link["allreduce"] = {**second["allreduce"], "busbw": max(link["allreduce"]["busbw"], second["allreduce"]["busbw"]),
                                      "wrong": link["allreduce"]["wrong"] + second["allreduce"]["wrong"]}
         if link.get("sent") is not None and second.get("sent") is not None:
-            link.update(sent=link["sent"] + second["sent"], retransmitted=link["retransmitted"] + second["retransmitted"])
+            link.update(sent=link["sent"] + second["sent"], retransmitted=link["retransmitted"] + second["retransmitted"],
+                        spurious=(link.get("spurious") or 0) + (second.get("spurious") or 0))
         link["measured"] = link.get("measured", 1) + 1
 
 
@@ -977,12 +1010,13 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy, clock=None):
         merge_again(links, [link for part in parts for link in part])
     record["seconds"] = time.perf_counter() - started
     after = tcp_counters()
-    tcp = {"out": after["out"] - before["out"], "retrans": after["retrans"] - before["retrans"]} if before and after else None
+    difference = tcp_difference(before, after)
+    tcp = {"out": difference[0], "retrans": difference[1], "spurious": difference[2]} if difference else None
     gathered = [None] * world
     dist.all_gather_object(gathered, {"memcpy": memcpy.get("per_rank"), "tcp": tcp, "interface": interface_facts() if rank in leaders else None})
     record["links"] = links
     record["memcpy"] = [gathered[leader]["memcpy"] for leader in leaders]
-    record["tcp"] = [gathered[leader]["tcp"] for leader in leaders]  # segments sent and retransmitted by each host during the pairs
+    record["tcp"] = [gathered[leader]["tcp"] for leader in leaders]  # segments sent, retransmitted, spurious by each host during the pairs
     record["interfaces"] = [gathered[leader]["interface"] for leader in leaders]  # each host's interface toward the master
     save(pairs=record)
     return record

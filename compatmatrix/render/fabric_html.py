@@ -177,7 +177,9 @@ def _retransmitted(link: Mapping[str, Any]) -> str:
     sent, again = link.get("sent"), link.get("retransmitted")
     if sent is None or again is None:
         return "<td>-</td>"
-    return f'<td data-v="{_number(again)}">{int(again)} of {int(sent)}</td>'
+    spurious = link.get("spurious")
+    late = f", {int(spurious)} D-SACKed (arrived after all)" if isinstance(spurious, (int, float)) and spurious else ""
+    return f'<td data-v="{_number(again)}">{int(again)} of {int(sent)}{late}</td>'
 
 
 def _sweep_section(sweep: Any, backend: str, memcpy: Mapping[str, Any]) -> list[str]:
