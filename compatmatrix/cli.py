@@ -1745,7 +1745,10 @@ def cmd_export(args: ExportArgs) -> int:
         manifest = service.job_manifest(planned, args.job, release)
         sys.stdout.write(manifest_text(manifest.document, manifest.notes))
     elif args.format == "sbatch":
-        sys.stdout.write(service.sbatch(planned, args.job, args.slurm, args.target.interpreter, (sys.executable, "-m", "compatmatrix")))
+        from .environment.snapshot import take_snapshot  # --python given: the set is what that environment holds
+
+        snapshot = take_snapshot(args.target.interpreter) if args.target.interpreter else None
+        sys.stdout.write(service.sbatch(planned, args.job, args.slurm, args.target.interpreter, (sys.executable, "-m", "compatmatrix"), snapshot))
     elif args.format == "dockerfile":
         sys.stdout.write(service.dockerfile(planned, args.docker))
     else:

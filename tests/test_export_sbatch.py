@@ -130,3 +130,28 @@ def test_a_training_command_that_starts_ranks_of_its_own_is_refused(command):
     several per task."""
     done = run_compat("export", "sbatch", "--python", sys.executable, "--nnodes", "2", "--", *command)
     assert done.returncode == 2 and "The job starts every rank under srun itself" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_set_is_read_from_the_environment_given_by_python(tmp_path):
+    """--python ENV: the script runs that environment as it is, so the set it names is ENV's (a FIXTURE env holding
+    torch 2.13.0+cpu, transformers and accelerate), not the newest the matrix resolves; a requirement it does not meet
+    is refused with one sentence; an environment holding none of the set is told the resolved set it must hold."""
+    from .fixture_envs import FixtureEnv
+
+    env = FixtureEnv(tmp_path / "env").torch("2.13.0+cpu")
+    env.dist("transformers", "5.24.0")
+    env.dist("accelerate", "1.15.0")
+    done = run_compat("export", "sbatch", "--python", str(env.python), "--", "train.py")
+    assert done.returncode == 0, done.stderr
+    held = next(line for line in done.stdout.splitlines() if "holds this set" in line)
+    assert f"# {env.python} holds this set" in held and "read from the environment" in held, held
+    assert "torch==2.13.0+cpu" in held and "transformers==5.24.0" in held and "accelerate==1.15.0" in held, held
+    assert "must hold" not in done.stdout and "2.15.0" not in held
+    pinned = run_compat("export", "sbatch", "torch==2.13.0", "--python", str(env.python), "--", "train.py")
+    assert pinned.returncode == 0 and "torch==2.13.0+cpu" in pinned.stdout, pinned.stderr
+    other = run_compat("export", "sbatch", "torch==2.12.0", "--python", str(env.python), "--", "train.py")
+    assert other.returncode == 2 and f"{env.python} holds torch 2.13.0+cpu, not the torch==2.12.0 asked for." in other.stderr, other.stderr
+    assert "Traceback" not in other.stderr
+    empty = FixtureEnv(tmp_path / "empty")
+    fresh = run_compat("export", "sbatch", "torch==2.13.0", "--python", str(empty.python), "--", "train.py")
+    assert fresh.returncode == 0 and f"# {empty.python} must hold this set" in fresh.stdout, fresh.stderr

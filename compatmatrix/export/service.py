@@ -139,10 +139,11 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
 # --- sbatch ------------------------------------------------------------------------------------------------------------
 
 
-def _for_the_set(planned: Any, command: Sequence[str], form: str) -> tuple[list[str], list[str]]:
+def _for_the_set(planned: Any, command: Sequence[str], form: str, versions: Optional[Mapping[str, Optional[Version]]] = None) -> tuple[list[str], list[str]]:
     """The training command as the resolved set's transformers/accelerate take it (translate), and what was changed and
-    why; CannotWork when no rewrite makes it run with that set."""
-    versions = resolved_versions(planned.outcome)
+    why; CannotWork when no rewrite makes it run with that set. ``versions``: an environment's own (installed_versions)
+    instead of the resolved set's."""
+    versions = versions if versions is not None else resolved_versions(planned.outcome)
     transformers, accelerate, torch = versions["transformers"], versions["accelerate"], versions["torch"]
     if transformers is None:
         return list(command), ["no transformers in the set: the training command is used as written"]
@@ -168,9 +169,35 @@ def _rank_starter(command: Sequence[str]) -> Optional[str]:
     return next((name for start, name in _RANK_STARTERS.items() if tuple(words[:len(start)]) == start), None)
 
 
-def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[str], compat: Sequence[str]) -> str:
+def held_set(planned: Planned, snapshot: Any) -> Optional[tuple[list[str], dict[str, Optional[Version]]]]:
+    """The set an environment holds (``snapshot``: --python probed): for each package of the resolved set, the pin of
+    the version installed there ('torch==2.13.0+cpu', 'no torchaudio' where it is missing), and transformers/accelerate/
+    torch/the oneCCL bindings as installed (what the training command is translated for); None when it holds none of the
+    set's packages (an environment still to fill). UsageError when it holds a version that the requirements given on
+    the command line exclude (the script runs that environment as it is)."""
+    request = planned.plan.resolution.request
+    pins, missing = [], []
+    for package in planned.plan.packages:
+        dist = snapshot.get(package.distribution)
+        if dist is None:
+            missing.append(package.distribution)
+            continue
+        specifier = request.spec(package.component)
+        if specifier is not None and dist.public_version is not None and not specifier.contains(dist.public_version, prereleases=True):
+            raise UsageError(f"{snapshot.executable} holds {dist.name} {dist.raw_version}, not the {package.distribution}{specifier} asked for.",
+                             f"Install the set there first (compat install '{package.distribution}{specifier}' --python {snapshot.executable}), "
+                             "or leave that requirement out.")
+        pins.append(f"{dist.name}=={dist.raw_version}")
+    if not pins:
+        return None  # not the set's environment yet (compat install fills it): the resolved set is the one it must hold
+    return pins + [f"no {name}" for name in missing], installed_versions(snapshot)
+
+
+def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[str], compat: Sequence[str], snapshot: Any = None) -> str:
     """The Slurm batch script for the resolved set (render/sbatch.py): the training command checked against the set's
-    transformers/accelerate as for pytorchjob; ``python``: the environment's interpreter on the cluster (--python)."""
+    transformers/accelerate as for pytorchjob; ``python``: the environment's interpreter on the cluster (--python);
+    ``snapshot``: that environment probed here, when it is on this machine: the set is then what it holds (held_set),
+    not the newest the matrix resolves."""
     from ..render.sbatch import BatchShape, sbatch_text
 
     if not python:
@@ -187,9 +214,14 @@ def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[st
     if launcher:
         raise UsageError(f"The job starts every rank under srun itself: the training command is what each rank runs, not {launcher}.",
                          "Give the script after -- (compat export sbatch --nproc-per-node M -- train.py ...).")
-    command, notes = _for_the_set(planned, command, "sbatch")
-    pins = ", ".join(p.pin for p in planned.plan.packages)
-    notes.append(f"{python} must hold this set (Python {planned.plan.resolution.request.python.label}): {pins}")
+    held = held_set(planned, snapshot) if snapshot is not None else None
+    if held is not None:
+        command, notes = _for_the_set(planned, command, "sbatch", held[1])
+        notes.append(f"{python} holds this set (Python {snapshot.python_target().label}, read from the environment): {', '.join(held[0])}")
+    else:
+        command, notes = _for_the_set(planned, command, "sbatch")
+        pins = ", ".join(p.pin for p in planned.plan.packages)
+        notes.append(f"{python} must hold this set (Python {planned.plan.resolution.request.python.label}): {pins}")
     shape = BatchShape(job.name, job.nnodes, job.nproc_per_node, os.path.abspath(python), tuple(compat), tuple(command), slurm.time, slurm.partition,
                        job.preflight)
     return sbatch_text(shape, notes)
