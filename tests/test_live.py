@@ -601,7 +601,7 @@ def test_srun_allocation_layout_keeps_the_hosts_in_node_order():
     from compatmatrix.launchers.srun import allocation_layout
 
     environ = {"SLURM_JOB_ID": "7", "SLURM_NODEID": "1", "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NNODES": "2",
-               "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NODELIST": "cn[01-02]"}
+               "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NODELIST": "cn[01-02]", "SLURMD_NODENAME": "cn02"}
     layout, _ = allocation_layout(environ, 2, hostnames=lambda text: ["cn01", "cn02"])  # FIXTURE scontrol: the list Slurm would give
     assert layout.hosts == ("cn01", "cn02") and layout.master_addr == "cn01" and layout.node_rank == 1
 

@@ -43,7 +43,8 @@ def step_env(**changes):
     """What srun -N2 --ntasks-per-node=1 gives the task on the second node (as seen on Slurm 22.05)."""
     env = {"SLURM_JOB_ID": "12345", "SLURM_STEP_ID": "0", "SLURM_NODEID": "1", "SLURM_PROCID": "1", "SLURM_LOCALID": "0",
            "SLURM_STEP_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1",
-           "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_STEP_NODELIST": "node[1-2]"}
+           "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_STEP_NODELIST": "node[1-2]",
+           "SLURMD_NODENAME": "node2"}
     env.update(changes)
     return {k: v for k, v in env.items() if v is not None}
 
@@ -64,8 +65,39 @@ def test_the_layout_is_the_allocations(fixture_hostnames):
     assert (layout.nnodes, layout.node_rank, layout.nproc_per_node, layout.world_size) == (2, 1, 2, 4)
     assert layout.master_addr == "node1" and fixture_hostnames.asked == ["node[1-2]"]
     assert layout.master_port == master_port_of(12345) == 20000 + 12345 % 20000
-    assert any("SLURM_NODEID" in note for note in notes)
+    assert notes[0].startswith("srun: node 1 of 2 (SLURM_STEP_NUM_NODES): node2 (SLURMD_NODENAME) is host 1 of SLURM_STEP_NODELIST, ")
     assert any("node1 (node 0), node2 (node 1)" in note for note in notes)  # a rank that never joins is on a host the report can name
+
+
+@pytest.mark.parametrize("nodeid, name", [("0", "node2"), ("1", "node1")])
+def test_node_rank_zero_is_on_the_master_whatever_order_slurm_numbers_the_nodes(fixture_hostnames, nodeid, name):
+    """slurm.conf naming node2 before node1 (or a topology order): Slurm's SLURM_NODEID 0 is node2 while the list reads
+    node[1-2]. The node rank is the host's place in the list, so node1, the master, holds node rank 0 and rank 0."""
+    layout, notes = allocation_layout(step_env(SLURM_NODEID=nodeid, SLURM_PROCID=nodeid, SLURMD_NODENAME=name), 2, hostnames=fixture_hostnames)
+    assert layout.master_addr == "node1" and layout.hosts == ("node1", "node2")
+    assert layout.node_rank == layout.hosts.index(name)
+    assert notes[0] == (f"srun: node {layout.node_rank} of 2 (SLURM_STEP_NUM_NODES): {name} (SLURMD_NODENAME) is host {layout.node_rank} of "
+                        f"SLURM_STEP_NODELIST; Slurm numbers it {nodeid} (SLURM_NODEID), 2 ranks each (--ranks-per-node)")
+
+
+@given(order=st.permutations(["n01", "n02", "n03"]))
+def test_every_node_takes_its_place_in_the_list_and_exactly_one_is_node_rank_zero_on_the_master(order):
+    """Whatever SLURM_NODEID each node gets, the node ranks the three tasks compute are 0, 1, 2, and 0 is the master's."""
+    known = {"n[01-03]": ["n01", "n02", "n03"]}
+    ranks = {}
+    for nodeid, name in enumerate(order):
+        env = step_env(SLURM_NTASKS_PER_NODE="1", SLURM_STEP_TASKS_PER_NODE="1(x3)", SLURM_STEP_NUM_NODES="3", SLURM_NODEID=str(nodeid),
+                       SLURM_PROCID=str(nodeid), SLURM_STEP_NODELIST="n[01-03]", SLURMD_NODENAME=name)
+        layout, _ = allocation_layout(env, 2, hostnames=known.__getitem__)
+        ranks[name] = layout.node_rank
+        assert layout.master_addr == "n01"
+    assert sorted(ranks.values()) == [0, 1, 2] and ranks["n01"] == 0
+
+
+def test_a_node_compat_cannot_find_in_the_list_is_one_sentence(fixture_hostnames):
+    with pytest.raises(UsageError) as caught:
+        allocation_layout(step_env(SLURMD_NODENAME="node7"), 2, hostnames=fixture_hostnames)
+    assert caught.value.message.startswith("SLURMD_NODENAME='node7' is not among the step's hosts (node1, node2)") and caught.value.fix
 
 
 def test_the_users_master_is_kept_and_scontrol_not_asked(fixture_hostnames):
@@ -76,7 +108,7 @@ def test_the_users_master_is_kept_and_scontrol_not_asked(fixture_hostnames):
 
 def test_the_tasks_per_node_list_is_read_when_ntasks_per_node_is_not_set(fixture_hostnames):
     env = step_env(SLURM_NTASKS_PER_NODE=None, SLURM_STEP_TASKS_PER_NODE="1(x3)", SLURM_STEP_NUM_NODES="3", SLURM_NODEID="2", SLURM_PROCID="2",
-                   SLURM_STEP_NODELIST="n[01-03]")
+                   SLURM_STEP_NODELIST="n[01-03]", SLURMD_NODENAME="n03")
     layout, _ = allocation_layout(env, 1, hostnames=fixture_hostnames)
     assert (layout.nnodes, layout.node_rank, layout.master_addr) == (3, 2, "n01")
 
@@ -241,3 +273,26 @@ def test_a_node_count_of_thousands_of_digits_is_a_note_not_a_traceback():
 
     master, nnodes, notes = allocation_master({"SLURM_JOB_NUM_NODES": "9" * 5000})
     assert (master, nnodes) == (None, 1) and "is not a node count" in notes[0]
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("procid, localid, name, rank", [("0", "0", "node2", 2), ("1", "1", "node2", 3), ("2", "0", "node1", 0), ("3", "1", "node1", 1)])
+def test_each_task_of_compat_launch_takes_its_rank_from_its_nodes_place_in_the_list(tmp_path, shell, procid, localid, name, rank):
+    """slurm.conf numbering node2 first: SLURM_PROCID 0 and 1 run on node2 while the list (and so MASTER_ADDR) starts
+    with node1. The tasks rank by the node's place in the list, so rank 0 runs on node1, the master."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here")
+    tools = tmp_path / "fixture-bin"
+    tools.mkdir()
+    (tools / "scontrol").write_text('#!/bin/sh\n[ "$1 $2 $3" = "show hostnames node[1-2]" ] && printf "node1\\nnode2\\n"\n')  # FIXTURE scontrol
+    (tools / "scontrol").chmod(0o755)
+    env = {"PATH": f"{tools}:{os.environ['PATH']}", "SLURM_PROCID": procid, "SLURM_NTASKS": "4", "SLURM_LOCALID": localid, "SLURM_NTASKS_PER_NODE": "2",
+           "SLURM_JOB_ID": "54321", "SLURM_STEP_NODELIST": "node[1-2]", "SLURM_JOB_NODELIST": "node[1-2]", "SLURMD_NODENAME": name}
+    code = "import os; print(' '.join(os.environ[k] for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR')))"
+    done = subprocess.run([shell, "-c", _MAP_RANKS, "compat-launch-rank", "python3", "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(rank), "4", localid, "node1"]
+    for hostile_count in ("x[$(echo INJECTED >&2)]", "02", ""):  # never evaluated: SLURM_PROCID as Slurm gives it
+        done = subprocess.run([shell, "-c", _MAP_RANKS, "compat-launch-rank", "python3", "-c", code], env={**env, "SLURM_NTASKS_PER_NODE": hostile_count},
+                              capture_output=True, text=True, timeout=30)
+        assert "INJECTED" not in done.stdout + done.stderr and done.returncode == 0 and done.stdout.split()[0] == procid, done.stderr

@@ -2,9 +2,10 @@
 Slurm gives every task (typed here, at the edge) and from ``scontrol show hostnames``; nothing is computed by hand.
 
 doctor --live: ``srun --ntasks-per-node=1 compat doctor --live`` runs one compat per node; each starts its node's
-ranks itself (as spawn does) with RANK = SLURM_NODEID * ranks-per-node + local rank, the world from the step's node
+ranks itself (as spawn does) with RANK = node rank * ranks-per-node + local rank, the world from the step's node
 count, and the master at the step's first host (``scontrol show hostnames``), on a port every node derives from the
-job id (``master_port``). compat launch: the srun line (``--ntasks-per-node``, ``--cpus-per-task``,
+job id (``master_port``). The node rank is the node's place in that list (SLURMD_NODENAME), not SLURM_NODEID, which
+Slurm may number in another order: node rank 0, and the rendezvous rank 0 serves, is then always on the master. compat launch: the srun line (``--ntasks-per-node``, ``--cpus-per-task``,
 ``--cpu-bind=mask_cpu:`` from the CPU plan), each task mapping SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID to
 RANK / WORLD_SIZE / LOCAL_RANK in a small ``sh -c`` before it execs the command. Its failures: srun's
 ``srun: error: HOST: task N: Exited with exit code C`` / ``Killed`` lines.
@@ -159,14 +160,42 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
         if parsed is None or "@" in hosts[0] or ":" in hosts[0]:
             raise UsageError(f"The step's first host '{quoted(hosts[0])}' is not a host name ({why or 'it is not one'}).", _FIX)
         addr = hosts[0]
+        # the node rank is this node's place in that list, not SLURM_NODEID: Slurm numbers a step's nodes in its own
+        # order (slurm.conf's NodeName order, or the topology's), which need not be the list's; ranked by the list, node
+        # rank 0 (and so rank 0, which holds the rendezvous) is on the first host, the master, whatever Slurm's numbering
+        me, how = this_node(environ, hosts)
+        notes[0] = (f"srun: node {hosts.index(me)} of {nnodes} ({nodes_var}): {quoted(me, 64)} ({how}) is host {hosts.index(me)} of {list_var}"
+                    + (f"; Slurm numbers it {node_id} (SLURM_NODEID)" if node_id != hosts.index(me) else "")
+                    + f", {ranks_per_node} ranks each (--ranks-per-node)")
+        node_id = hosts.index(me)
         shown_hosts = ", ".join(f"{quoted(host, 64)} (node {i})" for i, host in enumerate(hosts[:16])) + (", ..." if len(hosts) > 16 else "")
-        notes.append(f"srun: master {addr}, the first host of {list_var} (scontrol show hostnames): {shown_hosts}; "
+        notes.append(f"srun: master {addr}, the first host of {list_var} (scontrol show hostnames), which holds node rank 0: {shown_hosts}; "
                      f"node k runs ranks {ranks_per_node}k to {ranks_per_node}k+{ranks_per_node - 1}")
     port = master_port
     if port is None:
         port = master_port_of(slurm_count(environ, "SLURM_JOB_ID"))
         notes.append(f"srun: master port {port} = {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} (--master-port to choose another)")
     return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
+
+
+def this_node(environ: Mapping[str, str], hosts: Sequence[str]) -> tuple[str, str]:
+    """(this node's name as ``hosts`` writes it, where it came from): SLURMD_NODENAME, which slurmd sets in every task
+    (srun(1), OUTPUT ENVIRONMENT VARIABLES), else the kernel's host name or its first label. UsageError when none of them
+    is in ``hosts``."""
+    import socket
+
+    named = (environ.get("SLURMD_NODENAME") or "").strip()
+    if named:
+        if named in hosts:
+            return named, "SLURMD_NODENAME"
+        raise UsageError(f"SLURMD_NODENAME='{quoted(named, 64)}' is not among the step's hosts ({quoted(', '.join(hosts[:8]), 200)}), "
+                         "so compat cannot tell this node's rank.", _FIX)
+    host = socket.gethostname()
+    for name in (host, host.split(".", 1)[0]):
+        if name in hosts:
+            return name, "the host name; SLURMD_NODENAME is not set"
+    raise UsageError(f"Neither SLURMD_NODENAME nor this host's name ('{quoted(host, 64)}') is among the step's hosts "
+                     f"({quoted(', '.join(hosts[:8]), 200)}), so compat cannot tell this node's rank.", _FIX)
 
 
 def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[str], Sequence[str]]] = None,
@@ -208,11 +237,20 @@ def master_port_of(job_id: int) -> int:
     return PORT_BASE + job_id % PORT_SPAN
 
 
-# each task: RANK / WORLD_SIZE / LOCAL_RANK from srun's, the master from the allocation unless exported, then the command
-# SLURM_JOB_ID is checked to be a job number (1 to 10 digits, no leading zero) before the arithmetic reads it: bash (the
-# sh of many clusters) evaluates a variable's value in $((...)) as an expression, so a value like x[$(cmd)] would run cmd
-_MAP_RANKS = ('export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; '
-              ': "${MASTER_ADDR:=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}"; '
+# each task: RANK / WORLD_SIZE / LOCAL_RANK from srun's, the master from the allocation unless exported, then the command.
+# The master is the step's first host (scontrol show hostnames), and rank 0 must run there: with the same number of
+# tasks on every node, a task's rank is its node's place in that list (SLURMD_NODENAME) times the tasks per node plus
+# its local id, not SLURM_PROCID, which follows Slurm's own node numbering (slurm.conf's order, the topology's), not
+# the list's; otherwise (or with MASTER_ADDR exported) SLURM_PROCID as Slurm gives it.
+# SLURM_JOB_ID, SLURM_NTASKS_PER_NODE and SLURM_LOCALID are checked to be numbers (no leading zero) before the arithmetic
+# reads them: bash (the sh of many clusters) evaluates a variable's value in $((...)) as an expression, so a value like
+# x[$(cmd)] would run cmd
+_MAP_RANKS = ('export WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; RANK="$SLURM_PROCID"; '
+              'if [ -z "${MASTER_ADDR:-}" ]; then '
+              'hosts="$(scontrol show hostnames "${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}")"; MASTER_ADDR="$(printf "%s\n" "$hosts" | head -n 1)"; '
+              'case "${SLURM_NTASKS_PER_NODE:-}:${SLURM_LOCALID:-}" in *[!0-9:]*|:*|*:|0?*|*:0?*|??????????*) ;; *) node=0; '
+              'for host in $hosts; do if [ "$host" = "${SLURMD_NODENAME:-}" ]; then RANK=$((node * SLURM_NTASKS_PER_NODE + SLURM_LOCALID)); break; fi; '
+              'node=$((node + 1)); done;; esac; fi; export RANK; '
               'if [ -z "${MASTER_PORT:-}" ]; then case "${SLURM_JOB_ID:-}" in ""|0*|*[!0-9]*|???????????*) '
               'echo "compat: SLURM_JOB_ID is not a job number, so the master port cannot be computed; export MASTER_PORT" >&2; exit 2;; esac; '
               f'MASTER_PORT=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN})); fi; export MASTER_ADDR MASTER_PORT; exec "$@"')
