@@ -41,19 +41,15 @@ def test_doctor_live_under_srun_takes_the_layout_from_the_allocation(slurm_clust
     seconds = time.monotonic() - started
     reports = [json.loads((tmp_path / f"doctor-{task}.json").read_text()) for task in (0, 1)]
     failed = [[(c["id"], c["summary"]) for c in r["checks"] if c["status"] == "fail"] for r in reports]
-    # KNOWN DEFECT, open (noted 2026-12-07): on some machines the one healthy veth link of this cluster retransmits 2-4% of
-    # its TCP segments (an AMD EPYC here: 7,611 of 388,647; 17,486 of 398,753) and live.pairs calls it lossy; this test is
-    # about the layout srun gives, so that verdict alone is let through, said in the output, and nothing else
-    misjudged = [f for f in sum(failed, []) if f[0] == "live.pairs" and "loses packets" in f[1]]
-    assert done.returncode == 0 or misjudged == sum(failed, []), (done.stderr[-2000:], failed)
-    if misjudged:
-        print(f"live.pairs called the healthy link lossy: {misjudged[0][1]}")
+    link = reports[0]["live"]["pairs"]["links"][0]
+    print(f"\nthe one (healthy) link: TCP retransmitted {link['retransmitted']} of {link['sent']} segments, {link['spurious']} of them D-SACKed")
+    assert done.returncode == 0, (done.stderr[-2000:], failed)  # a healthy veth link is never called lossy (nor anything else failed)
     for report in reports:
         live = report["live"]
-        assert (live["launcher"], live["world_size"]) == ("srun", 4), live.get("error")
+        assert (live["launcher"], live["world_size"], report["ok"]) == ("srun", 4, True), live.get("error")
         assert live["master"].startswith("node1:")
         statuses = {c["id"]: c["status"] for c in report["checks"]}
-        assert statuses["live.trainer"] == statuses["live.fabric"] == "pass" and statuses["live.pairs"] in ("pass", "fail" if misjudged else "pass")
+        assert statuses["live.trainer"] == statuses["live.fabric"] == statuses["live.pairs"] == "pass"
         assert live["fabric"]["errors"] == [] and {r["bytes"] for r in live["fabric"]["rows"]} >= {1024}
         assert [(link["a"], link["b"]) for link in live["pairs"]["links"]] == [("node1", "node2")] or \
             [(link["a"], link["b"]) for link in live["pairs"]["links"]] == [("node2", "node1")]
@@ -149,3 +145,49 @@ def test_a_node_whose_compat_never_starts_fails_node1s_preflight_within_its_dead
     assert any("node2 (node 1)" in line for line in status["live.launch"]["evidence"])
     assert seconds < 30 + 30, seconds  # its --live-timeout, and the start of compat and torch
     assert_nothing_left(slurm_cluster)
+
+
+@pytest.fixture(scope="module")
+def renumbered_cluster():
+    """A REAL two-node Slurm cluster whose slurm.conf names node2 before node1: Slurm numbers node2 as node 0
+    (SLURM_NODEID, and task 0 runs there) while the node list, node[1-2], starts with node1."""
+    from .slurm_cluster import SlurmCluster, SlurmUnavailable
+
+    try:
+        cluster = SlurmCluster(numbered=("node2", "node1"))
+    except SlurmUnavailable as exc:
+        pytest.skip(f"Slurm test cluster: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def test_node_rank_zero_is_on_the_master_when_slurm_numbers_the_nodes_in_another_order(renumbered_cluster, stock_torch213, tmp_path):
+    """srun -N2 compat doctor --live, then the exported sbatch script (its preflight and compat launch's srun tasks): the
+    master is the list's first host, node1, which Slurm numbers 1 here; every rank takes its node's place in the list,
+    so rank 0 runs on node1 and the group forms (with SLURM_NODEID / SLURM_PROCID, rank 0 was on node2 and it did not)."""
+    numbered = renumbered_cluster.run(["srun", "-N2", "--ntasks-per-node=1", "sh", "-c", 'echo "$SLURM_NODEID $SLURMD_NODENAME $SLURM_STEP_NODELIST"'],
+                                      cluster_env(), timeout=60)
+    seen = sorted(numbered.stdout.split("\n")[:2])
+    print("\nSLURM_NODEID, host, node list:", seen)
+    assert sorted(line.split()[:2] for line in seen if line) == [["0", "node2"], ["1", "node1"]], (numbered.stdout, numbered.stderr)  # the case itself
+    output = tmp_path / "doctor-%t.json"
+    done = renumbered_cluster.run(["srun", "-N2", "--ntasks-per-node=1", f"--output={output}", *COMPAT, "doctor", "--live", "--python", str(stock_torch213),
+                                   "--only", "live", "--json", "--no-trainer"], cluster_env(), timeout=300)
+    reports = [json.loads((tmp_path / f"doctor-{task}.json").read_text()) for task in (0, 1)]
+    assert done.returncode == 0, (done.stderr[-2000:], [[(c["id"], c["summary"]) for c in r["checks"] if c["status"] == "fail"] for r in reports])
+    for report in reports:
+        live = report["live"]
+        assert (live["launcher"], live["world_size"], report["ok"]) == ("srun", 4, True), live.get("error")
+        assert live["master"].startswith("node1:")
+    launch = [line for r in reports for c in r["checks"] if c["id"] == "live.launch" for line in c["evidence"]]
+    assert any("node2 (SLURMD_NODENAME) is host 1 of SLURM_STEP_NODELIST; Slurm numbers it 0 (SLURM_NODEID)" in line for line in launch), launch
+    script = exported_script(tmp_path, stock_torch213)
+    code, log, seconds = submit(renumbered_cluster, tmp_path, script)
+    assert code == 0, log[-4000:]
+    trained = sorted(line for line in log.splitlines() if line.startswith("trained rank"))
+    assert [line.split()[2:8] for line in trained] == [["0", "of", "4", "on", "node1", "local"], ["1", "of", "4", "on", "node1", "local"],
+                                                        ["2", "of", "4", "on", "node2", "local"], ["3", "of", "4", "on", "node2", "local"]], log[-4000:]
+    print(f"sbatch (preflight + training) on 2 renumbered nodes: {seconds:.1f} s")
+    assert_nothing_left(renumbered_cluster)
