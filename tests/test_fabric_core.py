@@ -384,3 +384,47 @@ def test_the_slowest_link_is_the_slower_direction_of_the_pairs_that_answered():
              {"a": 2, "b": 3, "out": "x", "back": 1.0}]
     assert fabric.slowest_link(links) == (0, 2, 2e6)
     assert fabric.slowest_link([]) is None
+
+
+# measured (tests/test_hosts_netns.py, 2-core Xeon): node3 (index 2) shaped to 10 Mbit/s by tc tbf, node4 (index 3)
+# dropping 10% of its TCP packets by nft; (sent, retransmitted, D-SACKed) and GB/s per link
+SHAPED_AND_LOSSY_COUNTS = {(0, 1): (294_550, 5, 5), (0, 2): (21_414, 3_823, 4), (0, 3): (13_841, 1_214, 3), (1, 2): (150_783, 3_631, 4),
+                           (1, 3): (4_531, 324, 3), (2, 3): (19_033, 257, 3)}
+SHAPED_AND_LOSSY_LINKS = {(0, 1): 1.7798e9, (0, 2): 0.0012e9, (0, 3): 0.5787e9, (1, 2): 0.0012e9, (1, 3): 0.421e9, (2, 3): 0.0011e9}
+
+
+def test_a_shaped_host_is_named_slow_and_a_lossy_host_lossy_each_once():
+    """Both judgements name both hosts: the shaper's tbf drops 2-18% of what node3 sends, and node4's 10% loss keeps its
+    links below half the healthy rate. Each is named for its cause: node3 490 times below the slow line losing 4%,
+    node4 1.4 times below it losing 4.8%."""
+    slow = judge(SHAPED_AND_LOSSY_LINKS)
+    loss = fabric.judge_loss(SHAPED_AND_LOSSY_COUNTS)
+    assert [h.host for h in slow.slow_hosts] == [2, 3] and [h.host for h in loss.lossy_hosts] == [2, 3]  # before: both named twice
+    slow, loss = fabric.one_cause(slow, loss, SHAPED_AND_LOSSY_LINKS)
+    assert [h.host for h in slow.slow_hosts] == [2] and [h.host for h in loss.lossy_hosts] == [3]
+    assert slow.slow_links == [] and loss.lossy_links == []
+    assert fabric.describe_loss(loss, ["node1", "node2", "node3", "node4"])[0].startswith("node4: loses packets on every link: TCP lost 1786 of 37405")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1e-4, 0.45), st.floats(0.011, 0.5), st.floats(1e-4, 0.45), st.floats(0.011, 0.5))
+def test_one_cause_names_each_faulty_host_once_for_the_stronger_fault(speed_a, loss_a, speed_b, loss_b):
+    """Four hosts, 0 and 1 healthy at 2 GB/s; hosts 2 and 3 each slow (``speed``: share of the healthy rate) and lossy
+    (``loss``): each is named exactly once, for the larger margin; nothing else is named."""
+    rates = {2: speed_a, 3: speed_b}
+    shares = {2: loss_a, 3: loss_b}
+    links, counts = {}, {}
+    for a, b in itertools.combinations(range(4), 2):
+        bad = [h for h in (a, b) if h in rates]
+        links[(a, b)] = 2e9 * min([rates[h] for h in bad] or [1.0])
+        share = max([shares[h] for h in bad] or [0.0])
+        counts[(a, b)] = (100_000, int(100_000 * share) + (5 if not bad else 0), 5 if not bad else 0)
+    slow, loss = fabric.one_cause(judge(links), fabric.judge_loss(counts), links)
+    named = [h.host for h in slow.slow_hosts] + [h.host for h in loss.lossy_hosts]
+    assert sorted(named) in ([2, 3], [2, 2, 3], [2, 3, 3], [2, 2, 3, 3])  # each at least once; twice only on equal margins
+    assert slow.slow_links == loss.lossy_links == [] and not {0, 1} & set(named)
+    reference = fabric.healthy_reference(links, fabric._links_per_host(links))
+    for host in slow.slow_hosts:
+        if host.host not in [h.host for h in loss.lossy_hosts]:
+            mine = [counts[p] for p in counts if host.host in p]
+            assert fabric.slow_margin(host.bandwidth, reference) >= fabric.loss_margin(*map(sum, zip(*mine)))

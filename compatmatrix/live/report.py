@@ -634,7 +634,7 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
     """The pairs of hosts measured (the table every rank gathered), with each link's bandwidth (the slower direction;
     0 for a pair that did not answer within its deadline), its two-rank all_reduce, the TCP segments both ends sent and
     retransmitted meanwhile, and the judgements' verdicts by host name; None when no rank measured them."""
-    from .fabric import describe, describe_loss, describe_silence, interface_causes, judge, judge_loss, judge_silence
+    from .fabric import describe, describe_loss, describe_silence, interface_causes, judge, judge_loss, judge_silence, one_cause
 
     refused = next((r.refused["pairs"] for r in ranks if "pairs" in r.refused), None)
     if refused is not None:  # a rank's pairs not of the protocol's shape: the table cannot be read
@@ -657,10 +657,12 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
     verdict = judge({(link.a, link.b): rate(link) for link in answered}, memcpy)
     silence = judge_silence([(link.a, link.b) for link in raw], [(link.a, link.b) for link in raw if link.error])
     # a pair that never answered retransmits into the void: named silent, not lossy. A slow host's links stay in: a host
-    # that loses packets is slow too (its TCP waits), and a rate limiter that drops is losing packets, both true
+    # that loses packets is slow too (its TCP waits), and a rate limiter that drops is losing packets; one_cause then
+    # names each for the stronger of the two
     explained = {(link.a, link.b) for link in raw if link.error}
-    loss = judge_loss({(link.a, link.b): (link.sent, link.retransmitted, link.spurious or 0)
-                       for link in raw if link.sent is not None and link.retransmitted is not None}, explained)
+    counts = {(link.a, link.b): (link.sent, link.retransmitted, link.spurious or 0) for link in raw if link.sent is not None and link.retransmitted is not None}
+    loss = judge_loss(counts, explained)
+    verdict, loss = one_cause(verdict, loss, {(link.a, link.b): rate(link) for link in answered})  # each named once, for its cause
     wrong = [f"{hosts[link.a]} <-> {hosts[link.b]}: the two-rank all_reduce returned {link.allreduce.wrong} wrong values"
              for link in raw if link.allreduce and link.allreduce.wrong]
     return {"hosts": hosts, "mode": record.mode, "rounds": record.rounds, "seconds": record.seconds,
