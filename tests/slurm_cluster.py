@@ -69,10 +69,7 @@ def _stop(process: Optional[subprocess.Popen]) -> None:
 
 
 class SlurmCluster:
-    def __init__(self, names: Sequence[str] = ("node1", "node2"), numbered: Optional[Sequence[str]] = None) -> None:
-        """``numbered``: the order of the NodeName lines in slurm.conf, which is the order Slurm numbers the nodes in
-        (SLURM_NODEID, and so the tasks' SLURM_PROCID), while the node list (scontrol show hostnames) stays sorted by name;
-        the names' order by default."""
+    def __init__(self, names: Sequence[str] = ("node1", "node2")) -> None:
         why = why_unavailable()
         if why:
             raise SlurmUnavailable(why)
@@ -83,7 +80,6 @@ class SlurmCluster:
         except NetnsUnavailable as exc:
             raise SlurmUnavailable(str(exc)) from None
         self.names = tuple(names)
-        self.numbered = tuple(numbered or names)
         self.folder = self.hosts.folder / "slurm"
         try:
             self._start()
@@ -121,7 +117,7 @@ class SlurmCluster:
         folder = self.folder
         cpus = os.cpu_count() or 1
         first = self.names[0]
-        nodes = "".join(f"NodeName={name} NodeAddr={self.hosts.address(name)} CPUs={cpus} State=UNKNOWN\n" for name in self.numbered)
+        nodes = "".join(f"NodeName={name} NodeAddr={self.hosts.address(name)} CPUs={cpus} State=UNKNOWN\n" for name in self.names)
         return (f"ClusterName=cmtest\nSlurmctldHost={first}({self.hosts.address(first)})\nSlurmUser=root\nSlurmdUser=root\n"
                 f"AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket={self.munge_socket}\n"
                 "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n"

@@ -147,47 +147,34 @@ def test_a_node_whose_compat_never_starts_fails_node1s_preflight_within_its_dead
     assert_nothing_left(slurm_cluster)
 
 
-@pytest.fixture(scope="module")
-def renumbered_cluster():
-    """A REAL two-node Slurm cluster whose slurm.conf names node2 before node1: Slurm numbers node2 as node 0
-    (SLURM_NODEID, and task 0 runs there) while the node list, node[1-2], starts with node1."""
-    from .slurm_cluster import SlurmCluster, SlurmUnavailable
+def test_rank_zero_is_on_the_master_when_slurm_places_task_zero_elsewhere(slurm_cluster, stock_torch213, tmp_path):
+    """--distribution=arbitrary with SLURM_HOSTFILE listing node2 first: srun's task 0 (SLURM_PROCID 0) runs on node2
+    while the node list, and so the master, starts with node1. compat doctor --live (one task per node) and compat
+    launch's task mapping (two per node, the training script of the sbatch test) take each rank from the node's place
+    in the list, so rank 0 is on node1 and the group forms (with SLURM_PROCID, rank 0 was on node2: no rendezvous)."""
+    from compatmatrix.launchers.srun import _MAP_RANKS
 
-    try:
-        cluster = SlurmCluster(numbered=("node2", "node1"))
-    except SlurmUnavailable as exc:
-        pytest.skip(f"Slurm test cluster: {exc}")
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-
-
-def test_node_rank_zero_is_on_the_master_when_slurm_numbers_the_nodes_in_another_order(renumbered_cluster, stock_torch213, tmp_path):
-    """srun -N2 compat doctor --live, then the exported sbatch script (its preflight and compat launch's srun tasks): the
-    master is the list's first host, node1, which Slurm numbers 1 here; every rank takes its node's place in the list,
-    so rank 0 runs on node1 and the group forms (with SLURM_NODEID / SLURM_PROCID, rank 0 was on node2 and it did not)."""
-    numbered = renumbered_cluster.run(["srun", "-N2", "--ntasks-per-node=1", "sh", "-c", 'echo "$SLURM_NODEID $SLURMD_NODENAME $SLURM_STEP_NODELIST"'],
-                                      cluster_env(), timeout=60)
-    seen = sorted(numbered.stdout.split("\n")[:2])
-    print("\nSLURM_NODEID, host, node list:", seen)
-    assert sorted(line.split()[:2] for line in seen if line) == [["0", "node2"], ["1", "node1"]], (numbered.stdout, numbered.stderr)  # the case itself
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("node2\nnode1\n")
+    arbitrary = cluster_env(SLURM_HOSTFILE=str(hostfile))
+    placed = slurm_cluster.run(["srun", "-N2", "-n2", "--distribution=arbitrary", "sh", "-c", 'echo "$SLURM_PROCID $SLURMD_NODENAME $SLURM_NODEID"'],
+                               arbitrary, timeout=60)
+    print("\nSLURM_PROCID, host, SLURM_NODEID:", sorted(placed.stdout.splitlines()))
+    assert sorted(line.split()[:2] for line in placed.stdout.splitlines()) == [["0", "node2"], ["1", "node1"]], (placed.stdout, placed.stderr)
     output = tmp_path / "doctor-%t.json"
-    done = renumbered_cluster.run(["srun", "-N2", "--ntasks-per-node=1", f"--output={output}", *COMPAT, "doctor", "--live", "--python", str(stock_torch213),
-                                   "--only", "live", "--json", "--no-trainer"], cluster_env(), timeout=300)
+    done = slurm_cluster.run(["srun", "-N2", "-n2", "--distribution=arbitrary", f"--output={output}", *COMPAT, "doctor", "--live", "--python",
+                              str(stock_torch213), "--only", "live", "--json", "--no-trainer"], arbitrary, timeout=300)
     reports = [json.loads((tmp_path / f"doctor-{task}.json").read_text()) for task in (0, 1)]
     assert done.returncode == 0, (done.stderr[-2000:], [[(c["id"], c["summary"]) for c in r["checks"] if c["status"] == "fail"] for r in reports])
     for report in reports:
-        live = report["live"]
-        assert (live["launcher"], live["world_size"], report["ok"]) == ("srun", 4, True), live.get("error")
-        assert live["master"].startswith("node1:")
-    launch = [line for r in reports for c in r["checks"] if c["id"] == "live.launch" for line in c["evidence"]]
-    assert any("node2 (SLURMD_NODENAME) is host 1 of SLURM_STEP_NODELIST; Slurm numbers it 0 (SLURM_NODEID)" in line for line in launch), launch
-    script = exported_script(tmp_path, stock_torch213)
-    code, log, seconds = submit(renumbered_cluster, tmp_path, script)
-    assert code == 0, log[-4000:]
-    trained = sorted(line for line in log.splitlines() if line.startswith("trained rank"))
-    assert [line.split()[2:8] for line in trained] == [["0", "of", "4", "on", "node1", "local"], ["1", "of", "4", "on", "node1", "local"],
-                                                        ["2", "of", "4", "on", "node2", "local"], ["3", "of", "4", "on", "node2", "local"]], log[-4000:]
-    print(f"sbatch (preflight + training) on 2 renumbered nodes: {seconds:.1f} s")
-    assert_nothing_left(renumbered_cluster)
+        assert (report["live"]["world_size"], report["ok"]) == (4, True) and report["live"]["master"].startswith("node1:")
+    (tmp_path / "train.py").write_text(TRAIN)
+    hostfile.write_text("node2\nnode2\nnode1\nnode1\n")
+    trained = slurm_cluster.run(["srun", "-N2", "-n4", "--ntasks-per-node=2", "--distribution=arbitrary", f"--chdir={tmp_path}", "sh", "-c", _MAP_RANKS,
+                                 "compat-launch-rank", str(stock_torch213), "train.py", str(tmp_path)], arbitrary, timeout=300)
+    lines = sorted(line for line in trained.stdout.splitlines() if line.startswith("trained rank"))
+    assert trained.returncode == 0 and [line.split()[2:7] for line in lines] == [["0", "of", "4", "on", "node1"], ["1", "of", "4", "on", "node1"],
+                                                                                ["2", "of", "4", "on", "node2"], ["3", "of", "4", "on", "node2"]], \
+        (trained.stdout[-2000:], trained.stderr[-2000:])
+    assert all(line.endswith("same True") for line in lines)
+    assert_nothing_left(slurm_cluster)

@@ -143,8 +143,7 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
     if per_node[node_id] != 1 or localid != 0:
         raise UsageError(f"srun started {per_node[node_id]} tasks on this node ({tasks_var}); compat doctor --live runs once per node and "
                          f"starts --ranks-per-node ranks itself.", "Run srun --ntasks-per-node=1 compat doctor --live --ranks-per-node N.")
-    if procid != node_id:
-        raise UsageError(f"SLURM_PROCID={procid} differs from SLURM_NODEID={node_id} with one task per node.", _FIX)
+    del procid  # typed above; with one task per node it need not equal SLURM_NODEID (--distribution=arbitrary places task 0 anywhere)
     notes = [f"srun: node {node_id} of {nnodes} ({nodes_var}, SLURM_NODEID), {ranks_per_node} ranks each (--ranks-per-node)"]
     addr = master_addr
     hosts: list[str] = []
