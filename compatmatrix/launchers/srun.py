@@ -246,7 +246,7 @@ def master_port_of(job_id: int) -> int:
 # x[$(cmd)] would run cmd
 _MAP_RANKS = ('export WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; RANK="$SLURM_PROCID"; '
               'if [ -z "${MASTER_ADDR:-}" ]; then '
-              'hosts="$(scontrol show hostnames "${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}")"; MASTER_ADDR="$(printf "%s\n" "$hosts" | head -n 1)"; '
+              'hosts="$(scontrol show hostnames "${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}")"; for host in $hosts; do MASTER_ADDR="$host"; break; done; '
               'case "${SLURM_NTASKS_PER_NODE:-}:${SLURM_LOCALID:-}" in *[!0-9:]*|:*|*:|0?*|*:0?*|??????????*) ;; *) node=0; '
               'for host in $hosts; do if [ "$host" = "${SLURMD_NODENAME:-}" ]; then RANK=$((node * SLURM_NTASKS_PER_NODE + SLURM_LOCALID)); break; fi; '
               'node=$((node + 1)); done;; esac; fi; export RANK; '
