@@ -311,3 +311,35 @@ def test_the_sweep_finding_says_the_deadline_the_link_it_was_sized_to_and_what_i
         "not measured: all_gather bf16 at 1 KiB, 4 KiB, 16 KiB (one call over the slowest link would take more than the stop time)"]
     sweep = fabric_rows(ranks)
     assert sweep["deadline"]["link"] == {"a": "node1", "b": "node3", "bandwidth": 2.4e6} and len(sweep["skipped"]) == 2
+
+
+def test_tcp_info_counts_reads_the_connections_own_counters_and_their_d_sacks():
+    """A loopback connection of this process: segments sent, none retransmitted, none D-SACKed (tcpi_dsack_dups at byte
+    216 of struct tcp_info); a descriptor that is not TCP is passed over; tcp_difference never calls more spurious than
+    retransmitted."""
+    import socket
+
+    from compatmatrix.live.worker import tcp_counters, tcp_difference, tcp_info_counts
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        client.sendall(b"x" * 200_000)
+        got = 0
+        while got < 200_000:
+            got += len(peer.recv(65536))
+        counts = tcp_info_counts([client.fileno(), peer.fileno(), other.fileno()])
+        assert counts is not None and len(counts) == 3 and counts[0] > 0 and 0 <= counts[2] <= counts[1]
+        assert tcp_info_counts([other.fileno()]) is None
+    finally:
+        for sock in (client, peer, server, other):
+            sock.close()
+    before = tcp_counters()
+    if before is not None:  # /proc/net/snmp readable
+        assert set(before) == {"out", "retrans", "spurious"}
+        assert tcp_difference(before, {**before, "retrans": before["retrans"] + 3, "spurious": before["spurious"] + 9})[1:] == [3, 3]
+    assert tcp_difference(None, before) is None
