@@ -43,6 +43,7 @@ from .errors import InstallError, InstallInputError, InstallInterrupted
 from .files import safe_write, sha256_of
 from .indexes import IndexLocation, check_reachable, env_name
 from .limits import limits
+from .pipconfig import read_ahead
 from .plan import InstallPlan, WheelTarget, glibc_of
 from .planners import choose_planner, passthrough_args, pip_report, uv_report
 from .progress import Progress, choose_display
@@ -261,6 +262,8 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
     _clear_orphans(env, say)
     check_writable(env)
     installer = choose_installer(options.installer)
+    if installer == "pip" or not os.environ.get("PIP_CERT"):
+        read_ahead()  # pip's configuration (pip's environment, the TLS decision): a pip start, read while the steps begin
     clear_stale_work_folders(say)
     progress = Progress(choose_display(options.display, say))
     with progress, trusted_session(say) as session, tempfile.TemporaryDirectory(prefix=_work_prefix()) as work:
@@ -342,10 +345,11 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         wheels = [f.path for f in fetched if canonical_name(f.package.distribution) in wanted] + [i.path for i in items if i.path is not None]
         folders = list(dict.fromkeys([*folders, *(p.parent for p in wheels)]))
         command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes) if planned else None
-        refuse_unsafe_wheels(env, snapshot, sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()}), planned, remove)
+        listed: dict[Path, list[str]] = {}  # each wheel's names, read once for both steps
+        refuse_unsafe_wheels(env, snapshot, sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()}), planned, remove, listed)
     uninstall = uninstall_command(installer, pip, snapshot.executable, remove) if remove else None
     with progress.phase("snapshot"):
-        data = _data_folders(env, snapshot, folders, planned, say, remove)
+        data = _data_folders(env, snapshot, folders, planned, say, remove, listed)
         saved = snapshot_folders(env, data)
     findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress, uninstall, options.before_commit, options.verify_installed)
     return InstallResult(tuple(planned), tuple(findings), installer)
@@ -363,9 +367,11 @@ def _replaced(snapshot: EnvSnapshot, planned: Sequence[Change], removed: Sequenc
     return [(Path(d.path), Path(d.site)) for d in snapshot.distributions if d.canonical in names and d.path and d.site]
 
 
-def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequence[Path], planned: Sequence[Change], removed: Sequence[str] = ()) -> None:
+def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequence[Path], planned: Sequence[Change], removed: Sequence[str] = (),
+                         listed: Optional[dict[Path, list[str]]] = None) -> None:
     """Refuse, before anything is installed, a wheel that would write outside the install scheme or replace the
-    interpreter or a file of the scripts folder that no distribution being replaced owns (install/wheelfiles.py)."""
+    interpreter or a file of the scripts folder that no distribution being replaced owns (install/wheelfiles.py).
+    ``listed`` receives each wheel's names (for _data_folders: each archive is read once)."""
     from .datafiles import record_targets
     from .wheelfiles import script_names_taken, wheel_refusals
 
@@ -382,7 +388,7 @@ def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequenc
     interpreter = Path(snapshot.executable)
     taken = script_names_taken(existing, owned, {interpreter.name} | {e for e in existing if _same_file(env.scripts / e, interpreter)})
     for wheel in wheels:
-        refusals = wheel_refusals(wheel, taken)
+        refusals = wheel_refusals(wheel, taken, listed)
         if refusals:
             more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
             raise InstallError(f"The wheel {wheel.name} would write where no wheel may: {refusals[0]}{more}; refused before installing. Nothing was changed.",
@@ -402,7 +408,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path], planned: Sequence[Change], say: Callable[[str], None],
-                  removed: Sequence[str] = ()) -> tuple[Path, ...]:
+                  removed: Sequence[str] = (), listed: Optional[dict[Path, list[str]]] = None) -> tuple[Path, ...]:
     """The prefix's folders the wheels write data or header files into (or the replaced versions had files in):
     snapshotted with site-packages, so a restore puts them back too. What no snapshot can hold is said."""
     from .datafiles import install_targets
@@ -410,7 +416,7 @@ def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path
     wheels = sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()})
     replaced = _replaced(snapshot, planned, removed)
     headers = (snapshot.raw.get("python") or {}).get("headers")
-    found = install_targets(env, wheels, Path(headers) if headers else None, replaced)
+    found = install_targets(env, wheels, Path(headers) if headers else None, replaced, listed)
     for path in found.uncovered[:10]:
         say(f"  note: {path} is written or removed outside the folders compat snapshots; a restore would not put it back")
     return found.folders

@@ -95,8 +95,10 @@ def _script_names(text: str) -> list[str]:
     return [name.strip() for section in _SCRIPT_SECTIONS if parser.has_section(section) for name in parser.options(section)]
 
 
-def wheel_refusals(wheel: Path, taken: TakenNames) -> list[str]:
-    """What ``wheel`` would write that no wheel may, each as "'ENTRY' WHY"; empty when it stays in the scheme."""
+def wheel_refusals(wheel: Path, taken: TakenNames, listed: Optional[dict[Path, list[str]]] = None) -> list[str]:
+    """What ``wheel`` would write that no wheel may, each as "'ENTRY' WHY"; empty when it stays in the scheme. With
+    ``listed``, the archive's names are kept there under ``wheel`` (datafiles.install_targets reads them: a wheel's
+    central directory is read once; torch's holds some ten thousand names)."""
     try:
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile, ValueError):
@@ -104,6 +106,8 @@ def wheel_refusals(wheel: Path, taken: TakenNames) -> list[str]:
     found: list[str] = []
     with archive:
         names = archive.namelist()
+        if listed is not None:
+            listed[wheel] = names
         for name in names:
             problem = _entry_problem(name, taken)
             if problem:
