@@ -24,6 +24,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from ..environment.snapshot import EnvSnapshot, take_snapshot
 from ..matrix.model import Matrix
 from ..names import canonical_name
 from ..processes import Interruptions, Terminated, kill_children, run_bounded
+from ..record import replace as replace_record
 from .checkpoints import checkpoint
 from .errors import InstallError, InstallInputError, InstallInterrupted
 from .files import safe_write, sha256_of
@@ -191,6 +193,41 @@ def preflight(session: requests.Session, plan: InstallPlan, options: InstallOpti
     raise InstallError(f"{location.url} ({host_id}, from {location.origin}) cannot be reached ({why}); nothing was changed.", fix)
 
 
+def preflight_beside(session: requests.Session, plan: InstallPlan, options: InstallOptions) -> Callable[[], None]:
+    """preflight in a thread, while the plan's first steps (reading the planned packages' pages, which touches
+    nothing) go on; the function returned waits for it and raises what preflight raised, so a host that does not
+    answer is still said as preflight says it, before anything is fetched. Off the main thread preflight keeps
+    its per-read timeouts but cannot take SIGALRM: the wait keeps its deadline (each host's, one after another)."""
+    if options.offline_dir is not None:
+        return lambda: None
+    locations = [p.location for p in plan.packages] + [plan.dependency_index]
+    prepare = getattr(session, "prepare_for", None)  # the TLS decision, made once here rather than in two threads at once
+    if prepare is not None:
+        for location in locations:
+            prepare(location.url)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            preflight(session, plan, options)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True, name="compat-preflight")
+    worker.start()
+    seconds = limits().preflight_s * len({location.host_id for location in locations}) + 5.0
+
+    def wait() -> None:
+        worker.join(seconds)
+        if worker.is_alive():
+            raise InstallError(f"The hosts of the plan gave no complete answer within {seconds:.0f} s; nothing was changed.",
+                               "Check the network, or pass --index HOST=URL (or set COMPAT_INDEX_<HOST>) to use a mirror or a local folder of wheels.")
+        if failed:
+            raise failed[0]
+
+    return wait
+
+
 def choose_installer(requested: str) -> str:
     if requested == "auto":
         return "uv" if uv_binary() else "pip"
@@ -303,10 +340,16 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
             unlocked = not any(hashes.values())
             plan = _relocated(plan, staged)
             folders.append(staged)
-        preflight(session, plan, options)
+        preflight_done = preflight_beside(session, plan, options)
     installed = snapshot.versions()
     with progress.phase("plan"):
-        located = locate(session, plan, target)
+        try:
+            located = locate(session, plan, target)
+        except InstallError:
+            preflight_done()  # a host that does not answer: preflight's sentence, rather than locate's
+            raise
+        preflight_done()
+
         for package, link in located.items():
             say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
         fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, say, store, progress)
@@ -351,7 +394,8 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
     with progress.phase("snapshot"):
         data = _data_folders(env, snapshot, folders, planned, say, remove, listed)
         saved = snapshot_folders(env, data)
-    findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress, uninstall, options.before_commit, options.verify_installed)
+    findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress, uninstall, options.before_commit, options.verify_installed,
+                      expected_after(snapshot, planned, remove))
     return InstallResult(tuple(planned), tuple(findings), installer)
 
 
@@ -438,7 +482,8 @@ def _installer_failed(installer: str, code: int, output: str, where: Path) -> _U
 
 def _apply(saved: Snapshot, command: Optional[Sequence[str]], installer: str, matrix: Matrix, snapshot: EnvSnapshot, signals: Interruptions,
            say: Callable[[str], None], progress: Progress, uninstall: Optional[Sequence[str]] = None,
-           before_commit: Optional[Callable[[], Sequence[Finding]]] = None, verify_installed: bool = True) -> list[Finding]:
+           before_commit: Optional[Callable[[], Sequence[Finding]]] = None, verify_installed: bool = True,
+           expected: Optional[EnvSnapshot] = None) -> list[Finding]:
     """Run the installer (and the uninstall), verify, validate; on failure or interruption put the snapshot back; else commit."""
     try:
         with progress.phase("install"):
@@ -452,7 +497,7 @@ def _apply(saved: Snapshot, command: Optional[Sequence[str]], installer: str, ma
         if verify_installed:
             say("  verifying the installed set (the package checks and an isolated import of each part)")
             with progress.phase("verify"):
-                findings = _verify_installed(matrix, snapshot.executable)
+                findings = _verify_installed(matrix, snapshot.executable, expected)
         failed = [f for f in findings if f.status is Status.FAIL]
         if failed:
             raise _Undo(f"The installed set failed verification ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor shows the details.", tuple(findings))
@@ -496,13 +541,56 @@ def _rollback(saved: Snapshot, signals: Interruptions) -> None:
         restore(saved)
 
 
-def _verify_installed(matrix: Matrix, executable: str) -> list[Finding]:
+def _verify_installed(matrix: Matrix, executable: str, expected: Optional[EnvSnapshot] = None) -> list[Finding]:
+    """The installed set read again (the environment probe) and judged (verify). With ``expected`` (the set the plan
+    makes), the import probe of the parts that set has runs beside the environment probe, two children at once;
+    its results count only when the set read back asks for exactly those parts, else the checks probe as ever."""
     checkpoint("verify")
-    after = take_snapshot(executable)
+    if expected is None or expected.get("torch") is None:
+        after = take_snapshot(executable)
+        checkpoint("verify")
+        findings = verify(matrix, after)
+        checkpoint("verify")
+        return findings
+    from ..checks.imports import COMBINED, probe_stack, shared_parts
+
+    checks = select(all_checks(), only=["packages", "imports"])
+    selected = frozenset(c.id for c in checks)
+    parts = shared_parts(Context(matrix, expected, Options(), selected=selected))
+    read: list[EnvSnapshot] = []
+    failed: list[BaseException] = []
+
+    def read_back() -> None:
+        try:
+            read.append(take_snapshot(executable))
+        except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+            failed.append(exc)
+
+    reader = threading.Thread(target=read_back, daemon=True, name="compat-verify-probe")
+    reader.start()
+    results = probe_stack(executable, parts, Options().import_timeout)
+    reader.join()
+    if failed:
+        raise failed[0]
     checkpoint("verify")
-    findings = verify(matrix, after)
+    context = Context(matrix, read[0], Options())
+    if shared_parts(replace_record(context, selected=selected)) == parts:
+        context.cache[COMBINED] = results
+    findings = run_checks(checks, context)
     checkpoint("verify")
     return findings
+
+
+def expected_after(snapshot: EnvSnapshot, planned: Sequence[Change], removed: Sequence[str]) -> EnvSnapshot:
+    """The environment as the plan leaves it, by name and version only (which parts verify's import probe takes)."""
+    from ..environment.snapshot import Distribution
+
+    gone = {canonical_name(n) for n in removed}
+    new = {canonical_name(c.name): c for c in planned}
+    kept = [replace_record(d, raw_version=new[d.canonical].after) if d.canonical in new else d for d in snapshot.distributions if d.canonical not in gone]
+    present = {d.canonical for d in kept}
+    added = [Distribution(c.name, name, c.after, "", "") for name, c in new.items() if name not in present]
+    return replace_record(snapshot, distributions=tuple(kept + added))
 
 
 def verify(matrix: Matrix, snapshot: EnvSnapshot) -> list[Finding]:
