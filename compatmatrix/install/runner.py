@@ -318,12 +318,14 @@ def installer_env(python: str) -> dict[str, str]:
     return env
 
 
-def uv_env(python: str) -> dict[str, str]:  # noqa: ARG001 - the same signature as installer_env
+def uv_env(python: str, network: bool = True) -> dict[str, str]:  # noqa: ARG001 - the same signature as installer_env
     """The environment uv runs with: installer_env's allowlist without the PIP_* variables (uv reads none of them,
     so pip's configuration is not asked unless compat's own TLS decision needs it), and the CA bundle compat uses
-    (trust.give_uv). uv itself runs with --no-config: no uv.toml is read."""
+    (trust.give_uv; ``network`` False: a uv that reads no index, as ``uv --version``, needs none, and its start does
+    not wait for pip's configuration). uv itself runs with --no-config: no uv.toml is read."""
     env = {k: v for k, v in os.environ.items() if _kept(k) and not k.startswith("PIP_")}
-    give_uv(env)
+    if network:
+        give_uv(env)
     env["PYTHONNOUSERSITE"] = "1"
     return env
 

@@ -112,13 +112,14 @@ def wheel_refusals(wheel: Path, taken: TakenNames, listed: Optional[dict[Path, l
             problem = _entry_problem(name, taken)
             if problem:
                 found.append(f"{name!r} {problem}")
+        checked = set(names)  # a RECORD row naming an archive entry was judged with it (path_problem is part of _entry_problem)
         infos = [n for n in names if n.count("/") == 1 and n.split("/")[0].endswith(".dist-info")]
         for name in infos:
             leaf = name.split("/")[1]
             try:
                 if leaf == "RECORD":
                     for row in csv.reader(io.StringIO(_read(archive, name))):
-                        problem = path_problem(row[0]) if row else None
+                        problem = path_problem(row[0]) if row and row[0] not in checked else None
                         if row and problem:
                             found.append(f"RECORD's {row[0]!r} {problem}")
                 elif leaf == "entry_points.txt":
