@@ -32,7 +32,7 @@ class DataFolders:
 
 def wheel_targets(wheel: Path, data_root: Path, headers_root: Optional[Path], names: Optional[Sequence[str]] = None) -> list[Path]:
     """Where the wheel's .data/data and .data/headers files go (headers under headers_root/<project>); ``names``: the
-    archive's names when they were read already (wheelfiles.wheel_refusals), else the archive is read here."""
+    archive's names under its .data folder when they were read already (wheelfiles.Listing.data), else the archive is read here."""
     if names is None:
         try:
             with zipfile.ZipFile(wheel) as archive:
@@ -91,7 +91,7 @@ def data_folders(env: EnvFolders, targets: Iterable[Path]) -> DataFolders:
 def install_targets(env: EnvFolders, wheels: Sequence[Path], headers_root: Optional[Path], replaced: Iterable[tuple[Path, Path]],
                     listed: Optional[Mapping[Path, Sequence[str]]] = None) -> DataFolders:
     """The data folders for installing ``wheels`` and replacing the distributions ``replaced`` ((dist-info, site) pairs);
-    ``listed``: the names of the wheels whose archives were read already."""
+    ``listed``: the .data names of the wheels whose archives were read already."""
     targets: list[Path] = []
     if env.data is not None:
         for wheel in wheels:

@@ -388,8 +388,8 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         wheels = [f.path for f in fetched if canonical_name(f.package.distribution) in wanted] + [i.path for i in items if i.path is not None]
         folders = list(dict.fromkeys([*folders, *(p.parent for p in wheels)]))
         command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes) if planned else None
-        listed: dict[Path, list[str]] = {}  # each wheel's names, read once for both steps
-        refuse_unsafe_wheels(env, snapshot, sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()}), planned, remove, listed)
+        listed: dict[Path, Sequence[str]] = {}  # each wheel's .data names, its archive read once for both steps (or kept in the store)
+        refuse_unsafe_wheels(env, snapshot, sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()}), planned, remove, listed, store)
     uninstall = uninstall_command(installer, pip, snapshot.executable, remove) if remove else None
     with progress.phase("snapshot"):
         data = _data_folders(env, snapshot, folders, planned, say, remove, listed)
@@ -412,12 +412,13 @@ def _replaced(snapshot: EnvSnapshot, planned: Sequence[Change], removed: Sequenc
 
 
 def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequence[Path], planned: Sequence[Change], removed: Sequence[str] = (),
-                         listed: Optional[dict[Path, list[str]]] = None) -> None:
+                         listed: Optional[dict[Path, Sequence[str]]] = None, store: Optional[WheelStore] = None) -> None:
     """Refuse, before anything is installed, a wheel that would write outside the install scheme or replace the
     interpreter or a file of the scripts folder that no distribution being replaced owns (install/wheelfiles.py).
-    ``listed`` receives each wheel's names (for _data_folders: each archive is read once)."""
+    ``listed`` receives each wheel's .data names (for _data_folders: each archive is read once); a wheel of the
+    ``store`` is read once for all installs (store.listing)."""
     from .datafiles import record_targets
-    from .wheelfiles import script_names_taken, wheel_refusals
+    from .wheelfiles import read_listing, script_names_taken
 
     try:
         existing = [entry.name for entry in os.scandir(env.scripts)]
@@ -432,7 +433,12 @@ def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequenc
     interpreter = Path(snapshot.executable)
     taken = script_names_taken(existing, owned, {interpreter.name} | {e for e in existing if _same_file(env.scripts / e, interpreter)})
     for wheel in wheels:
-        refusals = wheel_refusals(wheel, taken, listed)
+        listing = (store.listing(wheel) if store is not None else None) or read_listing(wheel)
+        if listing is None:
+            continue  # no readable archive: the installer says what is wrong with it
+        if listed is not None:
+            listed[wheel] = listing.data
+        refusals = listing.refusals(taken)
         if refusals:
             more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
             raise InstallError(f"The wheel {wheel.name} would write where no wheel may: {refusals[0]}{more}; refused before installing. Nothing was changed.",
@@ -452,7 +458,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path], planned: Sequence[Change], say: Callable[[str], None],
-                  removed: Sequence[str] = (), listed: Optional[dict[Path, list[str]]] = None) -> tuple[Path, ...]:
+                  removed: Sequence[str] = (), listed: Optional[dict[Path, Sequence[str]]] = None) -> tuple[Path, ...]:
     """The prefix's folders the wheels write data or header files into (or the replaced versions had files in):
     snapshotted with site-packages, so a restore puts them back too. What no snapshot can hold is said."""
     from .datafiles import install_targets
