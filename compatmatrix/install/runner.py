@@ -345,10 +345,16 @@ def _pip_version(argv: Sequence[str]) -> Optional[Version]:
         return None
 
 
-def pip_for(python: str) -> list[str]:
+def pip_for(python: str, installed: Optional[str] = None) -> list[str]:
     """How to run a pip that can plan for ``python``: its own pip when new enough, else compat's own pip
-    driving it (pip --python, pip >= 22.3). Checked before anything is downloaded."""
+    driving it (pip --python, pip >= 22.3). Checked before anything is downloaded. ``installed``: the version of
+    the pip an import finds there, as the environment probe read it (its metadata is not read again by a pip start)."""
     checkpoint("plan")
+    try:
+        if installed is not None and Version(installed) >= MIN_PIP:
+            return [python, "-m", "pip"]
+    except InvalidVersion:
+        pass
     own = _pip_version([python, "-m", "pip"])
     if own is not None and own >= MIN_PIP:
         return [python, "-m", "pip"]

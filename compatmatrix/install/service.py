@@ -310,6 +310,15 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
             progress.finish()
 
 
+def _own_pip(snapshot: EnvSnapshot, env: EnvFolders) -> Optional[str]:
+    """The version of the pip an import finds in the environment, as its probe read it, when that pip is in the
+    environment's own site-packages (pip runs without PYTHONPATH and the user site: installer_env); else None."""
+    found = snapshot.get("pip")
+    if found is None or not found.site or os.path.realpath(found.site) not in {str(env.purelib), str(env.platlib or env.purelib)}:
+        return None
+    return found.raw_version
+
+
 def _store(installer: str, options: InstallOptions) -> Optional[WheelStore]:
     """The wheel store, for uv (which keeps a local wheel unpacked in its cache by the file's path); pip has no such
     cache, and gets every wheel fetched afresh into the work folder, as do offline installs."""
@@ -332,7 +341,7 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
     unlocked = False
     with progress.phase("preflight"):
         planner = _planner(options.planner, installer, target)
-        pip = pip_for(snapshot.executable) if "pip" in (installer, planner) else []  # before anything is downloaded
+        pip = pip_for(snapshot.executable, _own_pip(snapshot, env)) if "pip" in (installer, planner) else []  # before anything is downloaded
         store = _store(installer, options)
         if options.offline_dir is not None:
             staged = folder / "wheelhouse"
