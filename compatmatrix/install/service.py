@@ -2,7 +2,8 @@
 
 install: refuse on a journal left by a killed install (or a journal that names foreign paths); clear orphan
 snapshots; check the environment is writable; then the phases, each timed (progress.py): preflight (stage an offline
-wheelhouse, locked files only; every host answers); plan (fetch each planned wheel from its host, hash-checked; the
+wheelhouse, locked files only; every host answers: checked in a thread beside the plan's page reads, and waited for
+before anything is fetched); plan (fetch each planned wheel from its host, hash-checked; the
 installer's plan of the dependencies, planners.py: uv pip compile or pip's dry-run; every dependency's hash checked
 against its index); fetch (the dependencies); snapshot (transaction.py); install; verify; then commit. SIGINT, SIGTERM and SIGHUP
 anywhere take the path of Ctrl-C: children killed, temp folders removed, the snapshot put back once it exists,
@@ -333,8 +334,10 @@ def _store(installer: str, options: InstallOptions) -> Optional[WheelStore]:
 def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFolders, options: InstallOptions, signals: Interruptions,
            session: requests.Session, folder: Path, installer: str, progress: Progress) -> InstallResult:
     """The phases, each timed (progress): preflight (the planner and pip chosen, a wheelhouse staged, every host
-    answers), plan (the planned wheels located and fetched from their own hosts, the dependencies planned and their
-    hashes checked against their index), fetch (the dependencies), snapshot, install, verify."""
+    answers: preflight_beside, waited for in plan once the planned wheels are located), plan (the planned wheels
+    located and fetched from their own hosts, the dependencies planned and their hashes checked against their index),
+    fetch (the dependencies; each wheel's archive listed once, store wheels once for all installs), snapshot, install,
+    verify (the environment probe and the import probe side by side: _verify_installed)."""
     say = options.say
     target = target_of(snapshot)
     folders = [folder]
