@@ -95,9 +95,9 @@ def scrubbed_environment(monkeypatch):
     yield
     # what compat reads once per process must not carry one in-process test's settings into the next (a test's
     # PIP_PROXY=http://proxy:3128 sent a later real install's pip to a proxy that does not exist)
-    runner = sys.modules.get("compatmatrix.install.runner")
-    if runner is not None:
-        runner._configured_transport.cache_clear()
+    pipconfig = sys.modules.get("compatmatrix.install.pipconfig")
+    if pipconfig is not None:
+        pipconfig.forget()
 
 
 def run_compat(*args, env_extra=None, drop=(), timeout=120):

@@ -165,18 +165,18 @@ def test_installer_env_keeps_transport_and_drops_placement(monkeypatch):
 def test_pip_configuration_read_once_is_the_files_not_the_variables_of_that_moment(monkeypatch, tmp_path):
     """`pip config list` also prints the PIP_* variables (":env:" lines); taken as configuration they outlived the
     moment they were read (a test's PIP_PROXY=http://proxy:3128 reached a later install's pip: CI failed on it)."""
-    from compatmatrix.install import runner
+    from compatmatrix.install import pipconfig
 
     config = tmp_path / "pip.conf"
     config.write_text("[global]\ntimeout = 42\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
     monkeypatch.setenv("PIP_PROXY", "http://proxy:3128")
-    runner._configured_transport.cache_clear()
+    pipconfig.forget()
     try:
-        found = dict(runner._configured_transport())
+        found = dict(pipconfig.configured_transport())
         assert found.get("PIP_TIMEOUT") == "42" and "PIP_PROXY" not in found, found  # the file's setting; not the variable
     finally:
-        runner._configured_transport.cache_clear()
+        pipconfig.forget()
 
 
 # 6. deadlines and size caps on every network phase; a full disk

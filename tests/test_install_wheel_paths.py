@@ -147,6 +147,37 @@ def test_a_wheel_that_stays_in_the_scheme_passes(tmp_path):
     assert wheel_refusals(wheel, script_names_taken(["python3", "activate", "pip"], owned=["pip"])) == []
 
 
+def test_a_store_wheel_is_listed_once_and_again_when_it_changes(tmp_path, monkeypatch):
+    """The store keeps a wheel's Listing beside it: the next install judges the same refusals, against its own
+    scripts folder, without reading the archive; a wheel whose stat changed is read again."""
+    import hashlib
+
+    from compatmatrix.install import wheelfiles
+    from compatmatrix.install.store import WheelStore
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("COMPAT_NO_CACHE", raising=False)
+    wheel = _zip(tmp_path / "demo-1.0-py3-none-any.whl", {**GOOD, "demo-1.0.data/scripts/activate": "x", "demo-1.0.data/data/share/demo/x": "x",
+                                                          f"{INFO}/RECORD": "/usr/bin/python3,,\n"})
+    store = WheelStore.open()
+    assert store is not None
+    kept = store.put(wheel, hashlib.sha256(wheel.read_bytes()).hexdigest())
+    assert kept is not None
+    reads = []
+    real = wheelfiles.read_listing
+    monkeypatch.setattr(wheelfiles, "read_listing", lambda path: reads.append(path) or real(path))
+    first = store.listing(kept)
+    again = store.listing(kept)
+    assert reads == [kept] and first == again
+    assert again.data == ("demo-1.0.data/scripts/activate", "demo-1.0.data/data/share/demo/x")
+    occupied = script_names_taken(["activate"])
+    assert again.refusals(occupied) == real(kept).refusals(occupied) and len(again.refusals(occupied)) == 2
+    assert again.refusals(script_names_taken([])) == [r for r in again.refusals(occupied) if "absolute" in r]  # the script judged here, each time
+    os.utime(kept, ns=(0, 0))
+    assert store.listing(kept) == first and reads == [kept, kept]  # the stat changed: read again
+    assert store.listing(wheel) is None  # a file outside the store
+
+
 # ---------------------------------------------------------------- after a killed install, doctor and check say so
 
 

@@ -348,10 +348,19 @@ def _parts(ctx: Context) -> list[Part]:
     return parts
 
 
+COMBINED = "imports:combined"  # the context's cache key of the one probe the import checks share
+
+
+def shared_parts(ctx: Context) -> tuple[Part, ...]:
+    """What the one shared probe imports for ``ctx`` (compat install starts it beside its environment probe, then
+    hands its results to the checks under COMBINED only when the installed set asks for exactly these parts)."""
+    return tuple(_parts(ctx))
+
+
 def _imports(ctx: Context, part: Part) -> ImportResult:
     """The part's result from the one probe every import check shares (a part outside it: a child of its own)."""
     python, timeout = ctx.snapshot.executable, ctx.options.import_timeout
-    results = ctx.once("imports:combined", lambda: probe_stack(python, _parts(ctx), timeout))
+    results = ctx.once(COMBINED, lambda: probe_stack(python, _parts(ctx), timeout))
     if part.name in results:
         return results[part.name]
     return ctx.once(f"imports:{part.name}", lambda: _alone(python, part, timeout))

@@ -15,7 +15,7 @@ import csv
 import io
 import os
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -30,13 +30,15 @@ class DataFolders:
     uncovered: tuple[Path, ...]  # files written or removed that no snapshot holds
 
 
-def wheel_targets(wheel: Path, data_root: Path, headers_root: Optional[Path]) -> list[Path]:
-    """Where the wheel's .data/data and .data/headers files go (headers under headers_root/<project>)."""
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            names = archive.namelist()
-    except (OSError, zipfile.BadZipFile, ValueError):
-        return []  # the installer says what is wrong with it
+def wheel_targets(wheel: Path, data_root: Path, headers_root: Optional[Path], names: Optional[Sequence[str]] = None) -> list[Path]:
+    """Where the wheel's .data/data and .data/headers files go (headers under headers_root/<project>); ``names``: the
+    archive's names under its .data folder when they were read already (wheelfiles.Listing.data), else the archive is read here."""
+    if names is None:
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                names = archive.namelist()
+        except (OSError, zipfile.BadZipFile, ValueError):
+            return []  # the installer says what is wrong with it
     project = wheel.name.split("-", 1)[0]
     found = []
     for name in names:
@@ -86,12 +88,14 @@ def data_folders(env: EnvFolders, targets: Iterable[Path]) -> DataFolders:
     return DataFolders(tuple(folders), tuple(uncovered))
 
 
-def install_targets(env: EnvFolders, wheels: Sequence[Path], headers_root: Optional[Path], replaced: Iterable[tuple[Path, Path]]) -> DataFolders:
-    """The data folders for installing ``wheels`` and replacing the distributions ``replaced`` ((dist-info, site) pairs)."""
+def install_targets(env: EnvFolders, wheels: Sequence[Path], headers_root: Optional[Path], replaced: Iterable[tuple[Path, Path]],
+                    listed: Optional[Mapping[Path, Sequence[str]]] = None) -> DataFolders:
+    """The data folders for installing ``wheels`` and replacing the distributions ``replaced`` ((dist-info, site) pairs);
+    ``listed``: the .data names of the wheels whose archives were read already."""
     targets: list[Path] = []
     if env.data is not None:
         for wheel in wheels:
-            targets += wheel_targets(wheel, env.data, headers_root)
+            targets += wheel_targets(wheel, env.data, headers_root, (listed or {}).get(wheel))
     for dist_info, site in replaced:
         targets += record_targets(dist_info, site)
     return data_folders(env, targets)

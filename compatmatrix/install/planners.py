@@ -54,7 +54,7 @@ _SHA256 = re.compile(r"--hash=sha256:([0-9a-fA-F]{64})")
 def uv_version(uv: str) -> Optional[Version]:
     """``uv --version`` as a Version (None when it does not answer as uv does)."""
     try:
-        done = run_bounded([uv, "--version"], timeout=60, env=uv_env(""))
+        done = run_bounded([uv, "--version"], timeout=60, env=uv_env("", network=False))
     except (OSError, subprocess.TimeoutExpired):
         return None
     parts = done.stdout.split()

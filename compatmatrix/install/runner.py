@@ -20,7 +20,6 @@ reading index pages (daemon threads: one stuck past its deadline is left behind 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import queue
 import shutil
@@ -45,6 +44,7 @@ from .errors import InstallError, InstallInputError
 from .files import NotRegular, copy_hashing, disk_full, no_space, open_regular, read_chunks, refuse_not_regular, safe_write, sha256_of
 from .indexes import CrossHostRedirect, IndexLocation, IndexRefused, IndexUnreachable, Link, get_following, project_links
 from .limits import DeadlineExceeded, Limits, deadline, limits, mib
+from .pipconfig import configured_transport
 from .plan import InstallPlan, PlannedPackage, WheelTarget, pick_link
 from .progress import Progress, silent
 from .store import WheelStore
@@ -293,7 +293,6 @@ _KEEP_PIP = frozenset({"PIP_CERT", "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_TRUSTED_
 _KEEP_UV = frozenset({"UV_CACHE_DIR", "UV_NO_CACHE", "UV_NATIVE_TLS", "UV_HTTP_TIMEOUT", "UV_REQUEST_TIMEOUT", "UV_HTTP_RETRIES",
                       "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_INSTALLS", "UV_INSECURE_HOST", "UV_NO_PROGRESS"})
 _DROP = frozenset({"PYTHONPATH", "PYTHONUSERBASE", "PYTHONSTARTUP"})
-_TRANSPORT_KEYS = ("cert", "client-cert", "proxy", "trusted-host", "timeout", "default-timeout", "retries")
 
 
 def _kept(name: str) -> bool:
@@ -304,31 +303,13 @@ def _kept(name: str) -> bool:
     return name not in _DROP
 
 
-@functools.lru_cache(maxsize=1)
-def _configured_transport() -> tuple[tuple[str, str], ...]:
-    """The transport settings of the user's pip configuration (CA bundle, proxy, timeouts, trusted hosts)."""
-    try:
-        listing = run_bounded([sys.executable, "-m", "pip", "config", "list"], timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        listing = ""
-    found = []
-    for line in listing.splitlines():
-        key, _, value = line.partition("=")
-        if key.startswith(":env:"):  # a PIP_* variable, not a file: installer_env already passes those it keeps
-            continue
-        name = key.split(".", 1)[-1].strip()
-        if name in _TRANSPORT_KEYS and value:
-            found.append(("PIP_" + name.upper().replace("-", "_"), value.strip().strip("'\"")))
-    return tuple(found)
-
-
 def installer_env(python: str) -> dict[str, str]:
     """The environment pip/uv run with: the transport settings of the user's (CA bundle, proxy, timeouts, trusted
     hosts, cache), and nothing that changes where or what they install (PIP_USER, PIP_TARGET, PIP_PREFIX,
     PIP_ROOT, an extra index, PIP_CONFIG_FILE, PYTHONPATH, UV_LINK_MODE, ...): only an allowlist of PIP_* and
     UV_* variables passes, no configuration file is read, and the user site does not count as installed."""
     env = {k: v for k, v in os.environ.items() if _kept(k)}
-    for variable, value in _configured_transport():
+    for variable, value in configured_transport():
         env.setdefault(variable, value)
     give_pip(env)  # the CA bundle compat's own requests use (trust.py): PIP_CERT, nothing that outranks it inside pip
     env["PIP_CONFIG_FILE"] = os.devnull  # pip reads no configuration file at all (global, user, site)
@@ -337,12 +318,14 @@ def installer_env(python: str) -> dict[str, str]:
     return env
 
 
-def uv_env(python: str) -> dict[str, str]:  # noqa: ARG001 - the same signature as installer_env
+def uv_env(python: str, network: bool = True) -> dict[str, str]:  # noqa: ARG001 - the same signature as installer_env
     """The environment uv runs with: installer_env's allowlist without the PIP_* variables (uv reads none of them,
     so pip's configuration is not asked unless compat's own TLS decision needs it), and the CA bundle compat uses
-    (trust.give_uv). uv itself runs with --no-config: no uv.toml is read."""
+    (trust.give_uv; ``network`` False: a uv that reads no index, as ``uv --version``, needs none, and its start does
+    not wait for pip's configuration). uv itself runs with --no-config: no uv.toml is read."""
     env = {k: v for k, v in os.environ.items() if _kept(k) and not k.startswith("PIP_")}
-    give_uv(env)
+    if network:
+        give_uv(env)
     env["PYTHONNOUSERSITE"] = "1"
     return env
 
@@ -362,10 +345,16 @@ def _pip_version(argv: Sequence[str]) -> Optional[Version]:
         return None
 
 
-def pip_for(python: str) -> list[str]:
+def pip_for(python: str, installed: Optional[str] = None) -> list[str]:
     """How to run a pip that can plan for ``python``: its own pip when new enough, else compat's own pip
-    driving it (pip --python, pip >= 22.3). Checked before anything is downloaded."""
+    driving it (pip --python, pip >= 22.3). Checked before anything is downloaded. ``installed``: the version of
+    the pip an import finds there, as the environment probe read it (its metadata is not read again by a pip start)."""
     checkpoint("plan")
+    try:
+        if installed is not None and Version(installed) >= MIN_PIP:
+            return [python, "-m", "pip"]
+    except InvalidVersion:
+        pass
     own = _pip_version([python, "-m", "pip"])
     if own is not None and own >= MIN_PIP:
         return [python, "-m", "pip"]

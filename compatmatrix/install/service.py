@@ -2,7 +2,8 @@
 
 install: refuse on a journal left by a killed install (or a journal that names foreign paths); clear orphan
 snapshots; check the environment is writable; then the phases, each timed (progress.py): preflight (stage an offline
-wheelhouse, locked files only; every host answers); plan (fetch each planned wheel from its host, hash-checked; the
+wheelhouse, locked files only; every host answers: checked in a thread beside the plan's page reads, and waited for
+before anything is fetched); plan (fetch each planned wheel from its host, hash-checked; the
 installer's plan of the dependencies, planners.py: uv pip compile or pip's dry-run; every dependency's hash checked
 against its index); fetch (the dependencies); snapshot (transaction.py); install; verify; then commit. SIGINT, SIGTERM and SIGHUP
 anywhere take the path of Ctrl-C: children killed, temp folders removed, the snapshot put back once it exists,
@@ -24,6 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,11 +40,13 @@ from ..environment.snapshot import EnvSnapshot, take_snapshot
 from ..matrix.model import Matrix
 from ..names import canonical_name
 from ..processes import Interruptions, Terminated, kill_children, run_bounded
+from ..record import replace as replace_record
 from .checkpoints import checkpoint
 from .errors import InstallError, InstallInputError, InstallInterrupted
 from .files import safe_write, sha256_of
 from .indexes import IndexLocation, check_reachable, env_name
 from .limits import limits
+from .pipconfig import read_ahead
 from .plan import InstallPlan, WheelTarget, glibc_of
 from .planners import choose_planner, passthrough_args, pip_report, uv_report
 from .progress import Progress, choose_display
@@ -190,6 +194,41 @@ def preflight(session: requests.Session, plan: InstallPlan, options: InstallOpti
     raise InstallError(f"{location.url} ({host_id}, from {location.origin}) cannot be reached ({why}); nothing was changed.", fix)
 
 
+def preflight_beside(session: requests.Session, plan: InstallPlan, options: InstallOptions) -> Callable[[], None]:
+    """preflight in a thread, while the plan's first steps (reading the planned packages' pages, which touches
+    nothing) go on; the function returned waits for it and raises what preflight raised, so a host that does not
+    answer is still said as preflight says it, before anything is fetched. Off the main thread preflight keeps
+    its per-read timeouts but cannot take SIGALRM: the wait keeps its deadline (each host's, one after another)."""
+    if options.offline_dir is not None:
+        return lambda: None
+    locations = [p.location for p in plan.packages] + [plan.dependency_index]
+    prepare = getattr(session, "prepare_for", None)  # the TLS decision, made once here rather than in two threads at once
+    if prepare is not None:
+        for location in locations:
+            prepare(location.url)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            preflight(session, plan, options)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True, name="compat-preflight")
+    worker.start()
+    seconds = limits().preflight_s * len({location.host_id for location in locations}) + 5.0
+
+    def wait() -> None:
+        worker.join(seconds)
+        if worker.is_alive():
+            raise InstallError(f"The hosts of the plan gave no complete answer within {seconds:.0f} s; nothing was changed.",
+                               "Check the network, or pass --index HOST=URL (or set COMPAT_INDEX_<HOST>) to use a mirror or a local folder of wheels.")
+        if failed:
+            raise failed[0]
+
+    return wait
+
+
 def choose_installer(requested: str) -> str:
     if requested == "auto":
         return "uv" if uv_binary() else "pip"
@@ -261,6 +300,8 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
     _clear_orphans(env, say)
     check_writable(env)
     installer = choose_installer(options.installer)
+    if installer == "pip" or not os.environ.get("PIP_CERT"):
+        read_ahead()  # pip's configuration (pip's environment, the TLS decision): a pip start, read while the steps begin
     clear_stale_work_folders(say)
     progress = Progress(choose_display(options.display, say))
     with progress, trusted_session(say) as session, tempfile.TemporaryDirectory(prefix=_work_prefix()) as work:
@@ -268,6 +309,15 @@ def _install(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvF
             return _steps(matrix, plan, snapshot, env, options, signals, session, Path(work), installer, progress)
         finally:
             progress.finish()
+
+
+def _own_pip(snapshot: EnvSnapshot, env: EnvFolders) -> Optional[str]:
+    """The version of the pip an import finds in the environment, as its probe read it, when that pip is in the
+    environment's own site-packages (pip runs without PYTHONPATH and the user site: installer_env); else None."""
+    found = snapshot.get("pip")
+    if found is None or not found.site or os.path.realpath(found.site) not in {str(env.purelib), str(env.platlib or env.purelib)}:
+        return None
+    return found.raw_version
 
 
 def _store(installer: str, options: InstallOptions) -> Optional[WheelStore]:
@@ -284,15 +334,17 @@ def _store(installer: str, options: InstallOptions) -> Optional[WheelStore]:
 def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFolders, options: InstallOptions, signals: Interruptions,
            session: requests.Session, folder: Path, installer: str, progress: Progress) -> InstallResult:
     """The phases, each timed (progress): preflight (the planner and pip chosen, a wheelhouse staged, every host
-    answers), plan (the planned wheels located and fetched from their own hosts, the dependencies planned and their
-    hashes checked against their index), fetch (the dependencies), snapshot, install, verify."""
+    answers: preflight_beside, waited for in plan once the planned wheels are located), plan (the planned wheels
+    located and fetched from their own hosts, the dependencies planned and their hashes checked against their index),
+    fetch (the dependencies; each wheel's archive listed once, store wheels once for all installs), snapshot, install,
+    verify (the environment probe and the import probe side by side: _verify_installed)."""
     say = options.say
     target = target_of(snapshot)
     folders = [folder]
     unlocked = False
     with progress.phase("preflight"):
         planner = _planner(options.planner, installer, target)
-        pip = pip_for(snapshot.executable) if "pip" in (installer, planner) else []  # before anything is downloaded
+        pip = pip_for(snapshot.executable, _own_pip(snapshot, env)) if "pip" in (installer, planner) else []  # before anything is downloaded
         store = _store(installer, options)
         if options.offline_dir is not None:
             staged = folder / "wheelhouse"
@@ -300,10 +352,16 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
             unlocked = not any(hashes.values())
             plan = _relocated(plan, staged)
             folders.append(staged)
-        preflight(session, plan, options)
+        preflight_done = preflight_beside(session, plan, options)
     installed = snapshot.versions()
     with progress.phase("plan"):
-        located = locate(session, plan, target)
+        try:
+            located = locate(session, plan, target)
+        except InstallError:
+            preflight_done()  # a host that does not answer: preflight's sentence, rather than locate's
+            raise
+        preflight_done()
+
         for package, link in located.items():
             say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
         fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, say, store, progress)
@@ -342,12 +400,14 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         wheels = [f.path for f in fetched if canonical_name(f.package.distribution) in wanted] + [i.path for i in items if i.path is not None]
         folders = list(dict.fromkeys([*folders, *(p.parent for p in wheels)]))
         command = installer_command(installer, pip, snapshot.executable, lock, folders, options.require_hashes) if planned else None
-        refuse_unsafe_wheels(env, snapshot, sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()}), planned, remove)
+        listed: dict[Path, Sequence[str]] = {}  # each wheel's .data names, its archive read once for both steps (or kept in the store)
+        refuse_unsafe_wheels(env, snapshot, sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()}), planned, remove, listed, store)
     uninstall = uninstall_command(installer, pip, snapshot.executable, remove) if remove else None
     with progress.phase("snapshot"):
-        data = _data_folders(env, snapshot, folders, planned, say, remove)
+        data = _data_folders(env, snapshot, folders, planned, say, remove, listed)
         saved = snapshot_folders(env, data)
-    findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress, uninstall, options.before_commit, options.verify_installed)
+    findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress, uninstall, options.before_commit, options.verify_installed,
+                      expected_after(snapshot, planned, remove))
     return InstallResult(tuple(planned), tuple(findings), installer)
 
 
@@ -363,11 +423,14 @@ def _replaced(snapshot: EnvSnapshot, planned: Sequence[Change], removed: Sequenc
     return [(Path(d.path), Path(d.site)) for d in snapshot.distributions if d.canonical in names and d.path and d.site]
 
 
-def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequence[Path], planned: Sequence[Change], removed: Sequence[str] = ()) -> None:
+def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequence[Path], planned: Sequence[Change], removed: Sequence[str] = (),
+                         listed: Optional[dict[Path, Sequence[str]]] = None, store: Optional[WheelStore] = None) -> None:
     """Refuse, before anything is installed, a wheel that would write outside the install scheme or replace the
-    interpreter or a file of the scripts folder that no distribution being replaced owns (install/wheelfiles.py)."""
+    interpreter or a file of the scripts folder that no distribution being replaced owns (install/wheelfiles.py).
+    ``listed`` receives each wheel's .data names (for _data_folders: each archive is read once); a wheel of the
+    ``store`` is read once for all installs (store.listing)."""
     from .datafiles import record_targets
-    from .wheelfiles import script_names_taken, wheel_refusals
+    from .wheelfiles import read_listing, script_names_taken
 
     try:
         existing = [entry.name for entry in os.scandir(env.scripts)]
@@ -382,7 +445,12 @@ def refuse_unsafe_wheels(env: EnvFolders, snapshot: EnvSnapshot, wheels: Sequenc
     interpreter = Path(snapshot.executable)
     taken = script_names_taken(existing, owned, {interpreter.name} | {e for e in existing if _same_file(env.scripts / e, interpreter)})
     for wheel in wheels:
-        refusals = wheel_refusals(wheel, taken)
+        listing = (store.listing(wheel) if store is not None else None) or read_listing(wheel)
+        if listing is None:
+            continue  # no readable archive: the installer says what is wrong with it
+        if listed is not None:
+            listed[wheel] = listing.data
+        refusals = listing.refusals(taken)
         if refusals:
             more = f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""
             raise InstallError(f"The wheel {wheel.name} would write where no wheel may: {refusals[0]}{more}; refused before installing. Nothing was changed.",
@@ -402,7 +470,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path], planned: Sequence[Change], say: Callable[[str], None],
-                  removed: Sequence[str] = ()) -> tuple[Path, ...]:
+                  removed: Sequence[str] = (), listed: Optional[dict[Path, Sequence[str]]] = None) -> tuple[Path, ...]:
     """The prefix's folders the wheels write data or header files into (or the replaced versions had files in):
     snapshotted with site-packages, so a restore puts them back too. What no snapshot can hold is said."""
     from .datafiles import install_targets
@@ -410,7 +478,7 @@ def _data_folders(env: EnvFolders, snapshot: EnvSnapshot, folders: Sequence[Path
     wheels = sorted({p for f in folders for p in f.glob("*.whl") if p.is_file()})
     replaced = _replaced(snapshot, planned, removed)
     headers = (snapshot.raw.get("python") or {}).get("headers")
-    found = install_targets(env, wheels, Path(headers) if headers else None, replaced)
+    found = install_targets(env, wheels, Path(headers) if headers else None, replaced, listed)
     for path in found.uncovered[:10]:
         say(f"  note: {path} is written or removed outside the folders compat snapshots; a restore would not put it back")
     return found.folders
@@ -432,7 +500,8 @@ def _installer_failed(installer: str, code: int, output: str, where: Path) -> _U
 
 def _apply(saved: Snapshot, command: Optional[Sequence[str]], installer: str, matrix: Matrix, snapshot: EnvSnapshot, signals: Interruptions,
            say: Callable[[str], None], progress: Progress, uninstall: Optional[Sequence[str]] = None,
-           before_commit: Optional[Callable[[], Sequence[Finding]]] = None, verify_installed: bool = True) -> list[Finding]:
+           before_commit: Optional[Callable[[], Sequence[Finding]]] = None, verify_installed: bool = True,
+           expected: Optional[EnvSnapshot] = None) -> list[Finding]:
     """Run the installer (and the uninstall), verify, validate; on failure or interruption put the snapshot back; else commit."""
     try:
         with progress.phase("install"):
@@ -446,7 +515,7 @@ def _apply(saved: Snapshot, command: Optional[Sequence[str]], installer: str, ma
         if verify_installed:
             say("  verifying the installed set (the package checks and an isolated import of each part)")
             with progress.phase("verify"):
-                findings = _verify_installed(matrix, snapshot.executable)
+                findings = _verify_installed(matrix, snapshot.executable, expected)
         failed = [f for f in findings if f.status is Status.FAIL]
         if failed:
             raise _Undo(f"The installed set failed verification ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor shows the details.", tuple(findings))
@@ -490,13 +559,56 @@ def _rollback(saved: Snapshot, signals: Interruptions) -> None:
         restore(saved)
 
 
-def _verify_installed(matrix: Matrix, executable: str) -> list[Finding]:
+def _verify_installed(matrix: Matrix, executable: str, expected: Optional[EnvSnapshot] = None) -> list[Finding]:
+    """The installed set read again (the environment probe) and judged (verify). With ``expected`` (the set the plan
+    makes), the import probe of the parts that set has runs beside the environment probe, two children at once;
+    its results count only when the set read back asks for exactly those parts, else the checks probe as ever."""
     checkpoint("verify")
-    after = take_snapshot(executable)
+    if expected is None or expected.get("torch") is None:
+        after = take_snapshot(executable)
+        checkpoint("verify")
+        findings = verify(matrix, after)
+        checkpoint("verify")
+        return findings
+    from ..checks.imports import COMBINED, probe_stack, shared_parts
+
+    checks = select(all_checks(), only=["packages", "imports"])
+    selected = frozenset(c.id for c in checks)
+    parts = shared_parts(Context(matrix, expected, Options(), selected=selected))
+    read: list[EnvSnapshot] = []
+    failed: list[BaseException] = []
+
+    def read_back() -> None:
+        try:
+            read.append(take_snapshot(executable))
+        except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+            failed.append(exc)
+
+    reader = threading.Thread(target=read_back, daemon=True, name="compat-verify-probe")
+    reader.start()
+    results = probe_stack(executable, parts, Options().import_timeout)
+    reader.join()
+    if failed:
+        raise failed[0]
     checkpoint("verify")
-    findings = verify(matrix, after)
+    context = Context(matrix, read[0], Options())
+    if shared_parts(replace_record(context, selected=selected)) == parts:
+        context.cache[COMBINED] = results
+    findings = run_checks(checks, context)
     checkpoint("verify")
     return findings
+
+
+def expected_after(snapshot: EnvSnapshot, planned: Sequence[Change], removed: Sequence[str]) -> EnvSnapshot:
+    """The environment as the plan leaves it, by name and version only (which parts verify's import probe takes)."""
+    from ..environment.snapshot import Distribution
+
+    gone = {canonical_name(n) for n in removed}
+    new = {canonical_name(c.name): c for c in planned}
+    kept = [replace_record(d, raw_version=new[d.canonical].after) if d.canonical in new else d for d in snapshot.distributions if d.canonical not in gone]
+    present = {d.canonical for d in kept}
+    added = [Distribution(c.name, name, c.after, "", "") for name, c in new.items() if name not in present]
+    return replace_record(snapshot, distributions=tuple(kept + added))
 
 
 def verify(matrix: Matrix, snapshot: EnvSnapshot) -> list[Finding]:

@@ -25,14 +25,18 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .. import cachefiles
 from ..redact import strip_credentials
 from .files import NotRegular, sha256_of
 
+if TYPE_CHECKING:
+    from .wheelfiles import Listing
+
 KEEP_DAYS = 30
 CHECKED = ".checked"
+LISTING = ".listing"  # what the wheel-path checks read of the archive (wheelfiles.Listing), with the wheel's stat
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -118,6 +122,34 @@ class WheelStore:
         except OSError:
             return None
         return self.get(sha256, names[0]) if len(names) == 1 else None
+
+    def listing(self, path: Path) -> Optional["Listing"]:
+        """The Listing of a wheel of this store (wheelfiles.read_listing), read once and kept beside it (``.listing``,
+        with the wheel's stat: a wheel changed since is read again); None for a file outside the store."""
+        from .wheelfiles import Listing, read_listing
+
+        entry = path.parent
+        if entry.parent != self.root or self._entry(entry.name) is None:
+            return None
+        try:
+            fingerprint = _fingerprint(os.lstat(path))
+        except OSError:
+            return None
+        kept = cachefiles.read_json(str(entry), LISTING, 16 << 20)
+        if isinstance(kept, dict) and kept.get("stat") == fingerprint and kept.get("name") == path.name:
+            verdicts, data = kept.get("verdicts"), kept.get("data")
+            if (isinstance(verdicts, list) and isinstance(data, list) and all(isinstance(n, str) for n in data)
+                    and all(isinstance(v, list) and v and v[0] in ("fixed", "script") and len(v) == (2 if v[0] == "fixed" else 3)
+                            and all(isinstance(x, str) for x in v) for v in verdicts)):
+                return Listing(tuple(tuple(v) for v in verdicts), tuple(data))
+        listing = read_listing(path)
+        if listing is not None:
+            try:
+                cachefiles.write_json(str(entry), LISTING, {"stat": fingerprint, "name": path.name, "verdicts": [list(v) for v in listing.verdicts],
+                                                            "data": list(listing.data)})
+            except OSError:
+                pass
+        return listing
 
     def _read(self, entry: Path) -> dict:
         record = cachefiles.read_json(str(entry), CHECKED, 1 << 16)

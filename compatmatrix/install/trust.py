@@ -3,7 +3,7 @@
 The first of these that is set wins (an empty value counts as unset):
 
 1. ``PIP_CERT``
-2. ``cert`` in pip's configuration (read once, with the rest of pip's transport settings: runner._configured_transport)
+2. ``cert`` in pip's configuration (read once, with the rest of pip's transport settings: pipconfig.py, which runner.installer_env reads too)
 3. ``REQUESTS_CA_BUNDLE``, 4. ``CURL_CA_BUNDLE``, 5. ``SSL_CERT_FILE``, 6. ``SSL_CERT_DIR``
 7. the system trust store, through ``truststore`` (what pip >= 24.2 uses; Python >= 3.10 with truststore installed)
 8. certifi's bundle (requests' default; what pip uses on Python 3.9)
@@ -20,7 +20,7 @@ The decision is made at a session's first https request (an offline install or a
 the static commands (check, resolve) never read pip's configuration or import truststore.
 
 Side effects: none at import. At a session's first https request: pip's configuration (a child process, once per
-compat run, shared with runner.installer_env) unless PIP_CERT is set, a stat and a read of the bundle, the import of
+compat run, pipconfig.py, shared with runner.installer_env) unless PIP_CERT is set, a stat and a read of the bundle, the import of
 truststore.
 """
 
@@ -40,6 +40,7 @@ import requests
 
 from ..errors import shown
 from .errors import InstallError, InstallInputError
+from .pipconfig import config_cert
 
 Say = Callable[[str], None]
 PIP_CONFIG = "cert in pip's configuration"
@@ -147,9 +148,7 @@ def default_trust() -> Trust:
 
 def pip_config_cert() -> Optional[str]:
     """``cert`` from pip's configuration, as runner.installer_env gives it to pip (the first one pip config list shows)."""
-    from .runner import _configured_transport  # runner imports this module; pip's configuration is read once, there
-
-    return next((value for variable, value in _configured_transport() if variable == "PIP_CERT" and value), None)
+    return config_cert()
 
 
 def decide(environ: Mapping[str, str] = os.environ, config_cert: Callable[[], Optional[str]] = pip_config_cert) -> Trust:

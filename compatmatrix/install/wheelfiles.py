@@ -67,19 +67,6 @@ def path_problem(path: str) -> Optional[str]:
     return None
 
 
-def _entry_problem(path: str, taken: TakenNames) -> Optional[str]:
-    problem = path_problem(path)
-    if problem:
-        return problem
-    parts = path.split("/")
-    if len(parts) >= 3 and parts[0].endswith(".data") and parts[2]:
-        if parts[1] not in SCHEME_KEYS:
-            return f"is in .data/{parts[1]}, a folder the install scheme does not have ({', '.join(SCHEME_KEYS)})"
-        if parts[1] == "scripts":
-            return taken.why(parts[2])
-    return None
-
-
 def _read(archive: zipfile.ZipFile, name: str) -> str:
     with archive.open(name) as handle:
         return handle.read(_TEXT_CAP).decode("utf-8", errors="replace")
@@ -95,33 +82,67 @@ def _script_names(text: str) -> list[str]:
     return [name.strip() for section in _SCRIPT_SECTIONS if parser.has_section(section) for name in parser.options(section)]
 
 
-def wheel_refusals(wheel: Path, taken: TakenNames) -> list[str]:
-    """What ``wheel`` would write that no wheel may, each as "'ENTRY' WHY"; empty when it stays in the scheme."""
+@dataclass(frozen=True)
+class Listing:
+    """What the checks read of one wheel's archive, in the archive's order, so that it is read once (and, for a wheel
+    of the store, once for all installs: store.py keeps it beside the wheel). ``verdicts``: ("fixed", sentence) for
+    what no wheel may write in any environment, ("script", words, NAME) for a script judged against the environment
+    (TakenNames); ``data``: the archive's names under its .data folder (datafiles.wheel_targets)."""
+
+    verdicts: tuple[tuple[str, ...], ...]
+    data: tuple[str, ...]
+
+    def refusals(self, taken: TakenNames) -> list[str]:
+        found = []
+        for verdict in self.verdicts:
+            if verdict[0] == "fixed":
+                found.append(verdict[1])
+            else:
+                why = taken.why(verdict[2])
+                if why:
+                    found.append(verdict[1] + why)
+        return found
+
+
+def read_listing(wheel: Path) -> Optional[Listing]:
+    """The wheel's Listing; None when it is no readable archive (the installer says what is wrong with it)."""
     try:
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile, ValueError):
-        return []  # the installer says what is wrong with it
-    found: list[str] = []
+        return None
+    verdicts: list[tuple[str, ...]] = []
     with archive:
         names = archive.namelist()
         for name in names:
-            problem = _entry_problem(name, taken)
+            problem = path_problem(name)
+            parts = name.split("/")
             if problem:
-                found.append(f"{name!r} {problem}")
+                verdicts.append(("fixed", f"{name!r} {problem}"))
+            elif len(parts) >= 3 and parts[0].endswith(".data") and parts[2]:
+                if parts[1] not in SCHEME_KEYS:
+                    verdicts.append(("fixed", f"{name!r} is in .data/{parts[1]}, a folder the install scheme does not have ({', '.join(SCHEME_KEYS)})"))
+                elif parts[1] == "scripts":
+                    verdicts.append(("script", f"{name!r} ", parts[2]))
+        checked = set(names)  # a RECORD row naming an archive entry was judged with it
         infos = [n for n in names if n.count("/") == 1 and n.split("/")[0].endswith(".dist-info")]
         for name in infos:
             leaf = name.split("/")[1]
             try:
                 if leaf == "RECORD":
                     for row in csv.reader(io.StringIO(_read(archive, name))):
-                        problem = path_problem(row[0]) if row else None
+                        problem = path_problem(row[0]) if row and row[0] not in checked else None
                         if row and problem:
-                            found.append(f"RECORD's {row[0]!r} {problem}")
+                            verdicts.append(("fixed", f"RECORD's {row[0]!r} {problem}"))
                 elif leaf == "entry_points.txt":
                     for script in _script_names(_read(archive, name)):
-                        problem = taken.why(script)
-                        if problem:
-                            found.append(f"the script {script!r} it makes (entry_points.txt) {problem}")
+                        verdicts.append(("script", f"the script {script!r} it makes (entry_points.txt) ", script))
             except (OSError, zipfile.BadZipFile, ValueError, csv.Error, RuntimeError):
                 continue  # an unreadable member: the installer refuses the wheel
-    return found
+    data = tuple(n for n in names if n.split("/", 1)[0].endswith(".data"))
+    return Listing(tuple(verdicts), data)
+
+
+def wheel_refusals(wheel: Path, taken: TakenNames) -> list[str]:
+    """What ``wheel`` would write that no wheel may, each as "'ENTRY' WHY"; empty when it stays in the scheme."""
+    listing = read_listing(wheel)
+    return listing.refusals(taken) if listing is not None else []
