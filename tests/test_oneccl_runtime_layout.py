@@ -21,9 +21,9 @@ from unittest import mock
 
 import pytest
 
-from compatmatrix.checks.finding import Status
 from compatmatrix.checks.oneccl_env import fi_provider, libfabric
 from compatmatrix.environment.oneccl_layouts import ACTIVATION, LAYOUTS, read_activation
+from compatmatrix.findings import Status
 from compatmatrix.launchers import names
 from compatmatrix.launchers.interface import ENV
 

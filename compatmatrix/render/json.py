@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-    from ..checks.finding import Finding
+    from ..findings import Finding
     from ..matrix.model import Component, Matrix
     from ..resolve import Outcome
     from ..rules import Candidate
@@ -337,7 +337,7 @@ def matrix_json(matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], overla
 
 
 def summary_counts(findings: Iterable[Finding]) -> dict[str, int]:
-    from ..checks.finding import summary_counts as counts  # the text summary's too (without this module)
+    from ..findings import summary_counts as counts  # the text summary's too (without this module)
 
     return counts(findings)
 

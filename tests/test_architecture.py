@@ -1,0 +1,300 @@
+"""The house's import graph, read from the source (ast): no import cycle between folders, and the layering rules below.
+
+Every module of compatmatrix/ is parsed; an import anywhere in it counts (module level, inside a function or a class:
+a deferred import closes a cycle as surely as one at the top), in every form: ``import compatmatrix.a.b``, ``from .a
+import b`` (b a module: that module; else the package ``a``), ``from . import b``, ``importlib.import_module("...")`` /
+``__import__("...")`` with a literal string. Importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__`` first, so
+it counts as importing those packages as well (not the top package ``compatmatrix``, which imports nothing). Imports
+under ``if TYPE_CHECKING:`` never run and are left out. The check registry imports its modules by name from CATALOGUE
+(``DYNAMIC``): those edges are added from the tuple, so the registry's own circle is seen (and allowed: it stays in
+checks/).
+
+The rules are data (``RULES``, ``ALLOWED``), to be adjusted as wings move: a rule names what a folder (or a module)
+must not import; ``ALLOWED`` lists the imports that break a rule today on purpose, each with why. Run this file with
+``-s`` to see the cycles inside one folder and the graph's size.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "compatmatrix"
+SOURCE = Path(__file__).resolve().parent.parent / PACKAGE
+
+# A folder is written as it sits under compatmatrix/ ("checks", "environment", "." for compatmatrix/ itself); a module
+# by its dotted name. A rule: importer (folder or module) -> what it must not import (folders or modules).
+COMMANDS = ("compatmatrix.cli", "compatmatrix.__main__", "compatmatrix.shell_env", "compatmatrix.hosts")
+GROUND = ("compatmatrix.findings", "compatmatrix.hostlist", "compatmatrix.names", "compatmatrix.shell", "compatmatrix.record",
+          "compatmatrix.errors", "compatmatrix.redact", "compatmatrix.values", "compatmatrix.console")
+ABOVE_GROUND = ("checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "inputs",
+                "environment", "matrix", "compatmatrix.planning", "compatmatrix.resolve", "compatmatrix.explain",
+                "compatmatrix.rules", "compatmatrix.sentences", *COMMANDS)
+RULES: dict[str, tuple[str, ...]] = {
+    # the matrix: data, its loading and caching (and, today, its update/verify/health services: ALLOWED)
+    "matrix": ("checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "inputs", *COMMANDS),
+    # machine and interpreter facts: below every verdict and every launcher
+    "environment": ("checks", "launchers", "live", "placement", "export", "migrate", "tune", "render", "install", *COMMANDS),
+    # launchers know no CPU plan, no live report, no verdict (docs/ARCHITECTURE.md, "Layering of the runtime half")
+    "launchers": ("checks", "placement", "live", "tune", "export", "migrate", "render", *COMMANDS),
+    "placement": ("live", "checks", "tune", "export", "migrate", *COMMANDS),
+    "checks": ("live", "tune", "export", "migrate", "render", *COMMANDS),
+    "live": ("tune", "export", "migrate", *COMMANDS),
+    "render": ("checks", "launchers", "live", "tune", "install", "migrate", *COMMANDS),
+    # the shared records and readers on the ground floor import nothing of compatmatrix above them
+    **{module: ABOVE_GROUND for module in GROUND},
+}
+# (importer module, imported module): a rule's exception seen today, with why. The matrix services (update, verify,
+# registry, health) are leaving matrix/ for a wing of their own; their rows go with them.
+ALLOWED: dict[tuple[str, str], str] = {
+    ("compatmatrix.matrix.health_read", "compatmatrix.install"): "matrix health reads the indexes (a service, leaving matrix/)",
+    ("compatmatrix.matrix.health_read", "compatmatrix.install.indexes"): "matrix health: the index locations",
+    ("compatmatrix.matrix.health_read", "compatmatrix.install.trust"): "matrix health: TLS trust for the indexes",
+    ("compatmatrix.matrix.verify", "compatmatrix.checks"): "matrix verify judges the import it tries (a service, leaving matrix/)",
+    ("compatmatrix.matrix.verify", "compatmatrix.checks.crash"): "matrix verify: crash.classify reads how the import ended",
+    ("compatmatrix.matrix.verify", "compatmatrix.install.plan"): "matrix verify installs the pairing it tries",
+    ("compatmatrix.matrix.verify", "compatmatrix.install.service"): "matrix verify installs the pairing it tries",
+    ("compatmatrix.matrix.verify", "compatmatrix.render"): "matrix verify writes the pins it installs",
+    ("compatmatrix.matrix.verify", "compatmatrix.render.requirements"): "matrix verify writes the pins it installs",
+    ("compatmatrix.matrix.write", "compatmatrix.render"): "matrix update --write (a service, leaving matrix/)",
+    ("compatmatrix.matrix.write", "compatmatrix.render.pylock"): "matrix update --write: the TOML writer it shares",
+    ("compatmatrix.hostlist", "compatmatrix.install"): "install/files.open_regular (a FIFO refused without blocking) is a ground-floor "
+                                                       "helper that still lives in install/",
+    ("compatmatrix.hostlist", "compatmatrix.install.files"): "the same: a hostfile is opened as a regular file only",
+}
+# Modules that import others by a name computed at run time: module -> the tuple literal (at its top level) whose
+# entries' second element names a module of the same package (the check registry: ("packages.eol", "packages", True)).
+DYNAMIC: dict[str, str] = {"compatmatrix.checks.registry": "CATALOGUE"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SOURCE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(SOURCE.rglob("*.py"))}
+
+
+def folder(module: str, known: dict[str, Path]) -> str:
+    """``checks`` for compatmatrix.checks.packages and for compatmatrix.checks itself; ``.`` for compatmatrix.cli."""
+    relative = known[module].parent.relative_to(SOURCE)
+    return "." if relative == Path(".") else relative.as_posix()
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _nodes(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node, except what an ``if TYPE_CHECKING:`` body holds (its ``else:`` runs and is kept)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if _type_checking_only(node):
+            stack.extend(node.orelse)  # type: ignore[attr-defined]
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _imported_names(module: str, is_package: bool, tree: ast.AST, known: dict[str, Path]) -> set[str]:
+    names: set[str] = set()
+    for node in _nodes(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                names.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in known else source)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called in ("import_module", "__import__"):
+                names.add(node.args[0].value)
+    if module in DYNAMIC:
+        names.update(f"{module.rpartition('.')[0]}.{entry}" for entry in _catalogue(tree, DYNAMIC[module]))
+    return names
+
+
+def _catalogue(tree: ast.AST, name: str) -> list[str]:
+    for node in ast.iter_child_nodes(tree):
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == name:
+            return [row.elts[1].value for row in node.value.elts]  # type: ignore[union-attr, attr-defined]
+    raise AssertionError(f"DYNAMIC names {name}, which the module does not assign at its top level")
+
+
+def _owner(name: str, known: dict[str, Path]) -> str | None:
+    """The module of compatmatrix an imported name runs: itself, else the nearest package or module above it."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+@functools.lru_cache(maxsize=None)
+def import_graph() -> tuple[dict[str, Path], dict[str, set[str]]]:
+    known = modules()
+    graph: dict[str, set[str]] = {module: set() for module in known}
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for name in _imported_names(module, path.name == "__init__.py", tree, known):
+            if name != PACKAGE and not name.startswith(PACKAGE + "."):
+                continue
+            target = _owner(name, known)
+            while target and target != PACKAGE:  # the module and every package __init__ above it
+                if target != module:
+                    graph[module].add(target)
+                target = target.rpartition(".")[0]
+    return known, graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components (iterative), each sorted; only those of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def a_cycle(component: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """One circle through the component, from its first module, as the failure message shows it (breadth first: short)."""
+    members = set(component)
+    start = component[0]
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node] & members):
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return list(reversed(path)) + [start]
+                if child not in came_from:
+                    came_from[child] = node
+                    following.append(child)
+        frontier = following
+    return component
+
+
+def _matches(module: str, pattern: str, known: dict[str, Path]) -> bool:
+    return module == pattern if pattern.startswith(PACKAGE) else folder(module, known) == pattern or folder(module, known).startswith(pattern + "/")
+
+
+def test_the_graph_is_read():
+    """The reading itself: every form of import is seen (a test that could not fail would be no net)."""
+    known, graph = import_graph()
+    assert len(known) > 100
+    assert "compatmatrix.checks.registry" in graph["compatmatrix.checks.packages"]  # from .registry import ... (module level)
+    assert "compatmatrix.checks.packages" in graph["compatmatrix.checks.registry"]  # DYNAMIC: CATALOGUE
+    assert "compatmatrix.launchers" in graph["compatmatrix.launchers.live"]  # from . import LAUNCHERS
+    assert "compatmatrix.launchers" in graph["compatmatrix.checks.oneccl_env"]  # deferred, and the package of launchers.environment
+    assert "compatmatrix.launchers.environment" in graph["compatmatrix.checks.oneccl_env"]
+
+
+def test_a_cycle_across_folders_is_found():
+    """The finder on a graph made for it: a circle through two folders is one component, and its circle is shown."""
+    graph = {"a.x": {"a.y"}, "a.y": {"b.z"}, "b.z": {"a.x"}, "c": {"a.x"}}
+    (component,) = strongly_connected(graph)
+    assert component == ["a.x", "a.y", "b.z"]
+    assert a_cycle(component, graph) == ["a.x", "a.y", "b.z", "a.x"]
+
+
+def test_no_import_cycle_spans_two_folders():
+    known, graph = import_graph()
+    components = strongly_connected(graph)
+    across = [c for c in components if len({folder(m, known) for m in c}) > 1]
+    inside = [c for c in components if c not in across]
+    print(f"\n{len(known)} modules, {sum(map(len, graph.values()))} import edges; cycles: {len(across)} across folders "
+          f"{[len(c) for c in across]}, {len(inside)} inside one folder {[len(c) for c in inside]}")
+    for component in inside:
+        print(f"  inside {folder(component[0], known)}/: {' -> '.join(a_cycle(component, graph))}")
+    message = "\n".join(f"{len(c)} modules in {sorted({folder(m, known) for m in c})}: {' -> '.join(a_cycle(c, graph))}\n  all: {', '.join(c)}"
+                        for c in across)
+    assert not across, f"import cycles across folders:\n{message}"
+
+
+def test_no_cycle_outside_the_check_registry_spans_more_than_one_module_of_the_top_floor():
+    """The only cycles left are inside one folder; at the top floor (compatmatrix/*.py), where the commands stand beside
+    the shared records, there is none at all (explain / resolve / sentences was one)."""
+    known, graph = import_graph()
+    top = [c for c in strongly_connected(graph) if {folder(m, known) for m in c} == {"."}]
+    assert not top, "cycles among compatmatrix/*.py:\n" + "\n".join(" -> ".join(a_cycle(c, graph)) for c in top)
+
+
+@pytest.mark.parametrize("importer", sorted(RULES))
+def test_layering(importer):
+    known, graph = import_graph()
+    forbidden = RULES[importer]
+    broken = []
+    for module in sorted(known):
+        if not _matches(module, importer, known):
+            continue
+        for target in sorted(graph[module]):
+            if (module, target) in ALLOWED:
+                continue
+            rule = next((pattern for pattern in forbidden if _matches(target, pattern, known)), None)
+            if rule is not None:
+                broken.append(f"{module} imports {target} ({importer} must not import {rule})")
+    assert not broken, "\n".join(broken)
+
+
+def test_every_exception_is_still_needed():
+    """An ALLOWED row whose import is gone is deleted, so the list says what the house needs today."""
+    known, graph = import_graph()
+    stale = [f"{a} -> {b}" for a, b in ALLOWED if a in known and b not in graph[a]]
+    gone = [a for a, _ in ALLOWED if a not in known]
+    assert not stale, f"ALLOWED names imports that no longer happen: {stale}"
+    # a module that moved out (the matrix services' new wing) takes its rows with it: say so rather than fail
+    if gone:
+        print(f"ALLOWED rows for modules that are gone (delete them): {sorted(set(gone))}")
