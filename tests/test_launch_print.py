@@ -272,7 +272,7 @@ def test_the_worker_count_note_against_accelerate_1_12_own_source(tmp_path):
     import re
     import zipfile
 
-    from compatmatrix.explain import CclWorkerCountNote
+    from compatmatrix.reasons import CclWorkerCountNote
     from compatmatrix.sentences import sentence
 
     done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check", "--only-binary", ":all:",

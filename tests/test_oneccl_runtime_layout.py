@@ -329,7 +329,7 @@ def test_mpirun_of_open_mpi_takes_the_ofi_transport(tmp_path):
 def test_the_ccl_worker_count_note_quotes_the_error_accelerate_raises(matrix):
     """accelerate (state.py, _prepare_backend) takes ccl only when CCL_WORKER_COUNT > 0, and a backend asked for that
     it did not take raises ValueError(f"Your assigned backend {original_backend} is not available, ..."): no quiet gloo."""
-    from compatmatrix.explain import CclWorkerCountNote
+    from compatmatrix.reasons import CclWorkerCountNote
     from compatmatrix.sentences import sentence
 
     text = sentence(CclWorkerCountNote())

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
     from ..findings import Finding
     from ..matrix.model import Component, Matrix
-    from ..resolve import Outcome
     from ..rules import Candidate
+    from ..search import Outcome
 
 # --- compat resolve (resolve-v1.json) ---------------------------------------------------------------------------------
 
@@ -109,7 +109,7 @@ def _known_bad_json(picks: Mapping[Component, Candidate]) -> list[dict[str, Any]
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
     """``compat resolve --json`` for an answer (a set, or why there is none and what would work)."""
     from ..matrix.model import COMPONENT_ORDER
-    from ..resolve import Resolution
+    from ..search import Resolution
 
     request = outcome.request
     data: dict[str, Any] = {

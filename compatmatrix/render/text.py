@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
     from ..findings import Finding
     from ..matrix.model import Component, Matrix
-    from ..resolve import Outcome
     from ..rules import Candidate
+    from ..search import Outcome
 
 # --- compat resolve ---------------------------------------------------------------------------------------------------
 
@@ -34,7 +34,7 @@ def _set_text(picks: Mapping[Component, Candidate]) -> str:
 def render_outcome(console: Console, outcome: Outcome) -> None:
     # rich's tables are imported where one is printed: --json output and a conflict need none (start-up)
     from ..matrix.model import COMPONENT_ORDER
-    from ..resolve import Conflict, Resolution
+    from ..search import Conflict, Resolution
     from ..sentences import depth, sentence
 
     request = outcome.request
