@@ -1,4 +1,4 @@
-"""One environment, every form (issue 36, item 2): one launcher plan (shell_env.LauncherEnv: the oneCCL exports, the
+"""One environment, every form (issue 36, item 2): one launcher plan (launchers/environment.LauncherEnv: the oneCCL exports, the
 launcher's needs, the interface variables, the path additions) rendered through every form a user runs it in, each
 form's result read back from a real bash, and compared:
 

@@ -152,7 +152,7 @@ def test_a_command_builds_only_its_own_options():
 
 
 def test_the_catalogue_lists_every_registered_check_in_its_module_and_order():
-    """checks/finding.CATALOGUE stands in for the registrations until a check runs (issue 35): the same ids, modules
+    """checks/registry.CATALOGUE stands in for the registrations until a check runs (issue 35): the same ids, modules
     and kinds as the @check decorators give once every module is imported; the checks run in its order."""
     from compatmatrix.checks import builds, imports, oneccl_env, packages, runtime  # noqa: F401  (registration)
     from compatmatrix.checks.registry import CATALOGUE, REGISTRY, all_checks
