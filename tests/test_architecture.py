@@ -232,7 +232,12 @@ def a_cycle(component: list[str], graph: dict[str, set[str]], where=None) -> lis
 
 
 def _matches(module: str, pattern: str, known: dict[str, Path]) -> bool:
-    return module == pattern if pattern.startswith(PACKAGE) else folder(module, known) == pattern or folder(module, known).startswith(pattern + "/")
+    """A dotted pattern is that module and, should it become a package (cli.py -> cli/), everything in it; any other
+    pattern is a folder and its subfolders."""
+    if pattern.startswith(PACKAGE):
+        return module == pattern or module.startswith(pattern + ".")
+    where = folder(module, known)
+    return where == pattern or where.startswith(pattern + "/")
 
 
 def test_the_graph_is_read():
