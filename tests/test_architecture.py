@@ -31,14 +31,15 @@ SOURCE = Path(__file__).resolve().parent.parent / PACKAGE
 COMMANDS = ("compatmatrix.cli", "compatmatrix.__main__", "compatmatrix.shell_env", "compatmatrix.hosts")
 GROUND = ("compatmatrix.findings", "compatmatrix.hostlist", "compatmatrix.names", "compatmatrix.shell", "compatmatrix.record",
           "compatmatrix.errors", "compatmatrix.redact", "compatmatrix.values", "compatmatrix.console")
-ABOVE_GROUND = ("checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "inputs",
+ABOVE_GROUND = ("maintain", "checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "inputs",
                 "environment", "matrix", "compatmatrix.planning", "compatmatrix.resolve", "compatmatrix.explain",
                 "compatmatrix.rules", "compatmatrix.sentences", *COMMANDS)
 RULES: dict[str, tuple[str, ...]] = {
-    # the matrix: data, its loading and caching (and, today, its update/verify/health services: ALLOWED)
-    "matrix": ("checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "inputs", *COMMANDS),
+    # the matrix: data, its loading and caching; its services (update, verify, registry, health) are maintain/'s
+    "matrix": ("maintain", "checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "inputs", *COMMANDS),
+    "maintain": ("launchers", "live", "placement", "export", "migrate", "tune", *COMMANDS),
     # machine and interpreter facts: below every verdict and every launcher
-    "environment": ("checks", "launchers", "live", "placement", "export", "migrate", "tune", "render", "install", *COMMANDS),
+    "environment": ("maintain", "checks", "launchers", "live", "placement", "export", "migrate", "tune", "render", "install", *COMMANDS),
     # launchers know no CPU plan, no live report, no verdict (docs/ARCHITECTURE.md, "Layering of the runtime half")
     "launchers": ("checks", "placement", "live", "tune", "export", "migrate", "render", *COMMANDS),
     "placement": ("live", "checks", "tune", "export", "migrate", *COMMANDS),
@@ -48,17 +49,9 @@ RULES: dict[str, tuple[str, ...]] = {
     # the shared records and readers on the ground floor import nothing of compatmatrix above them
     **{module: ABOVE_GROUND for module in GROUND},
 }
-# (importer module, what it may import against a rule: a folder or a module): an exception seen today, with why. The
-# matrix services (registry, update, verify, health, write) are leaving matrix/ for a wing of their own; their rows go
-# with them.
+# (importer module, what it may import against a rule: a folder or a module): an exception seen today, with why. (The
+# matrix services moved to maintain/ and took their exceptions with them: matrix/ needs none.)
 ALLOWED: dict[tuple[str, str], str] = {
-    ("compatmatrix.matrix.registry", "install"): "matrix update reads the indexes (index locations, limits, TLS trust)",
-    ("compatmatrix.matrix.update", "install"): "matrix update: the index locations",
-    ("compatmatrix.matrix.health_read", "install"): "matrix health reads the indexes (locations, TLS trust)",
-    ("compatmatrix.matrix.verify", "install"): "matrix verify installs the pairing it tries",
-    ("compatmatrix.matrix.verify", "checks"): "matrix verify: checks/crash.classify reads how the import it tried ended",
-    ("compatmatrix.matrix.verify", "render"): "matrix verify writes the pins it installs (render/requirements)",
-    ("compatmatrix.matrix.write", "render"): "matrix update --write: render/pylock's TOML writer",
     ("compatmatrix.hostlist", "install"): "install/files.open_regular (a FIFO refused without blocking): a ground-floor helper that "
                                           "still lives in install/",
 }
