@@ -975,7 +975,7 @@ def _env_args_of(ns: argparse.Namespace) -> EnvArgs:
     from .options import EnvArgs
 
     if ns.master_addr is not None:
-        from .hosts import parse_host
+        from .hostlist import parse_host
 
         entry, _problem = parse_host(ns.master_addr)
         if entry is None or "@" in ns.master_addr or entry[1] is not None:
@@ -1225,7 +1225,7 @@ def cmd_matrix_verify(args) -> int:
 
 
 def _run_checks(args: ChecksArgs) -> int:
-    from .checks.finding import Context, Options, all_checks, run_checks, select, unknown_names
+    from .checks.registry import Context, Options, all_checks, run_checks, select, unknown_names
     from .environment.snapshot import take_snapshot
     from .planning import load
 
@@ -1330,7 +1330,7 @@ def _write_report(path: str, data: dict) -> None:
 def _preflight_hosts(given: str) -> list[str]:
     """--hostfile's hosts (doctor --hostfile, doctor --live --hostfile): a hostfile, or (no such file) a Slurm node list
     such as node[01-16], read by the one route both take (hosts.read_host_list)."""
-    from .hosts import HostfileError, read_host_list
+    from .hostlist import HostfileError, read_host_list
 
     try:
         return list(dict.fromkeys(name for name, _ in read_host_list(given)))
@@ -1440,7 +1440,7 @@ def _live_options(args: ChecksArgs):
     if live.run_dir and os.path.exists(live.run_dir) and not os.path.isdir(live.run_dir):
         raise UsageError(f"--run-dir {live.run_dir} is not a folder.", "Pass a folder (it is created if missing) that every node sees at the same path.")
     if args.hostfile:
-        from .hosts import NODELIST_OR_FILE, is_node_list
+        from .hostlist import NODELIST_OR_FILE, is_node_list
 
         if is_node_list(args.hostfile):  # node[01-16]: expanded as doctor --hostfile expands it (hosts.read_host_list), refused here if it is none
             _preflight_hosts(args.hostfile)
@@ -1466,10 +1466,11 @@ def cmd_check(args: ChecksArgs) -> int:
 
 
 def cmd_env(args: EnvArgs) -> int:
-    from .checks.finding import Context, Options
+    from .checks.registry import Context, Options
     from .environment.snapshot import take_snapshot
     from .planning import load
-    from .shell_env import format_env, plan_env
+    from .shell import format_env
+    from .shell_env import plan_env
 
     snapshot = take_snapshot(args.python)
     context = Context(load(args.output.matrix), snapshot, Options(ranks_per_node=args.ranks_per_node))
@@ -1715,7 +1716,7 @@ def _translated_environment(matrix, snapshot, command, python):  # noqa: ANN001,
     line = f'eval "$(compat env{target}' + (f" --launcher {launcher}" if launcher else "") + ')"'
     plan = None
     if snapshot is not None:
-        from .checks.finding import Context, Options
+        from .checks.registry import Context, Options
         from .shell_env import ccl_launch_env
 
         plan = ccl_launch_env(Context(matrix, snapshot, Options(launcher=launcher)), launcher)

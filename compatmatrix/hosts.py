@@ -5,14 +5,13 @@ On each host compat runs ``compat check --json`` (the same interpreter path as h
 shared file system or identical images put them at the same path), reads its findings and the host's facts (installed
 distributions, CPU flags, oneCCL variables) and compares them.
 
-Bounds: a hostfile is a regular file of at most HOSTFILE_MAX_BYTES and HOSTFILE_MAX_LINES, and every host in it is a
-host name, an IPv4 or an IPv6 address (never an option such as ``-oProxyCommand=...``); the remote shell gets ``--``
-before the host. The hosts are asked concurrently (at most PREFLIGHT_WORKERS at a time) under one overall deadline,
+Bounds: the hosts are read by hostlist.py (a hostfile's size and lines, every host a host name, an IPv4 or an IPv6
+address, never an option such as ``-oProxyCommand=...``); the remote shell gets ``--`` before the host. The hosts are asked concurrently (at most PREFLIGHT_WORKERS at a time) under one overall deadline,
 PREFLIGHT_DEADLINE_S for all of them. A host's answer is typed here (``parse_answer``): only the fields and values
 compat check --json writes pass, and free text from it (summaries, fixes, variable values, the remote shell's
 error) has its control characters escaped before it goes into a finding.
 
-Pure except ``read_hosts`` (reads the hostfile) and ``collect`` (the remote shell, each host's in its own process
+Pure except ``collect`` (the remote shell, each host's in its own process
 group).
 """
 
@@ -25,17 +24,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from .checks.finding import Finding, Status
 from .console import plural
 from .environment.snapshot import NATIVE_BF16_FLAGS
-from .errors import shown
+from .findings import Finding, Status
 from .matrix.model import distributions_where
 from .record import Record
 
 PREFLIGHT_DEADLINE_S = 120.0  # every host together: silent hosts cost this once, not once each
 PREFLIGHT_WORKERS = 16  # hosts asked at the same time (each one remote shell, one process group)
-HOSTFILE_MAX_BYTES = 1 << 20  # 1 MiB: some 50,000 hosts of 20 characters
-HOSTFILE_MAX_LINES = 65_536
 # a different version of any of these on two hosts of one job breaks it (DDP and oneCCL need the same build everywhere)
 STACK = distributions_where(host_compared=True)
 # oneCCL / libfabric / Intel MPI variables whose difference between hosts breaks the ranks' transport
@@ -138,134 +134,6 @@ def _ask(host: str, argv: list[str], rsh: str, env: Mapping[str, str], left: flo
 
 
 # --- the hostfile ---------------------------------------------------------------------------------------------------
-
-
-class HostfileError(ValueError):
-    """A hostfile that cannot be used: one sentence, and the fix."""
-
-    def __init__(self, message: str, fix: str) -> None:
-        super().__init__(message)
-        self.fix = fix
-
-
-_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"  # RFC 1123 (and '_', which /etc/hosts names carry)
-_HOST_NAME = re.compile(rf"(?:{_LABEL})(?:\.{_LABEL})*\.?")
-_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-_SLOTS = re.compile(r"[0-9]{1,6}")
-_IPV6 = re.compile(r"[0-9A-Fa-f:.]{2,45}(?:%[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?")
-HOSTFILE_FORMS = "HOST, HOST:SLOTS (Intel MPI), HOST slots=N max_slots=M (Open MPI), with USER@ in front if needed"
-
-
-def parse_host(word: str) -> tuple[Optional[tuple[str, Optional[int]]], str]:
-    """((host as the remote shell gets it, slots or None), "") for a hostfile line's first word -- ``name``,
-    ``name:N``, ``user@name``, an IPv4 address, an IPv6 address (without :N) -- or (None, what is wrong with it).
-    A word starting with '-' is never a host: it would reach the remote shell as an option."""
-    user, at, rest = word.rpartition("@")
-    if at and not _USER.fullmatch(user):
-        return None, "its user name is not one"
-    if rest.startswith("["):  # [::1] or [::1]:2, as a URL writes it: mpirun's hostfiles take the bare address
-        return None, "an IPv6 address goes in a hostfile without brackets (::1, not [::1]), and its slots after slots=N"
-    if ":" in rest and rest.count(":") > 1:  # an IPv6 address (host:N has one colon)
-        import ipaddress
-
-        try:
-            if not _IPV6.fullmatch(rest):  # ipaddress takes any scope after '%'; an interface name is all a scope is
-                raise ValueError(rest)
-            ipaddress.IPv6Address(rest)
-        except ValueError:
-            return None, "it is not an IPv6 address"
-        return (word, None), ""
-    name, colon, count = rest.partition(":")
-    if colon and not _SLOTS.fullmatch(count):
-        return None, "its slots after ':' are not a number"
-    if colon and int(count) == 0:
-        return None, "it has 0 slots after ':' (a host with no rank has no place in the hostfile)"
-    if len(name) > 253 or not _HOST_NAME.fullmatch(name):
-        return None, "it is not a host name, an IPv4 or an IPv6 address"
-    return (f"{user}@{name}" if at else name, int(count) if colon else None), ""
-
-
-def read_hosts(path: str) -> list[tuple[str, Optional[int]]]:
-    """The hosts of an mpirun hostfile with their slots (None: not given), in order: one per line as ``parse_host``
-    takes them, then Open MPI's ``slots=N`` / ``max_slots=N``; comments (#) and blank lines skipped. Raises
-    HostfileError for a file that is not a regular file, larger than HOSTFILE_MAX_BYTES, longer than
-    HOSTFILE_MAX_LINES, with a line that names no host, or with no host at all."""
-    text = _hostfile_text(path)
-    lines = text.split("\n")
-    if len(lines) > HOSTFILE_MAX_LINES:
-        raise HostfileError(f"the hostfile {shown(path, 200)} has {len(lines):,} lines, more than {HOSTFILE_MAX_LINES:,}.",
-                            "Pass the hostfile of one job, one host per line.")
-    hosts: list[tuple[str, Optional[int]]] = []
-    for number, line in enumerate(lines, start=1):
-        words = line.split("#", 1)[0].split()
-        if not words:
-            continue
-        entry, problem = parse_host(words[0])
-        if entry is None:
-            raise HostfileError(f"line {number} of the hostfile {shown(path, 200)} names {escape_text(repr(words[0][:80]))}: {problem}.",
-                                f"Write one host per line: {HOSTFILE_FORMS}.")
-        name, slots = entry
-        for word in words[1:]:
-            key, _, value = word.partition("=")
-            if key in ("slots", "max_slots") and _SLOTS.fullmatch(value):
-                if int(value) == 0:
-                    raise HostfileError(f"line {number} of the hostfile {shown(path, 200)} gives {escape_text(repr(words[0][:80]))} {key}=0.",
-                                        "Give every host at least one slot, or leave the host out.")
-                slots = int(value)
-        hosts.append((name, slots))
-    if not hosts:
-        raise HostfileError(f"the hostfile {shown(path, 200)} lists no hosts.", "Write one host name per line.")
-    return hosts
-
-
-NODELIST_OR_FILE = "Pass a file with one host name per line, or a Slurm node list such as node[01-16] or a[1-3,7],b5."
-
-
-def read_host_list(given: str) -> list[tuple[str, Optional[int]]]:
-    """--hostfile's hosts, read the one way doctor --hostfile (static) and doctor --live --hostfile share: a hostfile
-    (read_hosts, with its slots), or, where no such file exists, a Slurm node list such as ``node[01-16]``
-    (nodelist.expand_nodelist; no slots). HostfileError either way."""
-    import os
-
-    from .nodelist import NodeListError, expand_nodelist, looks_like_nodelist
-
-    if not os.path.exists(given) and looks_like_nodelist(given):
-        try:
-            return [(name, None) for name in expand_nodelist(given)]
-        except NodeListError as exc:
-            raise HostfileError(f"--hostfile {shown(given, 200)}: {exc}", exc.fix) from None
-    if not os.path.isfile(given):
-        raise HostfileError(f"--hostfile {shown(given, 200)} is not a readable file.", NODELIST_OR_FILE)
-    return read_hosts(given)
-
-
-def is_node_list(given: str) -> bool:
-    """--hostfile names a Slurm node list (read_host_list's rule: node list syntax, and no such file)."""
-    import os
-
-    from .nodelist import looks_like_nodelist
-
-    return not os.path.exists(given) and looks_like_nodelist(given)
-
-
-def _hostfile_text(path: str) -> str:
-    """The hostfile's text: a regular file (install.files.open_regular: a FIFO is refused without blocking) of at
-    most HOSTFILE_MAX_BYTES."""
-    from pathlib import Path
-
-    from .install.files import NotRegular, open_regular
-
-    try:
-        with open_regular(Path(path)) as handle:
-            data = handle.read(HOSTFILE_MAX_BYTES + 1)
-    except NotRegular as exc:
-        raise HostfileError(f"the hostfile {shown(path, 200)} {exc.why}.", "Pass a file with one host per line.") from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise HostfileError(f"cannot read the hostfile {shown(path, 200)}: {getattr(exc, 'strerror', None) or exc}.",
-                            "Pass an existing file with one host per line.") from None
-    if len(data) > HOSTFILE_MAX_BYTES:
-        raise HostfileError(f"the hostfile {shown(path, 200)} is larger than {HOSTFILE_MAX_BYTES:,} bytes.", "Pass the hostfile of one job, one host per line.")
-    return data.decode("utf-8", errors="replace")
 
 
 # --- a host's answer, typed -----------------------------------------------------------------------------------------

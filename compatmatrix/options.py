@@ -175,7 +175,7 @@ class EnvArgs(Record):
     ranks_per_node: int
     launcher: Optional[str]
     defaults: bool  # --defaults: settings written as defaults a value set at sourcing time overrides
-    master_addr: Optional[str] = None  # --master-addr: the interface that reaches it is exported (shell_env.network_exports)
+    master_addr: Optional[str] = None  # --master-addr: the interface that reaches it is exported (launchers/environment.network_exports)
     nnodes: int = 1
     mpirun: Optional[str] = None  # --mpirun: the mpirun the job runs (with --launcher mpirun its MPI decides oneCCL's transport)
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .install.plan import InstallPlan
     from .matrix.model import Matrix
     from .options import Sources, Target, Wanted
-    from .resolve import Conflict, Outcome, Request
+    from .search import Conflict, Outcome, Request
     from .target import Platform, PythonTarget
 
 
@@ -151,7 +151,8 @@ def plan_for(matrix: Matrix, wanted: Wanted, sources: Sources, python: PythonTar
 
     from .install.indexes import configure_indexes
     from .install.plan import make_plan
-    from .resolve import Conflict, resolve
+    from .resolve import resolve
+    from .search import Conflict
 
     asked = ask(matrix, wanted, python, platform)
     outcome = resolve(matrix, asked.request)

@@ -1,6 +1,6 @@
 """Every sentence about rejections, explanations, notes and alternatives, written once, from their types.
 
-:mod:`compatmatrix.rules` and :mod:`compatmatrix.explain` return frozen records; this module is the
+:mod:`compatmatrix.rules` and :mod:`compatmatrix.explain` return frozen records (:mod:`compatmatrix.reasons`); this module is the
 only place that turns them into words (`compat resolve`'s reasons, notes and "what would work", the
 phrases `compat check` quotes).  Nothing parses these sentences back.  Pure.
 """
@@ -17,8 +17,8 @@ from packaging.version import Version
 from .matrix.model import AbsentRelease, CclRelease, Component, IpexRelease, IsaFloor, KnownBad, Pairing, UnlistedRelease, Yank
 from .rules import GlibcTooOld, MissingFeature, NoWheel, PairRule, Rejected, Rejection, RequiresPython, Undeclared, UserConstraint, Yanked
 
-if TYPE_CHECKING:  # explain is imported when the first record is written: `compat check` needs only the phrases
-    from . import explain as x
+if TYPE_CHECKING:  # the records are imported when the first one is written: `compat check` needs only the phrases
+    from . import reasons as x
     from .devices import DeviceBuild
 
 # --- small pieces --------------------------------------------------------------------------------
@@ -440,8 +440,8 @@ def _pin_yanked(item: x.PinYanked) -> str:
 
 
 def _because(item: x.Because) -> str:
-    """Why an alternative is offered, from its change (explain.Because)."""
-    from . import explain as x
+    """Why an alternative is offered, from its change (reasons.Because)."""
+    from . import reasons as x
 
     edit = item.edit
     if isinstance(edit, x.MovePin):
@@ -470,7 +470,7 @@ def _because(item: x.Because) -> str:
 @functools.lru_cache(maxsize=None)
 def _writers() -> dict[type, Callable[[Any], str]]:
     """One writer per record type."""
-    from . import explain as x
+    from . import reasons as x
 
     return {
         # why no set

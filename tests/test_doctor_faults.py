@@ -136,7 +136,7 @@ def test_setvars_sleep_dies_with_compat(tmp_path, sig, code):
 
 
 def test_setvars_timeout_default_stays_30_s(monkeypatch):
-    from compatmatrix.checks import oneccl_env
+    from compatmatrix.environment import setvars as oneccl_env
 
     monkeypatch.delenv("COMPAT_SETVARS_TIMEOUT", raising=False)
     assert oneccl_env.setvars_timeout() == 30.0

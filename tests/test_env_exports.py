@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from compatmatrix.checks.oneccl_env import PathAddition, export_plan, split_addition
-from compatmatrix.shell_env import EnvPlan, format_env
+from compatmatrix.environment.setvars import PathAddition, export_plan, split_addition
+from compatmatrix.shell import EnvPlan, format_env
 
 from .clean_env import base_env
 from .fixture_envs import FixtureEnv
@@ -301,7 +301,7 @@ def test_compat_env_defaults_for_the_bindings_setvars(tmp_path):
 def test_bash_env_is_not_taken_for_the_scripts_exports(tmp_path):
     """bash --noprofile --norc -c still sources $BASH_ENV: in an image whose BASH_ENV is compat env's own file, its
     exports must not be reported as setvars.sh's (hostile review)."""
-    from compatmatrix.checks.oneccl_env import source_setvars
+    from compatmatrix.environment.setvars import source_setvars
 
     script = tmp_path / "setvars.sh"
     script.write_text('export CCL_ROOT=/opt/ccl\nexport LD_LIBRARY_PATH="/opt/ccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\n')

@@ -18,7 +18,8 @@ from compatmatrix.devices import device_build
 from compatmatrix.errors import MatrixError, UsageError
 from compatmatrix.matrix import parse_matrix
 from compatmatrix.matrix.model import EVIDENCE, PAIRING_LEVELS, PAIRING_RANK, Component
-from compatmatrix.resolve import Conflict, Resolution, resolve
+from compatmatrix.resolve import resolve
+from compatmatrix.search import Conflict, Resolution
 from compatmatrix.target import Platform
 
 from .conftest import FIXTURES, ROOT, make_request, run_compat

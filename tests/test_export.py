@@ -11,10 +11,10 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from compatmatrix.checks.finding import Status
 from compatmatrix.export.dockerfile import DockerfileShape
 from compatmatrix.export.k8s import JobShape, ShapeError, pod_threads, pytorchjob, trainjob
 from compatmatrix.export.validate import validate_dockerfile, validate_manifest
+from compatmatrix.findings import Status
 from compatmatrix.matrix.load import load_matrix
 from compatmatrix.render.dockerfile import dockerfile_text
 from compatmatrix.render.manifest import load_documents, manifest_text

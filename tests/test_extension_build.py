@@ -14,11 +14,12 @@ import pytest
 from packaging.version import Version
 
 from compatmatrix.checks.builds import extension_build
-from compatmatrix.checks.finding import Context, Status
 from compatmatrix.checks.packages import cuda_build
+from compatmatrix.checks.registry import Context
 from compatmatrix.environment.extensions import installed_extensions, torch_build
 from compatmatrix.environment.from_pins import snapshot_from_pins
 from compatmatrix.environment.snapshot import Distribution
+from compatmatrix.findings import Status
 from compatmatrix.record import replace
 
 from .test_system_oneccl import _synthetic_elf
@@ -152,7 +153,7 @@ def test_pins_are_judged_by_their_labels(matrix, pins, status, text):
 def test_an_unlabelled_pin_under_the_files_cpu_index_is_its_cpu_build(matrix, tmp_path):
     """A file that names the PyTorch CPU index: pip takes torchaudio 2.11.1+cpu there (a local version sorts above PyPI's
     2.11.1), so PyPI's recorded CUDA build does not apply; the same pin without the index still fails."""
-    from compatmatrix.checks.finding import Options
+    from compatmatrix.checks.registry import Options
 
     snapshot = snapshot_from_pins({"torch": "2.13.0+cpu", "torchaudio": "2.11.1"}, Version("3.11"), _platform(), "requirements.txt")
     finding = extension_build(Context(matrix, snapshot, Options(cpu_index=True)))

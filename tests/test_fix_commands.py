@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from compatmatrix.checks.finding import Context, Options, all_checks, run_checks, select
-from compatmatrix.checks.oneccl_env import INTERFACES_KEY
+from compatmatrix.checks.registry import Context, Options, all_checks, run_checks, select
+from compatmatrix.environment.setvars import INTERFACES_KEY
 from compatmatrix.environment.snapshot import take_snapshot
 
 from .fixture_envs import FixtureEnv

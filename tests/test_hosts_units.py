@@ -16,26 +16,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compatmatrix.checks.finding import Status as S
-from compatmatrix.hosts import (
-    HOSTFILE_MAX_BYTES,
-    HOSTFILE_MAX_LINES,
-    HostAnswer,
-    HostfileError,
-    collect,
-    compare,
-    escape_text,
-    parse_answer,
-    parse_host,
-    read_hosts,
-)
+from compatmatrix.findings import Status as S
+from compatmatrix.hostlist import HOSTFILE_MAX_BYTES, HOSTFILE_MAX_LINES, HostfileError, parse_host, read_hosts
+from compatmatrix.hosts import HostAnswer, collect, compare, escape_text, parse_answer
+from compatmatrix.launchers.environment import launcher_exports
 from compatmatrix.launchers.interface import LaunchError
 from compatmatrix.launchers.interface import RankLayout as Topology
 from compatmatrix.launchers.live import plan_launch
 from compatmatrix.launchers.mpirun import read_hostfile, remote_shell, rsh_arguments
 from compatmatrix.live.oneccl_causes import CclRun
 from compatmatrix.live.report import Expectation, RankRecord, known_cause, network_finding
-from compatmatrix.shell_env import launcher_exports
 
 from .conftest import run_compat
 

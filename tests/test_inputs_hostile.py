@@ -338,9 +338,10 @@ def test_a_pinned_accelerate_the_trainer_cannot_use_still_fails(tmp_path, capsys
 def test_no_alternative_is_older_than_the_security_yanked_release_it_replaces(matrix):
     """The old code offered IPEX 1.10.0 (never on PyPI) ahead of pinning the security-yanked IPEX 1.13.100, although
     dropping the oneccl_bind_pt pin gives a newer set; now that older set is not offered, and each alternative says why."""
-    from compatmatrix.explain import PinYanked
     from compatmatrix.matrix.model import Component
-    from compatmatrix.resolve import Conflict, resolve
+    from compatmatrix.reasons import PinYanked
+    from compatmatrix.resolve import resolve
+    from compatmatrix.search import Conflict
 
     from .conftest import make_request
 
@@ -357,9 +358,11 @@ def test_no_alternative_is_older_than_the_security_yanked_release_it_replaces(ma
 
 
 def test_an_older_set_comes_after_the_yanked_pin_when_nothing_newer_works(matrix):
-    from compatmatrix.explain import Because, DropConstraint, MovePin, PinYanked, _newer_than_security_yanks
+    from compatmatrix.explain import _newer_than_security_yanks
     from compatmatrix.matrix.model import Component
-    from compatmatrix.resolve import Conflict, resolve
+    from compatmatrix.reasons import Because, DropConstraint, MovePin, PinYanked
+    from compatmatrix.resolve import resolve
+    from compatmatrix.search import Conflict
 
     from .conftest import make_request
 

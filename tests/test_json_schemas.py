@@ -165,7 +165,7 @@ def test_export_validate():
 
 
 def _finding(status="pass"):
-    from compatmatrix.checks.finding import Finding, Status
+    from compatmatrix.findings import Finding, Status
 
     return Finding("packages.torch-installed", Status(status), "torch 2.7.0+cpu (CPU build)", ("evidence",), "")
 

@@ -13,12 +13,12 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from compatmatrix.checks.finding import Status
 from compatmatrix.export.apiserver import admit
 from compatmatrix.export.k8s import JobShape, trainjob
 from compatmatrix.export.pods import judge, trainjob_pods
 from compatmatrix.export.releases import by_version, from_crd, known
 from compatmatrix.export.validate import examine
+from compatmatrix.findings import Status
 from compatmatrix.matrix.load import load_matrix
 from compatmatrix.render.manifest import load_documents, manifest_text
 

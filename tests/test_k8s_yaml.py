@@ -17,10 +17,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from compatmatrix.checks.finding import Status
 from compatmatrix.export.k8s import JobShape, trainjob
 from compatmatrix.export.releases import by_version
 from compatmatrix.export.validate import examine
+from compatmatrix.findings import Status
 from compatmatrix.matrix.load import load_matrix
 from compatmatrix.render.manifest import load_documents, manifest_text
 

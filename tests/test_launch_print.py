@@ -272,7 +272,7 @@ def test_the_worker_count_note_against_accelerate_1_12_own_source(tmp_path):
     import re
     import zipfile
 
-    from compatmatrix.explain import CclWorkerCountNote
+    from compatmatrix.reasons import CclWorkerCountNote
     from compatmatrix.sentences import sentence
 
     done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check", "--only-binary", ":all:",
@@ -293,7 +293,7 @@ def test_srun_across_an_allocations_nodes_prints_the_interface_compat_env_export
     and FI_TCP_IFACE; compat launch --launcher srun now takes the allocation's first host as the master (as each task
     does) and exports the interface that reaches it, the same compat env --launcher srun --master-addr --nnodes gives.
     FIXTURE: scontrol's answer and the kernel's route (no Slurm, no second host here)."""
-    from compatmatrix.checks.finding import Context, Options
+    from compatmatrix.checks.registry import Context, Options
     from compatmatrix.environment.interfaces import RouteFacts
     from compatmatrix.environment.snapshot import take_snapshot
     from compatmatrix.placement.service import LaunchOptions, prepare
@@ -304,7 +304,7 @@ def test_srun_across_an_allocations_nodes_prints_the_interface_compat_env_export
     asked = []
     monkeypatch.setattr("compatmatrix.launchers.srun.scontrol_hostnames", lambda nodelist: asked.append(nodelist) or ["node1", "node2"])
     route = lambda master: RouteFacts(master, ("10.0.0.1",), "", {"10.0.0.1": "eth1"}, {}, ("eth1", "lo"))  # noqa: E731
-    monkeypatch.setattr("compatmatrix.shell_env.route_facts", route)
+    monkeypatch.setattr("compatmatrix.launchers.environment.route_facts", route)
     allocation = {**base_env(), "SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[1-2]"}
     options = LaunchOptions("srun", 2, ("train.py",), ccl_workers=0, python=str(env.python), print_only=True)
     launched = prepare(options, allocation).invocation

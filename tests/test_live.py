@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compatmatrix.checks.finding import Status as S
+from compatmatrix.findings import Status as S
 from compatmatrix.launchers import LAUNCHERS
 from compatmatrix.launchers.interface import LaunchError
 from compatmatrix.launchers.interface import RankLayout as Topology
@@ -342,7 +342,7 @@ class _Snapshot:
     ],
 )
 def test_trainer_flags_follow_the_installed_transformers(matrix, versions, cpu_flags, flags, backend_flag, blocked):
-    from compatmatrix.checks.finding import Context
+    from compatmatrix.checks.registry import Context
     from compatmatrix.live.service import LiveOptions, plan_trainer
 
     plan = plan_trainer(Context(matrix, _Snapshot(cpu_flags, **versions)), LiveOptions())  # type: ignore[arg-type]
@@ -362,7 +362,7 @@ def test_trainer_flags_follow_the_installed_transformers(matrix, versions, cpu_f
 )
 def test_bf16_of_the_live_trainer_step_follows_the_cpu_unless_forced(matrix, cpu_flags, asked, on, why):
     """The same plan on every machine: the CPU flags are given, not read from the machine running the test."""
-    from compatmatrix.checks.finding import Context
+    from compatmatrix.checks.registry import Context
     from compatmatrix.live.service import LiveOptions, plan_trainer
 
     snapshot = _Snapshot(cpu_flags, transformers="5.23.0", accelerate="1.15.0", torch="2.13.0")
@@ -371,7 +371,7 @@ def test_bf16_of_the_live_trainer_step_follows_the_cpu_unless_forced(matrix, cpu
 
 
 def test_trainer_plan_with_ipex_picks_the_path_that_really_applies_it(matrix):
-    from compatmatrix.checks.finding import Context
+    from compatmatrix.checks.registry import Context
     from compatmatrix.live.service import LiveOptions, plan_trainer
 
     old = plan_trainer(Context(matrix, _Snapshot(transformers="4.52.4", accelerate="1.10.1", torch="2.8.0", intel_extension_for_pytorch="2.8.0")), LiveOptions())

@@ -9,8 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from compatmatrix.checks.finding import Finding, Status
 from compatmatrix.errors import UsageError
+from compatmatrix.findings import Finding, Status
 from compatmatrix.install.errors import InstallError, InstallInterrupted
 from compatmatrix.migrate import MigrateOptions, run_migrate
 from compatmatrix.migrate.document import loss_parity, measure

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compatmatrix.checks.finding import Status as S
 from compatmatrix.checks.oneccl_env import kvs_iface_finding
 from compatmatrix.environment.interfaces import (
     RouteFacts,
@@ -25,10 +24,11 @@ from compatmatrix.environment.interfaces import (
     is_loopback,
     route_facts,
 )
+from compatmatrix.findings import Status as S
+from compatmatrix.hostlist import NODELIST_MAX_HOSTS, NodeListError, expand_nodelist, looks_like_nodelist, nodelist_size
 from compatmatrix.hosts import HostAnswer, compare, own_addresses, parse_answer, routes_from_here
+from compatmatrix.launchers.environment import network_exports
 from compatmatrix.live.report import Expectation, RankRecord, network_finding
-from compatmatrix.nodelist import NODELIST_MAX_HOSTS, NodeListError, expand_nodelist, looks_like_nodelist, nodelist_size
-from compatmatrix.shell_env import network_exports
 
 from .conftest import run_compat
 

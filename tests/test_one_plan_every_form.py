@@ -1,4 +1,4 @@
-"""One environment, every form (issue 36, item 2): one launcher plan (shell_env.LauncherEnv: the oneCCL exports, the
+"""One environment, every form (issue 36, item 2): one launcher plan (launchers/environment.LauncherEnv: the oneCCL exports, the
 launcher's needs, the interface variables, the path additions) rendered through every form a user runs it in, each
 form's result read back from a real bash, and compared:
 
@@ -21,14 +21,14 @@ import sys
 
 import pytest
 
-from compatmatrix.checks.oneccl_env import PathAddition
+from compatmatrix.environment.setvars import PathAddition
 from compatmatrix.launchers import LAUNCHERS, names
 from compatmatrix.launchers.interface import BOUND, ENV, PathEntries, Tools
 from compatmatrix.placement.binding import compose
 from compatmatrix.placement.plan import plan_ranks
 from compatmatrix.placement.render import launch_json, launch_text
 from compatmatrix.placement.topology import Machine, Topology
-from compatmatrix.shell_env import EnvPlan, format_env
+from compatmatrix.shell import EnvPlan, format_env
 
 from .clean_env import base_env
 
@@ -112,9 +112,9 @@ def test_the_sbatch_script_renders_compat_env_then_compat_launch_over_it():
 
 
 def test_the_pytorchjob_renders_the_pods_env_then_the_images_compat_env_with_defaults():
-    from compatmatrix.export.service import POD_CCL_ENV
     from pathlib import Path
 
+    from compatmatrix.export.service import POD_CCL_ENV
     from compatmatrix.launchers.interface import CclEnv
 
     torchrun, _ = LAUNCHERS["torchrun"].ccl_exports(CclEnv({}, {}, Path("/nonexistent"), ("eth0", "lo")))

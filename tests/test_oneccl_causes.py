@@ -124,7 +124,7 @@ def test_plan_launch_records_the_rendezvous_compat_adds_only_under_a_launcher_th
 
 
 def test_the_environment_finding_warns_with_the_export_that_carries_what_compat_added():
-    from compatmatrix.checks.finding import Status
+    from compatmatrix.findings import Status
     from compatmatrix.launchers.interface import Launch
     from compatmatrix.live.report import environment_finding
 

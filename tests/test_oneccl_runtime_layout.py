@@ -21,9 +21,9 @@ from unittest import mock
 
 import pytest
 
-from compatmatrix.checks.finding import Status
 from compatmatrix.checks.oneccl_env import fi_provider, libfabric
 from compatmatrix.environment.oneccl_layouts import ACTIVATION, LAYOUTS, read_activation
+from compatmatrix.findings import Status
 from compatmatrix.launchers import names
 from compatmatrix.launchers.interface import ENV
 
@@ -329,7 +329,7 @@ def test_mpirun_of_open_mpi_takes_the_ofi_transport(tmp_path):
 def test_the_ccl_worker_count_note_quotes_the_error_accelerate_raises(matrix):
     """accelerate (state.py, _prepare_backend) takes ccl only when CCL_WORKER_COUNT > 0, and a backend asked for that
     it did not take raises ValueError(f"Your assigned backend {original_backend} is not available, ..."): no quiet gloo."""
-    from compatmatrix.explain import CclWorkerCountNote
+    from compatmatrix.reasons import CclWorkerCountNote
     from compatmatrix.sentences import sentence
 
     text = sentence(CclWorkerCountNote())

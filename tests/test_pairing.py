@@ -21,8 +21,9 @@ from packaging.version import Version
 
 from compatmatrix.matrix import harvest as harvest_mod
 from compatmatrix.matrix.model import PAIRING_RANK, CompanionRelease, Component, Provenance, WheelSet
-from compatmatrix.resolve import Conflict, Resolution, resolve
+from compatmatrix.resolve import resolve
 from compatmatrix.rules import candidates, fits, pairing_evidence, python_admits, standing
+from compatmatrix.search import Conflict, Resolution
 from compatmatrix.sentences import declaration_phrase, rejected_sentence
 from compatmatrix.target import PythonTarget
 

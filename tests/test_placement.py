@@ -19,9 +19,10 @@ import pytest
 from packaging.version import Version
 
 from compatmatrix.checks import runtime
-from compatmatrix.checks.finding import Context, Options, Status
+from compatmatrix.checks.registry import Context, Options
 from compatmatrix.environment import env_probe
 from compatmatrix.environment.snapshot import CpuInfo, Distribution, EnvSnapshot
+from compatmatrix.findings import Status
 from compatmatrix.launchers.interface import PathEntries, Tools, rank_command
 from compatmatrix.placement.binding import binder_script, compose, pin_domain
 from compatmatrix.placement.environment import KMP_AFFINITY, Preload, choose_preload, launch_environment

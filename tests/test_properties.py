@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from compatmatrix.resolve import Resolution, resolve
+from compatmatrix.resolve import resolve
+from compatmatrix.search import Resolution
 from compatmatrix.target import Platform
 
 from .conftest import ROOT, make_request

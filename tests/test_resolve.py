@@ -9,8 +9,9 @@ from packaging.version import Version
 
 from compatmatrix.errors import UsageError
 from compatmatrix.matrix.model import Component
-from compatmatrix.resolve import Conflict, Resolution, build_request, resolve
+from compatmatrix.resolve import build_request, resolve
 from compatmatrix.rules import set_problems
+from compatmatrix.search import Conflict, Resolution
 from compatmatrix.target import Platform, PythonTarget
 
 from .conftest import make_request

@@ -15,7 +15,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from compatmatrix import explain, rules
-from compatmatrix import resolve as resolve_module
+from compatmatrix import search as search_module
 from compatmatrix.matrix import load_matrix
 from compatmatrix.matrix.model import Component
 from compatmatrix.resolve import resolve
@@ -55,9 +55,9 @@ def test_remembered_answers_change_nothing(matrix, monkeypatch, python, pins):
         return real(matrix, component, python, spec, tuple(features), platform, True)
 
     monkeypatch.setattr(rules, "candidates", never_remembered)
-    monkeypatch.setattr(resolve_module, "candidates", never_remembered)
+    monkeypatch.setattr(search_module, "candidates", never_remembered)
     monkeypatch.setattr(explain, "candidates", never_remembered)
-    monkeypatch.setattr(resolve_module, "usable", lambda *a, **k: never_remembered(*a, **k)[0])
+    monkeypatch.setattr(search_module, "usable", lambda *a, **k: never_remembered(*a, **k)[0])
     assert _outcome_view(resolve(matrix, request)) == remembered
 
 
@@ -119,7 +119,7 @@ def _work(monkeypatch, matrix, python, pins):
         counts["unary"] += 1
         return unary(*args)
 
-    for module in (rules, resolve_module, explain):
+    for module in (rules, search_module, explain):
         if hasattr(module, "pair_problem"):
             monkeypatch.setattr(module, "pair_problem", pair_counting)
     monkeypatch.setattr(rules, "_python_problem", unary_counting)

@@ -11,10 +11,10 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from compatmatrix import explain, sentences
+from compatmatrix import reasons, sentences
 from compatmatrix.matrix.model import COMPONENT_ORDER, COMPONENTS, EVIDENCE, Component, LibraryLine, Provenance, Yank
 from compatmatrix.record import Record
-from compatmatrix.resolve import Conflict, Resolution, candidate_table, groups, resolve
+from compatmatrix.resolve import resolve
 from compatmatrix.rules import (
     PAIR_RULES,
     MissingFeature,
@@ -27,6 +27,7 @@ from compatmatrix.rules import (
     problem_with,
     rules_between,
 )
+from compatmatrix.search import Conflict, Resolution, candidate_table, groups
 from compatmatrix.target import PythonTarget
 
 from .conftest import ROOT, make_request
@@ -134,13 +135,13 @@ def test_explanations_are_records_and_every_record_has_one_writer(matrix):
     assert [type(item).__name__ for item in conflict.explanation] == ["FitsNoTorch", "TorchPairsWith"]
     assert conflict.reasons == sentences.sentences(conflict.explanation)
     assert all(not isinstance(a.edit, str) for a in conflict.alternatives)
-    records = [cls for _, cls in inspect.getmembers(explain, inspect.isclass) if cls.__module__ == explain.__name__ and issubclass(cls, Record)]
+    records = [cls for _, cls in inspect.getmembers(reasons, inspect.isclass) if cls.__module__ == reasons.__name__ and issubclass(cls, Record)]
     assert len(records) > 25
     assert all(cls in sentences._writers() for cls in records)
 
 
 def test_nothing_parses_a_sentence_back():
-    for module in ("explain.py", "sentences.py", "rules.py", "resolve.py", "render/text.py", "render/json.py"):
+    for module in ("explain.py", "reasons.py", "sentences.py", "rules.py", "resolve.py", "search.py", "render/text.py", "render/json.py"):
         source = (ROOT / "compatmatrix" / module).read_text()
         assert ".split(" not in source, module
         assert "startswith(\"  \")" not in source, module
@@ -161,7 +162,7 @@ def test_resolution_sentences_come_from_its_records(matrix):
 def test_records_are_frozen_values():
     a = Yanked(Yank("pypi", "for security."))
     assert a == Yanked(yank=Yank("pypi", "for security.")) and hash(a) == hash(Yanked(Yank("pypi", "for security.")))
-    assert a != UserConstraint(SpecifierSet("==1")) and explain.NotChosen() != explain.NotInRequest()
+    assert a != UserConstraint(SpecifierSet("==1")) and reasons.NotChosen() != reasons.NotInRequest()
     assert repr(a) == "Yanked(yank=Yank(host='pypi', reason='for security.'))" and a.kind == "yanked"
     with pytest.raises(AttributeError):
         a.yank = None
@@ -175,5 +176,5 @@ def test_check_does_not_import_the_explanations():
     import subprocess
     import sys
 
-    code = "import sys, compatmatrix.checks.packages, compatmatrix.render; print('compatmatrix.explain' in sys.modules)"
+    code = "import sys, compatmatrix.checks.packages, compatmatrix.render; print('compatmatrix.explain' in sys.modules or 'compatmatrix.reasons' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

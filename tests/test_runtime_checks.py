@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from compatmatrix.checks import runtime
-from compatmatrix.checks.finding import Context, Options, Status
+from compatmatrix.checks.registry import Context, Options
 from compatmatrix.environment.env_probe import CPU_FLAGS
 from compatmatrix.environment.snapshot import CpuInfo, Distribution, EnvSnapshot, _effective_cpus
+from compatmatrix.findings import Status
 from compatmatrix.target import Platform
 
 
@@ -283,6 +284,7 @@ def bindings_context(matrix, tmp_path):
 
 def test_compat_env_exports_ld_preload_only_for_libraries_that_exist(bindings_context, tmp_path, monkeypatch):
     from compatmatrix import shell_env
+    from compatmatrix.shell import format_env
 
     libs = fake_libraries(tmp_path)
     monkeypatch.setattr(shell_env, "preload_candidates", lambda prefix: libs)
@@ -296,7 +298,7 @@ def test_compat_env_exports_ld_preload_only_for_libraries_that_exist(bindings_co
     plan = shell_env.plan_env(bindings_context, 1)
     assert "LD_PRELOAD" not in plan.exports
     assert "LD_PRELOAD: no tcmalloc, jemalloc or libiomp5 found on this machine; none set" in plan.comments
-    assert "export LD_PRELOAD" not in shell_env.format_env(plan, "bash")
+    assert "export LD_PRELOAD" not in format_env(plan, "bash")
 
 
 @pytest.mark.parametrize("cpus, ranks, omp", [(1, 1, 1), (1, 2, 1), (2, 2, 1), (64, 2, 31), (64, 1, 63)])

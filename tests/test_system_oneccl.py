@@ -27,21 +27,17 @@ from unittest import mock
 
 import pytest
 
-from compatmatrix.checks.finding import Context, Status
-from compatmatrix.checks.oneccl_env import (
-    INTERFACES_KEY,
-    LIBRARY_SEARCH_KEY,
-    kvs_iface,
-    kvs_iface_finding,
-    setvars_sourced,
-    stale_prefix,
-)
+from compatmatrix.checks.oneccl_env import kvs_iface, kvs_iface_finding, setvars_sourced, stale_prefix
+from compatmatrix.checks.registry import Context
 from compatmatrix.environment.elf import ElfError, read_elf
 from compatmatrix.environment.linker import LibrarySearch, expand_origin, parse_ldconfig
 from compatmatrix.environment.oneccl import extra_places
+from compatmatrix.environment.setvars import INTERFACES_KEY, LIBRARY_SEARCH_KEY
 from compatmatrix.environment.snapshot import take_snapshot
 from compatmatrix.errors import CompatError
-from compatmatrix.shell_env import format_env, plan_env
+from compatmatrix.findings import Status
+from compatmatrix.shell import format_env
+from compatmatrix.shell_env import plan_env
 
 from .clean_env import base_env
 from .fixture_envs import FixtureEnv

@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from compatmatrix.explain import UnlistedNote
 from compatmatrix.matrix.model import MISSING_FACTS, UNLISTED_COMPONENTS, Component, UnlistedRelease, absent_release, unlisted_release
-from compatmatrix.resolve import Conflict, Resolution, resolve
+from compatmatrix.reasons import UnlistedNote
+from compatmatrix.resolve import resolve
 from compatmatrix.rules import candidates, pairing_evidence
+from compatmatrix.search import Conflict, Resolution
 
 from .conftest import ROOT, make_request
 from .test_cli_fuzz import run_in_process

@@ -21,14 +21,14 @@ import yaml
 from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
-from compatmatrix.checks.oneccl_env import PathAddition
+from compatmatrix.environment.setvars import PathAddition
 from compatmatrix.export.dockerfile import DockerfileShape
 from compatmatrix.install.indexes import IndexLocation
 from compatmatrix.render.dockerfile import dockerfile_text
 from compatmatrix.render.manifest import manifest_text
 from compatmatrix.render.pylock import pylock_text
 from compatmatrix.render.requirements import _other_hosts, pip_command_text, requirements_text
-from compatmatrix.shell_env import EnvPlan, format_env
+from compatmatrix.shell import EnvPlan, format_env
 from compatmatrix.values import UnwritableValue
 
 from .hostile_strings import hostile, hostile_requirement

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Optional
 
 from ..environment.snapshot import Distribution
+from ..findings import Finding, Status
 from ..matrix.model import COMPONENTS, Component, components_where, distributions_where
-from .finding import Context, Finding, Status, check
 from .packages import torch_dist
+from .registry import Context, check
 
 CPU_HOST = "pytorch-cpu"
 # (distribution names, import name, the component whose +cpu build the CPU index serves, or None)

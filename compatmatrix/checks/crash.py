@@ -6,11 +6,11 @@ import re
 import signal
 from typing import Optional
 
+from ..environment.child import describe_exit
 from ..errors import shown
 from ..record import Record
 
 LINE_LIMIT = 300  # characters of one line of output quoted in a verdict (a child may print a megabyte on one line)
-_SIGNALS = {s.value: s.name for s in signal.Signals}
 
 # IPEX's torch-version guard, in every spelling it has printed: one space (1.12-2.0, 2.2-2.8), the 2.1.0/2.1.100 text
 # whose backslash continuations keep the next lines' indentation (7 spaces before "2.1.*", 11 before "and run again."),
@@ -38,14 +38,6 @@ class Verdict(Record):
 
 
 ENV_COMMAND = 'eval "$(compat env)"'  # a verdict's fix as classify writes it; the caller names it in full (Verdict.naming)
-
-
-def describe_exit(returncode: Optional[int]) -> str:
-    if returncode is None:
-        return "no exit status (killed after the timeout)"
-    if returncode < 0:
-        return f"killed by signal {_SIGNALS.get(-returncode, -returncode)}"
-    return f"exit status {returncode}"
 
 
 def _last_line(text: str) -> str:

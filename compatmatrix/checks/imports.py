@@ -38,11 +38,12 @@ from typing import Any, Optional
 
 from ..environment.child import MAX_TIMEOUT_S, ChildResult, run_child
 from ..errors import shown
+from ..findings import Finding, Status
 from ..matrix.model import COMPONENTS, components_where
 from ..record import Record
 from .crash import Verdict, classify
-from .finding import Context, Finding, Status, check
 from .packages import CCL_NAMES, IPEX_NAMES
+from .registry import Context, check
 
 # Every probe starts like this: `python -c` puts the working directory ('') first on sys.path, so a torch.py or
 # json.py waiting there would be imported instead of the real module. The probe also runs in a private, empty

@@ -11,6 +11,7 @@ from ..console import plural
 from ..devices import DeviceBuild, device_build
 from ..environment.from_pins import PINNED_INSTALLER
 from ..environment.snapshot import Distribution
+from ..findings import Finding, Status
 from ..matrix.model import (
     COMPONENTS,
     AbsentRelease,
@@ -45,7 +46,7 @@ from ..sentences import (
     unlisted_nearest,
     unlisted_phrase,
 )
-from .finding import Context, Finding, Status, check
+from .registry import Context, check
 
 IPEX_NAMES = COMPONENTS[Component.IPEX].names
 CCL_NAMES = COMPONENTS[Component.CCL].names

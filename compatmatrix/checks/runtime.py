@@ -11,7 +11,8 @@ from typing import Optional
 
 from ..environment.libraries import is_elf, preload_candidates, preload_entries
 from ..environment.snapshot import NATIVE_BF16_FLAGS
-from .finding import Context, Finding, Status, check
+from ..findings import Finding, Status
+from .registry import Context, check
 
 SMALL_SHM = 1 << 30  # 1 GiB; Docker's default is 64 MiB
 

@@ -31,6 +31,17 @@ READ_CHUNK = 64 << 10
 _HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+_SIGNALS = {s.value: s.name for s in signal.Signals}
+
+
+def describe_exit(returncode: Optional[int]) -> str:
+    if returncode is None:
+        return "no exit status (killed after the timeout)"
+    if returncode < 0:
+        return f"killed by signal {_SIGNALS.get(-returncode, -returncode)}"
+    return f"exit status {returncode}"
+
+
 class ChildResult(Record):
     """How a child ended. ``stdout``/``stderr``: the last OUTPUT_LIMIT bytes of each, after a dropped_note() line
     when earlier output was dropped (``stdout_dropped``/``stderr_dropped`` bytes)."""

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..checks.finding import Finding, Status
+from ..findings import Finding, Status
 from .apiserver import document_copy
 from .k8s import CONTAINER, PORT, PORT_NAME, ShapeError, cpu_count
 from .releases import Release, override_parts

@@ -22,7 +22,7 @@ from ..errors import EXIT_PROBLEMS, CompatError, UsageError, shown
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from ..checks.finding import Finding
+    from ..findings import Finding
     from ..matrix.model import Matrix
     from ..options import DockerArgs, JobArgs, SlurmArgs
     from ..planning import Planned
@@ -333,7 +333,7 @@ class Validated:
 def validate_text(path: str, text: str, matrix: Matrix, versions: Mapping[str, Optional[Version]], release: Optional[Release] = None) -> Validated:
     """The findings for a Dockerfile, or for every document of a YAML manifest file (prefixed with the document's kind
     and name when there are several); TrainJobs are judged against ``release`` (default: the newest known)."""
-    from ..checks.finding import Finding, Status
+    from ..findings import Finding, Status
     from .validate import examine, validate_dockerfile
 
     if is_dockerfile(text):

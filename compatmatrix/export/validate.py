@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from packaging.version import Version
 
-from ..checks.finding import Finding, Status
+from ..findings import Finding, Status
 from ..matrix.model import Matrix
 from ..translate import translate
 from ..values import dns1035_ok, image_reference_ok

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from ..checks.finding import Finding, Status
 from ..console import plural
+from ..findings import Finding, Status
 from ..names import canonical_name
 from .request import FileRequest, component_of
 

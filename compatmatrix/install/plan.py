@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..matrix.model import COMPONENT_ORDER, Component, Release
 from ..names import canonical_name
-from ..resolve import Resolution
+from ..search import Resolution
 from ..target import Platform
 from .indexes import IndexLocation, Link
 

@@ -34,9 +34,10 @@ from typing import Callable, Optional
 
 import requests
 
-from ..checks.finding import Context, Finding, Options, Status, all_checks, run_checks, select
+from ..checks.registry import Context, Options, all_checks, run_checks, select
 from ..console import plural
 from ..environment.snapshot import EnvSnapshot, take_snapshot
+from ..findings import Finding, Status
 from ..matrix.model import Matrix
 from ..names import canonical_name
 from ..processes import Interruptions, Terminated, kill_children, run_bounded

@@ -54,8 +54,8 @@ _RANK_OF_FLAVOR = {"intel-mpi": HYDRA_RANK, "mpich": HYDRA_RANK, "open-mpi": OPE
 def read_hostfile(path: str) -> list[tuple[str, Optional[int]]]:
     """Hosts in an mpirun hostfile: 'host', 'host:N', 'user@host', 'host slots=N' (Open MPI); comments and blanks
     skipped; or a Slurm node list (node[01-16]) where no such file exists. The size and line caps and what a host may
-    be are hosts.read_host_list's, the one route doctor --hostfile reads them by too."""
-    from ..hosts import HostfileError, read_host_list
+    be are hostlist.read_host_list's, the one route doctor --hostfile reads them by too."""
+    from ..hostlist import HostfileError, read_host_list
 
     try:
         return read_host_list(path)
@@ -83,8 +83,8 @@ def find_mpirun(python: str, explicit: Optional[str] = None) -> str:
 
 def hosts_option(flavor: str, hostfile: str, hosts: Sequence[tuple[str, Optional[int]]], per_host: int) -> list[str]:
     """mpirun's option for the hosts: the hostfile as given (Open MPI --hostfile, hydra -f), or, for a Slurm node
-    list (hosts.is_node_list), its expanded hosts written out (Open MPI --host HOST:SLOTS,..., hydra -hosts HOST,...)."""
-    from ..hosts import is_node_list
+    list (hostlist.is_node_list), its expanded hosts written out (Open MPI --host HOST:SLOTS,..., hydra -hosts HOST,...)."""
+    from ..hostlist import is_node_list
 
     if not is_node_list(hostfile):
         return ["--hostfile", hostfile] if flavor == "open-mpi" else ["-f", hostfile]

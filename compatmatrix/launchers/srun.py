@@ -121,7 +121,7 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
                       hostnames: Callable[[str], Sequence[str]] = scontrol_hostnames) -> tuple[RankLayout, tuple[str, ...]]:
     """doctor --live under srun: the layout from the step this task belongs to (one compat per node), and notes that
     say where each number came from. ``master_addr`` / ``master_port``: the user's, kept when given."""
-    from ..hosts import parse_host
+    from ..hostlist import parse_host
 
     node_id = slurm_count(environ, "SLURM_NODEID")
     procid = slurm_count(environ, "SLURM_PROCID")

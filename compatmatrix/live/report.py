@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..checks.crash import classify, describe_exit
-from ..checks.finding import Finding, Status
+from ..checks.crash import classify
+from ..environment.child import describe_exit
+from ..findings import Finding, Status
 from ..launchers.interface import MASTER_PORT, Launch
 from ..launchers.live import launcher_exit_codes, launcher_first_failure
 from .oneccl_causes import CclRun, ccl_cause, fallback_hang, foreign_mpirun_hang, with_arguments

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..checks.finding import Context, Finding, Status
 from ..checks.packages import CCL_NAMES, IPEX_NAMES
+from ..checks.registry import Context
 from ..environment.snapshot import NATIVE_BF16_FLAGS
+from ..findings import Finding, Status
 from ..launchers import LAUNCHERS
 from ..launchers.interface import Launch, LaunchError, RankLayout
 from ..launchers.live import plan_launch
@@ -171,9 +172,7 @@ def _host_count(options: LiveOptions) -> int:
 
 def write_pair_plan(run_dir: Path, options: LiveOptions) -> None:
     """The rounds of host pairs the ranks measure (--fabric across hosts); the same on every node (a fixed seed)."""
-    from .fabric import parse_pair_mode, schedule
-
-    from .fabric import PAIRS_SHARE, pair_deadline_under
+    from .fabric import PAIRS_SHARE, pair_deadline_under, parse_pair_mode, schedule
 
     hosts = _host_count(options)
     mode = parse_pair_mode(options.pairs)
@@ -396,9 +395,8 @@ def interface_fix(master: str, nnodes: int, command: str = 'eval "$(compat env)"
     """The fix's words for a job across hosts whose ranks advertise loopback: the interface of this host's route to the
     master (environment/interfaces, as compat env chooses it), exported on every host; "" when none can be chosen.
     ``command``: the run's compat env command (CclRun.env_command: --launcher, --python), told the master and the nodes."""
-    from .oneccl_causes import with_arguments
-
     from ..environment.interfaces import choose_interface, route_facts
+    from .oneccl_causes import with_arguments
 
     addr = master.rpartition(":")[0] or master
     choice = choose_interface(addr, True, route_facts(addr))

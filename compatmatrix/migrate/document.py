@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ..checks.finding import Finding, Status
+from ..findings import Finding, Status
 from .command import MigratedCommand
 from .environment import EnvironmentPlan
 from .plan import MigrationPlan, installed_pins

@@ -22,7 +22,8 @@ from ..environment.snapshot import Distribution, EnvSnapshot
 from ..errors import UsageError, shown
 from ..matrix.model import COMPONENT_ORDER, COMPONENTS, REGISTRY, Component, Matrix, components_where, distributions_where
 from ..names import canonical_name
-from ..resolve import Conflict, Resolution, build_request, resolve
+from ..resolve import build_request, resolve
+from ..search import Conflict, Resolution
 from ..target import Platform, PythonTarget
 
 PROFILE = "stock"

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
-from ..checks.finding import Context, Finding, Options
+from ..checks.registry import Context, Options
 from ..environment.snapshot import EnvSnapshot
 from ..errors import EXIT_OK, EXIT_PROBLEMS, CompatError, UsageError, shown
+from ..findings import Finding
 from ..matrix.model import Matrix
 from ..record import replace
 from .command import CommandFacts, MigratedCommand, migrate_command, split_command

@@ -38,8 +38,8 @@ def launch_text(plan: Plan, invocation: Invocation, notes: Sequence[str]) -> str
     lines = [f"# {line}" for line in summary_lines(plan, invocation, notes)]
     lines += [f"export {name}={shlex.quote(value)}" for name, value in invocation.env.items()]
     if invocation.additions:
-        from ..checks.oneccl_env import PathAddition
-        from ..shell_env import sh_addition
+        from ..environment.setvars import PathAddition
+        from ..shell import sh_addition
 
         for name, added in invocation.additions.items():  # joined to the value the shell has: never a PATH written out whole
             lines += sh_addition(name, PathAddition(added.prepend, added.append))

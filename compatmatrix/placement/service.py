@@ -84,17 +84,17 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
 
 def launch_oneccl(snapshot, launcher: str, mpirun: Optional[str], master: Optional[str] = None, nnodes: int = 1,  # noqa: ANN001
                   route=None) -> tuple[dict[str, str], dict[str, PathEntries], list[str]]:  # noqa: ANN001
-    """What ``compat env --launcher LAUNCHER`` exports for this environment (shell_env.launcher_env, the one plan), as the
+    """What ``compat env --launcher LAUNCHER`` exports for this environment (launchers/environment.launcher_env, the one plan), as the
     launch's exports, path-list additions and notes; the thread settings are the plan's own. ``master``/``nnodes``: the
     job's hosts where the launch spans several (srun in an allocation: ``job_hosts``), for the interface variables. An
     oneCCL environment that cannot be set up is a note (the launch may run gloo), not an error."""
-    from ..checks.finding import Context, Options
+    from ..environment.facts import Facts
     from ..errors import CompatError
+    from ..launchers.environment import launcher_env
     from ..planning import load
-    from ..shell_env import launcher_env
 
     try:
-        found = launcher_env(Context(load(None), snapshot, Options(launcher=launcher)), launcher, mpirun if mpirun and os.path.isfile(mpirun) else None,
+        found = launcher_env(Facts(load(None), snapshot), launcher, mpirun if mpirun and os.path.isfile(mpirun) else None,
                              master, nnodes, route, master_from_env=False)
     except CompatError as exc:
         return {}, {}, [f"no oneCCL environment exported: {exc.message} {exc.fix}".strip()]
@@ -116,9 +116,9 @@ def job_hosts(launcher: str, environ: Mapping[str, str], hostnames=None, python:
 
 def oneccl_bindings_installed(snapshot) -> bool:  # noqa: ANN001 - an EnvSnapshot
     """Whether the environment has the oneCCL bindings (the only reason to set cores aside for oneCCL workers)."""
-    from ..checks.packages import CCL_NAMES
+    from ..matrix.model import COMPONENTS, Component
 
-    return snapshot.get(*CCL_NAMES) is not None
+    return snapshot.get(*COMPONENTS[Component.CCL].names) is not None
 
 
 def _plan_with_workers(machine, ranks: int, ccl_workers: Optional[int]) -> tuple[Plan, str]:

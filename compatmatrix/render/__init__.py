@@ -14,7 +14,7 @@
 ==================  ==================================================================================================
 
 Not here, because they belong to the code that knows the format: the shell exports of ``compat env``
-(shell_env.format_env) and ``compat launch --print``'s text and JSON (placement/render.py: json.py hands that
+(shell.format_env) and ``compat launch --print``'s text and JSON (placement/render.py: json.py hands that
 document on). Every module imports what its format needs when it is called: ``compat resolve --json`` loads json.py
 and neither rich nor yaml (tests/test_startup.py). Side effects: none; text.py writes to the console it is given.
 """

@@ -18,10 +18,10 @@ if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-    from ..checks.finding import Finding
+    from ..findings import Finding
     from ..matrix.model import Component, Matrix
-    from ..resolve import Outcome
     from ..rules import Candidate
+    from ..search import Outcome
 
 # --- compat resolve (resolve-v1.json) ---------------------------------------------------------------------------------
 
@@ -109,7 +109,7 @@ def _known_bad_json(picks: Mapping[Component, Candidate]) -> list[dict[str, Any]
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
     """``compat resolve --json`` for an answer (a set, or why there is none and what would work)."""
     from ..matrix.model import COMPONENT_ORDER
-    from ..resolve import Resolution
+    from ..search import Resolution
 
     request = outcome.request
     data: dict[str, Any] = {
@@ -337,7 +337,7 @@ def matrix_json(matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], overla
 
 
 def summary_counts(findings: Iterable[Finding]) -> dict[str, int]:
-    from ..checks.finding import summary_counts as counts  # the text summary's too (without this module)
+    from ..findings import summary_counts as counts  # the text summary's too (without this module)
 
     return counts(findings)
 

@@ -17,10 +17,10 @@ from ..redact import redact_url
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..checks.finding import Finding
+    from ..findings import Finding
     from ..matrix.model import Component, Matrix
-    from ..resolve import Outcome
     from ..rules import Candidate
+    from ..search import Outcome
 
 # --- compat resolve ---------------------------------------------------------------------------------------------------
 
@@ -34,7 +34,7 @@ def _set_text(picks: Mapping[Component, Candidate]) -> str:
 def render_outcome(console: Console, outcome: Outcome) -> None:
     # rich's tables are imported where one is printed: --json output and a conflict need none (start-up)
     from ..matrix.model import COMPONENT_ORDER
-    from ..resolve import Conflict, Resolution
+    from ..search import Conflict, Resolution
     from ..sentences import depth, sentence
 
     request = outcome.request
@@ -235,7 +235,7 @@ def render_findings(console: Console, header: str, findings: Sequence[Finding], 
             if process["output"].strip():
                 console.print(f"\n[bold]launcher[/] output ({escape(' '.join(process['command'][:3]))} ...):")
                 console.print(escape(process["output"].rstrip()), style="dim", highlight=False)
-    from ..checks.finding import summary_counts  # not render/json.py: the text path loads no JSON builders
+    from ..findings import summary_counts  # not render/json.py: the text path loads no JSON builders
 
     counts = summary_counts(findings)
     verdict = "[bold red]FAIL[/]" if counts["fail"] else "[bold yellow]OK with warnings[/]" if counts["warn"] else "[bold green]OK[/]"
@@ -293,7 +293,7 @@ def translate_text(result, environment=None) -> str:  # noqa: ANN001
         if plan is None:
             lines.append(f"# note: ccl{under} needs the oneCCL environment and CCL_WORKER_COUNT>=1: {line}")
         else:
-            from ..shell_env import EnvPlan, format_env
+            from ..shell import EnvPlan, format_env
 
             lines.append(f"# note: ccl{under} needs this environment ({line} sets it):")
             lines += [f"#   {text}" for text in format_env(EnvPlan(plan.exports, (), plan.additions), "bash").splitlines()]

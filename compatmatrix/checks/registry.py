@@ -1,47 +1,14 @@
-"""Finding, the check registry, and the context checks read from."""
+"""The check registry (CATALOGUE, @check, run_checks) and the context checks read from (Context: the environment facts' memo,
+environment/facts.Facts, plus the options of the run). The verdict record they give is compatmatrix/findings.py's."""
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional
 
-from ..environment.snapshot import EnvSnapshot
-from ..matrix.model import Matrix
+from ..environment.facts import Facts
+from ..findings import Finding, Status
 from ..record import Record, replace
-
-
-class Status(enum.Enum):
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-    SKIP = "skip"
-
-    @property
-    def word(self) -> str:
-        return self.value.upper()
-
-
-class Finding(Record):
-    id: str
-    status: Status
-    summary: str
-    evidence: tuple[str, ...] = ()
-    fix: str = ""
-
-    @property
-    def area(self) -> str:
-        return self.id.split(".", 1)[0]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "area": self.area,
-            "status": self.status.value,
-            "summary": self.summary,
-            "evidence": list(self.evidence),
-            "fix": self.fix,
-        }
 
 
 class Options(Record):
@@ -56,25 +23,14 @@ class Options(Record):
     cpu_index: bool = False
 
 
-class Context(Record):
-    """What every check may read. Expensive facts (the setvars diff) are computed once, on demand (``cache``: the one
-    mutable part, shared by the copies run_checks makes)."""
+class Context(Facts):
+    """What every check may read: the environment's facts (environment/facts.Facts: matrix, snapshot, and the memo of
+    the expensive ones, the setvars diff, computed once, on demand) and the options of the run. ``cache``: the memo, the
+    one mutable part, shared by the copies run_checks makes."""
 
-    matrix: Matrix
-    snapshot: EnvSnapshot
     options: Options = Options()
     cache: Optional[dict[str, Any]] = None  # None: a new dict (each context its own)
     selected: frozenset[str] = frozenset()  # the ids of the checks this run evaluates (run_checks sets it); empty: all
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.cache is None:
-            self.__dict__["cache"] = {}
-
-    def once(self, key: str, compute: Callable[[], Any]) -> Any:
-        if key not in self.cache:
-            self.cache[key] = compute()
-        return self.cache[key]
 
 
 CheckFn = Callable[[Context], Finding]
@@ -200,15 +156,3 @@ def run_checks(checks: Iterable[Listed], context: Context) -> list[Finding]:
             finding = Finding(item.id, Status.FAIL, f"the check itself failed: {exc.__class__.__name__}: {exc}", fix="Report this as a compatmatrix bug.")
         findings.append(finding)
     return findings
-
-
-def summary_counts(findings: Iterable[Finding]) -> dict[str, int]:
-    """How many findings have each status, as the --json summary and the text verdict count them."""
-    statuses = [f.status.value for f in findings]
-    return {status: statuses.count(status) for status in ("pass", "warn", "fail", "skip")}
-
-
-def worst(findings: Iterable[Finding]) -> Optional[Status]:
-    order = [Status.FAIL, Status.WARN, Status.PASS, Status.SKIP]
-    statuses = {f.status for f in findings}
-    return next((s for s in order if s in statuses), None)
