@@ -247,6 +247,10 @@ PYTHON_ENV = "COMPAT_PYTHON"
 def _output_options(parser: argparse.ArgumentParser, json_help: str = "print machine-readable JSON (versioned schema) instead of tables") -> None:
     parser.add_argument("--json", action="store_true", help=json_help)
     parser.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
+    _matrix_option(parser)
+
+
+def _matrix_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--matrix",
         metavar="PATH",
@@ -524,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cmd.add_argument("--no-bf16", action="store_true", help="leave bf16 autocast out (the training cannot use it)")
     tune_cmd.add_argument("--no-compile", action="store_true", help="leave torch.compile out (the training cannot use it)")
     tune_cmd.add_argument("--json", action="store_true", help="print the table as JSON (compatmatrix/schemas/tune-v1.json)")
+    _matrix_option(tune_cmd)
     tune_cmd.add_argument("--reads", action="append", default=[], metavar="NAME",
                           help="an argument of the training command that its runs only read: an option's name (--reads data_path), a short "
                           "option's letter, or a positional as written; passed as given; repeatable (outputs are pointed into each run's own "
@@ -642,6 +647,7 @@ def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
                             help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
     launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
     launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
+    _matrix_option(launch_cmd)
     _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
     launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
     launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
@@ -997,7 +1003,7 @@ def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
         if not word.strip("-") or "\0" in word:
             raise UsageError(f"--reads takes the name of one of the command's options or a positional argument as written, not {word[:60]!r}.",
                              "Pass e.g. --reads data_path (without its value).")
-    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, command, tuple(ns.reads))
+    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, command, tuple(ns.reads), ns.matrix)
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -1006,7 +1012,7 @@ def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
     if ns.json and not ns.print_:
         raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
     return LaunchArgs(ns.json, ns.launcher, ns.nproc_per_node, ns.ccl_workers, ns.print_, _target(ns).python, ns.sysfs_root, ns.mpirun,
-                      ns.mpi_flavor, _command_words(ns.training_command))
+                      ns.mpi_flavor, _command_words(ns.training_command), ns.matrix)
 
 
 #: the options of one export format; any other format (or --validate) given one of them is a usage error
@@ -1486,10 +1492,11 @@ def cmd_env(args: EnvArgs) -> int:
 
 def cmd_launch(args: LaunchArgs) -> int:
     from .placement.service import LaunchOptions, prepare
+    from .planning import load
 
     options = LaunchOptions(launcher=args.launcher, nproc_per_node=args.nproc_per_node, command=args.command,
                             ccl_workers=args.ccl_workers, python=args.python, sysfs_root=args.sysfs_root, mpirun=args.mpirun,
-                            mpi_flavor=args.mpi_flavor, print_only=args.print_)
+                            mpi_flavor=args.mpi_flavor, print_only=args.print_, matrix=load(args.matrix))
     prepared = prepare(options, os.environ)
     if args.print_:
         if args.json:
@@ -1513,9 +1520,10 @@ def cmd_launch(args: LaunchArgs) -> int:
 
 
 def cmd_tune(args: TuneArgs) -> int:
+    from .planning import load
     from .tune.service import TuneOptions, tune
 
-    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, args.bf16, args.compile, args.command, args.reads), os.environ, say=_say_error if not args.json else (lambda line: None))
+    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, load(args.matrix), args.bf16, args.compile, args.command, args.reads), os.environ, say=_say_error if not args.json else (lambda line: None))
     if args.json:
         from .console import dump_json
         from .tune.render import tune_json

@@ -51,7 +51,7 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import CompatError
 from ..record import Record
@@ -60,6 +60,9 @@ from .interval import LEVEL, median_interval
 from .paths import PathArgs
 from .proof import Run, Verdict, prove, reduction_terms, tolerance
 from .space import DEFAULT_COSTS, Configuration, Pruned, Space, over_budget, run_estimate
+
+if TYPE_CHECKING:
+    from ..matrix.model import Matrix
 
 WARMUP = 5
 TIMED = 40
@@ -81,6 +84,7 @@ class TuneOptions:
     python: Optional[str]
     launcher: str
     budget: float
+    matrix: "Matrix"  # what the oneCCL environment is judged against, loaded as compat launch and compat env load it
     bf16: bool = True  # False: --no-bf16
     compile: bool = True  # False: --no-compile
     command: tuple[str, ...] = ()  # the training command (empty: compat's own workload)
