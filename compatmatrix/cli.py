@@ -523,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dtype (said in the output). Prints the table and the winner as compat launch arguments and environment lines. Ctrl-C keeps "
         "what was measured. Exit 1 when no configuration was accepted.",
     )
-    tune_cmd.add_argument("--launcher", choices=("spawn", "torchrun"), default="torchrun", help="how the ranks are started (default torchrun, as compat launch)")
+    tune_cmd.populate = lambda parser: _launcher_option(parser, "tune", default="torchrun", help="how the ranks are started (default torchrun, as compat launch)")
     tune_cmd.add_argument("--budget", type=positive_float, default=120.0, metavar="SECONDS", help="seconds to spend measuring (default 120)")
     tune_cmd.add_argument("--no-bf16", action="store_true", help="leave bf16 autocast out (the training cannot use it)")
     tune_cmd.add_argument("--no-compile", action="store_true", help="leave torch.compile out (the training cannot use it)")
@@ -614,16 +614,35 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
     docker.add_argument("--wheelhouse", metavar="DIR", help="install offline from this compat download folder of the build context")
     export_cmd.set_defaults(build=_export_args_of)
 
-#: launchers.names(launchers.interface.ENV), written out: compat env's --launcher choices without importing every
-#: launcher module at its start (tests/test_startup.py holds the two equal)
-ENV_LAUNCHERS = ("spawn", "torchrun", "mpirun", "srun")
+class _Registered:
+    """--launcher's choices: the launchers of the registry that offer ``capability`` (launchers.names; "env", "tune"),
+    read on first use (a value given, or the help), so that a command's start imports no launcher module unless it is."""
+
+    def __init__(self, capability: str) -> None:
+        self.capability = capability
+
+    def _names(self) -> tuple[str, ...]:
+        from .launchers import names
+
+        return names(self.capability)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._names()
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(self._names())
+
+
+def _launcher_option(parser: argparse.ArgumentParser, capability: str, **kwargs: Any) -> None:
+    """--launcher with the registry's choices (_Registered), given once the option is made: argparse writes a new
+    option's choices out to check it, which would read the registry at every start of the command."""
+    parser.add_argument("--launcher", **kwargs).choices = _Registered(capability)
 
 
 def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
     env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
     env_cmd.add_argument("--ranks-per-node", type=per_node_int, default=2, metavar="N")
-    env_cmd.add_argument("--launcher", choices=ENV_LAUNCHERS,
-                         help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
+    _launcher_option(env_cmd, "env", help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
     env_cmd.add_argument("--master-addr", metavar="HOST", help="the job's master (node 0; default $MASTER_ADDR): export the interface that reaches "
                          "it for gloo (GLOO_SOCKET_IFNAME), oneCCL (CCL_KVS_IFACE, FI_TCP_IFACE) and --launcher's MPI, and MASTER_ADDR")
     env_cmd.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="hosts in the job (default 1): with N > 1 a master that is "
