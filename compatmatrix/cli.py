@@ -688,7 +688,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                                 "the CI gate before anything is installed; only the package checks apply")
             # checked against the launchers registry only when given (_checks_args_of): compat check's start stays light
             parser.add_argument("--launcher", dest="check_launcher", metavar="LAUNCHER",
-                                help="the launcher you start ranks with (spawn, torchrun, mpirun): oneccl.launcher checks what ccl needs "
+                                help="the launcher you start ranks with (any that compat env --launcher takes): oneccl.launcher checks what ccl needs "
                                 "under it (its transport, I_MPI_ROOT, MASTER_ADDR/MASTER_PORT; the rendezvous under mpirun whatever the backend)")
         else:
             _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
