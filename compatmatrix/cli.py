@@ -614,6 +614,7 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
     docker.add_argument("--wheelhouse", metavar="DIR", help="install offline from this compat download folder of the build context")
     export_cmd.set_defaults(build=_export_args_of)
 
+
 class _Registered:
     """--launcher's choices: the launchers of the registry that offer ``capability`` (launchers.names; "env", "tune"),
     read on first use (a value given, or the help), so that a command's start imports no launcher module unless it is."""
