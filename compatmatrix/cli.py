@@ -247,6 +247,10 @@ PYTHON_ENV = "COMPAT_PYTHON"
 def _output_options(parser: argparse.ArgumentParser, json_help: str = "print machine-readable JSON (versioned schema) instead of tables") -> None:
     parser.add_argument("--json", action="store_true", help=json_help)
     parser.add_argument("--no-color", action="store_true", help="no colour (also: the NO_COLOR environment variable)")
+    _matrix_option(parser)
+
+
+def _matrix_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--matrix",
         metavar="PATH",
@@ -519,11 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
         "dtype (said in the output). Prints the table and the winner as compat launch arguments and environment lines. Ctrl-C keeps "
         "what was measured. Exit 1 when no configuration was accepted.",
     )
-    tune_cmd.add_argument("--launcher", choices=("spawn", "torchrun"), default="torchrun", help="how the ranks are started (default torchrun, as compat launch)")
+    tune_cmd.populate = lambda parser: _launcher_option(parser, "tune", default="torchrun", help="how the ranks are started (default torchrun, as compat launch)")
     tune_cmd.add_argument("--budget", type=positive_float, default=120.0, metavar="SECONDS", help="seconds to spend measuring (default 120)")
     tune_cmd.add_argument("--no-bf16", action="store_true", help="leave bf16 autocast out (the training cannot use it)")
     tune_cmd.add_argument("--no-compile", action="store_true", help="leave torch.compile out (the training cannot use it)")
     tune_cmd.add_argument("--json", action="store_true", help="print the table as JSON (compatmatrix/schemas/tune-v1.json)")
+    _matrix_option(tune_cmd)
     tune_cmd.add_argument("--reads", action="append", default=[], metavar="NAME",
                           help="an argument of the training command that its runs only read: an option's name (--reads data_path), a short "
                           "option's letter, or a positional as written; passed as given; repeatable (outputs are pointed into each run's own "
@@ -609,16 +614,36 @@ def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
     docker.add_argument("--wheelhouse", metavar="DIR", help="install offline from this compat download folder of the build context")
     export_cmd.set_defaults(build=_export_args_of)
 
-#: launchers.names(launchers.interface.ENV), written out: compat env's --launcher choices without importing every
-#: launcher module at its start (tests/test_startup.py holds the two equal)
-ENV_LAUNCHERS = ("spawn", "torchrun", "mpirun", "srun")
+
+class _Registered:
+    """--launcher's choices: the launchers of the registry that offer ``capability`` (launchers.names; "env", "tune"),
+    read on first use (a value given, or the help), so that a command's start imports no launcher module unless it is."""
+
+    def __init__(self, capability: str) -> None:
+        self.capability = capability
+
+    def _names(self) -> tuple[str, ...]:
+        from .launchers import names
+
+        return names(self.capability)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._names()
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(self._names())
+
+
+def _launcher_option(parser: argparse.ArgumentParser, capability: str, **kwargs: Any) -> None:
+    """--launcher with the registry's choices (_Registered), given once the option is made: argparse writes a new
+    option's choices out to check it, which would read the registry at every start of the command."""
+    parser.add_argument("--launcher", **kwargs).choices = _Registered(capability)
 
 
 def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
     env_cmd.add_argument("--shell", choices=["bash", "zsh", "fish"], default="bash")
     env_cmd.add_argument("--ranks-per-node", type=per_node_int, default=2, metavar="N")
-    env_cmd.add_argument("--launcher", choices=ENV_LAUNCHERS,
-                         help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
+    _launcher_option(env_cmd, "env", help="also export what this launcher needs for ccl (torchrun/spawn: CCL_ATL_TRANSPORT=ofi, FI_PROVIDER_PATH, ...)")
     env_cmd.add_argument("--master-addr", metavar="HOST", help="the job's master (node 0; default $MASTER_ADDR): export the interface that reaches "
                          "it for gloo (GLOO_SOCKET_IFNAME), oneCCL (CCL_KVS_IFACE, FI_TCP_IFACE) and --launcher's MPI, and MASTER_ADDR")
     env_cmd.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="hosts in the job (default 1): with N > 1 a master that is "
@@ -642,6 +667,7 @@ def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
                             help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
     launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
     launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
+    _matrix_option(launch_cmd)
     _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
     launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
     launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
@@ -663,7 +689,7 @@ def _checks_parser(commands, name: str, help_text: str, description: str) -> arg
                                 "the CI gate before anything is installed; only the package checks apply")
             # checked against the launchers registry only when given (_checks_args_of): compat check's start stays light
             parser.add_argument("--launcher", dest="check_launcher", metavar="LAUNCHER",
-                                help="the launcher you start ranks with (spawn, torchrun, mpirun): oneccl.launcher checks what ccl needs "
+                                help="the launcher you start ranks with (any that compat env --launcher takes): oneccl.launcher checks what ccl needs "
                                 "under it (its transport, I_MPI_ROOT, MASTER_ADDR/MASTER_PORT; the rendezvous under mpirun whatever the backend)")
         else:
             _target_options(parser, python="inspect this interpreter's environment (default: $COMPAT_PYTHON, else the running one)")
@@ -997,7 +1023,7 @@ def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
         if not word.strip("-") or "\0" in word:
             raise UsageError(f"--reads takes the name of one of the command's options or a positional argument as written, not {word[:60]!r}.",
                              "Pass e.g. --reads data_path (without its value).")
-    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, command, tuple(ns.reads))
+    return TuneArgs(ns.json, ns.launcher, ns.budget, _target(ns).python, not ns.no_bf16, not ns.no_compile, command, tuple(ns.reads), ns.matrix)
 
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
@@ -1006,7 +1032,7 @@ def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
     if ns.json and not ns.print_:
         raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
     return LaunchArgs(ns.json, ns.launcher, ns.nproc_per_node, ns.ccl_workers, ns.print_, _target(ns).python, ns.sysfs_root, ns.mpirun,
-                      ns.mpi_flavor, _command_words(ns.training_command))
+                      ns.mpi_flavor, _command_words(ns.training_command), ns.matrix)
 
 
 #: the options of one export format; any other format (or --validate) given one of them is a usage error
@@ -1487,10 +1513,11 @@ def cmd_env(args: EnvArgs) -> int:
 
 def cmd_launch(args: LaunchArgs) -> int:
     from .placement.service import LaunchOptions, prepare
+    from .planning import load
 
     options = LaunchOptions(launcher=args.launcher, nproc_per_node=args.nproc_per_node, command=args.command,
                             ccl_workers=args.ccl_workers, python=args.python, sysfs_root=args.sysfs_root, mpirun=args.mpirun,
-                            mpi_flavor=args.mpi_flavor, print_only=args.print_)
+                            mpi_flavor=args.mpi_flavor, print_only=args.print_, matrix=load(args.matrix))
     prepared = prepare(options, os.environ)
     if args.print_:
         if args.json:
@@ -1514,9 +1541,10 @@ def cmd_launch(args: LaunchArgs) -> int:
 
 
 def cmd_tune(args: TuneArgs) -> int:
+    from .planning import load
     from .tune.service import TuneOptions, tune
 
-    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, args.bf16, args.compile, args.command, args.reads), os.environ, say=_say_error if not args.json else (lambda line: None))
+    outcome = tune(TuneOptions(args.python, args.launcher, args.budget, load(args.matrix), args.bf16, args.compile, args.command, args.reads), os.environ, say=_say_error if not args.json else (lambda line: None))
     if args.json:
         from .console import dump_json
         from .tune.render import tune_json

@@ -191,6 +191,7 @@ class LaunchArgs(Record):
     mpirun: Optional[str]
     mpi_flavor: Optional[str]
     command: tuple[str, ...]
+    matrix: Optional[str] = None  # --matrix, else $COMPAT_MATRIX; None: the bundled matrix with the overlay (as Output.matrix)
 
 
 class TuneArgs(Record):
@@ -202,6 +203,7 @@ class TuneArgs(Record):
     compile: bool
     command: tuple[str, ...] = ()  # the training command after -- (empty: compat's own workload)
     reads: tuple[str, ...] = ()  # --reads NAME: the command's path arguments its runs only read
+    matrix: Optional[str] = None  # --matrix, else $COMPAT_MATRIX; None: the bundled matrix with the overlay (as Output.matrix)
 
 
 class JobArgs(Record):

@@ -69,10 +69,11 @@ def test_the_launcher_enums_are_the_launchers_registry():
     """The launcher and flavour a document may name are the registry's (compatmatrix/launchers): a launcher added there
     without its schema enums (or the reverse) fails here."""
     from compatmatrix.launchers import flavors, names
-    from compatmatrix.launchers.interface import BOUND, LIVE
+    from compatmatrix.launchers.interface import BOUND, LIVE, TUNE
 
     live = json.loads(schema_path("doctor").read_text())["properties"]["live"]["properties"]
     launch = json.loads(schema_path("launch").read_text())["properties"]
+    assert json.loads(schema_path("tune").read_text())["properties"]["launcher"]["enum"] == list(names(TUNE))
     assert live["launcher"]["enum"] == list(names(LIVE))
     assert live["flavor"]["enum"] == list(flavors(LIVE))
     assert launch["launcher"]["enum"] == list(names(BOUND))

@@ -306,7 +306,7 @@ def test_srun_across_an_allocations_nodes_prints_the_interface_compat_env_export
     route = lambda master: RouteFacts(master, ("10.0.0.1",), "", {"10.0.0.1": "eth1"}, {}, ("eth1", "lo"))  # noqa: E731
     monkeypatch.setattr("compatmatrix.launchers.environment.route_facts", route)
     allocation = {**base_env(), "SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[1-2]"}
-    options = LaunchOptions("srun", 2, ("train.py",), ccl_workers=0, python=str(env.python), print_only=True)
+    options = LaunchOptions("srun", 2, ("train.py",), load(None), ccl_workers=0, python=str(env.python), print_only=True)
     launched = prepare(options, allocation).invocation
     assert asked == ["node[1-2]"]
     assert {k: launched.env.get(k) for k in ("CCL_KVS_IFACE", "FI_TCP_IFACE", "GLOO_SOCKET_IFNAME")} == dict.fromkeys(

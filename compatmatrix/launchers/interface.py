@@ -6,6 +6,8 @@ for every command that starts ranks:
 * ``live(job)``: the processes ``compat doctor --live`` starts (argument lists and environments: a :class:`Launch`);
 * ``tool(request)`` then ``bound(job)``: the command line ``compat launch`` runs (an :class:`Invocation`), given the
   CPU binding ``placement/`` planned as a ready wrapper (the wing knows nothing of CPU plans);
+* ``processes(job, base)``: the processes ``compat tune`` starts and supervises itself for the same bound job (a
+  :class:`Launch`): a launcher that is one program, its ``bound()`` command line (``one_program``); spawn, each rank;
 * ``ccl_exports(env)``: what ``compat env --launcher`` adds for oneCCL under it (its transport, the interface);
 * ``path_additions(python, path, mpirun)``: what its own program needs on PATH-like lists, whatever the backend (Intel
   MPI's and MPICH's hydra run their proxies from PATH: the mpirun's folder, VENV/bin for impi-rt's); every form of the
@@ -41,6 +43,7 @@ ENV = "env"  # compat env --launcher
 HOSTFILE = "hostfile"  # doctor --live --hostfile / --rsh: it reads a hostfile and reaches its hosts through a remote shell
 EVERY_HOST = "every-host"  # one compat starts the ranks of every host (no --master-addr/--master-port to be told per node)
 UNMAPPED = "unmapped"  # doctor --live --no-rank-env: it can start ranks without their rank variables
+TUNE = "tune"  # compat tune --launcher: it runs tune's configurations (processes(), supervised by compat tune)
 
 
 class LaunchError(CompatError):
@@ -228,6 +231,8 @@ class Launcher(Protocol):
 
     def bound(self, job: BoundJob) -> Invocation: ...
 
+    def processes(self, job: BoundJob, base: Mapping[str, str]) -> Launch: ...
+
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]: ...
 
     def path_additions(self, python: str, path: Optional[str] = None, mpirun: Optional[str] = None) -> tuple[dict[str, PathEntries], list[str]]: ...
@@ -235,6 +240,12 @@ class Launcher(Protocol):
     def interface_exports(self, interface: str, env: Mapping[str, str], python: str = "", path: Optional[str] = None) -> tuple[dict[str, str], list[str]]: ...
 
     def failures(self, log: str) -> Failures: ...
+
+
+def one_program(invocation: Invocation, ranks: int, base: Mapping[str, str]) -> Launch:
+    """``processes()`` of a launcher that is one program (torchrun, mpirun, srun): its ``bound()`` command line, in the
+    environment it gets when started from ``base`` (Invocation.environment), as compat launch would run it."""
+    return Launch(invocation.launcher, invocation.flavor, (invocation.argv,), (invocation.environment(base),), "", ranks, ranks, invocation.notes)
 
 
 # Set by every launcher for its ranks (each launcher names its own in ``inherited``): inherited from compat's caller

@@ -43,6 +43,7 @@ from .interface import (
     ToolRequest,
     master_exports,
     ofi_exports,
+    one_program,
 )
 
 HYDRA_RANK = ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")  # Intel MPI, MPICH (hydra)
@@ -236,6 +237,9 @@ class Mpirun:
             return Tool(program, mpi_flavor(program))
         except LaunchError as exc:
             raise LaunchError(exc.sentence(), exc.fix + f" Or name it with --mpi-flavor {'|'.join(self.flavors)}.") from None
+
+    def processes(self, job: BoundJob, base: Mapping[str, str]) -> Launch:
+        return one_program(self.bound(job), job.ranks, base)  # not offered to compat tune (no TUNE): its ranks' variables differ
 
     def bound(self, job: BoundJob) -> Invocation:
         ranks = str(job.ranks)

@@ -1,7 +1,8 @@
 """spawn: compat starts the ranks itself, one process each, with RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
-MASTER_PORT in its environment (compat doctor --live only; compat launch leaves starting ranks to a launcher).
+MASTER_PORT in its environment (compat doctor --live, and compat tune: each rank through compat launch's binding
+wrapper; compat launch leaves starting ranks to a launcher).
 
-Side effects: none.
+Side effects: none (``processes`` binds a socket for a moment, to pick a free port).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from typing import Optional
 from .interface import (
     ENV,
     LIVE,
+    LOOPBACK,
+    TUNE,
     UNMAPPED,
+    WRAPPER_NAME,
     BoundJob,
     CclEnv,
     Failures,
@@ -23,6 +27,8 @@ from .interface import (
     PathEntries,
     Tool,
     ToolRequest,
+    free_port,
+    joined,
     master_exports,
     ofi_exports,
 )
@@ -31,7 +37,7 @@ from .interface import (
 class Spawn:
     name = "spawn"
     flavors: tuple[str, ...] = ("spawn",)
-    capabilities = frozenset({LIVE, ENV, UNMAPPED})
+    capabilities = frozenset({LIVE, ENV, UNMAPPED, TUNE})
     mpi_transport = False
     # a script that spawns its ranks (mp.spawn) gives them the rendezvous in its own code or from its environment, so
     # compat env --launcher spawn exports MASTER_ADDR/PORT; doctor --live's own spawn gives each rank one (starts_ranks_itself)
@@ -65,6 +71,23 @@ class Spawn:
 
     def bound(self, job: BoundJob) -> Invocation:
         raise LaunchError("spawn starts the ranks of compat doctor --live only.", "Use --launcher torchrun or --launcher mpirun.")
+
+    def processes(self, job: BoundJob, base: Mapping[str, str]) -> Launch:
+        """compat tune: each local rank started by compat through the binding wrapper (``sh -c``, which picks the rank's
+        CPUs by LOCAL_RANK, then execs the command), in ``base`` with the job's environment, the rank variables and a
+        free port on loopback for the rendezvous."""
+        script, _ = job.wrapper(self.local_rank_variable("spawn"))
+        port = str(free_port())
+        n = job.ranks
+        shared = {**base, **job.rank_env}
+        for key, added in job.additions.items():
+            shared[key] = joined(shared.get(key), added)
+        commands, envs = [], []
+        for local in range(n):
+            commands.append(("sh", "-c", script, WRAPPER_NAME, *job.command))
+            envs.append({**shared, "RANK": str(local), "WORLD_SIZE": str(n), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(n),
+                         "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port})
+        return Launch("spawn", "spawn", tuple(commands), tuple(envs), f"{LOOPBACK}:{port}", n, n)
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         extra, said = ofi_exports(self.name, env)

@@ -40,6 +40,7 @@ from .interface import (
     ToolRequest,
     compat_env_command,
     ofi_exports,
+    one_program,
 )
 from .spawn import SPAWN
 
@@ -349,6 +350,9 @@ class Srun:
         if not request.print_only:
             raise LaunchError(message, "Run compat launch inside a Slurm allocation (sbatch, salloc), or add --print.")
         return Tool("srun", "srun", (message,))
+
+    def processes(self, job: BoundJob, base: Mapping[str, str]) -> Launch:
+        return one_program(self.bound(job), job.ranks, base)  # not offered to compat tune (no TUNE): its ranks' variables differ
 
     def bound(self, job: BoundJob) -> Invocation:
         cpus_per_task = max((bin(mask).count("1") for mask in job.masks), default=1)

@@ -17,6 +17,7 @@ from .interface import (
     BOUND,
     ENV,
     LIVE,
+    TUNE,
     WRAPPER_NAME,
     BoundJob,
     CclEnv,
@@ -29,13 +30,14 @@ from .interface import (
     Tool,
     ToolRequest,
     ofi_exports,
+    one_program,
 )
 
 
 class Torchrun:
     name = "torchrun"
     flavors: tuple[str, ...] = ("torchrun",)
-    capabilities = frozenset({LIVE, BOUND, ENV})
+    capabilities = frozenset({LIVE, BOUND, ENV, TUNE})
     mpi_transport = False
     gives_rendezvous = True
     starts_ranks_itself = False
@@ -71,6 +73,9 @@ class Torchrun:
                  "OMP_NUM_THREADS is exported, so torchrun keeps it instead of setting 1",
                  "--standalone: the ranks meet on this host, so no interface variable (GLOO_SOCKET_IFNAME, CCL_KVS_IFACE) is needed")
         return Invocation("torchrun", "torchrun", tuple(argv), dict(job.rank_env), tool, notes, dict(job.additions))
+
+    def processes(self, job: BoundJob, base: Mapping[str, str]) -> Launch:
+        return one_program(self.bound(job), job.ranks, base)
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         return ofi_exports(self.name, env)

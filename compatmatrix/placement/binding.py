@@ -25,7 +25,7 @@ from typing import Optional
 
 from ..errors import CompatError
 from ..launchers import LAUNCHERS
-from ..launchers.interface import BoundJob, Invocation, LaunchError, PathEntries, Tool, Tools, rank_command
+from ..launchers.interface import BoundJob, Invocation, Launcher, LaunchError, PathEntries, Tool, Tools, rank_command
 from .plan import Plan
 from .topology import cpu_list_text
 
@@ -66,11 +66,19 @@ def compose(plan: Plan, rank_env: Mapping[str, str], launcher: str, command: Seq
     """The launcher command for ``plan``: the plan's binding handed to the launcher's ``bound()``. ``flavor``: the MPI
     (mpirun only); ``path``: PATH as the launcher will see it; ``as_root``: compat runs as root (Open MPI refuses that
     without --allow-run-as-root); ``additions``: path lists the ranks need added to (the oneCCL environment's)."""
+    chosen, job = bound_job(plan, rank_env, launcher, command, python, tools, flavor, mpirun, path, as_root, additions)
+    return chosen.bound(job)
+
+
+def bound_job(plan: Plan, rank_env: Mapping[str, str], launcher: str, command: Sequence[str], python: str, tools: Tools,
+              flavor: Optional[str] = None, mpirun: str = "mpirun", path: str = "", as_root: bool = False,
+              additions: Optional[Mapping[str, PathEntries]] = None) -> tuple[Launcher, BoundJob]:
+    """The launcher of the registry named ``launcher`` and the job ``plan`` hands it (compose's arguments): for its
+    ``bound()`` (compat launch) or its ``processes()`` (compat tune)."""
     chosen = LAUNCHERS.get(launcher)
     if chosen is None:
         raise LaunchError(f"Unknown launcher {launcher} ({flavor or 'no MPI flavour'}).", "Use --launcher torchrun or --launcher mpirun (Intel MPI, Open MPI or MPICH).")
     only = chosen.flavors[0] if len(chosen.flavors) == 1 else ""
     tool = Tool(python if only else mpirun, flavor or only)
-    return chosen.bound(BoundJob(len(plan.ranks), dict(rank_env), tuple(rank_command(command, python)), python, tool,
-                                 lambda variable: binder_script(plan, variable, tools), cpu_masks(plan), path, as_root,
-                                 dict(additions or {})))
+    return chosen, BoundJob(len(plan.ranks), dict(rank_env), tuple(rank_command(command, python)), python, tool,
+                            lambda variable: binder_script(plan, variable, tools), cpu_masks(plan), path, as_root, dict(additions or {}))

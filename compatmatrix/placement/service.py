@@ -11,7 +11,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..errors import UsageError
 from ..launchers import LAUNCHERS
@@ -20,12 +20,18 @@ from .binding import compose
 from .environment import choose_preload, environment_notes, launch_environment
 from .plan import PlacementError, Plan, plan_ranks
 
+if TYPE_CHECKING:
+    from ..matrix.model import Matrix
+
 
 @dataclass(frozen=True)
 class LaunchOptions:
     launcher: str  # a launcher of launchers.names(BOUND)
     nproc_per_node: int
     command: tuple[str, ...]
+    # the matrix the oneCCL environment is judged against (the bindings' release: where its setvars.sh is), loaded by the
+    # command as compat env loads it (--matrix / $COMPAT_MATRIX, else the bundled one with the overlay)
+    matrix: "Matrix"
     ccl_workers: Optional[int] = None  # None: 1 per rank where the cores allow it, else 0
     python: Optional[str] = None
     sysfs_root: Optional[str] = None
@@ -74,7 +80,7 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     notes += list(tool.notes)
     master, nnodes, said = job_hosts(options.launcher, environ, python=python)
     notes += said
-    oneccl, additions, said = launch_oneccl(snapshot, options.launcher, tool.program if options.launcher == "mpirun" else None, master, nnodes)
+    oneccl, additions, said = launch_oneccl(snapshot, options.matrix, options.launcher, tool.program if options.launcher == "mpirun" else None, master, nnodes)
     rank_env = {**rank_env, **{k: v for k, v in oneccl.items() if k not in rank_env}}  # the plan's thread settings stay
     notes += said
     invocation = compose(plan, rank_env, options.launcher, options.command, python, tools, flavor=tool.flavor, mpirun=tool.program,
@@ -82,19 +88,19 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     return Prepared(plan, invocation, rank_env, tuple(notes) + invocation.notes)
 
 
-def launch_oneccl(snapshot, launcher: str, mpirun: Optional[str], master: Optional[str] = None, nnodes: int = 1,  # noqa: ANN001
+def launch_oneccl(snapshot, matrix: "Matrix", launcher: str, mpirun: Optional[str], master: Optional[str] = None, nnodes: int = 1,  # noqa: ANN001
                   route=None) -> tuple[dict[str, str], dict[str, PathEntries], list[str]]:  # noqa: ANN001
     """What ``compat env --launcher LAUNCHER`` exports for this environment (launchers/environment.launcher_env, the one plan), as the
-    launch's exports, path-list additions and notes; the thread settings are the plan's own. ``master``/``nnodes``: the
+    launch's exports, path-list additions and notes; the thread settings are the plan's own. ``matrix``: the one the
+    command loaded (compat env judges against the same). ``master``/``nnodes``: the
     job's hosts where the launch spans several (srun in an allocation: ``job_hosts``), for the interface variables. An
     oneCCL environment that cannot be set up is a note (the launch may run gloo), not an error."""
     from ..environment.facts import Facts
     from ..errors import CompatError
     from ..launchers.environment import launcher_env
-    from ..planning import load
 
     try:
-        found = launcher_env(Facts(load(None), snapshot), launcher, mpirun if mpirun and os.path.isfile(mpirun) else None,
+        found = launcher_env(Facts(matrix, snapshot), launcher, mpirun if mpirun and os.path.isfile(mpirun) else None,
                              master, nnodes, route, master_from_env=False)
     except CompatError as exc:
         return {}, {}, [f"no oneCCL environment exported: {exc.message} {exc.fix}".strip()]

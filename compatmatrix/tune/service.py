@@ -6,9 +6,11 @@ launcher, judge it (tune/proof.py), repeat the close ones (below), pick the fast
 Each run is the live doctor's kind of child: every process in a session of its own, tagged with a run id, held to
 a deadline (COMPAT_TUNE_TIMEOUT, default 120 s a run; torch.compile runs 3 times that; never past the budget, except
 that a run started gets at least MIN_RUN_S), and swept at the end
-(live/supervise.py). torchrun runs the command line compat launch would (placement/binding.compose: each rank
-bound by numactl/taskset); spawn starts each rank itself through the same binding wrapper, with RANK, WORLD_SIZE,
-LOCAL_RANK and a free MASTER_PORT. Ctrl-C stops the run in progress (its processes swept) and keeps what was
+(live/supervise.py). What a run starts is its launcher's (the registry's launchers that offer TUNE), handed the job
+as compat launch hands it (placement/binding.bound_job, then the launcher's processes()): torchrun runs the command line
+compat launch would (each rank bound by numactl/taskset); spawn starts each rank itself through the same binding
+wrapper, with RANK, WORLD_SIZE, LOCAL_RANK and a free MASTER_PORT. Every rank runs the command with the measured
+environment's interpreter in front. Ctrl-C stops the run in progress (its processes swept) and keeps what was
 measured. No new configuration starts once the budget's seconds have passed.
 
 Repeats: after every configuration has run once, the budget left goes to repeating the ones whose speeds are not
@@ -51,7 +53,7 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import CompatError
 from ..record import Record
@@ -61,6 +63,9 @@ from .paths import PathArgs
 from .proof import Run, Verdict, prove, reduction_terms, tolerance
 from .space import DEFAULT_COSTS, Configuration, Pruned, Space, over_budget, run_estimate
 
+if TYPE_CHECKING:
+    from ..matrix.model import Matrix
+
 WARMUP = 5
 TIMED = 40
 STEPS = WARMUP + TIMED
@@ -68,7 +73,7 @@ CMD_STEPS = 20  # steps of a user's training command per run
 TIMEOUT_S = 120.0
 MIN_RUN_S = 10.0  # the least a run started is given, even where the budget has less left
 MAX_RUNS = 3  # runs of one configuration at most: the budget of a small machine pays for a few repeats of the close ones, not a long series
-LAUNCHERS = ("spawn", "torchrun")
+ADVISED = "torchrun"  # compat launch's launcher for one node: the winner's compat launch arguments and its oneCCL environment
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 FIXTURE_VAR = "COMPAT_TUNE_FIXTURE_PERTURB"  # a test hook (FIXTURE): see workload.py and fixture_site/sitecustomize.py
 FIXTURE_SITE = Path(__file__).resolve().parent / "fixture_site"  # a FIXTURE sitecustomize for a training command's ranks
@@ -81,6 +86,7 @@ class TuneOptions:
     python: Optional[str]
     launcher: str
     budget: float
+    matrix: "Matrix"  # what the oneCCL environment is judged against, loaded as compat launch and compat env load it
     bf16: bool = True  # False: --no-bf16
     compile: bool = True  # False: --no-compile
     command: tuple[str, ...] = ()  # the training command (empty: compat's own workload)
@@ -141,8 +147,13 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     from ..placement.topology import machine_from_snapshot
     from .space import current_configuration, current_settings, installed_from_snapshot, search_space
 
-    if options.launcher not in LAUNCHERS:
-        raise CompatError(f"compat tune runs its ranks with spawn or torchrun, not {options.launcher}.", "Pass --launcher spawn or --launcher torchrun.")
+    from ..launchers import names
+    from ..launchers.interface import TUNE
+
+    offered = names(TUNE)  # the launchers of the registry that run tune's configurations
+    if options.launcher not in offered:
+        raise CompatError(f"compat tune runs its ranks with {' or '.join(offered)}, not {options.launcher}.",
+                          f"Pass {' or '.join(f'--launcher {name}' for name in offered)}.")
     command, command_notes, paths = _command_of(options)  # a path argument compat cannot place is refused before anything runs
     started = time.monotonic()
     snapshot = take_snapshot(options.python)
@@ -167,7 +178,7 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
     reference_seconds: dict[str, float] = {}
     interrupted = 0  # 130 (Ctrl-C) or 143 (SIGTERM/SIGHUP): the exit code to leave with after the output
     with scratch_folder(SCRATCH_PREFIX) as folder:  # removed at the end; one a SIGKILL left is swept at the next start
-        runner = _Runner(snapshot, machine, options.launcher, base, folder, command, _cwd(), paths)
+        runner = _Runner(snapshot, machine, options.launcher, base, folder, command, _cwd(), paths, options.matrix)
         try:
             measure(configurations, runner, machine, options.budget, started, measured, repeat_notes, say, pruned=pruned, reference_seconds=reference_seconds)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (processes.Terminated): the run in progress was swept; what was measured stays
@@ -190,8 +201,11 @@ def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], 
         notes.append(f"each run was estimated at its single-process reference run's wall time ({timed}, start to exit; twice that where "
                      f"its dtype's reference had not run yet; +{DEFAULT_COSTS.compile:g} s with torch.compile); a configuration whose run did not "
                      "fit the budget left was not started (left out)")
-    if options.launcher == "spawn":
-        notes.append("measured with spawn (compat starts each rank); compat launch runs the winner with torchrun, which binds the ranks the same way")
+    if options.launcher != ADVISED:
+        from ..launchers import LAUNCHERS
+
+        itself = " (compat starts each rank)" if LAUNCHERS[options.launcher].starts_ranks_itself else ""
+        notes.append(f"measured with {options.launcher}{itself}; compat launch runs the winner with {ADVISED}, which binds the ranks the same way")
     return Outcome(snapshot.executable, options.launcher, space, tuple(measured), winner, default, current, interrupted, time.monotonic() - started,
                    runner.rank_env(winner.config) if winner else {}, tuple(notes), machine.topology.threads_per_core,
                    "command" if command else "compat", tuple(pruned), tuple(sorted(reference_seconds.items())))
@@ -441,12 +455,13 @@ class _Runner:
     """Runs one configuration of the workload under the launcher; reads rank 0's result."""
 
     def __init__(self, snapshot, machine, launcher: str, base: Mapping[str, str], folder: Path, command: tuple[str, ...] = (),  # noqa: ANN001
-                 cwd: Optional[Path] = None, paths: Optional[PathArgs] = None) -> None:
+                 cwd: Optional[Path] = None, paths: Optional[PathArgs] = None, matrix: Optional["Matrix"] = None) -> None:
         from ..environment.libraries import preload_candidates, preload_entries
         from ..placement.environment import choose_preload
         from ..placement.service import oneccl_bindings_installed
 
         self.snapshot, self.machine, self.launcher, self.base, self.folder = snapshot, machine, launcher, base, folder
+        self.matrix = matrix  # what the oneCCL environment of a ccl configuration is judged against (compat launch's and compat env's)
         self.python = snapshot.executable
         self.bindings = oneccl_bindings_installed(snapshot)
         self.preload = choose_preload(preload_candidates(snapshot.prefix), preload_entries(base.get("LD_PRELOAD", "")))
@@ -474,16 +489,15 @@ class _Runner:
         if config.backend == "ccl":
             from ..placement.service import launch_oneccl
 
-            exports, _, _ = launch_oneccl(self.snapshot, "torchrun", None)
+            exports, _, _ = launch_oneccl(self.snapshot, self.matrix, ADVISED, None)
             env = {**env, **{k: v for k, v in exports.items() if k not in env}}
         return env
 
     def run(self, config: Configuration, timeout_factor: float, left: float) -> tuple[Optional[Run], list[float], str, float]:
         """Run ``config`` within its deadline (COMPAT_TUNE_TIMEOUT x ``timeout_factor``) and ``left`` seconds of the budget."""
         from ..environment.child import env_timeout
-        from ..launchers.interface import LOOPBACK, free_port
         from ..live.supervise import supervise
-        from ..placement.binding import binder_script, compose
+        from ..placement.binding import bound_job
         from ..placement.plan import plan_ranks
         from ..processes import new_run_id
 
@@ -510,17 +524,11 @@ class _Runner:
         else:
             words = [str(WORKLOAD), "--out", str(out), "--steps", str(STEPS), "--warmup", str(WARMUP), "--dtype", config.dtype,
                      "--backend", config.backend or "gloo"] + (["--compile"] if config.compile else [])
-        if self.launcher == "torchrun":
-            invocation = compose(plan, rank_env, "torchrun", words, self.python, self.tools)
-            commands, envs = [invocation.argv], [invocation.environment(self.base)]
-        else:
-            script, _ = binder_script(plan, "LOCAL_RANK", self.tools)
-            port = str(free_port())
-            commands, envs = [], []
-            for local in range(config.ranks):
-                commands.append(("sh", "-c", script, "compat-tune", self.python, *words))
-                envs.append({**self.base, **rank_env, "RANK": str(local), "WORLD_SIZE": str(config.ranks), "LOCAL_RANK": str(local),
-                             "LOCAL_WORLD_SIZE": str(config.ranks), "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port})
+        # the launcher of the registry, handed the job as compat launch hands it (placement/binding.bound_job): its
+        # processes() are what compat starts here (torchrun: compat launch's command line; spawn: each rank bound)
+        launcher, job = bound_job(plan, rank_env, self.launcher, (self.python, *words), self.python, self.tools)
+        launch = launcher.processes(job, self.base)
+        commands, envs = list(launch.commands), list(launch.envs)
         own = env_timeout("COMPAT_TUNE_TIMEOUT", TIMEOUT_S) * timeout_factor
         timeout = min(own, left)
         reader = None
@@ -613,7 +621,7 @@ def launch_arguments(outcome: Outcome) -> list[str]:
     if outcome.winner is None:
         return []
     config = outcome.winner.config
-    return ["--launcher", "torchrun", "--nproc-per-node", str(config.ranks), "--ccl-workers", str(config.ccl_workers)]
+    return ["--launcher", ADVISED, "--nproc-per-node", str(config.ranks), "--ccl-workers", str(config.ccl_workers)]
 
 
 def export_arguments(outcome: Outcome, form: str) -> list[str]:
