@@ -641,7 +641,10 @@ def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
     launch_cmd.add_argument("--ccl-workers", type=zero_or_more_int, default=None, metavar="K",
                             help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
     launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
-    launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
+    launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json); with --watch: the findings (watch-v1.json)")
+    from .watch.command import watch_arguments
+
+    watch_arguments(launch_cmd)
     _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
     launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
     launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
@@ -1003,10 +1006,12 @@ def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
     from .options import LaunchArgs
 
-    if ns.json and not ns.print_:
+    from .watch.command import watch_args_of
+
+    if ns.json and not ns.print_ and not (ns.watch or ns.watch_only):
         raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
     return LaunchArgs(ns.json, ns.launcher, ns.nproc_per_node, ns.ccl_workers, ns.print_, _target(ns).python, ns.sysfs_root, ns.mpirun,
-                      ns.mpi_flavor, _command_words(ns.training_command))
+                      ns.mpi_flavor, _command_words(ns.training_command), *watch_args_of(ns))
 
 
 #: the options of one export format; any other format (or --validate) given one of them is a usage error
@@ -1510,6 +1515,10 @@ def cmd_launch(args: LaunchArgs) -> int:
         _say_error(f"compat launch: {line}")
     _say_error(f"compat launch: {prepared.invocation.shell_line()}")
     sys.stdout.flush()
+    if args.watch:
+        from .watch.command import launch_watched
+
+        return launch_watched(lambda env: run_invocation(prepared.invocation, env, say=_say_error), os.environ, args, _say_error)
     return run_invocation(prepared.invocation, os.environ, say=_say_error)
 
 

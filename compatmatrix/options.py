@@ -191,6 +191,9 @@ class LaunchArgs(Record):
     mpirun: Optional[str]
     mpi_flavor: Optional[str]
     command: tuple[str, ...]
+    watch: bool = False  # --watch / --watch-only: the job runs with compat's rank agent and watcher (compatmatrix/watch/)
+    watch_only: bool = False
+    stall_after: Optional[float] = None
 
 
 class TuneArgs(Record):

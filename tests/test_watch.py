@@ -1,0 +1,271 @@
+"""compat launch --watch without ranks: the pure judgement (stall, death, straggler) on made-up heartbeats, the ring
+files as the agent writes them (the agent run by a plain Python, no torch), the text and JSON, the options."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compatmatrix.watch import judge as J
+from compatmatrix.watch import ring
+from compatmatrix.watch.render import finding_json, finding_text, watch_json
+from compatmatrix.watch.service import SITE, WatchOutcome, Watcher, WatchOptions, agent_env
+
+SITE_FILE = SITE / "sitecustomize.py"
+
+
+def _beats(rank: int, times: list[float], progress: list[tuple[int, int]], entries: list[tuple[J.Collective, ...]] | None = None,
+           state: str = "running") -> tuple[J.Beat, ...]:
+    entries = entries or [()] * len(times)
+    return tuple(J.Beat(n, rank, 1000 + rank, t, state, "flight-recorder", {"0": p}, e) for n, (t, p, e) in enumerate(zip(times, progress, entries)))
+
+
+def _collectives(rank: int, count: int, start: float, gap: float, late: float = 0.0) -> tuple[J.Collective, ...]:
+    return tuple(J.Collective("0", seq, "gloo:all_reduce", 4225, start + seq * gap + late, "default_pg") for seq in range(1, count + 1))
+
+
+def _stalled_job(world: int, culprit: int, done: int, stalled_since: float, now_gap: float, gap: float = 0.2):
+    """Every rank completed ``done`` collectives (one per ``gap`` seconds); the culprit then stopped (its heartbeats
+    too), the others entered collective done + 1 and wait in it."""
+    views = []
+    t_stop = done * gap
+    for rank in range(world):
+        collectives = _collectives(rank, done, 0.0, gap)
+        if rank == culprit:
+            times = [t_stop - 0.5, t_stop]
+            progress = [(done, done), (done, done)]
+        else:
+            collectives += (J.Collective("0", done + 1, "gloo:all_reduce", 4225, t_stop + 0.01, "default_pg"),)
+            times = [t_stop - 0.5, t_stop + 0.02, t_stop + stalled_since + now_gap]
+            progress = [(done, done), (done + 1, done), (done + 1, done)]
+        views.append(J.RankView(rank, _beats(rank, times, progress), J.ProcessFact(True, "T" if rank == culprit else "S"), collectives))
+    now = t_stop + 0.02 + stalled_since + now_gap
+    return views, now
+
+
+@settings(max_examples=60, deadline=None)
+@given(world=st.integers(2, 6), data=st.data(), done=st.integers(3, 200), wait=st.floats(0.0, 100.0))
+def test_a_stall_names_the_rank_that_never_entered_and_what_the_others_wait_in(world, data, done, wait):
+    culprit = data.draw(st.integers(0, world - 1))
+    views, now = _stalled_job(world, culprit, done, wait, 0.0)
+    found = J.judge(views, now, world=world)
+    bound, _ = J.stall_bound(views, None)
+    stalls = [f for f in found if isinstance(f, J.Stall)]
+    if wait <= bound:
+        assert not stalls
+        return
+    (stall,) = stalls
+    assert stall.rank == culprit and stall.seq == done + 1 and stall.last_entered == done
+    assert stall.collective is not None and stall.collective.op == "gloo:all_reduce" and stall.collective.numel == 4225
+    assert sorted(w.rank for w in stall.waiting) == [r for r in range(world) if r != culprit]
+    assert all(w.seq == done + 1 for w in stall.waiting)
+    assert stall.process_state == "T"
+
+
+def test_the_stall_bound_follows_the_jobs_pace_and_the_option_overrides_it():
+    fast, _ = _stalled_job(2, 1, 20, 0.0, 0.0, gap=0.2)
+    slow, _ = _stalled_job(2, 1, 20, 0.0, 0.0, gap=8.0)
+    assert J.stall_bound(fast, None) == (J.STALL_FLOOR_S, "derived")
+    assert J.stall_bound(slow, None) == (J.STALL_FACTOR * 8.0, "derived")
+    assert J.stall_bound(slow, 3.0) == (3.0, "--stall-after")
+    views, now = _stalled_job(2, 1, 20, 5.0, 0.0, gap=8.0)  # 5 s without progress in a job that takes 8 s between collectives
+    assert not J.judge(views, now, world=2)
+    assert [f.rank for f in J.judge(views, now, stall_after=3.0, world=2)] == [1]
+
+
+def test_no_stall_is_judged_before_every_rank_has_entered_a_collective():
+    views, now = _stalled_job(2, 1, 20, 500.0, 0.0)
+    starting = J.RankView(1, (J.Beat(0, 1, 1001, 0.0, "starting"),), J.ProcessFact(True, "S"))
+    assert not J.judge([views[0], starting], now, world=2)
+    assert not J.judge([views[0]], now, world=2)  # a rank not seen yet
+
+
+@settings(max_examples=60, deadline=None)
+@given(world=st.integers(2, 6), gone=st.lists(st.tuples(st.floats(0, 100), st.sampled_from([9, 15, 6, 0x300, 0x100])), min_size=1, max_size=6, unique_by=lambda g: g[0]))
+def test_deaths_are_named_earliest_first_with_their_status(world, gone):
+    gone = gone[:world]
+    views = []
+    for rank in range(world):
+        beats = _beats(rank, [0.0], [(1, 1)])
+        if rank < len(gone):
+            at, status = gone[rank]
+            views.append(J.RankView(rank, beats, J.ProcessFact(False, "Z", status, at)))
+        else:
+            views.append(J.RankView(rank, beats, J.ProcessFact(True, "S")))
+    found = J.judge(views, 200.0, world=world)
+    assert [f.rank for f in found] == sorted(range(len(gone)), key=lambda r: (gone[r][0], r))
+    for death in found:
+        status = gone[death.rank][1]
+        assert (death.signal, death.exit_code) == ((status, None) if status & 0x7F else (None, status >> 8))
+
+
+def test_a_clean_exit_is_no_death_and_an_exception_is():
+    left = J.RankView(0, _beats(0, [0.0, 1.0], [(1, 1), (1, 1)], state="left"), J.ProcessFact(False, "Z", 0, 2.0))
+    gone = J.RankView(1, _beats(1, [0.0], [(1, 1)]), J.ProcessFact(False, "", None, 3.0))
+    assert J.judge([left], 10.0) == ()
+    (death,) = J.judge([left, gone], 10.0)
+    assert death.rank == 1 and death.signal is None and death.exit_code is None
+    assert "ended without a word" in finding_text(death)
+    raised = J.RankView(1, (J.Beat(0, 1, 7, 1.0, "exception", exception="ValueError: bad batch"),), J.ProcessFact(True, "S"))
+    (death,) = J.judge([left, raised], 10.0)
+    assert death.exception == "ValueError: bad batch" and "ValueError: bad batch" in finding_text(death)
+
+
+def _paced(world: int, slow: int, count: int, gap: float, late: float) -> list[J.RankView]:
+    views = []
+    for rank in range(world):
+        collectives = _collectives(rank, count, 0.0, gap, late if rank == slow else 0.0)
+        views.append(J.RankView(rank, _beats(rank, [0.0, count * gap], [(count, count), (count, count)]), J.ProcessFact(True, "S"), collectives))
+    return views
+
+
+@settings(max_examples=60, deadline=None)
+@given(world=st.integers(2, 6), data=st.data(), count=st.integers(J.STRAGGLER_MIN, 200), gap=st.floats(0.01, 5.0), late_share=st.floats(0.0, 0.95))
+def test_the_straggler_is_the_rank_the_others_wait_for(world, data, count, gap, late_share):
+    slow = data.draw(st.integers(0, world - 1))
+    views = _paced(world, slow, count, gap, late_share * gap)
+    found = [f for f in J.judge(views, count * gap, world=world) if isinstance(f, J.Straggler)]
+    span = (count - 1) * gap + late_share * gap
+    others_share = count * late_share * gap / span if span > 0 else 0
+    if late_share > 0 and others_share >= J.STRAGGLER_OTHERS_WAIT + 0.01:
+        (straggler,) = found
+        assert straggler.rank == slow and straggler.wait_share[slow] == 0.0 and straggler.last_share == 1.0
+        assert finding_text(straggler).startswith(f"straggler: rank {slow} holds the others back")
+    elif others_share < J.STRAGGLER_OTHERS_WAIT - 0.01:
+        assert not found
+
+
+def test_no_straggler_when_the_ranks_keep_pace_or_too_few_collectives():
+    assert not J.straggler_of(_paced(2, 1, 50, 0.2, 0.001))
+    assert not J.straggler_of(_paced(2, 1, J.STRAGGLER_MIN - 1, 0.2, 0.15))
+    assert J.straggler_of(_paced(2, 1, J.STRAGGLER_MIN, 0.2, 0.15)).rank == 1
+
+
+# --- the ring files, written by the agent itself (a plain Python: no torch, so progress says "none")
+
+
+def test_the_ring_constants_are_the_agents():
+    text = SITE_FILE.read_text()
+    for name in ("SLOTS", "SLOT", "FORMAT"):
+        assert f"\n{name} = {getattr(ring, name)}\n" in text
+
+
+def _agent(tmp_path: Path, code: str, rank: str = "1", extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = agent_env({k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RANK")}, tmp_path, "test", 0.05)
+    env.update({"RANK": rank, "WORLD_SIZE": "2", **(extra or {})})
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_agent_writes_a_bounded_ring_of_heartbeats_and_a_clean_exit(tmp_path):
+    done = _agent(tmp_path, "import time; time.sleep(4)")
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "rank-1.ring"
+    assert path.stat().st_size == ring.SLOTS * ring.SLOT  # 80 heartbeats in 4 s: the ring wrapped, the file did not grow
+    beats = ring.beats_of(path.read_bytes(), 1)
+    assert len(beats) == ring.SLOTS and beats[-1].state == "left" and beats[-1].source == "none"
+    assert [b.n for b in beats] == list(range(beats[0].n, beats[0].n + ring.SLOTS))
+    assert not ring.lock_held(path)
+
+
+def test_the_agent_records_the_exception_that_ends_a_rank_and_stays_out_of_other_processes(tmp_path):
+    done = _agent(tmp_path, "raise ValueError('bad batch')")
+    assert done.returncode == 1 and "ValueError: bad batch" in done.stderr  # the rank's own traceback is untouched
+    (exc,) = [b for b in ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1) if b.state == "exception"]
+    assert exc.exception == "ValueError: bad batch"
+    for rank in ("", "x"):  # torchrun's own agent process (no RANK), or nonsense
+        assert _agent(tmp_path / "none", "pass", rank=rank).returncode == 0
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_second_process_of_a_rank_leaves_the_ring_to_the_first(tmp_path):
+    code = ("import os, subprocess, sys; r = subprocess.run([sys.executable, '-c', 'import time; time.sleep(0.3)']);"
+            "print(len([l for l in open('/proc/self/status')]))")
+    assert _agent(tmp_path, code).returncode == 0
+    pids = {b.pid for b in ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1)}
+    assert len(pids) == 1
+
+
+def test_the_agent_chains_the_environments_own_sitecustomize(tmp_path):
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITE'] = 'ran'\n")
+    (tmp_path / "run").mkdir()
+    done = _agent(tmp_path / "run", "import os; print(os.environ.get('OWN_SITE'))", extra={"PYTHONPATH": f"{SITE}{os.pathsep}{own}"})
+    assert done.stdout.strip() == "ran"
+    assert (tmp_path / "run" / "rank-1.ring").exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3 * ring.SLOT))
+def test_the_ring_reader_takes_any_bytes(data):
+    for beat in ring.beats_of(data, 0):
+        assert beat.rank == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=30))
+def test_a_slot_of_any_json_is_a_beat_or_nothing(body):
+    for rank in (0,):
+        slot = json.dumps({"v": 1, "rank": 0, "t": 1.0, "pg": body, "entries": body, "state": body, "n": body})
+        beats = ring.beats_of(slot.encode(), rank)
+        assert len(beats) == 1 and beats[0].t == 1.0
+
+
+def test_the_watcher_keeps_what_the_ring_forgets_and_sees_a_gone_process(tmp_path):
+    done = _agent(tmp_path, "pass", rank="0")
+    assert done.returncode == 0
+    watcher = Watcher(tmp_path, WatchOptions())
+    watcher.read(5.0)
+    (view,) = watcher.views()
+    assert view.rank == 0 and not view.process.alive and view.last.state == "left"
+    assert watcher.judge(6.0) == ()  # it left cleanly
+    assert watcher.sources() == ("none",)
+
+
+# --- words and the document
+
+
+def test_the_json_document_follows_its_schema_for_every_kind():
+    import jsonschema
+
+    from compatmatrix.render import schema_path
+
+    views, now = _stalled_job(3, 1, 30, 60.0, 0.0)
+    stall = J.judge(views, now, world=3)[0]
+    death = J.Death(1, 42, 3.0, 9, None, "", "running")
+    straggler = J.straggler_of(_paced(2, 1, 20, 0.2, 0.15))
+    outcome = WatchOutcome(1, (stall, death, straggler), True, 5.0, ("flight-recorder",), ())
+    document = watch_json(outcome)
+    jsonschema.validate(document, json.loads(schema_path("launch --watch").read_text()))
+    assert document["exit_status"] == 1 and [f["kind"] for f in document["findings"]] == ["stall", "death", "straggler"]
+    assert finding_json(death)["signal"] == "SIGKILL"
+    text = finding_text(stall)
+    assert text.startswith("stall: rank 1 stopped first: it never entered gloo:all_reduce #31 of process group 0 (default_pg), 4225 elements")
+    assert "rank 0 waits in gloo:all_reduce #31" in text and "rank 2 waits in gloo:all_reduce #31" in text and "its process is stopped" in text
+    assert WatchOutcome(3, (straggler,)).exit_status == 3  # a straggler alone keeps the job's own status
+    assert WatchOutcome(0, ()).exit_status == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--stall-after", "5"], "--stall-after goes with --watch"),
+    (["--watch", "--print"], "--watch runs the job"),
+    (["--watch", "--stall-after", "0"], "give seconds above 0"),
+])
+def test_the_watch_options_are_checked(argv, message):
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "torchrun", "--nproc-per-node", "2", *argv, "--", "train.py"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_watch_needs_torchrun_for_now():
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "mpirun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--watch works with --launcher torchrun" in done.stderr
