@@ -179,6 +179,12 @@ def test_the_agent_records_the_exception_that_ends_a_rank_and_stays_out_of_other
     assert done.returncode == 1 and "ValueError: bad batch" in done.stderr  # the rank's own traceback is untouched
     (exc,) = [b for b in ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1) if b.state == "exception"]
     assert exc.exception == "ValueError: bad batch"
+    (tmp_path / "exit").mkdir()
+    assert _agent(tmp_path / "exit", "import sys; sys.exit(3)", rank="0").returncode == 3
+    (left,) = [b for b in ring.beats_of((tmp_path / "exit" / "rank-0.ring").read_bytes(), 0) if b.state == "left"]
+    assert left.exit_code == 3
+    (death,) = J.judge([J.RankView(0, (left,), J.ProcessFact(True, "S"))], 10.0)
+    assert death.exit_code == 3 and finding_text(death).endswith("exited with status 3.")
     for rank in ("", "x"):  # torchrun's own agent process (no RANK), or nonsense
         assert _agent(tmp_path / "none", "pass", rank=rank).returncode == 0
     assert not (tmp_path / "none").exists()

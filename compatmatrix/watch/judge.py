@@ -60,6 +60,7 @@ class Beat:
     progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     entries: tuple[Collective, ...] = ()
     exception: str = ""
+    exit_code: Optional[int] = None  # a rank that left through sys.exit(N), N not 0
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,8 @@ def death_of(view: RankView) -> Optional[Death]:
     last = view.last
     fact = view.process
     signal_number, code = decode_status(fact.wait_status) if fact.wait_status is not None else (None, None)
-    if last.state == "exception":
+    if last.state == "exception" or (last.state == "left" and last.exit_code):
+        code = code if code is not None else last.exit_code
         return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, last.exception, last.state)
     if fact.alive:
         return None

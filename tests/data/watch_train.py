@@ -23,7 +23,7 @@ kind, _, at = fault.partition("@")
 steps = int(os.environ.get("WATCH_STEPS", "40"))
 for step in range(steps):
     if kind and at and step == int(at):
-        print(f"rank {rank}: {kind} at step {step}", flush=True)
+        print(f"rank {rank}: {kind} at step {step}", file=sys.stderr, flush=True)
         if kind == "stop":
             os.kill(os.getpid(), signal.SIGSTOP)
         elif kind == "kill":

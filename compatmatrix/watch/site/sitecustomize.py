@@ -15,7 +15,8 @@ records gloo's collectives on CPU: ``_dump_fr_trace`` without stack traces): per
 entered and the last completed, and the collectives entered since the previous heartbeat and those still in flight
 (process group, sequence number, op, element count, time entered). Where there is no Flight Recorder the heartbeat
 says so (``"source": "none"``) and carries the rank's liveness only. An exception that ends the rank is written as a
-last record (its type and message); a clean interpreter exit as ``"state": "left"``.
+last record (its type and message); an interpreter exit as ``"state": "left"``, with the status when the rank
+called sys.exit with a non-zero one (``raise SystemExit(n)`` and os._exit are not seen).
 
 Standard library only, Python 3.6+; everything it does is guarded: a failure stops the agent, never the rank. A
 ``sitecustomize`` later on the path (the environment's own) is imported after this one, as Python would have.
@@ -183,6 +184,18 @@ def _install():
                 pass
 
         atexit.register(left)
+        real_exit = sys.exit
+
+        def exit(status=None):
+            code = status if isinstance(status, int) and not isinstance(status, bool) else (0 if status is None else 1)
+            if code:
+                try:
+                    agent.record("left", {"exit_code": code})
+                except Exception:
+                    pass
+            real_exit(status)
+
+        sys.exit = exit
         thread = threading.Thread(target=agent.loop, name="compat-watch", daemon=True)
         thread.start()
     except Exception:
