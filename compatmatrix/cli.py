@@ -636,7 +636,10 @@ def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
     from .launchers import LAUNCHERS, names
     from .launchers.interface import BOUND
 
-    launch_cmd.add_argument("--launcher", choices=names(BOUND), required=True, help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH)")
+    from .watch.command import LAUNCHERS as WATCH_LAUNCHERS
+
+    launch_cmd.add_argument("--launcher", choices=(*names(BOUND), *WATCH_LAUNCHERS), required=True,
+                            help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH); spawn: compat starts the ranks (with --watch)")
     launch_cmd.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=per_node_int, required=True, metavar="N", help="ranks on this node")
     launch_cmd.add_argument("--ccl-workers", type=zero_or_more_int, default=None, metavar="K",
                             help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
@@ -644,7 +647,7 @@ def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
     launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json); with --watch: the findings (watch-v1.json)")
     from .watch.command import watch_arguments
 
-    watch_arguments(launch_cmd)
+    watch_arguments(launch_cmd)  # --watch, --watch-only, --stall-after
     _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
     launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
     launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
@@ -1492,6 +1495,11 @@ def cmd_env(args: EnvArgs) -> int:
 
 def cmd_launch(args: LaunchArgs) -> int:
     from .placement.service import LaunchOptions, prepare
+
+    if args.watch and args.launcher == "spawn":  # compat starts the ranks itself: no launcher to plan for
+        from .watch.command import launch_watched
+
+        return launch_watched(None, os.environ, args, _say_error)
 
     options = LaunchOptions(launcher=args.launcher, nproc_per_node=args.nproc_per_node, command=args.command,
                             ccl_workers=args.ccl_workers, python=args.python, sysfs_root=args.sysfs_root, mpirun=args.mpirun,

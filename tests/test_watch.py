@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -275,3 +276,43 @@ def test_watch_needs_torchrun_for_now():
     done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "mpirun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--watch works with --launcher torchrun" in done.stderr
+
+
+# --- spawn: compat starts the ranks (plain Python ranks here: the agent's liveness and the exact exit statuses)
+
+
+def _spawned(code: str, nproc: int = 2, stall_after=None):
+    from compatmatrix.watch.render import finding_text as words
+    from compatmatrix.watch.service import watch_launch
+    from compatmatrix.watch.spawn import SpawnRun
+
+    from .clean_env import base_env
+    from .procs import MARK_VARIABLE, marked, new_mark
+
+    mark = new_mark()
+    said: list[str] = []
+    spawn = SpawnRun(("-c", code), sys.executable, nproc, said.append)
+    started = time.monotonic()
+    outcome = watch_launch(spawn, base_env({MARK_VARIABLE: mark}), WatchOptions(stall_after=stall_after, world=nproc), said.append, words, spawn.exits)
+    return outcome, said, time.monotonic() - started, marked(mark)
+
+
+def test_spawn_names_a_rank_that_exits_non_zero_with_its_status():
+    outcome, said, _seconds, left = _spawned("import os, sys, time; time.sleep(0.5); sys.exit(3 if os.environ['RANK'] == '1' else 0)")
+    (death,) = outcome.findings
+    assert death.rank == 1 and death.exit_code == 3 and death.signal is None
+    assert outcome.job_status == 3 and outcome.exit_status == 1 and left == []
+
+
+def test_spawn_names_a_killed_rank_with_its_signal_and_stops_the_others():
+    code = "import os, signal, time; time.sleep(1.0)\nif os.environ['RANK'] == '1': os.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(120)"
+    outcome, said, seconds, left = _spawned(code)
+    death = outcome.findings[0]
+    assert death.rank == 1 and death.signal == 9 and finding_text(death).endswith("was killed by SIGKILL.")
+    assert outcome.job_status == 128 + 9 and seconds < 30 and left == []
+    assert any("rank 1 (pid" in line for line in said)
+
+
+def test_spawn_keeps_a_healthy_jobs_status_and_says_nothing():
+    outcome, said, _seconds, left = _spawned("import time; time.sleep(0.5)")
+    assert outcome.findings == () and outcome.exit_status == 0 and left == []

@@ -16,6 +16,10 @@ from typing import Any, Optional
 from ..errors import UsageError
 
 
+WATCHED = ("torchrun", "spawn")  # the launchers --watch takes so far (one host)
+LAUNCHERS = ("spawn",)  # added to compat launch's --launcher choices: compat starts the ranks itself (watch/spawn.py)
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -40,20 +44,34 @@ def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float]]:
     watch = bool(ns.watch or ns.watch_only)
     if ns.stall_after is not None and not watch:
         raise UsageError("--stall-after goes with --watch.", "Add --watch, or drop --stall-after.")
-    if watch and ns.launcher != "torchrun":
-        raise UsageError(f"--watch works with --launcher torchrun so far, not {ns.launcher}.", "Use --launcher torchrun, or drop --watch.")
+    if ns.launcher == "spawn" and not watch:
+        raise UsageError("compat launch starts ranks itself (--launcher spawn) only to watch them.", "Add --watch, or use --launcher torchrun.")
+    if watch and ns.launcher not in WATCHED:
+        raise UsageError(f"--watch works with --launcher {' or '.join(WATCHED)} so far, not {ns.launcher}.", "Use --launcher torchrun, or drop --watch.")
     if watch and ns.print_:
         raise UsageError("--watch runs the job; --print only shows it.", "Drop one of --watch and --print.")
     return watch, bool(ns.watch_only), ns.stall_after
 
 
-def launch_watched(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], args: Any, say: Callable[[str], None]) -> int:
-    """Run ``run`` watched; write the findings; the exit status (the job's own when nothing is wrong)."""
+def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: Mapping[str, str], args: Any, say: Callable[[str], None]) -> int:
+    """Run ``run`` watched (None: --launcher spawn, compat starts the ranks); write the findings; the exit status (the
+    job's own when nothing is wrong)."""
     from .render import finding_text, text_lines, watch_json
     from .service import WatchOptions, watch_launch
 
+    exits: Optional[Mapping[int, int]] = None
+    if run is None:
+        from .spawn import SpawnRun
+
+        if not args.command:
+            raise UsageError("compat launch needs the training command after --.", "Add -- train.py (and its arguments).")
+        python = args.python or base_env.get("COMPAT_PYTHON") or sys.executable
+        spawn = SpawnRun(args.command, python, args.nproc_per_node, say)
+        run, exits = spawn, spawn.exits
+        say(f"compat launch: spawn: {args.nproc_per_node} ranks of {' '.join(args.command)} on this host, started by compat (no CPU binding)")
     options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=args.nproc_per_node)
-    outcome = watch_launch(run, base_env, options, say=say, render=finding_text)
+    outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits)
+
     if outcome.left:
         say(f"compat launch --watch: {len(outcome.left)} process(es) of the job could not be stopped: {', '.join(map(str, outcome.left))}")
     if args.json:

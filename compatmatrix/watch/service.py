@@ -5,7 +5,7 @@ owned by this compat, swept if a killed compat left one), adds the agent's varia
 ``run(env)`` (the command's launch: it blocks until the job has ended and returns its exit status; it owns the
 launcher, its signals and its guardian) and meanwhile, in a thread, reads the ring files and the ranks' /proc entries
 every POLL_S seconds and judges them (judge.py). On a death or a stall it says the finding at once and, unless
-``watch_only``, ends the job: every process carrying this watch's id in its environment (the ranks and whatever they
+``watch_only``, ends the job (after a death, once the launcher has had DEATH_GRACE_S to do it itself): every process carrying this watch's id in its environment (the ranks and whatever they
 started) is stopped, TERM then KILL (a rank stopped by SIGSTOP takes only KILL). The launch then returns and the
 findings are the outcome. A straggler is said once when first seen and kept to the end.
 
@@ -34,7 +34,9 @@ WATCH_RUN_VAR = "COMPAT_WATCH_RUN"
 INTERVAL_VAR = "COMPAT_WATCH_INTERVAL"
 FR_BUFFER_VAR = "TORCH_FR_BUFFER_SIZE"
 FR_BUFFER = "256"  # enough for the last steps; torch's default 2000 costs ~5 ms per read instead of ~1 ms (measured)
-POLL_S = 0.2
+POLL_S = 0.2  # the ring files are read and judged this often
+DEATH_GRACE_S = 5.0  # after a death, the launcher's own time to stop the other ranks before the watcher does
+PROC_POLL_S = 0.02  # the ranks' processes are looked at this often: a death is timed (who died first) and a zombie's status caught
 KEEP_COLLECTIVES = 2048  # per rank, what the watcher keeps beyond the ring (the stall bound and the straggler read them)
 SITE = Path(__file__).resolve().parent / "site"
 PREFIX = "compat-watch-"
@@ -99,8 +101,9 @@ class _RankState:
 class Watcher:
     """Reads the run folder and the ranks' processes; keeps what the ring would forget; judges."""
 
-    def __init__(self, folder: Path, options: WatchOptions) -> None:
+    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None) -> None:
         self.folder, self.options = folder, options
+        self.exits = exits if exits is not None else {}  # pid -> (waitpid status, when), where the ranks are compat's own children (spawn)
         self.ranks: dict[int, _RankState] = {}
 
     def read(self, now: float) -> None:
@@ -118,13 +121,26 @@ class Watcher:
                     del state.collectives[key]
             if beats[-1].pid != state.pid:
                 state.pid, state.gone_at, state.wait_status = beats[-1].pid, None, None
-            if state.gone_at is None and state.pid:
+        self.check_processes(now)
+
+    def check_processes(self, now: float) -> bool:
+        """Look at each known rank's process (cheap: one /proc read each); whether one was newly seen gone."""
+        newly = False
+        for state in self.ranks.values():
+            if not state.pid:
+                continue
+            if state.pid in self.exits:
+                status, when = self.exits[state.pid]
+                newly = newly or state.gone_at is None
+                state.gone_at, state.wait_status = when, status
+            elif state.gone_at is None:
                 living, letter, status = proc_fact(state.pid)
                 state.state = letter
                 if not living:
-                    state.gone_at, state.wait_status = now, status
-            elif state.gone_at is not None and state.wait_status is None and state.pid:
+                    state.gone_at, state.wait_status, newly = now, status, True
+            elif state.wait_status is None:
                 _living, _letter, state.wait_status = proc_fact(state.pid)  # still a zombie: its status
+        return newly
 
     def views(self) -> list[RankView]:
         views = []
@@ -144,11 +160,13 @@ class Watcher:
 
 
 def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], options: WatchOptions,
-                 say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None) -> WatchOutcome:
-    """Run the launch watched; the outcome when it has ended (and every process of it is gone)."""
+                 say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None,
+                 exits: Optional[Mapping[int, tuple[int, float]]] = None) -> WatchOutcome:
+    """Run the launch watched; the outcome when it has ended (and every process of it is gone). ``exits``: the ranks'
+    exit statuses by pid, where the launch knows them (spawn)."""
     run_id = new_run_id()
     with scratch_folder(PREFIX) as folder:
-        watcher = Watcher(folder, options)
+        watcher = Watcher(folder, options, exits)
         stop = threading.Event()
         found: list[Finding] = []
         marks: dict[str, float] = {}
@@ -160,9 +178,13 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
 
         def loop() -> None:
             said_straggler = False
-            while not stop.wait(POLL_S):
+            next_read = 0.0
+            while not stop.wait(PROC_POLL_S):
                 now = time.time()
                 try:
+                    if not watcher.check_processes(now) and time.monotonic() < next_read:
+                        continue
+                    next_read = time.monotonic() + POLL_S
                     watcher.read(now)
                     findings = watcher.judge(now)
                 except Exception as exc:  # the watch must never take the job down
@@ -174,7 +196,9 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                     found[:] = findings
                     for finding in serious[:1]:
                         say(f"compat launch --watch: {render(finding) if render else finding}")
-                    if not options.watch_only:
+                    if isinstance(serious[0], Death) and stop.wait(DEATH_GRACE_S):
+                        return  # the launcher stopped the other ranks itself (torchrun, spawn): its exit status stands
+                    if not options.watch_only or isinstance(serious[0], Death):
                         say("compat launch --watch: ending the job")
                         end_job()
                         return
