@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from compatmatrix.watch import judge as J
@@ -218,10 +218,11 @@ def test_the_ring_reader_takes_any_bytes(data):
 
 @settings(max_examples=100, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=30))
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12))
 def test_a_slot_of_any_json_is_a_beat_or_nothing(body):
     for rank in (0,):
         slot = json.dumps({"v": 1, "rank": 0, "t": 1.0, "pg": body, "entries": body, "state": body, "n": body})
+        assume(len(slot.encode()) < ring.SLOT)  # the agent never writes a longer one
         beats = ring.beats_of(slot.encode(), rank)
         assert len(beats) == 1 and beats[0].t == 1.0
 
@@ -316,3 +317,26 @@ def test_spawn_names_a_killed_rank_with_its_signal_and_stops_the_others():
 def test_spawn_keeps_a_healthy_jobs_status_and_says_nothing():
     outcome, said, _seconds, left = _spawned("import time; time.sleep(0.5)")
     assert outcome.findings == () and outcome.exit_status == 0 and left == []
+
+
+def test_the_stack_of_a_stopped_process_is_taken_from_outside():
+    """py-spy reads a process stopped by SIGSTOP (what a stalled rank often is); without py-spy the reason is given."""
+    from compatmatrix.watch.stacks import find_py_spy, take
+
+    import signal as signals
+
+    process = subprocess.Popen([sys.executable, "-c", "import time\ndef waiting_here():\n    time.sleep(60)\nwaiting_here()"])
+    try:
+        time.sleep(0.5)
+        os.kill(process.pid, signals.SIGSTOP)
+        py_spy = find_py_spy(os.environ)
+        (stack,) = take(py_spy, {1: process.pid})
+        if py_spy is None:
+            assert "py-spy is not installed" in stack.error
+        else:
+            assert "waiting_here" in stack.text, stack.error
+        (none,) = take(None, {1: process.pid})
+        assert none.text == "" and "pip install py-spy" in none.error
+    finally:
+        process.kill()
+        process.wait()

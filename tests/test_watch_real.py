@@ -82,6 +82,10 @@ def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_jo
     assert stall["rank"] == 1 and stall["process_state"] == "T"
     assert stall["last_entered"] < stall["seq"] and "all_reduce" in stall["collective"]["op"].replace("allreduce", "all_reduce")
     assert [w["rank"] for w in stall["waiting"]] == [0] and stall["waiting"][0]["seq"] == stall["seq"]
+    stacks = {s["rank"]: s for s in document["stacks"]}
+    assert sorted(stacks) == [0, 1]
+    assert "watch_train.py" in (stacks[1]["text"] or ""), stacks[1]  # the stopped rank, read while stopped
+    assert "backward" in (stacks[0]["text"] or "") or "watch_train.py" in (stacks[0]["text"] or ""), stacks[0]
     stopped, named = first(seen, "rank 1: stop at step"), first(seen, "compat launch --watch: stall: rank 1")
     assert stopped is not None and named is not None, seen
     print(f"SIGSTOP to finding: {named - stopped:.1f} s (bound {stall['bound']} s)")

@@ -69,7 +69,8 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
         spawn = SpawnRun(args.command, python, args.nproc_per_node, say)
         run, exits = spawn, spawn.exits
         say(f"compat launch: spawn: {args.nproc_per_node} ranks of {' '.join(args.command)} on this host, started by compat (no CPU binding)")
-    options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=args.nproc_per_node)
+    pythons = tuple(p for p in (args.python, base_env.get("COMPAT_PYTHON")) if p)
+    options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=args.nproc_per_node, pythons=pythons)
     outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits)
 
     if outcome.left:

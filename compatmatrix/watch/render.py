@@ -74,6 +74,12 @@ def text_lines(outcome: Any) -> list[str]:
     for finding in outcome.findings:
         lines.append(f"compat launch --watch: {finding_text(finding)}")
         lines.append(f"compat launch --watch: fix: {fix_of(finding)}")
+    for stack in outcome.stacks:
+        if stack.text:
+            lines.append(f"compat launch --watch: rank {stack.rank}'s Python stack (py-spy dump --pid {stack.pid}):")
+            lines.extend(f"    {line}" for line in stack.text.rstrip().splitlines())
+        else:
+            lines.append(f"compat launch --watch: rank {stack.rank}'s stack: {stack.error}")
     return lines
 
 
@@ -103,4 +109,5 @@ def finding_json(finding: Finding) -> dict[str, Any]:
 def watch_json(outcome: Any) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "job_status": outcome.job_status, "exit_status": outcome.exit_status,
             "ended_by_watch": outcome.ended_by_watch, "sources": list(outcome.sources), "left_running": list(outcome.left),
-            "findings": [finding_json(f) for f in outcome.findings]}
+            "findings": [finding_json(f) for f in outcome.findings],
+            "stacks": [{"rank": s.rank, "pid": s.pid, "text": s.text or None, "error": s.error or None} for s in outcome.stacks]}

@@ -4,7 +4,8 @@
 owned by this compat, swept if a killed compat left one), adds the agent's variables to the job's environment, calls
 ``run(env)`` (the command's launch: it blocks until the job has ended and returns its exit status; it owns the
 launcher, its signals and its guardian) and meanwhile, in a thread, reads the ring files and the ranks' /proc entries
-every POLL_S seconds and judges them (judge.py). On a death or a stall it says the finding at once and, unless
+every POLL_S seconds and judges them (judge.py). On a death or a stall it says the finding at once (on a stall it takes the Python stacks of the stopped rank and of
+those waiting, stacks.py) and, unless
 ``watch_only``, ends the job (after a death, once the launcher has had DEATH_GRACE_S to do it itself): every process carrying this watch's id in its environment (the ranks and whatever they
 started) is stopped, TERM then KILL (a rank stopped by SIGSTOP takes only KILL). The launch then returns and the
 findings are the outcome. A straggler is said once when first seen and kept to the end.
@@ -28,6 +29,7 @@ from ..processes import new_run_id, sweep
 from ..scratch import scratch_folder
 from .judge import Beat, Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
 from .ring import beats_of, read_ring, ring_files
+from .stacks import Stack, find_py_spy, take
 
 WATCH_DIR_VAR = "COMPAT_WATCH_DIR"
 WATCH_RUN_VAR = "COMPAT_WATCH_RUN"
@@ -48,6 +50,7 @@ class WatchOptions:
     stall_after: Optional[float] = None
     interval: float = 0.5
     world: Optional[int] = None
+    pythons: tuple[str, ...] = ()  # the training environment's interpreter: py-spy may be installed beside it
 
 
 @dataclass
@@ -58,6 +61,7 @@ class WatchOutcome:
     finding_at: Optional[float] = None  # when the first stall or death was found (time.time())
     sources: tuple[str, ...] = ()
     left: tuple[int, ...] = ()
+    stacks: tuple[Stack, ...] = ()
 
     @property
     def exit_status(self) -> int:
@@ -170,6 +174,7 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
         stop = threading.Event()
         found: list[Finding] = []
         marks: dict[str, float] = {}
+        stacks: list[Stack] = []
         ended = threading.Event()
 
         def end_job() -> None:
@@ -196,6 +201,10 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                     found[:] = findings
                     for finding in serious[:1]:
                         say(f"compat launch --watch: {render(finding) if render else finding}")
+                    if isinstance(serious[0], Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
+                        involved = [serious[0].rank] + [w.rank for w in serious[0].waiting]
+                        pids = {rank: watcher.ranks[rank].pid for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
+                        stacks[:] = take(find_py_spy(base_env, options.pythons), pids)
                     if isinstance(serious[0], Death) and stop.wait(DEATH_GRACE_S):
                         return  # the launcher stopped the other ranks itself (torchrun, spawn): its exit status stands
                     if not options.watch_only or isinstance(serious[0], Death):
@@ -225,6 +234,6 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             if any(isinstance(f, Death) for f in last) and status != 0:
                 found[:] = last
                 marks["finding"] = now
-        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left))
+        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks))
 
 
