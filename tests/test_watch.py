@@ -273,7 +273,7 @@ def test_the_watch_options_are_checked(argv, message):
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
-def test_watch_needs_torchrun_for_now():
+def test_watch_takes_torchrun_and_spawn_so_far():
     done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "mpirun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--watch works with --launcher torchrun" in done.stderr
