@@ -340,3 +340,10 @@ def test_the_stack_of_a_stopped_process_is_taken_from_outside():
     finally:
         process.kill()
         process.wait()
+
+
+def test_the_agents_environment_keeps_the_users_path_and_flight_recorder_size(tmp_path):
+    env = agent_env({"PYTHONPATH": "/mine", "TORCH_FR_BUFFER_SIZE": "0"}, tmp_path, "id", 0.5)
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(SITE), "/mine"] and env["TORCH_FR_BUFFER_SIZE"] == "0"
+    assert env["COMPAT_WATCH_DIR"] == str(tmp_path) and env["COMPAT_WATCH_RUN"] == "id"
+    assert agent_env({}, tmp_path, "id", 0.5)["TORCH_FR_BUFFER_SIZE"] == "256"
