@@ -24,11 +24,12 @@ SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "watch-v1.json").read_t
 TRAIN = ROOT / "tests" / "data" / "watch_train.py"
 
 
-def watched(python: str, fault: str = "", steps: int = 40, extra: tuple[str, ...] = (), env_extra: dict | None = None, timeout: float = 240):
+def watched(python: str, fault: str = "", steps: int = 40, extra: tuple[str, ...] = (), env_extra: dict | None = None, timeout: float = 240,
+            launcher: str = "torchrun"):
     """Run compat launch --watch --json; (exit status, the document, {line: when seen}, the mark)."""
     mark = new_mark()
     env = base_env({MARK_VARIABLE: mark, "WATCH_FAULT": fault, "WATCH_STEPS": str(steps), **(env_extra or {})})
-    argv = [sys.executable, "-m", "compatmatrix", "launch", "--watch", "--json", "--launcher", "torchrun", "--nproc-per-node", "2",
+    argv = [sys.executable, "-m", "compatmatrix", "launch", "--watch", "--json", "--launcher", launcher, "--nproc-per-node", "2",
             "--python", python, *extra, "--", str(TRAIN)]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
     seen: list[tuple[float, str]] = []
@@ -74,8 +75,9 @@ def test_a_healthy_job_keeps_its_exit_status_and_has_no_finding(torch_python):
     assert marked(mark) == []
 
 
-def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_job_ends(torch_python):
-    code, document, seen, mark = watched(torch_python, fault="stop@15", steps=400)
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_job_ends(torch_python, launcher):
+    code, document, seen, mark = watched(torch_python, fault="stop@15", steps=400, launcher=launcher)
     jsonschema.validate(document, SCHEMA)
     assert code == 1 and document["ended_by_watch"], seen
     (stall,) = [f for f in document["findings"] if f["kind"] == "stall"]
@@ -88,21 +90,32 @@ def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_jo
     assert "backward" in (stacks[0]["text"] or "") or "watch_train.py" in (stacks[0]["text"] or ""), stacks[0]
     stopped, named = first(seen, "rank 1: stop at step"), first(seen, "compat launch --watch: stall: rank 1")
     assert stopped is not None and named is not None, seen
-    print(f"SIGSTOP to finding: {named - stopped:.1f} s (bound {stall['bound']} s)")
+    print(f"{launcher}: SIGSTOP to finding: {named - stopped:.1f} s (bound {stall['bound']} s)")
     assert named - stopped < 60
     assert marked(mark) == []
 
 
-def test_a_killed_rank_is_named_within_ten_seconds(torch_python):
-    code, document, seen, mark = watched(torch_python, fault="kill@15", steps=400)
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_a_killed_rank_is_named_within_ten_seconds(torch_python, launcher):
+    code, document, seen, mark = watched(torch_python, fault="kill@15", steps=400, launcher=launcher)
     jsonschema.validate(document, SCHEMA)
     assert code == 1, seen
     death = document["findings"][0]
     assert death["kind"] == "death" and death["rank"] == 1, document
     # the exact signal is known when the watcher saw the process as a zombie before torchrun reaped it
-    assert death["signal"] in ("SIGKILL", None) and death["exception"] is None
+    assert death["signal"] in (("SIGKILL",) if launcher == "spawn" else ("SIGKILL", None)) and death["exception"] is None
     killed, named = first(seen, "rank 1: kill at step"), first(seen, "compat launch --watch: rank 1 (pid")
     assert killed is not None and named is not None, seen
-    print(f"SIGKILL to finding: {named - killed:.1f} s, signal {death['signal']}")
+    print(f"{launcher}: SIGKILL to finding: {named - killed:.1f} s, signal {death['signal']}")
     assert named - killed < 10
+    assert marked(mark) == []
+
+
+def test_a_rank_slowed_on_purpose_is_named_the_straggler_and_the_job_keeps_its_status(torch_python):
+    code, document, seen, mark = watched(torch_python, fault="slow", steps=80, env_extra={"WATCH_SLOW_S": "0.15"})
+    jsonschema.validate(document, SCHEMA)
+    assert code == 0 and document["job_status"] == 0, seen
+    (straggler,) = [f for f in document["findings"] if f["kind"] == "straggler"]
+    assert straggler["rank"] == 1 and straggler["wait_share"]["0"] > straggler["wait_share"]["1"]
+    print(f"straggler: wait shares {straggler['wait_share']}, last in {straggler['last_share']:.0%} of {straggler['collectives']}")
     assert marked(mark) == []
