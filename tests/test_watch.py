@@ -347,3 +347,12 @@ def test_the_agents_environment_keeps_the_users_path_and_flight_recorder_size(tm
     assert env["PYTHONPATH"].split(os.pathsep) == [str(SITE), "/mine"] and env["TORCH_FR_BUFFER_SIZE"] == "0"
     assert env["COMPAT_WATCH_DIR"] == str(tmp_path) and env["COMPAT_WATCH_RUN"] == "id"
     assert agent_env({}, tmp_path, "id", 0.5)["TORCH_FR_BUFFER_SIZE"] == "256"
+
+
+def test_a_rank_that_ended_because_its_peer_went_away_comes_after_the_one_that_died():
+    peer = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:2480. "
+            "This is typically caused by a remote worker crashing.")
+    follower = J.RankView(0, (J.Beat(3, 0, 10, 5.0, "exception", exception=peer),), J.ProcessFact(True, "S"))
+    killed = J.RankView(1, _beats(1, [4.9], [(1, 1)]), J.ProcessFact(False, "", 9, 5.3))
+    first, second = J.judge([follower, killed], 6.0)
+    assert (first.rank, first.signal, second.rank, second.follows_another) == (1, 9, 0, True)

@@ -4,7 +4,9 @@ Pure: records in, findings out; the time is an argument. The records are what ri
 files plus what the watcher saw of each rank's process in /proc (service.py).
 
 * Death: a rank whose process is gone (or a zombie) without having left cleanly, or that left on an exception or a
-  non-zero status. Named at once, the earliest first (under torchrun the others are then stopped by torchrun itself).
+  non-zero status. Named at once, the earliest first, except that a rank that ended on an exception saying a peer went
+  away (PEER_GONE) comes after the others: it followed a death (under torchrun the others are then stopped by torchrun
+  itself).
 * Stall: no rank has made progress (a collective entered or completed) for longer than the bound: ``--stall-after``,
   or STALL_FACTOR times the longest gap between two collectives the job has shown so far, at least STALL_FLOOR_S
   (derived from the job's own pace: a step that takes 40 s needs a longer wait than one that takes 0.2 s). The rank
@@ -24,6 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+#: an exception that says a peer went away: a rank that ended on it followed another's death (gloo: "Connection closed by
+#: peer ... typically caused by a remote worker crashing"), so it is named after the deaths that are not
+PEER_GONE = ("connection closed by peer", "connection reset by peer", "remote worker crashing", "broken pipe")
 STALL_FLOOR_S = 10.0
 STALL_FACTOR = 5.0
 STRAGGLER_MIN = 10
@@ -141,6 +146,12 @@ class Death:
     exception: str
     last_state: str
 
+    @property
+    def follows_another(self) -> bool:
+        """It ended on an exception that says a peer went away."""
+        text = self.exception.lower()
+        return any(words in text for words in PEER_GONE)
+
 
 @dataclass(frozen=True)
 class Straggler:
@@ -156,7 +167,7 @@ Finding = Union[Stall, Death, Straggler]
 def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = None, world: Optional[int] = None) -> tuple[Finding, ...]:
     """The findings for the ranks seen so far: deaths first (earliest first), then a stall, then a straggler."""
     views = [view for view in views if view.beats]
-    deaths = sorted((d for d in (death_of(view) for view in views) if d is not None), key=lambda d: (d.at, d.rank))
+    deaths = sorted((d for d in (death_of(view) for view in views) if d is not None), key=lambda d: (d.follows_another, d.at, d.rank))
     if deaths:
         return tuple(deaths)
     found: list[Finding] = []
