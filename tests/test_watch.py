@@ -356,3 +356,31 @@ def test_a_rank_that_ended_because_its_peer_went_away_comes_after_the_one_that_d
     killed = J.RankView(1, _beats(1, [4.9], [(1, 1)]), J.ProcessFact(False, "", 9, 5.3))
     first, second = J.judge([follower, killed], 6.0)
     assert (first.rank, first.signal, second.rank, second.follows_another) == (1, 9, 0, True)
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_nothing_of_a_watched_spawn_outlives_compat(sig, tmp_path):
+    """Ctrl-C to compat, or compat killed outright: the ranks (and what they started) are gone, read from /proc."""
+    import signal as signals
+
+    from .clean_env import base_env
+    from .procs import MARK_VARIABLE, marked, new_mark, wait_until
+
+    mark = new_mark()
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True); time.sleep(300)"
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "launch", "--watch", "--launcher", "spawn", "--nproc-per-node", "2", "--", "-c", code],
+                               env=base_env({MARK_VARIABLE: mark}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # compat, its guardian, two ranks and the two sleepers they started in sessions of their own
+        assert wait_until(lambda: len(marked(mark)) >= 6, 60), marked(mark)
+        process.send_signal(getattr(signals, sig))
+        process.wait(timeout=60)
+        assert wait_until(lambda: marked(mark) == [], 15), marked(mark)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in marked(mark):
+            os.kill(pid, signals.SIGKILL)
+    if sig == "SIGINT":
+        assert process.returncode == 130
