@@ -635,8 +635,8 @@ def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
 def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
     from .launchers import LAUNCHERS, names
     from .launchers.interface import BOUND
-
     from .watch.command import LAUNCHERS as WATCH_LAUNCHERS
+    from .watch.command import watch_arguments
 
     launch_cmd.add_argument("--launcher", choices=(*names(BOUND), *WATCH_LAUNCHERS), required=True,
                             help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH); spawn: compat starts the ranks (with --watch)")
@@ -645,8 +645,6 @@ def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
                             help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
     launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
     launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json); with --watch: the findings (watch-v1.json)")
-    from .watch.command import watch_arguments
-
     watch_arguments(launch_cmd)  # --watch, --watch-only, --stall-after
     _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
     launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
@@ -1008,7 +1006,6 @@ def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
     from .options import LaunchArgs
-
     from .watch.command import watch_args_of
 
     if ns.json and not ns.print_ and not (ns.watch or ns.watch_only):
