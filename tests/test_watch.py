@@ -70,6 +70,13 @@ def test_a_stall_names_the_rank_that_never_entered_and_what_the_others_wait_in(w
     assert stall.process_state == "T"
 
 
+def test_a_stalled_ranks_progress_is_what_the_others_completed_with_it_when_its_heartbeat_is_older():
+    views, now = _stalled_job(2, 1, 20, 60.0, 0.0)
+    stale = J.RankView(1, _beats(1, [3.0], [(14, 14)]), views[1].process, views[1].collectives)  # its last heartbeat: 6 collectives ago
+    (stall,) = J.judge([views[0], stale], now, world=2)
+    assert (stall.rank, stall.seq, stall.last_entered, stall.last_completed) == (1, 21, 20, 20)
+
+
 def test_the_stall_bound_follows_the_jobs_pace_and_the_option_overrides_it():
     fast, _ = _stalled_job(2, 1, 20, 0.0, 0.0, gap=0.2)
     slow, _ = _stalled_job(2, 1, 20, 0.0, 0.0, gap=8.0)

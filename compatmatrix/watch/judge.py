@@ -248,6 +248,11 @@ def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float]
     collective = next((w.collective for w in waiting if w.pg == pg and w.seq == seq and w.collective is not None), None)
     entered, done = culprit.last.progress.get(pg, (-1, -1))
     others = tuple(w for w in waiting if w.rank != culprit.rank)
+    # its last heartbeat may be older than its last collective: what the others completed on this group, it took part in
+    # (a collective completes on no rank before every rank has entered it)
+    others_done = [view.last.progress[pg][1] for view in views if view.rank != culprit.rank and pg in view.last.progress]
+    if others_done:
+        entered, done = max(entered, min(others_done)), max(done, min(others_done))
     return Stall(culprit.rank, pg, seq, collective, entered, done, culprit.last_change(), now - culprit.last.t, culprit.process.state,
                  others, bound, source, stalled_for)
 
