@@ -660,14 +660,18 @@ def _env_arguments(env_cmd: argparse.ArgumentParser) -> None:
 def _launch_arguments(launch_cmd: argparse.ArgumentParser) -> None:
     from .launchers import LAUNCHERS, names
     from .launchers.interface import BOUND
+    from .watch.command import LAUNCHERS as WATCH_LAUNCHERS
+    from .watch.command import watch_arguments
 
-    launch_cmd.add_argument("--launcher", choices=names(BOUND), required=True, help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH)")
+    launch_cmd.add_argument("--launcher", choices=(*names(BOUND), *WATCH_LAUNCHERS), required=True,
+                            help="torchrun (of --python's environment) or mpirun (Intel MPI, Open MPI, MPICH); spawn: compat starts the ranks (with --watch)")
     launch_cmd.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=per_node_int, required=True, metavar="N", help="ranks on this node")
     launch_cmd.add_argument("--ccl-workers", type=zero_or_more_int, default=None, metavar="K",
                             help="oneCCL worker cores set aside per rank (default: 1 where the cores allow it, else 0; 0: none, the worker shares the rank's cores)")
     launch_cmd.add_argument("--print", dest="print_", action="store_true", help="print the plan, the exports and the command instead of running it")
-    launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json)")
+    launch_cmd.add_argument("--json", action="store_true", help="with --print: the plan as JSON (compatmatrix/schemas/launch-v1.json); with --watch: the findings (watch-v1.json)")
     _matrix_option(launch_cmd)
+    watch_arguments(launch_cmd)  # --watch, --watch-only, --stall-after
     _target_options(launch_cmd, python="the training environment's interpreter: runs torchrun and scripts (default: $COMPAT_PYTHON, else the running one)")
     launch_cmd.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
     launch_cmd.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
@@ -1028,11 +1032,12 @@ def _tune_args_of(ns: argparse.Namespace) -> TuneArgs:
 
 def _launch_args_of(ns: argparse.Namespace) -> LaunchArgs:
     from .options import LaunchArgs
+    from .watch.command import watch_args_of
 
-    if ns.json and not ns.print_:
+    if ns.json and not ns.print_ and not (ns.watch or ns.watch_only):
         raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
     return LaunchArgs(ns.json, ns.launcher, ns.nproc_per_node, ns.ccl_workers, ns.print_, _target(ns).python, ns.sysfs_root, ns.mpirun,
-                      ns.mpi_flavor, _command_words(ns.training_command), ns.matrix)
+                      ns.mpi_flavor, _command_words(ns.training_command), ns.matrix, *watch_args_of(ns))
 
 
 #: the options of one export format; any other format (or --validate) given one of them is a usage error
@@ -1515,6 +1520,11 @@ def cmd_launch(args: LaunchArgs) -> int:
     from .placement.service import LaunchOptions, prepare
     from .planning import load
 
+    if args.watch and args.launcher == "spawn":  # compat starts the ranks itself: no launcher to plan for
+        from .watch.command import launch_watched
+
+        return launch_watched(None, os.environ, args, _say_error)
+
     options = LaunchOptions(launcher=args.launcher, nproc_per_node=args.nproc_per_node, command=args.command,
                             ccl_workers=args.ccl_workers, python=args.python, sysfs_root=args.sysfs_root, mpirun=args.mpirun,
                             mpi_flavor=args.mpi_flavor, print_only=args.print_, matrix=load(args.matrix))
@@ -1537,6 +1547,10 @@ def cmd_launch(args: LaunchArgs) -> int:
         _say_error(f"compat launch: {line}")
     _say_error(f"compat launch: {prepared.invocation.shell_line()}")
     sys.stdout.flush()
+    if args.watch:
+        from .watch.command import launch_watched
+
+        return launch_watched(lambda env: run_invocation(prepared.invocation, env, say=_say_error), os.environ, args, _say_error)
     return run_invocation(prepared.invocation, os.environ, say=_say_error)
 
 

@@ -192,6 +192,9 @@ class LaunchArgs(Record):
     mpi_flavor: Optional[str]
     command: tuple[str, ...]
     matrix: Optional[str] = None  # --matrix, else $COMPAT_MATRIX; None: the bundled matrix with the overlay (as Output.matrix)
+    watch: bool = False  # --watch / --watch-only: the job runs with compat's rank agent and watcher (compatmatrix/watch/)
+    watch_only: bool = False
+    stall_after: Optional[float] = None
 
 
 class TuneArgs(Record):

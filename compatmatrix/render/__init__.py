@@ -43,6 +43,7 @@ SCHEMAS: Mapping[str, str] = {
     "translate": "translate-v1.json",
     "env": "env-v2.json",
     "launch": "launch-v1.json",
+    "launch --watch": "watch-v1.json",  # the findings of a watched run (compatmatrix/watch/)
     "export": "export-validate-v1.json",
     "migrate": "migrate-v1.json",
     "tune": "tune-v1.json",

@@ -1,0 +1,88 @@
+"""compat launch's watch options and the watched run: its arguments (added to launch's parser), their checks, and
+``launch_watched``, which runs the command's launch under watch/service.py and writes the findings (text to stderr,
+or --json to stdout). Kept out of cli.py: the launch command only hands over its run.
+
+Side effects: ``launch_watched`` runs the job (through the callable it is given) and writes to stdout / stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
+
+from ..errors import UsageError
+
+
+WATCHED = ("torchrun", "spawn")  # the launchers --watch takes so far (one host)
+LAUNCHERS = ("spawn",)  # added to compat launch's --launcher choices: compat starts the ranks itself (watch/spawn.py)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0 or value > 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds above 0 and at most a week")
+    return value
+
+
+def watch_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--watch", action="store_true",
+                        help="watch the running job: a small agent in each rank, a watcher beside it; a stalled rank (and the collective the others wait "
+                        "in), a dead rank or a straggler is named, and on a stall or a death the job is ended")
+    parser.add_argument("--watch-only", action="store_true", help="as --watch, but keep a stalled job running (to attach a debugger)")
+    parser.add_argument("--stall-after", type=_seconds, metavar="SECONDS",
+                        help="with --watch: a stall is no progress for this long (default: 5 times the longest gap between the job's collectives, at least 10 s)")
+
+
+def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float]]:
+    """(watch, watch_only, stall_after) of launch's namespace, checked."""
+    watch = bool(ns.watch or ns.watch_only)
+    if ns.stall_after is not None and not watch:
+        raise UsageError("--stall-after goes with --watch.", "Add --watch, or drop --stall-after.")
+    if ns.launcher == "spawn" and not watch:
+        raise UsageError("compat launch starts ranks itself (--launcher spawn) only to watch them.", "Add --watch, or use --launcher torchrun.")
+    if watch and ns.launcher not in WATCHED:
+        raise UsageError(f"--watch works with --launcher {' or '.join(WATCHED)} so far, not {ns.launcher}.", "Use --launcher torchrun, or drop --watch.")
+    if watch and ns.print_:
+        raise UsageError("--watch runs the job; --print only shows it.", "Drop one of --watch and --print.")
+    return watch, bool(ns.watch_only), ns.stall_after
+
+
+def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: Mapping[str, str], args: Any, say: Callable[[str], None]) -> int:
+    """Run ``run`` watched (None: --launcher spawn, compat starts the ranks); write the findings; the exit status (the
+    job's own when nothing is wrong)."""
+    from .render import finding_text, text_lines, watch_json
+    from .service import WatchOptions, watch_launch
+
+    exits: Optional[Mapping[int, int]] = None
+    if run is None:
+        from .spawn import SpawnRun
+
+        if not args.command:
+            raise UsageError("compat launch needs the training command after --.", "Add -- train.py (and its arguments).")
+        python = args.python or base_env.get("COMPAT_PYTHON") or sys.executable
+        spawn = SpawnRun(args.command, python, args.nproc_per_node, say)
+        run, exits = spawn, spawn.exits
+        say(f"compat launch: spawn: {args.nproc_per_node} ranks of {' '.join(args.command)} on this host, started by compat (no CPU binding)")
+    pythons = tuple(p for p in (args.python, base_env.get("COMPAT_PYTHON")) if p)
+    options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=args.nproc_per_node, pythons=pythons)
+    outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits)
+
+    if outcome.left:
+        say(f"compat launch --watch: {len(outcome.left)} process(es) of the job could not be stopped: {', '.join(map(str, outcome.left))}")
+    if args.json:
+        from ..console import dump_json
+
+        sys.stdout.flush()
+        print(dump_json(watch_json(outcome)))
+    else:
+        for line in text_lines(outcome):
+            say(line)
+        if not outcome.findings:
+            say(f"compat launch --watch: no finding (progress from: {', '.join(outcome.sources) or 'no rank reported'}); the job's exit status {outcome.job_status}")
+    return outcome.exit_status

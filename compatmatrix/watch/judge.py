@@ -1,0 +1,284 @@
+"""The watcher's judgement: what the ranks' heartbeats and their processes say, as findings (stall, death, straggler).
+
+Pure: records in, findings out; the time is an argument. The records are what ring.py reads from the agents' ring
+files plus what the watcher saw of each rank's process in /proc (service.py).
+
+* Death: a rank whose process is gone (or a zombie) without having left cleanly, or that left on an exception or a
+  non-zero status. Named at once, the earliest first, except that a rank that ended on an exception saying a peer went
+  away (PEER_GONE) comes after the others: it followed a death (under torchrun the others are then stopped by torchrun
+  itself).
+* Stall: no rank has made progress (a collective entered or completed) for longer than the bound: ``--stall-after``,
+  or STALL_FACTOR times the longest gap between two collectives the job has shown so far, at least STALL_FLOOR_S
+  (derived from the job's own pace: a step that takes 40 s needs a longer wait than one that takes 0.2 s). The rank
+  named is the one that never entered the collective the others wait in (the lowest sequence number entered on that
+  process group; a tie goes to the rank whose progress stopped first); each other rank is named with the collective it
+  waits in. Judged only once every rank has entered a collective (start-up may take as long as it takes).
+* Straggler: over the collectives every rank entered, each rank's wait is the time from its own entering to the last
+  rank's (the collective cannot finish before then); its share of the time those collectives span is its share of
+  waiting, the rest computing. A rank that comes last in at least STRAGGLER_LAST of them, waits at most
+  STRAGGLER_OWN_WAIT of the time while every other rank waits at least STRAGGLER_OTHERS_WAIT, is the straggler.
+  Needs STRAGGLER_MIN collectives, and the ranks' clocks to be one clock (one host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+#: an exception that says a peer went away: a rank that ended on it followed another's death (gloo: "Connection closed by
+#: peer ... typically caused by a remote worker crashing"), so it is named after the deaths that are not
+PEER_GONE = ("connection closed by peer", "connection reset by peer", "remote worker crashing", "broken pipe")
+STALL_FLOOR_S = 10.0
+STALL_FACTOR = 5.0
+STRAGGLER_MIN = 10
+STRAGGLER_LAST = 0.75
+STRAGGLER_OWN_WAIT = 0.10
+STRAGGLER_OTHERS_WAIT = 0.25
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective a rank entered (from the Flight Recorder): process group, its sequence number there, the op
+    (``gloo:all_reduce``), the elements of its inputs, when the rank entered it (seconds since the epoch)."""
+
+    pg: str
+    seq: int
+    op: str
+    numel: int
+    entered: float
+    pg_name: str = ""
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One heartbeat of a rank's agent: its count, the time it was written, the rank's state (starting, running,
+    exception, left), where progress came from, per process group (last entered, last completed), the collectives it
+    reported, the exception that ended the rank."""
+
+    n: int
+    rank: int
+    pid: int
+    t: float
+    state: str
+    source: str = "none"
+    progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    entries: tuple[Collective, ...] = ()
+    exception: str = ""
+    exit_code: Optional[int] = None  # a rank that left through sys.exit(N), N not 0
+
+
+@dataclass(frozen=True)
+class ProcessFact:
+    """What the watcher saw of a rank's process: alive (not a zombie), its /proc state letter (T: stopped by a
+    signal), its wait status (waitpid's form) if it was seen as a zombie, when it was first seen gone."""
+
+    alive: bool
+    state: str = ""
+    wait_status: Optional[int] = None
+    gone_at: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class RankView:
+    rank: int
+    beats: tuple[Beat, ...]  # oldest first
+    process: ProcessFact
+    collectives: tuple[Collective, ...] = ()  # every collective known of this rank (the watcher keeps more than the ring)
+
+    @property
+    def last(self) -> Beat:
+        return self.beats[-1]
+
+    def progress_key(self, beat: Beat) -> int:
+        return sum(entered + done for entered, done in beat.progress.values())
+
+    def last_change(self) -> float:
+        """When this rank last made progress: the first beat that shows its latest progress."""
+        final = self.progress_key(self.beats[-1])
+        when = self.beats[-1].t
+        for beat in reversed(self.beats):
+            if self.progress_key(beat) != final:
+                break
+            when = beat.t
+        return when
+
+    def entered(self, pg: str, seq: int) -> Optional[Collective]:
+        for collective in reversed(self.collectives):
+            if collective.pg == pg and collective.seq == seq:
+                return collective
+        return None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    rank: int
+    pg: str
+    seq: int
+    collective: Optional[Collective]
+    since: Optional[float]
+
+
+@dataclass(frozen=True)
+class Stall:
+    rank: int
+    pg: str
+    seq: int  # the collective it never entered (its own last entered is seq - 1 or lower)
+    collective: Optional[Collective]  # as the waiting ranks entered it (op, size)
+    last_entered: int
+    last_completed: int
+    stopped_at: float  # when its progress stopped
+    heartbeat_age: float  # seconds since its last heartbeat
+    process_state: str
+    waiting: tuple[Waiting, ...]
+    bound: float
+    bound_source: str  # "--stall-after" or "derived"
+    stalled_for: float
+
+
+@dataclass(frozen=True)
+class Death:
+    rank: int
+    pid: int
+    at: float
+    signal: Optional[int]
+    exit_code: Optional[int]
+    exception: str
+    last_state: str
+
+    @property
+    def follows_another(self) -> bool:
+        """It ended on an exception that says a peer went away."""
+        text = self.exception.lower()
+        return any(words in text for words in PEER_GONE)
+
+
+@dataclass(frozen=True)
+class Straggler:
+    rank: int
+    wait_share: Mapping[int, float]  # per rank: the share of the time spent waiting in collectives
+    last_share: float  # how often the straggler came in last
+    collectives: int
+
+
+Finding = Union[Stall, Death, Straggler]
+
+
+def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = None, world: Optional[int] = None) -> tuple[Finding, ...]:
+    """The findings for the ranks seen so far: deaths first (earliest first), then a stall, then a straggler."""
+    views = [view for view in views if view.beats]
+    deaths = sorted((d for d in (death_of(view) for view in views) if d is not None), key=lambda d: (d.follows_another, d.at, d.rank))
+    if deaths:
+        return tuple(deaths)
+    found: list[Finding] = []
+    stall = stall_of(views, now, stall_after, world)
+    if stall is not None:
+        found.append(stall)
+    straggler = straggler_of(views)
+    if straggler is not None:
+        found.append(straggler)
+    return tuple(found)
+
+
+def decode_status(status: int) -> tuple[Optional[int], Optional[int]]:
+    """(signal, exit code) of a waitpid status."""
+    if status & 0x7F:
+        return status & 0x7F, None
+    return None, (status >> 8) & 0xFF
+
+
+def death_of(view: RankView) -> Optional[Death]:
+    last = view.last
+    fact = view.process
+    signal_number, code = decode_status(fact.wait_status) if fact.wait_status is not None else (None, None)
+    if last.state == "exception" or (last.state == "left" and last.exit_code):
+        code = code if code is not None else last.exit_code
+        return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, last.exception, last.state)
+    if fact.alive:
+        return None
+    if last.state == "left" and not signal_number and not code:
+        return None
+    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, "", last.state)
+
+
+def stall_bound(views: Sequence[RankView], stall_after: Optional[float]) -> tuple[float, str]:
+    if stall_after is not None:
+        return stall_after, "--stall-after"
+    longest = 0.0
+    for view in views:
+        by_group: dict[str, list[float]] = {}
+        for collective in view.collectives:
+            by_group.setdefault(collective.pg, []).append(collective.entered)
+        for times in by_group.values():
+            times.sort()
+            longest = max([longest] + [b - a for a, b in zip(times, times[1:])])
+    return max(STALL_FLOOR_S, STALL_FACTOR * longest), "derived"
+
+
+def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float], world: Optional[int] = None) -> Optional[Stall]:
+    if not views or (world is not None and len(views) < world):
+        return None
+    if any(not view.last.progress for view in views):
+        return None  # a rank has not entered any collective yet: start-up
+    last_progress = max(view.last_change() for view in views)
+    bound, source = stall_bound(views, stall_after)
+    stalled_for = now - last_progress
+    if stalled_for <= bound:
+        return None
+    # the collective the job is stuck in: per process group, the highest entered by any rank
+    waiting: list[Waiting] = []
+    target: Optional[tuple[str, int]] = None
+    for view in views:
+        for pg, (entered, done) in sorted(view.last.progress.items()):
+            if entered > done:
+                collective = view.entered(pg, entered)
+                waiting.append(Waiting(view.rank, pg, entered, collective, collective.entered if collective else None))
+                if target is None or entered > target[1]:
+                    target = (pg, entered)
+    if target is None:  # nobody waits in a collective: pick the group with the most entered
+        pg, seq = max(((pg, e) for view in views for pg, (e, _d) in view.last.progress.items()), key=lambda item: item[1])
+        target = (pg, seq + 1)
+    pg, seq = target
+
+    def entered_on(view: RankView) -> int:
+        return view.last.progress.get(pg, (-1, -1))[0]
+
+    behind = [view for view in views if entered_on(view) < seq] or list(views)
+    culprit = min(behind, key=lambda view: (entered_on(view), view.last_change(), view.last.t, view.rank))
+    collective = next((w.collective for w in waiting if w.pg == pg and w.seq == seq and w.collective is not None), None)
+    entered, done = culprit.last.progress.get(pg, (-1, -1))
+    others = tuple(w for w in waiting if w.rank != culprit.rank)
+    # its last heartbeat may be older than its last collective: what the others completed on this group, it took part in
+    # (a collective completes on no rank before every rank has entered it)
+    others_done = [view.last.progress[pg][1] for view in views if view.rank != culprit.rank and pg in view.last.progress]
+    if others_done:
+        entered, done = max(entered, min(others_done)), max(done, min(others_done))
+    return Stall(culprit.rank, pg, seq, collective, entered, done, culprit.last_change(), now - culprit.last.t, culprit.process.state,
+                 others, bound, source, stalled_for)
+
+
+def straggler_of(views: Sequence[RankView]) -> Optional[Straggler]:
+    if len(views) < 2:
+        return None
+    tables = [{(c.pg, c.seq): c.entered for c in view.collectives} for view in views]
+    common = sorted(set.intersection(*(set(table) for table in tables)), key=lambda key: min(table[key] for table in tables))
+    if len(common) < STRAGGLER_MIN:
+        return None
+    waits = [0.0] * len(views)
+    last_counts = [0] * len(views)
+    for key in common:
+        times = [table[key] for table in tables]
+        latest = max(times)
+        for index, when in enumerate(times):
+            waits[index] += latest - when
+        last_counts[times.index(latest)] += 1
+    span = max(max(table[key] for table in tables) for key in common[-1:]) - min(min(table[key] for table in tables) for key in common[:1])
+    if span <= 0:
+        return None
+    shares = [min(1.0, w / span) for w in waits]
+    slow = max(range(len(views)), key=lambda index: last_counts[index])
+    last_share = last_counts[slow] / len(common)
+    others = [share for index, share in enumerate(shares) if index != slow]
+    if last_share >= STRAGGLER_LAST and shares[slow] <= STRAGGLER_OWN_WAIT and min(others) >= STRAGGLER_OTHERS_WAIT:
+        return Straggler(views[slow].rank, {view.rank: round(share, 3) for view, share in zip(views, shares)}, round(last_share, 3), len(common))
+    return None

@@ -1,0 +1,113 @@
+"""compat launch --watch's findings in words (one line each, then the fix) and as the --json document
+(schemas/watch-v1.json). Side effects: none.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any, Optional
+
+from .judge import Collective, Death, Finding, Stall, Straggler
+
+SCHEMA_VERSION = 1
+
+FIX = {
+    "stall": "Look at what rank {rank} does after its last collective (a data loader that blocks, a branch only some ranks take, "
+             "a collective called on some ranks only); compat launch --watch-only keeps such a job running so you can attach py-spy dump --pid PID.",
+    "death": "Read rank {rank}'s own output above; a SIGKILL with no message of its own is most often the kernel's OOM killer (dmesg says so): "
+             "fewer ranks per node or a smaller batch.",
+    "straggler": "Give rank {rank} the same CPUs and data as the others (compat launch binds each rank to its own cores; a noisy neighbour or an "
+                 "uneven data shard slows one rank and every rank waits for it).",
+}
+
+
+def _signal_name(number: Optional[int]) -> str:
+    if number is None:
+        return ""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def collective_words(collective: Optional[Collective], pg: str, seq: int) -> str:
+    group = f"process group {pg}" + (f" ({collective.pg_name})" if collective is not None and collective.pg_name else "")
+    if collective is None:
+        return f"collective #{seq} of {group}"
+    return f"{collective.op} #{seq} of {group}, {collective.numel} elements"
+
+
+def how_it_ended(death: Death) -> str:
+    if death.exception:
+        return f"ended on an exception: {death.exception}"
+    if death.signal is not None:
+        return f"was killed by {_signal_name(death.signal)}"
+    if death.exit_code is not None:
+        return f"exited with status {death.exit_code}"
+    return "ended without a word (no exit status was seen: a signal such as SIGKILL, or os._exit)"
+
+
+def finding_text(finding: Finding) -> str:
+    if isinstance(finding, Death):
+        return f"rank {finding.rank} (pid {finding.pid}) {how_it_ended(finding)}."
+    if isinstance(finding, Stall):
+        state = {"T": ", its process is stopped (SIGSTOP or a debugger)", "D": ", its process waits on a device or file (state D)"}.get(finding.process_state, "")
+        waiting = "; ".join(f"rank {w.rank} waits in {collective_words(w.collective, w.pg, w.seq)}" for w in finding.waiting) or "no other rank is inside a collective"
+        return (f"stall: rank {finding.rank} stopped first: it never entered {collective_words(finding.collective, finding.pg, finding.seq)} "
+                f"(its last entered #{finding.last_entered}, completed #{finding.last_completed}; no heartbeat for {finding.heartbeat_age:.1f} s{state}); "
+                f"{waiting}. No progress for {finding.stalled_for:.1f} s, bound {finding.bound:.1f} s ({finding.bound_source}).")
+    shares = ", ".join(f"rank {rank} {share:.0%}" for rank, share in sorted(finding.wait_share.items()))
+    return (f"straggler: rank {finding.rank} holds the others back: it came in last in {finding.last_share:.0%} of {finding.collectives} collectives; "
+            f"share of time waiting in collectives: {shares}.")
+
+
+def kind_of(finding: Finding) -> str:
+    return "death" if isinstance(finding, Death) else "stall" if isinstance(finding, Stall) else "straggler"
+
+
+def fix_of(finding: Finding) -> str:
+    return FIX[kind_of(finding)].format(rank=finding.rank)
+
+
+def text_lines(outcome: Any) -> list[str]:
+    lines = []
+    for finding in outcome.findings:
+        lines.append(f"compat launch --watch: {finding_text(finding)}")
+        lines.append(f"compat launch --watch: fix: {fix_of(finding)}")
+    for stack in outcome.stacks:
+        if stack.text:
+            lines.append(f"compat launch --watch: rank {stack.rank}'s Python stack (py-spy dump --pid {stack.pid}):")
+            lines.extend(f"    {line}" for line in stack.text.rstrip().splitlines())
+        else:
+            lines.append(f"compat launch --watch: rank {stack.rank}'s stack: {stack.error}")
+    return lines
+
+
+def _collective_json(collective: Optional[Collective]) -> Optional[dict[str, Any]]:
+    if collective is None:
+        return None
+    return {"pg": collective.pg, "pg_name": collective.pg_name, "seq": collective.seq, "op": collective.op, "numel": collective.numel,
+            "entered": collective.entered}
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    base: dict[str, Any] = {"kind": kind_of(finding), "rank": finding.rank, "message": finding_text(finding), "fix": fix_of(finding)}
+    if isinstance(finding, Death):
+        base.update(pid=finding.pid, at=finding.at, signal=_signal_name(finding.signal) or None, exit_code=finding.exit_code,
+                    exception=finding.exception or None)
+    elif isinstance(finding, Stall):
+        base.update(pg=finding.pg, seq=finding.seq, collective=_collective_json(finding.collective), last_entered=finding.last_entered,
+                    last_completed=finding.last_completed, heartbeat_age=round(finding.heartbeat_age, 3), process_state=finding.process_state,
+                    stalled_for=round(finding.stalled_for, 3), bound=finding.bound, bound_source=finding.bound_source,
+                    waiting=[{"rank": w.rank, "pg": w.pg, "seq": w.seq, "collective": _collective_json(w.collective)} for w in finding.waiting])
+    elif isinstance(finding, Straggler):
+        base.update(wait_share={str(rank): share for rank, share in sorted(finding.wait_share.items())}, last_share=finding.last_share,
+                    collectives=finding.collectives)
+    return base
+
+
+def watch_json(outcome: Any) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "job_status": outcome.job_status, "exit_status": outcome.exit_status,
+            "ended_by_watch": outcome.ended_by_watch, "sources": list(outcome.sources), "left_running": list(outcome.left),
+            "findings": [finding_json(f) for f in outcome.findings],
+            "stacks": [{"rank": s.rank, "pid": s.pid, "text": s.text or None, "error": s.error or None} for s in outcome.stacks]}

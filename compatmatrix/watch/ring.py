@@ -1,0 +1,110 @@
+"""The agents' ring files, read: ``<run>/rank-<RANK>.ring``, SLOTS slots of SLOT bytes, each a JSON heartbeat padded
+with spaces (written by site/sitecustomize.py, which must stay standard library only and so keeps its own copy of
+these constants; tests/test_watch.py holds them equal). A slot that does not parse (one being written, never
+written) is skipped; what a slot holds is untrusted: every field is checked and bounded.
+
+Side effects: reads files (``read_ring``, ``lock_held``); ``beats_of`` is pure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+from .judge import Beat, Collective
+
+SLOTS = 64
+SLOT = 4096
+FORMAT = 1
+RING_NAME = re.compile(r"rank-(\d{1,6})\.ring")
+_MAX_TEXT = 200
+
+
+def ring_files(folder: Path) -> dict[int, Path]:
+    found = {}
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return {}
+    for entry in entries:
+        match = RING_NAME.fullmatch(entry.name)
+        if match and entry.is_file(follow_symlinks=False):
+            found[int(match.group(1))] = Path(entry.path)
+    return found
+
+
+def read_ring(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(SLOTS * SLOT)
+    except OSError:
+        return b""
+
+
+def lock_held(path: Path) -> bool:
+    """Whether the rank's agent still holds its ring's lock (it does for as long as its process lives)."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _float(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str:
+    return value[:_MAX_TEXT] if isinstance(value, str) else ""
+
+
+def beat_of(body: Any, rank: int) -> Optional[Beat]:
+    if not isinstance(body, dict) or body.get("v") != FORMAT or body.get("rank") != rank:
+        return None
+    t = _float(body.get("t"))
+    if t is None:
+        return None
+    progress = {}
+    for pg, pair in (body.get("pg") or {}).items() if isinstance(body.get("pg"), dict) else ():
+        if isinstance(pair, list) and len(pair) == 2:
+            progress[_text(pg)] = (_int(pair[0], -1), _int(pair[1], -1))
+    entries = []
+    for item in body.get("entries") or () if isinstance(body.get("entries"), list) else ():
+        if isinstance(item, list) and len(item) >= 5:
+            created = _int(item[4])
+            entries.append(Collective(_text(item[0]), _int(item[1]), _text(item[2]), _int(item[3]), created / 1e9, _text(item[5]) if len(item) > 5 else ""))
+    return Beat(_int(body.get("n")), rank, _int(body.get("pid")), t, _text(body.get("state")), _text(body.get("source")) or "none",
+                progress, tuple(entries), body["exception"][:1000] if isinstance(body.get("exception"), str) else "",
+                _int(body.get("exit_code"), 0) or None)
+
+
+def beats_of(data: bytes, rank: int) -> list[Beat]:
+    """The heartbeats a ring holds, oldest first."""
+    beats = []
+    for start in range(0, min(len(data), SLOTS * SLOT), SLOT):
+        chunk = data[start:start + SLOT].strip()
+        if not chunk:
+            continue
+        try:
+            beat = beat_of(json.loads(chunk), rank)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        if beat is not None:
+            beats.append(beat)
+    beats.sort(key=lambda beat: beat.n)
+    return beats

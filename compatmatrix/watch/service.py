@@ -1,0 +1,239 @@
+"""compat launch --watch: run the launch with the rank agent on its PYTHONPATH and a watcher thread beside it.
+
+``watch_launch(run, base_env, options, say)``: makes the run folder (scratch.py: ``compat-watch-*`` in the temp folder,
+owned by this compat, swept if a killed compat left one), adds the agent's variables to the job's environment, calls
+``run(env)`` (the command's launch: it blocks until the job has ended and returns its exit status; it owns the
+launcher, its signals and its guardian) and meanwhile, in a thread, reads the ring files and the ranks' /proc entries
+every POLL_S seconds and judges them (judge.py). On a death or a stall it says the finding at once (on a stall it takes the Python stacks of the stopped rank and of
+those waiting, stacks.py) and, unless
+``watch_only``, ends the job (after a death, once the launcher has had DEATH_GRACE_S to do it itself): every process carrying this watch's id in its environment (the ranks and whatever they
+started) is stopped, TERM then KILL (a rank stopped by SIGSTOP takes only KILL). The launch then returns and the
+findings are the outcome. A straggler is said once when first seen and kept to the end.
+
+The exit status: the job's own when there is no stall or death finding; 1 when there is one.
+
+Side effects: a folder in the temp folder (removed at the end), a thread, reads /proc, signals the job's processes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..processes import new_run_id, sweep
+from ..scratch import scratch_folder
+from .judge import Beat, Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
+from .ring import beats_of, read_ring, ring_files
+from .stacks import Stack, find_py_spy, take
+
+WATCH_DIR_VAR = "COMPAT_WATCH_DIR"
+WATCH_RUN_VAR = "COMPAT_WATCH_RUN"
+INTERVAL_VAR = "COMPAT_WATCH_INTERVAL"
+FR_BUFFER_VAR = "TORCH_FR_BUFFER_SIZE"
+FR_BUFFER = "256"  # enough for the last steps; torch's default 2000 costs ~5 ms per read instead of ~1 ms (measured)
+POLL_S = 0.2  # the ring files are read and judged this often
+DEATH_GRACE_S = 5.0  # after a death, the launcher's own time to stop the other ranks before the watcher does
+PROC_POLL_S = 0.02  # the ranks' processes are looked at this often: a death is timed (who died first) and a zombie's status caught
+KEEP_COLLECTIVES = 2048  # per rank, what the watcher keeps beyond the ring (the stall bound and the straggler read them)
+SITE = Path(__file__).resolve().parent / "site"
+PREFIX = "compat-watch-"
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    watch_only: bool = False
+    stall_after: Optional[float] = None
+    interval: float = 0.5
+    world: Optional[int] = None
+    pythons: tuple[str, ...] = ()  # the training environment's interpreter: py-spy may be installed beside it
+
+
+@dataclass
+class WatchOutcome:
+    job_status: int
+    findings: tuple[Finding, ...] = ()
+    ended_by_watch: bool = False
+    finding_at: Optional[float] = None  # when the first stall or death was found (time.time())
+    sources: tuple[str, ...] = ()
+    left: tuple[int, ...] = ()
+    stacks: tuple[Stack, ...] = ()
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if any(isinstance(f, (Stall, Death)) for f in self.findings) else self.job_status
+
+
+def agent_env(base_env: Mapping[str, str], folder: Path, run_id: str, interval: float) -> dict[str, str]:
+    env = dict(base_env)
+    env[WATCH_DIR_VAR] = str(folder)
+    env[WATCH_RUN_VAR] = run_id
+    env[INTERVAL_VAR] = str(interval)
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.setdefault(FR_BUFFER_VAR, FR_BUFFER)
+    return env
+
+
+def proc_fact(pid: int) -> tuple[bool, str, Optional[int]]:
+    """(alive, state letter, wait status if a zombie) of a process, read from /proc/PID/stat (field 52: exit_code)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return False, "", None
+    state = fields[0].decode("ascii", "replace")
+    if state in ("Z", "X"):
+        status = int(fields[49]) if len(fields) > 49 and fields[49].isdigit() else None
+        return False, state, status
+    return True, state, None
+
+
+@dataclass
+class _RankState:
+    beats: list[Beat] = field(default_factory=list)
+    collectives: dict[tuple[str, int], Collective] = field(default_factory=dict)
+    pid: int = 0
+    gone_at: Optional[float] = None
+    wait_status: Optional[int] = None
+    state: str = ""
+
+
+class Watcher:
+    """Reads the run folder and the ranks' processes; keeps what the ring would forget; judges."""
+
+    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None) -> None:
+        self.folder, self.options = folder, options
+        self.exits = exits if exits is not None else {}  # pid -> (waitpid status, when), where the ranks are compat's own children (spawn)
+        self.ranks: dict[int, _RankState] = {}
+
+    def read(self, now: float) -> None:
+        for rank, path in ring_files(self.folder).items():
+            state = self.ranks.setdefault(rank, _RankState())
+            beats = beats_of(read_ring(path), rank)
+            if not beats:
+                continue
+            state.beats = beats
+            for beat in beats:
+                for collective in beat.entries:
+                    state.collectives.setdefault((collective.pg, collective.seq), collective)
+            if len(state.collectives) > KEEP_COLLECTIVES:
+                for key in sorted(state.collectives, key=lambda k: state.collectives[k].entered)[:-KEEP_COLLECTIVES]:
+                    del state.collectives[key]
+            if beats[-1].pid != state.pid:
+                state.pid, state.gone_at, state.wait_status = beats[-1].pid, None, None
+        self.check_processes(now)
+
+    def check_processes(self, now: float) -> bool:
+        """Look at each known rank's process (cheap: one /proc read each); whether one was newly seen gone."""
+        newly = False
+        for state in self.ranks.values():
+            if not state.pid:
+                continue
+            if state.pid in self.exits:
+                status, when = self.exits[state.pid]
+                newly = newly or state.gone_at is None
+                state.gone_at, state.wait_status = when, status
+            elif state.gone_at is None:
+                living, letter, status = proc_fact(state.pid)
+                state.state = letter
+                if not living:
+                    state.gone_at, state.wait_status, newly = now, status, True
+            elif state.wait_status is None:
+                _living, _letter, state.wait_status = proc_fact(state.pid)  # still a zombie: its status
+        return newly
+
+    def views(self) -> list[RankView]:
+        views = []
+        for rank, state in sorted(self.ranks.items()):
+            if not state.beats:
+                continue
+            fact = ProcessFact(state.gone_at is None, state.state, state.wait_status, state.gone_at)
+            collectives = tuple(sorted(state.collectives.values(), key=lambda c: (c.entered, c.pg, c.seq)))
+            views.append(RankView(rank, tuple(state.beats), fact, collectives))
+        return views
+
+    def judge(self, now: float) -> tuple[Finding, ...]:
+        return judge(self.views(), now, self.options.stall_after, self.options.world)
+
+    def sources(self) -> tuple[str, ...]:
+        return tuple(sorted({state.beats[-1].source for state in self.ranks.values() if state.beats}))
+
+
+def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], options: WatchOptions,
+                 say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None,
+                 exits: Optional[Mapping[int, tuple[int, float]]] = None) -> WatchOutcome:
+    """Run the launch watched; the outcome when it has ended (and every process of it is gone). ``exits``: the ranks'
+    exit statuses by pid, where the launch knows them (spawn)."""
+    run_id = new_run_id()
+    with scratch_folder(PREFIX) as folder:
+        watcher = Watcher(folder, options, exits)
+        stop = threading.Event()
+        found: list[Finding] = []
+        marks: dict[str, float] = {}
+        stacks: list[Stack] = []
+        ended = threading.Event()
+
+        def end_job() -> None:
+            ended.set()
+            sweep(run_id, [], wait=3.0, variable=WATCH_RUN_VAR)
+
+        def loop() -> None:
+            said_straggler = False
+            next_read = 0.0
+            while not stop.wait(PROC_POLL_S):
+                now = time.time()
+                try:
+                    if not watcher.check_processes(now) and time.monotonic() < next_read:
+                        continue
+                    next_read = time.monotonic() + POLL_S
+                    watcher.read(now)
+                    findings = watcher.judge(now)
+                except Exception as exc:  # the watch must never take the job down
+                    say(f"compat launch --watch: the watcher stopped: {exc}")
+                    return
+                serious = [f for f in findings if isinstance(f, (Stall, Death))]
+                if serious and "finding" not in marks:
+                    marks["finding"] = now
+                    found[:] = findings
+                    for finding in serious[:1]:
+                        say(f"compat launch --watch: {render(finding) if render else finding}")
+                    if isinstance(serious[0], Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
+                        involved = [serious[0].rank] + [w.rank for w in serious[0].waiting]
+                        pids = {rank: watcher.ranks[rank].pid for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
+                        stacks[:] = take(find_py_spy(base_env, options.pythons), pids)
+                    if isinstance(serious[0], Death) and stop.wait(DEATH_GRACE_S):
+                        return  # the launcher stopped the other ranks itself (torchrun, spawn): its exit status stands
+                    if not options.watch_only or isinstance(serious[0], Death):
+                        say("compat launch --watch: ending the job")
+                        end_job()
+                        return
+                straggler = next((f for f in findings if isinstance(f, Straggler)), None)
+                if straggler is not None and not said_straggler:
+                    said_straggler = True
+                    say(f"compat launch --watch: {render(straggler) if render else straggler}")
+                if straggler is not None and "finding" not in marks:
+                    found[:] = [straggler]
+
+        env = agent_env(base_env, folder, run_id, options.interval)
+        thread = threading.Thread(target=loop, name="compat-watch", daemon=True)
+        thread.start()
+        try:
+            status = run(env)
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+            left = sweep(run_id, [], wait=3.0, variable=WATCH_RUN_VAR)
+        if "finding" not in marks:  # one last look: a rank that died as the job ended
+            now = time.time()
+            watcher.read(now)
+            last = watcher.judge(now)
+            if any(isinstance(f, Death) for f in last) and status != 0:
+                found[:] = last
+                marks["finding"] = now
+        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks))
+
+

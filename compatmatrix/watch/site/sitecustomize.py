@@ -1,0 +1,222 @@
+"""compat launch --watch's per-rank agent. Never imported by compat itself.
+
+compat puts this folder first on the PYTHONPATH of the job it watches (watch/service.py) together with
+COMPAT_WATCH_DIR (the run folder). Python imports ``sitecustomize`` at start-up; this one acts only in a process that
+has RANK in its environment and COMPAT_WATCH_DIR set (torchrun's own agent process has no RANK and is left alone), and
+only in the first process of a rank: it holds an exclusive flock on its ring file for as long as it lives, so a
+process that rank starts later (a spawned data loader worker inherits RANK) finds the lock taken and does nothing.
+The kernel drops the lock when the rank ends, however it ends: the watcher's first sign of a death.
+
+What it records: a daemon thread wakes every COMPAT_WATCH_INTERVAL seconds (default 0.5) and writes one heartbeat
+into ``<dir>/rank-<RANK>.ring``, a ring of SLOTS fixed-size slots (the newest overwrites the oldest: the file never
+grows). Once torch.distributed is initialised (read from sys.modules: the agent imports nothing of torch itself), a
+heartbeat carries the progress of the rank's collectives from torch's Flight Recorder (torch >= 2.9's C++ ring, which
+records gloo's collectives on CPU: ``_dump_fr_trace`` without stack traces): per process group the last collective
+entered and the last completed, and the collectives entered since the previous heartbeat and those still in flight
+(process group, sequence number, op, element count, time entered). Where there is no Flight Recorder the heartbeat
+says so (``"source": "none"``) and carries the rank's liveness only. An exception that ends the rank is written as a
+last record (its type and message); an interpreter exit as ``"state": "left"``, with the status when the rank
+called sys.exit with a non-zero one (``raise SystemExit(n)`` and os._exit are not seen).
+
+Standard library only, Python 3.6+; everything it does is guarded: a failure stops the agent, never the rank. A
+``sitecustomize`` later on the path (the environment's own) is imported after this one, as Python would have.
+The slot format is read by compatmatrix/watch/ring.py (tests/test_watch.py holds the constants equal).
+"""
+
+import os
+import sys
+
+VARIABLE = "COMPAT_WATCH_DIR"
+SLOTS = 64
+SLOT = 4096
+FORMAT = 1
+MAX_ENTRIES = 24  # collectives per heartbeat (the newest); a slot must hold them
+
+
+def _pg_progress(status):
+    progress = {}
+    for pg, values in (status or {}).items():
+        try:
+            progress[str(pg)] = [int(values.get("last_enqueued_collective", -1)), int(values.get("last_completed_collective", -1))]
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return progress
+
+
+def _numel(sizes):
+    total = 0
+    for shape in sizes or ():
+        count = 1
+        for dim in shape:
+            count *= int(dim)
+        total += count
+    return total
+
+
+class _Agent(object):
+    def __init__(self, folder, rank, fd, interval):
+        self.folder, self.rank, self.fd, self.interval = folder, rank, fd, interval
+        self.count = 0
+        self.seen_ns = 0  # the newest collective reported so far (its time entered)
+        self.source = None
+        self.dump = None
+        self.final = None  # "exception" or "left" once written: nothing is written after it
+        import threading
+
+        self.lock = threading.Lock()
+
+    def _flight_recorder(self):
+        dist = sys.modules.get("torch.distributed")
+        if dist is None:
+            return None
+        try:
+            if not dist.is_available() or not dist.is_initialized():
+                return None
+        except Exception:
+            return None
+        if self.dump is None:
+            try:
+                from torch._C._distributed_c10d import _dump_fr_trace  # torch >= 2.9
+
+                self.dump, self.source = _dump_fr_trace, "flight-recorder"
+            except Exception:
+                self.dump, self.source = False, "none"
+        if not self.dump:
+            return None
+        import pickle
+
+        try:
+            return pickle.loads(self.dump(True, False, False))
+        except Exception:
+            return None
+
+    def record(self, state, extra=None):
+        with self.lock:
+            if self.final is not None:
+                return
+            if state in ("exception", "left"):
+                self.final = state
+            self._write(state, extra)
+
+    def _write(self, state, extra):
+        import json
+        import time
+
+        body = {"v": FORMAT, "n": self.count, "rank": self.rank, "pid": os.getpid(), "t": time.time(), "state": state,
+                "source": self.source or "none", "world": os.environ.get("WORLD_SIZE", "")}
+        trace = self._flight_recorder() if state == "running" else None
+        if trace is not None:
+            progress = _pg_progress(trace.get("pg_status"))
+            body["pg"] = progress
+            entries = []
+            for entry in trace.get("entries") or ():
+                try:
+                    group = entry.get("process_group") or ("", "")
+                    pg, seq = str(group[0]), int(entry.get("collective_seq_id", 0))
+                    created = int(entry.get("time_created_ns") or 0)
+                    done = progress.get(pg, [0, -1])[1]
+                    if created > self.seen_ns or seq > done:
+                        entries.append([pg, seq, str(entry.get("profiling_name", "")), _numel(entry.get("input_sizes")), created, str(group[1])])
+                except Exception:
+                    continue
+            entries = entries[-MAX_ENTRIES:]
+            if entries:
+                self.seen_ns = max(self.seen_ns, max(e[4] for e in entries))
+            body["entries"] = entries
+        if extra:
+            body.update(extra)
+        text = json.dumps(body, separators=(",", ":"))
+        while len(text) >= SLOT and body.get("entries"):
+            body["entries"] = body["entries"][len(body["entries"]) // 2 + 1:]
+            text = json.dumps(body, separators=(",", ":"))
+        if len(text) >= SLOT:
+            return
+        data = (text + " " * (SLOT - 1 - len(text)) + "\n").encode()
+        os.pwrite(self.fd, data, (self.count % SLOTS) * SLOT)
+        self.count += 1
+
+    def loop(self):
+        import time
+
+        while self.final is None:
+            try:
+                self.record("running")
+            except Exception:
+                return
+            time.sleep(self.interval)
+
+
+def _install():
+    folder = os.environ.get(VARIABLE)
+    rank = os.environ.get("RANK", "")
+    if not folder or not rank.isdigit():
+        return
+    try:
+        import fcntl
+        import threading
+
+        interval = float(os.environ.get("COMPAT_WATCH_INTERVAL") or 0.5)
+        fd = os.open(os.path.join(folder, "rank-%s.ring" % rank), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)  # another process of this rank holds it (a child the rank started)
+            return
+        os.ftruncate(fd, SLOTS * SLOT)
+        agent = _Agent(folder, int(rank), fd, max(0.05, interval))
+        agent.record("starting")
+        previous_hook = sys.excepthook
+
+        def excepthook(kind, value, traceback):
+            try:
+                agent.record("exception", {"exception": ("%s: %s" % (kind.__name__, value))[:1000]})
+            except Exception:
+                pass
+            previous_hook(kind, value, traceback)
+
+        sys.excepthook = excepthook
+        import atexit
+
+        def left():
+            try:
+                agent.record("left")
+            except Exception:
+                pass
+
+        atexit.register(left)
+        real_exit = sys.exit
+
+        def exit(status=None):
+            code = status if isinstance(status, int) and not isinstance(status, bool) else (0 if status is None else 1)
+            if code:
+                try:
+                    agent.record("left", {"exit_code": code})
+                except Exception:
+                    pass
+            real_exit(status)
+
+        sys.exit = exit
+        thread = threading.Thread(target=agent.loop, name="compat-watch", daemon=True)
+        thread.start()
+    except Exception:
+        return
+
+
+def _chain():
+    """Import the next ``sitecustomize`` on the path (the one this module shadows), if there is one."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved_path, saved_module = list(sys.path), sys.modules.pop("sitecustomize", None)
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
+    try:
+        import sitecustomize  # noqa: F401  (the environment's own)
+    except ImportError:
+        pass
+    finally:
+        sys.path[:] = saved_path
+        if saved_module is not None:
+            sys.modules["sitecustomize"] = saved_module
+
+
+if __name__ == "sitecustomize":  # at start-up (a test may import this file under another name, without side effects)
+    _install()
+    _chain()

@@ -1,0 +1,132 @@
+"""compat launch --watch --launcher spawn: compat starts the ranks of this host itself, one process each, with RANK /
+WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / MASTER_ADDR (loopback) / MASTER_PORT (a free one) in its environment,
+as doctor --live's spawn does. The ranks are compat's own children, so a rank's exit status or signal is known
+exactly (``exits``: pid -> (waitpid status, when), read by the watcher). When one rank fails, the others are stopped (TERM,
+then KILL after STOP_GRACE_S), as torchrun does. No CPU binding: spawn takes the ranks as they are.
+
+Each rank leads a process group of its own and dies with compat (PR_SET_PDEATHSIG); the guardian
+(launchers/guard.py, started as a program) sweeps what the ranks started should compat be killed outright. Ctrl-C or
+SIGTERM to compat stop every rank; the KeyboardInterrupt goes on to the command.
+
+Side effects: starts and signals processes; binds a socket for a moment (the free port).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Optional
+
+from ..errors import CompatError
+from ..processes import die_with_parent, raise_on_termination
+
+STOP_GRACE_S = 5.0
+LOOPBACK = "127.0.0.1"
+
+
+def rank_argv(command: Sequence[str], python: str) -> list[str]:
+    """COMMAND as given, with the interpreter in front of a script, ``-m MODULE`` or ``-c CODE`` (compat launch's rule)."""
+    if command and (command[0].endswith(".py") or command[0] in ("-m", "-c")):
+        return [python, *command]
+    return list(command)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+class SpawnRun:
+    """The ranks of one spawn; ``exits`` fills as they end."""
+
+    def __init__(self, command: Sequence[str], python: str, nproc: int, say=lambda line: None) -> None:
+        self.command, self.python, self.nproc, self.say = tuple(command), python, nproc, say
+        self.exits: dict[int, tuple[int, float]] = {}  # pid -> (waitpid status, when it was reaped)
+        self.processes: list[subprocess.Popen] = []
+
+    def __call__(self, env: Mapping[str, str]) -> int:
+        port = str(free_port())
+        argv = rank_argv(self.command, self.python)
+        guardian: Optional[subprocess.Popen] = None
+        try:
+            with raise_on_termination():
+                for local in range(self.nproc):
+                    rank_env = {**env, "RANK": str(local), "WORLD_SIZE": str(self.nproc), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(self.nproc),
+                                "GROUP_RANK": "0", "MASTER_ADDR": env.get("MASTER_ADDR") or LOOPBACK, "MASTER_PORT": port}
+                    try:
+                        self.processes.append(subprocess.Popen(argv, env=rank_env, start_new_session=True, preexec_fn=die_with_parent))
+                    except OSError as exc:
+                        raise CompatError(f"Cannot start {argv[0]}: {exc.strerror or exc}.", "Check the training command after --.") from None
+                guardian = _guardian([p.pid for p in self.processes], env)
+                return self._wait()
+        finally:
+            self._stop_all()
+            if guardian is not None:
+                guardian.kill()
+                guardian.wait()
+
+    def _wait(self) -> int:
+        failed: Optional[int] = None
+        failed_at = 0.0
+        while len(self.exits) < len(self.processes):
+            for process in self.processes:
+                if process.pid in self.exits:
+                    continue
+                try:
+                    pid, status = os.waitpid(process.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pid, status = process.pid, 0
+                if pid:
+                    process.returncode = -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF
+                    self.exits[process.pid] = (status, time.time())
+                    if status and failed is None:
+                        failed, failed_at = status, time.monotonic()
+                        for other in self.processes:
+                            if other.pid not in self.exits:
+                                _signal_group(other.pid, signal.SIGTERM)
+            if failed is not None and time.monotonic() - failed_at > STOP_GRACE_S:
+                for other in self.processes:
+                    if other.pid not in self.exits:
+                        _signal_group(other.pid, signal.SIGKILL)
+            time.sleep(0.05)
+        if failed is None:
+            return 0
+        return 128 + (failed & 0x7F) if failed & 0x7F else (failed >> 8) & 0xFF
+
+    def _stop_all(self) -> None:
+        for process in self.processes:
+            _signal_group(process.pid, signal.SIGKILL)
+            if process.pid not in self.exits:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _guardian(pgids: list[int], env: Mapping[str, str]) -> Optional[subprocess.Popen]:
+    """launchers/guard.py, run as a program: sweeps the watch's processes should compat be killed outright."""
+    from .service import WATCH_RUN_VAR
+
+    package_parent = str(Path(__file__).resolve().parents[2])
+    guard_env = {k: v for k, v in env.items() if k not in (WATCH_RUN_VAR, "COMPAT_WATCH_DIR") and k != "PYTHONPATH"}
+    guard_env["PYTHONPATH"] = package_parent
+    try:
+        return subprocess.Popen([sys.executable, "-m", "compatmatrix.launchers.guard", ",".join(map(str, pgids)), env[WATCH_RUN_VAR], str(os.getpid()), WATCH_RUN_VAR],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=guard_env, start_new_session=True)
+    except OSError:
+        return None

@@ -1,0 +1,393 @@
+"""compat launch --watch without ranks: the pure judgement (stall, death, straggler) on made-up heartbeats, the ring
+files as the agent writes them (the agent run by a plain Python, no torch), the text and JSON, the options."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from compatmatrix.watch import judge as J
+from compatmatrix.watch import ring
+from compatmatrix.watch.render import finding_json, finding_text, watch_json
+from compatmatrix.watch.service import SITE, WatchOutcome, Watcher, WatchOptions, agent_env
+
+SITE_FILE = SITE / "sitecustomize.py"
+
+
+def _beats(rank: int, times: list[float], progress: list[tuple[int, int]], entries: list[tuple[J.Collective, ...]] | None = None,
+           state: str = "running") -> tuple[J.Beat, ...]:
+    entries = entries or [()] * len(times)
+    return tuple(J.Beat(n, rank, 1000 + rank, t, state, "flight-recorder", {"0": p}, e) for n, (t, p, e) in enumerate(zip(times, progress, entries)))
+
+
+def _collectives(rank: int, count: int, start: float, gap: float, late: float = 0.0) -> tuple[J.Collective, ...]:
+    return tuple(J.Collective("0", seq, "gloo:all_reduce", 4225, start + seq * gap + late, "default_pg") for seq in range(1, count + 1))
+
+
+def _stalled_job(world: int, culprit: int, done: int, stalled_since: float, now_gap: float, gap: float = 0.2):
+    """Every rank completed ``done`` collectives (one per ``gap`` seconds); the culprit then stopped (its heartbeats
+    too), the others entered collective done + 1 and wait in it."""
+    views = []
+    t_stop = done * gap
+    for rank in range(world):
+        collectives = _collectives(rank, done, 0.0, gap)
+        if rank == culprit:
+            times = [t_stop - 0.5, t_stop]
+            progress = [(done, done), (done, done)]
+        else:
+            collectives += (J.Collective("0", done + 1, "gloo:all_reduce", 4225, t_stop + 0.01, "default_pg"),)
+            times = [t_stop - 0.5, t_stop + 0.02, t_stop + stalled_since + now_gap]
+            progress = [(done, done), (done + 1, done), (done + 1, done)]
+        views.append(J.RankView(rank, _beats(rank, times, progress), J.ProcessFact(True, "T" if rank == culprit else "S"), collectives))
+    now = t_stop + 0.02 + stalled_since + now_gap
+    return views, now
+
+
+@settings(max_examples=60, deadline=None)
+@given(world=st.integers(2, 6), data=st.data(), done=st.integers(3, 200), wait=st.floats(0.0, 100.0))
+def test_a_stall_names_the_rank_that_never_entered_and_what_the_others_wait_in(world, data, done, wait):
+    culprit = data.draw(st.integers(0, world - 1))
+    views, now = _stalled_job(world, culprit, done, wait, 0.0)
+    found = J.judge(views, now, world=world)
+    bound, _ = J.stall_bound(views, None)
+    stalls = [f for f in found if isinstance(f, J.Stall)]
+    if wait <= bound:
+        assert not stalls
+        return
+    (stall,) = stalls
+    assert stall.rank == culprit and stall.seq == done + 1 and stall.last_entered == done
+    assert stall.collective is not None and stall.collective.op == "gloo:all_reduce" and stall.collective.numel == 4225
+    assert sorted(w.rank for w in stall.waiting) == [r for r in range(world) if r != culprit]
+    assert all(w.seq == done + 1 for w in stall.waiting)
+    assert stall.process_state == "T"
+
+
+def test_a_stalled_ranks_progress_is_what_the_others_completed_with_it_when_its_heartbeat_is_older():
+    views, now = _stalled_job(2, 1, 20, 60.0, 0.0)
+    stale = J.RankView(1, _beats(1, [3.0], [(14, 14)]), views[1].process, views[1].collectives)  # its last heartbeat: 6 collectives ago
+    (stall,) = J.judge([views[0], stale], now, world=2)
+    assert (stall.rank, stall.seq, stall.last_entered, stall.last_completed) == (1, 21, 20, 20)
+
+
+def test_the_stall_bound_follows_the_jobs_pace_and_the_option_overrides_it():
+    fast, _ = _stalled_job(2, 1, 20, 0.0, 0.0, gap=0.2)
+    slow, _ = _stalled_job(2, 1, 20, 0.0, 0.0, gap=8.0)
+    assert J.stall_bound(fast, None) == (J.STALL_FLOOR_S, "derived")
+    assert J.stall_bound(slow, None) == (J.STALL_FACTOR * 8.0, "derived")
+    assert J.stall_bound(slow, 3.0) == (3.0, "--stall-after")
+    views, now = _stalled_job(2, 1, 20, 5.0, 0.0, gap=8.0)  # 5 s without progress in a job that takes 8 s between collectives
+    assert not J.judge(views, now, world=2)
+    assert [f.rank for f in J.judge(views, now, stall_after=3.0, world=2)] == [1]
+
+
+def test_no_stall_is_judged_before_every_rank_has_entered_a_collective():
+    views, now = _stalled_job(2, 1, 20, 500.0, 0.0)
+    starting = J.RankView(1, (J.Beat(0, 1, 1001, 0.0, "starting"),), J.ProcessFact(True, "S"))
+    assert not J.judge([views[0], starting], now, world=2)
+    assert not J.judge([views[0]], now, world=2)  # a rank not seen yet
+
+
+@settings(max_examples=60, deadline=None)
+@given(world=st.integers(2, 6), gone=st.lists(st.tuples(st.floats(0, 100), st.sampled_from([9, 15, 6, 0x300, 0x100])), min_size=1, max_size=6, unique_by=lambda g: g[0]))
+def test_deaths_are_named_earliest_first_with_their_status(world, gone):
+    gone = gone[:world]
+    views = []
+    for rank in range(world):
+        beats = _beats(rank, [0.0], [(1, 1)])
+        if rank < len(gone):
+            at, status = gone[rank]
+            views.append(J.RankView(rank, beats, J.ProcessFact(False, "Z", status, at)))
+        else:
+            views.append(J.RankView(rank, beats, J.ProcessFact(True, "S")))
+    found = J.judge(views, 200.0, world=world)
+    assert [f.rank for f in found] == sorted(range(len(gone)), key=lambda r: (gone[r][0], r))
+    for death in found:
+        status = gone[death.rank][1]
+        assert (death.signal, death.exit_code) == ((status, None) if status & 0x7F else (None, status >> 8))
+
+
+def test_a_clean_exit_is_no_death_and_an_exception_is():
+    left = J.RankView(0, _beats(0, [0.0, 1.0], [(1, 1), (1, 1)], state="left"), J.ProcessFact(False, "Z", 0, 2.0))
+    gone = J.RankView(1, _beats(1, [0.0], [(1, 1)]), J.ProcessFact(False, "", None, 3.0))
+    assert J.judge([left], 10.0) == ()
+    (death,) = J.judge([left, gone], 10.0)
+    assert death.rank == 1 and death.signal is None and death.exit_code is None
+    assert "ended without a word" in finding_text(death)
+    raised = J.RankView(1, (J.Beat(0, 1, 7, 1.0, "exception", exception="ValueError: bad batch"),), J.ProcessFact(True, "S"))
+    (death,) = J.judge([left, raised], 10.0)
+    assert death.exception == "ValueError: bad batch" and "ValueError: bad batch" in finding_text(death)
+
+
+def _paced(world: int, slow: int, count: int, gap: float, late: float) -> list[J.RankView]:
+    views = []
+    for rank in range(world):
+        collectives = _collectives(rank, count, 0.0, gap, late if rank == slow else 0.0)
+        views.append(J.RankView(rank, _beats(rank, [0.0, count * gap], [(count, count), (count, count)]), J.ProcessFact(True, "S"), collectives))
+    return views
+
+
+@settings(max_examples=60, deadline=None)
+@given(world=st.integers(2, 6), data=st.data(), count=st.integers(J.STRAGGLER_MIN, 200), gap=st.floats(0.01, 5.0), late_share=st.floats(0.0, 0.95))
+def test_the_straggler_is_the_rank_the_others_wait_for(world, data, count, gap, late_share):
+    slow = data.draw(st.integers(0, world - 1))
+    views = _paced(world, slow, count, gap, late_share * gap)
+    found = [f for f in J.judge(views, count * gap, world=world) if isinstance(f, J.Straggler)]
+    span = (count - 1) * gap + late_share * gap
+    others_share = count * late_share * gap / span if span > 0 else 0
+    if late_share > 0 and others_share >= J.STRAGGLER_OTHERS_WAIT + 0.01:
+        (straggler,) = found
+        assert straggler.rank == slow and straggler.wait_share[slow] == 0.0 and straggler.last_share == 1.0
+        assert finding_text(straggler).startswith(f"straggler: rank {slow} holds the others back")
+    elif others_share < J.STRAGGLER_OTHERS_WAIT - 0.01:
+        assert not found
+
+
+def test_no_straggler_when_the_ranks_keep_pace_or_too_few_collectives():
+    assert not J.straggler_of(_paced(2, 1, 50, 0.2, 0.001))
+    assert not J.straggler_of(_paced(2, 1, J.STRAGGLER_MIN - 1, 0.2, 0.15))
+    assert J.straggler_of(_paced(2, 1, J.STRAGGLER_MIN, 0.2, 0.15)).rank == 1
+
+
+# --- the ring files, written by the agent itself (a plain Python: no torch, so progress says "none")
+
+
+def test_the_ring_constants_are_the_agents():
+    text = SITE_FILE.read_text()
+    for name in ("SLOTS", "SLOT", "FORMAT"):
+        assert f"\n{name} = {getattr(ring, name)}\n" in text
+
+
+def _agent(tmp_path: Path, code: str, rank: str = "1", extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = agent_env({k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RANK")}, tmp_path, "test", 0.05)
+    env.update({"RANK": rank, "WORLD_SIZE": "2", **(extra or {})})
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_agent_writes_a_bounded_ring_of_heartbeats_and_a_clean_exit(tmp_path):
+    done = _agent(tmp_path, "import time; time.sleep(4)")
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "rank-1.ring"
+    assert path.stat().st_size == ring.SLOTS * ring.SLOT  # 80 heartbeats in 4 s: the ring wrapped, the file did not grow
+    beats = ring.beats_of(path.read_bytes(), 1)
+    assert len(beats) == ring.SLOTS and beats[-1].state == "left" and beats[-1].source == "none"
+    assert [b.n for b in beats] == list(range(beats[0].n, beats[0].n + ring.SLOTS))
+    assert not ring.lock_held(path)
+
+
+def test_the_agent_records_the_exception_that_ends_a_rank_and_stays_out_of_other_processes(tmp_path):
+    done = _agent(tmp_path, "raise ValueError('bad batch')")
+    assert done.returncode == 1 and "ValueError: bad batch" in done.stderr  # the rank's own traceback is untouched
+    (exc,) = [b for b in ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1) if b.state == "exception"]
+    assert exc.exception == "ValueError: bad batch"
+    (tmp_path / "exit").mkdir()
+    assert _agent(tmp_path / "exit", "import sys; sys.exit(3)", rank="0").returncode == 3
+    (left,) = [b for b in ring.beats_of((tmp_path / "exit" / "rank-0.ring").read_bytes(), 0) if b.state == "left"]
+    assert left.exit_code == 3
+    (death,) = J.judge([J.RankView(0, (left,), J.ProcessFact(True, "S"))], 10.0)
+    assert death.exit_code == 3 and finding_text(death).endswith("exited with status 3.")
+    for rank in ("", "x"):  # torchrun's own agent process (no RANK), or nonsense
+        assert _agent(tmp_path / "none", "pass", rank=rank).returncode == 0
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_second_process_of_a_rank_leaves_the_ring_to_the_first(tmp_path):
+    code = ("import os, subprocess, sys; r = subprocess.run([sys.executable, '-c', 'import time; time.sleep(0.3)']);"
+            "print(len([l for l in open('/proc/self/status')]))")
+    assert _agent(tmp_path, code).returncode == 0
+    pids = {b.pid for b in ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1)}
+    assert len(pids) == 1
+
+
+def test_the_agent_chains_the_environments_own_sitecustomize(tmp_path):
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITE'] = 'ran'\n")
+    (tmp_path / "run").mkdir()
+    done = _agent(tmp_path / "run", "import os; print(os.environ.get('OWN_SITE'))", extra={"PYTHONPATH": f"{SITE}{os.pathsep}{own}"})
+    assert done.stdout.strip() == "ran"
+    assert (tmp_path / "run" / "rank-1.ring").exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3 * ring.SLOT))
+def test_the_ring_reader_takes_any_bytes(data):
+    for beat in ring.beats_of(data, 0):
+        assert beat.rank == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12))
+def test_a_slot_of_any_json_is_a_beat_or_nothing(body):
+    for rank in (0,):
+        slot = json.dumps({"v": 1, "rank": 0, "t": 1.0, "pg": body, "entries": body, "state": body, "n": body})
+        assume(len(slot.encode()) < ring.SLOT)  # the agent never writes a longer one
+        beats = ring.beats_of(slot.encode(), rank)
+        assert len(beats) == 1 and beats[0].t == 1.0
+
+
+def test_the_watcher_keeps_what_the_ring_forgets_and_sees_a_gone_process(tmp_path):
+    done = _agent(tmp_path, "pass", rank="0")
+    assert done.returncode == 0
+    watcher = Watcher(tmp_path, WatchOptions())
+    watcher.read(5.0)
+    (view,) = watcher.views()
+    assert view.rank == 0 and not view.process.alive and view.last.state == "left"
+    assert watcher.judge(6.0) == ()  # it left cleanly
+    assert watcher.sources() == ("none",)
+
+
+# --- words and the document
+
+
+def test_the_json_document_follows_its_schema_for_every_kind():
+    import jsonschema
+
+    from compatmatrix.render import schema_path
+
+    views, now = _stalled_job(3, 1, 30, 60.0, 0.0)
+    stall = J.judge(views, now, world=3)[0]
+    death = J.Death(1, 42, 3.0, 9, None, "", "running")
+    straggler = J.straggler_of(_paced(2, 1, 20, 0.2, 0.15))
+    outcome = WatchOutcome(1, (stall, death, straggler), True, 5.0, ("flight-recorder",), ())
+    document = watch_json(outcome)
+    jsonschema.validate(document, json.loads(schema_path("launch --watch").read_text()))
+    assert document["exit_status"] == 1 and [f["kind"] for f in document["findings"]] == ["stall", "death", "straggler"]
+    assert finding_json(death)["signal"] == "SIGKILL"
+    text = finding_text(stall)
+    assert text.startswith("stall: rank 1 stopped first: it never entered gloo:all_reduce #31 of process group 0 (default_pg), 4225 elements")
+    assert "rank 0 waits in gloo:all_reduce #31" in text and "rank 2 waits in gloo:all_reduce #31" in text and "its process is stopped" in text
+    assert WatchOutcome(3, (straggler,)).exit_status == 3  # a straggler alone keeps the job's own status
+    assert WatchOutcome(0, ()).exit_status == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--stall-after", "5"], "--stall-after goes with --watch"),
+    (["--watch", "--print"], "--watch runs the job"),
+    (["--watch", "--stall-after", "0"], "give seconds above 0"),
+])
+def test_the_watch_options_are_checked(argv, message):
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "torchrun", "--nproc-per-node", "2", *argv, "--", "train.py"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_watch_takes_torchrun_and_spawn_so_far():
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "mpirun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--watch works with --launcher torchrun" in done.stderr
+
+
+# --- spawn: compat starts the ranks (plain Python ranks here: the agent's liveness and the exact exit statuses)
+
+
+def _spawned(code: str, nproc: int = 2, stall_after=None):
+    from compatmatrix.watch.render import finding_text as words
+    from compatmatrix.watch.service import watch_launch
+    from compatmatrix.watch.spawn import SpawnRun
+
+    from .clean_env import base_env
+    from .procs import MARK_VARIABLE, marked, new_mark
+
+    mark = new_mark()
+    said: list[str] = []
+    spawn = SpawnRun(("-c", code), sys.executable, nproc, said.append)
+    started = time.monotonic()
+    outcome = watch_launch(spawn, base_env({MARK_VARIABLE: mark}), WatchOptions(stall_after=stall_after, world=nproc), said.append, words, spawn.exits)
+    return outcome, said, time.monotonic() - started, marked(mark)
+
+
+def test_spawn_names_a_rank_that_exits_non_zero_with_its_status():
+    outcome, said, _seconds, left = _spawned("import os, sys, time; time.sleep(0.5); sys.exit(3 if os.environ['RANK'] == '1' else 0)")
+    (death,) = outcome.findings
+    assert death.rank == 1 and death.exit_code == 3 and death.signal is None
+    assert outcome.job_status == 3 and outcome.exit_status == 1 and left == []
+
+
+def test_spawn_names_a_killed_rank_with_its_signal_and_stops_the_others():
+    code = "import os, signal, time; time.sleep(1.0)\nif os.environ['RANK'] == '1': os.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(120)"
+    outcome, said, seconds, left = _spawned(code)
+    death = outcome.findings[0]
+    assert death.rank == 1 and death.signal == 9 and finding_text(death).endswith("was killed by SIGKILL.")
+    assert outcome.job_status == 128 + 9 and seconds < 30 and left == []
+    assert any("rank 1 (pid" in line for line in said)
+
+
+def test_spawn_keeps_a_healthy_jobs_status_and_says_nothing():
+    outcome, said, _seconds, left = _spawned("import time; time.sleep(0.5)")
+    assert outcome.findings == () and outcome.exit_status == 0 and left == []
+
+
+def test_the_stack_of_a_stopped_process_is_taken_from_outside():
+    """py-spy reads a process stopped by SIGSTOP (what a stalled rank often is); without py-spy the reason is given."""
+    from compatmatrix.watch.stacks import find_py_spy, take
+
+    import signal as signals
+
+    process = subprocess.Popen([sys.executable, "-c", "import time\ndef waiting_here():\n    time.sleep(60)\nwaiting_here()"])
+    try:
+        time.sleep(0.5)
+        os.kill(process.pid, signals.SIGSTOP)
+        py_spy = find_py_spy(os.environ)
+        (stack,) = take(py_spy, {1: process.pid})
+        if py_spy is None:
+            assert "py-spy is not installed" in stack.error
+        else:
+            assert "waiting_here" in stack.text, stack.error
+        (none,) = take(None, {1: process.pid})
+        assert none.text == "" and "pip install py-spy" in none.error
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_agents_environment_keeps_the_users_path_and_flight_recorder_size(tmp_path):
+    env = agent_env({"PYTHONPATH": "/mine", "TORCH_FR_BUFFER_SIZE": "0"}, tmp_path, "id", 0.5)
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(SITE), "/mine"] and env["TORCH_FR_BUFFER_SIZE"] == "0"
+    assert env["COMPAT_WATCH_DIR"] == str(tmp_path) and env["COMPAT_WATCH_RUN"] == "id"
+    assert agent_env({}, tmp_path, "id", 0.5)["TORCH_FR_BUFFER_SIZE"] == "256"
+
+
+def test_a_rank_that_ended_because_its_peer_went_away_comes_after_the_one_that_died():
+    peer = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:2480. "
+            "This is typically caused by a remote worker crashing.")
+    follower = J.RankView(0, (J.Beat(3, 0, 10, 5.0, "exception", exception=peer),), J.ProcessFact(True, "S"))
+    killed = J.RankView(1, _beats(1, [4.9], [(1, 1)]), J.ProcessFact(False, "", 9, 5.3))
+    first, second = J.judge([follower, killed], 6.0)
+    assert (first.rank, first.signal, second.rank, second.follows_another) == (1, 9, 0, True)
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_nothing_of_a_watched_spawn_outlives_compat(sig, tmp_path):
+    """Ctrl-C to compat, or compat killed outright: the ranks (and what they started) are gone, read from /proc."""
+    import signal as signals
+
+    from .clean_env import base_env
+    from .procs import MARK_VARIABLE, marked, new_mark, wait_until
+
+    mark = new_mark()
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True); time.sleep(300)"
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "launch", "--watch", "--launcher", "spawn", "--nproc-per-node", "2", "--", "-c", code],
+                               env=base_env({MARK_VARIABLE: mark}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # compat, its guardian, two ranks and the two sleepers they started in sessions of their own
+        assert wait_until(lambda: len(marked(mark)) >= 6, 60), marked(mark)
+        process.send_signal(getattr(signals, sig))
+        process.wait(timeout=60)
+        assert wait_until(lambda: marked(mark) == [], 15), marked(mark)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in marked(mark):
+            os.kill(pid, signals.SIGKILL)
+    if sig == "SIGINT":
+        assert process.returncode == 130
