@@ -7,7 +7,7 @@ from . import dockerfile, plan_text, pylock, pytorchjob, sbatch
 from .interface import ExportFormat
 
 #: in the order compat export's help names them (and their argument groups stand)
-FORMATS: dict[str, ExportFormat] = {format.name: format for format in (
+FORMATS: dict[str, ExportFormat] = {choice.name: choice for choice in (
     pytorchjob.FORMAT,
     sbatch.FORMAT,
     dockerfile.FORMAT,

@@ -6,6 +6,7 @@ module per format beside this one; the registry (``formats.py``) lists them. Pur
 from __future__ import annotations
 
 import argparse
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from ...planning import Planned
 
 
-class ExportFormat:
+class ExportFormat(ABC):
     """One FORMAT of ``compat export FORMAT``."""
 
     #: the word on the command line
@@ -27,7 +28,8 @@ class ExportFormat:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add this format's own argument group (a format without options adds none)."""
+        return None
 
+    @abstractmethod
     def write(self, planned: Planned, args: ExportArgs) -> int:
-        """Write the planned set to standard output; the exit code (0, or 1 when the set cannot serve the format)."""
-        raise NotImplementedError
+        """Write the planned set to standard output; the exit code (0 written; a refusal raises a CompatError)."""
