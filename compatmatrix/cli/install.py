@@ -24,6 +24,8 @@ DESCRIPTION = ("Resolve, then install the set into the target environment: each 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .export.plan_text import PLAN_TEXTS
+
     resolve_arguments(parser)
     target_options(parser, python="install into this interpreter's environment (default: $COMPAT_PYTHON, else the running one)",
                    python_version="with --dry-run / --print: plan for this Python instead of an interpreter",
@@ -33,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--installer", choices=["pip", "uv", "auto"], default="pip", help="pip (default), uv, or auto (uv when on PATH)")
     parser.add_argument("--planner", choices=["auto", "uv", "pip"], default="auto",
                         help="what plans the dependencies: auto (default: uv when installing with uv and it can plan for the target), uv, or pip")
-    parser.add_argument("--print", dest="print_", choices=["requirements", "constraints", "pip-command"],
+    parser.add_argument("--print", dest="print_", choices=[kind.name for kind in PLAN_TEXTS],
                         help="print the plan in this form and exit (the same as compat export requirements|constraints|pip-command)")
     parser.add_argument("--offline", action="store_true", help="no network: take everything from --wheelhouse")
     parser.add_argument("--wheelhouse", metavar="DIR", help="a folder made by compat download")

@@ -38,3 +38,5 @@ class PlanText(ExportFormat):
 REQUIREMENTS = PlanText("requirements")
 CONSTRAINTS = PlanText("constraints")
 PIP_COMMAND = PlanText("pip-command")
+#: compat install --print's choices: the same texts
+PLAN_TEXTS = (REQUIREMENTS, CONSTRAINTS, PIP_COMMAND)
