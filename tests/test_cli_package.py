@@ -49,7 +49,8 @@ def test_the_package_keeps_its_modules_and_functions_small():
 #: the core and the services: a command module imports them inside its run, never when it is imported
 SERVICES = ("compatmatrix.planning", "compatmatrix.resolve", "compatmatrix.matrix", "compatmatrix.checks", "compatmatrix.install",
             "compatmatrix.live", "compatmatrix.export", "compatmatrix.launchers", "compatmatrix.placement", "compatmatrix.tune",
-            "compatmatrix.migrate", "compatmatrix.environment", "compatmatrix.render", "compatmatrix.shell_env", "compatmatrix.translate")
+            "compatmatrix.migrate", "compatmatrix.environment", "compatmatrix.render", "compatmatrix.shell_env", "compatmatrix.translate",
+            "compatmatrix.maintain")
 
 
 def test_importing_every_command_module_loads_no_service():
