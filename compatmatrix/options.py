@@ -1,9 +1,9 @@
-"""Typed command-line arguments: one record per command, built by cli.py's parser functions from argparse's
+"""Typed command-line arguments: one record per command, built by the command modules of cli/ from argparse's
 Namespace (pipdeptree's ``Options``), so a command reads named, typed fields and never a Namespace.
 
 The groups several commands share are records of their own: ``Output`` (--json, --no-color, --matrix), ``Target``
 (the target interpreter: --python with $COMPAT_PYTHON as its default, --python-version, --platform; one definition in
-cli.py's ``_target_options``), ``Wanted`` (what to resolve: REQUIREMENTs, -r files, --profile, --with) and ``Sources``
+cli/_options.py's ``target_options``), ``Wanted`` (what to resolve: REQUIREMENTs, -r files, --profile, --with) and ``Sources``
 (where wheels come from: --index, --torch-from-pypi, --require-hashes, --allow-unverified, --wheelhouse).
 
 Records (compatmatrix.record), not dataclasses: they cost nothing to define, and ``compat resolve --json`` makes no

@@ -2,7 +2,7 @@
 
 Each ``*_ok`` predicate is the one rule for its kind of value (a PEP 508 package name, a Kubernetes name, an OCI image
 reference, ...), written with ``fullmatch`` and ``\\Z`` so that a trailing newline never passes (Python's ``$`` matches
-before one). The edges (cli.py, export/service.py, export/k8s.py, planning.py) call them and refuse a value with one
+before one). The edges (cli/, export/service.py, export/k8s.py, planning.py) call them and refuse a value with one
 sentence naming the input (UsageError, exit 2); the writers (render/*, shell.py, install/planners.py) call them
 again, so a hostile value that reaches a writer by another road is refused there too (UnwritableValue, exit 2) instead
 of starting a new line, instruction or entry in the file.

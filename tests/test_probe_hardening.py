@@ -252,7 +252,8 @@ def test_huge_timeout_options_are_usage_errors(value, option):
 
 
 def test_the_largest_timeouts_are_kept(tmp_path):
-    from compatmatrix.cli import _live_options, parse
+    from compatmatrix.cli import parse
+    from compatmatrix.cli.doctor import _live_options
 
     env = full_env(tmp_path)
     checks, _ = compat_json("doctor", env.python, "--only", "imports", "--import-timeout", "86400", code=0)

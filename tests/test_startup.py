@@ -140,7 +140,7 @@ def test_check_of_another_environment_makes_no_dataclass_and_reads_no_platform(t
 
 
 def test_a_command_builds_only_its_own_options():
-    """Every subcommand's arguments are made on its first use (cli._Parser.defer): the others' cost nothing."""
+    """Every subcommand's arguments are made on its first use (cli._Parser.populate): the others' cost nothing."""
     from compatmatrix.cli import build_parser
 
     parser = build_parser()

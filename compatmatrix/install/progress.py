@@ -170,7 +170,7 @@ class Bars(Display):
     def line(self, text: str) -> None:
         from ..redact import redact_text
 
-        self.progress.console.print(redact_text(text), highlight=False, markup=False)  # on a terminal, lines bypass cli._say_error
+        self.progress.console.print(redact_text(text), highlight=False, markup=False)  # on a terminal, lines bypass cli/_say.say_error
 
 
 def _terminal(stream) -> bool:

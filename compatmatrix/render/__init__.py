@@ -1,5 +1,5 @@
 """Everything compat writes for people and machines, one module per format (pipdeptree's ``_render/``, pip-audit's
-``_format/``); cli.py picks the module, the core never prints.
+``_format/``); the command (cli/) picks the module, the core never prints.
 
 ==================  ==================================================================================================
 ``text.py``         what people read: the resolve and matrix tables, findings (doctor, check, export --validate), the

@@ -278,7 +278,7 @@ LIVE_CHECKS = (
 
 def translate_text(result, environment=None) -> str:  # noqa: ANN001
     """The translated command (shell-quoted: eval runs it) after one comment line, then each change, what cannot work
-    and the notes, as comments. ``environment``: (launcher, eval line, plan) of a ccl command (cli._translated_environment):
+    and the notes, as comments. ``environment``: (launcher, eval line, plan) of a ccl command (cli/translate.py, _translated_environment):
     the oneCCL environment compat env --launcher exports, each line as a comment."""
     import shlex
 
