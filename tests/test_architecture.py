@@ -9,8 +9,9 @@ under ``if TYPE_CHECKING:`` never run and are left out. The check registry impor
 (``DYNAMIC``): those edges are added from the tuple, so the registry's own circle is seen (and allowed: it stays in
 checks/).
 
-The rules are data (``RULES``, ``ALLOWED``), to be adjusted as wings move: a rule names what a folder (or a module)
-must not import; ``ALLOWED`` lists the imports that break a rule today on purpose, each with why. Run this file with
+The rules are data (``RULES``, ``ONLY_FROM``, ``ALLOWED``), to be adjusted as wings move: a rule names what a folder
+(or a module) must not import; ``ONLY_FROM`` who alone may import a folder or module (the commands' own wings); ``ALLOWED``
+lists the imports that break a rule today on purpose, each with why. docs/ARCHITECTURE.md ("Floors") states them. Run this file with
 ``-s`` to see the cycles inside one folder and the graph's size.
 """
 
@@ -30,24 +31,58 @@ SOURCE = Path(__file__).resolve().parent.parent / PACKAGE
 # by its dotted name. A rule: importer (folder or module) -> what it must not import (folders or modules).
 COMMANDS = ("compatmatrix.cli", "compatmatrix.__main__", "compatmatrix.shell_env", "compatmatrix.hosts")
 GROUND = ("compatmatrix.findings", "compatmatrix.hostlist", "compatmatrix.names", "compatmatrix.shell", "compatmatrix.record",
-          "compatmatrix.errors", "compatmatrix.redact", "compatmatrix.values", "compatmatrix.console")
-ABOVE_GROUND = ("maintain", "checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "inputs",
-                "environment", "matrix", "compatmatrix.planning", "compatmatrix.resolve", "compatmatrix.explain",
-                "compatmatrix.rules", "compatmatrix.sentences", *COMMANDS)
+          "compatmatrix.errors", "compatmatrix.redact", "compatmatrix.values", "compatmatrix.console", "compatmatrix.cachefiles",
+          "compatmatrix.processes", "compatmatrix.scratch", "compatmatrix.options")
+# the pure core beside matrix/: the resolver, its records and words, and what it resolves for
+CORE = ("compatmatrix.target", "compatmatrix.devices", "compatmatrix.rules", "compatmatrix.reasons", "compatmatrix.search",
+        "compatmatrix.explain", "compatmatrix.sentences", "compatmatrix.resolve", "compatmatrix.translate")
+WINGS = ("maintain", "checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "watch")
+ABOVE_GROUND = (*WINGS, "inputs", "environment", "matrix", "compatmatrix.planning", *CORE, *COMMANDS)
+# run by the target interpreter (or copied beside a rank): standard library only, nothing of compatmatrix
+STANDALONE = ("compatmatrix.environment.env_probe", "compatmatrix.environment.interpreter_probe", "compatmatrix.live.worker",
+              "compatmatrix.live.protocol", "compatmatrix.tune.workload", "compatmatrix.watch.site.sitecustomize",
+              "compatmatrix.tune.fixture_site.sitecustomize")
 RULES: dict[str, tuple[str, ...]] = {
-    # the matrix: data, its loading and caching; its services (update, verify, registry, health) are maintain/'s
-    "matrix": ("maintain", "checks", "launchers", "live", "install", "placement", "export", "migrate", "tune", "render", "inputs", *COMMANDS),
-    "maintain": ("launchers", "live", "placement", "export", "migrate", "tune", *COMMANDS),
+    # the matrix: data, its loading and caching; its services (update, verify, registry, health) are maintain/'s; below
+    # the resolver and every machine fact
+    "matrix": (*WINGS, "inputs", "environment", "compatmatrix.planning", *CORE, *COMMANDS),
+    # the resolver and its records: the matrix and the ground floor only
+    **{module: (*WINGS, "inputs", "environment", "compatmatrix.planning", *COMMANDS) for module in CORE},
+    "maintain": ("launchers", "live", "placement", "export", "migrate", "tune", "watch", *COMMANDS),
     # machine and interpreter facts: below every verdict and every launcher
-    "environment": ("maintain", "checks", "launchers", "live", "placement", "export", "migrate", "tune", "render", "install", *COMMANDS),
-    # launchers know no CPU plan, no live report, no verdict (docs/ARCHITECTURE.md, "Layering of the runtime half")
-    "launchers": ("checks", "placement", "live", "tune", "export", "migrate", "render", *COMMANDS),
-    "placement": ("live", "checks", "tune", "export", "migrate", *COMMANDS),
-    "checks": ("live", "tune", "export", "migrate", "render", *COMMANDS),
-    "live": ("tune", "export", "migrate", *COMMANDS),
-    "render": ("checks", "launchers", "live", "tune", "install", "migrate", *COMMANDS),
+    "environment": ("maintain", "checks", "launchers", "live", "placement", "export", "migrate", "tune", "render", "install", "watch",
+                    "compatmatrix.planning", *COMMANDS),
+    "inputs": ("maintain", "checks", "launchers", "live", "placement", "export", "migrate", "tune", "render", "watch",
+               "compatmatrix.planning", *COMMANDS),
+    # launchers know no CPU plan, no live report, no verdict (docs/ARCHITECTURE.md, "Floors")
+    "launchers": ("checks", "placement", "live", "tune", "export", "migrate", "render", "install", "maintain", "watch", "inputs",
+                  "compatmatrix.planning", *COMMANDS),
+    "placement": ("live", "checks", "tune", "export", "migrate", "install", "maintain", "render", "watch", *COMMANDS),
+    "checks": ("live", "tune", "export", "migrate", "render", "maintain", "watch", *COMMANDS),
+    "install": ("launchers", "placement", "live", "tune", "export", "migrate", "maintain", "watch", *COMMANDS),
+    "live": ("placement", "install", "tune", "export", "migrate", "render", "maintain", "watch", *COMMANDS),
+    "render": ("checks", "launchers", "live", "tune", "install", "migrate", "export", "maintain", "watch", *COMMANDS),
+    "export": ("checks", "install", "live", "tune", "migrate", "maintain", "watch", *COMMANDS),
+    "tune": ("checks", "install", "export", "migrate", "render", "maintain", "watch", *COMMANDS),
+    # the watcher takes the launch as a callable: processes, scratch, console and errors are all it imports
+    "watch": tuple(pattern for pattern in ABOVE_GROUND if pattern != "watch"),
+    # migrate stands on nearly everything (planning, shell_env, live, install), but on no command
+    "migrate": ("compatmatrix.cli", "compatmatrix.__main__", "compatmatrix.hosts", "export", "tune", "maintain", "watch"),
     # the shared records and readers on the ground floor import nothing of compatmatrix above them
     **{module: ABOVE_GROUND for module in GROUND},
+    **{module: (PACKAGE,) for module in STANDALONE},
+}
+# Who may import a folder or module (besides itself): the commands' own wings and services stay the commands'.
+ONLY_FROM: dict[str, tuple[str, ...]] = {
+    "compatmatrix.cli": ("compatmatrix.__main__",),
+    "watch": ("cli",),
+    "maintain": ("cli",),
+    "tune": ("cli",),
+    "migrate": ("cli",),
+    "compatmatrix.hosts": ("cli",),
+    "compatmatrix.options": ("cli",),
+    "compatmatrix.planning": ("cli", "migrate"),
+    "compatmatrix.shell_env": ("cli", "migrate"),
 }
 # (importer module, what it may import against a rule: a folder or a module): an exception seen today, with why. (The
 # matrix services moved to maintain/ and took their exceptions with them: matrix/ needs none.)
@@ -294,6 +329,16 @@ def test_layering(importer):
             rule = next((pattern for pattern in forbidden if _matches(target, pattern, known)), None)
             if rule is not None:
                 broken.append(f"{module} imports {target} ({importer} must not import {rule})")
+    assert not broken, "\n".join(broken)
+
+
+@pytest.mark.parametrize("imported", sorted(ONLY_FROM))
+def test_imported_only_from(imported):
+    known, graph = import_graph()
+    allowed = (imported, *ONLY_FROM[imported])
+    broken = [f"{module} imports {target} (only {', '.join(ONLY_FROM[imported])} may import {imported})"
+              for module in sorted(known) if not any(_matches(module, pattern, known) for pattern in allowed)
+              for target in sorted(graph[module]) if _matches(target, imported, known)]
     assert not broken, "\n".join(broken)
 
 
