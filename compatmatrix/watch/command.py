@@ -1,6 +1,6 @@
 """compat launch's watch options and the watched run: its arguments (added to launch's parser), their checks, and
 ``launch_watched``, which runs the command's launch under watch/service.py and writes the findings (text to stderr,
-or --json to stdout). Kept out of cli.py: the launch command only hands over its run.
+or --json to stdout). Kept out of cli/launch.py: the launch command only hands over its run.
 
 Side effects: ``launch_watched`` runs the job (through the callable it is given) and writes to stdout / stderr.
 """
