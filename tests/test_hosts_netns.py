@@ -328,7 +328,7 @@ def test_fabric_names_a_host_that_does_not_answer_its_pairs_within_the_pair_dead
     env_by_host = {name: {"COMPAT_LIVE_FIXTURE_FAULT": "stallpair:2"} for name in cluster.hosts}
     results, seconds = torchrun_on_both(cluster, stock, 1, port(), mark, env_by_host=env_by_host,
                                         extra=("--fabric", "--sizes", "1K", "--no-trainer", "--pair-deadline", "2"))
-    for host, (code, checks, data) in zip(cluster.hosts, results):
+    for _host, (code, checks, data) in zip(cluster.hosts, results):
         pairs = data["live"]["pairs"]
         assert pairs is not None
         assert code == 1 and pairs["deadline"] == 2 and pairs["silent_hosts"] == ["node3"] and pairs["silent_links"] == [], pairs["verdicts"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from compatmatrix.watch import judge as J
 from compatmatrix.watch import ring
 from compatmatrix.watch.render import finding_json, finding_text, watch_json
-from compatmatrix.watch.service import SITE, WatchOutcome, Watcher, WatchOptions, agent_env
+from compatmatrix.watch.service import SITE, Watcher, WatchOptions, WatchOutcome, agent_env
 
 SITE_FILE = SITE / "sitecustomize.py"
 
@@ -328,9 +328,9 @@ def test_spawn_keeps_a_healthy_jobs_status_and_says_nothing():
 
 def test_the_stack_of_a_stopped_process_is_taken_from_outside():
     """py-spy reads a process stopped by SIGSTOP (what a stalled rank often is); without py-spy the reason is given."""
-    from compatmatrix.watch.stacks import find_py_spy, take
-
     import signal as signals
+
+    from compatmatrix.watch.stacks import find_py_spy, take
 
     process = subprocess.Popen([sys.executable, "-c", "import time\ndef waiting_here():\n    time.sleep(60)\nwaiting_here()"])
     try:

@@ -53,7 +53,7 @@ def watched(python: str, fault: str = "", steps: int = 40, extra: tuple[str, ...
         for thread in threads:
             thread.join(timeout=30)
     text = "".join(out)
-    lines = [l for l in text.splitlines() if l.startswith("{")] or ["{}"]
+    lines = [line for line in text.splitlines() if line.startswith("{")] or ["{}"]
     document = json.loads(text[text.index("{\n"):]) if "{\n" in text else json.loads(lines[-1])
     return code, document, seen, mark
 

@@ -144,11 +144,10 @@ def _accepted(measured: Measured) -> bool:
 
 def tune(options: TuneOptions, environ: Mapping[str, str], say: Callable[[str], None] = lambda line: None) -> Outcome:
     from ..environment.snapshot import take_snapshot
-    from ..placement.topology import machine_from_snapshot
-    from .space import current_configuration, current_settings, installed_from_snapshot, search_space
-
     from ..launchers import names
     from ..launchers.interface import TUNE
+    from ..placement.topology import machine_from_snapshot
+    from .space import current_configuration, current_settings, installed_from_snapshot, search_space
 
     offered = names(TUNE)  # the launchers of the registry that run tune's configurations
     if options.launcher not in offered:

@@ -15,7 +15,6 @@ from typing import Any, Optional
 
 from ..errors import UsageError
 
-
 WATCHED = ("torchrun", "spawn")  # the launchers --watch takes so far (one host)
 LAUNCHERS = ("spawn",)  # added to compat launch's --launcher choices: compat starts the ranks itself (watch/spawn.py)
 
