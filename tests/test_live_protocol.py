@@ -6,6 +6,8 @@ the records by attribute, not by string key."""
 import json
 import math
 import re
+import os
+import shutil
 import subprocess
 import sys
 import typing
@@ -241,3 +243,33 @@ def test_the_report_names_a_record_of_a_newer_compat_and_reads_the_rest_of_a_rec
     supervised = Supervised("run", (), False, False, 1.0, False, ())
     finding = ranks_finding([broken, newer], supervised)
     assert finding.status.value == "fail" and "UnreadableRecord: proc-n1-11.json: the record is of protocol version" in finding.summary, finding.summary
+
+
+def _old_interpreters() -> list[str]:
+    """Python 3.6-3.10 interpreters on this machine (on PATH, or pyenv's), the ones the IPEX 1.x stacks run the worker in."""
+    import glob
+    import shutil
+
+    found = {}
+    for minor in range(6, 11):
+        name = f"python3.{minor}"
+        on_path = shutil.which(name)
+        path = (next(iter(sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/{name}")))), None)
+                or (on_path if on_path and "/shims/" not in on_path else None))  # a pyenv shim runs nothing unless selected
+        if path:
+            found[minor] = path
+    return list(found.values())
+
+
+@pytest.mark.parametrize("python", _old_interpreters() or [pytest.param(None, marks=pytest.mark.skip(reason="no Python 3.6-3.10 here"))])
+def test_the_worker_writes_its_record_under_the_older_pythons_it_serves(tmp_path, python):
+    """The worker loads the protocol by path as the run folder holds it; on Python 3.6-3.9, typing.get_type_hints looks
+    a record's module up in sys.modules, so the loaded module must be there (a KeyError there wrote no record at all)."""
+    shutil.copy(LIVE / "worker.py", tmp_path / "worker.py")
+    shutil.copy(LIVE / "protocol.py", tmp_path / "compat_live_protocol.py")
+    script = ("import json, sys\nsys.path.insert(0, sys.argv[1])\nimport worker\nworker.PROTOCOL = worker.load_protocol()\n"
+              "text = worker.record_text(json.loads(sys.stdin.read()))\nworker.PROTOCOL.loads_status(text)\nprint('written', len(text))\n")
+    done = subprocess.run([python, "-I", "-c", script, str(tmp_path)], input=json.dumps(WORKER_STATUS), capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("written"), done.stderr[-2000:]
+    assert "does not fit the protocol" not in done.stderr, done.stderr[-2000:]

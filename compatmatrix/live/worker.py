@@ -43,6 +43,9 @@ def load_protocol():
         if os.path.exists(path):
             spec = importlib.util.spec_from_file_location(PROTOCOL_NAME, path)
             module = importlib.util.module_from_spec(spec)
+            # in sys.modules before it runs, as an import would: typing.get_type_hints looks a record's module up there
+            # (Python 3.6-3.9 raise KeyError without it)
+            sys.modules[PROTOCOL_NAME] = module
             spec.loader.exec_module(module)
             return module
     raise ImportError("compat's live protocol (%s.py) is not beside %s" % (PROTOCOL_NAME, __file__))
