@@ -273,3 +273,32 @@ def test_the_worker_writes_its_record_under_the_older_pythons_it_serves(tmp_path
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("written"), done.stderr[-2000:]
     assert "does not fit the protocol" not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_huge_fifo_or_undecodable_rank_file_is_refused_without_reading_it_whole(tmp_path):
+    """A rank's file is outside input: one larger than the bound is refused after reading at most bound + 1 bytes (its
+    size is not read into memory), a FIFO is never opened for blocking reads, bytes that are not UTF-8 are replaced;
+    the progress line and the report read through it (a non-UTF-8 status file crashed the progress line)."""
+    import io
+    import resource
+
+    from compatmatrix.live.progress import TerminalProgress
+    from compatmatrix.live.protocol import read_record_text, read_tail_text
+
+    big = tmp_path / "proc-h-1.json"
+    with open(big, "wb") as handle:
+        handle.truncate(200 << 20)  # sparse: 200 MiB that take no disk
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ProtocolError, match="more than"):
+        read_record_text(big)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50 << 10  # KiB: nothing like 200 MiB read
+    assert len(read_tail_text(big, 1000)) == 1000
+    fifo = tmp_path / "proc-h-2.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ProtocolError, match="not a regular file"):
+        read_record_text(fifo)
+    assert read_tail_text(fifo, 10) == ""
+    (tmp_path / "proc-h-3.json").write_bytes(b"\xff\xfe" + json.dumps(WORKER_STATUS).encode())
+    big.unlink()
+    fifo.unlink()
+    TerminalProgress(io.StringIO(), tmp_path, every=0).look()  # no UnicodeDecodeError out of the supervisor's loop

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from .protocol import RankStatus, check_version, read_parts
+from .protocol import RankStatus, check_version, read_parts, read_record_text
 
 
 def size_text(size: int) -> str:
@@ -66,8 +66,8 @@ class TerminalProgress:
         records = []
         for path in self.run_dir.glob("proc-*.json"):
             try:
-                record = read_progress(path.read_text())
-            except OSError:
+                record = read_progress(read_record_text(path))
+            except (OSError, ValueError):  # being written, not UTF-8, not a record (ProtocolError is a ValueError)
                 continue
             if record is not None and record.rank is not None:
                 records.append((record.rank, record))

@@ -628,3 +628,57 @@ def finite(value):
 
 if sys.version_info < (3, 6):  # pragma: no cover -- the worker's own floor
     raise ImportError("compat's live protocol needs Python 3.6 or newer")
+
+
+def read_record_text(path, limit=MAX_RECORD_BYTES):
+    """A rank's file of the run folder as text, read without reading more than ``limit`` + 1 bytes: a record larger
+    than ``limit`` is a ProtocolError (a broken rank or another program may have written anything there), as is one
+    that is not a regular file (a FIFO, a device: opened without blocking, never read). Bytes that are not UTF-8 are
+    replaced. OSError as os.open raises it."""
+    import os
+    import stat
+
+    handle = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise ProtocolError("%s is not a regular file" % os.path.basename(str(path)))
+        if info.st_size > limit:
+            raise ProtocolError("the record is %d bytes, more than %d" % (info.st_size, limit))
+        data = _read_at_most(handle, limit + 1)
+    finally:
+        os.close(handle)
+    if len(data) > limit:
+        raise ProtocolError("the record grew past %d bytes while it was read" % limit)
+    return data.decode("utf-8", errors="replace")
+
+
+def read_tail_text(path, limit):
+    """The last ``limit`` bytes of a rank's output file as text (not UTF-8: replaced), whatever its size; "" for a file
+    that is not a regular one. OSError as os.open raises it."""
+    import os
+    import stat
+
+    handle = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        if info.st_size > limit:
+            os.lseek(handle, info.st_size - limit, os.SEEK_SET)
+        return _read_at_most(handle, limit).decode("utf-8", errors="replace")
+    finally:
+        os.close(handle)
+
+
+def _read_at_most(handle, most):
+    import os
+
+    chunks, left = [], most
+    while left > 0:
+        chunk = os.read(handle, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

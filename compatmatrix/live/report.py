@@ -34,7 +34,9 @@ from .protocol import (
     TrainerGroup,
     TrainerInfo,
     read_parts,
+    read_record_text,
     read_status,
+    read_tail_text,
 )
 from .supervise import Supervised
 
@@ -138,7 +140,7 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher
     for _host, pid, path in status_files(run_dir):
         refused: Mapping[str, str] = {}
         try:
-            status, refused = read_status(path.read_text(errors="replace"))
+            status, refused = read_status(read_record_text(path))
         except (OSError, ProtocolError) as exc:  # another compat's worker, a broken rank, a shared --run-dir: said, not read
             why = str(exc) if isinstance(exc, ProtocolError) else f"{exc.__class__.__name__}: {exc}"
             status, refused = RankStatus(stage="unreadable status", error=RankError("UnreadableRecord", f"{path.name}: {why}")), {"record": why}
@@ -146,11 +148,11 @@ def read_ranks(run_dir: Path, ends_by_pid: Mapping[int, Optional[int]], launcher
         gone_at = None
         if gone_path.exists():
             try:
-                gone_at = Gone.from_json(json.loads(gone_path.read_text())).at
+                gone_at = Gone.from_json(json.loads(read_record_text(gone_path, 4096))).at
             except (OSError, ValueError, RecursionError):  # ProtocolError is a ValueError
                 pass
         log_path = path.with_suffix(".log")
-        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        log = read_tail_text(log_path, 50000) if log_path.exists() else ""  # what is shown of it
         code = ends_by_pid.get(pid)
         if code is None:
             code = reported.get(pid)

@@ -156,7 +156,7 @@ def rank_outcomes(run_dir: Path) -> tuple[list[int], list[int]]:
     """(dead, failed) ranks on this host. Dead: the process is gone although its record says neither done nor
     failed (a signal, os._exit, a launcher's kill; under torchrun and mpirun the ranks are not compat's children,
     so this is how compat notices). Failed: the rank recorded an error (it may still be alive, stuck in teardown)."""
-    from .protocol import read_status
+    from .protocol import read_record_text, read_status
 
     here = os.uname()[1]
     dead, failed = [], []
@@ -164,7 +164,7 @@ def rank_outcomes(run_dir: Path) -> tuple[list[int], list[int]]:
         if host != here:
             continue
         try:
-            status = read_status(path.read_text(errors="replace"))[0]
+            status = read_status(read_record_text(path))[0]
         except (OSError, ValueError):  # being written, or not a rank record of this protocol (ProtocolError)
             continue
         if status.error is not None:
