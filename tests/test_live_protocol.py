@@ -5,8 +5,8 @@ the records by attribute, not by string key."""
 
 import json
 import math
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
