@@ -187,7 +187,7 @@ def held_set(planned: Planned, snapshot: Any) -> Optional[tuple[list[str], dict[
             raise UsageError(f"{snapshot.executable} holds {dist.name} {dist.raw_version}, not the {package.distribution}{specifier} asked for.",
                              f"Install the set there first (compat install '{package.distribution}{specifier}' --python {snapshot.executable}), "
                              "or leave that requirement out.")
-        pins.append(f"{dist.name}=={dist.raw_version}")
+        pins.append(f"{package.distribution}=={dist.raw_version}")  # the name as the set names it (canonical), not as dist-info spells it
     if not pins:
         return None  # not the set's environment yet (compat install fills it): the resolved set is the one it must hold
     return pins + [f"no {name}" for name in missing], installed_versions(snapshot)
