@@ -94,16 +94,34 @@ def test_every_node_takes_its_place_in_the_list_and_exactly_one_is_node_rank_zer
     assert sorted(ranks.values()) == [0, 1, 2] and ranks["n01"] == 0
 
 
-def test_a_node_compat_cannot_find_in_the_list_is_one_sentence(fixture_hostnames):
+def test_a_node_compat_cannot_find_in_the_list_is_one_sentence_naming_the_list_and_the_escape(fixture_hostnames):
     with pytest.raises(UsageError) as caught:
         allocation_layout(step_env(SLURMD_NODENAME="node7"), 2, hostnames=fixture_hostnames)
-    assert caught.value.message.startswith("SLURMD_NODENAME='node7' is not among the step's hosts (node1, node2)") and caught.value.fix
+    assert caught.value.message.startswith("SLURMD_NODENAME='node7' is not among the step's hosts (node1, node2)")
+    assert "(node1, node2)" in caught.value.fix and "--master-addr" in caught.value.fix and "not node1" in caught.value.fix
 
 
-def test_the_users_master_is_kept_and_scontrol_not_asked(fixture_hostnames):
-    layout, _ = allocation_layout(step_env(), 3, master_addr="10.0.0.1", master_port=29500, hostnames=fixture_hostnames)
-    assert (layout.master_addr, layout.master_port, layout.world_size) == ("10.0.0.1", 29500, 6)
-    assert fixture_hostnames.asked == []
+@pytest.mark.parametrize("name", ["node2.cluster.example", " node2.ib "])
+def test_a_fully_qualified_slurmd_nodename_is_found_by_its_short_name(fixture_hostnames, name):
+    layout, notes = allocation_layout(step_env(SLURMD_NODENAME=name, SLURM_NODEID="0"), 2, hostnames=fixture_hostnames)
+    assert layout.node_rank == 1 and "node2 (SLURMD_NODENAME, up to its first dot) is host 1" in notes[0]
+
+
+def test_the_users_master_other_than_the_first_host_keeps_slurm_nodeid_and_says_so(fixture_hostnames):
+    """--master-addr names a host compat cannot place in the list: every node keeps SLURM_NODEID (the same rule on every
+    node, never a node alone), and the note says the node Slurm numbers 0 must be the master's."""
+    layout, notes = allocation_layout(step_env(SLURMD_NODENAME="node7"), 3, master_addr="10.0.0.1", master_port=29500, hostnames=fixture_hostnames)
+    assert (layout.master_addr, layout.master_port, layout.world_size, layout.node_rank, layout.hosts) == ("10.0.0.1", 29500, 6, 1, ())
+    assert "--master-addr 10.0.0.1 is not the first host of SLURM_STEP_NODELIST (node1), so the node rank is SLURM_NODEID" in notes[0]
+
+
+@pytest.mark.parametrize("nodeid, name", [("0", "node2"), ("1", "node1")])
+def test_the_users_master_that_is_the_first_host_still_ranks_the_nodes_by_the_list(fixture_hostnames, nodeid, name):
+    """--master-addr node1 with Slurm numbering node2 first: SLURM_NODEID would put node rank 0 on node2 while the
+    master is node1 (no rendezvous); the list's order puts it on node1."""
+    layout, _ = allocation_layout(step_env(SLURM_NODEID=nodeid, SLURM_PROCID=nodeid, SLURMD_NODENAME=name), 2, master_addr="node1",
+                                  hostnames=fixture_hostnames)
+    assert (layout.master_addr, layout.node_rank, layout.hosts) == ("node1", ("node1", "node2").index(name), ("node1", "node2"))
 
 
 def test_the_tasks_per_node_list_is_read_when_ntasks_per_node_is_not_set(fixture_hostnames):

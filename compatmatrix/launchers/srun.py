@@ -5,9 +5,11 @@ doctor --live: ``srun --ntasks-per-node=1 compat doctor --live`` runs one compat
 ranks itself (as spawn does) with RANK = node rank * ranks-per-node + local rank, the world from the step's node
 count, and the master at the step's first host (``scontrol show hostnames``), on a port every node derives from the
 job id (``master_port``). The node rank is the node's place in that list (SLURMD_NODENAME), not SLURM_NODEID, which
-Slurm may number in another order: node rank 0, and the rendezvous rank 0 serves, is then always on the master. compat launch: the srun line (``--ntasks-per-node``, ``--cpus-per-task``,
-``--cpu-bind=mask_cpu:`` from the CPU plan), each task mapping SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID to
-RANK / WORLD_SIZE / LOCAL_RANK in a small ``sh -c`` before it execs the command. Its failures: srun's
+Slurm may number in another order: node rank 0, and the rendezvous rank 0 serves, is then always on the master (a
+``--master-addr`` other than the list's first name keeps SLURM_NODEID: compat cannot tell which node that is).
+compat launch: the srun line (``--ntasks-per-node``, ``--cpus-per-task``, ``--cpu-bind=mask_cpu:`` from the CPU plan),
+each task mapping SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID to RANK / WORLD_SIZE / LOCAL_RANK in a small ``sh -c``
+before it execs the command, by the same rule (``_MAP_RANKS``). Its failures: srun's
 ``srun: error: HOST: task N: Exited with exit code C`` / ``Killed`` lines.
 
 Side effects: ``scontrol show hostnames`` (a child with a deadline), a PATH lookup of srun.
@@ -146,16 +148,23 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
                          f"starts --ranks-per-node ranks itself.", "Run srun --ntasks-per-node=1 compat doctor --live --ranks-per-node N.")
     del procid  # typed above; with one task per node it need not equal SLURM_NODEID (--distribution=arbitrary places task 0 anywhere)
     notes = [f"srun: node {node_id} of {nnodes} ({nodes_var}, SLURM_NODEID), {ranks_per_node} ranks each (--ranks-per-node)"]
+    list_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
+    nodelist = environ.get(list_var, "")
+    if not nodelist.strip() or len(nodelist) > 65536 or nodelist.lstrip().startswith("-") or any(not ch.isprintable() for ch in nodelist):
+        raise UsageError(f"{list_var}='{quoted(nodelist)}' is not a Slurm node list.", _FIX)
+    # read with --master-addr too: whether the nodes rank by the list or by SLURM_NODEID must be decided alike on every
+    # node, from what every node sees the same (the list and the master), never by one node alone
+    hosts = list(hostnames(nodelist.strip()))
+    if len(hosts) != nnodes:
+        raise UsageError(f"scontrol show hostnames gave {len(hosts)} hosts for {list_var}, {nodes_var} says {nnodes}.", _FIX)
     addr = master_addr
-    hosts: list[str] = []
-    if addr is None:
-        list_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
-        nodelist = environ.get(list_var, "")
-        if not nodelist.strip() or len(nodelist) > 65536 or nodelist.lstrip().startswith("-") or any(not ch.isprintable() for ch in nodelist):
-            raise UsageError(f"{list_var}='{quoted(nodelist)}' is not a Slurm node list.", _FIX)
-        hosts = list(hostnames(nodelist.strip()))
-        if len(hosts) != nnodes:
-            raise UsageError(f"scontrol show hostnames gave {len(hosts)} hosts for {list_var}, {nodes_var} says {nnodes}.", _FIX)
+    if addr is not None and addr != hosts[0]:
+        # the user's master is not the list's first name: which node it is compat cannot tell, so the node rank stays
+        # SLURM_NODEID, and the node Slurm numbers 0 must be the master's (or rank 0 serves a rendezvous no one reaches)
+        notes[0] += (f"; --master-addr {quoted(addr, 64)} is not the first host of {list_var} ({quoted(hosts[0], 64)}), so the node rank is "
+                     "SLURM_NODEID as Slurm numbers the nodes: the node it numbers 0 must be the master's")
+        hosts = []
+    else:
         parsed, why = parse_host(hosts[0])
         if parsed is None or "@" in hosts[0] or ":" in hosts[0]:
             raise UsageError(f"The step's first host '{quoted(hosts[0])}' is not a host name ({why or 'it is not one'}).", _FIX)
@@ -180,22 +189,23 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
 
 def this_node(environ: Mapping[str, str], hosts: Sequence[str]) -> tuple[str, str]:
     """(this node's name as ``hosts`` writes it, where it came from): SLURMD_NODENAME, which slurmd sets in every task
-    (srun(1), OUTPUT ENVIRONMENT VARIABLES), else the kernel's host name or its first label. UsageError when none of them
-    is in ``hosts``."""
+    (srun(1), OUTPUT ENVIRONMENT VARIABLES), else the kernel's host name; each as written, then up to its first dot (a
+    fully qualified name, a list of short ones). UsageError when none of them is in ``hosts``. The srun line's task
+    script (``_MAP_RANKS``) matches the same way."""
     import socket
 
     named = (environ.get("SLURMD_NODENAME") or "").strip()
-    if named:
-        if named in hosts:
-            return named, "SLURMD_NODENAME"
-        raise UsageError(f"SLURMD_NODENAME='{quoted(named, 64)}' is not among the step's hosts ({quoted(', '.join(hosts[:8]), 200)}), "
-                         "so compat cannot tell this node's rank.", _FIX)
-    host = socket.gethostname()
-    for name in (host, host.split(".", 1)[0]):
-        if name in hosts:
-            return name, "the host name; SLURMD_NODENAME is not set"
-    raise UsageError(f"Neither SLURMD_NODENAME nor this host's name ('{quoted(host, 64)}') is among the step's hosts "
-                     f"({quoted(', '.join(hosts[:8]), 200)}), so compat cannot tell this node's rank.", _FIX)
+    how = "SLURMD_NODENAME" if named else "the host name; SLURMD_NODENAME is not set"
+    name = named or socket.gethostname()
+    for candidate in (name, name.split(".", 1)[0]):
+        if candidate in hosts:
+            return candidate, how + (", up to its first dot" if candidate != name else "")
+    listed = quoted(", ".join(hosts[:8]) + (", ..." if len(hosts) > 8 else ""), 200)
+    said = f"SLURMD_NODENAME='{quoted(named, 64)}' is not" if named else f"Neither SLURMD_NODENAME nor this host's name ('{quoted(name, 64)}') is"
+    raise UsageError(f"{said} among the step's hosts ({listed}), so compat cannot tell this node's place in that list, its node rank.",
+                     f"Run it on the hosts scontrol show hostnames names ({listed}), where slurmd sets SLURMD_NODENAME to one of them; or pass "
+                     f"--master-addr with the address of the node Slurm numbers 0 (SLURM_NODEID=0), not {quoted(hosts[0], 64)}, so that "
+                     "every node takes SLURM_NODEID as its node rank.")
 
 
 def allocation_master(environ: Mapping[str, str], hostnames: Optional[Callable[[str], Sequence[str]]] = None,
@@ -238,19 +248,37 @@ def master_port_of(job_id: int) -> int:
 
 
 # each task: RANK / WORLD_SIZE / LOCAL_RANK from srun's, the master from the allocation unless exported, then the command.
-# The master is the step's first host (scontrol show hostnames), and rank 0 must run there: with the same number of
-# tasks on every node, a task's rank is its node's place in that list (SLURMD_NODENAME) times the tasks per node plus
-# its local id, not SLURM_PROCID, which follows Slurm's own node numbering (slurm.conf's order, the topology's), not
-# the list's; otherwise (or with MASTER_ADDR exported) SLURM_PROCID as Slurm gives it.
+# Rank 0 must run on the master. When the master is the first host of the step's list (scontrol show hostnames) - as
+# compat launch exports it in an allocation of several nodes (allocation_master), as compat export's sbatch script
+# does, or unset and taken here - a task's rank is its node's place in that list times the tasks per node plus its
+# local id, not SLURM_PROCID, which follows Slurm's own node numbering (slurm.conf's order, the topology's), not the
+# list's. The node is found as this_node finds it: SLURMD_NODENAME, else the host name (uname -n), each as written, then
+# up to its first dot; a node found in neither way ends its tasks with one sentence (exit 2), since its keeping
+# SLURM_PROCID while the other nodes take the list's ranks would hand out one rank twice. A MASTER_ADDR the user
+# exported that is not the list's first name keeps SLURM_PROCID on every node (the host of SLURM_PROCID 0 must be that
+# master: which host it names the task cannot tell), as does a SLURM_NTASKS_PER_NODE that is not a count (the same on
+# every node of the step). Globbing is off (set -f): the host list is split into words, never expanded as patterns.
 # SLURM_JOB_ID, SLURM_NTASKS_PER_NODE and SLURM_LOCALID are checked to be numbers (no leading zero) before the arithmetic
 # reads them: bash (the sh of many clusters) evaluates a variable's value in $((...)) as an expression, so a value like
 # x[$(cmd)] would run cmd
-_MAP_RANKS = ('export WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; RANK="$SLURM_PROCID"; '
-              'if [ -z "${MASTER_ADDR:-}" ]; then '
-              'hosts="$(scontrol show hostnames "${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}")"; for host in $hosts; do MASTER_ADDR="$host"; break; done; '
-              'case "${SLURM_NTASKS_PER_NODE:-}:${SLURM_LOCALID:-}" in *[!0-9:]*|:*|*:|0?*|*:0?*|??????????*) ;; *) node=0; '
-              'for host in $hosts; do if [ "$host" = "${SLURMD_NODENAME:-}" ]; then RANK=$((node * SLURM_NTASKS_PER_NODE + SLURM_LOCALID)); break; fi; '
-              'node=$((node + 1)); done;; esac; fi; export RANK; '
+_MAP_RANKS = ('set -f; export WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; RANK="$SLURM_PROCID"; '
+              'list="${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}}"; hosts=""; first=""; '
+              'case "$list" in ""|-*) ;; *) hosts="$(scontrol show hostnames "$list")";; esac; '
+              'for host in $hosts; do first="$host"; break; done; MASTER_ADDR="${MASTER_ADDR:-$first}"; '
+              'if [ -n "$first" ] && [ "$MASTER_ADDR" = "$first" ]; then '
+              'case "${SLURM_NTASKS_PER_NODE:-}" in ""|0*|*[!0-9]*|??????????*) ;; *) '
+              'case "${SLURM_LOCALID:-}" in ""|0?*|*[!0-9]*|??????????*) '
+              'echo "compat: SLURM_LOCALID is not a task number, so this task cannot take its rank from its node; run it as a task srun starts" >&2; exit 2;; esac; '
+              'name="${SLURMD_NODENAME:-}"; from=SLURMD_NODENAME; '
+              'if [ -z "$name" ]; then name="$(uname -n 2>/dev/null)"; from="the host name, SLURMD_NODENAME is not set"; fi; node=""; '
+              'for want in "$name" "${name%%.*}"; do i=0; for host in $hosts; do '
+              'if [ -n "$want" ] && [ "$host" = "$want" ]; then node=$i; break 2; fi; i=$((i + 1)); done; done; '
+              'if [ -z "$node" ]; then shown=""; for host in $hosts; do shown="$shown${shown:+, }$host"; done; '
+              'printf "compat: this node, %s (%s), is not in the node list of the step (%.200s), so its tasks cannot take their ranks from '
+              'its place there; run them where slurmd sets SLURMD_NODENAME to a name of that list, or run the srun line with MASTER_ADDR '
+              'exported as the host of SLURM_PROCID 0 (by any name but %.64s) to keep SLURM_PROCID\\n" '
+              '"$(printf %.64s "$name" | tr -c "[:alnum:]._-" "?")" "$from" "$shown" "$first" >&2; exit 2; fi; '
+              'RANK=$((node * SLURM_NTASKS_PER_NODE + SLURM_LOCALID));; esac; fi; export RANK; '
               'if [ -z "${MASTER_PORT:-}" ]; then case "${SLURM_JOB_ID:-}" in ""|0*|*[!0-9]*|???????????*) '
               'echo "compat: SLURM_JOB_ID is not a job number, so the master port cannot be computed; export MASTER_PORT" >&2; exit 2;; esac; '
               f'MASTER_PORT=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN})); fi; export MASTER_ADDR MASTER_PORT; exec "$@"')
