@@ -315,3 +315,119 @@ def test_each_task_of_compat_launch_takes_its_rank_from_its_nodes_place_in_the_l
         done = subprocess.run([shell, "-c", _MAP_RANKS, "compat-launch-rank", "python3", "-c", code], env={**env, "SLURM_NTASKS_PER_NODE": hostile_count},
                               capture_output=True, text=True, timeout=30)
         assert "INJECTED" not in done.stdout + done.stderr and done.returncode == 0 and done.stdout.split()[0] == procid, done.stderr
+
+
+def _fixture_bin(tmp_path, hosts, uname="elsewhere"):
+    """FIXTURE scontrol (expands node[...] to ``hosts``) and FIXTURE uname (-n prints ``uname``), first on PATH."""
+    tools = tmp_path / "fixture-bin"
+    tools.mkdir(exist_ok=True)
+    listed = "\\n".join(hosts)
+    (tools / "scontrol").write_text(f'#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && [ "$3" = "node[1-{len(hosts)}]" ] && printf "{listed}\\n"\n')
+    (tools / "uname").write_text(f'#!/bin/sh\n[ "$1" = "-n" ] && echo {uname}\n')
+    for tool in ("scontrol", "uname"):
+        (tools / tool).chmod(0o755)
+    return f"{tools}:{os.environ['PATH']}"
+
+
+def _run_task(shell, path, **env):
+    """One task of compat launch's srun line, as srun starts it: its shell runs _MAP_RANKS, which execs the command."""
+    code = "import os; print(' '.join(os.environ[k] for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR')))"
+    return subprocess.run([shell, "-c", _MAP_RANKS, "compat-launch-rank", "python3", "-c", code], env={"PATH": path, **env},
+                          capture_output=True, text=True, timeout=30)
+
+
+def _slurm_task(hosts, numbered, procid, per_node, **changes):
+    """What srun gives task ``procid`` when Slurm numbers the nodes ``numbered`` (node names, SLURM_NODEID order)."""
+    env = {"SLURM_PROCID": str(procid), "SLURM_LOCALID": str(procid % per_node), "SLURM_NODEID": str(procid // per_node),
+           "SLURMD_NODENAME": numbered[procid // per_node], "SLURM_NTASKS": str(len(hosts) * per_node),
+           "SLURM_NTASKS_PER_NODE": str(per_node), "SLURM_JOB_ID": "54321", "SLURM_JOB_NUM_NODES": str(len(hosts)),
+           "SLURM_STEP_NODELIST": f"node[1-{len(hosts)}]", "SLURM_JOB_NODELIST": f"node[1-{len(hosts)}]"}
+    env.update(changes)
+    return {k: v for k, v in env.items() if v is not None}
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("numbered", [("node2", "node1"), ("node3", "node1", "node2"), ("node2", "node3", "node1")])
+def test_with_the_master_compat_launch_exports_ranks_zero_to_n_land_on_the_first_listed_host(tmp_path, shell, numbered):
+    """compat launch --launcher srun in an allocation of 2+ nodes exports MASTER_ADDR as the allocation's first host
+    (allocation_master) before it calls srun. Slurm numbering another node first (SLURM_PROCID 0 there), each task still
+    takes its rank from its node's place in the list: ranks 0..n-1 run on node1, the master, every rank once."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here")
+    from compatmatrix.placement.service import job_hosts
+
+    hosts = sorted(numbered)
+    path = _fixture_bin(tmp_path, hosts)
+    per_node = 2
+    master, nnodes, _ = job_hosts("srun", _slurm_task(hosts, numbered, 0, per_node), hostnames=lambda nodelist: hosts)  # FIXTURE scontrol
+    assert (master, nnodes) == ("node1", len(hosts))
+    ranks = {}
+    for procid in range(len(hosts) * per_node):
+        done = _run_task(shell, path, **_slurm_task(hosts, numbered, procid, per_node, MASTER_ADDR=master))
+        assert done.returncode == 0, done.stderr
+        rank, world, local, addr = done.stdout.split()
+        assert (world, local, addr) == (str(len(hosts) * per_node), str(procid % per_node), "node1")
+        ranks[int(rank)] = numbered[procid // per_node]
+    assert sorted(ranks) == list(range(len(hosts) * per_node))
+    assert [ranks[rank] for rank in range(len(hosts) * per_node)] == [host for host in hosts for _ in range(per_node)]
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_a_master_the_user_exported_that_is_not_the_first_host_keeps_slurm_procid_on_every_node(tmp_path, shell):
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here")
+    hosts, numbered = ["node1", "node2"], ("node2", "node1")
+    path = _fixture_bin(tmp_path, hosts)
+    for procid in range(4):
+        done = _run_task(shell, path, **_slurm_task(hosts, numbered, procid, 2, MASTER_ADDR="10.0.0.2"))
+        assert done.returncode == 0 and done.stdout.split() == [str(procid), "4", str(procid % 2), "10.0.0.2"], done.stderr
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("seen, uname", [({"SLURMD_NODENAME": "node2.cluster.example"}, "elsewhere"),  # an FQDN: its short name
+                                         ({"SLURMD_NODENAME": None}, "node2"),  # unset: the host name
+                                         ({"SLURMD_NODENAME": None}, "node2.cluster.example")])  # unset: the host name's short name
+def test_a_node_named_otherwise_is_found_as_this_node_finds_it(tmp_path, shell, seen, uname):
+    """Slurm numbering node2 first, and node2's task sees its name only in another form: it still takes ranks 2 and 3
+    (not SLURM_PROCID's 0 and 1, which node1's tasks take from the list: rank 0 twice)."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here")
+    hosts, numbered = ["node1", "node2"], ("node2", "node1")
+    path = _fixture_bin(tmp_path, hosts, uname=uname)
+    ranks = []
+    for procid in range(4):
+        changes = {"MASTER_ADDR": "node1", **(seen if numbered[procid // 2] == "node2" else {})}
+        done = _run_task(shell, path, **_slurm_task(hosts, numbered, procid, 2, **changes))
+        assert done.returncode == 0, done.stderr
+        ranks.append(int(done.stdout.split()[0]))
+    assert ranks == [2, 3, 0, 1]
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("seen, said", [({"SLURMD_NODENAME": "cn02.other"}, "cn02.other (SLURMD_NODENAME)"),
+                                        ({"SLURMD_NODENAME": None}, "elsewhere (the host name, SLURMD_NODENAME is not set)"),
+                                        ({"SLURMD_NODENAME": "x$(echo INJECTED)\n`echo INJECTED`"}, "x??echo?INJECTED???echo?INJECTED? (SLURMD_NODENAME)")])
+def test_a_node_not_in_the_list_ends_its_tasks_with_one_sentence_never_keeps_slurm_procid_alone(tmp_path, shell, seen, said):
+    """Its tasks keeping SLURM_PROCID 0 and 1 while node1's take ranks 0 and 1 from the list: two ranks 0. The task
+    stops (exit 2) before the command runs, with one sentence naming the node, the list and the way out."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here")
+    hosts, numbered = ["node1", "node2"], ("node2", "node1")
+    path = _fixture_bin(tmp_path, hosts)
+    for procid in (0, 1):
+        done = _run_task(shell, path, **_slurm_task(hosts, numbered, procid, 2, MASTER_ADDR="node1", **seen))
+        assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"compat: this node, {said}, is not in the node list of the step (node1, node2)"), done.stderr
+        assert "INJECTED\n" not in done.stderr and "MASTER_ADDR" in lines[0] and lines[0].count(". ") == 0
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("localid", ["x[$(echo INJECTED >&2)]", "01", ""])
+def test_a_task_number_that_is_not_one_ends_the_task_rather_than_keep_slurm_procid_alone(tmp_path, shell, localid):
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here")
+    path = _fixture_bin(tmp_path, ["node1", "node2"])
+    done = _run_task(shell, path, **_slurm_task(["node1", "node2"], ("node2", "node1"), 0, 2, MASTER_ADDR="node1", SLURM_LOCALID=localid))
+    assert "INJECTED" not in done.stdout + done.stderr
+    assert done.returncode == 2 and done.stdout == "" and "SLURM_LOCALID is not a task number" in done.stderr, done.stderr
