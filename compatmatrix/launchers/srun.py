@@ -389,7 +389,9 @@ class Srun:
         notes = ("srun binds each task to its planned CPUs (--cpu-bind=mask_cpu, local task i gets mask i; the cluster's TaskPlugin must be "
                  "task/affinity or task/cgroup) and every node is planned as this one",
                  "each task maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID to RANK/WORLD_SIZE/LOCAL_RANK, MASTER_ADDR to the allocation's first "
-                 f"host and MASTER_PORT to {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} unless exported")
+                 f"host and MASTER_PORT to {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} unless exported; with the master at that first host, "
+                 "RANK is its node's place in the node list times the tasks per node plus SLURM_LOCALID, so rank 0 runs there whatever "
+                 "order Slurm numbers the nodes in")
         return Invocation("srun", "srun", tuple(argv), dict(job.rank_env), "srun --cpu-bind", notes, dict(job.additions))
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
