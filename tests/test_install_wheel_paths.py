@@ -164,18 +164,55 @@ def test_a_store_wheel_is_listed_once_and_again_when_it_changes(tmp_path, monkey
     kept = store.put(wheel, hashlib.sha256(wheel.read_bytes()).hexdigest())
     assert kept is not None
     reads = []
-    real = wheelfiles.read_listing
-    monkeypatch.setattr(wheelfiles, "read_listing", lambda path: reads.append(path) or real(path))
+    read_members = wheelfiles.read_members
+    monkeypatch.setattr(wheelfiles, "read_members", lambda path: reads.append(path) or read_members(path))
     first = store.listing(kept)
     again = store.listing(kept)
     assert reads == [kept] and first == again
     assert again.data == ("demo-1.0.data/scripts/activate", "demo-1.0.data/data/share/demo/x")
     occupied = script_names_taken(["activate"])
-    assert again.refusals(occupied) == real(kept).refusals(occupied) and len(again.refusals(occupied)) == 2
+    assert again.refusals(occupied) == wheelfiles.judge(read_members(kept)).refusals(occupied) and len(again.refusals(occupied)) == 2
     assert again.refusals(script_names_taken([])) == [r for r in again.refusals(occupied) if "absolute" in r]  # the script judged here, each time
     os.utime(kept, ns=(0, 0))
     assert store.listing(kept) == first and reads == [kept, kept]  # the stat changed: read again
     assert store.listing(wheel) is None  # a file outside the store
+
+
+def test_a_stale_or_hostile_store_listing_cannot_make_a_refused_wheel_pass(tmp_path, monkeypatch):
+    """The store's .listing keeps the archive's member names only, never a verdict: the path rules run on them at
+    every install, so a record written by an older compat (format 1, with "verdicts": []) or forged with this
+    format but without the bad member is not believed: the former is ignored (the archive is read again), and
+    names the record claims cannot hide a member of the archive once the stat changes."""
+    import hashlib
+    import json
+
+    from compatmatrix import cachefiles
+    from compatmatrix.install import store as store_module
+    from compatmatrix.install.store import LISTING, LISTING_FORMAT, WheelStore, _fingerprint
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("COMPAT_NO_CACHE", raising=False)
+    evil = "../../../../etc/evil.conf"
+    wheel = _zip(tmp_path / "demo-1.0-py3-none-any.whl", {**GOOD, evil: "x"})
+    store = WheelStore.open()
+    assert store is not None
+    kept = store.put(wheel, hashlib.sha256(wheel.read_bytes()).hexdigest())
+    assert kept is not None
+    fingerprint = _fingerprint(os.lstat(kept))
+    # an older compat's record: the wheel's verdicts, empty, with a matching stat and name
+    cachefiles.write_json(str(kept.parent), LISTING, {"stat": fingerprint, "name": kept.name, "verdicts": [], "data": []})
+    refusals = store.listing(kept).refusals(script_names_taken([]))
+    assert any(evil in r and "climbs out" in r for r in refusals)
+    written = json.loads((kept.parent / LISTING).read_text())
+    assert written["format"] == LISTING_FORMAT and "verdicts" not in written and evil in written["names"]
+    # a record of this format: its names are judged by the rules in force, whatever it says of them
+    written["verdicts"] = []
+    cachefiles.write_json(str(kept.parent), LISTING, written)
+    assert any(evil in r for r in store.listing(kept).refusals(script_names_taken([])))
+    # a record of another (future or past) format is ignored
+    cachefiles.write_json(str(kept.parent), LISTING, {**written, "format": LISTING_FORMAT + 1, "names": list(GOOD)})
+    assert any(evil in r for r in store.listing(kept).refusals(script_names_taken([])))
+    assert store_module.LISTING_FORMAT == json.loads((kept.parent / LISTING).read_text())["format"]
 
 
 # ---------------------------------------------------------------- after a killed install, doctor and check say so

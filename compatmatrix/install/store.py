@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 KEEP_DAYS = 30
 CHECKED = ".checked"
-LISTING = ".listing"  # what the wheel-path checks read of the archive (wheelfiles.Listing), with the wheel's stat
+LISTING = ".listing"  # the archive's raw members (wheelfiles.Members), with the wheel's stat; never a verdict
+LISTING_FORMAT = 2  # a .listing of another format (1 kept verdicts) is read again
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -124,9 +125,11 @@ class WheelStore:
         return self.get(sha256, names[0]) if len(names) == 1 else None
 
     def listing(self, path: Path) -> Optional["Listing"]:
-        """The Listing of a wheel of this store (wheelfiles.read_listing), read once and kept beside it (``.listing``,
-        with the wheel's stat: a wheel changed since is read again); None for a file outside the store."""
-        from .wheelfiles import Listing, read_listing
+        """The Listing of a wheel of this store: its archive's Members (wheelfiles.read_members) read once and kept
+        beside it (``.listing``, with the wheel's stat and LISTING_FORMAT: a wheel changed since, or a record of another
+        format, is read again), judged by this compat's rules every time (wheelfiles.judge: a record never carries a
+        verdict); None for a file outside the store."""
+        from .wheelfiles import Members, judge, read_members
 
         entry = path.parent
         if entry.parent != self.root or self._entry(entry.name) is None:
@@ -135,21 +138,22 @@ class WheelStore:
             fingerprint = _fingerprint(os.lstat(path))
         except OSError:
             return None
-        kept = cachefiles.read_json(str(entry), LISTING, 16 << 20)
-        if isinstance(kept, dict) and kept.get("stat") == fingerprint and kept.get("name") == path.name:
-            verdicts, data = kept.get("verdicts"), kept.get("data")
-            if (isinstance(verdicts, list) and isinstance(data, list) and all(isinstance(n, str) for n in data)
-                    and all(isinstance(v, list) and v and v[0] in ("fixed", "script") and len(v) == (2 if v[0] == "fixed" else 3)
-                            and all(isinstance(x, str) for x in v) for v in verdicts)):
-                return Listing(tuple(tuple(v) for v in verdicts), tuple(data))
-        listing = read_listing(path)
-        if listing is not None:
-            try:
-                cachefiles.write_json(str(entry), LISTING, {"stat": fingerprint, "name": path.name, "verdicts": [list(v) for v in listing.verdicts],
-                                                            "data": list(listing.data)})
-            except OSError:
-                pass
-        return listing
+        kept = cachefiles.read_json(str(entry), LISTING, 64 << 20)
+        if (isinstance(kept, dict) and kept.get("format") == LISTING_FORMAT and kept.get("stat") == fingerprint
+                and kept.get("name") == path.name):
+            fields = [kept.get(key) for key in ("names", "record_paths", "entry_points")]
+            if all(isinstance(f, list) and all(isinstance(x, str) for x in f) for f in fields):
+                return judge(Members(*(tuple(f) for f in fields)))
+        members = read_members(path)
+        if members is None:
+            return None
+        try:
+            cachefiles.write_json(str(entry), LISTING, {"format": LISTING_FORMAT, "stat": fingerprint, "name": path.name,
+                                                        "names": list(members.names), "record_paths": list(members.record_paths),
+                                                        "entry_points": list(members.entry_points)})
+        except OSError:
+            pass
+        return judge(members)
 
     def _read(self, entry: Path) -> dict:
         record = cachefiles.read_json(str(entry), CHECKED, 1 << 16)

@@ -104,42 +104,70 @@ class Listing:
         return found
 
 
-def read_listing(wheel: Path) -> Optional[Listing]:
-    """The wheel's Listing; None when it is no readable archive (the installer says what is wrong with it)."""
+@dataclass(frozen=True)
+class Members:
+    """What is read of one wheel's archive, raw (nothing judged): its member names in the archive's order, the first
+    field of each row of its .dist-info/RECORD files, and the text of its .dist-info/entry_points.txt files. The
+    wheel store keeps this beside a stored wheel; the rules (judge) run on it at every install."""
+
+    names: tuple[str, ...]
+    record_paths: tuple[str, ...]
+    entry_points: tuple[str, ...]
+
+
+def read_members(wheel: Path) -> Optional[Members]:
+    """The wheel's Members; None when it is no readable archive (the installer says what is wrong with it)."""
     try:
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile, ValueError):
         return None
-    verdicts: list[tuple[str, ...]] = []
+    record_paths: list[str] = []
+    entry_points: list[str] = []
     with archive:
         names = archive.namelist()
         for name in names:
-            problem = path_problem(name)
-            parts = name.split("/")
-            if problem:
-                verdicts.append(("fixed", f"{name!r} {problem}"))
-            elif len(parts) >= 3 and parts[0].endswith(".data") and parts[2]:
-                if parts[1] not in SCHEME_KEYS:
-                    verdicts.append(("fixed", f"{name!r} is in .data/{parts[1]}, a folder the install scheme does not have ({', '.join(SCHEME_KEYS)})"))
-                elif parts[1] == "scripts":
-                    verdicts.append(("script", f"{name!r} ", parts[2]))
-        checked = set(names)  # a RECORD row naming an archive entry was judged with it
-        infos = [n for n in names if n.count("/") == 1 and n.split("/")[0].endswith(".dist-info")]
-        for name in infos:
+            if not (name.count("/") == 1 and name.split("/")[0].endswith(".dist-info")):
+                continue
             leaf = name.split("/")[1]
             try:
                 if leaf == "RECORD":
-                    for row in csv.reader(io.StringIO(_read(archive, name))):
-                        problem = path_problem(row[0]) if row and row[0] not in checked else None
-                        if row and problem:
-                            verdicts.append(("fixed", f"RECORD's {row[0]!r} {problem}"))
+                    record_paths += [row[0] for row in csv.reader(io.StringIO(_read(archive, name))) if row]
                 elif leaf == "entry_points.txt":
-                    for script in _script_names(_read(archive, name)):
-                        verdicts.append(("script", f"the script {script!r} it makes (entry_points.txt) ", script))
+                    entry_points.append(_read(archive, name))
             except (OSError, zipfile.BadZipFile, ValueError, csv.Error, RuntimeError):
                 continue  # an unreadable member: the installer refuses the wheel
-    data = tuple(n for n in names if n.split("/", 1)[0].endswith(".data"))
+    return Members(tuple(names), tuple(record_paths), tuple(entry_points))
+
+
+def judge(members: Members) -> Listing:
+    """The Listing of a wheel: the path rules run on its Members."""
+    verdicts: list[tuple[str, ...]] = []
+    for name in members.names:
+        problem = path_problem(name)
+        parts = name.split("/")
+        if problem:
+            verdicts.append(("fixed", f"{name!r} {problem}"))
+        elif len(parts) >= 3 and parts[0].endswith(".data") and parts[2]:
+            if parts[1] not in SCHEME_KEYS:
+                verdicts.append(("fixed", f"{name!r} is in .data/{parts[1]}, a folder the install scheme does not have ({', '.join(SCHEME_KEYS)})"))
+            elif parts[1] == "scripts":
+                verdicts.append(("script", f"{name!r} ", parts[2]))
+    checked = set(members.names)  # a RECORD row naming an archive entry was judged with it
+    for path in members.record_paths:
+        problem = path_problem(path) if path not in checked else None
+        if problem:
+            verdicts.append(("fixed", f"RECORD's {path!r} {problem}"))
+    for text in members.entry_points:
+        for script in _script_names(text):
+            verdicts.append(("script", f"the script {script!r} it makes (entry_points.txt) ", script))
+    data = tuple(n for n in members.names if n.split("/", 1)[0].endswith(".data"))
     return Listing(tuple(verdicts), data)
+
+
+def read_listing(wheel: Path) -> Optional[Listing]:
+    """The wheel's Listing; None when it is no readable archive (the installer says what is wrong with it)."""
+    members = read_members(wheel)
+    return judge(members) if members is not None else None
 
 
 def wheel_refusals(wheel: Path, taken: TakenNames) -> list[str]:
