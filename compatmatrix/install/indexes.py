@@ -17,7 +17,7 @@ import html.parser
 import os
 import re
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,9 +400,11 @@ def _project_of(filename: str) -> str:
     return canonical_name(filename.split("-", 1)[0])
 
 
-def check_reachable(session: requests.Session, locations: Mapping[str, IndexLocation], host_ids: Sequence[str], timeout: float = TIMEOUT_S) -> dict[str, str]:
+def check_reachable(session: requests.Session, locations: Mapping[str, IndexLocation], host_ids: Sequence[str], timeout: float = TIMEOUT_S,
+                    on_host: Optional[Callable[[str], None]] = None, stop: Optional[Callable[[], None]] = None) -> dict[str, str]:
     """host id -> why it cannot be reached, for every host in ``host_ids`` that does not answer (each within
-    the preflight deadline, headers only)."""
+    the preflight deadline, headers only). ``on_host`` is told each host before it is asked (it may raise to end
+    the checks); ``stop`` bounds each host off the main thread (limits.deadline)."""
     import requests
 
     from .checkpoints import checkpoint
@@ -411,6 +413,8 @@ def check_reachable(session: requests.Session, locations: Mapping[str, IndexLoca
     lim = limits()
     for host_id in dict.fromkeys(host_ids):
         checkpoint("preflight")
+        if on_host is not None:
+            on_host(host_id)
         location = locations[host_id]
         if location.is_local:
             if not location.local_path.is_dir():
@@ -418,7 +422,8 @@ def check_reachable(session: requests.Session, locations: Mapping[str, IndexLoca
             continue
         try:
             # headers only: PyPI's root page alone is ~40 MB
-            with deadline(lim.preflight_s), get_following(session, location.url, (timeout, lim.read_s), {"Accept": "text/html"}) as response:
+            with deadline(lim.preflight_s, stop), get_following(session, location.url, (min(timeout, lim.preflight_s), lim.read_s),
+                                                                {"Accept": "text/html"}) as response:
                 if response.status_code >= 500:
                     problems[host_id] = f"HTTP {response.status_code}"
                 elif response.status_code in (401, 403):

@@ -7,7 +7,7 @@ interrupting a blocked read. Subprocesses (pip) get their own deadline in proces
 
 The TEST-ONLY variable ``COMPAT_TEST_LIMITS`` (e.g. ``page_s=3,wheel_bytes=1048576``) overrides the values
 so tests need not wait minutes or send GiBs; it is inert unless set. Side effects: SIGALRM handler and
-timer while a deadline is active (restored afterwards).
+timer while a deadline is active (restored afterwards); off the main thread, a timer thread that calls the caller's stop.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 TEST_LIMITS_VARIABLE = "COMPAT_TEST_LIMITS"
 MIB = 1 << 20
@@ -63,11 +64,32 @@ class DeadlineExceeded(Exception):
 
 
 @contextmanager
-def deadline(seconds: float) -> Iterator[None]:
+def deadline(seconds: float, stop: Optional[Callable[[], None]] = None) -> Iterator[None]:
     """Raise DeadlineExceeded in the block after ``seconds``, even in a blocked read. Only the main thread can
-    take signals: elsewhere the block runs with the per-read timeouts alone."""
+    take signals: elsewhere, ``stop`` (which must make the block's blocked read fail: severable.Severable.sever) is
+    called by a timer after ``seconds`` and the block's failure becomes DeadlineExceeded; without ``stop`` the block
+    runs with the per-read timeouts alone."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        if stop is None:
+            yield
+            return
+        fired = threading.Event()
+
+        def cut() -> None:
+            fired.set()
+            stop()
+
+        timer = threading.Timer(max(seconds, 0.001), cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        except Exception:
+            if fired.is_set():
+                raise DeadlineExceeded(seconds) from None
+            raise
+        finally:
+            timer.cancel()
         return
 
     def expire(signum, frame):  # noqa: ARG001

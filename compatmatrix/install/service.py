@@ -175,59 +175,121 @@ def clear_stale_work_folders(say: Callable[[str], None]) -> None:
             say(f"  removed {entry}: the work folder of an earlier install that was killed")
 
 
-def preflight(session: requests.Session, plan: InstallPlan, options: InstallOptions) -> None:
-    """Every host the plan uses answers, before anything is touched."""
-    if options.offline_dir is not None:
-        return
-    locations = {p.location.host_id: p.location for p in plan.packages}
-    locations[plan.dependency_index.host_id] = plan.dependency_index
-    problems = check_reachable(session, locations, list(locations))
-    if not problems:
-        return
-    host_id, why = next(iter(problems.items()))
-    location = locations[host_id]
+def _unreachable(host_id: str, location: IndexLocation, why: str) -> InstallError:
+    """Preflight's sentence for a host that does not answer."""
     if why.startswith("it redirects"):
-        raise InstallError(f"{location.url} ({host_id}, from {location.origin}) is refused: {why}; nothing was changed.",
-                           f"If that host is the right one, point --index {host_id}=URL at the final location instead.")
+        return InstallError(f"{location.url} ({host_id}, from {location.origin}) is refused: {why}; nothing was changed.",
+                            f"If that host is the right one, point --index {host_id}=URL at the final location instead.")
     fix = f"Pass --index {host_id}=URL (or set {env_name(host_id)}) to use a mirror or a local folder of wheels."
     if host_id == "pytorch-cpu":
         fix += " Or pass --torch-from-pypi to take PyPI's torch instead (the CUDA build: several GB more)."
-    raise InstallError(f"{location.url} ({host_id}, from {location.origin}) cannot be reached ({why}); nothing was changed.", fix)
+    return InstallError(f"{location.url} ({host_id}, from {location.origin}) cannot be reached ({why}); nothing was changed.", fix)
 
 
-def preflight_beside(session: requests.Session, plan: InstallPlan, options: InstallOptions) -> Callable[[], None]:
-    """preflight in a thread, while the plan's first steps (reading the planned packages' pages, which touches
-    nothing) go on; the function returned waits for it and raises what preflight raised, so a host that does not
-    answer is still said as preflight says it, before anything is fetched. Off the main thread preflight keeps
-    its per-read timeouts but cannot take SIGALRM: the wait keeps its deadline (each host's, one after another)."""
+def _hosts(plan: InstallPlan) -> dict[str, IndexLocation]:
+    locations = {p.location.host_id: p.location for p in plan.packages}
+    locations[plan.dependency_index.host_id] = plan.dependency_index
+    return locations
+
+
+def preflight(session: requests.Session, plan: InstallPlan, options: InstallOptions, on_host: Optional[Callable[[str], None]] = None,
+              stop: Optional[Callable[[], None]] = None) -> None:
+    """Every host the plan uses answers, before anything is touched (``on_host``, ``stop``: check_reachable's)."""
     if options.offline_dir is not None:
-        return lambda: None
-    locations = [p.location for p in plan.packages] + [plan.dependency_index]
-    prepare = getattr(session, "prepare_for", None)  # the TLS decision, made once here rather than in two threads at once
-    if prepare is not None:
-        for location in locations:
-            prepare(location.url)
-    failed: list[BaseException] = []
+        return
+    locations = _hosts(plan)
+    problems = check_reachable(session, locations, list(locations), on_host=on_host, stop=stop)
+    if not problems:
+        return
+    host_id, why = next(iter(problems.items()))
+    raise _unreachable(host_id, locations[host_id], why)
 
-    def run() -> None:
+
+class _Cancelled(Exception):
+    """The main thread gave up on the preflight thread: it asks no further host."""
+
+
+class Preflight:
+    """preflight in a thread (preflight_beside): ``wait`` raises what it found, ``cancel`` ends it."""
+
+    def __init__(self, session: requests.Session, plan: InstallPlan, options: InstallOptions) -> None:
+        from .severable import Severable
+
+        self.locations = _hosts(plan)
+        prepare = getattr(session, "prepare_for", None)  # the TLS decision, made once here rather than in two threads at once
+        if prepare is not None:
+            for location in self.locations.values():
+                prepare(location.url)
+        sibling = getattr(session, "sibling", None)
+        own = sibling() if sibling is not None else requests.Session()  # its own connections: never the plan's session
+        own_prepare = getattr(own, "prepare_for", None)
+        if own_prepare is not None:
+            for location in self.locations.values():
+                own_prepare(location.url)  # mounts its TLS adapter before its connections are tracked
+        self._own = own
+        self._severable = Severable(own)
+        self._cancelled = threading.Event()
+        self._failed: list[BaseException] = []
+        self._current: list[tuple[str, float]] = []  # the host being checked, and since when (monotonic)
+        self._started = time.monotonic()
+        self._budget = limits().preflight_s
+        self._thread = threading.Thread(target=self._run, args=(plan, options), daemon=True, name="compat-preflight")
+        self._thread.start()
+
+    def _on_host(self, host_id: str) -> None:
+        if self._cancelled.is_set():
+            raise _Cancelled()
+        self._current.append((host_id, time.monotonic()))
+
+    def _run(self, plan: InstallPlan, options: InstallOptions) -> None:
         try:
-            preflight(session, plan, options)
+            preflight(self._own, plan, options, self._on_host, self._severable.sever)
+        except _Cancelled:
+            pass
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
-            failed.append(exc)
+            self._failed.append(exc)
+        finally:
+            self._own.close()
 
-    worker = threading.Thread(target=run, daemon=True, name="compat-preflight")
-    worker.start()
-    seconds = limits().preflight_s * len({location.host_id for location in locations}) + 5.0
+    def wait(self) -> None:
+        """Wait for the checks (each host within the preflight limit, counted from when the thread began asking it)
+        and raise preflight's sentence for a host that did not answer."""
+        while self._thread.is_alive():
+            host_id, since = self._current[-1] if self._current else ("", self._started)
+            left = since + self._budget + 1.0 - time.monotonic()  # the thread's own deadline ends it first; 1 s of slack
+            if left <= 0:
+                self.cancel()
+                if not host_id:
+                    raise InstallError(f"The hosts of the plan gave no complete answer within {self._budget:.0f} s; nothing was changed.",
+                                       "Check the network, or pass --index HOST=URL (or set COMPAT_INDEX_<HOST>) to use a mirror or a local folder of wheels.")
+                raise _unreachable(host_id, self.locations[host_id], f"no complete answer within {self._budget:.0f} s")
+            self._thread.join(min(left, 0.5))
+        if self._failed:
+            raise self._failed[0]
 
-    def wait() -> None:
-        worker.join(seconds)
-        if worker.is_alive():
-            raise InstallError(f"The hosts of the plan gave no complete answer within {seconds:.0f} s; nothing was changed.",
-                               "Check the network, or pass --index HOST=URL (or set COMPAT_INDEX_<HOST>) to use a mirror or a local folder of wheels.")
-        if failed:
-            raise failed[0]
+    def cancel(self) -> None:
+        """The thread asks no further host and its connections are shut down (it never touched the plan's session)."""
+        self._cancelled.set()
+        self._severable.sever(forever=True)
 
-    return wait
+
+class _Offline:
+    def wait(self) -> None:
+        return None
+
+    def cancel(self) -> None:
+        return None
+
+
+def preflight_beside(session: requests.Session, plan: InstallPlan, options: InstallOptions) -> "Preflight | _Offline":
+    """preflight in a thread, with a session of its own, while the plan's first steps (reading the planned packages'
+    pages, which touches nothing) go on; ``wait`` waits for it and raises what preflight raised, so a host that does
+    not answer is still said as preflight says it, before anything is fetched. Off the main thread SIGALRM cannot
+    bound a read: each host's read is bounded by shutting the thread's connections down (severable.py) at the
+    preflight limit, counted from when that host was asked; ``cancel`` ends it (any failure of the main thread)."""
+    if options.offline_dir is not None:
+        return _Offline()
+    return Preflight(session, plan, options)
 
 
 def choose_installer(requested: str) -> str:
@@ -359,9 +421,12 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         try:
             located = locate(session, plan, target)
         except InstallError:
-            preflight_done()  # a host that does not answer: preflight's sentence, rather than locate's
+            preflight_done.wait()  # a host that does not answer: preflight's sentence, rather than locate's
             raise
-        preflight_done()
+        except BaseException:
+            preflight_done.cancel()
+            raise
+        preflight_done.wait()
 
         for package, link in located.items():
             say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")

@@ -299,6 +299,12 @@ class TrustedSession(requests.Session):
             self._say(f"  TLS: certificates checked against {trust.words}")
         return self.trust
 
+    def sibling(self) -> "TrustedSession":
+        """A new session (its own connections) with this one's TLS decision (or the same way of making it), which it
+        does not say again."""
+        trust = self.trust
+        return TrustedSession(None, (lambda: trust) if trust is not None else self._decision)
+
     def prepare_for(self, url: str) -> None:
         """Make the TLS decision now if ``url`` is https (before pages are read from several threads at once)."""
         if url.lower().startswith("https:"):
