@@ -102,3 +102,38 @@ def test_a_cancelled_preflight_ends_its_read_at_once(trickled_plan, monkeypatch)
         checks.cancel()
         checks._thread.join(5)
         assert not checks._thread.is_alive() and time.monotonic() - start < 2
+
+
+# ---------------------------------------------------------------- a pip taken on the probe's word that does not start
+
+
+def test_a_pip_taken_on_the_probes_word_that_does_not_start_is_replaced(tmp_path):
+    """pip_for trusts the environment probe's version of pip (no pip start); when that pip's step then fails and
+    the pip does not start (its modules broken), with_pip asks pip_for again the old way and runs the step again; a
+    failure of a pip that starts, or of a pip that was started already, is raised as it is."""
+    import sys
+
+    from compatmatrix.install.runner import pip_for
+    from compatmatrix.install.service import with_pip
+
+    broken = [sys.executable, "-m", "compat_test_no_such_pip"]  # starts no pip: a module that is not there
+    runs: list[list[str]] = []
+
+    def step(pip: list[str]) -> str:
+        runs.append(pip)
+        if pip == broken:
+            raise InstallError("pip cannot resolve the dependencies.", "Check the dependency index.")
+        return "planned"
+
+    said: list[str] = []
+    result, used = with_pip(broken, True, sys.executable, step, said.append)
+    assert result == "planned" and used == pip_for(sys.executable) != broken and runs == [broken, used], runs
+    assert said and "does not start" in said[0]
+    with pytest.raises(InstallError):
+        with_pip(broken, False, sys.executable, step, said.append)  # not the probe's word: pip_for started it already
+
+    def failing(pip: list[str]) -> str:
+        raise InstallError("pip cannot resolve the dependencies.", "Check the dependency index.")
+
+    with pytest.raises(InstallError):
+        with_pip(pip_for(sys.executable), True, sys.executable, failing, said.append)  # it starts: its failure stands

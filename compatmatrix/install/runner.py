@@ -345,10 +345,16 @@ def _pip_version(argv: Sequence[str]) -> Optional[Version]:
         return None
 
 
+def pip_starts(pip: Sequence[str]) -> bool:
+    """Whether ``pip --version`` runs: a pip whose metadata the probe read may still have broken modules."""
+    return _pip_version(pip) is not None
+
+
 def pip_for(python: str, installed: Optional[str] = None) -> list[str]:
     """How to run a pip that can plan for ``python``: its own pip when new enough, else compat's own pip
     driving it (pip --python, pip >= 22.3). Checked before anything is downloaded. ``installed``: the version of
-    the pip an import finds there, as the environment probe read it (its metadata is not read again by a pip start)."""
+    the pip an import finds there, as the environment probe read it (its metadata is not read again by a pip start;
+    a caller whose pip then fails checks pip_starts and asks again without it: service.with_pip)."""
     checkpoint("plan")
     try:
         if installed is not None and Version(installed) >= MIN_PIP:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 import requests
 
@@ -68,6 +68,7 @@ from .runner import (
     links_of,
     locate,
     pip_for,
+    pip_starts,
     run_installer,
     same_version,
     uv_binary,
@@ -93,6 +94,8 @@ from .transaction import take_snapshot as snapshot_folders
 from .trust import trusted_session
 from .wheelhouse import stage
 from .wheelhouse import write_lock as write_wheelhouse_lock
+
+T = TypeVar("T")
 
 
 def _stderr_line(line: str) -> None:
@@ -383,6 +386,20 @@ def _own_pip(snapshot: EnvSnapshot, env: EnvFolders) -> Optional[str]:
     return found.raw_version
 
 
+def with_pip(pip: list[str], shortcut: bool, python: str, step: Callable[[list[str]], T], say: Callable[[str], None]) -> tuple[T, list[str]]:
+    """``step(pip)``, and the pip it ran with. A pip taken on the probe's word (``shortcut``: pip_for's ``installed``)
+    whose step fails and which does not start (intact metadata, broken modules) is replaced by the one pip_for finds by
+    starting it (compat's own pip driving the environment, when the environment's is broken), and the step is run again."""
+    try:
+        return step(pip), pip
+    except InstallError:
+        if not shortcut or pip_starts(pip):
+            raise
+    replaced = pip_for(python)
+    say(f"  the pip of {python} does not start; using {' '.join(replaced[:3])}{' ...' if len(replaced) > 3 else ''} instead")
+    return step(replaced), replaced
+
+
 def _store(installer: str, options: InstallOptions) -> Optional[WheelStore]:
     """The wheel store, for uv (which keeps a local wheel unpacked in its cache by the file's path); pip has no such
     cache, and gets every wheel fetched afresh into the work folder, as do offline installs."""
@@ -407,7 +424,9 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
     unlocked = False
     with progress.phase("preflight"):
         planner = _planner(options.planner, installer, target)
-        pip = pip_for(snapshot.executable, _own_pip(snapshot, env)) if "pip" in (installer, planner) else []  # before anything is downloaded
+        own_pip = _own_pip(snapshot, env) if "pip" in (installer, planner) else None
+        pip = pip_for(snapshot.executable, own_pip) if "pip" in (installer, planner) else []  # before anything is downloaded
+        shortcut = own_pip is not None and pip[:1] == [snapshot.executable]  # the probe's word, not a pip start: with_pip
         store = _store(installer, options)
         if options.offline_dir is not None:
             staged = folder / "wheelhouse"
@@ -436,7 +455,9 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
             items = uv_report(uv, snapshot.executable, fetched, plan.dependency_index, plan.passthrough, installed, folder, options.offline_dir is not None)
             items = [i for i in items if not same_version(installed.get(canonical_name(i.name)), i.version)]  # uv planned the whole closure
         else:
-            items = pip_report(pip, snapshot.executable, [f.path for f in fetched], plan.dependency_index, plan.passthrough, options.dependencies)
+            items, pip = with_pip(pip, shortcut, snapshot.executable,
+                                  lambda p: pip_report(p, snapshot.executable, [f.path for f in fetched], plan.dependency_index, plan.passthrough, options.dependencies), say)
+            shortcut = False  # it ran
         items = confirm_hashes(session, items, [canonical_name(f.package.distribution) for f in fetched], plan.dependency_index, target, planner, store)
         check_dependency_hashes(items, fetched, plan.dependency_index, options)
         if unlocked:
@@ -459,7 +480,8 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
             if installer == "uv":
                 items = fetch_dependencies(session, items, fetched, plan.dependency_index, folder, store, progress)
             else:
-                download_dependencies(pip, snapshot.executable, items, fetched, folder, plan.dependency_index)
+                _, pip = with_pip(pip, shortcut, snapshot.executable,
+                                  lambda p: download_dependencies(p, snapshot.executable, items, fetched, folder, plan.dependency_index), say)
         lock = folder / "compat-lock.txt"
         write_lock(lock, fetched, items)
         wanted = {canonical_name(i.name) for i in items}
