@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from compatmatrix.watch import judge as J
 from compatmatrix.watch import ring
 from compatmatrix.watch.render import finding_json, finding_text, watch_json
-from compatmatrix.watch.service import SITE, Watcher, WatchOptions, WatchOutcome, agent_env
+from compatmatrix.watch.service import SITE, Watcher, WatchOptions, WatchOutcome, activity, agent_env
 
 SITE_FILE = SITE / "sitecustomize.py"
 
@@ -80,12 +81,75 @@ def test_a_stalled_ranks_progress_is_what_the_others_completed_with_it_when_its_
 def test_the_stall_bound_follows_the_jobs_pace_and_the_option_overrides_it():
     fast, _ = _stalled_job(2, 1, 20, 0.0, 0.0, gap=0.2)
     slow, _ = _stalled_job(2, 1, 20, 0.0, 0.0, gap=8.0)
-    assert J.stall_bound(fast, None) == (J.STALL_FLOOR_S, "derived")
+    assert J.stall_bound(fast, None) == (J.STOPPED_FLOOR_S, "derived")
     assert J.stall_bound(slow, None) == (J.STALL_FACTOR * 8.0, "derived")
     assert J.stall_bound(slow, 3.0) == (3.0, "--stall-after")
     views, now = _stalled_job(2, 1, 20, 5.0, 0.0, gap=8.0)  # 5 s without progress in a job that takes 8 s between collectives
     assert not J.judge(views, now, world=2)
     assert [f.rank for f in J.judge(views, now, stall_after=3.0, world=2)] == [1]
+
+
+def _with_process(views, rank, fact):
+    return [J.RankView(v.rank, v.beats, fact, v.collectives) if v.rank == rank else v for v in views]
+
+
+@settings(max_examples=60, deadline=None)
+@given(world=st.integers(2, 6), done=st.integers(3, 100), wait=st.floats(0.0, 5000.0), state=st.sampled_from(["R", "S", "D", "T"]))
+def test_no_stall_while_no_rank_is_inside_a_collective(world, done, wait, state):
+    """A checkpoint, an evaluation, a long first step: every rank completed what it entered."""
+    views = []
+    for rank in range(world):
+        beats = _beats(rank, [done * 0.2, done * 0.2 + 1.0], [(done, done), (done, done)])
+        views.append(J.RankView(rank, beats, J.ProcessFact(True, state), _collectives(rank, done, 0.0, 0.2)))
+    assert not J.judge(views, done * 0.2 + wait, world=world)
+
+
+@settings(max_examples=40, deadline=None)
+@given(world=st.integers(2, 6), wait=st.floats(0.0, 5000.0))
+def test_no_stall_when_every_rank_entered_the_collective(world, wait):
+    views = []
+    for rank in range(world):
+        beats = _beats(rank, [4.0, 4.1], [(20, 20), (21, 20)])
+        views.append(J.RankView(rank, beats, J.ProcessFact(True, "S"), _collectives(rank, 21, 0.0, 0.2)))
+    assert not J.judge(views, 4.1 + wait, world=world)
+
+
+@settings(max_examples=60, deadline=None)
+@given(wait=st.floats(0.0, 1000.0), state=st.sampled_from(["R", "S", "D", "T"]), active_ago=st.one_of(st.none(), st.floats(0.0, 100.0)))
+def test_a_rank_gaining_cpu_time_is_named_only_after_the_long_bound_and_an_idle_one_after_its_floor(wait, state, active_ago):
+    views, now = _stalled_job(2, 1, 20, wait, 0.0)
+    fact = J.ProcessFact(True, state, active_at=None if active_ago is None else now - active_ago)
+    views = _with_process(views, 1, fact)
+    stalls = [f for f in J.judge(views, now, world=2) if isinstance(f, J.Stall)]
+    stalled_for = wait  # since the others entered
+    if active_ago is not None and active_ago < J.IDLE_S:
+        bound = J.BUSY_BOUND_S
+    else:
+        bound = J.STOPPED_FLOOR_S if state == "T" else J.STALL_FLOOR_S
+    if stalled_for <= bound - 1e-6:
+        assert not stalls
+    elif stalled_for > bound + 1e-6:
+        (stall,) = stalls
+        assert stall.rank == 1 and stall.bound == bound and stall.busy == (bound == J.BUSY_BOUND_S)
+        assert ("stopped first" in finding_text(stall)) != stall.busy
+
+
+def test_the_watcher_sees_a_computing_rank_gain_cpu_time_and_a_stopped_one_not():
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        first = activity(child.pid)
+        time.sleep(0.3)
+        second = activity(child.pid)
+        assert first is not None and second is not None and second[0] > first[0]
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(0.1)
+        stopped = activity(child.pid)
+        time.sleep(0.3)
+        assert activity(child.pid) == stopped
+    finally:
+        child.kill()
+        child.wait()
+    assert activity(child.pid) is None
 
 
 def test_no_stall_is_judged_before_every_rank_has_entered_a_collective():

@@ -35,7 +35,8 @@ def watch_arguments(parser: argparse.ArgumentParser) -> None:
                         "in), a dead rank or a straggler is named, and on a stall or a death the job is ended")
     parser.add_argument("--watch-only", action="store_true", help="as --watch, but keep a stalled job running (to attach a debugger)")
     parser.add_argument("--stall-after", type=_seconds, metavar="SECONDS",
-                        help="with --watch: a stall is no progress for this long (default: 5 times the longest gap between the job's collectives, at least 10 s)")
+                        help="with --watch: a stall is no progress for this long while a rank waits in a collective another has not entered "
+                        "(default: 5 times the longest gap between the job's collectives, at least 10 s for a stopped rank, 60 s for an idle one; at least 300 s for a rank still using CPU or doing I/O)")
 
 
 def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float]]:

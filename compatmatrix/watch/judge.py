@@ -7,12 +7,17 @@ files plus what the watcher saw of each rank's process in /proc (service.py).
   non-zero status. Named at once, the earliest first, except that a rank that ended on an exception saying a peer went
   away (PEER_GONE) comes after the others: it followed a death (under torchrun the others are then stopped by torchrun
   itself).
-* Stall: no rank has made progress (a collective entered or completed) for longer than the bound: ``--stall-after``,
-  or STALL_FACTOR times the longest gap between two collectives the job has shown so far, at least STALL_FLOOR_S
-  (derived from the job's own pace: a step that takes 40 s needs a longer wait than one that takes 0.2 s). The rank
-  named is the one that never entered the collective the others wait in (the lowest sequence number entered on that
-  process group; a tie goes to the rank whose progress stopped first); each other rank is named with the collective it
-  waits in. Judged only once every rank has entered a collective (start-up may take as long as it takes).
+* Stall: judged only when at least one rank is inside a collective (entered more than it completed on a process group)
+  and some other rank has not entered that collective (a checkpoint, an evaluation or a long first step outside any
+  collective is no stall), and no rank has made progress (a collective entered or completed) for longer than the
+  bound. The bound depends on what the process of the rank named (the one behind) does: stopped by a signal (state T)
+  and gaining no CPU time or I/O for IDLE_S: ``--stall-after``, or STALL_FACTOR times the longest gap between two
+  collectives the job has shown so far, at least STOPPED_FLOOR_S; still gaining CPU time or doing I/O in the last
+  IDLE_S (it computes or saves): at least BUSY_BOUND_S; otherwise (asleep, gaining nothing): as stopped, but at least
+  STALL_FLOOR_S. The rank named is the one that never entered the collective the others wait in (the lowest sequence
+  number entered on that process group; a tie goes to the rank whose progress stopped first); each other rank is named
+  with the collective it waits in. Judged only once every rank has entered a collective (start-up may take as long as
+  it takes).
 * Straggler: over the collectives every rank entered, each rank's wait is the time from its own entering to the last
   rank's (the collective cannot finish before then); its share of the time those collectives span is its share of
   waiting, the rest computing. A rank that comes last in at least STRAGGLER_LAST of them, waits at most
@@ -29,7 +34,10 @@ from typing import Optional, Union
 #: an exception that says a peer went away: a rank that ended on it followed another's death (gloo: "Connection closed by
 #: peer ... typically caused by a remote worker crashing"), so it is named after the deaths that are not
 PEER_GONE = ("connection closed by peer", "connection reset by peer", "remote worker crashing", "broken pipe")
-STALL_FLOOR_S = 10.0
+STALL_FLOOR_S = 60.0  # a rank asleep and gaining no CPU time
+STOPPED_FLOOR_S = 10.0  # a rank stopped by a signal (state T) and gaining no CPU time
+BUSY_BOUND_S = 300.0  # a rank still gaining CPU time or doing I/O: it computes or saves, it is not stopped
+IDLE_S = 10.0  # a rank that gained no CPU time and did no I/O for this long is idle
 STALL_FACTOR = 5.0
 STRAGGLER_MIN = 10
 STRAGGLER_LAST = 0.75
@@ -77,6 +85,7 @@ class ProcessFact:
     state: str = ""
     wait_status: Optional[int] = None
     gone_at: Optional[float] = None
+    active_at: Optional[float] = None  # when its CPU time or I/O bytes were last seen to grow (None: never seen to)
 
 
 @dataclass(frozen=True)
@@ -132,8 +141,9 @@ class Stall:
     process_state: str
     waiting: tuple[Waiting, ...]
     bound: float
-    bound_source: str  # "--stall-after" or "derived"
+    bound_source: str  # "--stall-after", "derived" or "busy" (its process still gains CPU time or does I/O)
     stalled_for: float
+    busy: bool = False  # its process still gains CPU time or does I/O: it has not entered, but it is not stopped
 
 
 @dataclass(frozen=True)
@@ -201,7 +211,18 @@ def death_of(view: RankView) -> Optional[Death]:
     return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, "", last.state)
 
 
-def stall_bound(views: Sequence[RankView], stall_after: Optional[float]) -> tuple[float, str]:
+def busy(fact: ProcessFact, now: float) -> bool:
+    """Whether the process gained CPU time or did I/O in the last IDLE_S."""
+    return fact.alive and fact.active_at is not None and now - fact.active_at < IDLE_S
+
+
+def stall_bound(views: Sequence[RankView], stall_after: Optional[float], culprit: Optional[ProcessFact] = None,
+                now: Optional[float] = None) -> tuple[float, str]:
+    """The bound for the rank named (its process ``culprit``): see the module's text."""
+    if culprit is not None and now is not None and busy(culprit, now):
+        bound, source = stall_bound(views, stall_after)
+        return max(bound, BUSY_BOUND_S), "busy"
+    floor = STOPPED_FLOOR_S if culprit is None or culprit.state == "T" else STALL_FLOOR_S
     if stall_after is not None:
         return stall_after, "--stall-after"
     longest = 0.0
@@ -212,7 +233,7 @@ def stall_bound(views: Sequence[RankView], stall_after: Optional[float]) -> tupl
         for times in by_group.values():
             times.sort()
             longest = max([longest] + [b - a for a, b in zip(times, times[1:])])
-    return max(STALL_FLOOR_S, STALL_FACTOR * longest), "derived"
+    return max(floor, STALL_FACTOR * longest), "derived"
 
 
 def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float], world: Optional[int] = None) -> Optional[Stall]:
@@ -221,10 +242,9 @@ def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float]
     if any(not view.last.progress for view in views):
         return None  # a rank has not entered any collective yet: start-up
     last_progress = max(view.last_change() for view in views)
-    bound, source = stall_bound(views, stall_after)
     stalled_for = now - last_progress
-    if stalled_for <= bound:
-        return None
+    if stalled_for <= STOPPED_FLOOR_S and (stall_after is None or stalled_for <= stall_after):
+        return None  # no bound is lower
     # the collective the job is stuck in: per process group, the highest entered by any rank
     waiting: list[Waiting] = []
     target: Optional[tuple[str, int]] = None
@@ -235,16 +255,20 @@ def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float]
                 waiting.append(Waiting(view.rank, pg, entered, collective, collective.entered if collective else None))
                 if target is None or entered > target[1]:
                     target = (pg, entered)
-    if target is None:  # nobody waits in a collective: pick the group with the most entered
-        pg, seq = max(((pg, e) for view in views for pg, (e, _d) in view.last.progress.items()), key=lambda item: item[1])
-        target = (pg, seq + 1)
+    if target is None:
+        return None  # nobody waits in a collective: a checkpoint, an evaluation, a long step
     pg, seq = target
 
     def entered_on(view: RankView) -> int:
         return view.last.progress.get(pg, (-1, -1))[0]
 
-    behind = [view for view in views if entered_on(view) < seq] or list(views)
+    behind = [view for view in views if entered_on(view) < seq]
+    if not behind:
+        return None  # every rank entered it: the collective itself is slow, no rank is behind
     culprit = min(behind, key=lambda view: (entered_on(view), view.last_change(), view.last.t, view.rank))
+    bound, source = stall_bound(views, stall_after, culprit.process, now)
+    if stalled_for <= bound:
+        return None
     collective = next((w.collective for w in waiting if w.pg == pg and w.seq == seq and w.collective is not None), None)
     entered, done = culprit.last.progress.get(pg, (-1, -1))
     others = tuple(w for w in waiting if w.rank != culprit.rank)
@@ -254,7 +278,7 @@ def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float]
     if others_done:
         entered, done = max(entered, min(others_done)), max(done, min(others_done))
     return Stall(culprit.rank, pg, seq, collective, entered, done, culprit.last_change(), now - culprit.last.t, culprit.process.state,
-                 others, bound, source, stalled_for)
+                 others, bound, source, stalled_for, busy(culprit.process, now))
 
 
 def straggler_of(views: Sequence[RankView]) -> Optional[Straggler]:

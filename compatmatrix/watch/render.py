@@ -52,8 +52,11 @@ def finding_text(finding: Finding) -> str:
         return f"rank {finding.rank} (pid {finding.pid}) {how_it_ended(finding)}."
     if isinstance(finding, Stall):
         state = {"T": ", its process is stopped (SIGSTOP or a debugger)", "D": ", its process waits on a device or file (state D)"}.get(finding.process_state, "")
-        waiting = "; ".join(f"rank {w.rank} waits in {collective_words(w.collective, w.pg, w.seq)}" for w in finding.waiting) or "no other rank is inside a collective"
-        return (f"stall: rank {finding.rank} stopped first: it never entered {collective_words(finding.collective, finding.pg, finding.seq)} "
+        if finding.busy:
+            state = ", its process still uses CPU or does I/O"
+        waiting = "; ".join(f"rank {w.rank} waits in {collective_words(w.collective, w.pg, w.seq)}" for w in finding.waiting)
+        verb = "is behind" if finding.busy else "stopped first"
+        return (f"stall: rank {finding.rank} {verb}: it never entered {collective_words(finding.collective, finding.pg, finding.seq)} "
                 f"(its last entered #{finding.last_entered}, completed #{finding.last_completed}; no heartbeat for {finding.heartbeat_age:.1f} s{state}); "
                 f"{waiting}. No progress for {finding.stalled_for:.1f} s, bound {finding.bound:.1f} s ({finding.bound_source}).")
     shares = ", ".join(f"rank {rank} {share:.0%}" for rank, share in sorted(finding.wait_share.items()))

@@ -92,6 +92,27 @@ def proc_fact(pid: int) -> tuple[bool, str, Optional[int]]:
     return True, state, None
 
 
+def activity(pid: int) -> Optional[tuple[int, int]]:
+    """(CPU ticks: utime + stime, bytes read and written: read_bytes + write_bytes where readable) of a live process, or
+    None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[-1].split()
+        ticks = int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return None
+    moved = 0
+    try:
+        with open(f"/proc/{pid}/io", "rb") as handle:
+            for line in handle.read().splitlines():
+                key, _, value = line.partition(b":")
+                if key in (b"read_bytes", b"write_bytes"):
+                    moved += int(value)
+    except (OSError, ValueError):
+        pass
+    return ticks, moved
+
+
 @dataclass
 class _RankState:
     beats: list[Beat] = field(default_factory=list)
@@ -100,6 +121,8 @@ class _RankState:
     gone_at: Optional[float] = None
     wait_status: Optional[int] = None
     state: str = ""
+    activity: Optional[tuple[int, int]] = None
+    active_at: Optional[float] = None
 
 
 class Watcher:
@@ -125,7 +148,14 @@ class Watcher:
                     del state.collectives[key]
             if beats[-1].pid != state.pid:
                 state.pid, state.gone_at, state.wait_status = beats[-1].pid, None, None
+                state.activity, state.active_at = None, None
         self.check_processes(now)
+        for state in self.ranks.values():
+            if state.pid and state.gone_at is None:
+                seen = activity(state.pid)
+                if seen is not None and state.activity is not None and seen != state.activity:
+                    state.active_at = now
+                state.activity = seen if seen is not None else state.activity
 
     def check_processes(self, now: float) -> bool:
         """Look at each known rank's process (cheap: one /proc read each); whether one was newly seen gone."""
@@ -151,7 +181,7 @@ class Watcher:
         for rank, state in sorted(self.ranks.items()):
             if not state.beats:
                 continue
-            fact = ProcessFact(state.gone_at is None, state.state, state.wait_status, state.gone_at)
+            fact = ProcessFact(state.gone_at is None, state.state, state.wait_status, state.gone_at, state.active_at)
             collectives = tuple(sorted(state.collectives.values(), key=lambda c: (c.entered, c.pg, c.seq)))
             views.append(RankView(rank, tuple(state.beats), fact, collectives))
         return views
