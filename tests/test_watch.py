@@ -186,8 +186,18 @@ def test_a_clean_exit_is_no_death_and_an_exception_is():
     assert death.rank == 1 and death.signal is None and death.exit_code is None
     assert "ended without a word" in finding_text(death)
     raised = J.RankView(1, (J.Beat(0, 1, 7, 1.0, "exception", exception="ValueError: bad batch"),), J.ProcessFact(True, "S"))
+    assert J.judge([left, raised], 10.0) == ()  # still alive: its status decides
+    raised = J.RankView(1, raised.beats, J.ProcessFact(False, "Z", 0x100, 2.0))
     (death,) = J.judge([left, raised], 10.0)
-    assert death.exception == "ValueError: bad batch" and "ValueError: bad batch" in finding_text(death)
+    assert death.exception == "ValueError: bad batch" and "ValueError: bad batch" in finding_text(death) and death.exit_code == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(state=st.sampled_from(["starting", "running", "exception", "left"]), alive=st.booleans(), exception=st.text(max_size=20))
+def test_exit_0_is_never_a_death(state, alive, exception):
+    """Whatever the last heartbeat said (sys.exit(False), os._exit(0), an exception caught): a known status 0 is no death."""
+    beats = (J.Beat(0, 1, 7, 1.0, state, exception=exception),)
+    assert J.judge([J.RankView(1, beats, J.ProcessFact(alive, "" if alive else "Z", None if alive else 0, None if alive else 2.0))], 10.0) == ()
 
 
 def _paced(world: int, slow: int, count: int, gap: float, late: float) -> list[J.RankView]:
@@ -251,15 +261,37 @@ def test_the_agent_records_the_exception_that_ends_a_rank_and_stays_out_of_other
     assert done.returncode == 1 and "ValueError: bad batch" in done.stderr  # the rank's own traceback is untouched
     (exc,) = [b for b in ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1) if b.state == "exception"]
     assert exc.exception == "ValueError: bad batch"
-    (tmp_path / "exit").mkdir()
-    assert _agent(tmp_path / "exit", "import sys; sys.exit(3)", rank="0").returncode == 3
-    (left,) = [b for b in ring.beats_of((tmp_path / "exit" / "rank-0.ring").read_bytes(), 0) if b.state == "left"]
-    assert left.exit_code == 3
-    (death,) = J.judge([J.RankView(0, (left,), J.ProcessFact(True, "S"))], 10.0)
-    assert death.exit_code == 3 and finding_text(death).endswith("exited with status 3.")
     for rank in ("", "x"):  # torchrun's own agent process (no RANK), or nonsense
         assert _agent(tmp_path / "none", "pass", rank=rank).returncode == 0
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("code, status", [
+    ("import sys\ntry:\n    sys.exit(3)\nexcept SystemExit:\n    pass", 0),  # a SystemExit caught
+    ("import sys, threading\nt = threading.Thread(target=sys.exit, args=(1,))\nt.start(); t.join()", 0),  # ends the thread only
+    ("import os, sys\npid = os.fork()\nif pid == 0:\n    sys.exit(1)\nos.waitpid(pid, 0)", 0),  # a forked helper's status
+    ("import sys; sys.exit(False)", 0),
+    ("import os, time; time.sleep(0.2); os._exit(0)", 0),
+    ("import sys; sys.exit(3)", 3),
+])
+def test_the_agent_records_no_exit_status_the_process_status_decides(tmp_path, code, status):
+    done = _agent(tmp_path, code)
+    assert done.returncode == status, done.stderr
+    beats = ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1)
+    assert len({b.pid for b in beats}) == 1 and beats[0].pid != 0  # a forked child wrote nothing
+    fact = J.ProcessFact(False, "Z", status << 8, 5.0)
+    found = J.judge([J.RankView(1, tuple(beats), fact)], 10.0)
+    assert (found == ()) == (status == 0)
+
+
+def test_a_child_forked_while_the_agent_holds_its_lock_runs_and_writes_nothing(tmp_path):
+    code = ("import os, sys, time, sitecustomize\nagent = sitecustomize._AGENT\nagent.lock.acquire()\npid = os.fork()\n"
+            "if pid == 0:\n    agent.record('running')\n    sys.exit(0)\nagent.lock.release()\n"
+            "for _ in range(100):\n    done, status = os.waitpid(pid, os.WNOHANG)\n    if done:\n        print('child', status); break\n    time.sleep(0.05)\n"
+            "else:\n    os.kill(pid, 9); print('child hung')")
+    done = _agent(tmp_path, code)
+    assert done.returncode == 0 and done.stdout.strip() == "child 0", (done.stdout, done.stderr)
+    assert len({b.pid for b in ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1)}) == 1
 
 
 def test_a_second_process_of_a_rank_leaves_the_ring_to_the_first(tmp_path):
@@ -423,7 +455,7 @@ def test_the_agents_environment_keeps_the_users_path_and_flight_recorder_size(tm
 def test_a_rank_that_ended_because_its_peer_went_away_comes_after_the_one_that_died():
     peer = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:2480. "
             "This is typically caused by a remote worker crashing.")
-    follower = J.RankView(0, (J.Beat(3, 0, 10, 5.0, "exception", exception=peer),), J.ProcessFact(True, "S"))
+    follower = J.RankView(0, (J.Beat(3, 0, 10, 5.0, "exception", exception=peer),), J.ProcessFact(False, "Z", 0x100, 5.1))
     killed = J.RankView(1, _beats(1, [4.9], [(1, 1)]), J.ProcessFact(False, "", 9, 5.3))
     first, second = J.judge([follower, killed], 6.0)
     assert (first.rank, first.signal, second.rank, second.follows_another) == (1, 9, 0, True)

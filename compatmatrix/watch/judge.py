@@ -3,8 +3,8 @@
 Pure: records in, findings out; the time is an argument. The records are what ring.py reads from the agents' ring
 files plus what the watcher saw of each rank's process in /proc (service.py).
 
-* Death: a rank whose process is gone (or a zombie) without having left cleanly, or that left on an exception or a
-  non-zero status. Named at once, the earliest first, except that a rank that ended on an exception saying a peer went
+* Death: a rank whose process is gone (or a zombie) on a signal or a non-zero exit status (from waitpid or the zombie:
+  the agent records none), or gone with no status known and no clean exit recorded. Exit 0 is never a death. Named at once, the earliest first, except that a rank that ended on an exception saying a peer went
   away (PEER_GONE) comes after the others: it followed a death (under torchrun the others are then stopped by torchrun
   itself).
 * Stall: judged only when at least one rank is inside a collective (entered more than it completed on a process group)
@@ -73,7 +73,6 @@ class Beat:
     progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     entries: tuple[Collective, ...] = ()
     exception: str = ""
-    exit_code: Optional[int] = None  # a rank that left through sys.exit(N), N not 0
 
 
 @dataclass(frozen=True)
@@ -198,17 +197,20 @@ def decode_status(status: int) -> tuple[Optional[int], Optional[int]]:
 
 
 def death_of(view: RankView) -> Optional[Death]:
+    """A rank whose process is gone with a signal or a non-zero status, or gone with no status known and no clean
+    "left" heartbeat. The exit status comes from waitpid or the zombie only (the agent records none); exit 0 with no
+    signal is never a death, whatever the last heartbeat said (an exception caught and a clean exit after it)."""
     last = view.last
     fact = view.process
-    signal_number, code = decode_status(fact.wait_status) if fact.wait_status is not None else (None, None)
-    if last.state == "exception" or (last.state == "left" and last.exit_code):
-        code = code if code is not None else last.exit_code
-        return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, last.exception, last.state)
     if fact.alive:
         return None
-    if last.state == "left" and not signal_number and not code:
+    signal_number, code = decode_status(fact.wait_status) if fact.wait_status is not None else (None, None)
+    if fact.wait_status is not None and not signal_number and code == 0:
         return None
-    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, "", last.state)
+    if fact.wait_status is None and last.state == "left":
+        return None  # it ran its exit handlers: the launcher reaped it before the watcher saw its status
+    exception = last.exception if last.state == "exception" else ""
+    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, exception, last.state)
 
 
 def busy(fact: ProcessFact, now: float) -> bool:

@@ -89,8 +89,7 @@ def beat_of(body: Any, rank: int) -> Optional[Beat]:
             created = _int(item[4])
             entries.append(Collective(_text(item[0]), _int(item[1]), _text(item[2]), _int(item[3]), created / 1e9, _text(item[5]) if len(item) > 5 else ""))
     return Beat(_int(body.get("n")), rank, _int(body.get("pid")), t, _text(body.get("state")), _text(body.get("source")) or "none",
-                progress, tuple(entries), body["exception"][:1000] if isinstance(body.get("exception"), str) else "",
-                _int(body.get("exit_code"), 0) or None)
+                progress, tuple(entries), body["exception"][:1000] if isinstance(body.get("exception"), str) else "")
 
 
 def beats_of(data: bytes, rank: int) -> list[Beat]:

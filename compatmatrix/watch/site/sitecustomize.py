@@ -15,8 +15,9 @@ records gloo's collectives on CPU: ``_dump_fr_trace`` without stack traces): per
 entered and the last completed, and the collectives entered since the previous heartbeat and those still in flight
 (process group, sequence number, op, element count, time entered). Where there is no Flight Recorder the heartbeat
 says so (``"source": "none"``) and carries the rank's liveness only. An exception that ends the rank is written as a
-last record (its type and message); an interpreter exit as ``"state": "left"``, with the status when the rank
-called sys.exit with a non-zero one (``raise SystemExit(n)`` and os._exit are not seen).
+last record (its type and message); an interpreter exit as ``"state": "left"``. The agent records no exit status
+(the watcher reads it from waitpid or the zombie). In a child the rank forks the agent writes nothing
+(os.register_at_fork).
 
 Standard library only, Python 3.6+; everything it does is guarded: a failure stops the agent, never the rank. A
 ``sitecustomize`` later on the path (the environment's own) is imported after this one, as Python would have.
@@ -31,6 +32,7 @@ SLOTS = 64
 SLOT = 4096
 FORMAT = 1
 MAX_ENTRIES = 24  # collectives per heartbeat (the newest); a slot must hold them
+_AGENT = None  # this process's agent, once installed
 
 
 def _pg_progress(status):
@@ -90,7 +92,21 @@ class _Agent(object):
         except Exception:
             return None
 
+    def forked(self):
+        """In a child forked from the rank: the agent writes nothing there (the rank's ring is the rank's), and its lock
+        is new (the parent's may have been held by the agent's thread, which the child does not have)."""
+        import threading
+
+        self.final = "forked"
+        self.lock = threading.Lock()
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
     def record(self, state, extra=None):
+        if self.final is not None:
+            return
         with self.lock:
             if self.final is not None:
                 return
@@ -163,7 +179,8 @@ def _install():
             os.close(fd)  # another process of this rank holds it (a child the rank started)
             return
         os.ftruncate(fd, SLOTS * SLOT)
-        agent = _Agent(folder, int(rank), fd, max(0.05, interval))
+        global _AGENT
+        agent = _AGENT = _Agent(folder, int(rank), fd, max(0.05, interval))
         agent.record("starting")
         previous_hook = sys.excepthook
 
@@ -184,18 +201,8 @@ def _install():
                 pass
 
         atexit.register(left)
-        real_exit = sys.exit
-
-        def exit(status=None):
-            code = status if isinstance(status, int) and not isinstance(status, bool) else (0 if status is None else 1)
-            if code:
-                try:
-                    agent.record("left", {"exit_code": code})
-                except Exception:
-                    pass
-            real_exit(status)
-
-        sys.exit = exit
+        if hasattr(os, "register_at_fork"):  # Python 3.7+
+            os.register_at_fork(after_in_child=agent.forked)
         thread = threading.Thread(target=agent.loop, name="compat-watch", daemon=True)
         thread.start()
     except Exception:
