@@ -312,6 +312,24 @@ def test_the_agent_chains_the_environments_own_sitecustomize(tmp_path):
     assert (tmp_path / "run" / "rank-1.ring").exists()
 
 
+@pytest.mark.parametrize("site", ["compatmatrix/watch/site", "compatmatrix/tune/fixture_site"])
+def test_the_users_sitecustomize_keeps_its_path_and_its_module_and_its_errors(tmp_path, site):
+    folder = Path(__file__).resolve().parent.parent / site
+    own, extra = tmp_path / "own", tmp_path / "extra"
+    own.mkdir(), extra.mkdir()
+    (extra / "usermod.py").write_text("X = 42\n")
+    (own / "sitecustomize.py").write_text(f"import sys\nsys.path.append({str(extra)!r})\nMARK = 'users'\n")
+    code = "import sys, sitecustomize, usermod; print(usermod.X, sitecustomize.MARK, {folder!r} in sys.path)".replace("{folder!r}", repr(str(folder)))
+    done = _agent(tmp_path, code, extra={"PYTHONPATH": f"{folder}{os.pathsep}{own}"})
+    assert done.returncode == 0 and done.stdout.split() == ["42", "users", "False"], done.stderr
+    (own / "sitecustomize.py").write_text("import not_installed_anywhere_xyz\n")
+    done = _agent(tmp_path, "print('ran')", extra={"PYTHONPATH": f"{folder}{os.pathsep}{own}"})
+    assert "Error in sitecustomize" in done.stderr and "not_installed_anywhere_xyz" in done.stderr, done.stderr  # as Python says it
+    (own / "sitecustomize.py").unlink()
+    done = _agent(tmp_path, "import sitecustomize; print(sitecustomize.__file__)", extra={"PYTHONPATH": f"{folder}{os.pathsep}{own}"})
+    assert done.stdout.strip() == str(folder / "sitecustomize.py"), done.stderr
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=3 * ring.SLOT))
 def test_the_ring_reader_takes_any_bytes(data):

@@ -210,18 +210,23 @@ def _install():
 
 
 def _chain():
-    """Import the next ``sitecustomize`` on the path (the one this module shadows), if there is one."""
+    """Import the next ``sitecustomize`` on the path (the one this module shadows), if there is one, as Python would
+    have: what it adds to sys.path stays (this folder's entry is taken out, not put back: it holds only this module),
+    it stays sys.modules["sitecustomize"], and an ImportError of anything but a missing sitecustomize is raised."""
     here = os.path.dirname(os.path.abspath(__file__))
-    saved_path, saved_module = list(sys.path), sys.modules.pop("sitecustomize", None)
+    saved_module = sys.modules.pop("sitecustomize", None)
     sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
     try:
         import sitecustomize  # noqa: F401  (the environment's own)
-    except ImportError:
-        pass
-    finally:
-        sys.path[:] = saved_path
+    except ImportError as exc:
+        if getattr(exc, "name", None) != "sitecustomize":
+            raise
         if saved_module is not None:
             sys.modules["sitecustomize"] = saved_module
+    except BaseException:
+        if saved_module is not None and "sitecustomize" not in sys.modules:
+            sys.modules["sitecustomize"] = saved_module
+        raise
 
 
 if __name__ == "sitecustomize":  # at start-up (a test may import this file under another name, without side effects)
