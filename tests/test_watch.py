@@ -241,7 +241,7 @@ def test_the_ring_constants_are_the_agents():
 
 def _agent(tmp_path: Path, code: str, rank: str = "1", extra: dict | None = None) -> subprocess.CompletedProcess:
     env = agent_env({k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RANK")}, tmp_path, "test", 0.05)
-    env.update({"RANK": rank, "WORLD_SIZE": "2", **(extra or {})})
+    env.update({"RANK": rank, "WORLD_SIZE": "2", "LOCAL_RANK": rank, "TORCHELASTIC_RESTART_COUNT": "0", **(extra or {})})
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -261,8 +261,47 @@ def test_the_agent_records_the_exception_that_ends_a_rank_and_stays_out_of_other
     assert done.returncode == 1 and "ValueError: bad batch" in done.stderr  # the rank's own traceback is untouched
     (exc,) = [b for b in ring.beats_of((tmp_path / "rank-1.ring").read_bytes(), 1) if b.state == "exception"]
     assert exc.exception == "ValueError: bad batch"
-    for rank in ("", "x"):  # torchrun's own agent process (no RANK), or nonsense
+    for rank in ("", "x", "\u00b2", "1\u0661"):  # torchrun's own agent process (no RANK), or not ASCII digits
         assert _agent(tmp_path / "none", "pass", rank=rank).returncode == 0
+    assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("extra, acts", [
+    ({"LOCAL_RANK": None, "TORCHELASTIC_RESTART_COUNT": None}, False),  # RANK in compat's environment: torchrun itself
+    ({"TORCHELASTIC_RESTART_COUNT": None}, False),
+    ({"LOCAL_RANK": None}, False),
+    ({"TORCHELASTIC_RESTART_COUNT": None, "TORCHELASTIC_RUN_ID": "x"}, True),  # a torchrun worker
+    ({"LOCAL_RANK": None, "TORCHELASTIC_RESTART_COUNT": None, "COMPAT_WATCH_RANK": "1"}, True),  # compat's spawn
+    ({"COMPAT_WATCH_RANK": "0"}, False),  # another rank's marker: not this rank's worker
+])
+def test_the_agent_acts_only_in_a_worker(tmp_path, extra, acts):
+    env = agent_env({k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RANK") and not k.startswith("TORCHELASTIC_")}, tmp_path, "t", 0.05)
+    env.update({"RANK": "1", "LOCAL_RANK": "1", "TORCHELASTIC_RESTART_COUNT": "0"})
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    assert subprocess.run([sys.executable, "-c", "pass"], env=env, timeout=60).returncode == 0
+    assert (tmp_path / "rank-1.ring").exists() == acts
+
+
+def test_the_launch_guardian_runs_without_the_watch(tmp_path, monkeypatch):
+    from compatmatrix.launchers import run as launch_run
+
+    env = agent_env({"PATH": os.environ.get("PATH", ""), "PYTHONPATH": "/x"}, tmp_path, "t", 0.5)
+    seen = {}
+
+    class FixturePopen:
+        """FIXTURE: records the guardian's environment instead of starting it."""
+
+        def __init__(self, argv, **kw):
+            seen.update(kw["env"])
+
+    monkeypatch.setattr(launch_run.subprocess, "Popen", FixturePopen)
+    launch_run._start_guardian(1, "r", env)
+    assert not any(k.startswith("COMPAT_WATCH_") for k in seen) and str(SITE) not in seen["PYTHONPATH"].split(os.pathsep)
+    assert "/x" in seen["PYTHONPATH"].split(os.pathsep)
     assert not (tmp_path / "none").exists()
 
 

@@ -109,11 +109,17 @@ def run_invocation(invocation: Invocation, base_env: Mapping[str, str], say=lamb
     return 128 - code if code < 0 else code
 
 
+def _is_watch_site(entry: str) -> bool:
+    """A PYTHONPATH entry that is compat launch --watch's agent folder (compatmatrix/watch/site)."""
+    return Path(entry).resolve() == Path(__file__).resolve().parents[1] / "watch" / "site"
+
+
 def _start_guardian(pgid: int, run_id: str, base_env: Mapping[str, str]) -> Optional[subprocess.Popen]:
     """The process that stops the job should compat be killed outright (launchers/guard.py); None if it cannot start."""
     package_parent = str(Path(__file__).resolve().parents[2])
-    env = {k: v for k, v in base_env.items() if k != RUN_ID_VAR}
-    env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    # not the watch's (compat launch --watch): its agent is no part of the guardian
+    env = {k: v for k, v in base_env.items() if k != RUN_ID_VAR and not k.startswith("COMPAT_WATCH_")}
+    env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and not _is_watch_site(p)])
     try:
         return subprocess.Popen([sys.executable, "-m", "compatmatrix.launchers.guard", str(pgid), run_id, str(os.getpid())],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env, start_new_session=True)

@@ -26,7 +26,8 @@ from ..errors import CompatError
 from ..processes import die_with_parent, raise_on_termination
 
 STOP_GRACE_S = 5.0
-LOOPBACK = "127.0.0.1"
+LOOPBACK = "127.0.0.1"  # always: the ranks are on this host, whatever MASTER_ADDR compat's own environment carries
+RANK_MARK_VAR = "COMPAT_WATCH_RANK"  # per rank, equal to RANK: the agent acts in the process that carries it (site/sitecustomize.py)
 
 
 def rank_argv(command: Sequence[str], python: str) -> list[str]:
@@ -60,7 +61,7 @@ class SpawnRun:
             with raise_on_termination():
                 for local in range(self.nproc):
                     rank_env = {**env, "RANK": str(local), "WORLD_SIZE": str(self.nproc), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(self.nproc),
-                                "GROUP_RANK": "0", "MASTER_ADDR": env.get("MASTER_ADDR") or LOOPBACK, "MASTER_PORT": port}
+                                "GROUP_RANK": "0", "MASTER_ADDR": LOOPBACK, "MASTER_PORT": port, RANK_MARK_VAR: str(local)}
                     try:
                         self.processes.append(subprocess.Popen(argv, env=rank_env, start_new_session=True, preexec_fn=die_with_parent))
                     except OSError as exc:
@@ -123,7 +124,7 @@ def _guardian(pgids: list[int], env: Mapping[str, str]) -> Optional[subprocess.P
     from .service import WATCH_RUN_VAR
 
     package_parent = str(Path(__file__).resolve().parents[2])
-    guard_env = {k: v for k, v in env.items() if k not in (WATCH_RUN_VAR, "COMPAT_WATCH_DIR") and k != "PYTHONPATH"}
+    guard_env = {k: v for k, v in env.items() if k != WATCH_RUN_VAR and not k.startswith("COMPAT_WATCH_") and k != "PYTHONPATH"}
     guard_env["PYTHONPATH"] = package_parent
     try:
         return subprocess.Popen([sys.executable, "-m", "compatmatrix.launchers.guard", ",".join(map(str, pgids)), env[WATCH_RUN_VAR], str(os.getpid()), WATCH_RUN_VAR],

@@ -1,9 +1,11 @@
 """compat launch --watch's per-rank agent. Never imported by compat itself.
 
 compat puts this folder first on the PYTHONPATH of the job it watches (watch/service.py) together with
-COMPAT_WATCH_DIR (the run folder). Python imports ``sitecustomize`` at start-up; this one acts only in a process that
-has RANK in its environment and COMPAT_WATCH_DIR set (torchrun's own agent process has no RANK and is left alone), and
-only in the first process of a rank: it holds an exclusive flock on its ring file for as long as it lives, so a
+COMPAT_WATCH_DIR (the run folder). Python imports ``sitecustomize`` at start-up; this one acts only in a worker: a
+process with COMPAT_WATCH_DIR set, RANK (ASCII digits) and either COMPAT_WATCH_RANK equal to RANK (set per rank by
+compat's own spawn) or LOCAL_RANK with TORCHELASTIC_RESTART_COUNT or TORCHELASTIC_RUN_ID (set by torchrun in its
+workers only: torchrun itself is left alone, even where RANK is in compat's own environment, as in a Kubeflow pod);
+and only in the first process of a rank: it holds an exclusive flock on its ring file for as long as it lives, so a
 process that rank starts later (a spawned data loader worker inherits RANK) finds the lock taken and does nothing.
 The kernel drops the lock when the rank ends, however it ends: the watcher's first sign of a death.
 
@@ -162,10 +164,20 @@ class _Agent(object):
             time.sleep(self.interval)
 
 
+def _is_worker(rank, env):
+    """Whether this process is a rank's worker (see the module's text)."""
+    if not rank or any(c not in "0123456789" for c in rank):
+        return False
+    marker = env.get("COMPAT_WATCH_RANK")
+    if marker is not None:
+        return marker == rank
+    return "LOCAL_RANK" in env and ("TORCHELASTIC_RESTART_COUNT" in env or "TORCHELASTIC_RUN_ID" in env)
+
+
 def _install():
     folder = os.environ.get(VARIABLE)
     rank = os.environ.get("RANK", "")
-    if not folder or not rank.isdigit():
+    if not folder or not _is_worker(rank, os.environ):
         return
     try:
         import fcntl
