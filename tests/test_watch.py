@@ -544,3 +544,51 @@ def test_nothing_of_a_watched_spawn_outlives_compat(sig, tmp_path):
             os.kill(pid, signals.SIGKILL)
     if sig == "SIGINT":
         assert process.returncode == 130
+    assert "death" not in process.stderr.read()
+
+
+def test_a_signal_to_compat_stops_the_judging_and_is_the_exit_status(tmp_path):
+    """As under torchrun: the launch handles the signal itself and passes it on to the rank, which dies of it. That
+    death is no finding, and the exit status is 128 + the signal."""
+    import signal as signals
+    import threading
+
+    from compatmatrix.watch.service import watch_launch
+
+    said: list[str] = []
+
+    def run(env):  # a launcher's run: forwards SIGTERM to its rank, returns the rank's status
+        env = {**env, "RANK": "0", "LOCAL_RANK": "0", "TORCHELASTIC_RESTART_COUNT": "0", "WORLD_SIZE": "1"}
+        rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+        previous = signals.signal(signals.SIGTERM, lambda *_: rank.send_signal(signals.SIGTERM))
+        try:
+            threading.Timer(1.5, os.kill, (os.getpid(), signals.SIGTERM)).start()
+            return rank.wait(timeout=30)
+        finally:
+            signals.signal(signals.SIGTERM, previous)
+
+    outcome = watch_launch(run, {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, WatchOptions(world=1), said.append)
+    assert outcome.job_status == -15 and outcome.interrupted == signals.SIGTERM
+    assert outcome.findings == () and outcome.exit_status == 143 and not said, said
+
+
+def test_a_sigterm_to_compat_gives_spawned_ranks_their_grace(tmp_path):
+    """SIGTERM to compat: each rank gets TERM first and time to save (COMPAT_LAUNCH_GRACE), no death is said, 143."""
+    from .clean_env import base_env
+    from .procs import wait_until
+
+    code = ("import os, signal, sys, time\n"
+            "def save(*_):\n    time.sleep(1.0); open(os.path.join(sys.argv[1], 'saved-' + os.environ['RANK']), 'w').close(); sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, save)\nopen(os.path.join(sys.argv[1], 'up-' + os.environ['RANK']), 'w').close()\ntime.sleep(120)")
+    process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "launch", "--watch", "--launcher", "spawn", "--nproc-per-node", "2", "--", "-c", code,
+                                str(tmp_path)], env=base_env({"COMPAT_LAUNCH_GRACE": "20"}), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: len(list(tmp_path.glob("up-*"))) == 2, 60)
+        process.terminate()
+        _out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert sorted(p.name for p in tmp_path.glob("saved-*")) == ["saved-0", "saved-1"]
+    assert process.returncode == 143 and "death" not in err and "ending the job" not in err, err

@@ -83,6 +83,10 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
     else:
         for line in text_lines(outcome):
             say(line)
-        if not outcome.findings:
+        if outcome.interrupted is not None:
+            import signal
+
+            say(f"compat launch --watch: compat received {signal.Signals(outcome.interrupted).name}: the job was stopped, nothing judged after it")
+        elif not outcome.findings:
             say(f"compat launch --watch: no finding (progress from: {', '.join(outcome.sources) or 'no rank reported'}); the job's exit status {outcome.job_status}")
     return outcome.exit_status

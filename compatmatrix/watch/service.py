@@ -10,7 +10,9 @@ those waiting, stacks.py) and, unless
 started) is stopped, TERM then KILL (a rank stopped by SIGSTOP takes only KILL). The launch then returns and the
 findings are the outcome. A straggler is said once when first seen and kept to the end.
 
-The exit status: the job's own when there is no stall or death finding; 1 when there is one.
+The exit status: the job's own when there is no stall or death finding; 1 when there is one; 128+N once compat has
+received signal N (Ctrl-C, SIGTERM, SIGHUP: read from the interpreter's wakeup file descriptor, whoever handles the
+signal): from then on nothing is judged (the ranks end because compat was asked to stop).
 
 Side effects: a folder in the temp folder (removed at the end), a thread, reads /proc, signals the job's processes.
 """
@@ -18,6 +20,7 @@ Side effects: a folder in the temp folder (removed at the end), a thread, reads 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -62,10 +65,59 @@ class WatchOutcome:
     sources: tuple[str, ...] = ()
     left: tuple[int, ...] = ()
     stacks: tuple[Stack, ...] = ()
+    interrupted: Optional[int] = None  # the signal compat received (Ctrl-C, SIGTERM, SIGHUP): the watch stopped judging
 
     @property
     def exit_status(self) -> int:
+        if self.interrupted is not None:
+            return 128 + self.interrupted
         return 1 if any(isinstance(f, (Stall, Death)) for f in self.findings) else self.job_status
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class SignalSeen:
+    """Whether compat has received Ctrl-C, SIGTERM or SIGHUP since ``start``, whoever handles it (the launch installs
+    its own handlers): the signal numbers the interpreter writes to its wakeup file descriptor. Main thread only; where
+    it cannot be set (another thread, one already set) it sees nothing."""
+
+    def __init__(self) -> None:
+        self.read_fd: Optional[int] = None
+        self.write_fd: Optional[int] = None
+        self.seen: Optional[int] = None
+
+    def start(self) -> None:
+        read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            before = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+            if before != -1:  # someone else's: leave it to them
+                signal.set_wakeup_fd(before)
+                raise ValueError("wakeup fd in use")
+        except ValueError:
+            os.close(read_fd), os.close(write_fd)
+            return
+        self.read_fd, self.write_fd = read_fd, write_fd
+
+    def check(self) -> Optional[int]:
+        if self.seen is None and self.read_fd is not None:
+            try:
+                data = os.read(self.read_fd, 256)
+            except (BlockingIOError, OSError):
+                data = b""
+            self.seen = next((number for number in data if number in STOP_SIGNALS), None)
+        return self.seen
+
+    def stop(self) -> None:
+        if self.read_fd is None:
+            return
+        self.check()
+        try:
+            signal.set_wakeup_fd(-1)
+        except ValueError:
+            pass
+        os.close(self.read_fd), os.close(self.write_fd)
+        self.read_fd = self.write_fd = None
 
 
 def agent_env(base_env: Mapping[str, str], folder: Path, run_id: str, interval: float) -> dict[str, str]:
@@ -215,6 +267,8 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             said_straggler = False
             next_read = 0.0
             while not stop.wait(PROC_POLL_S):
+                if signals.check() is not None:
+                    return  # compat was asked to stop: the ranks end because of it, which is no finding
                 now = time.time()
                 try:
                     if not watcher.check_processes(now) and time.monotonic() < next_read:
@@ -226,6 +280,8 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                     say(f"compat launch --watch: the watcher stopped: {exc}")
                     return
                 serious = [f for f in findings if isinstance(f, (Stall, Death))]
+                if serious and signals.check() is not None:
+                    return
                 if serious and "finding" not in marks:
                     marks["finding"] = now
                     found[:] = findings
@@ -249,6 +305,8 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                     found[:] = [straggler]
 
         env = agent_env(base_env, folder, run_id, options.interval)
+        signals = SignalSeen()
+        signals.start()
         thread = threading.Thread(target=loop, name="compat-watch", daemon=True)
         thread.start()
         try:
@@ -257,6 +315,9 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             stop.set()
             thread.join(timeout=10)
             left = sweep(run_id, [], wait=3.0, variable=WATCH_RUN_VAR)
+            signals.stop()
+        if signals.seen is not None:
+            return WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen)
         if "finding" not in marks:  # one last look: a rank that died as the job ended
             now = time.time()
             watcher.read(now)

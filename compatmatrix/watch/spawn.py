@@ -2,7 +2,8 @@
 WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / MASTER_ADDR (loopback) / MASTER_PORT (a free one) in its environment,
 as doctor --live's spawn does. The ranks are compat's own children, so a rank's exit status or signal is known
 exactly (``exits``: pid -> (waitpid status, when), read by the watcher). When one rank fails, the others are stopped (TERM,
-then KILL after STOP_GRACE_S), as torchrun does. No CPU binding: spawn takes the ranks as they are.
+then KILL after STOP_GRACE_S), as torchrun does. Ctrl-C, SIGTERM or SIGHUP to compat: every rank's group gets TERM,
+then KILL after COMPAT_LAUNCH_GRACE seconds (30, compat launch's own grace) or at a second signal. No CPU binding: spawn takes the ranks as they are.
 
 Each rank leads a process group of its own and dies with compat (PR_SET_PDEATHSIG); the guardian
 (launchers/guard.py, started as a program) sweeps what the ranks started should compat be killed outright. Ctrl-C or
@@ -22,7 +23,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
+from ..environment.child import env_timeout
 from ..errors import CompatError
+from ..launchers.run import GRACE_S
 from ..processes import die_with_parent, raise_on_termination
 
 STOP_GRACE_S = 5.0
@@ -68,6 +71,9 @@ class SpawnRun:
                         raise CompatError(f"Cannot start {argv[0]}: {exc.strerror or exc}.", "Check the training command after --.") from None
                 guardian = _guardian([p.pid for p in self.processes], env)
                 return self._wait()
+        except BaseException:  # Ctrl-C, SIGTERM, SIGHUP (raise_on_termination): TERM first, as compat launch does
+            self._terminate(env_timeout("COMPAT_LAUNCH_GRACE", GRACE_S))
+            raise
         finally:
             self._stop_all()
             if guardian is not None:
@@ -101,6 +107,20 @@ class SpawnRun:
         if failed is None:
             return 0
         return 128 + (failed & 0x7F) if failed & 0x7F else (failed >> 8) & 0xFF
+
+    def _terminate(self, grace: float) -> None:
+        """TERM every rank's group still running, then wait up to ``grace`` seconds for them to end (a second signal
+        cuts it short; _stop_all then KILLs)."""
+        running = [p for p in self.processes if p.pid not in self.exits]
+        for process in running:
+            _signal_group(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        try:
+            while running and time.monotonic() < deadline:
+                running = [p for p in running if p.poll() is None]
+                time.sleep(0.05)
+        except BaseException:
+            pass
 
     def _stop_all(self) -> None:
         for process in self.processes:
