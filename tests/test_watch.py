@@ -426,6 +426,7 @@ def test_the_json_document_follows_its_schema_for_every_kind():
     (["--stall-after", "5"], "--stall-after goes with --watch"),
     (["--watch", "--print"], "--watch runs the job"),
     (["--watch", "--stall-after", "0"], "give seconds above 0"),
+    (["--watch", "--stall-after", "2.5"], "Give --stall-after 3 or more"),
 ])
 def test_the_watch_options_are_checked(argv, message):
     done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "torchrun", "--nproc-per-node", "2", *argv, "--", "train.py"],
@@ -592,3 +593,51 @@ def test_a_sigterm_to_compat_gives_spawned_ranks_their_grace(tmp_path):
             process.wait()
     assert sorted(p.name for p in tmp_path.glob("saved-*")) == ["saved-0", "saved-1"]
     assert process.returncode == 143 and "death" not in err and "ending the job" not in err, err
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 10**400])
+def test_a_heartbeats_time_must_be_a_finite_number(value):
+    body = json.dumps({"v": 1, "n": 0, "rank": 0, "pid": 5, "t": value, "state": "running"}).encode()
+    assert ring.beats_of(body.ljust(ring.SLOT - 1) + b"\n", 0) == []
+    assert ring._float(1.5) == 1.5
+
+
+def test_the_agent_writes_no_planted_file_and_the_reader_follows_no_link(tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rank-1.ring").symlink_to(precious)
+    assert _agent(run, "pass").returncode == 0
+    assert precious.read_text() == "keep" and ring.read_ring(run / "rank-1.ring") == b""
+    (run / "rank-1.ring").unlink()
+    os.link(precious, run / "rank-1.ring")  # a hard link: two names
+    assert _agent(run, "pass").returncode == 0
+    assert precious.read_text() == "keep"
+    (run / "rank-1.ring").unlink()
+    os.mkfifo(run / "rank-1.ring")
+    started = time.monotonic()
+    assert _agent(run, "pass").returncode == 0 and ring.read_ring(run / "rank-1.ring") == b""
+    assert time.monotonic() - started < 30
+
+
+def test_the_death_fix_names_the_oom_killer_only_for_a_sigkill():
+    from compatmatrix.watch.render import fix_of
+
+    def death(sig=None, code=None, exception=""):
+        return J.Death(1, 7, 1.0, sig, code, exception, "running")
+
+    assert "OOM" in fix_of(death(signal.SIGKILL))
+    for other in (death(signal.SIGSEGV), death(code=3), death(exception="ValueError: x")):
+        assert "OOM" not in fix_of(other)
+    assert "status 3" in fix_of(death(code=3)) and "SIGSEGV" in fix_of(death(signal.SIGSEGV))
+    straggler = J.Straggler(1, {0: 0.5, 1: 0.0}, 1.0, 20)
+    assert "spawn binds none" in fix_of(straggler)
+
+
+def test_spawn_gives_the_ranks_loopback_whatever_compats_environment_says(tmp_path):
+    code = f"import os; open(os.path.join({str(tmp_path)!r}, 'addr-' + os.environ['RANK']), 'w').write(os.environ['MASTER_ADDR'])"
+    from compatmatrix.watch.spawn import SpawnRun
+
+    status = SpawnRun(("-c", code), sys.executable, 1)({k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"MASTER_ADDR": "10.9.9.9", "COMPAT_WATCH_RUN": "t"})
+    assert status == 0 and (tmp_path / "addr-0").read_text() == "127.0.0.1"

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from ..errors import UsageError
 
 WATCHED = ("torchrun", "spawn")  # the launchers --watch takes so far (one host)
+MIN_STALL_AFTER_S = 3.0  # a few heartbeats and reads: a shorter bound names a healthy rank
 LAUNCHERS = ("spawn",)  # added to compat launch's --launcher choices: compat starts the ranks itself (watch/spawn.py)
 
 
@@ -42,6 +43,9 @@ def watch_arguments(parser: argparse.ArgumentParser) -> None:
 def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float]]:
     """(watch, watch_only, stall_after) of launch's namespace, checked."""
     watch = bool(ns.watch or ns.watch_only)
+    if ns.stall_after is not None and ns.stall_after < MIN_STALL_AFTER_S:
+        raise UsageError(f"--stall-after {ns.stall_after:g} is shorter than the {MIN_STALL_AFTER_S:g} s a heartbeat may take to be seen.",
+                         f"Give --stall-after {MIN_STALL_AFTER_S:g} or more.")
     if ns.stall_after is not None and not watch:
         raise UsageError("--stall-after goes with --watch.", "Add --watch, or drop --stall-after.")
     if ns.launcher == "spawn" and not watch:
@@ -68,7 +72,7 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
         python = args.python or base_env.get("COMPAT_PYTHON") or sys.executable
         spawn = SpawnRun(args.command, python, args.nproc_per_node, say)
         run, exits = spawn, spawn.exits
-        say(f"compat launch: spawn: {args.nproc_per_node} ranks of {' '.join(args.command)} on this host, started by compat (no CPU binding)")
+        say(f"compat launch: spawn: {args.nproc_per_node} rank{'' if args.nproc_per_node == 1 else 's'} of {' '.join(args.command)} on this host, started by compat (no CPU binding)")
     pythons = tuple(p for p in (args.python, base_env.get("COMPAT_PYTHON")) if p)
     options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=args.nproc_per_node, pythons=pythons)
     outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits)

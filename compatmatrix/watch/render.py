@@ -14,10 +14,9 @@ SCHEMA_VERSION = 1
 FIX = {
     "stall": "Look at what rank {rank} does after its last collective (a data loader that blocks, a branch only some ranks take, "
              "a collective called on some ranks only); compat launch --watch-only keeps such a job running so you can attach py-spy dump --pid PID.",
-    "death": "Read rank {rank}'s own output above; a SIGKILL with no message of its own is most often the kernel's OOM killer (dmesg says so): "
-             "fewer ranks per node or a smaller batch.",
-    "straggler": "Give rank {rank} the same CPUs and data as the others (compat launch binds each rank to its own cores; a noisy neighbour or an "
-                 "uneven data shard slows one rank and every rank waits for it).",
+    "death": "Read rank {rank}'s own output above: {how}.",
+    "straggler": "Give rank {rank} the same CPUs and data as the others (a process sharing its cores or an uneven data shard slows one rank and "
+                 "every rank waits for it; compat launch --launcher torchrun binds each rank to cores of its own, --launcher spawn binds none).",
 }
 
 
@@ -68,7 +67,23 @@ def kind_of(finding: Finding) -> str:
     return "death" if isinstance(finding, Death) else "stall" if isinstance(finding, Stall) else "straggler"
 
 
+def death_fix(death: Death) -> str:
+    """What to look at for this death: the OOM killer only for a SIGKILL with no message of the rank's own."""
+    if death.exception:
+        return "it ended on its own exception, the first line of its traceback says where"
+    if death.signal == signal.SIGKILL:
+        return ("a SIGKILL with no message of its own is most often the kernel's OOM killer (dmesg says so): fewer ranks per node or a smaller "
+                "batch; else find what sent it (a scheduler's time or memory limit)")
+    if death.signal is not None:
+        return f"{_signal_name(death.signal)} came from outside the job or from the rank's own code (a crash: its output shows the fault)"
+    if death.exit_code is not None:
+        return f"it exited with status {death.exit_code}: its last lines say why"
+    return "no exit status was seen: its last lines, and dmesg for the OOM killer"
+
+
 def fix_of(finding: Finding) -> str:
+    if isinstance(finding, Death):
+        return FIX["death"].format(rank=finding.rank, how=death_fix(finding))
     return FIX[kind_of(finding)].format(rank=finding.rank)
 
 

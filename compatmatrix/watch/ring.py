@@ -9,8 +9,10 @@ Side effects: reads files (``read_ring``, ``lock_held``); ``beats_of`` is pure.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Optional
 
@@ -37,11 +39,19 @@ def ring_files(folder: Path) -> dict[int, Path]:
 
 
 def read_ring(path: Path) -> bytes:
+    """At most a ring's bytes; nothing from a symlink (not followed) or a FIFO (not waited on) or anything not a file."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read(SLOTS * SLOT)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.pread(fd, SLOTS * SLOT, 0)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def lock_held(path: Path) -> bool:
@@ -49,7 +59,7 @@ def lock_held(path: Path) -> bool:
     import fcntl
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False
     try:
@@ -66,7 +76,14 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def _float(value: Any) -> Optional[float]:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number, else None (JSON from a ring may say NaN or Infinity, or an integer too large for a float)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _text(value: Any) -> str:

@@ -184,7 +184,13 @@ def _install():
         import threading
 
         interval = float(os.environ.get("COMPAT_WATCH_INTERVAL") or 0.5)
-        fd = os.open(os.path.join(folder, "rank-%s.ring" % rank), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        import stat
+
+        fd = os.open(os.path.join(folder, "rank-%s.ring" % rank), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # a file planted there (a FIFO, a hard link): not ours to write
+            os.close(fd)
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
