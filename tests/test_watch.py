@@ -122,7 +122,7 @@ def test_a_rank_gaining_cpu_time_is_named_only_after_the_long_bound_and_an_idle_
     views = _with_process(views, 1, fact)
     stalls = [f for f in J.judge(views, now, world=2) if isinstance(f, J.Stall)]
     stalled_for = wait  # since the others entered
-    if active_ago is not None and active_ago < J.IDLE_S:
+    if (active_ago is not None and active_ago < J.ACTIVE_S) or state == "D":
         bound = J.BUSY_BOUND_S
     else:
         bound = J.STOPPED_FLOOR_S if state == "T" else J.STALL_FLOOR_S
@@ -209,13 +209,15 @@ def _paced(world: int, slow: int, count: int, gap: float, late: float) -> list[J
 
 
 @settings(max_examples=60, deadline=None)
-@given(world=st.integers(2, 6), data=st.data(), count=st.integers(J.STRAGGLER_MIN, 200), gap=st.floats(0.01, 5.0), late_share=st.floats(0.0, 0.95))
+@given(world=st.integers(2, 6), data=st.data(), count=st.integers(J.STRAGGLER_MIN + J.STRAGGLER_WARMUP, 200), gap=st.floats(0.01, 5.0),
+       late_share=st.floats(0.0, 0.95))
 def test_the_straggler_is_the_rank_the_others_wait_for(world, data, count, gap, late_share):
     slow = data.draw(st.integers(0, world - 1))
     views = _paced(world, slow, count, gap, late_share * gap)
     found = [f for f in J.judge(views, count * gap, world=world) if isinstance(f, J.Straggler)]
-    span = (count - 1) * gap + late_share * gap
-    others_share = count * late_share * gap / span if span > 0 else 0
+    judged = count - J.STRAGGLER_WARMUP  # the first are warm-up
+    span = (judged - 1) * gap + late_share * gap
+    others_share = judged * late_share * gap / span if span > 0 else 0
     if late_share > 0 and others_share >= J.STRAGGLER_OTHERS_WAIT + 0.01:
         (straggler,) = found
         assert straggler.rank == slow and straggler.wait_share[slow] == 0.0 and straggler.last_share == 1.0
@@ -226,8 +228,18 @@ def test_the_straggler_is_the_rank_the_others_wait_for(world, data, count, gap, 
 
 def test_no_straggler_when_the_ranks_keep_pace_or_too_few_collectives():
     assert not J.straggler_of(_paced(2, 1, 50, 0.2, 0.001))
-    assert not J.straggler_of(_paced(2, 1, J.STRAGGLER_MIN - 1, 0.2, 0.15))
-    assert J.straggler_of(_paced(2, 1, J.STRAGGLER_MIN, 0.2, 0.15)).rank == 1
+    assert not J.straggler_of(_paced(2, 1, J.STRAGGLER_WARMUP + J.STRAGGLER_MIN - 1, 0.2, 0.15))
+    assert J.straggler_of(_paced(2, 1, J.STRAGGLER_WARMUP + J.STRAGGLER_MIN, 0.2, 0.15)).rank == 1
+
+
+def test_a_slow_warm_up_is_no_straggler():
+    """Rank 1 late in the first collectives only (a first step that builds its caches), then in step."""
+    views = []
+    for rank in range(2):
+        collectives = tuple(J.Collective("0", seq, "gloo:all_reduce", 4, seq * 0.2 + rank * (0.5 if seq <= 5 else 0.0001))
+                            for seq in range(1, 5 + J.STRAGGLER_MIN + 1))
+        views.append(J.RankView(rank, _beats(rank, [0.0], [(1, 1)]), J.ProcessFact(True, "S"), collectives))
+    assert J.straggler_of(views) is None
 
 
 # --- the ring files, written by the agent itself (a plain Python: no torch, so progress says "none")
@@ -641,3 +653,50 @@ def test_spawn_gives_the_ranks_loopback_whatever_compats_environment_says(tmp_pa
 
     status = SpawnRun(("-c", code), sys.executable, 1)({k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"MASTER_ADDR": "10.9.9.9", "COMPAT_WATCH_RUN": "t"})
     assert status == 0 and (tmp_path / "addr-0").read_text() == "127.0.0.1"
+
+
+def _write_beat(path: Path, n: int, rank: int, pid: int, progress: tuple[int, int]) -> None:
+    """FIXTURE heartbeat, as the agent writes one (the agent's progress needs torch's Flight Recorder)."""
+    body = json.dumps({"v": ring.FORMAT, "n": n, "rank": rank, "pid": pid, "t": time.time(), "state": "running", "source": "flight-recorder",
+                       "pg": {"0": list(progress)}, "entries": []})
+    with open(path, "r+b" if path.exists() else "wb") as handle:
+        handle.seek((n % ring.SLOTS) * ring.SLOT)
+        handle.write((body + " " * (ring.SLOT - 1 - len(body)) + "\n").encode())
+
+
+def test_watch_only_says_a_stall_resolved_and_keeps_the_jobs_status():
+    """--watch-only: rank 1 stays out of collective #21 for ~5 s (bound 3 s), then both go on: the stall is said, then
+    said resolved, and the outcome is the job's own status with the stall among the resolved."""
+    from compatmatrix.watch.service import WATCH_DIR_VAR, watch_launch
+
+    said: list[str] = []
+
+    def run(env):  # FIXTURE launch: two sleeping processes stand for the ranks, the test writes their heartbeats
+        folder = Path(env[WATCH_DIR_VAR])
+        ranks = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+        try:
+            paths = [folder / f"rank-{rank}.ring" for rank in range(2)]
+            n = 0
+            for step in range(40):  # 0.2 s each
+                stuck = 5 <= step < 30
+                for rank in range(2):
+                    progress = (21, 20) if stuck and rank == 0 else (22, 22) if step >= 30 else (20, 20)
+                    _write_beat(paths[rank], n, rank, ranks[rank].pid, progress)
+                n += 1
+                time.sleep(0.2)
+            return 0
+        finally:
+            for process in ranks:
+                process.kill()
+                process.wait()
+
+    outcome = watch_launch(run, {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, WatchOptions(watch_only=True, stall_after=3.0, world=2),
+                           said.append, finding_text)
+    assert any("stall: rank 1 stopped first" in line for line in said), said
+    assert any("the stall resolved" in line for line in said), said
+    assert outcome.findings == () and [s.rank for s in outcome.resolved] == [1] and outcome.exit_status == 0
+    document = watch_json(outcome)
+    import jsonschema
+
+    jsonschema.validate(document, json.loads((Path(__file__).resolve().parent.parent / "compatmatrix" / "schemas" / "watch-v1.json").read_text()))
+    assert document["resolved"][0]["kind"] == "stall"

@@ -91,6 +91,9 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
             import signal
 
             say(f"compat launch --watch: compat received {signal.Signals(outcome.interrupted).name}: the job was stopped, nothing judged after it")
+        elif outcome.resolved and not outcome.findings:
+            say(f"compat launch --watch: {len(outcome.resolved)} stall{'' if len(outcome.resolved) == 1 else 's'} resolved while the job ran; "
+                f"the job's exit status {outcome.job_status}")
         elif not outcome.findings:
             say(f"compat launch --watch: no finding (progress from: {', '.join(outcome.sources) or 'no rank reported'}); the job's exit status {outcome.job_status}")
     return outcome.exit_status

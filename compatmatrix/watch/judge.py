@@ -10,10 +10,10 @@ files plus what the watcher saw of each rank's process in /proc (service.py).
 * Stall: judged only when at least one rank is inside a collective (entered more than it completed on a process group)
   and some other rank has not entered that collective (a checkpoint, an evaluation or a long first step outside any
   collective is no stall), and no rank has made progress (a collective entered or completed) for longer than the
-  bound. The bound depends on what the process of the rank named (the one behind) does: stopped by a signal (state T)
-  and gaining no CPU time or I/O for IDLE_S: ``--stall-after``, or STALL_FACTOR times the longest gap between two
-  collectives the job has shown so far, at least STOPPED_FLOOR_S; still gaining CPU time or doing I/O in the last
-  IDLE_S (it computes or saves): at least BUSY_BOUND_S; otherwise (asleep, gaining nothing): as stopped, but at least
+  bound. The bound depends on what the process of the rank named (the one behind) does: still gaining CPU time or
+  doing I/O in the last ACTIVE_S, or waiting on a device or file (state D): it computes or saves, at least
+  BUSY_BOUND_S; stopped by a signal (state T): ``--stall-after``, or STALL_FACTOR times the longest gap between two
+  collectives the job has shown so far, at least STOPPED_FLOOR_S; otherwise (asleep, gaining nothing): as stopped, but at least
   STALL_FLOOR_S. The rank named is the one that never entered the collective the others wait in (the lowest sequence
   number entered on that process group; a tie goes to the rank whose progress stopped first); each other rank is named
   with the collective it waits in. Judged only once every rank has entered a collective (start-up may take as long as
@@ -22,7 +22,8 @@ files plus what the watcher saw of each rank's process in /proc (service.py).
   rank's (the collective cannot finish before then); its share of the time those collectives span is its share of
   waiting, the rest computing. A rank that comes last in at least STRAGGLER_LAST of them, waits at most
   STRAGGLER_OWN_WAIT of the time while every other rank waits at least STRAGGLER_OTHERS_WAIT, is the straggler.
-  Needs STRAGGLER_MIN collectives, and the ranks' clocks to be one clock (one host).
+  Needs STRAGGLER_MIN collectives after the first STRAGGLER_WARMUP (left out: warm-up), and the ranks' clocks to be one
+  clock (one host). The watcher's verdict is this judgement at the job's end, not the first time it held.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ PEER_GONE = ("connection closed by peer", "connection reset by peer", "remote wo
 STALL_FLOOR_S = 60.0  # a rank asleep and gaining no CPU time
 STOPPED_FLOOR_S = 10.0  # a rank stopped by a signal (state T) and gaining no CPU time
 BUSY_BOUND_S = 300.0  # a rank still gaining CPU time or doing I/O: it computes or saves, it is not stopped
-IDLE_S = 10.0  # a rank that gained no CPU time and did no I/O for this long is idle
+ACTIVE_S = 2.0  # a rank that gained CPU time or did I/O this recently (or waits on a device, state D) is busy
 STALL_FACTOR = 5.0
 STRAGGLER_MIN = 10
+STRAGGLER_WARMUP = 5  # the first collectives every rank entered are left out (warm-up)
 STRAGGLER_LAST = 0.75
 STRAGGLER_OWN_WAIT = 0.10
 STRAGGLER_OTHERS_WAIT = 0.25
@@ -214,8 +216,8 @@ def death_of(view: RankView) -> Optional[Death]:
 
 
 def busy(fact: ProcessFact, now: float) -> bool:
-    """Whether the process gained CPU time or did I/O in the last IDLE_S."""
-    return fact.alive and fact.active_at is not None and now - fact.active_at < IDLE_S
+    """Whether the process gained CPU time or did I/O in the last ACTIVE_S, or waits on a device or file (state D)."""
+    return fact.alive and (fact.state == "D" or (fact.active_at is not None and now - fact.active_at < ACTIVE_S))
 
 
 def stall_bound(views: Sequence[RankView], stall_after: Optional[float], culprit: Optional[ProcessFact] = None,
@@ -288,6 +290,7 @@ def straggler_of(views: Sequence[RankView]) -> Optional[Straggler]:
         return None
     tables = [{(c.pg, c.seq): c.entered for c in view.collectives} for view in views]
     common = sorted(set.intersection(*(set(table) for table in tables)), key=lambda key: min(table[key] for table in tables))
+    common = common[STRAGGLER_WARMUP:]  # the first collectives (DDP's broadcast of the weights, a first step that builds its caches) say nothing of the pace
     if len(common) < STRAGGLER_MIN:
         return None
     waits = [0.0] * len(views)

@@ -127,5 +127,5 @@ def finding_json(finding: Finding) -> dict[str, Any]:
 def watch_json(outcome: Any) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "job_status": outcome.job_status, "exit_status": outcome.exit_status,
             "ended_by_watch": outcome.ended_by_watch, "sources": list(outcome.sources), "left_running": list(outcome.left),
-            "findings": [finding_json(f) for f in outcome.findings],
+            "findings": [finding_json(f) for f in outcome.findings], "resolved": [finding_json(f) for f in getattr(outcome, "resolved", ())],
             "stacks": [{"rank": s.rank, "pid": s.pid, "text": s.text or None, "error": s.error or None} for s in outcome.stacks]}

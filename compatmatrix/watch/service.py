@@ -8,7 +8,8 @@ every POLL_S seconds and judges them (judge.py). On a death or a stall it says t
 those waiting, stacks.py) and, unless
 ``watch_only``, ends the job (after a death, once the launcher has had DEATH_GRACE_S to do it itself): every process carrying this watch's id in its environment (the ranks and whatever they
 started) is stopped, TERM then KILL (a rank stopped by SIGSTOP takes only KILL). The launch then returns and the
-findings are the outcome. A straggler is said once when first seen and kept to the end.
+findings are the outcome. With ``watch_only`` a stall the ranks get over (progress again) is said to be resolved and is no
+finding. A straggler is said once when first seen ("so far"); the verdict is the judgement over the whole job at its end.
 
 The exit status: the job's own when there is no stall or death finding; 1 when there is one; 128+N once compat has
 received signal N (Ctrl-C, SIGTERM, SIGHUP: read from the interpreter's wakeup file descriptor, whoever handles the
@@ -66,6 +67,7 @@ class WatchOutcome:
     left: tuple[int, ...] = ()
     stacks: tuple[Stack, ...] = ()
     interrupted: Optional[int] = None  # the signal compat received (Ctrl-C, SIGTERM, SIGHUP): the watch stopped judging
+    resolved: tuple[Stall, ...] = ()  # --watch-only: stalls said that resolved (the ranks made progress again): no finding
 
     @property
     def exit_status(self) -> int:
@@ -245,6 +247,11 @@ class Watcher:
         return tuple(sorted({state.beats[-1].source for state in self.ranks.values() if state.beats}))
 
 
+def progress_of(watcher: Watcher) -> dict[int, int]:
+    """Each rank's progress (collectives entered and completed, summed over its process groups) by its last heartbeat."""
+    return {view.rank: view.progress_key(view.last) for view in watcher.views()}
+
+
 def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], options: WatchOptions,
                  say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None,
                  exits: Optional[Mapping[int, tuple[int, float]]] = None) -> WatchOutcome:
@@ -257,6 +264,7 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
         found: list[Finding] = []
         marks: dict[str, float] = {}
         stacks: list[Stack] = []
+        resolved: list[Stall] = []
         ended = threading.Event()
 
         def end_job() -> None:
@@ -266,6 +274,8 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
         def loop() -> None:
             said_straggler = False
             next_read = 0.0
+            active: Optional[Stall] = None  # --watch-only: the stall said and not yet resolved
+            at_stall: dict[int, int] = {}  # each rank's progress when it was said
             while not stop.wait(PROC_POLL_S):
                 if signals.check() is not None:
                     return  # compat was asked to stop: the ranks end because of it, which is no finding
@@ -282,9 +292,19 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                 serious = [f for f in findings if isinstance(f, (Stall, Death))]
                 if serious and signals.check() is not None:
                     return
+                if active is not None and (progress_of(watcher) != at_stall or any(isinstance(f, Death) for f in serious)):
+                    # --watch-only: the ranks made progress again (or one died: said below)
+                    if not any(isinstance(f, Death) for f in serious):
+                        say(f"compat launch --watch: the stall resolved: the ranks made progress again after {now - (marks['finding'] - active.stalled_for):.1f} s "
+                            f"without; the job goes on")
+                        resolved.append(active)
+                    active = None
+                    found[:] = []
+                    del marks["finding"]
+                    serious = [f for f in serious if not isinstance(f, Stall)]
                 if serious and "finding" not in marks:
                     marks["finding"] = now
-                    found[:] = findings
+                    found[:] = [f for f in findings if not isinstance(f, Straggler)]
                     for finding in serious[:1]:
                         say(f"compat launch --watch: {render(finding) if render else finding}")
                     if isinstance(serious[0], Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
@@ -297,12 +317,12 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                         say("compat launch --watch: ending the job")
                         end_job()
                         return
+                    active = serious[0] if isinstance(serious[0], Stall) else None
+                    at_stall = progress_of(watcher)
                 straggler = next((f for f in findings if isinstance(f, Straggler)), None)
                 if straggler is not None and not said_straggler:
                     said_straggler = True
-                    say(f"compat launch --watch: {render(straggler) if render else straggler}")
-                if straggler is not None and "finding" not in marks:
-                    found[:] = [straggler]
+                    say(f"compat launch --watch: so far, {render(straggler) if render else straggler} (the verdict comes at the end)")
 
         env = agent_env(base_env, folder, run_id, options.interval)
         signals = SignalSeen()
@@ -318,13 +338,15 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             signals.stop()
         if signals.seen is not None:
             return WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen)
+        now = time.time()
+        watcher.read(now)
+        last = watcher.judge(now)
         if "finding" not in marks:  # one last look: a rank that died as the job ended
-            now = time.time()
-            watcher.read(now)
-            last = watcher.judge(now)
             if any(isinstance(f, Death) for f in last) and status != 0:
-                found[:] = last
+                found[:] = [f for f in last if not isinstance(f, Straggler)]
                 marks["finding"] = now
-        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks))
+        # the straggler: the judgement over the whole job, at its end (not the first time it held)
+        found[:] = [f for f in found if not isinstance(f, Straggler)] + [f for f in last if isinstance(f, Straggler)][:1]
+        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None, tuple(resolved))
 
 
