@@ -700,3 +700,10 @@ def test_watch_only_says_a_stall_resolved_and_keeps_the_jobs_status():
 
     jsonschema.validate(document, json.loads((Path(__file__).resolve().parent.parent / "compatmatrix" / "schemas" / "watch-v1.json").read_text()))
     assert document["resolved"][0]["kind"] == "stall"
+
+
+def test_spawn_takes_compat_launchs_grace():
+    from compatmatrix.launchers.run import GRACE_S
+    from compatmatrix.watch import spawn
+
+    assert spawn.GRACE_S == GRACE_S and spawn.GRACE_VAR == "COMPAT_LAUNCH_GRACE"

@@ -14,6 +14,7 @@ Side effects: starts and signals processes; binds a socket for a moment (the fre
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -23,12 +24,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
-from ..environment.child import env_timeout
 from ..errors import CompatError
-from ..launchers.run import GRACE_S
 from ..processes import die_with_parent, raise_on_termination
 
 STOP_GRACE_S = 5.0
+GRACE_VAR, GRACE_S = "COMPAT_LAUNCH_GRACE", 30.0  # compat launch's own grace after Ctrl-C / SIGTERM (launchers/run.py)
 LOOPBACK = "127.0.0.1"  # always: the ranks are on this host, whatever MASTER_ADDR compat's own environment carries
 RANK_MARK_VAR = "COMPAT_WATCH_RANK"  # per rank, equal to RANK: the agent acts in the process that carries it (site/sitecustomize.py)
 
@@ -38,6 +38,15 @@ def rank_argv(command: Sequence[str], python: str) -> list[str]:
     if command and (command[0].endswith(".py") or command[0] in ("-m", "-c")):
         return [python, *command]
     return list(command)
+
+
+def launch_grace() -> float:
+    """COMPAT_LAUNCH_GRACE seconds (junk, nan, inf, <= 0: the default), at most a day."""
+    try:
+        value = float(os.environ.get(GRACE_VAR, ""))
+    except ValueError:
+        return GRACE_S
+    return min(value, 86400.0) if math.isfinite(value) and value > 0 else GRACE_S
 
 
 def free_port() -> int:
@@ -72,7 +81,7 @@ class SpawnRun:
                 guardian = _guardian([p.pid for p in self.processes], env)
                 return self._wait()
         except BaseException:  # Ctrl-C, SIGTERM, SIGHUP (raise_on_termination): TERM first, as compat launch does
-            self._terminate(env_timeout("COMPAT_LAUNCH_GRACE", GRACE_S))
+            self._terminate(launch_grace())
             raise
         finally:
             self._stop_all()
