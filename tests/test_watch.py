@@ -707,3 +707,19 @@ def test_spawn_takes_compat_launchs_grace():
     from compatmatrix.watch import spawn
 
     assert spawn.GRACE_S == GRACE_S and spawn.GRACE_VAR == "COMPAT_LAUNCH_GRACE"
+
+
+def test_the_rings_read_from_a_run_folder_are_bounded(tmp_path, monkeypatch):
+    """The job's processes can write into the run folder: the watcher reads at most MAX_RINGS rings from at most
+    MAX_ENTRIES entries of it, and ignores what is not a ring."""
+    from compatmatrix.watch import ring
+
+    monkeypatch.setattr(ring, "MAX_RINGS", 3)
+    for rank in range(5):
+        (tmp_path / f"rank-{rank}.ring").write_bytes(b"")
+    (tmp_path / "other.txt").write_text("x")
+    assert len(ring.ring_files(tmp_path)) == 3
+    monkeypatch.setattr(ring, "MAX_RINGS", 100)
+    monkeypatch.setattr(ring, "MAX_ENTRIES", 2)
+    assert len(ring.ring_files(tmp_path)) <= 2
+    assert ring.ring_files(tmp_path / "missing") == {}

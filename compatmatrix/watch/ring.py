@@ -25,16 +25,24 @@ RING_NAME = re.compile(r"rank-(\d{1,6})\.ring")
 _MAX_TEXT = 200
 
 
+MAX_RINGS = 4096  # ranks of one host the watcher reads at most
+MAX_ENTRIES = 65536  # entries of the run folder it looks at, whatever else the job put there
+
+
 def ring_files(folder: Path) -> dict[int, Path]:
-    found = {}
+    """The ranks' ring files of the run folder, rank -> path: at most MAX_RINGS, from at most MAX_ENTRIES entries (the
+    job's own processes can write into the folder: what it holds is bounded here, not trusted)."""
+    found: dict[int, Path] = {}
     try:
-        entries = list(os.scandir(folder))
+        with os.scandir(folder) as entries:
+            for count, entry in enumerate(entries):
+                if count >= MAX_ENTRIES or len(found) >= MAX_RINGS:
+                    break
+                match = RING_NAME.fullmatch(entry.name)
+                if match and entry.is_file(follow_symlinks=False):
+                    found[int(match.group(1))] = Path(entry.path)
     except OSError:
-        return {}
-    for entry in entries:
-        match = RING_NAME.fullmatch(entry.name)
-        if match and entry.is_file(follow_symlinks=False):
-            found[int(match.group(1))] = Path(entry.path)
+        return found
     return found
 
 
