@@ -225,3 +225,21 @@ class Interruptions:
             signum, self.pending = self.pending, None
             if not drop:
                 raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` (loopback, or every address for another host name) at this moment; binds a socket
+    for that moment."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host if host in ("127.0.0.1", "localhost") else "", 0))
+        return int(sock.getsockname()[1])
+
+
+def rank_command(command: Sequence[str], python: str) -> list[str]:
+    """What each rank runs: COMMAND as given, with the interpreter put in front of a script, ``-m MODULE`` or ``-c CODE``
+    (compat launch's rule, for every launcher and for the watch's spawn)."""
+    if command and (command[0].endswith(".py") or command[0] in ("-m", "-c")):
+        return [python, *command]
+    return list(command)

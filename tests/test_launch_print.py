@@ -127,7 +127,7 @@ def run_as_printed(text: str, env, out: Path) -> list:
 
 
 def launch_env(**extra) -> dict:
-    from compatmatrix.launchers.interface import free_port
+    from compatmatrix.processes import free_port
 
     # a port of the test's own (given, so kept: compat prints MASTER_ADDR only); nothing of oneCCL, MPI or the rendezvous
     return base_env({"MASTER_PORT": str(free_port()), **extra})

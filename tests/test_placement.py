@@ -23,12 +23,13 @@ from compatmatrix.checks.registry import Context, Options
 from compatmatrix.environment import env_probe
 from compatmatrix.environment.snapshot import CpuInfo, Distribution, EnvSnapshot
 from compatmatrix.findings import Status
-from compatmatrix.launchers.interface import PathEntries, Tools, rank_command
+from compatmatrix.launchers.interface import PathEntries, Tools
 from compatmatrix.placement.binding import binder_script, compose, pin_domain
 from compatmatrix.placement.environment import KMP_AFFINITY, Preload, choose_preload, launch_environment
 from compatmatrix.placement.plan import PlacementError, plan_ranks, thread_advice
 from compatmatrix.placement.sysfs import read_machine
 from compatmatrix.placement.topology import Machine, Topology, cpu_list_text, machine_from_probe, topology_from_probe
+from compatmatrix.processes import rank_command
 from compatmatrix.target import Platform
 
 from .conftest import ROOT, run_compat

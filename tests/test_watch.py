@@ -59,6 +59,7 @@ def test_a_stall_names_the_rank_that_never_entered_and_what_the_others_wait_in(w
     views, now = _stalled_job(world, culprit, done, wait, 0.0)
     found = J.judge(views, now, world=world)
     bound, _ = J.stall_bound(views, None)
+    assume(abs(wait - bound) > 1e-6)  # at the bound itself the float sums of the test's own times decide, not the rule
     stalls = [f for f in found if isinstance(f, J.Stall)]
     if wait <= bound:
         assert not stalls

@@ -21,7 +21,7 @@ for every command that starts ranks:
 * ``programs`` / ``modules``: how a user's own command line that runs it begins (``launchers.recognise``: compat
   migrate and compat export read training commands by them).
 
-Side effects: none here (``free_port`` binds a socket for a moment).
+Side effects: none here.
 """
 
 from __future__ import annotations
@@ -256,21 +256,6 @@ RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_POR
 def inherited_rank_variable(name: str, inherited: Sequence[str]) -> bool:
     """``name`` is one of RANK_VARIABLES or of ``inherited`` (names, and prefixes written ``PREFIX*``)."""
     return name in RANK_VARIABLES or any(name.startswith(entry[:-1]) if entry.endswith("*") else name == entry for entry in inherited)
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host if host in (LOOPBACK, "localhost") else "", 0))
-        return int(sock.getsockname()[1])
-
-
-def rank_command(command: Sequence[str], python: str) -> list[str]:
-    """What each rank runs: COMMAND as given, with the interpreter put in front of a script, ``-m MODULE`` or ``-c CODE``."""
-    if command and (command[0].endswith(".py") or command[0] in ("-m", "-c")):
-        return [python, *command]
-    return list(command)
 
 
 MASTER_PORT = "29500"  # torch.distributed's and accelerate's default port

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
+from ..processes import free_port
 from ..record import replace
 from . import LAUNCHERS
-from .interface import EVERY_HOST, LOOPBACK, Launch, LaunchError, LiveJob, RankLayout, free_port, inherited_rank_variable
+from .interface import EVERY_HOST, LOOPBACK, Launch, LaunchError, LiveJob, RankLayout, inherited_rank_variable
 
 
 def plan_launch(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Optional
 
+from ..processes import free_port
 from .interface import (
     ENV,
     LIVE,
@@ -27,7 +28,6 @@ from .interface import (
     PathEntries,
     Tool,
     ToolRequest,
-    free_port,
     joined,
     master_exports,
     ofi_exports,

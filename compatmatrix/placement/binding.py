@@ -25,7 +25,8 @@ from typing import Optional
 
 from ..errors import CompatError
 from ..launchers import LAUNCHERS
-from ..launchers.interface import BoundJob, Invocation, Launcher, LaunchError, PathEntries, Tool, Tools, rank_command
+from ..launchers.interface import BoundJob, Invocation, Launcher, LaunchError, PathEntries, Tool, Tools
+from ..processes import rank_command
 from .plan import Plan
 from .topology import cpu_list_text
 

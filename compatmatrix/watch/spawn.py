@@ -25,19 +25,12 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CompatError
-from ..processes import die_with_parent, raise_on_termination
+from ..processes import die_with_parent, free_port, raise_on_termination, rank_command
 
 STOP_GRACE_S = 5.0
 GRACE_VAR, GRACE_S = "COMPAT_LAUNCH_GRACE", 30.0  # compat launch's own grace after Ctrl-C / SIGTERM (launchers/run.py)
 LOOPBACK = "127.0.0.1"  # always: the ranks are on this host, whatever MASTER_ADDR compat's own environment carries
 RANK_MARK_VAR = "COMPAT_WATCH_RANK"  # per rank, equal to RANK: the agent acts in the process that carries it (site/sitecustomize.py)
-
-
-def rank_argv(command: Sequence[str], python: str) -> list[str]:
-    """COMMAND as given, with the interpreter in front of a script, ``-m MODULE`` or ``-c CODE`` (compat launch's rule)."""
-    if command and (command[0].endswith(".py") or command[0] in ("-m", "-c")):
-        return [python, *command]
-    return list(command)
 
 
 def launch_grace() -> float:
@@ -49,14 +42,6 @@ def launch_grace() -> float:
     return min(value, 86400.0) if math.isfinite(value) and value > 0 else GRACE_S
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
 class SpawnRun:
     """The ranks of one spawn; ``exits`` fills as they end."""
 
@@ -66,8 +51,8 @@ class SpawnRun:
         self.processes: list[subprocess.Popen] = []
 
     def __call__(self, env: Mapping[str, str]) -> int:
-        port = str(free_port())
-        argv = rank_argv(self.command, self.python)
+        port = str(free_port(LOOPBACK))
+        argv = rank_command(self.command, self.python)
         guardian: Optional[subprocess.Popen] = None
         try:
             with raise_on_termination():
