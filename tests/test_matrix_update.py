@@ -732,10 +732,12 @@ def _cap_document():
         i += 1
 
 
-def test_an_overlay_at_the_size_cap_loads_and_merges_in_under_a_second(tmp_path, matrix):
+def test_an_overlay_at_the_size_cap_loads_and_merges_in_linear_time(tmp_path, matrix):
     """Issue 31: the merge searched the whole release list for each harvested release (quadratic), and every command
-    merges: 16,500 entries under the 4 MiB cap took 340 s. Now an index by key: linear (CPU time of this process, so a
-    loaded machine's other work does not count; measured 0.6 s here)."""
+    merges: 16,500 entries under the 4 MiB cap took 340 s. Now an index by key: linear (CPU time of this process;
+    measured 0.6 s on a quiet machine, 1.3-1.8 s on a 2-core machine at load 7-10, where the other processes' use of
+    the caches slows this one's own CPU time too). The bound, 5 s, is far below the quadratic 340 s and above any load
+    seen here: a timing bound that guards the shape, not a speed goal (those are bench/'s ratios)."""
     import time
 
     document = _cap_document()
@@ -750,7 +752,7 @@ def test_an_overlay_at_the_size_cap_loads_and_merges_in_under_a_second(tmp_path,
     took = time.process_time() - started
     assert not state.ignored and not state.skipped and len(state.harvested) == count
     assert len(merged.releases[Component.TORCHVISION]) == len(matrix.releases[Component.TORCHVISION]) + count
-    assert took < 1.0, f"{count} entries: {took:.2f} s"
+    assert took < 5.0, f"{count} entries: {took:.2f} s (quadratic took 340 s)"
 
 
 # --- issue 31 review: an overlay compat cannot read is never replaced without a copy ----------------------------------
