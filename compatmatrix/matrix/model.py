@@ -201,6 +201,9 @@ REGISTRY: tuple[ComponentInfo, ...] = (
     # Intel's OpenMP runtime (libiomp5.so), which compat launch's placement preloads where it is installed:
     # stock PyTorch runs with or without it, so migrate keeps it.
     ComponentInfo("intel-openmp", "intel-openmp", "runtime", "runtime"),
+    # Intel's Unified Runtime libraries (libur_loader.so), which every intel-openmp from 2024.2.0 pins at its own release:
+    # pip installs it with intel-openmp, so migrate keeps it as it keeps intel-openmp.
+    ComponentInfo("intel-cmplr-lib-ur", "intel-cmplr-lib-ur", "runtime", "runtime"),
 )
 
 #: The components the resolver chooses versions for, by Component (the registry's records of every kind but runtime).
