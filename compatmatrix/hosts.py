@@ -27,7 +27,7 @@ from typing import Any, Optional
 from .console import plural
 from .environment.snapshot import NATIVE_BF16_FLAGS
 from .findings import Finding, Status
-from .matrix.model import distributions_where
+from .matrix.model import COMPONENTS, Component, distributions_where
 from .record import Record
 
 PREFLIGHT_DEADLINE_S = 120.0  # every host together: silent hosts cost this once, not once each
@@ -52,7 +52,7 @@ def host_facts(snapshot, hostname: str) -> dict[str, Any]:
         "packages": snapshot.versions(),
         "cpu_flags": sorted(snapshot.cpu.flags),
         "oneccl_env": {k: v for k, v in sorted(snapshot.env.items()) if k.startswith(ENV_PREFIXES)},
-        "bindings": {m: snapshot.modules[m] for m in ("oneccl_bindings_for_pytorch", "torch_ccl") if snapshot.modules.get(m)},
+        "bindings": {m: snapshot.modules[m] for m in COMPONENTS[Component.CCL].modules if snapshot.modules.get(m)},
         "network": {"resolves": addresses, "own": [a for a in addresses if owns(a)], "interfaces": up_interfaces()[:MAX_INTERFACES]},
     }
 

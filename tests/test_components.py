@@ -82,3 +82,70 @@ def test_a_runtime_wheel_without_a_record_is_named():
     with pytest.raises(MatrixError) as raised:
         parse_matrix(text, "m.toml")
     assert "'libfabric-cpu' is not a runtime wheel compat knows" in str(raised.value) and "distribution" in str(raised.value)
+
+
+# Every check id as compat prints it (JSON "id", --only/--skip, docs, the schema's examples): public, in run order. The
+# companions' four (packages.<distribution>-torch, imports.<module>) are made from their records (checks/registry.py).
+PUBLIC_CHECK_IDS = (
+    "packages.torch-installed", "packages.ipex-torch", "packages.ccl-torch", "packages.known-bad", "packages.torchvision-torch",
+    "packages.torchaudio-torch", "packages.transformers-torch", "packages.ccl-trainer", "packages.cuda-build", "packages.duplicates",
+    "packages.interrupted-install", "packages.python-support", "packages.eol", "packages.extension-build", "imports.torch", "imports.ipex",
+    "imports.ccl", "imports.torchvision", "imports.torchaudio", "oneccl.setvars", "oneccl.fi-provider", "oneccl.libfabric", "oneccl.mpirun",
+    "oneccl.stale-prefix", "oneccl.kvs-iface", "oneccl.launcher", "runtime.ld-preload", "runtime.threads", "runtime.isa", "runtime.shm",
+)
+
+
+def test_every_record_is_complete(matrix):
+    """What each command reads of a record is there: a resolver component its module, release class and releases in its
+    table; a companion what its generated checks and verify's smoke need; a runtime wheel its releases ([[runtime]])."""
+    runtime = {r.distribution for r in matrix.runtime}
+    for info in REGISTRY:
+        assert info.label and info.table, info
+        if info.kind == "runtime":
+            assert not info.module and not info.release, info
+            # its data came with it; the -devel siblings (oneccl-devel, impi-devel) have a record only for migrate to remove them
+            assert info.distribution in runtime or (info.distribution.endswith("-devel") and info.migrate == "drop"), info
+            continue
+        component = Component(info.distribution)
+        assert info.module and info.release and matrix.releases[component], info
+        assert info.host_compared and info.duplicate_checked, info  # every resolver component breaks a job when it differs
+        if info.kind == "companion":
+            assert info.pairing == "declared" and info.registry_read and info.smoke and info.build_checked, info
+
+
+def test_every_check_keeps_its_public_id_and_order():
+    from compatmatrix.checks.registry import all_checks
+
+    assert tuple(c.id for c in all_checks()) == PUBLIC_CHECK_IDS
+
+
+def test_the_companion_checks_are_made_from_their_records():
+    from compatmatrix.checks import imports, packages  # noqa: F401  (registration)
+    from compatmatrix.checks.registry import COMPANION_RECORDS, import_check_id, pairing_check_id
+    from compatmatrix.checks.registry import REGISTRY as CHECKS
+
+    assert [i.distribution for i in COMPANION_RECORDS] == [c.distribution for c in COMPANIONS]
+    assert [pairing_check_id(i) for i in COMPANION_RECORDS] == ["packages.torchvision-torch", "packages.torchaudio-torch"]
+    assert [import_check_id(i) for i in COMPANION_RECORDS] == ["imports.torchvision", "imports.torchaudio"]
+    for info in COMPANION_RECORDS:
+        pairing, imported = CHECKS[pairing_check_id(info)], CHECKS[import_check_id(info)]
+        assert (pairing.description, pairing.static) == (f"{info.label} declares the installed torch (its pin, floor or range)", True)
+        assert (imported.description, imported.static) == (f"{info.label} imports (its native extension loads) in a child process", False)
+    assert len({CHECKS[pairing_check_id(i)].run for i in COMPANION_RECORDS}) == len(COMPANION_RECORDS)  # one check per record
+
+
+def test_a_generated_check_judges_its_own_companion(tmp_path):
+    """Each generated packages.<distribution>-torch judges its own record's release under its own id: a pin pair that
+    fits passes, the same companion with another torch fails, the other companion is not installed (SKIP)."""
+    import json
+
+    from .conftest import run_compat
+
+    pins = tmp_path / "pins.txt"
+    pins.write_text("torch==2.7.0\ntorchvision==0.22.0\n")
+    found = {c["id"]: c for c in json.loads(run_compat("check", "--json", "--python-version", "3.11", "-r", str(pins)).stdout)["checks"]}
+    assert (found["packages.torchvision-torch"]["status"], found["packages.torchvision-torch"]["summary"]) == ("pass", "torchvision 0.22.0 pins torch 2.7.0")
+    assert (found["packages.torchaudio-torch"]["status"], found["packages.torchaudio-torch"]["summary"]) == ("skip", "torchaudio is not installed")
+    pins.write_text("torch==2.6.0\ntorchvision==0.22.0\n")
+    found = {c["id"]: c for c in json.loads(run_compat("check", "--json", "--python-version", "3.11", "-r", str(pins)).stdout)["checks"]}
+    assert found["packages.torchvision-torch"]["status"] == "fail" and "torch 2.6.0 is installed" in found["packages.torchvision-torch"]["summary"]

@@ -108,7 +108,8 @@ def test_intel_openmp_is_a_runtime_wheel_with_its_declared_dependency(matrix, tm
     assert _release(matrix, "intel-openmp", "2026.2.0").requires == ("intel-cmplr-lib-ur==2026.2.0",)
     assert _release(matrix, "intel-openmp", "2025.3.3").provenance.sources[0] == "https://pypi.org/simple/intel-openmp/"
     choice = pip_choice(matrix, Requirement("intel-openmp"))
-    assert [f"{r.distribution} {r.version}" for r in choice.picked] == ["intel-openmp 2026.2.0"] and choice.passed == ()
+    # the intel-cmplr-lib-ur it pins is a runtime component too (below): pip installs the pair
+    assert [f"{r.distribution} {r.version}" for r in choice.picked] == ["intel-openmp 2026.2.0", "intel-cmplr-lib-ur 2026.2.0"] and choice.passed == ()
     assert choice_sentence(matrix, choice) is None and install_words(matrix, "intel-openmp") == "intel-openmp==2026.2.0"
     assert len([r for r in matrix.runtime if r.distribution == "intel-openmp"]) == 49  # every Linux x86_64 release: a pin of any installs
     assert [f"{r.distribution} {r.version}" for r in pip_choice(matrix, Requirement("intel-openmp==2018.0.0")).picked] == ["intel-openmp 2018.0.0"]
@@ -118,3 +119,35 @@ def test_intel_openmp_is_a_runtime_wheel_with_its_declared_dependency(matrix, tm
     done = run_compat("check", "--json", "--python-version", "3.11", "-r", str(pins))
     head = next(c for c in json.loads(done.stdout)["checks"] if c["id"] == "input.files")
     assert head["status"] != "fail" and "intel-openmp" not in head["summary"], head
+
+
+def test_intel_cmplr_lib_ur_is_the_runtime_wheel_intel_openmp_pins(matrix, tmp_path):
+    """intel-cmplr-lib-ur (the Unified Runtime loader), added as a runtime component by its record and its data alone: every
+    Linux x86_64 release PyPI's JSON API lists (24, none yanked; read 2026-12-07), each with the Requires-Dist its wheel's
+    METADATA writes (a umf series from 2025.0.0, which is not followed). Every intel-openmp pin from 2024.2.0 now pulls in
+    the release it pins, and an -r file with the pair passes; migrate keeps it as it keeps intel-openmp."""
+    from compatmatrix.matrix.model import RUNTIME_COMPONENTS
+    from compatmatrix.migrate.plan import REMOVED
+
+    releases = [r for r in matrix.runtime if r.distribution == "intel-cmplr-lib-ur"]
+    assert len(releases) == 24 and str(releases[0].version) == "2026.2.0" and str(releases[-1].version) == "2024.2.0"
+    assert _release(matrix, "intel-cmplr-lib-ur", "2026.2.0").requires == ("umf==1.2.*",)
+    assert _release(matrix, "intel-cmplr-lib-ur", "2025.0.0").requires == ("umf==0.9",)
+    assert _release(matrix, "intel-cmplr-lib-ur", "2024.2.3").requires == ()
+    assert _release(matrix, "intel-cmplr-lib-ur", "2025.3.3").provenance.sources[0] == "https://pypi.org/pypi/intel-cmplr-lib-ur/json"
+    for openmp in (r for r in matrix.runtime if r.distribution == "intel-openmp" and r.requires):  # 2024.2.0 and later
+        picked = pip_choice(matrix, Requirement(f"intel-openmp=={openmp.version}")).picked
+        assert [f"{r.distribution} {r.version}" for r in picked] == [f"intel-openmp {openmp.version}", f"intel-cmplr-lib-ur {openmp.version}"]
+    choice = pip_choice(matrix, Requirement("intel-cmplr-lib-ur"))  # umf is no runtime component: passed on, not followed
+    assert [f"{r.distribution} {r.version}" for r in choice.picked] == ["intel-cmplr-lib-ur 2026.2.0"] and choice.passed == ()
+    assert install_words(matrix, "intel-cmplr-lib-ur") == "intel-cmplr-lib-ur==2026.2.0"
+    assert RUNTIME_COMPONENTS["intel-cmplr-lib-ur"].migrate == "keep" and "intel-cmplr-lib-ur" not in REMOVED
+    pins = tmp_path / "pins.txt"
+    pins.write_text("torch==2.13.0\nintel-openmp==2026.1.2\nintel-cmplr-lib-ur==2026.1.2\n")
+    done = run_compat("check", "--json", "--python-version", "3.11", "-r", str(pins))
+    head = next(c for c in json.loads(done.stdout)["checks"] if c["id"] == "input.files")
+    assert head["status"] != "fail" and "intel-cmplr-lib-ur" not in head["summary"], head
+    pins.write_text("torch==2.13.0\nintel-openmp==2026.1.2\nintel-cmplr-lib-ur==2026.1.3\n")  # a release PyPI never had
+    done = run_compat("check", "--json", "--python-version", "3.11", "-r", str(pins))
+    head = next(c for c in json.loads(done.stdout)["checks"] if c["id"] == "input.files")
+    assert head["status"] == "fail" and "intel-cmplr-lib-ur" in head["summary"], head

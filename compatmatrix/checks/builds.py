@@ -217,49 +217,59 @@ def _by_labels(ctx: Context, torch: Distribution, installed, how: str) -> Findin
     unlabelled CUDA build beside torch==2.13.0+cpu fails; +cpu beside +cu130 warns; +cu126 beside +cu130 fails, another
     CUDA minor passes). An unlabelled pin whose build the matrix does not record is a WARN that says nothing was
     compared. ``how``: the evidence saying why labels decide."""
-    cid = "packages.extension-build"
     torch_build_, _, torch_source = _pin_build(ctx, torch, Component.TORCH)
-    fails: list[tuple[str, str]] = []
-    warns: list[tuple[str, str]] = []
-    judged: list[str] = []
+    found: dict[str, list] = {"fail": [], "warn": [], "judged": []}  # fail / warn: (summary, fix); judged: what passed
     notes: list[str] = []
     for dist, _module, component in installed:
         build, known, source = _pin_build(ctx, dist, component)
         if source:
             notes.append(source)
-        name = f"{dist.name} {dist.raw_version}" + (f" ({known})" if known else "")
-        if build is None or torch_build_ is None:
-            if build is None and torch_build_ is None:
-                notes.append(f"{dist.name} {dist.raw_version} and torch {torch.raw_version}: neither names its build (no local label, none recorded)")
-                continue
-            if build is None:
-                unknown, other = dist, torch
-                fix = cpu_build_fix(ctx, dist, component) if not torch_build_[0] else f"Pin the {dist.name} build with torch's label (+{torch.version.local})."
-            else:
-                unknown, other = torch, dist
-                fix = f"Pin torch's build with a local label (torch=={torch.public_version}+cpu from the CPU index, or the +cuXYZ build {dist.name} is made for)."
-            warns.append((f"{unknown.name} {unknown.raw_version}: no local label to compare with {other.name} {other.raw_version}: "
-                          f"PyPI's build of {unknown.name} {unknown.public_version} may be CUDA", fix))
-            continue
-        verdict = judge_build(torch_build_[0], torch_build_[1], build[0], build[1])
-        if verdict is None:
-            minor = (f" (CUDA {build[1]}.{build[2]} beside {torch_build_[1]}.{torch_build_[2]}: the same major)"
-                     if build[1] is not None and build[2] != torch_build_[2] and torch_build_[2] is not None else "")
-            judged.append(name + minor)
-        elif verdict[0] == DEVICE_MISSING:
-            device = verdict[1]
-            fails.append((f"{name} is a {DEVICE_WORDS[device]} build, torch {torch.raw_version} "
-                          f"{'a CPU build' if not torch_build_[0] else 'another build'}: import {dist.name} would fail on a missing torch library",
-                          cpu_build_fix(ctx, dist, component) if not torch_build_[0] else f"Pin the {dist.name} build with torch's label (+{torch.version.local})."))
-        elif verdict[0] == CUDA_MAJOR:
-            fails.append((f"{name} is built for CUDA {build[1]}, torch {torch.raw_version} for CUDA {torch_build_[1]}: import {dist.name} would fail",
-                          f"Pin the {dist.name} build with torch's label (+{torch.version.local}), from the index torch comes from."))
+        if build is None and torch_build_ is None:
+            notes.append(f"{dist.name} {dist.raw_version} and torch {torch.raw_version}: neither names its build (no local label, none recorded)")
+        elif build is None or torch_build_ is None:
+            found["warn"].append(_unlabelled(ctx, torch, torch_build_, dist, component, build))
         else:
-            warns.append((f"{name} is a CPU build next to torch {torch.raw_version}, {build_words(torch_build_)}: it imports, but its operators "
-                          f"have no {'/'.join(DEVICE_WORDS[d] for d in sorted(torch_build_[0]))} kernels",
-                          f"On a CPU node pin torch=={torch.public_version}+cpu too (the lighter pair); on a GPU node, the {dist.name} build with torch's label "
-                          f"(+{torch.version.local})."))
+            kind, what = _label_pair(ctx, torch, torch_build_, dist, component, build, f"{dist.name} {dist.raw_version}" + (f" ({known})" if known else ""))
+            found[kind].append(what)
     evidence = tuple(notes) + ((torch_source,) if torch_source else ()) + (how,)
+    return _labels_finding(torch, found["fail"], found["warn"], found["judged"], evidence)
+
+
+def _unlabelled(ctx: Context, torch: Distribution, torch_build_: Optional[Build], dist: Distribution, component, build: Optional[Build]) -> tuple[str, str]:
+    """(summary, fix) of the WARN for a pair of which one side names no build (no local label, none recorded)."""
+    if build is None:
+        unknown, other = dist, torch
+        fix = cpu_build_fix(ctx, dist, component) if not torch_build_[0] else f"Pin the {dist.name} build with torch's label (+{torch.version.local})."  # type: ignore[index]
+    else:
+        unknown, other = torch, dist
+        fix = f"Pin torch's build with a local label (torch=={torch.public_version}+cpu from the CPU index, or the +cuXYZ build {dist.name} is made for)."
+    return (f"{unknown.name} {unknown.raw_version}: no local label to compare with {other.name} {other.raw_version}: "
+            f"PyPI's build of {unknown.name} {unknown.public_version} may be CUDA", fix)
+
+
+def _label_pair(ctx: Context, torch: Distribution, torch_build_: Build, dist: Distribution, component, build: Build, name: str) -> tuple[str, object]:
+    """One extension's labelled build against torch's: ("fail" | "warn", (summary, fix)), or ("judged", what passed)."""
+    verdict = judge_build(torch_build_[0], torch_build_[1], build[0], build[1])
+    if verdict is None:
+        minor = (f" (CUDA {build[1]}.{build[2]} beside {torch_build_[1]}.{torch_build_[2]}: the same major)"
+                 if build[1] is not None and build[2] != torch_build_[2] and torch_build_[2] is not None else "")
+        return "judged", name + minor
+    if verdict[0] == DEVICE_MISSING:
+        device = verdict[1]
+        return "fail", (f"{name} is a {DEVICE_WORDS[device]} build, torch {torch.raw_version} "
+                        f"{'a CPU build' if not torch_build_[0] else 'another build'}: import {dist.name} would fail on a missing torch library",
+                        cpu_build_fix(ctx, dist, component) if not torch_build_[0] else f"Pin the {dist.name} build with torch's label (+{torch.version.local}).")
+    if verdict[0] == CUDA_MAJOR:
+        return "fail", (f"{name} is built for CUDA {build[1]}, torch {torch.raw_version} for CUDA {torch_build_[1]}: import {dist.name} would fail",
+                        f"Pin the {dist.name} build with torch's label (+{torch.version.local}), from the index torch comes from.")
+    return "warn", (f"{name} is a CPU build next to torch {torch.raw_version}, {build_words(torch_build_)}: it imports, but its operators "
+                    f"have no {'/'.join(DEVICE_WORDS[d] for d in sorted(torch_build_[0]))} kernels",
+                    f"On a CPU node pin torch=={torch.public_version}+cpu too (the lighter pair); on a GPU node, the {dist.name} build with torch's label "
+                    f"(+{torch.version.local}).")
+
+
+def _labels_finding(torch: Distribution, fails: list, warns: list, judged: list, evidence: tuple[str, ...]) -> Finding:
+    cid = "packages.extension-build"
     if fails:
         return Finding(cid, Status.FAIL, fails[0][0], tuple(f"also: {s}" for s, _ in fails[1:] + warns) + evidence, fails[0][1])
     if warns:

@@ -56,19 +56,30 @@ def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: boo
     if timed_out:
         return Verdict("hang", f"importing {what} did not finish within {timeout:g} s", (ending, _last_line(output) or "no output"),
                        "Something blocks at import (a lock, a network call, a waiting MPI/oneCCL init): run the import by hand with PYTHONFAULTHANDLER=1.")
+    return (_guard_verdict(returncode, output, stderr, ending) or _load_verdict(returncode, output, stderr, what, ending)
+            or _exit_verdict(returncode, stdout, stderr, output, what, ending))
+
+
+def _guard_verdict(returncode: Optional[int], output: str, stderr: str, ending: str) -> Optional[Verdict]:
+    """IPEX's own version check refused the torch next to it (its 'needs to work with PyTorch X' message), or None."""
     guard = _GUARD.search(output)
-    if guard:
-        series = guard.group(1)
-        found = _GUARD_FOUND.search(output)
-        installed = found.group(1) if found else "another version"
-        if "module 'os' has no attribute 'exit'" in stderr:
-            ending_text = "and then crashed with AttributeError: module 'os' has no attribute 'exit' (the 2.6-2.8 guard calls os.exit)"
-        elif returncode == 127:
-            ending_text = "and exited with status 127"
-        else:
-            ending_text = f"and ended hard ({ending})"
-        return Verdict("ipex-guard", f"IPEX's version check refused torch {installed}: it needs PyTorch {series}", (f"IPEX printed its 'needs to work with PyTorch {series}' message {ending_text}",),
-                       f"Install a torch {series} (or the IPEX built for torch {installed})")
+    if not guard:
+        return None
+    series = guard.group(1)
+    found = _GUARD_FOUND.search(output)
+    installed = found.group(1) if found else "another version"
+    if "module 'os' has no attribute 'exit'" in stderr:
+        ending_text = "and then crashed with AttributeError: module 'os' has no attribute 'exit' (the 2.6-2.8 guard calls os.exit)"
+    elif returncode == 127:
+        ending_text = "and exited with status 127"
+    else:
+        ending_text = f"and ended hard ({ending})"
+    return Verdict("ipex-guard", f"IPEX's version check refused torch {installed}: it needs PyTorch {series}", (f"IPEX printed its 'needs to work with PyTorch {series}' message {ending_text}",),
+                   f"Install a torch {series} (or the IPEX built for torch {installed})")
+
+
+def _load_verdict(returncode: Optional[int], output: str, stderr: str, what: str, ending: str) -> Optional[Verdict]:
+    """The loader or the binary failed: an undefined symbol, a kernel signature abort, SIGILL, a missing library; or None."""
     symbol = re.search(r"undefined symbol: ([\w.@$]+)", output)
     if symbol:
         return Verdict("undefined-symbol", f"importing {what} failed: undefined symbol {symbol.group(1)}", (_last_line(stderr),),
@@ -80,12 +91,17 @@ def classify(returncode: Optional[int], stdout: str, stderr: str, timed_out: boo
         return Verdict("illegal-instruction", f"importing {what} hit an illegal instruction (SIGILL)", (ending,),
                        "This CPU lacks an instruction set the build needs (IPEX needs AVX2; some builds AVX-512): run on a newer CPU or use stock PyTorch.")
     missing_lib = re.search(r"(lib[\w.+-]+\.so[.\d]*): cannot open shared object file", output)
-    if missing_lib:
-        name = missing_lib.group(1)
-        if name.startswith("libccl.so"):
-            return Verdict("missing-libccl", f"importing {what} failed: {name} cannot be found", (_last_line(stderr),),
-                           f"The oneCCL runtime is not on the library path: {ENV_COMMAND} (or source the bindings' env/setvars.sh); reinstall oneccl_bind_pt if it persists.")
-        return Verdict("missing-library", f"importing {what} failed: {name} cannot be found", (_last_line(stderr),), f"Install the package that provides {name} or put its directory on LD_LIBRARY_PATH.")
+    if not missing_lib:
+        return None
+    name = missing_lib.group(1)
+    if name.startswith("libccl.so"):
+        return Verdict("missing-libccl", f"importing {what} failed: {name} cannot be found", (_last_line(stderr),),
+                       f"The oneCCL runtime is not on the library path: {ENV_COMMAND} (or source the bindings' env/setvars.sh); reinstall oneccl_bind_pt if it persists.")
+    return Verdict("missing-library", f"importing {what} failed: {name} cannot be found", (_last_line(stderr),), f"Install the package that provides {name} or put its directory on LD_LIBRARY_PATH.")
+
+
+def _exit_verdict(returncode: Optional[int], stdout: str, stderr: str, output: str, what: str, ending: str) -> Verdict:
+    """Nothing more specific: the module is missing, a signal, another error, or it imports."""
     not_installed = re.search(r"No module named '([\w.]+)'", output)
     if not_installed and returncode not in (0, None):
         return Verdict("not-installed", f"{not_installed.group(1)} is not installed", (_last_line(stderr),), f"pip install the {what} release compat resolve gives")

@@ -39,11 +39,11 @@ from typing import Any, Optional
 from ..environment.child import MAX_TIMEOUT_S, ChildResult, run_child
 from ..errors import shown
 from ..findings import Finding, Status
-from ..matrix.model import COMPONENTS, components_where
+from ..matrix.model import COMPONENTS, Component, ComponentInfo
 from ..record import Record
 from .crash import Verdict, classify
 from .packages import CCL_NAMES, IPEX_NAMES
-from .registry import Context, check
+from .registry import COMPANION_RECORDS, Context, check, import_check_id
 
 # Every probe starts like this: `python -c` puts the working directory ('') first on sys.path, so a torch.py or
 # json.py waiting there would be imported instead of the real module. The probe also runs in a private, empty
@@ -145,7 +145,7 @@ class Part(Record):
 
 
 TORCH = Part("torch", "torch")
-COMPANIONS = tuple(COMPONENTS[c].module for c in components_where(kind="companion"))  # imported by name; their native extensions load with the import
+COMPANIONS = tuple(info.module for info in COMPANION_RECORDS)  # imported by name; their native extensions load with the import
 
 
 class ImportResult(Record):
@@ -343,9 +343,9 @@ def _parts(ctx: Context) -> list[Part]:
         parts.append(Part("ipex", ipex))
     if ccl and wanted("imports.ccl"):
         parts.append(Part("ccl", ccl))
-    for name in COMPANIONS:  # after the Intel parts: a companion that fails does not send them to children of their own
-        if ctx.snapshot.get(name) is not None and wanted(f"imports.{name}"):
-            parts.append(Part(name, name))
+    for info in COMPANION_RECORDS:  # after the Intel parts: a companion that fails does not send them to children of their own
+        if ctx.snapshot.get(info.distribution) is not None and wanted(import_check_id(info)):
+            parts.append(Part(info.module, info.module))
     return parts
 
 
@@ -372,7 +372,7 @@ def _ipex_module(ctx: Context) -> Optional[str]:
     if dist is None:
         return None
     release = ctx.matrix.ipex_release(dist.public_version) if dist.public_version else None
-    return release.module if release else "intel_extension_for_pytorch"
+    return release.module if release else COMPONENTS[Component.IPEX].module
 
 
 def _ccl_module(ctx: Context) -> Optional[str]:
@@ -380,7 +380,8 @@ def _ccl_module(ctx: Context) -> Optional[str]:
     if dist is None:
         return None
     release = ctx.matrix.ccl_release(dist.public_version) if dist.public_version else None
-    return release.module if release else ("oneccl_bindings_for_pytorch" if "oneccl_bindings_for_pytorch" in ctx.snapshot.modules else "torch_ccl")
+    modules = COMPONENTS[Component.CCL].modules  # its module, then the one releases before 1.12 were imported as
+    return release.module if release else next((m for m in modules[:-1] if m in ctx.snapshot.modules), modules[-1])
 
 
 def _finding(cid: str, result: ImportResult, ok_summary: str, ctx: Optional[Context] = None) -> Finding:
@@ -432,9 +433,11 @@ def import_ccl(ctx: Context) -> Finding:
     return finding
 
 
-def _import_companion(ctx: Context, name: str) -> Finding:
-    cid = f"imports.{name}"
-    if ctx.snapshot.get(name) is None:
+def _import_companion(ctx: Context, info: ComponentInfo) -> Finding:
+    """A companion's generated check (imports.<module>, made from its record below): its import in the shared child."""
+    name = info.module
+    cid = import_check_id(info)
+    if ctx.snapshot.get(info.distribution) is None:
         return Finding(cid, Status.SKIP, f"{name} is not installed")
     result = _imports(ctx, Part(name, name))
     data = result.data or {}
@@ -453,11 +456,14 @@ def _import_companion(ctx: Context, name: str) -> Finding:
     return finding
 
 
-@check("imports.torchvision", "torchvision imports (its native extension loads) in a child process", static=False)
-def import_torchvision(ctx: Context) -> Finding:
-    return _import_companion(ctx, "torchvision")
+def _register_companion(info: ComponentInfo) -> None:
+    """imports.<module> for one companion record (checks/registry.COMPANION_RECORDS lists the ids)."""
+
+    def import_companion(ctx: Context) -> Finding:
+        return _import_companion(ctx, info)
+
+    check(import_check_id(info), f"{info.label} imports (its native extension loads) in a child process", static=False)(import_companion)
 
 
-@check("imports.torchaudio", "torchaudio imports (its native extension loads) in a child process", static=False)
-def import_torchaudio(ctx: Context) -> Finding:
-    return _import_companion(ctx, "torchaudio")
+for _record in COMPANION_RECORDS:
+    _register_companion(_record)

@@ -242,6 +242,30 @@ def _site_packages_of_other_env(entry: str, paths) -> bool:
     return not any(os.path.realpath(p) == site for p in paths)
 
 
+def _stale_roots(own: list[str], where: str) -> list[str]:
+    """CCL_ROOT / I_MPI_ROOT naming a folder outside the bindings' (or the system oneCCL's) own."""
+    problems = []
+    for key in ("CCL_ROOT", "I_MPI_ROOT"):
+        value = os.environ.get(key)
+        if value and not any(_inside(value, folder) for folder in own):
+            problems.append(f"{key}={value} is not inside {where}")
+    return problems
+
+
+def _stale_path_entries(ctx: Context, own: list[str]) -> list[str]:
+    """LD_LIBRARY_PATH / FI_PROVIDER_PATH entries of another Python environment, or holding a libccl/libmpi of their own."""
+    problems = []
+    for key in ("LD_LIBRARY_PATH", "FI_PROVIDER_PATH"):
+        for entry in path_entries(os.environ.get(key, "")):
+            if any(_inside(entry, folder) for folder in own):
+                continue  # the wheel's own folders (or the system oneCCL's) are never stale
+            if _site_packages_of_other_env(entry, ctx.snapshot.paths):
+                problems.append(f"{key} entry {entry} belongs to another Python environment")
+            elif any(Path(entry).glob("libccl.so*")) or any(Path(entry).glob("libmpi.so.12*")):
+                problems.append(f"{key} entry {entry} holds its own libccl/libmpi, which shadows the wheel's")
+    return problems
+
+
 @check("oneccl.stale-prefix", "no oneCCL/MPI paths from another environment or a oneAPI install shadow the wheel's")
 def stale_prefix(ctx: Context) -> Finding:
     cid = "oneccl.stale-prefix"
@@ -253,20 +277,7 @@ def stale_prefix(ctx: Context) -> Finding:
     if system is not None and system.located is not None:  # a system oneCCL's own folders are the right ones for these bindings
         own += [f for f in (system.root, system.located.directory, system.providers) if f]
     where = bindings.directory if len(own) == 1 else f"{bindings.directory} or the system oneCCL they load ({', '.join(own[1:])})"
-    problems = []
-    for key in ("CCL_ROOT", "I_MPI_ROOT"):
-        value = os.environ.get(key)
-        if value and not any(_inside(value, folder) for folder in own):
-            problems.append(f"{key}={value} is not inside {where}")
-    for key in ("LD_LIBRARY_PATH", "FI_PROVIDER_PATH"):
-        for entry in path_entries(os.environ.get(key, "")):
-            inside = any(_inside(entry, folder) for folder in own)
-            if inside:
-                continue  # the wheel's own folders (or the system oneCCL's) are never stale
-            if _site_packages_of_other_env(entry, ctx.snapshot.paths):
-                problems.append(f"{key} entry {entry} belongs to another Python environment")
-            elif not inside and (any(Path(entry).glob("libccl.so*")) or any(Path(entry).glob("libmpi.so.12*"))):
-                problems.append(f"{key} entry {entry} holds its own libccl/libmpi, which shadows the wheel's")
+    problems = _stale_roots(own, where) + _stale_path_entries(ctx, own)
     if problems:
         return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:]),
                        f"Start from a clean shell (or unset the variables above), then {_fix(ctx, bindings.setvars)}")

@@ -17,6 +17,7 @@ from ..matrix.model import (
     AbsentRelease,
     CclRelease,
     Component,
+    ComponentInfo,
     IpexRelease,
     LibraryLine,
     UnlistedRelease,
@@ -46,7 +47,7 @@ from ..sentences import (
     unlisted_nearest,
     unlisted_phrase,
 )
-from .registry import Context, check
+from .registry import COMPANION_RECORDS, Context, check, pairing_check_id
 
 IPEX_NAMES = COMPONENTS[Component.IPEX].names
 CCL_NAMES = COMPONENTS[Component.CCL].names
@@ -301,6 +302,8 @@ def known_bad_sets(ctx: Context) -> Finding:
 
 
 def _companion(ctx: Context, component: Component) -> Finding:
+    """A companion's generated check (packages.<distribution>-torch, made from its record below): what its installed
+    release declares of torch (pin, floor, range), or what compat matrix verify recorded of the pair here."""
     package = component.distribution
     cid = f"packages.{package}-torch"
     dist = ctx.snapshot.get(package)
@@ -312,24 +315,42 @@ def _companion(ctx: Context, component: Component) -> Finding:
         return _device_finding(cid, device, dist)
     release = ctx.matrix.release(component, dist.public_version) if dist.public_version is not None else None
     if release is None:
-        unlisted = unlisted_release(ctx.matrix, component, dist.public_version) if dist.public_version is not None else None
-        if unlisted is not None:
-            return _unlisted_finding(ctx, cid, unlisted, dist, torch)
-        absent = _absent(ctx, component, dist)
-        if absent is not None:
-            return _absent_finding(cid, absent, dist)
-        return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
+        return _companion_unlisted(ctx, cid, component, dist, torch)
     pairing = pairing_evidence(release, torch)
     if pairing is not None and pairing.tested:  # compat matrix verify tried this pair here: its record decides
-        if pairing.evidence == "tested-here":
-            return Finding(cid, Status.PASS, f"{package} {release.version} with torch {torch}: tested here, it works", (pairing.provenance.note,))
-        pinned = nearest_pinned(ctx.matrix, component, release.version)
-        pin = getattr(release, "torch", None)
-        fix = (f"pip install torch=={pin}  (the torch {package} {release.version} pins)" if pin is not None
-               else f"pip install {package}=={pinned[0]}  (it pins torch {pinned[1]})" if pinned is not None
-               else f"Uninstall {package}, or install the torch it was tested to work with.")
-        return Finding(cid, Status.FAIL, f"{package} {release.version} does not work with torch {torch}: tested here, it breaks",
-                       (pairing.provenance.note, f"source: {pairing.provenance.sources[0]}"), fix)
+        return _companion_tested(ctx, cid, component, release, pairing, torch)
+    return _companion_declared(ctx, cid, component, release, pairing, torch)
+
+
+def _companion_unlisted(ctx: Context, cid: str, component: Component, dist: Distribution, torch: Version) -> Finding:
+    """An installed companion release the matrix does not list: unlisted (newer), absent (never published) or unknown."""
+    unlisted = unlisted_release(ctx.matrix, component, dist.public_version) if dist.public_version is not None else None
+    if unlisted is not None:
+        return _unlisted_finding(ctx, cid, unlisted, dist, torch)
+    absent = _absent(ctx, component, dist)
+    if absent is not None:
+        return _absent_finding(cid, absent, dist)
+    package = component.distribution
+    return Finding(cid, Status.WARN, f"{package} {dist.raw_version} is not in the matrix", (dist.path,), "Check its torch pin by hand: pip show " + package)
+
+
+def _companion_tested(ctx: Context, cid: str, component: Component, release, pairing, torch: Version) -> Finding:
+    """PASS or FAIL as compat matrix verify's record of the pair on this machine says."""
+    package = component.distribution
+    if pairing.evidence == "tested-here":
+        return Finding(cid, Status.PASS, f"{package} {release.version} with torch {torch}: tested here, it works", (pairing.provenance.note,))
+    pinned = nearest_pinned(ctx.matrix, component, release.version)
+    pin = getattr(release, "torch", None)
+    fix = (f"pip install torch=={pin}  (the torch {package} {release.version} pins)" if pin is not None
+           else f"pip install {package}=={pinned[0]}  (it pins torch {pinned[1]})" if pinned is not None
+           else f"Uninstall {package}, or install the torch it was tested to work with.")
+    return Finding(cid, Status.FAIL, f"{package} {release.version} does not work with torch {torch}: tested here, it breaks",
+                   (pairing.provenance.note, f"source: {pairing.provenance.sources[0]}"), fix)
+
+
+def _companion_declared(ctx: Context, cid: str, component: Component, release, pairing, torch: Version) -> Finding:
+    """What the release declares of torch: a pin or a range torch is in (PASS), nothing (WARN unverified), another (FAIL)."""
+    package = component.distribution
     source = f"source: {release.provenance.sources[0]}" if release.provenance.sources else "source: the matrix"
     if pairing is not None and pairing.evidence == "pinned":
         return Finding(cid, Status.PASS, f"{package} {release.version} pins torch {torch}", (source,))
@@ -348,54 +369,83 @@ def _companion(ctx: Context, component: Component) -> Finding:
     return Finding(cid, Status.FAIL, f"{package} {release.version} {declared}, but torch {torch} is installed", (source,), fix)
 
 
-@check("packages.torchvision-torch", "torchvision declares the installed torch (its pin, floor or range)")
-def torchvision_torch(ctx: Context) -> Finding:
-    return _companion(ctx, Component.TORCHVISION)
+def _register_companion(info: ComponentInfo) -> None:
+    """packages.<distribution>-torch for one companion record (checks/registry.COMPANION_RECORDS lists the ids)."""
+    component = Component(info.distribution)
+
+    def companion_torch(ctx: Context) -> Finding:
+        return _companion(ctx, component)
+
+    check(pairing_check_id(info), f"{info.label} declares the installed torch (its pin, floor or range)")(companion_torch)
 
 
-@check("packages.torchaudio-torch", "torchaudio declares the installed torch (its pin, floor or range)")
-def torchaudio_torch(ctx: Context) -> Finding:
-    return _companion(ctx, Component.TORCHAUDIO)
+for _record in COMPANION_RECORDS:
+    _register_companion(_record)
+
+
+class _Libraries:
+    """What packages.transformers-torch gathers over the library components (transformers, accelerate)."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []  # FAIL: a floor the installed torch (or accelerate) is below
+        self.cautions: list[str] = []  # what only the Trainer needs (a WARN): transformers runs without accelerate
+        self.evidence: list[str] = []
+        self.unlisted: list[Finding] = []  # a release the matrix does not list (its own finding)
+        self.checked = False  # at least one installed release was judged against its line
+
+
+def _library_line(ctx: Context, cid: str, component: Component, dist: Distribution, torch: Version, found: _Libraries) -> Optional[LibraryLine]:
+    """The matrix's line of an installed library release, or None after noting why it cannot be judged."""
+    line = _line(ctx, component, dist.public_version)
+    absent = _absent(ctx, component, dist) if line is not None and dist.public_version not in line.versions else None
+    if absent is not None:  # a patch its line never had
+        found.unlisted.append(_absent_finding(cid, absent, dist))
+        return None
+    if line is not None:
+        return line
+    release = unlisted_release(ctx.matrix, component, dist.public_version)
+    absent = _absent(ctx, component, dist) if release is None else None
+    if release is not None:
+        found.unlisted.append(_unlisted_finding(ctx, cid, release, dist, torch))
+    elif absent is not None:
+        found.unlisted.append(_absent_finding(cid, absent, dist))
+    else:
+        found.evidence.append(f"{component.distribution} {dist.raw_version} is not in the matrix")
+    return None
+
+
+def _trainer_accelerate(ctx: Context, line: LibraryLine, dist: Distribution, found: _Libraries) -> None:
+    """transformers' Trainer needs accelerate >= its line's accelerate_min: a caution when it is missing, a problem below."""
+    accelerate = ctx.snapshot.get("accelerate")
+    if accelerate is None:  # transformers does not require accelerate (no Requires-Dist): only its Trainer does
+        found.cautions.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which the set does not have "
+                              "(transformers itself does not require it: only a script that uses the Trainer does)")
+    elif accelerate.public_version is not None and problem_with(Component.TRANSFORMERS, line, dist.public_version, Component.ACCELERATE, accelerate.public_version):
+        found.problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, accelerate {accelerate.raw_version} is installed")
 
 
 @check("packages.transformers-torch", "transformers and accelerate support the installed torch")
 def transformers_torch(ctx: Context) -> Finding:
     cid = "packages.transformers-torch"
     torch = torch_version(ctx)
-    problems, evidence = [], []
-    cautions: list[str] = []  # what only the Trainer needs (a WARN): transformers runs without accelerate
-    unlisted: list[Finding] = []
-    checked = False
+    found = _Libraries()
     for component in components_where(kind="library"):
-        package = component.distribution
-        dist = ctx.snapshot.get(package)
+        dist = ctx.snapshot.get(component.distribution)
         if dist is None or dist.public_version is None or torch is None:
             continue
-        line = _line(ctx, component, dist.public_version)
-        absent = _absent(ctx, component, dist) if line is not None and dist.public_version not in line.versions else None
-        if absent is not None:  # a patch its line never had
-            unlisted.append(_absent_finding(cid, absent, dist))
-            continue
+        line = _library_line(ctx, cid, component, dist, torch, found)
         if line is None:
-            release = unlisted_release(ctx.matrix, component, dist.public_version)
-            absent = _absent(ctx, component, dist) if release is None else None
-            if release is not None:
-                unlisted.append(_unlisted_finding(ctx, cid, release, dist, torch))
-            elif absent is not None:
-                unlisted.append(_absent_finding(cid, absent, dist))
-            else:
-                evidence.append(f"{package} {dist.raw_version} is not in the matrix")
             continue
-        checked = True
+        found.checked = True
         if problem_with(component, line, dist.public_version, Component.TORCH, torch) is not None:
-            problems.append(f"{package} {dist.raw_version} needs torch >= {line.torch_min}, torch {torch} is installed")
+            found.problems.append(f"{component.distribution} {dist.raw_version} needs torch >= {line.torch_min}, torch {torch} is installed")
         if component is Component.TRANSFORMERS and line.accelerate_min is not None:
-            accelerate = ctx.snapshot.get("accelerate")
-            if accelerate is None:  # transformers does not require accelerate (no Requires-Dist): only its Trainer does
-                cautions.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, which the set does not have "
-                                "(transformers itself does not require it: only a script that uses the Trainer does)")
-            elif accelerate.public_version is not None and problem_with(component, line, dist.public_version, Component.ACCELERATE, accelerate.public_version):
-                problems.append(f"transformers {dist.raw_version}'s Trainer needs accelerate >= {line.accelerate_min}, accelerate {accelerate.raw_version} is installed")
+            _trainer_accelerate(ctx, line, dist, found)
+    return _libraries_finding(cid, torch, found)
+
+
+def _libraries_finding(cid: str, torch: Optional[Version], found: _Libraries) -> Finding:
+    problems, cautions, evidence, unlisted = found.problems, found.cautions, found.evidence, found.unlisted
     if problems:
         return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:] + cautions + evidence + [u.summary for u in unlisted]),
                        "pip install the versions `compat resolve --profile stock torch==" + str(torch) + "` gives")
@@ -407,7 +457,7 @@ def transformers_torch(ctx: Context) -> Finding:
     if cautions:
         return Finding(cid, Status.WARN, cautions[0], tuple(cautions[1:] + evidence),
                        "If the script uses the Trainer, add the accelerate `compat resolve --profile stock torch==" + str(torch) + "` gives; otherwise nothing to do.")
-    if not checked:
+    if not found.checked:
         return Finding(cid, Status.SKIP if not evidence else Status.WARN, "transformers / accelerate are not installed" if not evidence else evidence[0], tuple(evidence))
     return Finding(cid, Status.PASS, "transformers / accelerate support the installed torch", tuple(evidence))
 

@@ -8,6 +8,8 @@ from typing import Any, Optional
 
 from ..environment.facts import Facts
 from ..findings import Finding, Status
+from ..matrix.model import REGISTRY as COMPONENT_RECORDS
+from ..matrix.model import ComponentInfo
 from ..record import Record, replace
 
 
@@ -62,6 +64,22 @@ def check(id: str, description: str, static: bool = True) -> Callable[[CheckFn],
     return register
 
 
+#: The components whose checks are made from their record (matrix/model.py, kind "companion": torchvision, torchaudio),
+#: in the registry's order: each gets packages.<distribution>-torch (checks/packages.py: what it declares of torch) and
+#: imports.<module> (checks/imports.py: its import in the shared child). Their ids are public (JSON, tests, docs).
+COMPANION_RECORDS: tuple[ComponentInfo, ...] = tuple(info for info in COMPONENT_RECORDS if info.kind == "companion")
+
+
+def pairing_check_id(info: ComponentInfo) -> str:
+    """``packages.torchvision-torch``: the id of a companion's generated pairing check."""
+    return f"packages.{info.distribution}-torch"
+
+
+def import_check_id(info: ComponentInfo) -> str:
+    """``imports.torchvision``: the id of a companion's generated import check."""
+    return f"imports.{info.module}"
+
+
 #: Every check, in the order they run and print: (id, its module in compatmatrix.checks, static). A module registers
 #: its checks (@check) when imported, and the registry imports it when one of its checks runs or is described: compat
 #: check -r runs the packages.* checks alone and loads neither the oneCCL, runtime nor import-probe modules, compat check
@@ -71,8 +89,7 @@ CATALOGUE: tuple[tuple[str, str, bool], ...] = (
     ("packages.ipex-torch", "packages", True),
     ("packages.ccl-torch", "packages", True),
     ("packages.known-bad", "packages", True),
-    ("packages.torchvision-torch", "packages", True),
-    ("packages.torchaudio-torch", "packages", True),
+    *((pairing_check_id(info), "packages", True) for info in COMPANION_RECORDS),
     ("packages.transformers-torch", "packages", True),
     ("packages.ccl-trainer", "packages", True),
     ("packages.cuda-build", "packages", True),
@@ -84,8 +101,7 @@ CATALOGUE: tuple[tuple[str, str, bool], ...] = (
     ("imports.torch", "imports", False),
     ("imports.ipex", "imports", False),
     ("imports.ccl", "imports", False),
-    ("imports.torchvision", "imports", False),
-    ("imports.torchaudio", "imports", False),
+    *((import_check_id(info), "imports", False) for info in COMPANION_RECORDS),
     ("oneccl.setvars", "oneccl_env", True),
     ("oneccl.fi-provider", "oneccl_env", True),
     ("oneccl.libfabric", "oneccl_env", True),

@@ -75,11 +75,9 @@ def _bad_count(key: str, value: str, ctx: Context) -> Finding:
 @check("runtime.threads", "OMP_NUM_THREADS x ranks and CCL_WORKER_COUNT fit the physical cores this process may use")
 def threads(ctx: Context) -> Finding:
     """Counted in physical cores, not hyperthreads, against the same plan compat launch binds by (placement/plan.py)."""
-    from ..placement.plan import thread_advice
-    from ..placement.topology import machine_from_snapshot, plural
+    from ..placement.topology import machine_from_snapshot
     from .packages import CCL_NAMES
 
-    cid = "runtime.threads"
     ranks = max(1, ctx.options.ranks_per_node)
     omp_text = ctx.snapshot.env.get("OMP_NUM_THREADS")
     workers_text = ctx.snapshot.env.get("CCL_WORKER_COUNT")
@@ -91,31 +89,55 @@ def threads(ctx: Context) -> Finding:
         return _bad_count("CCL_WORKER_COUNT", workers_text, ctx)
     machine = machine_from_snapshot(ctx.snapshot)
     bindings = ctx.snapshot.get(*CCL_NAMES) is not None  # without them no oneCCL worker runs: no core is set aside, none advised
+    advice, evidence = _thread_plan(ctx, machine, ranks, workers, bindings)
+    fix = _threads_fix(advice, ranks, workers, bindings)
+    if omp is None:
+        return _omp_unset(machine, ranks, advice.cores, evidence, fix)
+    return _threads_used(ranks, omp, omp_text or "", workers, bindings, advice, evidence, fix)
+
+
+def _thread_plan(ctx: Context, machine, ranks: int, workers: Optional[int], bindings: bool):
+    """(compat launch's thread advice for this machine, the evidence that says what it counted)."""
+    from ..placement.plan import thread_advice
+    from ..placement.topology import plural
+
     advice = thread_advice(machine, ranks, workers if workers is not None else (1 if bindings else 0))
     automatic = ""
     if workers is None and bindings and advice.problem:  # compat launch's automatic choice: no core aside where none is left
         advice = thread_advice(machine, ranks, 0)
         automatic = (f"no core is set aside for oneCCL workers: {plural(ranks, 'rank')} leave none on {plural(advice.cores, 'physical core')} "
                      "(as compat launch chooses; each rank's worker shares its cores)")
-    cores = advice.cores
-    workers_n = workers if workers is not None else 0
-    fix = (f"export OMP_NUM_THREADS={advice.omp_threads}" + ("" if workers is not None or not bindings else f" CCL_WORKER_COUNT={max(1, advice.ccl_workers)}")
-           + f"   (for {ranks} ranks on {plural(cores, 'physical core')}; compat launch --nproc-per-node {ranks} also binds each rank to its cores)")
-    hyper = f" ({advice.cpus} CPUs with hyperthreads)" if advice.cpus != cores else ""
-    evidence = (f"{plural(cores, 'physical core')}{hyper} allowed for this process"
+    hyper = f" ({advice.cpus} CPUs with hyperthreads)" if advice.cpus != advice.cores else ""
+    evidence = (f"{plural(advice.cores, 'physical core')}{hyper} allowed for this process"
                 + (f" (cgroup quota {ctx.snapshot.cgroup_quota:g})" if ctx.snapshot.cgroup_quota else ""), f"{ranks} ranks per node (--ranks-per-node)")
-    if automatic:
-        evidence += (automatic,)
-    if advice.problem:
-        evidence += (advice.problem,)
-    if omp is None:
-        if ranks > 1:
-            allowed = sum(len(core.threads) for core in machine.usable_cores)  # what OpenMP counts by default
-            return Finding(cid, Status.WARN, f"OMP_NUM_THREADS is not set: each of {ranks} ranks will start {allowed} threads on {plural(cores, 'physical core')}"
-                           " (under torchrun: 1 thread each)", evidence, fix)
-        return Finding(cid, Status.PASS, "OMP_NUM_THREADS is not set (one rank uses every allowed CPU)", evidence)
+    return advice, evidence + tuple(e for e in (automatic, advice.problem) if e)
+
+
+def _threads_fix(advice, ranks: int, workers: Optional[int], bindings: bool) -> str:
+    from ..placement.topology import plural
+
+    return (f"export OMP_NUM_THREADS={advice.omp_threads}" + ("" if workers is not None or not bindings else f" CCL_WORKER_COUNT={max(1, advice.ccl_workers)}")
+            + f"   (for {ranks} ranks on {plural(advice.cores, 'physical core')}; compat launch --nproc-per-node {ranks} also binds each rank to its cores)")
+
+
+def _omp_unset(machine, ranks: int, cores: int, evidence: tuple[str, ...], fix: str) -> Finding:
+    from ..placement.topology import plural
+
+    if ranks > 1:
+        allowed = sum(len(core.threads) for core in machine.usable_cores)  # what OpenMP counts by default
+        return Finding("runtime.threads", Status.WARN, f"OMP_NUM_THREADS is not set: each of {ranks} ranks will start {allowed} threads on {plural(cores, 'physical core')}"
+                       " (under torchrun: 1 thread each)", evidence, fix)
+    return Finding("runtime.threads", Status.PASS, "OMP_NUM_THREADS is not set (one rank uses every allowed CPU)", evidence)
+
+
+def _threads_used(ranks: int, omp: int, omp_text: str, workers: Optional[int], bindings: bool, advice, evidence: tuple[str, ...], fix: str) -> Finding:
+    """OMP_NUM_THREADS (and the oneCCL workers) times the ranks against the physical cores."""
+    from ..placement.topology import plural
+
+    cid, cores = "runtime.threads", advice.cores
+    workers_n = workers if workers is not None else 0
     used = (omp + workers_n) * ranks
-    if omp_text is not None and "," in omp_text:
+    if "," in omp_text:
         evidence += (f"OMP_NUM_THREADS={omp_text.strip()} sets nested levels: each rank starts {omp} threads at the first level",)
     threads_text = (f"(OMP_NUM_THREADS={omp} + CCL_WORKER_COUNT={workers_n})" if workers is not None or bindings
                     else f"OMP_NUM_THREADS={omp}")  # no bindings and no CCL_WORKER_COUNT: no oneCCL worker to speak of

@@ -464,7 +464,7 @@ def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], 
         if all(e.get("yanked") for e in sets.values()):
             skip.append(f"{project} {version}: yanked on every host read ({next(iter(sets.values())).get('yanked_reason') or 'no reason given'}): not added")
             continue
-        if component is Component.IPEX:
+        if not COMPONENTS[component].overlay_kept:  # curated by hand (IPEX)
             skip.append(f"{project} {version}: on {', '.join(sorted(sets))}, not harvested: the torch its import check accepts and its CPU "
                         "floor are not in its metadata (curate it by hand)")
             continue
@@ -594,12 +594,12 @@ def _library(matrix: Matrix, component: Component, pages: Sequence[ProjectPage],
                     entry[field] = str(value)
             notes.append("torch_min / accelerate_min as curated for this line")
         else:
-            torch_spec = None if declared is None else (declared.torch_extra if component is Component.TRANSFORMERS else declared.torch)
+            torch_spec = None if declared is None else (declared.torch_extra if COMPONENTS[component].torch_extra else declared.torch)
             torch_min = _floor(torch_spec)
             if torch_min is not None:
                 entry["torch_min"] = str(torch_min)
-                notes.append(f"torch_min from Requires-Dist: torch {torch_spec}" + ("; extra == 'torch'" if component is Component.TRANSFORMERS else ""))
-            if component is Component.TRANSFORMERS and declared is not None:
+                notes.append(f"torch_min from Requires-Dist: torch {torch_spec}" + ("; extra == 'torch'" if COMPONENTS[component].torch_extra else ""))
+            if COMPONENTS[component].torch_extra and declared is not None:
                 accelerate_min = _floor(declared.accelerate_extra)
                 if accelerate_min is not None:
                     entry["accelerate_min"] = str(accelerate_min)

@@ -86,6 +86,7 @@ class ComponentInfo(Record):
     registry_read: bool = False  # compat matrix update reads its project pages
     overlay_kept: bool = False  # what update harvests of it is kept in the overlay (False: curated by hand)
     cpu_index_build: bool = False  # the PyTorch CPU index serves a +cpu build of it, one build with torch's
+    torch_extra: bool = False  # update: its METADATA declares torch (and accelerate) under its [torch] extra, not as a plain Requires-Dist
     smoke_what: str = ""  # compat matrix verify's smoke operation, said in the record ("" : not verifiable)
     smoke: str = ""  # its program, run after `import torch` and `import <module> as pkg`
     leave_out: int = 0  # resolve's "leave it out" alternative tries it in this order (0: never left out)
@@ -177,7 +178,7 @@ REGISTRY: tuple[ComponentInfo, ...] = (
     ComponentInfo(
         "transformers", "transformers", "transformers", "library", module="transformers", release="LibraryLine", pairing="torch-min", registry_read=True,
         overlay_kept=True, unlisted_missing=("pairing with torch (torch minimum)", "Requires-Python", "accelerate minimum"),
-        host_compared=True, duplicate_checked=True,
+        host_compared=True, duplicate_checked=True, torch_extra=True,
         smoke_what="a tiny BertConfig (1 layer, hidden 8) and one forward of BertModel",
         smoke="c = pkg.BertConfig(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)\n"
               "with torch.no_grad():\n"
@@ -201,6 +202,9 @@ REGISTRY: tuple[ComponentInfo, ...] = (
     # Intel's OpenMP runtime (libiomp5.so), which compat launch's placement preloads where it is installed:
     # stock PyTorch runs with or without it, so migrate keeps it.
     ComponentInfo("intel-openmp", "intel-openmp", "runtime", "runtime"),
+    # Intel's Unified Runtime libraries (libur_loader.so), which every intel-openmp from 2024.2.0 pins at its own release:
+    # pip installs it with intel-openmp, so migrate keeps it as it keeps intel-openmp.
+    ComponentInfo("intel-cmplr-lib-ur", "intel-cmplr-lib-ur", "runtime", "runtime"),
 )
 
 #: The components the resolver chooses versions for, by Component (the registry's records of every kind but runtime).
