@@ -299,20 +299,21 @@ def _facts(answer: HostAnswer) -> Mapping[str, Any]:
 
 
 def _differences(good: Sequence[HostAnswer], command=compat_env_command_default) -> list[Finding]:  # noqa: ANN001
-    findings: list[Finding] = []
     names = [a.host for a in good]
+    return _package_differences(good, names) + _oneccl_differences(good, names, command) + [_cpu_difference(good, names)]
+
+
+def _package_differences(good: Sequence[HostAnswer], names: Sequence[str]) -> list[Finding]:
+    """hosts.packages: a stack package that differs or is missing somewhere (FAIL), other packages that differ (WARN)."""
+    findings: list[Finding] = []
     packages = {a.host: _facts(a).get("packages") or {} for a in good}
-    stack_differs = False
     for name in STACK:
         values = {host: packages[host].get(name) for host in names}
         if len(set(values.values())) > 1:
-            stack_differs = True
             missing = [h for h, v in values.items() if v is None]
-            if missing:
-                having = [h for h, v in values.items() if v is not None]
-                summary = f"{name} is installed on {', '.join(having)} only, not on {', '.join(missing)} ({_listing(values)})"
-            else:
-                summary = f"{name} differs between the hosts: {_listing(values)}"
+            having = [h for h, v in values.items() if v is not None]
+            summary = (f"{name} is installed on {', '.join(having)} only, not on {', '.join(missing)} ({_listing(values)})" if missing
+                       else f"{name} differs between the hosts: {_listing(values)}")
             findings.append(Finding("hosts.packages", Status.FAIL, summary, (),
                                     "Install the same set on every host (compat install with the same requirements, or one image); every rank must run the same build."))
     others = sorted(n for n in set().union(*packages.values()) if n not in STACK and len({packages[h].get(n) for h in names}) > 1)
@@ -320,8 +321,15 @@ def _differences(good: Sequence[HostAnswer], command=compat_env_command_default)
         findings.append(Finding("hosts.packages", Status.WARN, f"{len(others)} other package(s) differ between the hosts: {', '.join(others[:8])}{' ...' if len(others) > 8 else ''}",
                                 tuple(f"{n}: {_listing({h: packages[h].get(n) for h in names})}" for n in others[:20]),
                                 "Usually harmless for the collectives, but a data or tokenizer package that differs changes what each rank trains on."))
-    elif not stack_differs:
+    elif not findings:  # no stack package differs either
         findings.append(Finding("hosts.packages", Status.PASS, f"the same {len(packages[names[0]])} distributions on {', '.join(names)}"))
+    return findings
+
+
+def _oneccl_differences(good: Sequence[HostAnswer], names: Sequence[str], command) -> list[Finding]:  # noqa: ANN001
+    """hosts.oneccl: bindings on some hosts only and transport variables that differ (FAIL), other oneCCL/libfabric/
+    Intel MPI variables that differ (WARN)."""
+    findings: list[Finding] = []
     bindings = {a.host: sorted((_facts(a).get("bindings") or {}).keys()) for a in good}
     if len({tuple(v) for v in bindings.values()}) > 1:
         findings.append(Finding("hosts.oneccl", Status.FAIL, "the oneCCL bindings import on some hosts only: " +
@@ -338,23 +346,26 @@ def _differences(good: Sequence[HostAnswer], command=compat_env_command_default)
         findings.append(Finding("hosts.oneccl", Status.WARN, f"{len(drift)} oneCCL/libfabric/Intel MPI variable(s) differ between the hosts: {', '.join(drift[:8])}",
                                 tuple(f"{v}: {_listing({h: env[h].get(v) for h in names}, 'unset')}" for v in drift[:20]),
                                 f"Export the same environment on every host ({command()} in the job script)."))
-    if not breaking and not drift and len({tuple(v) for v in bindings.values()}) == 1:
+    if not findings:
         findings.append(Finding("hosts.oneccl", Status.PASS, f"the same oneCCL bindings and variables on {', '.join(names)}"))
+    return findings
+
+
+def _cpu_difference(good: Sequence[HostAnswer], names: Sequence[str]) -> Finding:
+    """hosts.cpu: bf16 native on some hosts only (FAIL), other CPU flags that differ (WARN), or the same flags (PASS)."""
     flags = {a.host: set(_facts(a).get("cpu_flags") or ()) for a in good}
     native = {h: sorted(f & NATIVE_BF16_FLAGS) for h, f in flags.items()}
     if len({bool(v) for v in native.values()}) > 1:
         with_bf16 = [h for h, v in native.items() if v]
         without = [h for h, v in native.items() if not v]
-        findings.append(Finding("hosts.cpu", Status.FAIL, f"bf16 is native on {', '.join(with_bf16)} only ({', '.join(native[with_bf16[0]])}), not on {', '.join(without)}",
-                                tuple(f"{h}: {', '.join(sorted(f & {'avx2', 'avx512f', 'avx512_core', *NATIVE_BF16_FLAGS})) or 'no avx2'}" for h, f in flags.items()),
-                                f"A bf16 job runs emulated on {', '.join(without)} and every step waits for it: train in fp32 (--no-bf16) or on hosts of one kind."))
-    elif len({frozenset(f) for f in flags.values()}) > 1:
-        findings.append(Finding("hosts.cpu", Status.WARN, "the hosts' CPUs differ (" + "; ".join(f"{h}: {len(f)} relevant flags" for h, f in flags.items()) + ")",
-                                tuple(f"only on {h}: {', '.join(sorted(f - set.intersection(*flags.values())))}" for h, f in flags.items() if f - set.intersection(*flags.values())),
-                                "Mixed CPUs work, at the pace of the slowest host; kernels that need a flag run only where it exists."))
-    else:
-        findings.append(Finding("hosts.cpu", Status.PASS, f"the same CPU flags on {', '.join(names)}" + (" (native bf16)" if any(native.values()) else "")))
-    return findings
+        return Finding("hosts.cpu", Status.FAIL, f"bf16 is native on {', '.join(with_bf16)} only ({', '.join(native[with_bf16[0]])}), not on {', '.join(without)}",
+                       tuple(f"{h}: {', '.join(sorted(f & {'avx2', 'avx512f', 'avx512_core', *NATIVE_BF16_FLAGS})) or 'no avx2'}" for h, f in flags.items()),
+                       f"A bf16 job runs emulated on {', '.join(without)} and every step waits for it: train in fp32 (--no-bf16) or on hosts of one kind.")
+    if len({frozenset(f) for f in flags.values()}) > 1:
+        return Finding("hosts.cpu", Status.WARN, "the hosts' CPUs differ (" + "; ".join(f"{h}: {len(f)} relevant flags" for h, f in flags.items()) + ")",
+                       tuple(f"only on {h}: {', '.join(sorted(f - set.intersection(*flags.values())))}" for h, f in flags.items() if f - set.intersection(*flags.values())),
+                       "Mixed CPUs work, at the pace of the slowest host; kernels that need a flag run only where it exists.")
+    return Finding("hosts.cpu", Status.PASS, f"the same CPU flags on {', '.join(names)}" + (" (native bf16)" if any(native.values()) else ""))
 
 
 def own_addresses(answers: Sequence[HostAnswer]) -> list[str]:

@@ -127,6 +127,23 @@ def test_records_are_frozen():
         RankStatus().rank = 3  # type: ignore[misc]
 
 
+def test_the_python_36_stand_in_binds_fields_like_a_frozen_dataclass():
+    class Mark:
+        __annotations__ = {"name": str, "seconds": float, "note": str}
+        seconds = 0.0
+        note = ""
+
+    Mark = protocol._frozen(Mark)
+    assert (Mark("a"), Mark("a", 1.0, note="n")) == (Mark(name="a", seconds=0.0, note=""), Mark(note="n", seconds=1.0, name="a"))
+    assert repr(Mark("a")) == "Mark(name='a', seconds=0.0, note='')" and hash(Mark("a")) == hash(Mark("a"))
+    for args, kwargs, said in (((1, 2, 3, 4), {}, "Mark takes 3 fields"), (("a",), {"name": "b"}, "unexpected or repeated field 'name'"),
+                               ((), {"other": 1}, "unexpected or repeated field 'other'"), ((), {"note": "n"}, "missing field 'name'")):
+        with pytest.raises(TypeError, match=re.escape(said)):
+            Mark(*args, **kwargs)
+    with pytest.raises(AttributeError):
+        Mark("a").name = "b"  # type: ignore[misc]
+
+
 WORKER_STATUS = {  # what a rank of a --fabric run across two hosts writes (the shape of live/worker.py's save calls)
     "protocol": PROTOCOL_VERSION, "pid": 10, "started": 1.0, "host": "n1", "python": "3.11.2", "rank": 0, "world_size_env": 2, "local_rank": 0,
     "rank_source": "RANK/WORLD_SIZE", "master": "n1:29500", "stages": [["start", 0.0], ["done", 9.5]], "stage": "done", "updated": 10.5,

@@ -160,6 +160,40 @@ def rsh_arguments(flavor: str, rsh: str) -> list[str]:
     return ["-launcher", "ssh", "-launcher-exec", rsh]
 
 
+_LIVE_NAMES = ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")  # what doctor --live's ranks need from compat, passed by the launcher
+
+
+def _open_mpi_live(binary: str, world: int, n: int, hostfile: Optional[str], hosts: Sequence[tuple[str, Optional[int]]], rsh: Optional[str],
+                   env: Mapping[str, str]) -> list[str]:
+    """Open MPI's mpirun for doctor --live's ``world`` ranks, ``n`` a host, up to the program: the hosts and remote
+    shell, and the variables it must pass by name (-x)."""
+    command = [binary, "-np", str(world), "--oversubscribe"]
+    if os.geteuid() == 0:
+        command.append("--allow-run-as-root")
+    if hostfile:
+        command += [*hosts_option("open-mpi", hostfile, hosts, n), "--map-by", f"ppr:{n}:node"]
+    if rsh:
+        command += rsh_arguments("open-mpi", rsh)
+    for name in _LIVE_NAMES:
+        command += ["-x", name]
+    return command + (["-x", "PYTHONPATH"] if "PYTHONPATH" in env else [])
+
+
+def _hydra_live(binary: str, flavor: str, world: int, n: int, hostfile: Optional[str], hosts: Sequence[tuple[str, Optional[int]]], rsh: Optional[str],
+                env: Mapping[str, str]) -> list[str]:
+    """Hydra's mpirun (Intel MPI, MPICH) for doctor --live's ``world`` ranks, ``n`` a host, up to the program: the
+    hosts and remote shell, and the variables with their values (-genv reaches the remote ranks too)."""
+    command = [binary, "-n", str(world), "-ppn", str(n)]
+    if hostfile:
+        command += hosts_option(flavor, hostfile, hosts, n)
+    if rsh:
+        command += rsh_arguments(flavor, rsh)
+    for name in _LIVE_NAMES:
+        command += ["-genv", name, env[name]]
+    return command
+
+
+
 class Mpirun:
     name = "mpirun"
     flavors: tuple[str, ...] = ("intel-mpi", "open-mpi", "mpich")
@@ -192,27 +226,10 @@ class Mpirun:
         world = layout.world_size
         if layout.hostfile and hosts is not None:
             world = n * len(hosts)
-        names = ["MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"]
-        command: list[str]
         if flavor == "open-mpi":
-            command = [binary, "-np", str(world), "--oversubscribe"]
-            if os.geteuid() == 0:
-                command.append("--allow-run-as-root")
-            if layout.hostfile:
-                command += [*hosts_option(flavor, layout.hostfile, hosts or [], n), "--map-by", f"ppr:{n}:node"]
-            if rsh:
-                command += rsh_arguments(flavor, rsh)
-            for name in names:
-                command += ["-x", name]
-            command += ["-x", "PYTHONPATH"] if "PYTHONPATH" in env else []
+            command = _open_mpi_live(binary, world, n, layout.hostfile, hosts or [], rsh, env)
         else:  # hydra: Intel MPI and MPICH pass the whole environment to local ranks; -genv reaches the remote ones too
-            command = [binary, "-n", str(world), "-ppn", str(n)]
-            if layout.hostfile:
-                command += hosts_option(flavor, layout.hostfile, hosts or [], n)
-            if rsh:
-                command += rsh_arguments(flavor, rsh)
-            for name in names:
-                command += ["-genv", name, env[name]]
+            command = _hydra_live(binary, flavor, world, n, layout.hostfile, hosts or [], rsh, env)
         command += [python, *worker_args]
         notes: tuple[str, ...] = (f"{flavor}: the worker maps PMI_RANK/PMI_SIZE/MPI_LOCALRANKID or OMPI_COMM_WORLD_* to RANK/WORLD_SIZE/LOCAL_RANK",) if job.rank_env else ()
         if hosts and not layout.master_port and addr not in (LOOPBACK, "localhost", socket.gethostname()):

@@ -62,41 +62,16 @@ def run_invocation(invocation: Invocation, base_env: Mapping[str, str], say=lamb
     env = {**invocation.environment(base_env), RUN_ID_VAR: run_id}
     stdin = subprocess.DEVNULL if _is_terminal(sys.stdin) else None
     grace = env_timeout("COMPAT_LAUNCH_GRACE", GRACE_S)
-    received: list[int] = []
-    process: Optional[subprocess.Popen] = None
+    forward = _Forwarder()
     code, killed = 0, False
     guardian: Optional[subprocess.Popen] = None
-
-    def forward(signum, _frame) -> None:
-        received.append(signum)
-        if process is not None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL if len(received) > 1 else signum)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    previous = {}
+    previous = _handle_signals(forward)
     try:
-        previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    except ValueError:  # not the main thread: signals keep their handlers
-        pass
-    try:
-        try:
-            mask: Optional[set[int]] = set(signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED))
-        except (ValueError, OSError):
-            mask = None
-        try:
-            process = subprocess.Popen(list(invocation.argv), env=env, stdin=stdin, preexec_fn=_launcher_setup(os.getpid(), mask))
-        except OSError as exc:
-            raise CompatError(f"Cannot start {invocation.argv[0]}: {exc.strerror or exc}.",
-                              "Check that the launcher exists and is executable (--python PATH for torchrun, --mpirun PATH for mpirun).") from None
-        finally:
-            if mask is not None:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile is forwarded now
+        process = _start_launcher(invocation, env, stdin, forward)
         guardian = _start_guardian(process.pid, run_id, base_env)
-        code, killed = _wait(process, received, grace)
+        code, killed = _wait(process, forward.received, grace)
     finally:
-        left = sweep(run_id, [process.pid] if process is not None else [], wait=3.0, variable=RUN_ID_VAR)
+        left = sweep(run_id, [forward.process.pid] if forward.process is not None else [], wait=3.0, variable=RUN_ID_VAR)
         if guardian is not None:
             guardian.kill()
             guardian.wait()
@@ -104,9 +79,53 @@ def run_invocation(invocation: Invocation, base_env: Mapping[str, str], say=lamb
             signal.signal(sig, handler)
     if left:
         say(f"compat launch: {len(left)} process(es) of the job could not be stopped: {', '.join(map(str, left))}")
+    received = forward.received
     if killed or (received and len(received) > 1):  # compat had to kill the job: the signal that asked for it
         return 128 + received[0]
     return 128 - code if code < 0 else code
+
+
+class _Forwarder:
+    """compat launch's handler of the FORWARDED signals: each goes to the launcher's process group once it runs (a
+    second one: SIGKILL); ``received`` keeps them in order."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.process: Optional[subprocess.Popen] = None
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        self.received.append(signum)
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL if len(self.received) > 1 else signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _handle_signals(forward: _Forwarder) -> dict:
+    """Install ``forward`` for the FORWARDED signals; the handlers it replaced (none off the main thread: signals keep theirs)."""
+    try:
+        return {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    except ValueError:  # not the main thread: signals keep their handlers
+        return {}
+
+
+def _start_launcher(invocation: Invocation, env: Mapping[str, str], stdin: Optional[int], forward: _Forwarder) -> subprocess.Popen:
+    """Start the launcher in a process group of its own, the FORWARDED signals blocked until ``forward`` knows it
+    (one that came meanwhile is forwarded then); CompatError when it cannot start."""
+    try:
+        mask: Optional[set[int]] = set(signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED))
+    except (ValueError, OSError):
+        mask = None
+    try:
+        forward.process = process = subprocess.Popen(list(invocation.argv), env=env, stdin=stdin, preexec_fn=_launcher_setup(os.getpid(), mask))
+    except OSError as exc:
+        raise CompatError(f"Cannot start {invocation.argv[0]}: {exc.strerror or exc}.",
+                          "Check that the launcher exists and is executable (--python PATH for torchrun, --mpirun PATH for mpirun).") from None
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile is forwarded now
+    return process
 
 
 def _is_watch_site(entry: str) -> bool:

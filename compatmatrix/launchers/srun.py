@@ -124,13 +124,38 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
                       hostnames: Callable[[str], Sequence[str]] = scontrol_hostnames) -> tuple[RankLayout, tuple[str, ...]]:
     """doctor --live under srun: the layout from the step this task belongs to (one compat per node), and notes that
     say where each number came from. ``master_addr`` / ``master_port``: the user's, kept when given."""
-    from ..hostlist import parse_host
-
     node_id = slurm_count(environ, "SLURM_NODEID")
     procid = slurm_count(environ, "SLURM_PROCID")
     localid = slurm_count(environ, "SLURM_LOCALID") if environ.get("SLURM_LOCALID") is not None else 0
     nodes_var = "SLURM_STEP_NUM_NODES" if environ.get("SLURM_STEP_NUM_NODES") is not None else "SLURM_NNODES"
     nnodes = slurm_count(environ, nodes_var)
+    _one_task_here(environ, node_id, localid, nnodes, nodes_var)
+    del procid  # typed above; with one task per node it need not equal SLURM_NODEID (--distribution=arbitrary places task 0 anywhere)
+    notes = [f"srun: node {node_id} of {nnodes} ({nodes_var}, SLURM_NODEID), {ranks_per_node} ranks each (--ranks-per-node)"]
+    list_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
+    # read with --master-addr too: whether the nodes rank by the list or by SLURM_NODEID must be decided alike on every
+    # node, from what every node sees the same (the list and the master), never by one node alone
+    hosts = _step_hosts(environ, list_var, nnodes, nodes_var, hostnames)
+    addr = master_addr
+    if addr is not None and addr != hosts[0]:
+        # the user's master is not the list's first name: which node it is compat cannot tell, so the node rank stays
+        # SLURM_NODEID, and the node Slurm numbers 0 must be the master's (or rank 0 serves a rendezvous no one reaches)
+        notes[0] += (f"; --master-addr {quoted(addr, 64)} is not the first host of {list_var} ({quoted(hosts[0], 64)}), so the node rank is "
+                     "SLURM_NODEID as Slurm numbers the nodes: the node it numbers 0 must be the master's")
+        hosts = []
+    else:
+        addr = hosts[0]
+        node_id, notes = _ranked_by_list(environ, hosts, node_id, f"{nnodes} ({nodes_var})", list_var, ranks_per_node)
+    port = master_port
+    if port is None:
+        port = master_port_of(slurm_count(environ, "SLURM_JOB_ID"))
+        notes.append(f"srun: master port {port} = {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} (--master-port to choose another)")
+    return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
+
+
+def _one_task_here(environ: Mapping[str, str], node_id: int, localid: int, nnodes: int, nodes_var: str) -> None:
+    """UsageError unless the step's tasks per node are known, cover its ``nnodes`` nodes, and this node runs one task
+    (this one): compat doctor --live runs once per node and starts the ranks itself."""
     tasks_var = next((n for n in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE") if environ.get(n) is not None), "")
     if environ.get("SLURM_NTASKS_PER_NODE") is not None:
         per_node = (slurm_count(environ, "SLURM_NTASKS_PER_NODE"),) * nnodes
@@ -146,45 +171,42 @@ def allocation_layout(environ: Mapping[str, str], ranks_per_node: int, master_ad
     if per_node[node_id] != 1 or localid != 0:
         raise UsageError(f"srun started {per_node[node_id]} tasks on this node ({tasks_var}); compat doctor --live runs once per node and "
                          f"starts --ranks-per-node ranks itself.", "Run srun --ntasks-per-node=1 compat doctor --live --ranks-per-node N.")
-    del procid  # typed above; with one task per node it need not equal SLURM_NODEID (--distribution=arbitrary places task 0 anywhere)
-    notes = [f"srun: node {node_id} of {nnodes} ({nodes_var}, SLURM_NODEID), {ranks_per_node} ranks each (--ranks-per-node)"]
-    list_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
+
+
+def _step_hosts(environ: Mapping[str, str], list_var: str, nnodes: int, nodes_var: str, hostnames: Callable[[str], Sequence[str]]) -> list[str]:
+    """The step's hosts in its node list's order (scontrol show hostnames); UsageError when the list is no Slurm node
+    list or names another number of nodes."""
     nodelist = environ.get(list_var, "")
     if not nodelist.strip() or len(nodelist) > 65536 or nodelist.lstrip().startswith("-") or any(not ch.isprintable() for ch in nodelist):
         raise UsageError(f"{list_var}='{quoted(nodelist)}' is not a Slurm node list.", _FIX)
-    # read with --master-addr too: whether the nodes rank by the list or by SLURM_NODEID must be decided alike on every
-    # node, from what every node sees the same (the list and the master), never by one node alone
     hosts = list(hostnames(nodelist.strip()))
     if len(hosts) != nnodes:
         raise UsageError(f"scontrol show hostnames gave {len(hosts)} hosts for {list_var}, {nodes_var} says {nnodes}.", _FIX)
-    addr = master_addr
-    if addr is not None and addr != hosts[0]:
-        # the user's master is not the list's first name: which node it is compat cannot tell, so the node rank stays
-        # SLURM_NODEID, and the node Slurm numbers 0 must be the master's (or rank 0 serves a rendezvous no one reaches)
-        notes[0] += (f"; --master-addr {quoted(addr, 64)} is not the first host of {list_var} ({quoted(hosts[0], 64)}), so the node rank is "
-                     "SLURM_NODEID as Slurm numbers the nodes: the node it numbers 0 must be the master's")
-        hosts = []
-    else:
-        parsed, why = parse_host(hosts[0])
-        if parsed is None or "@" in hosts[0] or ":" in hosts[0]:
-            raise UsageError(f"The step's first host '{quoted(hosts[0])}' is not a host name ({why or 'it is not one'}).", _FIX)
-        addr = hosts[0]
-        # the node rank is this node's place in that list, not SLURM_NODEID: Slurm numbers a step's nodes in its own
-        # order (slurm.conf's NodeName order, or the topology's), which need not be the list's; ranked by the list, node
-        # rank 0 (and so rank 0, which holds the rendezvous) is on the first host, the master, whatever Slurm's numbering
-        me, how = this_node(environ, hosts)
-        notes[0] = (f"srun: node {hosts.index(me)} of {nnodes} ({nodes_var}): {quoted(me, 64)} ({how}) is host {hosts.index(me)} of {list_var}"
-                    + (f"; Slurm numbers it {node_id} (SLURM_NODEID)" if node_id != hosts.index(me) else "")
-                    + f", {ranks_per_node} ranks each (--ranks-per-node)")
-        node_id = hosts.index(me)
-        shown_hosts = ", ".join(f"{quoted(host, 64)} (node {i})" for i, host in enumerate(hosts[:16])) + (", ..." if len(hosts) > 16 else "")
-        notes.append(f"srun: master {addr}, the first host of {list_var} (scontrol show hostnames), which holds node rank 0: {shown_hosts}; "
-                     f"node k runs ranks {ranks_per_node}k to {ranks_per_node}k+{ranks_per_node - 1}")
-    port = master_port
-    if port is None:
-        port = master_port_of(slurm_count(environ, "SLURM_JOB_ID"))
-        notes.append(f"srun: master port {port} = {PORT_BASE} + SLURM_JOB_ID mod {PORT_SPAN} (--master-port to choose another)")
-    return RankLayout(ranks_per_node, nnodes, node_id, addr, port, hosts=tuple(hosts)), tuple(notes)
+    return hosts
+
+
+def _ranked_by_list(environ: Mapping[str, str], hosts: Sequence[str], slurm_node_id: int, of_nodes: str, list_var: str,
+                    ranks_per_node: int) -> tuple[int, list[str]]:
+    """(this node's rank: its place in the step's host list, whose first host is the master; the notes that say so).
+    UsageError when that first host is no host name."""
+    from ..hostlist import parse_host
+
+    parsed, why = parse_host(hosts[0])
+    if parsed is None or "@" in hosts[0] or ":" in hosts[0]:
+        raise UsageError(f"The step's first host '{quoted(hosts[0])}' is not a host name ({why or 'it is not one'}).", _FIX)
+    # the node rank is this node's place in that list, not SLURM_NODEID: Slurm numbers a step's nodes in its own
+    # order (slurm.conf's NodeName order, or the topology's), which need not be the list's; ranked by the list, node
+    # rank 0 (and so rank 0, which holds the rendezvous) is on the first host, the master, whatever Slurm's numbering
+    me, how = this_node(environ, hosts)
+    node_id = hosts.index(me)
+    shown_hosts = ", ".join(f"{quoted(host, 64)} (node {i})" for i, host in enumerate(hosts[:16])) + (", ..." if len(hosts) > 16 else "")
+    return node_id, [
+        f"srun: node {node_id} of {of_nodes}: {quoted(me, 64)} ({how}) is host {node_id} of {list_var}"
+        + (f"; Slurm numbers it {slurm_node_id} (SLURM_NODEID)" if slurm_node_id != node_id else "")
+        + f", {ranks_per_node} ranks each (--ranks-per-node)",
+        f"srun: master {hosts[0]}, the first host of {list_var} (scontrol show hostnames), which holds node rank 0: {shown_hosts}; "
+        f"node k runs ranks {ranks_per_node}k to {ranks_per_node}k+{ranks_per_node - 1}",
+    ]
 
 
 def this_node(environ: Mapping[str, str], hosts: Sequence[str]) -> tuple[str, str]:

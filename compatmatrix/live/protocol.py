@@ -47,18 +47,8 @@ def _frozen(cls):
     defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
 
     def __init__(self, *args, **kwargs):
-        if len(args) > len(names):
-            raise TypeError("%s takes %d fields" % (cls.__name__, len(names)))
-        values = dict(zip(names, args))
-        for key, value in kwargs.items():
-            if key not in names or key in values:
-                raise TypeError("%s: unexpected or repeated field %r" % (cls.__name__, key))
-            values[key] = value
+        values = _bind_fields(cls.__name__, names, defaults, args, kwargs)
         for name in names:
-            if name not in values:
-                if name not in defaults:
-                    raise TypeError("%s: missing field %r" % (cls.__name__, name))
-                values[name] = defaults[name]
             object.__setattr__(self, name, values[name])
 
     def __setattr__(self, name, value):
@@ -77,6 +67,22 @@ def _frozen(cls):
         setattr(cls, name, value)
     cls.__dataclass_fields__ = dict.fromkeys(names)
     return cls
+
+
+def _bind_fields(kind, names, defaults, args, kwargs):
+    """Every field's value for the 3.6 stand-in's __init__: positional, then by name, then the class's defaults;
+    TypeError for too many, unknown, repeated or missing fields."""
+    if len(args) > len(names):
+        raise TypeError("%s takes %d fields" % (kind, len(names)))
+    values = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names or key in values:
+            raise TypeError("%s: unexpected or repeated field %r" % (kind, key))
+        values[key] = value
+    missing = [name for name in names if name not in values and name not in defaults]
+    if missing:
+        raise TypeError("%s: missing field %r" % (kind, missing[0]))
+    return dict((name, values[name] if name in values else defaults[name]) for name in names)
 
 
 def field_names(cls):
@@ -445,46 +451,64 @@ def _decode(tp, value, where):
     if tp is Any:
         return _plain(value, where)
     origin = _origin(tp)
-    if origin is typing.Union:
+    if origin is typing.Union:  # Optional[X]: None, or an X
         options = [t for t in tp.__args__ if t is not type(None)]
-        if value is None:
-            return None
-        return _decode(options[0], value, where)
+        return None if value is None else _decode(options[0], value, where)
     if origin is None and isinstance(tp, type) and issubclass(tp, Record):  # origin first: 3.6's generics are classes too
         return _decode_record(tp, value, where)
     if origin is tuple:
-        if not isinstance(value, list):
-            raise ProtocolError("%s: a list was expected, not %s" % (where, _kind(value)))
-        if len(value) > MAX_ITEMS:
-            raise ProtocolError("%s: %d items, more than %d" % (where, len(value), MAX_ITEMS))
-        item = tp.__args__[0]
-        return tuple(_decode(item, v, "%s[%d]" % (where, i)) for i, v in enumerate(value))
+        return _decode_tuple(tp.__args__[0], value, where)
     if origin is dict:
-        if not isinstance(value, dict):
-            raise ProtocolError("%s: a mapping was expected, not %s" % (where, _kind(value)))
-        if len(value) > MAX_ITEMS:
-            raise ProtocolError("%s: %d entries, more than %d" % (where, len(value), MAX_ITEMS))
-        item = tp.__args__[1]
-        return {_decode(str, k, where): _decode(item, v, "%s[%r]" % (where, k)) for k, v in value.items()}
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ProtocolError("%s: true or false was expected, not %s" % (where, _kind(value)))
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ProtocolError("%s: a whole number was expected, not %s" % (where, _kind(value)))
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ProtocolError("%s: a number was expected, not %s" % (where, _kind(value)))
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ProtocolError("%s: a string was expected, not %s" % (where, _kind(value)))
-        if len(value) > MAX_TEXT:
-            raise ProtocolError("%s: %d characters, more than %d" % (where, len(value), MAX_TEXT))
-        return value
-    raise TypeError("protocol: no decoder for %r" % (tp,))  # a protocol bug, not a record's
+        return _decode_dict(tp.__args__[1], value, where)
+    scalar = _SCALARS.get(tp) if origin is None else None
+    if scalar is None:
+        raise TypeError("protocol: no decoder for %r" % (tp,))  # a protocol bug, not a record's
+    return scalar(value, where)
+
+
+def _decode_tuple(item, value, where):
+    if not isinstance(value, list):
+        raise ProtocolError("%s: a list was expected, not %s" % (where, _kind(value)))
+    if len(value) > MAX_ITEMS:
+        raise ProtocolError("%s: %d items, more than %d" % (where, len(value), MAX_ITEMS))
+    return tuple(_decode(item, v, "%s[%d]" % (where, i)) for i, v in enumerate(value))
+
+
+def _decode_dict(item, value, where):
+    if not isinstance(value, dict):
+        raise ProtocolError("%s: a mapping was expected, not %s" % (where, _kind(value)))
+    if len(value) > MAX_ITEMS:
+        raise ProtocolError("%s: %d entries, more than %d" % (where, len(value), MAX_ITEMS))
+    return {_decode(str, k, where): _decode(item, v, "%s[%r]" % (where, k)) for k, v in value.items()}
+
+
+def _decode_bool(value, where):
+    if not isinstance(value, bool):
+        raise ProtocolError("%s: true or false was expected, not %s" % (where, _kind(value)))
+    return value
+
+
+def _decode_int(value, where):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProtocolError("%s: a whole number was expected, not %s" % (where, _kind(value)))
+    return value
+
+
+def _decode_float(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProtocolError("%s: a number was expected, not %s" % (where, _kind(value)))
+    return float(value)
+
+
+def _decode_str(value, where):
+    if not isinstance(value, str):
+        raise ProtocolError("%s: a string was expected, not %s" % (where, _kind(value)))
+    if len(value) > MAX_TEXT:
+        raise ProtocolError("%s: %d characters, more than %d" % (where, len(value), MAX_TEXT))
+    return value
+
+
+_SCALARS = {bool: _decode_bool, int: _decode_int, float: _decode_float, str: _decode_str}  # a field's type -> its decoder
 
 
 def _decode_record(cls, value, where):

@@ -260,42 +260,52 @@ def environment_finding(launch: Launch, run: CclRun) -> Optional[Finding]:
 
 
 def imports_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclRun = NO_RUN) -> Finding:
-    cid = "live.imports"
     for record in ranks:
-        stage = record.stage
-        if stage.startswith("import:") and record.error:  # a Python-level import error (e.g. torch missing, undefined symbol)
-            what = stage.split(":", 1)[1]
-            error = record.error
-            verdict = classify(1, "", f"{record.log}\n{error.type}: {error.message}", False, what).naming(run.env_command)
-            return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail, verdict.fix)
-        if stage.startswith("import:") and not record.error:
-            what = stage.split(":", 1)[1]
-            cause = known_cause(record, run)
-            if cause is not None:  # its own output says why, whatever its exit status (unknown under a launcher)
-                return Finding(cid, Status.FAIL, f"{record.name}: {cause[0]}", cause[1] + (f"last output: {_tail(record.log)}",), cause[2])
-            if record.returncode is None and (supervised.timed_out or supervised.stopped_early):
-                if supervised.timed_out:  # still importing at the deadline
-                    verdict = classify(None, "", record.log, True, what, supervised.seconds).naming(run.env_command)
-                    return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
-                continue  # stopped by compat or the launcher because another rank failed: not this import's fault
-            if record.returncode is None or record.returncode in (-15, -9) or record.pid in supervised.stopped:
-                continue  # no exit status known, or stopped by the launcher or compat: see live.ranks
-            verdict = classify(record.returncode, "", record.log, False, what).naming(run.env_command)
-            return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
-        imports = record.status.imports
-        for key, item in (("ipex", imports and imports.ipex), ("ccl", imports and imports.ccl)):
-            if item and not item.ok:
-                verdict = classify(1, "", f"{record.log}\n{item.error or ''}", False, item.module or key).naming(run.env_command)
-                return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", (str(item.error or ""),), verdict.fix)
+        if record.stage.startswith("import:"):
+            finding = _import_stage_finding(record, supervised, run)
+        else:
+            finding = _bindings_finding(record, run)
+        if finding is not None:
+            return finding
     first = ranks[0].status.imports
     if not first:
-        return Finding(cid, Status.SKIP, "no rank got as far as importing torch")
+        return Finding("live.imports", Status.SKIP, "no rank got as far as importing torch")
     parts = [f"torch {first.torch.version if first.torch else None}"]
     if first.ipex:
         parts.append(f"{first.ipex.module} {first.ipex.version}")
     if first.ccl:
         parts.append(f"{first.ccl.module} {first.ccl.version or ''}".strip())
-    return Finding(cid, Status.PASS, f"every rank imports {', '.join(parts)}")
+    return Finding("live.imports", Status.PASS, f"every rank imports {', '.join(parts)}")
+
+
+def _import_stage_finding(record: RankRecord, supervised: Supervised, run: CclRun) -> Optional[Finding]:
+    """Why a rank stopped while importing; None when it was stopped because another rank failed (see live.ranks)."""
+    cid = "live.imports"
+    what = record.stage.split(":", 1)[1]
+    if record.error:  # a Python-level import error (e.g. torch missing, undefined symbol)
+        error = record.error
+        verdict = classify(1, "", f"{record.log}\n{error.type}: {error.message}", False, what).naming(run.env_command)
+        return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail, verdict.fix)
+    cause = known_cause(record, run)
+    if cause is not None:  # its own output says why, whatever its exit status (unknown under a launcher)
+        return Finding(cid, Status.FAIL, f"{record.name}: {cause[0]}", cause[1] + (f"last output: {_tail(record.log)}",), cause[2])
+    if record.returncode is None and supervised.timed_out:  # still importing at the deadline
+        verdict = classify(None, "", record.log, True, what, supervised.seconds).naming(run.env_command)
+        return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
+    if record.returncode is None or record.returncode in (-15, -9) or record.pid in supervised.stopped:
+        return None  # no exit status known, or stopped by the launcher or compat (another rank failed): see live.ranks
+    verdict = classify(record.returncode, "", record.log, False, what).naming(run.env_command)
+    return Finding(cid, Status.FAIL, f"{record.name}: {verdict.summary}", verdict.detail + (f"last output: {_tail(record.log)}",), verdict.fix)
+
+
+def _bindings_finding(record: RankRecord, run: CclRun) -> Optional[Finding]:
+    """The first of IPEX and the oneCCL bindings that a rank past its imports could not import, or None."""
+    imports = record.status.imports
+    for key, item in (("ipex", imports and imports.ipex), ("ccl", imports and imports.ccl)):
+        if item and not item.ok:
+            verdict = classify(1, "", f"{record.log}\n{item.error or ''}", False, item.module or key).naming(run.env_command)
+            return Finding("live.imports", Status.FAIL, f"{record.name}: {verdict.summary}", (str(item.error or ""),), verdict.fix)
+    return None
 
 
 NO_IMPORT = ImportEntry(ok=False)
@@ -540,23 +550,24 @@ def fabric_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
 
 
 def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Finding:
-    from .fabric import gbps
-
-    cid = "live.fabric"
     backend = backend_shown(sweep["backend"], sweep)
+    wrong = _wrong_values_finding(ranks, sweep)
+    if wrong is not None:
+        return wrong
+    lines = _sweep_lines(ranks, sweep)
+    summary = _sweep_summary(sweep, backend, lines)
+    return Finding("live.fabric", Status.PASS if summary.sizes else Status.WARN, summary.text, tuple(lines))
+
+
+def _wrong_values_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Optional[Finding]:
+    """FAIL when a collective completed with wrong values: on named ranks of this host, or on a rank of another host."""
+    cid = "live.fabric"
     named: dict[str, list[dict[str, Any]]] = {}
     for error in sweep["errors"]:
         who = next(r.name for r in ranks if r.rank == error["rank"] and r.host == error["host"])
         named.setdefault(who, []).append(error)
     elsewhere = [row for row in sweep["rows"] if row["ranks_wrong"] > sum(1 for e in sweep["errors"] if (e["backend"], e["collective"], e["dtype"], e["bytes"]) ==
                                                                          (row["backend"], row["collective"], row["dtype"], row["bytes"]))]
-    if elsewhere and not named:
-        row = elsewhere[0]
-        return Finding(cid, Status.FAIL, f"the sweep on {backend_shown(row['backend'], sweep)} returned wrong values on a rank of another host (first: {row['collective']} "
-                       f"{row['dtype']} at {size_text(row['bytes'])}, {row['ranks_wrong']} rank(s))",
-                       tuple(f"{r['collective']} {r['dtype']} at {size_text(r['bytes'])}: wrong on {r['ranks_wrong']} rank(s)" for r in elsewhere),
-                       "That host's compat doctor --live --fabric names the rank; a collective that completes with wrong values points at "
-                       "that host (memory errors, a mixed installation) or the backend build.")
     if named:
         evidence = tuple(f"{who}: {backend_shown(e['backend'], sweep)} {e['collective']} {e['dtype']} at {size_text(e['bytes'])}, {e['iterations_wrong']} of {e['iterations']} iterations wrong, "
                          f"the first (iteration {e['iteration']}) in {e['wrong']} of {e['elements']} elements (element {e['index']}: {e['got']:g}, "
@@ -567,8 +578,22 @@ def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Fi
                        f"{first[1][0]['dtype']} at {size_text(first[1][0]['bytes'])})", evidence,
                        "A collective that completes with wrong values on one rank points at that rank's host (memory errors, a mixed "
                        "installation: compare compat doctor there) or the backend build: reinstall the matrix's set on every node.")
-    lines = backend_comparison(sweep)
+    if not elsewhere:
+        return None
+    row = elsewhere[0]
+    return Finding(cid, Status.FAIL, f"the sweep on {backend_shown(row['backend'], sweep)} returned wrong values on a rank of another host (first: {row['collective']} "
+                   f"{row['dtype']} at {size_text(row['bytes'])}, {row['ranks_wrong']} rank(s))",
+                   tuple(f"{r['collective']} {r['dtype']} at {size_text(r['bytes'])}: wrong on {r['ranks_wrong']} rank(s)" for r in elsewhere),
+                   "That host's compat doctor --live --fabric names the rank; a collective that completes with wrong values points at "
+                   "that host (memory errors, a mixed installation) or the backend build.")
+
+
+def _bandwidth_lines(sweep: Mapping[str, Any]) -> list[str]:
+    """One line per backend, collective and type: its bus bandwidth at every size, in the order measured."""
+    from .fabric import gbps
+
     several = len(sweep["backends"]) > 1
+    lines = []
     for each in sweep["backends"]:
         mine = [row for row in sweep["rows"] if row["backend"] == each]
         for name in dict.fromkeys(row["collective"] for row in mine):
@@ -576,6 +601,13 @@ def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Fi
                 points = [row for row in mine if row["collective"] == name and row["dtype"] == dtype]
                 lines.append((f"{backend_shown(each, sweep)}: " if several else "") + f"{name} {dtype} bus bandwidth: "
                              + ", ".join(f"{size_text(row['bytes'])} {gbps(row['busbw'])}" for row in points))
+    return lines
+
+
+def _sweep_lines(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> list[str]:
+    """The evidence of a sweep that returned exact values: comparison, bandwidths, what was left out and why."""
+    several = len(sweep["backends"]) > 1
+    lines = backend_comparison(sweep) + _bandwidth_lines(sweep)
     lines += [f"{u['collective']} {u['dtype']} is not supported by {backend_shown(u['backend'], sweep)}: {u['error']}" for u in sweep["unsupported"]]
     lines += [f"{name}: not compared: {why}" for name, why in sweep["backend_errors"].items()]
     memcpy = next((r.status.memcpy for r in ranks if r.status.memcpy), None)
@@ -591,6 +623,21 @@ def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Fi
         lines += describe_skipped([{**item, "backend": item["backend"] if several else ""} for item in sweep["skipped"]], size_text)
     lines += [f"{backend_shown(cut['backend'], sweep) + ': ' if several else ''}{cut['collective']} {cut['dtype']}: sizes above {size_text(int(cut['after']))} not run: one call took {cut['seconds']:.2g} s "
               f"(more than {cut['limit']:g} s: a slow link; see live.pairs)" for cut in sweep["cut"]]
+    return lines
+
+
+@dataclass(frozen=True)
+class _SweepSummary:
+    text: str
+    sizes: Sequence[int]  # the sizes measured (empty: none fits in the ranks' memory)
+
+
+def _sweep_summary(sweep: Mapping[str, Any], backend: str, lines: Sequence[str]) -> _SweepSummary:
+    """The one-line summary of an exact sweep: its range, backends, largest all_reduce and the deadline's clause."""
+    from .fabric import gbps
+
+    several = len(sweep["backends"]) > 1
+    deadline = sweep.get("deadline")
     largest = max((row for row in sweep["rows"] if row["backend"] == sweep["backend"] and row["collective"] == "all_reduce" and row["dtype"] == "fp32"),
                   key=lambda row: row["bytes"], default=None)
     sizes = sweep["sizes"]
@@ -606,7 +653,7 @@ def _fabric_finding(ranks: Sequence[RankRecord], sweep: Mapping[str, Any]) -> Fi
         summary += f" ({lines[0].split(': ', 1)[1]})" if lines[0].startswith("all_reduce fp32 at") else ""
     if deadline:
         summary += "; " + deadline_summary(deadline, sweep)
-    return Finding(cid, Status.PASS if sizes else Status.WARN, summary, tuple(lines))
+    return _SweepSummary(summary, sizes)
 
 
 def _skipped_cases(sweep: Mapping[str, Any]) -> int:
@@ -760,24 +807,49 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         return Finding(cid, Status.SKIP, "no rank reached the Trainer step")
     info = records[0].trainer
     flags = " ".join(f"{k}={v}" for k, v in sorted((info.flags or {}).items()))
-    problems: list[str] = []
     evidence: list[str] = [f"transformers {info.transformers}, accelerate {info.accelerate}; TrainingArguments({flags})"]
     evidence += list(expect.ccl_trainer_blocked)
     failed = [r for r in records if r.error and str(r.stage).startswith("trainer")]
     if failed:
-        error = failed[0].error or RankError("")
-        message = str(error.message).strip().splitlines()
-        fix = "compat translate -- <your command> shows the flags this transformers takes; compat check lists version problems."
-        if re.search(r"backend ccl is not ava", str(error.message)) and not expect.ccl_trainer_blocked:
-            fix = f"accelerate picks ccl only when CCL_WORKER_COUNT is 1 or more: {expect.ccl.env_command} (or export CCL_WORKER_COUNT=1) and run again."
-        crashed = [r for r in records if not r.done and not r.error and r.returncode not in (None, 0)]
-        if crashed or all(PEER_GONE.search(_message(r)) for r in failed):
-            return Finding(cid, Status.SKIP, "the Trainer step did not finish because a rank died (see live.ranks)")
-        return Finding(cid, Status.FAIL, f"{failed[0].name}: the Trainer step failed: {error.type}: {first_sentence(message[0] if message else '')}",
-                       tuple(evidence) + (f"at stage {failed[0].stage}",), fix)
+        return _trainer_failed(records, failed, evidence, expect)
     finished = [r for r in records if r.trainer.steps_done is not None]
     if len(finished) < len(records):
         return Finding(cid, Status.SKIP, "the Trainer step did not finish on every rank (see live.hang / live.ranks)")
+    problems = _count_problems(finished, expect)
+    batch_problems, batch_evidence = _batch_check(finished, expect)
+    problems += batch_problems + _loss_problems(finished, expect)
+    evidence += batch_evidence
+    digests = {r.trainer.params_sha256 for r in finished}
+    if len(digests) != 1:
+        problems.append(f"the parameters differ between ranks after {expect.steps} steps ({len(digests)} different sha256): gradients were not averaged")
+    evidence += group_evidence(finished, problems)
+    if expect.ipex_mode != "none" and not all(r.trainer.ipex_optimized for r in finished):
+        problems.append("IPEX is installed but the trained model was not optimized by it (no params_attr left by ipex.optimize)")
+    evidence += _run_notes(info, expect)
+    if problems:
+        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:]) + tuple(evidence),
+                       "Launch every rank with RANK/WORLD_SIZE/LOCAL_RANK (torchrun does; under mpirun map PMI_*), and the same --ddp_backend on every rank.")
+    return _trainer_passed(info, expect, evidence)
+
+
+def _trainer_failed(records: Sequence[RankRecord], failed: Sequence[RankRecord], evidence: Sequence[str], expect: Expectation) -> Finding:
+    """A rank's Trainer step raised: SKIP when a rank died under it (see live.ranks), else FAIL with its error and the fix."""
+    cid = "live.trainer"
+    error = failed[0].error or RankError("")
+    message = str(error.message).strip().splitlines()
+    fix = "compat translate -- <your command> shows the flags this transformers takes; compat check lists version problems."
+    if re.search(r"backend ccl is not ava", str(error.message)) and not expect.ccl_trainer_blocked:
+        fix = f"accelerate picks ccl only when CCL_WORKER_COUNT is 1 or more: {expect.ccl.env_command} (or export CCL_WORKER_COUNT=1) and run again."
+    crashed = [r for r in records if not r.done and not r.error and r.returncode not in (None, 0)]
+    if crashed or all(PEER_GONE.search(_message(r)) for r in failed):
+        return Finding(cid, Status.SKIP, "the Trainer step did not finish because a rank died (see live.ranks)")
+    return Finding(cid, Status.FAIL, f"{failed[0].name}: the Trainer step failed: {error.type}: {first_sentence(message[0] if message else '')}",
+                   tuple(evidence) + (f"at stage {failed[0].stage}",), fix)
+
+
+def _count_problems(finished: Sequence[RankRecord], expect: Expectation) -> list[str]:
+    """The world size each Trainer saw and the steps it took, against the run's."""
+    problems = []
     worlds = {r.trainer.world_size for r in finished}
     if worlds != {expect.world_size}:
         problems.append(
@@ -786,21 +858,34 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     steps = {r.trainer.steps_done or 0 for r in finished}  # finished: every one has its steps
     if steps != {expect.steps}:
         problems.append(f"the Trainer took {sorted(steps)} steps, expected {expect.steps}")
+    return problems
+
+
+def _batch_check(finished: Sequence[RankRecord], expect: Expectation) -> tuple[list[str], list[str]]:
+    """(problems, evidence) of the samples each step trained on: disjoint across ranks, the effective batch expected."""
+    problems: list[str] = []
+    evidence: list[str] = []
     per_step: dict[int, list[int]] = {}
     for record in finished:
         for index, seen in enumerate(record.trainer.rows_per_step):
             per_step.setdefault(index, []).extend(seen)
     want = expect.per_device_batch * expect.world_size
     local = len(finished)
-    for index, rows in sorted(per_step.items()):
-        if len(set(rows)) != len(rows):
-            problems.append(f"step {index + 1}: the ranks trained on the same samples ({len(rows) - len(set(rows))} repeated): the data is not sharded")
-            break
+    repeated = next(((index, rows) for index, rows in sorted(per_step.items()) if len(set(rows)) != len(rows)), None)
+    if repeated is not None:
+        index, rows = repeated
+        problems.append(f"step {index + 1}: the ranks trained on the same samples ({len(rows) - len(set(rows))} repeated): the data is not sharded")
     sizes = {len(set(rows)) for rows in per_step.values()}
     if local == expect.world_size and sizes != {want}:
         problems.append(f"effective batch {sorted(sizes)} samples per step, expected {expect.per_device_batch} per device x {expect.world_size} ranks = {want}")
     elif sizes:
         evidence.append(f"effective batch: {expect.per_device_batch} per device x {expect.world_size} ranks = {want} samples per step; {local} ranks here trained on {max(sizes)} distinct samples per step")
+    return problems, evidence
+
+
+def _loss_problems(finished: Sequence[RankRecord], expect: Expectation) -> list[str]:
+    """Losses that are not finite, and a first loss far from an untrained model's (a scaled loss)."""
+    problems = []
     bad_losses = sorted({f"{x}" for r in finished for x in r.trainer.losses if not math.isfinite(x)})
     if bad_losses:
         precision = "bf16" if expect.trainer_flags.get("bf16") else "fp32"
@@ -811,32 +896,35 @@ def trainer_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
         if not 0.85 * expected_loss <= first_losses[0] <= 1.15 * expected_loss:
             problems.append(f"the first logged loss is {first_losses[0]:.3f}, expected about ln(128) = {expected_loss:.3f} for the untrained model "
                             f"({first_losses[0] / expected_loss:.2f}x): the loss is scaled (transformers 5.x: set average_tokens_across_devices=False)")
-    digests = {r.trainer.params_sha256 for r in finished}
-    if len(digests) != 1:
-        problems.append(f"the parameters differ between ranks after {expect.steps} steps ({len(digests)} different sha256): gradients were not averaged")
-    evidence += group_evidence(finished, problems)
+    return problems
+
+
+def _run_notes(info: TrainerInfo, expect: Expectation) -> list[str]:
+    """Evidence lines on how the Trainer ran: IPEX, why bf16, step times and losses."""
+    notes = []
     if expect.ipex_mode != "none":
-        evidence.append(f"IPEX: {expect.ipex_note or info.ipex}")
-        if not all(r.trainer.ipex_optimized for r in finished):
-            problems.append("IPEX is installed but the trained model was not optimized by it (no params_attr left by ipex.optimize)")
+        notes.append(f"IPEX: {expect.ipex_note or info.ipex}")
     if expect.bf16_why:
-        evidence.append(f"bf16 {expect.bf16_why}")
+        notes.append(f"bf16 {expect.bf16_why}")
     times = info.step_seconds
     if times:
         later = times[1:] or times
-        evidence.append(f"step time: first {times[0] * 1000:.0f} ms, then {1000 * sorted(later)[len(later) // 2]:.0f} ms median; losses {', '.join(f'{x:.3f}' for x in info.losses)}")
-    if problems:
-        return Finding(cid, Status.FAIL, problems[0], tuple(problems[1:]) + tuple(evidence),
-                       "Launch every rank with RANK/WORLD_SIZE/LOCAL_RANK (torchrun does; under mpirun map PMI_*), and the same --ddp_backend on every rank.")
+        notes.append(f"step time: first {times[0] * 1000:.0f} ms, then {1000 * sorted(later)[len(later) // 2]:.0f} ms median; losses {', '.join(f'{x:.3f}' for x in info.losses)}")
+    return notes
+
+
+def _trainer_passed(info: TrainerInfo, expect: Expectation, evidence: Sequence[str]) -> Finding:
+    """Every check held: PASS, or FAIL when this transformers cannot use ccl (the Trainer adopted compat's ccl group)."""
+    want = expect.per_device_batch * expect.world_size
     summary = f"{expect.steps} Trainer steps on {expect.world_size} ranks ({(info.parallel_mode or '').replace('ParallelMode.', '').lower() or 'distributed'}): "
     summary += f"world size {expect.world_size}, batch {want} per step, identical parameters on every rank"
     if expect.ipex_mode != "none":
         summary += ", IPEX applied"
     if expect.ccl_trainer_blocked:
-        return Finding(cid, Status.FAIL, f"the Trainer cannot use ccl with transformers {info.transformers} / accelerate {info.accelerate} "
+        return Finding("live.trainer", Status.FAIL, f"the Trainer cannot use ccl with transformers {info.transformers} / accelerate {info.accelerate} "
                        f"(it was given gloo and adopted the ccl group compat had formed: {summary})",
                        tuple(evidence), "pip install the set compat resolve --profile ddp-ccl gives, or train with --ddp_backend gloo on stock PyTorch.")
-    return Finding(cid, Status.PASS, summary, tuple(evidence))
+    return Finding("live.trainer", Status.PASS, summary, tuple(evidence))
 
 
 def group_evidence(finished: Sequence[RankRecord], problems: list[str]) -> list[str]:
@@ -907,25 +995,33 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
         return Finding(cid, Status.PASS, f"no hang: every rank ended by itself in {supervised.seconds:.1f} s (hard timeout {expect.timeout:g} s)")
     if not hung:
         return Finding(cid, Status.SKIP, "not a hang: the ranks ended before the deadline without finishing (see live.ranks)")
-    evidence = []
-    phases = set()
-    for record in ranks:
-        frames = stuck_frames(record.log)
-        when = (record.status.updated or 0) - (record.status.started or 0)
-        line = f"{record.name}: last stage {record.stage} (at {when:.1f} s)"
-        if record.error:
-            line += f", ended with {record.error.type}: {first_sentence(record.error.message, 200)}"
-        elif record.status.fixture_fault:
-            line += f", FIXTURE fault: {record.status.fixture_fault}"
-        if frames:
-            line += f"; stuck in {frames}"
-        line += f"; last output: {_tail(record.log, 2)}"
-        evidence.append(line)
-        if not record.done:
-            phases.add(_phase(record.stage))
+    evidence = [_hang_line(record) for record in ranks]
+    phases = {_phase(record.stage) for record in ranks if not record.done}
     if missing:
         evidence.append(f"{missing} rank(s) never started (no status written)")
         phases.add("launcher")
+    causes, fix = _hang_causes(ranks, expect, phases)
+    evidence.append(f"likely causes: {causes}")
+    return Finding(cid, Status.FAIL, _hang_summary(ranks, supervised, expect, waited, unfinished), tuple(evidence), fix)
+
+
+def _hang_line(record: RankRecord) -> str:
+    """One rank of a hang: its last stage and when, how it ended, where it is stuck and its last output."""
+    frames = stuck_frames(record.log)
+    when = (record.status.updated or 0) - (record.status.started or 0)
+    line = f"{record.name}: last stage {record.stage} (at {when:.1f} s)"
+    if record.error:
+        line += f", ended with {record.error.type}: {first_sentence(record.error.message, 200)}"
+    elif record.status.fixture_fault:
+        line += f", FIXTURE fault: {record.status.fixture_fault}"
+    if frames:
+        line += f"; stuck in {frames}"
+    return line + f"; last output: {_tail(record.log, 2)}"
+
+
+def _hang_summary(ranks: Sequence[RankRecord], supervised: Supervised, expect: Expectation,
+                  waited: Sequence[RankRecord], unfinished: Sequence[RankRecord]) -> str:
+    """What hung (the deadline, a rank's own wait, or a failed rank's peers) and the ranks furthest behind."""
     behind = min((_stage_index(r.stage) for r in unfinished), default=0)
     laggards = [r for r in unfinished if _stage_index(r.stage) == behind]
     if supervised.timed_out:
@@ -938,18 +1034,23 @@ def hang_finding(ranks: Sequence[RankRecord], supervised: Supervised, expect: Ex
         summary += f"; {', '.join(r.name for r in laggards)} stuck at stage {laggards[0].stage}"
     elif laggards:
         summary += f"; every rank stuck at stage {laggards[0].stage}"
+    return summary
+
+
+def _hang_causes(ranks: Sequence[RankRecord], expect: Expectation, phases: set[str]) -> tuple[str, str]:
+    """(likely causes, fix) of a hang: the ranks' own words when oneCCL fell back, else the known causes of the
+    phases the ranks stopped in, the ccl ones found in their environment first."""
     causes = "; ".join(_HANG_CAUSES[p] for p in ("launcher", "import", "init", "collective") if p in phases) or _HANG_CAUSES["collective"]
     fix = "Run with --verbose for each rank's output; fix the cause above and run compat doctor --live again."
     ccl = expect.backend == "ccl" or any(r.status.backend == "ccl" for r in ranks)
     fell_back = fallback_hang([r.log for r in ranks], expect.ccl) if ccl else None
     if fell_back is not None:  # the ranks' own words name the first failure: what a hang has in general comes after it
-        causes, fix = fell_back
-    for known in (() if fell_back is not None else (ccl_interface_unset(ranks, expect), foreign_mpirun_hang(expect.ccl) if ccl else None)):
+        return fell_back
+    for known in (ccl_interface_unset(ranks, expect), foreign_mpirun_hang(expect.ccl) if ccl else None):
         if known is not None:
             cause, fix = known
             causes = f"{cause}; {causes}"
-    evidence.append(f"likely causes: {causes}")
-    return Finding(cid, Status.FAIL, summary, tuple(evidence), fix)
+    return causes, fix
 
 
 def ccl_interface_unset(ranks: Sequence[RankRecord], expect: Expectation) -> Optional[tuple[str, str]]:
@@ -1019,36 +1120,7 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclR
     culprits = sorted(early + errors + died, key=lambda r: _root_cause_order(r, supervised))
     launcher_failed = [end for end in supervised.ends if end.returncode not in (None, 0)]
     if culprits:
-        record = culprits[0]
-        evidence = []
-        cause = known_cause(record, run)
-        for other in culprits:
-            if other.error:
-                evidence.append(f"{other.name}: {other.error.type}: {first_sentence(other.error.message)} at stage {other.stage}")
-            elif other.returncode is None:
-                evidence.append(f"{other.name}: gone at stage {other.stage}, exit status not reported; last output: {_tail(other.log, 3)}")
-            else:
-                evidence.append(f"{other.name}: {describe_exit(other.returncode)} at stage {other.stage}; last output: {_tail(other.log, 3)}")
-        evidence += [f"launcher: {describe_exit(end.returncode)}" for end in launcher_failed]
-        if cause is not None:
-            how = f"{'failed' if record.error else 'ended'} at stage {record.stage}"
-            return Finding(cid, Status.FAIL, f"{record.name} {how}: {cause[0]}", cause[1] + tuple(evidence), cause[2])
-        if record.returncode is None and not record.error:
-            how = f"; the launcher ended with {describe_exit(launcher_failed[0].returncode)}" if launcher_failed else ""
-            return Finding(cid, Status.FAIL, f"{record.name} ended at stage {record.stage} without an error of its own (crashed, exited or was killed){how}",
-                           tuple(evidence), "Run with --verbose for that rank's output.")
-        if record.error:
-            error = record.error
-            return Finding(cid, Status.FAIL, f"{record.name} failed at stage {record.stage}: {error.type}: {first_sentence(error.message)}",
-                           tuple(evidence), "Run with --verbose for that rank's full output and traceback.")
-        signal_death = record.returncode is not None and record.returncode < 0
-        if record.returncode == 0:
-            return Finding(cid, Status.FAIL, f"{record.name} exited with status 0 at stage {record.stage} before finishing",
-                           tuple(evidence), "Something in that rank called exit(0) early (a library, a sys.exit in a callback): run with --verbose for its output.")
-        return Finding(cid, Status.FAIL, f"{record.name} {'was ' + describe_exit(record.returncode) if signal_death else 'exited early (' + describe_exit(record.returncode) + ')'} at stage {record.stage}",
-                       tuple(evidence),
-                       "A crash in native code: run with --verbose for its output and check the installed set with compat check." if signal_death
-                       else "Run with --verbose to see that rank's output.")
+        return _culprit_finding(culprits, launcher_failed, run)
     vanished = [r for r in ranks if not r.done and not r.error and r.returncode is None and (r.pid in supervised.died or not supervised.stopped_early)]
     if vanished and not supervised.timed_out:
         record = vanished[0]
@@ -1071,7 +1143,46 @@ def ranks_finding(ranks: Sequence[RankRecord], supervised: Supervised, run: CclR
     return Finding(cid, Status.PASS, f"all {len(ranks)} ranks {where(ranks)} finished every stage and exited 0")
 
 
+def _culprit_line(record: RankRecord) -> str:
+    """One rank that failed or ended early: its error, or how it ended, at which stage."""
+    if record.error:
+        return f"{record.name}: {record.error.type}: {first_sentence(record.error.message)} at stage {record.stage}"
+    if record.returncode is None:
+        return f"{record.name}: gone at stage {record.stage}, exit status not reported; last output: {_tail(record.log, 3)}"
+    return f"{record.name}: {describe_exit(record.returncode)} at stage {record.stage}; last output: {_tail(record.log, 3)}"
+
+
+def _culprit_finding(culprits: Sequence[RankRecord], launcher_failed: Sequence[Any], run: CclRun) -> Finding:
+    """FAIL naming the rank to blame first (culprits are in _root_cause_order): a cause its output names, else how it ended."""
+    cid = "live.ranks"
+    record = culprits[0]
+    evidence = tuple(_culprit_line(other) for other in culprits) + tuple(f"launcher: {describe_exit(end.returncode)}" for end in launcher_failed)
+    cause = known_cause(record, run)
+    if cause is not None:
+        how = f"{'failed' if record.error else 'ended'} at stage {record.stage}"
+        return Finding(cid, Status.FAIL, f"{record.name} {how}: {cause[0]}", cause[1] + evidence, cause[2])
+    if record.returncode is None and not record.error:
+        how = f"; the launcher ended with {describe_exit(launcher_failed[0].returncode)}" if launcher_failed else ""
+        return Finding(cid, Status.FAIL, f"{record.name} ended at stage {record.stage} without an error of its own (crashed, exited or was killed){how}",
+                       evidence, "Run with --verbose for that rank's output.")
+    if record.error:
+        error = record.error
+        return Finding(cid, Status.FAIL, f"{record.name} failed at stage {record.stage}: {error.type}: {first_sentence(error.message)}",
+                       evidence, "Run with --verbose for that rank's full output and traceback.")
+    if record.returncode == 0:
+        return Finding(cid, Status.FAIL, f"{record.name} exited with status 0 at stage {record.stage} before finishing",
+                       evidence, "Something in that rank called exit(0) early (a library, a sys.exit in a callback): run with --verbose for its output.")
+    if record.returncode < 0:  # killed by a signal
+        return Finding(cid, Status.FAIL, f"{record.name} was {describe_exit(record.returncode)} at stage {record.stage}",
+                       evidence, "A crash in native code: run with --verbose for its output and check the installed set with compat check.")
+    return Finding(cid, Status.FAIL, f"{record.name} exited early ({describe_exit(record.returncode)}) at stage {record.stage}",
+                   evidence, "Run with --verbose to see that rank's output.")
+
+
 LOOPBACK_PEER = re.compile(r"\[?(127\.\d+\.\d+\.\d+)\]?:\d+")
+
+
+_Problem = tuple[str, str]  # (sentence, fix)
 
 
 def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding:
@@ -1087,68 +1198,106 @@ def network_finding(ranks: Sequence[RankRecord], expect: Expectation) -> Finding
     reach = expect.reach or {}
     if not by_host and not reach:
         return Finding(cid, Status.SKIP, "no rank got as far as reading its network settings")
-    problems: list[tuple[str, str]] = []  # (sentence, fix)
-    warnings: list[tuple[str, str]] = []
+    problems: list[_Problem] = []
+    warnings: list[_Problem] = []
     evidence: list[str] = []
     for host, (_record, facts) in sorted(by_host.items()):
-        own = ", ".join(item.address for item in facts.host_resolves) or f"nothing ({facts.host_error or 'no address'})"
-        line = f"{host}: {host} -> {own}"
-        master = facts.master_addr
-        if master:
-            there = ", ".join(item.address + (" (this host)" if item.local else "") for item in facts.master_resolves)
-            line += f"; MASTER_ADDR {master} -> {there or 'nothing (' + (facts.master_error or 'no address') + ')'}"
-            if not facts.master_resolves:
-                problems.append((f"MASTER_ADDR {master} does not resolve on {host}", f"Make {master} resolve on every host (/etc/hosts or DNS), or pass its address."))
-        line += f"; interfaces {', '.join(facts.interfaces)}"
-        variables = facts.iface_variables or {}
-        if variables:
-            line += "; " + " ".join(f"{k}={v}" for k, v in sorted(variables.items()))
-        evidence.append(line)
-        for name, value in sorted(variables.items()):
-            missing = [part for part in str(value).split(",") if part and part not in facts.interfaces]
-            if missing:
-                problems.append((f"{name}={value} names no interface on {host} (it has {', '.join(facts.interfaces)})",
-                                 f"Set {name} to the interface that reaches the other hosts (the same name must exist on every host), or unset it."))
-        resolves = facts.host_resolves
-        loopback = [item.address for item in resolves if item.loopback]
-        if expect.multi_host and not loopback and not any(item.local for item in resolves):
-            # gloo listens on the first address of its host name that it can bind; none: it falls back to 127.0.0.1
-            said = f"to {', '.join(item.address for item in resolves)}, no address of {host}" if resolves else "to nothing"
-            loopback = ["127.0.0.1"]
-            why = f"{host} resolves its own name {said}: gloo there falls back to 127.0.0.1 (loopback) and gives the other hosts that address to reach it"
-        else:
-            why = f"{host} resolves its own name to {loopback[0] if loopback else ''} (loopback): gloo there gives the other hosts that address to reach it (connectFullMesh failed ... remote=[{loopback[0] if loopback else ''}])"
-        if expect.multi_host and loopback and not variables.get("GLOO_SOCKET_IFNAME"):
-            sentence = why
-            fix = (f"Map {host} to its cluster address in /etc/hosts (or DNS) on {host} (Debian's '127.0.1.1 {host}' line is the usual culprit), "
-                   f"or {expect.interface_fix or 'set GLOO_SOCKET_IFNAME to the interface that reaches the other hosts'}.")
-            on_host = [r for r in ranks if r.host == host]
-            if on_host and all(r.status.world_size for r in on_host):
-                warnings.append((sentence + " (this run's ranks still formed their group)", fix))  # torch 2.x's gloo copes; the name is still wrong
+        evidence.append(_host_network_line(host, facts))
+        problems += _host_name_problems(host, facts)
+        loopback = _loopback_name(host, facts, ranks, expect)
+        if loopback is not None:
+            formed, problem = loopback
+            if formed:
+                warnings.append(problem)
             else:
-                problems.append((sentence, fix))
-    views = {host: tuple(sorted(item.address for item in facts.master_resolves)) for host, (_r, facts) in by_host.items() if facts.master_addr}
-    if len(set(views.values())) > 1:
-        master = next(facts.master_addr for _r, facts in by_host.values() if facts.master_addr)
-        problems.append((f"MASTER_ADDR {master} resolves differently on the hosts: " + "; ".join(f"{', '.join(v) or 'nothing'} on {h}" for h, v in sorted(views.items())),
-                         "Make every host resolve the master's name to the same address (/etc/hosts or DNS), or pass --master-addr as an address."))
-    for record in ranks:  # a peer's address that is loopback: another host advertised 127.x (its own name resolves to loopback there)
-        message = _message(record)
-        match = LOOPBACK_PEER.search(message)
-        if expect.multi_host and match and record.error:
-            problems.append((f"{record.name} was given {match.group(1)} to reach a peer: a loopback address, so some host resolves its own name to loopback",
-                             f"On every host, map its own name to its cluster address (/etc/hosts or DNS), or {expect.interface_fix or 'set GLOO_SOCKET_IFNAME on every host'}."))
-            break
+                problems.append(problem)
+    problems += [p for p in (_master_views_problem(by_host), _loopback_peer_problem(ranks, expect)) if p is not None]
     if reach:
         evidence.append(f"compat on {reach.get('from')}: {reach.get('what')}")
         if reach.get("problem"):
             problems.append((reach["problem"], reach.get("fix", "")))
+    return _network_verdict(sorted(by_host), problems, warnings, evidence)
+
+
+def _network_verdict(hosts: Sequence[str], problems: Sequence[_Problem], warnings: Sequence[_Problem], evidence: Sequence[str]) -> Finding:
+    """FAIL on the first problem, else WARN on the first warning (the rest go to the evidence), else PASS."""
+    cid = "live.network"
     if problems:
-        return Finding(cid, Status.FAIL, problems[0][0], tuple(p for p, _ in problems[1:] + warnings) + tuple(evidence), problems[0][1])
+        return Finding(cid, Status.FAIL, problems[0][0], tuple(p for p, _ in [*problems[1:], *warnings]) + tuple(evidence), problems[0][1])
     if warnings:
         return Finding(cid, Status.WARN, warnings[0][0], tuple(p for p, _ in warnings[1:]) + tuple(evidence), warnings[0][1])
-    hosts = sorted(by_host)
     return Finding(cid, Status.PASS, f"{len(hosts)} host(s) ({', '.join(hosts)}): the names resolve and the interface variables name interfaces that exist", tuple(evidence))
+
+
+def _host_network_line(host: str, facts: NetworkFacts) -> str:
+    """One host's network facts: what its name and MASTER_ADDR resolve to, its interfaces and interface variables."""
+    own = ", ".join(item.address for item in facts.host_resolves) or f"nothing ({facts.host_error or 'no address'})"
+    line = f"{host}: {host} -> {own}"
+    master = facts.master_addr
+    if master:
+        there = ", ".join(item.address + (" (this host)" if item.local else "") for item in facts.master_resolves)
+        line += f"; MASTER_ADDR {master} -> {there or 'nothing (' + (facts.master_error or 'no address') + ')'}"
+    line += f"; interfaces {', '.join(facts.interfaces)}"
+    variables = facts.iface_variables or {}
+    if variables:
+        line += "; " + " ".join(f"{k}={v}" for k, v in sorted(variables.items()))
+    return line
+
+
+def _host_name_problems(host: str, facts: NetworkFacts) -> list[_Problem]:
+    """A MASTER_ADDR that does not resolve on this host, and interface variables that name no interface of it."""
+    problems = []
+    master = facts.master_addr
+    if master and not facts.master_resolves:
+        problems.append((f"MASTER_ADDR {master} does not resolve on {host}", f"Make {master} resolve on every host (/etc/hosts or DNS), or pass its address."))
+    for name, value in sorted((facts.iface_variables or {}).items()):
+        missing = [part for part in str(value).split(",") if part and part not in facts.interfaces]
+        if missing:
+            problems.append((f"{name}={value} names no interface on {host} (it has {', '.join(facts.interfaces)})",
+                             f"Set {name} to the interface that reaches the other hosts (the same name must exist on every host), or unset it."))
+    return problems
+
+
+def _loopback_name(host: str, facts: NetworkFacts, ranks: Sequence[RankRecord], expect: Expectation) -> Optional[tuple[bool, _Problem]]:
+    """(whether this host's ranks still formed their group, the problem) when, across hosts and with no
+    GLOO_SOCKET_IFNAME, the host's own name resolves to loopback or to none of its addresses; else None."""
+    resolves = facts.host_resolves
+    loopback = [item.address for item in resolves if item.loopback]
+    if expect.multi_host and not loopback and not any(item.local for item in resolves):
+        # gloo listens on the first address of its host name that it can bind; none: it falls back to 127.0.0.1
+        said = f"to {', '.join(item.address for item in resolves)}, no address of {host}" if resolves else "to nothing"
+        loopback = ["127.0.0.1"]
+        why = f"{host} resolves its own name {said}: gloo there falls back to 127.0.0.1 (loopback) and gives the other hosts that address to reach it"
+    else:
+        why = f"{host} resolves its own name to {loopback[0] if loopback else ''} (loopback): gloo there gives the other hosts that address to reach it (connectFullMesh failed ... remote=[{loopback[0] if loopback else ''}])"
+    if not (expect.multi_host and loopback and not (facts.iface_variables or {}).get("GLOO_SOCKET_IFNAME")):
+        return None
+    fix = (f"Map {host} to its cluster address in /etc/hosts (or DNS) on {host} (Debian's '127.0.1.1 {host}' line is the usual culprit), "
+           f"or {expect.interface_fix or 'set GLOO_SOCKET_IFNAME to the interface that reaches the other hosts'}.")
+    on_host = [r for r in ranks if r.host == host]
+    if on_host and all(r.status.world_size for r in on_host):
+        return True, (why + " (this run's ranks still formed their group)", fix)  # torch 2.x's gloo copes; the name is still wrong
+    return False, (why, fix)
+
+
+def _master_views_problem(by_host: Mapping[str, tuple[RankRecord, NetworkFacts]]) -> Optional[_Problem]:
+    """MASTER_ADDR resolving to different addresses on different hosts, or None."""
+    views = {host: tuple(sorted(item.address for item in facts.master_resolves)) for host, (_r, facts) in by_host.items() if facts.master_addr}
+    if len(set(views.values())) <= 1:
+        return None
+    master = next(facts.master_addr for _r, facts in by_host.values() if facts.master_addr)
+    return (f"MASTER_ADDR {master} resolves differently on the hosts: " + "; ".join(f"{', '.join(v) or 'nothing'} on {h}" for h, v in sorted(views.items())),
+            "Make every host resolve the master's name to the same address (/etc/hosts or DNS), or pass --master-addr as an address.")
+
+
+def _loopback_peer_problem(ranks: Sequence[RankRecord], expect: Expectation) -> Optional[_Problem]:
+    """A rank given a loopback address to reach a peer (another host advertised 127.x: its own name resolves to loopback there), or None."""
+    for record in ranks:
+        match = LOOPBACK_PEER.search(_message(record))
+        if expect.multi_host and match and record.error:
+            return (f"{record.name} was given {match.group(1)} to reach a peer: a loopback address, so some host resolves its own name to loopback",
+                    f"On every host, map its own name to its cluster address (/etc/hosts or DNS), or {expect.interface_fix or 'set GLOO_SOCKET_IFNAME on every host'}.")
+    return None
 
 
 def cleanup_finding(supervised: Supervised) -> Finding:

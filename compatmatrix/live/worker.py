@@ -16,6 +16,7 @@ suite sets it.
 
 import argparse
 import faulthandler
+import functools
 import gc
 import hashlib
 import json
@@ -431,86 +432,19 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None,
     bound = int(bound[0])
     chosen = [s for s in sizes if s <= bound]
     record = {"sizes": chosen, "bound": bound, "dropped": [s for s in sizes if s > bound], "rows": [], "errors": [], "unsupported": [], "cut": []}
-    wrong_fixture = fixture_asks(rank, "wrongsum")
     dtypes = [("fp32", torch.float32)] + ([("bf16", torch.bfloat16)] if hasattr(torch, "bfloat16") else [])
-    plan = sweep_plan_for(chosen, world, [label for label, _ in dtypes], budget, link[2] if link else rate) if clock and clock.deadline else None
-    timed_seconds = SWEEP_CASE_SECONDS
-    if clock is not None and clock.deadline:
+    deadline = clock is not None and clock.deadline
+    plan = sweep_plan_for(chosen, world, [label for label, _ in dtypes], budget, link[2] if link else rate) if deadline else None
+    if deadline:
         record["deadline"] = {"seconds": clock.deadline, "began": clock.agreed, "budget": budget, "link": list(link) if link else None,
                               "planned": plan is not None, "timed": plan.timed if plan else SWEEP_CASE_SECONDS,
                               "estimate": plan.estimate if plan else None, "spent": None}
         record["skipped"] = [{"collective": k.collective, "dtype": k.dtype, "sizes": list(k.sizes), "why": k.why} for k in plan.skipped] if plan else []
-        if plan is not None:
-            timed_seconds = plan.timed
-    estimates = {(c.collective, c.dtype, c.size): c.seconds for c in plan.cases} if plan else {}
-    cases_begun = 0
-    slower = 1.0  # how much slower than its estimate the last case ran (the model knows no TCP stall): later estimates scaled by it
+    sweep = _Sweep(dist, torch, rank, world, group, backend, clock, chosen, plan, record)
     for name in FABRIC_COLLECTIVES:
         for label, dtype in dtypes:
-            sizes_here = plan.sizes(name, label) if plan is not None else chosen
-            for size in sizes_here:
-                guess = estimates.get((name, label, size), 0.0) * slower
-                before = clock.agreed if clock is not None else 0.0
-                if clock is not None and clock.deadline and (clock.agreed + guess > clock.deadline * (1 - GUARD_RESERVE) or clock.left() <= 0):
-                    # every rank holds the same agreed time and estimate: all skip the rest of this collective and type
-                    rest = [s for s in sizes_here if s >= size]
-                    record["skipped"].append({"collective": name, "dtype": label, "sizes": rest, "why": "deadline"})
-                    break
-                moved, prepare, run, result, wrong = fabric_case(torch, dist, name, dtype, size, rank, world, group)
-                cases_begun += 1
-                save(fabric_case=[name, label, moved, cases_begun], fabric_backend=backend)  # compat's progress line on a terminal
-                iterations = sweep_iterations(size)
-                spent = 0.0
-                wrong_total = 0
-                case_error = None
-                try:
-                    iteration = 0
-                    while iteration <= iterations:  # the first is a warm-up: checked, not timed
-                        prepare()
-                        dist.barrier(group=group)
-                        start = time.perf_counter()
-                        run()
-                        took = time.perf_counter() - start
-                        if iteration:
-                            spent += took
-                        else:  # as many timed calls as fit in SWEEP_CASE_SECONDS (fewer under a deadline), from the slowest rank's warm-up: the same on every rank
-                            warm = torch.tensor([took], dtype=torch.float64)
-                            dist.all_reduce(warm, op=dist.ReduceOp.MAX)
-                            iterations = max(1, min(iterations, int(timed_seconds / max(float(warm[0]), 1e-9))))
-                        if wrong_fixture and name == "all_reduce":
-                            result()[0] += 1
-                        bad, elements, first, got, expected = wrong()
-                        if bad:
-                            wrong_total += bad
-                            if case_error is not None:
-                                case_error["iterations_wrong"] += 1
-                            elif len(record["errors"]) < FABRIC_ERRORS_KEPT:  # the first wrong iteration of each case, and how many were
-                                case_error = {"collective": name, "dtype": label, "bytes": moved, "iteration": iteration, "iterations_wrong": 1,
-                                              "iterations": iterations + 1, "wrong": bad, "elements": elements, "index": first, "got": got, "expected": expected}
-                                record["errors"].append(case_error)
-                        iteration += 1
-                    if case_error is not None:
-                        case_error["iterations"] = iterations + 1
-                except (RuntimeError, TypeError, ValueError) as exc:
-                    text = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-                    record["unsupported"].append({"collective": name, "dtype": label, "error": text[:300]})
-                    dist.barrier(group=group)  # a backend that refused it must still work for the rest; if not, this raises here
-                    break
-                slowest = torch.tensor([spent / iterations, clock.mine() if clock is not None else 0.0], dtype=torch.float64)
-                dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # the slowest rank's time, and the clock every rank agrees on
-                if clock is not None:
-                    clock.agreed = float(slowest[1])
-                    if estimates.get((name, label, size)):
-                        slower = max(1.0, (clock.agreed - before) / estimates[(name, label, size)])
-                ranks_wrong = torch.tensor([1.0 if wrong_total else 0.0], dtype=torch.float64)
-                dist.all_reduce(ranks_wrong)  # across hosts each compat reads only its own ranks' records: every rank learns the count
-                record["rows"].append({"collective": name, "dtype": label, "bytes": moved, "iterations": iterations,
-                                       "seconds": float(slowest[0]), "wrong": wrong_total, "ranks_wrong": int(ranks_wrong[0])})
-                if float(slowest[0]) > SWEEP_STOP_SECONDS and size != chosen[-1]:  # every rank sees the same slowest time
-                    record["cut"].append({"collective": name, "dtype": label, "after": moved, "seconds": float(slowest[0]), "limit": SWEEP_STOP_SECONDS,
-                                          "sizes": [s for s in chosen if s > size]})
-                    break
-            if clock is not None and clock.deadline:
+            sweep.run_sizes(name, label, dtype)
+            if deadline:
                 record["deadline"]["spent"] = clock.agreed
             if backend is None:
                 save(fabric=record)
@@ -518,6 +452,111 @@ def fabric_sweep(dist, torch, rank, world, sizes, cap, group=None, backend=None,
                 OTHER_SWEEPS[backend] = record
                 save(fabric_others=OTHER_SWEEPS)
     return record
+
+
+class _Sweep:
+    """One backend's sweep in progress (fabric_sweep): what each case needs, and the record the cases add to. Every
+    decision that ends a collective's sizes early is made from values every rank agreed on, so all ranks make it."""
+
+    def __init__(self, dist, torch, rank, world, group, backend, clock, chosen, plan, record):
+        self.dist, self.torch, self.rank, self.world, self.group, self.backend = dist, torch, rank, world, group, backend
+        self.clock, self.chosen, self.plan, self.record = clock, chosen, plan, record
+        self.timed_seconds = plan.timed if plan is not None else SWEEP_CASE_SECONDS
+        self.estimates = {(c.collective, c.dtype, c.size): c.seconds for c in plan.cases} if plan else {}
+        self.wrong_fixture = fixture_asks(rank, "wrongsum")
+        self.cases_begun = 0
+        self.slower = 1.0  # how much slower than its estimate the last case ran (the model knows no TCP stall): later estimates scaled by it
+
+    def run_sizes(self, name, label, dtype):
+        """Every size of one collective and type, until the deadline, a refusal or a slow call stops them."""
+        sizes_here = self.plan.sizes(name, label) if self.plan is not None else self.chosen
+        for size in sizes_here:
+            guess = self.estimates.get((name, label, size), 0.0) * self.slower
+            if self.past_deadline(guess):
+                # every rank holds the same agreed time and estimate: all skip the rest of this collective and type
+                rest = [s for s in sizes_here if s >= size]
+                self.record["skipped"].append({"collective": name, "dtype": label, "sizes": rest, "why": "deadline"})
+                return
+            if not self.run_case(name, label, dtype, size):
+                return
+
+    def past_deadline(self, guess):
+        clock = self.clock
+        return bool(clock is not None and clock.deadline and (clock.agreed + guess > clock.deadline * (1 - GUARD_RESERVE) or clock.left() <= 0))
+
+    def run_case(self, name, label, dtype, size):
+        """One case: its iterations, then the slowest rank's time and how many ranks saw a wrong value. False when the
+        rest of this collective's sizes are not to be run (the backend refused it, or one call took too long)."""
+        dist, torch, clock = self.dist, self.torch, self.clock
+        before = clock.agreed if clock is not None else 0.0
+        moved, prepare, run, result, wrong = fabric_case(torch, dist, name, dtype, size, self.rank, self.world, self.group)
+        self.cases_begun += 1
+        save(fabric_case=[name, label, moved, self.cases_begun], fabric_backend=self.backend)  # compat's progress line on a terminal
+        try:
+            iterations, spent, wrong_total = self.iterate(name, label, moved, sweep_iterations(size), prepare, run, result, wrong)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+            self.record["unsupported"].append({"collective": name, "dtype": label, "error": text[:300]})
+            dist.barrier(group=self.group)  # a backend that refused it must still work for the rest; if not, this raises here
+            return False
+        slowest = torch.tensor([spent / iterations, clock.mine() if clock is not None else 0.0], dtype=torch.float64)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # the slowest rank's time, and the clock every rank agrees on
+        if clock is not None:
+            clock.agreed = float(slowest[1])
+            if self.estimates.get((name, label, size)):
+                self.slower = max(1.0, (clock.agreed - before) / self.estimates[(name, label, size)])
+        ranks_wrong = torch.tensor([1.0 if wrong_total else 0.0], dtype=torch.float64)
+        dist.all_reduce(ranks_wrong)  # across hosts each compat reads only its own ranks' records: every rank learns the count
+        self.record["rows"].append({"collective": name, "dtype": label, "bytes": moved, "iterations": iterations,
+                                    "seconds": float(slowest[0]), "wrong": wrong_total, "ranks_wrong": int(ranks_wrong[0])})
+        if float(slowest[0]) > SWEEP_STOP_SECONDS and size != self.chosen[-1]:  # every rank sees the same slowest time
+            self.record["cut"].append({"collective": name, "dtype": label, "after": moved, "seconds": float(slowest[0]), "limit": SWEEP_STOP_SECONDS,
+                                       "sizes": [s for s in self.chosen if s > size]})
+            return False
+        return True
+
+    def iterate(self, name, label, moved, iterations, prepare, run, result, wrong):
+        """(timed iterations, seconds they took on this rank, wrong elements seen): a warm-up (checked, not timed),
+        then as many timed calls as fit in the case's seconds, each checked exactly; the first wrong one kept."""
+        dist, torch = self.dist, self.torch
+        spent = 0.0
+        wrong_total = 0
+        case_error = None
+        iteration = 0
+        while iteration <= iterations:  # the first is a warm-up: checked, not timed
+            prepare()
+            dist.barrier(group=self.group)
+            start = time.perf_counter()
+            run()
+            took = time.perf_counter() - start
+            if iteration:
+                spent += took
+            else:  # as many timed calls as fit in SWEEP_CASE_SECONDS (fewer under a deadline), from the slowest rank's warm-up: the same on every rank
+                warm = torch.tensor([took], dtype=torch.float64)
+                dist.all_reduce(warm, op=dist.ReduceOp.MAX)
+                iterations = max(1, min(iterations, int(self.timed_seconds / max(float(warm[0]), 1e-9))))
+            if self.wrong_fixture and name == "all_reduce":
+                result()[0] += 1
+            bad, elements, first, got, expected = wrong()
+            if bad:
+                wrong_total += bad
+                case_error = self.note_wrong(case_error, {"collective": name, "dtype": label, "bytes": moved, "iteration": iteration, "iterations_wrong": 1,
+                                                          "iterations": iterations + 1, "wrong": bad, "elements": elements, "index": first, "got": got,
+                                                          "expected": expected})
+            iteration += 1
+        if case_error is not None:
+            case_error["iterations"] = iterations + 1
+        return iterations, spent, wrong_total
+
+    def note_wrong(self, case_error, this):
+        """The case's first wrong iteration (kept in the record while it holds fewer than FABRIC_ERRORS_KEPT), counting later ones."""
+        if case_error is not None:
+            case_error["iterations_wrong"] += 1
+            return case_error
+        if len(self.record["errors"]) < FABRIC_ERRORS_KEPT:
+            self.record["errors"].append(this)
+            return this
+        return None
 
 
 OTHER_SWEEPS = {}  # backend -> its sweep, for --fabric's comparison
@@ -953,10 +992,7 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy, clock=None):
     deadline = float(plan.get("deadline") or 30)
     names = [None] * world
     dist.all_gather_object(names, os.uname()[1])
-    hosts = []
-    for name in names:
-        if name not in hosts:
-            hosts.append(name)
+    hosts = list(dict.fromkeys(names))  # in the order of their first rank
     leaders = [names.index(h) for h in hosts]
     record = {"hosts": hosts, "mode": plan["mode"], "rounds": len(plan["rounds"]), "deadline": deadline, "links": [], "seconds": 0.0}
     if plan.get("asked_deadline") is not None:  # --fabric-deadline lowered --pair-deadline: said with both numbers
@@ -966,51 +1002,19 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy, clock=None):
         record["error"] = "the schedule is for %d hosts but the ranks run on %d (%s)" % (plan["hosts"], len(hosts), ", ".join(hosts))
         save(pairs=record)
         return record
-    stalled = fixture_asks(rank, "stallpair")
+    measure_round = functools.partial(_measure_round, dist, torch, rank, leaders, deadline, fixture_asks(rank, "stallpair"))
     started = time.perf_counter()
     before = tcp_counters()
     mine = []
-
-    def measure_round(pairs, number, kept):
-        earlier = socket_fds()
-        groups, why = round_groups(dist, torch, pairs, leaders, deadline)
-        opened = socket_fds() - earlier  # this rank's connections of its pair's group (a rank is in one pair a round)
-        for a, b in pairs:
-            if rank in (leaders[a], leaders[b]):
-                first = rank == leaders[a]
-                peer = leaders[b] if first else leaders[a]
-                result = pair_test(dist, torch, first, peer, deadline, stalled, groups.get((a, b)), why, opened)
-                pair_counters(dist, torch, first, peer, result)
-                if first:
-                    result.update({"a": a, "b": b, "round": number})
-                    result.pop("tcp", None)
-                    kept.append(result)
-        dist.barrier()  # the round ends for everyone: the next round's pairs start together
-        end_round_groups(dist, groups, rank, leaders)
-
     for number, pairs in enumerate(plan["rounds"]):
         save(pairs_round=number, pairs_rounds=len(plan["rounds"]))
         measure_round(pairs, number, mine)
     found = [None] * world
     dist.all_gather_object(found, mine)
     links = sorted((link for part in found for link in part), key=lambda link: (link["a"], link["b"]))
-    for _attempt in range(PAIR_RETRIES):  # a link below half the median is measured again: a busy machine slows a link
-        rounds = slow_link_rounds(links)     # for a while, a rate limit or a bad cable does every time
-        if not rounds:
-            break
-        if share and clock is not None:  # under --fabric-deadline: again only while the slowest such round still fits in the pairs' share
-            took = {(link["a"], link["b"]): float(link.get("seconds") or deadline) for link in links}
-            need = sum(max(took.get(tuple(pair), deadline) for pair in pairs) for pairs in rounds)
-            if clock.agree() + need > share:
-                record["skipped"] = ["measuring again %d slow link(s) (%.1f s more would pass the %.0f s the pairs may take under --fabric-deadline)"
-                                     % (sum(len(p) for p in rounds), need, share)]
-                break
-        again = []
-        for pairs in rounds:
-            measure_round(pairs, None, again)
-        parts = [None] * world
-        dist.all_gather_object(parts, again)
-        merge_again(links, [link for part in parts for link in part])
+    skipped = _measure_slow_again(measure_round, dist, world, links, deadline, share, clock)
+    if skipped:
+        record["skipped"] = [skipped]
     record["seconds"] = time.perf_counter() - started
     after = tcp_counters()
     difference = tcp_difference(before, after)
@@ -1023,6 +1027,50 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy, clock=None):
     record["interfaces"] = [gathered[leader]["interface"] for leader in leaders]  # each host's interface toward the master
     save(pairs=record)
     return record
+
+
+def _measure_round(dist, torch, rank, leaders, deadline, stalled, pairs, number, kept):
+    """One round of fabric_pairs: each pair (of host indexes) on its own group, measured by the hosts' first ranks;
+    the first host's rank keeps the result in ``kept``. Every rank takes part (the groups and the closing barrier)."""
+    earlier = socket_fds()
+    groups, why = round_groups(dist, torch, pairs, leaders, deadline)
+    opened = socket_fds() - earlier  # this rank's connections of its pair's group (a rank is in one pair a round)
+    for a, b in pairs:
+        if rank not in (leaders[a], leaders[b]):
+            continue
+        first = rank == leaders[a]
+        peer = leaders[b] if first else leaders[a]
+        result = pair_test(dist, torch, first, peer, deadline, stalled, groups.get((a, b)), why, opened)
+        pair_counters(dist, torch, first, peer, result)
+        if first:
+            result.update({"a": a, "b": b, "round": number})
+            result.pop("tcp", None)
+            kept.append(result)
+    dist.barrier()  # the round ends for everyone: the next round's pairs start together
+    end_round_groups(dist, groups, rank, leaders)
+
+
+def _measure_slow_again(measure_round, dist, world, links, deadline, share, clock):
+    """Measure again (up to PAIR_RETRIES times) the links below half the median, merged into ``links``: a busy machine
+    slows a link for a while, a rate limit or a bad cable does every time. Under --fabric-deadline only while the
+    slowest such round still fits in the pairs' share: else the sentence saying what was not measured again (else None)."""
+    for _attempt in range(PAIR_RETRIES):
+        rounds = slow_link_rounds(links)
+        if not rounds:
+            return None
+        if share and clock is not None:
+            took = {(link["a"], link["b"]): float(link.get("seconds") or deadline) for link in links}
+            need = sum(max(took.get(tuple(pair), deadline) for pair in pairs) for pairs in rounds)
+            if clock.agree() + need > share:
+                return ("measuring again %d slow link(s) (%.1f s more would pass the %.0f s the pairs may take under --fabric-deadline)"
+                        % (sum(len(p) for p in rounds), need, share))
+        again = []
+        for pairs in rounds:
+            measure_round(pairs, None, again)
+        parts = [None] * world
+        dist.all_gather_object(parts, again)
+        merge_again(links, [link for part in parts for link in part])
+    return None
 
 
 def digest(torch, model):
@@ -1062,10 +1110,8 @@ def transformers_makes_group():
 def prepare_trainer(args, torch, backend, grouped, in_init=False):
     """The model, the TrainingArguments (which set up the distributed state: adopting the group compat formed, or,
     for transformers that make their own, forming the one group of this process) and what the step records."""
-    import dataclasses
-
     import transformers
-    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+    from transformers import GPT2Config, Trainer, TrainerCallback, TrainingArguments
 
     info = {"transformers": transformers.__version__, "steps_wanted": args.steps, "per_device_batch": args.batch}
     try:
@@ -1077,8 +1123,34 @@ def prepare_trainer(args, torch, backend, grouped, in_init=False):
     save(trainer=info)
 
     seen_rows = []
+    ProbeModel, info["loss_kwargs"] = probe_model_class(seen_rows)
+    step_times = []
+    losses = []
+    callbacks = trainer_callbacks(TrainerCallback, step_times, losses)
 
+    torch.manual_seed(1234)
+    config = GPT2Config(vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=2)
+    model = ProbeModel(config)
+    kwargs, info["flags"], info["dropped"] = training_kwargs(args, TrainingArguments, backend, grouped)
+    model, optimizers = apply_ipex(args, torch, model, info)
+    save(trainer=info)
+    if not in_init:
+        stage("trainer:arguments")
+    training_args = trainer_group(TrainingArguments, kwargs, info, in_init)
+    info["world_size"] = int(training_args.world_size)
+    info["process_index"] = int(getattr(training_args, "process_index", 0))
+    info["parallel_mode"] = str(getattr(training_args, "parallel_mode", ""))
+    save(trainer=info)
+    return {"info": info, "model": model, "training_args": training_args, "optimizers": optimizers, "Trainer": Trainer,
+            "dataset": probe_samples(torch, 64, 16), "callbacks": callbacks, "step_times": step_times, "losses": losses, "seen_rows": seen_rows}
+
+
+def probe_model_class(seen_rows):
+    """(the probe's GPT-2 model class, whether its forward takes the Trainer's loss kwargs): a GPT2LMHeadModel that
+    appends, in training, the samples of each batch (their first token) to ``seen_rows``."""
     import inspect
+
+    from transformers import GPT2LMHeadModel
 
     parent_takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(GPT2LMHeadModel.forward).parameters.values())
 
@@ -1090,7 +1162,11 @@ def prepare_trainer(args, torch, backend, grouped, in_init=False):
 
     if not parent_takes_kwargs:  # keep the Trainer from passing loss kwargs (num_items_in_batch) the model cannot take
         ProbeModel.forward.__signature__ = inspect.Signature(list(inspect.signature(ProbeModel.forward).parameters.values())[:4])
-    info["loss_kwargs"] = parent_takes_kwargs
+    return ProbeModel, parent_takes_kwargs
+
+
+def probe_samples(torch, count, length):
+    """The probe's dataset: ``count`` fixed random rows of ``length`` tokens, the first token naming the sample."""
 
     class Samples(torch.utils.data.Dataset):
         def __init__(self, count, length):
@@ -1105,7 +1181,11 @@ def prepare_trainer(args, torch, backend, grouped, in_init=False):
             row = self.rows[index]
             return {"input_ids": row, "attention_mask": torch.ones_like(row), "labels": row.clone()}
 
-    step_times = []
+    return Samples(count, length)
+
+
+def trainer_callbacks(TrainerCallback, step_times, losses):
+    """The Trainer callbacks that record each step's seconds in ``step_times`` and each logged loss in ``losses``."""
 
     class Timer(TrainerCallback):
         def on_step_begin(self, *a, **k):
@@ -1114,16 +1194,19 @@ def prepare_trainer(args, torch, backend, grouped, in_init=False):
         def on_step_end(self, *a, **k):
             step_times.append(time.perf_counter() - self.start)
 
-    losses = []
-
     class Losses(TrainerCallback):
         def on_log(self, _args, _state, _control, logs=None, **k):
             if logs and "loss" in logs:
                 losses.append(float(logs["loss"]))
 
-    torch.manual_seed(1234)
-    config = GPT2Config(vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=2)
-    model = ProbeModel(config)
+    return [Timer(), Losses()]
+
+
+def training_kwargs(args, TrainingArguments, backend, grouped):
+    """(TrainingArguments' keyword arguments, the flags compat translated, the probe's settings this transformers
+    does not take): the probe's settings, then compat's flags, the backend flag set to the backend this run proved."""
+    import dataclasses
+
     fields = {f.name for f in dataclasses.fields(TrainingArguments)}
     wanted = {
         "output_dir": os.path.join(args.run_dir, "trainer-%d" % os.getpid()),
@@ -1150,22 +1233,27 @@ def prepare_trainer(args, torch, backend, grouped, in_init=False):
         # A process that formed no group (no rank variables) passes no backend: it trains as the script would, alone.
         flags[backend_flag] = "gloo" if (backend != "gloo" and ccl_blocked) else (backend or "gloo")
     kwargs.update(flags)
-    info["flags"] = flags
-    info["dropped"] = sorted(k for k in wanted if k not in fields)
-    optimizers = (None, None)
-    if args.ipex_mode == "direct":
-        import intel_extension_for_pytorch as ipex
+    return kwargs, flags, sorted(k for k in wanted if k not in fields)
 
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        model.train()
-        model, optimizer = ipex.optimize(model, optimizer=optimizer, dtype=torch.bfloat16 if flags.get("bf16") else torch.float32)
-        optimizers = (optimizer, None)
-        info["ipex"] = "applied with ipex.optimize(model, optimizer) before the Trainer"
-    elif args.ipex_mode == "trainer":
+
+def apply_ipex(args, torch, model, info):
+    """(the model, the Trainer's optimizers): under --ipex direct, both from ipex.optimize; how IPEX is applied goes in ``info``."""
+    if args.ipex_mode == "trainer":
         info["ipex"] = "applied by the Trainer (use_ipex=True)"
-    save(trainer=info)
-    if not in_init:
-        stage("trainer:arguments")
+    if args.ipex_mode != "direct":
+        return model, (None, None)
+    import intel_extension_for_pytorch as ipex
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    model, optimizer = ipex.optimize(model, optimizer=optimizer, dtype=torch.bfloat16 if info["flags"].get("bf16") else torch.float32)
+    info["ipex"] = "applied with ipex.optimize(model, optimizer) before the Trainer"
+    return model, (optimizer, None)
+
+
+def trainer_group(TrainingArguments, kwargs, info, in_init):
+    """The TrainingArguments, made so that the distributed state is set up now; who formed the process group and
+    whether the Trainer adopted compat's goes in ``info["group"]``."""
     import torch.distributed as dist
 
     before = default_group(dist)
@@ -1179,12 +1267,7 @@ def prepare_trainer(args, torch, backend, grouped, in_init=False):
         "adopted": before is not None and after is before,  # the Trainer found the group initialised and used it
         "created_by_trainer": GROUPS["created"] - created_before,
     }
-    info["world_size"] = int(training_args.world_size)
-    info["process_index"] = int(getattr(training_args, "process_index", 0))
-    info["parallel_mode"] = str(getattr(training_args, "parallel_mode", ""))
-    save(trainer=info)
-    return {"info": info, "model": model, "training_args": training_args, "optimizers": optimizers, "Trainer": Trainer,
-            "dataset": Samples(64, 16), "callbacks": [Timer(), Losses()], "step_times": step_times, "losses": losses, "seen_rows": seen_rows}
+    return training_args
 
 
 def run_trainer(args, torch, prepared):
@@ -1385,7 +1468,23 @@ def watch_compat(spec):
 
 
 def main():
-    global _STATUS_PATH, PROTOCOL
+    args = worker_parser().parse_args()
+    rank = start_rank(args)
+    stage("start")
+    try:
+        run_rank(args, rank)
+    except SystemExit as exc:
+        if "error" not in STATUS:  # not one of ours (those record their error first): something called exit() mid-stage
+            save(error={"type": "SystemExit", "message": "exit(%r) was called at stage %s" % (exc.code, STATUS.get("stage")), "traceback": traceback.format_exc()[-6000:]})
+        raise
+    except BaseException as exc:
+        save(error={"type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-6000:]})
+        traceback.print_exc()
+        sys.stderr.flush()
+        raise SystemExit(1) from None
+
+
+def worker_parser():
     parser = argparse.ArgumentParser()
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--expect-world", type=int, required=True)
@@ -1408,8 +1507,13 @@ def main():
     parser.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: the rank ends itself after this")
     parser.add_argument("--watch", default="", help="HOST:PID:STARTTIME of compat: the rank ends itself when it is gone")
     parser.add_argument("--watch-exit", action="store_true", help="write <record>.gone when this rank ends (runs across hosts)")
-    args = parser.parse_args()
+    return parser
 
+
+def start_rank(args):
+    """Before the first stage: the protocol, the watchers that end this rank, its status and log files (stdout and
+    stderr go to the log), stack dumps on SIGUSR1, and the rank variables in its status. The rank (None: no group)."""
+    global _STATUS_PATH, PROTOCOL
     PROTOCOL = load_protocol()
     die_with_parent()
     if args.deadline:
@@ -1432,101 +1536,122 @@ def main():
     rank, world, local, source = rank_variables(args.map_mpi, args.rank_variables)
     STATUS.update({"rank": rank, "world_size_env": world, "local_rank": local, "rank_source": source,
                    "master": "%s:%s" % (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))})
-    stage("start")
-    try:
-        save(network=network_facts())
-        stage("import:torch")
-        imports = import_stack(args)
-        import torch
-        import torch.distributed as dist
+    return rank
 
-        if imports.get("ipex") and not imports["ipex"]["ok"]:
-            save(error={"type": "ImportError", "message": imports["ipex"]["error"], "traceback": ""})
-            raise SystemExit(4)
-        backend, why = choose_backend(args, imports)
-        save(backend=backend, backend_reason=why)
-        stage("backend")
-        if backend is None:
-            save(error={"type": "BackendUnavailable", "message": why, "traceback": ""})
-            raise SystemExit(5)
-        count_groups(dist)
+
+def run_rank(args, rank):
+    """Every stage of this rank, in order: imports, backend, the group and its checks, the Trainer step, shutdown."""
+    save(network=network_facts())
+    stage("import:torch")
+    imports = import_stack(args)
+    import torch
+    import torch.distributed as dist
+
+    if imports.get("ipex") and not imports["ipex"]["ok"]:
+        save(error={"type": "ImportError", "message": imports["ipex"]["error"], "traceback": ""})
+        raise SystemExit(4)
+    backend, why = choose_backend(args, imports)
+    save(backend=backend, backend_reason=why)
+    stage("backend")
+    if backend is None:
+        save(error={"type": "BackendUnavailable", "message": why, "traceback": ""})
+        raise SystemExit(5)
+    count_groups(dist)
+    prepared = None
+    if rank is not None:
+        prepared = group_stages(args, torch, dist, rank, backend)
+    else:
+        save(world_size=None)
+    if args.trainer:
+        stage("trainer")
+        fixture_fault(rank, "trainer")
+        if prepared is None:
+            prepared = prepare_trainer(args, torch, backend, grouped=rank is not None)
+        run_trainer(args, torch, prepared)
         prepared = None
-        if rank is not None:
-            fixture_fault(rank, "before-init")
-            stage("init")
-            import datetime
+    if dist.is_available() and dist.is_initialized():
+        stage("shutdown")
+        dist.barrier()
+        dist.destroy_process_group()
+    stage("done")
 
-            # ONE process group per process, as in a training script: compat forms it and the Trainer (accelerate's
-            # PartialState) adopts it; a transformers that forms its own unconditionally forms it here instead, and the
-            # collectives below run on that one. Never destroyed and formed again: oneCCL's MPI transport does not
-            # survive a second initialisation in one process.
-            if args.trainer and transformers_makes_group():
-                prepared = prepare_trainer(args, torch, backend, grouped=True, in_init=True)
-            else:
-                dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.init_timeout))
-            save(world_size=dist.get_world_size(), group_rank=dist.get_rank(), group_backend=str(dist.get_backend()),
-                 group_made_by="trainer" if prepared is not None else "compat")
-            stage("joined")
-            fixture_fault(rank, "before-collective")
-            stage("allreduce")
-            save(allreduce=allreduce_checks(dist, torch, dist.get_world_size()))
-            stage("bandwidth")
-            sizes = [int(s) for s in args.sizes_mib.split(",") if s]
-            if not args.fabric:  # the sweep measures all_reduce (and the rest) at its own sizes instead
-                save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes))
-            memcpy = memcpy_bandwidth(dist, torch)
-            save(memcpy=memcpy)
-            clock = FabricClock(dist, torch, args.fabric_deadline) if args.fabric and args.fabric_deadline else None
-            pairs = None
-            if args.fabric_pairs:
-                stage("pairs")
-                pairs = fabric_pairs(dist, torch, dist.get_rank(), dist.get_world_size(), args.fabric_pairs, memcpy, clock)
-            if args.fabric:
-                stage("fabric")
-                wanted = [int(s) for s in args.fabric_sizes.split(",") if s]
-                if not wanted:
-                    wanted, size = [], 1024
-                    while size <= args.fabric_max:
-                        wanted.append(size)
-                        size *= 4
-                main_backend = str(dist.get_backend())
-                others = comparison_backends(dist, torch, main_backend)
-                link, budget = None, None
-                if clock is not None:
-                    core = plan_core()
-                    found = core.slowest_link((pairs or {}).get("links") or []) if core is not None else None
-                    if found is not None:  # named by the hosts: every rank has the same table
-                        link = (pairs["hosts"][found[0]], pairs["hosts"][found[1]], found[2])
-                    budget = max(0.0, clock.deadline - clock.agree()) * SWEEP_MARGIN / (1 + len(others))
-                rate = (memcpy or {}).get("per_rank") if link is None else None
-                fabric_sweep(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)),
-                             clock=clock, budget=budget, link=link, rate=rate)
-                fabric_compare(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)), main_backend,
-                               names=others, clock=clock, link=link)
-            dist.barrier()
-        else:
-            save(world_size=None)
-        if args.trainer:
-            stage("trainer")
-            fixture_fault(rank, "trainer")
-            if prepared is None:
-                prepared = prepare_trainer(args, torch, backend, grouped=rank is not None)
-            run_trainer(args, torch, prepared)
-            prepared = None
-        if dist.is_available() and dist.is_initialized():
-            stage("shutdown")
-            dist.barrier()
-            dist.destroy_process_group()
-        stage("done")
-    except SystemExit as exc:
-        if "error" not in STATUS:  # not one of ours (those record their error first): something called exit() mid-stage
-            save(error={"type": "SystemExit", "message": "exit(%r) was called at stage %s" % (exc.code, STATUS.get("stage")), "traceback": traceback.format_exc()[-6000:]})
-        raise
-    except BaseException as exc:
-        save(error={"type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-6000:]})
-        traceback.print_exc()
-        sys.stderr.flush()
-        raise SystemExit(1) from None
+
+def group_stages(args, torch, dist, rank, backend):
+    """Form the process group, then its checks: allreduce, bandwidth (or the --fabric stages), memory copy. The
+    Trainer's prepared step when the Trainer formed the group (else None)."""
+    fixture_fault(rank, "before-init")
+    stage("init")
+    import datetime
+
+    # ONE process group per process, as in a training script: compat forms it and the Trainer (accelerate's
+    # PartialState) adopts it; a transformers that forms its own unconditionally forms it here instead, and the
+    # collectives below run on that one. Never destroyed and formed again: oneCCL's MPI transport does not
+    # survive a second initialisation in one process.
+    prepared = None
+    if args.trainer and transformers_makes_group():
+        prepared = prepare_trainer(args, torch, backend, grouped=True, in_init=True)
+    else:
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=args.init_timeout))
+    save(world_size=dist.get_world_size(), group_rank=dist.get_rank(), group_backend=str(dist.get_backend()),
+         group_made_by="trainer" if prepared is not None else "compat")
+    stage("joined")
+    fixture_fault(rank, "before-collective")
+    stage("allreduce")
+    save(allreduce=allreduce_checks(dist, torch, dist.get_world_size()))
+    stage("bandwidth")
+    sizes = [int(s) for s in args.sizes_mib.split(",") if s]
+    if not args.fabric:  # the sweep measures all_reduce (and the rest) at its own sizes instead
+        save(bandwidth=bandwidth(dist, torch, dist.get_world_size(), sizes))
+    memcpy = memcpy_bandwidth(dist, torch)
+    save(memcpy=memcpy)
+    fabric_stages(args, torch, dist, memcpy)
+    dist.barrier()
+    return prepared
+
+
+def fabric_stages(args, torch, dist, memcpy):
+    """--fabric-pairs and --fabric: the pairs of hosts, then the sweep and its comparison with the other backends,
+    on one clock under --fabric-deadline."""
+    clock = FabricClock(dist, torch, args.fabric_deadline) if args.fabric and args.fabric_deadline else None
+    pairs = None
+    if args.fabric_pairs:
+        stage("pairs")
+        pairs = fabric_pairs(dist, torch, dist.get_rank(), dist.get_world_size(), args.fabric_pairs, memcpy, clock)
+    if not args.fabric:
+        return
+    stage("fabric")
+    wanted = fabric_sizes(args)
+    main_backend = str(dist.get_backend())
+    others = comparison_backends(dist, torch, main_backend)
+    link, budget = sweep_budget(clock, pairs, others)
+    rate = (memcpy or {}).get("per_rank") if link is None else None
+    fabric_sweep(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)),
+                 clock=clock, budget=budget, link=link, rate=rate)
+    fabric_compare(dist, torch, dist.get_rank(), dist.get_world_size(), wanted, max(args.fabric_max, max(wanted)), main_backend,
+                   names=others, clock=clock, link=link)
+
+
+def fabric_sizes(args):
+    """The sweep's sizes in bytes: --fabric-sizes, else 1 KiB up by powers of 4 to --fabric-max."""
+    wanted = [int(s) for s in args.fabric_sizes.split(",") if s]
+    if wanted:
+        return wanted
+    size = 1024
+    while size <= args.fabric_max:
+        wanted.append(size)
+        size *= 4
+    return wanted
+
+
+def sweep_budget(clock, pairs, others):
+    """(the slowest link the pairs measured, named by its hosts, the seconds the sweep may take) under
+    --fabric-deadline; (None, None) without one."""
+    if clock is None:
+        return None, None
+    core = plan_core()
+    found = core.slowest_link((pairs or {}).get("links") or []) if core is not None else None
+    link = (pairs["hosts"][found[0]], pairs["hosts"][found[1]], found[2]) if found is not None else None  # every rank has the same table
+    return link, max(0.0, clock.deadline - clock.agree()) * SWEEP_MARGIN / (1 + len(others))
 
 
 if __name__ == "__main__":

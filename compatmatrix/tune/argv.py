@@ -169,44 +169,51 @@ def arguments(words: Sequence[str], trainer: bool = True) -> list[Arg]:
             at += 1
             continue
         if rest or not is_option(word):
-            found.append(Arg("positional", word, word, at, at + 1, ()))
-            at += 1
-            continue
-        if word.startswith("--"):
-            body, eq, value = word.partition("=")
-            name = normal(word)
-            if not name:
-                found.append(Arg("bad", body, body, at, at + 1, (value,) if eq else ()))
-                at += 1
-                continue
-            if eq:
-                found.append(Arg("long", body, name, at, at + 1, (value,), True))
-                at += 1
-                continue
-            meant = resolved(name, trainer)
-            kind = KNOWN.get(meant or "", "")
-            end = at + 1
-            if kind == "list":
-                while end < len(words) and not is_option(words[end]) and words[end] != "--":
-                    end += 1
-            elif end < len(words) and not is_option(words[end]) and words[end] != "--" and not (meant and meant.startswith("no_")) \
-                    and (meant not in BOOLS or words[end].lower() in BOOL_WORDS):  # a flag's value: a true/false word only
-                end += 1
-            found.append(Arg("long", body, name, at, end, tuple(words[at + 1:end])))
-            at = end
-            continue
-        short = _SHORT.fullmatch(word)
-        if not short:
-            found.append(Arg("bad", word, word, at, at + 1, ()))
-            at += 1
-        elif short.group(2) or "=" in word[:3]:
-            found.append(Arg("short", word[:2], short.group(1), at, at + 1, (short.group(2),), True))
-            at += 1
+            arg = Arg("positional", word, word, at, at + 1, ())
+        elif word.startswith("--"):
+            arg = _long_option(words, at, trainer)
         else:
-            end = at + 2 if at + 1 < len(words) and not is_option(words[at + 1]) and words[at + 1] != "--" else at + 1
-            found.append(Arg("short", word, short.group(1), at, end, tuple(words[at + 1:end])))
-            at = end
+            arg = _short_option(words, at)
+        found.append(arg)
+        at = arg.end
     return found
+
+
+def _takes(words: Sequence[str], at: int) -> bool:
+    """Whether the word at ``at`` can be an option's value: there is one, and it is no option and not ``--``."""
+    return at < len(words) and not is_option(words[at]) and words[at] != "--"
+
+
+def _long_option(words: Sequence[str], at: int, trainer: bool) -> Arg:
+    """The long option at ``at`` with its value words (see arguments)."""
+    word = words[at]
+    body, eq, value = word.partition("=")
+    name = normal(word)
+    if not name:
+        return Arg("bad", body, body, at, at + 1, (value,) if eq else ())
+    if eq:
+        return Arg("long", body, name, at, at + 1, (value,), True)
+    meant = resolved(name, trainer)
+    end = at + 1
+    if KNOWN.get(meant or "", "") == "list":
+        while _takes(words, end):
+            end += 1
+    elif _takes(words, end) and not (meant and meant.startswith("no_")) \
+            and (meant not in BOOLS or words[end].lower() in BOOL_WORDS):  # a flag's value: a true/false word only
+        end += 1
+    return Arg("long", body, name, at, end, tuple(words[at + 1:end]))
+
+
+def _short_option(words: Sequence[str], at: int) -> Arg:
+    """The short option at ``at`` with its glued or next-word value (see arguments)."""
+    word = words[at]
+    short = _SHORT.fullmatch(word)
+    if not short:
+        return Arg("bad", word, word, at, at + 1, ())
+    if short.group(2) or "=" in word[:3]:
+        return Arg("short", word[:2], short.group(1), at, at + 1, (short.group(2),), True)
+    end = at + 2 if _takes(words, at + 1) else at + 1
+    return Arg("short", word, short.group(1), at, end, tuple(words[at + 1:end]))
 
 
 #: words taken for no path whatever the option: true/false, yes/no (any case); the single letters of BOOL_WORDS may be files

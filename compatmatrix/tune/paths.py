@@ -161,16 +161,12 @@ def _add(found: list[str], item: str) -> None:
 
 def _place(arg: Arg, trainer: bool, declared) -> str:  # noqa: ANN001
     """redirected, cache, kept, dropped, refused or passed (the rule of the module docstring)."""
-    if arg.kind == "bad":
-        return "kept" if declared(arg) else "refused"
-    if arg.kind == "positional":
-        return "passed" if plainly_no_path(arg.name) else "kept" if declared(arg) else "refused"
-    if arg.kind == "short":
-        return "passed" if all(plainly_no_path(v) for v in arg.values) else "kept" if declared(arg) else "refused"
-    kinds = _kinds(arg, trainer)
+    if arg.kind != "long":
+        no_path = plainly_no_path(arg.name) if arg.kind == "positional" else arg.kind == "short" and all(plainly_no_path(v) for v in arg.values)
+        return "passed" if no_path else "kept" if declared(arg) else "refused"
     if is_redirected(arg, trainer):
         return "redirected"
-    if trainer and "hub" in kinds:
+    if trainer and "hub" in _kinds(arg, trainer):
         return "dropped"
     if not arg.values or all(plainly_no_path(v) for v in arg.values):
         return "passed"
@@ -178,17 +174,23 @@ def _place(arg: Arg, trainer: bool, declared) -> str:  # noqa: ANN001
         return "refused"
     if declared(arg):
         return "kept"
+    return _place_known(arg, trainer)
+
+
+#: where the value of a known option of each kind goes (a bool option's: passed when it is a true/false letter or digit)
+_KNOWN_PLACE = {"cache": "cache", "input": "kept", "value": "passed", "list": "passed"}
+
+
+def _place_known(arg: Arg, trainer: bool) -> str:
+    """A long option no rule above placed: by the kind of the known option it names in full; refused when it names
+    none or abbreviates one (the script may have an option of that very name)."""
     meant = resolved(arg.name, trainer)
-    if meant != arg.name:  # no known option, or an abbreviation: the script may have an option of that very name
+    if meant != arg.name:
         return "refused"
     kind = KNOWN[meant]
-    if kind == "cache":
-        return "cache"
-    if kind == "input":
-        return "kept"
-    if kind in ("value", "list") or (kind == "bool" and all(v.lower() in ("t", "y", "n", "f", "1", "0") for v in arg.values)):
+    if kind == "bool" and all(v.lower() in ("t", "y", "n", "f", "1", "0") for v in arg.values):
         return "passed"
-    return "refused"
+    return _KNOWN_PLACE.get(kind, "refused")
 
 
 def _shell(word: str) -> str:

@@ -105,13 +105,9 @@ def _rejected(reason: str, worst_loss: Optional[float] = None, worst_param: Opti
 
 def prove(run: Run, reference: Run, tol: Tolerance, exact_only: bool = False) -> Verdict:
     """Whether ``run`` trained the same model as ``reference`` within ``tol`` (see the module's docstring)."""
-    if len(run.losses) != len(reference.losses):
-        return _rejected(f"it reported {len(run.losses)} steps' losses, the reference {len(reference.losses)}")
-    if len(run.params) != len(reference.params):
-        return _rejected(f"it reported {len(run.params)} parameters, the reference {len(reference.params)}")
-    for k, value in enumerate(run.losses, start=1):
-        if not math.isfinite(value):
-            return _rejected(f"step {k}'s loss is {value}")
+    unlike = _unlike(run, reference)
+    if unlike is not None:
+        return unlike
     if run.digest == reference.digest and tuple(run.losses) == tuple(reference.losses):
         return Verdict(True, True, "exact: the same losses and the same parameter digest as the reference", 0.0, 0.0)
     if exact_only:
@@ -119,13 +115,37 @@ def prove(run: Run, reference: Run, tol: Tolerance, exact_only: bool = False) ->
                          "and its losses or parameter digest differ")
     if tol.param_bound is None or tol.param_bound >= 1.0:
         return _rejected(f"the bound says nothing here ({tol.text()}), so a match cannot be proven")
+    rejected, worst_loss = _compare_losses(run, reference, tol)
+    if rejected is not None:
+        return rejected
+    rejected, worst_param = _compare_params(run, reference, tol, worst_loss)
+    if rejected is not None:
+        return rejected
+    return Verdict(True, False, f"within the {tol.dtype} bound: losses {worst_loss:.3g} and parameters {worst_param:.3g} apart at most "
+                                f"(relative), bound {tol.param_bound:.3g} at the last step", worst_loss, worst_param)
+
+
+def _unlike(run: Run, reference: Run) -> Optional[Verdict]:
+    """A rejection when the run cannot be compared: another number of steps or parameters, or a non-finite loss."""
+    if len(run.losses) != len(reference.losses):
+        return _rejected(f"it reported {len(run.losses)} steps' losses, the reference {len(reference.losses)}")
+    if len(run.params) != len(reference.params):
+        return _rejected(f"it reported {len(run.params)} parameters, the reference {len(reference.params)}")
+    for k, value in enumerate(run.losses, start=1):
+        if not math.isfinite(value):
+            return _rejected(f"step {k}'s loss is {value}")
+    return None
+
+
+def _compare_losses(run: Run, reference: Run, tol: Tolerance) -> tuple[Optional[Verdict], float]:
+    """(the rejection of the first step over its bound, or None; the largest relative difference seen)."""
     worst_loss = 0.0
     scale = 0.0
     for k, (value, ref) in enumerate(zip(run.losses, reference.losses), start=1):
         scale = max(scale, abs(ref))
         if scale == 0.0 and not tol.absolute:
             if value != 0.0:
-                return _rejected(f"step {k}'s loss is {value:.9g}, the reference's 0", math.inf)
+                return _rejected(f"step {k}'s loss is {value:.9g}, the reference's 0", math.inf), worst_loss
             continue
         relative = abs(value - ref) / scale if scale else 0.0
         worst_loss = max(worst_loss, relative)
@@ -133,21 +153,27 @@ def prove(run: Run, reference: Run, tol: Tolerance, exact_only: bool = False) ->
         assert bound is not None
         if abs(value - ref) > bound * scale + tol.absolute:
             return _rejected(f"step {k}'s loss {value:.9g} differs from the reference's {ref:.9g} by {relative:.3g} (relative), "
-                             f"over the {tol.dtype} bound 2*{k}*gamma_n = {bound:.3g}" + (f" (plus {tol.absolute:g} absolute)" if tol.absolute else ""), worst_loss)
+                             f"over the {tol.dtype} bound 2*{k}*gamma_n = {bound:.3g}" + (f" (plus {tol.absolute:g} absolute)" if tol.absolute else ""),
+                             worst_loss), worst_loss
+    return None, worst_loss
+
+
+def _compare_params(run: Run, reference: Run, tol: Tolerance, worst_loss: float) -> tuple[Optional[Verdict], float]:
+    """(the rejection of the first final parameter over the bound or not finite, or None; the largest relative
+    difference seen, relative to the largest reference parameter)."""
     largest = max((abs(p) for p in reference.params), default=0.0)
     worst_param = 0.0
     bound = tol.param_bound
     assert bound is not None
     for index, (value, ref) in enumerate(zip(run.params, reference.params)):
         if not math.isfinite(value):
-            return _rejected(f"final parameter {index} is {value}", worst_loss)
+            return _rejected(f"final parameter {index} is {value}", worst_loss), worst_param
         relative = abs(value - ref) / largest if largest else (math.inf if value != ref else 0.0)
         worst_param = max(worst_param, relative)
         if relative > bound:
             return _rejected(f"final parameter {index} is {value:.9g}, the reference's {ref:.9g}: {relative:.3g} apart (relative to the largest "
-                             f"reference parameter), over the {tol.dtype} bound 2*{tol.steps}*gamma_n = {bound:.3g}", worst_loss, worst_param)
-    return Verdict(True, False, f"within the {tol.dtype} bound: losses {worst_loss:.3g} and parameters {worst_param:.3g} apart at most "
-                                f"(relative), bound {bound:.3g} at the last step", worst_loss, worst_param)
+                             f"reference parameter), over the {tol.dtype} bound 2*{tol.steps}*gamma_n = {bound:.3g}", worst_loss, worst_param), worst_param
+    return None, worst_param
 
 
 def digest(params: Sequence[float]) -> str:

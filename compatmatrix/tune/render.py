@@ -51,6 +51,23 @@ def tune_text(outcome: Outcome) -> str:
     lines = [f"# compat tune: {outcome.space.machine_text}; {outcome.python}, launcher {outcome.launcher}",
              f"# budget {outcome.space.budget:g} s ({_estimate_words(outcome)}), took {outcome.seconds:.0f} s"
              + ("; INTERRUPTED: the table holds what was measured before Ctrl-C" if outcome.interrupted else "")]
+    lines += _table_lines(outcome)
+    if any(m.steps_per_second is not None for m in outcome.measured):
+        lines.append(_interval_words(outcome))
+    lines += [f"# proof: {text}" for text in sorted({m.tolerance for m in outcome.measured if m.tolerance})]
+    if outcome.winner is not None:
+        lines += _winner_lines(outcome)
+    else:
+        lines.append("# no configuration was measured and proven to train the same model as the reference"
+                     + ("; none of them fitted the budget left after the reference run (left out below): pass a larger --budget"
+                        if outcome.pruned and not any(m.steps_per_second is not None for m in outcome.measured) else ""))
+    lines += [f"# left out: {pruned.name}: {pruned.reason}" for pruned in outcome.space.pruned + outcome.pruned]
+    lines += [f"# note: {note}" for note in outcome.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _table_lines(outcome: Outcome) -> list[str]:
+    """The table of configurations, fastest first: steps/s, spread, interval, runs and the correctness verdict."""
     rows = [("configuration", "steps/s", "spread", f"{LEVEL:.0%} CI", "runs", "correctness")]
     for m in sorted(outcome.measured, key=lambda m: -(m.steps_per_second or 0.0)):
         name = m.config.name + (" (default plan)" if m.config.default else "") + (" (your current settings)" if m.config.current else "") + (" *" if outcome.winner is m else "")
@@ -58,45 +75,35 @@ def tune_text(outcome: Outcome) -> str:
                      f"{_rate(m.interval[0])}–{_rate(m.interval[1])}" if m.interval is not None else "-",
                      str(m.runs) if m.steps_per_second is not None else "-", _verdict_words(m)))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    for row in rows:
-        lines.append(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:>{widths[3]}}  {row[4]:>{widths[4]}}  {row[5]}".rstrip())
-    if any(m.steps_per_second is not None for m in outcome.measured):
-        lines.append(_interval_words(outcome))
-    bounds = sorted({m.tolerance for m in outcome.measured if m.tolerance})
-    for text in bounds:
-        lines.append(f"# proof: {text}")
-    if outcome.winner is not None:
-        config = outcome.winner.config
-        speedup = outcome.speedup
-        if outcome.winner.config.default:
-            why = "; no configuration was faster than the default plan beyond the measured intervals"
-        elif speedup is not None:
-            why = f"; {speedup:.2f}x the default plan's steps/s, beyond both intervals"
-        else:
-            why = "; the default plan was not measured and accepted"
-        lines.append(f"# winner: {config.name}: {config.describe()}{why}")
-        if outcome.current is not None:
-            over = outcome.speedup_over_current
-            lines.append(f"# your current settings ({outcome.current.config.name}): "
-                         + (f"the winner runs {over:.2f}x their steps/s" if over is not None else "not measured and accepted, no speed-up to say"))
-        lines.append("compat launch " + shlex.join(launch_arguments(outcome)) + " -- YOUR_TRAINING_COMMAND")
-        lines.append("compat export sbatch " + shlex.join(export_arguments(outcome, "sbatch")) + " -- YOUR_TRAINING_COMMAND")
-        lines.append("compat export pytorchjob " + shlex.join(export_arguments(outcome, "pytorchjob"))
-                     + " --image IMG --memory MEM -- YOUR_TRAINING_COMMAND")
-        for key, value in sorted(outcome.winner_env.items()):
-            lines.append(f"export {key}={shlex.quote(value)}")
-        flags = training_flags(config)
-        if flags:
-            lines.append("# an HF Trainer script's flags for it: " + shlex.join(flags))
+    return [f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:>{widths[3]}}  {row[4]:>{widths[4]}}  {row[5]}".rstrip()
+            for row in rows]
+
+
+def _winner_lines(outcome: Outcome) -> list[str]:
+    """The winner, why it won, against your current settings, and the commands and flags that run it."""
+    assert outcome.winner is not None
+    config = outcome.winner.config
+    speedup = outcome.speedup
+    if config.default:
+        why = "; no configuration was faster than the default plan beyond the measured intervals"
+    elif speedup is not None:
+        why = f"; {speedup:.2f}x the default plan's steps/s, beyond both intervals"
     else:
-        lines.append("# no configuration was measured and proven to train the same model as the reference"
-                     + ("; none of them fitted the budget left after the reference run (left out below): pass a larger --budget"
-                        if outcome.pruned and not any(m.steps_per_second is not None for m in outcome.measured) else ""))
-    for pruned in outcome.space.pruned + outcome.pruned:
-        lines.append(f"# left out: {pruned.name}: {pruned.reason}")
-    for note in outcome.notes:
-        lines.append(f"# note: {note}")
-    return "\n".join(lines) + "\n"
+        why = "; the default plan was not measured and accepted"
+    lines = [f"# winner: {config.name}: {config.describe()}{why}"]
+    if outcome.current is not None:
+        over = outcome.speedup_over_current
+        lines.append(f"# your current settings ({outcome.current.config.name}): "
+                     + (f"the winner runs {over:.2f}x their steps/s" if over is not None else "not measured and accepted, no speed-up to say"))
+    lines.append("compat launch " + shlex.join(launch_arguments(outcome)) + " -- YOUR_TRAINING_COMMAND")
+    lines.append("compat export sbatch " + shlex.join(export_arguments(outcome, "sbatch")) + " -- YOUR_TRAINING_COMMAND")
+    lines.append("compat export pytorchjob " + shlex.join(export_arguments(outcome, "pytorchjob"))
+                 + " --image IMG --memory MEM -- YOUR_TRAINING_COMMAND")
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(outcome.winner_env.items())]
+    flags = training_flags(config)
+    if flags:
+        lines.append("# an HF Trainer script's flags for it: " + shlex.join(flags))
+    return lines
 
 
 def tune_json(outcome: Outcome) -> dict[str, Any]:

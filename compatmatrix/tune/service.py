@@ -51,7 +51,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -255,15 +255,41 @@ def measure(configurations, runner, machine, budget: float, started: float, meas
     was measured stays when Ctrl-C raises out of here; why a repeat was not counted goes to ``notes``. Each reference
     run's wall time goes to ``reference_seconds`` (dtype -> seconds); a configuration whose run is estimated from them
     (space.run_estimate) to need more than the budget left is not started and goes to ``pruned`` with the numbers."""
-    command = bool(runner.command)
-    references: dict[str, Run | str] = {}  # dtype -> its reference run, or why it has none
-    pruned = [] if pruned is None else pruned
-    reference_seconds = {} if reference_seconds is None else reference_seconds
+    session = _Measuring(runner, machine, budget, started, clock, say, measured, notes,
+                         [] if pruned is None else pruned, {} if reference_seconds is None else reference_seconds)
+    for config in configurations:
+        session.run_once(config)
+    session.repeat_close_ones()
 
-    def judge(config: Configuration) -> tuple[Optional[Run], list[float], str, float, Optional[Verdict], str]:
+
+@dataclass
+class _Measuring:
+    """One measure() call: what each run needs and what the runs add up to (the caller's lists, appended as it goes)."""
+
+    runner: _Runner
+    machine: object
+    budget: float
+    started: float
+    clock: Callable[[], float]
+    say: Callable[[str], None]
+    measured: list[Measured]
+    notes: list[str]
+    pruned: list[Pruned]
+    reference_seconds: dict[str, float]  # dtype -> its reference run's wall time
+    references: dict[str, Run | str] = field(default_factory=dict)  # dtype -> its reference run, or why it has none
+
+    @property
+    def command(self) -> bool:
+        return bool(self.runner.command)
+
+    def left(self) -> float:
+        return self.budget - (self.clock() - self.started)
+
+    def judge(self, config: Configuration) -> tuple[Optional[Run], list[float], str, float, Optional[Verdict], str]:
         """One run of ``config``: the run, its step times, why it has none, its seconds, its verdict and the bound's text."""
-        run, times, problem, seconds = runner.run(config, 3.0 if config.compile else 1.0, _left(started, budget, clock()))
-        reference = references[config.dtype]
+        runner = self.runner
+        run, times, problem, seconds = runner.run(config, 3.0 if config.compile else 1.0, _left(self.started, self.budget, self.clock()))
+        reference = self.references[config.dtype]
         slack = (run.precision if run is not None else 0.0) + (reference.precision if isinstance(reference, Run) else 0.0)
         tol = tolerance(config.dtype, reduction_terms(runner.global_batch, runner.fan_in, config.ranks), runner.steps, slack)
         if run is None:
@@ -273,59 +299,75 @@ def measure(configurations, runner, machine, budget: float, started: float, meas
                    Verdict(False, False, "unproven: its losses could not be read from its output, so it cannot be shown to train the same model", None, None))
         return run, times, "", seconds, verdict, tol.text()
 
-    for config in configurations:
-        why = over_budget(run_estimate(config, reference_seconds), budget - (clock() - started))
+    def fits(self, config: Configuration) -> bool:
+        """Whether a run of ``config`` is estimated to fit the budget left; if not, it goes to ``pruned`` with the numbers."""
+        why = over_budget(run_estimate(config, self.reference_seconds), self.left())
         if why is not None:
-            pruned.append(Pruned(config.name, why))
-            continue
-        if config.dtype not in references:
-            say(f"compat tune: the single-process {config.dtype} reference")
-            reference, _, problem, seconds = runner.run(_reference_of(config, machine), 1.0, _left(started, budget, clock()))
-            if reference is not None:
-                reference_seconds[config.dtype] = seconds
-            if reference is not None and not reference.losses:
-                reference, problem = None, "its losses could not be read from its output (see docs/commands/tune.md, 'Your training command')"
-            if reference is None and not measured:
-                raise CompatError(f"The single-process {config.dtype} reference run of {runner.what} did not finish: {problem}",
-                                  "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
-            references[config.dtype] = reference if reference is not None else f"its single-process {config.dtype} reference did not finish: {problem}"
-        if isinstance(references[config.dtype], str):  # what was measured before stays; this dtype cannot be judged
-            measured.append(Measured(config, None, None, None, "", str(references[config.dtype]), 0.0))
-            continue
-        why = over_budget(run_estimate(config, reference_seconds), budget - (clock() - started))  # its own reference has just been timed
-        if why is not None:
-            pruned.append(Pruned(config.name, why))
-            continue
-        say(f"compat tune: {config.name} ({config.describe()})")
-        run, times, problem, seconds, verdict, tol_text = judge(config)
-        if run is None:
-            measured.append(Measured(config, None, None, None, tol_text, problem, seconds))
-            continue
-        samples = _samples(times, command)
-        rate, spread = pooled_speed(samples, command)
-        measured.append(Measured(config, rate, spread, verdict, tol_text, "", seconds, 1, samples, pooled_interval(samples, command)))
+            self.pruned.append(Pruned(config.name, why))
+        return why is None
 
-    stopped: set[int] = set()  # configurations not to repeat: a repeat failed to run, or one run no longer fits the budget
-    while clock() - started < budget:
-        index = next_to_repeat(measured, MAX_RUNS, stopped)
-        if index is None:
+    def run_reference(self, dtype: str, config: Configuration) -> None:
+        """The single-process reference of ``dtype`` (the reference of ``config``), or why it has none; CompatError when
+        the first reference of the session does not finish."""
+        self.say(f"compat tune: the single-process {dtype} reference")
+        reference, _, problem, seconds = self.runner.run(_reference_of(config, self.machine), 1.0, _left(self.started, self.budget, self.clock()))
+        if reference is not None:
+            self.reference_seconds[dtype] = seconds
+        if reference is not None and not reference.losses:
+            reference, problem = None, "its losses could not be read from its output (see docs/commands/tune.md, 'Your training command')"
+        if reference is None and not self.measured:
+            raise CompatError(f"The single-process {dtype} reference run of {self.runner.what} did not finish: {problem}",
+                              "Pass a larger --budget, or run compat doctor --python PATH --live to see what fails in this environment.")
+        self.references[dtype] = reference if reference is not None else f"its single-process {dtype} reference did not finish: {problem}"
+
+    def run_once(self, config: Configuration) -> None:
+        """The first run of ``config`` (after its dtype's reference), unless it no longer fits the budget."""
+        if not self.fits(config):
             return
-        earlier = measured[index]
-        if budget - (clock() - started) < earlier.seconds / earlier.runs:  # it would run past the budget: a shorter one may fit
-            stopped.add(index)
-            continue
+        if config.dtype not in self.references:
+            self.run_reference(config.dtype, config)
+        if isinstance(self.references[config.dtype], str):  # what was measured before stays; this dtype cannot be judged
+            self.measured.append(Measured(config, None, None, None, "", str(self.references[config.dtype]), 0.0))
+            return
+        if not self.fits(config):  # its own reference has just been timed
+            return
+        self.say(f"compat tune: {config.name} ({config.describe()})")
+        run, times, problem, seconds, verdict, tol_text = self.judge(config)
+        if run is None:
+            self.measured.append(Measured(config, None, None, None, tol_text, problem, seconds))
+            return
+        samples = _samples(times, self.command)
+        rate, spread = pooled_speed(samples, self.command)
+        self.measured.append(Measured(config, rate, spread, verdict, tol_text, "", seconds, 1, samples, pooled_interval(samples, self.command)))
+
+    def repeat_close_ones(self) -> None:
+        """Repeat what next_to_repeat names while the budget lasts, pooling each repeat's samples with the earlier runs'."""
+        stopped: set[int] = set()  # configurations not to repeat: a repeat failed to run, or one run no longer fits the budget
+        while self.clock() - self.started < self.budget:
+            index = next_to_repeat(self.measured, MAX_RUNS, stopped)
+            if index is None:
+                return
+            earlier = self.measured[index]
+            if self.left() < earlier.seconds / earlier.runs:  # it would run past the budget: a shorter one may fit
+                stopped.add(index)
+                continue
+            if not self.repeat(index, earlier):
+                stopped.add(index)
+
+    def repeat(self, index: int, earlier: Measured) -> bool:
+        """One more run of the configuration at ``index``; False (and a note) when it did not finish: the runs before it stand."""
         config, number = earlier.config, earlier.runs + 1
-        say(f"compat tune: {config.name} again (run {number}): {config.describe()}")
-        run, times, problem, seconds, verdict, _ = judge(config)
+        self.say(f"compat tune: {config.name} again (run {number}): {config.describe()}")
+        run, times, problem, seconds, verdict, _ = self.judge(config)
         if run is None or verdict is None or (not times and verdict.accepted):  # the runs before it stand; no more repeats of it
             why = problem or "it reported no step times"
-            notes.append(f"{config.name}: its run {number} did not finish ({why}); its numbers are those of its {earlier.runs} run(s) before")
-            stopped.add(index)
-            continue
-        samples = earlier.samples + _samples(times, command)
-        rate, spread = pooled_speed(samples, command)
-        measured[index] = Measured(config, rate, spread, _of_all_runs(earlier.verdict, verdict, number), earlier.tolerance, "",
-                                   earlier.seconds + seconds, number, samples, pooled_interval(samples, command))
+            self.notes.append(f"{config.name}: its run {number} did not finish ({why}); its numbers are those of its {earlier.runs} run(s) before")
+            return False
+        samples = earlier.samples + _samples(times, self.command)
+        rate, spread = pooled_speed(samples, self.command)
+        self.measured[index] = Measured(config, rate, spread, _of_all_runs(earlier.verdict, verdict, number), earlier.tolerance, "",
+                                        earlier.seconds + seconds, number, samples, pooled_interval(samples, self.command))
+        return True
 
 
 def next_to_repeat(measured, max_runs: int = MAX_RUNS, skip: Collection[int] = ()) -> Optional[int]:  # noqa: ANN001 - a sequence of Measured
@@ -506,19 +548,11 @@ class _Runner:
         plan = plan_ranks(self.machine, config.ranks, config.ccl_workers)
         rank_env = self.rank_env(config)
         if self.command:
-            from .trainer import STEPS_VAR, is_trainer_command, trainer_argv
+            from .trainer import STEPS_VAR
 
-            if is_trainer_command(self.command):
-                built = trainer_argv(self.command, CMD_STEPS, config.ranks, config.backend, config.dtype, config.compile)
-                if built is None:
-                    return None, [], f"the global batch of {self.global_batch} does not divide over {config.ranks} ranks", 0.0
-                words = built
-            else:
-                words = list(self.command)
-            if self.paths is not None:
-                from .paths import redirect
-
-                words = redirect(words, self.paths, out / "paths")
+            words = self.command_words(config, out)
+            if words is None:
+                return None, [], f"the global batch of {self.global_batch} does not divide over {config.ranks} ranks", 0.0
             rank_env = {**rank_env, STEPS_VAR: str(CMD_STEPS), **fixture_pythonpath(self.base)}
         else:
             words = [str(WORKLOAD), "--out", str(out), "--steps", str(STEPS), "--warmup", str(WARMUP), "--dtype", config.dtype,
@@ -537,25 +571,49 @@ class _Runner:
             reader = LogReader()  # rank 0's output (torchrun's, or rank 0's own with spawn), parsed as it comes: nothing else of it is kept
         done = supervise(commands, envs, out, timeout, new_run_id(), cwd=self.cwd if self.command else None,
                          on_output=(lambda index, chunk: reader.feed(chunk) if index == 0 else None) if reader is not None else None)
-        result = out / "result.json"
         if done.timed_out:
             why = "COMPAT_TUNE_TIMEOUT" if own <= left else "the rest of the budget"
             return None, [], f"no result within {timeout:.0f} s ({why})", done.seconds
         if reader is not None:
             return _command_result(reader.result(), done)
-        errors = sorted(out.glob("error-*.txt"))
-        if errors:
-            return None, [], _last_line(errors[0].read_text(errors="replace")), done.seconds
-        if not result.is_file():
-            codes = ", ".join(str(end.returncode) for end in done.ends)
-            return None, [], f"the run ended (exit {codes}) without a result: {_last_line(' '.join(end.log for end in done.ends))}", done.seconds
-        try:
-            data = json.loads(result.read_text())
-            run = Run(tuple(float(v) for v in data["losses"]), tuple(float(v) for v in data["params"]), str(data["digest"]))
-            times = [float(v) for v in data["step_seconds"]]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            return None, [], f"its result could not be read: {exc}", done.seconds
-        return run, times, "", done.seconds
+        return _workload_result(out, done)
+
+    def command_words(self, config: Configuration, out: Path) -> Optional[list[str]]:
+        """Your training command for ``config`` (an HF Trainer script's flags set for it), its path arguments pointed
+        into the run's folder ``out``; None when its global batch does not divide over the configuration's ranks."""
+        from .trainer import is_trainer_command, trainer_argv
+
+        if is_trainer_command(self.command):
+            built = trainer_argv(self.command, CMD_STEPS, config.ranks, config.backend, config.dtype, config.compile)
+            if built is None:
+                return None
+            words = built
+        else:
+            words = list(self.command)
+        if self.paths is not None:
+            from .paths import redirect
+
+            words = redirect(words, self.paths, out / "paths")
+        return words
+
+
+def _workload_result(out: Path, done) -> tuple[Optional[Run], list[float], str, float]:  # noqa: ANN001 - live.supervise's Supervised
+    """compat's workload's run from its folder ``out``: its result.json, or why there is none (a rank's error file,
+    the exit codes and last words of a run that wrote no result, a result that cannot be read)."""
+    errors = sorted(out.glob("error-*.txt"))
+    if errors:
+        return None, [], _last_line(errors[0].read_text(errors="replace")), done.seconds
+    result = out / "result.json"
+    if not result.is_file():
+        codes = ", ".join(str(end.returncode) for end in done.ends)
+        return None, [], f"the run ended (exit {codes}) without a result: {_last_line(' '.join(end.log for end in done.ends))}", done.seconds
+    try:
+        data = json.loads(result.read_text())
+        run = Run(tuple(float(v) for v in data["losses"]), tuple(float(v) for v in data["params"]), str(data["digest"]))
+        times = [float(v) for v in data["step_seconds"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, [], f"its result could not be read: {exc}", done.seconds
+    return run, times, "", done.seconds
 
 
 def fixture_pythonpath(base: Mapping[str, str]) -> dict[str, str]:

@@ -199,61 +199,94 @@ def search_space(machine: Machine, installed: Installed, budget: float, costs: O
     out by the budget here (the measuring estimates each run from the reference run's wall time: run_estimate), and
     the space's ``estimated`` is None."""
     pruned: list[Pruned] = []
-    dtypes = ["fp32"]
-    if not bf16:
-        pruned.append(Pruned("bf16", "not asked (--no-bf16)"))
-    elif installed.native_bf16:
-        dtypes.append("bf16")
-    else:
-        pruned.append(Pruned("bf16", "the CPU has no native bf16 (avx512_bf16 or amx_bf16): emulated bf16 autocast is slower than fp32"))
-    compiles = [False]
-    if not compile:
-        pruned.append(Pruned("compile", "not asked (--no-compile)"))
-    elif installed.torch is not None and installed.torch >= COMPILE_SINCE:
-        compiles.append(True)
-    else:
-        pruned.append(Pruned("compile", f"torch.compile needs torch {COMPILE_SINCE} or newer; "
-                                        + (f"torch {installed.torch} is installed" if installed.torch else "torch is not installed")))
-    backends: list[tuple[Optional[str], int]] = [("gloo", 0)]
-    if installed.ccl_bindings:
-        backends = [("ccl", 1), ("ccl", 0), ("gloo", 0)]
-    else:
-        pruned.append(Pruned("ccl", "the oneCCL bindings (oneccl_bind_pt) are not installed: gloo is the only backend"))
-
-    domain, count = _domains(machine)
-    budget_cores = machine.core_budget
-    default_ranks = max(1, count)
-    candidates: list[Configuration] = []
-    for ranks, layout in rank_layouts(machine):
-        if ranks > budget_cores:
-            pruned.append(Pruned(f"{ranks} ranks ({layout})", f"{plural(ranks, 'rank')} need {ranks} physical cores, one each; this process may use {budget_cores}"))
-            continue
-        per_rank = [(None, 0)] if ranks == 1 else backends
-        default_workers = None  # compat launch's rule: a worker core per rank where the cores allow it (ccl only)
-        if ranks == default_ranks:
-            default_workers = 1 if ranks > 1 and installed.ccl_bindings and _fits(machine, ranks, 1) else 0
-        for backend, workers in per_rank:
-            try:
-                plan = plan_ranks(machine, ranks, workers)
-            except PlacementError as exc:
-                pruned.append(Pruned(_name(ranks, None, backend, workers), exc.message))
-                continue
-            for threads, note in _thread_choices(machine, ranks, workers, plan.omp_threads):
-                busy = ranks * (threads + workers)
-                if busy > budget_cores:
-                    pruned.append(Pruned(f"{_name(ranks, threads, backend, workers)} ({note})",
-                                         f"oversubscribes the physical cores: {ranks} x ({plural(threads, 'OpenMP thread')} + {plural(workers, 'worker core')}) = "
-                                         f"{busy} > the {budget_cores} this process may use"))
-                    continue
-                for dtype in dtypes:
-                    for compiled in compiles:
-                        is_default = (ranks == default_ranks and note == "the plan's share" and dtype == "fp32" and not compiled
-                                      and workers == default_workers and backend == (None if ranks == 1 else ("ccl" if installed.ccl_bindings else "gloo")))
-                        candidates.append(Configuration(ranks, layout, threads, workers, backend, dtype, compiled, note, is_default))
+    builder = _Candidates(machine, installed, pruned, _dtypes(installed, bf16, pruned), _compiles(installed, compile, pruned),
+                          _backends(installed, pruned))
+    candidates = [config for ranks, layout in rank_layouts(machine) for config in builder.of_ranks(ranks, layout)]
     default = next((c for c in candidates if c.default), None)
     candidates.sort(key=lambda c: (not c.default, _distance(c, default), estimate_seconds(c, costs or DEFAULT_COSTS), c.ranks, c.name))
     if costs is None:
         return Space(machine.describe(), tuple(candidates), tuple(pruned), budget, None)
+    kept, spent = _within_budget(candidates, costs, budget, pruned)
+    return Space(machine.describe(), tuple(kept), tuple(pruned), budget, spent)
+
+
+def _dtypes(installed: Installed, bf16: bool, pruned: list[Pruned]) -> list[str]:
+    """fp32, and bf16 where asked and native (else why not, in ``pruned``)."""
+    if not bf16:
+        pruned.append(Pruned("bf16", "not asked (--no-bf16)"))
+    elif installed.native_bf16:
+        return ["fp32", "bf16"]
+    else:
+        pruned.append(Pruned("bf16", "the CPU has no native bf16 (avx512_bf16 or amx_bf16): emulated bf16 autocast is slower than fp32"))
+    return ["fp32"]
+
+
+def _compiles(installed: Installed, compile: bool, pruned: list[Pruned]) -> list[bool]:
+    """Eager, and torch.compile where asked and this torch has it (else why not, in ``pruned``)."""
+    if not compile:
+        pruned.append(Pruned("compile", "not asked (--no-compile)"))
+    elif installed.torch is not None and installed.torch >= COMPILE_SINCE:
+        return [False, True]
+    else:
+        pruned.append(Pruned("compile", f"torch.compile needs torch {COMPILE_SINCE} or newer; "
+                                        + (f"torch {installed.torch} is installed" if installed.torch else "torch is not installed")))
+    return [False]
+
+
+def _backends(installed: Installed, pruned: list[Pruned]) -> list[tuple[Optional[str], int]]:
+    """(backend, worker cores) of a run of several ranks: ccl with and without a worker core, and gloo; gloo alone
+    without the oneCCL bindings (why, in ``pruned``)."""
+    if installed.ccl_bindings:
+        return [("ccl", 1), ("ccl", 0), ("gloo", 0)]
+    pruned.append(Pruned("ccl", "the oneCCL bindings (oneccl_bind_pt) are not installed: gloo is the only backend"))
+    return [("gloo", 0)]
+
+
+class _Candidates:
+    """The configurations of each rank layout of search_space, and in ``pruned`` each one left out with its reason."""
+
+    def __init__(self, machine: Machine, installed: Installed, pruned: list[Pruned], dtypes: list[str], compiles: list[bool],
+                 backends: list[tuple[Optional[str], int]]) -> None:
+        self.machine, self.installed, self.pruned = machine, installed, pruned
+        self.dtypes, self.compiles, self.backends = dtypes, compiles, backends
+        self.budget_cores = machine.core_budget
+        self.default_ranks = max(1, _domains(machine)[1])
+
+    def of_ranks(self, ranks: int, layout: str) -> list[Configuration]:
+        if ranks > self.budget_cores:
+            self.pruned.append(Pruned(f"{ranks} ranks ({layout})", f"{plural(ranks, 'rank')} need {ranks} physical cores, one each; this process may use {self.budget_cores}"))
+            return []
+        per_rank = [(None, 0)] if ranks == 1 else self.backends
+        default_workers = None  # compat launch's rule: a worker core per rank where the cores allow it (ccl only)
+        if ranks == self.default_ranks:
+            default_workers = 1 if ranks > 1 and self.installed.ccl_bindings and _fits(self.machine, ranks, 1) else 0
+        return [config for backend, workers in per_rank for config in self.of_backend(ranks, layout, backend, workers, default_workers)]
+
+    def of_backend(self, ranks: int, layout: str, backend: Optional[str], workers: int, default_workers: Optional[int]) -> list[Configuration]:
+        try:
+            plan = plan_ranks(self.machine, ranks, workers)
+        except PlacementError as exc:
+            self.pruned.append(Pruned(_name(ranks, None, backend, workers), exc.message))
+            return []
+        found = []
+        for threads, note in _thread_choices(self.machine, ranks, workers, plan.omp_threads):
+            busy = ranks * (threads + workers)
+            if busy > self.budget_cores:
+                self.pruned.append(Pruned(f"{_name(ranks, threads, backend, workers)} ({note})",
+                                          f"oversubscribes the physical cores: {ranks} x ({plural(threads, 'OpenMP thread')} + {plural(workers, 'worker core')}) = "
+                                          f"{busy} > the {self.budget_cores} this process may use"))
+                continue
+            default_backend = None if ranks == 1 else ("ccl" if self.installed.ccl_bindings else "gloo")
+            found += [Configuration(ranks, layout, threads, workers, backend, dtype, compiled, note,
+                                    ranks == self.default_ranks and note == "the plan's share" and dtype == "fp32" and not compiled
+                                    and workers == default_workers and backend == default_backend)
+                      for dtype in self.dtypes for compiled in self.compiles]
+        return found
+
+
+def _within_budget(candidates: list[Configuration], costs: Costs, budget: float, pruned: list[Pruned]) -> tuple[list[Configuration], float]:
+    """(the candidates, in order, whose estimated runs fit ``budget`` with the references they need, the seconds
+    estimated in all); the others go to ``pruned``."""
     spent = reference_seconds(costs)  # the fp32 single-process reference
     kept: list[Configuration] = []
     references = {"fp32"}
@@ -266,7 +299,7 @@ def search_space(machine: Machine, installed: Installed, budget: float, costs: O
         spent += cost
         references.add(config.dtype)
         kept.append(config)
-    return Space(machine.describe(), tuple(kept), tuple(pruned), budget, spent)
+    return kept, spent
 
 
 MAX_SETTING = 65536  # OMP_NUM_THREADS / CCL_WORKER_COUNT past this are no setting a run could be measured with

@@ -66,39 +66,18 @@ def run(args, rank, world):
 
     if GLOBAL_BATCH % world:
         raise SystemExit("the global batch of %d does not divide over %d ranks" % (GLOBAL_BATCH, world))
-    dist = None
-    if world > 1:
-        import torch.distributed as dist
-
-        if args.backend == "ccl":
-            import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend)
-        dist.init_process_group(args.backend, rank=rank, world_size=world)
-    generator = torch.Generator().manual_seed(1)
-    inputs = torch.randn(GLOBAL_BATCH, FEATURES, generator=generator)
-    targets = inputs[:, :8].sum(dim=1, keepdim=True).tanh() + 0.1 * torch.randn(GLOBAL_BATCH, 1, generator=generator)
-    share = GLOBAL_BATCH // world
-    inputs, targets = inputs[rank * share:(rank + 1) * share], targets[rank * share:(rank + 1) * share]
+    dist = join_group(args.backend, rank, world)
+    inputs, targets = rank_data(torch, rank, world)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, 1))
-    trained = model
-    if dist is not None:
-        trained = torch.nn.parallel.DistributedDataParallel(model)
-    if args.compile:
-        trained = torch.compile(trained)
+    trained = wrapped(torch, model, dist is not None, args.compile)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    factor_text, at, step_text = (os.environ.get(FIXTURE_VAR) or "1").partition("@")
-    perturb = float(factor_text) if world > 1 and rank == 0 else 1.0
-    perturbed_step = int(step_text) if at else None
+    perturb, perturbed_step = fixture_perturbation(rank, world)
     losses, times = [], []
     for step in range(args.steps):
         started = time.perf_counter()
         optimizer.zero_grad()
-        if args.dtype == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                out = trained(inputs)
-        else:
-            out = trained(inputs)
-        loss = torch.nn.functional.mse_loss(out.float(), targets)
+        loss = step_loss(torch, trained, inputs, targets, args.dtype)
         loss.backward()
         if perturb != 1.0 and perturbed_step in (None, step + 1):
             for parameter in model.parameters():
@@ -112,18 +91,68 @@ def run(args, rank, world):
         dist.all_reduce(every)
         every /= world
     if rank == 0:
-        flat = [float(v) for p in model.parameters() for v in p.detach().float().reshape(-1).tolist()]
-        result = {"losses": [float(v) for v in every.tolist()], "params": flat,
-                  "digest": hashlib.sha256(struct.pack("<%df" % len(flat), *flat)).hexdigest(),
-                  "step_seconds": times, "world_size": world, "threads": torch.get_num_threads(),
-                  "global_batch": GLOBAL_BATCH, "fan_in": max(FEATURES, HIDDEN), "torch": torch.__version__}
-        tmp = os.path.join(args.out, "result.json.tmp")
-        with open(tmp, "w") as handle:
-            json.dump(result, handle)
-        os.replace(tmp, os.path.join(args.out, "result.json"))
+        write_result(args.out, torch, model, every, times, world)
     if dist is not None:
         dist.destroy_process_group()
     return 0
+
+
+def join_group(backend, rank, world):
+    """torch.distributed with this rank's process group formed, or None for a single rank."""
+    if world <= 1:
+        return None
+    import torch.distributed as dist
+
+    if backend == "ccl":
+        import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    return dist
+
+
+def wrapped(torch, model, distributed, compiled):
+    """The model as the steps call it: under DistributedDataParallel across ranks, then torch.compile'd when asked."""
+    trained = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+    return torch.compile(trained) if compiled else trained
+
+
+def rank_data(torch, rank, world):
+    """(inputs, targets) of this rank: its share of the global batch, the same data in every configuration."""
+    generator = torch.Generator().manual_seed(1)
+    inputs = torch.randn(GLOBAL_BATCH, FEATURES, generator=generator)
+    targets = inputs[:, :8].sum(dim=1, keepdim=True).tanh() + 0.1 * torch.randn(GLOBAL_BATCH, 1, generator=generator)
+    share = GLOBAL_BATCH // world
+    return inputs[rank * share:(rank + 1) * share], targets[rank * share:(rank + 1) * share]
+
+
+def fixture_perturbation(rank, world):
+    """(the factor this rank multiplies its gradients by, the 1-based step it does so at or None for every step):
+    COMPAT_TUNE_FIXTURE_PERTURB's, for rank 0 of a run of several ranks; 1.0 otherwise."""
+    factor_text, at, step_text = (os.environ.get(FIXTURE_VAR) or "1").partition("@")
+    perturb = float(factor_text) if world > 1 and rank == 0 else 1.0
+    return perturb, int(step_text) if at else None
+
+
+def step_loss(torch, trained, inputs, targets, dtype):
+    """One forward pass and its MSE loss (in fp32), under bf16 autocast for the bf16 configurations."""
+    if dtype == "bf16":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = trained(inputs)
+    else:
+        out = trained(inputs)
+    return torch.nn.functional.mse_loss(out.float(), targets)
+
+
+def write_result(folder, torch, model, every, times, world):
+    """Rank 0's ``<folder>/result.json`` (written whole or not at all): the losses, final parameters and their digest, step times."""
+    flat = [float(v) for p in model.parameters() for v in p.detach().float().reshape(-1).tolist()]
+    result = {"losses": [float(v) for v in every.tolist()], "params": flat,
+              "digest": hashlib.sha256(struct.pack("<%df" % len(flat), *flat)).hexdigest(),
+              "step_seconds": times, "world_size": world, "threads": torch.get_num_threads(),
+              "global_batch": GLOBAL_BATCH, "fan_in": max(FEATURES, HIDDEN), "torch": torch.__version__}
+    tmp = os.path.join(folder, "result.json.tmp")
+    with open(tmp, "w") as handle:
+        json.dump(result, handle)
+    os.replace(tmp, os.path.join(folder, "result.json"))
 
 
 if __name__ == "__main__":
