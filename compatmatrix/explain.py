@@ -9,6 +9,7 @@ rejections and releases they are about;
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import product
 from typing import Any, Optional
 
 from packaging.specifiers import SpecifierSet
@@ -270,31 +271,31 @@ def _pairing_reasons(matrix: Matrix, request: Request, table: CandidateTable) ->
         fitting[component] = {
             t.version for t in torches if any(pair_problem(c, t) is None for c in table.kept[component])
         }
-        if fitting[component]:
-            continue
-        reasons.extend(_explain_torch_mismatch(matrix, request, component, table, rejections, torch_versions))
+        if not fitting[component]:
+            reasons.extend(_explain_torch_mismatch(matrix, request, component, table, rejections, torch_versions))
     if reasons:
         return reasons
     # Each component fits some torch on its own, but not all on the same one.
-    common = set(torch_versions)
-    for versions in fitting.values():
-        common &= versions
+    common = set(torch_versions).intersection(*fitting.values())
     if not common:
         return [NoCommonTorch(tuple((c, tuple(k.version for k in table.kept[c]), tuple(sorted(v))) for c, v in fitting.items()))]
     # Torch is not the problem: the rules between the other components are.
     torch = next(t for t in torches if t.version in common)
     for group in groups(tuple(request.ordered_components)):
-        for subject in group:
-            for partner in group:
-                if not any(r.subject is subject for r in rules_between(subject, partner)):
-                    continue
-                subjects = [c for c in table.kept[subject] if pair_problem(c, torch) is None]
-                partners = [c for c in table.kept[partner] if pair_problem(c, torch) is None]
-                for candidate in subjects[:MAX_LISTED]:
-                    problem = pair_problem(candidate, partners[0]) if partners else None
-                    if problem:
-                        reasons.append(PartnerBreak(problem, partners[0].version))
+        for subject, partner in product(group, group):
+            if any(r.subject is subject for r in rules_between(subject, partner)):
+                reasons.extend(_partner_breaks(table, torch, subject, partner))
     return reasons
+
+
+def _partner_breaks(table: CandidateTable, torch: Candidate, subject: Component, partner: Component) -> list[ConflictReason]:
+    """How the first candidates of ``subject`` that fit ``torch`` break the rule with the first ``partner`` that does."""
+    partners = [c for c in table.kept[partner] if pair_problem(c, torch) is None]
+    if not partners:
+        return []
+    subjects = [c for c in table.kept[subject] if pair_problem(c, torch) is None]
+    problems = (pair_problem(candidate, partners[0]) for candidate in subjects[:MAX_LISTED])
+    return [PartnerBreak(problem, partners[0].version) for problem in problems if problem]
 
 
 def _explain_torch_mismatch(
@@ -330,80 +331,128 @@ MAX_REPLACEMENT_TRIES = 12
 _OPTIONAL = tuple(sorted((c for c, info in COMPONENTS.items() if info.leave_out), key=lambda c: COMPONENTS[c].leave_out))
 
 
+class _Tries:
+    """The changed requests tried so far: the ones that resolve, each set once, at most MAX_ALTERNATIVES. (A plain
+    class: resolve makes no dataclass, tests/test_startup.py.)"""
+
+    __slots__ = ("matrix", "found", "seen")
+
+    def __init__(self, matrix: Matrix) -> None:
+        self.matrix = matrix
+        self.found: list[Alternative] = []
+        self.seen: set = set()
+
+    def full(self) -> bool:
+        return len(self.found) >= MAX_ALTERNATIVES
+
+    def attempt(self, change: Change, changed: Request, weaker: bool = False) -> bool:
+        """Resolve ``changed``; keep it when it resolves to a set not found yet. True when it resolves."""
+        if self.full():
+            return False
+        outcome = find_set(self.matrix, changed)
+        if not isinstance(outcome, Resolution):
+            return False
+        key = (changed.python.version, tuple(sorted((c.distribution, str(p.version)) for c, p in outcome.picks.items())))
+        if key not in self.seen:
+            self.seen.add(key)
+            self.found.append(Alternative(change, outcome, Because(change, weaker, declared=declared_only(outcome.picks))))
+        return True
+
+
 def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
     """The nearest requests that resolve: a pin moved to the nearest release that works, a constraint
     dropped, a yanked release pinned, another Python, the sibling profile, a package left out."""
-    found: list[Alternative] = []
-    seen: set = set()
+    tries = _Tries(matrix)
+    _move_pins(tries, request)
+    _pin_yanked(tries, request)
+    _drop_constraints(tries, request)
+    _sibling_profile(tries, request)
+    _other_pythons(tries, request)
+    if not tries.found:
+        _leave_out(tries, request)
+    return _newer_than_security_yanks(tries.found)
 
-    def attempt(change: Change, changed: Request, weaker: bool = False) -> bool:
-        if len(found) >= MAX_ALTERNATIVES:
-            return False
-        outcome = find_set(matrix, changed)
-        if isinstance(outcome, Resolution):
-            key = (changed.python.version, tuple(sorted((c.distribution, str(p.version)) for c, p in outcome.picks.items())))
-            if key not in seen:
-                seen.add(key)
-                found.append(Alternative(change, outcome, Because(change, weaker, declared=declared_only(outcome.picks))))
-            return True
-        return False
 
+def _without(request: Request, component: Component) -> dict[Component, SpecifierSet]:
+    """The request's constraints but the one on ``component``."""
+    return {c: s for c, s in request.specifiers.items() if c is not component}
+
+
+def _move_pins(tries: _Tries, request: Request) -> None:
+    """Each pin moved to the nearest release that resolves."""
     for component in request.ordered_components:
         spec = request.spec(component)
-        if spec is None:
+        if spec is not None and is_pin(spec):
+            _move_pin(tries, request, component, spec)
+
+
+def _move_pin(tries: _Tries, request: Request, component: Component, spec: SpecifierSet) -> None:
+    """The nearest release that resolves; but a set whose pairings are all built for their torch beats a nearer one
+    that rests on a reported or unverified pairing (or a known-bad set), within the tries."""
+    remaining = _without(request, component)
+    pinned = Version(next(iter(spec)).version)
+    fallback: Optional[tuple[Change, Request]] = None
+    for version in by_nearness(tries.matrix.versions(component), pinned)[:MAX_REPLACEMENT_TRIES]:
+        replaced = dict(remaining)
+        replaced[component] = SpecifierSet(f"=={version}")
+        changed = request.replace(specifiers=replaced)
+        outcome = find_set(tries.matrix, changed)
+        if not isinstance(outcome, Resolution):
             continue
-        remaining = {c: s for c, s in request.specifiers.items() if c is not component}
-        if is_pin(spec):
-            pinned = Version(next(iter(spec)).version)
-            others = by_nearness(matrix.versions(component), pinned)
-            # the nearest release that resolves; but a set whose pairings are all built for their torch beats a nearer one
-            # that rests on a reported or unverified pairing (or a known-bad set), within the tries
-            fallback: Optional[tuple[Change, Request]] = None
-            for version in others[:MAX_REPLACEMENT_TRIES]:
-                replaced = dict(remaining)
-                replaced[component] = SpecifierSet(f"=={version}")
-                changed = request.replace(specifiers=replaced)
-                outcome = find_set(matrix, changed)
-                if not isinstance(outcome, Resolution):
-                    continue
-                if set_standing(outcome.picks) == (0, 0):
-                    fallback = None
-                    attempt(MovePin(component, spec, version), changed)
-                    break
-                if fallback is None:
-                    fallback = (MovePin(component, spec, version), changed)
-            if fallback is not None:
-                attempt(*fallback, weaker=True)
-    table = None
+        if set_standing(outcome.picks) == (0, 0):
+            tries.attempt(MovePin(component, spec, version), changed)
+            return
+        if fallback is None:
+            fallback = (MovePin(component, spec, version), changed)
+    if fallback is not None:
+        tries.attempt(*fallback, weaker=True)
+
+
+def _pin_yanked(tries: _Tries, request: Request) -> None:
+    """A yanked release pinned: also where other releases are kept but none of them fits the rest (a release yanked
+    for security is left out of every range, so it may be the only one that pairs with another pin)."""
+    table: Optional[CandidateTable] = None
     for component in request.ordered_components:
         if is_pin(request.spec(component)):
             continue
         if table is None:
             from .search import candidate_table
 
-            table = candidate_table(matrix, request)
-        # a yanked release pinned: also where other releases are kept but none of them fits the rest (a release yanked
-        # for security is left out of every range, so it may be the only one that pairs with another pin)
+            table = candidate_table(tries.matrix, request)
         yanked = [r for r in table.rejected[component] if r.kind == "yanked"]
         for rejection in sorted(yanked, key=lambda r: r.version, reverse=True)[:MAX_REPLACEMENT_TRIES]:
             pinned_spec = dict(request.specifiers)
             pinned_spec[component] = SpecifierSet(f"=={rejection.version}")
-            if attempt(PinYanked(rejection), request.replace(specifiers=pinned_spec)):
+            if tries.attempt(PinYanked(rejection), request.replace(specifiers=pinned_spec)):
                 break
+
+
+def _drop_constraints(tries: _Tries, request: Request) -> None:
     for component in request.ordered_components:
         spec = request.spec(component)
         if spec is not None:
-            remaining = {c: s for c, s in request.specifiers.items() if c is not component}
-            attempt(DropConstraint(component, spec), request.replace(specifiers=remaining))
-    if request.profile is not None:
-        sibling = {"ddp-ccl": "ddp-ccl-legacy", "ddp-ccl-legacy": "ddp-ccl"}.get(request.profile)
-        if sibling in matrix.profiles:
-            profile = matrix.profiles[sibling]
-            attempt(
-                UseProfile(sibling, profile.description),
-                request.replace(profile=sibling, features=profile.features, components=request.components | profile.components),
-            )
-    low, high = matrix.policy.python_range
+            tries.attempt(DropConstraint(component, spec), request.replace(specifiers=_without(request, component)))
+
+
+#: The profile "use the sibling profile" offers for each profile that has one.
+_SIBLING_PROFILE = {"ddp-ccl": "ddp-ccl-legacy", "ddp-ccl-legacy": "ddp-ccl"}
+
+
+def _sibling_profile(tries: _Tries, request: Request) -> None:
+    if request.profile is None:
+        return
+    sibling = _SIBLING_PROFILE.get(request.profile)
+    if sibling in tries.matrix.profiles:
+        profile = tries.matrix.profiles[sibling]
+        tries.attempt(
+            UseProfile(sibling, profile.description),
+            request.replace(profile=sibling, features=profile.features, components=request.components | profile.components),
+        )
+
+
+def _other_pythons(tries: _Tries, request: Request) -> None:
+    """At most two other Pythons of the policy's range, the nearest first (the newer of two as near)."""
+    low, high = tries.matrix.policy.python_range
     pythons = [Version(f"3.{minor}") for minor in range(low.minor, high.minor + 1)]
     pythons = sorted(
         (p for p in pythons if p != request.python.version),
@@ -411,20 +460,22 @@ def alternatives(matrix: Matrix, request: Request) -> list[Alternative]:
     )
     python_found = 0
     for python in pythons:
-        if python_found == 2 or len(found) >= MAX_ALTERNATIVES:
+        if python_found == 2 or tries.full():
             break
-        if attempt(UsePython(python), request.replace(python=PythonTarget(python, None, f"alternative Python {python}"))):
+        if tries.attempt(UsePython(python), request.replace(python=PythonTarget(python, None, f"alternative Python {python}"))):
             python_found += 1
-    if not found:
-        for component in _OPTIONAL:
-            if component in request.components:
-                remaining = {c: s for c, s in request.specifiers.items() if c is not component}
-                features = tuple(f for f in request.features if f not in matrix.policy.features_with_ccl or component is not Component.CCL)
-                attempt(
-                    LeaveOut(component),
-                    request.replace(components=request.components - {component}, specifiers=remaining, features=features),
-                )
-    return _newer_than_security_yanks(found)
+
+
+def _leave_out(tries: _Tries, request: Request) -> None:
+    """Each optional package of the request left out (with the features that need oneCCL when it is oneCCL)."""
+    features_with_ccl = tries.matrix.policy.features_with_ccl
+    for component in _OPTIONAL:
+        if component in request.components:
+            features = tuple(f for f in request.features if f not in features_with_ccl or component is not Component.CCL)
+            tries.attempt(
+                LeaveOut(component),
+                request.replace(components=request.components - {component}, specifiers=_without(request, component), features=features),
+            )
 
 
 def _newer_than_security_yanks(found: list[Alternative]) -> list[Alternative]:
@@ -492,28 +543,39 @@ def _why_not(
     if candidate is None:
         return NotInRequest()
     if component is Component.TORCH:
-        for other in request.ordered_components:
-            if other is Component.TORCH:
-                continue
-            fitting = [c for c in table.kept[other] if pair_problem(c, candidate) is None]
-            if not fitting:
-                example = nearest_first(table.kept[other], [candidate.version])[0]
-                problem = pair_problem(example, candidate)
-                assert problem is not None
-                return NoPartnerForThisTorch(other, problem)
-        full = complete_set(table, candidate, request.ordered_components)
-        if full is None:
-            for group in groups(tuple(request.ordered_components)):
-                if best_in_group(table, candidate, group) is None:
-                    return GroupHasNoSet(group)
-        else:
-            weakest = max((p for c, p in full.items() if c is not Component.TORCH), key=lambda p: standing(p, candidate), default=None)
-            if weakest is not None and set_standing(full) > set_standing(picks):
-                return WeakerSet(
-                    candidate.version, weakest, pairing_evidence(weakest.release, candidate.version),
-                    known_bad(weakest.release, weakest.version, candidate.version, candidate.local_label), picks[Component.TORCH].version,
-                )
-        return NotChosen()  # pragma: no cover - a torch with a full set of the same standing would have been picked
+        return _why_not_torch(request, table, picks, candidate)
+    return _why_not_companion(request, picks, component, candidate)
+
+
+def _why_not_torch(request: Request, table: CandidateTable, picks: Mapping[Component, Candidate], candidate: Candidate) -> WhyNot:
+    """Why a newer torch was not chosen: a package has no partner for it, a group has no set with it, or its set is weaker."""
+    for other in request.ordered_components:
+        if other is Component.TORCH:
+            continue
+        fitting = [c for c in table.kept[other] if pair_problem(c, candidate) is None]
+        if not fitting:
+            example = nearest_first(table.kept[other], [candidate.version])[0]
+            problem = pair_problem(example, candidate)
+            assert problem is not None
+            return NoPartnerForThisTorch(other, problem)
+    full = complete_set(table, candidate, request.ordered_components)
+    if full is None:
+        group = next((g for g in groups(tuple(request.ordered_components)) if best_in_group(table, candidate, g) is None), None)
+        if group is not None:
+            return GroupHasNoSet(group)
+    else:
+        weakest = max((p for c, p in full.items() if c is not Component.TORCH), key=lambda p: standing(p, candidate), default=None)
+        if weakest is not None and set_standing(full) > set_standing(picks):
+            return WeakerSet(
+                candidate.version, weakest, pairing_evidence(weakest.release, candidate.version),
+                known_bad(weakest.release, weakest.version, candidate.version, candidate.local_label), picks[Component.TORCH].version,
+            )
+    return NotChosen()  # pragma: no cover - a torch with a full set of the same standing would have been picked
+
+
+def _why_not_companion(request: Request, picks: Mapping[Component, Candidate], component: Component, candidate: Candidate) -> WhyNot:
+    """Why a newer release of a package other than torch was not chosen: it breaks a rule with a pick, pairs less well
+    with the chosen torch, or has no partner in its group."""
     for other, pick in picks.items():
         if other is component:
             continue
@@ -521,21 +583,30 @@ def _why_not(
         if problem:
             return problem
     chosen_torch = picks.get(Component.TORCH)
-    built_for = getattr(candidate.release, "torch", None)
-    if chosen_torch is not None and standing(candidate, chosen_torch) > standing(picks[component], chosen_torch):
-        chosen = picks[component]
-        return WeakerPairing(
-            candidate, pairing_evidence(candidate.release, chosen_torch.version),
-            known_bad(candidate.release, candidate.version, chosen_torch.version, chosen_torch.local_label),
-            chosen, pairing_evidence(chosen.release, chosen_torch.version), chosen_torch.version,
-        )
-    if chosen_torch is not None and built_for is not None and preference(candidate, chosen_torch) < preference(picks[component], chosen_torch):
-        return ExactBuildPreferred(candidate, built_for, picks[component].version, chosen_torch.version)
+    if chosen_torch is not None:
+        weaker = _weaker_with_torch(candidate, picks[component], chosen_torch)
+        if weaker is not None:
+            return weaker
     group = next((g for g in groups(tuple(request.ordered_components)) if component in g), ())
     partners = tuple(c for c in group if c is not component)
     if partners and any(r.subject is component for p in partners for r in rules_between(component, p)):
         return NoPartnerTogether(partners)
     return NotChosen()  # pragma: no cover
+
+
+def _weaker_with_torch(candidate: Candidate, chosen: Candidate, torch: Candidate) -> Optional[WhyNot]:
+    """``candidate`` pairs less well with the chosen torch than the chosen release, or is built for another torch
+    where the chosen one is built for this one; None when neither."""
+    if standing(candidate, torch) > standing(chosen, torch):
+        return WeakerPairing(
+            candidate, pairing_evidence(candidate.release, torch.version),
+            known_bad(candidate.release, candidate.version, torch.version, torch.local_label),
+            chosen, pairing_evidence(chosen.release, torch.version), torch.version,
+        )
+    built_for = getattr(candidate.release, "torch", None)
+    if built_for is not None and preference(candidate, torch) < preference(chosen, torch):
+        return ExactBuildPreferred(candidate, built_for, chosen.version, torch.version)
+    return None
 
 
 def _candidate_for(table: CandidateTable, component: Component, version: Version) -> Optional[Candidate]:
@@ -554,15 +625,39 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Option
     floors to know about, and the next step for oneCCL."""
     out: list[Note] = []
     if python is not None:
-        for pick in picks.values():
-            spec = python_undecided(pick.release, python)
-            if spec is not None:
-                out.append(PythonUndecidedNote(pick, spec, python.label))
+        out += _python_undecided_notes(picks, python)
+    out += _eol_notes(matrix, picks)
+    out += _unverified_notes(picks)
+    out += [note for note in map(_yank_note, picks.values()) if note is not None]
+    out += _torch_pairing_notes(matrix, picks)
+    out += _floor_notes(picks, platform)
+    out += _ccl_notes(picks)
+    return out
+
+
+def _python_undecided_notes(picks: Mapping[Component, Candidate], python: PythonTarget) -> list[Note]:
+    """Picks whose Requires-Python ``X.Y`` leaves undecided."""
+    out: list[Note] = []
+    for pick in picks.values():
+        spec = python_undecided(pick.release, python)
+        if spec is not None:
+            out.append(PythonUndecidedNote(pick, spec, python.label))
+    return out
+
+
+def _eol_notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[Note]:
+    out: list[Note] = []
     for component in picks:
         eol = matrix.eol_of(component.distribution)
         if eol is not None:
             out.append(EolNote(component, eol))
+    return out
+
+
+def _unverified_notes(picks: Mapping[Component, Candidate]) -> list[Note]:
+    """Picks outside the matrix, and picks whose entry, Python coverage or host is not verified against a live source."""
     torch = picks.get(Component.TORCH)
+    out: list[Note] = []
     for pick in picks.values():
         if isinstance(pick.release, UnlistedRelease):
             out.append(UnlistedNote(pick, pick.release, torch.version if torch is not None and pick is not torch else None))
@@ -572,41 +667,70 @@ def notes(matrix: Matrix, picks: Mapping[Component, Candidate], platform: Option
         host = pick.host.url if not pick.host.provenance.verified else None
         if entry or coverage or host:
             out.append(UnverifiedNote(pick, entry, coverage, host))
-    for pick in picks.values():
-        yank = pick.release.yank(pick.version)
-        if yank is None:
-            continue
-        security = security_yank(pick.release.wheels)
-        if security is not None:  # yanked for security on some host: yanked on every host, taken only because pinned
-            out.append(YankedPinNote(pick, security))
-        elif pick.wheels is not None and not pick.wheels.yanked:
-            out.append(YankedElsewhereNote(pick, yank))
-        else:
-            chosen = Yank(pick.wheels.host, pick.wheels.yanked_reason) if pick.wheels is not None else yank
-            out.append(YankedPinNote(pick, chosen))
+    return out
+
+
+def _yank_note(pick: Candidate) -> Optional[Note]:
+    """A pinned yanked release: yanked for security (on every host), yanked only on another host, or yanked here."""
+    yank = pick.release.yank(pick.version)
+    if yank is None:
+        return None
+    security = security_yank(pick.release.wheels)
+    if security is not None:  # yanked for security on some host: yanked on every host, taken only because pinned
+        return YankedPinNote(pick, security)
+    if pick.wheels is not None and not pick.wheels.yanked:
+        return YankedElsewhereNote(pick, yank)
+    chosen = Yank(pick.wheels.host, pick.wheels.yanked_reason) if pick.wheels is not None else yank
+    return YankedPinNote(pick, chosen)
+
+
+def _torch_pairing_notes(matrix: Matrix, picks: Mapping[Component, Candidate]) -> list[Note]:
+    """IPEX off its build, then per package the pairing with torch weaker than built-for and a known-bad set."""
     ipex, torch = picks.get(Component.IPEX), picks.get(Component.TORCH)
+    out: list[Note] = []
     if ipex is not None and torch is not None and isinstance(ipex.release, IpexRelease) and ipex.release.torch != torch.version:
         out.append(OffBuildNote(ipex, ipex.release.torch, torch.version))
-    if torch is not None:
-        for component, pick in picks.items():
-            if component is Component.TORCH:
-                continue
-            pairing = pairing_evidence(pick.release, torch.version)
-            if pairing is not None and pairing.evidence not in ("built-for", "pinned") and not isinstance(pick.release, UnlistedRelease):
-                partner = next((r.version for r in matrix.releases[component] if getattr(r, "torch", None) == torch.version), None)
-                built_for = pick.release.torch  # type: ignore[attr-defined]
-                nearest = nearest_pinned(matrix, component, pick.version) if built_for is None else None
-                out.append(PairingNote(pick, pairing, built_for, partner, nearest))
-            bad = known_bad(pick.release, pick.version, torch.version, torch.local_label)
-            if bad is not None:
-                out.append(KnownBadNote(pick, bad))
+    if torch is None:
+        return out
+    for component, pick in picks.items():
+        if component is Component.TORCH:
+            continue
+        pairing = _pairing_note(matrix, component, pick, torch)
+        if pairing is not None:
+            out.append(pairing)
+        bad = known_bad(pick.release, pick.version, torch.version, torch.local_label)
+        if bad is not None:
+            out.append(KnownBadNote(pick, bad))
+    return out
+
+
+def _pairing_note(matrix: Matrix, component: Component, pick: Candidate, torch: Candidate) -> Optional[Note]:
+    """A pick that pairs with torch on evidence weaker than built-for or pinned: its build, the release built for
+    this torch, and (without a build) the nearest pinned release."""
+    pairing = pairing_evidence(pick.release, torch.version)
+    if pairing is None or pairing.evidence in ("built-for", "pinned") or isinstance(pick.release, UnlistedRelease):
+        return None
+    partner = next((r.version for r in matrix.releases[component] if getattr(r, "torch", None) == torch.version), None)
+    built_for = pick.release.torch  # type: ignore[attr-defined]
+    nearest = nearest_pinned(matrix, component, pick.version) if built_for is None else None
+    return PairingNote(pick, pairing, built_for, partner, nearest)
+
+
+def _floor_notes(picks: Mapping[Component, Candidate], platform: Optional[Platform]) -> list[Note]:
+    """IPEX's CPU (ISA) floor above AVX2, and the glibc floors of wheels where the platform's glibc is unknown."""
+    out: list[Note] = []
+    ipex = picks.get(Component.IPEX)
     if ipex is not None and isinstance(ipex.release, IpexRelease) and ipex.release.isa_min is not None and ipex.release.isa_min.level != "avx2":
         out.append(IsaFloorNote(ipex, ipex.release.isa_min))
     if platform is not None and platform.glibc is None and platform.libc == "glibc":
-        for pick in picks.values():
-            if pick.wheels is not None and pick.wheels.glibc_min is not None:
-                out.append(GlibcUnknownNote(pick, pick.wheels, platform))
+        out += [GlibcUnknownNote(pick, pick.wheels, platform) for pick in picks.values() if pick.wheels is not None and pick.wheels.glibc_min is not None]
+    return out
+
+
+def _ccl_notes(picks: Mapping[Component, Candidate]) -> list[Note]:
+    """With oneccl_bind_pt: the worker count with accelerate, and its setvars.sh."""
     ccl = picks.get(Component.CCL)
+    out: list[Note] = []
     if ccl is not None and Component.ACCELERATE in picks:
         out.append(CclWorkerCountNote())
     if ccl is not None and isinstance(ccl.release, CclRelease):

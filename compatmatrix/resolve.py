@@ -13,7 +13,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError, shown
-from .matrix.model import Component, Matrix
+from .matrix.model import Component, Matrix, Profile
 from .reasons import Unsupported
 from .search import Conflict, Outcome, Request, Resolution, candidate_table, find_set, search
 from .target import Platform, PythonTarget
@@ -35,29 +35,16 @@ def build_request(
     requirements = list(requirements)
 
     notes: list[str] = []
-    if profile is None and not with_components and not requirements:
-        profile = matrix.policy.default_profile
-    elif profile is None:
-        notes.append(
-            f"no profile: resolving only the packages named (and torch); add --profile {matrix.policy.default_profile} for the full stack"
-        )
+    profile = _profile_name(matrix, profile, bool(with_components or requirements), notes)
     if profile is not None:
-        if profile not in matrix.profiles:
-            raise UsageError(f"'{profile}' is not a profile.", f"Use one of: {', '.join(sorted(matrix.profiles))}.")
-        chosen = matrix.profiles[profile]
+        chosen = _profile(matrix, profile)
         components |= chosen.components
         features += chosen.features
     for name in with_components:
         components.add(_component(name))
     for text in requirements:
-        requirement = _requirement(text)
-        check_specifier_versions(text, requirement.specifier)
-        component = _component(requirement.name)
-        refuse_device_pins(matrix, component, requirement.specifier)
+        component, specifier = _read_requirement(matrix, text, notes)
         components.add(component)
-        specifier, label_note = _without_local_labels(component, requirement.specifier)
-        if label_note:
-            notes.append(label_note)
         if specifier:
             specifiers.setdefault(component, []).append(specifier)
     if Component.TRANSFORMERS in components:
@@ -74,6 +61,36 @@ def build_request(
         profile=profile,
         notes=tuple(notes),
     )
+
+
+def _profile_name(matrix: Matrix, profile: Optional[str], names_packages: bool, notes: list[str]) -> Optional[str]:
+    """The profile asked for; the default one when nothing is named; None (with a note) when only packages are."""
+    if profile is None and not names_packages:
+        return matrix.policy.default_profile
+    if profile is None:
+        notes.append(
+            f"no profile: resolving only the packages named (and torch); add --profile {matrix.policy.default_profile} for the full stack"
+        )
+    return profile
+
+
+def _profile(matrix: Matrix, name: str) -> Profile:
+    if name not in matrix.profiles:
+        raise UsageError(f"'{name}' is not a profile.", f"Use one of: {', '.join(sorted(matrix.profiles))}.")
+    return matrix.profiles[name]
+
+
+def _read_requirement(matrix: Matrix, text: str, notes: list[str]) -> tuple[Component, SpecifierSet]:
+    """One PEP 508 requirement: its package and its specifier without local labels (a note says what was dropped);
+    UsageError for a version that is none, an unknown package or a device pin."""
+    requirement = _requirement(text)
+    check_specifier_versions(text, requirement.specifier)
+    component = _component(requirement.name)
+    refuse_device_pins(matrix, component, requirement.specifier)
+    specifier, label_note = _without_local_labels(component, requirement.specifier)
+    if label_note:
+        notes.append(label_note)
+    return component, specifier
 
 
 def all_of(sets: Iterable[SpecifierSet]) -> SpecifierSet:

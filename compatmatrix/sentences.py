@@ -97,29 +97,40 @@ def sources_text(sources: Sequence[str], limit: int = 2) -> str:
 def pairing_phrase(pairing: Pairing, detail: bool = False) -> str:
     """How a pairing is known, as a clause that names its source: "reported working by https://...", "unverified (...)";
     ``detail``: with the note of a report that could not be verified."""
-    if pairing.evidence == "built-for":
-        return "built for it"
-    if pairing.evidence == "pinned":
-        return "its METADATA pins it"
-    if pairing.evidence == "declared":
-        return f"declared only: {pairing.provenance.note}" if detail else "declared only: its METADATA's range admits it, no source verified the pair"
-    if pairing.evidence == "verified":
-        return f"declared and verified ({sources_text(pairing.provenance.sources)})"
-    if pairing.evidence == "reported-working":
-        if pairing.provenance.verified:
-            caveat = ""
-        elif detail and pairing.provenance.note:
-            caveat = f" (not verified: {pairing.provenance.note.rstrip('.')})"
-        else:
-            caveat = " (not verified)"
-        return f"reported working by {sources_text(pairing.provenance.sources)}{caveat}"
-    if pairing.evidence == "tested-here":
-        return f"tested here: it works ({pairing.provenance.note})"
-    if pairing.evidence == "documented-break" and pairing.tested:
+    phrase = _PAIRING_PHRASES.get(pairing.evidence)
+    return phrase(pairing, detail) if phrase is not None else "unverified: no source says whether this pair works"
+
+
+def _declared_phrase(pairing: Pairing, detail: bool) -> str:
+    return f"declared only: {pairing.provenance.note}" if detail else "declared only: its METADATA's range admits it, no source verified the pair"
+
+
+def _reported_phrase(pairing: Pairing, detail: bool) -> str:
+    if pairing.provenance.verified:
+        caveat = ""
+    elif detail and pairing.provenance.note:
+        caveat = f" (not verified: {pairing.provenance.note.rstrip('.')})"
+    else:
+        caveat = " (not verified)"
+    return f"reported working by {sources_text(pairing.provenance.sources)}{caveat}"
+
+
+def _break_phrase(pairing: Pairing, detail: bool) -> str:
+    if pairing.tested:
         return f"tested here: it fails ({pairing.provenance.note})"
-    if pairing.evidence == "documented-break":
-        return f"documented not to work ({sources_text(pairing.provenance.sources)})"
-    return "unverified: no source says whether this pair works"
+    return f"documented not to work ({sources_text(pairing.provenance.sources)})"
+
+
+#: pairing_phrase per evidence (any other: unverified).
+_PAIRING_PHRASES: dict[str, Callable[[Pairing, bool], str]] = {
+    "built-for": lambda pairing, detail: "built for it",
+    "pinned": lambda pairing, detail: "its METADATA pins it",
+    "declared": _declared_phrase,
+    "verified": lambda pairing, detail: f"declared and verified ({sources_text(pairing.provenance.sources)})",
+    "reported-working": _reported_phrase,
+    "tested-here": lambda pairing, detail: f"tested here: it works ({pairing.provenance.note})",
+    "documented-break": _break_phrase,
+}
 
 
 def nearest_verified(component: Component, built_for: Any, version: Version, partner: Optional[Version]) -> str:

@@ -13,7 +13,7 @@ job. Without it the command is translated for the versions only, ccl kept (and b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from packaging.version import Version
@@ -105,115 +105,165 @@ def ipex_through_trainer(matrix: Matrix, transformers: Version, accelerate: Opti
     return True, f"accelerate {accelerate} applies IPEX in prepare() (--use_ipex)"
 
 
+@dataclass
+class _Rewrite:
+    """One translation under way: the versions it is for, the features they have, and what it has written so far."""
+
+    matrix: Matrix
+    transformers: Version
+    accelerate: Optional[Version]
+    torch: Optional[Version]
+    stock: bool
+    wants_cpu: bool
+    feature: dict = field(default_factory=dict)
+    accel: dict = field(default_factory=dict)
+    out: list[str] = field(default_factory=list)
+    edits: list[Edit] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    blocking: list[str] = field(default_factory=list)
+    cpu_flag_written: bool = False
+
+    def has(self, name: str) -> bool:  # matrix.feature: an entry missing from a --matrix file is a sentence (exit 2), not a KeyError
+        return self.matrix.feature("transformers", name).present_in(self.transformers)
+
+    def when(self, name: str) -> str:
+        return f"transformers{range_text(self.matrix.feature('transformers', name).versions)}"
+
+    def flag(self, item: _Flag) -> None:
+        """Write one flag we translate, by its name."""
+        _FLAG_REWRITES[item.name](self, item, " ".join(item.tokens))
+
+    def backend(self, item: _Flag, written: str) -> None:
+        """--xpu_backend / --ddp_backend: the name these transformers take; ccl to gloo for stock PyTorch."""
+        value = item.value or ""
+        if self.stock and value == "ccl":
+            new, why, blocked = _stock_backend(self.matrix, item.name, self.transformers, self.has, self.when)
+            self.out += new
+            self.edits.append(Edit(written, " ".join(new), why))
+            if blocked:
+                self.blocking.append(blocked)
+            return
+        new, why = self._backend_name(item)
+        if value == "ccl" and not self.has("ddp_backend_ccl") and not self.has("xpu_backend_arg"):
+            self.blocking.append(
+                f"transformers {self.transformers} no longer accepts ccl ({self.when('ddp_backend_ccl')} does): "
+                "use --ddp_backend gloo on stock PyTorch, or the pinned set that still has ccl: compat resolve --profile ddp-ccl"
+            )
+        self.out += new
+        if why:
+            self.edits.append(Edit(written, " ".join(new), why))
+
+    def _backend_name(self, item: _Flag) -> tuple[list[str], str]:
+        """The backend flag as these transformers spell it, and why it changed ("" when it did not)."""
+        value = item.value or ""
+        if self.has("ddp_backend_arg"):
+            why = f"--xpu_backend was renamed --ddp_backend ({self.when('ddp_backend_arg')})" if item.name == "--xpu_backend" else ""
+            return ["--ddp_backend", value], why
+        if self.has("xpu_backend_arg"):
+            why = (f"transformers {self.transformers} has no --ddp_backend yet; it takes --xpu_backend ({self.when('xpu_backend_arg')})"
+                   if item.name == "--ddp_backend" else "")
+            return ["--xpu_backend", value], why
+        self.blocking.append(f"transformers {self.transformers} has neither --ddp_backend nor --xpu_backend: it cannot choose a CPU backend from the command line")
+        return list(item.tokens), ""
+
+    def cpu(self, item: _Flag, written: str) -> None:
+        """--no_cuda / --use_cpu: the one these transformers take, once."""
+        if not _on(item):
+            self.out += item.tokens
+            return
+        if self.cpu_flag_written:
+            self.edits.append(Edit(written, "", "the CPU flag is already given"))
+            return
+        self.cpu_flag_written = True
+        if self.has("use_cpu_arg"):
+            new = ["--use_cpu"]
+            why = f"--no_cuda was replaced by --use_cpu ({self.when('use_cpu_arg')}; --no_cuda is gone from 5.0)" if item.name == "--no_cuda" else ""
+        else:
+            new = ["--no_cuda"]
+            why = f"transformers {self.transformers} has no --use_cpu yet ({self.when('use_cpu_arg')} does)" if item.name == "--use_cpu" else ""
+        self.out += new
+        if why or item.value is not None:
+            self.edits.append(Edit(written, " ".join(new), why or "a bare flag is enough"))
+
+    def use_ipex(self, item: _Flag, written: str) -> None:
+        """--use_ipex: kept where the Trainer still takes it (warning when it does nothing), dropped where it is gone."""
+        if self.stock:
+            self.edits.append(Edit(written, "", stock_no_ipex(self.matrix)))
+            return
+        if self.has("use_ipex_arg"):
+            self.out += item.tokens
+            applies, why_not = ipex_through_trainer(self.matrix, self.transformers, self.accelerate, self.torch)
+            if _on(item) and not applies:
+                self.warnings.append(f"{why_not}: apply ipex.optimize(model, optimizer) in the script to get IPEX")
+        elif _on(item):
+            self.edits.append(Edit(written, "", f"--use_ipex was removed ({self.when('use_ipex_arg')} have it): apply ipex.optimize(model, optimizer) "
+                                                "in the script, or stay on transformers <4.57"))
+
+    def bf16(self, item: _Flag, written: str) -> None:
+        """--bf16: kept, with --use_cpu added where bf16 on a CPU needs it."""
+        self.out += item.tokens
+        needs_cpu = self.feature.get("bf16_cpu_requires_use_cpu")
+        if _on(item) and needs_cpu and needs_cpu.present_in(self.transformers) and not self.wants_cpu:
+            self.out.append("--use_cpu")
+            self.cpu_flag_written = True
+            self.edits.append(Edit(written, f"{written} --use_cpu", f"bf16 on a CPU needs --use_cpu ({self.when('bf16_cpu_requires_use_cpu')})"))
+
+    def stock_cpu_flag(self, flags: Sequence[_Flag], backend: Optional[str]) -> None:
+        """For stock PyTorch: --use_cpu added where accelerate runs several CPU processes as one job only when told."""
+        cpu_flag_given = self.cpu_flag_written or any(f.name in ("--no_cuda", "--use_cpu") for f in flags)
+        if not self.stock or backend is None or cpu_flag_given or not self.has("use_cpu_arg"):
+            return
+        needs = self.accel.get("multi_cpu_requires_cpu_flag")
+        if self.accelerate is not None and needs is not None and needs.present_in(self.accelerate):
+            self.out.append("--use_cpu")
+            self.edits.append(Edit("", "--use_cpu", f"accelerate {self.accelerate} runs several CPU processes as one job only when told cpu=True "
+                                                    f"(--use_cpu; accelerate{range_text(needs.versions)}): without it each rank trains alone"))
+
+    def ccl_with_accelerate(self, backend: Optional[str]) -> None:
+        """Block ccl where the accelerate the Trainer hands the backend to cannot run it."""
+        if backend != "ccl" or self.stock:
+            return
+        uses_accelerate = self.has("ddp_backend_forwarded_to_accelerate") if "ddp_backend_forwarded_to_accelerate" in self.feature else True
+        works = self.accel.get("ddp_backend_ccl_works")
+        if uses_accelerate and self.accelerate is not None and works is not None and not works.present_in(self.accelerate):
+            self.blocking.append(
+                f"accelerate {self.accelerate} cannot run ccl (only accelerate{range_text(works.versions)} {works.description}): "
+                "pip install the set compat resolve --profile ddp-ccl gives, or train with --ddp_backend gloo"
+            )
+
+
+#: How each flag we translate is rewritten (the names are those _parse groups with their value).
+_FLAG_REWRITES = {
+    "--xpu_backend": _Rewrite.backend,
+    "--ddp_backend": _Rewrite.backend,
+    "--no_cuda": _Rewrite.cpu,
+    "--use_cpu": _Rewrite.cpu,
+    "--use_ipex": _Rewrite.use_ipex,
+    "--bf16": _Rewrite.bf16,
+}
+
+
 def translate(matrix: Matrix, argv: Sequence[str], transformers: Version, accelerate: Optional[Version], torch: Optional[Version] = None,
               *, stock: bool = False) -> Translation:
     """``stock``: the command will run on stock PyTorch (no IPEX, no oneCCL bindings): ccl -> gloo, --use_ipex dropped."""
-    feature = {f.name: f for f in matrix.features_of("transformers")}
-    accel = {f.name: f for f in matrix.features_of("accelerate")}
-
-    def has(name: str) -> bool:  # matrix.feature: an entry missing from a --matrix file is a sentence (exit 2), not a KeyError
-        return matrix.feature("transformers", name).present_in(transformers)
-
-    def when(name: str) -> str:
-        return f"transformers{range_text(matrix.feature('transformers', name).versions)}"
-
     items = _parse(argv)
-    edits: list[Edit] = []
-    warnings: list[str] = []
-    blocking: list[str] = []
-    out: list[str] = []
     flags = [i for i in items if isinstance(i, _Flag)]
-    wants_cpu = any(f.name in ("--no_cuda", "--use_cpu") and _on(f) for f in flags)
+    rewrite = _Rewrite(
+        matrix, transformers, accelerate, torch, stock,
+        wants_cpu=any(f.name in ("--no_cuda", "--use_cpu") and _on(f) for f in flags),
+        feature={f.name: f for f in matrix.features_of("transformers")},
+        accel={f.name: f for f in matrix.features_of("accelerate")},
+    )
     backend = next((f.value for f in flags if f.name in ("--xpu_backend", "--ddp_backend")), None)
-    cpu_flag_written = False
-
     for item in items:
-        if not isinstance(item, _Flag):
-            out.append(str(item))
-            continue
-        written = " ".join(item.tokens)
-        if item.name in ("--xpu_backend", "--ddp_backend"):
-            value = item.value or ""
-            if stock and value == "ccl":
-                new, why, blocked = _stock_backend(matrix, item.name, transformers, has, when)
-                out += new
-                edits.append(Edit(written, " ".join(new), why))
-                if blocked:
-                    blocking.append(blocked)
-                continue
-            if has("ddp_backend_arg"):
-                new = ["--ddp_backend", value]
-                why = f"--xpu_backend was renamed --ddp_backend ({when('ddp_backend_arg')})" if item.name == "--xpu_backend" else ""
-            elif has("xpu_backend_arg"):
-                new = ["--xpu_backend", value]
-                why = f"transformers {transformers} has no --ddp_backend yet; it takes --xpu_backend ({when('xpu_backend_arg')})" if item.name == "--ddp_backend" else ""
-            else:
-                new = list(item.tokens)
-                why = ""
-                blocking.append(f"transformers {transformers} has neither --ddp_backend nor --xpu_backend: it cannot choose a CPU backend from the command line")
-            if value == "ccl" and not has("ddp_backend_ccl") and not has("xpu_backend_arg"):
-                blocking.append(
-                    f"transformers {transformers} no longer accepts ccl ({when('ddp_backend_ccl')} does): "
-                    "use --ddp_backend gloo on stock PyTorch, or the pinned set that still has ccl: compat resolve --profile ddp-ccl"
-                )
-            out += new
-            if why:
-                edits.append(Edit(written, " ".join(new), why))
-            continue
-        if item.name in ("--no_cuda", "--use_cpu"):
-            if not _on(item):
-                out += item.tokens
-                continue
-            if cpu_flag_written:
-                edits.append(Edit(written, "", "the CPU flag is already given"))
-                continue
-            cpu_flag_written = True
-            if has("use_cpu_arg"):
-                new = ["--use_cpu"]
-                why = f"--no_cuda was replaced by --use_cpu ({when('use_cpu_arg')}; --no_cuda is gone from 5.0)" if item.name == "--no_cuda" else ""
-            else:
-                new = ["--no_cuda"]
-                why = f"transformers {transformers} has no --use_cpu yet ({when('use_cpu_arg')} does)" if item.name == "--use_cpu" else ""
-            out += new
-            if why or item.value is not None:
-                edits.append(Edit(written, " ".join(new), why or "a bare flag is enough"))
-            continue
-        if item.name == "--use_ipex":
-            if stock:
-                edits.append(Edit(written, "", stock_no_ipex(matrix)))
-                continue
-            if has("use_ipex_arg"):
-                out += item.tokens
-                applies, why_not = ipex_through_trainer(matrix, transformers, accelerate, torch)
-                if _on(item) and not applies:
-                    warnings.append(f"{why_not}: apply ipex.optimize(model, optimizer) in the script to get IPEX")
-            elif _on(item):
-                edits.append(Edit(written, "", f"--use_ipex was removed ({when('use_ipex_arg')} have it): apply ipex.optimize(model, optimizer) in the script, or stay on transformers <4.57"))
-            continue
-        if item.name == "--bf16":
-            out += item.tokens
-            if _on(item) and feature.get("bf16_cpu_requires_use_cpu") and feature["bf16_cpu_requires_use_cpu"].present_in(transformers) and not wants_cpu:
-                out.append("--use_cpu")
-                cpu_flag_written = True
-                edits.append(Edit(written, f"{written} --use_cpu", f"bf16 on a CPU needs --use_cpu ({when('bf16_cpu_requires_use_cpu')})"))
-            continue
-
-    cpu_flag_given = cpu_flag_written or any(f.name in ("--no_cuda", "--use_cpu") for f in flags)
-    if stock and backend is not None and not cpu_flag_given and has("use_cpu_arg"):
-        needs = accel.get("multi_cpu_requires_cpu_flag")
-        if accelerate is not None and needs is not None and needs.present_in(accelerate):
-            out.append("--use_cpu")
-            edits.append(Edit("", "--use_cpu", f"accelerate {accelerate} runs several CPU processes as one job only when told cpu=True (--use_cpu; "
-                                                f"accelerate{range_text(needs.versions)}): without it each rank trains alone"))
-    if backend == "ccl" and not stock:
-        uses_accelerate = has("ddp_backend_forwarded_to_accelerate") if "ddp_backend_forwarded_to_accelerate" in feature else True
-        works = accel.get("ddp_backend_ccl_works")
-        if uses_accelerate and accelerate is not None and works is not None and not works.present_in(accelerate):
-            blocking.append(
-                f"accelerate {accelerate} cannot run ccl (only accelerate{range_text(works.versions)} {works.description}): "
-                "pip install the set compat resolve --profile ddp-ccl gives, or train with --ddp_backend gloo"
-            )
-    return Translation(tuple(out), tuple(edits), tuple(warnings), tuple(blocking), transformers, accelerate, backend == "ccl" and not stock)
+        if isinstance(item, _Flag):
+            rewrite.flag(item)
+        else:
+            rewrite.out.append(str(item))
+    rewrite.stock_cpu_flag(flags, backend)
+    rewrite.ccl_with_accelerate(backend)
+    return Translation(tuple(rewrite.out), tuple(rewrite.edits), tuple(rewrite.warnings), tuple(rewrite.blocking), transformers, accelerate,
+                       backend == "ccl" and not stock)
 
 
 def _last(matrix: Matrix, package: str) -> str:

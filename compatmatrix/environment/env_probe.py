@@ -93,6 +93,17 @@ def read_text(path, limit=65536):
 
 def distributions(paths):
     found = []
+    for entry, names in _listed_folders(paths):
+        for item in names:
+            record = _distribution(entry, item)
+            if record is not None:
+                found.append(record)
+    return found
+
+
+def _listed_folders(paths):
+    """Each folder of ``paths`` that exists, once (by its real path), with its entries sorted; one that cannot be listed is
+    passed over."""
     seen_dirs = set()
     for entry in paths:
         if not entry or not os.path.isdir(entry):
@@ -105,29 +116,33 @@ def distributions(paths):
             names = sorted(os.listdir(entry))
         except OSError:
             continue
-        for item in names:
-            full = os.path.join(entry, item)
-            if item.endswith(".dist-info"):
-                meta = os.path.join(full, "METADATA")
-            elif item.endswith(".egg-info"):
-                meta = os.path.join(full, "PKG-INFO") if os.path.isdir(full) else full
-            else:
-                continue
-            name, version = read_metadata(meta)
-            if not name or not version:
-                continue
-            record = {"name": name, "canonical": canonical(name), "version": version, "path": full, "site": entry}
-            installer = read_text(os.path.join(full, "INSTALLER"), 200) if os.path.isdir(full) else None
-            if installer:
-                record["installer"] = installer.strip()
-            direct_url = read_text(os.path.join(full, "direct_url.json")) if os.path.isdir(full) else None
-            if direct_url:
-                try:
-                    record["direct_url"] = json.loads(direct_url)
-                except ValueError:
-                    pass
-            found.append(record)
-    return found
+        yield entry, names
+
+
+def _distribution(entry, item):
+    """The record of a .dist-info / .egg-info named ``item`` in the folder ``entry`` (name, version, where, and its
+    INSTALLER and direct_url.json when it has them), or None for anything else or metadata without a name and version."""
+    full = os.path.join(entry, item)
+    if item.endswith(".dist-info"):
+        meta = os.path.join(full, "METADATA")
+    elif item.endswith(".egg-info"):
+        meta = os.path.join(full, "PKG-INFO") if os.path.isdir(full) else full
+    else:
+        return None
+    name, version = read_metadata(meta)
+    if not name or not version:
+        return None
+    record = {"name": name, "canonical": canonical(name), "version": version, "path": full, "site": entry}
+    installer = read_text(os.path.join(full, "INSTALLER"), 200) if os.path.isdir(full) else None
+    if installer:
+        record["installer"] = installer.strip()
+    direct_url = read_text(os.path.join(full, "direct_url.json")) if os.path.isdir(full) else None
+    if direct_url:
+        try:
+            record["direct_url"] = json.loads(direct_url)
+        except ValueError:
+            pass
+    return record
 
 
 def module_dirs(paths):
@@ -457,47 +472,70 @@ def watch(data):
     compares before it reuses the answer. Only with --watch; never part of the answer itself."""
     import site
 
-    python = data["python"]
     paths = [sys.executable, os.path.realpath(sys.executable)]
     here = os.path.dirname(os.path.abspath(sys.executable))
     paths += [os.path.join(here, "pyvenv.cfg"), os.path.join(os.path.dirname(here), "pyvenv.cfg")]
-    entries = list(python["path"])
-    paths += entries  # a folder's mtime changes when an entry (a dist-info, a .pth, a package) is added or removed
+    paths += _sys_path_paths(list(data["python"]["path"]))
+    paths += _site_paths(site)
+    paths += _distribution_paths(data["distributions"])
+    for folder in (data["env"].get("PATH") or os.defpath).split(os.pathsep):
+        if os.path.isabs(folder):  # a relative one is looked up in the probe's own fresh folder: nothing is there
+            paths.append(folder)
+    paths += [found for found in data["which"].values() if found]
+    return {"paths": paths, "user_site_enabled": bool(getattr(site, "ENABLE_USER_SITE", False))}
+
+
+def _sys_path_paths(entries):
+    """The sys.path folders, then in each the site customisation modules and the packages the answer looks for."""
+    paths = list(entries)  # a folder's mtime changes when an entry (a dist-info, a .pth, a package) is added or removed
     for entry in entries:
         for name in ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize"):
             paths.append(os.path.join(entry, name))
         for module in BINDING_MODULES + ("torch", "intel_extension_for_pytorch"):
             paths.append(os.path.join(entry, module, "__init__.py"))
+    return paths
+
+
+def _site_paths(site):
+    """The site folders (the user site too: watched even while it does not exist), their .pth files and the folders
+    those add."""
     sites = list(getattr(site, "getsitepackages", lambda: [])())
     user_site = getattr(site, "USER_SITE", None) or (site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
     if user_site:
         sites.append(user_site)
-    paths += sites  # the user site counts when it exists: watched even while it does not
+    paths = list(sites)
     for folder in sites:
         try:
             names = sorted(os.listdir(folder))
         except OSError:
             continue
         for name in names:
-            if not name.endswith(".pth"):
-                continue
-            pth = os.path.join(folder, name)
-            paths.append(pth)
-            text = read_text(pth) or ""
-            for line in text.splitlines():  # site adds a line's folder only when it exists
-                line = line.rstrip()
-                if line and not line.startswith(("#", "import ", "import\t")):
-                    paths.append(os.path.join(folder, line))
-    for dist in data["distributions"]:
+            if name.endswith(".pth"):
+                paths += _pth_paths(folder, name)
+    return paths
+
+
+def _pth_paths(folder, name):
+    """A .pth file and the folders its lines name (site adds a line's folder only when it exists)."""
+    pth = os.path.join(folder, name)
+    paths = [pth]
+    text = read_text(pth) or ""
+    for line in text.splitlines():
+        line = line.rstrip()
+        if line and not line.startswith(("#", "import ", "import\t")):
+            paths.append(os.path.join(folder, line))
+    return paths
+
+
+def _distribution_paths(dists):
+    """Each distribution's dist-info (or egg-info) and the files of it the answer reads."""
+    paths = []
+    for dist in dists:
         full = dist["path"]
         paths.append(full)
         if os.path.isdir(full):
             paths += [os.path.join(full, name) for name in ("METADATA", "PKG-INFO", "INSTALLER", "direct_url.json")]
-    for folder in (data["env"].get("PATH") or os.defpath).split(os.pathsep):
-        if os.path.isabs(folder):  # a relative one is looked up in the probe's own fresh folder: nothing is there
-            paths.append(folder)
-    paths += [found for found in data["which"].values() if found]
-    return {"paths": paths, "user_site_enabled": bool(getattr(site, "ENABLE_USER_SITE", False))}
+    return paths
 
 
 def answer(data, argv):

@@ -19,7 +19,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Optional
 
 from ..record import Record
@@ -165,48 +165,85 @@ class LibrarySearch:
         identity = requester.identity if requester is not None else self.program.identity if self.program is not None else None
 
         looked: list[str] = []
-
-        def fits(path: str) -> bool:
-            try:
-                is_file = stat.S_ISREG(os.stat(path).st_mode)
-            except PermissionError:  # a folder on the way that this user may not search: said, not passed over in silence
-                note = f"{os.path.dirname(path)} (this user cannot look inside it: permission denied; the loader cannot either)"
-                if note not in looked:
-                    looked.append(note)
-                return False
-            except (OSError, ValueError):
-                return False
-            if not is_file:
-                return False
-            found = elf_identity(path)
-            if found is None and not os.access(path, os.R_OK):  # there, but not for this user
-                looked.append(f"{path} (there, but this user cannot read it: permission denied; the loader cannot open it either)")
-            return found is not None and (identity is None or found == identity)
-
         if "/" in name:  # a path, taken as it is
-            return (Located(name, name, "its own path", True) if fits(name) else None), tuple(looked) or (name,)
+            return (Located(name, name, "its own path", True) if _fits(name, identity, looked) else None), tuple(looked) or (name,)
+        for candidate, how, loader in self._candidates(name, requester, ancestors, loader_only, looked):
+            if _fits(candidate, identity, looked):
+                return Located(name, candidate, how, loader), tuple(looked)
+        return None, tuple(looked)
+
+    def _candidates(self, name: str, requester: Optional[ElfInfo], ancestors: Sequence[ElfInfo], loader_only: bool,
+                    looked: list[str]) -> Iterator[tuple[str, str, bool]]:
+        """The paths the loader tries for ``name``, in its order, as (path, how it was found, found by the loader itself);
+        each place is added to ``looked`` as it is reached. Past the loader's own places (``loader_only``: not), the extra
+        folders compat also looks in."""
         for folder, how, loader in self.places(requester, ancestors):
             looked.append(f"{folder} ({how})")
-            candidate = os.path.join(folder, name)
-            if fits(candidate):
-                return Located(name, candidate, how, loader), tuple(looked)
+            yield os.path.join(folder, name), how, loader
         looked.append("ldconfig's cache (ldconfig -p)")
         for candidate in self.ldconfig.get(name, ()):
-            if fits(candidate):
-                return Located(name, candidate, "ldconfig's cache (ldconfig -p)", True), tuple(looked)
+            yield candidate, "ldconfig's cache (ldconfig -p)", True
         if self.system_dirs:
             looked.append(f"the loader's default folders ({', '.join(self.system_dirs)})")
         for folder in self.system_dirs:
-            candidate = os.path.join(folder, name)
-            if fits(candidate):
-                return Located(name, candidate, "the loader's default folders", True), tuple(looked)
+            yield os.path.join(folder, name), "the loader's default folders", True
         if not loader_only:
             for folder, how in self.extra:
                 looked.append(f"{folder} ({how})")
-                candidate = os.path.join(folder, name)
-                if fits(candidate):
-                    return Located(name, candidate, how, False), tuple(looked)
-        return None, tuple(looked)
+                yield os.path.join(folder, name), how, False
+
+
+def _fits(path: str, identity: Optional[tuple[int, int]], looked: list[str]) -> bool:
+    """``path`` is a file the loader would take: an ELF object of ``identity`` (class and machine; None: any). A folder
+    this user may not search and a file it may not read are said in ``looked``."""
+    try:
+        is_file = stat.S_ISREG(os.stat(path).st_mode)
+    except PermissionError:  # a folder on the way that this user may not search: said, not passed over in silence
+        note = f"{os.path.dirname(path)} (this user cannot look inside it: permission denied; the loader cannot either)"
+        if note not in looked:
+            looked.append(note)
+        return False
+    except (OSError, ValueError):
+        return False
+    if not is_file:
+        return False
+    found = elf_identity(path)
+    if found is None and not os.access(path, os.R_OK):  # there, but not for this user
+        looked.append(f"{path} (there, but this user cannot read it: permission denied; the loader cannot open it either)")
+    return found is not None and (identity is None or found == identity)
+
+
+class _Walk:
+    """The DT_NEEDED walk inside one folder tree: the objects still to read, the real paths met, what could not be read.
+    (A plain class: compat env and check make no dataclass, tests/test_startup.py.)"""
+
+    __slots__ = ("search", "tree", "deadline", "queue", "seen", "unreadable")
+
+    def __init__(self, search: LibrarySearch, tree: str, deadline: float, queue: list[tuple[ElfInfo, tuple[ElfInfo, ...]]], seen: set[str],
+                 unreadable: list[str]) -> None:
+        self.search = search
+        self.tree = tree  # the real path of the tree
+        self.deadline = deadline  # time.monotonic() at which the walk stops
+        self.queue = queue
+        self.seen = seen
+        self.unreadable = unreadable
+
+    def follow(self, info: ElfInfo, ancestors: tuple[ElfInfo, ...]) -> None:
+        """Queue the objects ``info`` needs that the loader finds inside the tree and that were not met yet."""
+        for name in info.needed[:MAX_NEEDED]:
+            if time.monotonic() > self.deadline:
+                break
+            located, _ = self.search.find(name, info, ancestors, loader_only=True)
+            if located is None:
+                continue
+            real = os.path.realpath(located.path)
+            if real in self.seen or os.path.commonpath([real, self.tree]) != self.tree:
+                continue
+            self.seen.add(real)
+            try:
+                self.queue.append((read_elf(located.path), (info, *ancestors)))
+            except ElfError as exc:
+                self.unreadable.append(str(exc))
 
 
 def find_needed(roots: Sequence[str], wanted: Callable[[str], bool], tree: str, search: LibrarySearch) -> tuple[Optional[Needed], tuple[str, ...]]:
@@ -221,30 +258,25 @@ def find_needed(roots: Sequence[str], wanted: Callable[[str], bool], tree: str, 
             seen.add(os.path.realpath(root))
         except ElfError as exc:
             unreadable.append(str(exc))
-    real_tree = os.path.realpath(tree)
-    deadline = time.monotonic() + SEARCH_BUDGET_S
-    while queue and len(seen) <= MAX_OBJECTS:
-        if time.monotonic() > deadline:
-            unreadable.append(f"the search stopped after {SEARCH_BUDGET_S:g} s: the objects under {tree} name too many libraries or search folders")
+    walk = _Walk(search, os.path.realpath(tree), time.monotonic() + SEARCH_BUDGET_S, queue, seen, unreadable)
+    while walk.queue and len(walk.seen) <= MAX_OBJECTS:
+        if time.monotonic() > walk.deadline:
+            walk.unreadable.append(f"the search stopped after {SEARCH_BUDGET_S:g} s: the objects under {tree} name too many libraries or search folders")
             break
-        info, ancestors = queue.pop(0)
-        for name in info.needed[:MAX_NEEDED]:
-            if wanted(name):
-                located, looked = search.find(name, info, ancestors)
-                chain = tuple(a.path for a in reversed(ancestors)) + (info.path,)
-                return Needed(name, info.path, chain, located, () if located is not None and located.loader else looked), tuple(unreadable)
-        for name in info.needed[:MAX_NEEDED]:
-            if time.monotonic() > deadline:
-                break
-            located, _ = search.find(name, info, ancestors, loader_only=True)
-            if located is None:
-                continue
-            real = os.path.realpath(located.path)
-            if real in seen or os.path.commonpath([real, real_tree]) != real_tree:
-                continue
-            seen.add(real)
-            try:
-                queue.append((read_elf(located.path), (info, *ancestors)))
-            except ElfError as exc:
-                unreadable.append(str(exc))
-    return None, tuple(unreadable)
+        info, ancestors = walk.queue.pop(0)
+        needed = _wanted_need(info, ancestors, wanted, search)
+        if needed is not None:
+            return needed, tuple(walk.unreadable)
+        walk.follow(info, ancestors)
+    return None, tuple(walk.unreadable)
+
+
+def _wanted_need(info: ElfInfo, ancestors: tuple[ElfInfo, ...], wanted: Callable[[str], bool], search: LibrarySearch) -> Optional[Needed]:
+    """The first DT_NEEDED name of ``info`` that ``wanted`` accepts, with where the loader finds it (the places looked
+    at when it does not), and the chain of objects that led to it."""
+    for name in info.needed[:MAX_NEEDED]:
+        if wanted(name):
+            located, looked = search.find(name, info, ancestors)
+            chain = tuple(a.path for a in reversed(ancestors)) + (info.path,)
+            return Needed(name, info.path, chain, located, () if located is not None and located.loader else looked)
+    return None

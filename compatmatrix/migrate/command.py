@@ -103,61 +103,90 @@ class _Setting:
         return " ".join(self.tokens)
 
 
+@dataclass
+class _Said:
+    """What a rewrite says as it goes: the edits, warnings and blockers, and the ranks' environment with the reasons."""
+
+    edits: list[Edit] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    blocking: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    env_why: dict[str, str] = field(default_factory=dict)
+
+
 def migrate_command(matrix: Matrix, argv: Sequence[str], facts: CommandFacts) -> MigratedCommand:
     launch = split_command(argv)
-    edits: list[Edit] = []
-    warnings: list[str] = []
-    blocking: list[str] = []
-    env: dict[str, str] = {}
-    env_why: dict[str, str] = {}
-    args = list(launch.args)
-    if facts.transformers is not None:
-        translation = translate(matrix, args, facts.transformers, facts.accelerate, facts.torch, stock=True)
-        args = list(translation.argv)
-        edits += translation.edits
-        warnings += translation.warnings
-        blocking += translation.blocking
-    elif args:
-        warnings.append("transformers is not in the new set: the script's flags were left as written")
-    args = _bf16(args, facts, edits, warnings)
-    ranks = _ranks_per_node(launch)
-    kind = launch.kind
-    launcher = list(launch.launcher)
-    keeps_mpi = False
-    if kind == "mpirun":
-        bundled, why_bundled = _relies_on_bundled_mpi(facts, launch)
-        if bundled:
-            launcher, ranks = _to_torchrun(launch, facts, edits, warnings, env, env_why, why_bundled)
-            kind = "torchrun"
-        else:
-            keeps_mpi = True
-            launcher = _kept_mpirun(launch, edits)
-            warnings.append(f"mpirun stays ({facts.mpirun}{f', {facts.mpi_flavor}' if facts.mpi_flavor else ''}: not the MPI bundled with the oneCCL "
-                            "bindings): gloo runs under it, accelerate reads PMI_RANK / PMI_SIZE as the ranks; export MASTER_ADDR (and MASTER_PORT) "
-                            "for gloo's rendezvous")
-    elif kind == "accelerate":
-        launcher = _accelerate_launch(matrix, launch, facts, edits)
-    threads = _threads(facts, ranks)
-    if threads is not None:
-        value, why = threads
-        if kind == "mpirun" and keeps_mpi:
-            launcher = _set_genv(launcher, "OMP_NUM_THREADS", value, why, edits, facts.mpi_flavor)
-        else:
-            before = env.get("OMP_NUM_THREADS")
-            if before is not None and before != value:
-                edits.append(Edit(f"OMP_NUM_THREADS={before}", f"OMP_NUM_THREADS={value}", why))
-            env["OMP_NUM_THREADS"] = value
-            env_why["OMP_NUM_THREADS"] = why
-    elif facts.machine is None:
-        warnings.append("threads: the machine is not known here (pins only); compat env on the training machine prints OMP_NUM_THREADS")
-    if kind == "srun":
-        warnings.append("srun stays with its options: it starts the tasks, and gloo needs no MPI; each task maps SLURM_PROCID / SLURM_NTASKS / "
-                        "SLURM_LOCALID to RANK / WORLD_SIZE / LOCAL_RANK only if the script or a wrapper does (compat launch --launcher srun writes one)")
-    if kind in ("torchrun", "mpirun", "srun") and ranks:
-        warnings.append(f"compat launch --launcher {kind} --nproc-per-node {ranks} -- {' '.join(launch.program + args) or '...'} binds each rank to its "
-                        "own physical cores (the plan these thread counts come from)")
+    said = _Said()
+    args = _bf16(_trainer_args(matrix, launch.args, facts, said), facts, said.edits, said.warnings)
+    kind, launcher, ranks, keeps_mpi = _rewrite_launcher(matrix, launch, facts, said)
+    launcher = _thread_settings(launcher, kind, keeps_mpi, ranks, facts, said)
+    said.warnings += _launcher_notes(kind, ranks, launch.program + args)
     new = tuple(launcher + launch.program + args)
-    return MigratedCommand(new, tuple(edits), tuple(dict.fromkeys(warnings)), tuple(dict.fromkeys(blocking)), env, env_why, kind, keeps_mpi, ranks)
+    return MigratedCommand(new, tuple(said.edits), tuple(dict.fromkeys(said.warnings)), tuple(dict.fromkeys(said.blocking)), said.env, said.env_why,
+                           kind, keeps_mpi, ranks)
+
+
+def _trainer_args(matrix: Matrix, args: Sequence[str], facts: CommandFacts, said: _Said) -> list[str]:
+    """The program's arguments through translate (stock=True) for the new transformers / accelerate; as written without transformers."""
+    if facts.transformers is None:
+        if args:
+            said.warnings.append("transformers is not in the new set: the script's flags were left as written")
+        return list(args)
+    translation = translate(matrix, list(args), facts.transformers, facts.accelerate, facts.torch, stock=True)
+    said.edits += translation.edits
+    said.warnings += translation.warnings
+    said.blocking += translation.blocking
+    return list(translation.argv)
+
+
+def _rewrite_launcher(matrix: Matrix, launch: _Launch, facts: CommandFacts, said: _Said) -> tuple[str, list[str], Optional[int], bool]:
+    """The launcher for the new set: (its kind, its tokens, the ranks per node, whether it still starts under mpirun).
+    An mpirun that goes with the removed packages becomes torchrun; another MPI's mpirun stays; accelerate launch loses
+    the options the new accelerate lacks."""
+    ranks = _ranks_per_node(launch)
+    if launch.kind == "accelerate":
+        return "accelerate", _accelerate_launch(matrix, launch, facts, said.edits), ranks, False
+    if launch.kind != "mpirun":
+        return launch.kind, list(launch.launcher), ranks, False
+    bundled, why_bundled = _relies_on_bundled_mpi(facts, launch)
+    if bundled:
+        launcher, ranks = _to_torchrun(launch, facts, said.edits, said.warnings, said.env, said.env_why, why_bundled)
+        return "torchrun", launcher, ranks, False
+    launcher = _kept_mpirun(launch, said.edits)
+    said.warnings.append(f"mpirun stays ({facts.mpirun}{f', {facts.mpi_flavor}' if facts.mpi_flavor else ''}: not the MPI bundled with the oneCCL "
+                         "bindings): gloo runs under it, accelerate reads PMI_RANK / PMI_SIZE as the ranks; export MASTER_ADDR (and MASTER_PORT) "
+                         "for gloo's rendezvous")
+    return "mpirun", launcher, ranks, True
+
+
+def _thread_settings(launcher: list[str], kind: str, keeps_mpi: bool, ranks: Optional[int], facts: CommandFacts, said: _Said) -> list[str]:
+    """OMP_NUM_THREADS from compat launch's plan: in mpirun's -genv list when mpirun stays, else in the ranks' environment."""
+    threads = _threads(facts, ranks)
+    if threads is None:
+        if facts.machine is None:
+            said.warnings.append("threads: the machine is not known here (pins only); compat env on the training machine prints OMP_NUM_THREADS")
+        return launcher
+    value, why = threads
+    if kind == "mpirun" and keeps_mpi:
+        return _set_genv(launcher, "OMP_NUM_THREADS", value, why, said.edits, facts.mpi_flavor)
+    before = said.env.get("OMP_NUM_THREADS")
+    if before is not None and before != value:
+        said.edits.append(Edit(f"OMP_NUM_THREADS={before}", f"OMP_NUM_THREADS={value}", why))
+    said.env["OMP_NUM_THREADS"] = value
+    said.env_why["OMP_NUM_THREADS"] = why
+    return launcher
+
+
+def _launcher_notes(kind: str, ranks: Optional[int], program: Sequence[str]) -> list[str]:
+    """What to know about the launcher: srun's rank variables, and compat launch for the core binding."""
+    notes = []
+    if kind == "srun":
+        notes.append("srun stays with its options: it starts the tasks, and gloo needs no MPI; each task maps SLURM_PROCID / SLURM_NTASKS / "
+                     "SLURM_LOCALID to RANK / WORLD_SIZE / LOCAL_RANK only if the script or a wrapper does (compat launch --launcher srun writes one)")
+    if kind in ("torchrun", "mpirun", "srun") and ranks:
+        notes.append(f"compat launch --launcher {kind} --nproc-per-node {ranks} -- {' '.join(program) or '...'} binds each rank to its "
+                     "own physical cores (the plan these thread counts come from)")
+    return notes
 
 
 # --- splitting a command line ---------------------------------------------------------------

@@ -60,9 +60,27 @@ def plan_environment(env: Optional[Mapping[str, str]], removed_folders: Sequence
     if keeps_mpi and any(name.startswith(("I_MPI_", "FI_")) for name in env):
         notes.append("I_MPI_* and FI_* stay: the job still starts under that mpirun")
     roots = [env[name] for name in ("CCL_ROOT",) + (() if keeps_mpi else ("I_MPI_ROOT",)) if env.get(name)]
+    preload = _preload(stock_exports.get("LD_PRELOAD", ""), folders, notes)
+    setting, why = _settings(preload, stock_exports, command_env, command_why)
+    iomp5 = any(os.path.basename(p).startswith("libiomp5") for p in preload.split(":") if p)
+    unset: list[tuple[str, str]] = []
+    for name in sorted(env):
+        reason = None if name in setting else _unset_reason(name, rules, iomp5, preload)
+        if reason is not None:
+            unset.append((name, reason))
+    drop = _drops(env, folders, roots)
+    if drop:
+        notes.append("the dropped path entries belong to the removed bindings' bundled oneCCL / MPI (added by their setvars.sh): "
+                     "start a new shell without sourcing it, or take them out as listed")
+    return EnvironmentPlan(tuple(unset), setting, why, drop, tuple(notes))
+
+
+def _settings(preload: str, stock_exports: Mapping[str, str], command_env: Mapping[str, str],
+              command_why: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """What to set, and why: the kept preload, compat env's other exports for the stock set (no oneCCL worker count),
+    then what the rewritten command exports."""
     setting: dict[str, str] = {}
     why: dict[str, str] = {}
-    preload = _preload(stock_exports.get("LD_PRELOAD", ""), folders, notes)
     if preload:
         setting["LD_PRELOAD"] = preload
         why["LD_PRELOAD"] = ("compat env for the stock set: allocator / OpenMP libraries that exist on this machine (stock PyTorch's own "
@@ -74,28 +92,28 @@ def plan_environment(env: Optional[Mapping[str, str]], removed_folders: Sequence
     for name, value in command_env.items():
         setting[name] = value
         why[name] = command_why.get(name, "the rewritten command exports it")
-    iomp5 = any(os.path.basename(p).startswith("libiomp5") for p in preload.split(":") if p)
-    unset: list[tuple[str, str]] = []
-    for name in sorted(env):
-        if name in setting:
-            continue
-        reason = next((text for prefix, text in rules if name.startswith(prefix)), None)
-        if reason is None and name.startswith("KMP_") and not iomp5:
-            reason = "read by Intel OpenMP (libiomp5) only, which is not preloaded for the stock set"
-        if reason is None and name == "LD_PRELOAD" and not preload:
-            reason = "nothing to preload for the stock set (its entries go with the removed packages or do not exist)"
-        if reason is not None:
-            unset.append((name, reason))
+    return setting, why
+
+
+def _unset_reason(name: str, rules: Sequence[tuple[str, str]], iomp5: bool, preload: str) -> Optional[str]:
+    """Why a variable goes (a prefix rule, KMP_* without libiomp5, an LD_PRELOAD with nothing left); None when it stays."""
+    reason = next((text for prefix, text in rules if name.startswith(prefix)), None)
+    if reason is None and name.startswith("KMP_") and not iomp5:
+        reason = "read by Intel OpenMP (libiomp5) only, which is not preloaded for the stock set"
+    if reason is None and name == "LD_PRELOAD" and not preload:
+        reason = "nothing to preload for the stock set (its entries go with the removed packages or do not exist)"
+    return reason
+
+
+def _drops(env: Mapping[str, str], folders: Sequence[str], roots: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Per PATH-like list, its entries inside the folders that go or under the oneCCL / Intel MPI roots that are unset."""
     drop: dict[str, tuple[str, ...]] = {}
     for name in PATH_LISTS:
         entries = [e for e in env.get(name, "").split(":") if e]
         gone = tuple(dict.fromkeys(e for e in entries if _inside(e, folders) or _inside(e, roots)))
         if gone:
             drop[name] = gone
-    if drop:
-        notes.append("the dropped path entries belong to the removed bindings' bundled oneCCL / MPI (added by their setvars.sh): "
-                     "start a new shell without sourcing it, or take them out as listed")
-    return EnvironmentPlan(tuple(unset), setting, why, drop, tuple(notes))
+    return drop
 
 
 def _inside(path: str, folders: Sequence[str]) -> bool:

@@ -126,17 +126,7 @@ def torch_spec(text: Optional[str]) -> Optional[SpecifierSet]:
     given = text.strip()
     if given.startswith("torch"):
         given = given[len("torch"):].strip()
-    if given.startswith("==") and not given.startswith("===") and "," not in given:
-        try:
-            pinned = Version(given[2:].strip())
-            if pinned.local:
-                given = str(Version(pinned.public))  # ==2.13.0+cpu: the release; the label names a build, which the host choice makes
-        except (InvalidVersion, ValueError):
-            pass
-    try:
-        version = Version(given)
-    except (InvalidVersion, ValueError):
-        version = None
+    version = _version_or_none(_release_of_pin(given))
     if version is not None:
         if version.local:
             version = Version(version.public)  # torch==2.13.0+cpu: the label names a build, which the host choice makes
@@ -145,9 +135,22 @@ def torch_spec(text: Optional[str]) -> Optional[SpecifierSet]:
         spec = SpecifierSet(given)
     except (InvalidSpecifier, ValueError):
         raise UsageError(f"--to-torch '{shown(text)}' is not a torch version or specifier.", "Pass e.g. --to-torch 2.13.0, --to-torch 2.13 or --to-torch '>=2.10,<2.14'.") from None
-    if not list(spec):
+    return spec if list(spec) else None
+
+
+def _release_of_pin(given: str) -> str:
+    """``==2.13.0+cpu`` as ``2.13.0``: the release; the label names a build, which the host choice makes. Anything else as given."""
+    if not given.startswith("==") or given.startswith("===") or "," in given:
+        return given
+    pinned = _version_or_none(given[2:].strip())
+    return str(Version(pinned.public)) if pinned is not None and pinned.local else given
+
+
+def _version_or_none(text: str) -> Optional[Version]:
+    try:
+        return Version(text)
+    except (InvalidVersion, ValueError):
         return None
-    return spec
 
 
 def python_target(snapshot: EnvSnapshot, origin: str) -> PythonTarget:

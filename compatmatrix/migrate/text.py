@@ -5,7 +5,7 @@ comparison side by side. Pure: a document in, a string out (the CLI writes it)."
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 _STATES = {
@@ -22,47 +22,86 @@ _STATES = {
 
 def format_text(doc: Mapping[str, Any]) -> str:
     lines = [f"compat migrate: Python {doc['python']} ({doc['python_origin']}) · {doc['platform']} — {_STATES.get(doc['state'], doc['state'])}"]
-    if doc["removals"]:
-        lines.append("remove")
-        lines += [f"  {r['name']} {r['version']}: {r['why']}" for r in doc["removals"]]
-    if doc["changes"]:
-        lines.append("install")
-        width = max(len(c["name"]) for c in doc["changes"])
-        for change in doc["changes"]:
-            before = f"{change['before']} -> " if change["before"] and change["kind"] != "keep" else ""
-            kept = {"keep": " (kept)", "install": " (new)"}.get(change["kind"], "")
-            lines.append(f"  {change['name']:<{width}}  {before}{change['after']}{kept}  from {change['host']}")
-            lines.append(f"  {'':<{width}}  why: {change['why']}")
-    elif doc["reasons"]:
-        lines.append("why no stock set")
-        lines += [f"  {r}" for r in doc["reasons"]]
-    if doc["command"] is not None:
-        lines.append("command")
-        lines.append("  " + shlex.join(doc["command"]))
-        for edit in doc["command_edits"]:
-            lines.append(f"  # {edit['before'] or '(added)'} -> {edit['after'] or '(dropped)'}: {edit['why']}")
-        lines += [f"  # CANNOT WORK: {b}" for b in doc["command_blocking"]]
-        lines += [f"  # note: {w}" for w in doc["command_warnings"]]
-    lines += _environment(doc["env"])
-    if doc["source"]:
-        lines.append("training scripts (nothing was rewritten)")
-        for found in doc["source"]:
-            where = f"{found['file']}:{found['line']}"
-            lines.append(f"  {where}  {found['call'] or found['kind']}")
-            lines.append(f"  {'':<{len(where)}}  -> {found['replacement']}")
-    if doc["notes"]:
-        lines.append("notes")
-        lines += [f"  {n}" for n in doc["notes"]]
-    if doc["validation"] is not None:
-        lines.append("validation (compat doctor --live on the new set)")
-        for check in doc["validation"]["checks"]:
-            if check["status"] != "skip":
-                lines.append(f"  {check['status'].upper():<4} {check['id']}: {check['summary']}")
-    if doc["compare"] is not None:
-        lines += compare_lines(doc["compare"])
-    if doc["error"]:
-        lines.append(f"compat: {doc['error']['message']}" + (f" {doc['error']['fix']}" if doc["error"].get("fix") else ""))
+    for section in _SECTIONS:
+        lines += section(doc)
     return "\n".join(lines) + "\n"
+
+
+def _removals(doc: Mapping[str, Any]) -> list[str]:
+    if not doc["removals"]:
+        return []
+    return ["remove"] + [f"  {r['name']} {r['version']}: {r['why']}" for r in doc["removals"]]
+
+
+def _changes(doc: Mapping[str, Any]) -> list[str]:
+    """What is installed, each with its reason; or, without a stock set, why there is none."""
+    if not doc["changes"]:
+        return ["why no stock set"] + [f"  {r}" for r in doc["reasons"]] if doc["reasons"] else []
+    lines = ["install"]
+    width = max(len(c["name"]) for c in doc["changes"])
+    for change in doc["changes"]:
+        before = f"{change['before']} -> " if change["before"] and change["kind"] != "keep" else ""
+        kept = {"keep": " (kept)", "install": " (new)"}.get(change["kind"], "")
+        lines.append(f"  {change['name']:<{width}}  {before}{change['after']}{kept}  from {change['host']}")
+        lines.append(f"  {'':<{width}}  why: {change['why']}")
+    return lines
+
+
+def _command(doc: Mapping[str, Any]) -> list[str]:
+    """The rewritten training command, each change explained (as compat translate prints it)."""
+    if doc["command"] is None:
+        return []
+    lines = ["command", "  " + shlex.join(doc["command"])]
+    lines += [f"  # {edit['before'] or '(added)'} -> {edit['after'] or '(dropped)'}: {edit['why']}" for edit in doc["command_edits"]]
+    lines += [f"  # CANNOT WORK: {b}" for b in doc["command_blocking"]]
+    lines += [f"  # note: {w}" for w in doc["command_warnings"]]
+    return lines
+
+
+def _source(doc: Mapping[str, Any]) -> list[str]:
+    """The IPEX / oneCCL calls found in the training scripts, each with its replacement."""
+    if not doc["source"]:
+        return []
+    lines = ["training scripts (nothing was rewritten)"]
+    for found in doc["source"]:
+        where = f"{found['file']}:{found['line']}"
+        lines.append(f"  {where}  {found['call'] or found['kind']}")
+        lines.append(f"  {'':<{len(where)}}  -> {found['replacement']}")
+    return lines
+
+
+def _notes(doc: Mapping[str, Any]) -> list[str]:
+    return ["notes"] + [f"  {n}" for n in doc["notes"]] if doc["notes"] else []
+
+
+def _validation(doc: Mapping[str, Any]) -> list[str]:
+    """The checks of compat doctor --live on the new set that ran."""
+    if doc["validation"] is None:
+        return []
+    return ["validation (compat doctor --live on the new set)"] + [
+        f"  {check['status'].upper():<4} {check['id']}: {check['summary']}" for check in doc["validation"]["checks"] if check["status"] != "skip"
+    ]
+
+
+def _error(doc: Mapping[str, Any]) -> list[str]:
+    error = doc["error"]
+    if not error:
+        return []
+    return [f"compat: {error['message']}" + (f" {error['fix']}" if error.get("fix") else "")]
+
+
+#: The sections of the text after its first line, in order; each gives its lines ([] when it has nothing to say).
+_SECTIONS: tuple[Callable[[Mapping[str, Any]], list[str]], ...] = (
+    _removals,
+    _changes,
+    _command,
+    lambda doc: _environment(doc["env"]),
+    _source,
+    _notes,
+    _validation,
+    lambda doc: compare_lines(doc["compare"]) if doc["compare"] is not None else [],
+    _error,
+)
 
 
 def _environment(env: Mapping[str, Any]) -> list[str]:

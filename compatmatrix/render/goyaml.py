@@ -74,29 +74,39 @@ def go_yaml_resolve(plain: str) -> Resolved:
         number = _go_parse_float(plain)
         return Resolved(FLOAT, number) if number is not None else Resolved(STR, plain)
     if hint in "DS":
-        if _go_timestamp(plain):
-            return Resolved(TIMESTAMP, plain)
-        digits = plain.replace("_", "")
-        number = _go_parse_int(digits)
-        if number is None:
-            number = _go_parse_uint(digits)
-        if number is not None:
-            return Resolved(INT, number)
-        if _YAML_STYLE_FLOAT.match(digits):
-            real = _go_parse_float(digits)
-            if real is not None:
-                return Resolved(FLOAT, real)
-        if digits.startswith("0b"):
-            number = _go_parse_int(digits[2:], 2)
-            if number is None:
-                number = _go_parse_uint(digits[2:], 2)
-            if number is not None:
-                return Resolved(INT, number)
-        elif digits.startswith("-0b"):
-            number = _go_parse_int("-" + digits[3:], 2)
-            if number is not None:
-                return Resolved(INT, number)
+        found = _resolve_number(plain)
+        if found is not None:
+            return found
     return Resolved(STR, plain)  # hint 'M' (and 'N') not in the map
+
+
+def _resolve_number(plain: str) -> Optional[Resolved]:
+    """A plain scalar starting with a digit or a sign (hint 'D' / 'S'): a timestamp, an int (ParseInt, then ParseUint, on
+    the text without underscores), a YAML-style float, or a 0b / -0b binary int; None when it is none of them."""
+    if _go_timestamp(plain):
+        return Resolved(TIMESTAMP, plain)
+    digits = plain.replace("_", "")
+    number = _go_parse_int(digits)
+    if number is None:
+        number = _go_parse_uint(digits)
+    if number is not None:
+        return Resolved(INT, number)
+    if _YAML_STYLE_FLOAT.match(digits):
+        real = _go_parse_float(digits)
+        if real is not None:
+            return Resolved(FLOAT, real)
+    number = _go_binary_int(digits)
+    return Resolved(INT, number) if number is not None else None
+
+
+def _go_binary_int(digits: str) -> Optional[int]:
+    """resolve.go's 0b fallbacks: ``0b...`` as ParseInt then ParseUint base 2, ``-0b...`` as ParseInt base 2."""
+    if digits.startswith("0b"):
+        number = _go_parse_int(digits[2:], 2)
+        return number if number is not None else _go_parse_uint(digits[2:], 2)
+    if digits.startswith("-0b"):
+        return _go_parse_int("-" + digits[3:], 2)
+    return None
 
 
 def go_yaml_tagged(tag: str, text: str) -> Resolved:
@@ -286,20 +296,31 @@ def _getnum(text: str, fixed: bool = False) -> tuple[Optional[int], str]:
 def _go_timestamp(text: str) -> bool:
     """parseTimestamp (resolve.go): four digits and '-' first, then one of time.Parse's layouts
     2006-1-2T15:4:5.999999999Z07:00, the same with a lower-case t, 2006-1-2 15:4:5.999999999, 2006-1-2."""
-    if len(text) < 5 or not all("0" <= c <= "9" for c in text[:4]) or text[4] != "-":
+    rest = _go_date(text)
+    if rest is None:
         return False
+    return not rest or _go_time_of_day(rest)  # nothing after the date: 2006-1-2
+
+
+def _go_date(text: str) -> Optional[str]:
+    """The text after a valid date 2006-1-2 at its start ("" when it is only a date), None when it starts with none."""
+    if len(text) < 5 or not all("0" <= c <= "9" for c in text[:4]) or text[4] != "-":
+        return None
     year, rest = int(text[:4]), text[5:]
     month, rest = _getnum(rest)
     if month is None or not 1 <= month <= 12 or not rest.startswith("-"):
-        return False
+        return None
     day, rest = _getnum(rest[1:])
     if day is None:
-        return False
+        return None
     leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
     if not 1 <= day <= (29 if month == 2 and leap else _DAYS[month - 1]):
-        return False
-    if not rest:
-        return True  # 2006-1-2
+        return None
+    return rest
+
+
+def _go_time_of_day(rest: str) -> bool:
+    """What follows the date: T or t and a clock with its zone, or spaces and a clock without one."""
     for separator, zone in (("T", True), ("t", True), (" ", False)):
         if separator == " ":
             if not rest.startswith(" "):

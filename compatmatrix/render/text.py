@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..findings import Finding
     from ..matrix.model import Component, Matrix
     from ..rules import Candidate
-    from ..search import Outcome
+    from ..search import Conflict, Outcome, Request, Resolution
 
 # --- compat resolve ---------------------------------------------------------------------------------------------------
 
@@ -32,12 +32,18 @@ def _set_text(picks: Mapping[Component, Candidate]) -> str:
 
 
 def render_outcome(console: Console, outcome: Outcome) -> None:
-    # rich's tables are imported where one is printed: --json output and a conflict need none (start-up)
-    from ..matrix.model import COMPONENT_ORDER
     from ..search import Conflict, Resolution
-    from ..sentences import depth, sentence
 
-    request = outcome.request
+    _print_request(console, outcome.request)
+    if isinstance(outcome, Resolution):
+        _print_resolution(console, outcome)
+        return
+    assert isinstance(outcome, Conflict)
+    _print_conflict(console, outcome)
+
+
+def _print_request(console: Console, request: Request) -> None:
+    """The header line (profile, Python, platform, constraints) and the request's notes."""
     constraints = " ".join(f"{c.label}{s}" for c, s in request.specifiers.items())
     header = f"Python {request.python.label} ({request.python.origin}) · {request.platform.tag}"
     if request.profile:
@@ -47,46 +53,60 @@ def render_outcome(console: Console, outcome: Outcome) -> None:
     console.print(escape(header), style="dim")
     for note in request.notes:
         console.print(f"  note: {escape(note)}", style="dim")
-    if isinstance(outcome, Resolution):
-        console.print("[bold green]OK[/] a consistent set exists:")
-        from rich.table import Table
 
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        table.add_column("package")
-        table.add_column("version")
-        table.add_column("from")
-        for component in COMPONENT_ORDER:
-            if component not in outcome.picks:
-                continue
+
+def _pick_source(pick: Candidate) -> str:
+    """Where a pick comes from: "pypi", or the host with its pip flag, URL (redacted) and local label."""
+    label = f" ({pick.local_label})" if pick.local_label else ""
+    return "pypi" if pick.host.id == "pypi" else f"{pick.host.id}  {pick.host.pip_flag} {redact_url(pick.host.url)}{label}"
+
+
+def _print_resolution(console: Console, outcome: Resolution) -> None:
+    # rich's tables are imported where one is printed: --json output and a conflict need none (start-up)
+    from ..matrix.model import COMPONENT_ORDER
+
+    console.print("[bold green]OK[/] a consistent set exists:")
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    table.add_column("package")
+    table.add_column("version")
+    table.add_column("from")
+    for component in COMPONENT_ORDER:
+        if component in outcome.picks:
             pick = outcome.picks[component]
-            label = f" ({pick.local_label})" if pick.local_label else ""
-            source = "pypi" if pick.host.id == "pypi" else f"{pick.host.id}  {pick.host.pip_flag} {redact_url(pick.host.url)}{label}"
-            table.add_row(pick.release.distribution, str(pick.version), escape(source))
-        console.print(table)
-        if outcome.reasons:
-            console.print("\n[bold]Why these versions[/]")
-            for reason in outcome.reasons:
-                console.print(f"  - {escape(reason)}")
-        if outcome.notes:
-            console.print("\n[bold]Notes[/]")
-            for note in outcome.notes:
-                console.print(f"  ! {escape(note)}", style="yellow")
+            table.add_row(pick.release.distribution, str(pick.version), escape(_pick_source(pick)))
+    console.print(table)
+    _print_section(console, "\n[bold]Why these versions[/]", [f"  - {escape(reason)}" for reason in outcome.reasons])
+    _print_section(console, "\n[bold]Notes[/]", [f"  ! {escape(note)}" for note in outcome.notes], style="yellow")
+
+
+def _print_section(console: Console, title: str, lines: Sequence[str], style: Optional[str] = None) -> None:
+    """A titled list, nothing when it is empty."""
+    if not lines:
         return
-    assert isinstance(outcome, Conflict)
+    console.print(title)
+    for line in lines:
+        console.print(line, style=style)
+
+
+def _print_conflict(console: Console, outcome: Conflict) -> None:
+    from ..sentences import depth, sentence
+
     if outcome.unsupported:
         console.print("[bold red]NOT SUPPORTED[/] " + escape(outcome.reasons[0]))
         return
     console.print("[bold red]NO SET[/] no consistent set exists, because:")
     for item in outcome.explanation:
         console.print(f"    {escape(sentence(item))}" if depth(item) else f"  x {escape(sentence(item))}")
-    if outcome.alternatives:
-        console.print("\n[bold]What would work[/]")
-        for alt in outcome.alternatives:
-            console.print(f"  -> {escape(alt.change)}: {escape(_set_text(alt.resolution.picks))}", style="green")
-            if alt.reason:
-                console.print(f"     why: {escape(alt.reason)}", style="dim")
-    else:
+    if not outcome.alternatives:
         console.print("\nNo nearby change (one constraint dropped, another Python) gives a consistent set.")
+        return
+    console.print("\n[bold]What would work[/]")
+    for alt in outcome.alternatives:
+        console.print(f"  -> {escape(alt.change)}: {escape(_set_text(alt.resolution.picks))}", style="green")
+        if alt.reason:
+            console.print(f"     why: {escape(alt.reason)}", style="dim")
 
 
 # --- compat matrix ----------------------------------------------------------------------------------------------------
@@ -149,27 +169,8 @@ _TABLES: dict[str, tuple[str, _Columns]] = {
 
 def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict[str, Any]]], show_sources: bool, overlay: Any = None) -> None:
     """The rows of json.matrix_rows as one table per package, then the end-of-life statements."""
-    from rich.table import Table  # imported here: see render_outcome
-
     for key, entries in rows.items():
-        title, columns = _TABLES.get(key, (key, _TABLES["torch"][1][:2]))  # a component without its own columns: version, wheels
-        table = Table(title=f"{title} ({len(entries)})", title_justify="left", header_style="bold", show_lines=False)
-        for column, _ in columns:
-            table.add_column(column)
-        if show_sources:
-            table.add_column("source")
-        for e in entries:
-            cells = [cell(e) for _, cell in columns]
-            if not e["verified"]:
-                cells[0] += " ?"
-            if e.get("origin") == "harvested":
-                cells[0] += " (h)"
-            elif e.get("origin") == "curated+harvested":
-                cells[0] += " (+h)"
-            if show_sources:
-                cells.append("\n".join(e["sources"]))
-            table.add_row(*(escape(c) for c in cells))
-        console.print(table)
+        console.print(_matrix_table(key, entries, show_sources))
     console.print("? = not verified against its source (see the note in data/matrix.toml)", style="dim")
     for entry in matrix.eol:
         console.print(escape(f"{entry.package}: {entry.status}, last release {entry.last_release}. {entry.advice}"), style="yellow")
@@ -180,20 +181,51 @@ def render_matrix(console: Console, matrix: Matrix, rows: Mapping[str, list[dict
     elif overlay.ignored:
         console.print(escape(f"Overlay {overlay.path} ignored: {overlay.ignored}. {overlay.ignored_advice}"), style="yellow")
     else:
-        if overlay.read_at:
-            console.print(escape(f"(h) = harvested from a registry, kept in the overlay {overlay.path} (read {overlay.read_at}, {overlay.age()}): "
-                                 f"{plural(len(overlay.harvested), 'release')}; (+h) = a curated entry with facts the overlay added"), style="dim")
-        else:
-            console.print(escape(f"The overlay {overlay.path} holds no harvest (compat matrix update has not written it)."), style="dim")
-        for line in overlay.hosts_unread:
-            console.print(escape(f"  not read by that update: {line}"), style="dim")
-        for line in overlay.skipped:
-            console.print(escape(f"SKIPPED (overlay) {line}"), style="yellow")
-        for line in overlay.disagreements:
-            console.print(escape(f"DISAGREE {line}"), style="yellow")
-        for record in overlay.tested:
-            if record.component.distribution in rows:
-                console.print(escape(f"TESTED {record.note()} (tested-here evidence, compat matrix verify)"), style="green" if record.works else "yellow")
+        _print_overlay(console, overlay, rows)
+
+
+#: The mark after a version for where its entry comes from (a curated entry has none).
+_ORIGIN_MARK = {"harvested": " (h)", "curated+harvested": " (+h)"}
+
+
+def _matrix_table(key: str, entries: list[dict[str, Any]], show_sources: bool) -> Any:
+    """One package's table: its columns, a row per entry (marked unverified / harvested), its sources if asked."""
+    from rich.table import Table  # imported here: see _print_resolution
+
+    title, columns = _TABLES.get(key, (key, _TABLES["torch"][1][:2]))  # a component without its own columns: version, wheels
+    table = Table(title=f"{title} ({len(entries)})", title_justify="left", header_style="bold", show_lines=False)
+    for column, _ in columns:
+        table.add_column(column)
+    if show_sources:
+        table.add_column("source")
+    for e in entries:
+        cells = [cell(e) for _, cell in columns]
+        if not e["verified"]:
+            cells[0] += " ?"
+        cells[0] += _ORIGIN_MARK.get(e.get("origin"), "")
+        if show_sources:
+            cells.append("\n".join(e["sources"]))
+        table.add_row(*(escape(c) for c in cells))
+    return table
+
+
+def _print_overlay(console: Console, overlay: Any, rows: Mapping[str, list[dict[str, Any]]]) -> None:
+    """What the overlay of compat matrix update adds: its harvest, the hosts it did not read, what it skipped or disagrees
+    with, and the pairings tested here for the packages shown."""
+    if overlay.read_at:
+        console.print(escape(f"(h) = harvested from a registry, kept in the overlay {overlay.path} (read {overlay.read_at}, {overlay.age()}): "
+                             f"{plural(len(overlay.harvested), 'release')}; (+h) = a curated entry with facts the overlay added"), style="dim")
+    else:
+        console.print(escape(f"The overlay {overlay.path} holds no harvest (compat matrix update has not written it)."), style="dim")
+    for line in overlay.hosts_unread:
+        console.print(escape(f"  not read by that update: {line}"), style="dim")
+    for line in overlay.skipped:
+        console.print(escape(f"SKIPPED (overlay) {line}"), style="yellow")
+    for line in overlay.disagreements:
+        console.print(escape(f"DISAGREE {line}"), style="yellow")
+    for record in overlay.tested:
+        if record.component.distribution in rows:
+            console.print(escape(f"TESTED {record.note()} (tested-here evidence, compat matrix verify)"), style="green" if record.works else "yellow")
 
 
 # --- findings: compat doctor / check, compat export --validate --------------------------------------------------------
@@ -210,36 +242,53 @@ def render_findings(console: Console, header: str, findings: Sequence[Finding], 
     """Findings grouped by area (PASS/WARN/FAIL/SKIP, the evidence and the fix of what did not pass), then the verdict."""
     console.print(escape(header), style="dim")
     if live and live.get("launcher") and not live.get("error"):
-        backend = live.get("backend") or "no backend"
-        if live.get("backend_is_fixture"):
-            backend += " (TEST FIXTURE, not oneCCL)"
-        console.print(escape(f"live: {live['launcher']} ({live.get('flavor')}), {backend}, world size {live.get('world_size')}, {live.get('seconds', 0):.1f} s"), style="dim")
+        _print_live_run(console, live)
     area = None
     for finding in findings:
         if finding.area != area:
             area = finding.area
             console.print(f"\n[bold]{area}[/]")
-        style = _STATUS_STYLE[finding.status.value]
-        console.print(f"  [{style}]{finding.status.word:<4}[/] {escape(finding.id)}: {escape(finding.summary)}")
-        if finding.status.value in ("fail", "warn") or verbose:
-            for line in finding.evidence:
-                console.print(f"         {escape(line)}", style="dim")
-            if finding.fix and finding.status.value in ("fail", "warn"):
-                console.print(f"         fix: {escape(finding.fix)}", style="cyan")
+        _print_finding(console, finding, verbose)
     if live and verbose:
-        for rank in live.get("ranks", []):
-            name = f"rank {rank['rank']}" if rank["rank"] is not None else f"pid {rank['pid']}"
-            console.print(f"\n[bold]{escape(name)}[/] output (stage {escape(str(rank['stage']))}):")
-            console.print(escape(rank["output"].rstrip() or "(nothing)"), style="dim", highlight=False)
-        for process in live.get("launcher_processes", []):
-            if process["output"].strip():
-                console.print(f"\n[bold]launcher[/] output ({escape(' '.join(process['command'][:3]))} ...):")
-                console.print(escape(process["output"].rstrip()), style="dim", highlight=False)
+        _print_live_output(console, live)
     from ..findings import summary_counts  # not render/json.py: the text path loads no JSON builders
 
     counts = summary_counts(findings)
     verdict = "[bold red]FAIL[/]" if counts["fail"] else "[bold yellow]OK with warnings[/]" if counts["warn"] else "[bold green]OK[/]"
     console.print(f"\n{verdict}: {counts['fail']} failed, {plural(counts['warn'], 'warning')}, {counts['pass']} passed, {counts['skip']} skipped")
+
+
+def _print_live_run(console: Console, live: dict[str, Any]) -> None:
+    """One line for the live run: launcher, backend (marked when it is the test fixture), world size, time."""
+    backend = live.get("backend") or "no backend"
+    if live.get("backend_is_fixture"):
+        backend += " (TEST FIXTURE, not oneCCL)"
+    console.print(escape(f"live: {live['launcher']} ({live.get('flavor')}), {backend}, world size {live.get('world_size')}, {live.get('seconds', 0):.1f} s"), style="dim")
+
+
+def _print_finding(console: Console, finding: Finding, verbose: bool) -> None:
+    """A finding's status line; its evidence and fix when it did not pass (the evidence of every finding with verbose)."""
+    style = _STATUS_STYLE[finding.status.value]
+    console.print(f"  [{style}]{finding.status.word:<4}[/] {escape(finding.id)}: {escape(finding.summary)}")
+    failed = finding.status.value in ("fail", "warn")
+    if not (failed or verbose):
+        return
+    for line in finding.evidence:
+        console.print(f"         {escape(line)}", style="dim")
+    if finding.fix and failed:
+        console.print(f"         fix: {escape(finding.fix)}", style="cyan")
+
+
+def _print_live_output(console: Console, live: dict[str, Any]) -> None:
+    """What each rank and each launcher process of the live run wrote (verbose)."""
+    for rank in live.get("ranks", []):
+        name = f"rank {rank['rank']}" if rank["rank"] is not None else f"pid {rank['pid']}"
+        console.print(f"\n[bold]{escape(name)}[/] output (stage {escape(str(rank['stage']))}):")
+        console.print(escape(rank["output"].rstrip() or "(nothing)"), style="dim", highlight=False)
+    for process in live.get("launcher_processes", []):
+        if process["output"].strip():
+            console.print(f"\n[bold]launcher[/] output ({escape(' '.join(process['command'][:3]))} ...):")
+            console.print(escape(process["output"].rstrip()), style="dim", highlight=False)
 
 
 def render_check_list(console: Console, checks) -> None:
