@@ -18,6 +18,8 @@ pytest.importorskip("matplotlib", reason="the report extra (matplotlib) is not i
 
 from compatmatrix.render.fabric_html import HEATMAP_ID, SWEEP_ID, render_report  # noqa: E402
 
+pytestmark = pytest.mark.integration  # a real browser: with the other real tests (tests/conftest.py BESIDE: the second worker)
+
 DOCUMENT = Path(__file__).parent / "data" / "fabric" / "four-hosts-node3-shaped.json"
 CHROMIUM_S = 60.0  # one chromium run: ~3 s here; the deadline is for a stuck one (run_child kills its whole group)
 
@@ -30,7 +32,8 @@ def chromium() -> str:
 
 
 def open_in_chromium(binary: str, page: Path, folder: Path, *extra: str):
-    argv = [binary, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions", f"--user-data-dir={folder / 'profile'}",
+    argv = [binary, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic", f"--user-data-dir={folder / 'profile'}",
             "--enable-logging=stderr", "--v=0", "--window-size=1300,2400", *extra, page.as_uri()]
     done = run_child(argv, CHROMIUM_S, env={"PATH": "/usr/bin:/bin", "HOME": str(folder)})
     assert not done.timed_out, f"chromium did not finish in {CHROMIUM_S:.0f} s"
