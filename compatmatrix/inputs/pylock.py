@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import Any, Optional
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import SpecifierSet
@@ -47,23 +47,40 @@ def _package(path, index: int, entry: Any) -> InputRequirement:
         raise InputError(f"{where} has no name.", "Every [[packages]] entry needs name (and version).")
     name = checked_name(_text(entry, "name", where), f"{where}.name")
     where = f"{where} ({name})"
-    version_text = entry.get("version")
-    specifier = SpecifierSet()
-    label = ""
-    if version_text is not None:
-        version_text = _text(entry, "version", where)
-        try:
-            version = Version(version_text)
-        except (InvalidVersion, ValueError):
-            raise InputError(f"{where}.version: {shown(version_text)!r} is not a PEP 440 version.", "Correct the lock entry.") from None
-        specifier = SpecifierSet(f"=={version}")
-        label = f"+{version.local}" if version.local else ""
-    marker = None
-    if entry.get("marker") is not None:
-        try:
-            marker = Marker(_text(entry, "marker", where))
-        except InvalidMarker as exc:
-            raise InputError(f"{where}.marker cannot be read ({shown(str(exc), 100)}).", "Correct the lock entry.") from None
+    specifier, label = _pin(entry, where)
+    marker = _marker(entry, where)
+    url, hashes = _wheels(entry, where, name)
+    package_index = ""
+    if entry.get("index") is not None:
+        package_index = _text(entry, "index", where)
+        if any(not c.isprintable() for c in package_index):
+            raise InputError(f"{where}.index holds a control character.", "Correct the lock entry.")
+    return InputRequirement(name, specifier, origin, marker, url=url, hashes=tuple(dict.fromkeys(hashes)), index=package_index, local_label=label)
+
+
+def _pin(entry: dict, where: str) -> tuple[SpecifierSet, str]:
+    """The entry's version as ``==VERSION`` and its local label ("+cpu"); no version: any, no label."""
+    if entry.get("version") is None:
+        return SpecifierSet(), ""
+    version_text = _text(entry, "version", where)
+    try:
+        version = Version(version_text)
+    except (InvalidVersion, ValueError):
+        raise InputError(f"{where}.version: {shown(version_text)!r} is not a PEP 440 version.", "Correct the lock entry.") from None
+    return SpecifierSet(f"=={version}"), f"+{version.local}" if version.local else ""
+
+
+def _marker(entry: dict, where: str) -> Optional[Marker]:
+    if entry.get("marker") is None:
+        return None
+    try:
+        return Marker(_text(entry, "marker", where))
+    except InvalidMarker as exc:
+        raise InputError(f"{where}.marker cannot be read ({shown(str(exc), 100)}).", "Correct the lock entry.") from None
+
+
+def _wheels(entry: dict, where: str, name: str) -> tuple[str, list[str]]:
+    """(the first wheel's URL, path or name; every wheel's hashes as ALGORITHM:HEX)."""
     wheels = entry.get("wheels", [])
     if not isinstance(wheels, list):
         raise InputError(f"{where}.wheels is not an array of tables.", "Write it again with a PEP 751 tool.")
@@ -73,28 +90,36 @@ def _package(path, index: int, entry: Any) -> InputRequirement:
         at = f"{where}.wheels[{number}]"
         if not isinstance(wheel, dict):
             raise InputError(f"{at} is not a table.", "Write it again with a PEP 751 tool.")
-        for key in ("url", "path", "name"):
-            if wheel.get(key) is not None:
-                value = _text(wheel, key, at)
-                if any(not c.isprintable() for c in value):
-                    raise InputError(f"{at}.{key} holds a control character.", "Correct the lock entry.")
-                url = url or value
-                named = wheel_name_version(value, f"{at}.{key}")
-                if named is not None and canonical_name(named[0]) != canonical_name(name):
-                    raise InputError(f"{at}.{key} is a wheel of another project ({named[0]}).", "Write it again with a PEP 751 tool.")
-        digests = wheel.get("hashes", {})
-        if not isinstance(digests, dict):
-            raise InputError(f"{at}.hashes is not a table of ALGORITHM = HEX.", "Write it again with a PEP 751 tool.")
-        for algorithm, digest in digests.items():
-            if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]+", digest) or not re.fullmatch(r"[A-Za-z0-9_-]+", algorithm):
-                raise InputError(f"{at}.hashes.{shown(str(algorithm))} is not a hex digest.", "Write it again with a PEP 751 tool.")
-            hashes.append(f"{algorithm.lower()}:{digest.lower()}")
-    package_index = ""
-    if entry.get("index") is not None:
-        package_index = _text(entry, "index", where)
-        if any(not c.isprintable() for c in package_index):
-            raise InputError(f"{where}.index holds a control character.", "Correct the lock entry.")
-    return InputRequirement(name, specifier, origin, marker, url=url, hashes=tuple(dict.fromkeys(hashes)), index=package_index, local_label=label)
+        url = url or _wheel_url(wheel, at, name)
+        hashes += _wheel_hashes(wheel, at)
+    return url, hashes
+
+
+def _wheel_url(wheel: dict, at: str, name: str) -> str:
+    """The wheel's first non-empty url, path or name (each checked: printable, a wheel of ``name``)."""
+    url = ""
+    for key in ("url", "path", "name"):
+        if wheel.get(key) is not None:
+            value = _text(wheel, key, at)
+            if any(not c.isprintable() for c in value):
+                raise InputError(f"{at}.{key} holds a control character.", "Correct the lock entry.")
+            url = url or value
+            named = wheel_name_version(value, f"{at}.{key}")
+            if named is not None and canonical_name(named[0]) != canonical_name(name):
+                raise InputError(f"{at}.{key} is a wheel of another project ({named[0]}).", "Write it again with a PEP 751 tool.")
+    return url
+
+
+def _wheel_hashes(wheel: dict, at: str) -> list[str]:
+    digests = wheel.get("hashes", {})
+    if not isinstance(digests, dict):
+        raise InputError(f"{at}.hashes is not a table of ALGORITHM = HEX.", "Write it again with a PEP 751 tool.")
+    hashes = []
+    for algorithm, digest in digests.items():
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]+", digest) or not re.fullmatch(r"[A-Za-z0-9_-]+", algorithm):
+            raise InputError(f"{at}.hashes.{shown(str(algorithm))} is not a hex digest.", "Write it again with a PEP 751 tool.")
+        hashes.append(f"{algorithm.lower()}:{digest.lower()}")
+    return hashes
 
 
 def _text(table: dict, key: str, where: str) -> str:

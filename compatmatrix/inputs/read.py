@@ -17,7 +17,7 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 from urllib.parse import unquote, urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -251,27 +251,12 @@ def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: 
     """``seen``: (real path, path as named) of each file on the chain of includes down to this one; ``include``: the
     line that names this file (None for a file named on the command line)."""
     key = _real_key(path, include)
-    chain = [named for _, named in seen]
-    if key in (real for real, _ in seen):
-        start = next(index for index, (real, _) in enumerate(seen) if real == key)
-        loop = " -> ".join([*chain[start:], str(path)])
-        raise InputError(f"{include}: {path} is already being read ({loop}): the includes loop, so pip would never finish reading them.",
-                         "Remove the include that loops back.")
-    if depth > MAX_DEPTH:
-        raise InputError(f"{include}: a chain of {depth} nested includes (-r inside -r ..., {chain[0]} -> ... -> {path}) passes compat's limit "
-                         f"of {MAX_DEPTH} levels; the files are all different (no loop), but no real set of requirements nests this deep.",
-                         "Name some of the nested files directly (compat check -r A -r B ...).")
+    _check_chain(key, path, include, depth, seen)
     budget: _Budget = state["budget"]
     if (key, constraint) in budget.read:  # a diamond of includes: pip would read the same lines again, to the same effect
         return
     budget.read.add((key, constraint))
-    try:
-        text = reader(path)
-    except InputError as exc:
-        if include is None:
-            raise
-        raise InputError(f"{include} names a file that cannot be read: {exc.message.rstrip('.')}.",
-                         f"Correct the {include.option} line in {include.origin.path}, or create the file it names.") from None
+    text = _read_included(path, reader, include)
     budget.take(path, text)
     for number, line, expansions in _expanded_lines(text):
         origin = Origin(str(path), number)
@@ -290,6 +275,31 @@ def _read_requirements(path: Path, reader: Reader, requirements: list, indexes: 
         if expansions:
             indexes[before:] = [replace(item, written=_conceal(item.url, expansions)) if item.origin == origin else item for item in indexes[before:]]
             requirements[first:] = [replace(item, variables=expansions) if item.origin == origin else item for item in requirements[first:]]
+
+
+def _check_chain(key: str, path: Path, include: Optional[Include], depth: int, seen: tuple[tuple[str, str], ...]) -> None:
+    """InputError for a file already on the chain of includes (a loop) or one nested deeper than MAX_DEPTH."""
+    chain = [named for _, named in seen]
+    if key in (real for real, _ in seen):
+        start = next(index for index, (real, _) in enumerate(seen) if real == key)
+        loop = " -> ".join([*chain[start:], str(path)])
+        raise InputError(f"{include}: {path} is already being read ({loop}): the includes loop, so pip would never finish reading them.",
+                         "Remove the include that loops back.")
+    if depth > MAX_DEPTH:
+        raise InputError(f"{include}: a chain of {depth} nested includes (-r inside -r ..., {chain[0]} -> ... -> {path}) passes compat's limit "
+                         f"of {MAX_DEPTH} levels; the files are all different (no loop), but no real set of requirements nests this deep.",
+                         "Name some of the nested files directly (compat check -r A -r B ...).")
+
+
+def _read_included(path: Path, reader: Reader, include: Optional[Include]) -> str:
+    """The file's text; one it includes that cannot be read is said as the include line's problem."""
+    try:
+        return reader(path)
+    except InputError as exc:
+        if include is None:
+            raise
+        raise InputError(f"{include} names a file that cannot be read: {exc.message.rstrip('.')}.",
+                         f"Correct the {include.option} line in {include.origin.path}, or create the file it names.") from None
 
 
 def _read_line(line: str, origin: Origin, path: Path, reader: Reader, requirements: list, indexes: list, state: dict, constraint: bool,
@@ -406,15 +416,9 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
     text, marker = _marker_split(text, origin)
     if _is_bare_location(text):
         return replace(_from_location(text, origin, hashes, constraint, editable, ignored), marker=marker)
-    simple = _SIMPLE.fullmatch(text)
-    if simple is not None:  # NAME, or NAME OP VERSION[,OP VERSION...]: what Requirement would make of it (test_inputs.py)
-        try:
-            specifier = SpecifierSet(simple.group(2) or "")
-        except InvalidSpecifier:
-            pass  # Requirement says why, in its own words
-        else:
-            return InputRequirement(checked_name(simple.group(1), origin), specifier, origin, marker, frozenset(), "", hashes, constraint,
-                                    local_label=_label_of(specifier), ignored_options=ignored)
+    simple = _simple_requirement(text, origin, marker, hashes, constraint, ignored)
+    if simple is not None:
+        return simple
     from packaging.markers import InvalidMarker
     from packaging.requirements import InvalidRequirement, Requirement
 
@@ -426,20 +430,37 @@ def parse_requirement(text: str, origin: Origin, options: Sequence[str] = (), co
     except (InvalidSpecifier, InvalidMarker, InvalidVersion, ValueError) as exc:
         raise InputError(f"{origin}: '{_line_start(text)}' cannot be read ({_why(exc)}).", "Correct the line.") from None
     name = checked_name(requirement.name, origin)
-    specifier = requirement.specifier
     url = requirement.url or ""
-    label = _label_of(specifier)
-    if url:
-        wheel = wheel_name_version(url, origin)
-        if wheel is not None:
-            if canonical_name(wheel[0]) != canonical_name(name):  # pip: "inconsistent name"
-                raise InputError(f"{origin}: {name} @ … names the wheel of another project ({wheel[0]}): pip refuses it (inconsistent name).",
-                                 f"Name the project the file is of, or the file of {name}.")
-            version = wheel[1]
-            specifier = SpecifierSet(f"=={version}")
-            label = f"+{version.local}" if version.local else ""
+    specifier, label = _pin_of(name, requirement.specifier, url, origin)
     return InputRequirement(name, specifier, origin, marker, frozenset(requirement.extras), url, hashes, constraint,
                             local_label=label, ignored_options=ignored)
+
+
+def _simple_requirement(text: str, origin: Origin, marker: Any, hashes: Any, constraint: bool, ignored: Any) -> Optional[InputRequirement]:
+    """NAME, or NAME OP VERSION[,OP VERSION...], read without packaging's Requirement parser: what Requirement would
+    make of it (test_inputs.py); None for anything else, or a specifier Requirement should word the problem of."""
+    simple = _SIMPLE.fullmatch(text)
+    if simple is None:
+        return None
+    try:
+        specifier = SpecifierSet(simple.group(2) or "")
+    except InvalidSpecifier:
+        return None  # Requirement says why, in its own words
+    return InputRequirement(checked_name(simple.group(1), origin), specifier, origin, marker, frozenset(), "", hashes, constraint,
+                            local_label=_label_of(specifier), ignored_options=ignored)
+
+
+def _pin_of(name: str, specifier: SpecifierSet, url: str, origin: Origin) -> tuple[SpecifierSet, str]:
+    """A requirement's specifier and local label: for ``name @ URL`` of a wheel, that wheel's version; InputError for a
+    wheel of another project (pip: "inconsistent name")."""
+    wheel = wheel_name_version(url, origin) if url else None
+    if wheel is None:
+        return specifier, _label_of(specifier)
+    if canonical_name(wheel[0]) != canonical_name(name):  # pip: "inconsistent name"
+        raise InputError(f"{origin}: {name} @ … names the wheel of another project ({wheel[0]}): pip refuses it (inconsistent name).",
+                         f"Name the project the file is of, or the file of {name}.")
+    version = wheel[1]
+    return SpecifierSet(f"=={version}"), f"+{version.local}" if version.local else ""
 
 
 # pip's is_url (pip/_internal/vcs/versioncontrol.py): these schemes and its VCS backends' (vcs/git.py, mercurial.py,

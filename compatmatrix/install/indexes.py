@@ -127,36 +127,42 @@ def configure_indexes(matrix: Matrix, overrides: Sequence[str] = ()) -> dict[str
 
     A local folder (or file:// URL) is read as a find-links folder of wheel files."""
     locations = {h.id: IndexLocation(h.id, h.url, h.style, "matrix") for h in matrix.hosts.values()}
-
-    def put(host_id: str, url: str, origin: str) -> None:
-        if host_id not in matrix.hosts:
-            raise CompatError(f"'{shown(host_id)}' is not a host in the matrix ({origin}).", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
-        url = checked_url(url.strip(), host_id, origin)
-        style = matrix.hosts[host_id].style
-        parsed = urllib.parse.urlparse(url)
-        if parsed.scheme in ("", "file"):
-            folder = Path(urllib.parse.unquote(parsed.path)) if parsed.scheme == "file" else Path(url)
-            try:
-                if folder.is_dir() and not (folder / "index.html").exists() and not any(p.is_dir() for p in folder.iterdir()):
-                    style = "find-links"  # a plain folder of wheels
-            except OSError:
-                pass  # unreadable: the preflight says so
-        locations[host_id] = IndexLocation(host_id, url, style, origin)
-
     config = _config_file()
     if config is not None:
         for host_id, url in _read_config(config).items():
-            put(host_id, url, f"config file {config}")
+            locations[host_id] = _location(matrix, host_id, url, f"config file {config}")
     for host_id in matrix.hosts:
         value = os.environ.get(env_name(host_id))
         if value:
-            put(host_id, value, env_name(host_id))
+            locations[host_id] = _location(matrix, host_id, value, env_name(host_id))
     for item in overrides:
         host_id, sep, url = item.partition("=")
         if not sep or not url:
             raise CompatError(f"'--index {shown(item)}' is not HOST=URL.", "Write it like --index pytorch-cpu=https://mirror.example/whl/cpu")
-        put(host_id.strip(), url, "--index")
+        locations[host_id.strip()] = _location(matrix, host_id.strip(), url, "--index")
     return locations
+
+
+def _location(matrix: Matrix, host_id: str, url: str, origin: str) -> IndexLocation:
+    """A matrix host at the URL (or folder) ``origin`` gives it."""
+    if host_id not in matrix.hosts:
+        raise CompatError(f"'{shown(host_id)}' is not a host in the matrix ({origin}).", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
+    url = checked_url(url.strip(), host_id, origin)
+    return IndexLocation(host_id, url, _local_style(url, matrix.hosts[host_id].style), origin)
+
+
+def _local_style(url: str, style: str) -> str:
+    """"find-links" for a local folder (or file:// URL) of wheels with no index.html and no subfolder, else ``style``."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in ("", "file"):
+        return style
+    folder = Path(urllib.parse.unquote(parsed.path)) if parsed.scheme == "file" else Path(url)
+    try:
+        if folder.is_dir() and not (folder / "index.html").exists() and not any(p.is_dir() for p in folder.iterdir()):
+            return "find-links"  # a plain folder of wheels
+    except OSError:
+        pass  # unreadable: the preflight says so
+    return style
 
 
 class _Anchors(html.parser.HTMLParser):

@@ -104,54 +104,71 @@ def links_of_many(session: requests.Session, wanted: Sequence[tuple[IndexLocatio
         if prepare is not None:
             prepare(location.url)
     seconds = limits().page_s
-    todo: "queue.SimpleQueue[int]" = queue.SimpleQueue()
-    for number in range(len(wanted)):
-        todo.put(number)
-    finished: "queue.SimpleQueue[int]" = queue.SimpleQueue()
-    results: dict[int, tuple[bool, Any]] = {}
-    started: dict[int, float] = {}
-
-    def work() -> None:
-        while True:
-            try:
-                number = todo.get_nowait()
-            except queue.Empty:
-                return
-            location, project, _ = wanted[number]
-            started[number] = time.monotonic()
-            try:
-                results[number] = (True, project_links(session, location, project))
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it in words
-                results[number] = (False, exc)
-            finished.put(number)
-
+    pages = _PageWorkers(session, wanted)
     for _ in range(min(PAGE_WORKERS, len(wanted))):
-        threading.Thread(target=work, daemon=True, name="compat-index-page").start()
+        threading.Thread(target=pages.work, daemon=True, name="compat-index-page").start()
     done: set[int] = set()
     while len(done) < len(wanted):
         try:
-            number: Optional[int] = finished.get(timeout=POLL_S)
+            number: Optional[int] = pages.finished.get(timeout=POLL_S)
         except queue.Empty:
             number = None
         if number is None:
-            now = time.monotonic()
-            late = sorted(n for n, begun in list(started.items()) if n not in results and now - begun > seconds)
-            if late:
-                location, project, whose = wanted[late[0]]
-                url = location.url if location.is_local or location.style != "index" else location.url.rstrip("/") + f"/{canonical_name(project)}/"
-                raise _links_failed(IndexUnreachable(url, f"no complete answer within {seconds:.0f} s"), location, whose)
+            pages.refuse_late(seconds)
             continue
         done.add(number)
         checkpoint(phase)
-    answers = []
-    for number, (location, _, whose) in enumerate(wanted):
-        ok, value = results[number]
-        if not ok:
-            if isinstance(value, IndexUnreachable):
-                raise _links_failed(value, location, whose)
-            raise value
-        answers.append(value)
-    return answers
+    return pages.answers()
+
+
+class _PageWorkers:
+    """links_of_many's threads: the numbers of the pages to read, each page's start and result (ok, links or the
+    exception), the numbers of those finished."""
+
+    def __init__(self, session: requests.Session, wanted: Sequence[tuple[IndexLocation, str, str]]) -> None:
+        self.session = session
+        self.wanted = wanted
+        self.todo: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+        for number in range(len(wanted)):
+            self.todo.put(number)
+        self.finished: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+        self.results: dict[int, tuple[bool, Any]] = {}
+        self.started: dict[int, float] = {}
+
+    def work(self) -> None:
+        while True:
+            try:
+                number = self.todo.get_nowait()
+            except queue.Empty:
+                return
+            location, project, _ = self.wanted[number]
+            self.started[number] = time.monotonic()
+            try:
+                self.results[number] = (True, project_links(self.session, location, project))
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it in words
+                self.results[number] = (False, exc)
+            self.finished.put(number)
+
+    def refuse_late(self, seconds: float) -> None:
+        """InstallError (links_of's words) for the first page, in the order given, still unanswered ``seconds`` after its start."""
+        now = time.monotonic()
+        late = sorted(n for n, begun in list(self.started.items()) if n not in self.results and now - begun > seconds)
+        if late:
+            location, project, whose = self.wanted[late[0]]
+            url = location.url if location.is_local or location.style != "index" else location.url.rstrip("/") + f"/{canonical_name(project)}/"
+            raise _links_failed(IndexUnreachable(url, f"no complete answer within {seconds:.0f} s"), location, whose)
+
+    def answers(self) -> list[list[Link]]:
+        """Each page's links, in the order given; the first failure in that order raised as links_of raises it."""
+        answers = []
+        for number, (location, _, whose) in enumerate(self.wanted):
+            ok, value = self.results[number]
+            if not ok:
+                if isinstance(value, IndexUnreachable):
+                    raise _links_failed(value, location, whose)
+                raise value
+            answers.append(value)
+        return answers
 
 
 def _redirect_fix(host_id: str, target: str) -> str:
@@ -427,13 +444,7 @@ def confirm_hashes(session: requests.Session, items: Sequence[ReportItem], plann
     it stays unverified. With uv and a ``store``: a dependency the store holds under a sha256 uv lists for it again,
     and which this index published when compat fetched it, is taken from the store without reading the page."""
     planned_names = set(planned)
-    kept: dict[str, ReportItem] = {}
-    if planner == "uv" and store is not None and target is not None:
-        for item in items:
-            if canonical_name(item.name) not in planned_names and not item.direct:
-                found = _from_store(store, item, dependency_index, target)
-                if found is not None:
-                    kept[canonical_name(item.name)] = found
+    kept = _kept_in_store(items, planned_names, dependency_index, target, planner, store)
     wanted = [i for i in items if canonical_name(i.name) not in planned_names and not i.direct and canonical_name(i.name) not in kept]
     projects = list(dict.fromkeys(canonical_name(i.name) for i in wanted))
     pages = dict(zip(projects, links_of_many(session, [(dependency_index, p, p) for p in projects])))
@@ -451,24 +462,43 @@ def confirm_hashes(session: requests.Session, items: Sequence[ReportItem], plann
         if name in kept:
             confirmed.append(kept[name])
             continue
-        links = pages[name]
-        if planner == "uv":
-            link = _uv_pick(links, item, target)
-            if link is None:
-                shown_target = f" for Python {target.python} on {target.platform.tag}" if target is not None else ""
-                raise InstallError(f"{dependency_index.url} has no wheel of {item.name}=={item.version}{shown_target}, which uv planned from it; nothing was changed.",
-                                   "Check the dependency index (--index pypi=URL), or retry (the index may have changed meanwhile).")
-        else:
-            link = next((lk for lk in links if lk.filename == _filename(item.url)), None)
-        published = link.sha256 if link is not None else None
-        filename = link.filename if link is not None else _filename(item.url)
-        differs = published is not None and (published not in item.hashes if planner == "uv" and item.hashes else item.sha256 is not None and published != item.sha256)
-        if differs:
-            raise InstallError(f"{filename} as {planner} got it does not match the sha256 {dependency_index.url} publishes; refused, nothing was changed.",
-                               "The file was altered or the index is broken: do not install it. Report it to the index owner.")
-        sha256 = published if planner == "uv" else item.sha256
-        confirmed.append(dataclasses.replace(item, verified=published is not None, link=link, sha256=sha256))
+        confirmed.append(_confirmed(item, pages[name], dependency_index, target, planner))
     return confirmed
+
+
+def _kept_in_store(items: Sequence[ReportItem], planned_names: set[str], dependency_index: IndexLocation, target: Optional[WheelTarget],
+                   planner: str, store: Optional[WheelStore]) -> dict[str, ReportItem]:
+    """With uv and a store: each dependency the store holds as this index published it, by name (see confirm_hashes)."""
+    kept: dict[str, ReportItem] = {}
+    if planner != "uv" or store is None or target is None:
+        return kept
+    for item in items:
+        if canonical_name(item.name) not in planned_names and not item.direct:
+            found = _from_store(store, item, dependency_index, target)
+            if found is not None:
+                kept[canonical_name(item.name)] = found
+    return kept
+
+
+def _confirmed(item: ReportItem, links: Sequence[Link], dependency_index: IndexLocation, target: Optional[WheelTarget], planner: str) -> ReportItem:
+    """A dependency with the file its index lists for it and whether the index publishes its sha256; InstallError for a
+    published hash that differs from the planner's, or (uv) a planned version the index has no fitting file of."""
+    if planner == "uv":
+        link = _uv_pick(links, item, target)
+        if link is None:
+            shown_target = f" for Python {target.python} on {target.platform.tag}" if target is not None else ""
+            raise InstallError(f"{dependency_index.url} has no wheel of {item.name}=={item.version}{shown_target}, which uv planned from it; nothing was changed.",
+                               "Check the dependency index (--index pypi=URL), or retry (the index may have changed meanwhile).")
+    else:
+        link = next((lk for lk in links if lk.filename == _filename(item.url)), None)
+    published = link.sha256 if link is not None else None
+    filename = link.filename if link is not None else _filename(item.url)
+    differs = published is not None and (published not in item.hashes if planner == "uv" and item.hashes else item.sha256 is not None and published != item.sha256)
+    if differs:
+        raise InstallError(f"{filename} as {planner} got it does not match the sha256 {dependency_index.url} publishes; refused, nothing was changed.",
+                           "The file was altered or the index is broken: do not install it. Report it to the index owner.")
+    sha256 = published if planner == "uv" else item.sha256
+    return dataclasses.replace(item, verified=published is not None, link=link, sha256=sha256)
 
 
 def _from_store(store: WheelStore, item: ReportItem, dependency_index: IndexLocation, target: WheelTarget) -> Optional[ReportItem]:

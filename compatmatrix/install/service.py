@@ -27,10 +27,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import requests
 
@@ -437,38 +437,14 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
         preflight_done = preflight_beside(session, plan, options)
     installed = snapshot.versions()
     with progress.phase("plan"):
-        try:
-            located = locate(session, plan, target)
-        except InstallError:
-            preflight_done.wait()  # a host that does not answer: preflight's sentence, rather than locate's
-            raise
-        except BaseException:
-            preflight_done.cancel()
-            raise
-        preflight_done.wait()
-
-        for package, link in located.items():
-            say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
+        located = _locate(session, plan, target, preflight_done, say)
         fetched = fetch(session, located, folder, options.require_hashes, options.allow_unverified, say, store, progress)
-        if planner == "uv":
-            uv = uv_binary() or "uv"
-            items = uv_report(uv, snapshot.executable, fetched, plan.dependency_index, plan.passthrough, installed, folder, options.offline_dir is not None)
-            items = [i for i in items if not same_version(installed.get(canonical_name(i.name)), i.version)]  # uv planned the whole closure
-        else:
-            items, pip = with_pip(pip, shortcut, snapshot.executable,
-                                  lambda p: pip_report(p, snapshot.executable, [f.path for f in fetched], plan.dependency_index, plan.passthrough, options.dependencies), say)
-            shortcut = False  # it ran
+        items, pip, shortcut = _report(planner, pip, shortcut, snapshot, fetched, plan, installed, folder, options)
         items = confirm_hashes(session, items, [canonical_name(f.package.distribution) for f in fetched], plan.dependency_index, target, planner, store)
         check_dependency_hashes(items, fetched, plan.dependency_index, options)
         if unlocked:
             say(f"  unverified: {options.offline_dir} has no lock; the {plural(len(items), 'wheel')} used from it {'is' if len(items) == 1 else 'are'} installed unchecked (--allow-unverified)")
-        planned = changes(items, installed)
-        replaced = [c for c in planned if c.before is not None and c.before != c.after]
-        for change in planned:
-            say(f"  {change.kind:<10} {change.name} {change.before + ' -> ' if change.before else ''}{change.after}")
-        if replaced and not options.yes:
-            listed = ", ".join(f"{c.name} {c.before} -> {c.after}" for c in replaced)
-            raise InstallError(f"The install would replace {listed}; refused without --yes. Nothing was changed.", "Re-run with --yes to replace them.")
+        planned = _changes_said(items, installed, options)
     remove = tuple(n for n in options.remove if canonical_name(n) in installed)
     if not planned and not remove:
         say("  nothing to change: the planned set is installed")
@@ -497,6 +473,50 @@ def _steps(matrix: Matrix, plan: InstallPlan, snapshot: EnvSnapshot, env: EnvFol
     findings = _apply(saved, command, installer, matrix, snapshot, signals, say, progress, uninstall, options.before_commit, options.verify_installed,
                       expected_after(snapshot, planned, remove))
     return InstallResult(tuple(planned), tuple(findings), installer)
+
+
+def _locate(session: requests.Session, plan: InstallPlan, target: Any, preflight_done: Any, say: Callable[[str], None]) -> dict:
+    """The planned wheels located on their own hosts (each said), once preflight has answered: a host that does not
+    answer is preflight's sentence, rather than locate's."""
+    try:
+        located = locate(session, plan, target)
+    except InstallError:
+        preflight_done.wait()  # a host that does not answer: preflight's sentence, rather than locate's
+        raise
+    except BaseException:
+        preflight_done.cancel()
+        raise
+    preflight_done.wait()
+
+    for package, link in located.items():
+        say(f"  {package.pin:<45} from {package.location.host_id} ({link.filename})")
+    return located
+
+
+def _report(planner: str, pip: Sequence[str], shortcut: bool, snapshot: EnvSnapshot, fetched: Sequence[Any], plan: InstallPlan,
+            installed: Mapping[str, str], folder: Path, options: InstallOptions) -> tuple[list[Any], Sequence[str], bool]:
+    """The planner's report of what to install besides the planned wheels: (its items, the pip command, whether pip's
+    start may still be skipped)."""
+    if planner == "uv":
+        uv = uv_binary() or "uv"
+        items = uv_report(uv, snapshot.executable, fetched, plan.dependency_index, plan.passthrough, installed, folder, options.offline_dir is not None)
+        return [i for i in items if not same_version(installed.get(canonical_name(i.name)), i.version)], pip, shortcut  # uv planned the whole closure
+    items, pip = with_pip(pip, shortcut, snapshot.executable,
+                          lambda p: pip_report(p, snapshot.executable, [f.path for f in fetched], plan.dependency_index, plan.passthrough, options.dependencies),
+                          options.say)
+    return items, pip, False  # it ran
+
+
+def _changes_said(items: Sequence[Any], installed: Mapping[str, str], options: InstallOptions) -> list[Change]:
+    """The changes the install makes, each said; InstallError if one replaces an installed version without --yes."""
+    planned = changes(items, installed)
+    replaced = [c for c in planned if c.before is not None and c.before != c.after]
+    for change in planned:
+        options.say(f"  {change.kind:<10} {change.name} {change.before + ' -> ' if change.before else ''}{change.after}")
+    if replaced and not options.yes:
+        listed = ", ".join(f"{c.name} {c.before} -> {c.after}" for c in replaced)
+        raise InstallError(f"The install would replace {listed}; refused without --yes. Nothing was changed.", "Re-run with --yes to replace them.")
+    return planned
 
 
 def uninstall_command(installer: str, pip: Sequence[str], python: str, names: Sequence[str]) -> list[str]:
@@ -592,29 +612,7 @@ def _apply(saved: Snapshot, command: Optional[Sequence[str]], installer: str, ma
            expected: Optional[EnvSnapshot] = None) -> list[Finding]:
     """Run the installer (and the uninstall), verify, validate; on failure or interruption put the snapshot back; else commit."""
     try:
-        with progress.phase("install"):
-            for step in (command, uninstall):
-                if step is None:
-                    continue
-                code, output = run_installer(step, (uv_env if installer == "uv" else installer_env)(snapshot.executable))
-                if code != 0:
-                    raise _installer_failed(installer, code, output, Path(snapshot.purelib))
-        findings = []
-        if verify_installed:
-            say("  verifying the installed set (the package checks and an isolated import of each part)")
-            with progress.phase("verify"):
-                findings = _verify_installed(matrix, snapshot.executable, expected)
-        failed = [f for f in findings if f.status is Status.FAIL]
-        if failed:
-            raise _Undo(f"The installed set failed verification ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor shows the details.", tuple(findings))
-        if before_commit is not None:
-            with progress.phase("validate"):
-                validation = list(before_commit())
-            findings = findings + validation
-            failed = [f for f in validation if f.status is Status.FAIL]
-            if failed:
-                raise _Undo(f"The installed set failed its validation ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor --live shows the details.",
-                            tuple(findings))
+        findings = _install_and_check(command, uninstall, installer, matrix, snapshot, say, progress, before_commit, verify_installed, expected)
     except _Undo as undo:
         _rollback(saved, signals)
         raise InstallError(f"{undo.message}; the environment was restored to what it was before.", undo.fix, state="restored", findings=undo.findings) from None
@@ -637,6 +635,37 @@ def _apply(saved: Snapshot, command: Optional[Sequence[str]], installer: str, ma
         gone = commit(saved)
     if not gone:
         say(f"  note: {saved.root} could not be deleted completely; the next compat install removes it")
+    return findings
+
+
+def _install_and_check(command: Optional[Sequence[str]], uninstall: Optional[Sequence[str]], installer: str, matrix: Matrix, snapshot: EnvSnapshot,
+                       say: Callable[[str], None], progress: Progress, before_commit: Optional[Callable[[], Sequence[Finding]]],
+                       verify_installed: bool, expected: Optional[EnvSnapshot]) -> list[Finding]:
+    """_apply's steps before the commit: the installer (and the uninstall) run, the installed set verified and validated;
+    _Undo for a step that failed (the caller puts the snapshot back)."""
+    with progress.phase("install"):
+        for step in (command, uninstall):
+            if step is None:
+                continue
+            code, output = run_installer(step, (uv_env if installer == "uv" else installer_env)(snapshot.executable))
+            if code != 0:
+                raise _installer_failed(installer, code, output, Path(snapshot.purelib))
+    findings = []
+    if verify_installed:
+        say("  verifying the installed set (the package checks and an isolated import of each part)")
+        with progress.phase("verify"):
+            findings = _verify_installed(matrix, snapshot.executable, expected)
+    failed = [f for f in findings if f.status is Status.FAIL]
+    if failed:
+        raise _Undo(f"The installed set failed verification ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor shows the details.", tuple(findings))
+    if before_commit is not None:
+        with progress.phase("validate"):
+            validation = list(before_commit())
+        findings = findings + validation
+        failed = [f for f in validation if f.status is Status.FAIL]
+        if failed:
+            raise _Undo(f"The installed set failed its validation ({failed[0].id}: {failed[0].summary})", failed[0].fix or "compat doctor --live shows the details.",
+                        tuple(findings))
     return findings
 
 

@@ -116,24 +116,35 @@ def check(trust: Trust) -> None:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise refuse("does not exist" if exc.errno == errno.ENOENT else f"cannot be read ({exc.strerror})") from None
-    if stat.S_ISDIR(mode):
-        if trust.source == "SSL_CERT_FILE":
-            raise refuse("is a folder, not a file (SSL_CERT_DIR takes a folder)")
-        if not os.access(path, os.R_OK | os.X_OK):
-            raise refuse("is a folder compat cannot read")
-        if not _hashed_folder(path):  # OpenSSL looks certificates up by their hashed names only
-            raise refuse("holds no hashed CA certificate (OpenSSL finds a folder's certificates only by hashed names: run c_rehash or openssl rehash on it)")
-        return
+    why = _folder_problem(trust, path) if stat.S_ISDIR(mode) else _file_problem(trust, path, mode)
+    if why:
+        raise refuse(why) from None
+
+
+def _folder_problem(trust: Trust, path: str) -> str:
+    """What makes a folder unusable as ``trust``'s bundle ("" if nothing)."""
+    if trust.source == "SSL_CERT_FILE":
+        return "is a folder, not a file (SSL_CERT_DIR takes a folder)"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return "is a folder compat cannot read"
+    if not _hashed_folder(path):  # OpenSSL looks certificates up by their hashed names only
+        return "holds no hashed CA certificate (OpenSSL finds a folder's certificates only by hashed names: run c_rehash or openssl rehash on it)"
+    return ""
+
+
+def _file_problem(trust: Trust, path: str, mode: int) -> str:
+    """What makes a file unusable as ``trust``'s bundle ("" if nothing)."""
     if trust.source == "SSL_CERT_DIR":
-        raise refuse("is not a folder (SSL_CERT_FILE takes a file)")
+        return "is not a folder (SSL_CERT_FILE takes a file)"
     if not stat.S_ISREG(mode):
-        raise refuse("is not a regular file")  # a FIFO is never opened: it could block
+        return "is not a regular file"  # a FIFO is never opened: it could block
     try:
         ssl.create_default_context(cafile=path)
     except ssl.SSLError:
-        raise refuse("holds no PEM certificate") from None
+        return "holds no PEM certificate"
     except OSError as exc:
-        raise refuse(f"cannot be read ({exc.strerror})") from None
+        return f"cannot be read ({exc.strerror})"
+    return ""
 
 
 def default_trust() -> Trust:

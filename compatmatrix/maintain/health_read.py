@@ -40,7 +40,7 @@ def read_health(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequence[
                 progress: Optional[Callable[[str], None]] = None, session=None) -> HealthReport:
     from ..install.indexes import configure_indexes
     from ..install.trust import trusted_session
-    from .registry import ReadError, bounded_map, page_seconds, read_metadata_text, read_page, read_registries
+    from .registry import page_seconds, read_registries
 
     read_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     locations = configure_indexes(matrix, indexes)
@@ -51,9 +51,31 @@ def read_health(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequence[
     index = locations.get(PACKAGE_INDEX)
     runtime = sorted({r.distribution for r in matrix.runtime})
     budget = page_seconds() + 2
+    if index is not None:
+        pages += _index_pages(session, index, runtime, budget, unread).values()
+    if not pages:
+        why = "; ".join(f"{host}: {reason}" for host, reason in sorted(unread.items())) or "no host to read"
+        raise CompatError(f"No registry could be read ({why}).", "Check the network, or point --index HOST=URL at a reachable mirror.")
+    wanted: list[RegistryFile] = []
+    for page in pages:
+        if page.host == PACKAGE_INDEX:
+            wanted += _newest_linux(page, RUNTIME_RELEASES if canonical_name(page.project) in runtime else 1)
+    metadata = _read_metadata(session, wanted, budget, unread)
+    projects = _dependencies(matrix, metadata, {canonical_name(p.project) for p in pages if p.host == PACKAGE_INDEX})
+    dependency_pages: dict[str, ProjectPage] = {}
+    if index is not None:
+        dependency_pages = _index_pages(session, index, projects[:MAX_DEPENDENCIES], budget, unread)
+    if len(projects) > MAX_DEPENDENCIES:
+        unread["dependencies"] = f"{len(projects) - MAX_DEPENDENCIES} dependency pages not read (at most {MAX_DEPENDENCIES})"
+    return judge(matrix, pages, metadata, dependency_pages, unread, read_at, runtime)
+
+
+def _index_pages(session, index, projects: Sequence[str], budget: float, unread: dict[str, str]) -> dict[str, ProjectPage]:
+    """Each project's page on the package index, several at a time under ``budget`` seconds each; a page not read is
+    said in ``unread``."""
+    from .registry import ReadError, bounded_map, read_page
 
     def page_of(project: str):
-        assert index is not None  # called only with a package index
         try:
             return project, read_page(session, index, project), ""
         except ReadError as exc:
@@ -62,20 +84,18 @@ def read_health(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequence[
     def late(project, seconds):
         return project, None, f"no complete answer within {seconds:.0f} s"
 
-    if index is not None:
-        for project, page, why in bounded_map(page_of, runtime, budget, late):
-            if page is not None:
-                pages.append(page)
-            else:
-                unread[f"{PACKAGE_INDEX}/{project}"] = why
-    if not pages:
-        why = "; ".join(f"{host}: {reason}" for host, reason in sorted(unread.items())) or "no host to read"
-        raise CompatError(f"No registry could be read ({why}).", "Check the network, or point --index HOST=URL at a reachable mirror.")
-    wanted: list[RegistryFile] = []
-    for page in pages:
-        if page.host != PACKAGE_INDEX:
-            continue
-        wanted += _newest_linux(page, RUNTIME_RELEASES if canonical_name(page.project) in runtime else 1)
+    pages: dict[str, ProjectPage] = {}
+    for project, page, why in bounded_map(page_of, projects, budget, late):
+        if page is not None:
+            pages[project] = page
+        else:
+            unread[f"{PACKAGE_INDEX}/{project}"] = why
+    return pages
+
+
+def _read_metadata(session, wanted: Sequence[RegistryFile], budget: float, unread: dict[str, str]) -> dict[str, Optional[str]]:
+    """Each file's METADATA by its URL (None: not read, said in ``unread``)."""
+    from .registry import ReadError, bounded_map, read_metadata_text
 
     def metadata_of(file: RegistryFile):
         try:
@@ -88,7 +108,11 @@ def read_health(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequence[
         metadata[file.url] = text
         if text is None:
             unread[file.filename] = why
-    read_projects = {canonical_name(p.project) for p in pages if p.host == PACKAGE_INDEX}
+    return metadata
+
+
+def _dependencies(matrix: Matrix, metadata: dict[str, Optional[str]], read_projects: set[str]) -> list[str]:
+    """The projects the METADATA read declares (on Linux, for the matrix's Pythons) whose page was not read, in order."""
     pythons = matrix_pythons(matrix)
     projects: list[str] = []
     for text in metadata.values():
@@ -96,13 +120,4 @@ def read_health(matrix: Matrix, indexes: Sequence[str] = (), packages: Sequence[
             name = canonical_name(requirement.name)
             if applies_on_linux(requirement, pythons) and name not in read_projects and name not in projects:
                 projects.append(name)
-    dependency_pages: dict[str, ProjectPage] = {}
-    if index is not None:
-        for project, page, why in bounded_map(page_of, projects[:MAX_DEPENDENCIES], budget, late):
-            if page is not None:
-                dependency_pages[project] = page
-            else:
-                unread[f"{PACKAGE_INDEX}/{project}"] = why
-    if len(projects) > MAX_DEPENDENCIES:
-        unread["dependencies"] = f"{len(projects) - MAX_DEPENDENCIES} dependency pages not read (at most {MAX_DEPENDENCIES})"
-    return judge(matrix, pages, metadata, dependency_pages, unread, read_at, runtime)
+    return projects

@@ -244,49 +244,64 @@ def bounded_map(fn: Callable, items: Sequence, seconds: float, late: Callable, w
     """``[fn(item) for item in items]``, several at a time, each call given ``seconds`` from its start: a call still
     running then (a server trickling its headers a byte at a time) is answered by ``late(item, seconds)`` and left
     behind in its daemon thread (it ends with compat), and a fresh worker takes its place. Results in ``items``' order."""
-    import queue
-
-    pending: "queue.Queue" = queue.Queue()
-    for index, item in enumerate(items):
-        pending.put((index, item))
-    results: dict[int, object] = {}
-    started: dict[int, float] = {}
-    cond = threading.Condition()
-
-    def work() -> None:
-        while True:
-            try:
-                index, item = pending.get_nowait()
-            except queue.Empty:
-                return
-            with cond:
-                started[index] = time.monotonic()
-            try:
-                value = fn(item)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread (a TLS refusal is a CompatError)
-                value = _Raised(exc)
-            with cond:
-                if index not in results:
-                    results[index] = value
-                cond.notify_all()
-
-    def spawn() -> None:
-        threading.Thread(target=work, daemon=True, name="compat-registry").start()
-
+    pool = _Pool(fn, items)
     for _ in range(min(workers, len(items))):
-        spawn()
-    with cond:
-        while len(results) < len(items):
-            now = time.monotonic()
-            for index, began in list(started.items()):
-                if index not in results and now - began > seconds:
-                    results[index] = late(items[index], seconds)
-                    spawn()  # the stuck thread keeps its slot; the queue gets a new worker
-            cond.wait(0.2)
-    raised = next((r for r in results.values() if isinstance(r, _Raised)), None)
+        pool.spawn()
+    with pool.cond:
+        while len(pool.results) < len(items):
+            pool.answer_late(seconds, late)
+            pool.cond.wait(0.2)
+    raised = next((r for r in pool.results.values() if isinstance(r, _Raised)), None)
     if raised is not None:
         raise raised.exc
-    return [results[i] for i in range(len(items))]
+    return [pool.results[i] for i in range(len(items))]
+
+
+class _Pool:
+    """bounded_map's workers: a queue of (index, item), each call's start and each item's result (the first one given:
+    a late call's own result is dropped), under one condition."""
+
+    def __init__(self, fn: Callable, items: Sequence) -> None:
+        import queue
+
+        self.fn = fn
+        self.items = items
+        self.pending: "queue.Queue" = queue.Queue()
+        for index, item in enumerate(items):
+            self.pending.put((index, item))
+        self.results: dict[int, object] = {}
+        self.started: dict[int, float] = {}
+        self.cond = threading.Condition()
+
+    def work(self) -> None:
+        import queue
+
+        while True:
+            try:
+                index, item = self.pending.get_nowait()
+            except queue.Empty:
+                return
+            with self.cond:
+                self.started[index] = time.monotonic()
+            try:
+                value = self.fn(item)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread (a TLS refusal is a CompatError)
+                value = _Raised(exc)
+            with self.cond:
+                if index not in self.results:
+                    self.results[index] = value
+                self.cond.notify_all()
+
+    def spawn(self) -> None:
+        threading.Thread(target=self.work, daemon=True, name="compat-registry").start()
+
+    def answer_late(self, seconds: float, late: Callable) -> None:
+        """Each call running longer than ``seconds`` answered by ``late``, and a fresh worker in its place (``cond`` held)."""
+        now = time.monotonic()
+        for index, began in list(self.started.items()):
+            if index not in self.results and now - began > seconds:
+                self.results[index] = late(self.items[index], seconds)
+                self.spawn()  # the stuck thread keeps its slot; the queue gets a new worker
 
 
 class _Raised:
@@ -332,59 +347,16 @@ def read_registries(matrix: Matrix, locations: Mapping[str, IndexLocation], pack
         jobs = [(component, location) for component in packages for location in hosts_for(matrix, locations, component)]
     for _, location in jobs:
         session.prepare_for(location.url) if hasattr(session, "prepare_for") else None
-    lock = threading.Lock()
-    done = [0]
-    total = [len(jobs)]
-
-    def tick(what: str) -> None:
-        with lock:
-            done[0] += 1
-            if progress is not None:
-                progress(f"{done[0]}/{total[0]} {what}")
-
-    down: set[str] = set()
-
-    def page(job):
-        component, location = job
-        if location.host_id in down:
-            tick(f"{location.host_id}/{component.distribution} skipped")
-            return job, None, read.unread.get(location.host_id, "")
-        try:
-            result = read_page(session, location, component.distribution)
-            tick(f"{location.host_id}/{component.distribution}")
-            return job, result, ""
-        except ReadError as exc:
-            with lock:
-                down.add(location.host_id)
-            tick(f"{location.host_id}/{component.distribution} failed")
-            return job, None, str(exc)
-
+    reader = _Reader(session, read, progress, len(jobs))
     budget = page_seconds() + 2  # each request's own deadline, headers included (a body is bounded inside _get)
-
-    def page_late(job, seconds):
-        component, location = job
-        with lock:
-            down.add(location.host_id)
-        return job, None, f"{shown(location.url, 160)} gave no complete answer within {seconds:.0f} s"
-
-    for (component, location), result, why in bounded_map(page, jobs, budget, page_late):
+    for (component, location), result, why in bounded_map(reader.page, jobs, budget, reader.page_late):
         if result is None:
             read.unread.setdefault(location.host_id, why)
             continue
         read.pages.setdefault(component, []).append(result)
     wanted = [f for component, pages in read.pages.items() for p in pages for f in metadata_wanted(component, p, matrix)] if metadata else []
-    total[0] += len(wanted)
-
-    def read_one(file: RegistryFile):
-        try:
-            text = read_metadata_text(session, file)
-            tick(f"METADATA of {file.filename}")
-            return file, text, ""
-        except ReadError as exc:
-            tick(f"METADATA of {file.filename} failed")
-            return file, None, str(exc)
-
-    for file, text, why in bounded_map(read_one, wanted, budget * 3, lambda file, seconds: (file, None, f"no complete answer within {seconds:.0f} s")):
+    reader.total += len(wanted)
+    for file, text, why in bounded_map(reader.read_one, wanted, budget * 3, lambda file, seconds: (file, None, f"no complete answer within {seconds:.0f} s")):
         read.metadata[file.url] = text
         if why:
             read.metadata_problems.append(f"{file.filename}: {why}")
@@ -392,6 +364,56 @@ def read_registries(matrix: Matrix, locations: Mapping[str, IndexLocation], pack
         read.pages.setdefault(component, [])
     read.seconds = time.monotonic() - started
     return read
+
+
+class _Reader:
+    """The calls read_registries runs in bounded_map's workers: one page, one METADATA; ``down``: the hosts that failed
+    (their other pages are not asked for); progress counted under a lock."""
+
+    def __init__(self, session, read: RegistryRead, progress: Optional[Callable[[str], None]], total: int) -> None:
+        self.session = session
+        self.read = read
+        self.progress = progress
+        self.lock = threading.Lock()
+        self.done = 0
+        self.total = total
+        self.down: set[str] = set()
+
+    def tick(self, what: str) -> None:
+        with self.lock:
+            self.done += 1
+            if self.progress is not None:
+                self.progress(f"{self.done}/{self.total} {what}")
+
+    def page(self, job):
+        component, location = job
+        if location.host_id in self.down:
+            self.tick(f"{location.host_id}/{component.distribution} skipped")
+            return job, None, self.read.unread.get(location.host_id, "")
+        try:
+            result = read_page(self.session, location, component.distribution)
+            self.tick(f"{location.host_id}/{component.distribution}")
+            return job, result, ""
+        except ReadError as exc:
+            with self.lock:
+                self.down.add(location.host_id)
+            self.tick(f"{location.host_id}/{component.distribution} failed")
+            return job, None, str(exc)
+
+    def page_late(self, job, seconds):
+        component, location = job
+        with self.lock:
+            self.down.add(location.host_id)
+        return job, None, f"{shown(location.url, 160)} gave no complete answer within {seconds:.0f} s"
+
+    def read_one(self, file: RegistryFile):
+        try:
+            text = read_metadata_text(self.session, file)
+            self.tick(f"METADATA of {file.filename}")
+            return file, text, ""
+        except ReadError as exc:
+            self.tick(f"METADATA of {file.filename} failed")
+            return file, None, str(exc)
 
 
 def terminal_progress(stream=None) -> Optional[Callable[[str], None]]:

@@ -61,28 +61,50 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
     lock_wait = overlay.LOCK_WAIT_S if lock_wait is None else lock_wait
     read_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if write is None:
-        if overlay.overlay_path(environ) is None:  # said before the registries are read, not after
-            raise CompatError("The overlay has no place: HOME is a relative path and XDG_DATA_HOME is not set.",
-                              "Set HOME (or XDG_DATA_HOME) to an absolute path, or pass --write FILE.")
-        at_start = overlay.fingerprint(overlay.overlay_path(environ))
-        _refuse_newer(overlay, overlay.overlay_path(environ))  # said before the registries are read, not after
-    if write is not None:
-        from ..matrix.load import load_matrix, read_text_file
-
-        target = Path(write)
-        try:
-            text = read_text_file(target)
-        except (OSError, ValueError) as exc:
-            raise CompatError(f"--write {shown(str(target), 200)} cannot be read ({getattr(exc, 'strerror', None) or exc}).",
-                              "Pass the matrix file to update, e.g. --write data/matrix.toml.") from None
-        matrix = load_matrix(target)
+        at_start = _overlay_at_start(overlay, environ)
+    else:
+        target, text, matrix = _read_write_target(write)
     read, found = read_and_harvest(matrix, indexes, packages, progress)
     entries, odd = overlay.valid_entries(found.entries, matrix)
     found = replace(found, entries=entries, skipped=found.skipped + tuple(f"{note}: not kept" for note in odd))
     if write is not None:
         return _write_matrix(target, text, matrix, found, read, read_at, lock_wait)
-    tables = {c.table for c in packages}
     kept: list[str] = []
+    change = _overlay_change(overlay, found, read, read_at, {c.table for c in packages}, kept)
+    stored = _transact(overlay, change, matrix, environ, at_start, lock_wait)
+    notes = _overlay_notes(kept, stored)
+    harvested = overlay.read_entries(stored.document, matrix, stored.path).releases
+    _, state = overlay.merge(matrix, harvested, stored.path, stored.document.get("read_at", ""), tuple(stored.document.get("hosts_unread", ())))
+    return UpdateResult(found, read, Path(stored.path), None, None, state, read_at, notes)
+
+
+def _overlay_at_start(overlay, environ: Mapping[str, str]) -> Any:
+    """The overlay's fingerprint before the registries are read; CompatError, said before they are read (not after),
+    when the overlay has no place or is a newer compat's."""
+    if overlay.overlay_path(environ) is None:
+        raise CompatError("The overlay has no place: HOME is a relative path and XDG_DATA_HOME is not set.",
+                          "Set HOME (or XDG_DATA_HOME) to an absolute path, or pass --write FILE.")
+    at_start = overlay.fingerprint(overlay.overlay_path(environ))
+    _refuse_newer(overlay, overlay.overlay_path(environ))
+    return at_start
+
+
+def _read_write_target(write: str) -> tuple[Path, str, Matrix]:
+    """The ``--write`` matrix file: its path, its text and the matrix it holds (CompatError if it cannot be read)."""
+    from ..matrix.load import load_matrix, read_text_file
+
+    target = Path(write)
+    try:
+        text = read_text_file(target)
+    except (OSError, ValueError) as exc:
+        raise CompatError(f"--write {shown(str(target), 200)} cannot be read ({getattr(exc, 'strerror', None) or exc}).",
+                          "Pass the matrix file to update, e.g. --write data/matrix.toml.") from None
+    return target, text, load_matrix(target)
+
+
+def _overlay_change(overlay, found: Harvest, read: Any, read_at: str, tables: set[str], kept: list[str]) -> Callable[[Optional[dict[str, Any]]], dict[str, Any]]:
+    """The change ``overlay.transact`` applies under the overlay's lock: this read's entries for the packages read, the
+    other packages' entries (each table said in ``kept``) and the tested records as the overlay holds them."""
 
     def change(current: Optional[dict[str, Any]]) -> dict[str, Any]:
         before = current.get("entries") if current is not None and isinstance(current.get("entries"), dict) else {}
@@ -92,8 +114,14 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
         document["tested"] = current.get("tested") if current is not None else []  # what compat matrix verify recorded stays
         return document
 
+    return change
+
+
+def _transact(overlay, change: Callable[[Optional[dict[str, Any]]], dict[str, Any]], matrix: Matrix, environ: Mapping[str, str],
+              at_start: Any, lock_wait: float) -> Any:
+    """``overlay.transact``, its failures as CompatError."""
     try:
-        stored = overlay.transact(change, matrix, environ, read_at_start=at_start, lock_wait=lock_wait)
+        return overlay.transact(change, matrix, environ, read_at_start=at_start, lock_wait=lock_wait)
     except overlay.OverlayIgnored as exc:  # a newer compat's overlay (the only one transact refuses)
         raise _newer_error(overlay, overlay.overlay_path(environ), exc) from None
     except overlay.LockHeld as exc:
@@ -101,15 +129,18 @@ def update(matrix: Matrix, indexes: Sequence[str] = (), write: Optional[str] = N
     except OSError as exc:
         raise CompatError(f"The overlay cannot be written to {shown(str(overlay.overlay_path(environ)), 200)} ({exc.strerror or exc}).",
                           "Make XDG_DATA_HOME (or ~/.local/share) writable, or pass --write FILE.") from None
+
+
+def _overlay_notes(kept: Sequence[str], stored: Any) -> list[str]:
+    """What the overlay write did besides storing this read: tables kept, a concurrent write merged, an unreadable file
+    moved aside, records skipped."""
     notes = [f"KEPT {line}" for line in kept]
     if stored.changed_meanwhile:
         notes.append("MERGED the overlay changed while the registries were read (another compat wrote it): this update was merged into it, nothing it held was lost")
     if stored.replaced_unreadable:
         notes.append(f"MOVED ASIDE the overlay could not be read ({stored.replaced_unreadable}): it is kept as {stored.moved_to}, and a new one was written")
     notes += [f"SKIPPED {note}: not kept" for note in stored.skipped]
-    harvested = overlay.read_entries(stored.document, matrix, stored.path).releases
-    _, state = overlay.merge(matrix, harvested, stored.path, stored.document.get("read_at", ""), tuple(stored.document.get("hosts_unread", ())))
-    return UpdateResult(found, read, Path(stored.path), None, None, state, read_at, notes)
+    return notes
 
 
 def _newer_error(overlay, path: Optional[str], exc: Exception) -> CompatError:
@@ -262,32 +293,43 @@ def update_json(result: UpdateResult) -> dict[str, Any]:
 
 def update_lines(result: UpdateResult) -> list[str]:
     """The human summary (one fact a line)."""
+    out = _read_lines(result) + _harvest_lines(result)
+    for line in result.read.metadata_problems:
+        out.append(f"METADATA {line}")
+    out += list(result.notes)
+    out += _written_lines(result)
+    out.append(f"{result.read.seconds:.1f} s")
+    return out
+
+
+def _read_lines(result: UpdateResult) -> list[str]:
     out = []
     for pages in result.read.pages.values():
         for p in pages:
             out.append(f"read {p.host}/{p.project}: {len(p.files)} files ({p.kind})")
     for host, why in sorted(result.read.unread.items()):
         out.append(f"NOT READ {host}: {why}")
+    return out
+
+
+def _harvest_lines(result: UpdateResult) -> list[str]:
+    out = []
     for table, items in result.harvest.entries.items():
         for e in items:
             name = f"{table} {e.get('version') or e.get('line') + '.*'}"
             extra = f" (torch {e['torch']})" if "torch" in e else ""
             out.append(f"HARVESTED {name}{extra} [{e['source']}]" + ("  unverified" if e.get("verified") is False else ""))
-    for d in result.harvest.disagreements:
-        out.append(f"DISAGREE {d.sentence()}")
-    for line in result.harvest.unverified:
-        out.append(f"UNVERIFIED {line}")
-    for line in result.harvest.skipped:
-        out.append(f"SKIPPED {line}")
-    for line in result.read.metadata_problems:
-        out.append(f"METADATA {line}")
-    out += list(result.notes)
-    if result.written is not None:
-        out += [f"WROTE {line}" for line in result.written.added]
-        out += [f"EXTENDED {line}" for line in result.written.extended]
-        out += [f"NOT WRITTEN {line}" for line in result.written.not_written]
-        out.append(f"{result.write}: {len(result.written.added)} entries added, {len(result.written.extended)} lines extended")
-    else:
-        out.append(f"overlay written: {result.overlay} ({sum(len(v) for v in result.harvest.entries.values())} entries, read {result.read_at})")
-    out.append(f"{result.read.seconds:.1f} s")
+    out += [f"DISAGREE {d.sentence()}" for d in result.harvest.disagreements]
+    out += [f"UNVERIFIED {line}" for line in result.harvest.unverified]
+    out += [f"SKIPPED {line}" for line in result.harvest.skipped]
+    return out
+
+
+def _written_lines(result: UpdateResult) -> list[str]:
+    if result.written is None:
+        return [f"overlay written: {result.overlay} ({sum(len(v) for v in result.harvest.entries.values())} entries, read {result.read_at})"]
+    out = [f"WROTE {line}" for line in result.written.added]
+    out += [f"EXTENDED {line}" for line in result.written.extended]
+    out += [f"NOT WRITTEN {line}" for line in result.written.not_written]
+    out.append(f"{result.write}: {len(result.written.added)} entries added, {len(result.written.extended)} lines extended")
     return out

@@ -249,9 +249,6 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     from ..environment.child import run_child
     from ..environment.snapshot import take_snapshot
     from ..install.indexes import configure_indexes
-    from ..matrix import overlay
-    from ..processes import run_bounded
-    from ..render.requirements import requirement_problem
 
     if component not in VERIFIABLE:
         raise UsageError(f"compat matrix verify tries a package next to torch; {component.distribution} is not one.",
@@ -260,36 +257,20 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     for left in sweep_stale(VERIFY_PREFIX, orphan_age=ORPHAN_AGE_S):  # a killed verify's; one without an owner once a day old
         say(f"compat: removed {left}, the throw-away venv of a verify that was killed")
     locations = configure_indexes(matrix, list(indexes))
-    for what, release_version in ((component, version), (Component.TORCH, torch)):  # the real answer before any venv is built
-        if release_version is not None and matrix.release(what, release_version) is None:
-            raise unlisted_answer(matrix, what, release_version, locations)
-    if host and host not in matrix.hosts:  # said before the venv is built, as choose() would after
-        raise UsageError(f"'{shown(host)}' is not a host of the matrix.", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
+    _check_listed(matrix, component, version, torch, host, locations)
     torch = torch if torch is not None else default_torch(matrix, component, version)
     owned = claim(VERIFY_PREFIX)
     folder = str(owned.folder)
     try:
         say(f"compat: making a throw-away venv in {folder} with {python}")
-        venv = os.path.join(folder, "venv")
-        try:
-            made = run_bounded([python, "-m", "venv", venv], VENV_TIMEOUT_S)
-        except OSError as exc:
-            raise UsageError(f"{shown(python, 200)} cannot be run ({exc.strerror or exc}).", "Pass --python PATH of a Python interpreter.") from None
-        if made.returncode != 0:
-            raise CompatError(f"{shown(python, 200)} -m venv failed: {shown((made.stderr or made.stdout).strip()[-300:], 300)}",
-                              "Pass --python PATH of an interpreter that has the venv module (Debian: apt install python3-venv).")
-        venv_python = os.path.join(venv, "bin", "python")
+        venv_python = _make_venv(python, folder)
         snapshot = take_snapshot(venv_python)
         package = choose(matrix, component, version, snapshot.python_minor, host)
         torch_pick = choose(matrix, Component.TORCH, torch, snapshot.python_minor)
         say(f"compat: installing {package.distribution}=={version}{package.label} from {package.host} (alone), then torch=={torch}{torch_pick.label} "
             f"from {torch_pick.host} with the package's other requirements")
         _install(matrix, [package], locations, venv_python, say, (), dependencies=False, display=display)
-        added = requirements_to_add(_requires(venv_python, package.distribution), snapshot.python_minor)
-        for line in added:
-            if requirement_problem(line):
-                raise CompatError(f"{package.distribution} {version} declares a requirement compat cannot pass on ('{shown(line, 200)}').",
-                                  "Report it to the package.")
+        added = _requirements_to_pass_on(venv_python, package.distribution, version, snapshot.python_minor)
         _install(matrix, [torch_pick], locations, venv_python, say, added, dependencies=True, display=display)
         what = COMPONENTS[component].smoke_what
         say(f"compat: importing torch and {package.module} and running {what} (in a child, at most {timeout:g} s)")
@@ -301,8 +282,55 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
                         error_class, shown(summary, 400), what, time.monotonic() - started, now(), machine_of(snapshot))
     finally:
         release(owned)
+    path = _record(record, matrix, environ)
+    return Verification(record, path, detail, fix)
+
+
+def _check_listed(matrix: Matrix, component: Component, version: Version, torch: Optional[Version], host: Optional[str],
+                  locations: Mapping[str, Any]) -> None:
+    """The real answer before any venv is built: the release and the torch are the matrix's (else what the registry
+    says), the host one of its hosts (as choose() would say after)."""
+    for what, release_version in ((component, version), (Component.TORCH, torch)):
+        if release_version is not None and matrix.release(what, release_version) is None:
+            raise unlisted_answer(matrix, what, release_version, locations)
+    if host and host not in matrix.hosts:
+        raise UsageError(f"'{shown(host)}' is not a host of the matrix.", f"Use one of: {', '.join(sorted(matrix.hosts))}.")
+
+
+def _make_venv(python: str, folder: str) -> str:
+    """A venv made by ``python`` in ``folder``/venv; its interpreter's path."""
+    from ..processes import run_bounded
+
+    venv = os.path.join(folder, "venv")
     try:
-        path = overlay.record_tested(record, matrix, environ)
+        made = run_bounded([python, "-m", "venv", venv], VENV_TIMEOUT_S)
+    except OSError as exc:
+        raise UsageError(f"{shown(python, 200)} cannot be run ({exc.strerror or exc}).", "Pass --python PATH of a Python interpreter.") from None
+    if made.returncode != 0:
+        raise CompatError(f"{shown(python, 200)} -m venv failed: {shown((made.stderr or made.stdout).strip()[-300:], 300)}",
+                          "Pass --python PATH of an interpreter that has the venv module (Debian: apt install python3-venv).")
+    return os.path.join(venv, "bin", "python")
+
+
+def _requirements_to_pass_on(venv_python: str, distribution: str, version: Version, python_minor: Any) -> list[str]:
+    """What the installed package requires that torch's install must also satisfy; CompatError for one compat cannot
+    pass on to the installer."""
+    from ..render.requirements import requirement_problem
+
+    added = requirements_to_add(_requires(venv_python, distribution), python_minor)
+    for line in added:
+        if requirement_problem(line):
+            raise CompatError(f"{distribution} {version} declares a requirement compat cannot pass on ('{shown(line, 200)}').",
+                              "Report it to the package.")
+    return added
+
+
+def _record(record: Tested, matrix: Matrix, environ: Mapping[str, str]) -> str:
+    """``record`` kept in the overlay (its path); a failure to is a CompatError that still says the result."""
+    from ..matrix import overlay
+
+    try:
+        return overlay.record_tested(record, matrix, environ)
     except overlay.OverlayIgnored as exc:
         raise CompatError(f"The result could not be recorded: the overlay {shown(overlay.overlay_path(environ), 200)} cannot be read ({exc}). "
                           f"Result: {record.note()}", overlay.ignored_advice(exc.kind) + " Then verify again.") from None
@@ -315,7 +343,6 @@ def verify(matrix: Matrix, component: Component, version: Version, torch: Option
     except OSError as exc:
         raise CompatError(f"The result could not be recorded in {shown(overlay.overlay_path(environ), 200)} ({exc.strerror or exc}). Result: {record.note()}",
                           "Make XDG_DATA_HOME (or ~/.local/share) writable, then verify again.") from None
-    return Verification(record, path, detail, fix)
 
 
 def verify_json(result: Verification) -> dict[str, Any]:

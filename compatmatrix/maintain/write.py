@@ -72,56 +72,74 @@ def insert_entries(text: str, matrix: Matrix, entries: Mapping[str, Sequence[Map
 
     entries = strip_document(entries)
     lines = text.splitlines()
-    added: list[str] = []
-    extended: list[str] = []
-    not_written: list[str] = []
+    written = Written("", [], [], [])
     for table, items in entries.items():
         component = next(c for c in Component if c.table == table)
         if component in LIBRARIES:
-            curated = {line.line.release[:2]: line for line in matrix.releases[component]}  # type: ignore[union-attr]
-            new_blocks = []
-            for entry in items:
-                key = tuple(int(p) for p in entry["line"].split(".")[:2])
-                line = curated.get(key)
-                if line is None:
-                    new_blocks.append(render_entry(table, entry))
-                    added.append(f"{component.distribution} {entry['line']}.* ({', '.join(entry['versions'])})")
-                    continue
-                new = [v for v in entry["versions"] if v not in {str(x) for x in line.versions}]
-                if not new:
-                    continue
-                for start, end in _blocks(lines, table):
-                    if any(re.fullmatch(rf'line = "{re.escape(entry["line"])}"\s*', lines[k]) for k in range(start, end)):
-                        versions = [str(v) for v in sorted({*line.versions, *map(Version, new)}, reverse=True)]
-                        yanked = [str(v) for v in sorted({*line.yanked, *(Version(v) for v in entry["yanked"] if v in new)}, reverse=True)]
-                        for k in range(start, end):
-                            if lines[k].startswith("versions = "):
-                                lines[k] = f"versions = {_value(versions)}"
-                            elif lines[k].startswith("yanked = "):
-                                lines[k] = f"yanked = {_value(yanked)}"
-                            elif lines[k].startswith("source = "):
-                                lines[k] = f"source = {_value(entry['source'])}"
-                        extended.append(f"{component.distribution} {entry['line']}.*: {', '.join(new)}")
-                        break
-            if new_blocks:
-                blocks = _blocks(lines, table)
-                at = blocks[-1][1] if blocks else len(lines)
-                while at > 0 and not lines[at - 1].strip():
-                    at -= 1
-                insert = [""] + "\n\n".join(b.rstrip("\n") for b in new_blocks).splitlines()
-                lines[at:at] = insert
-            continue
-        known = {str(v) for v in matrix.versions(component)}  # once per table: a check per entry stays linear
-        new_blocks = []
-        for entry in items:
-            if entry["version"] in known:
-                not_written.append(f"{component.distribution} {entry['version']}: the file has this release; what the registry adds to it or says "
-                                   f"otherwise ({', '.join(w['host'] for w in entry.get('wheels', ()))}) is listed above: edit that entry by hand")
-                continue
+            _insert_lines(lines, matrix, component, items, written)
+        else:
+            _insert_releases(lines, matrix, component, items, written)
+    written.text = "\n".join(lines) + "\n"
+    return written
+
+
+def _insert_lines(lines: list[str], matrix: Matrix, component: Component, items: Sequence[Mapping[str, Any]], written: Written) -> None:
+    """A library's harvested lines into ``lines``: a new line's entry after the table's last one, a curated line's new
+    versions into its entry."""
+    table = component.table
+    curated = {line.line.release[:2]: line for line in matrix.releases[component]}  # type: ignore[union-attr]
+    new_blocks = []
+    for entry in items:
+        key = tuple(int(p) for p in entry["line"].split(".")[:2])
+        line = curated.get(key)
+        if line is None:
             new_blocks.append(render_entry(table, entry))
-            added.append(f"{component.distribution} {entry['version']}")
-        if new_blocks:
-            blocks = _blocks(lines, table)
-            at = blocks[0][0] if blocks else len(lines)
-            lines[at:at] = "\n\n".join(b.rstrip("\n") for b in new_blocks).splitlines() + [""]
-    return Written("\n".join(lines) + "\n", added, extended, not_written)
+            written.added.append(f"{component.distribution} {entry['line']}.* ({', '.join(entry['versions'])})")
+            continue
+        new = [v for v in entry["versions"] if v not in {str(x) for x in line.versions}]
+        if new and _extend_line(lines, table, line, entry, new):
+            written.extended.append(f"{component.distribution} {entry['line']}.*: {', '.join(new)}")
+    if new_blocks:
+        blocks = _blocks(lines, table)
+        at = blocks[-1][1] if blocks else len(lines)
+        while at > 0 and not lines[at - 1].strip():
+            at -= 1
+        insert = [""] + "\n\n".join(b.rstrip("\n") for b in new_blocks).splitlines()
+        lines[at:at] = insert
+
+
+def _extend_line(lines: list[str], table: str, line: Any, entry: Mapping[str, Any], new: Sequence[str]) -> bool:
+    """A curated line's entry in ``lines`` with the ``new`` versions (and their yanks, and the harvest's source) written
+    in; False if the file has no entry for the line."""
+    for start, end in _blocks(lines, table):
+        if any(re.fullmatch(rf'line = "{re.escape(entry["line"])}"\s*', lines[k]) for k in range(start, end)):
+            versions = [str(v) for v in sorted({*line.versions, *map(Version, new)}, reverse=True)]
+            yanked = [str(v) for v in sorted({*line.yanked, *(Version(v) for v in entry["yanked"] if v in new)}, reverse=True)]
+            for k in range(start, end):
+                if lines[k].startswith("versions = "):
+                    lines[k] = f"versions = {_value(versions)}"
+                elif lines[k].startswith("yanked = "):
+                    lines[k] = f"yanked = {_value(yanked)}"
+                elif lines[k].startswith("source = "):
+                    lines[k] = f"source = {_value(entry['source'])}"
+            return True
+    return False
+
+
+def _insert_releases(lines: list[str], matrix: Matrix, component: Component, items: Sequence[Mapping[str, Any]], written: Written) -> None:
+    """A package's harvested releases the file lacks into ``lines``, before the table's first entry (newest first); a
+    release it has is left to edit by hand (said)."""
+    table = component.table
+    known = {str(v) for v in matrix.versions(component)}  # once per table: a check per entry stays linear
+    new_blocks = []
+    for entry in items:
+        if entry["version"] in known:
+            written.not_written.append(f"{component.distribution} {entry['version']}: the file has this release; what the registry adds to it or says "
+                                       f"otherwise ({', '.join(w['host'] for w in entry.get('wheels', ()))}) is listed above: edit that entry by hand")
+            continue
+        new_blocks.append(render_entry(table, entry))
+        written.added.append(f"{component.distribution} {entry['version']}")
+    if new_blocks:
+        blocks = _blocks(lines, table)
+        at = blocks[0][0] if blocks else len(lines)
+        lines[at:at] = "\n\n".join(b.rstrip("\n") for b in new_blocks).splitlines() + [""]

@@ -136,51 +136,69 @@ def write(directory: str, cache_key: str, matrix: Matrix) -> None:
 
 def encode(matrix: Matrix) -> list[Any]:
     """The matrix as a list of nodes (see the module); raises TypeError for a value of a type it does not know."""
-    types = _model_types()
-    nodes: list[Any] = []
-    index: dict[Any, int] = {}  # a node's own form -> its position (equal values share one node)
-    seen: dict[int, tuple[int, Any]] = {}  # id(value) -> (position, value): each object encoded once
+    encoder = _Encoder()
+    root = encoder.enc(matrix)
+    if root != len(encoder.nodes) - 1:  # pragma: no cover - the matrix is the last node made
+        raise TypeError("the matrix is not the last node")
+    return encoder.nodes
 
-    def put(node: Any, form: Any) -> int:
-        position = index.get(form)
+
+class _Encoder:
+    """The nodes made so far: each equal node once, each object encoded once."""
+
+    def __init__(self) -> None:
+        self.types = _model_types()
+        self.nodes: list[Any] = []
+        self.index: dict[Any, int] = {}  # a node's own form -> its position (equal values share one node)
+        self.seen: dict[int, tuple[int, Any]] = {}  # id(value) -> (position, value): each object encoded once
+
+    def put(self, node: Any, form: Any) -> int:
+        position = self.index.get(form)
         if position is None:
-            position = index[form] = len(nodes)
-            nodes.append(node)
+            position = self.index[form] = len(self.nodes)
+            self.nodes.append(node)
         return position
 
-    def enc(value: Any) -> int:
+    def enc(self, value: Any) -> int:
+        """The position of ``value``'s node, made (and its items') if new."""
         kind = type(value)
         if kind is str or kind is int or kind is bool or value is None:
-            return put(value, (kind, value))
-        known = seen.get(id(value))
+            return self.put(value, (kind, value))
+        known = self.seen.get(id(value))
         if known is not None:
             return known[0]
-        if kind is Version:
-            node: list[Any] = ["V", str(value)]
-        elif kind is SpecifierSet:
-            node = ["S", str(value)]
-        elif kind is Component:
-            node = ["C", value.value]
-        elif kind is tuple:
-            node = ["t", *[enc(item) for item in value]]
-        elif kind is frozenset:
-            node = ["f", *[enc(item) for item in value]]
-        elif kind is dict:
-            node = ["d"]
-            for item_key, item in value.items():
-                node += [enc(item_key), enc(item)]
-        elif types.get(kind.__name__) is kind:
-            node = ["R", kind.__name__, *[enc(value.__dict__[name]) for name in kind._fields]]
-        else:
-            raise TypeError(f"the matrix cache cannot keep a {kind.__name__}")
-        position = put(node, tuple(node))
-        seen[id(value)] = (position, value)  # the value held: its id is not reused while encoding
+        node = self.node(value)
+        position = self.put(node, tuple(node))
+        self.seen[id(value)] = (position, value)  # the value held: its id is not reused while encoding
         return position
 
-    root = enc(matrix)
-    if root != len(nodes) - 1:  # pragma: no cover - the matrix is the last node made
-        raise TypeError("the matrix is not the last node")
-    return nodes
+    def node(self, value: Any) -> list[Any]:
+        """The node of a value that is not a plain one (its items encoded first)."""
+        kind = type(value)
+        make = _NODES.get(kind)
+        if make is not None:
+            return make(self, value)
+        if self.types.get(kind.__name__) is kind:
+            return ["R", kind.__name__, *[self.enc(value.__dict__[name]) for name in kind._fields]]
+        raise TypeError(f"the matrix cache cannot keep a {kind.__name__}")
+
+
+def _dict_node(encoder: _Encoder, value: dict) -> list[Any]:
+    node: list[Any] = ["d"]
+    for item_key, item in value.items():
+        node += [encoder.enc(item_key), encoder.enc(item)]
+    return node
+
+
+#: The node of each value type other than plain values and model records, by its exact type.
+_NODES: dict[type, Callable[[_Encoder, Any], list[Any]]] = {
+    Version: lambda encoder, value: ["V", str(value)],
+    SpecifierSet: lambda encoder, value: ["S", str(value)],
+    Component: lambda encoder, value: ["C", value.value],
+    tuple: lambda encoder, value: ["t", *[encoder.enc(item) for item in value]],
+    frozenset: lambda encoder, value: ["f", *[encoder.enc(item) for item in value]],
+    dict: _dict_node,
+}
 
 
 def decode(nodes: list[Any], budget: int) -> Any:
@@ -188,60 +206,71 @@ def decode(nodes: list[Any], budget: int) -> Any:
     among which a node whose value, expanded, is more than ``budget`` values or nests deeper than MAX_DEPTH (checked
     before the value is made), a set or dict key of other than plain values, a record field whose value is not of
     the type its class declares."""
-    types, known = _model_types(), _CHECKS
+    types = _model_types()
     # Every list has a slot per node, so that any index (a negative one, or one of a later node: None so far) names
     # the same node in all three.
     values: list[Any] = [None] * len(nodes)
     sizes = [1] * len(nodes)  # each node's value expanded: 1 + its items' sizes (a shared node counted each time)
     depths = [0] * len(nodes)
-    item_of, size_of, depth_of, is_kind = values.__getitem__, sizes.__getitem__, depths.__getitem__, frozenset.__contains__
-    new = object.__new__
+    item_of, size_of, depth_of = values.__getitem__, sizes.__getitem__, depths.__getitem__
     for position, node in enumerate(nodes):
         if type(node) is not list:
-            if type(node) not in (str, int, bool) and node is not None:
-                raise TypeError("not a value of the matrix")
-            values[position] = node
+            values[position] = _plain(node)
             continue
         tag = node[0]
         if tag == "V" or tag == "S" or tag == "C":
-            text = node[1]
-            if type(text) is not str:
-                raise TypeError("not a version, range or component")
-            values[position] = Version(text) if tag == "V" else SpecifierSet(text) if tag == "S" else Component(text)
+            values[position] = _leaf(tag, node[1])
             continue
         refs = node[2:] if tag == "R" else node[1:]
         size = sizes[position] = 1 + sum(map(size_of, refs))
         depth = depths[position] = 1 + max(map(depth_of, refs)) if refs else 1  # (max's default= costs as much again)
         if size > budget or depth > MAX_DEPTH:
             raise ValueError("the model is larger than its file can say")
-        if tag == "R":
-            cls = types[node[1]]
-            kinds, deep = known.get(cls) or _field_checks(cls)
-            items = list(map(item_of, refs))
-            if len(items) != len(kinds) or not all(map(is_kind, kinds, map(type, items))):
-                raise TypeError(f"the fields of {node[1]} are not of its types")
-            for at, check in deep:
-                if not check(items[at]):
-                    raise TypeError(f"the {cls._fields[at]} of {node[1]} is not a {_annotations(cls)[cls._fields[at]]}")  # type: ignore[attr-defined]
-            made = new(cls)  # Record.__init__'s common case, without its call: a thousand records a start
-            made.__dict__.update(zip(cls._fields, items))  # type: ignore[attr-defined]
-            values[position] = made
-        elif tag == "t":
-            values[position] = tuple(map(item_of, refs))
-        elif tag == "f":
-            items = list(map(item_of, refs))
-            if not _PLAIN.issuperset(map(type, items)):
-                raise TypeError("a set of other than plain values")
-            values[position] = frozenset(items)
-        elif tag == "d":
-            items = list(map(item_of, refs))
-            keys = items[::2]
-            if len(items) % 2 or not _PLAIN.issuperset(map(type, keys)):
-                raise TypeError("a dict without plain keys")
-            values[position] = dict(zip(keys, items[1::2]))
-        else:
-            raise ValueError(f"unknown node {tag!r}")
+        items = list(map(item_of, refs))
+        values[position] = _record(types[node[1]], node[1], items) if tag == "R" else _container(tag, items)
     return values[-1]
+
+
+def _plain(node: Any) -> Any:
+    if type(node) not in (str, int, bool) and node is not None:
+        raise TypeError("not a value of the matrix")
+    return node
+
+
+def _leaf(tag: str, text: Any) -> Any:
+    """The value of a "V", "S" or "C" node."""
+    if type(text) is not str:
+        raise TypeError("not a version, range or component")
+    return Version(text) if tag == "V" else SpecifierSet(text) if tag == "S" else Component(text)
+
+
+def _record(cls: type, name: str, items: list[Any]) -> Any:
+    """A model record of class ``cls`` (named ``name`` in the file) from its fields' values, each of its declared type."""
+    kinds, deep = _CHECKS.get(cls) or _field_checks(cls)
+    if len(items) != len(kinds) or not all(map(frozenset.__contains__, kinds, map(type, items))):
+        raise TypeError(f"the fields of {name} are not of its types")
+    for at, check in deep:
+        if not check(items[at]):
+            raise TypeError(f"the {cls._fields[at]} of {name} is not a {_annotations(cls)[cls._fields[at]]}")  # type: ignore[attr-defined]
+    made = object.__new__(cls)  # Record.__init__'s common case, without its call: a thousand records a start
+    made.__dict__.update(zip(cls._fields, items))  # type: ignore[attr-defined]
+    return made
+
+
+def _container(tag: Any, items: list[Any]) -> Any:
+    """The value of a "t", "f" or "d" node from its items' values."""
+    if tag == "t":
+        return tuple(items)
+    if tag == "f":
+        if not _PLAIN.issuperset(map(type, items)):
+            raise TypeError("a set of other than plain values")
+        return frozenset(items)
+    if tag == "d":
+        keys = items[::2]
+        if len(items) % 2 or not _PLAIN.issuperset(map(type, keys)):
+            raise TypeError("a dict without plain keys")
+        return dict(zip(keys, items[1::2]))
+    raise ValueError(f"unknown node {tag!r}")
 
 
 # --- what a record's fields may hold: their annotations (matrix/model.py), read once a class, as checks ------------

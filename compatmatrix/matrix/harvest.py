@@ -419,106 +419,185 @@ def harvest(matrix: Matrix, pages: Mapping[Component, Sequence[ProjectPage]],
     return Harvest({table: tuple(items) for table, items in entries.items() if items}, tuple(disagreements), tuple(unverified), tuple(skipped))
 
 
+class _Found:
+    """What reading one package's pages found: entries to add, disagreements with the curated matrix, notes on what is
+    unverified, notes on the releases skipped."""
+
+    def __init__(self) -> None:
+        self.new: list[dict[str, Any]] = []
+        self.differ: list[Disagreement] = []
+        self.loose: list[str] = []
+        self.skip: list[str] = []
+
+
 def _binary(matrix: Matrix, component: Component, pages: Sequence[ProjectPage], metadata: Mapping[str, Optional[str]],
             python_range: tuple[Version, Version], torch_versions: set[Version], unread: Mapping[str, str]):
     project = component.distribution
+    per_host = _per_host(pages)
+    found = _Found()
+    oldest = min(matrix.versions(component), default=None)
+    for version in sorted(per_host, reverse=True):
+        hosts = per_host[version]
+        curated = matrix.release(component, version)
+        sets = _wheel_entries(project, version, hosts, python_range)
+        if not sets:
+            continue
+        if curated is not None:
+            _curated_entry(component, version, curated, sets, found)
+            continue
+        if oldest is None or version < oldest:
+            continue  # older than anything the matrix speaks for: not news
+        reason = _not_harvested(component, project, version, sets)
+        if reason:
+            found.skip.append(reason)
+            continue
+        entry = _new_entry(matrix, component, version, hosts, sets, metadata, torch_versions, found)
+        if entry is None:
+            continue
+        entry["wheels"] = _entry_wheels(matrix, component, version, sets, unread, found)
+        found.new.append(entry)
+    return found.new, found.differ, found.loose, found.skip
+
+
+def _per_host(pages: Sequence[ProjectPage]) -> dict[Version, dict[str, tuple[ProjectPage, list[RegistryFile]]]]:
+    """Each final release's files on each host's page."""
     per_host: dict[Version, dict[str, tuple[ProjectPage, list[RegistryFile]]]] = {}
     for page in pages:
         for version, files in by_release(page.files).items():
             if version.is_prerelease or version.is_devrelease:
                 continue
             per_host.setdefault(version, {})[page.host] = (page, files)
-    new: list[dict[str, Any]] = []
-    differ: list[Disagreement] = []
-    loose: list[str] = []
-    skip: list[str] = []
-    oldest = min(matrix.versions(component), default=None)
-    for version in sorted(per_host, reverse=True):
-        hosts = per_host[version]
-        curated = matrix.release(component, version)
-        sets = {}
-        for host, (page, files) in hosts.items():
-            made = wheel_entry(host, project, version, files, page, python_range)
-            if made is not None:
-                sets[host] = made
-        if not sets:
-            continue
-        if curated is not None:
-            harvested = wheel_sets(sets)
-            found = compare_wheels(component, version, curated.wheels, harvested)
-            differ.extend(found.disagreements)
-            if found.adds or found.disagreements:  # kept: every command merges it, and prints the disagreement
-                entry = {"version": str(version)}
-                if isinstance(curated, CompanionRelease):  # what it declares, as curated (a pin, a floor or range, none)
-                    if curated.torch is not None:
-                        entry["torch"] = str(curated.torch)
-                    elif curated.torch_requires is not None:
-                        entry["torch_requires"] = str(curated.torch_requires)
-                entry["source"] = next(iter(sets.values()))["source"]
-                entry["note"] = "harvested for a release the curated matrix has: the facts it lacks are added (a host's wheel set, a glibc floor), curated facts win where they disagree"
-                entry["wheels"] = list(sets.values())
-                new.append(entry)
-            continue
-        if oldest is None or version < oldest:
-            continue  # older than anything the matrix speaks for: not news
-        if all(e.get("yanked") for e in sets.values()):
-            skip.append(f"{project} {version}: yanked on every host read ({next(iter(sets.values())).get('yanked_reason') or 'no reason given'}): not added")
-            continue
-        if not COMPONENTS[component].overlay_kept:  # curated by hand (IPEX)
-            skip.append(f"{project} {version}: on {', '.join(sorted(sets))}, not harvested: the torch its import check accepts and its CPU "
-                        "floor are not in its metadata (curate it by hand)")
-            continue
-        first_page, first_files = next(iter(hosts.values()))
-        host_order = [h for h in matrix.policy.host_preference.get(component, ()) if h in sets] + [h for h in sets if h not in matrix.policy.host_preference.get(component, ())]
-        pypi_first = "pypi" if "pypi" in sets else host_order[0]
-        source = source_of(pypi_first, project, version)
-        entry: dict[str, Any] = {"version": str(version)}
-        if component is Component.TORCH:
-            all_files = [f for _, files in hosts.values() for f in files]
-            requires = next((f.requires_python for f in all_files if f.requires_python), None)
-            if requires and _spec(requires) is not None:
-                entry["requires_python"] = requires
-            released = _released(hosts.get("pypi", (first_page, first_files))[1])
-            if released:
-                entry["released"] = released
-        else:
-            declared_text = next((metadata.get(f.url) for _, files in hosts.values() for f in linux_files(files) if metadata.get(f.url)), None)
-            declared = read_metadata(declared_text) if declared_text else None
-            fields, verified, note = _companion_torch(component, version, declared, torch_versions, source)
-            unpinned = "torch" not in fields and "torch_requires" not in fields and declared is not None
-            if unpinned and not UNPINNED_COMPANIONS:
-                skip.append(f"{project} {version}: not harvested: {note}; this compat's matrix model takes no torchvision/torchaudio "
-                            "entry without a torch pin, so the release stays unlisted")
-                continue
-            if declared is None:
-                skip.append(f"{project} {version}: not harvested: {note}")
-                continue
-            if "torch" in fields and Version(fields["torch"]) not in torch_versions:
-                skip.append(f"{project} {version}: not harvested: it pins torch {fields['torch']}, which neither the matrix nor this read has")
-                continue
-            if "torch_requires" in fields and not any(SpecifierSet(fields["torch_requires"]).contains(t, prereleases=True) for t in torch_versions):
-                skip.append(f"{project} {version}: not harvested: it declares torch{fields['torch_requires']}, which no torch of the matrix or this read meets")
-                continue
-            entry.update(fields)
-            abi = stable_abi_fact([f for _, files in hosts.values() for f in files])
-            if abi:
-                entry["stable_abi"] = abi
-            if not verified:
-                entry["verified"] = False
-            if "torch_requires" in fields or unpinned:
-                loose.append(f"{project} {version}: {note}")
-            entry["note"] = note
-        entry["source"] = source
-        order = matrix.policy.host_preference.get(component, ())
-        wheels = [sets[h] for h in order if h in sets] + [sets[h] for h in sets if h not in order]  # read, then assumed
-        for host in order:
-            assumed = _assumed_set(matrix, component, host, sets, unread)
-            if assumed is not None:
-                wheels.append(assumed)
-                loose.append(f"{project} {version} on {host}: {assumed['note']}")
-        entry["wheels"] = wheels
-        new.append(entry)
-    return new, differ, loose, skip
+    return per_host
+
+
+def _wheel_entries(project: str, version: Version, hosts: Mapping[str, tuple[ProjectPage, list[RegistryFile]]],
+                   python_range: tuple[Version, Version]) -> dict[str, dict[str, Any]]:
+    """The ``[[x.wheels]]`` entry of each host that has wheels of the release."""
+    sets = {}
+    for host, (page, files) in hosts.items():
+        made = wheel_entry(host, project, version, files, page, python_range)
+        if made is not None:
+            sets[host] = made
+    return sets
+
+
+def _curated_entry(component: Component, version: Version, curated: Any, sets: Mapping[str, dict[str, Any]], found: _Found) -> None:
+    """A release the curated matrix has: an entry only for what it adds or where it disagrees."""
+    harvested = wheel_sets(sets)
+    compared = compare_wheels(component, version, curated.wheels, harvested)
+    found.differ.extend(compared.disagreements)
+    if not (compared.adds or compared.disagreements):
+        return
+    # kept: every command merges it, and prints the disagreement
+    entry = {"version": str(version)}
+    if isinstance(curated, CompanionRelease):  # what it declares, as curated (a pin, a floor or range, none)
+        if curated.torch is not None:
+            entry["torch"] = str(curated.torch)
+        elif curated.torch_requires is not None:
+            entry["torch_requires"] = str(curated.torch_requires)
+    entry["source"] = next(iter(sets.values()))["source"]
+    entry["note"] = "harvested for a release the curated matrix has: the facts it lacks are added (a host's wheel set, a glibc floor), curated facts win where they disagree"
+    entry["wheels"] = list(sets.values())
+    found.new.append(entry)
+
+
+def _not_harvested(component: Component, project: str, version: Version, sets: Mapping[str, Mapping[str, Any]]) -> str:
+    """Why a release the curated matrix lacks is not added whatever its metadata says ("" if it may be)."""
+    if all(e.get("yanked") for e in sets.values()):
+        return f"{project} {version}: yanked on every host read ({next(iter(sets.values())).get('yanked_reason') or 'no reason given'}): not added"
+    if not COMPONENTS[component].overlay_kept:  # curated by hand (IPEX)
+        return (f"{project} {version}: on {', '.join(sorted(sets))}, not harvested: the torch its import check accepts and its CPU "
+                "floor are not in its metadata (curate it by hand)")
+    return ""
+
+
+def _new_entry(matrix: Matrix, component: Component, version: Version, hosts: Mapping[str, tuple[ProjectPage, list[RegistryFile]]],
+               sets: Mapping[str, Any], metadata: Mapping[str, Optional[str]], torch_versions: set[Version],
+               found: _Found) -> Optional[dict[str, Any]]:
+    """The entry of a release the curated matrix lacks, its wheels aside; None if it is skipped (noted in ``found``)."""
+    project = component.distribution
+    host_order = [h for h in matrix.policy.host_preference.get(component, ()) if h in sets] + [h for h in sets if h not in matrix.policy.host_preference.get(component, ())]
+    pypi_first = "pypi" if "pypi" in sets else host_order[0]
+    source = source_of(pypi_first, project, version)
+    entry: dict[str, Any] = {"version": str(version)}
+    if component is Component.TORCH:
+        entry.update(_torch_fields(hosts))
+    else:
+        fields = _companion_fields(component, version, hosts, metadata, torch_versions, source, found)
+        if fields is None:
+            return None
+        entry.update(fields)
+    entry["source"] = source
+    return entry
+
+
+def _torch_fields(hosts: Mapping[str, tuple[ProjectPage, list[RegistryFile]]]) -> dict[str, Any]:
+    """A new torch release's Requires-Python and release date."""
+    fields: dict[str, Any] = {}
+    first_page, first_files = next(iter(hosts.values()))
+    all_files = [f for _, files in hosts.values() for f in files]
+    requires = next((f.requires_python for f in all_files if f.requires_python), None)
+    if requires and _spec(requires) is not None:
+        fields["requires_python"] = requires
+    released = _released(hosts.get("pypi", (first_page, first_files))[1])
+    if released:
+        fields["released"] = released
+    return fields
+
+
+def _companion_fields(component: Component, version: Version, hosts: Mapping[str, tuple[ProjectPage, list[RegistryFile]]],
+                      metadata: Mapping[str, Optional[str]], torch_versions: set[Version], source: str,
+                      found: _Found) -> Optional[dict[str, Any]]:
+    """A new companion release's torch pin or range (from its METADATA), stable-ABI fact and note; None if it is
+    skipped (noted in ``found``)."""
+    project = component.distribution
+    declared_text = next((metadata.get(f.url) for _, files in hosts.values() for f in linux_files(files) if metadata.get(f.url)), None)
+    declared = read_metadata(declared_text) if declared_text else None
+    fields, verified, note = _companion_torch(component, version, declared, torch_versions, source)
+    unpinned = "torch" not in fields and "torch_requires" not in fields and declared is not None
+    reason = _companion_skipped(project, version, fields, declared, unpinned, note, torch_versions)
+    if reason:
+        found.skip.append(reason)
+        return None
+    entry: dict[str, Any] = dict(fields)
+    abi = stable_abi_fact([f for _, files in hosts.values() for f in files])
+    if abi:
+        entry["stable_abi"] = abi
+    if not verified:
+        entry["verified"] = False
+    if "torch_requires" in fields or unpinned:
+        found.loose.append(f"{project} {version}: {note}")
+    entry["note"] = note
+    return entry
+
+
+def _companion_skipped(project: str, version: Version, fields: Mapping[str, Any], declared: Optional[Declared], unpinned: bool,
+                       note: str, torch_versions: set[Version]) -> str:
+    """Why a new companion release is not harvested ("" if it is)."""
+    if unpinned and not UNPINNED_COMPANIONS:
+        return (f"{project} {version}: not harvested: {note}; this compat's matrix model takes no torchvision/torchaudio "
+                "entry without a torch pin, so the release stays unlisted")
+    if declared is None:
+        return f"{project} {version}: not harvested: {note}"
+    if "torch" in fields and Version(fields["torch"]) not in torch_versions:
+        return f"{project} {version}: not harvested: it pins torch {fields['torch']}, which neither the matrix nor this read has"
+    if "torch_requires" in fields and not any(SpecifierSet(fields["torch_requires"]).contains(t, prereleases=True) for t in torch_versions):
+        return f"{project} {version}: not harvested: it declares torch{fields['torch_requires']}, which no torch of the matrix or this read meets"
+    return ""
+
+
+def _entry_wheels(matrix: Matrix, component: Component, version: Version, sets: Mapping[str, Any], unread: Mapping[str, str],
+                  found: _Found) -> list[Any]:
+    """A new release's wheel sets: those read, in the host preference's order, then those assumed for hosts not read."""
+    project = component.distribution
+    order = matrix.policy.host_preference.get(component, ())
+    wheels = [sets[h] for h in order if h in sets] + [sets[h] for h in sets if h not in order]  # read, then assumed
+    for host in order:
+        assumed = _assumed_set(matrix, component, host, sets, unread)
+        if assumed is not None:
+            wheels.append(assumed)
+            found.loose.append(f"{project} {version} on {host}: {assumed['note']}")
+    return wheels
 
 
 def _assumed_set(matrix: Matrix, component: Component, host: str, sets: Mapping[str, Mapping[str, Any]], unread: Mapping[str, str]) -> Optional[dict[str, Any]]:
@@ -570,12 +649,7 @@ def _library(matrix: Matrix, component: Component, pages: Sequence[ProjectPage],
         yanked = sorted((v for v in versions if _yank(releases[v])[0]), reverse=True)
         requires = next((f.requires_python for f in releases[newest] if f.requires_python), None)
         if line is not None:
-            from .model import Provenance
-
-            found = compare_line(component, line, LibraryLine(
-                package=component.table, line=line.line, versions=tuple(versions), yanked=frozenset(yanked),
-                requires_python=_spec(requires), torch_min=line.torch_min, accelerate_min=line.accelerate_min,
-                provenance=Provenance((source,), True, "")))
+            found = _compare_line_read(component, line, versions, yanked, requires, source)
             differ.extend(found.disagreements)
             if not found.adds and not found.disagreements:  # kept otherwise: every command merges it, and prints the disagreement
                 continue
@@ -588,29 +662,52 @@ def _library(matrix: Matrix, component: Component, pages: Sequence[ProjectPage],
         declared = read_metadata(text) if text else None
         notes = [_read_note(page)]
         if line is not None:
-            for field in ("torch_min", "accelerate_min"):
-                value = getattr(line, field)
-                if value is not None:
-                    entry[field] = str(value)
-            notes.append("torch_min / accelerate_min as curated for this line")
+            _curated_floors(line, entry, notes)
         else:
-            torch_spec = None if declared is None else (declared.torch_extra if COMPONENTS[component].torch_extra else declared.torch)
-            torch_min = _floor(torch_spec)
-            if torch_min is not None:
-                entry["torch_min"] = str(torch_min)
-                notes.append(f"torch_min from Requires-Dist: torch {torch_spec}" + ("; extra == 'torch'" if COMPONENTS[component].torch_extra else ""))
-            if COMPONENTS[component].torch_extra and declared is not None:
-                accelerate_min = _floor(declared.accelerate_extra)
-                if accelerate_min is not None:
-                    entry["accelerate_min"] = str(accelerate_min)
-                    notes.append(f"accelerate_min from Requires-Dist: accelerate {declared.accelerate_extra}; extra == 'torch'")
-            if declared is None:
-                entry["verified"] = False
-                notes.append("its METADATA could not be read: torch_min not derived")
-                loose.append(f"{project} {entry['line']}.*: METADATA not read, torch_min unverified")
-            loose.append(f"{project} {entry['line']}.*: a new line; the behaviours the profiles gate on ([[feature]] ranges) are not in its "
-                         "metadata and were not curated for it: unverified")
+            _declared_floors(component, declared, entry, notes, loose)
         entry["source"] = source
         entry["note"] = "; ".join(notes) + "."
         new.append(entry)
     return new, differ, loose
+
+
+def _compare_line_read(component: Component, line: LibraryLine, versions: Sequence[Version], yanked: Sequence[Version],
+                       requires: Optional[str], source: str) -> Comparison:
+    """A curated library line against the same line as read from the registry (its floors as curated)."""
+    from .model import Provenance
+
+    return compare_line(component, line, LibraryLine(
+        package=component.table, line=line.line, versions=tuple(versions), yanked=frozenset(yanked),
+        requires_python=_spec(requires), torch_min=line.torch_min, accelerate_min=line.accelerate_min,
+        provenance=Provenance((source,), True, "")))
+
+
+def _curated_floors(line: LibraryLine, entry: dict[str, Any], notes: list[str]) -> None:
+    """A curated line's torch_min / accelerate_min, into its harvested entry."""
+    for field in ("torch_min", "accelerate_min"):
+        value = getattr(line, field)
+        if value is not None:
+            entry[field] = str(value)
+    notes.append("torch_min / accelerate_min as curated for this line")
+
+
+def _declared_floors(component: Component, declared: Optional[Declared], entry: dict[str, Any], notes: list[str], loose: list[str]) -> None:
+    """A new line's torch_min / accelerate_min as its METADATA declares them, into its harvested entry; what is unverified
+    about it, into ``loose``."""
+    project = component.distribution
+    torch_spec = None if declared is None else (declared.torch_extra if COMPONENTS[component].torch_extra else declared.torch)
+    torch_min = _floor(torch_spec)
+    if torch_min is not None:
+        entry["torch_min"] = str(torch_min)
+        notes.append(f"torch_min from Requires-Dist: torch {torch_spec}" + ("; extra == 'torch'" if COMPONENTS[component].torch_extra else ""))
+    if COMPONENTS[component].torch_extra and declared is not None:
+        accelerate_min = _floor(declared.accelerate_extra)
+        if accelerate_min is not None:
+            entry["accelerate_min"] = str(accelerate_min)
+            notes.append(f"accelerate_min from Requires-Dist: accelerate {declared.accelerate_extra}; extra == 'torch'")
+    if declared is None:
+        entry["verified"] = False
+        notes.append("its METADATA could not be read: torch_min not derived")
+        loose.append(f"{project} {entry['line']}.*: METADATA not read, torch_min unverified")
+    loose.append(f"{project} {entry['line']}.*: a new line; the behaviours the profiles gate on ([[feature]] ranges) are not in its "
+                 "metadata and were not curated for it: unverified")

@@ -143,29 +143,79 @@ def _none_has(read: str, matrix: Matrix, unread: Mapping[str, str]) -> str:
     return f"{said} ({names} could not be reached)"
 
 
+class _Read(Record):
+    """What a health read found, as the judgements below use it: the pages, the METADATA by file URL, the hosts not
+    read and why, when; ``file_of``: each file whose METADATA was read -> (its page, the file, its release);
+    ``by_project``: each project's pages, one per host."""
+
+    matrix: Matrix
+    pages: Sequence[ProjectPage]
+    metadata: Mapping[str, Optional[str]]
+    unread: Mapping[str, str]
+    read_at: str
+    file_of: dict[str, tuple[ProjectPage, RegistryFile, Version]]
+    by_project: dict[str, list[ProjectPage]]
+
+    def read_files(self) -> Iterable[tuple[str, str, ProjectPage, RegistryFile, Version]]:
+        """(url, METADATA text, page, file, release) of each file whose METADATA was read."""
+        for url, text in self.metadata.items():
+            if text is None or url not in self.file_of:
+                continue
+            page, entry, version = self.file_of[url]
+            yield url, text, page, entry, version
+
+
 def judge(matrix: Matrix, pages: Sequence[ProjectPage], metadata: Mapping[str, Optional[str]], dependency_pages: Mapping[str, ProjectPage],
           unread: Mapping[str, str], read_at: str, runtime_projects: Sequence[str] = ()) -> HealthReport:
-    items: list[HealthItem] = []
     by_project: dict[str, list[ProjectPage]] = {}
     for page in pages:
         by_project.setdefault(canonical_name(page.project), []).append(page)
+    read = _Read(matrix, pages, metadata, unread, read_at, _files_of(pages, metadata), by_project)
     known_pages = {canonical_name(p.project): p for p in pages if p.host == "pypi"}
     known_pages.update({canonical_name(k): v for k, v in dependency_pages.items()})
-    pythons = matrix_pythons(matrix)
+
+    # unsatisfiable dependencies, and the declared dependencies per release (for pip's choice below)
+    items, declared, gone = _unsatisfiable(read, known_pages)
+    # what pip installs for each runtime wheel, over the facts read now
+    if runtime_projects:
+        items += _pip_backtracks(read, declared, gone, runtime_projects)
+    # Requires-Python holes and yanks, per page
+    for page in pages:
+        items += _page_items(page, matrix.policy.python_range)
+    # one version, different builds per host
+    for project, host_pages in by_project.items():
+        items += _builds_differ(project, host_pages, matrix.policy.python_range)
+    items += _cuda_builds(read, declared)
+
+    kept: list[HealthItem] = []
+    left = 0
+    for kind in KINDS:
+        of_kind = [i for i in items if i.kind == kind]
+        kept += of_kind[:MAX_ITEMS_PER_KIND]
+        left += max(0, len(of_kind) - MAX_ITEMS_PER_KIND)
+    return HealthReport(tuple(kept), tuple(page_source(p) for p in pages), tuple(sorted(unread.items())),
+                        tuple(sorted(dependency_pages)), read_at, left)
+
+
+def _files_of(pages: Sequence[ProjectPage], metadata: Mapping[str, Optional[str]]) -> dict[str, tuple[ProjectPage, RegistryFile, Version]]:
+    """Each file whose METADATA was asked for: its page, the file, its release."""
     file_of: dict[str, tuple[ProjectPage, RegistryFile, Version]] = {}
     for page in pages:
         for entry in page.files:
             version = version_of(entry.filename)
             if version is not None and entry.url in metadata:
                 file_of[entry.url] = (page, entry, version)
+    return file_of
 
-    # unsatisfiable dependencies, and the declared dependencies per release (for pip's choice below)
+
+def _unsatisfiable(read: _Read, known_pages: Mapping[str, ProjectPage]) -> tuple[list[HealthItem], dict[tuple[str, Version], tuple[Requirement, ...]], dict[str, Unavailable]]:
+    """(an item for each declared dependency no index read can satisfy, each release's dependencies that apply on Linux,
+    each dependency that cannot be had as the matrix would record it)."""
+    items: list[HealthItem] = []
+    pythons = matrix_pythons(read.matrix)
     declared: dict[tuple[str, Version], tuple[Requirement, ...]] = {}
     gone: dict[str, Unavailable] = {}
-    for url, text in metadata.items():
-        if text is None or url not in file_of:
-            continue
-        page, entry, version = file_of[url]
+    for _url, text, page, entry, version in read.read_files():
         project = canonical_name(page.project)
         requirements = tuple(r for r in requires_dist(text) if applies_on_linux(r, pythons))
         declared[(project, version)] = requirements
@@ -176,86 +226,91 @@ def judge(matrix: Matrix, pages: Sequence[ProjectPage], metadata: Mapping[str, O
                 continue
             dep_page = known_pages[dependency]
             items.append(HealthItem("unsatisfiable", project, (str(version),),
-                                    f"{project} {version} declares Requires-Dist: {requirement}, which {_none_has(dep_page.host, matrix, unread)}: {why}; "
+                                    f"{project} {version} declares Requires-Dist: {requirement}, which {_none_has(dep_page.host, read.matrix, read.unread)}: {why}; "
                                     f"pinned, pip fails; unpinned, pip passes over it",
-                                    (f"{entry.url} (METADATA, read {read_at})", page_source(dep_page))))
+                                    (f"{entry.url} (METADATA, read {read.read_at})", page_source(dep_page))))
             gone.setdefault(dependency, Unavailable(dependency, (dep_page.host,), dep_page.read_at[:10], Provenance((dep_page.url,), note=why)))
+    return items, declared, gone
 
-    # what pip installs for each runtime wheel, over the facts read now
-    if runtime_projects:
-        from .runtime import choice_sentence, pip_choice
 
-        live: list[RuntimeRelease] = []
-        for (project, version), requirements in declared.items():
-            if project in runtime_projects:
-                live.append(RuntimeRelease(project, version, tuple(str(r) for r in requirements), "", Provenance((f"{project} {version} METADATA",))))
-        now = replace(matrix, runtime=tuple(sorted(live, key=lambda r: (r.distribution, r.version), reverse=True)), unavailable=tuple(gone.values()))
-        for project in runtime_projects:
-            choice = pip_choice(now, Requirement(project))
-            said = choice_sentence(now, choice) if choice is not None else None
-            if said is not None and choice is not None:
-                sources = tuple(page_source(p) for p in by_project.get(project, ()))
-                items.append(HealthItem("pip-backtracks", project, tuple(str(r.version) for r in choice.picked), said, sources))
+def _pip_backtracks(read: _Read, declared: Mapping[tuple[str, Version], tuple[Requirement, ...]], gone: Mapping[str, Unavailable],
+                    runtime_projects: Sequence[str]) -> list[HealthItem]:
+    """What pip installs for each runtime wheel, over the facts read now: an item where it is not the newest."""
+    from .runtime import choice_sentence, pip_choice
 
-    # Requires-Python holes and yanks, per page
-    for page in pages:
-        project = canonical_name(page.project)
-        holes: dict[frozenset[str], tuple[str, list[Version], list[str]]] = {}
-        for version, files in sorted(by_release(page.files).items()):
-            texts = {f.requires_python for f in files if f.requires_python}
-            for text in texts:
-                excluded = hole_versions(text, matrix.policy.python_range)
-                if excluded:
-                    key = frozenset(str(s) for s in SpecifierSet(text))
-                    holes.setdefault(key, (text.strip(), [], excluded))[1].append(version)
-            if files and all(f.yanked for f in files):
-                reason = next((f.yanked_reason.strip() for f in files if f.yanked_reason.strip()), "")
-                items.append(HealthItem("yanked", project, (str(version),),
-                                        f"{project} {version} is yanked on {page.host}: " + (reason if reason else "no reason given")
-                                        + " (pip takes it only when pinned with ==)", (page_source(page),)))
-        for text, versions, excluded in holes.values():
-            items.append(HealthItem("requires-python-hole", project, tuple(str(v) for v in versions),
-                                    f"{project} {_release_span(versions)} declare{'s' if len(versions) == 1 else ''} Requires-Python {text}: "
-                                    f"pip refuses {'it' if len(versions) == 1 else 'them'} on Python {', '.join(excluded)} only, "
-                                    f"which the minor version ({', '.join(sorted({'.'.join(e.split('.')[:2]) for e in excluded}))}) alone cannot decide: "
-                                    "give the full version (--python-version X.Y.Z, or --python)", (page_source(page),)))
+    items: list[HealthItem] = []
+    live: list[RuntimeRelease] = []
+    for (project, version), requirements in declared.items():
+        if project in runtime_projects:
+            live.append(RuntimeRelease(project, version, tuple(str(r) for r in requirements), "", Provenance((f"{project} {version} METADATA",))))
+    now = replace(read.matrix, runtime=tuple(sorted(live, key=lambda r: (r.distribution, r.version), reverse=True)), unavailable=tuple(gone.values()))
+    for project in runtime_projects:
+        choice = pip_choice(now, Requirement(project))
+        said = choice_sentence(now, choice) if choice is not None else None
+        if said is not None and choice is not None:
+            sources = tuple(page_source(p) for p in read.by_project.get(project, ()))
+            items.append(HealthItem("pip-backtracks", project, tuple(str(r.version) for r in choice.picked), said, sources))
+    return items
 
-    # one version, different builds per host
-    for project, host_pages in by_project.items():
-        if len(host_pages) < 2:
-            continue
-        per_host = {p.host: by_release(p.files) for p in host_pages}
-        hosts = sorted(per_host)
-        shared = set.intersection(*(set(r) for r in per_host.values()))
-        for version in sorted(shared, reverse=True)[:5]:
-            labels = {h: sorted(local_labels(linux_files(per_host[h][version]))) for h in hosts}
-            tags = {h: sorted(str(p) for p in linux_pythons(per_host[h][version], matrix.policy.python_range)) for h in hosts}
-            if len({tuple(v) for v in labels.values()}) > 1 or len({tuple(v) for v in tags.values()}) > 1:
-                said = "; ".join(f"{h}: {', '.join(label or '(unlabelled)' for label in labels[h]) or 'no Linux x86_64 wheel'} for Python {', '.join(tags[h]) or '-'}"
-                                 for h in hosts)
-                items.append(HealthItem("host-builds-differ", project, (str(version),), f"{project} {version} is a different build per host: {said}",
-                                        tuple(page_source(p) for p in host_pages)))
-    for url, text in metadata.items():
-        if text is None or url not in file_of:
-            continue
-        page, entry, version = file_of[url]
+
+def _page_items(page: ProjectPage, python_range: tuple[Version, Version]) -> list[HealthItem]:
+    """One page's yanked releases, then its Requires-Python holes (releases with the same Requires-Python together)."""
+    items: list[HealthItem] = []
+    project = canonical_name(page.project)
+    holes: dict[frozenset[str], tuple[str, list[Version], list[str]]] = {}
+    for version, files in sorted(by_release(page.files).items()):
+        texts = {f.requires_python for f in files if f.requires_python}
+        for text in texts:
+            excluded = hole_versions(text, python_range)
+            if excluded:
+                key = frozenset(str(s) for s in SpecifierSet(text))
+                holes.setdefault(key, (text.strip(), [], excluded))[1].append(version)
+        if files and all(f.yanked for f in files):
+            reason = next((f.yanked_reason.strip() for f in files if f.yanked_reason.strip()), "")
+            items.append(HealthItem("yanked", project, (str(version),),
+                                    f"{project} {version} is yanked on {page.host}: " + (reason if reason else "no reason given")
+                                    + " (pip takes it only when pinned with ==)", (page_source(page),)))
+    for text, versions, excluded in holes.values():
+        items.append(HealthItem("requires-python-hole", project, tuple(str(v) for v in versions),
+                                f"{project} {_release_span(versions)} declare{'s' if len(versions) == 1 else ''} Requires-Python {text}: "
+                                f"pip refuses {'it' if len(versions) == 1 else 'them'} on Python {', '.join(excluded)} only, "
+                                f"which the minor version ({', '.join(sorted({'.'.join(e.split('.')[:2]) for e in excluded}))}) alone cannot decide: "
+                                "give the full version (--python-version X.Y.Z, or --python)", (page_source(page),)))
+    return items
+
+
+def _builds_differ(project: str, host_pages: Sequence[ProjectPage], python_range: tuple[Version, Version]) -> list[HealthItem]:
+    """The (newest five) releases of a project that are a different build on each host that has them."""
+    if len(host_pages) < 2:
+        return []
+    items: list[HealthItem] = []
+    per_host = {p.host: by_release(p.files) for p in host_pages}
+    hosts = sorted(per_host)
+    shared = set.intersection(*(set(r) for r in per_host.values()))
+    for version in sorted(shared, reverse=True)[:5]:
+        labels = {h: sorted(local_labels(linux_files(per_host[h][version]))) for h in hosts}
+        tags = {h: sorted(str(p) for p in linux_pythons(per_host[h][version], python_range)) for h in hosts}
+        if len({tuple(v) for v in labels.values()}) > 1 or len({tuple(v) for v in tags.values()}) > 1:
+            said = "; ".join(f"{h}: {', '.join(label or '(unlabelled)' for label in labels[h]) or 'no Linux x86_64 wheel'} for Python {', '.join(tags[h]) or '-'}"
+                             for h in hosts)
+            items.append(HealthItem("host-builds-differ", project, (str(version),), f"{project} {version} is a different build per host: {said}",
+                                    tuple(page_source(p) for p in host_pages)))
+    return items
+
+
+def _cuda_builds(read: _Read, declared: Mapping[tuple[str, Version], tuple[Requirement, ...]]) -> list[HealthItem]:
+    """The releases on PyPI whose METADATA requires nvidia-* packages: a CUDA build, where the CPU index has the CPU one."""
+    items: list[HealthItem] = []
+    for _url, _text, page, entry, version in read.read_files():
         nvidia = sorted({canonical_name(r.name) for r in declared.get((canonical_name(page.project), version), ()) if canonical_name(r.name).startswith("nvidia-")})
         if nvidia and page.host == "pypi":
-            cpu = matrix.hosts.get("pytorch-cpu")
+            cpu = read.matrix.hosts.get("pytorch-cpu")
             where = f" ({cpu.url})" if cpu is not None else ""
             items.append(HealthItem("host-builds-differ", canonical_name(page.project), (str(version),),
                                     f"{canonical_name(page.project)} {version} on pypi is a CUDA build: its METADATA requires {len(nvidia)} nvidia-* "
                                     f"packages on Linux ({', '.join(nvidia[:3])}{', ...' if len(nvidia) > 3 else ''}); the CPU build is {version}+cpu on the CPU index{where}",
-                                    (f"{entry.url} (METADATA, read {read_at})",)))
-
-    kept: list[HealthItem] = []
-    left = 0
-    for kind in KINDS:
-        of_kind = [i for i in items if i.kind == kind]
-        kept += of_kind[:MAX_ITEMS_PER_KIND]
-        left += max(0, len(of_kind) - MAX_ITEMS_PER_KIND)
-    return HealthReport(tuple(kept), tuple(page_source(p) for p in pages), tuple(sorted(unread.items())),
-                        tuple(sorted(dependency_pages)), read_at, left)
+                                    (f"{entry.url} (METADATA, read {read.read_at})",)))
+    return items
 
 
 def health_json(report: HealthReport) -> dict[str, Any]:

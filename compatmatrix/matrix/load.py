@@ -323,7 +323,41 @@ def _build(document: Any, path: str) -> Matrix:
     if type(schema) is not int or schema != SUPPORTED_SCHEMA:
         raise root.error("schema_version", f"is {_show(schema)}; this compatmatrix reads schema {SUPPORTED_SCHEMA}", "Upgrade compatmatrix or use a matching matrix.")
     registry_checked = root.text("registry_checked", "")
+    hosts = _hosts(root, path)
+    releases = _releases(root, path, hosts)
+    features = _features(root, path)
+    feature_keys = [(f.package, f.name) for f in features]
+    policy_entry, policy = _policy(root, path, hosts, releases, feature_keys)
+    profiles = _profiles(root, path, feature_keys)
+    if policy.default_profile not in profiles:
+        raise policy_entry.error("default_profile", f"{_show(policy.default_profile)} is not a profile under [profiles]")
+    eol = _eol(root, releases)
+    known_bad = [_known_bad(entry, releases) for entry in root.tables("known_bad", _describe_known_bad)]
+    device_builds = [_device_build(entry, releases) for entry in root.tables("device_build", _describe("device_build", "package"))]
+    runtime = [_runtime(entry) for entry in root.tables("runtime", _describe("runtime", "distribution"))]
+    unavailable = [_unavailable(entry, hosts) for entry in root.tables("unavailable", _describe("unavailable", "project"))]
+    root.done()
+    releases = _with_known_bad(releases, known_bad)
+    _check_wheels(path, releases)
+    return Matrix(
+        schema_version=schema,
+        registry_checked=registry_checked,
+        hosts=hosts,
+        policy=policy,
+        profiles=profiles,
+        releases=releases,
+        features=tuple(features),
+        eol=tuple(eol),
+        source_path=path,
+        known_bad=tuple(known_bad),
+        device_builds=tuple(device_builds),
+        runtime=tuple(sorted(runtime, key=lambda r: (r.distribution, r.version), reverse=True)),
+        unavailable=tuple(unavailable),
+    )
 
+
+def _hosts(root: _Entry, path: str) -> dict[str, Host]:
+    """[hosts]: each host, and the host each mirrors defined too."""
     hosts: dict[str, Host] = {}
     for host_id, table in root.named_tables("hosts").items():
         entry = _Entry(path, f"[hosts.{shown(host_id)}]", table)
@@ -343,7 +377,11 @@ def _build(document: Any, path: str) -> Matrix:
     for host in hosts.values():
         if host.mirror_of and (host.mirror_of not in hosts or host.mirror_of == host.id):
             raise MatrixError(path, f"[hosts.{shown(host.id)}]", "mirror_of", f"{_show(host.mirror_of)} is not another host defined under [hosts]")
+    return hosts
 
+
+def _releases(root: _Entry, path: str, hosts: dict[str, Host]) -> dict[Component, tuple[Release, ...]]:
+    """Each component's releases, newest first (torch first: the others pair with its versions)."""
     releases: dict[Component, tuple[Release, ...]] = {}
     torch_releases = [_torch_release(entry, hosts) for entry in root.tables("torch", _describe("torch"))]
     _check_unique(path, "torch", (r.version for r in torch_releases))
@@ -357,7 +395,11 @@ def _build(document: Any, path: str) -> Matrix:
         parsed = [parse(entry, hosts, torch_versions, table) for entry in root.tables(table, _describe(table, _KEY.get(component, "version")))]
         _check_unique(path, table, (r.line if isinstance(r, LibraryLine) else r.version for r in parsed))
         releases[component] = _newest_first(parsed)
+    return releases
 
+
+def _features(root: _Entry, path: str) -> list[Feature]:
+    """The [[feature]] entries, each (package, name) once."""
     features = []
     for entry in root.tables("feature", _describe_feature):
         package = entry.text("package")
@@ -378,7 +420,12 @@ def _build(document: Any, path: str) -> Matrix:
     if len(set(feature_keys)) != len(feature_keys):
         dup = next(k for k in feature_keys if feature_keys.count(k) > 1)
         raise MatrixError(path, f"[[feature]] {dup[0]}:{dup[1]}", "name", "appears twice")
+    return features
 
+
+def _policy(root: _Entry, path: str, hosts: dict[str, Host], releases: dict[Component, tuple[Release, ...]],
+            feature_keys: list[tuple[str, str]]) -> tuple[_Entry, Policy]:
+    """[policy] (and the entry read, for an error found later: a default profile no [profiles] table defines)."""
     policy_entry = _Entry(path, "[policy]", root.raw("policy"))
     python_range = sorted(policy_entry.pythons("python_range"))
     if len(python_range) != 2:
@@ -407,7 +454,16 @@ def _build(document: Any, path: str) -> Matrix:
             raise policy_entry.error("features_with_ccl", f"{_show(item)} names no [[feature]] entry")
         ccl_features.append((package, feature_name))
     policy_entry.done()
+    return policy_entry, Policy(
+        host_preference=preference,
+        python_range=(low, high),
+        default_profile=default_profile,
+        features_with_ccl=tuple(ccl_features),
+    )
 
+
+def _profiles(root: _Entry, path: str, feature_keys: list[tuple[str, str]]) -> dict[str, Profile]:
+    """[profiles]: each includes torch and names [[feature]] entries only."""
     profiles: dict[str, Profile] = {}
     for name, table in root.named_tables("profiles").items():
         entry = _Entry(path, f"[profiles.{shown(name)}]", table)
@@ -422,9 +478,11 @@ def _build(document: Any, path: str) -> Matrix:
             wanted_features.append((package, feature_name))
         profiles[name] = Profile(name=name, description=entry.text("description"), components=components, features=tuple(wanted_features))
         entry.done()
-    if default_profile not in profiles:
-        raise policy_entry.error("default_profile", f"{_show(default_profile)} is not a profile under [profiles]")
+    return profiles
 
+
+def _eol(root: _Entry, releases: dict[Component, tuple[Release, ...]]) -> list[EndOfLife]:
+    """The [[eol]] entries, each last release one of the matrix."""
     release_versions = {c.distribution: {v for r in releases[c] for v in r.versions} for c in COMPONENT_ORDER if not _KEY.get(c)}
     eol = []
     for entry in root.tables("eol", _describe("eol", "package")):
@@ -444,38 +502,15 @@ def _build(document: Any, path: str) -> Matrix:
             )
         )
         entry.done()
-    known_bad = [_known_bad(entry, releases) for entry in root.tables("known_bad", _describe_known_bad)]
-    device_builds = [_device_build(entry, releases) for entry in root.tables("device_build", _describe("device_build", "package"))]
-    runtime = [_runtime(entry) for entry in root.tables("runtime", _describe("runtime", "distribution"))]
-    unavailable = [_unavailable(entry, hosts) for entry in root.tables("unavailable", _describe("unavailable", "project"))]
-    root.done()
-    releases = _with_known_bad(releases, known_bad)
+    return eol
 
+
+def _check_wheels(path: str, releases: dict[Component, tuple[Release, ...]]) -> None:
+    """Every release but a library line lists a host with wheels (known-bad sets already removed)."""
     for component in COMPONENT_ORDER:
         for release in releases[component]:
             if not release.wheels and not isinstance(release, LibraryLine):
                 raise MatrixError(path, f"release {release.version}", "wheels", "lists no host with wheels")
-
-    return Matrix(
-        schema_version=schema,
-        registry_checked=registry_checked,
-        hosts=hosts,
-        policy=Policy(
-            host_preference=preference,
-            python_range=(low, high),
-            default_profile=default_profile,
-            features_with_ccl=tuple(ccl_features),
-        ),
-        profiles=profiles,
-        releases=releases,
-        features=tuple(features),
-        eol=tuple(eol),
-        source_path=path,
-        known_bad=tuple(known_bad),
-        device_builds=tuple(device_builds),
-        runtime=tuple(sorted(runtime, key=lambda r: (r.distribution, r.version), reverse=True)),
-        unavailable=tuple(unavailable),
-    )
 
 
 def _runtime(entry: _Entry) -> RuntimeRelease:

@@ -177,7 +177,7 @@ def read_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> Entr
     unknown host or torch, a release listed twice, no wheels -- is skipped with a note naming it; the others are used.
     MatrixError only for what makes the file no overlay at all (an unknown top-level key, ``entries`` not a table).
     Linear in the number of entries."""
-    from .load import _KEY, _PARSERS, _describe, _Entry, _torch_release
+    from .load import _Entry
 
     root = _Entry(path, "top level", dict(document))
     for key in _TOP_KEYS:
@@ -186,16 +186,10 @@ def read_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> Entr
     root.done()
     if not isinstance(table_of_entries, dict):
         raise MatrixError(path, "entries", "", "must be a table of the harvested packages' entries")
-    hosts = matrix.hosts
     known_tables = {c.table: c for c in COMPONENT_ORDER if COMPONENTS[c].overlay_kept}
     releases: dict[Component, list[Release]] = {c: [] for c in known_tables.values()}
     kept: dict[str, list[Any]] = {}
-    skipped: list[str] = []
-    for table in table_of_entries:
-        if table not in known_tables:
-            why = "is not harvested (IPEX's and the bindings' facts are curated by hand)" if table in {c.table for c in COMPONENT_ORDER} \
-                else "is not a package compat matrix update harvests"
-            skipped.append(_note(f"entries > {table} {why}: skipped"))
+    skipped = [_unharvested_note(table) for table in table_of_entries if table not in known_tables]
     torch_versions = set(matrix.versions(Component.TORCH))
     for component in sorted(known_tables.values(), key=lambda c: c is not Component.TORCH):  # torch first: the others pair with it
         table = component.table
@@ -203,29 +197,58 @@ def read_entries(document: Mapping[str, Any], matrix: Matrix, path: str) -> Entr
         if not isinstance(items, list):
             skipped.append(_note(f"entries > {table} is not a list of entries: skipped"))
             continue
-        describe = _describe(table, _KEY.get(component, "version"))
-        seen: set[Any] = set()
-        for index, item in enumerate(items):
-            where = f"entries > {describe(index, item)}"
-            try:
-                entry = _Entry(path, where, item)
-                release = _torch_release(entry, hosts) if component is Component.TORCH else _PARSERS[component](entry, hosts, torch_versions, table)
-            except (MatrixError, TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as exc:
-                skipped.append(_skip_note(exc) if isinstance(exc, MatrixError) else _note(f"{where}: {_skip_note(exc)}"))
-                continue
-            key = release.line if isinstance(release, LibraryLine) else release.version
-            if key in seen:
-                skipped.append(_note(f"{where}: lists a release an earlier entry lists: skipped"))
-                continue
-            if not release.wheels and not isinstance(release, LibraryLine):
-                skipped.append(_note(f"{where}, field 'wheels': lists no host with wheels: skipped"))
-                continue
-            seen.add(key)
-            releases[component].append(release)
-            kept.setdefault(table, []).append(item)
+        found, items_kept, notes = _read_table(component, items, path, matrix.hosts, torch_versions)
+        releases[component].extend(found)
+        if items_kept:
+            kept[table] = items_kept
+        skipped.extend(notes)
         if component is Component.TORCH:
-            torch_versions |= seen
+            torch_versions.update(map(_release_key, found))
     return Entries(releases, kept, tuple(skipped))
+
+
+def _unharvested_note(table: str) -> str:
+    why = "is not harvested (IPEX's and the bindings' facts are curated by hand)" if table in {c.table for c in COMPONENT_ORDER} \
+        else "is not a package compat matrix update harvests"
+    return _note(f"entries > {table} {why}: skipped")
+
+
+def _release_key(release: Release) -> Any:
+    """What makes a release one of its component's: a line's version line, else its version."""
+    return release.line if isinstance(release, LibraryLine) else release.version
+
+
+def _read_table(component: Component, items: list[Any], path: str, hosts: Any,
+                torch_versions: set[Any]) -> tuple[list[Release], list[Any], list[str]]:
+    """One component's overlay entries, each validated alone: (the releases, the raw entries they came from, a note for
+    each entry skipped)."""
+    from .load import _KEY, _PARSERS, _describe, _Entry, _torch_release
+
+    table = component.table
+    describe = _describe(table, _KEY.get(component, "version"))
+    seen: set[Any] = set()
+    releases: list[Release] = []
+    kept: list[Any] = []
+    skipped: list[str] = []
+    for index, item in enumerate(items):
+        where = f"entries > {describe(index, item)}"
+        try:
+            entry = _Entry(path, where, item)
+            release = _torch_release(entry, hosts) if component is Component.TORCH else _PARSERS[component](entry, hosts, torch_versions, table)
+        except (MatrixError, TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as exc:
+            skipped.append(_skip_note(exc) if isinstance(exc, MatrixError) else _note(f"{where}: {_skip_note(exc)}"))
+            continue
+        key = _release_key(release)
+        if key in seen:
+            skipped.append(_note(f"{where}: lists a release an earlier entry lists: skipped"))
+            continue
+        if not release.wheels and not isinstance(release, LibraryLine):
+            skipped.append(_note(f"{where}, field 'wheels': lists no host with wheels: skipped"))
+            continue
+        seen.add(key)
+        releases.append(release)
+        kept.append(item)
+    return releases, kept, skipped
 
 
 def valid_entries(entries: Mapping[str, Sequence[Mapping[str, Any]]], matrix: Matrix) -> tuple[dict[str, tuple[dict[str, Any], ...]], tuple[str, ...]]:
@@ -259,77 +282,110 @@ def _with_source(provenance: Provenance, other: Provenance, what: str) -> Proven
     return Provenance(sources, provenance.verified, (provenance.note + " " if provenance.note else "") + f"{what} harvested: {other.note}")
 
 
+class _Merging:
+    """What a merge has done so far: the (component, version) added, how many releases it filled in, the
+    disagreements as sentences."""
+
+    def __init__(self) -> None:
+        self.added: set[tuple[Component, str]] = set()
+        self.filled = 0
+        self.disagreements: list[str] = []
+
+
 def merge(matrix: Matrix, harvested: Mapping[Component, list[Release]], path: str = "", read_at: str = "",
           hosts_unread: tuple[str, ...] = ()) -> tuple[Matrix, OverlayState]:
     """The curated matrix with the harvested releases: curated facts win, a disagreement is kept as a sentence.
     Linear: each harvested release finds its curated one through an index by key (version, or a line's major.minor)."""
-    from .compare import compare_line, compare_wheels
-    from .load import _newest_first
-
-    added: set[tuple[Component, str]] = set()
-    filled = 0
-    disagreements: list[str] = []
+    done = _Merging()
     releases = dict(matrix.releases)
     for component in COMPONENT_ORDER:
         items = harvested.get(component) or []
-        if not items:
-            continue
-        mine = list(matrix.releases[component])
-        lines = {r.line.release[:2]: i for i, r in enumerate(mine) if isinstance(r, LibraryLine)}
-        versions = {r.version: i for i, r in enumerate(mine) if not isinstance(r, LibraryLine)}
-        for release in items:
-            if isinstance(release, LibraryLine):
-                index = lines.get(release.line.release[:2])
-                if index is None:
-                    lines[release.line.release[:2]] = len(mine)
-                    mine.append(release)
-                    added.add((component, str(release.line)))
-                    continue
-                curated: LibraryLine = mine[index]  # type: ignore[assignment]
-                found = compare_line(component, curated, release)
-                disagreements.extend(d.sentence() for d in found.disagreements)
-                have = set(curated.versions)
-                new = [v for v in release.versions if v not in have]
-                if new:
-                    filled += len(new)
-                    mine[index] = replace(curated, versions=tuple(sorted(curated.versions + tuple(new), reverse=True)),
-                                          yanked=curated.yanked | (release.yanked & frozenset(new)),
-                                          provenance=_with_source(curated.provenance, release.provenance, f"releases {', '.join(map(str, new))}"))
-                    added.update((component, str(v)) for v in new)
-                continue
-            index = versions.get(release.version)
-            if index is None:
-                versions[release.version] = len(mine)
-                mine.append(release)
-                added.add((component, str(release.version)))
-                continue
-            curated_release = mine[index]
-            found = compare_wheels(component, release.version, curated_release.wheels, release.wheels)
-            disagreements.extend(d.sentence() for d in found.disagreements)
-            curated_requirement = getattr(curated_release, "requirement", None)  # what a companion declares of torch: pin, floor, range
-            if curated_requirement is not None and getattr(release, "requirement", None) != curated_requirement:
-                declared = getattr(release, "requirement", None)
-                disagreements.append(f"{component.distribution} {release.version}: declares {'torch' + str(declared) if declared is not None else 'no torch'} "
-                                     f"per {release.provenance.sources[0]}, the curated matrix says torch{curated_requirement} (the curated fact is used)")
-            wheels = list(curated_release.wheels)
-            by_host = {w.host: i for i, w in enumerate(wheels)}
-            changed = False
-            for made in release.wheels:
-                at = by_host.get(made.host)
-                if at is None:  # another host's wheel set: marked as harvested (compat matrix shows "+h")
-                    wheels.append(replace(made, provenance=Provenance(made.provenance.sources, made.provenance.verified,
-                                                                      f"wheel set harvested: {made.provenance.note}")))
-                    changed = True
-                elif wheels[at].glibc_min is None and made.glibc_min is not None:
-                    wheels[at] = replace(wheels[at], glibc_min=made.glibc_min, provenance=_with_source(wheels[at].provenance, made.provenance, "glibc_min"))
-                    changed = True
-            if changed:
-                filled += 1
-                mine[index] = replace(curated_release, wheels=tuple(wheels))
-        key = (lambda r: r.line) if COMPONENTS[component].kind == "library" else (lambda r: r.version)
-        releases[component] = _newest_first(mine, key=key)
+        if items:
+            releases[component] = _merge_component(component, matrix.releases[component], items, done)
     merged = replace(matrix, releases=releases)
-    return merged, OverlayState(path, read_at, frozenset(added), filled, tuple(disagreements), hosts_unread)
+    return merged, OverlayState(path, read_at, frozenset(done.added), done.filled, tuple(done.disagreements), hosts_unread)
+
+
+def _merge_component(component: Component, curated: Sequence[Release], items: Sequence[Release], done: _Merging) -> tuple:
+    """One component's curated releases with its harvested ones, newest first."""
+    from .load import _newest_first
+
+    mine = list(curated)
+    lines = {r.line.release[:2]: i for i, r in enumerate(mine) if isinstance(r, LibraryLine)}
+    versions = {r.version: i for i, r in enumerate(mine) if not isinstance(r, LibraryLine)}
+    for release in items:
+        if isinstance(release, LibraryLine):
+            index = lines.get(release.line.release[:2])
+            if index is None:
+                lines[release.line.release[:2]] = len(mine)
+                mine.append(release)
+                done.added.add((component, str(release.line)))
+            else:
+                mine[index] = _merge_line(component, mine[index], release, done)  # type: ignore[arg-type]
+            continue
+        index = versions.get(release.version)
+        if index is None:
+            versions[release.version] = len(mine)
+            mine.append(release)
+            done.added.add((component, str(release.version)))
+        else:
+            mine[index] = _merge_release(component, mine[index], release, done)
+    key = (lambda r: r.line) if COMPONENTS[component].kind == "library" else (lambda r: r.version)
+    return _newest_first(mine, key=key)
+
+
+def _merge_line(component: Component, curated: LibraryLine, release: LibraryLine, done: _Merging) -> LibraryLine:
+    """A curated library line with the versions a harvested one adds."""
+    from .compare import compare_line
+
+    found = compare_line(component, curated, release)
+    done.disagreements.extend(d.sentence() for d in found.disagreements)
+    have = set(curated.versions)
+    new = [v for v in release.versions if v not in have]
+    if not new:
+        return curated
+    done.filled += len(new)
+    done.added.update((component, str(v)) for v in new)
+    return replace(curated, versions=tuple(sorted(curated.versions + tuple(new), reverse=True)),
+                   yanked=curated.yanked | (release.yanked & frozenset(new)),
+                   provenance=_with_source(curated.provenance, release.provenance, f"releases {', '.join(map(str, new))}"))
+
+
+def _merge_release(component: Component, curated: Release, release: Release, done: _Merging) -> Release:
+    """A curated release with the wheel sets (or glibc floors) a harvested one of the same version adds; a
+    disagreement on wheels or on the torch it declares is kept as a sentence."""
+    from .compare import compare_wheels
+
+    found = compare_wheels(component, release.version, curated.wheels, release.wheels)
+    done.disagreements.extend(d.sentence() for d in found.disagreements)
+    curated_requirement = getattr(curated, "requirement", None)  # what a companion declares of torch: pin, floor, range
+    if curated_requirement is not None and getattr(release, "requirement", None) != curated_requirement:
+        declared = getattr(release, "requirement", None)
+        done.disagreements.append(f"{component.distribution} {release.version}: declares {'torch' + str(declared) if declared is not None else 'no torch'} "
+                                  f"per {release.provenance.sources[0]}, the curated matrix says torch{curated_requirement} (the curated fact is used)")
+    wheels = _merged_wheels(curated.wheels, release.wheels)
+    if wheels is None:
+        return curated
+    done.filled += 1
+    return replace(curated, wheels=wheels)
+
+
+def _merged_wheels(curated: Sequence[Any], harvested: Sequence[Any]) -> Optional[tuple]:
+    """The curated wheel sets with another host's harvested set added (marked as harvested: compat matrix shows "+h")
+    and a missing glibc floor filled in; None when the harvest adds nothing."""
+    wheels = list(curated)
+    by_host = {w.host: i for i, w in enumerate(wheels)}
+    changed = False
+    for made in harvested:
+        at = by_host.get(made.host)
+        if at is None:  # another host's wheel set: marked as harvested (compat matrix shows "+h")
+            wheels.append(replace(made, provenance=Provenance(made.provenance.sources, made.provenance.verified,
+                                                              f"wheel set harvested: {made.provenance.note}")))
+            changed = True
+        elif wheels[at].glibc_min is None and made.glibc_min is not None:
+            wheels[at] = replace(wheels[at], glibc_min=made.glibc_min, provenance=_with_source(wheels[at].provenance, made.provenance, "glibc_min"))
+            changed = True
+    return tuple(wheels) if changed else None
 
 
 def with_tested(matrix: Matrix, tested: Sequence[Tested]) -> Matrix:

@@ -126,31 +126,49 @@ def parse_one(item: Any, hosts: Sequence[str]) -> Tested:
     unknown = set(item) - _KEYS
     if unknown or set(item) != _KEYS:
         raise TestedProblem(f"a record has the keys {sorted(map(str, item))[:20]}; expected {sorted(_KEYS)}")
-    try:
-        component = Component.from_name(_text(item, "package"))
-    except KeyError:
-        raise TestedProblem("'package' is not a package in the matrix") from None
-    if component not in VERIFIABLE:
-        raise TestedProblem(f"'package' {component.distribution} is not one compat matrix verify tries")
+    component = _component(item)
     host, torch_host = _text(item, "host", _HOST), _text(item, "torch_host", _HOST)
     for name in (host, torch_host):
         if name not in hosts:
             raise TestedProblem(f"the host '{name}' is not one of the matrix's")
-    result = _text(item, "result")
-    if result not in RESULTS:
-        raise TestedProblem("'result' is neither works nor breaks")
-    error_class = _text(item, "error_class")
-    if (result == "works") != (error_class == "") or (error_class and not _CLASS.fullmatch(error_class)):
-        raise TestedProblem("'error_class' does not go with 'result'")
-    seconds = item.get("seconds")
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < 86400:
-        raise TestedProblem("'seconds' is not a number of seconds")
+    result, error_class = _result(item)
+    seconds = _seconds(item)
     machine = item.get("machine")
     if not isinstance(machine, dict) or set(machine) != _MACHINE_KEYS:
         raise TestedProblem(f"'machine' is not a table of {sorted(_MACHINE_KEYS)}")
     return Tested(component, _version(item, "version"), host, _text(item, "label", _LABEL), _version(item, "torch"), torch_host,
                   _text(item, "torch_label", _LABEL), result == "works", error_class, _text(item, "summary"), _text(item, "ran"),
                   float(seconds), _text(item, "date", _DATE), Machine(*(_text(machine, k) for k in ("cpu", "glibc", "python"))))
+
+
+def _component(item: Mapping[str, Any]) -> Component:
+    """A record's package: one compat matrix verify tries."""
+    try:
+        component = Component.from_name(_text(item, "package"))
+    except KeyError:
+        raise TestedProblem("'package' is not a package in the matrix") from None
+    if component not in VERIFIABLE:
+        raise TestedProblem(f"'package' {component.distribution} is not one compat matrix verify tries")
+    return component
+
+
+def _result(item: Mapping[str, Any]) -> tuple[str, str]:
+    """A record's result and the error class that goes with it (none for "works")."""
+    result = _text(item, "result")
+    if result not in RESULTS:
+        raise TestedProblem("'result' is neither works nor breaks")
+    error_class = _text(item, "error_class")
+    if (result == "works") != (error_class == "") or (error_class and not _CLASS.fullmatch(error_class)):
+        raise TestedProblem("'error_class' does not go with 'result'")
+    return result, error_class
+
+
+def _seconds(item: Mapping[str, Any]) -> Any:
+    """A record's duration: a number (not a bool) of seconds under a day."""
+    seconds = item.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < 86400:
+        raise TestedProblem("'seconds' is not a number of seconds")
+    return seconds
 
 
 def parse(items: Any, hosts: Sequence[str]) -> tuple[Tested, ...]:
