@@ -482,12 +482,17 @@ def one_cause(slow: Judgement, loss: LossJudgement, links: Mapping[Pair, float],
     return kept_slow, kept_loss
 
 
-def loss_cause(sent: int, retransmitted: int, spurious: int = 0) -> Optional[str]:
-    """The likely cause a host's TCP counters show (/proc/net/snmp and TcpExt over the pair tests), or None."""
+DSACK_UNKNOWN = "every retransmission counted as lost: this kernel does not count D-SACKs (Linux 4.19+)"
+
+
+def loss_cause(sent: int, retransmitted: int, spurious: int = 0, dsack_unknown: bool = False) -> Optional[str]:
+    """The likely cause a host's TCP counters show (/proc/net/snmp and TcpExt over the pair tests), or None.
+    ``dsack_unknown``: the host's kernel did not count D-SACKs (``spurious`` is then 0), which the sentence says."""
     gone = lost(retransmitted, spurious)
     if sent <= 0 or gone / sent <= RETRANSMIT_NOTABLE:
         return None
-    return (f"TCP lost {gone} of {sent} segments ({gone / sent:.1%}){_spurious_note(retransmitted, spurious)}: packets are lost or dropped on the way "
+    unknown = f" ({DSACK_UNKNOWN})" if dsack_unknown else ""
+    return (f"TCP lost {gone} of {sent} segments ({gone / sent:.1%}){_spurious_note(retransmitted, spurious)}{unknown}: packets are lost or dropped on the way "
             "(a rate limit or full queue, a firewall rule, a bad cable; check tc qdisc show, nft list ruleset, ip -s link)")
 
 
@@ -579,8 +584,14 @@ def describe_silence(silence: Silence, names: Sequence[str], deadline: Optional[
     return lines
 
 
-def describe_loss(judgement: LossJudgement, names: Sequence[str]) -> list[str]:
-    """One sentence per host or link that lost packets (``node4: loses packets on every link: ...``)."""
+def describe_loss(judgement: LossJudgement, names: Sequence[str], uncounted: Iterable[Pair] = ()) -> list[str]:
+    """One sentence per host or link that lost packets (``node4: loses packets on every link: ...``). ``uncounted``:
+    the pairs whose D-SACKs an end's kernel did not count; a host or link judged on one of them says so (DSACK_UNKNOWN)."""
+    uncounted = set(uncounted)
+
+    def told(judged: bool) -> str:
+        return f" ({DSACK_UNKNOWN})" if judged else ""
+
     others = (f"{judgement.healthy_lost} of {judgement.healthy_sent} on the other links"
               if judgement.healthy_sent else "no other link measured")
     lines = []
@@ -588,10 +599,10 @@ def describe_loss(judgement: LossJudgement, names: Sequence[str]) -> list[str]:
         where = ("every link" if host.lossy_links is None else
                  f"{host.lossy_links} of its {host.links} links and more than {DIP_FLOOR:.2%} on the {'other' if host.links - host.lossy_links == 1 else 'others'}")
         lines.append(f"{names[host.host]}: loses packets on {where}: TCP lost {host.lost} of {host.sent} segments "
-                     f"({host.lost / host.sent:.1%}) over its {host.links} links{_spurious_note(host.retransmitted, host.spurious)}, {others}")
+                     f"({host.lost / host.sent:.1%}) over its {host.links} links{_spurious_note(host.retransmitted, host.spurious)}{told(any(host.host in pair for pair in uncounted))}, {others}")
     for link in judgement.lossy_links:
         lines.append(f"{names[link.a]} <-> {names[link.b]}: loses packets: TCP lost {link.lost} of {link.sent} segments "
-                     f"({link.lost / link.sent:.1%}){_spurious_note(link.retransmitted, link.spurious)}, {others}")
+                     f"({link.lost / link.sent:.1%}){_spurious_note(link.retransmitted, link.spurious)}{told((link.a, link.b) in uncounted)}, {others}")
     return lines
 
 
