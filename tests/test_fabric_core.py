@@ -315,7 +315,9 @@ def test_loss_on_links_already_named_slow_is_their_evidence_not_a_second_fault()
     counts = {(0, 1): (300_000, 500), (0, 2): (600_000, 7_000), (1, 2): (600_000, 2_000), (0, 3): (25_000, 1_000), (1, 3): (80_000, 1_200),
               (2, 3): (90_000, 1_200)}
     unexplained = fabric.judge_loss(counts)
-    assert [(x.a, x.b) for x in unexplained.lossy_links] == [(0, 2)]  # without the slow judgement, 0-2 looks lossy on its own
+    # without the slow judgement, node 2's limiter shows as loss: two of its links over the line, 1-2 at 0.33% (over DIP_FLOOR)
+    assert [h.host for h in unexplained.lossy_hosts] == [2, 3] and unexplained.lossy_links == []
+    assert unexplained.lossy_hosts[0].lossy_links == 2 and unexplained.lossy_hosts[1].lossy_links is None
     verdict = fabric.judge_loss(counts, explained=[(0, 2), (1, 2), (2, 3)])
     assert [h.host for h in verdict.lossy_hosts] == [3] and verdict.lossy_links == []
     assert (verdict.healthy_sent, verdict.healthy_retransmitted) == (300_000, 500)
@@ -444,3 +446,121 @@ def test_one_cause_keeps_every_faulty_host_and_names_no_link_of_theirs(speed_a, 
     slow, loss = fabric.one_cause(judge(links), fabric.judge_loss(counts), links, counts)
     assert sorted(h.host for h in loss.lossy_hosts) == [2, 3] and {h.host for h in slow.slow_hosts} <= {2, 3}
     assert slow.slow_links == loss.lossy_links == []  # no link named for what its end host is named for
+
+
+# --- a lossy host whose link dipped under the line (judge_loss's host rule: most links lossy, the rest over DIP_FLOOR) ---
+
+def _loss_row(rng, share, starved=False):
+    """(sent, retransmitted, spurious) of a link that lost ``share`` of its segments; ``starved``: it also retransmitted
+    1.5-6% that arrived after all (D-SACKed)."""
+    sent = rng.randint(5_000, 60_000)
+    gone = int(sent * share)
+    spurious = int(sent * rng.uniform(0.015, 0.06)) if starved else 0
+    return sent, gone + spurious, spurious
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(4, 24), st.integers(0, 2**16), st.booleans(), st.booleans())
+def test_a_lossy_host_with_one_link_under_the_line_is_still_the_lossy_host(hosts, seed, starved, dip_to_floor):
+    """Every pair measured; one host loses 2-10% on its links but one of them (any) dipped under the 1% line, as measured
+    under CI load (0.8%): the host is named, and nothing else, whatever the link, the noise and the D-SACKed share."""
+    rng = random.Random(seed)
+    pairs = [p for r in fabric.round_robin(hosts) for p in r]
+    host = rng.randrange(hosts)
+    dip = rng.choice([p for p in pairs if host in p])
+    low = fabric.DIP_FLOOR * 1.01 if dip_to_floor else fabric.DIP_FLOOR * 1.5
+    counts = {}
+    for pair in pairs:
+        share = rng.uniform(low, fabric.RETRANSMIT_NOTABLE) if pair == dip else rng.uniform(0.02, 0.10) if host in pair else rng.uniform(0, 0.002)
+        counts[pair] = _loss_row(rng, share, starved)
+    assert not fabric.lossy(*counts[dip]) and fabric.shows_loss(*counts[dip])
+    verdict = fabric.judge_loss(counts)
+    assert [h.host for h in verdict.lossy_hosts] == [host] and verdict.lossy_links == []
+    assert verdict.lossy_hosts[0].lossy_links == hosts - 2 and verdict.lossy_hosts[0].links == hosts - 1
+    names = [f"node{i}" for i in range(hosts)]
+    assert fabric.describe_loss(verdict, names)[0].startswith(
+        f"node{host}: loses packets on {hosts - 2} of its {hosts - 1} links and more than 0.25% on the other: TCP lost ")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["all", "ring", "sample"]), st.integers(3, 40), st.integers(0, 2**16), st.booleans())
+def test_one_bad_cable_between_healthy_hosts_is_a_link_never_a_host(mode, hosts, seed, starved):
+    """One link loses 2-10%, every other loses at most 0.2% (a stray loss): that link is named, no host, in every
+    schedule (on a ring, with three hosts, with every pair)."""
+    rng = random.Random(seed)
+    pair_mode = PairMode("sample", 1 + seed % 3) if mode == "sample" else PairMode(mode)
+    pairs = [p for r in schedule(hosts, pair_mode, seed=seed) for p in r]
+    cable = rng.choice(pairs)
+    counts = {p: _loss_row(rng, rng.uniform(0.02, 0.10) if p == cable else rng.uniform(0, 0.002), starved) for p in pairs}
+    verdict = fabric.judge_loss(counts)
+    assert verdict.lossy_hosts == [] and [(x.a, x.b) for x in verdict.lossy_links] == [cable]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["all", "ring", "sample"]), st.integers(3, 40), st.integers(0, 2**16), st.booleans())
+def test_a_fabric_whose_every_link_stays_under_the_line_names_nothing(mode, hosts, seed, starved):
+    """Links losing anything up to the 1% line, over DIP_FLOOR included: no link is lossy, so no host is either."""
+    rng = random.Random(seed)
+    pair_mode = PairMode("sample", 1 + seed % 3) if mode == "sample" else PairMode(mode)
+    pairs = [p for r in schedule(hosts, pair_mode, seed=seed) for p in r]
+    counts = {p: _loss_row(rng, rng.uniform(0, fabric.RETRANSMIT_NOTABLE), starved) for p in pairs}
+    verdict = fabric.judge_loss(counts)
+    assert verdict.lossy_hosts == [] and verdict.lossy_links == []
+    assert verdict.healthy_sent == sum(c[0] for c in counts.values())
+
+
+def test_the_shapes_the_host_rule_must_tell_apart():
+    """Three hosts and a ring: two links each, both must be lossy. A healthy host between two lossy hosts, and a bad
+    cable beside a lossy host, have a link that lost no more than a healthy one: links, never hosts."""
+    bad, dip, clean = (20_000, 1_000, 0), (23_117, 191, 7), (300_000, 30, 10)
+    three = {(0, 1): clean, (0, 2): bad, (1, 2): dip}
+    assert fabric.judge_loss(three).lossy_hosts == []  # host 2: one lossy link of two
+    assert [(x.a, x.b) for x in fabric.judge_loss(three).lossy_links] == [(0, 2)]
+    assert [h.host for h in fabric.judge_loss({**three, (1, 2): bad}).lossy_hosts] == [2]
+    ring = {p: clean for p in fabric.ring_pairs(8)}
+    ring.update({(3, 4): bad, (4, 5): dip})
+    assert fabric.judge_loss(ring).lossy_hosts == [] and [(x.a, x.b) for x in fabric.judge_loss(ring).lossy_links] == [(3, 4)]
+    pairs = list(itertools.combinations(range(4), 2))
+    # hosts 2 and 3 lossy; 0 and 1 each have two lossy links (to them) of three, and a clean one between them
+    two = {p: bad if 2 in p or 3 in p else clean for p in pairs}
+    verdict = fabric.judge_loss(two)
+    assert [h.host for h in verdict.lossy_hosts] == [2, 3] and verdict.lossy_links == []
+    verdict = fabric.judge_loss({**two, (0, 3): dip})  # and with one of host 3's links under the line
+    assert [h.host for h in verdict.lossy_hosts] == [2, 3] and verdict.lossy_links == []
+    # host 3 lossy, cable 0-1 bad: 0 and 1 have two lossy links of three, their third (to 2) is clean
+    cable = {p: bad if 3 in p or p == (0, 1) else clean for p in pairs}
+    verdict = fabric.judge_loss(cable)
+    assert [h.host for h in verdict.lossy_hosts] == [3] and [(x.a, x.b) for x in verdict.lossy_links] == [(0, 1)]
+    # two bad cables at one host whose third link is clean: two links; whose third link shows loss too: that host
+    cables = {p: bad if p in ((0, 1), (0, 2)) else clean for p in pairs}
+    assert [(x.a, x.b) for x in fabric.judge_loss(cables).lossy_links] == [(0, 1), (0, 2)]
+    assert [h.host for h in fabric.judge_loss({**cables, (0, 3): dip}).lossy_hosts] == [0]
+    # a lossy host whose link dipped under DIP_FLOOR: no host, its two lossy links (the limit of the rule)
+    faint = {p: bad if 3 in p else clean for p in pairs}
+    faint[(0, 3)] = (23_117, 40, 7)
+    assert not fabric.shows_loss(*faint[(0, 3)])
+    verdict = fabric.judge_loss(faint)
+    assert verdict.lossy_hosts == [] and [(x.a, x.b) for x in verdict.lossy_links] == [(1, 3), (2, 3)]
+
+
+@pytest.mark.parametrize("dipped", [(0, 3), (1, 3), (2, 3)])
+def test_measured_a_lossy_host_whose_link_lost_under_one_percent_is_named_as_a_host(dipped):
+    """Measured in CI (tests/test_hosts_netns.py, 2026-12-07): node4 (index 3) dropping 10% of its packets, one of its
+    links lost 184 of 23,117 segments (191 retransmitted, 7 D-SACKed: 0.8%), under the 1% line, and "every link lossy"
+    named node4 by its other links. Here on the figures of another run of the same test (node3 shaped by tbf, so it
+    loses too), whichever of node4's links dipped: node3 and node4 are the hosts, and no link is named."""
+    counts = {**SHAPED_AND_LOSSY_COUNTS, dipped: (23_117, 191, 7)}
+    assert fabric.lost(191, 7) / 23_117 == pytest.approx(0.00796, abs=1e-5) and not fabric.lossy(23_117, 191, 7)
+    loss = fabric.judge_loss(counts)
+    assert [h.host for h in loss.lossy_hosts] == [2, 3] and loss.lossy_links == []
+    slow, loss = fabric.one_cause(judge(SHAPED_AND_LOSSY_LINKS), loss, SHAPED_AND_LOSSY_LINKS, counts)
+    assert [h.host for h in slow.slow_hosts] == [2, 3] and [h.host for h in loss.lossy_hosts] == [2, 3]
+    assert slow.slow_links == [] and loss.lossy_links == []
+    text = fabric.describe_loss(loss, ["node1", "node2", "node3", "node4"])
+    assert text[1].startswith("node4: loses packets on 2 of its 3 links and more than 0.25% on the other: TCP lost ")
+    # node4's dipped link, had its bandwidth been the only one below the slow line, shows node4's loss: one_cause takes it
+    # out as it takes out a lossy one
+    links = {pair: (0.2e9 if pair == dipped else 1.5e9 if 3 in pair else 2e9) for pair in SHAPED_AND_LOSSY_LINKS}
+    slow = judge(links)
+    assert [(x.a, x.b) for x in slow.slow_links] == [dipped] and slow.slow_hosts == []
+    assert fabric.one_cause(slow, fabric.judge_loss(counts), links, counts)[0].slow_links == []

@@ -244,6 +244,83 @@ def test_a_healthy_link_whose_retransmissions_the_peer_reported_as_duplicates_is
                                            "(52458 retransmitted, 60 of them arrived after all: D-SACK), 255 of 1196259 on the other links")
 
 
+def test_a_kernel_that_does_not_count_d_sacks_is_said_on_the_pair_and_in_the_loss_finding():
+    """Before Linux 4.19 struct tcp_info ends before tcpi_dsack_dups: the pair record says the D-SACK count is unknown
+    (spurious null, dsack_unknown), and a loss judged on such counts says its retransmissions were all counted as lost."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from compatmatrix.live.report import pair_table, pairs_finding
+
+    lossy = [_measured(0, 1), _measured(0, 2), _measured(1, 2)]
+    lossy += [{**_measured(a, 3, again=900), "spurious": None, "dsack_unknown": True} for a in range(3)]
+    tcp = [{"out": 1000, "retrans": 0, "spurious": 0}] * 3 + [{"out": 1000, "retrans": 90, "spurious": 0, "dsack_unknown": True}]
+    table = pair_table(_pairs_rank(lossy, tcp=tcp))
+    assert [link.get("dsack_unknown") for link in table["links"]] == [None, None, None, True, True, True]
+    assert [link["spurious"] for link in table["links"][3:]] == [None, None, None]
+    assert table["tcp"]["n4"]["dsack_unknown"] is True and "dsack_unknown" not in table["tcp"]["n1"]
+    assert table["lossy_hosts"] == ["n4"]
+    assert table["verdicts"] == [f"n4: loses packets on every link: TCP lost 2700 of 90000 segments (3.0%) over its 3 links ({fabric.DSACK_UNKNOWN}), "
+                                 "0 of 90000 on the other links"]
+    assert fabric.DSACK_UNKNOWN == "every retransmission counted as lost: this kernel does not count D-SACKs (Linux 4.19+)"
+    finding = pairs_finding(_pairs_rank(lossy, tcp=tcp))
+    assert any(line.startswith("n1 <-> n4: ") and line.endswith("D-SACKs not counted (this kernel does not count them, Linux 4.19+)") for line in finding.evidence)
+    assert not any("D-SACKs not counted" in line for line in finding.evidence if line.startswith("n1 <-> n2: "))
+    schema = json.loads((Path(fabric.__file__).parents[1] / "schemas" / "findings-v1.json").read_text())
+    jsonschema.validate(table, schema["properties"]["live"]["properties"]["pairs"])
+    # a lossy link between two hosts, one of which counted no D-SACKs: the link's sentence says so, a counted one's does not
+    one = [_measured(0, 1), _measured(0, 2), _measured(1, 2), _measured(0, 3), {**_measured(1, 3, again=900), "spurious": None, "dsack_unknown": True},
+           _measured(2, 3, again=800)]
+    table = pair_table(_pairs_rank(one))
+    assert table["lossy_links"] == [["n2", "n4"], ["n3", "n4"]]
+    assert table["verdicts"][0].startswith(f"n2 <-> n4: loses packets: TCP lost 900 of 30000 segments (3.0%) ({fabric.DSACK_UNKNOWN}), ")
+    assert fabric.DSACK_UNKNOWN not in table["verdicts"][1]
+
+
+def test_tcp_info_of_a_kernel_before_4_19_leaves_the_d_sacks_unknown():
+    """A kernel answers TCP_INFO with at most its own struct: one before 4.19 ends before tcpi_dsack_dups (byte 216).
+    Asked for only that much, the counts keep sent and retransmitted and say the D-SACKs are unknown (None), never 0;
+    tcp_difference, a re-measured link and the peers' exchange keep that unknown."""
+    import socket
+
+    from compatmatrix.live.worker import TCP_INFO_DSACK_DUPS, merge_again, tcp_difference, tcp_info_counts
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    try:
+        client.sendall(b"x" * 100_000)
+        got = 0
+        while got < 100_000:
+            got += len(peer.recv(65536))
+        short = tcp_info_counts([client.fileno(), peer.fileno()], size=TCP_INFO_DSACK_DUPS)
+        full = tcp_info_counts([client.fileno(), peer.fileno()])
+        mixed = tcp_info_counts([client.fileno()], size=TCP_INFO_DSACK_DUPS)
+    finally:
+        for sock in (client, peer, server):
+            sock.close()
+    assert short is not None and short[0] > 0 and short[2] is None
+    assert full is not None and full[2] is not None and full[0] >= short[0]
+    assert mixed[2] is None
+    before = {"out": 10, "retrans": 1, "spurious": None}
+    assert tcp_difference(before, {"out": 20, "retrans": 4, "spurious": None}) == [10, 3, None]
+    assert tcp_difference({**before, "spurious": 0}, {"out": 20, "retrans": 4, "spurious": 2}) == [10, 3, 2]
+    from compatmatrix.live.worker import pair_sum
+
+    assert pair_sum([100, 5, 2], [200, 7, 3, 1], True) == {"sent": 300, "retransmitted": 12, "spurious": 5, "tcp_source": "connections"}
+    unknown = {"sent": 300, "retransmitted": 12, "spurious": None, "tcp_source": "connections", "dsack_unknown": True}
+    assert pair_sum([100, 5, None], [200, 7, 3, 1], True) == unknown  # this end's kernel did not count them
+    assert pair_sum([100, 5, 2], [200, 7, -1, 1], True) == unknown  # the peer's did not
+    assert pair_sum([100, 5, 2], [-1, -1, -1, 0], True) == {"sent": None, "retransmitted": None, "spurious": None, "tcp_source": None}
+    links = [{**_link(0, 1, 1.0), "sent": 100, "retransmitted": 5, "spurious": 2}]
+    merge_again(links, [{**_link(0, 1, 1.0), "sent": 50, "retransmitted": 1, "spurious": None, "dsack_unknown": True}])
+    assert links[0]["spurious"] is None and links[0]["dsack_unknown"] is True and links[0]["retransmitted"] == 6
+
+
 def test_the_report_shows_a_silent_pair_and_the_new_columns():
     from compatmatrix.live.report import pair_table
     from compatmatrix.render.fabric_html import _pairs_section

@@ -434,19 +434,11 @@ def test_fabric_across_four_hosts_names_exactly_the_rate_limited_and_the_lossy_h
             # exactly the faulty hosts: node3 slow, node4 losing packets (each may be named for the other fault too: tbf
             # drops what exceeds its rate, and a lossy path is slow while TCP recovers: fabric.one_cause), no link of
             # theirs named on its own, and nothing else
-            assert code == 1 and "node3" in pairs["slow_hosts"], pairs["verdicts"]
-            assert set(pairs["slow_hosts"]) | set(pairs["lossy_hosts"]) <= {"node3", "node4"}, pairs["verdicts"]
-            # node4 named for its loss: as a host, or (KNOWN OPEN DEFECT, seen once under CI load on 2026-12-07: one of
-            # its links lost only 0.8% of 23,117 segments, under the 1% line, so "every link lossy" did not hold) by its
-            # lossy links, every one of which then touches it; no link of node3's named beside node3
-            lossy_links = [tuple(link) for link in pairs["lossy_links"]]
-            assert "node4" in pairs["lossy_hosts"] or (lossy_links and all("node4" in link for link in lossy_links)), pairs["verdicts"]
-            if "node4" in pairs["lossy_hosts"]:
-                assert pairs["slow_links"] == pairs["lossy_links"] == [], pairs["verdicts"]
-                print("node4 named as a lossy host")
-            else:
-                print(f"KNOWN OPEN DEFECT: node4 named by its lossy links only: {lossy_links}")
-            assert all("node4" in link or "node3" in link for link in map(tuple, pairs["slow_links"])), pairs["verdicts"]
+            # (node4's links lose 0.8% to 17.8% each, under CI load: the host rule names it when most of its links are
+            # lossy and the rest still lose more than a healthy link, fabric.DIP_FLOOR)
+            assert code == 1 and "node3" in pairs["slow_hosts"] and "node4" in pairs["lossy_hosts"], pairs["verdicts"]
+            assert set(pairs["slow_hosts"]) | set(pairs["lossy_hosts"]) == {"node3", "node4"}, pairs["verdicts"]
+            assert pairs["slow_links"] == pairs["lossy_links"] == [], pairs["verdicts"]
             assert pairs["slow_memory"] == []
             summary = checks["live.pairs"]["summary"]
             assert checks["live.pairs"]["status"] == "fail" and summary.startswith("node3: every link slow") and "node4: " in summary

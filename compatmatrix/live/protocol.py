@@ -299,6 +299,7 @@ class PairLink(Record):
     spurious: Optional[int] = None  # of the retransmitted, those the other end reported as duplicates (D-SACK): not lost
     tcp_source: Optional[str] = None  # "connections" (the pair's own sockets) or "host" (/proc/net/snmp)
     measured: Optional[int] = None  # times measured (a slow link is measured again)
+    dsack_unknown: Optional[bool] = None  # True: an end's kernel does not count D-SACKs (tcpi_dsack_dups, Linux 4.19+): spurious None
 
 
 @dataclass(frozen=True)
@@ -306,6 +307,7 @@ class HostTcp(Record):
     out: int
     retrans: int
     spurious: int = 0  # retransmitted segments the peers reported as duplicates (TcpExt TCPDSACKRecvSegs)
+    dsack_unknown: Optional[bool] = None  # True: no TcpExt D-SACK counter could be read; spurious then 0
 
 
 @dataclass(frozen=True)

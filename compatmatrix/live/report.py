@@ -23,6 +23,7 @@ from .oneccl_causes import CclRun, ccl_cause, fallback_hang, foreign_mpirun_hang
 from .protocol import (
     Allreduce,
     Gone,
+    HostTcp,
     ImportEntry,
     NetworkFacts,
     PairLink,
@@ -701,7 +702,8 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
     links = [{"a": hosts[link.a], "b": hosts[link.b], "latency": link.latency, "out": link.out, "back": link.back,
               "bandwidth": rate(link), "seconds": link.seconds, "round": link.round, "error": link.error,
               "allreduce": link.allreduce.to_json() if link.allreduce else None, "allreduce_skipped": link.allreduce_skipped,
-              "sent": link.sent, "retransmitted": link.retransmitted, "spurious": link.spurious, "tcp_source": link.tcp_source} for link in raw]
+              "sent": link.sent, "retransmitted": link.retransmitted, "spurious": link.spurious, "tcp_source": link.tcp_source,
+              **({"dsack_unknown": True} if link.dsack_unknown else {})} for link in raw]
     memcpy = {i: float(v) for i, v in enumerate(record.memcpy) if v}
     answered = [link for link in raw if not link.error]
     verdict = judge({(link.a, link.b): rate(link) for link in answered}, memcpy)
@@ -724,10 +726,19 @@ def _pair_table(ranks: Sequence[RankRecord], command: str = "") -> Optional[dict
             "slow_memory": [hosts[m.host] for m in verdict.slow_memory],
             "lossy_hosts": [hosts[h.host] for h in loss.lossy_hosts], "lossy_links": [[hosts[x.a], hosts[x.b]] for x in loss.lossy_links],
             "silent_hosts": [hosts[h] for h in silence.hosts], "silent_links": [[hosts[a], hosts[b]] for a, b in silence.links],
-            "verdicts": describe_silence(silence, hosts, record.deadline) + describe(verdict, hosts) + describe_loss(loss, hosts) + wrong,
-            "tcp": {hosts[i]: counts.to_json() for i, counts in enumerate(record.tcp) if counts},
+            "verdicts": describe_silence(silence, hosts, record.deadline) + describe(verdict, hosts)
+                        + describe_loss(loss, hosts, [(link.a, link.b) for link in raw if link.dsack_unknown]) + wrong,
+            "tcp": {hosts[i]: _host_tcp(counts) for i, counts in enumerate(record.tcp) if counts},
             "interfaces": {hosts[i]: facts.to_json() for i, facts in enumerate(record.interfaces) if facts is not None},
             "interface_causes": {hosts[i]: found for i, found in interface_causes(list(record.interfaces), _named(hosts, verdict, loss, silence), command).items()}}
+
+
+def _host_tcp(counts: HostTcp) -> dict[str, Any]:
+    """A host's TCP counters for the findings' JSON: dsack_unknown only where its kernel did not count D-SACKs."""
+    row = counts.to_json()
+    if not row.pop("dsack_unknown", None):
+        return row
+    return {**row, "dsack_unknown": True}
 
 
 def _named(hosts: Sequence[str], verdict, loss, silence) -> set[int]:
@@ -749,6 +760,7 @@ def _link_evidence(link: Mapping[str, Any], deadline: Optional[float]) -> str:
         text += f", two-rank all_reduce {gbps(link['allreduce']['busbw'])}"
     if link["sent"] is not None:
         text += f", TCP retransmitted {link['retransmitted']} of {link['sent']} segments" + (f", {link['spurious']} of them arrived after all (D-SACK)" if link.get("spurious") else "")
+        text += ", D-SACKs not counted (this kernel does not count them, Linux 4.19+)" if link.get("dsack_unknown") else ""
         text += " (the host's counters)" if link.get("tcp_source") == "host" else ""
     return text
 
@@ -782,7 +794,8 @@ def _pairs_finding(table: Mapping[str, Any]) -> Finding:
     named = set(table["slow_hosts"]) | {host for link in table["slow_links"] for host in link}
     lossy = set(table["lossy_hosts"]) | {host for link in table["lossy_links"] for host in link}
     causes = tuple(f"{host}: {cause}" for host, counts in table["tcp"].items()
-                   if host in named and host not in lossy and (cause := loss_cause(counts["out"], counts["retrans"], counts.get("spurious") or 0)))
+                   if host in named and host not in lossy
+                   and (cause := loss_cause(counts["out"], counts["retrans"], counts.get("spurious") or 0, bool(counts.get("dsack_unknown")))))
     causes += tuple(f"{host}: {cause}" for host, found in table["interface_causes"].items() for cause in found)
     evidence += tuple(f"{host}: toward the master over {facts.get('interface') or '?'} ({facts.get('address') or '?'}), MTU {facts.get('mtu') or '?'}, "
                       f"link speed {str(facts['speed']) + ' Mb/s' if facts.get('speed') else 'not reported (a virtual interface)'}"

@@ -765,10 +765,12 @@ def socket_fds():
 TCP_INFO_SENT, TCP_INFO_RETRANSMITTED, TCP_INFO_DSACK_DUPS = 136, 100, 216  # byte offsets in struct tcp_info (include/uapi/linux/tcp.h)
 
 
-def tcp_info_counts(fds):
+def tcp_info_counts(fds, size=232):
     """[segments sent, segments retransmitted, retransmissions proven spurious] over the TCP connections ``fds`` (the
     kernel's own per-connection counters, getsockopt TCP_INFO: tcpi_segs_out, tcpi_total_retrans since Linux 4.2;
-    tcpi_dsack_dups, "RFC4898 tcpEStatsStackDSACKDups", since 4.19, else 0). tcpi_dsack_dups counts the segments the
+    tcpi_dsack_dups, "RFC4898 tcpEStatsStackDSACKDups", since 4.19: an older kernel's struct ends before it, and the
+    spurious count is then None, unknown, never a silent 0). ``size``: the bytes asked for (the kernel answers with at
+    most its own struct's). tcpi_dsack_dups counts the segments the
     peer reported back as duplicates with a D-SACK (RFC 2883; net/ipv4/tcp_input.c tcp_dsack_seen adds each D-SACK's
     segments and ignores one that names more than were retransmitted): a retransmission whose original arrived after
     all, late (a receiver starved of CPU answering after the loss-probe or RTO timer fired) or out of order (a veth
@@ -778,14 +780,14 @@ def tcp_info_counts(fds):
     import struct
 
     sent = again = spurious = 0
-    answered = False
+    answered = counted = uncounted = False
     for fd in fds:
         try:
             sock = socket.socket(fileno=os.dup(fd))
         except OSError:
             continue
         try:
-            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, size)
         except (OSError, AttributeError):
             continue
         finally:
@@ -796,8 +798,11 @@ def tcp_info_counts(fds):
             sent += struct.unpack_from("I", info, TCP_INFO_SENT)[0]
             if len(info) >= TCP_INFO_DSACK_DUPS + 4:
                 spurious += min(retransmitted, struct.unpack_from("I", info, TCP_INFO_DSACK_DUPS)[0])
+                counted = True
+            else:
+                uncounted = True
             answered = True
-    return [sent, again, spurious] if answered else None
+    return [sent, again, spurious if counted and not uncounted else None] if answered else None
 
 
 def pair_test(dist, torch, first, peer, deadline, stalled, group, why, own_sockets=()):
@@ -834,47 +839,60 @@ def pair_counters(dist, torch, first, peer, result):
     retransmissions the other end reported as duplicates (D-SACK: not lost)."""
     mine = result.get("tcp")
     source = 1.0 if result.get("tcp_source") == "connections" else 0.0
-    tensor = torch.tensor(list(mine) + [source] if mine else [-1.0, -1.0, -1.0, source], dtype=torch.float64)
+    # -1: not counted (no counters at all; or, third, a kernel that does not count D-SACKs)
+    tensor = torch.tensor([-1.0 if v is None else v for v in mine] + [source] if mine else [-1.0, -1.0, -1.0, source], dtype=torch.float64)
     if first:
         dist.recv(tensor, peer)
-        theirs = [int(v) for v in tensor.tolist()]
-        both = mine is not None and min(theirs[:3]) >= 0
-        result["sent"] = mine[0] + theirs[0] if both else None
-        result["retransmitted"] = mine[1] + theirs[1] if both else None
-        result["spurious"] = mine[2] + theirs[2] if both else None
-        result["tcp_source"] = ("connections" if theirs[3] == 1 and source == 1.0 else "host") if both else None
+        result.update(pair_sum(mine, [int(v) for v in tensor.tolist()], source == 1.0))
     else:
         dist.send(tensor, peer)
+
+
+def pair_sum(mine, theirs, own_connections):
+    """The pair's counts from this side's [sent, retransmitted, spurious] (``mine``, None: not counted; its spurious None:
+    D-SACKs not counted) and the peer's as it sent them ([sent, retransmitted, spurious, source], -1 not counted, source 1
+    for its own connections): both ends' sums, spurious None with dsack_unknown where either end's kernel did not count
+    D-SACKs (every retransmission then counts as lost), and where the counts came from."""
+    both = mine is not None and min(theirs[:2]) >= 0
+    dsacks = both and mine[2] is not None and theirs[2] >= 0
+    summed = {"sent": mine[0] + theirs[0] if both else None, "retransmitted": mine[1] + theirs[1] if both else None,
+              "spurious": mine[2] + theirs[2] if dsacks else None,
+              "tcp_source": ("connections" if theirs[3] == 1 and own_connections else "host") if both else None}
+    if both and not dsacks:
+        summed["dsack_unknown"] = True
+    return summed
 
 
 def tcp_counters():
     """This host's TCP segments sent and retransmitted so far (/proc/net/snmp, per network namespace) and the
     retransmitted segments its peers reported as duplicates (/proc/net/netstat TcpExt TCPDSACKRecvSegs, Linux 5.10+;
-    TCPDSACKRecv, one per D-SACK block, before); None if unreadable."""
+    TCPDSACKRecv, one per D-SACK block, before; None, unknown, when neither can be read); None if unreadable."""
     try:
         with open("/proc/net/snmp") as handle:
             rows = [line.split() for line in handle if line.startswith("Tcp:")]
         values = dict(zip(rows[0][1:], rows[1][1:]))
-        counts = {"out": int(values["OutSegs"]), "retrans": int(values["RetransSegs"]), "spurious": 0}
+        counts = {"out": int(values["OutSegs"]), "retrans": int(values["RetransSegs"]), "spurious": None}
     except (OSError, IndexError, KeyError, ValueError):
         return None
     try:
         with open("/proc/net/netstat") as handle:
             rows = [line.split() for line in handle if line.startswith("TcpExt:")]
         extended = dict(zip(rows[0][1:], rows[1][1:]))
-        counts["spurious"] = int(extended.get("TCPDSACKRecvSegs", extended.get("TCPDSACKRecv", 0)))
-    except (OSError, IndexError, ValueError):
+        counts["spurious"] = int(extended.get("TCPDSACKRecvSegs", extended["TCPDSACKRecv"]))
+    except (OSError, IndexError, KeyError, ValueError):
         pass
     return counts
 
 
 def tcp_difference(before, after):
-    """[sent, retransmitted, spurious] between two tcp_counters() readings (spurious never above retransmitted); None
-    when either is missing."""
+    """[sent, retransmitted, spurious] between two tcp_counters() readings (spurious never above retransmitted, None
+    when either reading could not count D-SACKs); None when either is missing."""
     if not before or not after:
         return None
     again = after["retrans"] - before["retrans"]
-    return [after["out"] - before["out"], again, max(0, min(again, after.get("spurious", 0) - before.get("spurious", 0)))]
+    if after.get("spurious") is None or before.get("spurious") is None:
+        return [after["out"] - before["out"], again, None]
+    return [after["out"] - before["out"], again, max(0, min(again, after["spurious"] - before["spurious"]))]
 
 
 def slow_link_rounds(links):
@@ -980,6 +998,8 @@ def merge_again(links, again):
         if link.get("sent") is not None and second.get("sent") is not None:
             link.update(sent=link["sent"] + second["sent"], retransmitted=link["retransmitted"] + second["retransmitted"],
                         spurious=(link.get("spurious") or 0) + (second.get("spurious") or 0))
+            if link.get("dsack_unknown") or second.get("dsack_unknown"):  # a part not counted: the sum is not known either
+                link.update(spurious=None, dsack_unknown=True)
         link["measured"] = link.get("measured", 1) + 1
 
 
@@ -1018,7 +1038,11 @@ def fabric_pairs(dist, torch, rank, world, plan_path, memcpy, clock=None):
     record["seconds"] = time.perf_counter() - started
     after = tcp_counters()
     difference = tcp_difference(before, after)
-    tcp = {"out": difference[0], "retrans": difference[1], "spurious": difference[2]} if difference else None
+    tcp = None
+    if difference:
+        tcp = {"out": difference[0], "retrans": difference[1], "spurious": difference[2] or 0}
+        if difference[2] is None:  # no TcpExt D-SACK counter here: every retransmission counted as lost
+            tcp["dsack_unknown"] = True
     gathered = [None] * world
     dist.all_gather_object(gathered, {"memcpy": memcpy.get("per_rank"), "tcp": tcp, "interface": interface_facts() if rank in leaders else None})
     record["links"] = links
