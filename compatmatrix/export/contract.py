@@ -103,7 +103,7 @@ def build_job(planned: Planned, job: JobArgs, engine: str, python: Optional[str]
         command, notes = service.srun_command(job.command), []
     translated, said = service._for_the_set(planned, command, engine if engine != "trainjob" else "pytorchjob", versions)
     notes += said
-    threads = plan_threads(job.cpu, job.threads_per_core, job.nproc_per_node, ccl) if job.cpu and launcher == "torchrun" else None
+    threads = plan_threads(job.cpu.rstrip("+"), job.threads_per_core, job.nproc_per_node, ccl) if job.cpu and launcher == "torchrun" else None
     exports = (*(threads.variables() if threads else ()), *(TORCHRUN_CCL_ENV if ccl and launcher == "torchrun" else ()))
     if ccl and launcher == "torchrun":
         notes.append("CCL_ATL_TRANSPORT=ofi: oneCCL's default MPI transport needs an MPI launcher, and the pods run torchrun"

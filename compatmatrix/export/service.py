@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import EXIT_PROBLEMS, CompatError, UsageError, shown
-from .contract import TORCHRUN_CCL_ENV
+from .contract import TORCHRUN_CCL_ENV, ShapeError
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -99,7 +99,7 @@ def trainer_release(version: Optional[str], crd_path: Optional[str]) -> Release:
 def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = None) -> Manifest:
     """The PyTorchJob (or with --trainer-v2 the TrainJob for ``release``, default the newest) for the resolved set; refuses a training command that cannot
     work with the set's transformers/accelerate (CannotWork) and a shape that cannot give a valid manifest (UsageError)."""
-    from .k8s import ShapeError, pytorchjob_for, trainjob_for
+    from .k8s import pytorchjob_for, trainjob_for
 
     if not job.image:
         raise UsageError("compat export pytorchjob needs --image: the image the set is installed in.",
@@ -215,6 +215,25 @@ def srun_command(command: Sequence[str]) -> list[str]:
         raise UsageError(f"The job starts every rank under srun itself: the training command is what each rank runs, not {launcher}.",
                          "Give the script after -- (compat export sbatch --nproc-per-node M -- train.py ...).")
     return command
+
+
+# --- skypilot -----------------------------------------------------------------------------------------------------------
+
+
+def skypilot(planned: Planned, job: JobArgs, python: Optional[str], snapshot: Any = None) -> tuple[dict, tuple[str, ...]]:
+    """The SkyPilot task (export/skypilot.py) for the resolved set, or --python's environment's (``snapshot``, as for
+    sbatch); the training command checked against the set as for pytorchjob. (document, notes)."""
+    from .contract import build_job
+    from .skypilot import ResourceError, check_resources, task
+
+    if not job.cpu or not job.memory:
+        raise UsageError(f"compat export skypilot needs --{'cpu' if not job.cpu else 'memory'}: each node's resources (the thread plan follows the CPUs).",
+                         "Pass --cpu N --memory GB in SkyPilot's forms, e.g. --cpu 8 --memory 32+.")
+    try:
+        check_resources(job.cpu, job.memory)
+        return task(build_job(planned, job, "skypilot", python, (), snapshot))
+    except (ResourceError, ShapeError) as exc:
+        raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
 
 
 # --- dockerfile, pylock -----------------------------------------------------------------------------------------------
