@@ -96,12 +96,37 @@ def test_the_set_is_read_from_the_environment_when_python_holds_it(stock_planned
 
     env = snapshot_from_pins({"torch": "2.13.0+cpu", "transformers": "5.24.0"}, PythonTarget.parse("3.11").version,
                              Platform.from_tag("manylinux_2_28_x86_64"), "/env/bin/python")
-    spec = build_job(stock_planned, job(), "skypilot", "/env/bin/python", (), env)
+    spec = build_job(stock_planned, job(), "sbatch", "/env/bin/python", (), env)
     assert spec.set == HeldSet(("torch==2.13.0+cpu", "transformers==5.24.0", "no accelerate"), "3.11", "/env/bin/python", "stock")
     assert spec.set.installable == ("torch==2.13.0+cpu", "transformers==5.24.0")
     assert any("/env/bin/python holds this set" in note for note in spec.notes)
+    sky = build_job(stock_planned, job(), "skypilot", None, (), env)  # the nodes get the set it holds, in their own venv
+    assert sky.set == spec.set and any("read from /env/bin/python) into ~/compat-train" in note for note in sky.notes)
     empty = snapshot_from_pins({}, PythonTarget.parse("3.11").version, Platform.from_tag("manylinux_2_28_x86_64"), "/env/bin/python")
     assert build_job(stock_planned, job(), "skypilot", "/env/bin/python", (), empty).set.read_from is None  # not filled yet: resolved
+
+
+def test_export_skypilot_with_python_installs_the_set_that_environment_holds(monkeypatch, capsys):
+    """The issue's defect, for SkyPilot: --python ENV holding torch 2.13.0+cpu gives a setup that installs 2.13.0+cpu,
+    not the newest torch the matrix resolves. FIXTURE: ENV's probe answers Python 3.11 and those pins (no such
+    interpreter here)."""
+    from compatmatrix import planning
+    from compatmatrix.cli import main
+    from compatmatrix.environment import snapshot as snapshots
+    from compatmatrix.environment.from_pins import snapshot_from_pins
+    from compatmatrix.target import Platform, PythonTarget
+
+    linux = Platform.from_tag("manylinux_2_28_x86_64")
+    held = {"torch": "2.13.0+cpu", "transformers": "5.24.0", "accelerate": "1.15.0"}
+    monkeypatch.setattr(planning, "target_of", lambda target, snapshot=None: (PythonTarget.parse("3.11"), linux))
+    monkeypatch.setattr(snapshots, "take_snapshot", lambda interpreter: snapshot_from_pins(held, PythonTarget.parse("3.11").version, linux, interpreter))
+    code = main(["export", "skypilot", "--profile", "stock", "--python", "/env/bin/python", "--cpu", "8", "--memory", "32", "--", "train.py"])
+    out = capsys.readouterr().out
+    assert code == 0
+    setup = yaml.safe_load(out)["setup"]
+    install = next(line for line in setup.splitlines() if " install --python " in line)
+    assert install.endswith("--profile stock --yes torch==2.13.0+cpu transformers==5.24.0 accelerate==1.15.0"), install
+    assert "/env/bin/python" not in setup  # this machine's path means nothing on a node
 
 
 def test_a_launcher_as_the_training_command_is_refused_by_engine(stock_planned):

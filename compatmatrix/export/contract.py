@@ -81,10 +81,11 @@ def set_note(engine: str, held: HeldSet, python: Optional[str]) -> str:
     pins = ", ".join(held.pins)
     if engine in ("pytorchjob", "trainjob"):
         return f"the image must hold this set (Python {held.python}): {pins}; compat export dockerfile writes its Dockerfile"
+    if engine == "skypilot":
+        source = f", read from {held.read_from}" if held.read_from else ""
+        return f"setup installs this set (Python {held.python}{source}) into {python or '~/compat-train'} on every node with compat install: {pins}"
     if held.read_from is not None:
         return f"{python} holds this set (Python {held.python}, read from the environment): {pins}"
-    if engine == "skypilot":
-        return f"setup installs this set (Python {held.python}) into {python or 'the training venv'} with compat install: {pins}"
     return f"{python} must hold this set (Python {held.python}): {pins}"
 
 

@@ -220,9 +220,11 @@ def srun_command(command: Sequence[str]) -> list[str]:
 # --- skypilot -----------------------------------------------------------------------------------------------------------
 
 
-def skypilot(planned: Planned, job: JobArgs, python: Optional[str], snapshot: Any = None) -> tuple[dict, tuple[str, ...]]:
-    """The SkyPilot task (export/skypilot.py) for the resolved set, or --python's environment's (``snapshot``, as for
-    sbatch); the training command checked against the set as for pytorchjob. (document, notes)."""
+def skypilot(planned: Planned, job: JobArgs, snapshot: Any = None) -> tuple[dict, tuple[str, ...]]:
+    """The SkyPilot task (export/skypilot.py) for the resolved set, or the set --python's environment holds
+    (``snapshot``, as for sbatch): setup installs it into the training venv it makes on every node (~/compat-train;
+    this machine's interpreter path means nothing on a cloud node); the training command checked against the set as
+    for pytorchjob. (document, notes)."""
     from .contract import build_job
     from .skypilot import ResourceError, check_resources, task
 
@@ -231,7 +233,7 @@ def skypilot(planned: Planned, job: JobArgs, python: Optional[str], snapshot: An
                          "Pass --cpu N --memory GB in SkyPilot's forms, e.g. --cpu 8 --memory 32+.")
     try:
         check_resources(job.cpu, job.memory)
-        return task(build_job(planned, job, "skypilot", python, (), snapshot))
+        return task(build_job(planned, job, "skypilot", None, (), snapshot))
     except (ResourceError, ShapeError) as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
 

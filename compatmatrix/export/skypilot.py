@@ -34,7 +34,7 @@ CPUS = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?)\+?")  # sky/resources.py _set_cpus: 
 MEMORY = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?)(?:GB|TB)?\+?")  # resources_utils.parse_memory_resource, the units a node has
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 COMPAT = '"$HOME/compat/bin/compat"'  # compat's own venv on every node, made by setup
-TRAIN_VENV = '"$HOME/compat-train"'  # the training venv setup makes when --python is not given
+TRAIN_VENV = '"$HOME/compat-train"'  # the training venv setup makes on every node
 WHEEL = "compat-dist/compatmatrix-*.whl"  # in the workdir: pip wheel --no-deps -w compat-dist <compatmatrix source>
 
 

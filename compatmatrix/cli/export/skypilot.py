@@ -28,7 +28,7 @@ class SkyPilot(ExportFormat):
         from ...render.manifest import manifest_text
 
         snapshot = take_snapshot(args.target.interpreter) if args.target.interpreter else None
-        document, notes = service.skypilot(planned, args.job, args.target.interpreter, snapshot)
+        document, notes = service.skypilot(planned, args.job, snapshot)
         sys.stdout.write(manifest_text(document, ("written by compat export skypilot (sky launch FILE; never SKYPILOT_NUM_GPUS_PER_NODE)", *notes)))
         return EXIT_OK
 
