@@ -37,6 +37,8 @@ SPECS = {
     "torch213-stock": (["torch==2.13.0", "transformers==5.24.0", "accelerate==1.15.0"], []),
     # Intel MPI's runtime from PyPI: a real mpirun (hydra) that sets PMI_RANK / PMI_SIZE / MPI_LOCALRANKID
     "impi": (["impi-rt==2021.18.1"], []),
+    # SkyPilot (no cloud extra): its own task schema (sky.utils.schemas.get_task_schema) judges compat export skypilot's YAML
+    "skypilot": (["skypilot==0.14.1"], []),
 }
 
 

@@ -32,7 +32,7 @@ SOURCE = Path(__file__).resolve().parent.parent / PACKAGE
 COMMANDS = ("compatmatrix.cli", "compatmatrix.__main__", "compatmatrix.shell_env", "compatmatrix.hosts")
 GROUND = ("compatmatrix.findings", "compatmatrix.hostlist", "compatmatrix.names", "compatmatrix.shell", "compatmatrix.record",
           "compatmatrix.errors", "compatmatrix.redact", "compatmatrix.values", "compatmatrix.console", "compatmatrix.cachefiles",
-          "compatmatrix.processes", "compatmatrix.scratch", "compatmatrix.options")
+          "compatmatrix.processes", "compatmatrix.scratch", "compatmatrix.options", "compatmatrix.jobspec")
 # the pure core beside matrix/: the resolver, its records and words, and what it resolves for
 CORE = ("compatmatrix.target", "compatmatrix.devices", "compatmatrix.rules", "compatmatrix.reasons", "compatmatrix.search",
         "compatmatrix.explain", "compatmatrix.sentences", "compatmatrix.resolve", "compatmatrix.translate")

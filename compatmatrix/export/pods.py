@@ -135,6 +135,10 @@ def trainjob_ranks(release: Release, trainer: Mapping[str, Any], runtime_policy:
     return "1", f"numProcPerNode {asked} without a CPU amount: 1"
 
 
+_OVERRIDE_FIELDS = ("volumes", "containers", "initContainers", "nodeSelector", "tolerations", "serviceAccountName", "affinity", "imagePullSecrets",
+                    "schedulingGates", "securityContext", "terminationGracePeriodSeconds")
+
+
 def trainjob_pods(document: Mapping[str, Any], release: Release) -> Pods:
     out = Pods(container=release.runtime_container)
     spec = document.get("spec") or {}
@@ -147,31 +151,16 @@ def trainjob_pods(document: Mapping[str, Any], release: Release) -> Pods:
         return out
     jobs = {j.get("name"): j for j in ((runtime.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs", [])}
     templates = {job_name: document_copy(((job.get("template") or {}).get("spec") or {}).get("template") or {}) for job_name, job in jobs.items()}
-    if release.override == "runtimePatches":  # the jobset plugin's webhook: validation.IsDomainPrefixedPath(manager)
-        for i, patch in enumerate(spec.get("runtimePatches") or []):
-            manager = str(patch.get("manager", "")) if isinstance(patch, dict) else ""
-            if manager and not _domain_prefixed_path(manager):
-                out.findings.append(Finding("export.pod-override", Status.FAIL, f"spec.runtimePatches[{i}].manager {manager!r} is not a domain-prefixed path "
-                                            "(DOMAIN/PATH): the Trainer's webhook refuses the TrainJob", (), "Name the manager like example.com/team."))
+    if release.override == "runtimePatches":
+        out.findings += _manager_findings(spec)
     for target, part, path in override_parts(release.override, spec):
         if target not in templates:
             out.findings.append(Finding("export.pod-override", Status.FAIL, f"{path}: the runtime {runtime_name} has no replicated job {target!r} (its jobs: "
                                         f"{', '.join(sorted(map(str, templates)))}): the Trainer's webhook refuses the TrainJob", (),
                                         f"Aim the override at {release.runtime_job!r} (compat export pytorchjob --trainer-v2 --trainer-version {release.version} does)."))
             continue
-        have = {c.get("name") for c in (templates[target].get("spec") or {}).get("containers", []) + (templates[target].get("spec") or {}).get("initContainers", [])}
-        for kind in ("containers", "initContainers"):
-            for c in part.get(kind) or []:
-                if isinstance(c, dict) and c.get("name") not in have:
-                    out.findings.append(Finding("export.pod-override", Status.FAIL, f"{path}: the job {target!r} of {runtime_name} has no container {c.get('name')!r} "
-                                                f"(its containers: {', '.join(sorted(map(str, have)))}): the Trainer's webhook refuses the TrainJob", (),
-                                                f"Name the container {release.runtime_container!r}."))
-                elif isinstance(c, dict) and c.get("env") and c.get("name") == release.runtime_container:
-                    out.findings.append(Finding("export.pod-override", Status.FAIL, f"{path}: env for the {release.runtime_container!r} container in an override: the Trainer's "
-                                                "webhook refuses it", (), "Put the variables in spec.trainer.env."))
-        patch = {k: v for k, v in part.items() if k in ("volumes", "containers", "initContainers", "nodeSelector", "tolerations", "serviceAccountName",
-                                                         "affinity", "imagePullSecrets", "schedulingGates", "securityContext",
-                                                         "terminationGracePeriodSeconds")}
+        out.findings += _override_container_findings(release, templates[target], target, part, path, runtime_name)
+        patch = {k: v for k, v in part.items() if k in _OVERRIDE_FIELDS}
         templates[target]["spec"] = merge(templates[target].get("spec") or {}, patch)
     trainer = spec.get("trainer") or {}
     policy = (runtime.get("spec") or {}).get("mlPolicy") or {}
@@ -180,20 +169,8 @@ def trainjob_pods(document: Mapping[str, Any], release: Release) -> Pods:
     template = templates.get(release.runtime_job) or {}
     pod_spec = template.get("spec") or {}
     for container in pod_spec.get("containers") or []:
-        if container.get("name") != release.runtime_container:
-            continue
-        for key in ("image", "command", "args"):
-            if trainer.get(key) is not None:
-                container[key] = document_copy(trainer[key])
-        if isinstance(trainer.get("resourcesPerNode"), dict):
-            container["resources"] = document_copy(trainer["resourcesPerNode"])
-        container["env"] = _upsert_env(container.get("env") or [], trainer.get("env") or [])
-        container["env"] = _upsert_env(container["env"], [
-            {"name": "PET_NNODES", "value": str(nodes)}, {"name": "PET_NPROC_PER_NODE", "value": ranks},
-            {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-            {"name": "PET_MASTER_ADDR", "value": f"{name}-{release.runtime_job}-0-0.{name}"},
-            {"name": "PET_MASTER_PORT", "value": str(release.master_port)}])
-        container["ports"] = _merged_list(container.get("ports") or [], [{"containerPort": release.master_port}], "containerPort")
+        if container.get("name") == release.runtime_container:
+            _trainer_container(container, trainer, release, name, nodes, ranks)
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": f"{name}-{release.runtime_job}-0-N", "labels": {**((template.get("metadata") or {}).get("labels") or {}),
                                                                                 "jobset.sigs.k8s.io/jobset-name": name}},
@@ -201,6 +178,51 @@ def trainjob_pods(document: Mapping[str, Any], release: Release) -> Pods:
     out.pods.append((f"{release.runtime_job} (N = 0..{max(0, int(nodes) - 1)}, PET_NODE_RANK = N)", int(nodes), pod))
     out.findings.append(Finding("export.pod-ranks-source", Status.PASS, f"{release.label}: PET_NPROC_PER_NODE={ranks} ({why})"))
     return out
+
+
+def _manager_findings(spec: Mapping[str, Any]) -> list[Finding]:
+    """The jobset plugin's webhook: validation.IsDomainPrefixedPath(manager) of every runtime patch."""
+    found = []
+    for i, patch in enumerate(spec.get("runtimePatches") or []):
+        manager = str(patch.get("manager", "")) if isinstance(patch, dict) else ""
+        if manager and not _domain_prefixed_path(manager):
+            found.append(Finding("export.pod-override", Status.FAIL, f"spec.runtimePatches[{i}].manager {manager!r} is not a domain-prefixed path "
+                                 "(DOMAIN/PATH): the Trainer's webhook refuses the TrainJob", (), "Name the manager like example.com/team."))
+    return found
+
+
+def _override_container_findings(release: Release, template: Mapping[str, Any], target: str, part: Mapping[str, Any], path: str,
+                                 runtime_name: str) -> list[Finding]:
+    """An override's containers: each must be one of the replicated job's, and none may set the trainer container's env."""
+    pod_spec = template.get("spec") or {}
+    have = {c.get("name") for c in pod_spec.get("containers", []) + pod_spec.get("initContainers", [])}
+    found = []
+    for c in [c for kind in ("containers", "initContainers") for c in part.get(kind) or [] if isinstance(c, dict)]:
+        if c.get("name") not in have:
+            found.append(Finding("export.pod-override", Status.FAIL, f"{path}: the job {target!r} of {runtime_name} has no container {c.get('name')!r} "
+                                 f"(its containers: {', '.join(sorted(map(str, have)))}): the Trainer's webhook refuses the TrainJob", (),
+                                 f"Name the container {release.runtime_container!r}."))
+        elif c.get("env") and c.get("name") == release.runtime_container:
+            found.append(Finding("export.pod-override", Status.FAIL, f"{path}: env for the {release.runtime_container!r} container in an override: the Trainer's "
+                                 "webhook refuses it", (), "Put the variables in spec.trainer.env."))
+    return found
+
+
+def _trainer_container(container: dict, trainer: Mapping[str, Any], release: Release, name: str, nodes: Any, ranks: str) -> None:
+    """The runtime's trainer container as the Trainer makes it: spec.trainer's image, command, args, resources and env,
+    then the torch plugin's PET_* variables and the master port."""
+    for key in ("image", "command", "args"):
+        if trainer.get(key) is not None:
+            container[key] = document_copy(trainer[key])
+    if isinstance(trainer.get("resourcesPerNode"), dict):
+        container["resources"] = document_copy(trainer["resourcesPerNode"])
+    container["env"] = _upsert_env(container.get("env") or [], trainer.get("env") or [])
+    container["env"] = _upsert_env(container["env"], [
+        {"name": "PET_NNODES", "value": str(nodes)}, {"name": "PET_NPROC_PER_NODE", "value": ranks},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+        {"name": "PET_MASTER_ADDR", "value": f"{name}-{release.runtime_job}-0-0.{name}"},
+        {"name": "PET_MASTER_PORT", "value": str(release.master_port)}])
+    container["ports"] = _merged_list(container.get("ports") or [], [{"containerPort": release.master_port}], "containerPort")
 
 
 def pytorchjob_pods(document: Mapping[str, Any]) -> Pods:
@@ -213,44 +235,66 @@ def pytorchjob_pods(document: Mapping[str, Any]) -> Pods:
     if nproc is None and (not elastic or (isinstance(elastic, dict) and elastic.get("nProcPerNode") is None)):
         nproc = "auto"  # the operator's defaulting (pytorch_defaults.go setDefaultNprocPerNode)
     total = sum(int(r.get("replicas", 1)) for r in replicas.values() if isinstance(r.get("replicas", 1), int))
-    nproc_int = int(nproc) if isinstance(nproc, str) and nproc.isdigit() else 1
     master = replicas.get("Master")
+    world = _OperatorEnv(name, _master_port(master), total, nproc, elastic, master is not None)
+    for rtype in sorted(replicas, key=lambda r: (r != "Master", r)):
+        replica = replicas[rtype]
+        count = int(replica.get("replicas", 1)) if isinstance(replica.get("replicas", 1), int) else 1
+        if count < 1:
+            continue  # one pod of each replica type: the others differ in their rank only
+        template = document_copy(replica.get("template") or {})
+        pod_spec = template.get("spec") or {}
+        for container in pod_spec.get("containers") or []:
+            container["env"] = (container.get("env") or []) + world.env(rtype)
+        if replica.get("restartPolicy") and "restartPolicy" not in pod_spec:
+            pod_spec["restartPolicy"] = "Never" if replica["restartPolicy"] == "ExitCode" else replica["restartPolicy"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-{rtype.lower()}-{'0' if rtype == 'Master' else 'N'}",
+                                                                "labels": {"training.kubeflow.org/job-name": name,
+                                                                           "training.kubeflow.org/replica-type": rtype.lower()}},
+               "spec": pod_spec}
+        role = rtype if rtype == "Master" else f"{rtype} (N = 0..{count - 1}" + (", PET_NODE_RANK = N + 1)" if master is not None else ")")
+        out.pods.append((role, count, pod))
+    return out
+
+
+def _master_port(master: Optional[Mapping[str, Any]]) -> Any:
+    """The Master's pytorchjob-port of its pytorch container (the operator's default 23456 without one)."""
     port = PORT
     for c in ((master or {}).get("template") or {}).get("spec", {}).get("containers", []) if master else []:
         if c.get("name") == CONTAINER:
             port = next((p.get("containerPort") for p in c.get("ports") or [] if p.get("name") == PORT_NAME), PORT)
-    for rtype in sorted(replicas, key=lambda r: (r != "Master", r)):
-        replica = replicas[rtype]
-        count = int(replica.get("replicas", 1)) if isinstance(replica.get("replicas", 1), int) else 1
-        for index in range(min(count, 1)):  # one pod of each replica type: the others differ in their rank only
-            template = document_copy(replica.get("template") or {})
-            pod_spec = template.get("spec") or {}
-            rank = index + (1 if rtype.lower() == "worker" and master is not None else 0)
-            for container in pod_spec.get("containers") or []:
-                env = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
-                if master is not None:
-                    addr = f"{name}-master-0"
-                    env += [{"name": "MASTER_PORT", "value": str(port)}, {"name": "PET_MASTER_PORT", "value": str(port)},
-                            {"name": "MASTER_ADDR", "value": addr}, {"name": "PET_MASTER_ADDR", "value": addr},
-                            {"name": "WORLD_SIZE", "value": str(total * nproc_int)}, {"name": "RANK", "value": "N" if rtype != "Master" else str(rank)},
-                            {"name": "PET_NODE_RANK", "value": "N" if rtype != "Master" else str(rank)}]
-                if nproc is not None:
-                    env.append({"name": "PET_NPROC_PER_NODE", "value": str(nproc)})
-                if not elastic:
-                    env.append({"name": "PET_NNODES", "value": str(total)})
-                else:
-                    low, high = (elastic or {}).get("minReplicas", total), (elastic or {}).get("maxReplicas", total)
-                    env.append({"name": "PET_NNODES", "value": f"{low}:{high}"})
-                container["env"] = (container.get("env") or []) + env
-            if replica.get("restartPolicy") and "restartPolicy" not in pod_spec:
-                pod_spec["restartPolicy"] = "Never" if replica["restartPolicy"] == "ExitCode" else replica["restartPolicy"]
-            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-{rtype.lower()}-{'0' if rtype == 'Master' else 'N'}",
-                                                                    "labels": {"training.kubeflow.org/job-name": name,
-                                                                               "training.kubeflow.org/replica-type": rtype.lower()}},
-                   "spec": pod_spec}
-            role = rtype if rtype == "Master" else f"{rtype} (N = 0..{count - 1}" + (", PET_NODE_RANK = N + 1)" if master is not None else ")")
-            out.pods.append((role, count, pod))
-    return out
+    return port
+
+
+@dataclass(frozen=True)
+class _OperatorEnv:
+    """What the v1 operator adds to every container of a PyTorchJob's pods (pytorch.go setPodEnv, elastic.go)."""
+
+    name: str
+    port: Any
+    total: int
+    nproc: Any
+    elastic: Any
+    has_master: bool
+
+    def env(self, rtype: str) -> list[dict[str, Any]]:
+        nproc_int = int(self.nproc) if isinstance(self.nproc, str) and self.nproc.isdigit() else 1
+        rank = "0" if rtype == "Master" else "N"  # the first pod of each type: index 0 (+1 for a Worker, shown as N)
+        env: list[dict[str, Any]] = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
+        if self.has_master:
+            addr = f"{self.name}-master-0"
+            env += [{"name": "MASTER_PORT", "value": str(self.port)}, {"name": "PET_MASTER_PORT", "value": str(self.port)},
+                    {"name": "MASTER_ADDR", "value": addr}, {"name": "PET_MASTER_ADDR", "value": addr},
+                    {"name": "WORLD_SIZE", "value": str(self.total * nproc_int)}, {"name": "RANK", "value": rank},
+                    {"name": "PET_NODE_RANK", "value": rank}]
+        if self.nproc is not None:
+            env.append({"name": "PET_NPROC_PER_NODE", "value": str(self.nproc)})
+        if not self.elastic:
+            env.append({"name": "PET_NNODES", "value": str(self.total)})
+        else:
+            low, high = (self.elastic or {}).get("minReplicas", self.total), (self.elastic or {}).get("maxReplicas", self.total)
+            env.append({"name": "PET_NNODES", "value": f"{low}:{high}"})
+        return env
 
 
 # --- compat's rules on the rendered pods --------------------------------------------------------------------------------

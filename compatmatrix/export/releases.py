@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 OVERRIDES = ("podSpecOverrides", "podTemplateOverrides", "runtimePatches")
@@ -129,6 +129,78 @@ _FLAGS = ("exclusiveMinimum", "exclusiveMaximum", "nullable", "x-kubernetes-pres
           "x-kubernetes-embedded-resource")
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_rule(rule: Any) -> bool:
+    return (isinstance(rule, dict) and isinstance(rule.get("rule"), str) and isinstance(rule.get("message", ""), str)
+            and isinstance(rule.get("messageExpression", ""), str))
+
+
+# (keywords, the test of a value of each, what is wrong with one that fails it), in the order they are judged
+_KEYWORDS: tuple[tuple[tuple[str, ...], Callable[[Any], bool], str], ...] = (
+    (_NUMBERS, _is_number, "is not a number"),
+    (_COUNTS, _is_count, "is not a whole number of at least 0"),
+    (_FLAGS, lambda value: isinstance(value, bool), "is not true or false"),
+    (("pattern", "format"), lambda value: isinstance(value, str), "is not a string"),
+    (("enum",), lambda value: isinstance(value, list), "is not a list"),
+    (("required",), _is_names, "is not a list of field names"),
+    (("x-kubernetes-list-type",), lambda value: isinstance(value, str), "is not a string"),
+    (("x-kubernetes-list-map-keys",), _is_names, "is not a list of field names"),
+    (("x-kubernetes-validations",), lambda value: isinstance(value, list), "is not a list"),
+)
+_SUBSCHEMAS: tuple[tuple[tuple[str, ...], Callable[[Any], bool], str], ...] = (
+    (("properties",), lambda value: isinstance(value, dict), "is not an object"),
+    (("anyOf", "allOf", "oneOf"), lambda value: isinstance(value, list), "is not a list"),
+)
+
+
+def _first_bad(node: dict, path: str, table: tuple[tuple[tuple[str, ...], Callable[[Any], bool], str], ...]) -> str:
+    for keys, test, said in table:
+        bad = next((key for key in keys if key in node and not test(node[key])), None)
+        if bad is not None:
+            return f"{path}.{bad} {said}"
+    return ""
+
+
+def _keyword_problem(node: dict, path: str) -> str:
+    """The first keyword of one schema node whose value the emulation cannot read ('' when none)."""
+    kind = node.get("type")
+    if kind is not None and (not isinstance(kind, str) or kind not in _TYPES):
+        return f"{path}.type is not one of {', '.join(sorted(_TYPES))}"
+    problem = _first_bad(node, path, _KEYWORDS)
+    if problem:
+        return problem
+    bad_rule = next((i for i, rule in enumerate(node.get("x-kubernetes-validations", [])) if not _is_rule(rule)), None)
+    if bad_rule is not None:
+        return f"{path}.x-kubernetes-validations[{bad_rule}] is not a rule (an object with a string rule and message)"
+    return _first_bad(node, path, _SUBSCHEMAS)
+
+
+def _subschemas(node: dict, path: str) -> list[tuple[Any, str]]:
+    """The schema nodes below one node, with their paths (properties, additionalProperties, items, anyOf / allOf /
+    oneOf, not)."""
+    below = [(child, f"{path}.properties.{name}") for name, child in node.get("properties", {}).items()]
+    extra = node.get("additionalProperties")
+    if extra is not None and not isinstance(extra, bool):
+        below.append((extra, f"{path}.additionalProperties"))
+    if "items" in node:
+        below.append((node["items"], f"{path}.items"))
+    below += [(child, f"{path}.{key}[{i}]") for key in ("anyOf", "allOf", "oneOf") if key in node for i, child in enumerate(node[key])]
+    if "not" in node:
+        below.append((node["not"], f"{path}.not"))
+    return below
+
+
 def structural_problem(schema: Any) -> str:
     """Why ``schema`` is not a structural schema of the shape compat's emulation reads (the API server refuses such a
     CRD before any object meets it), as words; '' when it is. Every keyword the emulation reads is type-checked, the
@@ -144,53 +216,10 @@ def structural_problem(schema: Any) -> str:
             return f"{path} is nested more than {SCHEMA_MAX_DEPTH} levels deep"
         if not isinstance(node, dict):
             return f"{path} is not a schema (an object)"
-        kind = node.get("type")
-        if kind is not None and (not isinstance(kind, str) or kind not in _TYPES):
-            return f"{path}.type is not one of {', '.join(sorted(_TYPES))}"
-        for key in _NUMBERS:
-            if key in node and (isinstance(node[key], bool) or not isinstance(node[key], (int, float))):
-                return f"{path}.{key} is not a number"
-        for key in _COUNTS:
-            if key in node and (isinstance(node[key], bool) or not isinstance(node[key], int) or node[key] < 0):
-                return f"{path}.{key} is not a whole number of at least 0"
-        for key in _FLAGS:
-            if key in node and not isinstance(node[key], bool):
-                return f"{path}.{key} is not true or false"
-        for key in ("pattern", "format"):
-            if key in node and not isinstance(node[key], str):
-                return f"{path}.{key} is not a string"
-        if "enum" in node and not isinstance(node["enum"], list):
-            return f"{path}.enum is not a list"
-        if "required" in node and (not isinstance(node["required"], list) or not all(isinstance(r, str) for r in node["required"])):
-            return f"{path}.required is not a list of field names"
-        if "x-kubernetes-list-type" in node and not isinstance(node["x-kubernetes-list-type"], str):
-            return f"{path}.x-kubernetes-list-type is not a string"
-        if "x-kubernetes-list-map-keys" in node and (not isinstance(node["x-kubernetes-list-map-keys"], list)
-                                                     or not all(isinstance(k, str) for k in node["x-kubernetes-list-map-keys"])):
-            return f"{path}.x-kubernetes-list-map-keys is not a list of field names"
-        rules = node.get("x-kubernetes-validations", [])
-        if not isinstance(rules, list):
-            return f"{path}.x-kubernetes-validations is not a list"
-        for i, rule in enumerate(rules):
-            if (not isinstance(rule, dict) or not isinstance(rule.get("rule"), str)
-                    or not isinstance(rule.get("message", ""), str) or not isinstance(rule.get("messageExpression", ""), str)):
-                return f"{path}.x-kubernetes-validations[{i}] is not a rule (an object with a string rule and message)"
-        props = node.get("properties", {})
-        if not isinstance(props, dict):
-            return f"{path}.properties is not an object"
-        stack += [(child, f"{path}.properties.{name}", depth + 1) for name, child in props.items()]
-        extra = node.get("additionalProperties")
-        if extra is not None and not isinstance(extra, bool):
-            stack.append((extra, f"{path}.additionalProperties", depth + 1))
-        if "items" in node:
-            stack.append((node["items"], f"{path}.items", depth + 1))
-        for key in ("anyOf", "allOf", "oneOf"):
-            if key in node:
-                if not isinstance(node[key], list):
-                    return f"{path}.{key} is not a list"
-                stack += [(child, f"{path}.{key}[{i}]", depth + 1) for i, child in enumerate(node[key])]
-        if "not" in node:
-            stack.append((node["not"], f"{path}.not", depth + 1))
+        problem = _keyword_problem(node, path)
+        if problem:
+            return problem
+        stack += [(child, where, depth + 1) for child, where in _subschemas(node, path)]
     return ""
 
 

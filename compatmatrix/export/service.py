@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import EXIT_PROBLEMS, CompatError, UsageError, shown
+from .contract import TORCHRUN_CCL_ENV, ShapeError
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 # what the pods' env sets for ccl under torchrun, the launcher of a PyTorchJob: torchrun's own ccl_exports outright (its
 # transport); the rest of the plan (libfabric's places, the providers) is the image's compat-env.sh, written by
 # compat env --launcher torchrun --defaults, so the two render one plan (tests/test_one_plan_every_form.py holds them equal)
-POD_CCL_ENV = (("CCL_ATL_TRANSPORT", "ofi"),)
+POD_CCL_ENV = TORCHRUN_CCL_ENV  # the job contract's (export/contract.py), named here since the first export
 CCL_KEY = "oneccl-bind-pt"  # the oneCCL bindings in the versions of --validate: whether the image's set can run the ccl backend
 MAX_FILE = 4 * 1024 * 1024  # a manifest or a Dockerfile larger than this is not one
 _PYTHON = re.compile(r"^(.*/)?python(3(\.\d+)?)?$")
@@ -98,8 +99,7 @@ def trainer_release(version: Optional[str], crd_path: Optional[str]) -> Release:
 def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = None) -> Manifest:
     """The PyTorchJob (or with --trainer-v2 the TrainJob for ``release``, default the newest) for the resolved set; refuses a training command that cannot
     work with the set's transformers/accelerate (CannotWork) and a shape that cannot give a valid manifest (UsageError)."""
-    from ..matrix.model import Component
-    from .k8s import JobShape, ShapeError, pytorchjob, trainjob
+    from .k8s import pytorchjob_for, trainjob_for
 
     if not job.image:
         raise UsageError("compat export pytorchjob needs --image: the image the set is installed in.",
@@ -107,20 +107,12 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
     if not job.cpu or not job.memory:
         raise UsageError(f"compat export pytorchjob needs --{'cpu' if not job.cpu else 'memory'}: each pod's requests and limits (the thread plan follows the CPUs).",
                          "Pass --cpu C --memory M, e.g. --cpu 8 --memory 16Gi.")
-    command, notes = training_command(job.command)
-    command, said = _for_the_set(planned, command, "pytorchjob")
-    notes += said
-    ccl = Component.CCL in planned.outcome.picks
-    extra = POD_CCL_ENV if ccl else ()
-    if ccl:
-        notes.append("CCL_ATL_TRANSPORT=ofi: oneCCL's default MPI transport needs an MPI launcher, and the pods run torchrun")
-        notes.append("the oneCCL environment comes from the image's compat-env.sh, which bash -c reads through BASH_ENV (compat export "
-                     "dockerfile writes it with compat env --defaults, so the values of this manifest win)")
-    pins = ", ".join(p.pin for p in planned.plan.packages)
-    notes.append(f"the image must hold this set (Python {planned.plan.resolution.request.python.label}): {pins}; compat export dockerfile writes its Dockerfile")
-    shape = JobShape(name=job.name, image=job.image, nnodes=job.nnodes, nproc_per_node=job.nproc_per_node, cpu=job.cpu, memory=job.memory,
-                     command=command, namespace=job.namespace, shm_size=job.shm_size, threads_per_core=job.threads_per_core,
-                     preflight=job.preflight, extra_env=extra, ccl=ccl)
+    from .contract import build_job
+
+    try:
+        spec = build_job(planned, job, "trainjob" if job.trainer_v2 else "pytorchjob")
+    except ShapeError as exc:
+        raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
     try:
         if job.trainer_v2:
             release = release or trainer_release(None, None)
@@ -130,8 +122,8 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
 
                 raise UsageError(f"--crd describes a TrainJob with none of the fields compat knows for changing the runtime's pods ({', '.join(OVERRIDES)}), "
                                  "so /dev/shm cannot be written for it.", "Pass --trainer-version for a release compat knows, or add the dshm volume to the runtime's pod template.")
-            return trainjob(shape, release, notes)
-        return pytorchjob(shape, notes)
+            return trainjob_for(spec, release, job.image, job.namespace)
+        return pytorchjob_for(spec, job.image, job.namespace)
     except ShapeError as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
 
@@ -198,14 +190,22 @@ def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[st
     transformers/accelerate as for pytorchjob; ``python``: the environment's interpreter on the cluster (--python);
     ``snapshot``: that environment probed here, when it is on this machine: the set is then what it holds (held_set),
     not the newest the matrix resolves."""
-    from ..render.sbatch import BatchShape, sbatch_text
+    from ..render.sbatch import sbatch_for
 
     if not python:
         raise UsageError("compat export sbatch needs --python PATH: the interpreter of the environment that holds the set, at the same path on every node.",
                          "Pass --python /shared/venv/bin/python (compat install puts the set there).")
     if not job.command:
         raise UsageError("No training command.", "Write it after --, e.g. compat export sbatch --python PATH --nnodes 2 --nproc-per-node 2 -- train.py")
-    command = list(job.command)
+    from .contract import build_job
+
+    return sbatch_for(build_job(planned, job, "sbatch", os.path.abspath(python), compat, snapshot), slurm.time, slurm.partition)
+
+
+def srun_command(command: Sequence[str]) -> list[str]:
+    """The training command each srun task runs as given; a launcher or a program that starts ranks of its own is
+    refused (one srun task each would start several)."""
+    command = list(command)
     from ..launchers import recognise
 
     launcher = recognise(program=os.path.basename(command[0])) or (
@@ -214,17 +214,28 @@ def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[st
     if launcher:
         raise UsageError(f"The job starts every rank under srun itself: the training command is what each rank runs, not {launcher}.",
                          "Give the script after -- (compat export sbatch --nproc-per-node M -- train.py ...).")
-    held = held_set(planned, snapshot) if snapshot is not None else None
-    if held is not None:
-        command, notes = _for_the_set(planned, command, "sbatch", held[1])
-        notes.append(f"{python} holds this set (Python {snapshot.python_target().label}, read from the environment): {', '.join(held[0])}")
-    else:
-        command, notes = _for_the_set(planned, command, "sbatch")
-        pins = ", ".join(p.pin for p in planned.plan.packages)
-        notes.append(f"{python} must hold this set (Python {planned.plan.resolution.request.python.label}): {pins}")
-    shape = BatchShape(job.name, job.nnodes, job.nproc_per_node, os.path.abspath(python), tuple(compat), tuple(command), slurm.time, slurm.partition,
-                       job.preflight)
-    return sbatch_text(shape, notes)
+    return command
+
+
+# --- skypilot -----------------------------------------------------------------------------------------------------------
+
+
+def skypilot(planned: Planned, job: JobArgs, snapshot: Any = None) -> tuple[dict, tuple[str, ...]]:
+    """The SkyPilot task (export/skypilot.py) for the resolved set, or the set --python's environment holds
+    (``snapshot``, as for sbatch): setup installs it into the training venv it makes on every node (~/compat-train;
+    this machine's interpreter path means nothing on a cloud node); the training command checked against the set as
+    for pytorchjob. (document, notes)."""
+    from .contract import build_job
+    from .skypilot import ResourceError, check_resources, task
+
+    if not job.cpu or not job.memory:
+        raise UsageError(f"compat export skypilot needs --{'cpu' if not job.cpu else 'memory'}: each node's resources (the thread plan follows the CPUs).",
+                         "Pass --cpu N --memory GB in SkyPilot's forms, e.g. --cpu 8 --memory 32+.")
+    try:
+        check_resources(job.cpu, job.memory)
+        return task(build_job(planned, job, "skypilot", None, (), snapshot))
+    except (ResourceError, ShapeError) as exc:
+        raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
 
 
 # --- dockerfile, pylock -----------------------------------------------------------------------------------------------

@@ -170,35 +170,41 @@ def _keeps(schema: Mapping[str, Any], path: str) -> bool:
     return True
 
 
-def _api_findings(admitted: Any, against: str, release: Optional[Release]) -> Iterator[Finding]:
+# the API server's problem kinds (export/apiserver.Problem.kind) -> (finding id, status, summary, fix); "" any other
+_PROBLEMS: dict[str, tuple[str, Status, str, str]] = {
+    "null": ("export.api-pruned", Status.WARN, "{message} by {against}", "Give the field a value or leave it out."),
+    "duplicate": ("export.api-duplicate", Status.FAIL, "{message}", "Keep one of the two keys."),
+    "unquoted": ("export.api-schema", Status.FAIL, "{message}: {against} refuses the object",
+                 "Quote the value: unquoted, YAML as kubectl and the API server read it (go-yaml) makes 2e-5, 0o17 and 1.0 numbers and "
+                 "y, n, on, off booleans."),
+    "json": ("export.api-json", Status.FAIL, "{message}", "Quote it to make it a string ('.inf'), or write a finite number."),
+    "cel": ("export.api-cel", Status.FAIL, "{message}: {against} refuses the object", "Change the value so that the rule holds."),
+    "": ("export.api-schema", Status.FAIL, "{message}: {against} refuses the object", "Correct the value (kubectl explain shows the field's type)."),
+}
+
+
+def _pruned_finding(problem: Any, against: str, release: Optional[Release]) -> Finding:
+    """An unknown field the server drops: named as a field of the other releases that have it, with the fix for the
+    release validated against."""
     from . import releases
 
+    others = [r for r in releases.known() if release is not None and r.version != release.version and _keeps(r.schema, problem.path)]
+    where = f"; a field of {', '.join(r.label for r in others)}" if others else ""
+    fix = (f"If the cluster runs {' or '.join(r.label for r in others)}, validate with --trainer-version "
+           f"{' (or '.join(r.version for r in others)}{')' * (len(others) - 1)}; for {release.label} write it as "
+           f"{release.override} (compat export pytorchjob --trainer-v2 --trainer-version {release.version} does)." if others and release is not None
+           else "Remove the field or correct its spelling (kubectl explain lists the fields).")
+    return Finding("export.api-pruned", Status.FAIL, f"{problem.path}: {against} does not have this field: the API server drops it without an error "
+                   f"(kubectl --validate=strict refuses it){where}", (), fix)
+
+
+def _api_findings(admitted: Any, against: str, release: Optional[Release]) -> Iterator[Finding]:
     for problem in admitted.problems:
         if problem.kind == "unknown":
-            others = [r for r in releases.known() if release is not None and r.version != release.version and _keeps(r.schema, problem.path)]
-            where = f"; a field of {', '.join(r.label for r in others)}" if others else ""
-            fix = (f"If the cluster runs {' or '.join(r.label for r in others)}, validate with --trainer-version "
-                   f"{' (or '.join(r.version for r in others)}{')' * (len(others) - 1)}; for {release.label} write it as "
-                   f"{release.override} (compat export pytorchjob --trainer-v2 --trainer-version {release.version} does)." if others and release is not None
-                   else "Remove the field or correct its spelling (kubectl explain lists the fields).")
-            yield Finding("export.api-pruned", Status.FAIL, f"{problem.path}: {against} does not have this field: the API server drops it without an error "
-                          f"(kubectl --validate=strict refuses it){where}", (), fix)
-        elif problem.kind == "null":
-            yield Finding("export.api-pruned", Status.WARN, f"{problem.message} by {against}", (), "Give the field a value or leave it out.")
-        elif problem.kind == "duplicate":
-            yield Finding("export.api-duplicate", Status.FAIL, f"{problem.message}", (), "Keep one of the two keys.")
-        elif problem.kind == "unquoted":
-            yield Finding("export.api-schema", Status.FAIL, f"{problem.message}: {against} refuses the object", (),
-                          "Quote the value: unquoted, YAML as kubectl and the API server read it (go-yaml) makes 2e-5, 0o17 and 1.0 numbers and "
-                          "y, n, on, off booleans.")
-        elif problem.kind == "json":
-            yield Finding("export.api-json", Status.FAIL, problem.message, (), "Quote it to make it a string ('.inf'), or write a finite number.")
-        elif problem.kind == "cel-unavailable":
-            continue  # one finding for all of them, below
-        elif problem.kind == "cel":
-            yield Finding("export.api-cel", Status.FAIL, f"{problem.message}: {against} refuses the object", (), "Change the value so that the rule holds.")
-        else:
-            yield Finding("export.api-schema", Status.FAIL, f"{problem.message}: {against} refuses the object", (), "Correct the value (kubectl explain shows the field's type).")
+            yield _pruned_finding(problem, against, release)
+        elif problem.kind != "cel-unavailable":  # those: one finding for all of them, below
+            check, status, summary, fix = _PROBLEMS.get(problem.kind, _PROBLEMS[""])
+            yield Finding(check, status, summary.format(message=problem.message, against=against), (), fix)
     unevaluated = [p.message for p in admitted.problems if p.kind == "cel-unavailable"]
     if unevaluated:
         yield Finding("export.api-cel", Status.WARN, f"{len(unevaluated)} x-kubernetes-validations rule(s) of {against} not evaluated: "

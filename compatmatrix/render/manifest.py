@@ -53,13 +53,103 @@ def _is_merge(node: Any) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.tag == _TAG + "merge" and node.value == "<<"
 
 
+def _resolved(node: Any) -> Any:
+    """_typed, with go-yaml's failure as the loader's ConstructorError at the node."""
+    import yaml
+
+    try:
+        return _typed(node)
+    except ValueError as exc:
+        raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
+
+
+def _json_key(node: Any) -> str:
+    """A mapping key as the JSON key it becomes (a null key or a uint64 kept as its text: load_documents' no_json
+    names its path)."""
+    import yaml
+
+    from .goyaml import NoJSONForm, wire_key
+
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(None, None, "a mapping key that is a list or a mapping (go-yaml: invalid map key)", node.start_mark)
+    found = _resolved(node)
+    if found is None:
+        return "<<"
+    try:
+        return wire_key(found)
+    except NoJSONForm:
+        return node.value
+
+
+def _go_scalar(loader: Any, node: Any) -> Any:
+    """A scalar as go-yaml types it, then JSON's value (NaN, ±Inf kept as the float: load_documents' no_json names its
+    path); a mapping or a sequence by its kind, not its tag."""
+    import yaml
+
+    from .goyaml import NoJSONForm, wire_value
+
+    if not isinstance(node, yaml.ScalarNode):
+        return _go_other(loader, node)
+    found = _resolved(node)
+    if found is None:
+        return "<<"
+    try:
+        return wire_value(found)
+    except NoJSONForm:
+        return found.value
+
+
+def _go_other(loader: Any, node: Any) -> Any:
+    """A tag go-yaml does not resolve (and !!set, !!omap, !!pairs, which it does not know): a scalar's text, a
+    sequence or a mapping as it is."""
+    import yaml
+
+    if isinstance(node, yaml.ScalarNode):
+        return node.value
+    return loader.construct_yaml_seq(node) if isinstance(node, yaml.SequenceNode) else loader.construct_yaml_map(node)
+
+
+def _merged_mapping(loader: Any, node: Any, deep: bool) -> dict:
+    """The keys in order, each setting its value, a ``<<`` merge setting every key of its mapping (of a list of
+    mappings: the first one's win) over what came before it: go-yaml v2's decode.go mapping() and merge(), where a key
+    written before the merge loses to it (YAML's merge spec and PyYAML keep the key)."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        raise yaml.constructor.ConstructorError(None, None, f"expected a mapping node, but found {node.id}", node.start_mark)
+    mapping: dict = {}
+    for key_node, value_node in node.value:
+        if not _is_merge(key_node):
+            mapping[_json_key(key_node)] = loader.construct_object(value_node, deep=deep)
+            continue
+        sources = value_node.value[::-1] if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                raise yaml.constructor.ConstructorError(None, None, "map merge requires map or sequence of maps as the value", value_node.start_mark)
+            mapping.update(_merged_mapping(loader, source, deep))
+    return mapping
+
+
+def _represent_text(dumper: Any, value: str) -> Any:
+    # plain only when go-yaml and YAML 1.1 read the plain text back as this string (the resolvers tell the emitter)
+    return dumper.represent_scalar(_TAG + "str", value, style=scalar_style(value))
+
+
+def _add_constructors(loader: Any, merge: str) -> None:
+    # !!map and !!seq too: go-yaml's decoder goes by the node's kind (a scalar tagged !!map is its text: resolve.go 76-89)
+    for short in ("null", "bool", "int", "float", "str", "timestamp", "binary", merge, "map", "seq"):
+        loader.add_constructor(_TAG + short, loader.construct_go_scalar)
+    for other in (_TAG + "omap", _TAG + "pairs", _TAG + "set", None):
+        loader.add_constructor(other, loader.construct_go_other)
+
+
 def _go_yaml_classes() -> tuple[Any, Any]:
     """(a SafeLoader, a SafeDumper) whose implicit typing of plain scalars is go-yaml v2's (render/goyaml.py), built once."""
     if _CLASSES:
         return _CLASSES["loader"], _CLASSES["dumper"]
     import yaml
 
-    from .goyaml import MERGE, NoJSONForm, go_yaml_resolve, wire_key, wire_value
+    from .goyaml import MERGE, go_yaml_resolve
 
     class GoYamlResolver(yaml.resolver.BaseResolver):
         def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
@@ -68,12 +158,6 @@ def _go_yaml_classes() -> tuple[Any, Any]:
                 # SafeConstructor.flatten_mapping merge it, and a "<<" value is constructed as the text "<<"
                 return _TAG + (MERGE if value == "<<" else go_yaml_resolve(value).tag)
             return super().resolve(kind, value, implicit)
-
-    def resolved(node: Any) -> Any:
-        try:
-            return _typed(node)
-        except ValueError as exc:
-            raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
 
     class GoYamlLoader(GoYamlResolver, yaml.SafeLoader):
         def compose_scalar_node(self, anchor: Any) -> Any:
@@ -85,59 +169,13 @@ def _go_yaml_classes() -> tuple[Any, Any]:
                 event.tag = _TAG + (MERGE if event.value == "<<" else "str")
             return super().compose_scalar_node(anchor)
 
-        def construct_go_scalar(self, node: Any) -> Any:
-            if not isinstance(node, yaml.ScalarNode):  # a mapping or a sequence: go-yaml's decoder goes by the node's kind, not its tag
-                return self.construct_go_other(node)
-            found = resolved(node)
-            if found is None:
-                return "<<"
-            try:
-                return wire_value(found)
-            except NoJSONForm:  # NaN, ±Inf: kept as the float; load_documents' no_json names its path
-                return found.value
+        construct_go_scalar = _go_scalar
+        construct_go_other = _go_other
 
         def construct_mapping(self, node: Any, deep: bool = False) -> dict:
-            """The keys in order, each setting its value, a ``<<`` merge setting every key of its mapping (of a list of
-            mappings: the first one's win) over what came before it: go-yaml v2's decode.go mapping() and merge(), where
-            a key written before the merge loses to it (YAML's merge spec and PyYAML keep the key)."""
-            if not isinstance(node, yaml.MappingNode):
-                raise yaml.constructor.ConstructorError(None, None, f"expected a mapping node, but found {node.id}", node.start_mark)
-            mapping: dict = {}
-            for key_node, value_node in node.value:
-                if _is_merge(key_node):
-                    sources = value_node.value[::-1] if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                    for source in sources:
-                        if not isinstance(source, yaml.MappingNode):
-                            raise yaml.constructor.ConstructorError(None, None, "map merge requires map or sequence of maps as the value",
-                                                                    value_node.start_mark)
-                        mapping.update(self.construct_mapping(source, deep=deep))
-                    continue
-                mapping[_json_key(key_node)] = self.construct_object(value_node, deep=deep)
-            return mapping
+            return _merged_mapping(self, node, deep)
 
-        def construct_go_other(self, node: Any) -> Any:
-            """A tag go-yaml does not resolve (and !!set, !!omap, !!pairs, which it does not know): a scalar's text, a
-            sequence or a mapping as it is."""
-            if isinstance(node, yaml.ScalarNode):
-                return node.value
-            return self.construct_yaml_seq(node) if isinstance(node, yaml.SequenceNode) else self.construct_yaml_map(node)
-
-    def _json_key(node: Any) -> str:
-        if not isinstance(node, yaml.ScalarNode):
-            raise yaml.constructor.ConstructorError(None, None, "a mapping key that is a list or a mapping (go-yaml: invalid map key)", node.start_mark)
-        found = resolved(node)
-        if found is None:
-            return "<<"
-        try:
-            return wire_key(found)
-        except NoJSONForm:  # null or a uint64: kept as its text; load_documents' no_json names its path
-            return node.value
-
-    # !!map and !!seq too: go-yaml's decoder goes by the node's kind (a scalar tagged !!map is its text: resolve.go 76-89)
-    for short in ("null", "bool", "int", "float", "str", "timestamp", "binary", MERGE, "map", "seq"):
-        GoYamlLoader.add_constructor(_TAG + short, GoYamlLoader.construct_go_scalar)
-    for other in (_TAG + "omap", _TAG + "pairs", _TAG + "set", None):
-        GoYamlLoader.add_constructor(other, GoYamlLoader.construct_go_other)
+    _add_constructors(GoYamlLoader, MERGE)
 
     class GoYamlDumper(GoYamlResolver, yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:  # the Master and Worker templates are written out in full, no &anchors
@@ -151,11 +189,7 @@ def _go_yaml_classes() -> tuple[Any, Any]:
                 return yaml.resolver.Resolver.resolve(self, kind, value, implicit)
             return tag
 
-    def _text(dumper: Any, value: str) -> Any:
-        # plain only when go-yaml and YAML 1.1 read the plain text back as this string (the resolvers tell the emitter)
-        return dumper.represent_scalar(_TAG + "str", value, style=scalar_style(value))
-
-    GoYamlDumper.add_representer(str, _text)
+    GoYamlDumper.add_representer(str, _represent_text)
     _CLASSES.update(loader=GoYamlLoader, dumper=GoYamlDumper)
     return GoYamlLoader, GoYamlDumper
 
@@ -200,23 +234,16 @@ def load_documents(text: str, duplicates: Optional[list[list[str]]] = None, no_j
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
-            anchor = event.anchor
             if isinstance(event, yaml.AliasEvent):
-                if anchor in self.open_anchors:
-                    raise AliasLimitError(f"the alias *{anchor} refers to a node that contains it", event.start_mark.line + 1)
-                node = self.anchors.get(anchor)
-                if node is not None:
-                    self.added += _expanded_size(node, MAX_ALIAS_NODES - self.added + 1)
-                    if self.added > MAX_ALIAS_NODES:
-                        raise AliasLimitError(f"its aliases expand it by more than {MAX_ALIAS_NODES:,} nodes", event.start_mark.line + 1)
+                _count_alias(self, event)
                 return super().compose_node(parent, index)
-            if anchor is None:
+            if event.anchor is None:
                 return super().compose_node(parent, index)
-            self.open_anchors.add(anchor)
+            self.open_anchors.add(event.anchor)
             try:
                 return super().compose_node(parent, index)
             finally:
-                self.open_anchors.discard(anchor)
+                self.open_anchors.discard(event.anchor)
 
     loader = _BoundedLoader(text)
     try:
@@ -226,26 +253,40 @@ def load_documents(text: str, duplicates: Optional[list[list[str]]] = None, no_j
             document = loader.construct_document(node) if node is not None else None
             if document is not None:
                 documents.append(document)
-                if duplicates is not None or no_json is not None:
-                    repeated, unencodable = _repeated_keys(node)
-                    if duplicates is not None:
-                        duplicates.append(repeated)
-                    if no_json is not None:
-                        no_json.append(unencodable)
+                _note_keys(node, duplicates, no_json)
         return documents
     finally:
         loader.dispose()
+
+
+def _count_alias(loader: Any, event: Any) -> None:
+    """An alias taken by the bounded loader: AliasLimitError when it refers to a node that contains it, or when what
+    the aliases add passes MAX_ALIAS_NODES."""
+    anchor = event.anchor
+    if anchor in loader.open_anchors:
+        raise AliasLimitError(f"the alias *{anchor} refers to a node that contains it", event.start_mark.line + 1)
+    node = loader.anchors.get(anchor)
+    if node is not None:
+        loader.added += _expanded_size(node, MAX_ALIAS_NODES - loader.added + 1)
+        if loader.added > MAX_ALIAS_NODES:
+            raise AliasLimitError(f"its aliases expand it by more than {MAX_ALIAS_NODES:,} nodes", event.start_mark.line + 1)
+
+
+def _note_keys(node: Any, duplicates: Optional[list[list[str]]], no_json: Optional[list[list[tuple[str, str]]]]) -> None:
+    """A document's repeated keys and JSON-less values, for the lists the caller asked for."""
+    if duplicates is None and no_json is None:
+        return
+    repeated, unencodable = _repeated_keys(node)
+    if duplicates is not None:
+        duplicates.append(repeated)
+    if no_json is not None:
+        no_json.append(unencodable)
 
 
 def _repeated_keys(root: Any) -> tuple[list[str], list[tuple[str, str]]]:
     """The paths (spec.trainer.env[0].name) of the keys that a mapping of the composed document repeats, compared as
     the JSON keys they become (``on`` and ``true`` are one key), and of the values and keys JSON has no form for."""
     import yaml
-
-    from .goyaml import NoJSONForm, Resolved, wire_key, wire_value
-
-    def typed(node: Any) -> Any:
-        return _typed(node) or Resolved("str", "<<")
 
     found: list[str] = []
     unencodable: list[tuple[str, str]] = []
@@ -257,30 +298,54 @@ def _repeated_keys(root: Any) -> tuple[list[str], list[tuple[str, str]]]:
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for key, value in node.value:
-                name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
-                if isinstance(key, yaml.ScalarNode):
-                    try:
-                        name = wire_key(typed(key))
-                    except NoJSONForm as exc:
-                        unencodable.append((f"{path}.{name}" if path else name, str(exc)))
-                    except ValueError:
-                        pass
+                name = _key_name(key, path, unencodable)
                 child = f"{path}.{name}" if path else name
                 if name in seen:
                     found.append(child)
                 seen.add(name)
                 stack.append((value, child, depth + 1))
         elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                stack.append((item, f"{path}[{i}]", depth + 1))
+            stack += [(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(node.value)]
         elif isinstance(node, yaml.ScalarNode) and str(node.tag) == _TAG + "float":
-            try:
-                wire_value(typed(node))
-            except NoJSONForm as exc:
-                unencodable.append((path or "<root>", str(exc)))
-            except ValueError:
-                pass
+            _json_value_problem(node, path, unencodable)
     return sorted(set(found)), sorted(set(unencodable))
+
+
+def _typed_or_merge(node: Any) -> Any:
+    from .goyaml import Resolved
+
+    return _typed(node) or Resolved("str", "<<")
+
+
+def _key_name(key: Any, path: str, unencodable: list[tuple[str, str]]) -> str:
+    """A mapping key as the JSON key it becomes ('?' for a list or mapping key; its text when go-yaml cannot type it);
+    a key JSON has no form for goes into ``unencodable`` with its path."""
+    import yaml
+
+    from .goyaml import NoJSONForm, wire_key
+
+    if not isinstance(key, yaml.ScalarNode):
+        return "?"
+    name = str(key.value)
+    try:
+        return wire_key(_typed_or_merge(key))
+    except NoJSONForm as exc:
+        unencodable.append((f"{path}.{name}" if path else name, str(exc)))
+    except ValueError:
+        pass
+    return name
+
+
+def _json_value_problem(node: Any, path: str, unencodable: list[tuple[str, str]]) -> None:
+    """A float JSON has no form for (.inf, .nan) goes into ``unencodable`` with its path."""
+    from .goyaml import NoJSONForm, wire_value
+
+    try:
+        wire_value(_typed_or_merge(node))
+    except NoJSONForm as exc:
+        unencodable.append((path or "<root>", str(exc)))
+    except ValueError:
+        pass
 
 
 def _expanded_size(node: Any, budget: int) -> int:

@@ -18,9 +18,12 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..values import UnwritableValue, comment_text
+
+if TYPE_CHECKING:
+    from ..jobspec import JobSpec
 
 _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TIME = re.compile(r"(?:[0-9]{1,4}-)?[0-9]{1,5}(?::[0-9]{1,2}){0,2}")  # Slurm's MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
@@ -113,3 +116,10 @@ def sbatch_text(shape: BatchShape, notes: Sequence[str] = ()) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def sbatch_for(spec: JobSpec, time: Optional[str] = None, partition: Optional[str] = None) -> str:
+    """The batch script that runs the job contract (jobspec.JobSpec, launcher srun); ``time`` and ``partition`` are
+    Slurm's own options."""
+    shape = BatchShape(spec.name, spec.nodes, spec.ranks_per_node, spec.python or "", spec.compat, spec.command, time, partition, spec.preflight)
+    return sbatch_text(shape, spec.notes)

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 DESCRIPTION = ("Resolve as compat resolve does, then write the set in FORMAT to standard output: pytorchjob (a "
                "Kubeflow PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under "
                "torchrun), sbatch (a Slurm batch script: compat env, the live preflight under srun, then the "
-               "training command after -- under srun), dockerfile (an image that installs the set with compat "
+               "training command after -- under srun), skypilot (a SkyPilot task: setup installs the set with compat install, run "
+               "does compat env, the live preflight, then torchrun with the CPU ranks), dockerfile (an image that installs the set with compat "
                "install and checks it), requirements, constraints, pip-command (what compat install --print "
                "printed), pylock (a PEP 751 pylock.toml of the set). --validate FILE checks a PyTorchJob/TrainJob "
                "manifest or a Dockerfile against the rules the generated ones follow, for the "
@@ -115,7 +116,8 @@ def _refuse_misplaced(ns: argparse.Namespace, form: Optional[str]) -> None:
     from .formats import FORMATS
 
     if ns.training_command is not None and not (form is not None and FORMATS[form].takes_command):
-        runners = " and ".join(name for name, choice in FORMATS.items() if choice.takes_command)
+        names = [name for name, choice in FORMATS.items() if choice.takes_command]
+        runners = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         raise UsageError(f"Only compat export {runners} take a training command after --.", "Drop the words after --.")
     release_flag = "--crd" if ns.crd is not None else "--trainer-version" if ns.trainer_version is not None else None
     if ns.crd is not None and ns.trainer_version is not None:

@@ -31,8 +31,9 @@ class PyTorchJob(ExportFormat):
         job.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", type=per_node_int, default=1, metavar="M",
                          help="ranks per pod (default 1), started by torchrun")
         job.add_argument("--image", metavar="IMG", help="the image that holds the set (compat export dockerfile writes its Dockerfile); required")
-        job.add_argument("--cpu", metavar="C", help="CPUs per pod, a Kubernetes quantity (8, 7500m): requests = limits; the thread plan follows it; required")
-        job.add_argument("--memory", metavar="M", help="memory per pod (16Gi): requests = limits; required")
+        job.add_argument("--cpu", metavar="C", help="CPUs per pod, a Kubernetes quantity (8, 7500m): requests = limits; the thread plan follows it; required "
+                         "(skypilot: vCPUs per node, 8 or 8+ for at least 8)")
+        job.add_argument("--memory", metavar="M", help="memory per pod (16Gi): requests = limits; required (skypilot: GB per node, 32 or 32+)")
         job.add_argument("--name", default="compat-train", metavar="NAME", help="the job's name, a DNS-1035 label (default compat-train)")
         job.add_argument("--namespace", metavar="NS", help="the job's namespace (default: none in the manifest)")
         job.add_argument("--shm-size", default="2Gi", metavar="S", help="size of the Memory emptyDir mounted at /dev/shm (default 2Gi)")

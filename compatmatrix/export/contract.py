@@ -1,0 +1,119 @@
+"""The job contract built once (jobspec.JobSpec): from the resolved set (planning.Planned), the typed job options and,
+with --python, that environment probed, every fact an engine's renderer needs -- the training command translated for
+the set (export/service's rules: torchrun's words, a rank starter refused under srun), the set the ranks' environment
+holds (read from the environment, else resolved), the thread plan of a node's CPUs (placement/plan.thread_advice),
+the exports, how the master is found. The renderers (export/k8s.py, render/sbatch.py, export/skypilot.py) only write it.
+
+Pure: no I/O (the caller probes --python)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..jobspec import KUBEFLOW_MASTER, SKYPILOT_MASTER, SLURM_MASTER, HeldSet, JobSpec, Master, Resources, Threads
+from ..values import quantity_ok
+
+if TYPE_CHECKING:
+    from ..options import JobArgs
+    from ..planning import Planned
+
+# what the pods' env sets for ccl under torchrun: torchrun's own ccl_exports outright (its transport); the rest of
+# the plan (libfabric's places, the providers) is the node's compat env (tests/test_one_plan_every_form.py)
+TORCHRUN_CCL_ENV = (("CCL_ATL_TRANSPORT", "ofi"),)
+
+#: engine -> (what starts the ranks on a node, how the master is found, whether a node runs compat env itself)
+ENGINES: dict[str, tuple[str, Master, bool]] = {
+    "pytorchjob": ("torchrun", KUBEFLOW_MASTER, False),  # the image's compat-env.sh (BASH_ENV) holds the node's part
+    "trainjob": ("torchrun", KUBEFLOW_MASTER, False),
+    "sbatch": ("srun", SLURM_MASTER, True),
+    "skypilot": ("torchrun", SKYPILOT_MASTER, True),
+}
+
+
+class ShapeError(ValueError):
+    """A shape that cannot give a valid job (the message says which option and why)."""
+
+
+def cpu_count(quantity: str) -> float:
+    """CPUs of a Kubernetes CPU quantity ("8" -> 8.0, "7500m" -> 7.5)."""
+    if not quantity_ok(quantity) or quantity.endswith(("k", "Ki", "M", "Mi", "G", "Gi", "T", "Ti", "P", "Pi", "E", "Ei")):
+        raise ShapeError(f"--cpu {quantity!r} is not a CPU quantity (such as 8 or 7500m)")
+    value = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+    if value <= 0:
+        raise ShapeError(f"--cpu {quantity!r} must be more than 0")
+    return value
+
+
+def plan_threads(cpu: str, threads_per_core: int, ranks: int, ccl: bool, ccl_workers: Optional[int] = None) -> Threads:
+    """compat launch's thread plan for ``ranks`` ranks on a node of ``cpu`` CPUs (its cgroup quota): the node as a flat
+    or SMT topology of its whole CPUs; a oneCCL worker core set aside only where one fits (compat launch's default)."""
+    from ..placement.plan import thread_advice
+    from ..placement.topology import Machine, Topology
+
+    cpus = cpu_count(cpu)
+    whole = max(1, int(cpus))
+    per_core = max(1, threads_per_core)
+    cores = max(1, whole // per_core)
+    topology = Topology.flat(cores * per_core) if per_core == 1 else Topology.smt(cores, per_core)
+    machine = Machine(topology, frozenset(topology.cpus), cpus)
+    workers = (1 if ccl_workers is None else ccl_workers) if ccl else 0
+    advice = thread_advice(machine, ranks, workers)
+    if advice.plan is None and ccl_workers is None and workers:
+        advice = thread_advice(machine, ranks, 0)
+    return Threads(advice.omp_threads, max(1, advice.ccl_workers) if ccl else 0)
+
+
+def held_or_resolved(planned: Planned, snapshot: Any) -> tuple[HeldSet, Optional[dict]]:
+    """The set the ranks' environment holds -- --python's (``snapshot``) when it holds any of the set's packages,
+    else the resolved one -- and the versions the training command is translated for (None: the resolved set's)."""
+    from .service import held_set
+
+    request = planned.plan.resolution.request
+    held = held_set(planned, snapshot) if snapshot is not None else None
+    if held is not None:
+        return HeldSet(tuple(held[0]), snapshot.python_target().label, snapshot.executable, request.profile), held[1]
+    return HeldSet(tuple(p.pin for p in planned.plan.packages), request.python.label, None, request.profile), None
+
+
+def set_note(engine: str, held: HeldSet, python: Optional[str]) -> str:
+    """The note that names the set, in the engine's words."""
+    pins = ", ".join(held.pins)
+    if engine in ("pytorchjob", "trainjob"):
+        return f"the image must hold this set (Python {held.python}): {pins}; compat export dockerfile writes its Dockerfile"
+    if engine == "skypilot":
+        source = f", read from {held.read_from}" if held.read_from else ""
+        return f"setup installs this set (Python {held.python}{source}) into {python or '~/compat-train'} on every node with compat install: {pins}"
+    if held.read_from is not None:
+        return f"{python} holds this set (Python {held.python}, read from the environment): {pins}"
+    return f"{python} must hold this set (Python {held.python}): {pins}"
+
+
+def build_job(planned: Planned, job: JobArgs, engine: str, python: Optional[str] = None, compat: Sequence[str] = (),
+              snapshot: Any = None) -> JobSpec:
+    """The one JobSpec of an export (the module's docstring); UsageError / CannotWork as the exports refuse."""
+    from ..matrix.model import Component
+    from . import service
+
+    launcher, master, env_step = ENGINES[engine]
+    ccl = Component.CCL in planned.outcome.picks
+    held, versions = held_or_resolved(planned, snapshot)
+    if launcher == "torchrun":
+        command, notes = service.training_command(job.command)
+    else:
+        command, notes = service.srun_command(job.command), []
+    translated, said = service._for_the_set(planned, command, engine if engine != "trainjob" else "pytorchjob", versions)
+    notes += said
+    threads = plan_threads(job.cpu.rstrip("+"), job.threads_per_core, job.nproc_per_node, ccl) if job.cpu and launcher == "torchrun" else None
+    exports = (*(threads.variables() if threads else ()), *(TORCHRUN_CCL_ENV if ccl and launcher == "torchrun" else ()))
+    if ccl and launcher == "torchrun":
+        notes.append("CCL_ATL_TRANSPORT=ofi: oneCCL's default MPI transport needs an MPI launcher, and the pods run torchrun"
+                     if engine != "skypilot" else "CCL_ATL_TRANSPORT=ofi: oneCCL's default MPI transport needs an MPI launcher, and the nodes run torchrun")
+        if not env_step:
+            notes.append("the oneCCL environment comes from the image's compat-env.sh, which bash -c reads through BASH_ENV (compat export "
+                         "dockerfile writes it with compat env --defaults, so the values of this manifest win)")
+    notes.append(set_note(engine, held, python))
+    return JobSpec(engine=engine, name=job.name, nodes=job.nnodes, ranks_per_node=job.nproc_per_node, backend="ccl" if ccl else "gloo",
+                   threads=threads, master=master, exports=exports, env_step=env_step, preflight=job.preflight, command=tuple(translated),
+                   launcher=launcher, set=held, python=python, compat=tuple(compat),
+                   resources=Resources(job.cpu, job.memory, job.threads_per_core, job.shm_size), notes=tuple(notes))
