@@ -3,13 +3,14 @@ module's ``ExportFormat``. A new format is its module beside this one, one line 
 
 from __future__ import annotations
 
-from . import dockerfile, plan_text, pylock, pytorchjob, sbatch
+from . import dockerfile, plan_text, pylock, pytorchjob, ray, sbatch
 from .interface import ExportFormat
 
 #: in the order compat export's help names them (and their argument groups stand)
 FORMATS: dict[str, ExportFormat] = {choice.name: choice for choice in (
     pytorchjob.FORMAT,
     sbatch.FORMAT,
+    ray.FORMAT,
     dockerfile.FORMAT,
     plan_text.REQUIREMENTS,
     plan_text.CONSTRAINTS,
