@@ -286,10 +286,10 @@ def ray(planned: Planned, job: JobArgs, ray_args: RayArgs, python: Optional[str]
         said = "Ray installs it on every node (runtime_env pip)" if install else "the nodes' Python must hold it (--no-runtime-pip)"
         notes.append(f"the set (Python {planned.plan.resolution.request.python.label}): {', '.join(p.pin for p in planned.plan.packages)}; {said}")
     env: dict[str, str] = {}
+    additions: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     if env_plan is not None:
         env.update(env_plan.exports)
-        for key, added in env_plan.additions.items():  # Ray expands ${VAR} in env_vars with the node's own value
-            env[key] = ":".join([*added.prepend, "${" + key + "}", *added.append])
+        additions = {key: (tuple(added.prepend), tuple(added.append)) for key, added in env_plan.additions.items()}
         notes.append(f"env_vars: compat env --launcher ray --python {python} --ranks-per-node {ranks} (read here; the same paths on every node)")
     elif ccl:
         env.update({"CCL_ATL_TRANSPORT": "ofi", "CCL_WORKER_COUNT": str(max(1, advice.ccl_workers))})
@@ -299,7 +299,7 @@ def ray(planned: Planned, job: JobArgs, ray_args: RayArgs, python: Optional[str]
                  f"OMP_NUM_THREADS={advice.omp_threads}" + (f"; {advice.problem}" if advice.problem else ""))
     notes.append(f"Ray's gloo group times out after {ray_args.gloo_timeout} s (--gloo-timeout; Ray's default 1800 s)")
     interpreter = os.path.abspath(python) if python else None
-    shape = RayShape(job.name, job.nnodes, ranks, threads, tuple(command), env, requirements, install, interpreter,
+    shape = RayShape(job.name, job.nnodes, ranks, threads, tuple(command), env, additions, requirements, install, interpreter,
                      tuple(compat) if job.preflight else (), ray_args.gloo_timeout)
     return ray_driver(shape, notes)
 

@@ -44,6 +44,9 @@ class RayShape:
     threads: int  # CPUs per rank: resources_per_worker={"CPU": threads}, OMP_NUM_THREADS of the plan
     command: tuple[str, ...]  # what each rank runs (a script gets the interpreter in front at run time)
     env: Mapping[str, str] = field(default_factory=dict)  # compat env's exports: runtime_env env_vars
+    # compat env's path lists (LD_LIBRARY_PATH, ...): name -> (entries put in front, entries put after) the node's own value,
+    # joined by the driver for each child (Ray's env_vars would drop an unset ${NAME} and leave an empty entry, the cwd)
+    additions: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
     requirements: tuple[str, ...] = ()  # the set's requirement lines ('torch==2.13.0+cpu')
     install: bool = True  # runtime_env pip: Ray installs the set on every node (False: the nodes' Python holds it)
     python: Optional[str] = None  # the ranks' interpreter (None: the interpreter Ray runs the worker with)
@@ -71,14 +74,22 @@ def check_shape(shape: RayShape) -> None:
         raise UnwritableValue("training command", "", FORMAT, "there is none (give it after --)")
     checked = [("run name (--name)", shape.name), *(("training command word", w) for w in shape.command),
                *(("compat command word", w) for w in shape.preflight), *(("requirement", r) for r in shape.requirements),
-               *(("environment value", v) for v in shape.env.values())]
+               *(("environment value", v) for v in shape.env.values()),
+               *(("path list entry", e) for pre, post in shape.additions.values() for e in (*pre, *post))]
     if shape.python is not None:
         checked.append(("interpreter (--python)", shape.python))
     for what, value in checked:
         why = word_ok(value)
         if why:
             raise UnwritableValue(what, value, FORMAT, why)
-    for name in shape.env:
+    for name, value in shape.env.items():
+        if "$" in value:  # ray/_private/utils.py update_envs: os.path.expandvars on every value, then ${NAME} of an unset NAME dropped
+            raise UnwritableValue("environment value", value, FORMAT, "Ray expands $NAME and ${NAME} in runtime_env env_vars, with no escape")
+    for pre, post in shape.additions.values():
+        for entry in (*pre, *post):
+            if ":" in entry or not entry:
+                raise UnwritableValue("path list entry", entry, FORMAT, "an entry of a path list is not empty and holds no ':'")
+    for name in [*shape.env, *shape.additions]:
         if not env_name_ok(name):
             raise UnwritableValue("environment variable name", name, FORMAT, "a variable name is letters, digits and '_', not starting with a digit")
     if not shape.name.strip():
@@ -122,6 +133,7 @@ def ray_driver(shape: RayShape, notes: Sequence[str] = ()) -> str:
         f"COMMAND = {_literal(list(shape.command))}",
         f"REQUIREMENTS = {_literal(list(shape.requirements))}  # the set",
         f"RUNTIME_ENV = {_literal(runtime_env)}",
+        f"ADDITIONS = {_literal({k: [list(pre), list(post)] for k, (pre, post) in shape.additions.items()})}  # path lists: [in front, after] the node's value",
         "",
         "",
         "def fail(message, code=1):",
@@ -165,6 +177,16 @@ def ray_driver(shape: RayShape, notes: Sequence[str] = ()) -> str:
         "            child.wait()",
         "",
         "",
+        "def child_env(extra):",
+        "    # the worker's environment (Ray set RUNTIME_ENV's env_vars there), the path lists joined, then the child's own variables",
+        "    env = dict(os.environ)",
+        "    for key, (front, after) in ADDITIONS.items():",
+        '        own = [entry for entry in env.get(key, "").split(":") if entry]',
+        '        env[key] = ":".join(front + [entry for entry in own if entry not in front and entry not in after] + after)',
+        "    env.update(extra)",
+        "    return env",
+        "",
+        "",
         "def master_of_node():",
         "    import ray",
         "",
@@ -173,9 +195,8 @@ def ray_driver(shape: RayShape, notes: Sequence[str] = ()) -> str:
         "",
         "def preflight_on_node(node, addr, port, cwd):",
         "    # the variables Ray Train gives a worker when it runs one per node (ray/train/torch/config.py)",
-        "    env = dict(os.environ)",
-        '    env.update({"NODE_RANK": str(node), "RANK": str(node), "WORLD_SIZE": str(NODES), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",',
-        '                "MASTER_ADDR": addr, "MASTER_PORT": str(port)})',
+        '    env = child_env({"NODE_RANK": str(node), "RANK": str(node), "WORLD_SIZE": str(NODES), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",',
+        '                     "MASTER_ADDR": addr, "MASTER_PORT": str(port)})',
         '    argv = PREFLIGHT + ["doctor", "--live", "--launcher", "ray", "--only", "live", "--python", interpreter(),',
         '                        "--ranks-per-node", str(RANKS_PER_NODE), "--live-timeout", str(PREFLIGHT_TIMEOUT_S)]',
         "    code, out = run_child(argv, env, cwd, timeout=PREFLIGHT_TIMEOUT_S + 60)",
@@ -229,9 +250,8 @@ def ray_driver(shape: RayShape, notes: Sequence[str] = ()) -> str:
         "    # Ray's own group holds MASTER_PORT: rank 0 finds another free port on its node and gives it to every rank over that group",
         "    port = [free_port() if rank == 0 else None]",
         "    dist.broadcast_object_list(port, src=0)",
-        "    env = dict(os.environ)",
-        '    env.update({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(per_node),',
-        '                "NODE_RANK": str(context.get_node_rank()), "MASTER_ADDR": os.environ["MASTER_ADDR"], "MASTER_PORT": str(port[0])})',
+        '    env = child_env({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(per_node),',
+        '                     "NODE_RANK": str(context.get_node_rank()), "MASTER_ADDR": os.environ["MASTER_ADDR"], "MASTER_PORT": str(port[0])})',
         '    code, _ = run_child(rank_argv(), env, config.get("cwd"))',
         "    if code != 0:",
         '        raise RuntimeError("rank %d: the training command ended with exit code %s" % (rank, code))',
