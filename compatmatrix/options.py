@@ -246,7 +246,8 @@ class RayArgs(Record):
 
     cpus_per_node: Optional[int] = None  # None: this machine's (the CPUs compat may use here)
     gloo_timeout: int = 300
-    runtime_pip: bool = True  # runtime_env pip: Ray installs the set on every node
+    runtime_pip: bool = True
+    preflight_timeout: int = 120  # runtime_env pip: Ray installs the set on every node
 
 
 class ExportArgs(Record):

@@ -300,7 +300,7 @@ def ray(planned: Planned, job: JobArgs, ray_args: RayArgs, python: Optional[str]
     notes.append(f"Ray's gloo group times out after {ray_args.gloo_timeout} s (--gloo-timeout; Ray's default 1800 s)")
     interpreter = os.path.abspath(python) if python else None
     shape = RayShape(job.name, job.nnodes, ranks, threads, tuple(command), env, additions, requirements, install, interpreter,
-                     tuple(compat) if job.preflight else (), ray_args.gloo_timeout)
+                     tuple(compat) if job.preflight else (), ray_args.gloo_timeout, ray_args.preflight_timeout)
     return ray_driver(shape, notes)
 
 

@@ -76,7 +76,7 @@ def build(ns: argparse.Namespace) -> ExportArgs:
     asked = wanted(ns)
     return ExportArgs(output(ns), target(ns), Wanted(tuple(requirements), asked.files, asked.profile, asked.with_), sources(ns), form,
                       ns.validate, job, docker, ns.trainer_version, ns.crd, ns.show_pods, SlurmArgs(ns.time, ns.partition),
-                      RayArgs(ns.cpus_per_node, ns.gloo_timeout, not ns.no_runtime_pip))
+                      RayArgs(ns.cpus_per_node, ns.gloo_timeout, not ns.no_runtime_pip, ns.preflight_timeout))
 
 
 def _format(ns: argparse.Namespace) -> tuple[Optional[str], list[str]]:

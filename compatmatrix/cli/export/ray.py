@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 class RayDriver(ExportFormat):
     name = "ray"
-    options = (*JOB_OPTIONS, "cpus_per_node", "gloo_timeout", "no_runtime_pip")
+    options = (*JOB_OPTIONS, "cpus_per_node", "gloo_timeout", "preflight_timeout", "no_runtime_pip")
     takes_command = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -32,6 +32,8 @@ class RayDriver(ExportFormat):
         ray.add_argument("--gloo-timeout", type=positive_int, default=300, metavar="S",
                          help="TorchConfig's timeout_s for Ray's gloo group (default 300; Ray's own default, 1800, turns a "
                          "cross-host fault into a half-hour hang)")
+        ray.add_argument("--preflight-timeout", type=positive_int, default=120, metavar="S",
+                         help="the preflight's --live-timeout on each node (default 120); the driver waits 60 s more for each node's answer")
         ray.add_argument("--no-runtime-pip", action="store_true",
                          help="leave the set out of the driver's runtime_env (the nodes' Python already holds it; --python ENV "
                          "that holds it implies this)")
