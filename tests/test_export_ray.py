@@ -153,3 +153,18 @@ def test_a_layout_that_is_not_rays_is_refused(changed, said):
 def test_doctor_live_under_ray_refuses_nodes_given_by_hand():
     done = run_compat("doctor", "--live", "--launcher", "ray", "--nnodes", "2", env_extra=RAY_ENV)
     assert done.returncode == 2 and "come from Ray's variables" in done.stderr, done.stderr
+
+
+def test_the_drivers_own_helpers_join_path_lists_and_put_the_interpreter_in_front(monkeypatch):
+    """The driver's functions run here (its module body imports only the standard library; Ray only inside them)."""
+    made = shape(additions={"LD_LIBRARY_PATH": (("/env/lib",), ("/late",))}, command=("train.py", "--x"), python="/venv/bin/python")
+    namespace: dict = {"__name__": "compat_driver"}
+    exec(compile(ray_driver(made), "driver.py", "exec"), namespace)  # noqa: S102 - compat's own output, read back
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/node/lib::/env/lib")
+    env = namespace["child_env"]({"RANK": "3"})
+    assert env["LD_LIBRARY_PATH"] == "/env/lib:/node/lib:/late" and env["RANK"] == "3"  # no empty entry (the cwd), each once
+    monkeypatch.delenv("LD_LIBRARY_PATH")
+    assert namespace["child_env"]({})["LD_LIBRARY_PATH"] == "/env/lib:/late"
+    assert namespace["rank_argv"]() == ["/venv/bin/python", "train.py", "--x"]
+    namespace["COMMAND"] = ["./run.sh", "a"]
+    assert namespace["rank_argv"]() == ["./run.sh", "a"]
