@@ -82,7 +82,7 @@ def check_shape(shape: RayShape) -> None:
         why = word_ok(value)
         if why:
             raise UnwritableValue(what, value, FORMAT, why)
-    for name, value in shape.env.items():
+    for value in shape.env.values():
         if "$" in value:  # ray/_private/utils.py update_envs: os.path.expandvars on every value, then ${NAME} of an unset NAME dropped
             raise UnwritableValue("environment value", value, FORMAT, "Ray expands $NAME and ${NAME} in runtime_env env_vars, with no escape")
     for pre, post in shape.additions.values():
