@@ -168,3 +168,23 @@ def test_the_drivers_own_helpers_join_path_lists_and_put_the_interpreter_in_fron
     assert namespace["rank_argv"]() == ["/venv/bin/python", "train.py", "--x"]
     namespace["COMMAND"] = ["./run.sh", "a"]
     assert namespace["rank_argv"]() == ["./run.sh", "a"]
+
+
+def test_compat_never_imports_ray_writing_the_driver(tmp_path):
+    """Ray is no dependency of compat (the ray extra is the driver's): writing the driver imports neither Ray nor torch,
+    even where Ray is installed (a FIXTURE ray package first on the path would say so)."""
+    fake = tmp_path / "ray"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise SystemExit('FIXTURE ray: compat imported ray')\n")
+    code = ("import sys\nfrom compatmatrix.cli import main\nrc = main(['export', 'ray', '--profile', 'stock', '--cpus-per-node', '2', '--', 't.py'])\n"
+            "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'torch')))\n")
+    import subprocess
+    import sys
+
+    from .clean_env import base_env
+    from .conftest import ROOT
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=base_env({"PYTHONPATH": f"{ROOT}:{tmp_path}"}), check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
