@@ -203,4 +203,4 @@ def test_hosts_whose_names_resolve_to_loopback_are_named_by_the_preflight_and_no
     assert "GLOO_SOCKET_IFNAME" in stdout and "/etc/hosts" in stdout  # the fix
     assert not list(out.glob("rank-*.json"))  # nothing trained
     assert "compat ray driver: trained" not in stderr
-    sys.stderr.write(f"driver with the loopback fault: stopped by the preflight in {seconds:.1f} s\n")
+    sys.stderr.write(f"driver with the loopback fault: stopped by the preflight in {seconds:.1f} s: {named[0].strip()}\n")
