@@ -117,7 +117,8 @@ def _refuse_misplaced(ns: argparse.Namespace, form: Optional[str]) -> None:
     from .formats import FORMATS
 
     if ns.training_command is not None and not (form is not None and FORMATS[form].takes_command):
-        runners = " and ".join(name for name, choice in FORMATS.items() if choice.takes_command)
+        takers = [name for name, choice in FORMATS.items() if choice.takes_command]
+        runners = ", ".join(takers[:-1]) + " and " + takers[-1] if len(takers) > 1 else takers[0]
         raise UsageError(f"Only compat export {runners} take a training command after --.", "Drop the words after --.")
     release_flag = "--crd" if ns.crd is not None else "--trainer-version" if ns.trainer_version is not None else None
     if ns.crd is not None and ns.trainer_version is not None:
