@@ -241,6 +241,15 @@ class SlurmArgs(Record):
     partition: Optional[str] = None
 
 
+class RayArgs(Record):
+    """compat export ray's own options (the nodes, ranks, name and preflight are JobArgs')."""
+
+    cpus_per_node: Optional[int] = None  # None: this machine's (the CPUs compat may use here)
+    gloo_timeout: int = 300
+    runtime_pip: bool = True
+    preflight_timeout: int = 120  # runtime_env pip: Ray installs the set on every node
+
+
 class ExportArgs(Record):
     output: Output
     target: Target
@@ -254,6 +263,7 @@ class ExportArgs(Record):
     crd: Optional[str]  # --crd FILE: the cluster's TrainJob CRD instead of a known release
     show_pods: bool  # --validate --show-pods
     slurm: SlurmArgs = SlurmArgs()
+    ray: RayArgs = RayArgs()
 
 
 class MigrateArgs(Record):

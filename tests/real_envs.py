@@ -35,6 +35,8 @@ SPECS = {
     # the newest transformers and accelerate the matrix knows for torch 2.13 (test_migrate_real: a stock environment at
     # the newest set is left alone), so a matrix update that adds a newer release moves these pins too
     "torch213-stock": (["torch==2.13.0", "transformers==5.24.0", "accelerate==1.15.0"], []),
+    # the stock set and Ray Train on top (tests/test_ray_real.py): ray[train] leaves the local CPU torch as it is
+    "torch213-ray": (["torch==2.13.0", "transformers==5.24.0", "accelerate==1.15.0", "ray[train]==2.60.0"], []),
     # Intel MPI's runtime from PyPI: a real mpirun (hydra) that sets PMI_RANK / PMI_SIZE / MPI_LOCALRANKID
     "impi": (["impi-rt==2021.18.1"], []),
     # SkyPilot (no cloud extra): its own task schema (sky.utils.schemas.get_task_schema) judges compat export skypilot's YAML

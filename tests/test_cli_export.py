@@ -84,7 +84,7 @@ def test_a_conflict_is_exit_1_with_the_reasons():
     (("dockerfile", "--nnodes", "2"), "--nnodes goes with compat export pytorchjob, not dockerfile"),
     (("pytorchjob", "--base", "x", *JOB, "--", "t.py"), "--base goes with compat export dockerfile, not pytorchjob"),
     (("requirements", "--json"), "--json goes with --validate"),
-    (("requirements", "--", "train.py"), "Only compat export pytorchjob, sbatch and skypilot take a training command"),
+    (("requirements", "--", "train.py"), "Only compat export pytorchjob, sbatch, skypilot and ray take a training command"),
     (("pylock", "--validate", "x.yaml"), "takes no FORMAT"),
     (("--validate", "x.yaml", "--nproc-per-node", "2"), "--nproc-per-node goes with compat export pytorchjob, not --validate"),
     (("pytorchjob", "--cpu", "8", "--memory", "1Gi", "--", "t.py"), "needs --image"),

@@ -114,5 +114,5 @@ def test_a_new_format_is_its_module_and_one_registry_line(monkeypatch, capsys):
     assert out.startswith("torch==2.7.0") and all("==" in line for line in out.splitlines()), out
     with pytest.raises(UsageError, match="--image goes with compat export pytorchjob, not fixture-names"):
         parse(["export", "fixture-names", "--image", "i:1"])
-    with pytest.raises(UsageError, match="Only compat export pytorchjob, sbatch and skypilot take a training command"):
+    with pytest.raises(UsageError, match="Only compat export pytorchjob, sbatch, skypilot and ray take a training command"):
         parse(["export", "fixture-names", "--", "train.py"])

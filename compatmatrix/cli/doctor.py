@@ -39,7 +39,8 @@ def _live_arguments(parser: argparse.ArgumentParser) -> None:
     live = parser.add_argument_group("live validation (--live)")
     live.add_argument("--live", action="store_true", help="start real ranks: a 2-rank allreduce (fp32, bf16, bandwidth) and a short Trainer step")
     live.add_argument("--launcher", choices=names(LIVE), default=None,
-                      help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them); "
+                      help="how the ranks start (default: srun inside an srun step, where the allocation gives the layout; else spawn: compat starts them; "
+                      "ray: once per node as Ray's worker of that node, the layout from Ray's NODE_RANK, WORLD_SIZE and MASTER_ADDR); "
                       "without --live: the launcher oneccl.launcher judges and the fixes' compat env names, as compat check --launcher")
     live.add_argument("--backend", choices=["auto", "ccl", "gloo"], default="auto", help="auto (default): ccl when the oneCCL bindings register it, else gloo")
     live.add_argument("--live-timeout", type=positive_float, default=None, metavar="S",
@@ -281,6 +282,15 @@ def _layout(args: ChecksArgs, live: LiveArgs) -> tuple[LiveArgs, tuple[str, ...]
         live = replace(live, launcher="srun" if in_step(os.environ) else "spawn")
         if live.launcher == "srun":
             layout_notes = ("srun: chosen because compat runs as a task of an srun step (--launcher spawn to start only this node's ranks)",)
+    if live.launcher == "ray":  # Ray's worker of this node: the layout from the variables Ray Train gives it
+        from ..launchers.ray import ray_layout
+
+        if live.nnodes != 1 or live.node_rank != 0 or args.hostfile:
+            raise UsageError("Under ray the nodes and this node's rank come from Ray's variables, not from --nnodes/--node-rank/--hostfile.",
+                             "Drop them: compat doctor --live --launcher ray reads NODE_RANK, WORLD_SIZE and MASTER_ADDR itself.")
+        placed, notes = ray_layout(os.environ, args.ranks_per_node, live.master_addr, live.master_port)
+        return replace(live, nnodes=placed.nnodes, node_rank=placed.node_rank, master_addr=placed.master_addr,
+                       master_port=placed.master_port), notes, ()
     if live.launcher != "srun":
         return live, layout_notes, ()
     from ..launchers.srun import allocation_layout

@@ -18,11 +18,12 @@ def _registry() -> dict[str, Launcher]:
     registry = globals().get("LAUNCHERS")
     if registry is None:
         from .mpirun import MPIRUN
+        from .ray import RAY
         from .spawn import SPAWN
         from .srun import SRUN
         from .torchrun import TORCHRUN
 
-        registry = {launcher.name: launcher for launcher in (SPAWN, TORCHRUN, MPIRUN, SRUN)}
+        registry = {launcher.name: launcher for launcher in (SPAWN, TORCHRUN, MPIRUN, SRUN, RAY)}
         globals()["LAUNCHERS"] = registry
     return registry
 

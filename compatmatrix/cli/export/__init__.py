@@ -20,7 +20,8 @@ DESCRIPTION = ("Resolve as compat resolve does, then write the set in FORMAT to 
                "Kubeflow PyTorchJob, --trainer-v2 a TrainJob, running the training command after -- under "
                "torchrun), sbatch (a Slurm batch script: compat env, the live preflight under srun, then the "
                "training command after -- under srun), skypilot (a SkyPilot task: setup installs the set with compat install, run "
-               "does compat env, the live preflight, then torchrun with the CPU ranks), dockerfile (an image that installs the set with compat "
+               "does compat env, the live preflight, then torchrun with the CPU ranks), ray (a Ray Train driver: the live preflight as one Ray task per node, then the "
+               "training command on every Ray Train worker, gloo with a bounded timeout), dockerfile (an image that installs the set with compat "
                "install and checks it), requirements, constraints, pip-command (what compat install --print "
                "printed), pylock (a PEP 751 pylock.toml of the set). --validate FILE checks a PyTorchJob/TrainJob "
                "manifest or a Dockerfile against the rules the generated ones follow, for the "
@@ -65,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build(ns: argparse.Namespace) -> ExportArgs:
-    from ...options import DockerArgs, ExportArgs, JobArgs, SlurmArgs, Wanted
+    from ...options import DockerArgs, ExportArgs, JobArgs, RayArgs, SlurmArgs, Wanted
 
     form, requirements = _format(ns)
     _refuse_other_formats_options(ns, form)
@@ -75,7 +76,8 @@ def build(ns: argparse.Namespace) -> ExportArgs:
     docker = DockerArgs(ns.base, ns.ranks_per_node, ns.wheelhouse)
     asked = wanted(ns)
     return ExportArgs(output(ns), target(ns), Wanted(tuple(requirements), asked.files, asked.profile, asked.with_), sources(ns), form,
-                      ns.validate, job, docker, ns.trainer_version, ns.crd, ns.show_pods, SlurmArgs(ns.time, ns.partition))
+                      ns.validate, job, docker, ns.trainer_version, ns.crd, ns.show_pods, SlurmArgs(ns.time, ns.partition),
+                      RayArgs(ns.cpus_per_node, ns.gloo_timeout, not ns.no_runtime_pip, ns.preflight_timeout))
 
 
 def _format(ns: argparse.Namespace) -> tuple[Optional[str], list[str]]:

@@ -3,7 +3,7 @@ module's ``ExportFormat``. A new format is its module beside this one, one line 
 
 from __future__ import annotations
 
-from . import dockerfile, plan_text, pylock, pytorchjob, sbatch, skypilot
+from . import dockerfile, plan_text, pylock, pytorchjob, ray, sbatch, skypilot
 from .interface import ExportFormat
 
 #: in the order compat export's help names them (and their argument groups stand)
@@ -11,6 +11,7 @@ FORMATS: dict[str, ExportFormat] = {choice.name: choice for choice in (
     pytorchjob.FORMAT,
     sbatch.FORMAT,
     skypilot.FORMAT,
+    ray.FORMAT,
     dockerfile.FORMAT,
     plan_text.REQUIREMENTS,
     plan_text.CONSTRAINTS,
