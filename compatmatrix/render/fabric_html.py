@@ -298,5 +298,7 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], backends: Sequence[str], me
 
 
 def _label(value: str) -> str:
-    """A backend name as a legend label: matplotlib's math text ($...$) and controls kept out."""
-    return _encodable(visible_line(value)).replace("$", r"\$")
+    """A backend name as a legend label: matplotlib's math text ($...$) and controls kept out, and a leading underscore
+    behind a space (matplotlib leaves a label that starts with "_" out of the legend)."""
+    label = _encodable(visible_line(value)).replace("$", r"\$")
+    return " " + label if label.startswith("_") else label
