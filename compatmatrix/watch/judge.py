@@ -75,6 +75,9 @@ class Beat:
     progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     entries: tuple[Collective, ...] = ()
     exception: str = ""
+    host: str = ""  # the rank's host name and PID namespace, as its agent saw them ("": an older agent)
+    namespace: str = ""
+    cpu: Optional[float] = None  # the rank's process's CPU seconds when it was written
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Optional
 from ..processes import new_run_id, sweep
 from ..scratch import scratch_folder
 from .judge import Beat, Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
-from .ring import beats_of, read_ring, ring_files
+from .ring import SLOTS, RingCursor, lock_held, ring_files
 from .stacks import Stack, find_py_spy, take
 
 WATCH_DIR_VAR = "COMPAT_WATCH_DIR"
@@ -43,6 +44,8 @@ FR_BUFFER = "256"  # enough for the last steps; torch's default 2000 costs ~5 ms
 POLL_S = 0.2  # the ring files are read and judged this often
 DEATH_GRACE_S = 5.0  # after a death, the launcher's own time to stop the other ranks before the watcher does
 PROC_POLL_S = 0.02  # the ranks' processes are looked at this often: a death is timed (who died first) and a zombie's status caught
+SILENT_S = 3.0  # a rank on another host whose last heartbeat is older (at least 6 heartbeat intervals) is silent: stopped or frozen
+STALE_SLACK_S = 5.0  # a shared run folder: a ring whose newest heartbeat is older than the watch's start by more is an earlier job's
 KEEP_COLLECTIVES = 2048  # per rank, what the watcher keeps beyond the ring (the stall bound and the straggler read them)
 SITE = Path(__file__).resolve().parent / "site"
 PREFIX = "compat-watch-"
@@ -169,7 +172,7 @@ def activity(pid: int) -> Optional[tuple[int, int]]:
 
 @dataclass
 class _RankState:
-    beats: list[Beat] = field(default_factory=list)
+    beats: deque = field(default_factory=lambda: deque(maxlen=SLOTS))  # the newest heartbeats, oldest first
     collectives: dict[tuple[str, int], Collective] = field(default_factory=dict)
     pid: int = 0
     gone_at: Optional[float] = None
@@ -177,45 +180,98 @@ class _RankState:
     state: str = ""
     activity: Optional[tuple[int, int]] = None
     active_at: Optional[float] = None
+    cursor: Optional[RingCursor] = None
+    local: bool = True  # its process is in this host's /proc (same host name and PID namespace); else judged by heartbeats and lock
+    path: Optional[Path] = None
+
+
+def where() -> tuple[str, str]:
+    """(host name, PID namespace) of this process: a rank's agent writes its own, and the two are compared."""
+    import socket
+
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return socket.gethostname()[:200], namespace[:64]
 
 
 class Watcher:
-    """Reads the run folder and the ranks' processes; keeps what the ring would forget; judges."""
+    """Reads the run folder and the ranks' processes; keeps what the ring would forget; judges.
 
-    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None) -> None:
+    Each tick reads only what is new in each ring (ring.RingCursor). A rank whose heartbeats say another host name or
+    PID namespace than the watcher's is remote: its process cannot be looked at, so it is alive while its agent holds
+    its ring's lock (flock, which the kernel drops when the process ends: on one machine, and on a shared file system
+    whose locks reach every client), "silent" when its last heartbeat is older than SILENT_S (a stopped or frozen
+    process: its agent's thread writes no more), and busy while the CPU seconds its heartbeats carry grow. ``since``
+    (a shared run folder): rings with no heartbeat written after it are an earlier job's and are left out."""
+
+    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None, since: Optional[float] = None) -> None:
         self.folder, self.options = folder, options
         self.exits = exits if exits is not None else {}  # pid -> (waitpid status, when), where the ranks are compat's own children (spawn)
         self.ranks: dict[int, _RankState] = {}
+        self.since = since
+        self.here = where()
+        self.silent_after = max(SILENT_S, 6 * options.interval)
 
     def read(self, now: float) -> None:
         for rank, path in ring_files(self.folder).items():
-            state = self.ranks.setdefault(rank, _RankState())
-            beats = beats_of(read_ring(path), rank)
+            state = self.ranks.get(rank)
+            if state is None or state.path != path:
+                state = _RankState(cursor=RingCursor(path, rank), path=path)
+            beats = state.cursor.new_beats()
             if not beats:
                 continue
-            state.beats = beats
+            if rank not in self.ranks:
+                if self.since is not None and beats[-1].t < self.since - STALE_SLACK_S:
+                    continue  # an earlier job's ring in a shared run folder
+                self.ranks[rank] = state
+            previous = state.beats[-1] if state.beats else None
+            if beats[-1].pid != state.pid:
+                state.beats.clear()
+                state.pid, state.gone_at, state.wait_status = beats[-1].pid, None, None
+                state.activity, state.active_at = None, None
+                previous = None
+            state.beats.extend(beat for beat in beats if beat.pid == state.pid)
+            newest = state.beats[-1]
+            state.local = not newest.host or (newest.host, newest.namespace) == self.here
+            if not state.local:  # busy: its CPU seconds grew between two heartbeats
+                for beat in state.beats if previous is None else beats:
+                    if previous is not None and beat.cpu is not None and previous.cpu is not None and beat.cpu > previous.cpu:
+                        state.active_at = beat.t
+                    previous = beat
             for beat in beats:
                 for collective in beat.entries:
                     state.collectives.setdefault((collective.pg, collective.seq), collective)
             if len(state.collectives) > KEEP_COLLECTIVES:
                 for key in sorted(state.collectives, key=lambda k: state.collectives[k].entered)[:-KEEP_COLLECTIVES]:
                     del state.collectives[key]
-            if beats[-1].pid != state.pid:
-                state.pid, state.gone_at, state.wait_status = beats[-1].pid, None, None
-                state.activity, state.active_at = None, None
         self.check_processes(now)
         for state in self.ranks.values():
-            if state.pid and state.gone_at is None:
+            if not state.local:
+                self._remote(state, now)
+            elif state.pid and state.gone_at is None:
                 seen = activity(state.pid)
                 if seen is not None and state.activity is not None and seen != state.activity:
                     state.active_at = now
                 state.activity = seen if seen is not None else state.activity
 
+    def _remote(self, state: _RankState, now: float) -> None:
+        """A rank on another host: gone once its ring's lock is free (no exit status is known here), silent once its
+        heartbeats stop."""
+        if state.gone_at is not None or not state.beats:
+            return
+        last = state.beats[-1]
+        if state.path is not None and not lock_held(state.path):
+            state.gone_at, state.state = now, ""
+            return
+        state.state = "silent" if now - last.t > self.silent_after else ""
+
     def check_processes(self, now: float) -> bool:
         """Look at each known rank's process (cheap: one /proc read each); whether one was newly seen gone."""
         newly = False
         for state in self.ranks.values():
-            if not state.pid:
+            if not state.pid or not state.local:
                 continue
             if state.pid in self.exits:
                 status, when = self.exits[state.pid]
