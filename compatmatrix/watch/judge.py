@@ -40,6 +40,9 @@ STOPPED_FLOOR_S = 10.0  # a rank stopped by a signal (state T) and gaining no CP
 BUSY_BOUND_S = 300.0  # a rank still gaining CPU time or doing I/O: it computes or saves, it is not stopped
 ACTIVE_S = 2.0  # a rank that gained CPU time or did I/O this recently (or waits on a device, state D) is busy
 STALL_FACTOR = 5.0
+#: a process stopped by a signal (T in /proc), or a rank on another host whose heartbeats stopped ("silent": its agent's
+#: thread no longer runs, so its whole process is stopped or frozen)
+STOPPED_STATES = ("T", "silent")
 STRAGGLER_MIN = 10
 STRAGGLER_WARMUP = 5  # the first collectives every rank entered are left out (warm-up)
 STRAGGLER_LAST = 0.75
@@ -130,6 +133,7 @@ class Waiting:
     seq: int
     collective: Optional[Collective]
     since: Optional[float]
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ class Stall:
     bound_source: str  # "--stall-after", "derived" or "busy" (its process still gains CPU time or does I/O)
     stalled_for: float
     busy: bool = False  # its process still gains CPU time or does I/O: it has not entered, but it is not stopped
+    host: str = ""  # its host, as its agent named it
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,7 @@ class Death:
     exit_code: Optional[int]
     exception: str
     last_state: str
+    host: str = ""
 
     @property
     def follows_another(self) -> bool:
@@ -215,7 +221,7 @@ def death_of(view: RankView) -> Optional[Death]:
     if fact.wait_status is None and last.state == "left":
         return None  # it ran its exit handlers: the launcher reaped it before the watcher saw its status
     exception = last.exception if last.state == "exception" else ""
-    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, exception, last.state)
+    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, exception, last.state, last.host)
 
 
 def busy(fact: ProcessFact, now: float) -> bool:
@@ -229,7 +235,7 @@ def stall_bound(views: Sequence[RankView], stall_after: Optional[float], culprit
     if culprit is not None and now is not None and busy(culprit, now):
         bound, source = stall_bound(views, stall_after)
         return max(bound, BUSY_BOUND_S), "busy"
-    floor = STOPPED_FLOOR_S if culprit is None or culprit.state == "T" else STALL_FLOOR_S
+    floor = STOPPED_FLOOR_S if culprit is None or culprit.state in STOPPED_STATES else STALL_FLOOR_S
     if stall_after is not None:
         return stall_after, "--stall-after"
     longest = 0.0
@@ -259,7 +265,7 @@ def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float]
         for pg, (entered, done) in sorted(view.last.progress.items()):
             if entered > done:
                 collective = view.entered(pg, entered)
-                waiting.append(Waiting(view.rank, pg, entered, collective, collective.entered if collective else None))
+                waiting.append(Waiting(view.rank, pg, entered, collective, collective.entered if collective else None, view.last.host))
                 if target is None or entered > target[1]:
                     target = (pg, entered)
     if target is None:
@@ -285,7 +291,7 @@ def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float]
     if others_done:
         entered, done = max(entered, min(others_done)), max(done, min(others_done))
     return Stall(culprit.rank, pg, seq, collective, entered, done, culprit.last_change(), now - culprit.last.t, culprit.process.state,
-                 others, bound, source, stalled_for, busy(culprit.process, now))
+                 others, bound, source, stalled_for, busy(culprit.process, now), culprit.last.host)
 
 
 def straggler_of(views: Sequence[RankView]) -> Optional[Straggler]:

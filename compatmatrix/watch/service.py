@@ -25,11 +25,13 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ..errors import CompatError
 from ..processes import new_run_id, sweep
 from ..scratch import scratch_folder
 from .judge import Beat, Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
@@ -48,6 +50,8 @@ SILENT_S = 3.0  # a rank on another host whose last heartbeat is older (at least
 STALE_SLACK_S = 5.0  # a shared run folder: a ring whose newest heartbeat is older than the watch's start by more is an earlier job's
 KEEP_COLLECTIVES = 2048  # per rank, what the watcher keeps beyond the ring (the stall bound and the straggler read them)
 SITE = Path(__file__).resolve().parent / "site"
+#: what the agent needs in every rank's environment: passed by name by a launcher that starts ranks on other hosts (mpirun -genvlist / -x)
+AGENT_VARIABLES = (WATCH_DIR_VAR, WATCH_RUN_VAR, INTERVAL_VAR, FR_BUFFER_VAR, "PYTHONPATH")
 PREFIX = "compat-watch-"
 
 
@@ -58,6 +62,7 @@ class WatchOptions:
     interval: float = 0.5
     world: Optional[int] = None
     pythons: tuple[str, ...] = ()  # the training environment's interpreter: py-spy may be installed beside it
+    folder: Optional[str] = None  # --watch-dir: the run folder (kept; across hosts one every host sees); None: a private temporary one
 
 
 @dataclass
@@ -308,14 +313,30 @@ def progress_of(watcher: Watcher) -> dict[int, int]:
     return {view.rank: view.progress_key(view.last) for view in watcher.views()}
 
 
+@contextmanager
+def _run_folder(given: Optional[str]) -> Iterator[tuple[Path, Optional[float]]]:
+    """(the run folder, the time from which its rings count): --watch-dir's (created if missing, kept: rings an earlier
+    job left there count only if written after now), else a private temporary one (removed at the end)."""
+    if given is None:
+        with scratch_folder(PREFIX) as folder:
+            yield folder, None
+        return
+    folder = Path(given).absolute()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CompatError(f"Cannot make --watch-dir {given}: {exc.strerror or exc}.", "Pass a folder you may write to, one every host sees at the same path.") from None
+    yield folder, time.time()
+
+
 def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], options: WatchOptions,
                  say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None,
                  exits: Optional[Mapping[int, tuple[int, float]]] = None) -> WatchOutcome:
     """Run the launch watched; the outcome when it has ended (and every process of it is gone). ``exits``: the ranks'
     exit statuses by pid, where the launch knows them (spawn)."""
     run_id = new_run_id()
-    with scratch_folder(PREFIX) as folder:
-        watcher = Watcher(folder, options, exits)
+    with _run_folder(options.folder) as (folder, since):
+        watcher = Watcher(folder, options, exits, since)
         stop = threading.Event()
         found: list[Finding] = []
         marks: dict[str, float] = {}
@@ -365,8 +386,10 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                         say(f"compat launch --watch: {render(finding) if render else finding}")
                     if isinstance(serious[0], Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
                         involved = [serious[0].rank] + [w.rank for w in serious[0].waiting]
-                        pids = {rank: watcher.ranks[rank].pid for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
-                        stacks[:] = take(find_py_spy(base_env, options.pythons), pids)
+                        known = {rank: watcher.ranks[rank] for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
+                        stacks[:] = take(find_py_spy(base_env, options.pythons), {rank: state.pid for rank, state in known.items() if state.local})
+                        stacks.extend(Stack(rank, state.pid, "", f"rank {rank} runs on another host ({state.beats[-1].host or 'unnamed'}): "
+                                            f"there, py-spy dump --pid {state.pid} --nonblocking") for rank, state in known.items() if not state.local)
                     if isinstance(serious[0], Death) and stop.wait(DEATH_GRACE_S):
                         return  # the launcher stopped the other ranks itself (torchrun, spawn): its exit status stands
                     if not options.watch_only or isinstance(serious[0], Death):
