@@ -34,7 +34,7 @@ from typing import Optional
 from ..errors import CompatError
 from ..processes import new_run_id, sweep
 from ..scratch import scratch_folder
-from .judge import Beat, Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
+from .judge import Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
 from .ring import SLOTS, RingCursor, lock_held, ring_files
 from .stacks import Stack, find_py_spy, take
 
