@@ -447,10 +447,10 @@ def test_the_watch_options_are_checked(argv, message):
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
-def test_watch_takes_torchrun_and_spawn_so_far():
-    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "mpirun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
+def test_watch_takes_torchrun_spawn_and_mpirun_so_far():
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "srun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "--watch works with --launcher torchrun" in done.stderr
+    assert done.returncode == 2 and "--watch works with --launcher torchrun or spawn or mpirun so far, not srun" in done.stderr
 
 
 # --- spawn: compat starts the ranks (plain Python ranks here: the agent's liveness and the exact exit statuses)
@@ -762,9 +762,9 @@ def test_a_ring_is_read_incrementally_and_whole_only_when_lapped_or_restarted(tm
     assert [(b.n, b.pid) for b in cursor.new_beats()] == [(0, 222)] and cursor.whole_reads == 3
 
 
-def _write_remote_beat(path: Path, n: int, rank: int, progress, t: float, cpu: float, host: str = "elsewhere") -> None:
-    body = json.dumps({"v": ring.FORMAT, "n": n, "rank": rank, "pid": 4242, "t": t, "state": "running", "source": "flight-recorder",
-                       "pg": {"0": list(progress)}, "entries": [], "host": host, "ns": "pid:[1]", "cpu": cpu})
+def _write_remote_beat(path: Path, n: int, rank: int, progress, t: float, cpu: float, host: str = "elsewhere", ns: str = "pid:[1]", pid: int = 4242) -> None:
+    body = json.dumps({"v": ring.FORMAT, "n": n, "rank": rank, "pid": pid, "t": t, "state": "running", "source": "flight-recorder",
+                       "pg": {"0": list(progress)}, "entries": [], "host": host, "ns": ns, "cpu": cpu})
     with open(path, "r+b" if path.exists() else "wb") as handle:
         handle.seek((n % ring.SLOTS) * ring.SLOT)
         handle.write((body + " " * (ring.SLOT - 1 - len(body)) + "\n").encode())
@@ -775,24 +775,27 @@ def test_a_rank_on_another_host_is_judged_by_its_heartbeats_and_its_rings_lock(t
     ring's lock, busy while its CPU seconds grow, silent once its heartbeats stop, gone once the lock is free."""
     import fcntl
 
+    from compatmatrix.watch.service import where
+
     path = tmp_path / "rank-1.ring"
     now = time.time()
     for n in range(4):
         _write_remote_beat(path, n, 1, (n, n), now - 4 + n, cpu=float(n))
+    _write_remote_beat(tmp_path / "rank-0.ring", 0, 0, (3, 3), now, 1.0, *where(), pid=os.getpid())  # this host's rank: this process stands for it
     holder = os.open(path, os.O_RDWR)
     fcntl.flock(holder, fcntl.LOCK_EX)
     try:
         watcher = Watcher(tmp_path, WatchOptions(interval=0.5))
         watcher.read(now)
-        (view,) = watcher.views()
-        assert not watcher.ranks[1].local and view.process.alive and view.process.state == "" and view.process.active_at == now - 1
-        assert view.last.host == "elsewhere"
+        (_, view) = watcher.views()
+        assert watcher.ranks[0].local and not watcher.ranks[1].local
+        assert view.process.alive and view.process.state == "" and view.process.active_at == now - 1 and view.last.host == "elsewhere"
         watcher.read(now + 5)  # no heartbeat for 6 s
-        assert watcher.views()[0].process.state == "silent" and watcher.views()[0].process.alive
+        assert watcher.views()[1].process.state == "silent" and watcher.views()[1].process.alive
     finally:
         os.close(holder)
     watcher.read(now + 6)
-    (view,) = watcher.views()
+    (_, view) = watcher.views()
     assert not view.process.alive and view.process.gone_at == now + 6
     (death,) = watcher.judge(now + 6)
     assert death.rank == 1 and death.host == "elsewhere" and death.signal is None and "on elsewhere" in finding_text(death)

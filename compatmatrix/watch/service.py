@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -292,13 +292,18 @@ class Watcher:
         return newly
 
     def views(self) -> list[RankView]:
+        """The ranks as judge.py takes them; their host is named (on the last heartbeat) only when they span several."""
         views = []
+        several = len({state.beats[-1].host for state in self.ranks.values() if state.beats}) > 1
         for rank, state in sorted(self.ranks.items()):
             if not state.beats:
                 continue
+            beats = tuple(state.beats)
+            if not several and beats[-1].host:
+                beats = beats[:-1] + (replace(beats[-1], host=""),)
             fact = ProcessFact(state.gone_at is None, state.state, state.wait_status, state.gone_at, state.active_at)
             collectives = tuple(sorted(state.collectives.values(), key=lambda c: (c.entered, c.pg, c.seq)))
-            views.append(RankView(rank, tuple(state.beats), fact, collectives))
+            views.append(RankView(rank, beats, fact, collectives))
         return views
 
     def judge(self, now: float) -> tuple[Finding, ...]:
