@@ -22,6 +22,7 @@ import pytest
 
 from .clean_env import base_env
 from .conftest import ROOT
+from .netns_hosts import HostSpec
 from .test_hosts_netns import assert_nothing_left, hosts, port  # noqa: F401 (hosts: the two-host fixture)
 
 pytestmark = pytest.mark.integration
@@ -116,7 +117,9 @@ def test_torchrun_on_two_hosts_names_the_rank_stopped_on_the_other_host_on_both(
 
 
 def test_intel_mpirun_across_two_hosts_names_the_rank_stopped_on_the_other_host(hosts, stock, impi):  # noqa: F811
-    cluster = hosts()
+    # mpirun passes the ranks of other hosts compat's variables by name (-genvlist), not the caller's whole environment:
+    # the fault reaches node2's rank through its login environment, as a cluster's profile would set it
+    cluster = hosts({"node2": HostSpec(login_env={"WATCH_FAULT": "stop@15", "WATCH_STEPS": "400"})})
     mark = uuid.uuid4().hex
     hostfile = cluster.folder / "hostfile"
     hostfile.write_text("node1\nnode2\n")
