@@ -184,8 +184,10 @@ class Straggler:
 Finding = Union[Stall, Death, Straggler]
 
 
-def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = None, world: Optional[int] = None) -> tuple[Finding, ...]:
-    """The findings for the ranks seen so far: deaths first (earliest first), then a stall, then a straggler."""
+def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = None, world: Optional[int] = None,
+          straggler: bool = True) -> tuple[Finding, ...]:
+    """The findings for the ranks seen so far: deaths first (earliest first), then a stall, then a straggler (only
+    with ``straggler``: it reads every collective of every rank, so the watcher asks for it now and then, not at every look)."""
     views = [view for view in views if view.beats]
     deaths = sorted((d for d in (death_of(view) for view in views) if d is not None), key=lambda d: (d.follows_another, d.at, d.rank))
     if deaths:
@@ -194,9 +196,9 @@ def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = 
     stall = stall_of(views, now, stall_after, world)
     if stall is not None:
         found.append(stall)
-    straggler = straggler_of(views)
-    if straggler is not None:
-        found.append(straggler)
+    slow = straggler_of(views) if straggler else None
+    if slow is not None:
+        found.append(slow)
     return tuple(found)
 
 
