@@ -12,7 +12,7 @@ dataclass (tests/test_startup.py). Pure.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from .record import Record
 
@@ -195,6 +195,9 @@ class LaunchArgs(Record):
     watch: bool = False  # --watch / --watch-only: the job runs with compat's rank agent and watcher (compatmatrix/watch/)
     watch_only: bool = False
     stall_after: Optional[float] = None
+    watch_dir: Optional[str] = None  # --watch-dir: the run folder the ranks' agents write to (across hosts: one every host sees)
+    json_file: Optional[str] = None  # --json-file: the watch's JSON document goes there, not to stdout
+    across: Optional[Any] = None  # launchers.interface.Across: torchrun --nnodes/--node-rank/master, mpirun --hostfile/--rsh
 
 
 class TuneArgs(Record):

@@ -447,10 +447,10 @@ def test_the_watch_options_are_checked(argv, message):
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
-def test_watch_takes_torchrun_and_spawn_so_far():
-    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "mpirun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
+def test_watch_takes_torchrun_spawn_and_mpirun_so_far():
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "srun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "--watch works with --launcher torchrun" in done.stderr
+    assert done.returncode == 2 and "--watch works with --launcher torchrun or spawn or mpirun so far, not srun" in done.stderr
 
 
 # --- spawn: compat starts the ranks (plain Python ranks here: the agent's liveness and the exact exit statuses)
@@ -724,3 +724,161 @@ def test_the_rings_read_from_a_run_folder_are_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(ring, "MAX_ENTRIES", 2)
     assert len(ring.ring_files(tmp_path)) <= 2
     assert ring.ring_files(tmp_path / "missing") == {}
+
+
+# --- across hosts, an incremental read, the JSON's own file, an interrupted run
+
+
+def test_the_agent_acts_in_an_mpi_rank_by_its_own_rank_variable(tmp_path):
+    env = agent_env({k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RANK", "LOCAL_RANK") and not k.startswith(("TORCHELASTIC_", "PMI_", "OMPI_"))},
+                    tmp_path, "t", 0.05)
+    for extra, ring_name in (({"PMI_RANK": "3", "PMI_SIZE": "4"}, "rank-3.ring"), ({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4"}, "rank-2.ring"),
+                             ({"PMI_RANK": "5"}, None), ({"PMI_RANK": "x", "PMI_SIZE": "4"}, None)):
+        assert subprocess.run([sys.executable, "-c", "import time; time.sleep(0.2)"], env={**env, **extra}, timeout=60).returncode == 0
+        if ring_name:
+            (beat, *_) = ring.beats_of((tmp_path / ring_name).read_bytes(), int(ring_name[5]))
+            assert beat.host and beat.namespace.startswith("pid:") and beat.cpu is not None and beat.cpu >= 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-2.ring", "rank-3.ring"]  # no ring without a size, none for a rank not in digits
+
+
+def test_a_ring_is_read_incrementally_and_whole_only_when_lapped_or_restarted(tmp_path):
+    from compatmatrix.watch.ring import RingCursor
+
+    path = tmp_path / "rank-0.ring"
+    for n in range(5):
+        _write_beat(path, n, 0, 111, (n, n))
+    cursor = RingCursor(path, 0)
+    assert [b.n for b in cursor.new_beats()] == [0, 1, 2, 3, 4] and cursor.whole_reads == 1
+    assert cursor.new_beats() == []  # nothing new: one slot looked at
+    _write_beat(path, 5, 0, 111, (5, 5))
+    _write_beat(path, 6, 0, 111, (6, 6))
+    assert [b.n for b in cursor.new_beats()] == [5, 6] and cursor.whole_reads == 1
+    for n in range(7, 7 + ring.SLOTS + 3):  # the agent laps the watcher
+        _write_beat(path, n, 0, 111, (n, n))
+    lapped = cursor.new_beats()
+    assert cursor.whole_reads == 2 and [b.n for b in lapped] == list(range(10, 7 + ring.SLOTS + 3))
+    path.write_bytes(b"")  # a new process of the rank starts its ring again
+    _write_beat(path, 0, 0, 222, (0, 0))
+    assert [(b.n, b.pid) for b in cursor.new_beats()] == [(0, 222)] and cursor.whole_reads == 3
+
+
+def _write_remote_beat(path: Path, n: int, rank: int, progress, t: float, cpu: float, host: str = "elsewhere", ns: str = "pid:[1]", pid: int = 4242) -> None:
+    body = json.dumps({"v": ring.FORMAT, "n": n, "rank": rank, "pid": pid, "t": t, "state": "running", "source": "flight-recorder",
+                       "pg": {"0": list(progress)}, "entries": [], "host": host, "ns": ns, "cpu": cpu})
+    with open(path, "r+b" if path.exists() else "wb") as handle:
+        handle.seek((n % ring.SLOTS) * ring.SLOT)
+        handle.write((body + " " * (ring.SLOT - 1 - len(body)) + "\n").encode())
+
+
+def test_a_rank_on_another_host_is_judged_by_its_heartbeats_and_its_rings_lock(tmp_path):
+    """FIXTURE rings for a rank of another host (its host name is not this one's): alive while something holds its
+    ring's lock, busy while its CPU seconds grow, silent once its heartbeats stop, gone once the lock is free."""
+    import fcntl
+
+    from compatmatrix.watch.service import where
+
+    path = tmp_path / "rank-1.ring"
+    now = time.time()
+    for n in range(4):
+        _write_remote_beat(path, n, 1, (n, n), now - 4 + n, cpu=float(n))
+    _write_remote_beat(tmp_path / "rank-0.ring", 0, 0, (3, 3), now, 1.0, *where(), pid=os.getpid())  # this host's rank: this process stands for it
+    holder = os.open(path, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        watcher = Watcher(tmp_path, WatchOptions(interval=0.5))
+        watcher.read(now)
+        (_, view) = watcher.views()
+        assert watcher.ranks[0].local and not watcher.ranks[1].local
+        assert view.process.alive and view.process.state == "" and view.process.active_at == now - 1 and view.last.host == "elsewhere"
+        watcher.read(now + 5)  # no heartbeat for 6 s
+        assert watcher.views()[1].process.state == "silent" and watcher.views()[1].process.alive
+    finally:
+        os.close(holder)
+    watcher.read(now + 6)
+    (_, view) = watcher.views()
+    assert not view.process.alive and view.process.gone_at == now + 6
+    (death,) = watcher.judge(now + 6)
+    assert death.rank == 1 and death.host == "elsewhere" and death.signal is None and "on elsewhere" in finding_text(death)
+
+
+def test_a_silent_rank_of_another_host_is_named_as_a_stopped_one_would_be():
+    """The floor of a stopped rank (STOPPED_FLOOR_S), not that of an idle one, for a rank whose heartbeats stopped."""
+    from compatmatrix.watch.judge import STALL_FLOOR_S, STOPPED_FLOOR_S, Beat, ProcessFact, RankView, judge
+
+    def view(rank, progress, state, host):
+        beats = tuple(Beat(n, rank, 10 + rank, 100.0 + n, "running", "flight-recorder", {"0": progress}, host=host) for n in range(3))
+        return RankView(rank, beats, ProcessFact(True, state))
+
+    views = [view(0, (21, 20), "S", "node1"), view(1, (20, 20), "silent", "node2")]
+    (stall,) = judge(views, 102.0 + STOPPED_FLOOR_S + 1)
+    assert stall.rank == 1 and stall.host == "node2" and stall.waiting[0].host == "node1" and stall.process_state == "silent"
+    assert "rank 1 on node2 stopped first" in finding_text(stall) and "rank 0 on node1 waits in" in finding_text(stall)
+    idle = [view(0, (21, 20), "S", "node1"), view(1, (20, 20), "S", "node2")]
+    assert judge(idle, 102.0 + STOPPED_FLOOR_S + 1) == () and judge(idle, 102.0 + STALL_FLOOR_S + 1) != ()
+
+
+def test_rings_an_earlier_job_left_in_a_shared_watch_dir_are_left_out(tmp_path):
+    now = time.time()
+    _write_remote_beat(tmp_path / "rank-7.ring", 0, 7, (3, 3), now - 3600, 1.0)
+    _write_remote_beat(tmp_path / "rank-0.ring", 0, 0, (3, 3), now, 1.0)
+    watcher = Watcher(tmp_path, WatchOptions(), since=now - 1)
+    watcher.read(now)
+    assert [v.rank for v in watcher.views()] == [0]
+
+
+def test_the_json_says_an_interrupted_run_and_goes_to_its_own_file(tmp_path):
+    import jsonschema
+
+    from compatmatrix.render import schema_path
+    from compatmatrix.watch.command import write_json_file
+    from compatmatrix.watch.render import watch_json
+    from compatmatrix.watch.service import WatchOutcome
+
+    schema = json.loads(schema_path("launch --watch").read_text())
+    interrupted = watch_json(WatchOutcome(130, interrupted=signal.SIGINT))
+    assert interrupted["interrupted"] == "SIGINT" and interrupted["exit_status"] == 128 + signal.SIGINT
+    jsonschema.validate(interrupted, schema)
+    plain = watch_json(WatchOutcome(0))
+    assert plain["interrupted"] is None
+    jsonschema.validate(plain, schema)
+    older = {k: v for k, v in plain.items() if k != "interrupted"}  # a document of the compat before: still valid
+    jsonschema.validate(older, schema)
+    target = tmp_path / "watch.json"
+    write_json_file(str(target), plain)
+    assert json.loads(target.read_text()) == plain and [p.name for p in tmp_path.iterdir()] == ["watch.json"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--launcher", "torchrun", "--nnodes", "2", "--node-rank", "0"], "needs the rendezvous"),
+    (["--watch", "--launcher", "torchrun", "--nnodes", "2", "--master-addr", "h", "--master-port", "29500"], "--watch-dir"),
+    (["--launcher", "torchrun", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1"], "--node-rank 2 is not below"),
+    (["--launcher", "torchrun", "--hostfile", "x"], "--hostfile goes with --launcher mpirun"),
+    (["--launcher", "mpirun", "--rsh", "ssh"], "--rsh reaches the hosts of --hostfile"),
+    (["--launcher", "torchrun", "--watch-dir", "d"], "--watch-dir goes with --watch"),
+    (["--launcher", "torchrun", "--json-file", "d"], "--json-file goes with --watch"),
+    (["--launcher", "mpirun", "--nnodes", "2", "--master-addr", "h", "--master-port", "1"], "--nnodes goes with --launcher torchrun"),
+])
+def test_launch_across_hosts_refuses_what_cannot_run(argv, words):
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--nproc-per-node", "1", *argv, "--", "train.py"], capture_output=True, text=True,
+                          timeout=60, cwd=str(Path(__file__).resolve().parents[1]))
+    assert done.returncode == 2 and words in done.stderr, done.stderr
+
+
+def test_the_launchers_carry_the_hosts_and_the_watchs_variables():
+    from compatmatrix.launchers.interface import Across, BoundJob, PathEntries, Tool
+    from compatmatrix.launchers.mpirun import Mpirun
+    from compatmatrix.launchers.torchrun import TORCHRUN
+
+    def job(tool, across, passed=()):
+        return BoundJob(2, {"OMP_NUM_THREADS": "1"}, ("python", "t.py"), "python", tool, lambda variable: ("exec \"$@\"", "taskset"), (1, 2), "",
+                        False, {"LD_LIBRARY_PATH": PathEntries(("/x",), ())}, across, passed)
+
+    argv = TORCHRUN.bound(job(Tool("python", "torchrun"), Across(3, 2, "node1", 29400))).argv
+    assert argv[3:13] == ("--nnodes", "3", "--node_rank", "2", "--master_addr", "node1", "--master_port", "29400", "--nproc_per_node", "2")
+    assert "--standalone" in TORCHRUN.bound(job(Tool("python", "torchrun"), None)).argv
+    hosts = (("node1", None), ("node2", None))
+    intel = Mpirun().bound(job(Tool("/i/mpirun", "intel-mpi"), Across(1, 0, None, None, "/h", hosts, "/r/rsh"), ("COMPAT_WATCH_DIR", "PYTHONPATH"))).argv
+    assert intel[:11] == ("/i/mpirun", "-n", "4", "-ppn", "2", "-f", "/h", "-bootstrap", "ssh", "-bootstrap-exec", "/r/rsh")
+    assert intel[11] == "-genvlist" and intel[12].split(",")[-3:] == ["LD_LIBRARY_PATH", "COMPAT_WATCH_DIR", "PYTHONPATH"]
+    ompi = Mpirun().bound(job(Tool("/o/mpirun", "open-mpi"), Across(1, 0, None, None, "/h", hosts, None), ("COMPAT_WATCH_DIR",))).argv
+    assert ompi[:8] == ("/o/mpirun", "-np", "4", "--bind-to", "none", "--hostfile", "/h", "--map-by") and "COMPAT_WATCH_DIR" in ompi

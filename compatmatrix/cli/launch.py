@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..console import visible
 from ..errors import EXIT_OK, UsageError
-from ._options import command_words, matrix_option, per_node_int, target, target_options, zero_or_more_int
+from ._options import command_words, matrix_option, per_node_int, port_int, positive_int, target, target_options, zero_or_more_int
 from ._say import say_error
 
 if TYPE_CHECKING:
@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sysfs-root", metavar="DIR", help="with --print: plan for a recorded topology, a folder shaped like /sys")
     parser.add_argument("--mpirun", metavar="PATH", help="mpirun: this binary (default: next to the interpreter, then PATH)")
     parser.add_argument("--mpi-flavor", choices=LAUNCHERS["mpirun"].flavors, help="mpirun: which MPI it is (default: asked with mpirun --version)")
+    parser.add_argument("--nnodes", type=positive_int, default=1, metavar="N", help="torchrun: nodes in the run (run compat launch on each, with its --node-rank)")
+    parser.add_argument("--node-rank", type=zero_or_more_int, default=0, metavar="R", help="torchrun: this node's index, 0..N-1")
+    parser.add_argument("--master-addr", metavar="HOST", help="torchrun --nnodes > 1: the rendezvous host (node 0); mpirun --hostfile: rank 0's host (default: the hostfile's first)")
+    parser.add_argument("--master-port", type=port_int, metavar="PORT", help="the rendezvous port (torchrun --nnodes > 1: required; mpirun: MASTER_PORT)")
+    parser.add_argument("--hostfile", metavar="FILE", help="mpirun: the hosts, --nproc-per-node ranks on each (a hostfile or a Slurm node list, node[01-16])")
+    parser.add_argument("--rsh", metavar="PROG", help="mpirun --hostfile: the remote shell that reaches the hosts, called like ssh (default: the MPI's own, ssh)")
     parser.command_remainder = True
     parser.add_argument("training_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what each rank runs, after -- (a .py script gets the interpreter in front)")
 
@@ -52,8 +58,47 @@ def build(ns: argparse.Namespace) -> LaunchArgs:
 
     if ns.json and not ns.print_ and not (ns.watch or ns.watch_only):
         raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
+    watch, watch_only, stall_after, watch_dir, json_file = watch_args_of(ns)
     return LaunchArgs(ns.json, ns.launcher, ns.nproc_per_node, ns.ccl_workers, ns.print_, target(ns).python, ns.sysfs_root, ns.mpirun,
-                      ns.mpi_flavor, command_words(ns.training_command), ns.matrix, *watch_args_of(ns))
+                      ns.mpi_flavor, command_words(ns.training_command), ns.matrix, watch, watch_only, stall_after, watch_dir, json_file, across_of(ns, watch))
+
+
+def across_of(ns: argparse.Namespace, watch: bool):  # noqa: ANN201 - launchers.interface.Across or None
+    """The hosts of a launch across several (torchrun --nnodes/--node-rank/--master-addr/--master-port, mpirun
+    --hostfile/--rsh), checked; None on one host."""
+    from ..launchers.interface import Across
+
+    if ns.hostfile is None and ns.rsh:
+        raise UsageError("--rsh reaches the hosts of --hostfile.", "Add --hostfile FILE, or drop --rsh.")
+    if ns.hostfile is not None:
+        if ns.launcher != "mpirun":
+            raise UsageError("--hostfile goes with --launcher mpirun (one compat starts every host's ranks).",
+                             "Use --launcher mpirun, or --nnodes/--node-rank/--master-addr/--master-port with torchrun.")
+        if ns.nnodes != 1 or ns.node_rank != 0:
+            raise UsageError("With --hostfile, mpirun starts every host's ranks: --nnodes/--node-rank are torchrun's.", "Drop --nnodes and --node-rank.")
+        from ..launchers.mpirun import read_hostfile
+
+        try:
+            hosts = tuple(read_hostfile(ns.hostfile))
+        except OSError as exc:
+            raise UsageError(f"Cannot read --hostfile {ns.hostfile}: {exc.strerror or exc}.", "Pass a file with one host a line (host, host:N or host slots=N).") from None
+        if not hosts:
+            raise UsageError(f"--hostfile {ns.hostfile} names no host.", "Write one host a line (host, host:N or host slots=N).")
+        return Across(1, 0, ns.master_addr, ns.master_port, ns.hostfile, hosts, ns.rsh)
+    if ns.node_rank >= ns.nnodes:
+        raise UsageError(f"--node-rank {ns.node_rank} is not below --nnodes {ns.nnodes}.", "Pass a --node-rank from 0 to --nnodes - 1.")
+    if ns.nnodes == 1:
+        if ns.master_addr or ns.master_port:
+            raise UsageError("--master-addr/--master-port name the rendezvous of several nodes (torchrun --nnodes) or rank 0's host (mpirun --hostfile).",
+                             "Add --nnodes N --node-rank R (torchrun) or --hostfile FILE (mpirun), or drop them.")
+        return None
+    if ns.launcher != "torchrun":
+        raise UsageError(f"--nnodes goes with --launcher torchrun (one compat launch per node), not {ns.launcher}.",
+                         "Use --launcher torchrun, or --launcher mpirun --hostfile FILE.")
+    if not ns.master_addr or not ns.master_port:
+        raise UsageError("torchrun across nodes needs the rendezvous: --master-addr (node 0's host) and --master-port.",
+                         "Add --master-addr HOST --master-port PORT, the same on every node.")
+    return Across(ns.nnodes, ns.node_rank, ns.master_addr, ns.master_port)
 
 
 def run(args: LaunchArgs) -> int:
@@ -65,9 +110,14 @@ def run(args: LaunchArgs) -> int:
 
         return launch_watched(None, os.environ, args, say_error)
 
+    passed: tuple[str, ...] = ()
+    if args.watch:
+        from ..watch.service import AGENT_VARIABLES
+
+        passed = AGENT_VARIABLES
     options = LaunchOptions(launcher=args.launcher, nproc_per_node=args.nproc_per_node, command=args.command,
                             ccl_workers=args.ccl_workers, python=args.python, sysfs_root=args.sysfs_root, mpirun=args.mpirun,
-                            mpi_flavor=args.mpi_flavor, print_only=args.print_, matrix=load(args.matrix))
+                            mpi_flavor=args.mpi_flavor, print_only=args.print_, matrix=load(args.matrix), across=args.across, passed=passed)
     prepared = prepare(options, os.environ)
     if args.print_:
         if args.json:

@@ -163,6 +163,21 @@ class BoundJob(Record):
     path: str = ""  # PATH as the launcher will see it
     as_root: bool = False  # compat runs as root (Open MPI refuses that without --allow-run-as-root)
     additions: Mapping[str, PathEntries] = {}  # path lists the ranks need added to (the oneCCL environment's LD_LIBRARY_PATH)
+    across: Optional["Across"] = None  # several hosts (compat launch --nnodes / --hostfile); None: this host only
+    passed: tuple[str, ...] = ()  # more variables the ranks get by name from the launching environment (the watch's)
+
+
+class Across(Record):
+    """compat launch across hosts: torchrun's static rendezvous (one compat per node: --nnodes, --node-rank, the
+    master), or mpirun's hostfile (one compat starts every host's ranks through the remote shell)."""
+
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
+    hostfile: Optional[str] = None
+    hosts: tuple[tuple[str, Optional[int]], ...] = ()  # the hostfile's (host, slots), read once
+    rsh: Optional[str] = None
 
 
 class Invocation(Record):

@@ -275,24 +275,39 @@ class Mpirun:
             env["I_MPI_PIN_DOMAIN"] = i_mpi_pin_domain(job.masks)
         # the ranks' variables passed by name (their values are the launching shell's): -genvlist reaches hydra's
         # remote ranks too, -x Open MPI's; PATH stays each host's own
-        passed = [name for name in (*env, *additions) if name != "PATH"]
+        passed = list(dict.fromkeys(name for name in (*env, *additions, *job.passed) if name != "PATH"))
+        across = job.across if job.across is not None and job.across.hostfile else None
+        per_host = job.ranks
+        hosts_args: list[str] = []
+        where = ONE_HOST_NOTE
+        world = ranks
+        if across is not None:
+            names = list(dict.fromkeys(name for name, _ in across.hosts))
+            world = str(per_host * len(names))
+            hosts_args = hosts_option(flavor, across.hostfile, across.hosts, per_host)
+            if flavor == "open-mpi":
+                hosts_args += ["--map-by", f"ppr:{per_host}:node"]
+            if across.rsh:
+                hosts_args += rsh_arguments(flavor, across.rsh)
+            where = (f"{per_host} ranks on each of {len(names)} hosts ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''}), started through the remote shell; "
+                     "every host is planned as this one")
         if flavor == "intel-mpi":
-            argv = [mpirun, "-n", ranks, "-ppn", ranks, "-genvlist", ",".join(passed), *job.command]
+            argv = [mpirun, "-n", world, "-ppn", ranks, *hosts_args, "-genvlist", ",".join(passed), *job.command]
             return Invocation("mpirun", flavor, tuple(argv), env, "I_MPI_PIN_DOMAIN",
-                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)", ONE_HOST_NOTE), additions)
+                              ("Intel MPI pins local rank i to the i-th mask of I_MPI_PIN_DOMAIN (its compute CPUs)", where), additions)
         variable = self.local_rank_variable(flavor)
         script, tool = job.wrapper(variable)
         if flavor == "open-mpi":
-            argv = [mpirun, "-np", ranks, "--bind-to", "none"]
+            argv = [mpirun, "-np", world, "--bind-to", "none", *hosts_args]
             if job.as_root:
                 argv.append("--allow-run-as-root")
             for name in passed:
                 argv += ["-x", name]
         else:
-            argv = [mpirun, "-n", ranks, "-ppn", ranks, "-genvlist", ",".join(passed)]
+            argv = [mpirun, "-n", world, "-ppn", ranks, *hosts_args, "-genvlist", ",".join(passed)]
         argv += ["sh", "-c", script, WRAPPER_NAME, *job.command]
         return Invocation("mpirun", flavor, tuple(argv), env, tool,
-                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command", ONE_HOST_NOTE), additions)
+                          (f"{flavor}: each rank starts as sh -c '...' which execs {tool} with the rank's CPUs (chosen by {variable}), then the command", where), additions)
 
     def ccl_exports(self, env: CclEnv) -> tuple[dict[str, str], list[str]]:
         """Intel MPI's mpirun: oneCCL's MPI transport, which refuses Intel MPI without I_MPI_ROOT ("neither I_MPI_ROOT

@@ -68,10 +68,18 @@ class Torchrun:
     def bound(self, job: BoundJob) -> Invocation:
         script, tool = job.wrapper(self.local_rank_variable("torchrun"))
         # the underscore spellings: torch < 2.0 knows only those
-        argv = [job.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(job.ranks), "--no_python", "sh", "-c", script, WRAPPER_NAME, *job.command]
+        across = job.across
+        if across is not None and across.nnodes > 1:  # a static rendezvous at the master: one compat launch per node
+            meet = ["--nnodes", str(across.nnodes), "--node_rank", str(across.node_rank), "--master_addr", str(across.master_addr),
+                    "--master_port", str(across.master_port)]
+            where = (f"--nnodes {across.nnodes} --node_rank {across.node_rank}: the ranks of {across.nnodes} nodes meet at "
+                     f"{across.master_addr}:{across.master_port} (run compat launch on each node with its own --node-rank)")
+        else:
+            meet = ["--standalone"]
+            where = "--standalone: the ranks meet on this host, so no interface variable (GLOO_SOCKET_IFNAME, CCL_KVS_IFACE) is needed"
+        argv = [job.python, "-m", "torch.distributed.run", *meet, "--nproc_per_node", str(job.ranks), "--no_python", "sh", "-c", script, WRAPPER_NAME, *job.command]
         notes = (f"torchrun starts each rank as sh -c '...' which execs {tool} with the rank's CPUs (chosen by LOCAL_RANK), then the command",
-                 "OMP_NUM_THREADS is exported, so torchrun keeps it instead of setting 1",
-                 "--standalone: the ranks meet on this host, so no interface variable (GLOO_SOCKET_IFNAME, CCL_KVS_IFACE) is needed")
+                 "OMP_NUM_THREADS is exported, so torchrun keeps it instead of setting 1", where)
         return Invocation("torchrun", "torchrun", tuple(argv), dict(job.rank_env), tool, notes, dict(job.additions))
 
     def processes(self, job: BoundJob, base: Mapping[str, str]) -> Launch:

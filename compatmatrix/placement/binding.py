@@ -25,8 +25,9 @@ from typing import Optional
 
 from ..errors import CompatError
 from ..launchers import LAUNCHERS
-from ..launchers.interface import BoundJob, Invocation, Launcher, LaunchError, PathEntries, Tool, Tools
+from ..launchers.interface import Across, BoundJob, Invocation, Launcher, LaunchError, PathEntries, Tool, Tools
 from ..processes import rank_command
+from ..record import replace
 from .plan import Plan
 from .topology import cpu_list_text
 
@@ -63,11 +64,14 @@ def binder_script(plan: Plan, variable: str, tools: Tools) -> tuple[str, str]:
 
 def compose(plan: Plan, rank_env: Mapping[str, str], launcher: str, command: Sequence[str], python: str, tools: Tools,
             flavor: Optional[str] = None, mpirun: str = "mpirun", path: str = "", as_root: bool = False,
-            additions: Optional[Mapping[str, PathEntries]] = None) -> Invocation:
+            additions: Optional[Mapping[str, PathEntries]] = None, across: Optional[Across] = None, passed: Sequence[str] = ()) -> Invocation:
     """The launcher command for ``plan``: the plan's binding handed to the launcher's ``bound()``. ``flavor``: the MPI
     (mpirun only); ``path``: PATH as the launcher will see it; ``as_root``: compat runs as root (Open MPI refuses that
-    without --allow-run-as-root); ``additions``: path lists the ranks need added to (the oneCCL environment's)."""
+    without --allow-run-as-root); ``additions``: path lists the ranks need added to (the oneCCL environment's);
+    ``across``: the hosts of a launch across several; ``passed``: more variables the ranks get by name."""
     chosen, job = bound_job(plan, rank_env, launcher, command, python, tools, flavor, mpirun, path, as_root, additions)
+    if across is not None or passed:
+        job = replace(job, across=across, passed=tuple(passed))
     return chosen.bound(job)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..errors import UsageError
 from ..launchers import LAUNCHERS
-from ..launchers.interface import Invocation, PathEntries, ToolRequest, Tools
+from ..launchers.interface import Across, Invocation, PathEntries, ToolRequest, Tools
 from .binding import compose
 from .environment import choose_preload, environment_notes, launch_environment
 from .plan import PlacementError, Plan, plan_ranks
@@ -38,6 +38,8 @@ class LaunchOptions:
     mpirun: Optional[str] = None
     mpi_flavor: Optional[str] = None
     print_only: bool = False
+    across: Optional[Across] = None  # several hosts: torchrun's --nnodes/--node-rank/master, mpirun's --hostfile/--rsh
+    passed: tuple[str, ...] = ()  # more variables the ranks get by name (the watch's: mpirun passes them to every host)
 
 
 @dataclass(frozen=True)
@@ -79,12 +81,19 @@ def prepare(options: LaunchOptions, environ: Mapping[str, str]) -> Prepared:
     tool = LAUNCHERS[options.launcher].tool(ToolRequest(python, snapshot.get("torch") is not None, options.mpirun, options.mpi_flavor, options.print_only))
     notes += list(tool.notes)
     master, nnodes, said = job_hosts(options.launcher, environ, python=python)
+    across = options.across
+    if across is not None and across.hostfile:  # mpirun's hosts: the master is the first (rank 0's), unless named
+        master, nnodes = across.master_addr or across.hosts[0][0], len(dict.fromkeys(name for name, _ in across.hosts))
+    elif across is not None and across.nnodes > 1:
+        master, nnodes = across.master_addr, across.nnodes
     notes += said
     oneccl, additions, said = launch_oneccl(snapshot, options.matrix, options.launcher, tool.program if options.launcher == "mpirun" else None, master, nnodes)
     rank_env = {**rank_env, **{k: v for k, v in oneccl.items() if k not in rank_env}}  # the plan's thread settings stay
+    if across is not None and across.master_port and options.launcher == "mpirun":
+        rank_env["MASTER_PORT"] = str(across.master_port)
     notes += said
     invocation = compose(plan, rank_env, options.launcher, options.command, python, tools, flavor=tool.flavor, mpirun=tool.program,
-                         path=environ.get("PATH", ""), as_root=os.geteuid() == 0, additions=additions)
+                         path=environ.get("PATH", ""), as_root=os.geteuid() == 0, additions=additions, across=across, passed=options.passed)
     return Prepared(plan, invocation, rank_env, tuple(notes) + invocation.notes)
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from ..errors import UsageError
 
-WATCHED = ("torchrun", "spawn")  # the launchers --watch takes so far (one host)
+WATCHED = ("torchrun", "spawn", "mpirun")  # the launchers --watch takes (srun not yet)
 MIN_STALL_AFTER_S = 3.0  # a few heartbeats and reads: a shorter bound names a healthy rank
 LAUNCHERS = ("spawn",)  # added to compat launch's --launcher choices: compat starts the ranks itself (watch/spawn.py)
 
@@ -38,11 +39,25 @@ def watch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stall-after", type=_seconds, metavar="SECONDS",
                         help="with --watch: a stall is no progress for this long while a rank waits in a collective another has not entered "
                         "(default: 5 times the longest gap between the job's collectives, at least 10 s for a stopped rank, 60 s for an idle one; at least 300 s for a rank still using CPU or doing I/O)")
+    parser.add_argument("--watch-dir", metavar="DIR",
+                        help="with --watch: the run folder the ranks' agents write their rings to (created if missing, kept after the job); across hosts it must be "
+                        "one every host sees at the same path (a shared file system), and is required (default: a private temporary folder on this host)")
+    parser.add_argument("--json-file", metavar="PATH",
+                        help="with --watch: write the findings' JSON document (watch-v1.json) to this file, leaving stdout to the job (--json writes it to stdout after the job's own output)")
 
 
-def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float]]:
-    """(watch, watch_only, stall_after) of launch's namespace, checked."""
+def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float], Optional[str], Optional[str]]:
+    """(watch, watch_only, stall_after, watch_dir, json_file) of launch's namespace, checked."""
     watch = bool(ns.watch or ns.watch_only)
+    for option, value in (("--watch-dir", ns.watch_dir), ("--json-file", ns.json_file)):
+        if value is not None and not watch:
+            raise UsageError(f"{option} goes with --watch.", f"Add --watch, or drop {option}.")
+    several = ns.hostfile is not None or ns.nnodes > 1
+    if watch and several and ns.watch_dir is None:
+        raise UsageError("Across hosts the watcher reads every rank's ring from one folder, and none was named.",
+                         "Add --watch-dir DIR, a folder every host sees at the same path (a shared file system), the same on every node.")
+    if ns.watch_dir is not None and os.path.exists(ns.watch_dir) and not os.path.isdir(ns.watch_dir):
+        raise UsageError(f"--watch-dir {ns.watch_dir} is not a folder.", "Pass a folder (it is created if missing).")
     if ns.stall_after is not None and ns.stall_after < MIN_STALL_AFTER_S:
         raise UsageError(f"--stall-after {ns.stall_after:g} is shorter than the {MIN_STALL_AFTER_S:g} s a heartbeat may take to be seen.",
                          f"Give --stall-after {MIN_STALL_AFTER_S:g} or more.")
@@ -54,7 +69,7 @@ def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float]]:
         raise UsageError(f"--watch works with --launcher {' or '.join(WATCHED)} so far, not {ns.launcher}.", "Use --launcher torchrun, or drop --watch.")
     if watch and ns.print_:
         raise UsageError("--watch runs the job; --print only shows it.", "Drop one of --watch and --print.")
-    return watch, bool(ns.watch_only), ns.stall_after
+    return watch, bool(ns.watch_only), ns.stall_after, ns.watch_dir, ns.json_file
 
 
 def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: Mapping[str, str], args: Any, say: Callable[[str], None]) -> int:
@@ -74,15 +89,17 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
         run, exits = spawn, spawn.exits
         say(f"compat launch: spawn: {args.nproc_per_node} rank{'' if args.nproc_per_node == 1 else 's'} of {' '.join(args.command)} on this host, started by compat (no CPU binding)")
     pythons = tuple(p for p in (args.python, base_env.get("COMPAT_PYTHON")) if p)
-    options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=args.nproc_per_node, pythons=pythons)
+    options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=world_of(args), pythons=pythons, folder=args.watch_dir)
     outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits)
 
     if outcome.left:
         say(f"compat launch --watch: {len(outcome.left)} process(es) of the job could not be stopped: {', '.join(map(str, outcome.left))}")
-    if args.json:
+    if args.json_file:
+        write_json_file(args.json_file, watch_json(outcome))
+    if args.json and not args.json_file:
         from ..console import dump_json
 
-        sys.stdout.flush()
+        sys.stdout.flush()  # after the job's own output: every process of the job is gone by now
         print(dump_json(watch_json(outcome)))
     else:
         for line in text_lines(outcome):
@@ -97,3 +114,32 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
         elif not outcome.findings:
             say(f"compat launch --watch: no finding (progress from: {', '.join(outcome.sources) or 'no rank reported'}); the job's exit status {outcome.job_status}")
     return outcome.exit_status
+
+
+def world_of(args: Any) -> int:
+    """The ranks of the whole job: per node times the nodes (torchrun --nnodes) or the hostfile's hosts (mpirun)."""
+    across = getattr(args, "across", None)
+    if across is None:
+        return args.nproc_per_node
+    if across.hostfile:
+        return args.nproc_per_node * len(dict.fromkeys(name for name, _ in across.hosts))
+    return args.nproc_per_node * across.nnodes
+
+
+def write_json_file(path: str, document: Mapping[str, Any]) -> None:
+    """The document written whole (a temporary file beside it, then renamed over it): a reader never sees half of it."""
+    from ..console import dump_json
+    from ..errors import CompatError
+
+    folder = os.path.dirname(os.path.abspath(path))
+    temporary = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(dump_json(document) + "\n")
+        os.replace(temporary, path)
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise CompatError(f"Cannot write --json-file {path}: {exc.strerror or exc}.", "Pass a path in a folder you may write to.") from None

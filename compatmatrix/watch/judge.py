@@ -40,6 +40,9 @@ STOPPED_FLOOR_S = 10.0  # a rank stopped by a signal (state T) and gaining no CP
 BUSY_BOUND_S = 300.0  # a rank still gaining CPU time or doing I/O: it computes or saves, it is not stopped
 ACTIVE_S = 2.0  # a rank that gained CPU time or did I/O this recently (or waits on a device, state D) is busy
 STALL_FACTOR = 5.0
+#: a process stopped by a signal (T in /proc), or a rank on another host whose heartbeats stopped ("silent": its agent's
+#: thread no longer runs, so its whole process is stopped or frozen)
+STOPPED_STATES = ("T", "silent")
 STRAGGLER_MIN = 10
 STRAGGLER_WARMUP = 5  # the first collectives every rank entered are left out (warm-up)
 STRAGGLER_LAST = 0.75
@@ -75,6 +78,9 @@ class Beat:
     progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     entries: tuple[Collective, ...] = ()
     exception: str = ""
+    host: str = ""  # the rank's host name and PID namespace, as its agent saw them ("": an older agent)
+    namespace: str = ""
+    cpu: Optional[float] = None  # the rank's process's CPU seconds when it was written
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,7 @@ class Waiting:
     seq: int
     collective: Optional[Collective]
     since: Optional[float]
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,7 @@ class Stall:
     bound_source: str  # "--stall-after", "derived" or "busy" (its process still gains CPU time or does I/O)
     stalled_for: float
     busy: bool = False  # its process still gains CPU time or does I/O: it has not entered, but it is not stopped
+    host: str = ""  # its host, as its agent named it
 
 
 @dataclass(frozen=True)
@@ -156,6 +164,7 @@ class Death:
     exit_code: Optional[int]
     exception: str
     last_state: str
+    host: str = ""
 
     @property
     def follows_another(self) -> bool:
@@ -175,8 +184,10 @@ class Straggler:
 Finding = Union[Stall, Death, Straggler]
 
 
-def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = None, world: Optional[int] = None) -> tuple[Finding, ...]:
-    """The findings for the ranks seen so far: deaths first (earliest first), then a stall, then a straggler."""
+def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = None, world: Optional[int] = None,
+          straggler: bool = True) -> tuple[Finding, ...]:
+    """The findings for the ranks seen so far: deaths first (earliest first), then a stall, then a straggler (only
+    with ``straggler``: it reads every collective of every rank, so the watcher asks for it now and then, not at every look)."""
     views = [view for view in views if view.beats]
     deaths = sorted((d for d in (death_of(view) for view in views) if d is not None), key=lambda d: (d.follows_another, d.at, d.rank))
     if deaths:
@@ -185,9 +196,9 @@ def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = 
     stall = stall_of(views, now, stall_after, world)
     if stall is not None:
         found.append(stall)
-    straggler = straggler_of(views)
-    if straggler is not None:
-        found.append(straggler)
+    slow = straggler_of(views) if straggler else None
+    if slow is not None:
+        found.append(slow)
     return tuple(found)
 
 
@@ -212,7 +223,7 @@ def death_of(view: RankView) -> Optional[Death]:
     if fact.wait_status is None and last.state == "left":
         return None  # it ran its exit handlers: the launcher reaped it before the watcher saw its status
     exception = last.exception if last.state == "exception" else ""
-    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, exception, last.state)
+    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, exception, last.state, last.host)
 
 
 def busy(fact: ProcessFact, now: float) -> bool:
@@ -226,7 +237,7 @@ def stall_bound(views: Sequence[RankView], stall_after: Optional[float], culprit
     if culprit is not None and now is not None and busy(culprit, now):
         bound, source = stall_bound(views, stall_after)
         return max(bound, BUSY_BOUND_S), "busy"
-    floor = STOPPED_FLOOR_S if culprit is None or culprit.state == "T" else STALL_FLOOR_S
+    floor = STOPPED_FLOOR_S if culprit is None or culprit.state in STOPPED_STATES else STALL_FLOOR_S
     if stall_after is not None:
         return stall_after, "--stall-after"
     longest = 0.0
@@ -256,7 +267,7 @@ def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float]
         for pg, (entered, done) in sorted(view.last.progress.items()):
             if entered > done:
                 collective = view.entered(pg, entered)
-                waiting.append(Waiting(view.rank, pg, entered, collective, collective.entered if collective else None))
+                waiting.append(Waiting(view.rank, pg, entered, collective, collective.entered if collective else None, view.last.host))
                 if target is None or entered > target[1]:
                     target = (pg, entered)
     if target is None:
@@ -282,7 +293,7 @@ def stall_of(views: Sequence[RankView], now: float, stall_after: Optional[float]
     if others_done:
         entered, done = max(entered, min(others_done)), max(done, min(others_done))
     return Stall(culprit.rank, pg, seq, collective, entered, done, culprit.last_change(), now - culprit.last.t, culprit.process.state,
-                 others, bound, source, stalled_for, busy(culprit.process, now))
+                 others, bound, source, stalled_for, busy(culprit.process, now), culprit.last.host)
 
 
 def straggler_of(views: Sequence[RankView]) -> Optional[Straggler]:

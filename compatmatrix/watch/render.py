@@ -46,16 +46,21 @@ def how_it_ended(death: Death) -> str:
     return "ended without a word (no exit status was seen: a signal such as SIGKILL, or os._exit)"
 
 
+def _on(host: str) -> str:
+    return f" on {host}" if host else ""
+
+
 def finding_text(finding: Finding) -> str:
     if isinstance(finding, Death):
-        return f"rank {finding.rank} (pid {finding.pid}) {how_it_ended(finding)}."
+        return f"rank {finding.rank}{_on(finding.host)} (pid {finding.pid}) {how_it_ended(finding)}."
     if isinstance(finding, Stall):
-        state = {"T": ", its process is stopped (SIGSTOP or a debugger)", "D": ", its process waits on a device or file (state D)"}.get(finding.process_state, "")
+        state = {"T": ", its process is stopped (SIGSTOP or a debugger)", "D": ", its process waits on a device or file (state D)",
+                 "silent": ", its agent stopped writing (the process is stopped, or frozen holding the interpreter)"}.get(finding.process_state, "")
         if finding.busy:
             state = ", its process still uses CPU or does I/O"
-        waiting = "; ".join(f"rank {w.rank} waits in {collective_words(w.collective, w.pg, w.seq)}" for w in finding.waiting)
+        waiting = "; ".join(f"rank {w.rank}{_on(w.host)} waits in {collective_words(w.collective, w.pg, w.seq)}" for w in finding.waiting)
         verb = "is behind" if finding.busy else "stopped first"
-        return (f"stall: rank {finding.rank} {verb}: it never entered {collective_words(finding.collective, finding.pg, finding.seq)} "
+        return (f"stall: rank {finding.rank}{_on(finding.host)} {verb}: it never entered {collective_words(finding.collective, finding.pg, finding.seq)} "
                 f"(its last entered #{finding.last_entered}, completed #{finding.last_completed}; no heartbeat for {finding.heartbeat_age:.1f} s{state}); "
                 f"{waiting}. No progress for {finding.stalled_for:.1f} s, bound {finding.bound:.1f} s ({finding.bound_source}).")
     shares = ", ".join(f"rank {rank} {share:.0%}" for rank, share in sorted(finding.wait_share.items()))
@@ -110,6 +115,8 @@ def _collective_json(collective: Optional[Collective]) -> Optional[dict[str, Any
 
 def finding_json(finding: Finding) -> dict[str, Any]:
     base: dict[str, Any] = {"kind": kind_of(finding), "rank": finding.rank, "message": finding_text(finding), "fix": fix_of(finding)}
+    if getattr(finding, "host", ""):
+        base["host"] = finding.host
     if isinstance(finding, Death):
         base.update(pid=finding.pid, at=finding.at, signal=_signal_name(finding.signal) or None, exit_code=finding.exit_code,
                     exception=finding.exception or None)
@@ -117,7 +124,8 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         base.update(pg=finding.pg, seq=finding.seq, collective=_collective_json(finding.collective), last_entered=finding.last_entered,
                     last_completed=finding.last_completed, heartbeat_age=round(finding.heartbeat_age, 3), process_state=finding.process_state,
                     stalled_for=round(finding.stalled_for, 3), bound=finding.bound, bound_source=finding.bound_source,
-                    waiting=[{"rank": w.rank, "pg": w.pg, "seq": w.seq, "collective": _collective_json(w.collective)} for w in finding.waiting])
+                    waiting=[{"rank": w.rank, "pg": w.pg, "seq": w.seq, "collective": _collective_json(w.collective), **({"host": w.host} if w.host else {})}
+                             for w in finding.waiting])
     elif isinstance(finding, Straggler):
         base.update(wait_share={str(rank): share for rank, share in sorted(finding.wait_share.items())}, last_share=finding.last_share,
                     collectives=finding.collectives)
@@ -128,4 +136,5 @@ def watch_json(outcome: Any) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "job_status": outcome.job_status, "exit_status": outcome.exit_status,
             "ended_by_watch": outcome.ended_by_watch, "sources": list(outcome.sources), "left_running": list(outcome.left),
             "findings": [finding_json(f) for f in outcome.findings], "resolved": [finding_json(f) for f in getattr(outcome, "resolved", ())],
-            "stacks": [{"rank": s.rank, "pid": s.pid, "text": s.text or None, "error": s.error or None} for s in outcome.stacks]}
+            "stacks": [{"rank": s.rank, "pid": s.pid, "text": s.text or None, "error": s.error or None} for s in outcome.stacks],
+            "interrupted": _signal_name(outcome.interrupted) or None}

@@ -24,15 +24,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
+from ..errors import CompatError
 from ..processes import new_run_id, sweep
 from ..scratch import scratch_folder
-from .judge import Beat, Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
-from .ring import beats_of, read_ring, ring_files
+from .judge import Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
+from .ring import SLOTS, RingCursor, lock_held, ring_files
 from .stacks import Stack, find_py_spy, take
 
 WATCH_DIR_VAR = "COMPAT_WATCH_DIR"
@@ -42,9 +45,14 @@ FR_BUFFER_VAR = "TORCH_FR_BUFFER_SIZE"
 FR_BUFFER = "256"  # enough for the last steps; torch's default 2000 costs ~5 ms per read instead of ~1 ms (measured)
 POLL_S = 0.2  # the ring files are read and judged this often
 DEATH_GRACE_S = 5.0  # after a death, the launcher's own time to stop the other ranks before the watcher does
-PROC_POLL_S = 0.02  # the ranks' processes are looked at this often: a death is timed (who died first) and a zombie's status caught
+PROC_POLL_S = 0.05  # the ranks' processes are looked at this often: a death is timed (who died first) and a zombie's status caught
+STRAGGLER_EVERY_S = 5.0  # the straggler judgement (every collective of every rank: ~10 ms for 3,000 each) this often while the job runs; at its end once more
+SILENT_S = 3.0  # a rank on another host whose last heartbeat is older (at least 6 heartbeat intervals) is silent: stopped or frozen
+STALE_SLACK_S = 5.0  # a shared run folder: a ring whose newest heartbeat is older than the watch's start by more is an earlier job's
 KEEP_COLLECTIVES = 2048  # per rank, what the watcher keeps beyond the ring (the stall bound and the straggler read them)
 SITE = Path(__file__).resolve().parent / "site"
+#: what the agent needs in every rank's environment: passed by name by a launcher that starts ranks on other hosts (mpirun -genvlist / -x)
+AGENT_VARIABLES = (WATCH_DIR_VAR, WATCH_RUN_VAR, INTERVAL_VAR, FR_BUFFER_VAR, "PYTHONPATH")
 PREFIX = "compat-watch-"
 
 
@@ -55,6 +63,7 @@ class WatchOptions:
     interval: float = 0.5
     world: Optional[int] = None
     pythons: tuple[str, ...] = ()  # the training environment's interpreter: py-spy may be installed beside it
+    folder: Optional[str] = None  # --watch-dir: the run folder (kept; across hosts one every host sees); None: a private temporary one
 
 
 @dataclass
@@ -169,7 +178,7 @@ def activity(pid: int) -> Optional[tuple[int, int]]:
 
 @dataclass
 class _RankState:
-    beats: list[Beat] = field(default_factory=list)
+    beats: deque = field(default_factory=lambda: deque(maxlen=SLOTS))  # the newest heartbeats, oldest first
     collectives: dict[tuple[str, int], Collective] = field(default_factory=dict)
     pid: int = 0
     gone_at: Optional[float] = None
@@ -177,45 +186,98 @@ class _RankState:
     state: str = ""
     activity: Optional[tuple[int, int]] = None
     active_at: Optional[float] = None
+    cursor: Optional[RingCursor] = None
+    local: bool = True  # its process is in this host's /proc (same host name and PID namespace); else judged by heartbeats and lock
+    path: Optional[Path] = None
+
+
+def where() -> tuple[str, str]:
+    """(host name, PID namespace) of this process: a rank's agent writes its own, and the two are compared."""
+    import socket
+
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return socket.gethostname()[:200], namespace[:64]
 
 
 class Watcher:
-    """Reads the run folder and the ranks' processes; keeps what the ring would forget; judges."""
+    """Reads the run folder and the ranks' processes; keeps what the ring would forget; judges.
 
-    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None) -> None:
+    Each tick reads only what is new in each ring (ring.RingCursor). A rank whose heartbeats say another host name or
+    PID namespace than the watcher's is remote: its process cannot be looked at, so it is alive while its agent holds
+    its ring's lock (flock, which the kernel drops when the process ends: on one machine, and on a shared file system
+    whose locks reach every client), "silent" when its last heartbeat is older than SILENT_S (a stopped or frozen
+    process: its agent's thread writes no more), and busy while the CPU seconds its heartbeats carry grow. ``since``
+    (a shared run folder): rings with no heartbeat written after it are an earlier job's and are left out."""
+
+    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None, since: Optional[float] = None) -> None:
         self.folder, self.options = folder, options
         self.exits = exits if exits is not None else {}  # pid -> (waitpid status, when), where the ranks are compat's own children (spawn)
         self.ranks: dict[int, _RankState] = {}
+        self.since = since
+        self.here = where()
+        self.silent_after = max(SILENT_S, 6 * options.interval)
 
     def read(self, now: float) -> None:
         for rank, path in ring_files(self.folder).items():
-            state = self.ranks.setdefault(rank, _RankState())
-            beats = beats_of(read_ring(path), rank)
+            state = self.ranks.get(rank)
+            if state is None or state.path != path:
+                state = _RankState(cursor=RingCursor(path, rank), path=path)
+            beats = state.cursor.new_beats()
             if not beats:
                 continue
-            state.beats = beats
+            if rank not in self.ranks:
+                if self.since is not None and beats[-1].t < self.since - STALE_SLACK_S:
+                    continue  # an earlier job's ring in a shared run folder
+                self.ranks[rank] = state
+            previous = state.beats[-1] if state.beats else None
+            if beats[-1].pid != state.pid:
+                state.beats.clear()
+                state.pid, state.gone_at, state.wait_status = beats[-1].pid, None, None
+                state.activity, state.active_at = None, None
+                previous = None
+            state.beats.extend(beat for beat in beats if beat.pid == state.pid)
+            newest = state.beats[-1]
+            state.local = not newest.host or (newest.host, newest.namespace) == self.here
+            if not state.local:  # busy: its CPU seconds grew between two heartbeats
+                for beat in state.beats if previous is None else beats:
+                    if previous is not None and beat.cpu is not None and previous.cpu is not None and beat.cpu > previous.cpu:
+                        state.active_at = beat.t
+                    previous = beat
             for beat in beats:
                 for collective in beat.entries:
                     state.collectives.setdefault((collective.pg, collective.seq), collective)
-            if len(state.collectives) > KEEP_COLLECTIVES:
+            if len(state.collectives) > KEEP_COLLECTIVES + KEEP_COLLECTIVES // 4:  # trimmed now and then, not at every look (a sort)
                 for key in sorted(state.collectives, key=lambda k: state.collectives[k].entered)[:-KEEP_COLLECTIVES]:
                     del state.collectives[key]
-            if beats[-1].pid != state.pid:
-                state.pid, state.gone_at, state.wait_status = beats[-1].pid, None, None
-                state.activity, state.active_at = None, None
         self.check_processes(now)
         for state in self.ranks.values():
-            if state.pid and state.gone_at is None:
+            if not state.local:
+                self._remote(state, now)
+            elif state.pid and state.gone_at is None:
                 seen = activity(state.pid)
                 if seen is not None and state.activity is not None and seen != state.activity:
                     state.active_at = now
                 state.activity = seen if seen is not None else state.activity
 
+    def _remote(self, state: _RankState, now: float) -> None:
+        """A rank on another host: gone once its ring's lock is free (no exit status is known here), silent once its
+        heartbeats stop."""
+        if state.gone_at is not None or not state.beats:
+            return
+        last = state.beats[-1]
+        if state.path is not None and not lock_held(state.path):
+            state.gone_at, state.state = now, ""
+            return
+        state.state = "silent" if now - last.t > self.silent_after else ""
+
     def check_processes(self, now: float) -> bool:
         """Look at each known rank's process (cheap: one /proc read each); whether one was newly seen gone."""
         newly = False
         for state in self.ranks.values():
-            if not state.pid:
+            if not state.pid or not state.local:
                 continue
             if state.pid in self.exits:
                 status, when = self.exits[state.pid]
@@ -231,17 +293,22 @@ class Watcher:
         return newly
 
     def views(self) -> list[RankView]:
+        """The ranks as judge.py takes them; their host is named (on the last heartbeat) only when they span several."""
         views = []
+        several = len({state.beats[-1].host for state in self.ranks.values() if state.beats}) > 1
         for rank, state in sorted(self.ranks.items()):
             if not state.beats:
                 continue
+            beats = tuple(state.beats)
+            if not several and beats[-1].host:
+                beats = beats[:-1] + (replace(beats[-1], host=""),)
             fact = ProcessFact(state.gone_at is None, state.state, state.wait_status, state.gone_at, state.active_at)
             collectives = tuple(sorted(state.collectives.values(), key=lambda c: (c.entered, c.pg, c.seq)))
-            views.append(RankView(rank, tuple(state.beats), fact, collectives))
+            views.append(RankView(rank, beats, fact, collectives))
         return views
 
-    def judge(self, now: float) -> tuple[Finding, ...]:
-        return judge(self.views(), now, self.options.stall_after, self.options.world)
+    def judge(self, now: float, straggler: bool = True) -> tuple[Finding, ...]:
+        return judge(self.views(), now, self.options.stall_after, self.options.world, straggler)
 
     def sources(self) -> tuple[str, ...]:
         return tuple(sorted({state.beats[-1].source for state in self.ranks.values() if state.beats}))
@@ -252,14 +319,30 @@ def progress_of(watcher: Watcher) -> dict[int, int]:
     return {view.rank: view.progress_key(view.last) for view in watcher.views()}
 
 
+@contextmanager
+def _run_folder(given: Optional[str]) -> Iterator[tuple[Path, Optional[float]]]:
+    """(the run folder, the time from which its rings count): --watch-dir's (created if missing, kept: rings an earlier
+    job left there count only if written after now), else a private temporary one (removed at the end)."""
+    if given is None:
+        with scratch_folder(PREFIX) as folder:
+            yield folder, None
+        return
+    folder = Path(given).absolute()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CompatError(f"Cannot make --watch-dir {given}: {exc.strerror or exc}.", "Pass a folder you may write to, one every host sees at the same path.") from None
+    yield folder, time.time()
+
+
 def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], options: WatchOptions,
                  say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None,
                  exits: Optional[Mapping[int, tuple[int, float]]] = None) -> WatchOutcome:
     """Run the launch watched; the outcome when it has ended (and every process of it is gone). ``exits``: the ranks'
     exit statuses by pid, where the launch knows them (spawn)."""
     run_id = new_run_id()
-    with scratch_folder(PREFIX) as folder:
-        watcher = Watcher(folder, options, exits)
+    with _run_folder(options.folder) as (folder, since):
+        watcher = Watcher(folder, options, exits, since)
         stop = threading.Event()
         found: list[Finding] = []
         marks: dict[str, float] = {}
@@ -274,6 +357,7 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
         def loop() -> None:
             said_straggler = False
             next_read = 0.0
+            next_straggler = 0.0
             active: Optional[Stall] = None  # --watch-only: the stall said and not yet resolved
             at_stall: dict[int, int] = {}  # each rank's progress when it was said
             while not stop.wait(PROC_POLL_S):
@@ -285,7 +369,10 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                         continue
                     next_read = time.monotonic() + POLL_S
                     watcher.read(now)
-                    findings = watcher.judge(now)
+                    straggler = time.monotonic() >= next_straggler
+                    if straggler:
+                        next_straggler = time.monotonic() + STRAGGLER_EVERY_S
+                    findings = watcher.judge(now, straggler)
                 except Exception as exc:  # the watch must never take the job down
                     say(f"compat launch --watch: the watcher stopped: {exc}")
                     return
@@ -309,8 +396,10 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                         say(f"compat launch --watch: {render(finding) if render else finding}")
                     if isinstance(serious[0], Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
                         involved = [serious[0].rank] + [w.rank for w in serious[0].waiting]
-                        pids = {rank: watcher.ranks[rank].pid for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
-                        stacks[:] = take(find_py_spy(base_env, options.pythons), pids)
+                        known = {rank: watcher.ranks[rank] for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
+                        stacks[:] = take(find_py_spy(base_env, options.pythons), {rank: state.pid for rank, state in known.items() if state.local})
+                        stacks.extend(Stack(rank, state.pid, "", f"rank {rank} runs on another host ({state.beats[-1].host or 'unnamed'}): "
+                                            f"there, py-spy dump --pid {state.pid} --nonblocking") for rank, state in known.items() if not state.local)
                     if isinstance(serious[0], Death) and stop.wait(DEATH_GRACE_S):
                         return  # the launcher stopped the other ranks itself (torchrun, spawn): its exit status stands
                     if not options.watch_only or isinstance(serious[0], Death):

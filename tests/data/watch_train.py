@@ -3,7 +3,7 @@
 WATCH_FAULT (read by rank 1 only): ``stop@K`` rank 1 stops itself with SIGSTOP before step K; ``kill@K`` SIGKILL;
 ``exit@K`` sys.exit(3); ``slow`` a busy loop of WATCH_SLOW_S seconds (default 0.15) in every step. WATCH_STEPS: steps
 (default 40), WATCH_STEP_S: a sleep per step (default 0.05). Exit status WATCH_EXIT (default 0) when the loop ends, after a line
-with the steps' time on stderr.
+with the steps' time on stderr. Under mpirun, RANK / WORLD_SIZE come from PMI_RANK / PMI_SIZE.
 """
 
 import os
@@ -14,6 +14,9 @@ import time
 import torch
 import torch.distributed as dist
 
+for ours, theirs in (("RANK", "PMI_RANK"), ("WORLD_SIZE", "PMI_SIZE")):  # under Intel MPI's mpirun, as a training script maps them
+    if ours not in os.environ and theirs in os.environ:
+        os.environ[ours] = os.environ[theirs]
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)

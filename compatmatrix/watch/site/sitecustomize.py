@@ -4,7 +4,9 @@ compat puts this folder first on the PYTHONPATH of the job it watches (watch/ser
 COMPAT_WATCH_DIR (the run folder). Python imports ``sitecustomize`` at start-up; this one acts only in a worker: a
 process with COMPAT_WATCH_DIR set, RANK (ASCII digits) and either COMPAT_WATCH_RANK equal to RANK (set per rank by
 compat's own spawn) or LOCAL_RANK with TORCHELASTIC_RESTART_COUNT or TORCHELASTIC_RUN_ID (set by torchrun in its
-workers only: torchrun itself is left alone, even where RANK is in compat's own environment, as in a Kubeflow pod);
+workers only: torchrun itself is left alone, even where RANK is in compat's own environment, as in a Kubeflow pod), or,
+without RANK, an MPI rank (PMI_RANK with PMI_SIZE from hydra, OMPI_COMM_WORLD_RANK/SIZE from Open MPI: mpirun itself
+and its proxies run no Python);
 and only in the first process of a rank: it holds an exclusive flock on its ring file for as long as it lives, so a
 process that rank starts later (a spawned data loader worker inherits RANK) finds the lock taken and does nothing.
 The kernel drops the lock when the rank ends, however it ends: the watcher's first sign of a death.
@@ -16,7 +18,8 @@ heartbeat carries the progress of the rank's collectives from torch's Flight Rec
 records gloo's collectives on CPU: ``_dump_fr_trace`` without stack traces): per process group the last collective
 entered and the last completed, and the collectives entered since the previous heartbeat and those still in flight
 (process group, sequence number, op, element count, time entered). Where there is no Flight Recorder the heartbeat
-says so (``"source": "none"``) and carries the rank's liveness only. An exception that ends the rank is written as a
+says so (``"source": "none"``) and carries the rank's liveness only. Every heartbeat also says the rank's host name,
+its PID namespace and its process's CPU seconds (the watcher's view of a rank on another host). An exception that ends the rank is written as a
 last record (its type and message); an interpreter exit as ``"state": "left"``. The agent records no exit status
 (the watcher reads it from waitpid or the zombie). In a child the rank forks the agent writes nothing
 (os.register_at_fork).
@@ -57,9 +60,26 @@ def _numel(sizes):
     return total
 
 
+def _where():
+    """(host name, this process's PID namespace): the watcher reads a rank's /proc only when both are its own; a rank on
+    another host (or in another PID namespace) is judged by its heartbeats and its ring's lock."""
+    import socket
+
+    try:
+        host = socket.gethostname()
+    except Exception:
+        host = ""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return host[:200], namespace[:64]
+
+
 class _Agent(object):
     def __init__(self, folder, rank, fd, interval):
         self.folder, self.rank, self.fd, self.interval = folder, rank, fd, interval
+        self.host, self.namespace = _where()
         self.count = 0
         self.seen_ns = 0  # the newest collective reported so far (its time entered)
         self.source = None
@@ -121,7 +141,8 @@ class _Agent(object):
         import time
 
         body = {"v": FORMAT, "n": self.count, "rank": self.rank, "pid": os.getpid(), "t": time.time(), "state": state,
-                "source": self.source or "none", "world": os.environ.get("WORLD_SIZE", "")}
+                "source": self.source or "none", "world": os.environ.get("WORLD_SIZE", ""), "host": self.host, "ns": self.namespace,
+                "cpu": round(time.process_time(), 3)}
         trace = self._flight_recorder() if state == "running" else None
         if trace is not None:
             progress = _pg_progress(trace.get("pg_status"))
@@ -164,9 +185,13 @@ class _Agent(object):
             time.sleep(self.interval)
 
 
+def _digits(text):
+    return bool(text) and all(c in "0123456789" for c in text)
+
+
 def _is_worker(rank, env):
     """Whether this process is a rank's worker (see the module's text)."""
-    if not rank or any(c not in "0123456789" for c in rank):
+    if not _digits(rank):
         return False
     marker = env.get("COMPAT_WATCH_RANK")
     if marker is not None:
@@ -174,10 +199,25 @@ def _is_worker(rank, env):
     return "LOCAL_RANK" in env and ("TORCHELASTIC_RESTART_COUNT" in env or "TORCHELASTIC_RUN_ID" in env)
 
 
+def _worker_rank(env):
+    """This process's rank if it is a worker, else None: RANK under torchrun and compat's spawn; under mpirun the MPI's
+    own rank variable (hydra's PMI_RANK with PMI_SIZE, Open MPI's OMPI_COMM_WORLD_RANK), which its ranks carry from
+    their start (the script maps them to RANK itself, after this runs); mpirun and hydra's proxies run no Python."""
+    rank = env.get("RANK", "")
+    if _is_worker(rank, env):
+        return rank
+    if "COMPAT_WATCH_RANK" in env or "LOCAL_RANK" in env and ("TORCHELASTIC_RESTART_COUNT" in env or "TORCHELASTIC_RUN_ID" in env):
+        return None  # a torchrun or spawn worker with a RANK that is not one: not ours to guess
+    for name, size in (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        if _digits(env.get(name, "")) and _digits(env.get(size, "")):
+            return env[name]
+    return None
+
+
 def _install():
     folder = os.environ.get(VARIABLE)
-    rank = os.environ.get("RANK", "")
-    if not folder or not _is_worker(rank, os.environ):
+    rank = _worker_rank(os.environ) if folder else None
+    if rank is None:
         return
     try:
         import fcntl
@@ -196,6 +236,7 @@ def _install():
         except OSError:
             os.close(fd)  # another process of this rank holds it (a child the rank started)
             return
+        os.ftruncate(fd, 0)  # a ring left in a shared run folder by an earlier job: its slots are not this rank's
         os.ftruncate(fd, SLOTS * SLOT)
         global _AGENT
         agent = _AGENT = _Agent(folder, int(rank), fd, max(0.05, interval))
