@@ -30,7 +30,7 @@ WIDTH = 160  # off a terminal, the width of tables; lines are never wrapped ther
 
 #: rich's console markup tags (rich.markup.RE_TAGS without the backslashes before them, which TextConsole refuses).
 _TAG = re.compile(r"\[[a-z#/@][^\[]*?\]")
-#: Characters beyond printable ASCII that compat's texts use, each one cell wide for rich (tests/test_console.py).
+#: Characters beyond printable ASCII that compat's texts use, each one cell wide for rich (tests/cli/test_console.py).
 NARROW = frozenset("·–—®×≥≤→…")
 #: Variables that make rich treat any stream as a terminal (or size it): with one set, rich writes every line.
 _RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "JUPYTER_COLUMNS")

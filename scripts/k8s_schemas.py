@@ -5,7 +5,7 @@ uses: types, enums, defaults, required, x-kubernetes-* and CEL rules), and each 
 
     python scripts/k8s_schemas.py [--shared ../shared/k8s]
 
-tests/test_k8s_api.py checks that the shipped files are what this script makes of ../shared/k8s.
+tests/export/test_k8s_api.py checks that the shipped files are what this script makes of ../shared/k8s.
 """
 
 from __future__ import annotations

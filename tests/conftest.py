@@ -29,7 +29,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # of the run (bench/ci_durations.py shows each worker's share from .ci/run's junit XML).
 BESIDE = frozenset({
     "test_bounds.py", "test_cli.py", "test_cli_export.py", "test_compare_uv.py", "test_crosscheck.py", "test_doctor.py", "test_dockerfile.py",
-    "test_env_exports.py", "test_export_sbatch.py", "test_extension_build.py", "test_fabric_report_browser.py", "test_fix_commands.py", "test_install.py",
+    "test_env_exports.py", "test_export_sbatch.py", "test_export_skypilot.py", "test_extension_build.py", "test_fabric_report_browser.py", "test_fix_commands.py", "test_install.py",
     "test_install_hostile.py", "test_install_killpoints.py", "test_install_real.py", "test_install_review.py",
     "test_install_uv.py", "test_json_schemas.py", "test_matrix_health.py", "test_matrix_update.py", "test_matrix_verify.py",
     "test_network_choice.py", "test_one_plan_every_form.py", "test_packaging.py", "test_planner_errors.py",

@@ -1,6 +1,6 @@
 """Hypothesis strategies of hostile strings: what an attacker puts into a package name, a URL, a path or a flag to
 break out of the file compat writes (line breaks of every kind, NUL, lone surrogates, non-BMP characters, quotes,
-shell expansions, YAML and TOML syntax, options). Shared by tests/test_writers_roundtrip.py and tests/test_cli_fuzz.py."""
+shell expansions, YAML and TOML syntax, options). Shared by tests/export/test_writers_roundtrip.py and tests/cli/test_cli_fuzz.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 ``compat export --validate``, a FIFO or a huge CPU range in a recorded ``--sysfs-root``, and cgroup ``cpu.max`` values
 no kernel writes. Each case ran past its limit (time, memory) or ended in the internal-error guard before.
 
-The hostfile's bounds and the concurrent preflight are in tests/test_hosts_units.py.
+The hostfile's bounds and the concurrent preflight are in tests/live/test_hosts_units.py.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from compatmatrix.redact import CREDENTIALS_NOTE, MASK, has_credentials, redact_text, redact_url, strip_credentials
 
-from .test_cli_fuzz import run_in_process
+from .cli.test_cli_fuzz import run_in_process
 
 PASSWORD = "Pw-S3cr3t-7f4e"
 TOKEN = "tok_9QxLr2VbN8"

@@ -3,7 +3,7 @@ underscores, exponents, leading dots and zeros, 0b / 0o / 0x prefixes, past int6
 sexagesimals, timestamps (good and nearly good), the bool and null words in every case, .inf / .nan and ``<<``.
 
 Each text is a valid plain scalar after ``k: `` and before ``: v`` (no leading indicator, no ': ' or ' #', no spaces at
-either end), so a test can put it in a document as it is. Shared by tests/test_k8s_yaml.py and tests/test_cli_fuzz.py.
+either end), so a test can put it in a document as it is. Shared by tests/export/test_k8s_yaml.py and tests/cli/test_cli_fuzz.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..planning import Planned
 
 # what the pods' env sets for ccl under torchrun: torchrun's own ccl_exports outright (its transport); the rest of
-# the plan (libfabric's places, the providers) is the node's compat env (tests/test_one_plan_every_form.py)
+# the plan (libfabric's places, the providers) is the node's compat env (tests/launchers/test_one_plan_every_form.py)
 TORCHRUN_CCL_ENV = (("CCL_ATL_TRANSPORT", "ofi"),)
 
 #: engine -> (what starts the ranks on a node, how the master is found, whether a node runs compat env itself)

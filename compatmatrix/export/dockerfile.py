@@ -2,7 +2,7 @@
 the base image must have, the hosts whose mirrors are build arguments, an optional ``compat download`` wheelhouse.
 render/dockerfile.py writes the text.
 
-Pure: no I/O. The lessons of the first real build (tests/test_docker_real.py) are in the text: the training venv is
+Pure: no I/O. The lessons of the first real build (tests/export/test_docker_real.py) are in the text: the training venv is
 put first on PATH before ``compat env`` runs, compat env writes additions to PATH-like variables, never a frozen copy,
 and its thread settings are defaults (``--defaults``) that a container's own environment (``docker run -e``, a pod's
 env) overrides.

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # what the pods' env sets for ccl under torchrun, the launcher of a PyTorchJob: torchrun's own ccl_exports outright (its
 # transport); the rest of the plan (libfabric's places, the providers) is the image's compat-env.sh, written by
-# compat env --launcher torchrun --defaults, so the two render one plan (tests/test_one_plan_every_form.py holds them equal)
+# compat env --launcher torchrun --defaults, so the two render one plan (tests/launchers/test_one_plan_every_form.py holds them equal)
 POD_CCL_ENV = TORCHRUN_CCL_ENV  # the job contract's (export/contract.py), named here since the first export
 CCL_KEY = "oneccl-bind-pt"  # the oneCCL bindings in the versions of --validate: whether the image's set can run the ccl backend
 MAX_FILE = 4 * 1024 * 1024  # a manifest or a Dockerfile larger than this is not one

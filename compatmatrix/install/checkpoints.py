@@ -3,7 +3,7 @@
 ``checkpoint(phase)`` is called at the points where a real crash would leave the most interesting state
 (each host checked, each wheel fetched, each hard link of the snapshot, every 50 ms of the installer, each
 entry of the snapshot deleted, ...). It does nothing unless the TEST-ONLY variable ``COMPAT_TEST_KILL_AT``
-is set (tests/test_install_killpoints.py sets it):
+is set (tests/install/test_install_killpoints.py sets it):
 
     COMPAT_TEST_KILL_AT=<phase>:<n>   SIGKILL this process at the n-th checkpoint of <phase>
 

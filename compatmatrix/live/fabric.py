@@ -319,7 +319,7 @@ def _slow_memory(memcpy: Mapping[int, float], slow_fraction: float) -> list[Slow
 RETRANSMIT_NOTABLE = 0.01  # a host that lost more than 1% of its TCP segments during the pairs lost packets
 RETRANSMIT_MIN = 10  # and at least this many: a single retransmission among a few hundred segments is not a pattern
 # A host that drops a share of its packets does not lose that share on every link of a short test: its TCP backs off
-# differently per peer, and a CI machine's load moves the figures. Measured (tests/test_hosts_netns.py, node4 dropping 10%
+# differently per peer, and a CI machine's load moves the figures. Measured (tests/live/test_hosts_netns.py, node4 dropping 10%
 # of its packets by nft): its links lost 0.8% to 17.8%; the 0.8% (184 of 23,117 segments) fell under RETRANSMIT_NOTABLE.
 # A healthy link loses at most 0.2% here (0.002% to 0.04% on veth once D-SACKs are read; 0.13% on a loaded 2-node Slurm
 # veth). A link above DIP_FLOOR, under the lossy line, still shows its host's loss when most of the host's links are lossy.
@@ -457,7 +457,7 @@ def one_cause(slow: Judgement, loss: LossJudgement, links: Mapping[Pair, float],
     them. A link named slow whose end is a host named lossy, and whose own segments show that loss (``shows_loss``: more
     than DIP_FLOOR lost, the figure by which judge_loss counts a link of a lossy host as part of its loss), is that host's loss; a link named lossy whose end is a host named slow, and whose own bandwidth lies below the slow line, is
     that host's slowness. A HOST that both judgements name keeps both: which of the two is the cause cannot be told from
-    bandwidth and loss alone (measured on veth, tests/test_hosts_netns.py: a host dropping 10% of its packets ran 20 times
+    bandwidth and loss alone (measured on veth, tests/live/test_hosts_netns.py: a host dropping 10% of its packets ran 20 times
     below the slow line on one machine and 1.4 times on another, so comparing the two margins named it slow on the first;
     the tbf host lost 4% to 39%), and both are true. ``links``: the bandwidths ``slow`` was judged on; ``counts``: the
     pairs' (sent, retransmitted[, spurious]) loss was judged on. Pure."""

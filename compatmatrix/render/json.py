@@ -1,5 +1,5 @@
 """Every ``--json`` document compat prints, built here and nowhere else; each has a versioned JSON Schema in
-compatmatrix/schemas/ (``SCHEMAS`` in this package's __init__), and tests/test_json_schemas.py runs every command's
+compatmatrix/schemas/ (``SCHEMAS`` in this package's __init__), and tests/cli/test_json_schemas.py runs every command's
 ``--json`` against it.
 
 A document only grows: a new field is optional in its schema; renaming or removing one is a new ``schema_version``

@@ -19,7 +19,7 @@ record of a job can feed it. The driver, run where ``ray.init(address="auto")`` 
 
 Every value is written as a Python literal (``repr``: quotes, line breaks, ``$`` and any character stay data, never
 code) after the checks a command line and an environment impose (no NUL, no lone surrogate; variable names as shells
-take them); comments by ``values.comment_text``. ``ast.parse`` reads every driver back (tests/test_export_ray.py).
+take them); comments by ``values.comment_text``. ``ast.parse`` reads every driver back (tests/export/test_export_ray.py).
 """
 
 from __future__ import annotations

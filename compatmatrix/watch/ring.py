@@ -1,6 +1,6 @@
 """The agents' ring files, read: ``<run>/rank-<RANK>.ring``, SLOTS slots of SLOT bytes, each a JSON heartbeat padded
 with spaces (written by site/sitecustomize.py, which must stay standard library only and so keeps its own copy of
-these constants; tests/test_watch.py holds them equal). A slot that does not parse (one being written, never
+these constants; tests/watch/test_watch.py holds them equal). A slot that does not parse (one being written, never
 written) is skipped; what a slot holds is untrusted: every field is checked and bounded.
 
 Side effects: reads files (``read_ring``, ``lock_held``); ``beats_of`` is pure.

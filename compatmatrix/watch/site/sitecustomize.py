@@ -26,7 +26,7 @@ last record (its type and message); an interpreter exit as ``"state": "left"``. 
 
 Standard library only, Python 3.6+; everything it does is guarded: a failure stops the agent, never the rank. A
 ``sitecustomize`` later on the path (the environment's own) is imported after this one, as Python would have.
-The slot format is read by compatmatrix/watch/ring.py (tests/test_watch.py holds the constants equal).
+The slot format is read by compatmatrix/watch/ring.py (tests/watch/test_watch.py holds the constants equal).
 """
 
 import os

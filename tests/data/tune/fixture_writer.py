@@ -1,4 +1,4 @@
-"""FIXTURE training script for compat tune's tests (tests/test_tune_hostile.py): no torch. It speaks compat tune's
+"""FIXTURE training script for compat tune's tests (tests/tune/test_tune_hostile.py): no torch. It speaks compat tune's
 protocol (a {'loss': X} line per step, then {'train_steps_per_second': Y}) and, like an HF Trainer script ending in
 save_model(), writes a model file into every output folder it is given. --spew-mib N first prints N MiB of other output
 (a chatty script); --sleep S sleeps S seconds at the end (a run to kill)."""

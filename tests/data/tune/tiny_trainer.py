@@ -1,6 +1,6 @@
 """A tiny HF Trainer script, unchanged by compat tune's protocol: a linear regression model trained by the Trainer
 with the flags of its command line (compat tune sets --max_steps, --logging_steps, the batch). Used by
-tests/test_tune_real.py and to record tests/data/tune/*.log."""
+tests/tune/test_tune_real.py and to record tests/data/tune/*.log."""
 
 import sys
 

@@ -1,0 +1,121 @@
+"""compat launch --watch for REAL: torchrun of the real torch 2.13 CPU environment, two ranks on gloo running a small
+DDP loop (tests/data/watch_train.py) in which rank 1 stops itself (SIGSTOP), kills itself (SIGKILL) or nothing goes
+wrong. Times are measured from the line rank 1 prints just before its fault to the watcher's line on stderr. Every
+process compat starts carries COMPAT_TEST_MARK; after compat returns none may be left (read from /proc).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import jsonschema
+import pytest
+
+from ..clean_env import base_env
+from ..conftest import ROOT
+from ..procs import MARK_VARIABLE, marked, new_mark
+
+pytestmark = pytest.mark.integration
+SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "watch-v1.json").read_text())
+TRAIN = ROOT / "tests" / "data" / "watch_train.py"
+
+
+def watched(python: str, fault: str = "", steps: int = 40, extra: tuple[str, ...] = (), env_extra: dict | None = None, timeout: float = 240,
+            launcher: str = "torchrun"):
+    """Run compat launch --watch --json; (exit status, the document, {line: when seen}, the mark)."""
+    mark = new_mark()
+    env = base_env({MARK_VARIABLE: mark, "WATCH_FAULT": fault, "WATCH_STEPS": str(steps), **(env_extra or {})})
+    argv = [sys.executable, "-m", "compatmatrix", "launch", "--watch", "--json", "--launcher", launcher, "--nproc-per-node", "2",
+            "--python", python, *extra, "--", str(TRAIN)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+    seen: list[tuple[float, str]] = []
+    out: list[str] = []
+
+    def read_err() -> None:
+        for line in process.stderr:
+            seen.append((time.monotonic(), line.rstrip("\n")))
+
+    def read_out() -> None:
+        out.append(process.stdout.read())
+
+    threads = [threading.Thread(target=read_err), threading.Thread(target=read_out)]
+    for thread in threads:
+        thread.start()
+    try:
+        code = process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for thread in threads:
+            thread.join(timeout=30)
+    text = "".join(out)
+    lines = [line for line in text.splitlines() if line.startswith("{")] or ["{}"]
+    document = json.loads(text[text.index("{\n"):]) if "{\n" in text else json.loads(lines[-1])
+    return code, document, seen, mark
+
+
+def first(seen, needle):
+    return next((when for when, line in seen if needle in line), None)
+
+
+@pytest.fixture(scope="module")
+def torch_python(stock_torch213):
+    return str(stock_torch213)
+
+
+def test_a_healthy_job_keeps_its_exit_status_and_has_no_finding(torch_python):
+    code, document, seen, mark = watched(torch_python, steps=20)
+    jsonschema.validate(document, SCHEMA)
+    assert code == 0 and document["job_status"] == 0 and document["findings"] == [], seen
+    assert document["sources"] == ["flight-recorder"]
+    assert marked(mark) == []
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_job_ends(torch_python, launcher):
+    code, document, seen, mark = watched(torch_python, fault="stop@15", steps=400, launcher=launcher)
+    jsonschema.validate(document, SCHEMA)
+    assert code == 1 and document["ended_by_watch"], seen
+    (stall,) = [f for f in document["findings"] if f["kind"] == "stall"]
+    assert stall["rank"] == 1 and stall["process_state"] == "T"
+    assert stall["last_entered"] < stall["seq"] and "all_reduce" in stall["collective"]["op"].replace("allreduce", "all_reduce")
+    assert [w["rank"] for w in stall["waiting"]] == [0] and stall["waiting"][0]["seq"] == stall["seq"]
+    stacks = {s["rank"]: s for s in document["stacks"]}
+    assert sorted(stacks) == [0, 1]
+    assert "watch_train.py" in (stacks[1]["text"] or ""), stacks[1]  # the stopped rank, read while stopped
+    assert "backward" in (stacks[0]["text"] or "") or "watch_train.py" in (stacks[0]["text"] or ""), stacks[0]
+    stopped, named = first(seen, "rank 1: stop at step"), first(seen, "compat launch --watch: stall: rank 1")
+    assert stopped is not None and named is not None, seen
+    print(f"{launcher}: SIGSTOP to finding: {named - stopped:.1f} s (bound {stall['bound']} s)")
+    assert named - stopped < 60
+    assert marked(mark) == []
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_a_killed_rank_is_named_within_ten_seconds(torch_python, launcher):
+    code, document, seen, mark = watched(torch_python, fault="kill@15", steps=400, launcher=launcher)
+    jsonschema.validate(document, SCHEMA)
+    assert code == 1, seen
+    death = document["findings"][0]
+    assert death["kind"] == "death" and death["rank"] == 1, document
+    # the exact signal is known when the watcher saw the process as a zombie before torchrun reaped it
+    assert death["signal"] in (("SIGKILL",) if launcher == "spawn" else ("SIGKILL", None)) and death["exception"] is None
+    killed, named = first(seen, "rank 1: kill at step"), first(seen, "compat launch --watch: rank 1 (pid")
+    assert killed is not None and named is not None, seen
+    print(f"{launcher}: SIGKILL to finding: {named - killed:.1f} s, signal {death['signal']}")
+    assert named - killed < 10
+    assert marked(mark) == []
+
+
+def test_a_rank_slowed_on_purpose_is_named_the_straggler_and_the_job_keeps_its_status(torch_python):
+    code, document, seen, mark = watched(torch_python, fault="slow", steps=80, env_extra={"WATCH_SLOW_S": "0.15"})
+    jsonschema.validate(document, SCHEMA)
+    assert code == 0 and document["job_status"] == 0, seen
+    (straggler,) = [f for f in document["findings"] if f["kind"] == "straggler"]
+    assert straggler["rank"] == 1 and straggler["wait_share"]["0"] > straggler["wait_share"]["1"]
+    print(f"straggler: wait shares {straggler['wait_share']}, last in {straggler['last_share']:.0%} of {straggler['collectives']}")
+    assert marked(mark) == []
