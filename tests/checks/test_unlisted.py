@@ -21,8 +21,8 @@ from compatmatrix.resolve import resolve
 from compatmatrix.rules import candidates, pairing_evidence
 from compatmatrix.search import Conflict, Resolution
 
-from ..conftest import ROOT, make_request
 from ..cli.test_cli_fuzz import run_in_process
+from ..conftest import ROOT, make_request
 
 T, TV, TA, TF, ACC = Component.TORCH, Component.TORCHVISION, Component.TORCHAUDIO, Component.TRANSFORMERS, Component.ACCELERATE
 RESOLVE_SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "resolve-v1.json").read_text())

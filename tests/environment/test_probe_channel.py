@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ..checks.test_doctor import clean_environ
 from ..conftest import pyenv_python
 from ..procs import MARK_VARIABLE, cmdline, kill_marked, marked, new_mark, wait_until
-from ..checks.test_doctor import clean_environ
 
 RUNNING = platform.python_version()
 

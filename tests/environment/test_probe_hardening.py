@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from ..checks.test_doctor import clean_environ, compat_json
 from ..fixture_envs import FixtureEnv
 from ..procs import MARK_VARIABLE, cmdline, kill_marked, marked, new_mark, wait_until
-from ..checks.test_doctor import clean_environ, compat_json
 
 COMPAT = Path(sys.executable).with_name("compat")  # the console script of this venv
 

@@ -30,8 +30,8 @@ import pytest
 from ..clean_env import base_env
 from ..conftest import ROOT
 from ..docker_engine import DockerEngine, DockerUnavailable
-from ..local_torch import local_torch_index
 from ..install.test_install_real import pypi_unreachable
+from ..local_torch import local_torch_index
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "findings-v1.json").read_text())

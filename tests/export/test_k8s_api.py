@@ -22,8 +22,8 @@ from compatmatrix.findings import Status
 from compatmatrix.matrix.load import load_matrix
 from compatmatrix.render.manifest import load_documents, manifest_text
 
-from ..conftest import ROOT, SHARED
 from ..cli.test_cli_fuzz import run_in_process
+from ..conftest import ROOT, SHARED
 
 K8S = SHARED / "k8s"
 DATA = Path(__file__).parents[1] / "data" / "k8s"

@@ -22,8 +22,8 @@ import pytest
 
 from ..clean_env import base_env
 from ..conftest import ROOT, real_env_or_skip
-from ..netns_hosts import Cluster, NetnsUnavailable
 from ..live.test_live_real import marked_processes
+from ..netns_hosts import Cluster, NetnsUnavailable
 
 pytestmark = pytest.mark.integration
 START_TIMEOUT_S = 120.0  # ray start on a node, and both nodes seen alive

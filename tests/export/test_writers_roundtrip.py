@@ -31,8 +31,8 @@ from compatmatrix.render.requirements import _other_hosts, pip_command_text, req
 from compatmatrix.shell import EnvPlan, format_env
 from compatmatrix.values import UnwritableValue
 
-from ..hostile_strings import hostile, hostile_requirement
 from ..cli.test_cli_fuzz import run_in_process as cli_in_process
+from ..hostile_strings import hostile, hostile_requirement
 
 if sys.version_info >= (3, 11):
     import tomllib

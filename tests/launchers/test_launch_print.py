@@ -28,9 +28,9 @@ import pytest
 
 from ..clean_env import base_env
 from ..conftest import ROOT
-from ..fixture_ccl import SOURCE as FIXTURE_CCL_SOURCE
 from ..environment.test_oneccl_runtime_layout import fixture_layout
 from ..environment.test_system_oneccl import EXT_SUFFIX, PACKAGE, _cc, fixture_extension_for, machine_libccl, needs_gcc
+from ..fixture_ccl import SOURCE as FIXTURE_CCL_SOURCE
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ from compatmatrix.errors import UsageError
 from compatmatrix.launchers import LAUNCHERS
 from compatmatrix.launchers.srun import _MAP_RANKS, allocation_layout, in_step, master_port_of, tasks_per_node
 
+from ..cli.test_cli_fuzz import run_in_process
 from ..conftest import ROOT
 from ..hostile_strings import hostile
-from ..cli.test_cli_fuzz import run_in_process
 from .test_placement import XEON, launch_print, span, with_bindings  # noqa: F401 (a fixture)
 
 SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "launch-v1.json").read_text())

@@ -65,9 +65,9 @@ def runtime_stack(tmp_path, stock_python):
     mpirun) as the interpreter's environment, with FIXTURE bindings (a native _C whose DT_NEEDED names the real
     libccl.so.1, and the FIXTURE ccl backend of tests/fixture_ccl.py in mode oneccl-2021.14 as its Python part) and the
     cached stock torch's packages on PYTHONPATH (no third copy of torch is built). Returns (python, environment)."""
-    from ..fixture_ccl import SOURCE
     from ..environment.test_oneccl_runtime_layout import runtime_env
     from ..environment.test_system_oneccl import GCC, fixture_extension_for, machine_libccl
+    from ..fixture_ccl import SOURCE
 
     if GCC is None:
         pytest.skip("needs gcc (or cc) to build the FIXTURE bindings' native file")

@@ -166,8 +166,8 @@ def test_device_builds_are_never_in_the_matrix_as_cpu_releases(matrix):
 
 
 def _check(tmp_path, build, *only):
-    from ..fixture_envs import FixtureEnv
     from ..checks.test_doctor import compat_json
+    from ..fixture_envs import FixtureEnv
 
     env = FixtureEnv(tmp_path / "env")
     build(env)

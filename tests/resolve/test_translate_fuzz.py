@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ..conftest import FIXTURES
 from ..cli.test_cli_fuzz import run_in_process
+from ..conftest import FIXTURES
 
 KNOWN_FLAGS = ["--xpu_backend", "--ddp_backend", "--no_cuda", "--use_cpu", "--use_ipex", "--bf16"]
 VALUES = ["ccl", "gloo", "mpi", "nccl", "true", "false", "True", "FALSE", "1", "0", "yes", "no", "", "x", "-", "--", "=", "ccl\n", "\x00",

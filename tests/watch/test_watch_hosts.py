@@ -22,8 +22,8 @@ import pytest
 
 from ..clean_env import base_env
 from ..conftest import ROOT
-from ..netns_hosts import HostSpec
 from ..live.test_hosts_netns import assert_nothing_left, hosts, port  # noqa: F401 (hosts: the two-host fixture)
+from ..netns_hosts import HostSpec
 
 pytestmark = pytest.mark.integration
 SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "watch-v1.json").read_text())
