@@ -12,9 +12,10 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import UsageError
+from ..errors import CompatError, UsageError
 
 WATCHED = ("torchrun", "spawn", "mpirun")  # the launchers --watch takes (srun not yet)
 MIN_STALL_AFTER_S = 3.0  # a few heartbeats and reads: a shorter bound names a healthy rank
@@ -58,6 +59,10 @@ def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float], 
                          "Add --watch-dir DIR, a folder every host sees at the same path (a shared file system), the same on every node.")
     if ns.watch_dir is not None and os.path.exists(ns.watch_dir) and not os.path.isdir(ns.watch_dir):
         raise UsageError(f"--watch-dir {ns.watch_dir} is not a folder.", "Pass a folder (it is created if missing).")
+    if watch and ns.watch_dir is not None and os.path.isdir(ns.watch_dir):
+        check_rings_left(ns.watch_dir, own_ranks(ns))
+    if watch and ns.json_file is not None:
+        check_json_file(ns.json_file)
     if ns.stall_after is not None and ns.stall_after < MIN_STALL_AFTER_S:
         raise UsageError(f"--stall-after {ns.stall_after:g} is shorter than the {MIN_STALL_AFTER_S:g} s a heartbeat may take to be seen.",
                          f"Give --stall-after {MIN_STALL_AFTER_S:g} or more.")
@@ -70,6 +75,58 @@ def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float], 
     if watch and ns.print_:
         raise UsageError("--watch runs the job; --print only shows it.", "Drop one of --watch and --print.")
     return watch, bool(ns.watch_only), ns.stall_after, ns.watch_dir, ns.json_file
+
+
+def own_ranks(ns: argparse.Namespace) -> Optional[range]:
+    """The ranks this compat starts: torchrun across nodes, this node's (its --node-rank's block of --nproc-per-node);
+    None (every rank) when one compat starts them all (one host, mpirun)."""
+    if ns.launcher == "torchrun" and ns.nnodes > 1:
+        return range(ns.node_rank * ns.nproc_per_node, (ns.node_rank + 1) * ns.nproc_per_node)
+    return None
+
+
+def check_rings_left(folder: str, ranks: Optional[range]) -> None:
+    """Refuse a run folder whose ring files would leave the watch blind: a rank's agent writes only a regular file of
+    its own that no other process holds (watch/site/sitecustomize.py), and skips any other without a word. A ring that
+    is a link, a device or a hard link, or that a running process of another job holds (for the ranks this compat
+    starts; across torchrun nodes the other nodes' ranks hold theirs), is named before the job starts. Bounded: the
+    folder's first 65,536 entries."""
+    import itertools
+    import stat
+
+    from .ring import RING_NAME, lock_held
+
+    try:
+        with os.scandir(folder) as entries:
+            listed = list(itertools.islice(entries, 65_536))
+    except OSError as exc:
+        raise UsageError(f"Cannot read --watch-dir {folder}: {exc.strerror or exc}.", "Pass a folder you may read and write.") from None
+    for entry in listed:
+        match = RING_NAME.fullmatch(entry.name)
+        if match is None:
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise UsageError(f"--watch-dir {folder} holds {entry.name}, which is not a file of its own (a link, a device or a hard link): "
+                             "that rank's agent would not write it, and the watch would not see the rank.",
+                             "Remove it, or pass an empty --watch-dir.")
+        if (ranks is None or int(match.group(1)) in ranks) and lock_held(Path(entry.path)):
+            raise UsageError(f"--watch-dir {folder} holds {entry.name}, which a running process holds (another job writing to this folder?): "
+                             "this job's rank would not write it, and the watch would not see the rank.",
+                             "Give each job its own --watch-dir.")
+
+
+def check_json_file(path: str) -> None:
+    """Refuse, before the job runs, a --json-file that could not be written after it: a folder, or a path whose folder
+    is missing or not writable."""
+    if os.path.isdir(path):
+        raise UsageError(f"--json-file {path} is a folder.", "Pass a file's path (it is written when the job ends).")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--json-file {path}: its folder {folder} is missing or not writable.", "Pass a path in a folder you may write to.")
 
 
 def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: Mapping[str, str], args: Any, say: Callable[[str], None]) -> int:
@@ -95,7 +152,14 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
     if outcome.left:
         say(f"compat launch --watch: {len(outcome.left)} process(es) of the job could not be stopped: {', '.join(map(str, outcome.left))}")
     if args.json_file:
-        write_json_file(args.json_file, watch_json(outcome))
+        try:
+            write_json_file(args.json_file, watch_json(outcome))
+        except CompatError as exc:  # its folder went away while the job ran: the findings go to stdout, never lost
+            from ..console import dump_json
+
+            say(f"compat launch --watch: {exc}; the JSON document follows on stdout")
+            print(dump_json(watch_json(outcome)))
+            return 2
     if args.json and not args.json_file:
         from ..console import dump_json
 

@@ -864,6 +864,53 @@ def test_launch_across_hosts_refuses_what_cannot_run(argv, words):
     assert done.returncode == 2 and words in done.stderr, done.stderr
 
 
+def _launch_refused(*argv: str) -> subprocess.CompletedProcess:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--nproc-per-node", "2", "--launcher", "torchrun", "--watch", *argv,
+                           "--", "-c", "import time; time.sleep(30)"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and time.monotonic() - started < 30, (done.returncode, done.stderr)  # refused before any rank ran
+    return done
+
+
+def test_a_json_file_that_cannot_be_written_is_refused_before_the_job_runs(tmp_path):
+    """Hostile review: --json-file naming a folder was found only after the whole job had run (its findings lost)."""
+    assert "--json-file" in _launch_refused("--json-file", str(tmp_path)).stderr
+    assert "missing or not writable" in _launch_refused("--json-file", str(tmp_path / "no" / "such" / "f.json")).stderr
+
+
+def test_a_ring_the_agent_would_skip_is_refused_before_the_job_runs(tmp_path):
+    """Hostile review: a rank-N.ring planted in --watch-dir (a link, a device) or held by another job's process left the
+    watch blind ("no rank reported", exit 0). Each is named, with the fix, before the job starts."""
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "rank-0.ring").symlink_to("/dev/zero")
+    assert "rank-0.ring, which is not a file of its own" in _launch_refused("--watch-dir", str(linked)).stderr
+    held = tmp_path / "held"
+    held.mkdir()
+    ring_file = held / "rank-1.ring"
+    ring_file.write_bytes(b"")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'rb'); fcntl.flock(f, fcntl.LOCK_EX); "
+                               "print('held', flush=True); time.sleep(60)", str(ring_file)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert "a running process holds" in _launch_refused("--watch-dir", str(held)).stderr
+        # across torchrun nodes, another node's ranks hold theirs: node 1 of 2 (ranks 2 and 3) starts beside rank 1's ring
+        from compatmatrix.watch.command import check_rings_left
+
+        check_rings_left(str(held), range(2, 4))
+        with pytest.raises(Exception, match="a running process holds"):
+            check_rings_left(str(held), range(0, 2))
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    (stale / "rank-0.ring").write_bytes(b"\0" * 64)  # an earlier job's ring, no longer held: the agent takes it over
+    from compatmatrix.watch.command import check_rings_left
+
+    check_rings_left(str(stale), None)
+
+
 def test_the_launchers_carry_the_hosts_and_the_watchs_variables():
     from compatmatrix.launchers.interface import Across, BoundJob, PathEntries, Tool
     from compatmatrix.launchers.mpirun import Mpirun
