@@ -20,9 +20,9 @@ from ..conftest import run_compat
 from ..hostile_strings import hostile
 
 CONSTANTS = ("NAME", "NODES", "RANKS_PER_NODE", "THREADS", "GLOO_TIMEOUT_S", "PREFLIGHT_TIMEOUT_S", "PLACEMENT_TIMEOUT_S", "PYTHON",
-             "PREFLIGHT", "COMMAND", "REQUIREMENTS", "RUNTIME_ENV", "ADDITIONS")
-FUNCTIONS = ("fail", "free_port", "interpreter", "rank_argv", "run_child", "child_env", "master_of_node", "preflight_on_node", "preflight", "train_rank",
-             "train", "main")
+             "PREFLIGHT", "COMMAND", "REQUIREMENTS", "RUNTIME_ENV", "ADDITIONS", "DIE_WITH_PARENT")
+FUNCTIONS = ("fail", "last_line", "free_port", "interpreter", "rank_argv", "run_child", "child_env", "master_of_node", "compat_here", "preflight_on_node",
+             "preflight", "train_rank", "train", "main")
 
 
 def constants(text: str) -> dict:
@@ -188,3 +188,73 @@ def test_compat_never_imports_ray_writing_the_driver(tmp_path):
                           env=base_env({"PYTHONPATH": f"{ROOT}:{tmp_path}"}), check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def _driver_file(tmp_path, **given):
+    path = tmp_path / "driver.py"
+    path.write_text(ray_driver(shape(**given)))
+    return path
+
+
+def test_a_rank_dies_with_its_ray_worker_even_when_the_worker_is_killed(tmp_path):
+    """Hostile review: the driver's children (a new session each) outlived a Ray worker stopped with SIGTERM or SIGKILL,
+    holding the node's CPUs and ports. The child now asks the kernel for SIGKILL when its parent dies (PR_SET_PDEATHSIG)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    driver = _driver_file(tmp_path)
+    marker = tmp_path / "child.pid"
+    inner = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    code = ("import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('drv', {str(driver)!r}); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+            f"m.run_child([sys.executable, '-c', {inner!r}], None, None)\n")
+    for stop in (signal.SIGKILL, signal.SIGTERM):
+        marker.unlink(missing_ok=True)
+        worker = subprocess.Popen([sys.executable, "-c", code])
+        try:
+            deadline = time.monotonic() + 30
+            while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            child = int(marker.read_text())
+            os.kill(worker.pid, stop)
+            worker.wait(timeout=30)
+            deadline = time.monotonic() + 10
+            while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            alive = os.path.exists(f"/proc/{child}") and "zombie" not in open(f"/proc/{child}/status").read()
+            assert not alive, f"the rank outlived its worker stopped with {stop.name}"
+        finally:
+            worker.kill()
+
+
+def test_a_node_without_compat_is_named_with_the_fix_and_a_missing_program_is_a_sentence(tmp_path):
+    """Hostile review: the preflight ran the exporting machine's interpreter path on every node; where it does not exist
+    (another machine), Popen raised and Ray printed a traceback."""
+    import sys
+
+    namespace: dict = {"__name__": "compat_driver"}
+    exec(compile(ray_driver(shape(preflight=("/nonexistent/venv/bin/python", "-m", "compatmatrix"))), "driver.py", "exec"), namespace)  # noqa: S102
+    here = namespace["compat_here"]()
+    assert here in ([sys.executable, "-m", "compatmatrix"], None) or here[0].endswith("compat")  # this Python holds compatmatrix
+    namespace["compat_here"] = lambda: None
+    node, _host, code, out = namespace["preflight_on_node"](1, "127.0.0.1", 29500, str(tmp_path))
+    assert (node, code) == (1, 127) and "compat is not installed on this node" in out and "--no-preflight" in out
+    assert namespace["run_child"](["/nonexistent/program"], None, None, timeout=30) == (127, "cannot start /nonexistent/program: No such file or directory\n")
+
+
+@pytest.mark.parametrize("fixture_ray, said", [
+    ("def init(**kwargs):\n    raise ConnectionError('Could not find any running Ray instance.')\n", "Ray could not start the job: Could not find any running Ray instance."),
+    ("# FIXTURE: a ray.py beside the driver, not Ray\n", "is not Ray (a file named ray.py beside the driver?)"),
+])
+def test_ray_that_cannot_run_the_driver_is_one_sentence_and_exit_2(tmp_path, fixture_ray, said):
+    """Hostile review: with no cluster the driver printed Ray's traceback and exited 1 (its docstring says 2)."""
+    import subprocess
+    import sys
+
+    driver = _driver_file(tmp_path)
+    (tmp_path / "ray.py").write_text(fixture_ray)  # a FIXTURE ray module, first on the driver's path
+    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
