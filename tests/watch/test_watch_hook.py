@@ -238,3 +238,23 @@ def test_a_rank_reports_the_hooks_record_where_the_flight_recorder_has_none(tmp_
     assert {c.op for c in seen} == {"all_reduce" if source == "hook" else "gloo:all_reduce"}
     assert {b.source for b in beats if b.progress} == {source}  # one source for the rank's whole run, never a mix
     assert {b.source for b in beats if not b.progress} <= {"none", "flight-recorder"}  # before its first collective returned
+
+
+@pytest.mark.parametrize("sources, noted", [(("hook",), True), (("flight-recorder",), False), (("flight-recorder", "hook"), True)])
+def test_a_finding_from_the_hooks_record_says_so(sources, noted):
+    import json
+
+    import jsonschema
+
+    from compatmatrix.render import schema_path
+    from compatmatrix.watch import judge as J
+    from compatmatrix.watch.render import HOOK_NOTE, text_lines, watch_json
+    from compatmatrix.watch.service import WatchOutcome
+
+    death = J.Death(1, 42, 3.0, 9, None, "", "running")
+    outcome = WatchOutcome(1, (death,), True, 5.0, sources, ())
+    assert (HOOK_NOTE in text_lines(outcome)) == noted
+    assert "progress from: hook" in HOOK_NOTE and HOOK_NOTE not in text_lines(WatchOutcome(0, (), False, None, sources, ()))
+    document = watch_json(outcome)
+    assert document["sources"] == list(sources)
+    jsonschema.validate(document, json.loads(schema_path("launch --watch").read_text()))
