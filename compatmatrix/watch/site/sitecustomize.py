@@ -17,8 +17,10 @@ grows). Once torch.distributed is initialised (read from sys.modules: the agent 
 heartbeat carries the progress of the rank's collectives from torch's Flight Recorder (torch >= 2.9's C++ ring, which
 records gloo's collectives on CPU: ``_dump_fr_trace`` without stack traces): per process group the last collective
 entered and the last completed, and the collectives entered since the previous heartbeat and those still in flight
-(process group, sequence number, op, element count, time entered). Where there is no Flight Recorder the heartbeat
-says so (``"source": "none"``) and carries the rank's liveness only. Every heartbeat also says the rank's host name,
+(process group, sequence number, op, element count, time entered). Where the Flight Recorder records nothing (torch
+before 2.9, or a backend that records none) the same fields come from the agent's hook (``"source": "hook"``, _Hook
+below): torch.distributed's collective functions, wrapped once when the package is imported, record each call in a
+bounded ring. Before either has anything the heartbeat carries the rank's liveness only. Every heartbeat also says the rank's host name,
 its PID namespace and its process's CPU seconds (the watcher's view of a rank on another host). An exception that ends the rank is written as a
 last record (its type and message); an interpreter exit as ``"state": "left"``. The agent records no exit status
 (the watcher reads it from waitpid or the zombie). In a child the rank forks the agent writes nothing
@@ -175,7 +177,7 @@ class _Hook(object):
         """Async works seen completed since the last heartbeat (Work.is_completed) count as completed."""
         with self.lock:
             pending = list(self.pending)
-        for work, name, seq in pending:
+        for work, _name, _seq in pending:
             try:
                 if work.is_completed():
                     self.waited(work)
