@@ -92,11 +92,18 @@ def fix_of(finding: Finding) -> str:
     return FIX[kind_of(finding)].format(rank=finding.rank)
 
 
+HOOK_SOURCE = "hook"
+HOOK_NOTE = ("compat launch --watch: progress from: hook (the Flight Recorder recorded nothing for this backend: compat's own record "
+             "of the collectives called through torch.distributed's functions; DDP's gradient all-reduces, called from C++, are not in it)")
+
+
 def text_lines(outcome: Any) -> list[str]:
     lines = []
     for finding in outcome.findings:
         lines.append(f"compat launch --watch: {finding_text(finding)}")
         lines.append(f"compat launch --watch: fix: {fix_of(finding)}")
+    if outcome.findings and HOOK_SOURCE in outcome.sources:
+        lines.append(HOOK_NOTE)
     for stack in outcome.stacks:
         if stack.text:
             lines.append(f"compat launch --watch: rank {stack.rank}'s Python stack (py-spy dump --pid {stack.pid}):")

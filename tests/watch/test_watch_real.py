@@ -1,6 +1,7 @@
 """compat launch --watch for REAL: torchrun of the real torch 2.13 CPU environment, two ranks on gloo running a small
 DDP loop (tests/data/watch_train.py) in which rank 1 stops itself (SIGSTOP), kills itself (SIGKILL) or nothing goes
-wrong. Times are measured from the line rank 1 prints just before its fault to the watcher's line on stderr. Every
+wrong; and the same stall on the FIXTURE ccl backend (tests/fixture_ccl.py: gloo under the name "ccl", NOT oneCCL) and
+on gloo with the agent's hook forced (COMPAT_WATCH_FIXTURE_NO_FR=1, test only). Times are measured from the line rank 1 prints just before its fault to the watcher's line on stderr. Every
 process compat starts carries COMPAT_TEST_MARK; after compat returns none may be left (read from /proc).
 """
 
@@ -93,6 +94,49 @@ def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_jo
     print(f"{launcher}: SIGSTOP to finding: {named - stopped:.1f} s (bound {stall['bound']} s)")
     assert named - stopped < 60
     assert marked(mark) == []
+
+
+def _named_stall(document, seen, mark, label, op="all_reduce"):
+    """The stall finding of rank 1 stopped by SIGSTOP: the collective it never entered, rank 0 waiting in it, within
+    60 s, nothing left running; returns the seconds from the stop to the finding's line."""
+    jsonschema.validate(document, SCHEMA)
+    assert document["ended_by_watch"], seen
+    (stall,) = [f for f in document["findings"] if f["kind"] == "stall"]
+    assert stall["rank"] == 1 and stall["process_state"] == "T", stall
+    assert stall["last_entered"] < stall["seq"] and op in stall["collective"]["op"].replace("allreduce", "all_reduce"), stall
+    assert [w["rank"] for w in stall["waiting"]] == [0] and stall["waiting"][0]["seq"] == stall["seq"]
+    stopped, named = first(seen, "rank 1: stop at step"), first(seen, "compat launch --watch: stall: rank 1")
+    assert stopped is not None and named is not None, seen
+    print(f"{label}: sources {document['sources']}, SIGSTOP to finding: {named - stopped:.1f} s (bound {stall['bound']} s)")
+    assert named - stopped < 60
+    assert marked(mark) == []
+    return named - stopped
+
+
+@pytest.fixture(scope="module")
+def fixture_ccl(tmp_path_factory):
+    from ..fixture_ccl import fixture_ccl_path
+
+    return str(fixture_ccl_path(tmp_path_factory.mktemp("ccl")))
+
+
+def test_the_fixture_ccl_backend_is_watched_from_the_flight_recorder_and_a_stopped_rank_named(torch_python, fixture_ccl):
+    """Measured: torch 2.13's Flight Recorder records the FIXTURE ccl's collectives (its group is a ProcessGroupGloo
+    under another name), so the watch reads it and the hook is not used."""
+    code, document, seen, mark = watched(torch_python, fault="stop@15", steps=400, env_extra={"WATCH_BACKEND": "ccl", "PYTHONPATH": fixture_ccl})
+    assert code == 1 and document["sources"] == ["flight-recorder"], (document, seen)
+    _named_stall(document, seen, mark, "fixture ccl")
+
+
+def test_where_the_flight_recorder_is_ignored_the_hook_names_the_stopped_rank_on_gloo(torch_python):
+    """COMPAT_WATCH_FIXTURE_NO_FR=1 (test only): the agent reads no Flight Recorder, as with a backend that records none;
+    the hook sees the collectives called through torch.distributed's functions (WATCH_SYNC: the loss's all_reduce before
+    backward; DDP's own gradient all-reduces run in C++, out of its sight)."""
+    code, document, seen, mark = watched(torch_python, fault="stop@15", steps=400, env_extra={"WATCH_SYNC": "1", "COMPAT_WATCH_FIXTURE_NO_FR": "1"})
+    assert code == 1 and document["sources"] == ["hook"], (document, seen)
+    _named_stall(document, seen, mark, "gloo, hook forced")
+    (stall,) = [f for f in document["findings"] if f["kind"] == "stall"]
+    assert stall["collective"]["op"] == "all_reduce" and stall["collective"]["numel"] == 1, stall
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])

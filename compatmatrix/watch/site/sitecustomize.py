@@ -17,8 +17,10 @@ grows). Once torch.distributed is initialised (read from sys.modules: the agent 
 heartbeat carries the progress of the rank's collectives from torch's Flight Recorder (torch >= 2.9's C++ ring, which
 records gloo's collectives on CPU: ``_dump_fr_trace`` without stack traces): per process group the last collective
 entered and the last completed, and the collectives entered since the previous heartbeat and those still in flight
-(process group, sequence number, op, element count, time entered). Where there is no Flight Recorder the heartbeat
-says so (``"source": "none"``) and carries the rank's liveness only. Every heartbeat also says the rank's host name,
+(process group, sequence number, op, element count, time entered). Where the Flight Recorder records nothing (torch
+before 2.9, or a backend that records none) the same fields come from the agent's hook (``"source": "hook"``, _Hook
+below): torch.distributed's collective functions, wrapped once when the package is imported, record each call in a
+bounded ring. Before either has anything the heartbeat carries the rank's liveness only. Every heartbeat also says the rank's host name,
 its PID namespace and its process's CPU seconds (the watcher's view of a rank on another host). An exception that ends the rank is written as a
 last record (its type and message); an interpreter exit as ``"state": "left"``. The agent records no exit status
 (the watcher reads it from waitpid or the zombie). In a child the rank forks the agent writes nothing
@@ -31,6 +33,7 @@ The slot format is read by compatmatrix/watch/ring.py (tests/watch/test_watch.py
 
 import os
 import sys
+import time as _time
 
 VARIABLE = "COMPAT_WATCH_DIR"
 SLOTS = 64
@@ -38,6 +41,7 @@ SLOT = 4096
 FORMAT = 1
 MAX_ENTRIES = 24  # collectives per heartbeat (the newest); a slot must hold them
 _AGENT = None  # this process's agent, once installed
+_HOOK = None  # its hook (below), once installed
 
 
 def _pg_progress(status):
@@ -76,9 +80,261 @@ def _where():
     return host[:200], namespace[:64]
 
 
+# The hook: where the Flight Recorder records nothing (torch before 2.9, a backend that records none), the agent's own
+# record of the collectives called through torch.distributed's Python functions. Installed once, when torch.distributed
+# is first imported (a sys.meta_path finder: before the script can call a collective, so every rank counts from its
+# first), in every watched rank; the heartbeat reads it only while the Flight Recorder has recorded nothing.
+HOOK_OPS = {  # name: (position of its group argument, of the tensor whose elements it counts, None: none)
+    "all_reduce": (2, 0), "all_reduce_coalesced": (2, 0), "broadcast": (2, 0), "broadcast_object_list": (2, None), "all_gather": (2, 1),
+    "all_gather_into_tensor": (2, 1), "_all_gather_base": (2, 1), "all_gather_object": (2, None), "all_gather_coalesced": (2, 1), "reduce": (3, 0),
+    "reduce_scatter": (3, 1), "reduce_scatter_tensor": (3, 1), "_reduce_scatter_base": (3, 1), "gather": (3, 0), "gather_object": (3, None),
+    "scatter": (3, 0), "scatter_object_list": (3, None), "all_to_all": (2, 1), "all_to_all_single": (4, 1), "barrier": (0, None),
+    "monitored_barrier": (0, None), "all_gather_single": (2, 1), "reduce_scatter_single": (3, 1)}
+HOOK_RING = 256  # the newest collectives the hook keeps (a bounded ring)
+NO_FR_SWITCH = "COMPAT_WATCH_FIXTURE_NO_FR"  # TEST ONLY: "1" makes the agent ignore the Flight Recorder (the hook path)
+_WRAPPED = "__compat_watch_hook__"
+
+
+def _numel_of(value):
+    """Elements of a tensor or a list of tensors (a list of lists: its first list); 0 for anything else (objects)."""
+    try:
+        if isinstance(value, (list, tuple)):
+            if value and isinstance(value[0], (list, tuple)):
+                value = value[0]
+            return sum(int(item.numel()) for item in value if hasattr(item, "numel"))
+        return int(value.numel()) if hasattr(value, "numel") else 0
+    except Exception:
+        return 0
+
+
+class _Hook(object):
+    """The ring of the collectives this rank entered: (pg name, seq, op, element count, time entered ns, pg description)
+    in a fixed list (one tuple per call), per group the last entered and the last completed, and the async works not
+    yet seen completed (bounded: the oldest is dropped)."""
+
+    def __init__(self, size=HOOK_RING):
+        import threading
+
+        self.size = size
+        self.ring = [None] * size
+        self.count = 0  # collectives entered, all groups
+        self.returned = 0  # calls that returned (the Flight Recorder, where it records, has their entries by then)
+        self.groups = {}  # id(pg) -> (pg, name, description): the group object is kept so its id is not reused
+        self.progress = {}  # name -> [last entered, last completed]
+        self.pending = []  # [(work, name, seq)], at most size
+        self.lock = threading.Lock()
+        self.local = threading.local()  # .inside: a wrapped collective is running in this thread (one calling another:
+        # broadcast_object_list calls broadcast, all_gather_into_tensor all_gather_single) and is the one recorded
+
+    def _group(self, dist, pg):
+        known = self.groups.get(id(pg))
+        if known is not None and known[0] is pg:
+            return known
+        name = desc = ""
+        try:
+            target = pg if pg is not None else dist.distributed_c10d._get_default_group()
+            name = str(dist.distributed_c10d._get_process_group_name(target))
+            desc = str(getattr(target, "group_desc", "") or "")
+        except Exception:
+            name = name or "0"
+        known = (pg, name, desc)
+        if len(self.groups) < 64:
+            self.groups[id(pg)] = known
+        return known
+
+    def enter(self, dist, op, group, tensor):
+        _pg, name, desc = self._group(dist, group)
+        with self.lock:
+            pair = self.progress.get(name)
+            if pair is None:
+                pair = self.progress[name] = [0, 0]
+            pair[0] += 1
+            seq = pair[0]
+            self.ring[self.count % self.size] = (name, seq, op, _numel_of(tensor), int(_time.time() * 1e9), desc)
+            self.count += 1
+        return name, seq
+
+    def complete(self, name, seq):
+        with self.lock:
+            pair = self.progress.get(name)
+            if pair is not None and seq > pair[1]:
+                pair[1] = seq
+
+    def waiting(self, work, name, seq):
+        with self.lock:
+            if len(self.pending) >= self.size:
+                del self.pending[0]
+            self.pending.append((work, name, seq))
+
+    def waited(self, work):
+        with self.lock:
+            found = [item for item in self.pending if item[0] is work]
+            self.pending = [item for item in self.pending if item[0] is not work]
+        for _work, name, seq in found:
+            self.complete(name, seq)
+
+    def poll(self):
+        """Async works seen completed since the last heartbeat (Work.is_completed) count as completed."""
+        with self.lock:
+            pending = list(self.pending)
+        for work, _name, _seq in pending:
+            try:
+                if work.is_completed():
+                    self.waited(work)
+            except Exception:
+                self.waited(work)
+
+    def snapshot(self):
+        """({name: [last entered, last completed]}, the ring's records oldest first)."""
+        self.poll()
+        with self.lock:
+            progress = dict((name, list(pair)) for name, pair in self.progress.items())
+            count = self.count
+            if count <= self.size:
+                records = self.ring[:count]
+            else:
+                start = count % self.size
+                records = self.ring[start:] + self.ring[:start]
+        return progress, [record for record in records if record is not None]
+
+
+def _argument(args, kwargs, position, name):
+    if name in kwargs:
+        return kwargs[name]
+    return args[position] if len(args) > position else None
+
+
+def _wrap(dist, hook, op, function):
+    """function, wrapped: entered at the call, completed at its return (async_op: when its Work's wait returns or the
+    work is seen completed). What the collective returns or raises passes unchanged; the record is guarded."""
+    if getattr(function, _WRAPPED, False):
+        return function
+    group_at, tensor_at = HOOK_OPS[op]
+
+    local = hook.local
+
+    def collective(*args, **kwargs):
+        if getattr(local, "inside", False):
+            return function(*args, **kwargs)
+        record = None
+        asynchronous = False
+        try:
+            group = kwargs["group"] if "group" in kwargs else args[group_at] if len(args) > group_at else None
+            tensor = None if tensor_at is None else args[tensor_at] if len(args) > tensor_at else None
+            asynchronous = kwargs["async_op"] if "async_op" in kwargs else len(args) > group_at + 1 and args[group_at + 1] is True
+            record = hook.enter(dist, op, group, tensor)
+        except Exception:
+            record = None
+        local.inside = True
+        try:
+            result = function(*args, **kwargs)
+        finally:
+            local.inside = False
+        if record is not None:
+            try:
+                hook.returned += 1
+                if asynchronous is True and result is not None and hasattr(result, "wait"):
+                    hook.waiting(result, record[0], record[1])
+                else:
+                    hook.complete(record[0], record[1])
+            except Exception:
+                pass
+        return result
+
+    try:
+        collective.__name__, collective.__qualname__, collective.__doc__ = function.__name__, function.__qualname__, function.__doc__
+        collective.__module__, collective.__wrapped__ = function.__module__, function
+    except Exception:
+        pass
+    setattr(collective, _WRAPPED, True)
+    return collective
+
+
+def _wrap_work(dist, hook):
+    """Work.wait, wrapped once at the class: a wait that returns completes the collective the work belongs to."""
+    try:
+        work_class = dist.distributed_c10d.Work
+    except Exception:
+        return
+    wait = getattr(work_class, "wait", None)
+    if wait is None or getattr(wait, _WRAPPED, False):
+        return
+
+    def waited(self, *args, **kwargs):
+        result = wait(self, *args, **kwargs)
+        try:
+            if hook.pending:
+                hook.waited(self)
+        except Exception:
+            pass
+        return result
+
+    setattr(waited, _WRAPPED, True)
+    try:
+        work_class.wait = waited
+    except Exception:
+        pass
+
+
+def _hook_torch_distributed(dist, hook):
+    """Wrap torch.distributed's collectives (the package's names and distributed_c10d's, the same function once each)."""
+    c10d = getattr(dist, "distributed_c10d", None)
+    done = {}
+    for module in (c10d, dist):
+        if module is None:
+            continue
+        for op in HOOK_OPS:
+            function = getattr(module, op, None)
+            if function is None or not callable(function):
+                continue
+            wrapped = done.get(id(function))
+            if wrapped is None:
+                wrapped = done[id(function)] = _wrap(dist, hook, op, function)
+            try:
+                setattr(module, op, wrapped)
+            except Exception:
+                pass
+    _wrap_work(dist, hook)
+
+
+class _Finder(object):
+    """A sys.meta_path finder that wraps torch.distributed's collectives when the package has been imported, once."""
+
+    def __init__(self, hook):
+        self.hook, self.done = hook, False
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch.distributed" or self.done:
+            return None
+        self.done = True
+        try:
+            import importlib.machinery
+
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            loader = getattr(spec, "loader", None)
+            exec_module = getattr(loader, "exec_module", None)
+            if exec_module is None:
+                return spec
+            hook = self.hook
+
+            def exec_and_hook(module):
+                exec_module(module)
+                try:
+                    _hook_torch_distributed(module, hook)
+                except Exception:
+                    pass
+
+            loader.exec_module = exec_and_hook
+            return spec
+        except Exception:
+            return None
+
+
 class _Agent(object):
-    def __init__(self, folder, rank, fd, interval):
-        self.folder, self.rank, self.fd, self.interval = folder, rank, fd, interval
+    def __init__(self, folder, rank, fd, interval, hook=None):
+        self.folder, self.rank, self.fd, self.interval, self.hook = folder, rank, fd, interval, hook
+        self.no_fr = os.environ.get(NO_FR_SWITCH) == "1"  # TEST ONLY (see NO_FR_SWITCH)
+        self.chosen = None  # "flight-recorder" or "hook" once known for good
         self.host, self.namespace = _where()
         self.count = 0
         self.seen_ns = 0  # the newest collective reported so far (its time entered)
@@ -99,6 +355,9 @@ class _Agent(object):
         except Exception:
             return None
         if self.dump is None:
+            if self.no_fr:
+                self.dump, self.source = False, "none"
+                return None
             try:
                 from torch._C._distributed_c10d import _dump_fr_trace  # torch >= 2.9
 
@@ -113,6 +372,39 @@ class _Agent(object):
             return pickle.loads(self.dump(True, False, False))
         except Exception:
             return None
+
+    def _from_trace(self, trace):
+        progress = _pg_progress(trace.get("pg_status"))
+        raw = []
+        for entry in trace.get("entries") or ():
+            try:
+                group = entry.get("process_group") or ("", "")
+                raw.append((str(group[0]), int(entry.get("collective_seq_id", 0)), str(entry.get("profiling_name", "")), _numel(entry.get("input_sizes")),
+                            int(entry.get("time_created_ns") or 0), str(group[1])))
+            except Exception:
+                continue
+        return progress, raw
+
+    def _progress(self):
+        """(per group [last entered, last completed], the collectives as (pg, seq, op, elements, entered ns, pg
+        description)) from the Flight Recorder, or from the hook where the Flight Recorder records nothing: known for
+        good once a collective call has returned (by then the Flight Recorder has its entry if it records this backend)
+        and the Flight Recorder has none. (None, ()) before torch.distributed is initialised."""
+        hook = self.hook
+        returned = hook.returned if hook is not None else 0  # read before the trace: see above
+        trace = self._flight_recorder()
+        if trace is None and (self.dump is None or self.chosen is None and not returned):
+            return None, ()  # not initialised, or nothing from either yet
+        if self.chosen != "hook" and trace is not None:
+            progress, raw = self._from_trace(trace)
+            if raw or any(pair[0] >= 0 for pair in progress.values()):
+                self.chosen = self.source = "flight-recorder"
+                return progress, raw
+        if hook is not None and (returned or self.chosen == "hook"):
+            self.chosen = self.source = "hook"
+            progress, records = hook.snapshot()
+            return progress, records
+        return (self._from_trace(trace) if trace is not None else (None, ()))
 
     def forked(self):
         """In a child forked from the rank: the agent writes nothing there (the rank's ring is the rank's), and its lock
@@ -143,21 +435,15 @@ class _Agent(object):
         body = {"v": FORMAT, "n": self.count, "rank": self.rank, "pid": os.getpid(), "t": time.time(), "state": state,
                 "source": self.source or "none", "world": os.environ.get("WORLD_SIZE", ""), "host": self.host, "ns": self.namespace,
                 "cpu": round(time.process_time(), 3)}
-        trace = self._flight_recorder() if state == "running" else None
-        if trace is not None:
-            progress = _pg_progress(trace.get("pg_status"))
+        progress, raw = self._progress() if state == "running" else (None, ())
+        if progress is not None:
+            body["source"] = self.source
             body["pg"] = progress
             entries = []
-            for entry in trace.get("entries") or ():
-                try:
-                    group = entry.get("process_group") or ("", "")
-                    pg, seq = str(group[0]), int(entry.get("collective_seq_id", 0))
-                    created = int(entry.get("time_created_ns") or 0)
-                    done = progress.get(pg, [0, -1])[1]
-                    if created > self.seen_ns or seq > done:
-                        entries.append([pg, seq, str(entry.get("profiling_name", "")), _numel(entry.get("input_sizes")), created, str(group[1])])
-                except Exception:
-                    continue
+            for pg, seq, op, numel, created, desc in raw:
+                done = progress.get(pg, [0, -1])[1]
+                if created > self.seen_ns or seq > done:
+                    entries.append([pg, seq, op, numel, created, desc])
             entries = entries[-MAX_ENTRIES:]
             if entries:
                 self.seen_ns = max(self.seen_ns, max(e[4] for e in entries))
@@ -239,7 +525,10 @@ def _install():
         os.ftruncate(fd, 0)  # a ring left in a shared run folder by an earlier job: its slots are not this rank's
         os.ftruncate(fd, SLOTS * SLOT)
         global _AGENT
-        agent = _AGENT = _Agent(folder, int(rank), fd, max(0.05, interval))
+        global _HOOK
+        _HOOK = _Hook()
+        sys.meta_path.insert(0, _Finder(_HOOK))
+        agent = _AGENT = _Agent(folder, int(rank), fd, max(0.05, interval), _HOOK)
         agent.record("starting")
         previous_hook = sys.excepthook
 
