@@ -77,8 +77,9 @@ def training_command(command: Sequence[str]) -> tuple[tuple[str, ...], list[str]
 def trainer_release(version: Optional[str], crd_path: Optional[str]) -> Release:
     """The Trainer release a TrainJob is written for or judged against: --crd FILE's (the cluster's CRD), else
     --trainer-version's, else the newest compat knows (UsageError for an unknown version or a file that is no TrainJob
-    CRD)."""
-    from .releases import ReleaseError, by_version, from_crd
+    CRD); --crd with the --trainer-version of a release known from its notes only (v2.4): the CRD's schema with the
+    notes' rules."""
+    from .releases import ReleaseError, by_version, from_crd, from_notes
 
     try:
         if crd_path is None:
@@ -88,7 +89,8 @@ def trainer_release(version: Optional[str], crd_path: Optional[str]) -> Release:
             documents = _yaml_documents(crd_path, text, "--crd")
         except UsageError:
             raise
-        return from_crd(documents[0] if len(documents) == 1 else None)
+        crd = from_crd(documents[0] if len(documents) == 1 else None)
+        return from_notes(version, crd) if version is not None else crd
     except ReleaseError as exc:
         from .releases import versions
 
@@ -122,7 +124,14 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
 
                 raise UsageError(f"--crd describes a TrainJob with none of the fields compat knows for changing the runtime's pods ({', '.join(OVERRIDES)}), "
                                  "so /dev/shm cannot be written for it.", "Pass --trainer-version for a release compat knows, or add the dshm volume to the runtime's pod template.")
-            return trainjob_for(spec, release, job.image, job.namespace)
+            manifest = trainjob_for(spec, release, job.image, job.namespace)
+            from .releases import name_problems
+
+            for path, name in name_problems(release, manifest.document.get("spec") or {}):
+                raise UsageError(f"The TrainJob's {path} {name!r} is longer than {release.label} allows ({release.name_max} characters, "
+                                 "its release notes): no runtime of that release has such a ReplicatedJob.",
+                                 f"Name the runtime's job in {release.name_max} characters or fewer, or pass --trainer-version v2.3.")
+            return manifest
         return pytorchjob_for(spec, job.image, job.namespace)
     except ShapeError as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
