@@ -123,9 +123,7 @@ def _refuse_misplaced(ns: argparse.Namespace, form: Optional[str]) -> None:
         runners = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         raise UsageError(f"Only compat export {runners} take a training command after --.", "Drop the words after --.")
     release_flag = "--crd" if ns.crd is not None else "--trainer-version" if ns.trainer_version is not None else None
-    from ...export.releases import notes_only
-
-    if ns.crd is not None and ns.trainer_version is not None and not notes_only(ns.trainer_version):
+    if ns.crd is not None and ns.trainer_version is not None and not _notes_only(ns.trainer_version):
         raise UsageError("--crd and --trainer-version both name the Trainer release.",
                          "Pass one of them (--crd when your cluster's release is newer than compat knows; both only for a release known from its "
                          "notes, such as v2.4).")
@@ -133,6 +131,12 @@ def _refuse_misplaced(ns: argparse.Namespace, form: Optional[str]) -> None:
         raise UsageError(f"{release_flag} goes with compat export pytorchjob --trainer-v2 or with --validate.", f"Add --trainer-v2, or drop {release_flag}.")
     if ns.show_pods and ns.validate is None:
         raise UsageError("--show-pods goes with --validate FILE.", "Run compat export --validate FILE --show-pods.")
+
+
+def _notes_only(version: str) -> bool:
+    from ...export.releases import notes_only  # only here: the release data loads where a TrainJob is asked for (tests/test_startup.py)
+
+    return notes_only(version)
 
 
 def run(args: ExportArgs) -> int:
