@@ -1,15 +1,15 @@
 """The job contract: one typed record of what every engine needs to run a CPU-DDP training job with a resolved set.
 
-``compat export pytorchjob | sbatch | skypilot`` (and the engines to come: Ray) build ONE ``JobSpec`` from the
+``compat export pytorchjob | sbatch | skypilot | ray`` build ONE ``JobSpec`` from the
 resolve, placement and launcher facts (export/contract.py ``build_job``) and hand it to the engine's renderer, which
 only writes it in the engine's words (export/k8s.py: PyTorchJob and TrainJob; render/sbatch.py: a Slurm batch script;
-export/skypilot.py: a SkyPilot task). A renderer decides nothing about the set, the command or the threads.
+export/skypilot.py: a SkyPilot task; render/ray.py: a Ray Train driver, through ray_shape's small adapter). A renderer decides nothing about the set, the command or the threads.
 
 The fields, for a renderer's author (every value is already checked for its own rules by the builder; the renderer
 escapes it for its format):
 
 ``JobSpec``
-  ``engine``          the export format that asked ("pytorchjob", "trainjob", "sbatch", "skypilot")
+  ``engine``          the export format that asked ("pytorchjob", "trainjob", "sbatch", "skypilot", "ray")
   ``name``            the job's name as the user gave it (--name); the renderer checks it against its engine's rule
   ``nodes``           nodes (pods, Slurm nodes, SkyPilot nodes), >= 1
   ``ranks_per_node``  ranks (processes) per node, >= 1: torchrun's --nproc_per_node, srun's tasks per node; never a
@@ -17,7 +17,8 @@ escapes it for its format):
   ``backend``         "ccl" when the set holds the oneCCL bindings, else "gloo": what the ranks' process group can use
   ``threads``         ``Threads`` per rank, planned at export time from the node's CPUs (None: planned on the node
                       itself by compat env / compat launch, as the Slurm script does)
-  ``master``          ``Master``: how every node finds rank 0's host and port (bash expressions the engine fills)
+  ``master``          ``Master``: how every node finds rank 0's host and port (bash expressions the engine fills; for Ray,
+                      whose driver finds them in Python, the fields are empty and ``found_by`` says how)
   ``exports``         (NAME, value) pairs every rank's environment gets, fixed at export time (the thread plan, and
                       CCL_ATL_TRANSPORT=ofi under torchrun with the bindings), in order
   ``env_step``        True when a node runs ``compat env`` for its own exports before training (interfaces, oneCCL's
@@ -26,7 +27,8 @@ escapes it for its format):
   ``command``         the training command as the launcher on the node runs it, translated for the set (transformers /
                       accelerate); for torchrun engines the words after torchrun's own options (``--no_python`` in
                       front of a program that is not a .py script)
-  ``launcher``        what starts the ranks on a node: "torchrun" or "srun" (compat launch --launcher srun)
+  ``launcher``        what starts the ranks on a node: "torchrun", "srun" (compat launch --launcher srun) or "ray" (Ray
+                      Train's workers)
   ``set``             ``HeldSet``: the set the ranks' environment holds, read from --python's environment when given
                       and filled, resolved otherwise
   ``python``          the ranks' interpreter on the nodes (--python), or None where the image or the setup makes it
@@ -49,6 +51,7 @@ class Threads:
     omp_threads: int
     ccl_workers: int = 0
     binding: tuple[tuple[str, str], ...] = (("KMP_BLOCKTIME", "1"), ("OMP_PROC_BIND", "close"), ("OMP_PLACES", "cores"))
+    problem: str = field(default="", compare=False)  # why the plan does not fit the node, as thread_advice says ('' when it does)
 
     def variables(self) -> tuple[tuple[str, str], ...]:
         """The plan as environment variables, in the order every export writes them."""
@@ -76,6 +79,10 @@ SLURM_MASTER = Master('$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n
 SKYPILOT_PORT = 29500  # torchrun's default master port
 SKYPILOT_MASTER = Master('$(printf "%s\\n" "$SKYPILOT_NODE_IPS" | head -n 1)', str(SKYPILOT_PORT), "$SKYPILOT_NUM_NODES", "$SKYPILOT_NODE_RANK",
                          "the first line of SKYPILOT_NODE_IPS, the node rank from SKYPILOT_NODE_RANK")
+
+# Ray's driver finds the master itself (render/ray.py): no shell expression names it
+RAY_MASTER = Master("", "", "", "", "the driver: the node IP of bundle 0's node of a STRICT_SPREAD placement group (one bundle per node) "
+                    "and a free port there, given to every rank over Ray's own group")
 
 
 @dataclass(frozen=True)

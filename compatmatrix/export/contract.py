@@ -2,7 +2,11 @@
 with --python, that environment probed, every fact an engine's renderer needs -- the training command translated for
 the set (export/service's rules: torchrun's words, a rank starter refused under srun), the set the ranks' environment
 holds (read from the environment, else resolved), the thread plan of a node's CPUs (placement/plan.thread_advice),
-the exports, how the master is found. The renderers (export/k8s.py, render/sbatch.py, export/skypilot.py) only write it.
+the exports, how the master is found. The renderers (export/k8s.py, render/sbatch.py, export/skypilot.py,
+render/ray.py through its ray_shape adapter) only write it.
+
+Adding an engine: its renderer, one line in ENGINES, its tests (Ray's line: its workers start the ranks, its driver
+finds the master, the nodes run no compat env of their own -- the driver's runtime_env carries the exports).
 
 Pure: no I/O (the caller probes --python)."""
 
@@ -11,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..jobspec import KUBEFLOW_MASTER, SKYPILOT_MASTER, SLURM_MASTER, HeldSet, JobSpec, Master, Resources, Threads
+from ..jobspec import KUBEFLOW_MASTER, RAY_MASTER, SKYPILOT_MASTER, SLURM_MASTER, HeldSet, JobSpec, Master, Resources, Threads
 from ..values import quantity_ok
 
 if TYPE_CHECKING:
@@ -28,7 +32,11 @@ ENGINES: dict[str, tuple[str, Master, bool]] = {
     "trainjob": ("torchrun", KUBEFLOW_MASTER, False),
     "sbatch": ("srun", SLURM_MASTER, True),
     "skypilot": ("torchrun", SKYPILOT_MASTER, True),
+    "ray": ("ray", RAY_MASTER, False),  # --cpus-per-node is the node's CPUs (--cpu), on a flat topology; runtime_env carries the exports
 }
+# the launchers whose rank each runs the training command as given (no torchrun words), with a starter of ranks refused:
+# (who starts the ranks, the export form the fix names)
+RANK_STARTERS_REFUSED = {"srun": ("srun", "sbatch"), "ray": ("Ray Train", "ray")}
 
 
 class ShapeError(ValueError):
@@ -61,7 +69,7 @@ def plan_threads(cpu: str, threads_per_core: int, ranks: int, ccl: bool, ccl_wor
     advice = thread_advice(machine, ranks, workers)
     if advice.plan is None and ccl_workers is None and workers:
         advice = thread_advice(machine, ranks, 0)
-    return Threads(advice.omp_threads, max(1, advice.ccl_workers) if ccl else 0)
+    return Threads(advice.omp_threads, max(1, advice.ccl_workers) if ccl else 0, problem=advice.problem or "")
 
 
 def held_or_resolved(planned: Planned, snapshot: Any) -> tuple[HeldSet, Optional[dict]]:
@@ -81,6 +89,10 @@ def set_note(engine: str, held: HeldSet, python: Optional[str]) -> str:
     pins = ", ".join(held.pins)
     if engine in ("pytorchjob", "trainjob"):
         return f"the image must hold this set (Python {held.python}): {pins}; compat export dockerfile writes its Dockerfile"
+    if engine == "ray":  # the resolved set's note ends with how Ray gets it (render/ray.py ray_shape: runtime_env pip or not)
+        if held.read_from is not None:
+            return f"{python} holds this set (Python {held.python}, read from the environment): {pins}; the runtime_env installs nothing"
+        return f"the set (Python {held.python}): {pins}"
     if engine == "skypilot":
         source = f", read from {held.read_from}" if held.read_from else ""
         return f"setup installs this set (Python {held.python}{source}) into {python or '~/compat-train'} on every node with compat install: {pins}"
@@ -101,11 +113,16 @@ def build_job(planned: Planned, job: JobArgs, engine: str, python: Optional[str]
     if launcher == "torchrun":
         command, notes = service.training_command(job.command)
     else:
-        command, notes = service.srun_command(job.command), []
+        who, form = RANK_STARTERS_REFUSED[launcher]
+        command, notes = service.refuse_rank_starters(job.command, who, form), []
     translated, said = service._for_the_set(planned, command, engine if engine != "trainjob" else "pytorchjob", versions)
     notes += said
-    threads = plan_threads(job.cpu.rstrip("+"), job.threads_per_core, job.nproc_per_node, ccl) if job.cpu and launcher == "torchrun" else None
-    exports = (*(threads.variables() if threads else ()), *(TORCHRUN_CCL_ENV if ccl and launcher == "torchrun" else ()))
+    threads = plan_threads(job.cpu.rstrip("+"), job.threads_per_core, job.nproc_per_node, ccl) if job.cpu and launcher != "srun" else None
+    if launcher == "ray":  # Ray's env_vars: oneCCL's transport and workers, the threads, KMP_BLOCKTIME (no binding: Ray places the workers)
+        ccl_env = (*TORCHRUN_CCL_ENV, ("CCL_WORKER_COUNT", str(max(1, threads.ccl_workers)))) if ccl and threads else ()
+        exports = (*ccl_env, *(threads.variables()[:1] if threads else ()), ("KMP_BLOCKTIME", "1"))
+    else:
+        exports = (*(threads.variables() if threads else ()), *(TORCHRUN_CCL_ENV if ccl and launcher == "torchrun" else ()))
     if ccl and launcher == "torchrun":
         notes.append("CCL_ATL_TRANSPORT=ofi: oneCCL's default MPI transport needs an MPI launcher, and the pods run torchrun"
                      if engine != "skypilot" else "CCL_ATL_TRANSPORT=ofi: oneCCL's default MPI transport needs an MPI launcher, and the nodes run torchrun")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -43,8 +43,11 @@ class Release:
     sources: tuple[str, ...]
     schema: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the TrainJob's openAPIV3Schema
     runtime: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the torch-distributed runtime
-    note: Optional[str] = None  # set for a release judged from a --crd file only
+    note: Optional[str] = None  # set for a release judged from a --crd file only, or known from its release notes only
     rules_from_file: bool = False  # the schema's CEL rules and patterns are a --crd file's, none compat ships: run bounded
+    source: Optional[str] = None  # a release known from its notes only (data/trainer.toml [[announced]]): their URL
+    name_max: Optional[int] = None  # the ReplicatedJob names a TrainJob targets have at most this many characters (the notes')
+    schema_from: Optional[str] = None  # whose CRD the schema is, when not this release's own (a release known from its notes)
 
     @property
     def label(self) -> str:
@@ -52,6 +55,8 @@ class Release:
 
     @property
     def cited(self) -> str:
+        if self.source:
+            return f"{REPOSITORY} {self.tag} release notes, {self.source}"
         return f"{REPOSITORY} {self.tag} @{self.commit[:8]}"
 
 
@@ -78,8 +83,54 @@ def known() -> tuple[Release, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=None)
+def announced() -> tuple[Mapping[str, Any], ...]:
+    """The releases data/trainer.toml knows from their release notes only (no CRD of theirs is at hand), oldest first."""
+    return tuple(_load_toml(DATA / "trainer.toml").get("announced", ()))
+
+
+def _announced(version: Optional[str]) -> Optional[Mapping[str, Any]]:
+    wanted = (version or "").strip().lower().lstrip("v")
+    return next((entry for entry in announced() if wanted in (entry["version"].lstrip("v"), entry["tag"].lstrip("v"))), None)
+
+
+def notes_only(version: Optional[str]) -> bool:
+    """Whether --trainer-version names a release compat knows from its release notes only (--crd may go with it)."""
+    return _announced(version) is not None
+
+
+def from_notes(version: str, crd: Optional[Release] = None) -> Release:
+    """A release known from its notes: the TrainJob API of the entry's ``api_of`` (or of ``crd``, the cluster's CRD),
+    with the notes' rules (name_max) and a note that says in one line what is validated and what is not."""
+    entry = _announced(version)
+    if entry is None:
+        raise ReleaseError(f"--trainer-version {version!r} is not a Trainer release compat knows ({', '.join(versions())})")
+    limit = entry.get("replicated_job_name_max")
+    rule = f"the ReplicatedJob names a TrainJob targets have at most {limit} characters" if limit else "none"
+    if crd is None:
+        base = by_version(entry["api_of"])
+        schema_from = f"the TrainJob CRD of {base.label} ({base.cited}; {entry['version']}'s CRD is not at hand)"
+        note = (f"{entry['version']} is known from its {entry['evidence']} only, without its CRD: the TrainJob's schema and CEL rules of {entry['version']} "
+                f"are not validated (those of {base.version} are used; --crd FILE takes your cluster's); checked from the notes: {rule}")
+    else:
+        base = crd
+        schema_from = f"the TrainJob CRD of --crd (for {entry['version']})"
+        note = (f"the schema and CEL rules are --crd's; checked from {entry['version']}'s {entry['evidence']}: {rule}"
+                + (f"; {crd.note}" if crd.note else ""))
+    return replace(base, version=entry["version"], tag=entry["tag"], commit="", date="", source=entry["source"], name_max=limit, note=note,
+                   schema_from=schema_from)
+
+
+def name_problems(release: Release, spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(path, name) of every ReplicatedJob name a TrainJob spec targets (runtimePatches' replicatedJobs, targetJobs of
+    any override field) that is longer than the release's notes allow (nothing when they state no limit)."""
+    if not release.name_max or not isinstance(spec, Mapping):
+        return []
+    return [(f"{path}.name", name) for field in OVERRIDES for name, _, path in override_parts(field, spec) if len(name) > release.name_max]
+
+
 def versions() -> tuple[str, ...]:
-    return tuple(r.version for r in known())
+    return (*(r.version for r in known()), *(entry["version"] for entry in announced()))
 
 
 def newest() -> Release:
@@ -94,6 +145,8 @@ def by_version(version: Optional[str]) -> Release:
     for release in known():
         if wanted in (release.version.lstrip("v"), release.tag.lstrip("v")):
             return release
+    if notes_only(version):
+        return from_notes(version)
     raise ReleaseError(f"--trainer-version {version!r} is not a Trainer release compat knows ({', '.join(versions())})")
 
 
@@ -256,8 +309,6 @@ def _without_descriptions(node: Any) -> Any:
 
 
 def _with_schema(base: Release, schema: Mapping[str, Any], note: Optional[str], rules_from_file: bool) -> Release:
-    from dataclasses import replace
-
     return replace(base, schema=schema, note=note, rules_from_file=rules_from_file)
 
 

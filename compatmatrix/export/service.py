@@ -77,8 +77,9 @@ def training_command(command: Sequence[str]) -> tuple[tuple[str, ...], list[str]
 def trainer_release(version: Optional[str], crd_path: Optional[str]) -> Release:
     """The Trainer release a TrainJob is written for or judged against: --crd FILE's (the cluster's CRD), else
     --trainer-version's, else the newest compat knows (UsageError for an unknown version or a file that is no TrainJob
-    CRD)."""
-    from .releases import ReleaseError, by_version, from_crd
+    CRD); --crd with the --trainer-version of a release known from its notes only (v2.4): the CRD's schema with the
+    notes' rules."""
+    from .releases import ReleaseError, by_version, from_crd, from_notes
 
     try:
         if crd_path is None:
@@ -88,7 +89,8 @@ def trainer_release(version: Optional[str], crd_path: Optional[str]) -> Release:
             documents = _yaml_documents(crd_path, text, "--crd")
         except UsageError:
             raise
-        return from_crd(documents[0] if len(documents) == 1 else None)
+        crd = from_crd(documents[0] if len(documents) == 1 else None)
+        return from_notes(version, crd) if version is not None else crd
     except ReleaseError as exc:
         from .releases import versions
 
@@ -122,7 +124,14 @@ def job_manifest(planned: Planned, job: JobArgs, release: Optional[Release] = No
 
                 raise UsageError(f"--crd describes a TrainJob with none of the fields compat knows for changing the runtime's pods ({', '.join(OVERRIDES)}), "
                                  "so /dev/shm cannot be written for it.", "Pass --trainer-version for a release compat knows, or add the dshm volume to the runtime's pod template.")
-            return trainjob_for(spec, release, job.image, job.namespace)
+            manifest = trainjob_for(spec, release, job.image, job.namespace)
+            from .releases import name_problems
+
+            for path, name in name_problems(release, manifest.document.get("spec") or {}):
+                raise UsageError(f"The TrainJob's {path} {name!r} is longer than {release.label} allows ({release.name_max} characters, "
+                                 "its release notes): no runtime of that release has such a ReplicatedJob.",
+                                 f"Name the runtime's job in {release.name_max} characters or fewer, or pass --trainer-version v2.3.")
+            return manifest
         return pytorchjob_for(spec, job.image, job.namespace)
     except ShapeError as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
@@ -202,9 +211,10 @@ def sbatch(planned: Planned, job: JobArgs, slurm: SlurmArgs, python: Optional[st
     return sbatch_for(build_job(planned, job, "sbatch", os.path.abspath(python), compat, snapshot), slurm.time, slurm.partition)
 
 
-def srun_command(command: Sequence[str]) -> list[str]:
-    """The training command each srun task runs as given; a launcher or a program that starts ranks of its own is
-    refused (one srun task each would start several)."""
+def refuse_rank_starters(command: Sequence[str], who: str, form: str) -> list[str]:
+    """The training command each rank runs as given; a launcher or a program that starts ranks of its own (torchrun,
+    mpirun, srun, accelerate launch, deepspeed) is refused, since ``who`` (srun, Ray Train) starts every rank and each
+    would start several (UsageError naming it, the fix in compat export ``form``'s words)."""
     command = list(command)
     from ..launchers import recognise
 
@@ -212,8 +222,9 @@ def srun_command(command: Sequence[str]) -> list[str]:
         recognise(module=command[2]) if _PYTHON.match(command[0]) and command[1:2] == ["-m"] and len(command) > 2 else None)
     launcher = launcher or _rank_starter(command)
     if launcher:
-        raise UsageError(f"The job starts every rank under srun itself: the training command is what each rank runs, not {launcher}.",
-                         "Give the script after -- (compat export sbatch --nproc-per-node M -- train.py ...).")
+        head = "The job starts every rank under srun itself" if who == "srun" else f"{who} starts every rank itself"
+        raise UsageError(f"{head}: the training command is what each rank runs, not {launcher}.",
+                         f"Give the script after -- (compat export {form} --nproc-per-node M -- train.py ...).")
     return command
 
 
@@ -241,77 +252,37 @@ def skypilot(planned: Planned, job: JobArgs, snapshot: Any = None) -> tuple[dict
 # --- ray ---------------------------------------------------------------------------------------------------------------
 
 
-def _refuse_rank_starters(command: Sequence[str], engine: str, form: str) -> None:
-    """A training command that starts ranks itself (torchrun, mpirun, srun, accelerate launch, deepspeed): refused, since
-    ``engine`` starts every rank and each runs the command (UsageError naming it)."""
-    from ..launchers import recognise
-
-    launcher = recognise(program=os.path.basename(command[0])) or (
-        recognise(module=command[2]) if _PYTHON.match(command[0]) and command[1:2] == ["-m"] and len(command) > 2 else None)
-    launcher = launcher or _rank_starter(command)
-    if launcher:
-        raise UsageError(f"{engine} starts every rank itself: the training command is what each rank runs, not {launcher}.",
-                         f"Give the script after -- (compat export {form} --nproc-per-node M -- train.py ...).")
-
-
 def ray(planned: Planned, job: JobArgs, ray_args: RayArgs, python: Optional[str], compat: Sequence[str], snapshot: Any = None,
         env_plan: Any = None) -> str:
-    """The Ray Train driver for the resolved set (render/ray.py): ranks and threads from the plan of ``--cpus-per-node``
-    CPUs per node (default: this machine's), the training command checked against the set's transformers/accelerate as
-    for sbatch; ``python``/``snapshot``: the environment that holds the set on every node (--python), probed here: the
-    set is then what it holds and Ray installs nothing; ``env_plan``: compat env's plan for it (shell_env.plan_env),
-    whose exports (path lists as Ray's ${VAR} additions) become the runtime_env's env_vars."""
-    from ..matrix.model import Component
-    from ..placement.plan import thread_advice
-    from ..placement.topology import Machine, Topology
-    from ..render.ray import RayShape, ray_driver
+    """The Ray Train driver for the resolved set: the job contract (export/contract.py build_job, engine "ray") of
+    ``--cpus-per-node`` CPUs per node (default: this machine's), written by render/ray.py through its ray_shape adapter;
+    ``python``/``snapshot``: the environment that holds the set on every node (--python), probed here: the set is then
+    what it holds and Ray installs nothing; ``env_plan``: compat env's plan for it (shell_env.plan_env), whose exports
+    (path lists as the driver's additions) become the runtime_env's env_vars."""
+    from ..record import replace
+    from ..render.ray import ray_driver, ray_shape
+    from .contract import build_job
 
     if not job.command:
         raise UsageError("No training command.", "Write it after --, e.g. compat export ray --nnodes 2 --nproc-per-node 2 -- train.py")
-    _refuse_rank_starters(list(job.command), "Ray Train", "ray")
     cpus = ray_args.cpus_per_node or len(os.sched_getaffinity(0))
     ranks = job.nproc_per_node
     if cpus < ranks:
         raise UsageError(f"{ranks} ranks per node do not fit in {cpus} CPUs per node (each Ray Train worker asks for at least one).",
                          f"Pass --nproc-per-node {cpus} or less, or --cpus-per-node with the CPUs ray start --num-cpus gives each node.")
-    threads = cpus // ranks
-    ccl = Component.CCL in planned.outcome.picks
-    topology = Topology.flat(cpus)
-    advice = thread_advice(Machine(topology, frozenset(topology.cpus), float(cpus)), ranks, 1 if ccl else 0)
-    if advice.plan is None and ccl:
-        advice = thread_advice(Machine(topology, frozenset(topology.cpus), float(cpus)), ranks, 0)
-    held = held_set(planned, snapshot) if snapshot is not None else None
-    if held is not None:
-        command, notes = _for_the_set(planned, list(job.command), "ray", held[1])
-        requirements = tuple(pin for pin in held[0] if not pin.startswith("no "))
-        notes.append(f"{python} holds this set (Python {snapshot.python_target().label}, read from the environment): {', '.join(held[0])}; "
-                     "the runtime_env installs nothing")
-        install = False
-    else:
+    spec = build_job(planned, replace(job, cpu=str(cpus), threads_per_core=1), "ray", python, compat, snapshot)
+    if spec.set.read_from is None:
         from ..render.requirements import plan_text
 
-        command, notes = _for_the_set(planned, list(job.command), "ray")
         # the lines of compat export requirements (its index options with them: pip reads Ray's list as a requirements file)
         requirements = tuple(line for line in plan_text(planned.plan, "requirements").splitlines() if line.strip() and not line.startswith("#"))
-        install = ray_args.runtime_pip
-        said = "Ray installs it on every node (runtime_env pip)" if install else "the nodes' Python must hold it (--no-runtime-pip)"
-        notes.append(f"the set (Python {planned.plan.resolution.request.python.label}): {', '.join(p.pin for p in planned.plan.packages)}; {said}")
-    env: dict[str, str] = {}
-    additions: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    else:
+        requirements = spec.set.installable
+    plan = None
     if env_plan is not None:
-        env.update(env_plan.exports)
-        additions = {key: (tuple(added.prepend), tuple(added.append)) for key, added in env_plan.additions.items()}
-        notes.append(f"env_vars: compat env --launcher ray --python {python} --ranks-per-node {ranks} (read here; the same paths on every node)")
-    elif ccl:
-        env.update({"CCL_ATL_TRANSPORT": "ofi", "CCL_WORKER_COUNT": str(max(1, advice.ccl_workers))})
-    env["OMP_NUM_THREADS"] = str(advice.omp_threads)  # the plan of the nodes' CPUs, not of this machine's
-    env.setdefault("KMP_BLOCKTIME", "1")
-    notes.append(f"plan: {job.nnodes} node(s) x {ranks} rank(s), {cpus} CPUs per node (--cpus-per-node): each rank asks Ray for {threads} CPU(s), "
-                 f"OMP_NUM_THREADS={advice.omp_threads}" + (f"; {advice.problem}" if advice.problem else ""))
-    notes.append(f"Ray's gloo group times out after {ray_args.gloo_timeout} s (--gloo-timeout; Ray's default 1800 s)")
-    interpreter = os.path.abspath(python) if python else None
-    shape = RayShape(job.name, job.nnodes, ranks, threads, tuple(command), env, additions, requirements, install, interpreter,
-                     tuple(compat) if job.preflight else (), ray_args.gloo_timeout, ray_args.preflight_timeout)
+        plan = (dict(env_plan.exports), {key: (tuple(added.prepend), tuple(added.append)) for key, added in env_plan.additions.items()})
+    shape, notes = ray_shape(spec, requirements, ray_args.runtime_pip, os.path.abspath(python) if python else None, ray_args.gloo_timeout,
+                             ray_args.preflight_timeout, plan)
     return ray_driver(shape, notes)
 
 

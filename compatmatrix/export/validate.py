@@ -134,7 +134,7 @@ def examine(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Versi
     if kind == "TrainJob":
         release = release or releases.newest()
         admitted = admit(doc, release.schema, duplicates, bounded=release.rules_from_file, no_json=no_json)
-        findings = list(_api_findings(admitted, f"the TrainJob CRD of {release.label} ({release.cited})", release))
+        findings = list(_api_findings(admitted, release.schema_from or f"the TrainJob CRD of {release.label} ({release.cited})", release))
         stored = admitted.document
         findings += list(_trainjob(stored, matrix, transformers, accelerate, torch, release))
         pods = trainjob_pods(stored, release)
@@ -301,7 +301,14 @@ def _trainjob(doc: Mapping[str, Any], matrix: Matrix, transformers: Optional[Ver
     if not (spec.get("runtimeRef") or {}).get("name"):
         yield Finding("export.runtime", Status.FAIL, "no runtimeRef.name", (), "Name the ClusterTrainingRuntime (torch-distributed).")
     if release.note:
-        yield Finding("export.release", Status.WARN, f"--crd: {release.note}", (), "Check the findings against your release's notes.")
+        said = f"{release.label}: {release.note}" if release.source else f"--crd: {release.note}"
+        yield Finding("export.release", Status.WARN, said, (), "Check the findings against your release's notes.")
+    from .releases import name_problems
+
+    for path, name in name_problems(release, spec):
+        yield Finding("export.release-names", Status.FAIL, f"{path} {name!r} has {len(name)} characters: {release.label}'s runtimes have no "
+                      f"ReplicatedJob name longer than {release.name_max} ({release.cited})", (),
+                      f"Target the runtime's job by its name (at most {release.name_max} characters).")
     if trainer.get("numProcPerNode") in (None, "auto", "cpu"):
         policy = ((release.runtime.get("spec") or {}).get("mlPolicy") or {}).get("torch") or {}
         ranks, why = trainjob_ranks(release, trainer, policy)

@@ -1,8 +1,9 @@
 """``compat export ray``: a Ray Train driver for a resolved set, as Python source. Pure: no I/O, no import of Ray.
 
 ``ray_driver(shape)`` is a function of explicit parameters only (``RayShape``: nodes, ranks per node, CPUs per rank,
-the environment's exports, the preflight's compat command, the training command, the set's requirement lines), so any
-record of a job can feed it. The driver, run where ``ray.init(address="auto")`` reaches the cluster (the head node, or
+the environment's exports, the preflight's compat command, the training command, the set's requirement lines), made
+from the job contract (jobspec.JobSpec, engine "ray") by ``ray_shape``, a small pure adapter that adds only Ray's own
+words: the CPUs per rank Ray reserves, runtime_env pip or not, compat env's plan read for --python, the timeouts. The driver, run where ``ray.init(address="auto")`` reaches the cluster (the head node, or
 ``ray job submit -- python DRIVER``), does in order:
 
 1. ``ray.init`` with the job's ``runtime_env``: ``env_vars`` = compat env's exports (threads, allocator, oneCCL), and,
@@ -26,9 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..values import UnwritableValue, comment_text, env_name_ok
+
+if TYPE_CHECKING:
+    from ..jobspec import JobSpec
 
 FORMAT = "a Ray driver"
 GLOO_TIMEOUT_S = 300  # TorchConfig.timeout_s compat writes (Ray's default 1800 turns a cross-host fault into a half-hour hang)
@@ -53,6 +57,41 @@ class RayShape:
     preflight: tuple[str, ...] = ()  # how a node runs compat (an interpreter -m compatmatrix); () = no preflight
     gloo_timeout: int = GLOO_TIMEOUT_S
     preflight_timeout: int = PREFLIGHT_TIMEOUT_S
+
+
+Additions = Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+def ray_shape(spec: JobSpec, requirements: Sequence[str], runtime_pip: bool, interpreter: Optional[str], gloo_timeout: int,
+              preflight_timeout: int, env_plan: Optional[tuple[Mapping[str, str], Additions]] = None) -> tuple[RayShape, list[str]]:
+    """The driver's shape and notes for the job contract ``spec`` (engine "ray": its resources.cpu is --cpus-per-node):
+    ``requirements`` the resolved set's requirement lines (compat export requirements'; the held set's pins are the
+    contract's), ``runtime_pip`` whether Ray installs a resolved set (a held one never), ``interpreter`` --python made
+    absolute, ``env_plan`` compat env's (exports, path-list additions) for --python, whose threads the plan's replace."""
+    cpus = int(spec.resources.cpu or 0)
+    threads = cpus // spec.ranks_per_node
+    omp = spec.threads.omp_threads if spec.threads else threads
+    fixed = dict(spec.exports)
+    notes = list(spec.notes)
+    install = runtime_pip and spec.set.read_from is None
+    if spec.set.read_from is None:  # the contract's set note, and how Ray gets the set
+        notes[-1] += "; Ray installs it on every node (runtime_env pip)" if install else "; the nodes' Python must hold it (--no-runtime-pip)"
+    additions: Additions = {}
+    if env_plan is not None:
+        env = dict(env_plan[0])
+        additions = env_plan[1]
+        env["OMP_NUM_THREADS"] = fixed["OMP_NUM_THREADS"]  # the plan of the nodes' CPUs, not of this machine's
+        env.setdefault("KMP_BLOCKTIME", fixed["KMP_BLOCKTIME"])
+        notes.append(f"env_vars: compat env --launcher ray --python {spec.python} --ranks-per-node {spec.ranks_per_node} (read here; the same paths on every node)")
+    else:
+        env = fixed
+    problem = spec.threads.problem if spec.threads else ""
+    notes.append(f"plan: {spec.nodes} node(s) x {spec.ranks_per_node} rank(s), {cpus} CPUs per node (--cpus-per-node): each rank asks Ray for {threads} CPU(s), "
+                 f"OMP_NUM_THREADS={omp}" + (f"; {problem}" if problem else ""))
+    notes.append(f"Ray's gloo group times out after {gloo_timeout} s (--gloo-timeout; Ray's default 1800 s)")
+    shape = RayShape(spec.name, spec.nodes, spec.ranks_per_node, threads, spec.command, env, additions, tuple(requirements), install, interpreter,
+                     spec.compat if spec.preflight else (), gloo_timeout, preflight_timeout)
+    return shape, notes
 
 
 def word_ok(word: str) -> str:

@@ -221,7 +221,7 @@ def test_an_unexpected_exception_is_one_sentence_naming_the_report_file(tmp_path
 
 # --- the commands and options added with srun, the overlay and the Trainer releases -------------------------------
 
-TRAINER_VERSIONS = ["v2.0", "v2.1", "v2.2", "v2.3", "v2.9", "2.3", ""]
+TRAINER_VERSIONS = ["v2.0", "v2.1", "v2.2", "v2.3", "v2.4", "v2.9", "2.3", ""]
 MANIFEST = "{manifest}"  # the generated TrainJob (run_new writes it), else a hostile file's text after "\0"
 GO_YAML = "{go-yaml}"  # a TrainJob whose args, env value, numProcPerNode, label and CPU limit are the plain scalars after "\0" (JSON)
 GO_YAML_JOB = """apiVersion: trainer.kubeflow.org/v1alpha1

@@ -1,4 +1,4 @@
-"""The job exports byte for byte: compat export pytorchjob (PyTorchJob, TrainJob) and sbatch for fixed inputs (every
+"""The job exports byte for byte: compat export pytorchjob (PyTorchJob, TrainJob), sbatch and ray for fixed inputs (every
 component of the set pinned, a fixed Python and platform), run in-process through the command line,
 against the files in tests/data/export/golden/ written by the code before the job contract (compatmatrix/job/) took
 over building them. A changed byte is a changed export: rewrite the files only for a change meant to be made
@@ -37,6 +37,11 @@ CASES = {
                         "--", "python", "train.py", "--ddp_backend", "ccl"),
     "sbatch-held": ("sbatch", *STOCK_SET, "--python", ENV_PYTHON, "--name", "held", "--no-preflight", "--", "train.py", "--ddp_backend",
                     "gloo", "it's \"$HOME\""),
+    # compat export ray (written before Ray moved onto the job contract): --cpus-per-node fixed (its default is this machine's)
+    "ray-resolved": ("ray", *CCL_SET, "--python-version", "3.11", "--nnodes", "2", "--nproc-per-node", "2", "--cpus-per-node", "8", "--",
+                     "python", "train.py", "--ddp_backend", "ccl"),
+    "ray-held": ("ray", *STOCK_SET, "--python", ENV_PYTHON, "--name", "held", "--cpus-per-node", "6", "--nproc-per-node", "3",
+                 "--gloo-timeout", "90", "--", "train.py", "--ddp_backend", "gloo", "it's \"$HOME\""),
 }
 
 

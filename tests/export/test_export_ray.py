@@ -258,3 +258,50 @@ def test_ray_that_cannot_run_the_driver_is_one_sentence_and_exit_2(tmp_path, fix
     (tmp_path / "ray.py").write_text(fixture_ray)  # a FIXTURE ray module, first on the driver's path
     done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+# --- Ray on the job contract (export/contract.py ENGINES["ray"], render/ray.ray_shape) ----------------------------------
+
+
+def ray_job(**changed):
+    from compatmatrix.jobspec import RAY_MASTER, HeldSet, JobSpec, Resources, Threads
+
+    base = dict(engine="ray", name="run", nodes=2, ranks_per_node=3, backend="gloo", threads=Threads(2, problem="a problem of the plan"),
+                master=RAY_MASTER, exports=(("OMP_NUM_THREADS", "2"), ("KMP_BLOCKTIME", "1")), env_step=False, preflight=True,
+                command=("train.py", "--x"), launcher="ray", set=HeldSet(("torch==2.13.0+cpu",), "3.11"), python="venv/bin/python",
+                compat=("py", "-m", "compatmatrix"), resources=Resources("7", None, 1), notes=("the set (Python 3.11): torch==2.13.0+cpu",))
+    return JobSpec(**{**base, **changed})
+
+
+def test_ray_is_one_row_of_the_contract_whose_driver_finds_the_master():
+    from compatmatrix.export.contract import ENGINES, RANK_STARTERS_REFUSED
+    from compatmatrix.jobspec import RAY_MASTER
+
+    assert ENGINES["ray"] == ("ray", RAY_MASTER, False) and RANK_STARTERS_REFUSED["ray"] == ("Ray Train", "ray")
+    assert RAY_MASTER.addr == RAY_MASTER.port == "" and "bundle 0's node" in RAY_MASTER.found_by and "free port" in RAY_MASTER.found_by
+
+
+def test_the_ray_shape_is_the_job_contract_in_rays_words():
+    from compatmatrix.render.ray import ray_shape
+
+    shape, notes = ray_shape(ray_job(), ("--index-url https://x/simple/", "torch==2.13.0+cpu"), True, "/abs/venv/bin/python", 90, 60)
+    assert (shape.nnodes, shape.ranks_per_node, shape.threads, shape.command) == (2, 3, 7 // 3, ("train.py", "--x"))
+    assert dict(shape.env) == {"OMP_NUM_THREADS": "2", "KMP_BLOCKTIME": "1"} and shape.install and shape.python == "/abs/venv/bin/python"
+    assert shape.preflight == ("py", "-m", "compatmatrix") and (shape.gloo_timeout, shape.preflight_timeout) == (90, 60)
+    assert notes[0].endswith("; Ray installs it on every node (runtime_env pip)") and "; a problem of the plan" in notes[1]
+    # a held set: its pins, nothing installed; compat env's plan for --python: its exports, the plan's threads win
+    held = ray_job(set=ray_job().set.__class__(("torch==2.13.0+cpu", "no transformers"), "3.11", "/x/python"), preflight=False)
+    shape, notes = ray_shape(held, ("ignored",), True, None, 90, 60, ({"OMP_NUM_THREADS": "64", "MALLOC": "1"}, {"LD_LIBRARY_PATH": (("/a",), ())}))
+    assert shape.requirements == ("ignored",) and not shape.install and shape.preflight == ()
+    assert dict(shape.env) == {"OMP_NUM_THREADS": "2", "MALLOC": "1", "KMP_BLOCKTIME": "1"} and shape.additions == {"LD_LIBRARY_PATH": (("/a",), ())}
+    assert "compat env --launcher ray --python venv/bin/python --ranks-per-node 3" in notes[1]
+
+
+@pytest.mark.parametrize(("form", "said"), [("ray", "Ray Train starts every rank itself"), ("sbatch", "The job starts every rank under srun itself")])
+def test_one_refusal_of_rank_starters_speaks_for_its_engine(form, said):
+    from compatmatrix.export.service import refuse_rank_starters
+
+    who = "Ray Train" if form == "ray" else "srun"
+    with pytest.raises(UsageError) as caught:
+        refuse_rank_starters(["torchrun", "train.py"], who, form)
+    assert said in str(caught.value) and "not torchrun" in str(caught.value)
+    assert refuse_rank_starters(["python", "train.py"], who, form) == ["python", "train.py"]

@@ -244,7 +244,7 @@ def test_show_pods_prints_the_pods_and_validate_takes_the_release(tmp_path, caps
     assert env["PET_NPROC_PER_NODE"] == "2" and pod["kind"] == "Pod"
     assert run_in_process(["export", "--validate", str(job), "--python-version", "3.11", "--trainer-version", "v2.3"], capsys)[0] == 1  # pruned there
     code, _, err = run_in_process(["export", "--validate", str(job), "--trainer-version", "v9.9"], capsys)
-    assert code == 2 and "is not a Trainer release compat knows (v2.0, v2.1, v2.2, v2.3)" in err
+    assert code == 2 and "is not a Trainer release compat knows (v2.0, v2.1, v2.2, v2.3, v2.4)" in err
     assert run_in_process(["export", "requirements", "--show-pods"], capsys)[0] == 2
 
 

@@ -56,10 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for choice in FORMATS.values():
         choice.add_arguments(parser)
     k8s = parser.add_argument_group("trainjob (with pytorchjob --trainer-v2, and with --validate)")
-    k8s.add_argument("--trainer-version", metavar="V", help="the Kubeflow Trainer release of the cluster: v2.0, v2.1, v2.2 or v2.3 "
-                     "(default: the newest); its TrainJob fields, override mechanism and runtime part names are used")
+    k8s.add_argument("--trainer-version", metavar="V", help="the Kubeflow Trainer release of the cluster: v2.0, v2.1, v2.2, v2.3 "
+                     "(default: the newest with its CRD) or v2.4 (known from its release notes only: v2.3's TrainJob API, said in a note, "
+                     "and the notes' rules; with --crd, the CRD's schema); its TrainJob fields, override mechanism and runtime part names are used")
     k8s.add_argument("--crd", metavar="FILE", help="the cluster's TrainJob CRD (kubectl get crd trainjobs.trainer.kubeflow.org -o yaml) "
-                     "instead of --trainer-version; a release compat does not know is judged by its schema")
+                     "instead of --trainer-version (or with --trainer-version v2.4); a release compat does not know is judged by its schema")
     k8s.add_argument("--show-pods", action="store_true", help="with --validate: also print the pods the cluster would run for "
                      "the manifest (YAML); they are judged either way")
     parser.set_defaults(format_defaults={action.dest: action.default for action in parser._actions})
@@ -122,12 +123,20 @@ def _refuse_misplaced(ns: argparse.Namespace, form: Optional[str]) -> None:
         runners = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         raise UsageError(f"Only compat export {runners} take a training command after --.", "Drop the words after --.")
     release_flag = "--crd" if ns.crd is not None else "--trainer-version" if ns.trainer_version is not None else None
-    if ns.crd is not None and ns.trainer_version is not None:
-        raise UsageError("--crd and --trainer-version both name the Trainer release.", "Pass one of them (--crd when your cluster's release is newer than compat knows).")
+    if ns.crd is not None and ns.trainer_version is not None and not _notes_only(ns.trainer_version):
+        raise UsageError("--crd and --trainer-version both name the Trainer release.",
+                         "Pass one of them (--crd when your cluster's release is newer than compat knows; both only for a release known from its "
+                         "notes, such as v2.4).")
     if release_flag and ns.validate is None and not (form == "pytorchjob" and ns.trainer_v2):
         raise UsageError(f"{release_flag} goes with compat export pytorchjob --trainer-v2 or with --validate.", f"Add --trainer-v2, or drop {release_flag}.")
     if ns.show_pods and ns.validate is None:
         raise UsageError("--show-pods goes with --validate FILE.", "Run compat export --validate FILE --show-pods.")
+
+
+def _notes_only(version: str) -> bool:
+    from ...export.releases import notes_only  # only here: the release data loads where a TrainJob is asked for (tests/test_startup.py)
+
+    return notes_only(version)
 
 
 def run(args: ExportArgs) -> int:
