@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..jobspec import KUBEFLOW_MASTER, RAY_MASTER, SKYPILOT_MASTER, SLURM_MASTER, HeldSet, JobSpec, Master, Resources, Threads
 from ..values import quantity_ok
+from .command import _for_the_set, held_set, refuse_rank_starters, training_command
 
 if TYPE_CHECKING:
     from ..options import JobArgs
@@ -75,7 +76,6 @@ def plan_threads(cpu: str, threads_per_core: int, ranks: int, ccl: bool, ccl_wor
 def held_or_resolved(planned: Planned, snapshot: Any) -> tuple[HeldSet, Optional[dict]]:
     """The set the ranks' environment holds -- --python's (``snapshot``) when it holds any of the set's packages,
     else the resolved one -- and the versions the training command is translated for (None: the resolved set's)."""
-    from .service import held_set
 
     request = planned.plan.resolution.request
     held = held_set(planned, snapshot) if snapshot is not None else None
@@ -105,17 +105,16 @@ def build_job(planned: Planned, job: JobArgs, engine: str, python: Optional[str]
               snapshot: Any = None) -> JobSpec:
     """The one JobSpec of an export (the module's docstring); UsageError / CannotWork as the exports refuse."""
     from ..matrix.model import Component
-    from . import service
 
     launcher, master, env_step = ENGINES[engine]
     ccl = Component.CCL in planned.outcome.picks
     held, versions = held_or_resolved(planned, snapshot)
     if launcher == "torchrun":
-        command, notes = service.training_command(job.command)
+        command, notes = training_command(job.command)
     else:
         who, form = RANK_STARTERS_REFUSED[launcher]
-        command, notes = service.refuse_rank_starters(job.command, who, form), []
-    translated, said = service._for_the_set(planned, command, engine if engine != "trainjob" else "pytorchjob", versions)
+        command, notes = refuse_rank_starters(job.command, who, form), []
+    translated, said = _for_the_set(planned, command, engine if engine != "trainjob" else "pytorchjob", versions)
     notes += said
     threads = plan_threads(job.cpu.rstrip("+"), job.threads_per_core, job.nproc_per_node, ccl) if job.cpu and launcher != "srun" else None
     if launcher == "ray":  # Ray's env_vars: oneCCL's transport and workers, the threads, KMP_BLOCKTIME (no binding: Ray places the workers)
