@@ -110,7 +110,7 @@ def held_set(planned: Planned, snapshot: Any) -> Optional[tuple[list[str], dict[
     return pins + [f"no {name}" for name in missing], installed_versions(snapshot)
 
 
-def refuse_rank_starters(command: Sequence[str], who: str, form: str) -> list[str]:
+def refuse_rank_starters(command: Sequence[str], who: str, form: str, leave: Optional[str] = None) -> list[str]:
     """The training command each rank runs as given; a launcher or a program that starts ranks of its own (torchrun,
     mpirun, srun, accelerate launch, deepspeed) is refused, since ``who`` (srun, Ray Train) starts every rank and each
     would start several (UsageError naming it, the fix in compat export ``form``'s words)."""
@@ -119,7 +119,7 @@ def refuse_rank_starters(command: Sequence[str], who: str, form: str) -> list[st
 
     launcher = recognise(program=os.path.basename(command[0])) or (
         recognise(module=command[2]) if _PYTHON.match(command[0]) and command[1:2] == ["-m"] and len(command) > 2 else None)
-    launcher = launcher or _rank_starter(command)
+    launcher = (launcher if launcher != leave else None) or _rank_starter(command)  # leave: refused by the caller in its own words
     if launcher:
         head = "The job starts every rank under srun itself" if who == "srun" else f"{who} starts every rank itself"
         raise UsageError(f"{head}: the training command is what each rank runs, not {launcher}.",

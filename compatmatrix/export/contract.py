@@ -109,8 +109,9 @@ def build_job(planned: Planned, job: JobArgs, engine: str, python: Optional[str]
     launcher, master, env_step = ENGINES[engine]
     ccl = Component.CCL in planned.outcome.picks
     held, versions = held_or_resolved(planned, snapshot)
-    if launcher == "torchrun":
-        command, notes = training_command(job.command)
+    if launcher == "torchrun":  # the pods' or nodes' torchrun starts every rank: a rank starter under it would start several
+        form = engine if engine != "trainjob" else "pytorchjob"
+        command, notes = training_command(refuse_rank_starters(job.command, "torchrun", form, leave="torchrun") if job.command else job.command)
     else:
         who, form = RANK_STARTERS_REFUSED[launcher]
         command, notes = refuse_rank_starters(job.command, who, form), []

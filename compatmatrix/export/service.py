@@ -151,6 +151,13 @@ def skypilot(planned: Planned, job: JobArgs, snapshot: Any = None) -> tuple[dict
                          "Pass --cpu N --memory GB in SkyPilot's forms, e.g. --cpu 8 --memory 32+.")
     try:
         check_resources(job.cpu, job.memory)
+    except (ResourceError, ShapeError) as exc:
+        raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None
+    cpus = float(job.cpu.rstrip("+"))
+    if job.nproc_per_node > cpus:
+        raise UsageError(f"{job.nproc_per_node} ranks per node do not fit in --cpu {job.cpu} (each rank needs at least one vCPU).",
+                         f"Pass --nproc-per-node {max(1, int(cpus))} or fewer, or more --cpu.")
+    try:
         return task(build_job(planned, job, "skypilot", None, (), snapshot))
     except (ResourceError, ShapeError) as exc:
         raise UsageError(f"{exc}.", "Correct that option (compat export --help lists them).") from None

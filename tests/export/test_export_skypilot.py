@@ -279,6 +279,26 @@ print(json.dumps({"num_nodes": task.num_nodes, "cpus": resources.cpus, "memory":
 """
 
 
+@pytest.mark.parametrize("command, starter", [(("accelerate", "launch", "train.py"), "accelerate launch"), (("mpirun", "-n", "2", "train.py"), "mpirun"),
+                                             (("python", "-m", "deepspeed.launcher.runner", "train.py"), "deepspeed")])
+def test_a_rank_starter_under_the_nodes_torchrun_is_refused(stock_planned, command, starter):
+    """Hostile review: skypilot wrote torchrun ... --no_python accelerate launch train.py (launchers nested on every rank)."""
+    from compatmatrix.export.service import skypilot
+
+    with pytest.raises(UsageError, match=f"torchrun starts every rank itself: the training command is what each rank runs, not {starter}"):
+        skypilot(stock_planned, job(command))
+
+
+def test_more_ranks_than_vcpus_are_refused(stock_planned):
+    """Hostile review: --nproc-per-node 100 on --cpu 8 wrote 100 ranks with OMP_NUM_THREADS=1 and no note."""
+    from compatmatrix.export.service import skypilot
+
+    with pytest.raises(UsageError, match=r"100 ranks per node do not fit in --cpu 8\+"):
+        skypilot(stock_planned, job(ranks=100, cpu="8+"))
+    document, _notes = skypilot(stock_planned, job(ranks=8, cpu="8"))
+    assert document["num_nodes"] == 2
+
+
 @pytest.fixture(scope="module")
 def skypilot_python():
     """SkyPilot 0.14.1 from PyPI (no cloud extra) in the cached test venv (tests/real_envs.py, built once under its lock)."""
