@@ -13,7 +13,9 @@ The driver compat exports (--python: the cached Ray environment holds the set) r
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -115,7 +117,10 @@ def ray_cluster(tmp_path_factory):
     except NetnsUnavailable as exc:
         pytest.skip(f"test hosts cannot be made here: {exc}")
     mark = uuid.uuid4().hex
-    cluster = RayOnHosts(hosts, python, tmp_path_factory.mktemp("ray"), mark)
+    # Ray's sockets live under --temp-dir, and an AF_UNIX path holds at most 107 bytes: pytest's folders under xdist
+    # (/tmp/pytest-of-root/pytest-N/popen-gw0/ray0/...) are too deep for Ray's session names, so a short folder of /tmp
+    short = Path(tempfile.mkdtemp(prefix="cmray-", dir="/tmp"))
+    cluster = RayOnHosts(hosts, python, short, mark)
     try:
         cluster.start()
         sys.stderr.write(f"ray cluster: 2 nodes alive {cluster.started_in:.1f} s after the first ray start\n")
@@ -124,6 +129,7 @@ def ray_cluster(tmp_path_factory):
         cluster.stop()
         left = hosts.wait_idle(30)
         hosts.close()
+        shutil.rmtree(short, ignore_errors=True)
         assert left == {}, f"processes left on a host after ray stop: {left}"
         assert marked_processes(mark) == [], "processes of the Ray cluster outlived it"
 
