@@ -47,7 +47,8 @@ SPECS = {
 # name -> the cached environment it starts from: a full copy of it (cp -a, seconds), then its own requirements on top,
 # so an environment that only adds to another pays for what it adds (Ray on the stock set: ~3 min instead of ~11 from
 # empty caches). A copy, never hard links: pip writes into the copy, never through into the environment it came from.
-BASES = {"torch213-ray": "torch213-stock"}
+# IPEX 2.5's environment differs from IPEX 2.8's only by IPEX: pip keeps the copied torch 2.13.0 and swaps IPEX.
+BASES = {"torch213-ray": "torch213-stock", "torch213-ipex250": "torch213-ipex280"}
 
 
 class RealEnvUnavailable(RuntimeError):
@@ -90,11 +91,13 @@ def installer(interpreter: Path, requirements: list[str], extra: list[str]) -> l
     uv`, which then takes them from that cache instead of downloading them a second time (an empty-cache CI run paid that
     download twice, once for pip's cache and once for uv's). ``--link-mode copy``: a test may write into an environment's
     files, which must never write through into uv's cache. A set with a local wheel (pip's find-links, which uv does not
-    read) goes through the environment's own pip, as do all sets where uv is missing."""
+    read) goes through the environment's own pip, as do all sets where uv is missing. ``--no-compile``: pip would
+    byte-compile every module of torch, transformers and Ray (6,000-14,000 files an environment, all on the CPU the
+    tests share), where a test imports a small part of them; Python compiles what is imported (as uv leaves it too)."""
     uv = uv_binary()
     if uv and not any(requirement in LOCAL_WHEELS for requirement in requirements) and not extra:
         return [uv, "pip", "install", "--quiet", "--link-mode", "copy", "--python", str(interpreter), *requirements]
-    return [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *extra, *requirements]
+    return [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", *extra, *requirements]
 
 
 def _real_env(name: str, python: str) -> Path:
@@ -123,8 +126,21 @@ def _real_env(name: str, python: str) -> Path:
     if done.returncode != 0:
         shutil.rmtree(target, ignore_errors=True)
         raise RuntimeError(f"building the real environment {name} failed:\n{done.stderr[-3000:]}")
+    _warm(interpreter, requirements)
     marker.write_text(json.dumps(spec))
     return interpreter
+
+
+# what the tests import of a set, imported once after the build so that Python writes their bytecode then (the install
+# compiled nothing: --no-compile), not in the first test's ranks, two at a time and inside its deadlines
+WARM = {"torch": "import torch, torch.distributed", "transformers": "from transformers import Trainer, TrainingArguments"}
+
+
+def _warm(interpreter: Path, requirements: list[str]) -> None:
+    names = {requirement.split("==")[0].split("[")[0] for requirement in requirements}
+    code = "; ".join(statement for module, statement in WARM.items() if module in names)
+    if code:  # a failure is not the build's: some sets are broken on purpose, and the tests look at how
+        subprocess.run([str(interpreter), "-c", code], capture_output=True, timeout=600, check=False, env=base_env())
 
 
 def _copy_env(source: Path, target: Path) -> None:
@@ -164,7 +180,7 @@ def real_overlay(name: str, python: Path) -> Path:
         except (OSError, ValueError):
             pass
         shutil.rmtree(target, ignore_errors=True)
-        done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target", str(target), *OVERLAYS[name]],
+        done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", "--no-deps", "--target", str(target), *OVERLAYS[name]],
                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False, env=base_env())
         if done.returncode != 0:
             shutil.rmtree(target, ignore_errors=True)
