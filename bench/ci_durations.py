@@ -4,8 +4,9 @@
 Reads the JUnit XML that pytest writes with ``--junitxml=FILE`` (``.ci/run`` writes one for every run), adds up each
 test file's time (setup, call and teardown: pytest's junit ``time`` attribute includes all three by default), and holds
 each file against ``bench/ci_budget.toml``: a file over its budget, or a file with no budget that took longer than the
-default, is listed first. The figures are a worker's wall time per file; with ``-n 2 --dist loadgroup`` every integration
-test runs on one worker, one at a time, so the integration files' sum is the run's critical path (also printed).
+default, is listed first. The figures are a worker's wall time per file; with ``-n 3 --dist loadgroup`` each group of
+integration tests (tests/conftest.py: serial, beside, builds) runs on one worker, one at a time, so the largest group's
+sum is the least the run can take (printed, with each group's share and the unit tests').
 
     python bench/ci_durations.py FILE.xml [--budget bench/ci_budget.toml] [--strict] [--top N]
 
@@ -37,8 +38,11 @@ class FileTime:
     path: str
     seconds: float
     tests: int
-    integration: float  # seconds of it spent in the serial integration group (the one worker that runs them one at a time)
-    beside: float  # seconds of it spent in the integration-beside group
+    groups: dict[str, float]  # seconds of it in each xdist group ("integration", "integration-beside", "integration-builds", "unit")
+
+    @property
+    def integration(self) -> float:  # the serial group: real ranks, namespaces, daemons, timings
+        return self.groups.get("integration", 0.0)
 
 
 def file_of(classname: str) -> str:
@@ -61,19 +65,14 @@ def read_times(xml_path: Path) -> list[FileTime]:
     root = ET.parse(xml_path).getroot()
     seconds: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
-    integration: dict[str, float] = defaultdict(float)
-    beside: dict[str, float] = defaultdict(float)
+    groups: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for case in root.iter("testcase"):
         path = file_of(case.get("classname", "?"))
         took = float(case.get("time", "0") or 0)
         seconds[path] += took
         counts[path] += 1
-        group = tier(case)
-        if group == "integration":
-            integration[path] += took
-        elif group == "integration-beside":
-            beside[path] += took
-    return sorted((FileTime(p, seconds[p], counts[p], integration[p], beside[p]) for p in seconds), key=lambda f: -f.seconds)
+        groups[path][tier(case)] += took
+    return sorted((FileTime(p, seconds[p], counts[p], dict(groups[p])) for p in seconds), key=lambda f: -f.seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=Path, default=DEFAULT_BUDGET)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a file is over its budget")
     parser.add_argument("--top", type=int, default=25, help="rows to print besides the files over budget")
+    parser.add_argument("--workers", type=int, default=3, help="the test command's -n (for the least the run can take)")
     args = parser.parse_args(argv)
     try:
         budget_doc = tomllib.loads(args.budget.read_text(encoding="utf-8"))
@@ -94,16 +94,21 @@ def main(argv: list[str] | None = None) -> int:
     over = [t for t in times if t.seconds > budgets.get(t.path, default)]
     total = sum(t.seconds for t in times)
     print(f"{len(times)} test files, {sum(t.tests for t in times)} tests, {total:.0f} s of worker time in all")
-    serial, beside = sum(t.integration for t in times), sum(t.beside for t in times)
-    print(f"integration tests one at a time on one worker: {serial:.0f} s; integration tests beside the unit tests: {beside:.0f} s; "
-          f"unit tests: {total - serial - beside:.0f} s; two workers need at least {max(serial, total / 2):.0f} s")
+    shares: dict[str, float] = defaultdict(float)
+    for t in times:
+        for group, took in t.groups.items():
+            shares[group] += took
+    largest = max((took for group, took in shares.items() if group != "unit"), default=0.0)
+    print("; ".join(f"{group}: {took:.0f} s" for group, took in sorted(shares.items(), key=lambda item: -item[1]))
+          + f"; {args.workers} workers need at least {max(largest, total / max(1, args.workers)):.0f} s")
     if over:
         print(f"OVER BUDGET ({len(over)}): a file's time above bench/ci_budget.toml (default {default:.0f} s for a file not listed)")
         for t in over:
             print(f"  {t.path:48} {t.seconds:8.1f} s  budget {budgets.get(t.path, default):6.0f} s  ({t.tests} tests)")
     print(f"slowest {args.top}:")
     for t in times[: args.top]:
-        print(f"  {t.path:48} {t.seconds:8.1f} s  ({t.tests} tests; {t.integration:.0f} s serial, {t.beside:.0f} s beside)")
+        where = ", ".join(f"{took:.0f} s {group}" for group, took in sorted(t.groups.items(), key=lambda item: -item[1]))
+        print(f"  {t.path:48} {t.seconds:8.1f} s  ({t.tests} tests; {where})")
     return 1 if (over and args.strict) else 0
 
 

@@ -47,7 +47,10 @@ def freeze(python) -> str:
     return subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True, timeout=120, check=True).stdout
 
 
-def test_install_ipex_profile_for_real(tmp_path):
+def test_install_ipex_profile_for_real(tmp_path, ipex280_torch280):
+    # ipex280_torch280 (the cached torch 2.8 + IPEX 2.8 environment, built with uv into uv's cache) first: compat's uv then
+    # takes these ~7 GB from that cache, where with empty caches this test and the environment's build (on the other
+    # worker) each downloaded them, at the same time
     why = pypi_unreachable()
     if why:
         pytest.skip(f"PyPI cannot be reached from this machine ({PYPI_PAGE}: {why})")
