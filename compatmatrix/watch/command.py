@@ -136,6 +136,7 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
     from .service import WatchOptions, watch_launch
 
     exits: Optional[Mapping[int, int]] = None
+    tails = None
     if run is None:
         from .spawn import SpawnRun
 
@@ -143,11 +144,11 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
             raise UsageError("compat launch needs the training command after --.", "Add -- train.py (and its arguments).")
         python = args.python or base_env.get("COMPAT_PYTHON") or sys.executable
         spawn = SpawnRun(args.command, python, args.nproc_per_node, say)
-        run, exits = spawn, spawn.exits
+        run, exits, tails = spawn, spawn.exits, spawn.tails
         say(f"compat launch: spawn: {args.nproc_per_node} rank{'' if args.nproc_per_node == 1 else 's'} of {' '.join(args.command)} on this host, started by compat (no CPU binding)")
     pythons = tuple(p for p in (args.python, base_env.get("COMPAT_PYTHON")) if p)
     options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=world_of(args), pythons=pythons, folder=args.watch_dir)
-    outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits)
+    outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits, tails=tails)
 
     if outcome.left:
         say(f"compat launch --watch: {len(outcome.left)} process(es) of the job could not be stopped: {', '.join(map(str, outcome.left))}")

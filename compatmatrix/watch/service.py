@@ -29,12 +29,14 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..errors import CompatError
 from ..processes import new_run_id, sweep
 from ..scratch import scratch_folder
 from .judge import Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
+from .lines import AGENT, PIPE, agent_lines, bounded
+from .render import lines_text
 from .ring import SLOTS, RingCursor, lock_held, ring_files
 from .stacks import Stack, find_py_spy, take
 
@@ -189,6 +191,7 @@ class _RankState:
     cursor: Optional[RingCursor] = None
     local: bool = True  # its process is in this host's /proc (same host name and PID namespace); else judged by heartbeats and lock
     path: Optional[Path] = None
+    lines: tuple[tuple[str, ...], str] = ((), "")  # once gone: its last output lines and where they came from
 
 
 def where() -> tuple[str, str]:
@@ -212,9 +215,11 @@ class Watcher:
     process: its agent's thread writes no more), and busy while the CPU seconds its heartbeats carry grow. ``since``
     (a shared run folder): rings with no heartbeat written after it are an earlier job's and are left out."""
 
-    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None, since: Optional[float] = None) -> None:
+    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None, since: Optional[float] = None,
+                 tails: Optional[Mapping[int, Any]] = None) -> None:
         self.folder, self.options = folder, options
         self.exits = exits if exits is not None else {}  # pid -> (waitpid status, when), where the ranks are compat's own children (spawn)
+        self.tails = tails if tails is not None else {}  # pid -> its pipes' last lines (.last()), where compat started the ranks (spawn)
         self.ranks: dict[int, _RankState] = {}
         self.since = since
         self.here = where()
@@ -304,8 +309,22 @@ class Watcher:
                 beats = beats[:-1] + (replace(beats[-1], host=""),)
             fact = ProcessFact(state.gone_at is None, state.state, state.wait_status, state.gone_at, state.active_at)
             collectives = tuple(sorted(state.collectives.values(), key=lambda c: (c.entered, c.pg, c.seq)))
-            views.append(RankView(rank, beats, fact, collectives))
+            lines, lines_from = self.last_lines(state) if state.gone_at is not None else ((), "")
+            views.append(RankView(rank, beats, fact, collectives, lines, lines_from))
         return views
+
+    def last_lines(self, state: _RankState) -> tuple[tuple[str, ...], str]:
+        """A gone rank's last lines: from compat's pipes where it started the rank (everything its process wrote), else
+        from its agent's line ring (what it wrote through sys.stdout / sys.stderr); read once they are seen."""
+        if state.lines[0]:
+            return state.lines
+        tail = self.tails.get(state.pid)
+        found = (bounded(tail.last()), PIPE) if tail is not None else ((), "")
+        if not found[0] and state.path is not None:
+            found = (agent_lines(state.path, state.pid), AGENT)
+        if found[0]:
+            state.lines = found
+        return found
 
     def judge(self, now: float, straggler: bool = True) -> tuple[Finding, ...]:
         return judge(self.views(), now, self.options.stall_after, self.options.world, straggler)
@@ -337,12 +356,12 @@ def _run_folder(given: Optional[str]) -> Iterator[tuple[Path, Optional[float]]]:
 
 def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], options: WatchOptions,
                  say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None,
-                 exits: Optional[Mapping[int, tuple[int, float]]] = None) -> WatchOutcome:
+                 exits: Optional[Mapping[int, tuple[int, float]]] = None, tails: Optional[Mapping[int, Any]] = None) -> WatchOutcome:
     """Run the launch watched; the outcome when it has ended (and every process of it is gone). ``exits``: the ranks'
-    exit statuses by pid, where the launch knows them (spawn)."""
+    exit statuses by pid, where the launch knows them (spawn); ``tails``: their pipes' last lines (spawn)."""
     run_id = new_run_id()
     with _run_folder(options.folder) as (folder, since):
-        watcher = Watcher(folder, options, exits, since)
+        watcher = Watcher(folder, options, exits, since, tails)
         stop = threading.Event()
         found: list[Finding] = []
         marks: dict[str, float] = {}
@@ -394,6 +413,9 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                     found[:] = [f for f in findings if not isinstance(f, Straggler)]
                     for finding in serious[:1]:
                         say(f"compat launch --watch: {render(finding) if render else finding}")
+                        if isinstance(finding, Death):
+                            for line in lines_text(finding):
+                                say(f"compat launch --watch: {line}")
                     if isinstance(serious[0], Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
                         involved = [serious[0].rank] + [w.rank for w in serious[0].waiting]
                         known = {rank: watcher.ranks[rank] for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
@@ -434,6 +456,9 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             if any(isinstance(f, Death) for f in last) and status != 0:
                 found[:] = [f for f in last if not isinstance(f, Straggler)]
                 marks["finding"] = now
+        fresh = {f.rank: f for f in last if isinstance(f, Death)}  # a dead rank's lines as they are now (its pipes drained)
+        found[:] = [replace(f, lines=fresh[f.rank].lines, lines_from=fresh[f.rank].lines_from)
+                    if isinstance(f, Death) and f.rank in fresh and len(fresh[f.rank].lines) > len(f.lines) else f for f in found]
         # the straggler: the judgement over the whole job, at its end (not the first time it held)
         found[:] = [f for f in found if not isinstance(f, Straggler)] + [f for f in last if isinstance(f, Straggler)][:1]
         return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None, tuple(resolved))
