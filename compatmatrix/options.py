@@ -198,6 +198,7 @@ class LaunchArgs(Record):
     watch_dir: Optional[str] = None  # --watch-dir: the run folder the ranks' agents write to (across hosts: one every host sees)
     json_file: Optional[str] = None  # --json-file: the watch's JSON document goes there, not to stdout
     across: Optional[Any] = None  # launchers.interface.Across: torchrun --nnodes/--node-rank/master, mpirun --hostfile/--rsh
+    report: Optional[str] = None  # --report FILE.html: with --watch, the timeline page written when the job ends
 
 
 class TuneArgs(Record):

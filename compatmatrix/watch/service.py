@@ -39,6 +39,7 @@ from .lines import AGENT, PIPE, agent_lines, bounded
 from .render import lines_text
 from .ring import SLOTS, RingCursor, lock_held, ring_files
 from .stacks import Stack, find_py_spy, take
+from .timeline import timeline_of
 
 WATCH_DIR_VAR = "COMPAT_WATCH_DIR"
 WATCH_RUN_VAR = "COMPAT_WATCH_RUN"
@@ -66,6 +67,7 @@ class WatchOptions:
     world: Optional[int] = None
     pythons: tuple[str, ...] = ()  # the training environment's interpreter: py-spy may be installed beside it
     folder: Optional[str] = None  # --watch-dir: the run folder (kept; across hosts one every host sees); None: a private temporary one
+    timeline: bool = False  # --report: the outcome carries the ranks' timeline (watch/timeline.py)
 
 
 @dataclass
@@ -79,6 +81,7 @@ class WatchOutcome:
     stacks: tuple[Stack, ...] = ()
     interrupted: Optional[int] = None  # the signal compat received (Ctrl-C, SIGTERM, SIGHUP): the watch stopped judging
     resolved: tuple[Stall, ...] = ()  # --watch-only: stalls said that resolved (the ranks made progress again): no finding
+    timeline: Optional[dict] = None  # with WatchOptions.timeline: the ranks' collectives over time (watch/timeline.py)
 
     @property
     def exit_status(self) -> int:
@@ -447,10 +450,11 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             thread.join(timeout=10)
             left = sweep(run_id, [], wait=3.0, variable=WATCH_RUN_VAR)
             signals.stop()
-        if signals.seen is not None:
-            return WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen)
         now = time.time()
         watcher.read(now)
+        if signals.seen is not None:
+            timeline = timeline_of(watcher.views(), now) if options.timeline else None
+            return WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen, timeline=timeline)
         last = watcher.judge(now)
         if "finding" not in marks:  # one last look: a rank that died as the job ended
             if any(isinstance(f, Death) for f in last) and status != 0:
@@ -461,6 +465,8 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                     if isinstance(f, Death) and f.rank in fresh and len(fresh[f.rank].lines) > len(f.lines) else f for f in found]
         # the straggler: the judgement over the whole job, at its end (not the first time it held)
         found[:] = [f for f in found if not isinstance(f, Straggler)] + [f for f in last if isinstance(f, Straggler)][:1]
-        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None, tuple(resolved))
+        timeline = timeline_of(watcher.views(), now, found, marks.get("finding")) if options.timeline else None
+        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None, tuple(resolved),
+                            timeline)
 
 
