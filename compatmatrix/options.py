@@ -228,6 +228,8 @@ class JobArgs(Record):
     preflight: bool
     trainer_v2: bool
     command: tuple[str, ...]  # after --
+    watch: bool = False  # --watch: the nodes run the training under compat launch --watch (pytorchjob, trainjob, sbatch)
+    watch_claim: Optional[str] = None  # --watch-claim: a ReadWriteMany PersistentVolumeClaim every pod mounts for the watch's run folder
 
 
 class DockerArgs(Record):
