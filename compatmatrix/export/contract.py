@@ -15,8 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..jobspec import (KUBEFLOW_MASTER, POD_WATCH_MOUNT, RAY_MASTER, SKYPILOT_MASTER, SLURM_MASTER, SLURM_WATCH, HeldSet, JobSpec, Master, Resources,
-                       Threads, WatchSpec)
+from ..jobspec import (
+    KUBEFLOW_MASTER,
+    POD_WATCH_MOUNT,
+    RAY_MASTER,
+    SKYPILOT_MASTER,
+    SLURM_MASTER,
+    SLURM_WATCH,
+    HeldSet,
+    JobSpec,
+    Master,
+    Resources,
+    Threads,
+    WatchSpec,
+)
 from ..values import quantity_ok
 from .command import _for_the_set, held_set, refuse_rank_starters, training_command
 

@@ -340,6 +340,16 @@ class _Finder(object):
             return None
 
 
+def _quote():
+    """A string as JSON (ASCII: every other character escaped, a lone surrogate too), by the json module's own encoder."""
+    import json.encoder
+
+    return json.encoder.encode_basestring_ascii
+
+
+_QUOTE = None  # set when the agent installs (json is imported only in a watched rank)
+
+
 class _Lines(object):
     """The rank's last complete lines written through sys.stdout / sys.stderr, each written into the line ring at once:
     slot count % LINES at offset SLOTS * SLOT, a JSON object (count, pid, stream, time, text) padded with spaces. A
@@ -354,7 +364,12 @@ class _Lines(object):
         self.lock = threading.Lock()
 
     def feed(self, stream, text):
-        if self.fd < 0 or not isinstance(text, str):
+        if self.fd < 0 or type(text) is not str:
+            return
+        if "\n" not in text and "\r" not in text:  # print() writes each argument and separator apart: most writes end no line
+            kept = self.partial[stream]
+            if len(kept) <= LINE_TEXT:
+                self.partial[stream] = (kept + text)[:LINE_TEXT + 1]
             return
         with self.lock:
             pieces = text.split("\n")
@@ -373,13 +388,13 @@ class _Lines(object):
                 self.partial[stream] = kept
 
     def _write(self, stream, line):
-        import json
-
-        body = {"n": self.count, "pid": self.pid, "s": stream, "t": round(_time.time(), 3), "l": line}
-        data = json.dumps(body, separators=(",", ":"))
-        while len(data) >= LINE and body["l"]:
-            body["l"] = body["l"][:len(body["l"]) // 2]
-            data = json.dumps(body, separators=(",", ":"))
+        # the slot's JSON written by hand around the C encoder of one string (json.dumps would build an encoder per call)
+        head = '{"n":%d,"pid":%d,"s":"%s","t":%.3f,"l":' % (self.count, self.pid, stream, _time.time())
+        text = _QUOTE(line)
+        while len(head) + len(text) + 1 >= LINE and line:
+            line = line[:len(line) // 2]
+            text = _QUOTE(line)
+        data = head + text + "}"
         if len(data) >= LINE:
             return
         os.pwrite(self.fd, (data + " " * (LINE - 1 - len(data)) + "\n").encode(), SLOTS * SLOT + (self.count % LINES) * LINE)
@@ -398,7 +413,13 @@ class _Tee(object):
     def write(self, text):
         written = self._compat_stream.write(text)
         try:
-            self._compat_lines.feed(self._compat_letter, text)
+            lines = self._compat_lines
+            if type(text) is str and "\n" not in text and "\r" not in text and lines.fd >= 0:  # no line ended: kept, nothing written
+                kept = lines.partial[self._compat_letter]
+                if len(kept) <= LINE_TEXT:
+                    lines.partial[self._compat_letter] = (kept + text)[:LINE_TEXT + 1]
+            else:
+                lines.feed(self._compat_letter, text)
         except Exception:
             pass
         return written
@@ -630,6 +651,8 @@ def _install():
         agent = _AGENT = _Agent(folder, int(rank), fd, max(0.05, interval), _HOOK)
         agent.record("starting")
         try:
+            global _QUOTE
+            _QUOTE = _quote()
             agent.lines = _Lines(fd)
             _tee_streams(agent.lines)
         except Exception:
