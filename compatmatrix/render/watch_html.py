@@ -110,7 +110,7 @@ def _timeline_figure(timeline: Mapping[str, Any], ranks: Sequence[Mapping[str, A
     straggler = timeline.get("straggler")
     figure = Figure(figsize=(11, 1.2 + 0.38 * len(ranks)), layout="constrained")
     axes = figure.add_subplot()
-    thin = end / 1500  # a collective the rank entered last is as long as its own wait: nothing; drawn this wide
+    thin = end / 600  # a collective the rank entered last is as long as its own wait: nothing; drawn this wide (a tick)
     labelled: set[int] = set()
     for lane, rank in enumerate(ranks):
         number = int(rank["rank"])
