@@ -137,7 +137,7 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
     """Run ``run`` watched (None: --launcher spawn, compat starts the ranks); write the findings; the exit status (the
     job's own when nothing is wrong). ``report``: --report's writer, given the JSON document and the timeline
     (watch/timeline.py) once the job has ended (the command's: the page is render/'s)."""
-    from .render import finding_text, text_lines, watch_json
+    from .render import finding_said, text_lines, watch_json
     from .service import WatchOptions, watch_launch
 
     exits: Optional[Mapping[int, int]] = None
@@ -154,7 +154,7 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
     pythons = tuple(p for p in (args.python, base_env.get("COMPAT_PYTHON")) if p)
     options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=world_of(args), pythons=pythons, folder=args.watch_dir,
                            timeline=report is not None)
-    outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits, tails=tails)
+    outcome = watch_launch(run, base_env, options, say=say, render=finding_said, exits=exits, tails=tails)
 
     if outcome.left:
         say(f"compat launch --watch: {len(outcome.left)} process(es) of the job could not be stopped: {', '.join(map(str, outcome.left))}")

@@ -83,6 +83,15 @@ def lines_text(death: Death) -> list[str]:
     return [heading, *(f"    | {visible_line(line)}" for line in death.lines)]
 
 
+def finding_said(finding: Finding) -> str:
+    """What the watcher says the moment it finds ``finding``: its line and, for a death, the rank's last lines (one
+    per line of the text, each behind the same prefix as the first)."""
+    text = finding_text(finding)
+    if isinstance(finding, Death):
+        text = "\n".join([text, *(f"compat launch --watch: {line}" for line in lines_text(finding))])
+    return text
+
+
 def kind_of(finding: Finding) -> str:
     return "death" if isinstance(finding, Death) else "stall" if isinstance(finding, Stall) else "straggler"
 

@@ -36,7 +36,6 @@ from ..processes import new_run_id, sweep
 from ..scratch import scratch_folder
 from .judge import Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
 from .lines import AGENT, PIPE, agent_lines, bounded
-from .render import lines_text
 from .ring import SLOTS, RingCursor, lock_held, ring_files
 from .stacks import Stack, find_py_spy, take
 from .timeline import timeline_of
@@ -416,9 +415,6 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                     found[:] = [f for f in findings if not isinstance(f, Straggler)]
                     for finding in serious[:1]:
                         say(f"compat launch --watch: {render(finding) if render else finding}")
-                        if isinstance(finding, Death):
-                            for line in lines_text(finding):
-                                say(f"compat launch --watch: {line}")
                     if isinstance(serious[0], Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
                         involved = [serious[0].rank] + [w.rank for w in serious[0].waiting]
                         known = {rank: watcher.ranks[rank] for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
@@ -450,23 +446,30 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             thread.join(timeout=10)
             left = sweep(run_id, [], wait=3.0, variable=WATCH_RUN_VAR)
             signals.stop()
+        if signals.seen is not None:
+            return completed(WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen), watcher)
         now = time.time()
         watcher.read(now)
-        if signals.seen is not None:
-            timeline = timeline_of(watcher.views(), now) if options.timeline else None
-            return WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen, timeline=timeline)
         last = watcher.judge(now)
         if "finding" not in marks:  # one last look: a rank that died as the job ended
             if any(isinstance(f, Death) for f in last) and status != 0:
                 found[:] = [f for f in last if not isinstance(f, Straggler)]
                 marks["finding"] = now
-        fresh = {f.rank: f for f in last if isinstance(f, Death)}  # a dead rank's lines as they are now (its pipes drained)
-        found[:] = [replace(f, lines=fresh[f.rank].lines, lines_from=fresh[f.rank].lines_from)
-                    if isinstance(f, Death) and f.rank in fresh and len(fresh[f.rank].lines) > len(f.lines) else f for f in found]
         # the straggler: the judgement over the whole job, at its end (not the first time it held)
         found[:] = [f for f in found if not isinstance(f, Straggler)] + [f for f in last if isinstance(f, Straggler)][:1]
-        timeline = timeline_of(watcher.views(), now, found, marks.get("finding")) if options.timeline else None
-        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None, tuple(resolved),
-                            timeline)
+        return completed(WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None,
+                                      tuple(resolved)), watcher)
+
+
+def completed(outcome: WatchOutcome, watcher: Watcher) -> WatchOutcome:
+    """The outcome once the job has ended: each dead rank's last lines as they are now (a death is said at once, and
+    its pipes may still have been handing on its last bytes then), and with WatchOptions.timeline the timeline of every
+    rank (watch/timeline.py)."""
+    views = watcher.views()
+    seen = {view.rank: view for view in views if view.lines}
+    findings = tuple(replace(f, lines=seen[f.rank].lines, lines_from=seen[f.rank].lines_from)
+                     if isinstance(f, Death) and f.rank in seen and len(seen[f.rank].lines) > len(f.lines) else f for f in outcome.findings)
+    timeline = timeline_of(views, time.time(), findings, outcome.finding_at) if watcher.options.timeline else None
+    return replace(outcome, findings=findings, timeline=timeline)
 
 

@@ -171,7 +171,7 @@ def test_a_death_without_lines_says_none_and_the_json_says_null():
 
 
 def _spawned(code: str, nproc: int = 2):
-    from compatmatrix.watch.render import finding_text
+    from compatmatrix.watch.render import finding_said
     from compatmatrix.watch.service import watch_launch
     from compatmatrix.watch.spawn import SpawnRun
 
@@ -181,7 +181,7 @@ def _spawned(code: str, nproc: int = 2):
     mark = new_mark()
     said: list[str] = []
     spawn = SpawnRun(("-c", code), sys.executable, nproc, said.append)
-    outcome = watch_launch(spawn, base_env({MARK_VARIABLE: mark}), WatchOptions(world=nproc), said.append, finding_text, spawn.exits, spawn.tails)
+    outcome = watch_launch(spawn, base_env({MARK_VARIABLE: mark}), WatchOptions(world=nproc), said.append, finding_said, spawn.exits, spawn.tails)
     return outcome, said, marked(mark)
 
 
@@ -199,8 +199,9 @@ def test_spawn_hands_the_ranks_output_on_and_names_a_killed_ranks_last_lines_fro
     death = outcome.findings[0]
     assert death.rank == 1 and death.signal == signal.SIGKILL and death.lines_from == "pipe"
     assert set(death.lines) == {"rank 1 step 1", "rank 1 to stderr", "rank 1 from C"}  # what the rank's C code wrote too
-    at_once = said.index(next(line for line in said if "rank 1 (pid" in line))
-    assert said[at_once + 1].startswith("compat launch --watch: rank 1's last 3 lines (from compat's pipes of its stdout and stderr):")
+    at_once = next(line for line in said if "rank 1 (pid" in line).splitlines()  # said at once, the lines with it
+    assert at_once[1] == "compat launch --watch: rank 1's last 3 lines (from compat's pipes of its stdout and stderr):"
+    assert sorted(at_once[2:]) == sorted(f"compat launch --watch:     | {line}" for line in death.lines)
     assert left == []
 
 
