@@ -83,12 +83,12 @@ def lines_text(death: Death) -> list[str]:
     return [heading, *(f"    | {visible_line(line)}" for line in death.lines)]
 
 
-def finding_said(finding: Finding) -> str:
+def finding_said(finding: Finding, prefix: str = "compat launch --watch") -> str:
     """What the watcher says the moment it finds ``finding``: its line and, for a death, the rank's last lines (one
-    per line of the text, each behind the same prefix as the first)."""
+    per line of the text, each behind ``prefix``, the words the first line starts with)."""
     text = finding_text(finding)
     if isinstance(finding, Death):
-        text = "\n".join([text, *(f"compat launch --watch: {line}" for line in lines_text(finding))])
+        text = "\n".join([text, *(f"{prefix}: {line}" for line in lines_text(finding))])
     return text
 
 
