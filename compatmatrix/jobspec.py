@@ -35,6 +35,8 @@ escapes it for its format):
   ``compat``          how a node runs compat (argv prefix)
   ``resources``       ``Resources`` per node: CPUs and memory as given (quantities), threads per core, /dev/shm
   ``notes``           what the user should know, in order (comments on top of the output)
+  ``watch``           ``WatchSpec`` (None: no watch): the nodes run the training under ``compat launch --watch``, its
+                      run folder as a node sees it and whether every node's ranks write there
 """
 
 from __future__ import annotations
@@ -113,6 +115,25 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class WatchSpec:
+    """compat launch --watch on the nodes: ``folder`` the run folder as a node's shell sees it (a bash word or
+    expression; "" for compat's private temporary folder, one node), ``shared`` whether every node's ranks write their
+    rings there (each node's watcher then sees every rank) or each node its own (it sees its own ranks only), ``claim``
+    the Kubernetes PersistentVolumeClaim mounted at ``mount`` that holds a shared folder (None: an emptyDir per pod)."""
+
+    folder: str
+    shared: bool
+    claim: Optional[str] = None
+    mount: str = ""
+
+
+#: sbatch: a folder of the submit directory (the file system the job is submitted from, which every node of a cluster
+#: normally sees), one per job
+SLURM_WATCH = WatchSpec('"$SLURM_SUBMIT_DIR/compat-watch-$SLURM_JOB_ID"', True)
+POD_WATCH_MOUNT = "/compat-watch"  # where a pod mounts the watch's run folder
+
+
+@dataclass(frozen=True)
 class JobSpec:
     engine: str
     name: str
@@ -131,6 +152,7 @@ class JobSpec:
     compat: tuple[str, ...]
     resources: Resources = field(default_factory=Resources)
     notes: tuple[str, ...] = ()
+    watch: Optional[WatchSpec] = None
 
     @property
     def world_size(self) -> int:

@@ -198,6 +198,7 @@ class LaunchArgs(Record):
     watch_dir: Optional[str] = None  # --watch-dir: the run folder the ranks' agents write to (across hosts: one every host sees)
     json_file: Optional[str] = None  # --json-file: the watch's JSON document goes there, not to stdout
     across: Optional[Any] = None  # launchers.interface.Across: torchrun --nnodes/--node-rank/master, mpirun --hostfile/--rsh
+    report: Optional[str] = None  # --report FILE.html: with --watch, the timeline page written when the job ends
 
 
 class TuneArgs(Record):
@@ -227,6 +228,8 @@ class JobArgs(Record):
     preflight: bool
     trainer_v2: bool
     command: tuple[str, ...]  # after --
+    watch: bool = False  # --watch: the nodes run the training under compat launch --watch (pytorchjob, trainjob, sbatch)
+    watch_claim: Optional[str] = None  # --watch-claim: a ReadWriteMany PersistentVolumeClaim every pod mounts for the watch's run folder
 
 
 class DockerArgs(Record):

@@ -185,11 +185,15 @@ def _emit(args: ChecksArgs, snapshot, findings, files, live) -> int:
 
 def write_report(path: str, data: dict) -> None:
     """The fabric report of ``data`` (the --json document) written whole or not at all (a temporary file renamed)."""
-    import tempfile
-
     from ..render.fabric_html import render_report
 
-    page = render_report(data)
+    write_page(path, render_report(data))
+
+
+def write_page(path: str, page: str) -> None:
+    """A --report page written whole or not at all (a temporary file beside it, renamed): doctor's and launch's."""
+    import tempfile
+
     folder = os.path.dirname(os.path.abspath(path))
     try:
         handle, temporary = tempfile.mkstemp(prefix=".compat-report-", suffix=".html", dir=folder)

@@ -124,9 +124,15 @@ def _report(path: Optional[str], fabric: bool) -> Optional[str]:
     if path is None:
         return None
     _fabric_only("--report", "draws the --fabric measurements", fabric)
+    return report_file(path, "fabric.html")
+
+
+def report_file(path: str, example: str) -> str:
+    """A --report FILE.html checked before anything runs (doctor's fabric page, launch --watch's timeline): a file in an
+    existing folder that takes a new file, and matplotlib (the report extra, imported on this path only) installed."""
     folder = os.path.dirname(os.path.abspath(path))
     if not path or not os.path.isdir(folder) or os.path.isdir(path):
-        raise UsageError(f"--report {visible(path[:200])} is not a file in an existing folder.", "Pass a file name such as --report fabric.html.")
+        raise UsageError(f"--report {visible(path[:200])} is not a file in an existing folder.", f"Pass a file name such as --report {example}.")
     _probe_folder(folder, path)
     from importlib.util import find_spec
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from ..console import visible
 from ..errors import EXIT_OK, UsageError
@@ -59,8 +59,35 @@ def build(ns: argparse.Namespace) -> LaunchArgs:
     if ns.json and not ns.print_ and not (ns.watch or ns.watch_only):
         raise UsageError("--json goes with --print (a running job writes its own output).", "Add --print to get the plan as JSON.")
     watch, watch_only, stall_after, watch_dir, json_file = watch_args_of(ns)
+    report = watch_report_of(ns, watch)
     return LaunchArgs(ns.json, ns.launcher, ns.nproc_per_node, ns.ccl_workers, ns.print_, target(ns).python, ns.sysfs_root, ns.mpirun,
-                      ns.mpi_flavor, command_words(ns.training_command), ns.matrix, watch, watch_only, stall_after, watch_dir, json_file, across_of(ns, watch))
+                      ns.mpi_flavor, command_words(ns.training_command), ns.matrix, watch, watch_only, stall_after, watch_dir, json_file, across_of(ns, watch),
+                      report)
+
+
+def watch_report_of(ns: argparse.Namespace, watch: bool) -> Optional[str]:
+    """--report FILE.html, checked before the job starts: it goes with --watch (doctor's checks of the file and matplotlib)."""
+    if ns.report is None:
+        return None
+    if not watch:
+        raise UsageError("--report draws what compat launch --watch saw: it goes with --watch.", "Add --watch, or drop --report.")
+    from .doctor import report_file
+
+    return report_file(ns.report, "watch.html")
+
+
+def _report_writer(path: Optional[str]):  # noqa: ANN202 - a callable for watch.command.launch_watched, or None
+    """--report's writer: the page of the JSON document and the timeline (render/watch_html.py), written whole."""
+    if path is None:
+        return None
+
+    def write(document, timeline) -> None:  # noqa: ANN001
+        from ..render.watch_html import render_watch_report
+        from ._checks import write_page
+
+        write_page(path, render_watch_report(document, timeline))
+
+    return write
 
 
 def across_of(ns: argparse.Namespace, watch: bool):  # noqa: ANN201 - launchers.interface.Across or None
@@ -108,7 +135,7 @@ def run(args: LaunchArgs) -> int:
     if args.watch and args.launcher == "spawn":  # compat starts the ranks itself: no launcher to plan for
         from ..watch.command import launch_watched
 
-        return launch_watched(None, os.environ, args, say_error)
+        return launch_watched(None, os.environ, args, say_error, _report_writer(args.report))
 
     passed: tuple[str, ...] = ()
     if args.watch:
@@ -140,5 +167,5 @@ def run(args: LaunchArgs) -> int:
     if args.watch:
         from ..watch.command import launch_watched
 
-        return launch_watched(lambda env: run_invocation(prepared.invocation, env, say=say_error), os.environ, args, say_error)
+        return launch_watched(lambda env: run_invocation(prepared.invocation, env, say=say_error), os.environ, args, say_error, _report_writer(args.report))
     return run_invocation(prepared.invocation, os.environ, say=say_error)

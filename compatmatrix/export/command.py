@@ -56,6 +56,17 @@ def training_command(command: Sequence[str]) -> tuple[tuple[str, ...], list[str]
     return tuple(words), notes
 
 
+def launch_words(command: Sequence[str]) -> tuple[str, ...]:
+    """The training command in compat launch's words from torchrun's (training_command's): ``--no_python PROGRAM`` is
+    the program itself, ``--module M`` is ``-m M`` (compat launch puts the interpreter in front of a script and -m)."""
+    words = list(command)
+    if words[:1] in (["--no_python"], ["--no-python"]):
+        words = words[1:]
+    elif words[:1] == ["--module"]:
+        words = ["-m", *words[1:]]
+    return tuple(words)
+
+
 def _for_the_set(planned: Any, command: Sequence[str], form: str, versions: Optional[Mapping[str, Optional[Version]]] = None) -> tuple[list[str], list[str]]:
     """The training command as the resolved set's transformers/accelerate take it (translate), and what was changed and
     why; CannotWork when no rewrite makes it run with that set. ``versions``: an environment's own (installed_versions)

@@ -15,7 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..jobspec import KUBEFLOW_MASTER, RAY_MASTER, SKYPILOT_MASTER, SLURM_MASTER, HeldSet, JobSpec, Master, Resources, Threads
+from ..jobspec import (
+    KUBEFLOW_MASTER,
+    POD_WATCH_MOUNT,
+    RAY_MASTER,
+    SKYPILOT_MASTER,
+    SLURM_MASTER,
+    SLURM_WATCH,
+    HeldSet,
+    JobSpec,
+    Master,
+    Resources,
+    Threads,
+    WatchSpec,
+)
 from ..values import quantity_ok
 from .command import _for_the_set, held_set, refuse_rank_starters, training_command
 
@@ -101,6 +114,41 @@ def set_note(engine: str, held: HeldSet, python: Optional[str]) -> str:
     return f"{python} must hold this set (Python {held.python}): {pins}"
 
 
+#: the engines whose nodes can run the training under compat launch --watch
+WATCHED_ENGINES = ("pytorchjob", "trainjob", "sbatch")
+
+
+def watch_of(engine: str, job: JobArgs) -> tuple[Optional[WatchSpec], list[str]]:
+    """The watch of the job's nodes (None without --watch) and what the user should know of it: where the run folder
+    is, and what each node's watcher sees (docs/commands/export.md, "Watching the job")."""
+    if not job.watch:
+        return None, []
+    if engine not in WATCHED_ENGINES:
+        from ..errors import UsageError
+
+        raise UsageError(f"--watch goes with compat export {', '.join(WATCHED_ENGINES)}, not {engine}.", "Drop --watch.")
+    if engine == "sbatch":
+        return SLURM_WATCH, ["--watch: the training step runs compat launch --launcher srun --watch; every rank writes its ring into "
+                             "$SLURM_SUBMIT_DIR/compat-watch-$SLURM_JOB_ID, which the batch host's watcher reads, so the submit directory must be on a "
+                             "file system every node sees whose flock reaches every client (home and project file systems usually are: NFSv4, Lustre "
+                             "with flock, GPFS, BeeGFS); the findings go to the job's stderr"]
+    if job.nnodes == 1:
+        return WatchSpec("", True), ["--watch: the pod runs compat launch --watch --launcher torchrun, which watches its ranks (a private run "
+                                     "folder in the pod) and plans the pod's CPUs itself (its affinity and cgroup quota); the findings go to the pod's log"]
+    if job.watch_claim is not None:
+        folder = f"{POD_WATCH_MOUNT}/{job.name}"
+        return WatchSpec(folder, True, job.watch_claim, POD_WATCH_MOUNT), [
+            f"--watch --watch-claim {job.watch_claim}: every pod mounts that PersistentVolumeClaim at {POD_WATCH_MOUNT} and runs compat launch "
+            f"--watch --launcher torchrun with the run folder {folder}, so every pod's watcher reads every rank's ring: the claim must exist, be "
+            "ReadWriteMany, and its file system's flock must reach every pod (NFSv4, CephFS); each pod plans its CPUs itself (its affinity and cgroup quota)"]
+    return WatchSpec(POD_WATCH_MOUNT, False, None, POD_WATCH_MOUNT), [
+        "--watch: each pod runs compat launch --watch --launcher torchrun with its own run folder (an emptyDir at "
+        f"{POD_WATCH_MOUNT}): each pod's watcher sees its own ranks only, so it names a death of one of them (with its last lines) and a straggler "
+        "among them, but no stall (the rank that stopped first may be in another pod) and no rank of another pod; --watch-claim CLAIM (a "
+        "ReadWriteMany PersistentVolumeClaim) gives every pod one shared run folder and the whole watch; each pod plans its CPUs itself (its "
+        "affinity and cgroup quota)"]
+
+
 def build_job(planned: Planned, job: JobArgs, engine: str, python: Optional[str] = None, compat: Sequence[str] = (),
               snapshot: Any = None) -> JobSpec:
     """The one JobSpec of an export (the module's docstring); UsageError / CannotWork as the exports refuse."""
@@ -130,7 +178,8 @@ def build_job(planned: Planned, job: JobArgs, engine: str, python: Optional[str]
             notes.append("the oneCCL environment comes from the image's compat-env.sh, which bash -c reads through BASH_ENV (compat export "
                          "dockerfile writes it with compat env --defaults, so the values of this manifest win)")
     notes.append(set_note(engine, held, python))
+    watch, said = watch_of(engine, job)
     return JobSpec(engine=engine, name=job.name, nodes=job.nnodes, ranks_per_node=job.nproc_per_node, backend="ccl" if ccl else "gloo",
                    threads=threads, master=master, exports=exports, env_step=env_step, preflight=job.preflight, command=tuple(translated),
                    launcher=launcher, set=held, python=python, compat=tuple(compat),
-                   resources=Resources(job.cpu, job.memory, job.threads_per_core, job.shm_size), notes=tuple(notes))
+                   resources=Resources(job.cpu, job.memory, job.threads_per_core, job.shm_size), notes=tuple(notes + said), watch=watch)

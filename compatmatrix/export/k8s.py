@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..values import dns1035_ok, dns1123_ok, image_reference_ok, quantity_ok, quoted
+from .command import launch_words
 from .contract import ShapeError, cpu_count, plan_threads
 
 if TYPE_CHECKING:
-    from ..jobspec import JobSpec
+    from ..jobspec import JobSpec, WatchSpec
     from .releases import Release
 
 __all__ = ["ShapeError", "cpu_count"]  # here since the first exports; export/contract.py holds them
@@ -65,6 +66,7 @@ class JobShape:
     python: str = PYTHON
     extra_env: tuple[tuple[str, str], ...] = ()
     ccl: bool = False  # the set has the oneCCL bindings (CCL_WORKER_COUNT, worker cores set aside)
+    watch: Optional[WatchSpec] = None  # --watch: the pods run compat launch --watch --launcher torchrun (jobspec.WatchSpec)
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,8 @@ def shape_of(spec: JobSpec, image: str, namespace: Optional[str]) -> JobShape:
     """The pod's view of the job contract: the image and namespace are Kubernetes' own options."""
     res = spec.resources
     return JobShape(name=spec.name, image=image, nnodes=spec.nodes, nproc_per_node=spec.ranks_per_node, cpu=res.cpu or "", memory=res.memory or "",
-                    command=spec.command, namespace=namespace, shm_size=res.shm_size, threads_per_core=res.threads_per_core,
-                    preflight=spec.preflight, ccl=spec.backend == "ccl")
+                    command=spec.command if spec.watch is None else launch_words(spec.command), namespace=namespace, shm_size=res.shm_size,
+                    threads_per_core=res.threads_per_core, preflight=spec.preflight, ccl=spec.backend == "ccl", watch=spec.watch)
 
 
 def pytorchjob_for(spec: JobSpec, image: str, namespace: Optional[str]) -> Manifest:
@@ -138,9 +140,36 @@ def container_args(shape: JobShape, rendezvous: Mapping[str, str]) -> list[str]:
     lines = ["set -eu"]
     if shape.preflight:
         lines += preflight_script(shape, rendezvous["addr"], rendezvous["port"], rendezvous["nnodes"], rendezvous["node_rank"])
+    if shape.watch is not None:
+        lines.append(watched_launch(shape, rendezvous))
+        return ["bash", "-c", "\n".join(lines), "compat-job", *shape.command]
     # --nproc_per_node: the spelling every torchrun takes (the dashed one only from torch 2.x)
     lines.append('exec torchrun --nproc_per_node "' + str(shape.nproc_per_node) + '" "$@"')
     return ["bash", "-c", "\n".join(lines), "compat-job", *shape.command]
+
+
+def watched_launch(shape: JobShape, rendezvous: Mapping[str, str]) -> str:
+    """--watch: the pod's last line, compat launch --watch --launcher torchrun with the operator's rendezvous (one pod:
+    none) and the run folder (jobspec.WatchSpec), the training command after -- (compat launch's words)."""
+    watch = shape.watch
+    assert watch is not None
+    argv = [shape.compat, "launch", "--watch", "--launcher", "torchrun", "--python", shape.python, "--nproc-per-node", str(shape.nproc_per_node)]
+    line = "exec " + " ".join(shlex.quote(a) for a in argv)
+    if shape.nnodes > 1:
+        line += (f' --nnodes {shape.nnodes} --node-rank "{rendezvous["node_rank"]}" --master-addr "{rendezvous["addr"]}" '
+                 f'--master-port "{rendezvous["port"]}"')
+    if watch.folder:
+        line += f" --watch-dir {shlex.quote(watch.folder)}"
+    return line + ' -- "$@"'
+
+
+def watch_volume(shape: JobShape) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The (volume, mount) of the watch's run folder: the claim, or an emptyDir of the pod's own; none for one pod."""
+    watch = shape.watch
+    if watch is None or not watch.mount:
+        return []
+    source = {"persistentVolumeClaim": {"claimName": watch.claim}} if watch.claim else {"emptyDir": {}}
+    return [({"name": "compat-watch", **source}, {"name": "compat-watch", "mountPath": watch.mount})]
 
 
 def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
@@ -167,9 +196,9 @@ def _pod_template(shape: JobShape, env: Mapping[str, str], args: list[str]) -> d
             "env": _env_list(env),
             "ports": [{"name": PORT_NAME, "containerPort": PORT}],
             "resources": _resources(shape),
-            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *(mount for _volume, mount in watch_volume(shape))],
         }],
-        "volumes": [_shm_volume(shape)],
+        "volumes": [_shm_volume(shape), *(volume for volume, _mount in watch_volume(shape))],
     }}
 
 
@@ -230,7 +259,8 @@ def trainjob(shape: JobShape, release: Release, notes: Sequence[str] = (), env: 
     # the Trainer's torch plugin sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT
     rendezvous = {"addr": "$PET_MASTER_ADDR", "port": "$PET_MASTER_PORT", "nnodes": "$PET_NNODES", "node_rank": "$PET_NODE_RANK"}
     args = container_args(shape, rendezvous)
-    field_name, override = override_document(release, [_shm_volume(shape)], [{"name": "dshm", "mountPath": "/dev/shm"}])
+    field_name, override = override_document(release, [_shm_volume(shape), *(volume for volume, _mount in watch_volume(shape))],
+                                             [{"name": "dshm", "mountPath": "/dev/shm"}, *(mount for _volume, mount in watch_volume(shape))])
     document = {
         "apiVersion": TRAINJOB_API,
         "kind": "TrainJob",

@@ -24,7 +24,7 @@ SWEEP_ID = "fabric-sweep"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 DTYPES = ("fp32", "bf16")
 _CELL_LABELS_UP_TO = 16  # hosts: above this the heat-map cells carry no numbers (the table below has them)
-_STYLE = """body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0 1.5em}
+STYLE = """body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td.t,th.t{text-align:left}.fail{color:#b00}.warn{color:#a60}
 .pass{color:#070}.skip{color:#666}svg{max-width:100%;height:auto}pre{white-space:pre-wrap;margin:0}"""
 
@@ -69,7 +69,7 @@ def render_report(document: Mapping[str, Any]) -> str:
     pairs = live.get("pairs")
     memcpy = live.get("memcpy") or {}
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             "<title>compat doctor --live --fabric</title>", f"<style>{_STYLE}</style></head><body>",
+             "<title>compat doctor --live --fabric</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>Fabric report</h1>",
              f"<p>launcher {text(live.get('launcher', '?'))}, backend {text(backend)}, {text(live.get('world_size', '?'))} ranks; "
              f"python {text(document.get('python_version', '?'))}. Bandwidths in GB/s (10<sup>9</sup> bytes/s).</p>"]
@@ -138,7 +138,7 @@ def _pairs_section(pairs: Any) -> list[str]:
     if links:
         named_links = {tuple(x) for key in ("slow_links", "lossy_links", "silent_links") for x in pairs.get(key) or []}
         named_hosts = {h for key in ("slow_hosts", "lossy_hosts", "silent_hosts") for h in pairs.get(key) or []}
-        out.append(_svg(_heatmap_figure(hosts, links, named_links, named_hosts), HEATMAP_ID))
+        out.append(inline_svg(_heatmap_figure(hosts, links, named_links, named_hosts), HEATMAP_ID))
     out.append('<table id="hosts"><tr><th>#</th><th class="t">host</th><th>memcpy GB/s</th></tr>')
     host_memcpy = pairs.get("memcpy") or {}
     for i, host in enumerate(hosts, 1):
@@ -197,7 +197,7 @@ def _sweep_section(sweep: Any, backend: str, memcpy: Mapping[str, Any]) -> list[
 
     if len(backends) > 1:
         out.append(f"<p>Compared on the same ranks in the same run: {text(', '.join(shown(b) for b in backends))}.</p>")
-    out.append(_svg(_sweep_figure(rows, backends, memcpy, shown), SWEEP_ID))
+    out.append(inline_svg(_sweep_figure(rows, backends, memcpy, shown), SWEEP_ID))
     if memcpy:
         out.append('<table id="memcpy"><tr><th class="t">memory copy</th><th>GB/s</th></tr>')
         for key, label in (("per_rank", "one rank"), ("all_ranks", "every rank at once, in all")):
@@ -219,7 +219,7 @@ def _sweep_section(sweep: Any, backend: str, memcpy: Mapping[str, Any]) -> list[
     return out
 
 
-def _svg(figure, element_id: str) -> str:
+def inline_svg(figure, element_id: str) -> str:
     """The figure as an inline <svg> with ``element_id`` (no XML prolog, no DOCTYPE: HTML takes the element itself)."""
     import matplotlib
 
@@ -282,7 +282,7 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], backends: Sequence[str], me
                 points = sorted((int(r["bytes"]), r["busbw"] / 1e9) for r in mine if r["dtype"] == dtype and r["busbw"] > 0)
                 if points:
                     (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o" if number == 0 else "s",
-                                        linestyle="-" if number == 0 else "-.", label=f"{_label(shown(backend))} {dtype}")
+                                        linestyle="-" if number == 0 else "-.", label=f"{chart_label(shown(backend))} {dtype}")
                     line.set_gid(f"sweep-{name}-{dtype}" + (f"-vs{number}" if number else ""))
         for key, label, style in (("per_rank", "memcpy, one rank", "--"), ("all_ranks", "memcpy, all ranks", ":")):
             if isinstance(memcpy.get(key), (int, float)) and memcpy[key] > 0:
@@ -297,7 +297,7 @@ def _sweep_figure(rows: Sequence[Mapping[str, Any]], backends: Sequence[str], me
     return figure
 
 
-def _label(value: str) -> str:
+def chart_label(value: str) -> str:
     """A backend name as a legend label: matplotlib's math text ($...$) and controls kept out, and a leading underscore
     behind a space (matplotlib leaves a label that starts with "_" out of the legend)."""
     label = _encodable(visible_line(value)).replace("$", r"\$")

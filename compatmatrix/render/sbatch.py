@@ -5,7 +5,8 @@ holds; ``--nodes``, ``--ntasks-per-node`` = ranks per node); the environment of 
 thread and oneCCL settings, for the ranks' interpreter); the live preflight as a step of its own, one compat per node
 (``srun --ntasks-per-node=1 compat doctor --live``: world, node rank and master from the allocation), which ends the
 job with its findings before training when it fails; then the training step: ``compat launch --launcher srun``, which
-plans the node's CPUs and runs the srun line (each task a rank, bound to its CPUs).
+plans the node's CPUs and runs the srun line (each task a rank, bound to its CPUs); with --watch, ``compat launch
+--launcher srun --watch --watch-dir`` a folder of the submit directory (jobspec.SLURM_WATCH).
 
 Every value is checked before it is written: the ``#SBATCH`` values by whole-string rules (sbatch reads those lines
 itself, without a shell), the words of the commands quoted for bash (``shlex.quote``: any character but NUL and a lone
@@ -41,6 +42,7 @@ class BatchShape:
     time: Optional[str] = None
     partition: Optional[str] = None
     preflight: bool = True
+    watch_dir: Optional[str] = None  # with --watch: the run folder, a bash expression (jobspec.SLURM_WATCH); None: no watch
 
 
 def word_ok(word: str) -> str:
@@ -109,17 +111,28 @@ def sbatch_text(shape: BatchShape, notes: Sequence[str] = ()) -> str:
             "    exit 1",
             "fi",
         ]
-    lines += [
-        "",
-        "# the training step: compat launch plans this node's CPUs and runs srun, each task a rank bound to its CPUs",
-        f'exec {compat} launch --launcher srun --python "$python" --nproc-per-node {ranks} -- {command}',
-        "",
-    ]
+    if shape.watch_dir is None:
+        lines += [
+            "",
+            "# the training step: compat launch plans this node's CPUs and runs srun, each task a rank bound to its CPUs",
+            f'exec {compat} launch --launcher srun --python "$python" --nproc-per-node {ranks} -- {command}',
+            "",
+        ]
+    else:
+        lines += [
+            "",
+            "# the training step: compat launch plans this node's CPUs and runs srun, each task a rank bound to its CPUs, and watches",
+            "# the ranks (--watch): each rank's agent writes its ring into the run folder, on the file system every node sees",
+            f"watch_dir={shape.watch_dir}",
+            f'exec {compat} launch --launcher srun --watch --watch-dir "$watch_dir" --python "$python" --nproc-per-node {ranks} -- {command}',
+            "",
+        ]
     return "\n".join(lines)
 
 
 def sbatch_for(spec: JobSpec, time: Optional[str] = None, partition: Optional[str] = None) -> str:
     """The batch script that runs the job contract (jobspec.JobSpec, launcher srun); ``time`` and ``partition`` are
     Slurm's own options."""
-    shape = BatchShape(spec.name, spec.nodes, spec.ranks_per_node, spec.python or "", spec.compat, spec.command, time, partition, spec.preflight)
+    shape = BatchShape(spec.name, spec.nodes, spec.ranks_per_node, spec.python or "", spec.compat, spec.command, time, partition, spec.preflight,
+                       spec.watch.folder if spec.watch is not None else None)
     return sbatch_text(shape, spec.notes)

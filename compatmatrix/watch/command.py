@@ -45,6 +45,9 @@ def watch_arguments(parser: argparse.ArgumentParser) -> None:
                         "one every host sees at the same path (a shared file system), and is required (default: a private temporary folder on this host)")
     parser.add_argument("--json-file", metavar="PATH",
                         help="with --watch: write the findings' JSON document (watch-v1.json) to this file, leaving stdout to the job (--json writes it to stdout after the job's own output)")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="with --watch: also write one self-contained HTML page when the job ends: a timeline per rank of the collectives it entered, "
+                        "the stall, death or straggler marked, and the findings (needs matplotlib: the report extra)")
 
 
 def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float], Optional[str], Optional[str]]:
@@ -129,13 +132,16 @@ def check_json_file(path: str) -> None:
         raise UsageError(f"--json-file {path}: its folder {folder} is missing or not writable.", "Pass a path in a folder you may write to.")
 
 
-def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: Mapping[str, str], args: Any, say: Callable[[str], None]) -> int:
+def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: Mapping[str, str], args: Any, say: Callable[[str], None],
+                   report: Optional[Callable[[Mapping[str, Any], Mapping[str, Any]], None]] = None) -> int:
     """Run ``run`` watched (None: --launcher spawn, compat starts the ranks); write the findings; the exit status (the
-    job's own when nothing is wrong)."""
-    from .render import finding_text, text_lines, watch_json
+    job's own when nothing is wrong). ``report``: --report's writer, given the JSON document and the timeline
+    (watch/timeline.py) once the job has ended (the command's: the page is render/'s)."""
+    from .render import finding_said, text_lines, watch_json
     from .service import WatchOptions, watch_launch
 
     exits: Optional[Mapping[int, int]] = None
+    tails = None
     if run is None:
         from .spawn import SpawnRun
 
@@ -143,14 +149,22 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
             raise UsageError("compat launch needs the training command after --.", "Add -- train.py (and its arguments).")
         python = args.python or base_env.get("COMPAT_PYTHON") or sys.executable
         spawn = SpawnRun(args.command, python, args.nproc_per_node, say)
-        run, exits = spawn, spawn.exits
+        run, exits, tails = spawn, spawn.exits, spawn.tails
         say(f"compat launch: spawn: {args.nproc_per_node} rank{'' if args.nproc_per_node == 1 else 's'} of {' '.join(args.command)} on this host, started by compat (no CPU binding)")
     pythons = tuple(p for p in (args.python, base_env.get("COMPAT_PYTHON")) if p)
-    options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=world_of(args), pythons=pythons, folder=args.watch_dir)
-    outcome = watch_launch(run, base_env, options, say=say, render=finding_text, exits=exits)
+    options = WatchOptions(watch_only=args.watch_only, stall_after=args.stall_after, world=world_of(args), pythons=pythons, folder=args.watch_dir,
+                           timeline=report is not None)
+    outcome = watch_launch(run, base_env, options, say=say, render=finding_said, exits=exits, tails=tails)
 
     if outcome.left:
         say(f"compat launch --watch: {len(outcome.left)} process(es) of the job could not be stopped: {', '.join(map(str, outcome.left))}")
+    report_failed = False
+    if report is not None:
+        try:
+            report(watch_json(outcome), outcome.timeline or {})
+        except CompatError as exc:  # the findings still follow, on stdout / stderr as asked
+            say(f"compat launch --watch: {exc}")
+            report_failed = True
     if args.json_file:
         try:
             write_json_file(args.json_file, watch_json(outcome))
@@ -177,6 +191,8 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
                 f"the job's exit status {outcome.job_status}")
         elif not outcome.findings:
             say(f"compat launch --watch: no finding (progress from: {', '.join(outcome.sources) or 'no rank reported'}); the job's exit status {outcome.job_status}")
+    if report_failed:
+        return 2
     return outcome.exit_status
 
 

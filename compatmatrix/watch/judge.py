@@ -101,6 +101,8 @@ class RankView:
     beats: tuple[Beat, ...]  # oldest first
     process: ProcessFact
     collectives: tuple[Collective, ...] = ()  # every collective known of this rank (the watcher keeps more than the ring)
+    lines: tuple[str, ...] = ()  # a gone rank's last output lines (watch/lines.py), and where they came from ("agent", "pipe")
+    lines_from: str = ""
 
     @property
     def last(self) -> Beat:
@@ -165,6 +167,8 @@ class Death:
     exception: str
     last_state: str
     host: str = ""
+    lines: tuple[str, ...] = ()  # its last output lines, bounded and redacted (watch/lines.py); () when none were seen
+    lines_from: str = ""  # "pipe" (compat's pipes of a rank it started) or "agent" (its agent's copy of sys.stdout / sys.stderr)
 
     @property
     def follows_another(self) -> bool:
@@ -223,7 +227,8 @@ def death_of(view: RankView) -> Optional[Death]:
     if fact.wait_status is None and last.state == "left":
         return None  # it ran its exit handlers: the launcher reaped it before the watcher saw its status
     exception = last.exception if last.state == "exception" else ""
-    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, exception, last.state, last.host)
+    return Death(view.rank, last.pid, fact.gone_at if fact.gone_at is not None else last.t, signal_number, code, exception, last.state, last.host,
+                 view.lines, view.lines_from if view.lines else "")
 
 
 def busy(fact: ProcessFact, now: float) -> bool:

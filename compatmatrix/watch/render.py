@@ -68,6 +68,30 @@ def finding_text(finding: Finding) -> str:
             f"share of time waiting in collectives: {shares}.")
 
 
+def lines_text(death: Death) -> list[str]:
+    """A dead rank's last lines as text lines: a heading that says where they came from, then each line indented, its
+    control characters written as visible escapes (a line from the rank cannot drive the terminal or fake a line of
+    compat's)."""
+    from ..console import visible_line
+    from .lines import FROM_WORDS
+
+    if not death.lines:
+        return []
+    count = len(death.lines)
+    heading = (f"rank {death.rank}'s last {count} line{'' if count == 1 else 's'} "
+               f"(from {FROM_WORDS.get(death.lines_from, death.lines_from or 'the rank')}):")
+    return [heading, *(f"    | {visible_line(line)}" for line in death.lines)]
+
+
+def finding_said(finding: Finding, prefix: str = "compat launch --watch") -> str:
+    """What the watcher says the moment it finds ``finding``: its line and, for a death, the rank's last lines (one
+    per line of the text, each behind ``prefix``, the words the first line starts with)."""
+    text = finding_text(finding)
+    if isinstance(finding, Death):
+        text = "\n".join([text, *(f"{prefix}: {line}" for line in lines_text(finding))])
+    return text
+
+
 def kind_of(finding: Finding) -> str:
     return "death" if isinstance(finding, Death) else "stall" if isinstance(finding, Stall) else "straggler"
 
@@ -101,6 +125,8 @@ def text_lines(outcome: Any) -> list[str]:
     lines = []
     for finding in outcome.findings:
         lines.append(f"compat launch --watch: {finding_text(finding)}")
+        if isinstance(finding, Death):
+            lines.extend(f"compat launch --watch: {line}" for line in lines_text(finding))
         lines.append(f"compat launch --watch: fix: {fix_of(finding)}")
     if outcome.findings and HOOK_SOURCE in outcome.sources:
         lines.append(HOOK_NOTE)
@@ -126,7 +152,7 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         base["host"] = finding.host
     if isinstance(finding, Death):
         base.update(pid=finding.pid, at=finding.at, signal=_signal_name(finding.signal) or None, exit_code=finding.exit_code,
-                    exception=finding.exception or None)
+                    exception=finding.exception or None, last_lines=list(finding.lines), lines_from=finding.lines_from or None)
     elif isinstance(finding, Stall):
         base.update(pg=finding.pg, seq=finding.seq, collective=_collective_json(finding.collective), last_entered=finding.last_entered,
                     last_completed=finding.last_completed, heartbeat_age=round(finding.heartbeat_age, 3), process_state=finding.process_state,

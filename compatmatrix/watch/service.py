@@ -29,14 +29,16 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..errors import CompatError
 from ..processes import new_run_id, sweep
 from ..scratch import scratch_folder
 from .judge import Collective, Death, Finding, ProcessFact, RankView, Stall, Straggler, judge
+from .lines import AGENT, PIPE, agent_lines, bounded
 from .ring import SLOTS, RingCursor, lock_held, ring_files
 from .stacks import Stack, find_py_spy, take
+from .timeline import timeline_of
 
 WATCH_DIR_VAR = "COMPAT_WATCH_DIR"
 WATCH_RUN_VAR = "COMPAT_WATCH_RUN"
@@ -64,6 +66,7 @@ class WatchOptions:
     world: Optional[int] = None
     pythons: tuple[str, ...] = ()  # the training environment's interpreter: py-spy may be installed beside it
     folder: Optional[str] = None  # --watch-dir: the run folder (kept; across hosts one every host sees); None: a private temporary one
+    timeline: bool = False  # --report: the outcome carries the ranks' timeline (watch/timeline.py)
 
 
 @dataclass
@@ -77,6 +80,7 @@ class WatchOutcome:
     stacks: tuple[Stack, ...] = ()
     interrupted: Optional[int] = None  # the signal compat received (Ctrl-C, SIGTERM, SIGHUP): the watch stopped judging
     resolved: tuple[Stall, ...] = ()  # --watch-only: stalls said that resolved (the ranks made progress again): no finding
+    timeline: Optional[dict] = None  # with WatchOptions.timeline: the ranks' collectives over time (watch/timeline.py)
 
     @property
     def exit_status(self) -> int:
@@ -189,6 +193,7 @@ class _RankState:
     cursor: Optional[RingCursor] = None
     local: bool = True  # its process is in this host's /proc (same host name and PID namespace); else judged by heartbeats and lock
     path: Optional[Path] = None
+    lines: tuple[tuple[str, ...], str] = ((), "")  # once gone: its last output lines and where they came from
 
 
 def where() -> tuple[str, str]:
@@ -212,9 +217,11 @@ class Watcher:
     process: its agent's thread writes no more), and busy while the CPU seconds its heartbeats carry grow. ``since``
     (a shared run folder): rings with no heartbeat written after it are an earlier job's and are left out."""
 
-    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None, since: Optional[float] = None) -> None:
+    def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None, since: Optional[float] = None,
+                 tails: Optional[Mapping[int, Any]] = None) -> None:
         self.folder, self.options = folder, options
         self.exits = exits if exits is not None else {}  # pid -> (waitpid status, when), where the ranks are compat's own children (spawn)
+        self.tails = tails if tails is not None else {}  # pid -> its pipes' last lines (.last()), where compat started the ranks (spawn)
         self.ranks: dict[int, _RankState] = {}
         self.since = since
         self.here = where()
@@ -304,8 +311,22 @@ class Watcher:
                 beats = beats[:-1] + (replace(beats[-1], host=""),)
             fact = ProcessFact(state.gone_at is None, state.state, state.wait_status, state.gone_at, state.active_at)
             collectives = tuple(sorted(state.collectives.values(), key=lambda c: (c.entered, c.pg, c.seq)))
-            views.append(RankView(rank, beats, fact, collectives))
+            lines, lines_from = self.last_lines(state) if state.gone_at is not None else ((), "")
+            views.append(RankView(rank, beats, fact, collectives, lines, lines_from))
         return views
+
+    def last_lines(self, state: _RankState) -> tuple[tuple[str, ...], str]:
+        """A gone rank's last lines: from compat's pipes where it started the rank (everything its process wrote), else
+        from its agent's line ring (what it wrote through sys.stdout / sys.stderr); read once they are seen."""
+        if state.lines[0]:
+            return state.lines
+        tail = self.tails.get(state.pid)
+        found = (bounded(tail.last()), PIPE) if tail is not None else ((), "")
+        if not found[0] and state.path is not None:
+            found = (agent_lines(state.path, state.pid), AGENT)
+        if found[0]:
+            state.lines = found
+        return found
 
     def judge(self, now: float, straggler: bool = True) -> tuple[Finding, ...]:
         return judge(self.views(), now, self.options.stall_after, self.options.world, straggler)
@@ -337,12 +358,12 @@ def _run_folder(given: Optional[str]) -> Iterator[tuple[Path, Optional[float]]]:
 
 def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], options: WatchOptions,
                  say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None,
-                 exits: Optional[Mapping[int, tuple[int, float]]] = None) -> WatchOutcome:
+                 exits: Optional[Mapping[int, tuple[int, float]]] = None, tails: Optional[Mapping[int, Any]] = None) -> WatchOutcome:
     """Run the launch watched; the outcome when it has ended (and every process of it is gone). ``exits``: the ranks'
-    exit statuses by pid, where the launch knows them (spawn)."""
+    exit statuses by pid, where the launch knows them (spawn); ``tails``: their pipes' last lines (spawn)."""
     run_id = new_run_id()
     with _run_folder(options.folder) as (folder, since):
-        watcher = Watcher(folder, options, exits, since)
+        watcher = Watcher(folder, options, exits, since, tails)
         stop = threading.Event()
         found: list[Finding] = []
         marks: dict[str, float] = {}
@@ -426,7 +447,7 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             left = sweep(run_id, [], wait=3.0, variable=WATCH_RUN_VAR)
             signals.stop()
         if signals.seen is not None:
-            return WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen)
+            return completed(WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen), watcher)
         now = time.time()
         watcher.read(now)
         last = watcher.judge(now)
@@ -436,6 +457,19 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
                 marks["finding"] = now
         # the straggler: the judgement over the whole job, at its end (not the first time it held)
         found[:] = [f for f in found if not isinstance(f, Straggler)] + [f for f in last if isinstance(f, Straggler)][:1]
-        return WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None, tuple(resolved))
+        return completed(WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None,
+                                      tuple(resolved)), watcher)
+
+
+def completed(outcome: WatchOutcome, watcher: Watcher) -> WatchOutcome:
+    """The outcome once the job has ended: each dead rank's last lines as they are now (a death is said at once, and
+    its pipes may still have been handing on its last bytes then), and with WatchOptions.timeline the timeline of every
+    rank (watch/timeline.py)."""
+    views = watcher.views()
+    seen = {view.rank: view for view in views if view.lines}
+    findings = tuple(replace(f, lines=seen[f.rank].lines, lines_from=seen[f.rank].lines_from)
+                     if isinstance(f, Death) and f.rank in seen and len(seen[f.rank].lines) > len(f.lines) else f for f in outcome.findings)
+    timeline = timeline_of(views, time.time(), findings, outcome.finding_at) if watcher.options.timeline else None
+    return replace(outcome, findings=findings, timeline=timeline)
 
 

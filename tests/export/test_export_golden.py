@@ -37,6 +37,16 @@ CASES = {
                         "--", "python", "train.py", "--ddp_backend", "ccl"),
     "sbatch-held": ("sbatch", *STOCK_SET, "--python", ENV_PYTHON, "--name", "held", "--no-preflight", "--", "train.py", "--ddp_backend",
                     "gloo", "it's \"$HOME\""),
+    # --watch (written by the code that added it; without --watch every case above is as before): the pods or the batch
+    # script run the training under compat launch --watch (docs/commands/export.md, "Watching the job")
+    "pytorchjob-watch-per-pod": ("pytorchjob", "--image", "registry.example/train:1", "--cpu", "8", "--memory", "16Gi", *STOCK_SET, "--python-version", "3.11",
+                                 "--nnodes", "3", "--nproc-per-node", "2", "--watch", "--", "run.sh", "--x", "a 'b' $c\nd"),
+    "pytorchjob-watch-one-pod": ("pytorchjob", *CCL_SET, *JOB, "--python-version", "3.11", "--watch", "--", "python", "train.py", "--ddp_backend", "ccl"),
+    "trainjob-watch-claim": ("pytorchjob", "--trainer-v2", *STOCK_SET, *JOB, "--python-version", "3.11", "--nnodes", "2", "--nproc-per-node", "3",
+                             "--watch", "--watch-claim", "train-watch", "--", "-m", "trainer.main", "--lr", "1e-4"),
+    "trainjob-v2.0-watch-claim": ("pytorchjob", "--trainer-v2", "--trainer-version", "v2.0", *JOB, "--python-version", "3.11", *STOCK_SET, "--nnodes", "2",
+                                  "--watch", "--watch-claim", "train-watch", "--", "train.py"),
+    "sbatch-watch": ("sbatch", *STOCK_SET, "--python", ENV_PYTHON, "--nnodes", "2", "--nproc-per-node", "4", "--watch", "--", "train.py", "--ddp_backend", "gloo"),
     # compat export ray (written before Ray moved onto the job contract): --cpus-per-node fixed (its default is this machine's)
     "ray-resolved": ("ray", *CCL_SET, "--python-version", "3.11", "--nnodes", "2", "--nproc-per-node", "2", "--cpus-per-node", "8", "--",
                      "python", "train.py", "--ddp_backend", "ccl"),

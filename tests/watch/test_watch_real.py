@@ -77,9 +77,11 @@ def test_a_healthy_job_keeps_its_exit_status_and_has_no_finding(torch_python):
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
-def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_job_ends(torch_python, launcher):
-    code, document, seen, mark = watched(torch_python, fault="stop@15", steps=400, launcher=launcher)
+def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_job_ends(torch_python, launcher, tmp_path):
+    report = tmp_path / "watch.html"  # --report on this run: the page is written when the job ends, with the stopped rank marked
+    code, document, seen, mark = watched(torch_python, fault="stop@15", steps=400, launcher=launcher, extra=("--report", str(report)))
     jsonschema.validate(document, SCHEMA)
+    _stopped_rank_on_the_page(report)
     assert code == 1 and document["ended_by_watch"], seen
     (stall,) = [f for f in document["findings"] if f["kind"] == "stall"]
     assert stall["rank"] == 1 and stall["process_state"] == "T"
@@ -94,6 +96,30 @@ def test_a_stopped_rank_is_named_with_the_collective_it_never_entered_and_the_jo
     print(f"{launcher}: SIGSTOP to finding: {named - stopped:.1f} s (bound {stall['bound']} s)")
     assert named - stopped < 60
     assert marked(mark) == []
+
+
+def _stopped_rank_on_the_page(report) -> None:
+    """The --report page of a run whose rank 1 stopped: it parses (html.parser), its timeline is drawn, rank 1's lane
+    carries the stall's mark and rank 0's the collective it was left waiting in (a bar open to the end)."""
+    from html.parser import HTMLParser
+
+    class Page(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.ids: set[str] = set()
+            self.texts: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.ids.add(dict(attrs).get("id") or "")
+
+        def handle_data(self, data):
+            self.texts.append(data)
+
+    page = Page()
+    page.feed(report.read_text(encoding="utf-8"))
+    page.close()
+    assert {"watch-timeline", "stall-rank-1", "stall-found", "rank-0-open"} <= page.ids, sorted(i for i in page.ids if "rank" in i or "stall" in i)
+    assert "rank 1 (stopped)" in "".join(page.texts)
 
 
 def _named_stall(document, seen, mark, label, op="all_reduce"):
@@ -150,6 +176,8 @@ def test_a_killed_rank_is_named_within_ten_seconds(torch_python, launcher):
     assert death["signal"] in (("SIGKILL",) if launcher == "spawn" else ("SIGKILL", None)) and death["exception"] is None
     killed, named = first(seen, "rank 1: kill at step"), first(seen, "compat launch --watch: rank 1 (pid")
     assert killed is not None and named is not None, seen
+    # its last lines: the line it wrote to stderr just before the kill, from compat's pipes (spawn) or its agent's ring
+    assert death["last_lines"][-1] == "rank 1: kill at step 15" and death["lines_from"] == ("pipe" if launcher == "spawn" else "agent"), death
     print(f"{launcher}: SIGKILL to finding: {named - killed:.1f} s, signal {death['signal']}")
     assert named - killed < 10
     assert marked(mark) == []

@@ -73,12 +73,30 @@ def build(ns: argparse.Namespace) -> ExportArgs:
     _refuse_other_formats_options(ns, form)
     _refuse_misplaced(ns, form)
     job = JobArgs(ns.nnodes, ns.nproc_per_node, ns.image, ns.cpu, ns.memory, ns.name, ns.namespace, ns.shm_size, ns.threads_per_core,
-                  not ns.no_preflight, ns.trainer_v2, tuple(ns.training_command or ()))
+                  not ns.no_preflight, ns.trainer_v2, tuple(ns.training_command or ()), ns.watch, _watch_claim(ns))
     docker = DockerArgs(ns.base, ns.ranks_per_node, ns.wheelhouse)
     asked = wanted(ns)
     return ExportArgs(output(ns), target(ns), Wanted(tuple(requirements), asked.files, asked.profile, asked.with_), sources(ns), form,
                       ns.validate, job, docker, ns.trainer_version, ns.crd, ns.show_pods, SlurmArgs(ns.time, ns.partition),
                       RayArgs(ns.cpus_per_node, ns.gloo_timeout, not ns.no_runtime_pip, ns.preflight_timeout))
+
+
+def _watch_claim(ns: argparse.Namespace) -> Optional[str]:
+    """--watch-claim CLAIM: with --watch, across pods; a PersistentVolumeClaim's name (a DNS-1123 label here)."""
+    claim = ns.watch_claim
+    if claim is None:
+        return None
+    if not ns.watch:
+        raise UsageError("--watch-claim holds the run folder of --watch.", "Add --watch, or drop --watch-claim.")
+    if ns.nnodes == 1:
+        raise UsageError("--watch-claim shares the run folder between pods, and the job has one (--nnodes 1): its watcher sees every rank already.",
+                         "Drop --watch-claim.")
+    from ...values import dns1123_ok
+
+    if not dns1123_ok(claim):
+        raise UsageError(f"--watch-claim '{shown(claim)}' is not a claim's name (lower case letters, digits and '-', at most 63).",
+                         "Pass the name of a ReadWriteMany PersistentVolumeClaim of the job's namespace (kubectl get pvc).")
+    return claim
 
 
 def _format(ns: argparse.Namespace) -> tuple[Optional[str], list[str]]:

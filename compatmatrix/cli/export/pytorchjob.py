@@ -22,7 +22,7 @@ JOB_OPTIONS = ("nnodes", "nproc_per_node", "name", "no_preflight")
 
 class PyTorchJob(ExportFormat):
     name = "pytorchjob"
-    options = (*JOB_OPTIONS, "image", "cpu", "memory", "namespace", "shm_size", "threads_per_core", "trainer_v2")
+    options = (*JOB_OPTIONS, "image", "cpu", "memory", "namespace", "shm_size", "threads_per_core", "trainer_v2", "watch", "watch_claim")
     takes_command = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -41,6 +41,12 @@ class PyTorchJob(ExportFormat):
                          help="2 when the pod's CPU units are hyperthreads of SMT nodes (the plan then counts physical cores); default 1")
         job.add_argument("--no-preflight", action="store_true", help="no compat doctor --live in every pod before training")
         job.add_argument("--trainer-v2", action="store_true", help="write a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1) instead")
+        job.add_argument("--watch", action="store_true",
+                         help="pytorchjob, sbatch: the nodes run the training under compat launch --watch (a stalled or dead rank, or a straggler, named "
+                         "in the job's log); sbatch: the run folder in the submit directory; pods: each its own unless --watch-claim")
+        job.add_argument("--watch-claim", metavar="CLAIM",
+                         help="with --watch, several pods: a ReadWriteMany PersistentVolumeClaim every pod mounts at /compat-watch, one run folder "
+                         "for every pod's ranks (then each pod's watcher sees every rank, stalls across pods too)")
 
     def write(self, planned: Planned, args: ExportArgs) -> int:
         from ...export import service

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 
 class Sbatch(ExportFormat):
     name = "sbatch"
-    options = (*JOB_OPTIONS, "time", "partition")
+    options = (*JOB_OPTIONS, "time", "partition", "watch")
     takes_command = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        slurm = parser.add_argument_group("sbatch (also --nnodes, --nproc-per-node, --name, --no-preflight)")
+        slurm = parser.add_argument_group("sbatch (also --nnodes, --nproc-per-node, --name, --no-preflight, --watch)")
         slurm.add_argument("--time", metavar="T", help="the job's time limit, as Slurm takes it (MINUTES, HH:MM:SS, DAYS-HH:MM:SS)")
         slurm.add_argument("--partition", metavar="P", help="the partition to submit to (default: the cluster's)")
 

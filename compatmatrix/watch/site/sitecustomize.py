@@ -26,6 +26,12 @@ last record (its type and message); an interpreter exit as ``"state": "left"``. 
 (the watcher reads it from waitpid or the zombie). In a child the rank forks the agent writes nothing
 (os.register_at_fork).
 
+The rank's last lines: sys.stdout and sys.stderr are wrapped (_Tee: every attribute is the stream's own, each write
+goes to the stream first and unchanged); each complete line written through them is written at once (one pwrite, so
+a SIGKILL loses none) into a second ring after the heartbeats' slots, LINES slots of LINE bytes (the line cut to
+LINE_TEXT characters): what a dead rank's finding shows. Only what goes through Python's sys.stdout / sys.stderr:
+not what C code or a child process writes to the file descriptors themselves.
+
 Standard library only, Python 3.6+; everything it does is guarded: a failure stops the agent, never the rank. A
 ``sitecustomize`` later on the path (the environment's own) is imported after this one, as Python would have.
 The slot format is read by compatmatrix/watch/ring.py (tests/watch/test_watch.py holds the constants equal).
@@ -40,6 +46,10 @@ SLOTS = 64
 SLOT = 4096
 FORMAT = 1
 MAX_ENTRIES = 24  # collectives per heartbeat (the newest); a slot must hold them
+# the rank's last lines: a ring of LINES slots of LINE bytes after the heartbeats' (compatmatrix/watch/lines.py reads it)
+LINES = 32
+LINE = 512
+LINE_TEXT = 240  # characters of a line kept (the rest is cut)
 _AGENT = None  # this process's agent, once installed
 _HOOK = None  # its hook (below), once installed
 
@@ -330,6 +340,112 @@ class _Finder(object):
             return None
 
 
+def _quote():
+    """A string as JSON (ASCII: every other character escaped, a lone surrogate too), by the json module's own encoder."""
+    import json.encoder
+
+    return json.encoder.encode_basestring_ascii
+
+
+_QUOTE = None  # set when the agent installs (json is imported only in a watched rank)
+
+
+class _Lines(object):
+    """The rank's last complete lines written through sys.stdout / sys.stderr, each written into the line ring at once:
+    slot count % LINES at offset SLOTS * SLOT, a JSON object (count, pid, stream, time, text) padded with spaces. A
+    carriage return starts the line again (a progress bar redrawn in place is one line); a partial line is kept up to
+    LINE_TEXT characters (and one more, which tells the reader it was cut) until its newline."""
+
+    def __init__(self, fd):
+        import threading
+
+        self.fd, self.pid, self.count = fd, os.getpid(), 0
+        self.partial = {"o": "", "e": ""}
+        self.lock = threading.Lock()
+
+    def feed(self, stream, text):
+        if self.fd < 0 or type(text) is not str:
+            return
+        if "\n" not in text and "\r" not in text:  # print() writes each argument and separator apart: most writes end no line
+            kept = self.partial[stream]
+            if len(kept) <= LINE_TEXT:
+                self.partial[stream] = (kept + text)[:LINE_TEXT + 1]
+            return
+        with self.lock:
+            pieces = text.split("\n")
+            for index, piece in enumerate(pieces):
+                if index < len(pieces) - 1 and piece.endswith("\r"):
+                    piece = piece[:-1]  # a line ended by CR LF
+                if "\r" in piece:
+                    piece = piece[piece.rindex("\r") + 1:]
+                    self.partial[stream] = ""
+                kept = self.partial[stream]
+                if len(kept) <= LINE_TEXT:  # one character more than is shown: the reader says the line was cut
+                    kept = (kept + piece)[:LINE_TEXT + 1]
+                if index < len(pieces) - 1:
+                    self._write(stream, kept)
+                    kept = ""
+                self.partial[stream] = kept
+
+    def _write(self, stream, line):
+        # the slot's JSON written by hand around the C encoder of one string (json.dumps would build an encoder per call)
+        head = '{"n":%d,"pid":%d,"s":"%s","t":%.3f,"l":' % (self.count, self.pid, stream, _time.time())
+        text = _QUOTE(line)
+        while len(head) + len(text) + 1 >= LINE and line:
+            line = line[:len(line) // 2]
+            text = _QUOTE(line)
+        data = head + text + "}"
+        if len(data) >= LINE:
+            return
+        os.pwrite(self.fd, (data + " " * (LINE - 1 - len(data)) + "\n").encode(), SLOTS * SLOT + (self.count % LINES) * LINE)
+        self.count += 1
+
+
+class _Tee(object):
+    """A stream (sys.stdout, sys.stderr) that hands each write on unchanged and gives the text to the line ring. Every
+    other attribute is the stream's own (fileno, buffer, isatty, encoding, flush, reconfigure...)."""
+
+    def __init__(self, stream, letter, lines):
+        object.__setattr__(self, "_compat_stream", stream)
+        object.__setattr__(self, "_compat_letter", letter)
+        object.__setattr__(self, "_compat_lines", lines)
+
+    def write(self, text):
+        written = self._compat_stream.write(text)
+        try:
+            lines = self._compat_lines
+            if type(text) is str and "\n" not in text and "\r" not in text and lines.fd >= 0:  # no line ended: kept, nothing written
+                kept = lines.partial[self._compat_letter]
+                if len(kept) <= LINE_TEXT:
+                    lines.partial[self._compat_letter] = (kept + text)[:LINE_TEXT + 1]
+            else:
+                lines.feed(self._compat_letter, text)
+        except Exception:
+            pass
+        return written
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._compat_stream, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._compat_stream, name, value)
+
+    def __iter__(self):
+        return iter(self._compat_stream)
+
+
+def _tee_streams(lines):
+    """sys.stdout and sys.stderr wrapped (a stream that is None, as under pythonw, is left alone)."""
+    for name, letter in (("stdout", "o"), ("stderr", "e")):
+        stream = getattr(sys, name, None)
+        if stream is not None and hasattr(stream, "write"):
+            setattr(sys, name, _Tee(stream, letter, lines))
+
+
 class _Agent(object):
     def __init__(self, folder, rank, fd, interval, hook=None):
         self.folder, self.rank, self.fd, self.interval, self.hook = folder, rank, fd, interval, hook
@@ -341,6 +457,7 @@ class _Agent(object):
         self.source = None
         self.dump = None
         self.final = None  # "exception" or "left" once written: nothing is written after it
+        self.lines = None  # the rank's last lines (_Lines), once its streams are wrapped
         import threading
 
         self.lock = threading.Lock()
@@ -413,6 +530,9 @@ class _Agent(object):
 
         self.final = "forked"
         self.lock = threading.Lock()
+        if self.lines is not None:
+            self.lines.fd = -1
+            self.lines.lock = threading.Lock()
         try:
             os.close(self.fd)
         except OSError:
@@ -523,13 +643,20 @@ def _install():
             os.close(fd)  # another process of this rank holds it (a child the rank started)
             return
         os.ftruncate(fd, 0)  # a ring left in a shared run folder by an earlier job: its slots are not this rank's
-        os.ftruncate(fd, SLOTS * SLOT)
+        os.ftruncate(fd, SLOTS * SLOT + LINES * LINE)
         global _AGENT
         global _HOOK
         _HOOK = _Hook()
         sys.meta_path.insert(0, _Finder(_HOOK))
         agent = _AGENT = _Agent(folder, int(rank), fd, max(0.05, interval), _HOOK)
         agent.record("starting")
+        try:
+            global _QUOTE
+            _QUOTE = _quote()
+            agent.lines = _Lines(fd)
+            _tee_streams(agent.lines)
+        except Exception:
+            pass
         previous_hook = sys.excepthook
 
         def excepthook(kind, value, traceback):
