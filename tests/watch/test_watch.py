@@ -656,9 +656,9 @@ def test_spawn_gives_the_ranks_loopback_whatever_compats_environment_says(tmp_pa
     assert status == 0 and (tmp_path / "addr-0").read_text() == "127.0.0.1"
 
 
-def _write_beat(path: Path, n: int, rank: int, pid: int, progress: tuple[int, int]) -> None:
+def _write_beat(path: Path, n: int, rank: int, pid: int, progress: tuple[int, int], state: str = "running") -> None:
     """FIXTURE heartbeat, as the agent writes one (the agent's progress needs torch's Flight Recorder)."""
-    body = json.dumps({"v": ring.FORMAT, "n": n, "rank": rank, "pid": pid, "t": time.time(), "state": "running", "source": "flight-recorder",
+    body = json.dumps({"v": ring.FORMAT, "n": n, "rank": rank, "pid": pid, "t": time.time(), "state": state, "source": "flight-recorder",
                        "pg": {"0": list(progress)}, "entries": []})
     with open(path, "r+b" if path.exists() else "wb") as handle:
         handle.seek((n % ring.SLOTS) * ring.SLOT)
@@ -685,6 +685,8 @@ def test_watch_only_says_a_stall_resolved_and_keeps_the_jobs_status():
                     _write_beat(paths[rank], n, rank, ranks[rank].pid, progress)
                 n += 1
                 time.sleep(0.2)
+            for rank in range(2):  # a clean end, as the agent writes it at exit: the kill below is then no death (under load the
+                _write_beat(paths[rank], n, rank, ranks[rank].pid, (22, 22), state="left")  # watcher once looked in between)
             return 0
         finally:
             for process in ranks:
