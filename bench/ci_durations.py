@@ -4,8 +4,8 @@
 Reads the JUnit XML that pytest writes with ``--junitxml=FILE`` (``.ci/run`` writes one for every run), adds up each
 test file's time (setup, call and teardown: pytest's junit ``time`` attribute includes all three by default), and holds
 each file against ``bench/ci_budget.toml``: a file over its budget, or a file with no budget that took longer than the
-default, is listed first. The figures are a worker's wall time per file; with ``-n 3 --dist loadgroup`` each group of
-integration tests (tests/conftest.py: serial, beside, builds) runs on one worker, one at a time, so the largest group's
+default, is listed first. The figures are a worker's wall time per file; with ``-n 2 --dist loadgroup`` each group of
+integration tests (tests/conftest.py: serial, beside) runs on one worker, one at a time, so the largest group's
 sum is the least the run can take (printed, with each group's share and the unit tests').
 
     python bench/ci_durations.py FILE.xml [--budget bench/ci_budget.toml] [--strict] [--top N]
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=Path, default=DEFAULT_BUDGET)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a file is over its budget")
     parser.add_argument("--top", type=int, default=25, help="rows to print besides the files over budget")
-    parser.add_argument("--workers", type=int, default=3, help="the test command's -n (for the least the run can take)")
+    parser.add_argument("--workers", type=int, default=2, help="the test command's -n (for the least the run can take)")
     args = parser.parse_args(argv)
     try:
         budget_doc = tomllib.loads(args.budget.read_text(encoding="utf-8"))

@@ -36,26 +36,23 @@ BESIDE = frozenset({
     "test_precommit.py", "test_real_inputs.py", "test_runtime_wheels.py", "test_secrets.py", "test_system_oneccl.py",
     "test_tls_trust.py", "test_translate.py", "test_xdist_grouping.py",
 })
-# Integration test files whose time is mostly waiting on builds and downloads (Docker images, the 7 GB torch 2.8 + IPEX
-# environment, Ray's cluster) and that judge no timing: a third group on a third worker. The empty-cache rehearsal of
-# 2026-12-07 (23:00) ran with 113% of CPU on 2 cores over 68 min, the first group alone 67 min of it; these four files
-# were 1,870 s of that group.
-BUILDS = frozenset({"test_docker_real.py", "test_ray_real.py", "test_doctor_real.py", "test_migrate_real.py"})
-SERIAL_GROUP, BESIDE_GROUP, BUILDS_GROUP = "integration", "integration-beside", "integration-builds"
+SERIAL_GROUP, BESIDE_GROUP = "integration", "integration-beside"
 
 
 def integration_group(path: Path) -> str:
-    """The xdist group of an integration test in ``path``: BESIDE's and BUILDS's files run on workers of their own."""
-    return BESIDE_GROUP if path.name in BESIDE else BUILDS_GROUP if path.name in BUILDS else SERIAL_GROUP
+    """The xdist group of an integration test in ``path``: BESIDE's files share the unit tests' worker."""
+    return BESIDE_GROUP if path.name in BESIDE else SERIAL_GROUP
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the test ids
 def pytest_collection_modifyitems(config, items):
-    """The README's test command runs three pytest-xdist workers with ``--dist loadgroup``. The integration tests that
-    run real ranks, namespaces, daemons or timings are one group, so one worker runs them all, one at a time and in
-    order, and they never share the machine with each other; the integration tests of BESIDE's files are a second group
-    and BUILDS's a third, which xdist (its scopes ordered by number of tests, largest first, one to each worker at the
-    start) gives the other two workers, where the unit tests run too. Without xdist the marks do nothing."""
+    """The README's test command runs two pytest-xdist workers with ``--dist loadgroup``. The integration tests that
+    run real ranks, namespaces, daemons, containers or timings are one group, so one worker runs them all, one at a time
+    and in order, and they never share the machine with each other; the integration tests of BESIDE's files are a
+    second group, which xdist (its scopes ordered by number of tests, largest first, one to each worker at the start)
+    gives the other worker, where the unit tests run too. A third worker and group for the Docker, Ray, real doctor and
+    migrate files was tried (2026-12-08): their ranks and builds beside the timed tests made those fail under load.
+    Without xdist the marks do nothing."""
     for item in items:
         if item.get_closest_marker("integration") is not None:
             group = integration_group(Path(str(item.fspath)))
