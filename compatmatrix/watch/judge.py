@@ -81,6 +81,7 @@ class Beat:
     host: str = ""  # the rank's host name and PID namespace, as its agent saw them ("": an older agent)
     namespace: str = ""
     cpu: Optional[float] = None  # the rank's process's CPU seconds when it was written
+    world: int = 0  # WORLD_SIZE in the rank's environment when it was written (0: not set, or an older agent)
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,9 @@ def ring_files(folder: Path) -> dict[int, Path]:
     return found
 
 
-def read_ring(path: Path) -> bytes:
-    """At most a ring's bytes; nothing from a symlink (not followed) or a FIFO (not waited on) or anything not a file."""
+def read_ring(path: Path, size: int = SLOTS * SLOT) -> bytes:
+    """At most a ring's bytes (``size``: fewer, from its start); nothing from a symlink (not followed) or a FIFO (not
+    waited on) or anything not a file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -55,7 +56,7 @@ def read_ring(path: Path) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return b""
-        return os.pread(fd, SLOTS * SLOT, 0)
+        return os.pread(fd, min(size, SLOTS * SLOT), 0)
     except OSError:
         return b""
     finally:
@@ -115,7 +116,12 @@ def beat_of(body: Any, rank: int) -> Optional[Beat]:
             entries.append(Collective(_text(item[0]), _int(item[1]), _text(item[2]), _int(item[3]), created / 1e9, _text(item[5]) if len(item) > 5 else ""))
     return Beat(_int(body.get("n")), rank, _int(body.get("pid")), t, _text(body.get("state")), _text(body.get("source")) or "none",
                 progress, tuple(entries), body["exception"][:1000] if isinstance(body.get("exception"), str) else "",
-                _text(body.get("host")), _text(body.get("ns")), _float(body.get("cpu")))
+                _text(body.get("host")), _text(body.get("ns")), _float(body.get("cpu")), _world(body.get("world")))
+
+
+def _world(value: Any) -> int:
+    """WORLD_SIZE as the agent wrote it (a string of digits, or ""): 0 when it is not a count."""
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 7 else 0
 
 
 def slot_beat(chunk: bytes, rank: int) -> Optional[Beat]:
@@ -226,3 +232,20 @@ class RingCursor:
             if fd >= 0:
                 os.close(fd)
         return found
+
+
+def formats_of(data: bytes) -> set[int]:
+    """The format versions ("v") of the heartbeats a ring holds that are JSON objects, whatever their version: a ring
+    an agent of another compat wrote says another number than FORMAT."""
+    found = set()
+    for start in range(0, min(len(data), SLOTS * SLOT), SLOT):
+        chunk = data[start:start + SLOT].strip()
+        if not chunk:
+            continue
+        try:
+            body = json.loads(chunk)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        if isinstance(body, dict) and isinstance(body.get("v"), int) and not isinstance(body.get("v"), bool):
+            found.add(body["v"])
+    return found
