@@ -13,6 +13,7 @@ import math
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
@@ -249,3 +250,25 @@ def formats_of(data: bytes) -> set[int]:
         if isinstance(body, dict) and isinstance(body.get("v"), int) and not isinstance(body.get("v"), bool):
             found.add(body["v"])
     return found
+
+
+def slot_of(body: Mapping[str, Any]) -> bytes:
+    """The slot the agent writes for the heartbeat ``body`` (compact JSON padded with spaces, a newline last). The
+    reader's inverse, for FIXTURE rings (tests/watch: the agent, standard library only, keeps its own copy, and a test
+    holds the two equal)."""
+    text = json.dumps(dict(body), separators=(",", ":"))
+    if len(text) >= SLOT:
+        raise ValueError(f"a heartbeat of {len(text)} bytes does not fit a slot of {SLOT}")
+    return (text + " " * (SLOT - 1 - len(text)) + "\n").encode()
+
+
+def write_beat(path: Path, body: Mapping[str, Any]) -> None:
+    """Write the heartbeat ``body`` into its slot (``body["n"] % SLOTS``) of the ring at ``path``, as the agent does
+    (FIXTURE rings: compat itself never writes a ring)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        if os.fstat(fd).st_size < SLOTS * SLOT:
+            os.ftruncate(fd, SLOTS * SLOT)
+        os.pwrite(fd, slot_of(body), (int(body["n"]) % SLOTS) * SLOT)
+    finally:
+        os.close(fd)

@@ -424,9 +424,16 @@ class Judging:
         serious = [f for f in findings if isinstance(f, (Stall, Death))]
         if serious and signals is not None and signals.check() is not None:
             return True
-        if self.active is not None and (progress_of(self.watcher) != self.at_stall or any(isinstance(f, Death) for f in serious)):
+        deaths = [f for f in serious if isinstance(f, Death)]
+        if self.active is not None and deaths and self.end_job is None:
+            # attached: the ranks ended after the stall was said (the job was ended, as its fix says, or a rank gave up
+            # waiting): the stall stays the finding, and how they ended is said once
+            self.say(f"{self.prefix}: after the stall: " + " ".join(self._words(death) for death in deaths))
+            self.active = None
+            return False
+        if self.active is not None and (progress_of(self.watcher) != self.at_stall or deaths):
             # the job kept running: the ranks made progress again (or one died: said below)
-            if not any(isinstance(f, Death) for f in serious):
+            if not deaths:
                 self.say(f"{self.prefix}: the stall resolved: the ranks made progress again after "
                          f"{now - (self.marks['finding'] - self.active.stalled_for):.1f} s without; the job goes on")
                 self.resolved.append(self.active)
