@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from ..errors import CompatError, UsageError
 
-WATCHED = ("torchrun", "spawn", "mpirun")  # the launchers --watch takes (srun not yet)
+WATCHED = ("torchrun", "spawn", "mpirun", "srun")  # the launchers --watch takes
 MIN_STALL_AFTER_S = 3.0  # a few heartbeats and reads: a shorter bound names a healthy rank
 LAUNCHERS = ("spawn",)  # added to compat launch's --launcher choices: compat starts the ranks itself (watch/spawn.py)
 
@@ -58,6 +58,10 @@ def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float], 
     if watch and several and ns.watch_dir is None:
         raise UsageError("Across hosts the watcher reads every rank's ring from one folder, and none was named.",
                          "Add --watch-dir DIR, a folder every host sees at the same path (a shared file system), the same on every node.")
+    if watch and ns.launcher == "srun" and ns.watch_dir is None:
+        raise UsageError("Under srun each task runs on a node of the allocation, which need not be this host, and the watcher reads every "
+                         "rank's ring from one folder: none was named.",
+                         "Add --watch-dir DIR, a folder every node of the allocation sees at the same path (a shared file system).")
     if ns.watch_dir is not None and os.path.exists(ns.watch_dir) and not os.path.isdir(ns.watch_dir):
         raise UsageError(f"--watch-dir {ns.watch_dir} is not a folder.", "Pass a folder (it is created if missing).")
     if watch and ns.watch_dir is not None and os.path.isdir(ns.watch_dir):
@@ -219,8 +223,11 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
     return outcome.exit_status
 
 
-def world_of(args: Any) -> int:
-    """The ranks of the whole job: per node times the nodes (torchrun --nnodes) or the hostfile's hosts (mpirun)."""
+def world_of(args: Any) -> Optional[int]:
+    """The ranks of the whole job: per node times the nodes (torchrun --nnodes) or the hostfile's hosts (mpirun); None
+    under srun, whose nodes are the allocation's (the watcher takes the WORLD_SIZE the ranks' heartbeats say)."""
+    if getattr(args, "launcher", None) == "srun":
+        return None
     across = getattr(args, "across", None)
     if across is None:
         return args.nproc_per_node
