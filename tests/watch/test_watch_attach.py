@@ -187,14 +187,18 @@ def test_a_stall_the_ranks_get_over_is_said_resolved_and_is_no_finding(tmp_path)
     assert outcome.findings == () and [s.rank for s in outcome.resolved] == [1] and outcome.exit_status == 0
 
 
+def _quiet_job(tmp_path: Path) -> Held:
+    """FIXTURE job of two ranks alive (their locks held) that wrote one heartbeat each and nothing since."""
+    paths = [tmp_path / f"rank-{rank}.ring" for rank in range(2)]
+    for rank in range(2):
+        _beat(paths[rank], 0, rank, 4000 + rank, (3, 3), time.time())
+    return Held(*paths)
+
+
 def test_rings_no_rank_writes_any_more_end_the_watch_after_the_quiet_bound(tmp_path):
     """Every rank alive (locks held) and none writing (the whole job stopped, or its hosts gone from the network):
     the watch ends after ``quiet_s`` and says so."""
-    now = time.time()
-    paths = [tmp_path / f"rank-{rank}.ring" for rank in range(2)]
-    for rank in range(2):
-        _beat(paths[rank], 0, rank, 4000 + rank, (3, 3), now)
-    held = Held(*paths)
+    held = _quiet_job(tmp_path)
     try:
         started = time.monotonic()
         outcome, said = _attached(tmp_path, quiet_s=1.5)
@@ -295,11 +299,7 @@ def test_stall_after_is_checked_as_launchs():
 
 
 def test_ctrl_c_stops_the_watch_with_130_and_the_document_says_so(tmp_path):
-    now = time.time()
-    paths = [tmp_path / f"rank-{rank}.ring" for rank in range(2)]
-    for rank in range(2):
-        _beat(paths[rank], 0, rank, 4000 + rank, (3, 3), now)
-    held = Held(*paths)
+    held = _quiet_job(tmp_path)
     try:
         process = subprocess.Popen([sys.executable, "-m", "compatmatrix", "watch", "--json", str(tmp_path)], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, env=base_env(), cwd=str(ROOT))
