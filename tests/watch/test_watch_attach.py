@@ -318,3 +318,15 @@ def test_ctrl_c_stops_the_watch_with_130_and_the_document_says_so(tmp_path):
     document = json.loads(out)
     jsonschema.validate(document, SCHEMA)
     assert document["interrupted"] == "SIGINT" and document["attached"] is True and document["exit_status"] == 130
+
+
+def test_ranks_seen_gone_in_one_look_name_the_one_not_stopped_by_sigterm_first():
+    """Attached, the ranks' parent reaps them: rank 1 killed (no status seen) and rank 0 then stopped by its launcher
+    with SIGTERM are seen gone in the same look. The one the launcher stopped comes second."""
+    from compatmatrix.watch import judge as J
+
+    beats = [tuple([J.Beat(0, rank, 4000 + rank, 1.0, "running", "flight-recorder", {"0": (3, 3)})]) for rank in range(2)]
+    views = [J.RankView(0, beats[0], J.ProcessFact(False, "Z", signal.SIGTERM, 5.0)), J.RankView(1, beats[1], J.ProcessFact(False, "", None, 5.0))]
+    assert [d.rank for d in J.judge(views, 6.0)] == [1, 0]
+    views[1] = J.RankView(1, beats[1], J.ProcessFact(False, "", None, 5.5))  # seen later: time decides
+    assert [d.rank for d in J.judge(views, 6.0)] == [0, 1]
