@@ -201,6 +201,12 @@ class LaunchArgs(Record):
     report: Optional[str] = None  # --report FILE.html: with --watch, the timeline page written when the job ends
 
 
+class WatchArgs(Record):
+    json: bool
+    run_dir: str  # the run folder a compat launch --watch --watch-dir wrote its ranks' rings to
+    stall_after: Optional[float] = None
+
+
 class TuneArgs(Record):
     json: bool
     launcher: str

@@ -32,6 +32,7 @@ TABLE: dict[str, tuple[str, str]] = {
     "migrate": ("migrate", "move an environment off IPEX and oneCCL to stock PyTorch: plan, rewrite the command, install, validate"),
     "env": ("env", "print the exports of the bindings' setvars.sh plus LD_PRELOAD and thread settings: eval \"$(compat env)\""),
     "launch": ("launch", "start torchrun or mpirun with each rank bound to its own physical cores, threads and oneCCL workers planned"),
+    "watch": ("watch", "attach to a job that 'compat launch --watch --watch-dir DIR' started elsewhere: name a stalled, dead or straggling rank"),
     "tune": ("tune", "measure launch configurations (ranks, threads, oneCCL workers, backend, bf16, torch.compile) and keep the fastest that trains the same model"),
     "export": ("export", "write the resolved set as a Kubernetes PyTorchJob, a Dockerfile, a requirements/constraints file, a pip command or a "
                "pylock.toml; or check a hand-written manifest or Dockerfile (--validate FILE)"),

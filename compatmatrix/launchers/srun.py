@@ -282,7 +282,9 @@ def master_port_of(job_id: int) -> int:
 # every node of the step). Globbing is off (set -f): the host list is split into words, never expanded as patterns.
 # SLURM_JOB_ID, SLURM_NTASKS_PER_NODE and SLURM_LOCALID are checked to be numbers (no leading zero) before the arithmetic
 # reads them: bash (the sh of many clusters) evaluates a variable's value in $((...)) as an expression, so a value like
-# x[$(cmd)] would run cmd
+# x[$(cmd)] would run cmd. Under compat launch --watch (COMPAT_WATCH_DIR set) the task marks its rank for the watch's
+# agent (COMPAT_WATCH_RANK, compatmatrix/watch/site/sitecustomize.py): the process that carries RANK equal to it is the
+# rank, and no other Python process of the task (nor a srun or hydra of another launch) takes the rank's ring
 _MAP_RANKS = ('set -f; export WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" LOCAL_WORLD_SIZE="${SLURM_NTASKS_PER_NODE:-1}"; RANK="$SLURM_PROCID"; '
               'list="${SLURM_STEP_NODELIST:-${SLURM_JOB_NODELIST:-}}"; hosts=""; first=""; '
               'case "$list" in ""|-*) ;; *) hosts="$(scontrol show hostnames "$list")";; esac; '
@@ -301,6 +303,7 @@ _MAP_RANKS = ('set -f; export WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCA
               'exported as the host of SLURM_PROCID 0 (by any name but %.64s) to keep SLURM_PROCID\\n" '
               '"$(printf %.64s "$name" | tr -c "[:alnum:]._-" "?")" "$from" "$shown" "$first" >&2; exit 2; fi; '
               'RANK=$((node * SLURM_NTASKS_PER_NODE + SLURM_LOCALID));; esac; fi; export RANK; '
+              'if [ -n "${COMPAT_WATCH_DIR:-}" ]; then export COMPAT_WATCH_RANK="$RANK"; fi; '
               'if [ -z "${MASTER_PORT:-}" ]; then case "${SLURM_JOB_ID:-}" in ""|0*|*[!0-9]*|???????????*) '
               'echo "compat: SLURM_JOB_ID is not a job number, so the master port cannot be computed; export MASTER_PORT" >&2; exit 2;; esac; '
               f'MASTER_PORT=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN})); fi; export MASTER_ADDR MASTER_PORT; exec "$@"')

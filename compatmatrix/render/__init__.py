@@ -44,6 +44,7 @@ SCHEMAS: Mapping[str, str] = {
     "env": "env-v2.json",
     "launch": "launch-v1.json",
     "launch --watch": "watch-v1.json",  # the findings of a watched run (compatmatrix/watch/)
+    "watch": "watch-v1.json",  # the same document, attached to a job started elsewhere ("attached": true)
     "export": "export-validate-v1.json",
     "migrate": "migrate-v1.json",
     "tune": "tune-v1.json",

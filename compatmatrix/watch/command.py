@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from ..errors import CompatError, UsageError
 
-WATCHED = ("torchrun", "spawn", "mpirun")  # the launchers --watch takes (srun not yet)
+WATCHED = ("torchrun", "spawn", "mpirun", "srun")  # the launchers --watch takes
 MIN_STALL_AFTER_S = 3.0  # a few heartbeats and reads: a shorter bound names a healthy rank
 LAUNCHERS = ("spawn",)  # added to compat launch's --launcher choices: compat starts the ranks itself (watch/spawn.py)
 
@@ -37,9 +37,7 @@ def watch_arguments(parser: argparse.ArgumentParser) -> None:
                         help="watch the running job: a small agent in each rank, a watcher beside it; a stalled rank (and the collective the others wait "
                         "in), a dead rank or a straggler is named, and on a stall or a death the job is ended")
     parser.add_argument("--watch-only", action="store_true", help="as --watch, but keep a stalled job running (to attach a debugger)")
-    parser.add_argument("--stall-after", type=_seconds, metavar="SECONDS",
-                        help="with --watch: a stall is no progress for this long while a rank waits in a collective another has not entered "
-                        "(default: 5 times the longest gap between the job's collectives, at least 10 s for a stopped rank, 60 s for an idle one; at least 300 s for a rank still using CPU or doing I/O)")
+    stall_after_argument(parser, "with --watch: " + STALL_AFTER_HELP)
     parser.add_argument("--watch-dir", metavar="DIR",
                         help="with --watch: the run folder the ranks' agents write their rings to (created if missing, kept after the job); across hosts it must be "
                         "one every host sees at the same path (a shared file system), and is required (default: a private temporary folder on this host)")
@@ -60,15 +58,17 @@ def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float], 
     if watch and several and ns.watch_dir is None:
         raise UsageError("Across hosts the watcher reads every rank's ring from one folder, and none was named.",
                          "Add --watch-dir DIR, a folder every host sees at the same path (a shared file system), the same on every node.")
+    if watch and ns.launcher == "srun" and ns.watch_dir is None:
+        raise UsageError("Under srun each task runs on a node of the allocation, which need not be this host, and the watcher reads every "
+                         "rank's ring from one folder: none was named.",
+                         "Add --watch-dir DIR, a folder every node of the allocation sees at the same path (a shared file system).")
     if ns.watch_dir is not None and os.path.exists(ns.watch_dir) and not os.path.isdir(ns.watch_dir):
         raise UsageError(f"--watch-dir {ns.watch_dir} is not a folder.", "Pass a folder (it is created if missing).")
     if watch and ns.watch_dir is not None and os.path.isdir(ns.watch_dir):
         check_rings_left(ns.watch_dir, own_ranks(ns))
     if watch and ns.json_file is not None:
         check_json_file(ns.json_file)
-    if ns.stall_after is not None and ns.stall_after < MIN_STALL_AFTER_S:
-        raise UsageError(f"--stall-after {ns.stall_after:g} is shorter than the {MIN_STALL_AFTER_S:g} s a heartbeat may take to be seen.",
-                         f"Give --stall-after {MIN_STALL_AFTER_S:g} or more.")
+    check_stall_after(ns.stall_after)
     if ns.stall_after is not None and not watch:
         raise UsageError("--stall-after goes with --watch.", "Add --watch, or drop --stall-after.")
     if ns.launcher == "spawn" and not watch:
@@ -78,6 +78,22 @@ def watch_args_of(ns: argparse.Namespace) -> tuple[bool, bool, Optional[float], 
     if watch and ns.print_:
         raise UsageError("--watch runs the job; --print only shows it.", "Drop one of --watch and --print.")
     return watch, bool(ns.watch_only), ns.stall_after, ns.watch_dir, ns.json_file
+
+
+def check_stall_after(seconds: Optional[float]) -> None:
+    """Refuse a --stall-after shorter than a heartbeat may take to be seen (compat launch --watch, compat watch)."""
+    if seconds is not None and seconds < MIN_STALL_AFTER_S:
+        raise UsageError(f"--stall-after {seconds:g} is shorter than the {MIN_STALL_AFTER_S:g} s a heartbeat may take to be seen.",
+                         f"Give --stall-after {MIN_STALL_AFTER_S:g} or more.")
+
+
+def stall_after_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--stall-after", type=_seconds, metavar="SECONDS", help=help_text)
+
+
+STALL_AFTER_HELP = ("a stall is no progress for this long while a rank waits in a collective another has not entered "
+                    "(default: 5 times the longest gap between the job's collectives, at least 10 s for a stopped rank, 60 s for an idle one; "
+                    "at least 300 s for a rank still using CPU or doing I/O)")
 
 
 def own_ranks(ns: argparse.Namespace) -> Optional[range]:
@@ -91,35 +107,46 @@ def own_ranks(ns: argparse.Namespace) -> Optional[range]:
 def check_rings_left(folder: str, ranks: Optional[range]) -> None:
     """Refuse a run folder whose ring files would leave the watch blind: a rank's agent writes only a regular file of
     its own that no other process holds (watch/site/sitecustomize.py), and skips any other without a word. A ring that
-    is a link, a device or a hard link, or that a running process of another job holds (for the ranks this compat
-    starts; across torchrun nodes the other nodes' ranks hold theirs), is named before the job starts. Bounded: the
-    folder's first 65,536 entries."""
+    is a link, a device or a hard link (``planted_rings``), or that a running process of another job holds (for the
+    ranks this compat starts; across torchrun nodes the other nodes' ranks hold theirs), is named before the job starts."""
+    from .ring import RING_NAME, lock_held
+
+    listed = planted_rings(folder, "--watch-dir", "that rank's agent would not write it, and the watch would not see the rank",
+                           "Remove it, or pass an empty --watch-dir.")
+    for entry in listed:
+        match = RING_NAME.fullmatch(entry.name)
+        if (ranks is None or int(match.group(1)) in ranks) and lock_held(Path(entry.path)):
+            raise UsageError(f"--watch-dir {folder} holds {entry.name}, which a running process holds (another job writing to this folder?): "
+                             "this job's rank would not write it, and the watch would not see the rank.",
+                             "Give each job its own --watch-dir.")
+
+
+def planted_rings(folder: str, what: str, why: str, fix: str) -> list[os.DirEntry]:
+    """The ring files of a run folder (``rank-N.ring``), each a regular file of its own; UsageError naming the first
+    that is a link, a device or a hard link (``what``: how the folder was given; ``why``: what that would do; ``fix``)
+    and a folder that cannot be read. Bounded: the folder's first 65,536 entries."""
     import itertools
     import stat
 
-    from .ring import RING_NAME, lock_held
+    from .ring import RING_NAME
 
     try:
         with os.scandir(folder) as entries:
             listed = list(itertools.islice(entries, 65_536))
     except OSError as exc:
-        raise UsageError(f"Cannot read --watch-dir {folder}: {exc.strerror or exc}.", "Pass a folder you may read and write.") from None
+        raise UsageError(f"Cannot read {what} {folder}: {exc.strerror or exc}.", "Pass a folder you may read and write.") from None
+    rings = []
     for entry in listed:
-        match = RING_NAME.fullmatch(entry.name)
-        if match is None:
+        if RING_NAME.fullmatch(entry.name) is None:
             continue
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-            raise UsageError(f"--watch-dir {folder} holds {entry.name}, which is not a file of its own (a link, a device or a hard link): "
-                             "that rank's agent would not write it, and the watch would not see the rank.",
-                             "Remove it, or pass an empty --watch-dir.")
-        if (ranks is None or int(match.group(1)) in ranks) and lock_held(Path(entry.path)):
-            raise UsageError(f"--watch-dir {folder} holds {entry.name}, which a running process holds (another job writing to this folder?): "
-                             "this job's rank would not write it, and the watch would not see the rank.",
-                             "Give each job its own --watch-dir.")
+            raise UsageError(f"{what} {folder} holds {entry.name}, which is not a file of its own (a link, a device or a hard link): {why}.", fix)
+        rings.append(entry)
+    return rings
 
 
 def check_json_file(path: str) -> None:
@@ -196,8 +223,11 @@ def launch_watched(run: Optional[Callable[[Mapping[str, str]], int]], base_env: 
     return outcome.exit_status
 
 
-def world_of(args: Any) -> int:
-    """The ranks of the whole job: per node times the nodes (torchrun --nnodes) or the hostfile's hosts (mpirun)."""
+def world_of(args: Any) -> Optional[int]:
+    """The ranks of the whole job: per node times the nodes (torchrun --nnodes) or the hostfile's hosts (mpirun); None
+    under srun, whose nodes are the allocation's (the watcher takes the WORLD_SIZE the ranks' heartbeats say)."""
+    if getattr(args, "launcher", None) == "srun":
+        return None
     across = getattr(args, "across", None)
     if across is None:
         return args.nproc_per_node

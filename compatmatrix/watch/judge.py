@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+SIGTERM = 15  # signal.SIGTERM on Linux (this module imports nothing of the system)
+
 #: an exception that says a peer went away: a rank that ended on it followed another's death (gloo: "Connection closed by
 #: peer ... typically caused by a remote worker crashing"), so it is named after the deaths that are not
 PEER_GONE = ("connection closed by peer", "connection reset by peer", "remote worker crashing", "broken pipe")
@@ -81,6 +83,7 @@ class Beat:
     host: str = ""  # the rank's host name and PID namespace, as its agent saw them ("": an older agent)
     namespace: str = ""
     cpu: Optional[float] = None  # the rank's process's CPU seconds when it was written
+    world: int = 0  # WORLD_SIZE in the rank's environment when it was written (0: not set, or an older agent)
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,9 @@ def judge(views: Sequence[RankView], now: float, stall_after: Optional[float] = 
     """The findings for the ranks seen so far: deaths first (earliest first), then a stall, then a straggler (only
     with ``straggler``: it reads every collective of every rank, so the watcher asks for it now and then, not at every look)."""
     views = [view for view in views if view.beats]
-    deaths = sorted((d for d in (death_of(view) for view in views) if d is not None), key=lambda d: (d.follows_another, d.at, d.rank))
+    # seen gone at the same moment (one look saw both: a watcher attached from outside, whose ranks their launcher reaps and
+    # stops at once), a rank ended by SIGTERM, the signal launchers stop the other ranks with, comes after the others
+    deaths = sorted((d for d in (death_of(view) for view in views) if d is not None), key=lambda d: (d.follows_another, d.at, d.signal == SIGTERM, d.rank))
     if deaths:
         return tuple(deaths)
     found: list[Finding] = []

@@ -1,5 +1,5 @@
-"""compat launch --watch's findings in words (one line each, then the fix) and as the --json document
-(schemas/watch-v1.json). Side effects: none.
+"""compat launch --watch's and compat watch's findings in words (one line each, then the fix) and as the --json
+document (schemas/watch-v1.json; compat watch's says ``"attached": true``). Side effects: none.
 """
 
 from __future__ import annotations
@@ -110,32 +110,43 @@ def death_fix(death: Death) -> str:
     return "no exit status was seen: its last lines, and dmesg for the OOM killer"
 
 
-def fix_of(finding: Finding) -> str:
+#: compat watch attached to a job it did not start: it cannot end it, and says how to (after the fix of a stall or death)
+NOT_ENDED = ("compat watch did not start this job and does not end it: end it where it was started (Ctrl-C, or kill -TERM, to its "
+             "compat launch, which stops every rank), or leave it running to look at it (py-spy dump --pid PID on the rank's host).")
+
+
+def fix_of(finding: Finding, attached: bool = False) -> str:
     if isinstance(finding, Death):
-        return FIX["death"].format(rank=finding.rank, how=death_fix(finding))
-    return FIX[kind_of(finding)].format(rank=finding.rank)
+        fix = FIX["death"].format(rank=finding.rank, how=death_fix(finding))
+    else:
+        fix = FIX[kind_of(finding)].format(rank=finding.rank)
+    return f"{fix} {NOT_ENDED}" if attached and not isinstance(finding, Straggler) else fix
 
 
 HOOK_SOURCE = "hook"
-HOOK_NOTE = ("compat launch --watch: progress from: hook (the Flight Recorder recorded nothing for this backend: compat's own record "
-             "of the collectives called through torch.distributed's functions; DDP's gradient all-reduces, called from C++, are not in it)")
+LAUNCH_PREFIX = "compat launch --watch"
+HOOK_WORDS = ("progress from: hook (the Flight Recorder recorded nothing for this backend: compat's own record "
+              "of the collectives called through torch.distributed's functions; DDP's gradient all-reduces, called from C++, are not in it)")
+HOOK_NOTE = f"{LAUNCH_PREFIX}: {HOOK_WORDS}"
 
 
-def text_lines(outcome: Any) -> list[str]:
+def text_lines(outcome: Any, prefix: str = LAUNCH_PREFIX) -> list[str]:
+    """The findings, their fixes and the stacks, one line each, every line starting with ``prefix``."""
     lines = []
+    attached = getattr(outcome, "attached", False)
     for finding in outcome.findings:
-        lines.append(f"compat launch --watch: {finding_text(finding)}")
+        lines.append(f"{prefix}: {finding_text(finding)}")
         if isinstance(finding, Death):
-            lines.extend(f"compat launch --watch: {line}" for line in lines_text(finding))
-        lines.append(f"compat launch --watch: fix: {fix_of(finding)}")
+            lines.extend(f"{prefix}: {line}" for line in lines_text(finding))
+        lines.append(f"{prefix}: fix: {fix_of(finding, attached)}")
     if outcome.findings and HOOK_SOURCE in outcome.sources:
-        lines.append(HOOK_NOTE)
+        lines.append(f"{prefix}: {HOOK_WORDS}")
     for stack in outcome.stacks:
         if stack.text:
-            lines.append(f"compat launch --watch: rank {stack.rank}'s Python stack (py-spy dump --pid {stack.pid}):")
+            lines.append(f"{prefix}: rank {stack.rank}'s Python stack (py-spy dump --pid {stack.pid}):")
             lines.extend(f"    {line}" for line in stack.text.rstrip().splitlines())
         else:
-            lines.append(f"compat launch --watch: rank {stack.rank}'s stack: {stack.error}")
+            lines.append(f"{prefix}: rank {stack.rank}'s stack: {stack.error}")
     return lines
 
 
@@ -146,8 +157,8 @@ def _collective_json(collective: Optional[Collective]) -> Optional[dict[str, Any
             "entered": collective.entered}
 
 
-def finding_json(finding: Finding) -> dict[str, Any]:
-    base: dict[str, Any] = {"kind": kind_of(finding), "rank": finding.rank, "message": finding_text(finding), "fix": fix_of(finding)}
+def finding_json(finding: Finding, attached: bool = False) -> dict[str, Any]:
+    base: dict[str, Any] = {"kind": kind_of(finding), "rank": finding.rank, "message": finding_text(finding), "fix": fix_of(finding, attached)}
     if getattr(finding, "host", ""):
         base["host"] = finding.host
     if isinstance(finding, Death):
@@ -166,8 +177,14 @@ def finding_json(finding: Finding) -> dict[str, Any]:
 
 
 def watch_json(outcome: Any) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "job_status": outcome.job_status, "exit_status": outcome.exit_status,
-            "ended_by_watch": outcome.ended_by_watch, "sources": list(outcome.sources), "left_running": list(outcome.left),
-            "findings": [finding_json(f) for f in outcome.findings], "resolved": [finding_json(f) for f in getattr(outcome, "resolved", ())],
-            "stacks": [{"rank": s.rank, "pid": s.pid, "text": s.text or None, "error": s.error or None} for s in outcome.stacks],
-            "interrupted": _signal_name(outcome.interrupted) or None}
+    """The watch-v1 document; compat watch's (attached) also says ``"attached": true`` and its job_status is null."""
+    attached = getattr(outcome, "attached", False)
+    document = {"schema_version": SCHEMA_VERSION, "job_status": outcome.job_status, "exit_status": outcome.exit_status,
+                "ended_by_watch": outcome.ended_by_watch, "sources": list(outcome.sources), "left_running": list(outcome.left),
+                "findings": [finding_json(f, attached) for f in outcome.findings],
+                "resolved": [finding_json(f, attached) for f in getattr(outcome, "resolved", ())],
+                "stacks": [{"rank": s.rank, "pid": s.pid, "text": s.text or None, "error": s.error or None} for s in outcome.stacks],
+                "interrupted": _signal_name(outcome.interrupted) or None}
+    if attached:
+        document["attached"] = True
+    return document

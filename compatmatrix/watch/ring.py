@@ -13,6 +13,7 @@ import math
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
@@ -46,8 +47,9 @@ def ring_files(folder: Path) -> dict[int, Path]:
     return found
 
 
-def read_ring(path: Path) -> bytes:
-    """At most a ring's bytes; nothing from a symlink (not followed) or a FIFO (not waited on) or anything not a file."""
+def read_ring(path: Path, size: int = SLOTS * SLOT) -> bytes:
+    """At most a ring's bytes (``size``: fewer, from its start); nothing from a symlink (not followed) or a FIFO (not
+    waited on) or anything not a file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -55,7 +57,7 @@ def read_ring(path: Path) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return b""
-        return os.pread(fd, SLOTS * SLOT, 0)
+        return os.pread(fd, min(size, SLOTS * SLOT), 0)
     except OSError:
         return b""
     finally:
@@ -115,7 +117,12 @@ def beat_of(body: Any, rank: int) -> Optional[Beat]:
             entries.append(Collective(_text(item[0]), _int(item[1]), _text(item[2]), _int(item[3]), created / 1e9, _text(item[5]) if len(item) > 5 else ""))
     return Beat(_int(body.get("n")), rank, _int(body.get("pid")), t, _text(body.get("state")), _text(body.get("source")) or "none",
                 progress, tuple(entries), body["exception"][:1000] if isinstance(body.get("exception"), str) else "",
-                _text(body.get("host")), _text(body.get("ns")), _float(body.get("cpu")))
+                _text(body.get("host")), _text(body.get("ns")), _float(body.get("cpu")), _world(body.get("world")))
+
+
+def _world(value: Any) -> int:
+    """WORLD_SIZE as the agent wrote it (a string of digits, or ""): 0 when it is not a count."""
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 7 else 0
 
 
 def slot_beat(chunk: bytes, rank: int) -> Optional[Beat]:
@@ -226,3 +233,42 @@ class RingCursor:
             if fd >= 0:
                 os.close(fd)
         return found
+
+
+def formats_of(data: bytes) -> set[int]:
+    """The format versions ("v") of the heartbeats a ring holds that are JSON objects, whatever their version: a ring
+    an agent of another compat wrote says another number than FORMAT."""
+    found = set()
+    for start in range(0, min(len(data), SLOTS * SLOT), SLOT):
+        chunk = data[start:start + SLOT].strip()
+        if not chunk:
+            continue
+        try:
+            body = json.loads(chunk)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        if isinstance(body, dict) and isinstance(body.get("v"), int) and not isinstance(body.get("v"), bool):
+            found.add(body["v"])
+    return found
+
+
+def slot_of(body: Mapping[str, Any]) -> bytes:
+    """The slot the agent writes for the heartbeat ``body`` (compact JSON padded with spaces, a newline last). The
+    reader's inverse, for FIXTURE rings (tests/watch: the agent, standard library only, keeps its own copy, and a test
+    holds the two equal)."""
+    text = json.dumps(dict(body), separators=(",", ":"))
+    if len(text) >= SLOT:
+        raise ValueError(f"a heartbeat of {len(text)} bytes does not fit a slot of {SLOT}")
+    return (text + " " * (SLOT - 1 - len(text)) + "\n").encode()
+
+
+def write_beat(path: Path, body: Mapping[str, Any]) -> None:
+    """Write the heartbeat ``body`` into its slot (``body["n"] % SLOTS``) of the ring at ``path``, as the agent does
+    (FIXTURE rings: compat itself never writes a ring)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        if os.fstat(fd).st_size < SLOTS * SLOT:
+            os.ftruncate(fd, SLOTS * SLOT)
+        os.pwrite(fd, slot_of(body), (int(body["n"]) % SLOTS) * SLOT)
+    finally:
+        os.close(fd)

@@ -71,7 +71,7 @@ class WatchOptions:
 
 @dataclass
 class WatchOutcome:
-    job_status: int
+    job_status: Optional[int]  # the launch's own exit status; None when attached
     findings: tuple[Finding, ...] = ()
     ended_by_watch: bool = False
     finding_at: Optional[float] = None  # when the first stall or death was found (time.time())
@@ -81,11 +81,14 @@ class WatchOutcome:
     interrupted: Optional[int] = None  # the signal compat received (Ctrl-C, SIGTERM, SIGHUP): the watch stopped judging
     resolved: tuple[Stall, ...] = ()  # --watch-only: stalls said that resolved (the ranks made progress again): no finding
     timeline: Optional[dict] = None  # with WatchOptions.timeline: the ranks' collectives over time (watch/timeline.py)
+    attached: bool = False  # compat watch: attached to a job it did not start (job_status None: not its to know)
 
     @property
     def exit_status(self) -> int:
         if self.interrupted is not None:
             return 128 + self.interrupted
+        if self.attached or self.job_status is None:
+            return 1 if self.findings else 0
         return 1 if any(isinstance(f, (Stall, Death)) for f in self.findings) else self.job_status
 
 
@@ -218,8 +221,9 @@ class Watcher:
     (a shared run folder): rings with no heartbeat written after it are an earlier job's and are left out."""
 
     def __init__(self, folder: Path, options: WatchOptions, exits: Optional[Mapping[int, tuple[int, float]]] = None, since: Optional[float] = None,
-                 tails: Optional[Mapping[int, Any]] = None) -> None:
+                 tails: Optional[Mapping[int, Any]] = None, attached: bool = False) -> None:
         self.folder, self.options = folder, options
+        self.attached = attached  # compat watch: the ranks are no children of ours, their pids may be reused once they end
         self.exits = exits if exits is not None else {}  # pid -> (waitpid status, when), where the ranks are compat's own children (spawn)
         self.tails = tails if tails is not None else {}  # pid -> its pipes' last lines (.last()), where compat started the ranks (spawn)
         self.ranks: dict[int, _RankState] = {}
@@ -292,6 +296,8 @@ class Watcher:
                 state.gone_at, state.wait_status = when, status
             elif state.gone_at is None:
                 living, letter, status = proc_fact(state.pid)
+                if living and self.attached and state.path is not None and not lock_held(state.path):
+                    living, letter = False, ""  # its ring's lock is free: the rank ended, and the pid is another process's now
                 state.state = letter
                 if not living:
                     state.gone_at, state.wait_status, newly = now, status, True
@@ -329,7 +335,17 @@ class Watcher:
         return found
 
     def judge(self, now: float, straggler: bool = True) -> tuple[Finding, ...]:
-        return judge(self.views(), now, self.options.stall_after, self.options.world, straggler)
+        return judge(self.views(), now, self.options.stall_after, self.world(), straggler)
+
+    def world(self) -> Optional[int]:
+        """The ranks of the job: the launch's count, else (attached) the largest WORLD_SIZE the ranks' heartbeats say."""
+        if self.options.world is not None:
+            return self.options.world
+        return max((state.beats[-1].world for state in self.ranks.values() if state.beats), default=0) or None
+
+    def over(self) -> bool:
+        """Every rank seen has ended (its process gone, or its ring's lock free): its ring will not be written again."""
+        return bool(self.ranks) and all(state.gone_at is not None for state in self.ranks.values())
 
     def sources(self) -> tuple[str, ...]:
         return tuple(sorted({state.beats[-1].source for state in self.ranks.values() if state.beats}))
@@ -356,6 +372,125 @@ def _run_folder(given: Optional[str]) -> Iterator[tuple[Path, Optional[float]]]:
     yield folder, time.time()
 
 
+class Judging:
+    """The watcher's loop, one for both ways of watching: beside the launch (``watch_launch``: a thread, which ends the
+    job on a finding through ``end_job``) and attached to a job started elsewhere (attach.py: ``end_job`` None, the job
+    is not ours to end, so every finding is kept as --watch-only keeps it). Each tick (PROC_POLL_S) it looks at the
+    ranks' processes, every POLL_S reads the rings and judges; the first stall or death is said at once (``prefix``:
+    the words each line starts with), with the stacks of the ranks a stall involves; a stall the ranks get over is
+    said to be resolved; the first straggler is said once, "so far". What it found stays on the object for ``outcome``."""
+
+    def __init__(self, watcher: Watcher, base_env: Mapping[str, str], say: Callable[[str], None], render: Optional[Callable[[Finding], str]],
+                 prefix: str, end_job: Optional[Callable[[], None]] = None) -> None:
+        self.watcher, self.base_env, self.say, self.render, self.prefix, self.end_job = watcher, base_env, say, render, prefix, end_job
+        self.found: list[Finding] = []
+        self.marks: dict[str, float] = {}
+        self.stacks: list[Stack] = []
+        self.resolved: list[Stall] = []
+        self.ended = threading.Event()
+        self.active: Optional[Stall] = None  # a stall said and not yet resolved (the job kept running)
+        self.at_stall: dict[int, int] = {}  # each rank's progress when it was said
+        self.said_straggler = False
+
+    def _words(self, finding: Finding) -> str:
+        return self.render(finding) if self.render else str(finding)
+
+    def run(self, stop: threading.Event, signals: Optional[SignalSeen], finished: Optional[Callable[[float], bool]] = None) -> None:
+        """Until ``stop`` is set, compat receives a stop signal, the job is ended on a finding, or ``finished(now)``
+        says the job is over (checked after each reading)."""
+        watcher = self.watcher
+        next_read = next_straggler = 0.0
+        while not stop.wait(PROC_POLL_S):
+            if signals is not None and signals.check() is not None:
+                return  # compat was asked to stop: the ranks end because of it, which is no finding
+            now = time.time()
+            try:
+                if not watcher.check_processes(now) and time.monotonic() < next_read:
+                    continue
+                next_read = time.monotonic() + POLL_S
+                watcher.read(now)
+                straggler = time.monotonic() >= next_straggler
+                if straggler:
+                    next_straggler = time.monotonic() + STRAGGLER_EVERY_S
+                findings = watcher.judge(now, straggler)
+            except Exception as exc:  # the watch must never take the job down
+                self.say(f"{self.prefix}: the watcher stopped: {exc}")
+                return
+            if self._judged(findings, now, stop, signals) or (finished is not None and finished(now)):
+                return
+
+    def _judged(self, findings: tuple[Finding, ...], now: float, stop: threading.Event, signals: Optional[SignalSeen]) -> bool:
+        """Say what is new in ``findings``; whether the loop is over (compat stopping, the job ended)."""
+        serious = [f for f in findings if isinstance(f, (Stall, Death))]
+        if serious and signals is not None and signals.check() is not None:
+            return True
+        deaths = [f for f in serious if isinstance(f, Death)]
+        if self.active is not None and deaths and self.end_job is None:
+            # attached: the ranks ended after the stall was said (the job was ended, as its fix says, or a rank gave up
+            # waiting): the stall stays the finding, and how they ended is said once
+            self.say(f"{self.prefix}: after the stall: " + " ".join(self._words(death) for death in deaths))
+            self.active = None
+            return False
+        if self.active is not None and (progress_of(self.watcher) != self.at_stall or deaths):
+            # the job kept running: the ranks made progress again (or one died: said below)
+            if not deaths:
+                self.say(f"{self.prefix}: the stall resolved: the ranks made progress again after "
+                         f"{now - (self.marks['finding'] - self.active.stalled_for):.1f} s without; the job goes on")
+                self.resolved.append(self.active)
+            self.active = None
+            self.found[:] = []
+            del self.marks["finding"]
+            serious = [f for f in serious if not isinstance(f, Stall)]
+        if serious and "finding" not in self.marks:
+            if self._new_finding(findings, serious, now, stop):
+                return True
+        straggler = next((f for f in findings if isinstance(f, Straggler)), None)
+        if straggler is not None and not self.said_straggler:
+            self.said_straggler = True
+            self.say(f"{self.prefix}: so far, {self._words(straggler)} (the verdict comes at the end)")
+        return False
+
+    def _new_finding(self, findings: tuple[Finding, ...], serious: list[Finding], now: float, stop: threading.Event) -> bool:
+        """The first stall or death: said, the stacks of a stall's ranks taken, the job ended unless it is kept;
+        whether the loop is over."""
+        watcher, first = self.watcher, serious[0]
+        self.marks["finding"] = now
+        self.found[:] = [f for f in findings if not isinstance(f, Straggler)]
+        self.say(f"{self.prefix}: {self._words(first)}")
+        if isinstance(first, Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
+            involved = [first.rank] + [w.rank for w in first.waiting]
+            known = {rank: watcher.ranks[rank] for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
+            self.stacks[:] = take(find_py_spy(self.base_env, watcher.options.pythons), {rank: state.pid for rank, state in known.items() if state.local})
+            self.stacks.extend(Stack(rank, state.pid, "", f"rank {rank} runs on another host ({state.beats[-1].host or 'unnamed'}): "
+                                     f"there, py-spy dump --pid {state.pid} --nonblocking") for rank, state in known.items() if not state.local)
+        if self.end_job is not None:
+            if isinstance(first, Death) and stop.wait(DEATH_GRACE_S):
+                return True  # the launcher stopped the other ranks itself (torchrun, spawn): its exit status stands
+            if not watcher.options.watch_only or isinstance(first, Death):
+                self.say(f"{self.prefix}: ending the job")
+                self.ended.set()
+                self.end_job()
+                return True
+        self.active = first if isinstance(first, Stall) else None
+        self.at_stall = progress_of(watcher)
+        return False
+
+    def outcome(self, status: Optional[int], left: tuple[int, ...] = (), attached: bool = False) -> WatchOutcome:
+        """The outcome once the job has ended: one last look (a rank that died as the job ended: with the job's
+        ``status`` known, only when it is not 0), and the straggler judged over the whole job."""
+        watcher, found = self.watcher, self.found
+        now = time.time()
+        watcher.read(now)
+        last = watcher.judge(now)
+        if "finding" not in self.marks and any(isinstance(f, Death) for f in last) and status != 0:
+            found[:] = [f for f in last if not isinstance(f, Straggler)]
+            self.marks["finding"] = now
+        # the straggler: the judgement over the whole job, at its end (not the first time it held)
+        found[:] = [f for f in found if not isinstance(f, Straggler)] + [f for f in last if isinstance(f, Straggler)][:1]
+        return WatchOutcome(status, tuple(found), self.ended.is_set(), self.marks.get("finding"), watcher.sources(), left, tuple(self.stacks), None,
+                            tuple(self.resolved), attached=attached)
+
+
 def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str, str], options: WatchOptions,
                  say: Callable[[str], None] = lambda line: None, render: Optional[Callable[[Finding], str]] = None,
                  exits: Optional[Mapping[int, tuple[int, float]]] = None, tails: Optional[Mapping[int, Any]] = None) -> WatchOutcome:
@@ -365,79 +500,11 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
     with _run_folder(options.folder) as (folder, since):
         watcher = Watcher(folder, options, exits, since, tails)
         stop = threading.Event()
-        found: list[Finding] = []
-        marks: dict[str, float] = {}
-        stacks: list[Stack] = []
-        resolved: list[Stall] = []
-        ended = threading.Event()
-
-        def end_job() -> None:
-            ended.set()
-            sweep(run_id, [], wait=3.0, variable=WATCH_RUN_VAR)
-
-        def loop() -> None:
-            said_straggler = False
-            next_read = 0.0
-            next_straggler = 0.0
-            active: Optional[Stall] = None  # --watch-only: the stall said and not yet resolved
-            at_stall: dict[int, int] = {}  # each rank's progress when it was said
-            while not stop.wait(PROC_POLL_S):
-                if signals.check() is not None:
-                    return  # compat was asked to stop: the ranks end because of it, which is no finding
-                now = time.time()
-                try:
-                    if not watcher.check_processes(now) and time.monotonic() < next_read:
-                        continue
-                    next_read = time.monotonic() + POLL_S
-                    watcher.read(now)
-                    straggler = time.monotonic() >= next_straggler
-                    if straggler:
-                        next_straggler = time.monotonic() + STRAGGLER_EVERY_S
-                    findings = watcher.judge(now, straggler)
-                except Exception as exc:  # the watch must never take the job down
-                    say(f"compat launch --watch: the watcher stopped: {exc}")
-                    return
-                serious = [f for f in findings if isinstance(f, (Stall, Death))]
-                if serious and signals.check() is not None:
-                    return
-                if active is not None and (progress_of(watcher) != at_stall or any(isinstance(f, Death) for f in serious)):
-                    # --watch-only: the ranks made progress again (or one died: said below)
-                    if not any(isinstance(f, Death) for f in serious):
-                        say(f"compat launch --watch: the stall resolved: the ranks made progress again after {now - (marks['finding'] - active.stalled_for):.1f} s "
-                            f"without; the job goes on")
-                        resolved.append(active)
-                    active = None
-                    found[:] = []
-                    del marks["finding"]
-                    serious = [f for f in serious if not isinstance(f, Stall)]
-                if serious and "finding" not in marks:
-                    marks["finding"] = now
-                    found[:] = [f for f in findings if not isinstance(f, Straggler)]
-                    for finding in serious[:1]:
-                        say(f"compat launch --watch: {render(finding) if render else finding}")
-                    if isinstance(serious[0], Stall):  # before the job is ended: the stacks of the stopped rank and those waiting for it
-                        involved = [serious[0].rank] + [w.rank for w in serious[0].waiting]
-                        known = {rank: watcher.ranks[rank] for rank in involved if rank in watcher.ranks and watcher.ranks[rank].pid}
-                        stacks[:] = take(find_py_spy(base_env, options.pythons), {rank: state.pid for rank, state in known.items() if state.local})
-                        stacks.extend(Stack(rank, state.pid, "", f"rank {rank} runs on another host ({state.beats[-1].host or 'unnamed'}): "
-                                            f"there, py-spy dump --pid {state.pid} --nonblocking") for rank, state in known.items() if not state.local)
-                    if isinstance(serious[0], Death) and stop.wait(DEATH_GRACE_S):
-                        return  # the launcher stopped the other ranks itself (torchrun, spawn): its exit status stands
-                    if not options.watch_only or isinstance(serious[0], Death):
-                        say("compat launch --watch: ending the job")
-                        end_job()
-                        return
-                    active = serious[0] if isinstance(serious[0], Stall) else None
-                    at_stall = progress_of(watcher)
-                straggler = next((f for f in findings if isinstance(f, Straggler)), None)
-                if straggler is not None and not said_straggler:
-                    said_straggler = True
-                    say(f"compat launch --watch: so far, {render(straggler) if render else straggler} (the verdict comes at the end)")
-
+        judging = Judging(watcher, base_env, say, render, "compat launch --watch", lambda: sweep(run_id, [], wait=3.0, variable=WATCH_RUN_VAR))
         env = agent_env(base_env, folder, run_id, options.interval)
         signals = SignalSeen()
         signals.start()
-        thread = threading.Thread(target=loop, name="compat-watch", daemon=True)
+        thread = threading.Thread(target=judging.run, args=(stop, signals), name="compat-watch", daemon=True)
         thread.start()
         try:
             status = run(env)
@@ -448,17 +515,7 @@ def watch_launch(run: Callable[[Mapping[str, str]], int], base_env: Mapping[str,
             signals.stop()
         if signals.seen is not None:
             return completed(WatchOutcome(status, (), False, None, watcher.sources(), tuple(left), (), signals.seen), watcher)
-        now = time.time()
-        watcher.read(now)
-        last = watcher.judge(now)
-        if "finding" not in marks:  # one last look: a rank that died as the job ended
-            if any(isinstance(f, Death) for f in last) and status != 0:
-                found[:] = [f for f in last if not isinstance(f, Straggler)]
-                marks["finding"] = now
-        # the straggler: the judgement over the whole job, at its end (not the first time it held)
-        found[:] = [f for f in found if not isinstance(f, Straggler)] + [f for f in last if isinstance(f, Straggler)][:1]
-        return completed(WatchOutcome(status, tuple(found), ended.is_set(), marks.get("finding"), watcher.sources(), tuple(left), tuple(stacks), None,
-                                      tuple(resolved)), watcher)
+        return completed(judging.outcome(status, tuple(left)), watcher)
 
 
 def completed(outcome: WatchOutcome, watcher: Watcher) -> WatchOutcome:
@@ -471,5 +528,3 @@ def completed(outcome: WatchOutcome, watcher: Watcher) -> WatchOutcome:
                      if isinstance(f, Death) and f.rank in seen and len(seen[f.rank].lines) > len(f.lines) else f for f in outcome.findings)
     timeline = timeline_of(views, time.time(), findings, outcome.finding_at) if watcher.options.timeline else None
     return replace(outcome, findings=findings, timeline=timeline)
-
-

@@ -178,3 +178,33 @@ def test_rank_zero_is_on_the_master_when_slurm_places_task_zero_elsewhere(slurm_
         (trained.stdout[-2000:], trained.stderr[-2000:])
     assert all(line.endswith("same True") for line in lines)
     assert_nothing_left(slurm_cluster)
+
+
+def test_a_rank_stopped_under_srun_is_named_with_its_node_and_the_job_ended(slurm_cluster, stock_torch213, tmp_path):
+    """compat launch --watch --launcher srun in a two-node allocation (salloc -N2), one task per node; rank 1 (node2)
+    stops itself with SIGSTOP at step 15 (tests/data/watch_train.py). The watcher reads both ranks' rings from the
+    --watch-dir every node sees, names rank 1 on node2 and rank 0 on node1 waiting in the collective, ends the job
+    (exit 1); then the nodes are idle and nothing of the job is left."""
+    from ..conftest import ROOT
+
+    train = ROOT / "tests" / "data" / "watch_train.py"
+    schema = json.loads((ROOT / "compatmatrix" / "schemas" / "watch-v1.json").read_text())
+    started = time.monotonic()
+    done = slurm_cluster.run(["salloc", "-N2", "--ntasks-per-node=1", *COMPAT, "launch", "--launcher", "srun", "--nproc-per-node", "1", "--watch", "--json",
+                              "--watch-dir", str(tmp_path / "run"), "--python", str(stock_torch213), "--", str(train)],
+                             cluster_env(WATCH_FAULT="stop@15", WATCH_STEPS="400"), timeout=240, cwd=str(ROOT))
+    seconds = time.monotonic() - started
+    text = done.stdout
+    assert "{\n" in text, (done.returncode, done.stderr[-4000:])
+    document = json.loads(text[text.index("{\n"):])
+    import jsonschema
+
+    jsonschema.validate(document, schema)
+    assert done.returncode == 1 and document["ended_by_watch"], (document, done.stderr[-4000:])
+    (stall,) = [f for f in document["findings"] if f["kind"] == "stall"]
+    assert (stall["rank"], stall["host"]) == (1, "node2") and stall["process_state"] in ("silent", "T"), stall
+    assert "all_reduce" in stall["collective"]["op"].replace("allreduce", "all_reduce") and stall["last_entered"] < stall["seq"], stall
+    assert [(w["rank"], w.get("host"), w["seq"]) for w in stall["waiting"]] == [(0, "node1", stall["seq"])], stall
+    assert "compat launch --watch: stall: rank 1 on node2" in done.stderr and "rank 1: stop at step 15" in done.stderr
+    print(f"\nsrun --watch, rank 1 stopped on node2: named ({stall['process_state']}, bound {stall['bound']} s), the job ended; {seconds:.1f} s in all")
+    assert_nothing_left(slurm_cluster)

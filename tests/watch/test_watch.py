@@ -447,10 +447,38 @@ def test_the_watch_options_are_checked(argv, message):
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
-def test_watch_takes_torchrun_spawn_and_mpirun_so_far():
+def test_watch_under_srun_needs_a_run_folder_every_node_sees():
+    """srun's tasks run on the allocation's nodes, which need not be this host: a private folder of this host would
+    leave the watcher blind, so --watch-dir is required (as across hosts)."""
     done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "srun", "--nproc-per-node", "2", "--watch", "--", "train.py"],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "--watch works with --launcher torchrun or spawn or mpirun so far, not srun" in done.stderr
+    assert done.returncode == 2 and "Under srun each task runs on a node of the allocation" in done.stderr and "--watch-dir DIR" in done.stderr
+
+
+def test_a_task_of_compat_launchs_srun_line_is_watched_as_the_rank_it_maps(tmp_path):
+    """One task of the srun line, as srun starts it (FIXTURE scontrol: the list node1,node2; Slurm numbers node2 first,
+    so SLURM_PROCID 0 runs there and the line maps it to RANK 1): under the watch the task marks its rank, the agent
+    writes rank-1.ring (not rank-0), a Python child of the rank leaves it alone; without the watch nothing is marked."""
+    from compatmatrix.launchers.srun import _MAP_RANKS
+
+    tools = tmp_path / "fixture-bin"
+    tools.mkdir()
+    (tools / "scontrol").write_text('#!/bin/sh\n[ "$1 $2 $3" = "show hostnames node[1-2]" ] && printf "node1\\nnode2\\n"\n')  # FIXTURE scontrol
+    (tools / "scontrol").chmod(0o755)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    task = {"PATH": f"{tools}:{os.environ['PATH']}", "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_NTASKS_PER_NODE": "1",
+            "SLURM_JOB_ID": "54321", "SLURM_STEP_NODELIST": "node[1-2]", "SLURM_JOB_NODELIST": "node[1-2]", "SLURMD_NODENAME": "node2"}
+    code = ("import os, subprocess, sys; print(os.environ['RANK'], os.environ.get('COMPAT_WATCH_RANK', '-'));"
+            "subprocess.run([sys.executable, '-c', 'import time; time.sleep(0.3)'], check=True); import time; time.sleep(0.3)")
+    watched = agent_env({}, run_dir, "t", 0.05) | task
+    done = subprocess.run(["sh", "-c", _MAP_RANKS, "compat-launch-rank", sys.executable, "-c", code], env=watched, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.split() == ["1", "1"], done.stderr
+    assert [p.name for p in run_dir.iterdir()] == ["rank-1.ring"]
+    beats = ring.beats_of((run_dir / "rank-1.ring").read_bytes(), 1)
+    assert len({beat.pid for beat in beats}) == 1 and beats[-1].state == "left" and beats[-1].world == 2
+    plain = subprocess.run(["sh", "-c", _MAP_RANKS, "compat-launch-rank", sys.executable, "-c", code], env=task, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0 and plain.stdout.split() == ["1", "-"], plain.stderr
 
 
 # --- spawn: compat starts the ranks (plain Python ranks here: the agent's liveness and the exact exit statuses)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-import time
 import uuid
 
 import jsonschema
@@ -24,6 +22,7 @@ from ..clean_env import base_env
 from ..conftest import ROOT
 from ..live.test_hosts_netns import assert_nothing_left, hosts, port  # noqa: F401 (hosts: the two-host fixture)
 from ..netns_hosts import HostSpec
+from .test_watch_real import Streamed
 
 pytestmark = pytest.mark.integration
 SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "watch-v1.json").read_text())
@@ -43,36 +42,17 @@ def impi():
     return str(real_env("impi").parent / "mpirun")
 
 
-class Watched:
+class Watched(Streamed):
     """compat launch --watch started on a test host; its stderr lines with the time each was read."""
 
     def __init__(self, cluster, host, args, mark, env_extra):
         env = base_env({"COMPAT_TEST_TREE_MARK": mark, "WATCH_STEPS": "400", **env_extra},
                        drop=("COMPAT_LIVE_FIXTURE_FAULT", "CCL_WORKER_COUNT", "PYTHONPATH"))
         self.host = host
-        self.process = cluster.popen(host, [sys.executable, "-m", "compatmatrix", "launch", *args], env, cwd=str(ROOT))
-        self.seen: list[tuple[float, str]] = []
-        self.out: list[str] = []
-        self.threads = [threading.Thread(target=self._err), threading.Thread(target=lambda: self.out.append(self.process.stdout.read()))]
-        for thread in self.threads:
-            thread.start()
-
-    def _err(self):
-        for line in self.process.stderr:
-            self.seen.append((time.monotonic(), line.rstrip("\n")))
+        super().__init__(cluster.popen(host, [sys.executable, "-m", "compatmatrix", "launch", *args], env, cwd=str(ROOT)))
 
     def finish(self, timeout=DEADLINE_S):
-        try:
-            code = self.process.wait(timeout=timeout)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-            for thread in self.threads:
-                thread.join(timeout=30)
-        return code
-
-    def first(self, needle):
-        return next((when for when, line in self.seen if needle in line), None)
+        return super().finish(timeout)
 
     def text(self):
         return "\n".join(line for _, line in self.seen)[-6000:]

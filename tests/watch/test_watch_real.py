@@ -8,6 +8,7 @@ process compat starts carries COMPAT_TEST_MARK; after compat returns none may be
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -18,11 +19,52 @@ import pytest
 
 from ..clean_env import base_env
 from ..conftest import ROOT
-from ..procs import MARK_VARIABLE, marked, new_mark
+from ..procs import MARK_VARIABLE, marked, new_mark, wait_until
 
 pytestmark = pytest.mark.integration
 SCHEMA = json.loads((ROOT / "compatmatrix" / "schemas" / "watch-v1.json").read_text())
 TRAIN = ROOT / "tests" / "data" / "watch_train.py"
+
+
+class Streamed:
+    """A process whose stderr lines are read as they come, each with the time it was read (time.monotonic); its stdout
+    kept whole."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.seen: list[tuple[float, str]] = []
+        self.out: list[str] = []
+        self.threads = [threading.Thread(target=self._err), threading.Thread(target=lambda: self.out.append(self.process.stdout.read()))]
+        for thread in self.threads:
+            thread.start()
+
+    def _err(self) -> None:
+        for line in self.process.stderr:
+            self.seen.append((time.monotonic(), line.rstrip("\n")))
+
+    def finish(self, timeout: float) -> int:
+        try:
+            code = self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            for thread in self.threads:
+                thread.join(timeout=30)
+        return code
+
+    def first(self, needle: str):
+        return first(self.seen, needle)
+
+    def document(self) -> dict:
+        """The JSON document compat wrote last on stdout (after the job's own output, from a line "{")."""
+        text = "".join(self.out)
+        lines = [line for line in text.splitlines() if line.startswith("{")] or ["{}"]
+        return json.loads(text[text.index("{\n"):]) if "{\n" in text else json.loads(lines[-1])
+
+
+def streamed(argv, env) -> Streamed:
+    """``argv`` started here (this repository as its folder), streamed."""
+    return Streamed(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT)))
 
 
 def watched(python: str, fault: str = "", steps: int = 40, extra: tuple[str, ...] = (), env_extra: dict | None = None, timeout: float = 240,
@@ -32,31 +74,9 @@ def watched(python: str, fault: str = "", steps: int = 40, extra: tuple[str, ...
     env = base_env({MARK_VARIABLE: mark, "WATCH_FAULT": fault, "WATCH_STEPS": str(steps), **(env_extra or {})})
     argv = [sys.executable, "-m", "compatmatrix", "launch", "--watch", "--json", "--launcher", launcher, "--nproc-per-node", "2",
             "--python", python, *extra, "--", str(TRAIN)]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
-    seen: list[tuple[float, str]] = []
-    out: list[str] = []
-
-    def read_err() -> None:
-        for line in process.stderr:
-            seen.append((time.monotonic(), line.rstrip("\n")))
-
-    def read_out() -> None:
-        out.append(process.stdout.read())
-
-    threads = [threading.Thread(target=read_err), threading.Thread(target=read_out)]
-    for thread in threads:
-        thread.start()
-    try:
-        code = process.wait(timeout=timeout)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        for thread in threads:
-            thread.join(timeout=30)
-    text = "".join(out)
-    lines = [line for line in text.splitlines() if line.startswith("{")] or ["{}"]
-    document = json.loads(text[text.index("{\n"):]) if "{\n" in text else json.loads(lines[-1])
-    return code, document, seen, mark
+    launch = streamed(argv, env)
+    code = launch.finish(timeout)
+    return code, launch.document(), launch.seen, mark
 
 
 def first(seen, needle):
@@ -190,4 +210,47 @@ def test_a_rank_slowed_on_purpose_is_named_the_straggler_and_the_job_keeps_its_s
     (straggler,) = [f for f in document["findings"] if f["kind"] == "straggler"]
     assert straggler["rank"] == 1 and straggler["wait_share"]["0"] > straggler["wait_share"]["1"]
     print(f"straggler: wait shares {straggler['wait_share']}, last in {straggler['last_share']:.0%} of {straggler['collectives']}")
+    assert marked(mark) == []
+
+
+def test_compat_watch_attached_from_another_process_names_the_stopped_rank_and_ends_with_the_job(torch_python, tmp_path):
+    """compat launch --watch-only --watch-dir D (torchrun, 2 ranks, rank 1 stops itself with SIGSTOP at step 15) in the
+    background; compat watch D from another process names rank 1, the collective it never entered and rank 0 waiting in
+    it, and does not end the job; the job is then ended as the fix says (Ctrl-C to its compat launch) and compat watch
+    ends with it: exit 1, its document attached, nothing of either left running."""
+    run_dir = tmp_path / "run"
+    mark = new_mark()
+    env = base_env({MARK_VARIABLE: mark, "WATCH_FAULT": "stop@15", "WATCH_STEPS": "400", "COMPAT_LAUNCH_GRACE": "3"})
+    started = time.monotonic()
+    launch = streamed([sys.executable, "-m", "compatmatrix", "launch", "--watch-only", "--watch-dir", str(run_dir), "--launcher", "torchrun",
+                       "--nproc-per-node", "2", "--python", torch_python, "--", str(TRAIN)], env)
+    watch = None
+    try:
+        assert wait_until(lambda: len(list(run_dir.glob("rank-*.ring"))) == 2 or launch.process.poll() is not None, 120), launch.seen
+        watch = streamed([sys.executable, "-m", "compatmatrix", "watch", "--json", "--stall-after", "5", str(run_dir)], env)
+        assert wait_until(lambda: watch.first("compat watch: stall: rank 1") or watch.process.poll() is not None, 90), (watch.seen, launch.seen)
+        named = watch.first("compat watch: stall: rank 1")
+        time.sleep(1.0)
+        assert watch.process.poll() is None, watch.seen  # it does not end with its finding: the job runs on
+        launch.process.send_signal(signal.SIGINT)  # the fix: Ctrl-C to the compat launch that started the job
+        launch_code = launch.finish(60)
+        code = watch.finish(60)
+    finally:
+        for started_here in (launch, watch):
+            if started_here is not None and started_here.process.poll() is None:
+                started_here.process.kill()
+                started_here.finish(30)
+    document = watch.document()
+    jsonschema.validate(document, SCHEMA)
+    assert code == 1 and launch_code == 130, (watch.seen, launch.seen[-20:])
+    assert document["attached"] is True and document["job_status"] is None and not document["ended_by_watch"] and document["left_running"] == []
+    (stall,) = [f for f in document["findings"] if f["kind"] == "stall"]
+    assert stall["rank"] == 1 and stall["process_state"] == "T", stall
+    assert stall["last_entered"] < stall["seq"] and "all_reduce" in stall["collective"]["op"].replace("allreduce", "all_reduce"), stall
+    assert [w["rank"] for w in stall["waiting"]] == [0] and stall["waiting"][0]["seq"] == stall["seq"]
+    assert "does not end it" in stall["fix"] and "Ctrl-C" in stall["fix"]
+    stopped = launch.first("rank 1: stop at step")
+    assert stopped is not None and named is not None, launch.seen
+    print(f"compat watch: SIGSTOP to finding {named - stopped:.1f} s (bound {stall['bound']} s); the whole test {time.monotonic() - started:.1f} s")
+    assert named - stopped < 60
     assert marked(mark) == []

@@ -3,7 +3,7 @@
 compat puts this folder first on the PYTHONPATH of the job it watches (watch/service.py) together with
 COMPAT_WATCH_DIR (the run folder). Python imports ``sitecustomize`` at start-up; this one acts only in a worker: a
 process with COMPAT_WATCH_DIR set, RANK (ASCII digits) and either COMPAT_WATCH_RANK equal to RANK (set per rank by
-compat's own spawn) or LOCAL_RANK with TORCHELASTIC_RESTART_COUNT or TORCHELASTIC_RUN_ID (set by torchrun in its
+compat's own spawn, and by each task of compat launch's srun line, launchers/srun.py) or LOCAL_RANK with TORCHELASTIC_RESTART_COUNT or TORCHELASTIC_RUN_ID (set by torchrun in its
 workers only: torchrun itself is left alone, even where RANK is in compat's own environment, as in a Kubeflow pod), or,
 without RANK, an MPI rank (PMI_RANK with PMI_SIZE from hydra, OMPI_COMM_WORLD_RANK/SIZE from Open MPI: mpirun itself
 and its proxies run no Python);
@@ -606,7 +606,7 @@ def _is_worker(rank, env):
 
 
 def _worker_rank(env):
-    """This process's rank if it is a worker, else None: RANK under torchrun and compat's spawn; under mpirun the MPI's
+    """This process's rank if it is a worker, else None: RANK under torchrun, compat's spawn and srun; under mpirun the MPI's
     own rank variable (hydra's PMI_RANK with PMI_SIZE, Open MPI's OMPI_COMM_WORLD_RANK), which its ranks carry from
     their start (the script maps them to RANK itself, after this runs); mpirun and hydra's proxies run no Python."""
     rank = env.get("RANK", "")
