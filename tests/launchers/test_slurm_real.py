@@ -190,7 +190,8 @@ def test_a_rank_stopped_under_srun_is_named_with_its_node_and_the_job_ended(slur
     train = ROOT / "tests" / "data" / "watch_train.py"
     schema = json.loads((ROOT / "compatmatrix" / "schemas" / "watch-v1.json").read_text())
     started = time.monotonic()
-    done = slurm_cluster.run(["salloc", "-N2", "--ntasks-per-node=1", *COMPAT, "launch", "--launcher", "srun", "--nproc-per-node", "1", "--watch", "--json",
+    # --exclusive: the allocation holds each node's CPUs, which compat's srun line asks for (--cpus-per-task = the planned cores)
+    done = slurm_cluster.run(["salloc", "-N2", "--ntasks-per-node=1", "--exclusive", *COMPAT, "launch", "--launcher", "srun", "--nproc-per-node", "1", "--watch", "--json",
                               "--watch-dir", str(tmp_path / "run"), "--python", str(stock_torch213), "--", str(train)],
                              cluster_env(WATCH_FAULT="stop@15", WATCH_STEPS="400"), timeout=240, cwd=str(ROOT))
     seconds = time.monotonic() - started
