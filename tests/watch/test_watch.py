@@ -440,11 +440,14 @@ def test_the_json_document_follows_its_schema_for_every_kind():
     (["--watch", "--print"], "--watch runs the job"),
     (["--watch", "--stall-after", "0"], "give seconds above 0"),
     (["--watch", "--stall-after", "2.5"], "Give --stall-after 3 or more"),
+    (["--report", "r.html"], "--report draws what compat launch --watch saw: it goes with --watch"),
+    (["--watch", "--report", "/nonexistent-folder/r.html"], "is not a file in an existing folder"),
+    (["--watch", "--report", "/proc/compat-watch.html"], "cannot be written: its folder /proc refuses a new file ("),
 ])
 def test_the_watch_options_are_checked(argv, message):
     done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "torchrun", "--nproc-per-node", "2", *argv, "--", "train.py"],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_watch_under_srun_needs_a_run_folder_every_node_sees():

@@ -210,20 +210,7 @@ def test_hostile_host_and_op_names_are_text_and_inject_nothing(plain_page, hosts
         assert visible_line(value).encode("utf-8", "backslashreplace").decode() in text
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--report", "r.html"], "--report draws what compat launch --watch saw: it goes with --watch"),
-    (["--watch", "--report", "/nonexistent-folder/r.html"], "is not a file in an existing folder"),
-    (["--watch", "--report", "/proc/compat-watch.html"], "cannot be written: its folder /proc refuses a new file ("),
-])
-def test_the_report_option_is_refused_before_the_job_starts(argv, message):
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-m", "compatmatrix", "launch", "--launcher", "torchrun", "--nproc-per-node", "2", *argv, "--", "train.py"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
-
-
+# the --report option refused before the job starts: tests/watch/test_watch.py test_the_watch_options_are_checked
 def test_a_watched_spawn_writes_its_report_when_the_job_ends(tmp_path):
     """The command's path end to end with plain Python ranks (no collective): the page is written, and parses."""
     import subprocess
