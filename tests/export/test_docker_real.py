@@ -115,7 +115,10 @@ class Builds:
     def stop(self):
         for process, log in self.running.values():
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass  # it ended between the poll and the kill
                 process.wait(timeout=30)
             log.close()
 
